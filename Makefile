@@ -1,0 +1,76 @@
+# multidecode - one Makefile for the program, its tests and its benchmarks.
+#
+#   make            build ./multidecode (CPU backends; CUDA too when nvcc is present, later)
+#   make run        fetch the default model if missing and open the TUI
+#   make test       build and run every test; the last line is "N passed, N failed, N skipped"
+#   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make bench      decode benchmark on random-weight models (JSON on stdout)
+#   make model      fetch the default model into models/
+#   make clean      remove build outputs
+
+CC      ?= cc
+OPT     ?= -O2
+ARCH    ?= -march=native
+CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -Wall -Wextra -Werror -pthread -MMD -MP $(EXTRA_CFLAGS)
+LDLIBS  := -lm -pthread
+BUILD   ?= build
+
+LIB_SRC  := $(wildcard kernels/*.c kernels/ref/*.c kernels/cpu/*.c engine/*.c)
+APP_SRC  := $(wildcard app/*.c)
+TEST_SRC := $(wildcard tests/test_*.c)
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+APP_OBJ  := $(APP_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+LIB      := $(BUILD)/libmultidecode.a
+
+# all: the program.
+all: multidecode
+
+multidecode: $(BUILD)/multidecode
+	cp $< $@
+
+$(BUILD)/multidecode: $(APP_OBJ) $(LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(LIB) $(BUILD)/multidecode
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# test: build everything, run every test binary, print the summed result last.
+test: $(BUILD)/multidecode $(TEST_BIN)
+	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN)
+
+# asan: the test suite under ASan + UBSan, in its own build folder.
+asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 \
+	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  test
+
+# model: the default model (SmolLM2-135M-Instruct) under models/.
+model:
+	sh tools/fetch-model.sh
+
+# run: the TUI on the default model.
+run: multidecode
+	@test -f models/SmolLM2-135M-Instruct.gguf || sh tools/fetch-model.sh
+	./multidecode -m models/SmolLM2-135M-Instruct.gguf
+
+# bench: decode throughput on random-weight models.
+bench: multidecode
+	sh tools/bench.sh
+
+clean:
+	rm -rf build build-asan multidecode
+
+.PHONY: all test asan model run bench clean
+
+-include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d)

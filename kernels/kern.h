@@ -1,0 +1,95 @@
+/* kern.h - the compute ops table: one set of functions, one implementation per backend.
+ *
+ * Backends: "ref" (kernels/ref: plain scalar C, written to be obviously right; the
+ * oracle every other backend is tested against) and "cpu" (kernels/cpu: SIMD and a
+ * thread pool). A backend is picked at run time by name; every op has the same
+ * contract in every backend, up to floating-point summation order.
+ *
+ * Layout conventions: activations are float32, row-major, one row per batch row
+ * (a "row" is one token of the batch). A weight matrix W is (n_out, n_in) row-major
+ * in its storage type, as GGUF stores it (ggml ne[0] = n_in, ne[1] = n_out), and
+ * matmul computes y[r][o] = sum_i W[o][i] * x[r][i].
+ *
+ * This header knows nothing about models, forests or files. */
+#ifndef MD_KERN_H
+#define MD_KERN_H
+
+#include <stdint.h>
+
+#include "dtype.h"
+#include "status.h"
+
+typedef struct kern_mat {
+    uint32_t type;      /* DT_* weight type */
+    int64_t n_out;      /* rows of W */
+    int64_t n_in;       /* columns of W (a multiple of the type's block) */
+    const void *data;   /* n_out rows of dtype_row_bytes(type, n_in) bytes; borrowed */
+} kern_mat;
+
+/* A run of contiguous KV-cache slots [start, start + len). */
+typedef struct kern_seg {
+    int32_t start;
+    int32_t len;
+} kern_seg;
+
+/* Attention of a batch of rows over KV-cache slot segments (one layer).
+ * Row r attends to the slots of segs[seg_off[r]] .. segs[seg_off[r + 1] - 1], in the
+ * order given (the softmax does not depend on it); the segments of a row must not
+ * overlap. Heads are grouped: query head h reads KV head h / (n_head / n_head_kv). */
+typedef struct kern_attn {
+    int32_t n_rows;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;
+    float scale;            /* usually 1 / sqrt(head_dim) */
+    const float *q;         /* (n_rows, n_head * head_dim), already rotated */
+    const float *k;         /* (n_slots, n_head_kv * head_dim) this layer's cache */
+    const float *v;         /* (n_slots, n_head_kv * head_dim) */
+    const int32_t *seg_off; /* (n_rows + 1) */
+    const kern_seg *segs;
+    float *out;             /* (n_rows, n_head * head_dim) */
+} kern_attn;
+
+typedef struct kern_backend kern_backend;
+
+typedef struct kern_ops {
+    const char *name;
+    /* y (n_rows, w->n_out) = x (n_rows, w->n_in) times W transposed. y and x do not alias. */
+    void (*matmul)(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows);
+    /* out (n_in) = row `row` of W as float32 (embedding lookup). */
+    void (*get_row)(kern_backend *b, float *out, const kern_mat *w, int64_t row);
+    /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for n_rows rows of dim; y may equal x. */
+    void (*rmsnorm)(kern_backend *b, float *y, const float *x, const float *w, int32_t n_rows,
+                    int32_t dim, float eps);
+    /* Rotates, in place, the first rope_dim dims of every head of every row by the row's
+     * position: pairs (2i, 2i+1) turn by angle pos[r] * theta_i, theta_i = base^(-2i/rope_dim)
+     * divided by freq_factors[i] when freq_factors is not NULL (Llama-3 rope scaling).
+     * x is (n_rows, n_head * head_dim). */
+    void (*rope)(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows, int32_t n_head,
+                 int32_t head_dim, int32_t rope_dim, float base, const float *freq_factors);
+    /* Segment attention, see kern_attn. */
+    void (*attention)(kern_backend *b, const kern_attn *a);
+    /* y[i] = silu(gate[i]) * up[i], i < n; y may equal gate. */
+    void (*swiglu)(kern_backend *b, float *y, const float *gate, const float *up, int64_t n);
+    /* y[i] += x[i], i < n. */
+    void (*add)(kern_backend *b, float *y, const float *x, int64_t n);
+    /* Softmax of each of n_rows rows of n values, in place. */
+    void (*softmax)(kern_backend *b, float *x, int32_t n_rows, int32_t n);
+} kern_ops;
+
+/* Creates a backend by name ("ref", "cpu"). n_threads <= 0 means one per core.
+ * Returns NULL and sets err (ST_ERR_ARG for an unknown name, ST_ERR_BACKEND when
+ * threads cannot start). Free with kern_backend_free. */
+kern_backend *kern_backend_init(const char *name, int32_t n_threads, st_err *err);
+/* Frees a backend; NULL is a no-op. */
+void kern_backend_free(kern_backend *b);
+/* The ops of a backend (valid while b lives). */
+const kern_ops *kern_backend_ops(const kern_backend *b);
+const char *kern_backend_name(const kern_backend *b);
+int32_t kern_backend_threads(const kern_backend *b);
+
+/* Backend tables; each backend's file defines one. */
+extern const kern_ops kern_ref_ops;
+extern const kern_ops kern_cpu_ops;
+
+#endif

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Runs each test binary given, shows its output, and sums the "N passed, N failed[, N
+# skipped]" lines they end with. Exits non-zero when any test failed or crashed.
+P=0; F=0; S=0; rc=0
+for t in "$@"; do
+    echo "== $t"
+    out=$("$t" 2>&1); code=$?
+    printf '%s\n' "$out" | tail -n 40
+    last=$(printf '%s\n' "$out" | tail -n 1)
+    p=$(printf '%s' "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1/p')
+    f=$(printf '%s' "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\2/p')
+    s=$(printf '%s' "$last" | sed -n 's/.*, \([0-9]*\) skipped$/\1/p')
+    if [ -z "$p" ]; then
+        echo "!! $t did not finish (exit $code)"; F=$((F + 1)); rc=1; continue
+    fi
+    P=$((P + p)); F=$((F + f)); S=$((S + ${s:-0}))
+    [ "$code" -ne 0 ] && rc=1
+done
+[ "$F" -ne 0 ] && rc=1
+echo "$P passed, $F failed, $S skipped"
+exit $rc

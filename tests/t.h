@@ -1,0 +1,64 @@
+/* t.h - the tiny test harness every test file includes (header-only, one per binary).
+ *
+ * T_CHECK(cond, fmt, ...) counts a pass or prints file:line and a failure message;
+ * T_SKIP(fmt, ...) counts a skip; t_done() prints "N passed, N failed, N skipped" as the
+ * last line and returns the exit code. t_shared(rel) finds a fixture under ../shared (or
+ * $MD_SHARED) and returns NULL when it is absent, so tests can skip. */
+#ifndef MD_T_H
+#define MD_T_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int t_pass, t_fail, t_skip;
+
+#define T_CHECK(cond, ...)                                                           \
+    do {                                                                             \
+        if (cond) {                                                                  \
+            t_pass++;                                                                \
+        } else {                                                                     \
+            t_fail++;                                                                \
+            fprintf(stderr, "%s:%d: FAIL (%s) ", __FILE__, __LINE__, #cond);         \
+            fprintf(stderr, __VA_ARGS__);                                            \
+            fputc('\n', stderr);                                                     \
+        }                                                                            \
+    } while (0)
+
+#define T_SKIP(...)                                                                  \
+    do {                                                                             \
+        t_skip++;                                                                    \
+        fprintf(stderr, "SKIP: ");                                                   \
+        fprintf(stderr, __VA_ARGS__);                                                \
+        fputc('\n', stderr);                                                         \
+    } while (0)
+
+static inline int t_done(void) {
+    fflush(stderr);
+    printf("%d passed, %d failed, %d skipped\n", t_pass, t_fail, t_skip);
+    return t_fail ? 1 : 0;
+}
+
+/* Path of a shared fixture ("models/stories260K.gguf"), or NULL when absent. The
+ * returned string is static and overwritten by the next call. */
+static inline const char *t_shared(const char *rel) {
+    static char path[4096];
+    const char *root = getenv("MD_SHARED");
+    snprintf(path, sizeof path, "%s/%s", root ? root : "../shared", rel);
+    return access(path, R_OK) == 0 ? path : NULL;
+}
+
+/* max |a - b| / max |b| over n values (0 when b is all zero and a == b). */
+static inline double t_nerr(const float *a, const float *b, long n) {
+    double md = 0, mb = 0;
+    for (long i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > md || d != d) md = d;
+        if (fabs(b[i]) > mb) mb = fabs(b[i]);
+    }
+    return mb > 0 ? md / mb : md;
+}
+
+#endif
