@@ -42,7 +42,14 @@ void st_prefix(st_err *err, const char *fmt, ...) {
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", pre, old);
+    size_t n = strlen(pre);
+    if (n > sizeof err->msg - 3) n = sizeof err->msg - 3;
+    memcpy(err->msg, pre, n);
+    memcpy(err->msg + n, ": ", 2);
+    size_t room = sizeof err->msg - n - 3, m = strnlen(old, sizeof old);
+    if (m > room) m = room;
+    memcpy(err->msg + n + 2, old, m);
+    err->msg[n + 2 + m] = '\0';
 }
 
 void st_clear(st_err *err) {
