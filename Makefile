@@ -61,8 +61,8 @@ model:
 
 # run: the TUI on the default model.
 run: multidecode
-	@test -f models/SmolLM2-135M-Instruct.gguf || sh tools/fetch-model.sh
-	./multidecode -m models/SmolLM2-135M-Instruct.gguf
+	@test -f models/SmolLM2-135M-Instruct.Q4_1.gguf || sh tools/fetch-model.sh
+	./multidecode -m models/SmolLM2-135M-Instruct.Q4_1.gguf
 
 # bench: decode throughput on random-weight models.
 bench: multidecode

@@ -117,6 +117,9 @@ st_code gguf_writer_set_u64(gguf_writer *w, const char *key, uint64_t v);
 st_code gguf_writer_set_f32(gguf_writer *w, const char *key, float v);
 st_code gguf_writer_set_bool(gguf_writer *w, const char *key, bool v);
 st_code gguf_writer_set_str(gguf_writer *w, const char *key, const char *v);
+/* Any fixed-size scalar type (not GGUF_STRING / GGUF_ARRAY): v points at one value of
+ * that type in host order (uint8_t for GGUF_BOOL, 0 or 1). ST_ERR_ARG for other types. */
+st_code gguf_writer_set_val(gguf_writer *w, const char *key, gguf_type type, const void *v);
 /* Numeric array of n elements of elem_type (not GGUF_STRING / GGUF_ARRAY); copied. */
 st_code gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_type elem_type,
                             const void *data, uint64_t n);

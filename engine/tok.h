@@ -31,6 +31,28 @@ enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER = 4, TOK_UNUSE
 tok *tok_from_gguf(const gguf_ctx *g, st_err *err);
 void tok_free(tok *t); /* NULL is a no-op */
 
+/* A vocabulary given as arrays, for building a tokenizer without a GGUF file (tests, the
+ * test-model generator); tok_from_gguf reads the GGUF arrays into one of these. */
+typedef struct tok_vocab_desc {
+    const char *model;           /* tokenizer model name; NULL means "llama" */
+    int32_t n_vocab;             /* > 0 */
+    const char *const *pieces;   /* (n_vocab) pieces, U+2581 standing for a space */
+    const size_t *piece_lens;    /* (n_vocab) byte lengths; NULL: pieces are NUL-terminated */
+    const float *scores;         /* (n_vocab) merge priorities; NULL: all 0 */
+    const int32_t *types;        /* (n_vocab) TOK_*; NULL: all TOK_NORMAL */
+    int32_t bos, eos, unk, eot;  /* token ids, -1 for none */
+    bool add_bos;                /* default true */
+    bool add_space_prefix;       /* default true */
+} tok_vocab_desc;
+
+/* A descriptor with no arrays, all ids -1 and both flags true. */
+tok_vocab_desc tok_vocab_desc_default(void);
+/* Builds a tokenizer from arrays (everything is copied). NULL + err: ST_ERR_UNSUPPORTED
+ * for a model other than "llama", ST_ERR_ARG for a missing array, an id out of range or
+ * an oversized vocabulary, ST_ERR_NOMEM. When two tokens share a piece, the later id is
+ * the one encoding produces (as llama.cpp does). */
+tok *tok_from_vocab(const tok_vocab_desc *d, st_err *err);
+
 int32_t tok_n_vocab(const tok *t);
 int32_t tok_bos(const tok *t);   /* -1 when the model has none */
 int32_t tok_eos(const tok *t);   /* -1 when the model has none */
@@ -49,6 +71,11 @@ int32_t tok_type(const tok *t, int32_t id);
  * the model has one. parse_special: text like "<s>" becomes the control token. */
 int32_t tok_encode(const tok *t, const char *text, size_t len, bool add_bos, bool parse_special,
                    int32_t *out, int32_t cap);
+/* Details of tok_encode, as llama.cpp's SentencePiece path does it: the dummy-prefix space
+ * is added to a text segment that starts the input or follows a special token, and only
+ * to non-empty text. USER-defined pieces are split out of the text even without
+ * parse_special; CONTROL and UNKNOWN pieces only with it (longest pieces first). Returns
+ * -1 when memory runs out or the encoding would have more than INT32_MAX ids. */
 
 /* Streaming detokenizer state; zero it (or call tok_stream_init) before the first token. */
 typedef struct tok_stream {
@@ -64,11 +91,19 @@ void tok_stream_init(tok_stream *s);
  * SentencePiece does for the dummy prefix); control tokens produce no text; bytes of an
  * incomplete UTF-8 character are held until it completes; invalid UTF-8 becomes U+FFFD. */
 size_t tok_stream_put(const tok *t, tok_stream *s, int32_t id, char *out, size_t cap);
-/* Flushes held bytes (as U+FFFD) at the end of a stream. */
+/* Details of tok_stream_put: the token is consumed (s advances) only when its text fits,
+ * that is when the return value is < cap; otherwise s is unchanged, so the call can be
+ * repeated with a buffer of return value + 1 bytes. The leading space is dropped only
+ * when the model adds the dummy prefix (add_space_prefix), from the first NORMAL token
+ * at stream start or after any CONTROL token, since encoding adds the prefix exactly
+ * there. USER tokens produce their piece verbatim, UNKNOWN tokens U+2047 between two
+ * spaces (as SentencePiece does), UNUSED tokens and ids out of range nothing. */
+/* Flushes held bytes (as U+FFFD) at the end of a stream; consumes like tok_stream_put. */
 size_t tok_stream_flush(const tok *t, tok_stream *s, char *out, size_t cap);
 
 /* Decodes a whole sequence (same rules as the stream); returns the needed size like
- * tok_encode. */
+ * tok_encode. Writes at most cap - 1 bytes and a NUL when cap > 0 (cut short, like
+ * snprintf, when the return value is >= cap). */
 size_t tok_decode(const tok *t, const int32_t *ids, int32_t n, char *out, size_t cap);
 
 #endif

@@ -1,0 +1,147 @@
+/* cmd_bench.c - `multidecode bench decode`: prompt and generation throughput, JSON out.
+ *
+ * Measures, for each thread count, the prefill of a synthetic prompt (one batch) and
+ * single-token greedy decoding, and reports the model's weight bytes so tokens/s can be
+ * set against memory bandwidth (decode reads every weight once per token). Figures are
+ * meant to be compared as ratios within one run. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/model.h"
+#include "../engine/sample.h"
+#include "app.h"
+
+static void bench_usage(FILE *f) {
+    fprintf(f, "usage: multidecode bench decode -m MODEL [options]\n\n"
+               "  -m, --model PATH     GGUF model file\n"
+               "  -p, --prompt N       prompt tokens to prefill (default 128)\n"
+               "  -n, --tokens N       tokens to generate (default 64)\n"
+               "  -t, --threads LIST   comma-separated thread counts (default 1,2)\n"
+               "      --backend NAME   cpu (default) or ref\n"
+               "      --warmup N       untimed decode steps first (default 2)\n");
+}
+
+typedef struct bench_run {
+    int32_t threads;
+    double prompt_s, gen_s;
+} bench_run;
+
+static int bench_one(const model *m, const char *backend, int32_t threads, int32_t n_prompt,
+                     int32_t n_gen, int32_t warmup, bench_run *out, st_err *err) {
+    model_ctx_params cp = model_ctx_default_params();
+    cp.n_threads = threads;
+    cp.backend = backend;
+    cp.n_slots = n_prompt + n_gen + warmup + 1;
+    model_ctx *c = model_ctx_init(m, &cp, err);
+    if (!c) return -1;
+    int32_t V = m->hp.n_vocab;
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)(n_prompt + 1));
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    int rc = -1;
+    if (!toks || !logits) {
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    uint64_t s = 12345;
+    for (int32_t i = 0; i < n_prompt; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        toks[i] = (int32_t)((s >> 33) % (uint64_t)V);
+    }
+    /* warm up: touch the weights once so page faults are not timed */
+    if (model_forward_linear(c, toks, 1, 0, logits, err)) goto done;
+    for (int32_t i = 0; i < warmup; i++)
+        if (model_forward_linear(c, toks, 1, 1 + i, logits, err)) goto done;
+    double t0 = app_now();
+    if (model_forward_linear(c, toks, n_prompt, 0, logits, err)) goto done;
+    double t1 = app_now();
+    for (int32_t i = 0; i < n_gen; i++) {
+        int32_t next = sample_argmax(logits, V);
+        if (model_forward_linear(c, &next, 1, n_prompt + i, logits, err)) goto done;
+    }
+    double t2 = app_now();
+    *out = (bench_run){.threads = kern_backend_threads(model_ctx_backend(c)),
+                       .prompt_s = t1 - t0, .gen_s = t2 - t1};
+    rc = 0;
+done:
+    free(toks);
+    free(logits);
+    model_ctx_free(c);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "decode") != 0) {
+        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+            bench_usage(stdout);
+            return 0;
+        }
+        bench_usage(stderr);
+        return 2;
+    }
+    argc--;
+    argv++;
+    static const struct option lo[] = {
+        {"model", 1, 0, 'm'}, {"prompt", 1, 0, 'p'}, {"tokens", 1, 0, 'n'},
+        {"threads", 1, 0, 't'}, {"backend", 1, 0, 'B'}, {"warmup", 1, 0, 'W'},
+        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    const char *path = NULL, *backend = "cpu", *tlist = "1,2";
+    int64_t n_prompt = 128, n_gen = 64, warmup = 2;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "m:p:n:t:h", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'm': path = optarg; break;
+        case 'p':
+            if (app_parse_int(optarg, 1, 1 << 20, &n_prompt)) return app_usage_error("bad -p '%s'", optarg);
+            break;
+        case 'n':
+            if (app_parse_int(optarg, 1, 1 << 20, &n_gen)) return app_usage_error("bad -n '%s'", optarg);
+            break;
+        case 't': tlist = optarg; break;
+        case 'B': backend = optarg; break;
+        case 'W':
+            if (app_parse_int(optarg, 0, 1000, &warmup)) return app_usage_error("bad --warmup '%s'", optarg);
+            break;
+        case 'h': bench_usage(stdout); return 0;
+        default: bench_usage(stderr); return 2;
+        }
+    }
+    if (!path) return app_usage_error("bench decode needs a model: -m MODEL");
+    int32_t threads[16];
+    int n_t = 0;
+    char tl[128];
+    snprintf(tl, sizeof tl, "%s", tlist);
+    for (char *tokp = strtok(tl, ","); tokp && n_t < 16; tokp = strtok(NULL, ",")) {
+        int64_t v;
+        if (app_parse_int(tokp, 1, 1024, &v)) return app_usage_error("bad thread count '%s'", tokp);
+        threads[n_t++] = (int32_t)v;
+    }
+    st_err err = {0};
+    model *m = model_load(path, &err);
+    if (!m) return app_fail(&err);
+    const model_hparams *h = &m->hp;
+    printf("{\"bench\": \"decode\", \"model\": \"%s\", \"backend\": \"%s\", \"weight_bytes\": %llu,\n"
+           " \"n_layer\": %d, \"n_embd\": %d, \"n_ff\": %d, \"n_head\": %d, \"n_head_kv\": %d, "
+           "\"n_vocab\": %d, \"weight_type\": \"%s\",\n \"runs\": [",
+           path, backend, (unsigned long long)m->weight_bytes, h->n_layer, h->n_embd, h->n_ff,
+           h->n_head, h->n_head_kv, h->n_vocab, dtype_name(m->layers[0].wq.type));
+    int rc = 0;
+    for (int i = 0; i < n_t; i++) {
+        bench_run r;
+        if (bench_one(m, backend, threads[i], (int32_t)n_prompt, (int32_t)n_gen, (int32_t)warmup,
+                      &r, &err)) {
+            rc = app_fail(&err);
+            break;
+        }
+        double gen_tps = (double)n_gen / r.gen_s;
+        printf("%s\n  {\"threads\": %d, \"prompt_tokens\": %lld, \"prompt_tok_s\": %.2f, "
+               "\"gen_tokens\": %lld, \"gen_tok_s\": %.2f, \"gen_weight_GBps\": %.2f}",
+               i ? "," : "", r.threads, (long long)n_prompt, (double)n_prompt / r.prompt_s,
+               (long long)n_gen, gen_tps, gen_tps * (double)m->weight_bytes / 1e9);
+        fflush(stdout);
+    }
+    printf("\n]}\n");
+    model_free(m);
+    return rc;
+}

@@ -1,0 +1,86 @@
+/* cmd_info.c - `multidecode info MODEL`: what a GGUF file holds and how we read it. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../engine/model.h"
+#include "../engine/tok.h"
+#include "app.h"
+
+static void info_usage(FILE *f) {
+    fprintf(f, "usage: multidecode info [--tensors] MODEL\n\n"
+               "Prints the file's metadata, the model's hyperparameters, its tensors (with\n"
+               "--tensors: every one; default: a summary by type) and its tokenizer.\n");
+}
+
+int cmd_info(int argc, char **argv) {
+    static const struct option lo[] = {{"tensors", 0, 0, 'a'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    bool all = false;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        if (ch == 'a') all = true;
+        else if (ch == 'h') { info_usage(stdout); return 0; }
+        else { info_usage(stderr); return 2; }
+    }
+    if (optind != argc - 1) return app_usage_error("info needs exactly one MODEL argument");
+    const char *path = argv[optind];
+    st_err err = {0};
+    gguf_ctx *g = gguf_open(path, &err);
+    if (!g) return app_fail(&err);
+
+    printf("file: %s\nformat: GGUF v%u, %zu bytes, alignment %u, %lld metadata keys, %lld tensors\n",
+           path, gguf_version(g), gguf_file_size(g), gguf_alignment(g), (long long)gguf_n_kv(g),
+           (long long)gguf_n_tensors(g));
+    printf("\nmetadata:\n");
+    char buf[256];
+    for (int64_t i = 0; i < gguf_n_kv(g); i++) {
+        gguf_kv_format(g, i, buf, sizeof buf);
+        printf("  %-44s %s\n", gguf_kv_key(g, i), buf);
+    }
+
+    /* tensors: a count and byte total per type, or every tensor */
+    uint64_t bytes[DT_COUNT] = {0};
+    int64_t count[DT_COUNT] = {0};
+    printf("\ntensors:\n");
+    for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        bytes[t->type] += t->nbytes;
+        count[t->type]++;
+        if (!all) continue;
+        printf("  %-36s %-6s [", t->name, dtype_name(t->type));
+        for (uint32_t d = 0; d < t->n_dims; d++) printf(d ? ", %lld" : "%lld", (long long)t->ne[d]);
+        printf("] %llu bytes\n", (unsigned long long)t->nbytes);
+    }
+    for (int i = 0; i < DT_COUNT; i++)
+        if (count[i])
+            printf("  %-6s %5lld tensors, %10.2f MiB%s\n", dtype_name((uint32_t)i),
+                   (long long)count[i], bytes[i] / 1048576.0,
+                   dtype_get((uint32_t)i)->compute ? "" : "  (not supported for compute)");
+
+    tok *tk = tok_from_gguf(g, &err);
+    if (tk) {
+        printf("\ntokenizer: %s, %d tokens, bos %d, eos %d, add_bos %s\n", tok_model_name(tk),
+               tok_n_vocab(tk), tok_bos(tk), tok_eos(tk), tok_add_bos(tk) ? "yes" : "no");
+        tok_free(tk);
+    } else {
+        printf("\ntokenizer: none usable (%s)\n", err.msg);
+    }
+    st_clear(&err);
+
+    model *m = model_from_gguf(g, &err); /* takes g */
+    int rc = 0;
+    if (m) {
+        const model_hparams *h = &m->hp;
+        printf("\nmodel: llama, %d layers, embd %d, ffn %d, heads %d (kv %d, dim %d), rope dim %d "
+               "base %g, rms eps %g, vocab %d, context %d, output %s\n"
+               "weights read per token: %.2f MiB\n",
+               h->n_layer, h->n_embd, h->n_ff, h->n_head, h->n_head_kv, h->head_dim, h->rope_dim,
+               h->rope_base, h->rms_eps, h->n_vocab, h->n_ctx_train,
+               h->tied_output ? "tied to token_embd" : "separate", m->weight_bytes / 1048576.0);
+        model_free(m);
+    } else {
+        printf("\nmodel: cannot run: %s\n", err.msg);
+        rc = 1;
+    }
+    return rc;
+}

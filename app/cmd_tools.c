@@ -1,0 +1,85 @@
+/* cmd_tools.c - file-producing subcommands: `convert-llama2c` and `mkmodel`. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../engine/llama2c.h"
+#include "../engine/mkmodel.h"
+#include "app.h"
+
+int cmd_convert_llama2c(int argc, char **argv) {
+    const char *use = "usage: multidecode convert-llama2c MODEL.bin TOKENIZER.bin OUT.gguf\n\n"
+                      "Converts a llama2.c checkpoint (float32) and its tokenizer to GGUF.\n";
+    if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(use, stdout);
+        return 0;
+    }
+    if (argc != 4) {
+        fputs(use, stderr);
+        return 2;
+    }
+    st_err err = {0};
+    if (llama2c_convert(argv[1], argv[2], argv[3], &err) != ST_OK) return app_fail(&err);
+    fprintf(stderr, "wrote %s\n", argv[3]);
+    return 0;
+}
+
+static void mk_usage(FILE *f) {
+    fprintf(f, "usage: multidecode mkmodel [options] OUT.gguf\n\n"
+               "Writes a llama GGUF with random weights (deterministic from the seed).\n\n"
+               "  --preset NAME      tiny, 25m, 110m or 1b (default tiny); options below override\n"
+               "  --type T           weight type: F32, F16, BF16, Q8_0 (default F32)\n"
+               "  --vocab N --embd N --layers N --heads N --kv-heads N --head-dim N --ffn N\n"
+               "  --ctx N            context length\n"
+               "  --untied           separate output.weight (default: tied to token_embd)\n"
+               "  --seed S           (default 1)\n");
+}
+
+int cmd_mkmodel(int argc, char **argv) {
+    static const struct option lo[] = {
+        {"preset", 1, 0, 'P'}, {"type", 1, 0, 'T'},     {"vocab", 1, 0, 'v'},
+        {"embd", 1, 0, 'e'},   {"layers", 1, 0, 'l'},   {"heads", 1, 0, 'H'},
+        {"kv-heads", 1, 0, 'k'}, {"head-dim", 1, 0, 'd'}, {"ffn", 1, 0, 'f'},
+        {"ctx", 1, 0, 'c'},    {"untied", 0, 0, 'u'},   {"seed", 1, 0, 's'},
+        {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
+    mkmodel_params p = mkmodel_default_params();
+    /* a preset first, wherever it appears, so that other options override it */
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "--preset") && mkmodel_preset(argv[i + 1], &p) != ST_OK)
+            return app_usage_error("unknown preset '%s' (tiny, 25m, 110m, 1b)", argv[i + 1]);
+    int ch;
+    int64_t v;
+    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        int32_t *dst = NULL;
+        switch (ch) {
+        case 'P': continue;
+        case 'T': {
+            int32_t t = dtype_from_name(optarg);
+            if (t < 0) return app_usage_error("unknown type '%s'", optarg);
+            p.wtype = (uint32_t)t;
+            continue;
+        }
+        case 'v': dst = &p.n_vocab; break;
+        case 'e': dst = &p.n_embd; break;
+        case 'l': dst = &p.n_layer; break;
+        case 'H': dst = &p.n_head; break;
+        case 'k': dst = &p.n_head_kv; break;
+        case 'd': dst = &p.head_dim; break;
+        case 'f': dst = &p.n_ff; break;
+        case 'c': dst = &p.n_ctx; break;
+        case 'u': p.tied = false; continue;
+        case 's':
+            if (app_parse_int(optarg, 0, INT64_MAX, &v)) return app_usage_error("bad --seed '%s'", optarg);
+            p.seed = (uint64_t)v;
+            continue;
+        case 'h': mk_usage(stdout); return 0;
+        default: mk_usage(stderr); return 2;
+        }
+        if (app_parse_int(optarg, 1, 1 << 24, &v)) return app_usage_error("bad value '%s'", optarg);
+        *dst = (int32_t)v;
+    }
+    if (optind != argc - 1) return app_usage_error("mkmodel needs exactly one OUT.gguf argument");
+    st_err err = {0};
+    if (mkmodel_write(&p, argv[optind], &err) != ST_OK) return app_fail(&err);
+    return 0;
+}

@@ -1,0 +1,88 @@
+/* main.c - argv to a subcommand. The only place that calls exit(). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "app.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *help;
+} command;
+
+static const command commands[] = {
+    {"info", cmd_info, "show a GGUF model's metadata, hyperparameters, tensors and tokenizer"},
+    {"generate", cmd_generate, "generate text from a prompt, streaming it to stdout"},
+    {"bench", cmd_bench, "measure decode throughput (JSON on stdout)"},
+    {"convert-llama2c", cmd_convert_llama2c, "convert a llama2.c checkpoint + tokenizer to GGUF"},
+    {"mkmodel", cmd_mkmodel, "write a random-weight llama GGUF (tests, benchmarks)"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: multidecode COMMAND [OPTIONS]\n"
+               "       multidecode --version | --help\n\n"
+               "Decodes a forest of token sequences of a llama-family GGUF model.\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n'multidecode COMMAND --help' describes a command's options.\n");
+}
+
+int app_fail(const st_err *err) {
+    fprintf(stderr, "multidecode: %s\n", err->msg[0] ? err->msg : st_str(err->code));
+    return 1;
+}
+
+int app_usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("multidecode: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return 2;
+}
+
+int app_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+int app_parse_float(const char *s, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || v != v) return -1;
+    *out = v;
+    return 0;
+}
+
+double app_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        exit(2);
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("multidecode %s\n", MD_VERSION);
+        exit(0);
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        exit(0);
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) exit(commands[i].run(argc - 1, argv + 1));
+    fprintf(stderr, "multidecode: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    exit(2);
+}

@@ -1,0 +1,807 @@
+/* gguf_read.c - the GGUF v2/v3 reader: one bounds-checked parser over a byte image
+ * (a read-only mapping of a file, or a borrowed buffer), then accessors.
+ *
+ * The parser trusts nothing in the image. Every count is capped by the bytes that remain
+ * before anything is allocated for it, every length and offset is compared with what
+ * remains using arithmetic that cannot overflow, and every failure says which field of
+ * which entry is wrong. Values are read with byte loads because the image gives no
+ * alignment guarantee. What the parser keeps per entry is a pointer into the image (plus
+ * an owned NUL-terminated copy of keys, names and scalar strings, and one offset per
+ * string-array element), so memory use stays a small multiple of the file size. */
+#include "gguf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../kernels/dtype.h"
+
+/* Smallest encodings, used to cap counts by the bytes left: a metadata entry is a key
+ * (u64 length, possibly empty), a u32 type and at least a one-byte value; a tensor info
+ * is a name (u64 length), u32 n_dims, at least one u64 ne, u32 type and u64 offset. */
+#define GGUF_KV_MIN_BYTES 13u
+#define GGUF_TENSOR_MIN_BYTES 32u
+#define GGUF_STR_MIN_BYTES 8u
+
+typedef struct gguf_kv {
+    char *key;               /* owned, NUL-terminated */
+    gguf_type type;
+    gguf_type arr_type;      /* GGUF_N_TYPES for non-arrays */
+    uint64_t arr_n;
+    const uint8_t *val;      /* scalar: its bytes; array: its first element */
+    char *str;               /* owned copy of a scalar string */
+    size_t *str_offs;        /* string arrays: image offset of each element's length */
+} gguf_kv;
+
+/* A name with the index of its entry, sorted by name for duplicate checks and lookup. */
+typedef struct gguf_name_idx {
+    const char *name;
+    int64_t i;
+} gguf_name_idx;
+
+struct gguf_ctx {
+    const uint8_t *base;
+    size_t size;
+    void *map;               /* non-NULL when gguf_open mapped the file */
+    uint32_t version, alignment;
+    uint64_t data_offset;
+    int64_t n_kv, n_tensors;
+    gguf_kv *kv;             /* (n_kv) */
+    gguf_tensor *tensors;    /* (n_tensors) */
+    gguf_name_idx *kv_by_name;     /* (n_kv) sorted */
+    gguf_name_idx *tensor_by_name; /* (n_tensors) sorted */
+};
+
+/* Bytes of one value of a fixed-size type; 0 for strings, arrays and unknown ids. */
+static size_t gguf_type_size(uint32_t t) {
+    switch (t) {
+    case GGUF_U8: case GGUF_I8: case GGUF_BOOL: return 1;
+    case GGUF_U16: case GGUF_I16: return 2;
+    case GGUF_U32: case GGUF_I32: case GGUF_F32: return 4;
+    case GGUF_U64: case GGUF_I64: case GGUF_F64: return 8;
+    default: return 0;
+    }
+}
+
+const char *gguf_type_name(gguf_type t) {
+    static const char *const names[GGUF_N_TYPES] = {
+        [GGUF_U8] = "u8",   [GGUF_I8] = "i8",   [GGUF_U16] = "u16",     [GGUF_I16] = "i16",
+        [GGUF_U32] = "u32", [GGUF_I32] = "i32", [GGUF_F32] = "f32",     [GGUF_BOOL] = "bool",
+        [GGUF_STRING] = "string", [GGUF_ARRAY] = "array", [GGUF_U64] = "u64",
+        [GGUF_I64] = "i64", [GGUF_F64] = "f64",
+    };
+    return ((unsigned)t < GGUF_N_TYPES) ? names[t] : "unknown";
+}
+
+/* ---- little-endian loads (no alignment assumed) ---- */
+
+static uint64_t ld_le(const uint8_t *p, size_t n) {
+    uint64_t v = 0;
+    for (size_t k = n; k-- > 0;) v = (v << 8) | p[k];
+    return v;
+}
+
+/* A loaded numeric value and which family it came from, so one set of conversion
+ * rules serves scalars and array elements of every width. */
+typedef enum { NUM_SIGNED, NUM_UNSIGNED, NUM_FLOAT, NUM_BOOL, NUM_NONE } gguf_num_kind;
+typedef struct {
+    gguf_num_kind kind;
+    int64_t i;
+    uint64_t u;
+    double f;
+} gguf_num;
+
+static gguf_num num_load(gguf_type t, const uint8_t *p) {
+    gguf_num n = {.kind = NUM_NONE};
+    size_t sz = gguf_type_size(t);
+    uint64_t raw = sz ? ld_le(p, sz) : 0;
+    switch (t) {
+    case GGUF_U8: case GGUF_U16: case GGUF_U32: case GGUF_U64:
+        n.kind = NUM_UNSIGNED, n.u = raw;
+        break;
+    case GGUF_I8: n.kind = NUM_SIGNED, n.i = (int8_t)raw; break;
+    case GGUF_I16: n.kind = NUM_SIGNED, n.i = (int16_t)raw; break;
+    case GGUF_I32: n.kind = NUM_SIGNED, n.i = (int32_t)raw; break;
+    case GGUF_I64: n.kind = NUM_SIGNED, memcpy(&n.i, &raw, 8); break;
+    case GGUF_F32: {
+        uint32_t r32 = (uint32_t)raw;
+        float f;
+        memcpy(&f, &r32, 4);
+        n.kind = NUM_FLOAT, n.f = f;
+        break;
+    }
+    case GGUF_F64: n.kind = NUM_FLOAT, memcpy(&n.f, &raw, 8); break;
+    case GGUF_BOOL: n.kind = NUM_BOOL, n.u = raw; break;
+    default: break;
+    }
+    return n;
+}
+
+static st_code num_to_i64(gguf_num n, int64_t *out) {
+    if (n.kind == NUM_SIGNED) return *out = n.i, ST_OK;
+    if (n.kind == NUM_UNSIGNED && n.u <= (uint64_t)INT64_MAX) return *out = (int64_t)n.u, ST_OK;
+    return ST_ERR_TYPE;
+}
+
+static st_code num_to_u64(gguf_num n, uint64_t *out) {
+    if (n.kind == NUM_UNSIGNED) return *out = n.u, ST_OK;
+    if (n.kind == NUM_SIGNED && n.i >= 0) return *out = (uint64_t)n.i, ST_OK;
+    return ST_ERR_TYPE;
+}
+
+static st_code num_to_f64(gguf_num n, double *out) {
+    switch (n.kind) {
+    case NUM_FLOAT: *out = n.f; return ST_OK;
+    case NUM_SIGNED: *out = (double)n.i; return ST_OK;
+    case NUM_UNSIGNED: *out = (double)n.u; return ST_OK;
+    default: return ST_ERR_TYPE;
+    }
+}
+
+/* ---- the parser's cursor ---- */
+
+typedef struct {
+    const uint8_t *p;
+    size_t size, pos;
+    st_err *err;
+    char where[160];          /* "metadata key 7 ('general.name')": prefixes messages */
+} gguf_cur;
+
+/* Copies at most 60 bytes of s into a message-safe form (non-printables become '?'). */
+static void gguf_safe_name(char *dst, size_t cap, const char *s) {
+    size_t k = 0;
+    for (; s[k] && k + 4 < cap && k < 60; k++)
+        dst[k] = (s[k] >= 0x20 && s[k] < 0x7f) ? s[k] : '?';
+    if (s[k] && k + 4 <= cap) memcpy(dst + k, "...", 3), k += 3;
+    dst[k] = '\0';
+}
+
+static void cur_where(gguf_cur *c, const char *what, int64_t i, const char *name) {
+    if (!name) {
+        snprintf(c->where, sizeof c->where, "%s %" PRId64, what, i);
+        return;
+    }
+    char safe[72];
+    gguf_safe_name(safe, sizeof safe, name);
+    snprintf(c->where, sizeof c->where, "%s %" PRId64 " ('%s')", what, i, safe);
+}
+
+static size_t cur_left(const gguf_cur *c) { return c->size - c->pos; }
+
+static bool cur_fail(gguf_cur *c, st_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool cur_fail(gguf_cur *c, st_code code, const char *fmt, ...) {
+    char msg[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    st_set(c->err, code, "%s: %s", c->where, msg);
+    return false;
+}
+
+/* Reads an n-byte little-endian integer; a short image is a truncation error. */
+static bool cur_int(gguf_cur *c, size_t n, const char *what, uint64_t *out) {
+    *out = 0; /* defined even on failure, which keeps -Wmaybe-uninitialized quiet */
+    if (cur_left(c) < n)
+        return cur_fail(c, ST_ERR_FORMAT,
+                        "%s needs %zu bytes at offset %zu but only %zu remain (truncated file)",
+                        what, n, c->pos, cur_left(c));
+    *out = ld_le(c->p + c->pos, n);
+    c->pos += n;
+    return true;
+}
+
+static bool cur_u32(gguf_cur *c, const char *what, uint32_t *out) {
+    uint64_t v;
+    if (!cur_int(c, 4, what, &v)) return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+/* A GGUF string: u64 length, then that many bytes (not NUL-terminated). */
+static bool cur_str(gguf_cur *c, const char *what, const uint8_t **s, size_t *len) {
+    uint64_t n;
+    if (!cur_int(c, 8, what, &n)) return false;
+    if (n > cur_left(c))
+        return cur_fail(c, ST_ERR_FORMAT, "%s length %" PRIu64 " exceeds the remaining %zu bytes",
+                        what, n, cur_left(c));
+    *s = c->p + c->pos;
+    *len = (size_t)n;
+    c->pos += (size_t)n;
+    return true;
+}
+
+/* An owned NUL-terminated copy (cut at an embedded NUL, which strlen sees anyway). */
+static char *gguf_strdup_n(const uint8_t *s, size_t len) {
+    char *d = malloc(len + 1);
+    if (!d) return NULL;
+    memcpy(d, s, len);
+    d[len] = '\0';
+    return d;
+}
+
+static bool cur_str_copy(gguf_cur *c, const char *what, char **out) {
+    const uint8_t *s;
+    size_t len;
+    if (!cur_str(c, what, &s, &len)) return false;
+    if (!(*out = gguf_strdup_n(s, len)))
+        return cur_fail(c, ST_ERR_NOMEM, "cannot copy a %zu-byte %s", len, what);
+    return true;
+}
+
+/* ---- metadata ---- */
+
+/* Reads the value of one fixed-size scalar in place; bools must be 0 or 1 so that a
+ * reader never sees a third truth value. */
+static bool parse_fixed(gguf_cur *c, gguf_type t, const char *what, const uint8_t **val) {
+    size_t sz = gguf_type_size(t);
+    if (cur_left(c) < sz)
+        return cur_fail(c, ST_ERR_FORMAT,
+                        "%s %s needs %zu bytes at offset %zu but only %zu remain (truncated file)",
+                        gguf_type_name(t), what, sz, c->pos, cur_left(c));
+    if (t == GGUF_BOOL && c->p[c->pos] > 1)
+        return cur_fail(c, ST_ERR_FORMAT, "bool %s at offset %zu is %u (must be 0 or 1)", what,
+                        c->pos, c->p[c->pos]);
+    *val = c->p + c->pos;
+    c->pos += sz;
+    return true;
+}
+
+static bool parse_array(gguf_cur *c, gguf_kv *kv) {
+    uint32_t et;
+    uint64_t n;
+    if (!cur_u32(c, "array element type", &et)) return false;
+    if (et == GGUF_ARRAY)
+        return cur_fail(c, ST_ERR_UNSUPPORTED, "nested arrays are not supported");
+    if (et >= GGUF_N_TYPES)
+        return cur_fail(c, ST_ERR_FORMAT, "unknown array element type %" PRIu32, et);
+    if (!cur_int(c, 8, "array length", &n)) return false;
+    kv->arr_type = (gguf_type)et;
+    kv->val = c->p + c->pos;
+    size_t sz = gguf_type_size(et);
+    if (sz) {
+        if (n > cur_left(c) / sz)
+            return cur_fail(c, ST_ERR_FORMAT,
+                            "array of %" PRIu64 " %s needs more than the remaining %zu bytes", n,
+                            gguf_type_name(et), cur_left(c));
+        if (et == GGUF_BOOL)
+            for (uint64_t j = 0; j < n; j++)
+                if (c->p[c->pos + j] > 1)
+                    return cur_fail(c, ST_ERR_FORMAT, "bool element %" PRIu64 " is %u (must be 0 or 1)",
+                                    j, c->p[c->pos + j]);
+        c->pos += (size_t)n * sz;
+        kv->arr_n = n;
+        return true;
+    }
+    /* Strings: each takes at least its 8-byte length, so the table is bounded by the file. */
+    if (n > cur_left(c) / GGUF_STR_MIN_BYTES)
+        return cur_fail(c, ST_ERR_FORMAT,
+                        "array of %" PRIu64 " strings needs more than the remaining %zu bytes", n,
+                        cur_left(c));
+    if (n && !(kv->str_offs = malloc((size_t)n * sizeof *kv->str_offs)))
+        return cur_fail(c, ST_ERR_NOMEM, "cannot allocate %" PRIu64 " string offsets", n);
+    for (uint64_t j = 0; j < n; j++) {
+        const uint8_t *s;
+        size_t len;
+        char what[48];
+        snprintf(what, sizeof what, "string element %" PRIu64, j);
+        kv->str_offs[j] = c->pos;
+        if (!cur_str(c, what, &s, &len)) return false;
+    }
+    kv->arr_n = n;
+    return true;
+}
+
+static bool parse_kv(gguf_cur *c, int64_t i, gguf_kv *kv) {
+    uint32_t t;
+    cur_where(c, "metadata key", i, NULL);
+    if (!cur_str_copy(c, "key", &kv->key)) return false;
+    cur_where(c, "metadata key", i, kv->key);
+    if (!cur_u32(c, "value type", &t)) return false;
+    if (t >= GGUF_N_TYPES) return cur_fail(c, ST_ERR_FORMAT, "unknown value type %" PRIu32, t);
+    kv->type = (gguf_type)t;
+    kv->arr_type = GGUF_N_TYPES;
+    if (t == GGUF_STRING) {
+        kv->val = c->p + c->pos;
+        return cur_str_copy(c, "string value", &kv->str);
+    }
+    if (t == GGUF_ARRAY) return parse_array(c, kv);
+    return parse_fixed(c, kv->type, "value", &kv->val);
+}
+
+/* ---- tensor infos ---- */
+
+static int64_t tensor_nelem_checked(const gguf_tensor *t, bool *ok) {
+    int64_t n = 1;
+    *ok = true;
+    for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) {
+        if (t->ne[d] != 0 && n > INT64_MAX / t->ne[d]) *ok = false;
+        else n *= t->ne[d];
+    }
+    return n;
+}
+
+static bool parse_tensor(gguf_cur *c, int64_t i, gguf_tensor *t, uint32_t alignment) {
+    char *name = NULL;
+    cur_where(c, "tensor", i, NULL);
+    if (!cur_str_copy(c, "name", &name)) return false;
+    t->name = name;
+    cur_where(c, "tensor", i, name);
+    if (!cur_u32(c, "n_dims", &t->n_dims)) return false;
+    if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
+        return cur_fail(c, ST_ERR_FORMAT, "n_dims is %" PRIu32 " (must be 1..%d)", t->n_dims,
+                        GGUF_MAX_DIMS);
+    for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++) {
+        uint64_t ne;
+        if (!cur_int(c, 8, "dimension", &ne)) return false;
+        if (ne > (uint64_t)INT64_MAX)
+            return cur_fail(c, ST_ERR_FORMAT, "ne[%" PRIu32 "] = %" PRIu64 " is negative as int64", d, ne);
+        t->ne[d] = (int64_t)ne;
+    }
+    bool ok;
+    tensor_nelem_checked(t, &ok);
+    if (!ok)
+        return cur_fail(c, ST_ERR_FORMAT,
+                        "shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "] has more than 2^63 elements",
+                        t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
+    if (!cur_u32(c, "type", &t->type)) return false;
+    const dtype_info *di = dtype_get(t->type);
+    if (!di)
+        return cur_fail(c, ST_ERR_UNSUPPORTED, "type id %" PRIu32 " is not a known tensor type",
+                        t->type);
+    if (t->ne[0] % di->block != 0)
+        return cur_fail(c, ST_ERR_FORMAT, "ne[0] = %" PRId64 " is not a multiple of the %s block (%d)",
+                        t->ne[0], di->name, (int)di->block);
+    /* nbytes = (ne0 / block) * block_bytes * ne1 * ne2 * ne3, each step checked. */
+    uint64_t nb = (uint64_t)(t->ne[0] / di->block), bb = (uint64_t)di->block_bytes;
+    ok = nb == 0 || bb <= UINT64_MAX / nb;
+    nb *= ok ? bb : 0;
+    for (uint32_t d = 1; ok && d < GGUF_MAX_DIMS; d++) {
+        uint64_t ne = (uint64_t)t->ne[d];
+        ok = ne == 0 || nb <= UINT64_MAX / ne;
+        if (ok) nb *= ne;
+    }
+    if (!ok) return cur_fail(c, ST_ERR_FORMAT, "byte size of the %s data overflows", di->name);
+    t->nbytes = nb;
+    if (!cur_int(c, 8, "offset", &t->offset)) return false;
+    if (t->offset % alignment != 0)
+        return cur_fail(c, ST_ERR_FORMAT, "offset %" PRIu64 " is not a multiple of the alignment %" PRIu32,
+                        t->offset, alignment);
+    return true;
+}
+
+/* ---- whole-image checks ---- */
+
+static int name_idx_cmp(const void *a, const void *b) {
+    return strcmp(((const gguf_name_idx *)a)->name, ((const gguf_name_idx *)b)->name);
+}
+
+/* Sorts names and reports the first duplicate ("metadata key 'x' appears at 3 and 9"). */
+static bool sort_names(gguf_cur *c, gguf_name_idx *idx, int64_t n, const char *what) {
+    if (n > 1) qsort(idx, (size_t)n, sizeof *idx, name_idx_cmp);
+    for (int64_t k = 1; k < n; k++)
+        if (strcmp(idx[k - 1].name, idx[k].name) == 0) {
+            char safe[72];
+            int64_t a = idx[k - 1].i, b = idx[k].i;
+            gguf_safe_name(safe, sizeof safe, idx[k].name);
+            snprintf(c->where, sizeof c->where, "%s", what);
+            return cur_fail(c, ST_ERR_FORMAT, "duplicate name '%s' (entries %" PRId64 " and %" PRId64 ")",
+                            safe, a < b ? a : b, a < b ? b : a);
+        }
+    return true;
+}
+
+static int tensor_ptr_cmp(const void *a, const void *b) {
+    const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Every tensor inside the file, and no two sharing a byte (checked after sorting). */
+static bool check_tensor_data(gguf_cur *c, gguf_ctx *g) {
+    for (int64_t i = 0; i < g->n_tensors; i++) {
+        gguf_tensor *t = &g->tensors[i];
+        uint64_t room = g->data_offset <= g->size ? g->size - g->data_offset : 0;
+        if (g->data_offset > g->size || t->offset > room || t->nbytes > room - t->offset) {
+            cur_where(c, "tensor", i, t->name);
+            return cur_fail(c, ST_ERR_FORMAT,
+                            "data [offset %" PRIu64 ", %" PRIu64 " bytes] runs past the end of the file "
+                            "(size %zu, data section at %" PRIu64 ")",
+                            t->offset, t->nbytes, g->size, g->data_offset);
+        }
+        t->data = g->base + g->data_offset + t->offset;
+    }
+    if (g->n_tensors < 2) return true;
+    gguf_tensor **by_off = malloc((size_t)g->n_tensors * sizeof *by_off);
+    if (!by_off) return cur_fail(c, ST_ERR_NOMEM, "cannot sort %" PRId64 " tensors", g->n_tensors);
+    for (int64_t i = 0; i < g->n_tensors; i++) by_off[i] = &g->tensors[i];
+    qsort(by_off, (size_t)g->n_tensors, sizeof *by_off, tensor_ptr_cmp);
+    bool ok = true;
+    for (int64_t k = 1; k < g->n_tensors && ok; k++) {
+        const gguf_tensor *a = by_off[k - 1], *b = by_off[k];
+        if (a->offset + a->nbytes > b->offset) {
+            char sa[72], sb[72];
+            gguf_safe_name(sa, sizeof sa, a->name);
+            gguf_safe_name(sb, sizeof sb, b->name);
+            snprintf(c->where, sizeof c->where, "tensor data");
+            ok = cur_fail(c, ST_ERR_FORMAT,
+                          "'%s' [offset %" PRIu64 ", %" PRIu64 " bytes] overlaps '%s' at offset %" PRIu64,
+                          sa, a->offset, a->nbytes, sb, b->offset);
+        }
+    }
+    free(by_off);
+    return ok;
+}
+
+/* general.alignment: an optional u32, a nonzero power of two. */
+static bool find_alignment(gguf_cur *c, gguf_ctx *g) {
+    g->alignment = GGUF_DEFAULT_ALIGNMENT;
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        const gguf_kv *kv = &g->kv[i];
+        if (strcmp(kv->key, "general.alignment") != 0) continue;
+        cur_where(c, "metadata key", i, kv->key);
+        if (kv->type != GGUF_U32)
+            return cur_fail(c, ST_ERR_FORMAT, "has type %s (must be u32)", gguf_type_name(kv->type));
+        uint32_t a = (uint32_t)ld_le(kv->val, 4);
+        if (a == 0 || (a & (a - 1)) != 0)
+            return cur_fail(c, ST_ERR_FORMAT, "alignment %" PRIu32 " is not a nonzero power of two", a);
+        g->alignment = a;
+    }
+    return true;
+}
+
+static bool parse_header(gguf_cur *c, gguf_ctx *g, uint64_t *n_tensors, uint64_t *n_kv) {
+    snprintf(c->where, sizeof c->where, "header");
+    if (c->size < 4 || memcmp(c->p, "GGUF", 4) != 0)
+        return cur_fail(c, ST_ERR_FORMAT, "not a GGUF file (%s)",
+                        c->size < 4 ? "shorter than the 4-byte magic" : "the first 4 bytes are not \"GGUF\"");
+    c->pos = 4;
+    if (!cur_u32(c, "version", &g->version)) return false;
+    if (g->version != 2 && g->version != 3) {
+        uint32_t v = g->version, sw = (v >> 24) | ((v >> 8) & 0xff00) | ((v << 8) & 0xff0000) | (v << 24);
+        return cur_fail(c, ST_ERR_UNSUPPORTED, "GGUF version %" PRIu32 " is not supported (only 2 and 3)%s",
+                        v, (sw == 2 || sw == 3) ? "; this looks like a big-endian file" : "");
+    }
+    if (!cur_int(c, 8, "tensor count", n_tensors) || !cur_int(c, 8, "metadata count", n_kv))
+        return false;
+    /* Cap both counts by the bytes left before anything is allocated for them. */
+    size_t left = cur_left(c);
+    if (*n_kv > left / GGUF_KV_MIN_BYTES)
+        return cur_fail(c, ST_ERR_FORMAT, "metadata count %" PRIu64 " cannot fit in the remaining %zu bytes",
+                        *n_kv, left);
+    left -= (size_t)*n_kv * GGUF_KV_MIN_BYTES;
+    if (*n_tensors > left / GGUF_TENSOR_MIN_BYTES)
+        return cur_fail(c, ST_ERR_FORMAT, "tensor count %" PRIu64 " cannot fit in the remaining %zu bytes",
+                        *n_tensors, left);
+    return true;
+}
+
+static bool gguf_parse(gguf_ctx *g, st_err *err) {
+    gguf_cur c = {.p = g->base, .size = g->size, .err = err};
+    uint64_t n_tensors = 0, n_kv = 0;
+    if (!parse_header(&c, g, &n_tensors, &n_kv)) return false;
+    if (n_kv && (!(g->kv = calloc((size_t)n_kv, sizeof *g->kv)) ||
+                 !(g->kv_by_name = malloc((size_t)n_kv * sizeof *g->kv_by_name))))
+        return cur_fail(&c, ST_ERR_NOMEM, "cannot allocate %" PRIu64 " metadata entries", n_kv);
+    for (uint64_t i = 0; i < n_kv; i++) {
+        g->n_kv = (int64_t)i + 1; /* so that gguf_close frees the partial entry */
+        if (!parse_kv(&c, (int64_t)i, &g->kv[i])) return false;
+        g->kv_by_name[i] = (gguf_name_idx){g->kv[i].key, (int64_t)i};
+    }
+    if (!sort_names(&c, g->kv_by_name, g->n_kv, "metadata")) return false;
+    if (!find_alignment(&c, g)) return false;
+
+    snprintf(c.where, sizeof c.where, "tensor infos");
+    if (n_tensors > cur_left(&c) / GGUF_TENSOR_MIN_BYTES)
+        return cur_fail(&c, ST_ERR_FORMAT, "tensor count %" PRIu64 " cannot fit in the remaining %zu bytes",
+                        n_tensors, cur_left(&c));
+    if (n_tensors && (!(g->tensors = calloc((size_t)n_tensors, sizeof *g->tensors)) ||
+                      !(g->tensor_by_name = malloc((size_t)n_tensors * sizeof *g->tensor_by_name))))
+        return cur_fail(&c, ST_ERR_NOMEM, "cannot allocate %" PRIu64 " tensor infos", n_tensors);
+    for (uint64_t i = 0; i < n_tensors; i++) {
+        g->n_tensors = (int64_t)i + 1;
+        if (!parse_tensor(&c, (int64_t)i, &g->tensors[i], g->alignment)) return false;
+        g->tensor_by_name[i] = (gguf_name_idx){g->tensors[i].name, (int64_t)i};
+    }
+    if (!sort_names(&c, g->tensor_by_name, g->n_tensors, "tensor infos")) return false;
+    /* The data section starts at the next multiple of the alignment (a power of two at
+     * most 2^31, and pos <= size, so this cannot overflow). */
+    g->data_offset = ((uint64_t)c.pos + g->alignment - 1) & ~(uint64_t)(g->alignment - 1);
+    return check_tensor_data(&c, g);
+}
+
+/* ---- open / close ---- */
+
+gguf_ctx *gguf_open_mem(const void *data, size_t size, st_err *err) {
+    gguf_ctx *g = calloc(1, sizeof *g);
+    if (!g) {
+        st_set(err, ST_ERR_NOMEM, "cannot allocate a GGUF context");
+        return NULL;
+    }
+    g->base = data;
+    g->size = data ? size : 0;
+    if (!gguf_parse(g, err)) {
+        gguf_close(g);
+        return NULL;
+    }
+    st_clear(err);
+    return g;
+}
+
+gguf_ctx *gguf_open(const char *path, st_err *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        st_set(err, ST_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        st_set(err, ST_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        st_set(err, ST_ERR_IO, "'%s' is not a regular file", path);
+        close(fd);
+        return NULL;
+    }
+    if (sb.st_size < 4) { /* mmap cannot map an empty file; nothing this small is GGUF */
+        st_set(err, ST_ERR_FORMAT, "'%s': not a GGUF file (%lld bytes)", path, (long long)sb.st_size);
+        close(fd);
+        return NULL;
+    }
+    size_t size = (size_t)sb.st_size;
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int map_errno = errno;
+    close(fd); /* the mapping keeps the file alive */
+    if (map == MAP_FAILED) {
+        st_set(err, ST_ERR_IO, "cannot map '%s' (%zu bytes): %s", path, size, strerror(map_errno));
+        return NULL;
+    }
+    gguf_ctx *g = gguf_open_mem(map, size, err);
+    if (!g) {
+        munmap(map, size);
+        if (err) st_prefix(err, "'%s'", path);
+        return NULL;
+    }
+    g->map = map;
+    return g;
+}
+
+void gguf_close(gguf_ctx *g) {
+    if (!g) return;
+    for (int64_t i = 0; i < g->n_kv; i++) {
+        free(g->kv[i].key);
+        free(g->kv[i].str);
+        free(g->kv[i].str_offs);
+    }
+    for (int64_t i = 0; i < g->n_tensors; i++) free((char *)g->tensors[i].name);
+    free(g->kv);
+    free(g->kv_by_name);
+    free(g->tensors);
+    free(g->tensor_by_name);
+    if (g->map) munmap(g->map, g->size);
+    free(g);
+}
+
+uint32_t gguf_version(const gguf_ctx *g) { return g->version; }
+uint32_t gguf_alignment(const gguf_ctx *g) { return g->alignment; }
+size_t gguf_file_size(const gguf_ctx *g) { return g->size; }
+uint64_t gguf_data_offset(const gguf_ctx *g) { return g->data_offset; }
+
+/* ---- metadata accessors ---- */
+
+int64_t gguf_n_kv(const gguf_ctx *g) { return g->n_kv; }
+
+static const gguf_name_idx *name_lookup(const gguf_name_idx *idx, int64_t n, const char *name) {
+    if (n == 0 || !name) return NULL;
+    gguf_name_idx key = {name, 0};
+    return bsearch(&key, idx, (size_t)n, sizeof *idx, name_idx_cmp);
+}
+
+int64_t gguf_find_key(const gguf_ctx *g, const char *key) {
+    const gguf_name_idx *e = name_lookup(g->kv_by_name, g->n_kv, key);
+    return e ? e->i : -1;
+}
+
+static const gguf_kv *kv_at(const gguf_ctx *g, int64_t i) {
+    ASSERT(i >= 0 && i < g->n_kv);
+    return &g->kv[i];
+}
+
+const char *gguf_kv_key(const gguf_ctx *g, int64_t i) { return kv_at(g, i)->key; }
+gguf_type gguf_kv_type(const gguf_ctx *g, int64_t i) { return kv_at(g, i)->type; }
+gguf_type gguf_arr_type(const gguf_ctx *g, int64_t i) { return kv_at(g, i)->arr_type; }
+uint64_t gguf_arr_n(const gguf_ctx *g, int64_t i) { return kv_at(g, i)->arr_n; }
+
+/* The numeric value of scalar i (NUM_NONE for strings and arrays). */
+static gguf_num kv_num(const gguf_ctx *g, int64_t i) {
+    const gguf_kv *kv = kv_at(g, i);
+    return gguf_type_size(kv->type) ? num_load(kv->type, kv->val) : (gguf_num){.kind = NUM_NONE};
+}
+
+/* The numeric value of element j of array i (NUM_NONE for string arrays). */
+static gguf_num arr_num(const gguf_ctx *g, int64_t i, uint64_t j) {
+    const gguf_kv *kv = kv_at(g, i);
+    ASSERT(kv->type != GGUF_ARRAY || j < kv->arr_n);
+    size_t sz = kv->type == GGUF_ARRAY ? gguf_type_size(kv->arr_type) : 0;
+    return sz ? num_load(kv->arr_type, kv->val + j * sz) : (gguf_num){.kind = NUM_NONE};
+}
+
+st_code gguf_kv_i64(const gguf_ctx *g, int64_t i, int64_t *out) { return num_to_i64(kv_num(g, i), out); }
+st_code gguf_kv_u64(const gguf_ctx *g, int64_t i, uint64_t *out) { return num_to_u64(kv_num(g, i), out); }
+st_code gguf_kv_f64(const gguf_ctx *g, int64_t i, double *out) { return num_to_f64(kv_num(g, i), out); }
+
+st_code gguf_kv_bool(const gguf_ctx *g, int64_t i, bool *out) {
+    gguf_num n = kv_num(g, i);
+    if (n.kind != NUM_BOOL) return ST_ERR_TYPE;
+    *out = n.u != 0;
+    return ST_OK;
+}
+
+st_code gguf_kv_str(const gguf_ctx *g, int64_t i, const char **out) {
+    const gguf_kv *kv = kv_at(g, i);
+    if (kv->type != GGUF_STRING) return ST_ERR_TYPE;
+    *out = kv->str;
+    return ST_OK;
+}
+
+st_code gguf_arr_i64(const gguf_ctx *g, int64_t i, uint64_t j, int64_t *out) {
+    return num_to_i64(arr_num(g, i, j), out);
+}
+
+st_code gguf_arr_f64(const gguf_ctx *g, int64_t i, uint64_t j, double *out) {
+    return num_to_f64(arr_num(g, i, j), out);
+}
+
+st_code gguf_arr_str(const gguf_ctx *g, int64_t i, uint64_t j, const char **s, size_t *len) {
+    const gguf_kv *kv = kv_at(g, i);
+    if (kv->type != GGUF_ARRAY || kv->arr_type != GGUF_STRING) return ST_ERR_TYPE;
+    ASSERT(j < kv->arr_n);
+    size_t off = kv->str_offs[j]; /* validated by the parser */
+    *len = (size_t)ld_le(g->base + off, 8);
+    *s = (const char *)g->base + off + 8;
+    return ST_OK;
+}
+
+/* Shared by the gguf_get_* functions: the key's index, or -1 with the error set. */
+static int64_t get_key(const gguf_ctx *g, const char *key, st_err *err) {
+    int64_t i = gguf_find_key(g, key);
+    if (i < 0) st_set(err, ST_ERR_NOT_FOUND, "metadata key '%s' not found", key);
+    return i;
+}
+
+static st_code get_type_err(const gguf_ctx *g, int64_t i, const char *want, st_err *err) {
+    const gguf_kv *kv = kv_at(g, i);
+    return st_set(err, ST_ERR_TYPE, "metadata key '%s' has type %s%s%s, expected %s", kv->key,
+                  gguf_type_name(kv->type), kv->type == GGUF_ARRAY ? " of " : "",
+                  kv->type == GGUF_ARRAY ? gguf_type_name(kv->arr_type) : "", want);
+}
+
+st_code gguf_get_i64(const gguf_ctx *g, const char *key, int64_t *out, st_err *err) {
+    int64_t i = get_key(g, key, err);
+    if (i < 0) return ST_ERR_NOT_FOUND;
+    if (gguf_kv_i64(g, i, out) != ST_OK) return get_type_err(g, i, "an integer that fits int64", err);
+    return ST_OK;
+}
+
+st_code gguf_get_f64(const gguf_ctx *g, const char *key, double *out, st_err *err) {
+    int64_t i = get_key(g, key, err);
+    if (i < 0) return ST_ERR_NOT_FOUND;
+    if (gguf_kv_f64(g, i, out) != ST_OK) return get_type_err(g, i, "a number", err);
+    return ST_OK;
+}
+
+st_code gguf_get_bool(const gguf_ctx *g, const char *key, bool *out, st_err *err) {
+    int64_t i = get_key(g, key, err);
+    if (i < 0) return ST_ERR_NOT_FOUND;
+    if (gguf_kv_bool(g, i, out) != ST_OK) return get_type_err(g, i, "bool", err);
+    return ST_OK;
+}
+
+st_code gguf_get_str(const gguf_ctx *g, const char *key, const char **out, st_err *err) {
+    int64_t i = get_key(g, key, err);
+    if (i < 0) return ST_ERR_NOT_FOUND;
+    if (gguf_kv_str(g, i, out) != ST_OK) return get_type_err(g, i, "string", err);
+    return ST_OK;
+}
+
+/* ---- display ---- */
+
+/* Appends to a fixed buffer, truncating silently: display only. */
+typedef struct {
+    char *buf;
+    size_t cap, len;
+} gguf_out;
+
+static void out_add(gguf_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void out_add(gguf_out *o, const char *fmt, ...) {
+    if (o->len + 1 >= o->cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+    va_end(ap);
+    if (n > 0) o->len += (size_t)n < o->cap - o->len ? (size_t)n : o->cap - o->len - 1;
+}
+
+static void out_num(gguf_out *o, gguf_num n) {
+    switch (n.kind) {
+    case NUM_SIGNED: out_add(o, "%" PRId64, n.i); break;
+    case NUM_UNSIGNED: out_add(o, "%" PRIu64, n.u); break;
+    case NUM_BOOL: out_add(o, "%s", n.u ? "true" : "false"); break;
+    case NUM_FLOAT:
+        /* Integral values keep a ".0" so they read as floats; others get %g. */
+        if (n.f == (double)(int64_t)n.f && n.f > -1e15 && n.f < 1e15) out_add(o, "%.1f", n.f);
+        else out_add(o, "%.7g", n.f);
+        break;
+    default: out_add(o, "?"); break;
+    }
+}
+
+/* A quoted string with control characters escaped, cut to 48 bytes. */
+static void out_str(gguf_out *o, const char *s, size_t len) {
+    out_add(o, "\"");
+    for (size_t k = 0; k < len && k < 48; k++) {
+        unsigned char ch = (unsigned char)s[k];
+        if (ch == '"' || ch == '\\') out_add(o, "\\%c", ch);
+        else if (ch < 0x20 || ch == 0x7f) out_add(o, "\\x%02x", ch);
+        else out_add(o, "%c", ch);
+    }
+    out_add(o, len > 48 ? "\"..." : "\"");
+}
+
+void gguf_kv_format(const gguf_ctx *g, int64_t i, char *buf, size_t cap) {
+    if (!buf || cap == 0) return;
+    gguf_out o = {buf, cap, 0};
+    buf[0] = '\0';
+    const gguf_kv *kv = kv_at(g, i);
+    if (kv->type == GGUF_STRING) {
+        const uint8_t *p = kv->val;
+        out_str(&o, (const char *)p + 8, (size_t)ld_le(p, 8));
+    } else if (kv->type != GGUF_ARRAY) {
+        out_num(&o, kv_num(g, i));
+    } else if (kv->arr_type == GGUF_STRING) {
+        out_add(&o, "[%" PRIu64 " strings", kv->arr_n);
+        for (uint64_t j = 0; j < kv->arr_n && j < 3; j++) {
+            const char *s;
+            size_t len;
+            gguf_arr_str(g, i, j, &s, &len);
+            out_add(&o, j ? ", " : ": ");
+            out_str(&o, s, len < 16 ? len : 16);
+        }
+        out_add(&o, kv->arr_n > 3 ? ", ...]" : "]");
+    } else {
+        out_add(&o, "[%" PRIu64 " %s", kv->arr_n, gguf_type_name(kv->arr_type));
+        for (uint64_t j = 0; j < kv->arr_n && j < 4; j++) {
+            out_add(&o, j ? ", " : ": ");
+            out_num(&o, arr_num(g, i, j));
+        }
+        out_add(&o, kv->arr_n > 4 ? ", ...]" : "]");
+    }
+}
+
+/* ---- tensors ---- */
+
+int64_t gguf_n_tensors(const gguf_ctx *g) { return g->n_tensors; }
+
+const gguf_tensor *gguf_tensor_at(const gguf_ctx *g, int64_t i) {
+    ASSERT(i >= 0 && i < g->n_tensors);
+    return &g->tensors[i];
+}
+
+const gguf_tensor *gguf_find_tensor(const gguf_ctx *g, const char *name) {
+    const gguf_name_idx *e = name_lookup(g->tensor_by_name, g->n_tensors, name);
+    return e ? &g->tensors[e->i] : NULL;
+}
+
+int64_t gguf_tensor_nelem(const gguf_tensor *t) {
+    bool ok;
+    return tensor_nelem_checked(t, &ok); /* checked at parse time for reader tensors */
+}
