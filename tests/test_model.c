@@ -1,0 +1,314 @@
+/* test_model.c - the forward pass: batched rows equal linear decoding, a forest-shaped
+ * batch (branches sharing a prefix, each at its own positions and slots) gives every
+ * branch exactly its linear logits, the cpu backend agrees with ref, bad batches are
+ * refused without side effects, and bad model files get clear errors. Models are
+ * random-weight GGUFs from mkmodel. */
+#include "../engine/gguf.h"
+#include "../engine/mkmodel.h"
+#include "../engine/model.h"
+#include "t.h"
+
+static char tmpdir[] = "/tmp/md_test_model_XXXXXX";
+
+static const char *tmp_path(const char *name) {
+    static char p[512];
+    snprintf(p, sizeof p, "%s/%s", tmpdir, name);
+    return p;
+}
+
+static model *make_model(const mkmodel_params *p, const char *name) {
+    st_err err = {0};
+    const char *path = tmp_path(name);
+    if (mkmodel_write(p, path, &err) != ST_OK) {
+        fprintf(stderr, "mkmodel %s: %s\n", name, err.msg);
+        return NULL;
+    }
+    model *m = model_load(path, &err);
+    if (!m) fprintf(stderr, "load %s: %s\n", name, err.msg);
+    return m;
+}
+
+static model_ctx *make_ctx(const model *m, const char *backend, int32_t max_rows) {
+    model_ctx_params cp = model_ctx_default_params();
+    cp.backend = backend;
+    cp.n_slots = 256;
+    cp.max_rows = max_rows;
+    cp.n_threads = 2;
+    st_err err = {0};
+    model_ctx *c = model_ctx_init(m, &cp, &err);
+    if (!c) fprintf(stderr, "ctx: %s\n", err.msg);
+    return c;
+}
+
+/* Logits after feeding toks one token at a time (the plainest linear decode). */
+static void linear_logits(model_ctx *c, const int32_t *toks, int32_t n, float *out) {
+    for (int32_t i = 0; i < n; i++) model_forward_linear(c, &toks[i], 1, i, out, NULL);
+}
+
+static void fill_tokens(int32_t *t, int32_t n, int32_t vocab, uint32_t seed) {
+    for (int32_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        t[i] = (int32_t)((seed >> 8) % (uint32_t)vocab);
+    }
+}
+
+/* Prefill in one batch (and in chunks of 3 rows) equals token-by-token decoding. */
+static void test_batch_vs_linear(const model *m, const char *what) {
+    int32_t V = m->hp.n_vocab, n = 23, toks[23];
+    fill_tokens(toks, n, V, 7);
+    float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V), *c3 = malloc(sizeof(float) * V);
+    model_ctx *c1 = make_ctx(m, "cpu", 512), *c2 = make_ctx(m, "cpu", 3);
+    linear_logits(c1, toks, n, a);
+    model_forward_linear(c1, toks, n, 0, b, NULL);
+    model_forward_linear(c2, toks, n, 0, c3, NULL);
+    double e1 = t_nerr(b, a, V), e2 = t_nerr(c3, a, V);
+    T_CHECK(e1 <= 1e-5, "%s: batched prefill vs linear nerr %.3g", what, e1);
+    T_CHECK(e2 <= 1e-5, "%s: chunked prefill vs linear nerr %.3g", what, e2);
+    model_ctx_free(c1);
+    model_ctx_free(c2);
+    free(a);
+    free(b);
+    free(c3);
+}
+
+/* A forest in one batch: prefix P (4 tokens) computed in an earlier step; then in one
+ * batch: branch A (3 tokens) and branch B (2 tokens) both under P, plus a second root R
+ * (3 tokens) at its own positions 0..2. Slots are deliberately scattered. Each leaf's
+ * logits must equal linear decoding of its own path. */
+static void test_forest_batch(const model *m, const char *what) {
+    int32_t V = m->hp.n_vocab;
+    int32_t P[4], A[3], B[2], R[3];
+    fill_tokens(P, 4, V, 1);
+    fill_tokens(A, 3, V, 2);
+    fill_tokens(B, 2, V, 3);
+    fill_tokens(R, 3, V, 4);
+    model_ctx *c = make_ctx(m, "cpu", 512);
+    /* step 1: prefix in slots 10..13 */
+    int32_t p_pos[4] = {0, 1, 2, 3}, p_slot[4] = {10, 11, 12, 13}, p_off[5] = {0, 1, 2, 3, 4};
+    kern_seg p_seg[4] = {{10, 1}, {10, 2}, {10, 3}, {10, 4}};
+    uint8_t none[4] = {0};
+    model_batch b1 = {4, P, p_pos, p_slot, p_off, p_seg, none};
+    st_err err = {0};
+    T_CHECK(model_forward(c, &b1, NULL, &err) == ST_OK, "%s: prefix step: %s", what, err.msg);
+    /* step 2: rows in DFS order: A0 A1 A2 B0 B1 R0 R1 R2 */
+    int32_t tok2[8] = {A[0], A[1], A[2], B[0], B[1], R[0], R[1], R[2]};
+    int32_t pos2[8] = {4, 5, 6, 4, 5, 0, 1, 2};
+    int32_t slot2[8] = {40, 41, 42, 20, 21, 0, 1, 2};
+    kern_seg seg2[] = {
+        {10, 4}, {40, 1},            /* A0 */
+        {40, 2}, {10, 4},            /* A1 (segments in any order) */
+        {10, 4}, {40, 3},            /* A2 */
+        {10, 4}, {20, 1},            /* B0 */
+        {10, 4}, {20, 2},            /* B1 */
+        {0, 1}, {0, 2}, {0, 3},      /* R0 R1 R2 */
+    };
+    int32_t off2[9] = {0, 2, 4, 6, 8, 10, 11, 12, 13};
+    uint8_t want2[8] = {0, 0, 1, 0, 1, 0, 0, 1};
+    float *out = malloc(sizeof(float) * V * 3), *ref = malloc(sizeof(float) * V);
+    model_batch b2 = {8, tok2, pos2, slot2, off2, seg2, want2};
+    T_CHECK(model_forward(c, &b2, out, &err) == ST_OK, "%s: forest step: %s", what, err.msg);
+
+    int32_t pathA[7] = {P[0], P[1], P[2], P[3], A[0], A[1], A[2]};
+    int32_t pathB[6] = {P[0], P[1], P[2], P[3], B[0], B[1]};
+    const int32_t *paths[3] = {pathA, pathB, R};
+    int32_t lens[3] = {7, 6, 3};
+    const char *names[3] = {"A", "B", "R"};
+    for (int i = 0; i < 3; i++) {
+        model_ctx *lc = make_ctx(m, "cpu", 512);
+        linear_logits(lc, paths[i], lens[i], ref);
+        double e = t_nerr(out + (size_t)i * V, ref, V);
+        T_CHECK(e <= 1e-5, "%s: leaf %s of the forest batch vs its linear decode: nerr %.3g", what,
+                names[i], e);
+        model_ctx_free(lc);
+    }
+    model_ctx_free(c);
+    free(out);
+    free(ref);
+}
+
+/* The cpu backend's logits agree with the ref backend's. */
+static void test_cpu_vs_ref(const model *m, const char *what, double bound) {
+    int32_t V = m->hp.n_vocab, n = 9, toks[9];
+    fill_tokens(toks, n, V, 11);
+    float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V);
+    model_ctx *cr = make_ctx(m, "ref", 512), *cc = make_ctx(m, "cpu", 512);
+    model_forward_linear(cr, toks, n, 0, a, NULL);
+    model_forward_linear(cc, toks, n, 0, b, NULL);
+    double e = t_nerr(b, a, V);
+    T_CHECK(e <= bound, "%s: cpu vs ref logits nerr %.3g > %.3g", what, e, bound);
+    model_ctx_free(cr);
+    model_ctx_free(cc);
+    free(a);
+    free(b);
+}
+
+/* Bad batches are refused with ST_ERR_ARG/ST_ERR_CONTEXT and leave the cache as it was. */
+static void test_bad_batches(const model *m) {
+    int32_t V = m->hp.n_vocab, toks[3];
+    fill_tokens(toks, 3, V, 5);
+    model_ctx *c = make_ctx(m, "cpu", 512);
+    float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V);
+    model_forward_linear(c, toks, 3, 0, a, NULL);
+    int32_t pos[2] = {3, 4}, slot[2] = {3, 4}, off[3] = {0, 1, 2};
+    kern_seg seg[2] = {{0, 4}, {0, 5}};
+    struct { int32_t t0, s1, segstart; st_code want; const char *what; } cases[] = {
+        {V, 4, 0, ST_ERR_ARG, "token id out of range"},
+        {-1, 4, 0, ST_ERR_ARG, "negative token id"},
+        {0, 3, 0, ST_ERR_ARG, "two rows write one slot"},
+        {0, 999, 0, ST_ERR_CONTEXT, "slot outside the cache"},
+        {0, 4, 250, ST_ERR_ARG, "segment outside the cache / missing own slot"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int32_t tk[2] = {cases[i].t0, 1};
+        int32_t sl[2] = {slot[0], cases[i].s1};
+        kern_seg sg[2] = {seg[0], {cases[i].segstart ? cases[i].segstart : 0,
+                                   cases[i].segstart ? 10 : 5}};
+        model_batch bb = {2, tk, pos, sl, off, sg, NULL};
+        st_err err = {0};
+        st_code rc = model_forward(c, &bb, b, &err);
+        T_CHECK(rc == cases[i].want && err.msg[0], "%s: got %d (%s)", cases[i].what, rc, err.msg);
+    }
+    /* the cache is unchanged: decoding the 4th token gives what a fresh context gives */
+    model_ctx *f = make_ctx(m, "cpu", 512);
+    int32_t t4[4] = {toks[0], toks[1], toks[2], 7 % V};
+    model_forward_linear(f, t4, 4, 0, a, NULL);
+    model_forward_linear(c, &t4[3], 1, 3, b, NULL);
+    T_CHECK(t_nerr(b, a, V) <= 1e-5, "cache changed by refused batches: nerr %.3g", t_nerr(b, a, V));
+    st_err err = {0};
+    T_CHECK(model_forward_linear(c, toks, 3, 255, a, &err) == ST_ERR_CONTEXT,
+            "a run past the end of the cache is refused: %s", err.msg);
+    model_ctx_free(c);
+    model_ctx_free(f);
+    free(a);
+    free(b);
+}
+
+/* Copies a GGUF, applying edits: a new architecture string, a tensor dropped, or a
+ * tensor's type changed (its data resized to fit). */
+typedef struct edit { const char *arch; const char *drop; const char *retype; uint32_t type; } edit;
+
+static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
+    st_err err = {0};
+    gguf_ctx *g = gguf_open(src, &err);
+    if (!g) return err.code;
+    gguf_writer *w = gguf_writer_init();
+    for (int64_t i = 0; i < gguf_n_kv(g); i++) {
+        const char *k = gguf_kv_key(g, i);
+        gguf_type t = gguf_kv_type(g, i);
+        if (t == GGUF_STRING) {
+            const char *s;
+            gguf_kv_str(g, i, &s);
+            if (e->arch && !strcmp(k, "general.architecture")) s = e->arch;
+            gguf_writer_set_str(w, k, s);
+        } else if (t == GGUF_ARRAY && gguf_arr_type(g, i) == GGUF_STRING) {
+            uint64_t n = gguf_arr_n(g, i);
+            const char **ss = malloc(sizeof(char *) * (n + 1));
+            size_t *ls = malloc(sizeof(size_t) * (n + 1));
+            for (uint64_t j = 0; j < n; j++) gguf_arr_str(g, i, j, &ss[j], &ls[j]);
+            gguf_writer_set_arr_str(w, k, ss, ls, n);
+            free(ss);
+            free(ls);
+        } else if (t == GGUF_ARRAY) {
+            uint64_t n = gguf_arr_n(g, i);
+            double *d = malloc(sizeof(double) * (n + 1));
+            for (uint64_t j = 0; j < n; j++) gguf_arr_f64(g, i, j, &d[j]);
+            gguf_writer_set_arr(w, k, GGUF_F64, d, n);
+            free(d);
+        } else if (t == GGUF_F32 || t == GGUF_F64) {
+            double d;
+            gguf_kv_f64(g, i, &d);
+            gguf_writer_set_f32(w, k, (float)d);
+        } else if (t == GGUF_BOOL) {
+            bool bv;
+            gguf_kv_bool(g, i, &bv);
+            gguf_writer_set_bool(w, k, bv);
+        } else {
+            int64_t v;
+            gguf_kv_i64(g, i, &v);
+            gguf_writer_set_u32(w, k, (uint32_t)v);
+        }
+    }
+    void *junk = calloc(1, 1 << 22);
+    for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
+        const gguf_tensor *t = gguf_tensor_at(g, i);
+        if (e->drop && !strcmp(t->name, e->drop)) continue;
+        if (e->retype && !strcmp(t->name, e->retype))
+            gguf_writer_add_tensor(w, t->name, e->type, t->n_dims, t->ne, junk);
+        else
+            gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data);
+    }
+    st_code rc = gguf_writer_write(w, dst, &err);
+    gguf_writer_free(w);
+    gguf_close(g);
+    free(junk);
+    return rc;
+}
+
+static void test_bad_models(void) {
+    mkmodel_params p = mkmodel_default_params();
+    mkmodel_preset("tiny", &p);
+    p.n_embd = 256; /* a multiple of 256 so a K-quant type fits the shape */
+    p.head_dim = 256 / p.n_head;
+    st_err err = {0};
+    char src[600];
+    snprintf(src, sizeof src, "%s", tmp_path("ok.gguf"));
+    T_CHECK(mkmodel_write(&p, src, &err) == ST_OK, "mkmodel: %s", err.msg);
+    struct { edit e; st_code want; const char *needle; } cases[] = {
+        {{"gptneox", NULL, NULL, 0}, ST_ERR_UNSUPPORTED, "gptneox"},
+        {{NULL, "blk.1.ffn_up.weight", NULL, 0}, ST_ERR_FORMAT, "blk.1.ffn_up.weight"},
+        {{NULL, NULL, "blk.0.attn_q.weight", DT_Q2_K}, ST_ERR_UNSUPPORTED, "Q2_K"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *dst = tmp_path("bad.gguf");
+        T_CHECK(copy_gguf(src, dst, &cases[i].e) == ST_OK, "copy %zu", i);
+        st_clear(&err);
+        model *m = model_load(dst, &err);
+        T_CHECK(!m && err.code == cases[i].want && strstr(err.msg, cases[i].needle),
+                "bad model %zu: code %d, message '%s' (want it to name '%s')", i, err.code,
+                err.msg, cases[i].needle);
+        model_free(m);
+    }
+    st_clear(&err);
+    T_CHECK(!model_load(tmp_path("does-not-exist.gguf"), &err) && err.code == ST_ERR_IO,
+            "a missing file is ST_ERR_IO: %s", err.msg);
+}
+
+int main(void) {
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    struct { const char *name; uint32_t type; int32_t head_kv; int32_t head_dim; bool tied;
+             double bound; } shapes[] = {
+        {"f32-gqa2-tied", DT_F32, 2, 16, true, 1e-5},
+        {"f16-mha-untied", DT_F16, 4, 16, false, 1e-5},
+        {"bf16-gqa4", DT_BF16, 1, 32, true, 1e-5},
+        {"q8_0-gqa2", DT_Q8_0, 2, 32, false, 3e-2},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        mkmodel_params p = mkmodel_default_params();
+        mkmodel_preset("tiny", &p);
+        p.wtype = shapes[i].type;
+        p.n_head = 4;
+        p.n_head_kv = shapes[i].head_kv;
+        p.head_dim = shapes[i].head_dim;
+        p.tied = shapes[i].tied;
+        p.seed = 100 + i;
+        char fn[64];
+        snprintf(fn, sizeof fn, "%s.gguf", shapes[i].name);
+        model *m = make_model(&p, fn);
+        T_CHECK(m != NULL, "model %s loads", shapes[i].name);
+        if (!m) continue;
+        T_CHECK(m->hp.tied_output == shapes[i].tied, "%s: tied flag", shapes[i].name);
+        test_batch_vs_linear(m, shapes[i].name);
+        test_forest_batch(m, shapes[i].name);
+        test_cpu_vs_ref(m, shapes[i].name, shapes[i].bound);
+        if (i == 0) test_bad_batches(m);
+        model_free(m);
+    }
+    test_bad_models();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    return t_done();
+}
