@@ -274,8 +274,9 @@ static bool parse_array(gguf_cur *c, gguf_kv *kv) {
         if (et == GGUF_BOOL)
             for (uint64_t j = 0; j < n; j++)
                 if (c->p[c->pos + j] > 1)
-                    return cur_fail(c, ST_ERR_FORMAT, "bool element %" PRIu64 " is %u (must be 0 or 1)",
-                                    j, c->p[c->pos + j]);
+                    return cur_fail(c, ST_ERR_FORMAT,
+                                    "bool element %" PRIu64 " is %u (must be 0 or 1)", j,
+                                    c->p[c->pos + j]);
         c->pos += (size_t)n * sz;
         kv->arr_n = n;
         return true;
@@ -343,14 +344,16 @@ static bool parse_tensor(gguf_cur *c, int64_t i, gguf_tensor *t, uint32_t alignm
         uint64_t ne;
         if (!cur_int(c, 8, "dimension", &ne)) return false;
         if (ne > (uint64_t)INT64_MAX)
-            return cur_fail(c, ST_ERR_FORMAT, "ne[%" PRIu32 "] = %" PRIu64 " is negative as int64", d, ne);
+            return cur_fail(c, ST_ERR_FORMAT, "ne[%" PRIu32 "] = %" PRIu64 " is negative as int64",
+                            d, ne);
         t->ne[d] = (int64_t)ne;
     }
     bool ok;
     tensor_nelem_checked(t, &ok);
     if (!ok)
         return cur_fail(c, ST_ERR_FORMAT,
-                        "shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64 "] has more than 2^63 elements",
+                        "shape [%" PRId64 ", %" PRId64 ", %" PRId64 ", %" PRId64
+                        "] has more than 2^63 elements",
                         t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
     if (!cur_u32(c, "type", &t->type)) return false;
     const dtype_info *di = dtype_get(t->type);
@@ -358,8 +361,9 @@ static bool parse_tensor(gguf_cur *c, int64_t i, gguf_tensor *t, uint32_t alignm
         return cur_fail(c, ST_ERR_UNSUPPORTED, "type id %" PRIu32 " is not a known tensor type",
                         t->type);
     if (t->ne[0] % di->block != 0)
-        return cur_fail(c, ST_ERR_FORMAT, "ne[0] = %" PRId64 " is not a multiple of the %s block (%d)",
-                        t->ne[0], di->name, (int)di->block);
+        return cur_fail(c, ST_ERR_FORMAT,
+                        "ne[0] = %" PRId64 " is not a multiple of the %s block (%d)", t->ne[0],
+                        di->name, (int)di->block);
     /* nbytes = (ne0 / block) * block_bytes * ne1 * ne2 * ne3, each step checked. */
     uint64_t nb = (uint64_t)(t->ne[0] / di->block), bb = (uint64_t)di->block_bytes;
     ok = nb == 0 || bb <= UINT64_MAX / nb;
@@ -373,8 +377,9 @@ static bool parse_tensor(gguf_cur *c, int64_t i, gguf_tensor *t, uint32_t alignm
     t->nbytes = nb;
     if (!cur_int(c, 8, "offset", &t->offset)) return false;
     if (t->offset % alignment != 0)
-        return cur_fail(c, ST_ERR_FORMAT, "offset %" PRIu64 " is not a multiple of the alignment %" PRIu32,
-                        t->offset, alignment);
+        return cur_fail(c, ST_ERR_FORMAT,
+                        "offset %" PRIu64 " is not a multiple of the alignment %" PRIu32, t->offset,
+                        alignment);
     return true;
 }
 
@@ -393,8 +398,9 @@ static bool sort_names(gguf_cur *c, gguf_name_idx *idx, int64_t n, const char *w
             int64_t a = idx[k - 1].i, b = idx[k].i;
             gguf_safe_name(safe, sizeof safe, idx[k].name);
             snprintf(c->where, sizeof c->where, "%s", what);
-            return cur_fail(c, ST_ERR_FORMAT, "duplicate name '%s' (entries %" PRId64 " and %" PRId64 ")",
-                            safe, a < b ? a : b, a < b ? b : a);
+            return cur_fail(c, ST_ERR_FORMAT,
+                            "duplicate name '%s' (entries %" PRId64 " and %" PRId64 ")", safe,
+                            a < b ? a : b, a < b ? b : a);
         }
     return true;
 }
@@ -412,7 +418,8 @@ static bool check_tensor_data(gguf_cur *c, gguf_ctx *g) {
         if (g->data_offset > g->size || t->offset > room || t->nbytes > room - t->offset) {
             cur_where(c, "tensor", i, t->name);
             return cur_fail(c, ST_ERR_FORMAT,
-                            "data [offset %" PRIu64 ", %" PRIu64 " bytes] runs past the end of the file "
+                            "data [offset %" PRIu64 ", %" PRIu64
+                            " bytes] runs past the end of the file "
                             "(size %zu, data section at %" PRIu64 ")",
                             t->offset, t->nbytes, g->size, g->data_offset);
         }
@@ -432,7 +439,8 @@ static bool check_tensor_data(gguf_cur *c, gguf_ctx *g) {
             gguf_safe_name(sb, sizeof sb, b->name);
             snprintf(c->where, sizeof c->where, "tensor data");
             ok = cur_fail(c, ST_ERR_FORMAT,
-                          "'%s' [offset %" PRIu64 ", %" PRIu64 " bytes] overlaps '%s' at offset %" PRIu64,
+                          "'%s' [offset %" PRIu64 ", %" PRIu64
+                          " bytes] overlaps '%s' at offset %" PRIu64,
                           sa, a->offset, a->nbytes, sb, b->offset);
         }
     }
@@ -448,39 +456,46 @@ static bool find_alignment(gguf_cur *c, gguf_ctx *g) {
         if (strcmp(kv->key, "general.alignment") != 0) continue;
         cur_where(c, "metadata key", i, kv->key);
         if (kv->type != GGUF_U32)
-            return cur_fail(c, ST_ERR_FORMAT, "has type %s (must be u32)", gguf_type_name(kv->type));
+            return cur_fail(c, ST_ERR_FORMAT, "has type %s (must be u32)",
+                            gguf_type_name(kv->type));
         uint32_t a = (uint32_t)ld_le(kv->val, 4);
         if (a == 0 || (a & (a - 1)) != 0)
-            return cur_fail(c, ST_ERR_FORMAT, "alignment %" PRIu32 " is not a nonzero power of two", a);
+            return cur_fail(c, ST_ERR_FORMAT, "alignment %" PRIu32 " is not a nonzero power of two",
+                            a);
         g->alignment = a;
     }
     return true;
+}
+
+/* A count of entries that take at least min bytes each must fit in the left bytes. */
+static bool check_count(gguf_cur *c, uint64_t n, size_t left, size_t min, const char *what) {
+    if (n <= left / min) return true;
+    return cur_fail(c, ST_ERR_FORMAT, "%s count %" PRIu64 " cannot fit in the remaining %zu bytes",
+                    what, n, left);
 }
 
 static bool parse_header(gguf_cur *c, gguf_ctx *g, uint64_t *n_tensors, uint64_t *n_kv) {
     snprintf(c->where, sizeof c->where, "header");
     if (c->size < 4 || memcmp(c->p, "GGUF", 4) != 0)
         return cur_fail(c, ST_ERR_FORMAT, "not a GGUF file (%s)",
-                        c->size < 4 ? "shorter than the 4-byte magic" : "the first 4 bytes are not \"GGUF\"");
+                        c->size < 4 ? "shorter than the 4-byte magic"
+                                    : "the first 4 bytes are not \"GGUF\"");
     c->pos = 4;
     if (!cur_u32(c, "version", &g->version)) return false;
     if (g->version != 2 && g->version != 3) {
-        uint32_t v = g->version, sw = (v >> 24) | ((v >> 8) & 0xff00) | ((v << 8) & 0xff0000) | (v << 24);
-        return cur_fail(c, ST_ERR_UNSUPPORTED, "GGUF version %" PRIu32 " is not supported (only 2 and 3)%s",
-                        v, (sw == 2 || sw == 3) ? "; this looks like a big-endian file" : "");
+        uint32_t v = g->version,
+                 sw = (v >> 24) | ((v >> 8) & 0xff00) | ((v << 8) & 0xff0000) | (v << 24);
+        return cur_fail(c, ST_ERR_UNSUPPORTED,
+                        "GGUF version %" PRIu32 " is not supported (only 2 and 3)%s", v,
+                        (sw == 2 || sw == 3) ? "; this looks like a big-endian file" : "");
     }
     if (!cur_int(c, 8, "tensor count", n_tensors) || !cur_int(c, 8, "metadata count", n_kv))
         return false;
     /* Cap both counts by the bytes left before anything is allocated for them. */
     size_t left = cur_left(c);
-    if (*n_kv > left / GGUF_KV_MIN_BYTES)
-        return cur_fail(c, ST_ERR_FORMAT, "metadata count %" PRIu64 " cannot fit in the remaining %zu bytes",
-                        *n_kv, left);
+    if (!check_count(c, *n_kv, left, GGUF_KV_MIN_BYTES, "metadata")) return false;
     left -= (size_t)*n_kv * GGUF_KV_MIN_BYTES;
-    if (*n_tensors > left / GGUF_TENSOR_MIN_BYTES)
-        return cur_fail(c, ST_ERR_FORMAT, "tensor count %" PRIu64 " cannot fit in the remaining %zu bytes",
-                        *n_tensors, left);
-    return true;
+    return check_count(c, *n_tensors, left, GGUF_TENSOR_MIN_BYTES, "tensor");
 }
 
 static bool gguf_parse(gguf_ctx *g, st_err *err) {
@@ -499,9 +514,7 @@ static bool gguf_parse(gguf_ctx *g, st_err *err) {
     if (!find_alignment(&c, g)) return false;
 
     snprintf(c.where, sizeof c.where, "tensor infos");
-    if (n_tensors > cur_left(&c) / GGUF_TENSOR_MIN_BYTES)
-        return cur_fail(&c, ST_ERR_FORMAT, "tensor count %" PRIu64 " cannot fit in the remaining %zu bytes",
-                        n_tensors, cur_left(&c));
+    if (!check_count(&c, n_tensors, cur_left(&c), GGUF_TENSOR_MIN_BYTES, "tensor")) return false;
     if (n_tensors && (!(g->tensors = calloc((size_t)n_tensors, sizeof *g->tensors)) ||
                       !(g->tensor_by_name = malloc((size_t)n_tensors * sizeof *g->tensor_by_name))))
         return cur_fail(&c, ST_ERR_NOMEM, "cannot allocate %" PRIu64 " tensor infos", n_tensors);
@@ -536,38 +549,24 @@ gguf_ctx *gguf_open_mem(const void *data, size_t size, st_err *err) {
 }
 
 gguf_ctx *gguf_open(const char *path, st_err *err) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        st_set(err, ST_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-        return NULL;
-    }
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        st_set(err, ST_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    if (!S_ISREG(sb.st_mode)) {
+    void *map = MAP_FAILED;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &sb) != 0)
+        st_set(err, ST_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
         st_set(err, ST_ERR_IO, "'%s' is not a regular file", path);
-        close(fd);
-        return NULL;
-    }
-    if (sb.st_size < 4) { /* mmap cannot map an empty file; nothing this small is GGUF */
-        st_set(err, ST_ERR_FORMAT, "'%s': not a GGUF file (%lld bytes)", path, (long long)sb.st_size);
-        close(fd);
-        return NULL;
-    }
-    size_t size = (size_t)sb.st_size;
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int map_errno = errno;
-    close(fd); /* the mapping keeps the file alive */
-    if (map == MAP_FAILED) {
-        st_set(err, ST_ERR_IO, "cannot map '%s' (%zu bytes): %s", path, size, strerror(map_errno));
-        return NULL;
-    }
-    gguf_ctx *g = gguf_open_mem(map, size, err);
+    else if (sb.st_size < 4) /* mmap cannot map an empty file; nothing this small is GGUF */
+        st_set(err, ST_ERR_FORMAT, "'%s': not a GGUF file (%lld bytes)", path,
+               (long long)sb.st_size);
+    else if ((map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
+        st_set(err, ST_ERR_IO, "cannot map '%s' (%lld bytes): %s", path, (long long)sb.st_size,
+               strerror(errno));
+    if (fd >= 0) close(fd); /* the mapping keeps the file alive */
+    if (map == MAP_FAILED) return NULL;
+    gguf_ctx *g = gguf_open_mem(map, (size_t)sb.st_size, err);
     if (!g) {
-        munmap(map, size);
+        munmap(map, (size_t)sb.st_size);
         if (err) st_prefix(err, "'%s'", path);
         return NULL;
     }
@@ -635,9 +634,15 @@ static gguf_num arr_num(const gguf_ctx *g, int64_t i, uint64_t j) {
     return sz ? num_load(kv->arr_type, kv->val + j * sz) : (gguf_num){.kind = NUM_NONE};
 }
 
-st_code gguf_kv_i64(const gguf_ctx *g, int64_t i, int64_t *out) { return num_to_i64(kv_num(g, i), out); }
-st_code gguf_kv_u64(const gguf_ctx *g, int64_t i, uint64_t *out) { return num_to_u64(kv_num(g, i), out); }
-st_code gguf_kv_f64(const gguf_ctx *g, int64_t i, double *out) { return num_to_f64(kv_num(g, i), out); }
+st_code gguf_kv_i64(const gguf_ctx *g, int64_t i, int64_t *out) {
+    return num_to_i64(kv_num(g, i), out);
+}
+st_code gguf_kv_u64(const gguf_ctx *g, int64_t i, uint64_t *out) {
+    return num_to_u64(kv_num(g, i), out);
+}
+st_code gguf_kv_f64(const gguf_ctx *g, int64_t i, double *out) {
+    return num_to_f64(kv_num(g, i), out);
+}
 
 st_code gguf_kv_bool(const gguf_ctx *g, int64_t i, bool *out) {
     gguf_num n = kv_num(g, i);
@@ -671,14 +676,12 @@ st_code gguf_arr_str(const gguf_ctx *g, int64_t i, uint64_t j, const char **s, s
     return ST_OK;
 }
 
-/* Shared by the gguf_get_* functions: the key's index, or -1 with the error set. */
-static int64_t get_key(const gguf_ctx *g, const char *key, st_err *err) {
-    int64_t i = gguf_find_key(g, key);
-    if (i < 0) st_set(err, ST_ERR_NOT_FOUND, "metadata key '%s' not found", key);
-    return i;
-}
-
-static st_code get_type_err(const gguf_ctx *g, int64_t i, const char *want, st_err *err) {
+/* Shared by the gguf_get_* functions: turns the lookup (i < 0: absent) and the
+ * accessor's result rc into a status with a message naming the key. */
+static st_code get_result(const gguf_ctx *g, const char *key, int64_t i, st_code rc,
+                          const char *want, st_err *err) {
+    if (i < 0) return st_set(err, ST_ERR_NOT_FOUND, "metadata key '%s' not found", key);
+    if (rc == ST_OK) return ST_OK;
     const gguf_kv *kv = kv_at(g, i);
     return st_set(err, ST_ERR_TYPE, "metadata key '%s' has type %s%s%s, expected %s", kv->key,
                   gguf_type_name(kv->type), kv->type == GGUF_ARRAY ? " of " : "",
@@ -686,31 +689,25 @@ static st_code get_type_err(const gguf_ctx *g, int64_t i, const char *want, st_e
 }
 
 st_code gguf_get_i64(const gguf_ctx *g, const char *key, int64_t *out, st_err *err) {
-    int64_t i = get_key(g, key, err);
-    if (i < 0) return ST_ERR_NOT_FOUND;
-    if (gguf_kv_i64(g, i, out) != ST_OK) return get_type_err(g, i, "an integer that fits int64", err);
-    return ST_OK;
+    int64_t i = gguf_find_key(g, key);
+    return get_result(g, key, i, i < 0 ? ST_ERR_NOT_FOUND : gguf_kv_i64(g, i, out),
+                      "an integer that fits int64", err);
 }
 
 st_code gguf_get_f64(const gguf_ctx *g, const char *key, double *out, st_err *err) {
-    int64_t i = get_key(g, key, err);
-    if (i < 0) return ST_ERR_NOT_FOUND;
-    if (gguf_kv_f64(g, i, out) != ST_OK) return get_type_err(g, i, "a number", err);
-    return ST_OK;
+    int64_t i = gguf_find_key(g, key);
+    return get_result(g, key, i, i < 0 ? ST_ERR_NOT_FOUND : gguf_kv_f64(g, i, out), "a number",
+                      err);
 }
 
 st_code gguf_get_bool(const gguf_ctx *g, const char *key, bool *out, st_err *err) {
-    int64_t i = get_key(g, key, err);
-    if (i < 0) return ST_ERR_NOT_FOUND;
-    if (gguf_kv_bool(g, i, out) != ST_OK) return get_type_err(g, i, "bool", err);
-    return ST_OK;
+    int64_t i = gguf_find_key(g, key);
+    return get_result(g, key, i, i < 0 ? ST_ERR_NOT_FOUND : gguf_kv_bool(g, i, out), "bool", err);
 }
 
 st_code gguf_get_str(const gguf_ctx *g, const char *key, const char **out, st_err *err) {
-    int64_t i = get_key(g, key, err);
-    if (i < 0) return ST_ERR_NOT_FOUND;
-    if (gguf_kv_str(g, i, out) != ST_OK) return get_type_err(g, i, "string", err);
-    return ST_OK;
+    int64_t i = gguf_find_key(g, key);
+    return get_result(g, key, i, i < 0 ? ST_ERR_NOT_FOUND : gguf_kv_str(g, i, out), "string", err);
 }
 
 /* ---- display ---- */
@@ -738,7 +735,7 @@ static void out_num(gguf_out *o, gguf_num n) {
     case NUM_BOOL: out_add(o, "%s", n.u ? "true" : "false"); break;
     case NUM_FLOAT:
         /* Integral values keep a ".0" so they read as floats; others get %g. */
-        if (n.f == (double)(int64_t)n.f && n.f > -1e15 && n.f < 1e15) out_add(o, "%.1f", n.f);
+        if (n.f > -1e15 && n.f < 1e15 && n.f == (double)(int64_t)n.f) out_add(o, "%.1f", n.f);
         else out_add(o, "%.7g", n.f);
         break;
     default: out_add(o, "?"); break;

@@ -369,6 +369,8 @@ st_code llama2c_convert(const char *model_bin, const char *tokenizer_bin, const 
     l2c_vocab voc = {0};
     gguf_writer *w = NULL;
     char *names = NULL;
+    l2c_config c = {0};
+    l2c_layout lay = {0};
     st_code rc = l2c_map_open(model_bin, &mm, err);
     if (rc != ST_OK) goto done;
     if (mm.size < L2C_HEADER_BYTES) {
@@ -376,11 +378,9 @@ st_code llama2c_convert(const char *model_bin, const char *tokenizer_bin, const 
                     "header", model_bin, mm.size);
         goto done;
     }
-    l2c_config c;
     int32_t *fields[7] = {&c.dim, &c.hidden_dim, &c.n_layers, &c.n_heads, &c.n_kv_heads,
                           &c.vocab_size, &c.seq_len};
     for (int i = 0; i < 7; i++) *fields[i] = l2c_i32(mm.base + 4 * i);
-    l2c_layout lay;
     rc = l2c_check_config(model_bin, &c, &lay, err);
     if (rc == ST_OK) rc = l2c_check_size(model_bin, &c, &lay, mm.size, err);
     if (rc == ST_OK) rc = l2c_map_open(tokenizer_bin, &tm, err);

@@ -3,8 +3,11 @@
  * The weights are a pure function of the parameters (seed included): the same params give
  * a byte-identical file. They are scaled so that activations stay in a sane range through
  * many layers and the logits are varied (not all equal, argmax changing with the input):
- * matrices uniform in +-1/sqrt(n_in), norm gains 1 +- 0.1, embeddings uniform in +-1, and
- * a classifier scaled for logits of standard deviation about 2. The file carries a
+ * matrices uniform in +-1/sqrt(n_in), norm gains 1 +- 0.1, embeddings of standard deviation
+ * 1/sqrt(n_embd) (small, as trained ones are, so that a tied classifier does not just
+ * predict the input token), and a classifier scaled for logits of standard deviation
+ * about 2 (through the output norm's gain of 2 when tied). Random models still fall
+ * into repeating one token after a few greedy steps; that is expected of noise. The file carries a
  * synthetic SentencePiece ("llama") vocabulary so a model runs end to end: <unk>, <s>,
  * </s>, the 256 byte tokens <0x00>..<0xFF>, then printable pieces (single characters,
  * "\u2581"-prefixed letters, letter pairs and triples, ...), every one reachable by
@@ -18,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../kernels/dtype.h" /* the DT_* ids that wtype takes */
 #include "../kernels/status.h"
 
 typedef struct mkmodel_params {
@@ -42,13 +46,13 @@ typedef struct mkmodel_params {
 #define MKMODEL_MAX_VOCAB (1 << 20)
 
 /* The "tiny" preset with seed 1: vocab 512, embd 64, 2 layers, 4 heads, 2 KV heads,
- * ff 192, context 512, untied, F32 (about 131K parameters): fast enough for every test. */
+ * ff 192, context 512, untied, F32 (164,160 parameters): fast enough for every test. */
 mkmodel_params mkmodel_default_params(void);
 
 /* Fills *p with a named shape; seed 1 and the wtype listed. ST_OK, or ST_ERR_ARG for an
  * unknown name (p untouched). Parameter counts include every tensor:
  *   "tiny"  vocab 512,   embd 64,   2 layers,  4 heads /  2 kv, ff 192,  ctx 512,  untied,
- *           F32:   131,712
+ *           F32:   164,160
  *   "25m"   vocab 32000, embd 384,  8 layers,  6 heads /  6 kv, ff 1024, ctx 1024, tied,
  *           F32:   26,450,304
  *   "110m"  vocab 32000, embd 768,  12 layers, 12 heads / 12 kv, ff 2048, ctx 1024, tied,

@@ -27,7 +27,9 @@ enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER = 4, TOK_UNUSE
 
 /* Builds the tokenizer from GGUF metadata (copies what it needs; g may be closed after).
  * NULL + err: ST_ERR_NOT_FOUND when there is no tokenizer, ST_ERR_UNSUPPORTED for an
- * unknown tokenizer model, ST_ERR_FORMAT for inconsistent arrays. */
+ * unknown tokenizer model, ST_ERR_FORMAT for inconsistent arrays. Absent bos / eos /
+ * unknown ids take llama.cpp's SentencePiece defaults 1 / 2 / 0 (when in range); an id
+ * of 0xFFFFFFFF means none; any other id out of range is ST_ERR_FORMAT. */
 tok *tok_from_gguf(const gguf_ctx *g, st_err *err);
 void tok_free(tok *t); /* NULL is a no-op */
 
@@ -64,7 +66,7 @@ bool tok_is_eog(const tok *t, int32_t id);
 /* The stored piece of a token (with U+2581, as in the vocabulary), NUL-terminated;
  * NULL for an id out of range. Valid while t lives. */
 const char *tok_piece(const tok *t, int32_t id);
-int32_t tok_type(const tok *t, int32_t id);
+int32_t tok_type(const tok *t, int32_t id); /* -1 for an id out of range */
 
 /* Encodes len bytes of text. Writes at most cap ids to out and returns the number of ids
  * the full encoding has (call with cap = 0 to size the buffer). add_bos prepends BOS when
@@ -95,9 +97,11 @@ size_t tok_stream_put(const tok *t, tok_stream *s, int32_t id, char *out, size_t
  * that is when the return value is < cap; otherwise s is unchanged, so the call can be
  * repeated with a buffer of return value + 1 bytes. The leading space is dropped only
  * when the model adds the dummy prefix (add_space_prefix), from the first NORMAL token
- * at stream start or after any CONTROL token, since encoding adds the prefix exactly
- * there. USER tokens produce their piece verbatim, UNKNOWN tokens U+2047 between two
- * spaces (as SentencePiece does), UNUSED tokens and ids out of range nothing. */
+ * at stream start or after a CONTROL, USER or UNKNOWN token, since encoding adds the
+ * prefix exactly there (a zeroed stream has prev = 0, which in SentencePiece vocabularies
+ * is <unk>, so it behaves as at stream start). USER tokens produce their piece verbatim,
+ * UNKNOWN tokens U+2047 between two spaces (as SentencePiece does), UNUSED tokens and
+ * ids out of range nothing. */
 /* Flushes held bytes (as U+FFFD) at the end of a stream; consumes like tok_stream_put. */
 size_t tok_stream_flush(const tok *t, tok_stream *s, char *out, size_t cap);
 

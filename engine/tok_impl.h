@@ -18,6 +18,8 @@ struct tok {
     int32_t *map;            /* (map_mask + 1) open-addressed piece -> id hash, -1 = empty */
     uint32_t map_mask;
     int32_t byte_tok[256];   /* token that spells byte b (<0xXX>, else the 1-byte piece), or unk */
+    bool lone[128];          /* ASCII bytes found in no piece of 2+ bytes: they never merge,
+                              * so BPE can run on the stretches between them separately */
     int32_t *special;        /* (n_special) CONTROL/USER/UNKNOWN ids, longest piece first */
     int32_t n_special;
     int32_t bos, eos, unk, eot; /* -1 when absent */

@@ -1,0 +1,73 @@
+/* backend.c - kern_backend: picks an ops table by name and owns what the ops share
+ * (a thread pool and a scratch buffer). See kern.h for the public contract and
+ * kern_impl.h for what the ops may use. */
+#include "kern_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct kern_backend {
+    const kern_ops *ops;
+    int32_t n_threads;
+    pool *pool;
+    void *scratch;          /* 64-byte aligned, scratch_bytes long */
+    size_t scratch_bytes;
+};
+
+kern_backend *kern_backend_init(const char *name, int32_t n_threads, st_err *err) {
+    const kern_ops *ops = NULL;
+    if (name && strcmp(name, "ref") == 0) {
+        ops = &kern_ref_ops;
+        n_threads = 1; /* the oracle stays simple: one thread, fixed summation order */
+    } else if (name && strcmp(name, "cpu") == 0) {
+        ops = &kern_cpu_ops;
+        if (n_threads <= 0) {
+            long n = sysconf(_SC_NPROCESSORS_ONLN);
+            n_threads = n > 0 ? (int32_t)(n < 256 ? n : 256) : 1;
+        }
+    } else {
+        st_set(err, ST_ERR_ARG, "unknown compute backend '%s' (known: ref, cpu)",
+               name ? name : "(null)");
+        return NULL;
+    }
+    kern_backend *b = calloc(1, sizeof *b);
+    if (!b) {
+        st_set(err, ST_ERR_NOMEM, "out of memory creating the %s backend", name);
+        return NULL;
+    }
+    b->ops = ops;
+    b->n_threads = n_threads;
+    b->pool = pool_init(n_threads);
+    if (!b->pool) {
+        st_set(err, ST_ERR_BACKEND, "cannot start %d threads for the %s backend",
+               (int)n_threads, name);
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void kern_backend_free(kern_backend *b) {
+    if (!b) return;
+    pool_free(b->pool);
+    free(b->scratch);
+    free(b);
+}
+
+const kern_ops *kern_backend_ops(const kern_backend *b) { return b->ops; }
+const char *kern_backend_name(const kern_backend *b) { return b->ops->name; }
+int32_t kern_backend_threads(const kern_backend *b) { return b->n_threads; }
+
+pool *kern_backend_pool(kern_backend *b) { return b->pool; }
+
+void *kern_backend_scratch(kern_backend *b, size_t bytes) {
+    if (bytes <= b->scratch_bytes) return b->scratch;
+    size_t n = b->scratch_bytes ? b->scratch_bytes : 4096;
+    while (n < bytes) n *= 2;
+    free(b->scratch);
+    b->scratch = aligned_alloc(64, n);
+    ASSERT(b->scratch != NULL);
+    b->scratch_bytes = n;
+    return b->scratch;
+}

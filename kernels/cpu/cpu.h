@@ -1,0 +1,11 @@
+/* cpu.h - the pieces of kern_cpu_ops that live in their own files (matmul.c,
+ * attn.c); ops.c holds the small ops and the table. Private to kernels/cpu. */
+#ifndef MD_CPU_H
+#define MD_CPU_H
+
+#include "../kern_impl.h"
+
+void cpu_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows);
+void cpu_attention(kern_backend *b, const kern_attn *a);
+
+#endif

@@ -1,0 +1,359 @@
+/* matmul.c - the CPU backend's y = x W^T for every weight type it supports.
+ *
+ * One loop skeleton (mm_task) for all types: the output rows of W are cut into
+ * chunks handed to the thread pool; inside a chunk, for each group of up to MM_TX
+ * activation rows, tiles of MM_TW weight rows are multiplied by those activation rows.
+ * A tile reads each weight it touches once and uses it for every activation row of the
+ * group, so a step of k rows streams W from memory once instead of k times; that is
+ * what makes a batch of rows (a forest step) cost little more than one row while
+ * decode is bound by memory bandwidth.
+ *
+ * What differs per weight type is only the tile: a template function "dot NW rows of W
+ * with NX activation rows" written once per storage family (float-like: F32, F16,
+ * BF16 share one, varying only how a vector of weights is loaded; Q8_0 has its own)
+ * and instantiated for NW in {1, MM_TW} and NX in 1..MM_TX by MM_TILES. A new type
+ * (Q4_0, Q6_K, ...) adds a template, one MM_TILES line and one case in mm_kind_of.
+ *
+ * Quantised types multiply int8 by int8: the activations are first quantised to
+ * blocks of 32 int8 values with a float scale (as llama.cpp does with Q8_0), once per
+ * call, into the backend's scratch. Each block product is an exact int32 sum, scaled
+ * by d_w * d_x. The CPU result therefore differs from the ref backend (which uses the
+ * float activations) by the activation rounding, about 2e-3 of the result's scale. */
+#include <stdbool.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "simd.h"
+
+#define MM_TW 4 /* weight rows per tile */
+#define MM_TX 4 /* activation rows per tile (MM_TILES spells out 1..4) */
+
+/* bytes a tile may use of L2 for its chunk of W when it is reused for several groups */
+#define MM_CHUNK_BYTES (256 * 1024)
+
+/* y[c * ys + r] = dot(row r of w, row c of x), r < NW, c < NX; n = n_in; ws and xs are
+ * row strides in bytes. x is float32 or the quantised form, depending on the type. */
+typedef void (*mm_tile_fn)(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x, size_t xs,
+                           float *y, int64_t ys);
+
+/* Instantiates template tmpl for one (NW, NX) pair, then for all of them, plus the
+ * table mm_kind_of hands to the skeleton: [NW == MM_TW][NX - 1]. */
+#define MM_TILE_FN(tmpl, nw, nx)                                                          \
+    static void tmpl##_##nw##x##nx(int64_t n, const uint8_t *w, size_t ws,                \
+                                   const uint8_t *x, size_t xs, float *y, int64_t ys) {   \
+        tmpl(n, w, ws, x, xs, y, ys, nw, nx);                                             \
+    }
+#define MM_TILES(tmpl)                                                                    \
+    MM_TILE_FN(tmpl, 1, 1) MM_TILE_FN(tmpl, 1, 2) MM_TILE_FN(tmpl, 1, 3)                  \
+    MM_TILE_FN(tmpl, 1, 4) MM_TILE_FN(tmpl, 4, 1) MM_TILE_FN(tmpl, 4, 2)                  \
+    MM_TILE_FN(tmpl, 4, 3) MM_TILE_FN(tmpl, 4, 4)                                         \
+    static const mm_tile_fn tmpl##_tiles[2][MM_TX] = {                                    \
+        {tmpl##_1x1, tmpl##_1x2, tmpl##_1x3, tmpl##_1x4},                                 \
+        {tmpl##_4x1, tmpl##_4x2, tmpl##_4x3, tmpl##_4x4}};
+
+_Static_assert(MM_TW == 4 && MM_TX == 4, "MM_TILES spells out NW in {1, 4}, NX in 1..4");
+
+/* ---- float-like weights: F32, F16, BF16 ---------------------------------------- */
+
+enum { MM_F32, MM_F16, MM_BF16 };
+
+/* VF_N weights of a row, from element i, as floats. wt is a constant after inlining,
+ * so the switch disappears. */
+SIMD_INLINE vf mm_wload(int wt, const uint8_t *row, int64_t i) {
+    switch (wt) {
+    case MM_F32: return vf_load((const float *)row + i);
+    case MM_F16: return vf_load_f16((const uint16_t *)row + i);
+    default: return vf_load_bf16((const uint16_t *)row + i);
+    }
+}
+
+SIMD_INLINE float mm_wscalar(int wt, const uint8_t *row, int64_t i) {
+    switch (wt) {
+    case MM_F32: return ((const float *)row)[i];
+    case MM_F16: return fp16_to_f32(((const uint16_t *)row)[i]);
+    default: return bf16_to_f32(((const uint16_t *)row)[i]);
+    }
+}
+
+SIMD_INLINE void mm_tile_float(int64_t n, const uint8_t *w, size_t ws, const uint8_t *xb,
+                               size_t xs, float *y, int64_t ys, const int wt, const int NW,
+                               const int NX) {
+    const float *x = (const float *)xb;
+    const size_t xsf = xs / sizeof(float);
+    vf acc[MM_TW][MM_TX];
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NX; c++) acc[r][c] = vf_zero();
+    int64_t i = 0;
+    for (; i + VF_N <= n; i += VF_N) {
+        vf wv[MM_TW];
+#pragma GCC unroll 4
+        for (int r = 0; r < NW; r++) wv[r] = mm_wload(wt, w + r * ws, i);
+#pragma GCC unroll 4
+        for (int c = 0; c < NX; c++) {
+            vf xv = vf_load(x + c * xsf + i);
+#pragma GCC unroll 4
+            for (int r = 0; r < NW; r++) acc[r][c] = vf_fma(wv[r], xv, acc[r][c]);
+        }
+    }
+    for (int r = 0; r < NW; r++)
+        for (int c = 0; c < NX; c++) {
+            float s = vf_hsum(acc[r][c]);
+            for (int64_t j = i; j < n; j++) s += mm_wscalar(wt, w + r * ws, j) * x[c * xsf + j];
+            y[c * ys + r] = s;
+        }
+}
+
+SIMD_INLINE void mm_tile_f32(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
+                             size_t xs, float *y, int64_t ys, const int NW, const int NX) {
+    mm_tile_float(n, w, ws, x, xs, y, ys, MM_F32, NW, NX);
+}
+SIMD_INLINE void mm_tile_f16(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
+                             size_t xs, float *y, int64_t ys, const int NW, const int NX) {
+    mm_tile_float(n, w, ws, x, xs, y, ys, MM_F16, NW, NX);
+}
+SIMD_INLINE void mm_tile_bf16(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
+                              size_t xs, float *y, int64_t ys, const int NW, const int NX) {
+    mm_tile_float(n, w, ws, x, xs, y, ys, MM_BF16, NW, NX);
+}
+
+MM_TILES(mm_tile_f32)
+MM_TILES(mm_tile_f16)
+MM_TILES(mm_tile_bf16)
+
+/* ---- quantised activations ------------------------------------------------------ *
+ * A quantised activation row of n values is n int8 values (offset 0) followed by
+ * n / 32 float scales (offset n), padded to 64 bytes: x[i] ~= d[i / 32] * q[i]. */
+
+static size_t mm_q8x_row_bytes(int64_t n) {
+    size_t b = (size_t)n + (size_t)(n / QK8_0) * sizeof(float);
+    return (b + 63) & ~(size_t)63;
+}
+
+static void mm_q8x_quantize(const float *x, uint8_t *dst, int64_t n) {
+    int8_t *q = (int8_t *)dst;
+    float *d = (float *)(dst + n);
+    for (int64_t b = 0; b < n / QK8_0; b++) {
+        const float *xb = x + b * QK8_0;
+#if SIMD_AVX512
+        __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        float db = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+        __m512 vid = _mm512_set1_ps(id);
+        __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid));
+        __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+        _mm_storeu_si128((__m128i *)(q + b * QK8_0), _mm512_cvtepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(q + b * QK8_0 + 16), _mm512_cvtepi32_epi8(q1));
+#else
+        float amax = 0;
+        for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        float db = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+        for (int j = 0; j < QK8_0; j++) q[b * QK8_0 + j] = (int8_t)lrintf(xb[j] * id);
+#endif
+        d[b] = db;
+    }
+}
+
+/* ---- Q8_0 weights ----------------------------------------------------------------
+ * Per block, an int32 vector whose lanes sum to sum_j w[j] * x[j]. With VNNI (AVX-512
+ * VNNI or AVX-VNNI) dpbusd multiplies unsigned by signed bytes, so x is biased to
+ * x + 128 (unsigned) and the bias, 128 * sum(w), is taken off by starting the sum at
+ * -128 * sum(w) (computed once per weight block, shared by all activation rows). With
+ * plain AVX2, maddubs(|w|, sign(x, w)) gives the same products (llama.cpp's trick);
+ * |w| * |x| <= 128 * 127 keeps the int16 pair sums from saturating. */
+
+#if defined(SIMD_SCALAR)
+/* plain C */
+#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define MM_Q8_VNNI 1
+#define MM_DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#elif defined(__AVXVNNI__)
+#define MM_Q8_VNNI 1
+#define MM_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#endif
+#if defined(__AVX2__) && defined(__FMA__) && !defined(SIMD_SCALAR)
+#define MM_Q8_SIMD 1
+#endif
+
+#if MM_Q8_SIMD
+/* wa, wb: the two forms of a weight block the dot needs (see above) */
+SIMD_INLINE void mm_q8_wprep(const int8_t *qs, __m256i *wa, __m256i *wb) {
+    __m256i w = _mm256_loadu_si256((const __m256i *)qs);
+#if MM_Q8_VNNI
+    const __m256i zero = _mm256_setzero_si256();
+    *wa = w;
+    *wb = _mm256_sub_epi32(zero, MM_DPBUSD(zero, _mm256_set1_epi8((char)0x80), w));
+#else
+    *wa = _mm256_abs_epi8(w);
+    *wb = w;
+#endif
+}
+
+SIMD_INLINE __m256i mm_q8_xprep(const int8_t *qs) {
+    __m256i x = _mm256_loadu_si256((const __m256i *)qs);
+#if MM_Q8_VNNI
+    return _mm256_xor_si256(x, _mm256_set1_epi8((char)0x80));
+#else
+    return x;
+#endif
+}
+
+SIMD_INLINE __m256i mm_q8_dot(__m256i wa, __m256i wb, __m256i xp) {
+#if MM_Q8_VNNI
+    return MM_DPBUSD(wb, xp, wa);
+#else
+    __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(xp, wb));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+#endif
+}
+
+SIMD_INLINE float mm_hsum256(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+#endif
+
+SIMD_INLINE void mm_tile_q8_0(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
+                              size_t xs, float *y, int64_t ys, const int NW, const int NX) {
+    const int64_t nb = n / QK8_0;
+#if MM_Q8_SIMD
+    __m256 acc[MM_TW][MM_TX];
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NX; c++) acc[r][c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i wa[MM_TW], wb[MM_TW];
+        float dw[MM_TW];
+#pragma GCC unroll 4
+        for (int r = 0; r < NW; r++) {
+            const block_q8_0 *blk = (const block_q8_0 *)(w + r * ws) + b;
+            mm_q8_wprep(blk->qs, &wa[r], &wb[r]);
+            dw[r] = simd_h2f(blk->d);
+        }
+#pragma GCC unroll 4
+        for (int c = 0; c < NX; c++) {
+            const uint8_t *xr = x + c * xs;
+            __m256i xp = mm_q8_xprep((const int8_t *)xr + b * QK8_0);
+            float dx = ((const float *)(xr + n))[b];
+#pragma GCC unroll 4
+            for (int r = 0; r < NW; r++) {
+                __m256 s = _mm256_cvtepi32_ps(mm_q8_dot(wa[r], wb[r], xp));
+                acc[r][c] = _mm256_fmadd_ps(s, _mm256_set1_ps(dw[r] * dx), acc[r][c]);
+            }
+        }
+    }
+    for (int r = 0; r < NW; r++)
+        for (int c = 0; c < NX; c++) y[c * ys + r] = mm_hsum256(acc[r][c]);
+#else
+    float acc[MM_TW][MM_TX] = {{0}};
+    for (int64_t b = 0; b < nb; b++) {
+        for (int r = 0; r < NW; r++) {
+            const block_q8_0 *blk = (const block_q8_0 *)(w + r * ws) + b;
+            float dw = simd_h2f(blk->d);
+            for (int c = 0; c < NX; c++) {
+                const int8_t *xq = (const int8_t *)(x + c * xs) + b * QK8_0;
+                int32_t s = 0;
+                for (int j = 0; j < QK8_0; j++) s += (int32_t)blk->qs[j] * xq[j];
+                acc[r][c] += dw * ((const float *)(x + c * xs + n))[b] * (float)s;
+            }
+        }
+    }
+    for (int r = 0; r < NW; r++)
+        for (int c = 0; c < NX; c++) y[c * ys + r] = acc[r][c];
+#endif
+}
+
+MM_TILES(mm_tile_q8_0)
+
+/* ---- the skeleton ---------------------------------------------------------------- */
+
+typedef struct mm_kind {
+    const mm_tile_fn (*tiles)[MM_TX]; /* [2][MM_TX], see MM_TILES */
+    bool quant_x;                     /* tiles read Q8-quantised activations */
+} mm_kind;
+
+static const mm_kind *mm_kind_of(uint32_t type) {
+    static const mm_kind f32 = {mm_tile_f32_tiles, false}, f16 = {mm_tile_f16_tiles, false},
+                         bf16 = {mm_tile_bf16_tiles, false}, q8_0 = {mm_tile_q8_0_tiles, true};
+    switch (type) {
+    case DT_F32: return &f32;
+    case DT_F16: return &f16;
+    case DT_BF16: return &bf16;
+    case DT_Q8_0: return &q8_0;
+    default: return NULL;
+    }
+}
+
+typedef struct mm_job {
+    const mm_tile_fn (*tiles)[MM_TX];
+    const uint8_t *w;
+    size_t ws;              /* bytes per weight row */
+    const uint8_t *x;       /* activations as the tiles read them */
+    size_t xs;              /* bytes per activation row */
+    const float *xf;        /* float activations (for quantising) */
+    float *y;
+    int64_t n_in, n_out;
+    int32_t n_rows;
+    int64_t rows_per_task;  /* a multiple of MM_TW */
+} mm_job;
+
+static void mm_task(void *ctx, int32_t task, int32_t thread) {
+    (void)thread;
+    const mm_job *j = ctx;
+    const int64_t o0 = task * j->rows_per_task;
+    const int64_t o1 = o0 + j->rows_per_task < j->n_out ? o0 + j->rows_per_task : j->n_out;
+    for (int32_t r0 = 0; r0 < j->n_rows; r0 += MM_TX) {
+        const int nx = j->n_rows - r0 < MM_TX ? j->n_rows - r0 : MM_TX;
+        const uint8_t *x = j->x + (size_t)r0 * j->xs;
+        float *y = j->y + (int64_t)r0 * j->n_out;
+        int64_t o = o0;
+        for (; o + MM_TW <= o1; o += MM_TW)
+            j->tiles[1][nx - 1](j->n_in, j->w + o * j->ws, j->ws, x, j->xs, y + o, j->n_out);
+        for (; o < o1; o++)
+            j->tiles[0][nx - 1](j->n_in, j->w + o * j->ws, j->ws, x, j->xs, y + o, j->n_out);
+    }
+}
+
+static void mm_quant_task(void *ctx, int32_t row, int32_t thread) {
+    (void)thread;
+    const mm_job *j = ctx;
+    mm_q8x_quantize(j->xf + (int64_t)row * j->n_in, (uint8_t *)j->x + (size_t)row * j->xs,
+                    j->n_in);
+}
+
+void cpu_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
+    const mm_kind *k = mm_kind_of(w->type);
+    ASSERT(k != NULL && dtype_row_ok(w->type, w->n_in));
+    if (n_rows <= 0 || w->n_out <= 0) return;
+    pool *p = kern_backend_pool(b);
+    const int32_t nt = pool_threads(p);
+    mm_job j = {.tiles = k->tiles, .w = w->data, .ws = dtype_row_bytes(w->type, w->n_in),
+                .xf = x, .y = y, .n_in = w->n_in, .n_out = w->n_out, .n_rows = n_rows};
+    if (k->quant_x) {
+        j.xs = mm_q8x_row_bytes(w->n_in);
+        j.x = kern_backend_scratch(b, j.xs * (size_t)n_rows);
+        if ((int64_t)n_rows * w->n_in >= 65536)
+            pool_run(p, n_rows, mm_quant_task, &j);
+        else
+            for (int32_t r = 0; r < n_rows; r++) mm_quant_task(&j, r, 0);
+    } else {
+        j.x = (const uint8_t *)x;
+        j.xs = (size_t)w->n_in * sizeof(float);
+    }
+    /* About 8 chunks per thread balances uneven progress; when the chunk is reused for
+     * several activation groups, keep it small enough to stay in L2. */
+    const int64_t n_tiles = (w->n_out + MM_TW - 1) / MM_TW;
+    int64_t tpt = (n_tiles + 8 * nt - 1) / (8 * nt);
+    if (n_rows > MM_TX) {
+        int64_t cap = MM_CHUNK_BYTES / (int64_t)(MM_TW * j.ws);
+        if (tpt > cap) tpt = cap;
+    }
+    if (tpt < 1) tpt = 1;
+    j.rows_per_task = tpt * MM_TW;
+    const int64_t n_tasks = (w->n_out + j.rows_per_task - 1) / j.rows_per_task;
+    pool_run(p, (int32_t)n_tasks, mm_task, &j);
+}

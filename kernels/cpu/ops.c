@@ -1,0 +1,187 @@
+/* ops.c - kern_cpu_ops: the CPU backend's table and its small ops (get_row, rmsnorm,
+ * rope, swiglu, add, softmax). matmul.c and attn.c hold the two big ones.
+ *
+ * The small ops are vectorised with simd.h and run on the calling thread unless the
+ * input is large enough (SMALL_OP_PAR elements) to repay a trip through the pool; in
+ * a decode step they touch a few KB each, far below that. */
+#include <math.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "simd.h"
+
+#define SMALL_OP_PAR (1 << 16)   /* elements from which an elementwise op uses the pool */
+#define ROPE_MAX_PAIRS 512       /* rope_dim / 2 at most */
+
+static void cpu_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
+    (void)b;
+    const size_t row_bytes = dtype_row_bytes(w->type, w->n_in);
+    bool ok = dtype_dequantize_row(w->type, (const char *)w->data + row * row_bytes, out,
+                                   w->n_in);
+    ASSERT(ok);
+}
+
+/* ---- rows: rmsnorm, softmax ---- */
+
+typedef struct row_job {
+    float *y;
+    const float *x, *w;
+    int32_t n_rows, dim;
+    float eps;
+} row_job;
+
+/* Runs fn over rows, in the pool when there are many elements. */
+static void rows_run(kern_backend *b, int32_t n_rows, int32_t dim, pool_fn fn, row_job *j) {
+    if ((int64_t)n_rows * dim >= SMALL_OP_PAR && n_rows > 1)
+        pool_run(kern_backend_pool(b), n_rows, fn, j);
+    else
+        for (int32_t r = 0; r < n_rows; r++) fn(j, r, 0);
+}
+
+static void rmsnorm_row(void *ctx, int32_t r, int32_t thread) {
+    (void)thread;
+    const row_job *j = ctx;
+    const float *x = j->x + (int64_t)r * j->dim;
+    float *y = j->y + (int64_t)r * j->dim;
+    const float ss = simd_dot(x, x, j->dim);
+    const float scale = 1.0f / sqrtf(ss / (float)j->dim + j->eps);
+    const vf vs = vf_set1(scale);
+    int32_t i = 0;
+    for (; i + VF_N <= j->dim; i += VF_N)
+        vf_store(y + i, vf_mul(vf_mul(vf_load(x + i), vs), vf_load(j->w + i)));
+    for (; i < j->dim; i++) y[i] = x[i] * scale * j->w[i];
+}
+
+static void cpu_rmsnorm(kern_backend *b, float *y, const float *x, const float *w,
+                        int32_t n_rows, int32_t dim, float eps) {
+    row_job j = {.y = y, .x = x, .w = w, .n_rows = n_rows, .dim = dim, .eps = eps};
+    rows_run(b, n_rows, dim, rmsnorm_row, &j);
+}
+
+static void softmax_row(void *ctx, int32_t r, int32_t thread) {
+    (void)thread;
+    const row_job *j = ctx;
+    float *x = j->y + (int64_t)r * j->dim;
+    const int32_t n = j->dim;
+    vf vm = vf_set1(-INFINITY);
+    int32_t i = 0;
+    for (; i + VF_N <= n; i += VF_N) vm = vf_max(vm, vf_load(x + i));
+    float m = vf_hmax(vm);
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    vm = vf_set1(m);
+    vf vs = vf_zero();
+    for (i = 0; i + VF_N <= n; i += VF_N) {
+        vf e = vf_exp(vf_sub(vf_load(x + i), vm));
+        vf_store(x + i, e);
+        vs = vf_add(vs, e);
+    }
+    float sum = vf_hsum(vs);
+    for (; i < n; i++) sum += (x[i] = expf(x[i] - m));
+    simd_scale(x, 1.0f / sum, n);
+}
+
+static void cpu_softmax(kern_backend *b, float *x, int32_t n_rows, int32_t n) {
+    row_job j = {.y = x, .n_rows = n_rows, .dim = n};
+    rows_run(b, n_rows, n, softmax_row, &j);
+}
+
+/* ---- rope ---- */
+
+static void cpu_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
+                     int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
+                     const float *freq_factors) {
+    (void)b;
+    const int32_t np = rope_dim / 2;
+    ASSERT(np <= ROPE_MAX_PAIRS && rope_dim <= head_dim);
+    double theta[ROPE_MAX_PAIRS];
+    float cs[ROPE_MAX_PAIRS], sn[ROPE_MAX_PAIRS];
+    for (int32_t i = 0; i < np; i++) {
+        theta[i] = pow((double)base, -2.0 * i / rope_dim);
+        if (freq_factors) theta[i] /= freq_factors[i];
+    }
+    for (int32_t r = 0; r < n_rows; r++) {
+        /* pos * theta in double: at position 1e5 a float angle would be off by ~1e-2 */
+        for (int32_t i = 0; i < np; i++) {
+            double ang = (double)pos[r] * theta[i];
+            cs[i] = (float)cos(ang);
+            sn[i] = (float)sin(ang);
+        }
+        for (int32_t h = 0; h < n_head; h++) {
+            float *v = x + ((int64_t)r * n_head + h) * head_dim;
+            for (int32_t i = 0; i < np; i++) {
+                float x0 = v[2 * i], x1 = v[2 * i + 1];
+                v[2 * i] = x0 * cs[i] - x1 * sn[i];
+                v[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+            }
+        }
+    }
+}
+
+/* ---- elementwise: swiglu, add ---- */
+
+typedef struct ew_job {
+    float *y;
+    const float *a, *b;
+    int64_t n, per_task;
+    void (*fn)(float *y, const float *a, const float *b, int64_t n);
+} ew_job;
+
+static void swiglu_span(float *y, const float *g, const float *u, int64_t n) {
+    const vf one = vf_set1(1.0f);
+    int64_t i = 0;
+    for (; i + VF_N <= n; i += VF_N) {
+        vf gv = vf_load(g + i);
+        vf s = vf_div(gv, vf_add(one, vf_exp(vf_sub(vf_zero(), gv))));
+        vf_store(y + i, vf_mul(s, vf_load(u + i)));
+    }
+    for (; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void add_span(float *y, const float *x, const float *unused, int64_t n) {
+    (void)unused;
+    int64_t i = 0;
+    for (; i + VF_N <= n; i += VF_N) vf_store(y + i, vf_add(vf_load(y + i), vf_load(x + i)));
+    for (; i < n; i++) y[i] += x[i];
+}
+
+static void ew_task(void *ctx, int32_t t, int32_t thread) {
+    (void)thread;
+    const ew_job *j = ctx;
+    int64_t i0 = t * j->per_task, n = j->n - i0 < j->per_task ? j->n - i0 : j->per_task;
+    j->fn(j->y + i0, j->a + i0, j->b ? j->b + i0 : NULL, n);
+}
+
+static void ew_run(kern_backend *b, ew_job *j) {
+    pool *p = kern_backend_pool(b);
+    if (j->n < SMALL_OP_PAR || pool_threads(p) == 1) {
+        j->fn(j->y, j->a, j->b, j->n);
+        return;
+    }
+    /* spans of whole cache lines */
+    int64_t per = (j->n + 4 * pool_threads(p) - 1) / (4 * pool_threads(p));
+    j->per_task = (per + 15) & ~(int64_t)15;
+    pool_run(p, (int32_t)((j->n + j->per_task - 1) / j->per_task), ew_task, j);
+}
+
+static void cpu_swiglu(kern_backend *b, float *y, const float *gate, const float *up,
+                       int64_t n) {
+    ew_job j = {.y = y, .a = gate, .b = up, .n = n, .fn = swiglu_span};
+    ew_run(b, &j);
+}
+
+static void cpu_add(kern_backend *b, float *y, const float *x, int64_t n) {
+    ew_job j = {.y = y, .a = x, .b = NULL, .n = n, .fn = add_span};
+    ew_run(b, &j);
+}
+
+const kern_ops kern_cpu_ops = {
+    .name = "cpu",
+    .matmul = cpu_matmul,
+    .get_row = cpu_get_row,
+    .rmsnorm = cpu_rmsnorm,
+    .rope = cpu_rope,
+    .attention = cpu_attention,
+    .swiglu = cpu_swiglu,
+    .add = cpu_add,
+    .softmax = cpu_softmax,
+};

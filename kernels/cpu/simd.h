@@ -1,0 +1,232 @@
+/* simd.h - the float vector layer the CPU kernels are written against.
+ *
+ * One type `vf` of VF_N floats and a handful of operations on it, mapped at build time
+ * onto AVX-512 (16 lanes), AVX2+FMA (8), SSE2 (4) or plain C (1). Kernels written with
+ * these run unchanged on every x86-64 (and elsewhere through the scalar branch); only
+ * code that cannot be expressed with them (the int8 dot products of quantised
+ * matmuls) has its own #ifdef branches. Tails shorter than VF_N are the caller's job
+ * (loop to the last full vector, then finish in scalar C). Private to kernels/cpu. */
+#ifndef MD_CPU_SIMD_H
+#define MD_CPU_SIMD_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "../dtype.h"
+
+/* Which branch to build. Defining SIMD_SCALAR (-DSIMD_SCALAR) forces the plain C one,
+ * so it can be tested on any machine. */
+#if !defined(SIMD_SCALAR)
+#if defined(__AVX512F__)
+#define SIMD_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__)
+#define SIMD_AVX2 1
+#elif defined(__SSE2__)
+#define SIMD_SSE2 1
+#endif
+#endif
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+#define SIMD_INLINE static inline __attribute__((always_inline))
+
+/* fp16 -> f32 for one value: the F16C instruction when there is one. */
+SIMD_INLINE float simd_h2f(uint16_t h) {
+#if defined(__F16C__) && !defined(SIMD_SCALAR)
+    return _cvtsh_ss(h);
+#else
+    return fp16_to_f32(h);
+#endif
+}
+
+#if SIMD_AVX512
+/* ---------------------------------------------------------------- AVX-512 */
+#define VF_N 16
+typedef __m512 vf;
+SIMD_INLINE vf vf_zero(void) { return _mm512_setzero_ps(); }
+SIMD_INLINE vf vf_set1(float a) { return _mm512_set1_ps(a); }
+SIMD_INLINE vf vf_load(const float *p) { return _mm512_loadu_ps(p); }
+SIMD_INLINE void vf_store(float *p, vf v) { _mm512_storeu_ps(p, v); }
+SIMD_INLINE vf vf_add(vf a, vf b) { return _mm512_add_ps(a, b); }
+SIMD_INLINE vf vf_sub(vf a, vf b) { return _mm512_sub_ps(a, b); }
+SIMD_INLINE vf vf_mul(vf a, vf b) { return _mm512_mul_ps(a, b); }
+SIMD_INLINE vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
+SIMD_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
+SIMD_INLINE vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
+SIMD_INLINE vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }
+SIMD_INLINE float vf_hsum(vf v) { return _mm512_reduce_add_ps(v); }
+SIMD_INLINE float vf_hmax(vf v) { return _mm512_reduce_max_ps(v); }
+SIMD_INLINE vf vf_round(vf v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT); }
+/* 2^n for integral n in [-126, 127] */
+SIMD_INLINE vf vf_pow2i(vf n) {
+    __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
+}
+SIMD_INLINE vf vf_load_f16(const uint16_t *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+SIMD_INLINE vf vf_load_bf16(const uint16_t *p) {
+    __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+}
+
+#elif SIMD_AVX2
+/* ---------------------------------------------------------------- AVX2 + FMA */
+#define VF_N 8
+typedef __m256 vf;
+SIMD_INLINE vf vf_zero(void) { return _mm256_setzero_ps(); }
+SIMD_INLINE vf vf_set1(float a) { return _mm256_set1_ps(a); }
+SIMD_INLINE vf vf_load(const float *p) { return _mm256_loadu_ps(p); }
+SIMD_INLINE void vf_store(float *p, vf v) { _mm256_storeu_ps(p, v); }
+SIMD_INLINE vf vf_add(vf a, vf b) { return _mm256_add_ps(a, b); }
+SIMD_INLINE vf vf_sub(vf a, vf b) { return _mm256_sub_ps(a, b); }
+SIMD_INLINE vf vf_mul(vf a, vf b) { return _mm256_mul_ps(a, b); }
+SIMD_INLINE vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }
+SIMD_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
+SIMD_INLINE vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
+SIMD_INLINE vf vf_min(vf a, vf b) { return _mm256_min_ps(a, b); }
+SIMD_INLINE float vf_hsum(vf v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+SIMD_INLINE float vf_hmax(vf v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+SIMD_INLINE vf vf_round(vf v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+SIMD_INLINE vf vf_pow2i(vf n) {
+    __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+}
+SIMD_INLINE vf vf_load_f16(const uint16_t *p) {
+#if defined(__F16C__)
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+#else
+    float t[8];
+    for (int i = 0; i < 8; i++) t[i] = fp16_to_f32(p[i]);
+    return _mm256_loadu_ps(t);
+#endif
+}
+SIMD_INLINE vf vf_load_bf16(const uint16_t *p) {
+    __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+}
+
+#elif SIMD_SSE2
+/* ---------------------------------------------------------------- SSE2 */
+#define VF_N 4
+typedef __m128 vf;
+SIMD_INLINE vf vf_zero(void) { return _mm_setzero_ps(); }
+SIMD_INLINE vf vf_set1(float a) { return _mm_set1_ps(a); }
+SIMD_INLINE vf vf_load(const float *p) { return _mm_loadu_ps(p); }
+SIMD_INLINE void vf_store(float *p, vf v) { _mm_storeu_ps(p, v); }
+SIMD_INLINE vf vf_add(vf a, vf b) { return _mm_add_ps(a, b); }
+SIMD_INLINE vf vf_sub(vf a, vf b) { return _mm_sub_ps(a, b); }
+SIMD_INLINE vf vf_mul(vf a, vf b) { return _mm_mul_ps(a, b); }
+SIMD_INLINE vf vf_div(vf a, vf b) { return _mm_div_ps(a, b); }
+SIMD_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
+SIMD_INLINE vf vf_max(vf a, vf b) { return _mm_max_ps(a, b); }
+SIMD_INLINE vf vf_min(vf a, vf b) { return _mm_min_ps(a, b); }
+SIMD_INLINE float vf_hsum(vf v) {
+    __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+SIMD_INLINE float vf_hmax(vf v) {
+    __m128 s = _mm_max_ps(v, _mm_movehl_ps(v, v));
+    s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+SIMD_INLINE vf vf_round(vf v) { return _mm_cvtepi32_ps(_mm_cvtps_epi32(v)); }
+SIMD_INLINE vf vf_pow2i(vf n) {
+    __m128i e = _mm_add_epi32(_mm_cvtps_epi32(n), _mm_set1_epi32(127));
+    return _mm_castsi128_ps(_mm_slli_epi32(e, 23));
+}
+SIMD_INLINE vf vf_load_f16(const uint16_t *p) {
+    return _mm_setr_ps(fp16_to_f32(p[0]), fp16_to_f32(p[1]), fp16_to_f32(p[2]),
+                       fp16_to_f32(p[3]));
+}
+SIMD_INLINE vf vf_load_bf16(const uint16_t *p) {
+    __m128i h = _mm_loadl_epi64((const __m128i *)p);
+    return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h));
+}
+
+#else
+/* ---------------------------------------------------------------- plain C */
+#define VF_N 1
+typedef float vf;
+SIMD_INLINE vf vf_zero(void) { return 0.0f; }
+SIMD_INLINE vf vf_set1(float a) { return a; }
+SIMD_INLINE vf vf_load(const float *p) { return *p; }
+SIMD_INLINE void vf_store(float *p, vf v) { *p = v; }
+SIMD_INLINE vf vf_add(vf a, vf b) { return a + b; }
+SIMD_INLINE vf vf_sub(vf a, vf b) { return a - b; }
+SIMD_INLINE vf vf_mul(vf a, vf b) { return a * b; }
+SIMD_INLINE vf vf_div(vf a, vf b) { return a / b; }
+SIMD_INLINE vf vf_fma(vf a, vf b, vf c) { return a * b + c; }
+SIMD_INLINE vf vf_max(vf a, vf b) { return a > b ? a : b; }
+SIMD_INLINE vf vf_min(vf a, vf b) { return a < b ? a : b; }
+SIMD_INLINE float vf_hsum(vf v) { return v; }
+SIMD_INLINE float vf_hmax(vf v) { return v; }
+SIMD_INLINE vf vf_round(vf v) { return rintf(v); }
+SIMD_INLINE vf vf_pow2i(vf n) { return ldexpf(1.0f, (int)n); }
+SIMD_INLINE vf vf_load_f16(const uint16_t *p) { return fp16_to_f32(*p); }
+SIMD_INLINE vf vf_load_bf16(const uint16_t *p) { return bf16_to_f32(*p); }
+#endif
+
+/* e^x for every lane, within ~2 ulp of expf for x in [-87, 88]; inputs are clamped to
+ * that range, so very negative x (-inf included) give ~1e-38 rather than 0, which no
+ * sum of softmax weights can notice. Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2,
+ * then the degree-7 Cephes polynomial for e^r, then scaling by 2^n. */
+SIMD_INLINE vf vf_exp(vf x) {
+    x = vf_min(vf_max(x, vf_set1(-87.0f)), vf_set1(88.0f));
+    vf n = vf_round(vf_mul(x, vf_set1(1.44269504088896341f)));
+    vf r = vf_sub(x, vf_mul(n, vf_set1(0.693359375f)));
+    r = vf_sub(r, vf_mul(n, vf_set1(-2.12194440e-4f)));
+    vf p = vf_set1(1.9875691500e-4f);
+    p = vf_fma(p, r, vf_set1(1.3981999507e-3f));
+    p = vf_fma(p, r, vf_set1(8.3334519073e-3f));
+    p = vf_fma(p, r, vf_set1(4.1665795894e-2f));
+    p = vf_fma(p, r, vf_set1(1.6666665459e-1f));
+    p = vf_fma(p, r, vf_set1(5.0000001201e-1f));
+    p = vf_fma(p, vf_mul(r, r), vf_add(r, vf_set1(1.0f)));
+    return vf_mul(p, vf_pow2i(n));
+}
+
+/* sum a[i] * b[i], i < n */
+SIMD_INLINE float simd_dot(const float *a, const float *b, int64_t n) {
+    vf s0 = vf_zero(), s1 = vf_zero();
+    int64_t i = 0;
+    for (; i + 2 * VF_N <= n; i += 2 * VF_N) {
+        s0 = vf_fma(vf_load(a + i), vf_load(b + i), s0);
+        s1 = vf_fma(vf_load(a + i + VF_N), vf_load(b + i + VF_N), s1);
+    }
+    for (; i + VF_N <= n; i += VF_N) s0 = vf_fma(vf_load(a + i), vf_load(b + i), s0);
+    float s = vf_hsum(vf_add(s0, s1));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* y[i] += a * x[i], i < n */
+SIMD_INLINE void simd_axpy(float *y, float a, const float *x, int64_t n) {
+    vf va = vf_set1(a);
+    int64_t i = 0;
+    for (; i + VF_N <= n; i += VF_N) vf_store(y + i, vf_fma(va, vf_load(x + i), vf_load(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+/* y[i] *= a, i < n */
+SIMD_INLINE void simd_scale(float *y, float a, int64_t n) {
+    vf va = vf_set1(a);
+    int64_t i = 0;
+    for (; i + VF_N <= n; i += VF_N) vf_store(y + i, vf_mul(va, vf_load(y + i)));
+    for (; i < n; i++) y[i] *= a;
+}
+
+#endif

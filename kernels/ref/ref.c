@@ -1,0 +1,159 @@
+/* ref.c - kern_ref_ops: the reference backend, plain scalar C written to be obviously
+ * right rather than fast. It is the oracle tests compare every other backend with, so
+ * each op follows its contract in kern.h literally: weights are dequantised with
+ * dtype_dequantize_row, sums are taken in double, attention is two passes (scores,
+ * then softmax and the weighted sum of values), and rope angles are computed in
+ * double. Single-threaded; it never touches the backend's pool or scratch. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../kern.h"
+
+static void *ref_alloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    ASSERT(p != NULL);
+    return p;
+}
+
+static void ref_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x,
+                       int32_t n_rows) {
+    (void)b;
+    const size_t row_bytes = dtype_row_bytes(w->type, w->n_in);
+    float *wrow = ref_alloc((size_t)w->n_in * sizeof *wrow);
+    for (int64_t o = 0; o < w->n_out; o++) {
+        bool ok = dtype_dequantize_row(w->type, (const char *)w->data + o * row_bytes, wrow,
+                                       w->n_in);
+        ASSERT(ok);
+        for (int32_t r = 0; r < n_rows; r++) {
+            const float *xr = x + (int64_t)r * w->n_in;
+            double s = 0;
+            for (int64_t i = 0; i < w->n_in; i++) s += (double)wrow[i] * xr[i];
+            y[(int64_t)r * w->n_out + o] = (float)s;
+        }
+    }
+    free(wrow);
+}
+
+static void ref_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
+    (void)b;
+    const size_t row_bytes = dtype_row_bytes(w->type, w->n_in);
+    bool ok = dtype_dequantize_row(w->type, (const char *)w->data + row * row_bytes, out,
+                                   w->n_in);
+    ASSERT(ok);
+}
+
+static void ref_rmsnorm(kern_backend *b, float *y, const float *x, const float *w,
+                        int32_t n_rows, int32_t dim, float eps) {
+    (void)b;
+    for (int32_t r = 0; r < n_rows; r++) {
+        const float *xr = x + (int64_t)r * dim;
+        float *yr = y + (int64_t)r * dim;
+        double ss = 0;
+        for (int32_t i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
+        double scale = 1.0 / sqrt(ss / dim + eps);
+        for (int32_t i = 0; i < dim; i++) yr[i] = (float)(xr[i] * scale * w[i]);
+    }
+}
+
+static void ref_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
+                     int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
+                     const float *freq_factors) {
+    (void)b;
+    for (int32_t r = 0; r < n_rows; r++) {
+        for (int32_t h = 0; h < n_head; h++) {
+            float *v = x + ((int64_t)r * n_head + h) * head_dim;
+            for (int32_t i = 0; i < rope_dim / 2; i++) {
+                double theta = pow((double)base, -2.0 * i / rope_dim);
+                if (freq_factors) theta /= freq_factors[i];
+                double ang = (double)pos[r] * theta;
+                double c = cos(ang), s = sin(ang);
+                double x0 = v[2 * i], x1 = v[2 * i + 1];
+                v[2 * i] = (float)(x0 * c - x1 * s);
+                v[2 * i + 1] = (float)(x0 * s + x1 * c);
+            }
+        }
+    }
+}
+
+static void ref_attention(kern_backend *b, const kern_attn *a) {
+    (void)b;
+    const int32_t hd = a->head_dim, n_rep = a->n_head / a->n_head_kv;
+    const int64_t q_stride = (int64_t)a->n_head * hd, kv_stride = (int64_t)a->n_head_kv * hd;
+    double *acc = ref_alloc((size_t)hd * sizeof *acc);
+    for (int32_t r = 0; r < a->n_rows; r++) {
+        int64_t n_slots = 0;
+        for (int32_t s = a->seg_off[r]; s < a->seg_off[r + 1]; s++) n_slots += a->segs[s].len;
+        double *score = ref_alloc((size_t)n_slots * sizeof *score);
+        for (int32_t h = 0; h < a->n_head; h++) {
+            const float *q = a->q + r * q_stride + (int64_t)h * hd;
+            const int64_t kv_off = (int64_t)(h / n_rep) * hd;
+            /* pass 1: scores and their maximum */
+            double mx = -INFINITY;
+            int64_t j = 0;
+            for (int32_t s = a->seg_off[r]; s < a->seg_off[r + 1]; s++) {
+                for (int32_t t = 0; t < a->segs[s].len; t++, j++) {
+                    const float *k = a->k + (int64_t)(a->segs[s].start + t) * kv_stride + kv_off;
+                    double d = 0;
+                    for (int32_t i = 0; i < hd; i++) d += (double)q[i] * k[i];
+                    score[j] = d * a->scale;
+                    if (score[j] > mx) mx = score[j];
+                }
+            }
+            /* pass 2: softmax weights and the weighted sum of values */
+            double sum = 0;
+            memset(acc, 0, (size_t)hd * sizeof *acc);
+            j = 0;
+            for (int32_t s = a->seg_off[r]; s < a->seg_off[r + 1]; s++) {
+                for (int32_t t = 0; t < a->segs[s].len; t++, j++) {
+                    const float *v = a->v + (int64_t)(a->segs[s].start + t) * kv_stride + kv_off;
+                    double p = exp(score[j] - mx);
+                    sum += p;
+                    for (int32_t i = 0; i < hd; i++) acc[i] += p * v[i];
+                }
+            }
+            float *out = a->out + r * q_stride + (int64_t)h * hd;
+            for (int32_t i = 0; i < hd; i++) out[i] = sum > 0 ? (float)(acc[i] / sum) : 0.0f;
+        }
+        free(score);
+    }
+    free(acc);
+}
+
+static void ref_swiglu(kern_backend *b, float *y, const float *gate, const float *up,
+                       int64_t n) {
+    (void)b;
+    for (int64_t i = 0; i < n; i++) {
+        double g = gate[i];
+        y[i] = (float)(g / (1.0 + exp(-g)) * up[i]);
+    }
+}
+
+static void ref_add(kern_backend *b, float *y, const float *x, int64_t n) {
+    (void)b;
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void ref_softmax(kern_backend *b, float *x, int32_t n_rows, int32_t n) {
+    (void)b;
+    for (int32_t r = 0; r < n_rows; r++) {
+        float *xr = x + (int64_t)r * n;
+        double mx = -INFINITY, sum = 0;
+        for (int32_t i = 0; i < n; i++)
+            if (xr[i] > mx) mx = xr[i];
+        for (int32_t i = 0; i < n; i++) sum += exp(xr[i] - mx);
+        for (int32_t i = 0; i < n; i++) xr[i] = (float)(exp(xr[i] - mx) / sum);
+    }
+}
+
+const kern_ops kern_ref_ops = {
+    .name = "ref",
+    .matmul = ref_matmul,
+    .get_row = ref_get_row,
+    .rmsnorm = ref_rmsnorm,
+    .rope = ref_rope,
+    .attention = ref_attention,
+    .swiglu = ref_swiglu,
+    .add = ref_add,
+    .softmax = ref_softmax,
+};

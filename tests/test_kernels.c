@@ -1,0 +1,457 @@
+/* test_kernels.c - the compute kernels: the ref backend against hand-computed values
+ * (so the oracle itself is checked), then every op of the cpu backend against ref on
+ * random data with fixed seeds, for every weight type, odd sizes and 1, 2 and 3
+ * threads; plus the backend API and the thread pool.
+ *
+ * Error measure: t_nerr = max|cpu - ref| / max|ref| over the op's output. Bounds are
+ * about 3-10x the largest error observed on this data (printed at the end as
+ * "max nerr seen" on stderr; observed with AVX-512 in brackets):
+ *   matmul F32/F16/BF16   1e-5  [1.7e-6] float vs double sums; weights decode exactly
+ *   matmul Q8_0           4e-6  [4e-7] activations that quantise exactly (q8_exact_floats)
+ *                         2e-2  [4.3e-3] random activations, rounded to int8 per 32-block
+ *   get_row               0     both call the same dequantiser
+ *   rmsnorm, rope         1e-6  [1.4e-7, 1.1e-7]
+ *   attention             3e-6  [3.6e-7] online softmax, polynomial exp
+ *   swiglu, softmax       1e-6, 2e-6  [1.2e-7, 2.3e-7] polynomial exp (~2 ulp)
+ *   add                   0     one float add either way */
+#include <stdint.h>
+
+#include "../kernels/kern.h"
+#include "../kernels/pool.h"
+#include "t.h"
+
+/* ---- data ---- */
+
+static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float rng_unif(uint64_t *s) { /* [-1, 1) */
+    return (float)((double)(rng_next(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+static int32_t rng_int(uint64_t *s, int32_t n) { return (int32_t)(rng_next(s) % (uint64_t)n); }
+
+static float *rand_floats(uint64_t *s, int64_t n, float scale) {
+    float *p = malloc((size_t)(n ? n : 1) * sizeof *p);
+    for (int64_t i = 0; i < n; i++) p[i] = rng_unif(s) * scale;
+    return p;
+}
+
+/* Worst normalised error seen per op, for the summary and for setting bounds. */
+enum { E_F32, E_F16, E_BF16, E_Q8_0, E_Q8_0X, E_GETROW, E_RMS, E_ROPE, E_ATTN, E_SWIGLU, E_ADD,
+       E_SOFTMAX, E_N };
+static const char *const e_names[E_N] = {"matmul F32", "matmul F16", "matmul BF16",
+                                         "matmul Q8_0", "matmul Q8_0 (q8 x)", "get_row", "rmsnorm", "rope",
+                                         "attention", "swiglu", "add", "softmax"};
+static const double e_bound[E_N] = {1e-5, 1e-5, 1e-5, 2e-2, 4e-6, 0, 1e-6, 1e-6, 3e-6, 1e-6, 0, 2e-6};
+static double e_seen[E_N];
+
+static void check_err(int e, double err, const char *what) {
+    if (err > e_seen[e] || err != err) e_seen[e] = err;
+    T_CHECK(err <= e_bound[e], "%s: %s nerr %.3g > bound %.3g", e_names[e], what, err,
+            e_bound[e]);
+}
+
+static int e_of_type(uint32_t t) {
+    return t == DT_F32 ? E_F32 : t == DT_F16 ? E_F16 : t == DT_BF16 ? E_BF16 : E_Q8_0X;
+}
+
+/* Activations that quantise to Q8 blocks exactly: per 32-block a power-of-two scale
+ * times integers in [-127, 127], one of them +-127. With these the int8 kernels must
+ * match ref up to summation order, which tests them far more tightly than random
+ * activations (whose rounding error would hide small kernel mistakes). */
+static float *q8_exact_floats(uint64_t *s, int64_t n) {
+    float *p = malloc((size_t)n * sizeof *p);
+    for (int64_t b = 0; b < n / 32; b++) {
+        float d = ldexpf(1.0f, rng_int(s, 5) - 3);
+        for (int j = 0; j < 32; j++) p[b * 32 + j] = d * (float)(rng_int(s, 255) - 127);
+        p[b * 32 + rng_int(s, 32)] = d * (rng_int(s, 2) ? 127.0f : -127.0f);
+    }
+    return p;
+}
+
+static void *make_weights(uint64_t *s, uint32_t type, int64_t n_out, int64_t n_in) {
+    size_t rb = dtype_row_bytes(type, n_in);
+    uint8_t *w = malloc(rb * (size_t)n_out);
+    float *row = malloc((size_t)n_in * sizeof *row);
+    for (int64_t o = 0; o < n_out; o++) {
+        for (int64_t i = 0; i < n_in; i++) row[i] = rng_unif(s);
+        dtype_quantize_row(type, row, w + o * rb, n_in);
+    }
+    free(row);
+    return w;
+}
+
+/* ---- the oracle against hand-computed values ---- */
+
+static void test_ref_oracle(kern_backend *ref) {
+    const kern_ops *k = kern_backend_ops(ref);
+    /* rmsnorm of [1,2,3]: rms = sqrt(14/3) */
+    float x[4] = {1, 2, 3}, w[3] = {1, 1, 2}, y[4];
+    k->rmsnorm(ref, y, x, w, 1, 3, 0.0f);
+    double inv = 1.0 / sqrt(14.0 / 3.0);
+    T_CHECK(fabs(y[0] - inv) < 1e-6 && fabs(y[1] - 2 * inv) < 1e-6 && fabs(y[2] - 6 * inv) < 1e-6,
+            "ref rmsnorm [%g %g %g]", y[0], y[1], y[2]);
+
+    /* rope: freq factor 2/pi makes theta_0 = pi/2, so position 1 turns pair 0 by 90
+     * degrees; pair 1 has theta = 10000^(-2/4) = 0.01; dims past rope_dim stay. */
+    float r[6] = {1, 0, 1, 0, 7, 8};
+    float ff[2] = {(float)(2.0 / M_PI), 1.0f};
+    int32_t pos1 = 1;
+    k->rope(ref, r, &pos1, 1, 1, 6, 4, 10000.0f, ff);
+    T_CHECK(fabs(r[0]) < 1e-6 && fabs(r[1] - 1) < 1e-6, "ref rope 90 deg: (%g, %g)", r[0], r[1]);
+    T_CHECK(fabs(r[2] - cos(0.01)) < 1e-6 && fabs(r[3] - sin(0.01)) < 1e-6,
+            "ref rope pair 1: (%g, %g)", r[2], r[3]);
+    T_CHECK(r[4] == 7 && r[5] == 8, "ref rope touched dims past rope_dim");
+    /* a large position: the angle must be computed in (at least) double */
+    float big[4] = {1, 0, 1, 0};
+    int32_t posb = 100000;
+    k->rope(ref, big, &posb, 1, 1, 4, 4, 10000.0f, NULL);
+    long double a1 = 100000.0L * powl(10000.0L, -0.5L); /* pair 1: 1000 rad */
+    T_CHECK(fabsl(big[0] - cosl(100000.0L)) < 1e-6 && fabsl(big[1] - sinl(100000.0L)) < 1e-6 &&
+                fabsl(big[2] - cosl(a1)) < 1e-6 && fabsl(big[3] - sinl(a1)) < 1e-6,
+            "ref rope at 1e5: (%g, %g, %g, %g)", big[0], big[1], big[2], big[3]);
+
+    /* attention: one slot returns v; two slots with scores 0 and ln 2 weigh 1/3, 2/3 */
+    float q[2] = {1, 0}, kk[4] = {0, 5, (float)M_LN2, 5}, vv[4] = {3, -1, 6, 2}, out[2];
+    int32_t off1[2] = {0, 1}, off2[2] = {0, 2};
+    kern_seg s1[1] = {{1, 1}}, s2[2] = {{1, 1}, {0, 1}};
+    kern_attn at = {.n_rows = 1, .n_head = 1, .n_head_kv = 1, .head_dim = 2, .scale = 1,
+                    .q = q, .k = kk, .v = vv, .seg_off = off1, .segs = s1, .out = out};
+    k->attention(ref, &at);
+    T_CHECK(fabs(out[0] - 6) < 1e-6 && fabs(out[1] - 2) < 1e-6, "ref attention one slot");
+    at.seg_off = off2;
+    at.segs = s2;
+    k->attention(ref, &at);
+    T_CHECK(fabs(out[0] - (3.0 / 3 + 2 * 6.0 / 3)) < 1e-5 && fabs(out[1] - (-1.0 / 3 + 4.0 / 3)) < 1e-5,
+            "ref attention 1/3-2/3: (%g, %g)", out[0], out[1]);
+
+    /* softmax: [0, ln 2] -> [1/3, 2/3]; a random row sums to 1 */
+    float sm[2] = {0, (float)M_LN2};
+    k->softmax(ref, sm, 1, 2);
+    T_CHECK(fabs(sm[0] - 1.0 / 3) < 1e-6 && fabs(sm[1] - 2.0 / 3) < 1e-6, "ref softmax");
+    uint64_t seed = 5;
+    float *big_row = rand_floats(&seed, 1000, 20);
+    k->softmax(ref, big_row, 1, 1000);
+    double sum = 0;
+    for (int i = 0; i < 1000; i++) sum += big_row[i];
+    T_CHECK(fabs(sum - 1) < 1e-5, "ref softmax sums to %.8f", sum);
+    free(big_row);
+
+    /* swiglu: silu(0) = 0, silu(1) * 2 = 2 / (1 + e^-1); add */
+    float g[2] = {0, 1}, u[2] = {5, 2}, sw[2];
+    k->swiglu(ref, sw, g, u, 2);
+    T_CHECK(sw[0] == 0 && fabs(sw[1] - 2 / (1 + exp(-1.0))) < 1e-6, "ref swiglu");
+    k->add(ref, g, u, 2);
+    T_CHECK(g[0] == 5 && g[1] == 3, "ref add");
+
+    /* Q8_0: one known block (d = 0.5, q[j] = j - 16) times ones, and its get_row */
+    block_q8_0 blk[2];
+    for (int i = 0; i < 2; i++) {
+        blk[i].d = f32_to_fp16(0.5f * (float)(i + 1));
+        for (int j = 0; j < QK8_0; j++) blk[i].qs[j] = (int8_t)(j - 16);
+    }
+    kern_mat wq = {DT_Q8_0, 2, 32, blk};
+    float ones[32], mq[2], gr[32];
+    for (int j = 0; j < 32; j++) ones[j] = 1;
+    k->matmul(ref, mq, &wq, ones, 1);
+    T_CHECK(mq[0] == -8 && mq[1] == -16, "ref Q8_0 matmul (%g, %g)", mq[0], mq[1]);
+    k->get_row(ref, gr, &wq, 1);
+    T_CHECK(gr[0] == -16 && gr[31] == 15 && gr[17] == 1, "ref Q8_0 get_row");
+    /* F16 2x2 with exact halves */
+    uint16_t wh[4] = {f32_to_fp16(1.5f), f32_to_fp16(-2.25f), f32_to_fp16(0.5f), f32_to_fp16(4)};
+    kern_mat wf = {DT_F16, 2, 2, wh};
+    float xf[4] = {2, 1, -1, 1}, yf[4];
+    k->matmul(ref, yf, &wf, xf, 2);
+    T_CHECK(yf[0] == 0.75f && yf[1] == 5 && yf[2] == -3.75f && yf[3] == 3.5f,
+            "ref F16 matmul [%g %g %g %g]", yf[0], yf[1], yf[2], yf[3]);
+}
+
+/* ---- cpu against ref ---- */
+
+static void test_matmul(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
+    static const uint32_t types[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0};
+    static const int64_t n_ins[] = {32, 40, 64, 4096 + 32};
+    static const int64_t n_outs[] = {1, 5, 13, 67};
+    static const int32_t n_rowss[] = {1, 2, 3, 7, 8, 17};
+    char what[128];
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        for (size_t ii = 0; ii < sizeof n_ins / sizeof *n_ins; ii++) {
+            const int64_t n_in = n_ins[ii];
+            if (!dtype_row_ok(types[ti], n_in)) continue;
+            for (size_t oi = 0; oi < sizeof n_outs / sizeof *n_outs; oi++) {
+                const int64_t n_out = n_outs[oi];
+                void *wd = make_weights(&seed, types[ti], n_out, n_in);
+                kern_mat w = {types[ti], n_out, n_in, wd};
+                float *x = types[ti] == DT_Q8_0 ? q8_exact_floats(&seed, 17 * n_in)
+                                                : rand_floats(&seed, 17 * n_in, 1);
+                float *y0 = malloc((size_t)(17 * n_out) * sizeof *y0);
+                float *y1 = malloc((size_t)(17 * n_out) * sizeof *y1);
+                for (size_t ri = 0; ri < sizeof n_rowss / sizeof *n_rowss; ri++) {
+                    const int32_t n_rows = n_rowss[ri];
+                    kern_backend_ops(ref)->matmul(ref, y0, &w, x, n_rows);
+                    for (int64_t i = 0; i < n_rows * n_out; i++) y1[i] = NAN;
+                    kern_backend_ops(cpu)->matmul(cpu, y1, &w, x, n_rows);
+                    snprintf(what, sizeof what, "%d threads n_in %lld n_out %lld n_rows %d",
+                             (int)kern_backend_threads(cpu), (long long)n_in, (long long)n_out,
+                             (int)n_rows);
+                    check_err(e_of_type(types[ti]), t_nerr(y1, y0, n_rows * n_out), what);
+                }
+                /* get_row of the last row */
+                float *g0 = malloc((size_t)n_in * sizeof *g0), *g1 = malloc((size_t)n_in * sizeof *g1);
+                kern_backend_ops(ref)->get_row(ref, g0, &w, n_out - 1);
+                kern_backend_ops(cpu)->get_row(cpu, g1, &w, n_out - 1);
+                check_err(E_GETROW, t_nerr(g1, g0, n_in), dtype_name(types[ti]));
+                free(g0), free(g1), free(wd), free(x), free(y0), free(y1);
+            }
+        }
+    }
+}
+
+/* Matmul with a large matrix, so the work is really split across threads. */
+static void test_matmul_big(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
+    static const uint32_t types[] = {DT_F16, DT_Q8_0};
+    const int64_t n_in = 512, n_out = 1030;
+    for (size_t ti = 0; ti < 2; ti++) {
+        void *wd = make_weights(&seed, types[ti], n_out, n_in);
+        kern_mat w = {types[ti], n_out, n_in, wd};
+        float *x = rand_floats(&seed, 9 * n_in, 3);
+        float *y0 = malloc((size_t)(9 * n_out) * sizeof *y0), *y1 = malloc((size_t)(9 * n_out) * sizeof *y1);
+        for (int32_t n_rows = 1; n_rows <= 9; n_rows += 8) {
+            kern_backend_ops(ref)->matmul(ref, y0, &w, x, n_rows);
+            kern_backend_ops(cpu)->matmul(cpu, y1, &w, x, n_rows);
+            check_err(types[ti] == DT_Q8_0 ? E_Q8_0 : e_of_type(types[ti]),
+                      t_nerr(y1, y0, n_rows * n_out), "1030x512 random activations");
+        }
+        free(wd), free(x), free(y0), free(y1);
+    }
+}
+
+static void test_rows_ops(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
+    const kern_ops *kr = kern_backend_ops(ref), *kc = kern_backend_ops(cpu);
+    static const int32_t dims[] = {3, 64, 576, 4096 + 32};
+    for (size_t di = 0; di < sizeof dims / sizeof *dims; di++) {
+        const int32_t dim = dims[di], n_rows = 17;
+        const int64_t n = (int64_t)dim * n_rows;
+        float *x = rand_floats(&seed, n, 4), *w = rand_floats(&seed, dim, 1);
+        float *y0 = malloc((size_t)n * sizeof *y0), *y1 = malloc((size_t)n * sizeof *y1);
+        kr->rmsnorm(ref, y0, x, w, n_rows, dim, 1e-5f);
+        kc->rmsnorm(cpu, y1, x, w, n_rows, dim, 1e-5f);
+        check_err(E_RMS, t_nerr(y1, y0, n), "rmsnorm");
+        memcpy(y1, x, (size_t)n * sizeof *y1); /* in place */
+        kc->rmsnorm(cpu, y1, y1, w, n_rows, dim, 1e-5f);
+        check_err(E_RMS, t_nerr(y1, y0, n), "rmsnorm in place");
+
+        float *g = rand_floats(&seed, n, 8), *u = rand_floats(&seed, n, 2);
+        kr->swiglu(ref, y0, g, u, n);
+        kc->swiglu(cpu, y1, g, u, n);
+        check_err(E_SWIGLU, t_nerr(y1, y0, n), "swiglu");
+        kc->swiglu(cpu, g, g, u, n); /* in place */
+        check_err(E_SWIGLU, t_nerr(g, y0, n), "swiglu in place");
+
+        memcpy(y0, x, (size_t)n * sizeof *y0);
+        memcpy(y1, x, (size_t)n * sizeof *y1);
+        kr->add(ref, y0, u, n);
+        kc->add(cpu, y1, u, n);
+        check_err(E_ADD, t_nerr(y1, y0, n), "add");
+
+        memcpy(y0, x, (size_t)n * sizeof *y0);
+        memcpy(y1, x, (size_t)n * sizeof *y1);
+        kr->softmax(ref, y0, n_rows, dim);
+        kc->softmax(cpu, y1, n_rows, dim);
+        check_err(E_SOFTMAX, t_nerr(y1, y0, n), "softmax");
+        double sum = 0;
+        for (int32_t i = 0; i < dim; i++) sum += y1[i];
+        T_CHECK(fabs(sum - 1) < 1e-5, "cpu softmax row sums to %.8f", sum);
+        free(x), free(w), free(y0), free(y1), free(g), free(u);
+    }
+    /* swiglu with huge |gate| (exp clamping) */
+    float g[32], u[32], s0[32], s1[32];
+    for (int i = 0; i < 32; i++) g[i] = (float)(i - 16) * 12.0f, u[i] = 1;
+    kr->swiglu(ref, s0, g, u, 32);
+    kc->swiglu(cpu, s1, g, u, 32);
+    check_err(E_SWIGLU, t_nerr(s1, s0, 32), "swiglu large gates");
+}
+
+static void test_rope(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
+    static const int32_t hds[][2] = {{64, 64}, {128, 128}, {128, 64}, {8, 8}, {80, 32}};
+    for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) {
+        const int32_t hd = hds[i][0], rd = hds[i][1], n_head = 3, n_rows = 7;
+        const int64_t n = (int64_t)n_rows * n_head * hd;
+        float *x0 = rand_floats(&seed, n, 2), *x1 = malloc((size_t)n * sizeof *x1);
+        float *ff = rand_floats(&seed, rd / 2, 1);
+        for (int32_t j = 0; j < rd / 2; j++) ff[j] = 1.5f + ff[j];
+        int32_t pos[7] = {0, 1, 2, 17, 4095, 65536, 100000};
+        for (int with_ff = 0; with_ff < 2; with_ff++) {
+            memcpy(x1, x0, (size_t)n * sizeof *x1);
+            float *y0 = x0;
+            float *tmp = malloc((size_t)n * sizeof *tmp);
+            memcpy(tmp, y0, (size_t)n * sizeof *tmp);
+            kern_backend_ops(ref)->rope(ref, tmp, pos, n_rows, n_head, hd, rd, 500000.0f,
+                                        with_ff ? ff : NULL);
+            kern_backend_ops(cpu)->rope(cpu, x1, pos, n_rows, n_head, hd, rd, 500000.0f,
+                                        with_ff ? ff : NULL);
+            check_err(E_ROPE, t_nerr(x1, tmp, n), with_ff ? "rope freq factors" : "rope");
+            free(tmp);
+        }
+        free(x0), free(x1), free(ff);
+    }
+}
+
+/* Random non-overlapping segments over [0, n_slots), in shuffled order. Returns the
+ * count written to segs (at least one slot in total). */
+static int32_t rand_segs(uint64_t *s, int32_t n_slots, kern_seg *segs, int32_t max_segs) {
+    int32_t n = 0;
+    for (int32_t at = 0; at < n_slots && n < max_segs;) {
+        int32_t len = 1 + rng_int(s, 90);
+        if (len > n_slots - at) len = n_slots - at;
+        if (rng_int(s, 2)) segs[n++] = (kern_seg){at, len};
+        at += len + rng_int(s, 3);
+    }
+    if (n == 0) segs[n++] = (kern_seg){rng_int(s, n_slots), 1};
+    for (int32_t i = n - 1; i > 0; i--) {
+        int32_t j = rng_int(s, i + 1);
+        kern_seg t = segs[i];
+        segs[i] = segs[j], segs[j] = t;
+    }
+    return n;
+}
+
+static void test_attention(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
+    static const int32_t hds[] = {8, 32, 64, 128};
+    static const int32_t gqa[][2] = {{4, 4}, {4, 2}, {8, 2}, {6, 3}, {9, 3}};
+    enum { N_SLOTS = 300, N_ROWS = 6, MAX_SEGS = 40 };
+    for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++) {
+        for (size_t gi = 0; gi < sizeof gqa / sizeof *gqa; gi++) {
+            const int32_t hd = hds[hi], nh = gqa[gi][0], nkv = gqa[gi][1];
+            const int64_t qn = (int64_t)N_ROWS * nh * hd;
+            /* large-ish q so scores spread over several units and the running max moves */
+            float *q = rand_floats(&seed, qn, 3.0f);
+            float *k = rand_floats(&seed, (int64_t)N_SLOTS * nkv * hd, 1.0f);
+            float *v = rand_floats(&seed, (int64_t)N_SLOTS * nkv * hd, 1.0f);
+            kern_seg segs[N_ROWS * MAX_SEGS];
+            int32_t off[N_ROWS + 1] = {0};
+            for (int32_t r = 0; r < N_ROWS; r++) {
+                int32_t n;
+                if (r == 0) { /* a row with a single slot */
+                    segs[off[r]] = (kern_seg){rng_int(&seed, N_SLOTS), 1};
+                    n = 1;
+                } else if (r == 1) { /* one long segment: many chunks */
+                    segs[off[r]] = (kern_seg){0, N_SLOTS};
+                    n = 1;
+                } else {
+                    n = rand_segs(&seed, N_SLOTS, segs + off[r], MAX_SEGS);
+                }
+                off[r + 1] = off[r] + n;
+            }
+            float *o0 = malloc((size_t)qn * sizeof *o0), *o1 = malloc((size_t)qn * sizeof *o1);
+            kern_attn a = {.n_rows = N_ROWS, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
+                           .scale = 1.0f / sqrtf((float)hd), .q = q, .k = k, .v = v,
+                           .seg_off = off, .segs = segs, .out = o0};
+            kern_backend_ops(ref)->attention(ref, &a);
+            a.out = o1;
+            kern_backend_ops(cpu)->attention(cpu, &a);
+            char what[96];
+            snprintf(what, sizeof what, "head_dim %d heads %d/%d threads %d", hd, nh, nkv,
+                     (int)kern_backend_threads(cpu));
+            check_err(E_ATTN, t_nerr(o1, o0, qn), what);
+            /* the single-slot row returns v of its slot exactly (up to the division) */
+            const float *vs = v + (int64_t)segs[0].start * nkv * hd;
+            T_CHECK(fabsf(o1[0] - vs[0]) < 1e-6f, "one-slot row returns v");
+            /* one row alone gives the same answer (no cross-row state) */
+            if (hi == 0 && gi == 0) {
+                kern_attn a1 = a;
+                a1.n_rows = 1;
+                a1.q = q + 3 * nh * hd;
+                a1.seg_off = off + 3;
+                float *o2 = malloc((size_t)nh * hd * sizeof *o2);
+                a1.out = o2;
+                kern_backend_ops(cpu)->attention(cpu, &a1);
+                check_err(E_ATTN, t_nerr(o2, o0 + 3 * nh * hd, nh * hd), "single row");
+                free(o2);
+            }
+            free(q), free(k), free(v), free(o0), free(o1);
+        }
+    }
+}
+
+/* ---- the backend API and the pool ---- */
+
+static void test_backend_api(void) {
+    st_err err = {0};
+    T_CHECK(kern_backend_init("nope", 1, &err) == NULL && err.code == ST_ERR_ARG,
+            "unknown backend name");
+    kern_backend *r = kern_backend_init("ref", 4, &err);
+    T_CHECK(r && kern_backend_threads(r) == 1 && strcmp(kern_backend_name(r), "ref") == 0,
+            "ref is single-threaded");
+    kern_backend *c = kern_backend_init("cpu", 0, &err);
+    T_CHECK(c && kern_backend_threads(c) == (int32_t)sysconf(_SC_NPROCESSORS_ONLN),
+            "cpu with 0 threads uses every online cpu");
+    T_CHECK(c && kern_backend_ops(c) == &kern_cpu_ops, "cpu ops table");
+    kern_backend_free(r);
+    kern_backend_free(c);
+    kern_backend_free(NULL);
+}
+
+typedef struct pool_ctx {
+    int32_t *hits;
+    int32_t n_threads;
+    int bad_thread;
+} pool_ctx;
+
+static void pool_count(void *ctx, int32_t task, int32_t thread) {
+    pool_ctx *c = ctx;
+    __atomic_add_fetch(&c->hits[task], 1, __ATOMIC_RELAXED);
+    if (thread < 0 || thread >= c->n_threads) c->bad_thread = 1;
+}
+
+static void test_pool(void) {
+    for (int32_t nt = 1; nt <= 4; nt++) {
+        pool *p = pool_init(nt);
+        T_CHECK(p && pool_threads(p) == nt, "pool_init(%d)", (int)nt);
+        int32_t hits[257];
+        pool_ctx c = {hits, nt, 0};
+        int ok = 1;
+        for (int rep = 0; rep < 2000; rep++) {
+            int32_t n = 1 + rep % 257;
+            memset(hits, 0, sizeof hits);
+            pool_run(p, n, pool_count, &c);
+            for (int32_t i = 0; i < n; i++) ok &= hits[i] == 1;
+            for (int32_t i = n; i < 257; i++) ok &= hits[i] == 0;
+            if (rep == 1000) usleep(2 * POOL_SPIN_NS / 1000); /* let workers fall asleep */
+        }
+        T_CHECK(ok && !c.bad_thread, "pool with %d threads runs each task once", (int)nt);
+        pool_run(p, 0, pool_count, &c);
+        pool_free(p);
+    }
+    pool_free(NULL);
+}
+
+int main(void) {
+    st_err err = {0};
+    kern_backend *ref = kern_backend_init("ref", 1, &err);
+    T_CHECK(ref != NULL, "ref backend: %s", err.msg);
+    if (!ref) return t_done();
+    test_ref_oracle(ref);
+    test_backend_api();
+    test_pool();
+    for (int32_t nt = 1; nt <= 3; nt++) {
+        kern_backend *cpu = kern_backend_init("cpu", nt, &err);
+        T_CHECK(cpu != NULL, "cpu backend with %d threads: %s", (int)nt, err.msg);
+        if (!cpu) continue;
+        uint64_t seed = 1000 + (uint64_t)nt;
+        test_matmul(ref, cpu, seed);
+        test_matmul_big(ref, cpu, seed + 1);
+        test_rows_ops(ref, cpu, seed + 2);
+        test_rope(ref, cpu, seed + 3);
+        test_attention(ref, cpu, seed + 4);
+        kern_backend_free(cpu);
+    }
+    kern_backend_free(ref);
+    fprintf(stderr, "max nerr seen (bound):");
+    for (int e = 0; e < E_N; e++) fprintf(stderr, "%s %s %.2g (%.0g)", e ? "," : "", e_names[e], e_seen[e], e_bound[e]);
+    fputc('\n', stderr);
+    return t_done();
+}
