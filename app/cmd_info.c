@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../engine/chat.h"
 #include "../engine/model.h"
 #include "../engine/tok.h"
 #include "app.h"
@@ -66,6 +67,14 @@ int cmd_info(int argc, char **argv) {
         printf("\ntokenizer: none usable (%s)\n", err.msg);
     }
     st_clear(&err);
+
+    const char *jinja = NULL;
+    if (gguf_get_str(g, "tokenizer.chat_template", &jinja, NULL) != ST_OK) jinja = NULL;
+    chat_kind ck = chat_detect(jinja);
+    if (ck != CHAT_NONE)
+        printf("chat template: %s (detected from tokenizer.chat_template)\n", chat_name(ck));
+    else
+        printf("chat template: none%s\n", jinja ? " (tokenizer.chat_template not recognised)" : "");
 
     model *m = model_from_gguf(g, &err); /* takes g */
     int rc = 0;

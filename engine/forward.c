@@ -38,6 +38,24 @@ model_ctx_params model_ctx_default_params(void) {
 
 int32_t model_ctx_n_slots(const model_ctx *c) { return c->n_slots; }
 kern_backend *model_ctx_backend(model_ctx *c) { return c->be; }
+const model_hparams *model_ctx_hparams(const model_ctx *c) { return &c->m->hp; }
+
+st_code model_kv_permute(model_ctx *c, const int32_t *dst_of_src, st_err *err) {
+    size_t row = c->kv_dim * sizeof(float), layer = (size_t)c->n_slots * c->kv_dim;
+    float *tmp = malloc(layer * sizeof(float));
+    if (!tmp) return st_set(err, ST_ERR_NOMEM, "out of memory moving the KV cache");
+    for (int32_t l = 0; l < c->m->hp.n_layer; l++) {
+        float *caches[2] = {c->k_cache + l * layer, c->v_cache + l * layer};
+        for (int w = 0; w < 2; w++) {
+            memcpy(tmp, caches[w], layer * sizeof(float));
+            for (int32_t s = 0; s < c->n_slots; s++)
+                if (dst_of_src[s] >= 0)
+                    memcpy(caches[w] + (size_t)dst_of_src[s] * c->kv_dim, tmp + (size_t)s * c->kv_dim, row);
+        }
+    }
+    free(tmp);
+    return ST_OK;
+}
 
 void model_ctx_free(model_ctx *c) {
     if (!c) return;

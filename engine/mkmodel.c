@@ -161,13 +161,10 @@ static int mk_list(const mkmodel_params *p, mk_tensor *t) {
 }
 
 int64_t mkmodel_n_params(const mkmodel_params *p) {
-    mk_tensor *t = malloc(((size_t)p->n_layer * 9 + 3) * sizeof *t);
-    ASSERT(t);
-    int n = mk_list(p, t);
-    int64_t sum = 0;
-    for (int i = 0; i < n; i++) sum += t[i].ne[0] * t[i].ne[1];
-    free(t);
-    return sum;
+    int64_t e = p->n_embd, hd = mk_head_dim(p), q = p->n_head * hd, kv = p->n_head_kv * hd;
+    /* per layer: q + output, k + v, gate + up + down, two norms (as mk_list lays out) */
+    int64_t layer = 2 * e * q + 2 * e * kv + 3 * e * p->n_ff + 2 * e;
+    return (int64_t)p->n_vocab * e * (p->tied ? 1 : 2) + e + p->n_layer * layer;
 }
 
 /* splitmix64: tiny, fast, and every seed (0 included) gives a good stream. */

@@ -84,6 +84,12 @@ model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err
 void model_ctx_free(model_ctx *c); /* NULL is a no-op */
 int32_t model_ctx_n_slots(const model_ctx *c);
 kern_backend *model_ctx_backend(model_ctx *c);
+const model_hparams *model_ctx_hparams(const model_ctx *c);
+
+/* Moves K/V rows between slots in every layer: the row in slot s goes to dst_of_src[s]
+ * (-1: dropped). dst_of_src has n_slots entries and must be injective on its used
+ * entries. ST_ERR_NOMEM (nothing moved). */
+st_code model_kv_permute(model_ctx *c, const int32_t *dst_of_src, st_err *err);
 
 typedef struct model_batch {
     int32_t n_rows;

@@ -1,7 +1,8 @@
 /* tok.c - the tokenizer's vocabulary and decoder: building a tok from a GGUF file's
  * tokenizer.ggml.* metadata or from plain arrays, the piece -> id hash map, accessors,
  * and the streaming detokenizer (piece text, byte tokens, UTF-8 reassembly). Encoding
- * (SentencePiece BPE) lives in tok_spm.c. This file does not know about models or
+ * lives in tok_spm.c (SentencePiece BPE, and the special-token split both models share)
+ * and tok_bpe.c (byte-level BPE, model "gpt2"). This file does not know about models or
  * sampling; it only maps between text and token ids. */
 #include "tok_impl.h"
 
@@ -59,6 +60,7 @@ void tok_free(tok *t) {
     free(t->byte_val);
     free(t->map);
     free(t->special);
+    tok_bpe_free(t->bpe);
     free(t);
 }
 
@@ -117,14 +119,11 @@ static bool tok_id_ok(int32_t id, int32_t n) { return id >= -1 && id < n; }
 
 tok *tok_from_vocab(const tok_vocab_desc *d, st_err *err) {
     const char *model = d->model ? d->model : "llama";
-    if (strcmp(model, "llama") != 0) {
-        if (strcmp(model, "gpt2") == 0)
-            st_set(err, ST_ERR_UNSUPPORTED,
-                   "tokenizer model 'gpt2' (byte-level BPE) is not supported yet");
-        else
-            st_set(err, ST_ERR_UNSUPPORTED,
-                   "tokenizer model '%.64s' is not supported (only 'llama', SentencePiece BPE)",
-                   model);
+    bool bpe = strcmp(model, "gpt2") == 0;
+    if (!bpe && strcmp(model, "llama") != 0) {
+        st_set(err, ST_ERR_UNSUPPORTED,
+               "tokenizer model '%.64s' is not supported (only 'llama', SentencePiece BPE, "
+               "and 'gpt2', byte-level BPE)", model);
         return NULL;
     }
     if (d->n_vocab <= 0 || d->n_vocab > (1 << 28) || !d->pieces) {
@@ -211,6 +210,16 @@ tok *tok_from_vocab(const tok_vocab_desc *d, st_err *err) {
             if (c < 128) t->lone[c] = false;
         }
     if (tok_build_special(t) != ST_OK) goto nomem;
+    /* Chat models end a turn with these even when the file names another EOS/EOT. */
+    static const char *const eog_text[2] = { "<|im_end|>", "<|endoftext|>" };
+    for (int i = 0; i < 2; i++) {
+        int32_t id = tok_lookup(t, eog_text[i], strlen(eog_text[i]));
+        t->eog[i] = id >= 0 && (t->type[id] == TOK_CONTROL || t->type[id] == TOK_USER) ? id : -1;
+    }
+    if (bpe && tok_bpe_init(t, d, err) != ST_OK) {
+        tok_free(t);
+        return NULL;
+    }
     return t;
 
 nomem:
@@ -278,7 +287,9 @@ tok *tok_from_gguf(const gguf_ctx *g, st_err *err) {
     }
     tok_vocab_desc d = tok_vocab_desc_default();
     d.model = model;
-    if (strcmp(model, "llama") != 0) return tok_from_vocab(&d, err); /* names the model */
+    bool bpe = strcmp(model, "gpt2") == 0;
+    if (!bpe && strcmp(model, "llama") != 0) return tok_from_vocab(&d, err); /* names it */
+    if (bpe) d.add_bos = d.add_space_prefix = false;
 
     int64_t ti = gguf_find_key(g, "tokenizer.ggml.tokens");
     if (ti < 0 || gguf_kv_type(g, ti) != GGUF_ARRAY || gguf_arr_type(g, ti) != GGUF_STRING) {
@@ -293,14 +304,29 @@ tok *tok_from_gguf(const gguf_ctx *g, st_err *err) {
         return NULL;
     }
     int32_t nv = (int32_t)n;
-    int64_t si, yi;
+    int64_t si, yi, mi = -1;
     if (tok_gguf_num_arr(g, "tokenizer.ggml.scores", n, &si, err) != ST_OK ||
         tok_gguf_num_arr(g, "tokenizer.ggml.token_type", n, &yi, err) != ST_OK)
         return NULL;
-    /* llama.cpp's defaults for SentencePiece vocabularies when the ids are not given. */
-    if (tok_gguf_id(g, "tokenizer.ggml.bos_token_id", 1, nv, &d.bos, err) != ST_OK ||
-        tok_gguf_id(g, "tokenizer.ggml.eos_token_id", 2, nv, &d.eos, err) != ST_OK ||
-        tok_gguf_id(g, "tokenizer.ggml.unknown_token_id", 0, nv, &d.unk, err) != ST_OK ||
+    if (bpe) {
+        mi = gguf_find_key(g, "tokenizer.ggml.merges");
+        if (mi < 0 || gguf_kv_type(g, mi) != GGUF_ARRAY || gguf_arr_type(g, mi) != GGUF_STRING ||
+            gguf_arr_n(g, mi) > INT32_MAX) {
+            st_set(err, ST_ERR_FORMAT, "tokenizer.ggml.merges is %s",
+                   mi < 0 ? "missing (a gpt2 tokenizer needs it)" : "not a string array");
+            return NULL;
+        }
+        st_code rc = gguf_get_str(g, "tokenizer.ggml.pre", &d.pre, &e);
+        if (rc != ST_OK && rc != ST_ERR_NOT_FOUND) {
+            st_set(err, ST_ERR_FORMAT, "%s", e.msg);
+            return NULL;
+        }
+    }
+    /* llama.cpp's defaults for SentencePiece vocabularies when the ids are not given;
+     * byte-level vocabularies have none. */
+    if (tok_gguf_id(g, "tokenizer.ggml.bos_token_id", bpe ? -1 : 1, nv, &d.bos, err) != ST_OK ||
+        tok_gguf_id(g, "tokenizer.ggml.eos_token_id", bpe ? -1 : 2, nv, &d.eos, err) != ST_OK ||
+        tok_gguf_id(g, "tokenizer.ggml.unknown_token_id", bpe ? -1 : 0, nv, &d.unk, err) != ST_OK ||
         tok_gguf_id(g, "tokenizer.ggml.eot_token_id", -1, nv, &d.eot, err) != ST_OK ||
         tok_gguf_flag(g, "tokenizer.ggml.add_bos_token", &d.add_bos, err) != ST_OK ||
         tok_gguf_flag(g, "tokenizer.ggml.add_space_prefix", &d.add_space_prefix, err) != ST_OK)
@@ -310,8 +336,12 @@ tok *tok_from_gguf(const gguf_ctx *g, st_err *err) {
     size_t *lens = malloc(sizeof(size_t) * n);
     float *scores = si >= 0 ? malloc(sizeof(float) * n) : NULL;
     int32_t *types = yi >= 0 ? malloc(sizeof(int32_t) * n) : NULL;
+    uint64_t nm = mi >= 0 ? gguf_arr_n(g, mi) : 0;
+    const char **merges = nm ? malloc(sizeof(char *) * nm) : NULL;
+    size_t *merge_lens = nm ? malloc(sizeof(size_t) * nm) : NULL;
     tok *t = NULL;
-    if (!pieces || !lens || (si >= 0 && !scores) || (yi >= 0 && !types)) {
+    if (!pieces || !lens || (si >= 0 && !scores) || (yi >= 0 && !types) ||
+        (nm && (!merges || !merge_lens))) {
         st_set(err, ST_ERR_NOMEM, "tokenizer: out of memory for %d tokens", (int)nv);
         goto done;
     }
@@ -327,6 +357,16 @@ tok *tok_from_gguf(const gguf_ctx *g, st_err *err) {
         if (scores) scores[j] = (float)f;
         if (types) types[j] = (int32_t)ty;
     }
+    for (uint64_t j = 0; j < nm; j++) {
+        if (gguf_arr_str(g, mi, j, &merges[j], &merge_lens[j]) != ST_OK) {
+            st_set(err, ST_ERR_FORMAT, "tokenizer.ggml.merges: bad entry %llu",
+                   (unsigned long long)j);
+            goto done;
+        }
+    }
+    d.merges = merges;
+    d.merge_lens = merge_lens;
+    d.n_merges = (int32_t)nm;
     d.n_vocab = nv;
     d.pieces = pieces;
     d.piece_lens = lens;
@@ -339,6 +379,8 @@ done:
     free(lens);
     free(scores);
     free(types);
+    free(merges);
+    free(merge_lens);
     return t;
 }
 
@@ -351,7 +393,7 @@ bool tok_add_bos(const tok *t) { return t->add_bos; }
 const char *tok_model_name(const tok *t) { return t->model; }
 
 bool tok_is_eog(const tok *t, int32_t id) {
-    return id >= 0 && (id == t->eos || id == t->eot);
+    return id >= 0 && (id == t->eos || id == t->eot || id == t->eog[0] || id == t->eog[1]);
 }
 
 const char *tok_piece(const tok *t, int32_t id) {
@@ -435,6 +477,13 @@ static void tok_emit(const tok *t, tok_stream *s, int32_t id, tok_sink *k) {
         tok_utf8_feed_str(s, p, n, k);
     } else if (ty == TOK_UNKNOWN) {
         tok_utf8_feed_str(s, " \xE2\x81\x87 ", 5, k);
+    } else if (t->bpe) {
+        /* NORMAL byte-level piece: each character stands for one byte. */
+        for (size_t i = 0, used; i < n; i += used) {
+            int b = tok_bpe_char_byte(p + i, n - i, &used);
+            if (b >= 0) tok_utf8_feed(s, (uint8_t)b, k);
+            else tok_utf8_feed_str(s, p + i, used, k);
+        }
     } else {
         /* NORMAL (and unknown type values): U+2581 -> ' ', minus the dummy prefix at
          * stream start or after a special token, where encoding put one. */

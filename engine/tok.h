@@ -1,12 +1,15 @@
 /* tok.h - tokenizer built from a GGUF file's tokenizer.ggml.* metadata.
  *
- * Supports the GGUF tokenizer model "llama": SentencePiece-style BPE, where the pair of
+ * Supports two GGUF tokenizer models. "llama": SentencePiece-style BPE, where the pair of
  * adjacent pieces whose concatenation is in the vocabulary with the highest score is
  * merged first, with byte fallback (<0xXX> tokens) for text the vocabulary cannot spell,
  * the dummy-prefix space (tokenizer.ggml.add_space_prefix, default true) and U+2581
- * standing for a space. Special/control tokens are matched in the text only when the
- * caller asks (parse_special). Other models ("gpt2" byte-level BPE) are a clear
- * ST_ERR_UNSUPPORTED for now.
+ * standing for a space. "gpt2": byte-level BPE, where every byte is spelled by one
+ * printable character (GPT-2's byte-to-unicode table), the text is first cut into words
+ * by the pre-tokenizer named in tokenizer.ggml.pre (gpt2/default, llama3, qwen2, smollm
+ * and their aliases) and the merges of tokenizer.ggml.merges are applied in rank order
+ * within each word. Special/control tokens are matched in the text only when the caller
+ * asks (parse_special). Other models are a clear ST_ERR_UNSUPPORTED.
  *
  * Decoding is streaming: tok_stream_* returns only whole UTF-8 characters, holding back
  * the bytes of a character split across byte tokens until it is complete. */
@@ -27,9 +30,11 @@ enum { TOK_NORMAL = 1, TOK_UNKNOWN = 2, TOK_CONTROL = 3, TOK_USER = 4, TOK_UNUSE
 
 /* Builds the tokenizer from GGUF metadata (copies what it needs; g may be closed after).
  * NULL + err: ST_ERR_NOT_FOUND when there is no tokenizer, ST_ERR_UNSUPPORTED for an
- * unknown tokenizer model, ST_ERR_FORMAT for inconsistent arrays. Absent bos / eos /
- * unknown ids take llama.cpp's SentencePiece defaults 1 / 2 / 0 (when in range); an id
- * of 0xFFFFFFFF means none; any other id out of range is ST_ERR_FORMAT. */
+ * unknown tokenizer model or pre-tokenizer, ST_ERR_FORMAT for inconsistent arrays. For
+ * "llama", absent bos / eos / unknown ids take llama.cpp's SentencePiece defaults
+ * 1 / 2 / 0 (when in range); for "gpt2" they are none, and add_bos_token and
+ * add_space_prefix default to false. An id of 0xFFFFFFFF means none; any other id out
+ * of range is ST_ERR_FORMAT. */
 tok *tok_from_gguf(const gguf_ctx *g, st_err *err);
 void tok_free(tok *t); /* NULL is a no-op */
 
@@ -44,26 +49,36 @@ typedef struct tok_vocab_desc {
     const int32_t *types;        /* (n_vocab) TOK_*; NULL: all TOK_NORMAL */
     int32_t bos, eos, unk, eot;  /* token ids, -1 for none */
     bool add_bos;                /* default true */
-    bool add_space_prefix;       /* default true */
+    bool add_space_prefix;       /* default true; ignored (false) for "gpt2" */
+    /* "gpt2" only: */
+    const char *const *merges;   /* (n_merges) "left right" piece pairs; rank = index */
+    const size_t *merge_lens;    /* (n_merges) byte lengths; NULL: NUL-terminated */
+    int32_t n_merges;
+    const char *pre;             /* tokenizer.ggml.pre; NULL means "default" (GPT-2 regex) */
 } tok_vocab_desc;
 
 /* A descriptor with no arrays, all ids -1 and both flags true. */
 tok_vocab_desc tok_vocab_desc_default(void);
 /* Builds a tokenizer from arrays (everything is copied). NULL + err: ST_ERR_UNSUPPORTED
- * for a model other than "llama", ST_ERR_ARG for a missing array, an id out of range or
- * an oversized vocabulary, ST_ERR_NOMEM. When two tokens share a piece, the later id is
- * the one encoding produces (as llama.cpp does). */
+ * for a model other than "llama" or "gpt2" or an unknown pre-tokenizer, ST_ERR_ARG for a
+ * missing array, an id out of range or an oversized vocabulary, ST_ERR_NOMEM. When two
+ * tokens share a piece, the later id is the one encoding produces (as llama.cpp does).
+ * For "gpt2", merges whose pieces (or whose concatenation) are not in the vocabulary are
+ * ignored, and a pair listed twice keeps its first rank. */
 tok *tok_from_vocab(const tok_vocab_desc *d, st_err *err);
 
 int32_t tok_n_vocab(const tok *t);
 int32_t tok_bos(const tok *t);   /* -1 when the model has none */
 int32_t tok_eos(const tok *t);   /* -1 when the model has none */
 bool tok_add_bos(const tok *t);  /* tokenizer.ggml.add_bos_token, default true */
-const char *tok_model_name(const tok *t); /* "llama" */
-/* True for tokens that end generation (EOS, and EOT where the model has one). */
+const char *tok_model_name(const tok *t); /* "llama" or "gpt2" */
+/* True for tokens that end generation: EOS, EOT where the model has one, and the
+ * CONTROL/USER tokens "<|im_end|>" (ChatML) and "<|endoftext|>" where the vocabulary has
+ * them (as llama.cpp's end-of-generation set does). */
 bool tok_is_eog(const tok *t, int32_t id);
 
-/* The stored piece of a token (with U+2581, as in the vocabulary), NUL-terminated;
+/* The stored piece of a token (with U+2581 or GPT-2's byte characters, as in the
+ * vocabulary), NUL-terminated;
  * NULL for an id out of range. Valid while t lives. */
 const char *tok_piece(const tok *t, int32_t id);
 int32_t tok_type(const tok *t, int32_t id); /* -1 for an id out of range */
@@ -77,7 +92,12 @@ int32_t tok_encode(const tok *t, const char *text, size_t len, bool add_bos, boo
  * is added to a text segment that starts the input or follows a special token, and only
  * to non-empty text. USER-defined pieces are split out of the text even without
  * parse_special; CONTROL and UNKNOWN pieces only with it (longest pieces first). Returns
- * -1 when memory runs out or the encoding would have more than INT32_MAX ids. */
+ * -1 when memory runs out or the encoding would have more than INT32_MAX ids. For "gpt2"
+ * the special pieces are split out the same way, and each plain fragment is cut into
+ * words by the pre-tokenizer and byte-level BPE-encoded, with no dummy prefix; for the
+ * "llama3" pre-tokenizer a word that is itself a piece is taken whole (llama.cpp's and
+ * Hugging Face's ignore_merges). A byte whose character is not in a "gpt2" vocabulary is
+ * dropped (as Hugging Face does; its unk is usually a control token like <|endoftext|>). */
 
 /* Streaming detokenizer state; zero it (or call tok_stream_init) before the first token. */
 typedef struct tok_stream {
@@ -101,7 +121,9 @@ size_t tok_stream_put(const tok *t, tok_stream *s, int32_t id, char *out, size_t
  * prefix exactly there (a zeroed stream has prev = 0, which in SentencePiece vocabularies
  * is <unk>, so it behaves as at stream start). USER tokens produce their piece verbatim,
  * UNKNOWN tokens U+2047 between two spaces (as SentencePiece does), UNUSED tokens and
- * ids out of range nothing. */
+ * ids out of range nothing. For "gpt2", NORMAL pieces are mapped back to bytes through
+ * the inverse byte-to-unicode table (characters outside it pass through as they are) and
+ * no space is ever dropped. */
 /* Flushes held bytes (as U+FFFD) at the end of a stream; consumes like tok_stream_put. */
 size_t tok_stream_flush(const tok *t, tok_stream *s, char *out, size_t cap);
 

@@ -1,5 +1,6 @@
 /* tok_spm.c - tok_encode: SentencePiece-style BPE as llama.cpp's llm_tokenizer_spm does
- * it. The text is first cut into fragments at special-token pieces; each plain fragment
+ * it. The text is first cut into fragments at special-token pieces (for both models; the
+ * plain fragments of a "gpt2" model go to tok_bpe.c instead); each plain fragment
  * gets its spaces replaced by U+2581 (plus a leading one, the dummy prefix, where
  * SentencePiece would put it), is split into UTF-8 characters, and then the adjacent pair
  * whose concatenation is the highest-scoring vocabulary piece is merged, again and again
@@ -238,17 +239,22 @@ int32_t tok_encode(const tok *t, const char *text, size_t len, bool add_bos, boo
     spm_work w = { 0 };
     spm_frags f = { 0 };
     int32_t ret = -1;
-    w.buf = malloc(3 * len + 3);
-    w.sym = malloc((len + 1) * sizeof *w.sym);
-    w.heap = malloc(3 * (len + 1) * sizeof *w.heap);
-    if (!w.buf || !w.sym || !w.heap || !spm_partition(t, text, len, parse_special, &f))
-        goto done;
+    if (!t->bpe) { /* byte-level BPE sizes its own work area per fragment */
+        w.buf = malloc(3 * len + 3);
+        w.sym = malloc((len + 1) * sizeof *w.sym);
+        w.heap = malloc(3 * (len + 1) * sizeof *w.heap);
+        if (!w.buf || !w.sym || !w.heap) goto done;
+    }
+    if (!spm_partition(t, text, len, parse_special, &f)) goto done;
 
     bool after_special = true; /* the text start counts as one, for the dummy prefix */
     for (size_t i = 0; i < f.n; i++) {
         if (f.v[i].id >= 0) {
             spm_emit(&o, f.v[i].id);
             after_special = true;
+        } else if (t->bpe) { /* byte-level BPE (tok_bpe.c) */
+            if (!tok_bpe_fragment(t, text + f.v[i].off, f.v[i].len, o.ids, o.cap, &o.n))
+                goto done;
         } else {
             spm_fragment(t, &w, text + f.v[i].off, f.v[i].len,
                          t->add_space_prefix && after_special, &o);

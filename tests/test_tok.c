@@ -179,9 +179,9 @@ static void test_toy(void) {
     /* Bad descriptors. */
     st_err err;
     tok_vocab_desc d = tok_vocab_desc_default();
-    d.model = "gpt2";
+    d.model = "rwkv";
     T_CHECK(tok_from_vocab(&d, &err) == NULL && err.code == ST_ERR_UNSUPPORTED &&
-            strstr(err.msg, "'gpt2'"), "gpt2 unsupported: %s", err.msg);
+            strstr(err.msg, "'rwkv'"), "rwkv unsupported: %s", err.msg);
     d.model = "bert";
     T_CHECK(tok_from_vocab(&d, &err) == NULL && err.code == ST_ERR_UNSUPPORTED &&
             strstr(err.msg, "'bert'"), "bert unsupported: %s", err.msg);
@@ -280,9 +280,9 @@ static void test_gguf_errors(void) {
     }
     tok_free(t);
 
-    t = tok_from_image(gguf_image("gpt2", 3, -1), &err);
-    T_CHECK(t == NULL && err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "gpt2") &&
-            strstr(err.msg, "not supported"), "gpt2 via GGUF: %s", err.msg);
+    t = tok_from_image(gguf_image("rwkv", 3, -1), &err);
+    T_CHECK(t == NULL && err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "rwkv") &&
+            strstr(err.msg, "not supported"), "rwkv via GGUF: %s", err.msg);
     t = tok_from_image(gguf_image("t5-unigram", 3, -1), &err);
     T_CHECK(t == NULL && err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "'t5-unigram'"),
             "unknown model via GGUF: %s", err.msg);
