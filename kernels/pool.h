@@ -3,7 +3,9 @@
  * pool_run(p, n_tasks, fn, ctx) calls fn(ctx, task, thread) once for every task in
  * [0, n_tasks) and returns when all have finished. The calling thread works too (it is
  * thread 0; the pool's own threads are 1 .. n_threads - 1), and tasks are handed out
- * one at a time from a shared counter, so uneven tasks balance themselves.
+ * one at a time from a shared counter, so uneven tasks balance themselves, and a
+ * worker that is descheduled (more runnable threads than cores) delays a job only by
+ * the task it holds: the caller does the rest.
  *
  * Latency matters more than throughput here: a decode step runs ~10 short parallel
  * ops per layer, each a few tens of microseconds. So idle workers first spin (for

@@ -7,6 +7,8 @@
  * and compares every scored leaf against linear decoding with a fresh KV cache:
  * max |dlogit| / max |logit| <= 1e-4 with f32 activations; then grows all leaves greedily
  * for 32 tokens in shared steps and requires the same tokens as linear greedy decoding.
+ * With the cpu and ref backends the logits are in fact bitwise equal, and that is
+ * asserted too.
  * Runs on random-weight models of several shapes and types and on stories260K.
  * `test_forest --seeds N` runs N seeds per model (default: a fixed few). */
 #include "../engine/forest.h"
@@ -179,6 +181,10 @@ static void run_case(const model *m, uint64_t seed, const char *name) {
     snprintf(what, sizeof what, "%s seed %llu: %d leaves scored of %d, worst nerr %.3g", name,
              (unsigned long long)seed, scored, n_leaves, worst);
     T_CHECK(worst <= NERR_BOUND, "%s", what);
+    /* Stronger than the bound: the step hands each row its keys in path order and the CPU
+     * and ref kernels' arithmetic depends only on that sequence, so the logits are the
+     * same bits as linear decoding's. A kernel change that breaks this shows here. */
+    T_CHECK(worst == 0, "%s (bitwise equality expected)", what);
 
     /* greedy growth of all leaves together vs linear greedy of each path */
     int32_t *pos0 = malloc(sizeof(int32_t) * n_leaves);
@@ -308,7 +314,9 @@ int main(int argc, char **argv) {
         {"f32 gqa1 hd32 tied", DT_F32, 128, 4, 4, 32, true},
         {"f32 gqa2 hd64 untied", DT_F32, 128, 4, 2, 64, false},
         {"f16 gqa4 hd32", DT_F16, 128, 8, 2, 32, true},
+        {"q8_0 gqa2 hd128", DT_Q8_0, 256, 4, 2, 128, false},
         {"f32 gqa2 hd128", DT_F32, 256, 4, 2, 128, false},
+        {"q8_0 gqa2 hd32", DT_Q8_0, 128, 4, 2, 32, false},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         mkmodel_params mp = mkmodel_default_params();

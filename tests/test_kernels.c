@@ -5,14 +5,17 @@
  *
  * Error measure: t_nerr = max|cpu - ref| / max|ref| over the op's output. Bounds are
  * about 3-10x the largest error observed on this data (printed at the end as
- * "max nerr seen" on stderr; observed with AVX-512 in brackets):
- *   matmul F32/F16/BF16   1e-5  [1.7e-6] float vs double sums; weights decode exactly
- *   matmul Q8_0           4e-6  [4e-7] activations that quantise exactly (q8_exact_floats)
- *                         2e-2  [4.3e-3] random activations, rounded to int8 per 32-block
+ * "max nerr seen" on stderr). Observed in brackets: AVX-512 / plain C (-DSIMD_SCALAR,
+ * one accumulator, so longer float sums); AVX2 and SSE2 fall in between.
+ *   matmul F32/F16/BF16   5e-5  [1.7e-6 / 2e-5] float vs double sums; weights exact
+ *   matmul Q8_0           1e-5  [1.7e-6 / 6.9e-7] activations that quantise exactly
+ *                         2e-2  [4.3e-3] random activations, rounded to int8 per block
  *   get_row               0     both call the same dequantiser
- *   rmsnorm, rope         1e-6  [1.4e-7, 1.1e-7]
- *   attention             3e-6  [3.6e-7] online softmax, polynomial exp
- *   swiglu, softmax       1e-6, 2e-6  [1.2e-7, 2.3e-7] polynomial exp (~2 ulp)
+ *   rmsnorm               2e-6  [1.4e-7 / 5.5e-7]
+ *   rope                  1e-6  [1.1e-7] angles in double on both sides
+ *   attention             3e-6  [3.6e-7 / 5.5e-7] online softmax, polynomial exp
+ *   swiglu                1e-6  [1.2e-7] polynomial exp (~2 ulp)
+ *   softmax               1e-5  [2.3e-7 / 3.2e-6]
  *   add                   0     one float add either way */
 #include <stdint.h>
 
@@ -45,7 +48,7 @@ enum { E_F32, E_F16, E_BF16, E_Q8_0, E_Q8_0X, E_GETROW, E_RMS, E_ROPE, E_ATTN, E
 static const char *const e_names[E_N] = {"matmul F32", "matmul F16", "matmul BF16",
                                          "matmul Q8_0", "matmul Q8_0 (q8 x)", "get_row", "rmsnorm", "rope",
                                          "attention", "swiglu", "add", "softmax"};
-static const double e_bound[E_N] = {1e-5, 1e-5, 1e-5, 2e-2, 4e-6, 0, 1e-6, 1e-6, 3e-6, 1e-6, 0, 2e-6};
+static const double e_bound[E_N] = {5e-5, 5e-5, 5e-5, 2e-2, 1e-5, 0, 2e-6, 1e-6, 3e-6, 1e-6, 0, 1e-5};
 static double e_seen[E_N];
 
 static void check_err(int e, double err, const char *what) {
@@ -278,12 +281,14 @@ static void test_rows_ops(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
 static void test_rope(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
     static const int32_t hds[][2] = {{64, 64}, {128, 128}, {128, 64}, {8, 8}, {80, 32}};
     for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) {
-        const int32_t hd = hds[i][0], rd = hds[i][1], n_head = 3, n_rows = 7;
+        /* 20 rows: more than the cpu backend's threshold for running rows in parallel */
+        const int32_t hd = hds[i][0], rd = hds[i][1], n_head = 3, n_rows = 20;
         const int64_t n = (int64_t)n_rows * n_head * hd;
         float *x0 = rand_floats(&seed, n, 2), *x1 = malloc((size_t)n * sizeof *x1);
         float *ff = rand_floats(&seed, rd / 2, 1);
         for (int32_t j = 0; j < rd / 2; j++) ff[j] = 1.5f + ff[j];
-        int32_t pos[7] = {0, 1, 2, 17, 4095, 65536, 100000};
+        int32_t pos[20] = {0, 1, 2, 17, 4095, 65536, 100000};
+        for (int32_t r = 7; r < n_rows; r++) pos[r] = rng_int(&seed, 131072);
         for (int with_ff = 0; with_ff < 2; with_ff++) {
             memcpy(x1, x0, (size_t)n * sizeof *x1);
             float *y0 = x0;

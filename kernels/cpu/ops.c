@@ -2,8 +2,9 @@
  * rope, swiglu, add, softmax). matmul.c and attn.c hold the two big ones.
  *
  * The small ops are vectorised with simd.h and run on the calling thread unless the
- * input is large enough (SMALL_OP_PAR elements) to repay a trip through the pool; in
- * a decode step they touch a few KB each, far below that. */
+ * input is large enough (SMALL_OP_PAR elements, or 16 rows for rope, whose per-row
+ * sin/cos dominate) to repay a trip through the pool; in a decode step they touch a
+ * few KB each, far below that. */
 #include <math.h>
 #include <string.h>
 
@@ -87,34 +88,49 @@ static void cpu_softmax(kern_backend *b, float *x, int32_t n_rows, int32_t n) {
 
 /* ---- rope ---- */
 
+typedef struct rope_job {
+    float *x;
+    const int32_t *pos;
+    int32_t n_head, head_dim, np;
+    const double *theta;    /* (np) */
+} rope_job;
+
+static void rope_row(void *ctx, int32_t r, int32_t thread) {
+    (void)thread;
+    const rope_job *j = ctx;
+    float cs[ROPE_MAX_PAIRS], sn[ROPE_MAX_PAIRS];
+    /* pos * theta in double: at position 1e5 a float angle would be off by ~1e-2 */
+    for (int32_t i = 0; i < j->np; i++) {
+        double ang = (double)j->pos[r] * j->theta[i];
+        cs[i] = (float)cos(ang);
+        sn[i] = (float)sin(ang);
+    }
+    for (int32_t h = 0; h < j->n_head; h++) {
+        float *v = j->x + ((int64_t)r * j->n_head + h) * j->head_dim;
+        for (int32_t i = 0; i < j->np; i++) {
+            float x0 = v[2 * i], x1 = v[2 * i + 1];
+            v[2 * i] = x0 * cs[i] - x1 * sn[i];
+            v[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
+}
+
 static void cpu_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
                      int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
                      const float *freq_factors) {
-    (void)b;
     const int32_t np = rope_dim / 2;
     ASSERT(np <= ROPE_MAX_PAIRS && rope_dim <= head_dim);
     double theta[ROPE_MAX_PAIRS];
-    float cs[ROPE_MAX_PAIRS], sn[ROPE_MAX_PAIRS];
     for (int32_t i = 0; i < np; i++) {
         theta[i] = pow((double)base, -2.0 * i / rope_dim);
         if (freq_factors) theta[i] /= freq_factors[i];
     }
-    for (int32_t r = 0; r < n_rows; r++) {
-        /* pos * theta in double: at position 1e5 a float angle would be off by ~1e-2 */
-        for (int32_t i = 0; i < np; i++) {
-            double ang = (double)pos[r] * theta[i];
-            cs[i] = (float)cos(ang);
-            sn[i] = (float)sin(ang);
-        }
-        for (int32_t h = 0; h < n_head; h++) {
-            float *v = x + ((int64_t)r * n_head + h) * head_dim;
-            for (int32_t i = 0; i < np; i++) {
-                float x0 = v[2 * i], x1 = v[2 * i + 1];
-                v[2 * i] = x0 * cs[i] - x1 * sn[i];
-                v[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
-            }
-        }
-    }
+    rope_job j = {x, pos, n_head, head_dim, np, theta};
+    /* the sin/cos per row cost more than the rotation: rows in parallel for prefill */
+    if (n_rows >= 16)
+        pool_run(kern_backend_pool(b), n_rows, rope_row, &j);
+    else
+        for (int32_t r = 0; r < n_rows; r++) rope_row(&j, r, 0);
 }
 
 /* ---- elementwise: swiglu, add ---- */
@@ -126,15 +142,23 @@ typedef struct ew_job {
     void (*fn)(float *y, const float *a, const float *b, int64_t n);
 } ew_job;
 
+static inline vf swiglu_vf(vf g, vf u) {
+    return vf_mul(vf_div(g, vf_add(vf_set1(1.0f), vf_exp(vf_sub(vf_zero(), g)))), u);
+}
+
+/* The tail goes through the same vector code (padded), never through expf: an element's
+ * value must not depend on where it falls in the array, or a row's result would depend on
+ * the other rows of its batch (see the bitwise forest test). */
 static void swiglu_span(float *y, const float *g, const float *u, int64_t n) {
-    const vf one = vf_set1(1.0f);
     int64_t i = 0;
-    for (; i + VF_N <= n; i += VF_N) {
-        vf gv = vf_load(g + i);
-        vf s = vf_div(gv, vf_add(one, vf_exp(vf_sub(vf_zero(), gv))));
-        vf_store(y + i, vf_mul(s, vf_load(u + i)));
+    for (; i + VF_N <= n; i += VF_N) vf_store(y + i, swiglu_vf(vf_load(g + i), vf_load(u + i)));
+    if (i < n) {
+        _Alignas(64) float gt[VF_N] = {0}, ut[VF_N] = {0}, yt[VF_N];
+        memcpy(gt, g + i, sizeof(float) * (size_t)(n - i));
+        memcpy(ut, u + i, sizeof(float) * (size_t)(n - i));
+        vf_store(yt, swiglu_vf(vf_load(gt), vf_load(ut)));
+        memcpy(y + i, yt, sizeof(float) * (size_t)(n - i));
     }
-    for (; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
 static void add_span(float *y, const float *x, const float *unused, int64_t n) {
