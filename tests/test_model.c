@@ -185,7 +185,11 @@ static void test_bad_batches(const model *m) {
 
 /* Copies a GGUF, applying edits: a new architecture string, a tensor dropped, or a
  * tensor's type changed (its data resized to fit). */
-typedef struct edit { const char *arch; const char *drop; const char *retype; uint32_t type; } edit;
+typedef struct edit {
+    const char *arch, *drop, *retype;
+    uint32_t type;
+    float rope_factor; /* > 0: add rope_freqs.weight with every factor equal to this */
+} edit;
 
 static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
     st_err err = {0};
@@ -237,6 +241,14 @@ static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
         else
             gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data);
     }
+    float factors[256];
+    if (e->rope_factor > 0) {
+        int64_t rd = 0;
+        gguf_get_i64(g, "llama.rope.dimension_count", &rd, NULL);
+        for (int i = 0; i < 256; i++) factors[i] = e->rope_factor;
+        int64_t ne[1] = {rd / 2};
+        gguf_writer_add_tensor(w, "rope_freqs.weight", DT_F32, 1, ne, factors);
+    }
     st_code rc = gguf_writer_write(w, dst, &err);
     gguf_writer_free(w);
     gguf_close(g);
@@ -254,9 +266,9 @@ static void test_bad_models(void) {
     snprintf(src, sizeof src, "%s", tmp_path("ok.gguf"));
     T_CHECK(mkmodel_write(&p, src, &err) == ST_OK, "mkmodel: %s", err.msg);
     struct { edit e; st_code want; const char *needle; } cases[] = {
-        {{"gptneox", NULL, NULL, 0}, ST_ERR_UNSUPPORTED, "gptneox"},
-        {{NULL, "blk.1.ffn_up.weight", NULL, 0}, ST_ERR_FORMAT, "blk.1.ffn_up.weight"},
-        {{NULL, NULL, "blk.0.attn_q.weight", DT_Q2_K}, ST_ERR_UNSUPPORTED, "Q2_K"},
+        {{"gptneox", NULL, NULL, 0, 0}, ST_ERR_UNSUPPORTED, "gptneox"},
+        {{NULL, "blk.1.ffn_up.weight", NULL, 0, 0}, ST_ERR_FORMAT, "blk.1.ffn_up.weight"},
+        {{NULL, NULL, "blk.0.attn_q.weight", DT_Q2_K, 0}, ST_ERR_UNSUPPORTED, "Q2_K"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *dst = tmp_path("bad.gguf");
@@ -271,6 +283,46 @@ static void test_bad_models(void) {
     st_clear(&err);
     T_CHECK(!model_load(tmp_path("does-not-exist.gguf"), &err) && err.code == ST_ERR_IO,
             "a missing file is ST_ERR_IO: %s", err.msg);
+}
+
+/* Llama-3 rope frequency factors: factors of 1 change nothing, factors of 4 change the
+ * logits, and the cpu backend agrees with ref with them. */
+static void test_rope_freqs(void) {
+    mkmodel_params p = mkmodel_default_params();
+    mkmodel_preset("tiny", &p);
+    p.seed = 77;
+    st_err err = {0};
+    char src[600];
+    snprintf(src, sizeof src, "%s", tmp_path("rf.gguf"));
+    T_CHECK(mkmodel_write(&p, src, &err) == ST_OK, "mkmodel: %s", err.msg);
+    model *m0 = model_load(src, &err);
+    edit e1 = {0}, e4 = {0};
+    e1.rope_factor = 1.0f;
+    e4.rope_factor = 4.0f;
+    copy_gguf(src, tmp_path("rf1.gguf"), &e1);
+    model *m1 = model_load(tmp_path("rf1.gguf"), &err);
+    copy_gguf(src, tmp_path("rf4.gguf"), &e4);
+    model *m4 = model_load(tmp_path("rf4.gguf"), &err);
+    T_CHECK(m0 && m1 && m4 && m1->rope_freqs && m4->rope_freqs && !m0->rope_freqs,
+            "rope_freqs.weight is picked up: %s", err.msg);
+    if (m0 && m1 && m4) {
+        int32_t V = m0->hp.n_vocab, toks[12];
+        fill_tokens(toks, 12, V, 3);
+        float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V);
+        float *c = malloc(sizeof(float) * V), *d = malloc(sizeof(float) * V);
+        model_ctx *c0 = make_ctx(m0, "cpu", 512), *c1 = make_ctx(m1, "cpu", 512);
+        model_ctx *c4 = make_ctx(m4, "cpu", 512), *r4 = make_ctx(m4, "ref", 512);
+        model_forward_linear(c0, toks, 12, 0, a, NULL);
+        model_forward_linear(c1, toks, 12, 0, b, NULL);
+        model_forward_linear(c4, toks, 12, 0, c, NULL);
+        model_forward_linear(r4, toks, 12, 0, d, NULL);
+        T_CHECK(t_nerr(b, a, V) == 0, "factors of 1 change nothing: %.3g", t_nerr(b, a, V));
+        T_CHECK(t_nerr(c, a, V) > 1e-4, "factors of 4 change the logits: %.3g", t_nerr(c, a, V));
+        T_CHECK(t_nerr(c, d, V) <= 1e-5, "cpu vs ref with factors: %.3g", t_nerr(c, d, V));
+        model_ctx_free(c0), model_ctx_free(c1), model_ctx_free(c4), model_ctx_free(r4);
+        free(a), free(b), free(c), free(d);
+    }
+    model_free(m0), model_free(m1), model_free(m4);
 }
 
 int main(void) {
@@ -307,6 +359,7 @@ int main(void) {
         model_free(m);
     }
     test_bad_models();
+    test_rope_freqs();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
