@@ -12,7 +12,7 @@ CC      ?= cc
 OPT     ?= -O2
 ARCH    ?= -march=native
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -Wall -Wextra -Werror -pthread -MMD -MP $(EXTRA_CFLAGS)
-LDLIBS  := -lm -pthread
+LDLIBS  := -lm -pthread -ljansson
 BUILD   ?= build
 
 LIB_SRC  := $(wildcard kernels/*.c kernels/ref/*.c kernels/cpu/*.c engine/*.c)

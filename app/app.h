@@ -4,6 +4,7 @@
 #ifndef MD_APP_H
 #define MD_APP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "../kernels/status.h"
@@ -13,8 +14,21 @@
 int cmd_info(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_ask(int argc, char **argv);
+/* `bench forest` and `bench ask` (cmd_bench_forest.c); argv[0] is "forest" / "ask". */
+int cmd_bench_forest(int argc, char **argv);
+int cmd_bench_ask(int argc, char **argv);
 int cmd_convert_llama2c(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
+/* `session info FILE` and `session export FILE --markdown` (cmd_session.c). */
+int cmd_session(int argc, char **argv);
+/* `beam` (cmd_beam.c), `cot` (cmd_cot.c); `bench beam` and `bench cot`
+ * (cmd_bench_strategy.c; argv[0] is "beam" / "cot"). */
+int cmd_beam(int argc, char **argv);
+int cmd_cot(int argc, char **argv);
+int cmd_bench_beam(int argc, char **argv);
+int cmd_bench_cot(int argc, char **argv);
 
 /* Prints "multidecode: <err->msg>" (or the code's text) to stderr and returns 1. */
 int app_fail(const st_err *err);
@@ -25,5 +39,15 @@ int app_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int app_parse_float(const char *s, double *out);
 /* Monotonic seconds. */
 double app_now(void);
+
+/* A progress line on stderr for long strategy runs (cmd_beam.c): at most once a second,
+ * after the first second; rewritten in place on a terminal, one line each otherwise. */
+typedef struct app_progress {
+    double t0, last;
+    bool on, tty, shown;
+} app_progress;
+void app_progress_init(app_progress *p, bool on);
+void app_progress_tick(app_progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void app_progress_end(app_progress *p); /* clears a terminal line */
 
 #endif

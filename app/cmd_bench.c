@@ -1,4 +1,5 @@
-/* cmd_bench.c - `multidecode bench decode`: prompt and generation throughput, JSON out.
+/* cmd_bench.c - `multidecode bench decode`: prompt and generation throughput, JSON out
+ * (`bench forest` and `bench ask` are passed on to cmd_bench_forest.c).
  *
  * Measures, for each thread count, the prefill of a synthetic prompt (one batch) and
  * single-token greedy decoding, and reports the model's weight bytes so tokens/s can be
@@ -14,7 +15,9 @@
 #include "app.h"
 
 static void bench_usage(FILE *f) {
-    fprintf(f, "usage: multidecode bench decode -m MODEL [options]\n\n"
+    fprintf(f, "usage: multidecode bench decode -m MODEL [options]\n"
+               "       multidecode bench forest|ask --help  (forest step and ask benchmarks)\n"
+               "       multidecode bench beam|cot --help  (beam search and chains of thought)\n\n"
                "  -m, --model PATH     GGUF model file\n"
                "  -p, --prompt N       prompt tokens to prefill (default 128)\n"
                "  -n, --tokens N       tokens to generate (default 64)\n"
@@ -72,6 +75,12 @@ done:
 }
 
 int cmd_bench(int argc, char **argv) {
+    /* the forest benchmarks live in cmd_bench_forest.c */
+    if (argc >= 2 && !strcmp(argv[1], "forest")) return cmd_bench_forest(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "ask")) return cmd_bench_ask(argc - 1, argv + 1);
+    /* the strategy benchmarks live in cmd_bench_strategy.c */
+    if (argc >= 2 && !strcmp(argv[1], "beam")) return cmd_bench_beam(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "cot")) return cmd_bench_cot(argc - 1, argv + 1);
     if (argc < 2 || strcmp(argv[1], "decode") != 0) {
         if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
             bench_usage(stdout);

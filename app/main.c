@@ -15,10 +15,15 @@ typedef struct command {
 
 static const command commands[] = {
     {"info", cmd_info, "show a GGUF model's metadata, hyperparameters, tensors and tokenizer"},
-    {"generate", cmd_generate, "generate text from a prompt, streaming it to stdout"},
-    {"bench", cmd_bench, "measure decode throughput (JSON on stdout)"},
+    {"generate", cmd_generate, "generate text from a prompt (or --branches K continuations at once)"},
+    {"ask", cmd_ask, "answer several questions over one shared context, in parallel"},
+    {"cot", cmd_cot, "k chains of thought with distinct first tokens, grown together; vote"},
+    {"beam", cmd_beam, "beam search over one shared KV cache; print the B best with scores"},
+    {"plan", cmd_plan, "show how forest steps are packed: order, positions, slots, masks"},
+    {"bench", cmd_bench, "measure decode, forest and ask throughput (JSON on stdout)"},
     {"convert-llama2c", cmd_convert_llama2c, "convert a llama2.c checkpoint + tokenizer to GGUF"},
     {"mkmodel", cmd_mkmodel, "write a random-weight llama GGUF (tests, benchmarks)"},
+    {"session", cmd_session, "show a saved session, or export its tree's texts as Markdown"},
 };
 
 static void usage(FILE *f) {

@@ -84,18 +84,23 @@ st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
     if (!(p->rope_base > 0 && isfinite(p->rope_base)))
         return st_set(err, ST_ERR_ARG, "mkmodel: rope_base %g must be positive",
                       (double)p->rope_base);
-    if (p->wtype != DT_F32 && p->wtype != DT_F16 && p->wtype != DT_BF16 &&
-        p->wtype != DT_Q8_0)
+    static const uint32_t wtypes[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_1,
+                                      DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    bool wtype_ok = false;
+    for (size_t i = 0; i < sizeof wtypes / sizeof wtypes[0]; i++) wtype_ok |= p->wtype == wtypes[i];
+    if (!wtype_ok)
         return st_set(err, ST_ERR_ARG, "mkmodel: weight type %s is not one of F32, F16, "
-                      "BF16, Q8_0", dtype_name(p->wtype));
+                      "BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K",
+                      dtype_name(p->wtype));
     /* Every 2-D weight's rows are n_embd, n_head * head_dim or n_ff long. */
     const struct { const char *name; int32_t n; } rows[] = {
         {"n_embd", p->n_embd}, {"n_head * head_dim", p->n_head * hd}, {"n_ff", p->n_ff}};
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         if (!dtype_row_ok(p->wtype, rows[i].n))
             return st_set(err, ST_ERR_ARG, "mkmodel: %s = %" PRId32 " is not a multiple of "
-                          "the %s block (%" PRId32 ")", rows[i].name, rows[i].n,
-                          dtype_name(p->wtype), dtype_get(p->wtype)->block);
+                          "%" PRId32 ", the block size of weight type %s (every weight row "
+                          "must be whole blocks)", rows[i].name, rows[i].n,
+                          dtype_get(p->wtype)->block, dtype_name(p->wtype));
     return ST_OK;
 }
 

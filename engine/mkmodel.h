@@ -36,8 +36,10 @@ typedef struct mkmodel_params {
     int32_t n_ctx;      /* llama.context_length */
     float rope_base;    /* llama.rope.freq_base */
     bool tied;          /* true: no output.weight (the classifier is token_embd) */
-    uint32_t wtype;     /* DT_F32 / DT_F16 / DT_BF16 / DT_Q8_0 for the 2-D weights
-                           (token_embd included); norm vectors stay F32 */
+    uint32_t wtype;     /* DT_F32 / DT_F16 / DT_BF16 / DT_Q8_0, or a ggml block type
+                           (DT_Q4_0, Q4_1, Q5_0, Q5_1: rows a multiple of 32; DT_Q4_K,
+                           Q5_K, Q6_K: of 256) for the 2-D weights (token_embd
+                           included); norm vectors stay F32 */
     uint64_t seed;
 } mkmodel_params;
 

@@ -104,7 +104,9 @@ static const gguf_tensor *want(const gguf_ctx *g, const char *name, int64_t n_in
     return t;
 }
 
-static const char *supported_list(void) { return "F32, F16, BF16, Q8_0"; }
+static const char *supported_list(void) {
+    return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
+}
 
 static st_code want_mat(const gguf_ctx *g, const char *name, int64_t n_in, int64_t n_out,
                         kern_mat *m, st_err *err) {

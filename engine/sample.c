@@ -1,5 +1,6 @@
 /* sample.c - greedy, temperature, top-k, top-p and min-p sampling with a per-sampler
- * xorshift64* RNG, so that a given seed reproduces a branch exactly. */
+ * xorshift64* RNG, so that a given seed reproduces a branch exactly, and llama.cpp's
+ * repetition penalty over a token history. */
 #include "sample.h"
 
 #include <math.h>
@@ -12,7 +13,8 @@ typedef struct sample_cand {
 } sample_cand;
 
 sample_params sample_default_params(void) {
-    return (sample_params){.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .seed = 1};
+    return (sample_params){.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .seed = 1,
+                           .repeat_penalty = 1.0f, .repeat_last_n = 64};
 }
 
 static uint64_t rng_next(uint64_t *s) {
@@ -58,11 +60,10 @@ static int cmp_desc(const void *a, const void *b) {
     return ((const sample_cand *)a)->id - ((const sample_cand *)b)->id;
 }
 
-int32_t sampler_sample(sampler *s, const float *logits, int32_t n) {
+/* The draw over candidates c[0..n) holding (id, logit): sorts them, then top-k,
+ * temperature, top-p, min-p and one RNG draw. */
+static int32_t sample_from_cands(sampler *s, sample_cand *c, int32_t n) {
     const sample_params *p = &s->p;
-    if (p->temp <= 0 || n > s->n_cand) return sample_argmax(logits, n);
-    sample_cand *c = s->cand;
-    for (int32_t i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0};
     qsort(c, (size_t)n, sizeof *c, cmp_desc);
     int32_t k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
     /* softmax with temperature over the k best */
@@ -94,4 +95,51 @@ int32_t sampler_sample(sampler *s, const float *logits, int32_t n) {
         if (r < acc) return c[i].id;
     }
     return c[k - 1].id;
+}
+
+int32_t sampler_sample(sampler *s, const float *logits, int32_t n) {
+    if (s->p.temp <= 0 || n > s->n_cand) return sample_argmax(logits, n);
+    sample_cand *c = s->cand;
+    for (int32_t i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0};
+    return sample_from_cands(s, c, n);
+}
+
+bool sample_uses_history(const sample_params *p) {
+    return p->repeat_penalty != 1.0f && p->repeat_last_n != 0;
+}
+
+int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const int32_t *hist,
+                            int32_t n_hist) {
+    if (!sample_uses_history(&s->p) || n_hist <= 0 || n > s->n_cand)
+        return sampler_sample(s, logits, n);
+    sample_cand *c = s->cand;
+    for (int32_t i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0};
+    /* the window: the last repeat_last_n tokens; .p marks a token already penalised, so
+     * that a token repeated in the window is penalised once (llama.cpp counts them) */
+    int32_t from = s->p.repeat_last_n < 0 || s->p.repeat_last_n >= n_hist
+                       ? 0 : n_hist - s->p.repeat_last_n;
+    float pen = s->p.repeat_penalty;
+    for (int32_t i = from; i < n_hist; i++) {
+        int32_t t = hist[i];
+        if (t < 0 || t >= n || c[t].p != 0) continue;
+        c[t].p = 1;
+        c[t].logit = c[t].logit <= 0 ? c[t].logit * pen : c[t].logit / pen;
+    }
+    if (s->p.temp <= 0) { /* greedy over the penalised logits; first index on ties */
+        int32_t best = 0;
+        for (int32_t i = 1; i < n; i++)
+            if (c[i].logit > c[best].logit) best = i;
+        return best;
+    }
+    for (int32_t i = 0; i < n; i++) c[i].p = 0;
+    return sample_from_cands(s, c, n);
+}
+
+void sample_log_softmax(const float *logits, int32_t n, float *out) {
+    float mx = logits[0];
+    for (int32_t i = 1; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int32_t i = 0; i < n; i++) sum += exp((double)(logits[i] - mx));
+    double lse = log(sum);
+    for (int32_t i = 0; i < n; i++) out[i] = (float)((double)(logits[i] - mx) - lse);
 }

@@ -2,10 +2,13 @@
  *
  * Greedy when temp <= 0. Otherwise, in order: top-k, then temperature softmax, then
  * top-p (nucleus) and min-p filtering, then a draw from the renormalised distribution.
- * Each sampler owns its RNG so that a branch seeded with S is reproducible. */
+ * Each sampler owns its RNG so that a branch seeded with S is reproducible. An optional
+ * repetition penalty (llama.cpp's "repeat_penalty") is applied first, by
+ * sampler_sample_hist, which is given the token history. */
 #ifndef MD_SAMPLE_H
 #define MD_SAMPLE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct sample_params {
@@ -14,9 +17,14 @@ typedef struct sample_params {
     float top_p;    /* >= 1: off */
     float min_p;    /* <= 0: off */
     uint64_t seed;
+    float repeat_penalty;  /* 1: off. > 1 discourages tokens of the recent history: their
+                              logit is divided by it when positive, multiplied when not */
+    int32_t repeat_last_n; /* history tokens the penalty looks at; 0: off, -1: all */
 } sample_params;
 
-sample_params sample_default_params(void); /* temp 0.8, top_k 40, top_p 0.95, min_p 0.05 */
+/* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, seed 1, repeat_penalty 1 (off),
+ * repeat_last_n 64 (as llama.cpp). */
+sample_params sample_default_params(void);
 
 typedef struct sampler {
     sample_params p;
@@ -28,8 +36,21 @@ typedef struct sampler {
 /* Returns 0, or -1 when out of memory. */
 int sampler_init(sampler *s, const sample_params *p, int32_t n_vocab);
 void sampler_free(sampler *s);
-/* Picks a token from n logits (not modified). */
+/* Picks a token from n logits (not modified). Ignores the repetition penalty. */
 int32_t sampler_sample(sampler *s, const float *logits, int32_t n);
+/* The same, after the repetition penalty over the last repeat_last_n of hist[0..n_hist)
+ * (the tokens so far, prompt included, oldest first; may be NULL when n_hist is 0). Each
+ * distinct token of that window is penalised once, as llama.cpp does. With the penalty
+ * off it is exactly sampler_sample (the same tokens and the same RNG draws). logits are
+ * not modified. */
+int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const int32_t *hist,
+                            int32_t n_hist);
+/* True when the parameters ask for a repetition penalty (so callers can skip gathering a
+ * history otherwise). */
+bool sample_uses_history(const sample_params *p);
+/* out[i] = log softmax(logits)[i] for i < n (out may not alias logits). Accumulates in
+ * double; the same input gives the same bits on every call. */
+void sample_log_softmax(const float *logits, int32_t n, float *out);
 /* Index of the largest logit (first on ties). */
 int32_t sample_argmax(const float *logits, int32_t n);
 

@@ -34,15 +34,18 @@ static bool reserve(void **arr, int32_t *cap, int32_t need, size_t elem) {
     return true;
 }
 
+/* Grows every per-row array to one common capacity of at least rows (+1 for seg_off). */
 static bool reserve_rows(step_plan *p, int32_t rows) {
     if (rows <= p->cap_rows) return true;
-    int32_t c = p->cap_rows, tmp;
-#define R(field) (tmp = c, reserve((void **)&p->field, &tmp, rows, sizeof *p->field))
-    bool ok = R(node) && R(tokens) && R(pos) && R(slot) && R(want);
-    tmp = c;
-    ok = ok && reserve((void **)&p->seg_off, &tmp, rows + 1, sizeof *p->seg_off);
+    int32_t c = p->cap_rows ? p->cap_rows : 16;
+    while (c < rows) c = c > INT32_MAX / 2 ? rows : c * 2;
+    size_t n = (size_t)c + 1;
+#define R(field) ((field##_new = realloc(p->field, n * sizeof *p->field)) ? (p->field = field##_new, 1) : 0)
+    int32_t *node_new, *tokens_new, *pos_new, *slot_new, *seg_off_new;
+    uint8_t *want_new;
+    bool ok = R(node) && R(tokens) && R(pos) && R(slot) && R(seg_off) && R(want);
 #undef R
-    if (ok) p->cap_rows = tmp;
+    if (ok) p->cap_rows = c;
     return ok;
 }
 

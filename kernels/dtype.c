@@ -1,8 +1,11 @@
-/* dtype.c - the type table, fp16/bf16 conversions, and row (de)quantisers.
+/* dtype.c - the type table, fp16/bf16 conversions, and row (de)quantisers (the ggml
+ * block types Q4_0 .. Q6_K are in quant.c; the row functions here dispatch to it).
  *
  * Block sizes and byte sizes follow the GGUF/ggml definitions so that any tensor in a
  * valid file can be sized, even of a type we cannot compute with. */
 #include "dtype.h"
+
+#include "quant.h"
 
 #include <math.h>
 #include <string.h>
@@ -10,12 +13,12 @@
 
 static const dtype_info dtypes[DT_COUNT] = {
     [DT_F32] = {"F32", 1, 4, true},          [DT_F16] = {"F16", 1, 2, true},
-    [DT_Q4_0] = {"Q4_0", 32, 18, false},     [DT_Q4_1] = {"Q4_1", 32, 20, false},
-    [DT_Q5_0] = {"Q5_0", 32, 22, false},     [DT_Q5_1] = {"Q5_1", 32, 24, false},
+    [DT_Q4_0] = {"Q4_0", 32, 18, true},      [DT_Q4_1] = {"Q4_1", 32, 20, true},
+    [DT_Q5_0] = {"Q5_0", 32, 22, true},      [DT_Q5_1] = {"Q5_1", 32, 24, true},
     [DT_Q8_0] = {"Q8_0", 32, 34, true},      [DT_Q8_1] = {"Q8_1", 32, 36, false},
     [DT_Q2_K] = {"Q2_K", 256, 84, false},    [DT_Q3_K] = {"Q3_K", 256, 110, false},
-    [DT_Q4_K] = {"Q4_K", 256, 144, false},   [DT_Q5_K] = {"Q5_K", 256, 176, false},
-    [DT_Q6_K] = {"Q6_K", 256, 210, false},   [DT_Q8_K] = {"Q8_K", 256, 292, false},
+    [DT_Q4_K] = {"Q4_K", 256, 144, true},    [DT_Q5_K] = {"Q5_K", 256, 176, true},
+    [DT_Q6_K] = {"Q6_K", 256, 210, true},    [DT_Q8_K] = {"Q8_K", 256, 292, false},
     [DT_IQ2_XXS] = {"IQ2_XXS", 256, 66, false}, [DT_IQ2_XS] = {"IQ2_XS", 256, 74, false},
     [DT_IQ3_XXS] = {"IQ3_XXS", 256, 98, false}, [DT_IQ1_S] = {"IQ1_S", 256, 50, false},
     [DT_IQ4_NL] = {"IQ4_NL", 32, 18, false}, [DT_IQ3_S] = {"IQ3_S", 256, 110, false},
@@ -132,7 +135,7 @@ bool dtype_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n)
         return true;
     }
     case DT_Q8_0: dequant_q8_0(src, dst, n); return true;
-    default: return false;
+    default: return quant_dequantize_row(type, src, dst, n);
     }
 }
 
@@ -150,6 +153,6 @@ bool dtype_quantize_row(uint32_t type, const float *src, void *dst, int64_t n) {
         return true;
     }
     case DT_Q8_0: quant_q8_0(src, dst, n); return true;
-    default: return false;
+    default: return quant_quantize_row(type, src, dst, n);
     }
 }

@@ -305,6 +305,28 @@ static void test_full_cache(const model *m) {
     model_ctx_free(c);
 }
 
+/* One plan object reused over steps of every size from 1 to 70 rows (its arrays grow
+ * across power-of-two capacities; run under ASan by `make asan`). */
+static void test_plan_sizes(const model *m) {
+    forest *f = forest_init(4096, 2);
+    model_ctx *c = new_ctx(m, 4096);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    int32_t toks[70];
+    for (int i = 0; i < 70; i++) toks[i] = (i * 7 + 3) % m->hp.n_vocab;
+    bool ok = true;
+    for (int32_t n = 1; n <= 70 && ok; n++) {
+        forest_add_root(f, toks, NULL, n, 0, NULL, &err);
+        ok = step_forest(f, &p, c, &err) == ST_OK && p.n_rows == n && p.n_out == 1;
+    }
+    T_CHECK(ok, "steps of 1..70 rows with one plan: %s", err.msg);
+    check_invariants(f, "steps of growing size");
+    step_plan_free(&p);
+    forest_free(f);
+    model_ctx_free(c);
+}
+
 int main(int argc, char **argv) {
     int n_seeds = 3;
     if (argc == 3 && !strcmp(argv[1], "--seeds")) n_seeds = atoi(argv[2]);
@@ -339,6 +361,7 @@ int main(int argc, char **argv) {
         if (i == 0) {
             test_position_rule(m);
             test_full_cache(m);
+            test_plan_sizes(m);
         }
         for (int s = 0; s < n_seeds; s++) run_case(m, (uint64_t)(s + 1), shapes[i].name);
         model_free(m);

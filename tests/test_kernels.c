@@ -1,15 +1,23 @@
 /* test_kernels.c - the compute kernels: the ref backend against hand-computed values
  * (so the oracle itself is checked), then every op of the cpu backend against ref on
  * random data with fixed seeds, for every weight type, odd sizes and 1, 2 and 3
- * threads; plus the backend API and the thread pool.
+ * threads; that a row's matmul result is the same bits alone and in a batch; the
+ * quantisers' round trip; plus the backend API and the thread pool.
  *
  * Error measure: t_nerr = max|cpu - ref| / max|ref| over the op's output. Bounds are
  * about 3-10x the largest error observed on this data (printed at the end as
  * "max nerr seen" on stderr). Observed in brackets: AVX-512 / plain C (-DSIMD_SCALAR,
  * one accumulator, so longer float sums); AVX2 and SSE2 fall in between.
  *   matmul F32/F16/BF16   5e-5  [1.7e-6 / 2e-5] float vs double sums; weights exact
- *   matmul Q8_0           1e-5  [1.7e-6 / 6.9e-7] activations that quantise exactly
+ *   matmul Q8_0           2e-5  [4.5e-6 / 2.2e-6] activations that quantise exactly
  *                         2e-2  [4.3e-3] random activations, rounded to int8 per block
+ *   matmul Q4_0 .. Q6_K   2e-5  [3.6e-6 / 3.6e-6; AVX2 5.9e-6] activations that quantise
+ *                               exactly (Q4_1 is the worst; the others 0.9e-6 .. 3e-6)
+ *                         2e-2  [5.3e-3] random activations (4.0e-3 .. 5.3e-3 per type)
+ *   quantise round trip   rms(dequant(quant(x)) - x) / rms(x) on uniform data; bounds are
+ *                         1.5x the figures, which are about the quant step / sqrt(12):
+ *                         Q8_0 .0038, Q4_0 .067, Q4_1 .060, Q5_0 .032, Q5_1 .029,
+ *                         Q4_K .060, Q5_K .030, Q6_K .015
  *   get_row               0     both call the same dequantiser
  *   rmsnorm               2e-6  [1.4e-7 / 5.5e-7]
  *   rope                  1e-6  [1.1e-7] angles in double on both sides
@@ -43,12 +51,22 @@ static float *rand_floats(uint64_t *s, int64_t n, float scale) {
 }
 
 /* Worst normalised error seen per op, for the summary and for setting bounds. */
+/* The ggml block types; their errors are per type, exact (q8 x) and random activations. */
+static const uint32_t blk_types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+#define N_BLK 7
+
 enum { E_F32, E_F16, E_BF16, E_Q8_0, E_Q8_0X, E_GETROW, E_RMS, E_ROPE, E_ATTN, E_SWIGLU, E_ADD,
-       E_SOFTMAX, E_N };
-static const char *const e_names[E_N] = {"matmul F32", "matmul F16", "matmul BF16",
-                                         "matmul Q8_0", "matmul Q8_0 (q8 x)", "get_row", "rmsnorm", "rope",
-                                         "attention", "swiglu", "add", "softmax"};
-static const double e_bound[E_N] = {5e-5, 5e-5, 5e-5, 2e-2, 1e-5, 0, 2e-6, 1e-6, 3e-6, 1e-6, 0, 1e-5};
+       E_SOFTMAX, E_BLKX, E_BLKR = E_BLKX + N_BLK, E_N = E_BLKR + N_BLK };
+static const char *const e_names[E_N] = {
+    "matmul F32", "matmul F16", "matmul BF16", "matmul Q8_0", "matmul Q8_0 (q8 x)", "get_row",
+    "rmsnorm", "rope", "attention", "swiglu", "add", "softmax",
+    "matmul Q4_0 (q8 x)", "matmul Q4_1 (q8 x)", "matmul Q5_0 (q8 x)", "matmul Q5_1 (q8 x)",
+    "matmul Q4_K (q8 x)", "matmul Q5_K (q8 x)", "matmul Q6_K (q8 x)",
+    "matmul Q4_0", "matmul Q4_1", "matmul Q5_0", "matmul Q5_1", "matmul Q4_K", "matmul Q5_K",
+    "matmul Q6_K"};
+static const double e_bound[E_N] = {5e-5, 5e-5, 5e-5, 2e-2, 2e-5, 0, 2e-6, 1e-6, 3e-6, 1e-6, 0, 1e-5,
+                                    2e-5, 2e-5, 2e-5, 2e-5, 2e-5, 2e-5, 2e-5,
+                                    2e-2, 2e-2, 2e-2, 2e-2, 2e-2, 2e-2, 2e-2};
 static double e_seen[E_N];
 
 static void check_err(int e, double err, const char *what) {
@@ -57,8 +75,17 @@ static void check_err(int e, double err, const char *what) {
             e_bound[e]);
 }
 
-static int e_of_type(uint32_t t) {
-    return t == DT_F32 ? E_F32 : t == DT_F16 ? E_F16 : t == DT_BF16 ? E_BF16 : E_Q8_0X;
+static int blk_index(uint32_t t) {
+    for (int i = 0; i < N_BLK; i++)
+        if (blk_types[i] == t) return i;
+    return -1;
+}
+
+/* The error slot of a type with activations that quantise exactly (random: false). */
+static int e_of_type(uint32_t t, bool random) {
+    if (blk_index(t) >= 0) return (random ? E_BLKR : E_BLKX) + blk_index(t);
+    if (t == DT_Q8_0) return random ? E_Q8_0 : E_Q8_0X;
+    return t == DT_F32 ? E_F32 : t == DT_F16 ? E_F16 : E_BF16;
 }
 
 /* Activations that quantise to Q8 blocks exactly: per 32-block a power-of-two scale
@@ -175,49 +202,60 @@ static void test_ref_oracle(kern_backend *ref) {
 /* ---- cpu against ref ---- */
 
 static void test_matmul(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
-    static const uint32_t types[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0};
-    static const int64_t n_ins[] = {32, 40, 64, 4096 + 32};
+    static const uint32_t types[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_1,
+                                     DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    /* 64, 288 and 4128: rows of 32-blocks that end in a part of a 256 chunk; the sizes
+     * from 256 on are for the quantised types only (the float ones' figures predate them) */
+    static const int64_t n_ins[] = {32, 40, 64, 4096 + 32, 256, 288, 4096 + 256};
     static const int64_t n_outs[] = {1, 5, 13, 67};
     static const int32_t n_rowss[] = {1, 2, 3, 7, 8, 17};
     char what[128];
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        const bool quant_x = types[ti] != DT_F32 && types[ti] != DT_F16 && types[ti] != DT_BF16;
         for (size_t ii = 0; ii < sizeof n_ins / sizeof *n_ins; ii++) {
             const int64_t n_in = n_ins[ii];
-            if (!dtype_row_ok(types[ti], n_in)) continue;
+            if (!dtype_row_ok(types[ti], n_in) || (ii >= 4 && !quant_x)) continue;
             for (size_t oi = 0; oi < sizeof n_outs / sizeof *n_outs; oi++) {
                 const int64_t n_out = n_outs[oi];
                 void *wd = make_weights(&seed, types[ti], n_out, n_in);
                 kern_mat w = {types[ti], n_out, n_in, wd};
-                float *x = types[ti] == DT_Q8_0 ? q8_exact_floats(&seed, 17 * n_in)
-                                                : rand_floats(&seed, 17 * n_in, 1);
+                float *x = quant_x ? q8_exact_floats(&seed, 17 * n_in)
+                                   : rand_floats(&seed, 17 * n_in, 1);
                 float *y0 = malloc((size_t)(17 * n_out) * sizeof *y0);
                 float *y1 = malloc((size_t)(17 * n_out) * sizeof *y1);
+                float *y_one = malloc((size_t)n_out * sizeof *y_one);
+                kern_backend_ops(cpu)->matmul(cpu, y_one, &w, x, 1);
                 for (size_t ri = 0; ri < sizeof n_rowss / sizeof *n_rowss; ri++) {
                     const int32_t n_rows = n_rowss[ri];
                     kern_backend_ops(ref)->matmul(ref, y0, &w, x, n_rows);
                     for (int64_t i = 0; i < n_rows * n_out; i++) y1[i] = NAN;
                     kern_backend_ops(cpu)->matmul(cpu, y1, &w, x, n_rows);
-                    snprintf(what, sizeof what, "%d threads n_in %lld n_out %lld n_rows %d",
-                             (int)kern_backend_threads(cpu), (long long)n_in, (long long)n_out,
-                             (int)n_rows);
-                    check_err(e_of_type(types[ti]), t_nerr(y1, y0, n_rows * n_out), what);
+                    snprintf(what, sizeof what, "%s %d threads n_in %lld n_out %lld n_rows %d",
+                             dtype_name(types[ti]), (int)kern_backend_threads(cpu),
+                             (long long)n_in, (long long)n_out, (int)n_rows);
+                    check_err(e_of_type(types[ti], false), t_nerr(y1, y0, n_rows * n_out), what);
+                    /* row 0 must not depend on the batch around it (forest steps rely on it) */
+                    T_CHECK(memcmp(y1, y_one, (size_t)n_out * sizeof *y1) == 0,
+                            "%s: row 0 differs from the same row alone", what);
                 }
                 /* get_row of the last row */
                 float *g0 = malloc((size_t)n_in * sizeof *g0), *g1 = malloc((size_t)n_in * sizeof *g1);
                 kern_backend_ops(ref)->get_row(ref, g0, &w, n_out - 1);
                 kern_backend_ops(cpu)->get_row(cpu, g1, &w, n_out - 1);
                 check_err(E_GETROW, t_nerr(g1, g0, n_in), dtype_name(types[ti]));
-                free(g0), free(g1), free(wd), free(x), free(y0), free(y1);
+                free(g0), free(g1), free(wd), free(x), free(y0), free(y1), free(y_one);
             }
         }
     }
 }
 
-/* Matmul with a large matrix, so the work is really split across threads. */
+/* Matmul with a large matrix, so the work is really split across threads; random
+ * activations, so the quantised types show their activation rounding error. */
 static void test_matmul_big(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
-    static const uint32_t types[] = {DT_F16, DT_Q8_0};
+    static const uint32_t types[] = {DT_F16,  DT_Q8_0, DT_Q4_0, DT_Q4_1, DT_Q5_0,
+                                     DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
     const int64_t n_in = 512, n_out = 1030;
-    for (size_t ti = 0; ti < 2; ti++) {
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
         void *wd = make_weights(&seed, types[ti], n_out, n_in);
         kern_mat w = {types[ti], n_out, n_in, wd};
         float *x = rand_floats(&seed, 9 * n_in, 3);
@@ -225,11 +263,39 @@ static void test_matmul_big(kern_backend *ref, kern_backend *cpu, uint64_t seed)
         for (int32_t n_rows = 1; n_rows <= 9; n_rows += 8) {
             kern_backend_ops(ref)->matmul(ref, y0, &w, x, n_rows);
             kern_backend_ops(cpu)->matmul(cpu, y1, &w, x, n_rows);
-            check_err(types[ti] == DT_Q8_0 ? E_Q8_0 : e_of_type(types[ti]),
-                      t_nerr(y1, y0, n_rows * n_out), "1030x512 random activations");
+            check_err(e_of_type(types[ti], true), t_nerr(y1, y0, n_rows * n_out),
+                      "1030x512 random activations");
         }
         free(wd), free(x), free(y0), free(y1);
     }
+}
+
+/* Quantise then dequantise: valid blocks, close to the input, exact for zeros. */
+static void test_quant_roundtrip(uint64_t seed) {
+    enum { N = 8192 };
+    static const uint32_t types[] = {DT_Q8_0, DT_Q4_0, DT_Q4_1, DT_Q5_0,
+                                     DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    /* rms error / rms x on the data below, 1.5x the figures in the header */
+    static const double bound[] = {0.006, 0.10, 0.09, 0.048, 0.044, 0.09, 0.045, 0.022};
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    uint8_t *q = malloc(dtype_row_bytes(DT_F32, N));
+    /* uniform values whose scale changes every 64, as the rows of a weight matrix do */
+    for (int i = 0; i < N; i++) x[i] = rng_unif(&seed) * ldexpf(1.0f, -(i / 64) % 7);
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        const uint32_t t = types[ti];
+        T_CHECK(dtype_quantize_row(t, x, q, N) && dtype_dequantize_row(t, q, y, N),
+                "%s: no (de)quantiser", dtype_name(t));
+        double se = 0, sx = 0;
+        for (int i = 0; i < N; i++) se += ((double)y[i] - x[i]) * (y[i] - x[i]), sx += (double)x[i] * x[i];
+        double rel = sqrt(se / sx);
+        fprintf(stderr, "round trip %s: rms error %.4f of rms x\n", dtype_name(t), rel);
+        T_CHECK(rel <= bound[ti], "%s round trip: rms error %.4g > %.4g", dtype_name(t), rel, bound[ti]);
+        float z[256] = {0}, zy[256];
+        dtype_quantize_row(t, z, q, 256);
+        dtype_dequantize_row(t, q, zy, 256);
+        T_CHECK(t_nerr(zy, z, 256) == 0, "%s: zeros do not come back as zeros", dtype_name(t));
+    }
+    free(x), free(y), free(q);
 }
 
 static void test_rows_ops(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
@@ -442,6 +508,7 @@ int main(void) {
     test_ref_oracle(ref);
     test_backend_api();
     test_pool();
+    test_quant_roundtrip(77);
     for (int32_t nt = 1; nt <= 3; nt++) {
         kern_backend *cpu = kern_backend_init("cpu", nt, &err);
         T_CHECK(cpu != NULL, "cpu backend with %d threads: %s", (int)nt, err.msg);

@@ -10,52 +10,27 @@
  *
  * What differs per weight type is only the tile: a template function "dot NW rows of W
  * with NX activation rows" written once per storage family (float-like: F32, F16,
- * BF16 share one, varying only how a vector of weights is loaded; Q8_0 has its own)
- * and instantiated for NW in {1, MM_TW} and NX in 1..MM_TX by MM_TILES. A new type
- * (Q4_0, Q6_K, ...) adds a template, one MM_TILES line and one case in mm_kind_of.
+ * BF16 share one, varying only how a vector of weights is loaded; Q8_0 has its own;
+ * the ggml block types Q4_0 .. Q6_K share one in matmul_quant.c, varying only how a
+ * chunk of weights is unpacked) and instantiated for NW in {1, MM_TW} and NX in
+ * 1..MM_TX by MM_TILES (matmul.h). A new type adds a template or an unpacker, one
+ * MM_TILES line and one case in mm_kind_of.
+ *
+ * Every tile computes each (weight row, activation row) dot product with the same
+ * sequence of operations whatever NW and NX are, so a row's result does not depend on
+ * the batch it is in (the forest tests compare batches with linear decoding bitwise).
  *
  * Quantised types multiply int8 by int8: the activations are first quantised to
  * blocks of 32 int8 values with a float scale (as llama.cpp does with Q8_0), once per
  * call, into the backend's scratch. Each block product is an exact int32 sum, scaled
  * by d_w * d_x. The CPU result therefore differs from the ref backend (which uses the
  * float activations) by the activation rounding: a few 1e-3 of the output's scale. */
-#include <stdbool.h>
+#include <string.h>
 
-#include "cpu.h"
-#include "simd.h"
-
-#define MM_TW 4 /* weight rows per tile */
-#define MM_TX 4 /* activation rows per tile (MM_TILES spells out 1..4) */
+#include "matmul.h"
 
 /* bytes a tile may use of L2 for its chunk of W when it is reused for several groups */
 #define MM_CHUNK_BYTES (256 * 1024)
-
-/* y[c * ys + r] = dot(row r of w, row c of x), r < NW, c < NX; n = n_in; ws and xs are
- * row strides in bytes. x is float32 or the quantised form, depending on the type. */
-typedef void (*mm_tile_fn)(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x, size_t xs,
-                           float *y, int64_t ys);
-
-/* Instantiates template tmpl for one (NW, NX) pair, then for all of them, plus the
- * table mm_kind_of hands to the skeleton: [NW == MM_TW][NX - 1]. */
-#define MM_TILE_FN(tmpl, nw, nx)                                                          \
-    static void tmpl##_##nw##x##nx(int64_t n, const uint8_t *w, size_t ws,                \
-                                   const uint8_t *x, size_t xs, float *y, int64_t ys) {   \
-        tmpl(n, w, ws, x, xs, y, ys, nw, nx);                                             \
-    }
-#define MM_TILES(tmpl)                                                                    \
-    MM_TILE_FN(tmpl, 1, 1) MM_TILE_FN(tmpl, 1, 2) MM_TILE_FN(tmpl, 1, 3)                  \
-    MM_TILE_FN(tmpl, 1, 4) MM_TILE_FN(tmpl, 4, 1) MM_TILE_FN(tmpl, 4, 2)                  \
-    MM_TILE_FN(tmpl, 4, 3) MM_TILE_FN(tmpl, 4, 4)                                         \
-    static const mm_tile_fn tmpl##_tiles[2][MM_TX] = {                                    \
-        {tmpl##_1x1, tmpl##_1x2, tmpl##_1x3, tmpl##_1x4},                                 \
-        {tmpl##_4x1, tmpl##_4x2, tmpl##_4x3, tmpl##_4x4}};
-
-/* Tiles prefetch the same columns of the next tile's weight rows (the next MM_TW rows
- * of W), one tile ahead. The hardware prefetchers stop at 4 KB pages, and a weight row
- * is about a page, so without this every row of a tile starts with a miss to DRAM. */
-#define MM_PREFETCH(p) __builtin_prefetch((p), 0, 3)
-
-_Static_assert(MM_TW == 4 && MM_TX == 4, "MM_TILES spells out NW in {1, 4}, NX in 1..4");
 
 /* ---- float-like weights: F32, F16, BF16 ---------------------------------------- */
 
@@ -130,20 +105,16 @@ MM_TILES(mm_tile_f32)
 MM_TILES(mm_tile_f16)
 MM_TILES(mm_tile_bf16)
 
-/* ---- quantised activations ------------------------------------------------------ *
- * A quantised activation row of n values is n int8 values (offset 0) followed by
- * n / 32 float scales (offset n), padded to 64 bytes: x[i] ~= d[i / 32] * q[i]. */
+/* ---- quantised activations (layout: see matmul.h) ------------------------------ */
 
-static size_t mm_q8x_row_bytes(int64_t n) {
-    size_t b = (size_t)n + (size_t)(n / QK8_0) * sizeof(float);
-    return (b + 63) & ~(size_t)63;
-}
-
-static void mm_q8x_quantize(const float *x, uint8_t *dst, int64_t n) {
+static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n) {
+    const int64_t np = mm_qx_np(n);
     int8_t *q = (int8_t *)dst;
-    float *d = (float *)(dst + n);
+    float *dl = (float *)mm_qx_dl(dst, n), *sx = (float *)mm_qx_sx(dst, n);
+    float *d = (float *)mm_qx_d(dst, n);
     for (int64_t b = 0; b < n / QK8_0; b++) {
         const float *xb = x + b * QK8_0;
+        int32_t s0 = 0, s1 = 0; /* sums of q over the two halves */
 #if SIMD_AVX512
         __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
         float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
@@ -153,13 +124,24 @@ static void mm_q8x_quantize(const float *x, uint8_t *dst, int64_t n) {
         __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
         _mm_storeu_si128((__m128i *)(q + b * QK8_0), _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)(q + b * QK8_0 + 16), _mm512_cvtepi32_epi8(q1));
+        s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
 #else
         float amax = 0;
         for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));
         float db = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
-        for (int j = 0; j < QK8_0; j++) q[b * QK8_0 + j] = (int8_t)lrintf(xb[j] * id);
+        for (int j = 0; j < QK8_0; j++) {
+            q[b * QK8_0 + j] = (int8_t)lrintf(xb[j] * id);
+            *(j < 16 ? &s0 : &s1) += q[b * QK8_0 + j];
+        }
 #endif
         d[b] = db;
+        for (int i = 0; i < 8; i++) dl[8 * b + i] = db;
+        sx[2 * b] = db * (float)s0, sx[2 * b + 1] = db * (float)s1;
+    }
+    memset(q + n, 0, (size_t)(np - n));
+    for (int64_t b = n / QK8_0; b < np / QK8_0; b++) {
+        d[b] = sx[2 * b] = sx[2 * b + 1] = 0;
+        for (int i = 0; i < 8; i++) dl[8 * b + i] = 0;
     }
 }
 
@@ -170,23 +152,6 @@ static void mm_q8x_quantize(const float *x, uint8_t *dst, int64_t n) {
  * -128 * sum(w) (computed once per weight block, shared by all activation rows). With
  * plain AVX2, maddubs(|w|, sign(x, w)) gives the same products (llama.cpp's trick);
  * |w| * |x| <= 128 * 127 keeps the int16 pair sums from saturating. */
-
-#if defined(SIMD_SCALAR)
-/* plain C */
-#elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
-#define MM_Q8_VNNI 1
-#define MM_DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
-#elif defined(__AVXVNNI__)
-#define MM_Q8_VNNI 1
-#define MM_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
-#endif
-#if defined(__AVX2__) && defined(__FMA__) && !defined(SIMD_SCALAR)
-#define MM_Q8_SIMD 1
-#endif
-/* With AVX-512 VNNI two blocks share one 512-bit register: half the instructions. */
-#if SIMD_AVX512 && defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define MM_Q8_512 1
-#endif
 
 #if MM_Q8_SIMD && !MM_Q8_512
 /* wa, wb: the two forms of a weight block the dot needs (see above) */
@@ -218,13 +183,6 @@ SIMD_INLINE __m256i mm_q8_dot(__m256i wa, __m256i wb, __m256i xp) {
     __m256i p = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(xp, wb));
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 #endif
-}
-
-SIMD_INLINE float mm_hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
 }
 #endif
 
@@ -263,7 +221,7 @@ SIMD_INLINE void mm_tile_q8_0(int64_t n, const uint8_t *w, size_t ws, const uint
         for (int c = 0; c < NX; c++) {
             const uint8_t *xr = x + c * xs;
             const int8_t *xq = (const int8_t *)xr + b * QK8_0;
-            const float *xd = (const float *)(xr + n) + b;
+            const float *xd = mm_qx_d(xr, n) + b;
             __m512i xv = two ? _mm512_loadu_si512(xq)
                              : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)xq));
             __m512i xp = _mm512_xor_si512(xv, k80);
@@ -298,7 +256,7 @@ SIMD_INLINE void mm_tile_q8_0(int64_t n, const uint8_t *w, size_t ws, const uint
         for (int c = 0; c < NX; c++) {
             const uint8_t *xr = x + c * xs;
             __m256i xp = mm_q8_xprep((const int8_t *)xr + b * QK8_0);
-            float dx = ((const float *)(xr + n))[b];
+            float dx = mm_qx_d(xr, n)[b];
 #pragma GCC unroll 4
             for (int r = 0; r < NW; r++) {
                 __m256 s = _mm256_cvtepi32_ps(mm_q8_dot(wa[r], wb[r], xp));
@@ -318,7 +276,7 @@ SIMD_INLINE void mm_tile_q8_0(int64_t n, const uint8_t *w, size_t ws, const uint
                 const int8_t *xq = (const int8_t *)(x + c * xs) + b * QK8_0;
                 int32_t s = 0;
                 for (int j = 0; j < QK8_0; j++) s += (int32_t)blk->qs[j] * xq[j];
-                acc[r][c] += dw * ((const float *)(x + c * xs + n))[b] * (float)s;
+                acc[r][c] += dw * mm_qx_d(x + c * xs, n)[b] * (float)s;
             }
         }
     }
@@ -332,24 +290,23 @@ MM_TILES(mm_tile_q8_0)
 /* ---- the skeleton ---------------------------------------------------------------- */
 
 typedef struct mm_kind {
-    const mm_tile_fn (*tiles)[MM_TX]; /* [2][MM_TX], see MM_TILES */
+    mm_tile_row *tiles;               /* [2], see MM_TILES */
     bool quant_x;                     /* tiles read Q8-quantised activations */
 } mm_kind;
 
-static const mm_kind *mm_kind_of(uint32_t type) {
-    static const mm_kind f32 = {mm_tile_f32_tiles, false}, f16 = {mm_tile_f16_tiles, false},
-                         bf16 = {mm_tile_bf16_tiles, false}, q8_0 = {mm_tile_q8_0_tiles, true};
+/* tiles NULL: the backend cannot multiply by this type */
+static mm_kind mm_kind_of(uint32_t type) {
     switch (type) {
-    case DT_F32: return &f32;
-    case DT_F16: return &f16;
-    case DT_BF16: return &bf16;
-    case DT_Q8_0: return &q8_0;
-    default: return NULL;
+    case DT_F32: return (mm_kind){mm_tile_f32_tiles, false};
+    case DT_F16: return (mm_kind){mm_tile_f16_tiles, false};
+    case DT_BF16: return (mm_kind){mm_tile_bf16_tiles, false};
+    case DT_Q8_0: return (mm_kind){mm_tile_q8_0_tiles, true};
+    default: return (mm_kind){mm_quant_tiles(type), true};
     }
 }
 
 typedef struct mm_job {
-    const mm_tile_fn (*tiles)[MM_TX];
+    mm_tile_row *tiles;
     const uint8_t *w;
     size_t ws;              /* bytes per weight row */
     const uint8_t *x;       /* activations as the tiles read them */
@@ -381,20 +338,20 @@ static void mm_task(void *ctx, int32_t task, int32_t thread) {
 static void mm_quant_task(void *ctx, int32_t row, int32_t thread) {
     (void)thread;
     const mm_job *j = ctx;
-    mm_q8x_quantize(j->xf + (int64_t)row * j->n_in, (uint8_t *)j->x + (size_t)row * j->xs,
+    mm_qx_quantize(j->xf + (int64_t)row * j->n_in, (uint8_t *)j->x + (size_t)row * j->xs,
                     j->n_in);
 }
 
 void cpu_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
-    const mm_kind *k = mm_kind_of(w->type);
-    ASSERT(k != NULL && dtype_row_ok(w->type, w->n_in));
+    const mm_kind k = mm_kind_of(w->type);
+    ASSERT(k.tiles != NULL && dtype_row_ok(w->type, w->n_in));
     if (n_rows <= 0 || w->n_out <= 0) return;
     pool *p = kern_backend_pool(b);
     const int32_t nt = pool_threads(p);
-    mm_job j = {.tiles = k->tiles, .w = w->data, .ws = dtype_row_bytes(w->type, w->n_in),
+    mm_job j = {.tiles = k.tiles, .w = w->data, .ws = dtype_row_bytes(w->type, w->n_in),
                 .xf = x, .y = y, .n_in = w->n_in, .n_out = w->n_out, .n_rows = n_rows};
-    if (k->quant_x) {
-        j.xs = mm_q8x_row_bytes(w->n_in);
+    if (k.quant_x) {
+        j.xs = mm_qx_row_bytes(w->n_in);
         j.x = kern_backend_scratch(b, j.xs * (size_t)n_rows);
         if ((int64_t)n_rows * w->n_in >= 65536)
             pool_run(p, n_rows, mm_quant_task, &j);

@@ -1,0 +1,244 @@
+/* cmd_beam.c - `multidecode beam`: beam search of width B over one shared-KV forest
+ * (engine/beam.h), printing the B best hypotheses with their scores; and the progress
+ * line the strategy commands (beam, cot) print on stderr during long runs.
+ *
+ * The prompt is one root chain; every beam step is one forest step computing all live
+ * hypotheses together; hypotheses share their common prefixes in the KV cache and losers
+ * are pruned. Scores are sum of log-probabilities / length^alpha, as Hugging Face
+ * transformers computes them; end-of-generation tokens end a hypothesis. */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../engine/beam.h"
+#include "../engine/forest.h"
+#include "../engine/step.h"
+#include "app.h"
+#include "prompt.h"
+
+/* ---- progress ---- */
+
+void app_progress_init(app_progress *p, bool on) {
+    p->on = on;
+    p->tty = on && isatty(fileno(stderr));
+    p->t0 = p->last = app_now();
+    p->shown = false;
+}
+
+void app_progress_tick(app_progress *p, const char *fmt, ...) {
+    if (!p->on) return;
+    double now = app_now();
+    if (now - p->last < 1.0) return; /* at most once a second, after the first second */
+    p->last = now;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs(p->tty ? "\r" : "", stderr);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (%.0f s)%s", now - p->t0, p->tty ? "\033[K" : "\n");
+    va_end(ap);
+    p->shown = true;
+}
+
+void app_progress_end(app_progress *p) {
+    if (p->on && p->tty && p->shown) fputs("\r\033[K", stderr);
+    p->shown = false;
+}
+
+/* ---- beam ---- */
+
+static void beam_usage(FILE *f) {
+    fprintf(f,
+            "usage: multidecode beam -m MODEL -p PROMPT [options]\n\n"
+            "Beam search over one shared KV cache: each step computes every live hypothesis\n"
+            "in one forest step, keeps the B best by sum logprob / length^alpha and prunes\n"
+            "the rest. Prints the B best hypotheses with their scores.\n\n"
+            PROMPT_MODEL_HELP
+            "  -p, --prompt TEXT    prompt (default empty: start from BOS)\n"
+            "  -B, --beams B        beam width (default 4)\n"
+            "  -n, --tokens N       tokens to generate at most (default 64)\n"
+            "      --alpha A        length penalty exponent (default 1; 0 = plain sum)\n"
+            "      --early-stopping[=WHEN]  true (stop once B hypotheses ended; the default\n"
+            "                       WHEN), false (the default without the option: stop when\n"
+            "                       no live beam can beat the worst ended one, by the current\n"
+            "                       length) or never (the same, by the maximal length)\n"
+            "      --json           a JSON list of {rank, score, logprob, tokens, text, ended}\n"
+            "  -q, --quiet          no progress or statistics on stderr\n"
+            "      --chat           -p is a user message: apply the model's chat template\n"
+            "      --system TEXT    system message for --chat (implies --chat)\n"
+            "      --chat-template NAME  template to use instead of the model's (implies --chat)\n"
+            "      --raw            never apply a chat template (the default without --chat)\n");
+}
+
+typedef struct beam_opts {
+    beam_params bp;
+    bool json, quiet, chat;
+} beam_opts;
+
+static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
+                        const beam_opts *o, st_err *err) {
+    forest *f = forest_init(pm->n_slots, 0);
+    step_plan plan;
+    step_plan_init(&plan);
+    beam *b = NULL;
+    st_code rc = ST_OK;
+    forest_id last;
+    if (!f) {
+        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = forest_add_root(f, prompt, NULL, n_prompt, 0, &last, err))) goto out;
+    if (!(b = beam_init(f, last, &o->bp, pm->tk, pm->m->hp.n_vocab, err))) {
+        rc = err->code;
+        goto out;
+    }
+    app_progress pr;
+    app_progress_init(&pr, !o->quiet);
+    double t0 = app_now(), t1 = t0;
+    int64_t rows = 0;
+    int32_t max_rows = 0;
+    while (!beam_done(b)) {
+        rc = beam_step(b, f, &plan, pm->ctx, err);
+        if (rc == ST_NO_KV_SLOT) {
+            app_progress_end(&pr);
+            rc = st_set(err, ST_NO_KV_SLOT, "the KV cache of %d slots is full after %d steps "
+                        "(raise it with -c)", pm->n_slots, beam_steps(b));
+            goto out;
+        }
+        if (rc) goto out;
+        if (beam_steps(b) == 1) {
+            t1 = app_now();
+        } else {
+            rows += plan.n_rows;
+            if (plan.n_rows > max_rows) max_rows = plan.n_rows;
+        }
+        app_progress_tick(&pr, "beam: step %d/%d, %d rows, %d live, %d ended, KV %d slots",
+                          beam_steps(b), o->bp.max_tokens, plan.n_rows, beam_n_live(b),
+                          beam_n_results(b), kv_alloc_used(forest_kv(f)));
+    }
+    app_progress_end(&pr);
+    double t2 = app_now();
+
+    if (o->json) printf("[");
+    for (int32_t i = 0; i < beam_n_results(b); i++) {
+        const beam_hyp *h = beam_result(b, i);
+        char *text = prompt_continuation(pm->tk, prompt, n_prompt, h->tokens, h->n);
+        if (!text) {
+            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+            goto out;
+        }
+        const char *ended = h->ended ? "EOS" : "length";
+        if (o->json) {
+            printf("%s\n {\"rank\": %d, \"score\": %.6f, \"logprob\": %.6f, \"tokens\": [",
+                   i ? "," : "", i + 1, h->score, h->sum);
+            for (int32_t j = 0; j < h->n; j++) printf("%s%d", j ? ", " : "", h->tokens[j]);
+            printf("], \"text\": ");
+            prompt_json_str(stdout, text);
+            printf(", \"ended\": \"%s\"}", ended);
+        } else {
+            printf("--- %d: score %.4f (logprob %.4f, %d tokens, ended by %s)\n%s\n", i + 1,
+                   h->score, h->sum, h->n, ended, text);
+        }
+        free(text);
+    }
+    if (o->json) printf("\n]\n");
+    fflush(stdout);
+    if (!o->quiet) {
+        int32_t steps = beam_steps(b);
+        fprintf(stderr, "beam B=%d: %d steps in %.3f s (prompt %d tokens in %.3f s; then %.1f "
+                "rows per step on average, at most %d; %.1f ms per step); KV peak %d slots\n",
+                o->bp.width, steps, t2 - t0, n_prompt, t1 - t0,
+                steps > 1 ? (double)rows / (steps - 1) : 0.0, max_rows,
+                steps > 1 ? 1e3 * (t2 - t1) / (steps - 1) : 0.0, beam_kv_peak(b));
+    }
+out:
+    beam_free(b);
+    step_plan_free(&plan);
+    forest_free(f);
+    return rc;
+}
+
+int cmd_beam(int argc, char **argv) {
+    enum { O_ALPHA = 1000, O_EARLY };
+    static const struct option lo[] = {
+        PROMPT_MODEL_LONGOPTS,
+        {"prompt", 1, 0, 'p'}, {"beams", 1, 0, 'b'}, {"tokens", 1, 0, 'n'},
+        {"alpha", 1, 0, O_ALPHA}, {"early-stopping", 2, 0, O_EARLY}, {"json", 0, 0, 'J'},
+        {"quiet", 0, 0, 'q'}, {"chat", 0, 0, 'C'}, {"system", 1, 0, 'Y'},
+        {"chat-template", 1, 0, 'E'}, {"raw", 0, 0, 'R'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    prompt_model_opts mo = prompt_model_default_opts();
+    beam_opts o = {.bp = beam_default_params()};
+    const char *prompt = "";
+    prompt_chat pc = {0};
+    bool raw = false;
+    int64_t v;
+    double fv;
+    int ch, r, idx;
+    for (;;) {
+        idx = -1;
+        if ((ch = getopt_long(argc, argv, "m:p:B:n:t:c:qh", lo, &idx)) == -1) break;
+        if (ch == 'B' && idx < 0) ch = 'b'; /* short -B is the width; --backend is 'B' too */
+        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0) {
+            if (r) return r;
+            continue;
+        }
+        switch (ch) {
+        case 'p': prompt = optarg; break;
+        case 'b':
+            if (app_parse_int(optarg, 1, 1 << 12, &v)) return app_usage_error("bad -B '%s'", optarg);
+            o.bp.width = (int32_t)v;
+            break;
+        case 'n':
+            if (app_parse_int(optarg, 0, 1 << 20, &v)) return app_usage_error("bad -n '%s'", optarg);
+            o.bp.max_tokens = (int32_t)v;
+            break;
+        case O_ALPHA:
+            if (app_parse_float(optarg, &fv)) return app_usage_error("bad --alpha '%s'", optarg);
+            o.bp.alpha = (float)fv;
+            break;
+        case O_EARLY:
+            if (!optarg || !strcmp(optarg, "true")) o.bp.early_stopping = BEAM_STOP_EARLY;
+            else if (!strcmp(optarg, "false")) o.bp.early_stopping = BEAM_STOP_HEURISTIC;
+            else if (!strcmp(optarg, "never")) o.bp.early_stopping = BEAM_STOP_NEVER;
+            else return app_usage_error("bad --early-stopping '%s' (true, false or never)", optarg);
+            break;
+        case 'J': o.json = true; break;
+        case 'q': o.quiet = true; break;
+        case 'C': pc.on = true; break;
+        case 'Y': pc.system = optarg; pc.on = true; break;
+        case 'E': {
+            char names[128];
+            if (chat_from_name(optarg) == CHAT_NONE)
+                return app_usage_error("unknown chat template '%s' (known: %s)", optarg,
+                                       prompt_chat_names(names, sizeof names));
+            pc.tmpl = optarg;
+            pc.on = true;
+            break;
+        }
+        case 'R': raw = true; break;
+        case 'h': beam_usage(stdout); return 0;
+        default: beam_usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!mo.path) return app_usage_error("beam needs a model: -m MODEL");
+    if (raw && pc.on) return app_usage_error("--raw excludes --chat, --system and --chat-template");
+
+    st_err err = {0};
+    prompt_model pm;
+    if (prompt_model_open(&pm, &mo, &err)) return app_fail(&err);
+    int32_t n_prompt = 0;
+    chat_kind kind = CHAT_NONE;
+    int32_t *toks = prompt_tokens(&pm, &pc, prompt, &n_prompt, &kind, &err);
+    st_code rc = toks ? ST_OK : err.code;
+    if (!rc && pc.on && !o.quiet)
+        fprintf(stderr, "chat template: %s%s\n", chat_name(kind), pc.tmpl ? "" : " (detected)");
+    if (!rc) rc = prompt_check_fits(n_prompt + o.bp.max_tokens, pm.n_slots,
+                                    "the prompt and -n tokens", &err);
+    if (!rc) rc = beam_run(&pm, toks, n_prompt, &o, &err);
+    free(toks);
+    prompt_model_close(&pm);
+    return rc ? app_fail(&err) : 0;
+}

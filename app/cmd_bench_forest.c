@@ -1,0 +1,502 @@
+/* cmd_bench_forest.c - `multidecode bench forest` and `bench ask`: what sharing a prefix
+ * in one forest buys, measured against the two usual ways of doing the same work, side by
+ * side in one run, JSON on stdout.
+ *
+ * A job is n_seq sequences that all start with the same prefix (synthetic tokens), each
+ * followed by its own suffix (none for `forest`, a synthetic question for `ask`), each
+ * generating `gen` tokens (sequence i samples with seed + i; no end-of-generation stop).
+ * It is run three ways:
+ *   forest      one root chain for the prefix, the suffixes under it, every sequence
+ *               advanced by one shared step per token (the prefix computed and stored once);
+ *   sequential  n_seq linear decodes one after the other, each its own prefill (the naive
+ *               baseline: nothing reused);
+ *   copied      n_seq independent roots, each holding its own copy of the prefix, advanced
+ *               together in one batch per step (plain batching without prefix sharing).
+ * All three make the same tokens (the same logits, the same samplers), which is checked.
+ * KV figures: slots in use at the end (the last sampled token of each sequence is never
+ * computed), against the exact count prefix + suffixes + computed branch tokens, and
+ * bytes = slots x n_layer x 2 (K and V) x kv_dim x 4 (f32). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/forest.h"
+#include "../engine/grow.h"
+#include "../engine/step.h"
+#include "app.h"
+#include "prompt.h"
+
+typedef struct bf_opts {
+    const char *path, *backend;
+    int32_t threads;
+    bool sequential, copied; /* run the baselines */
+} bf_opts;
+
+typedef struct bf_job {
+    const int32_t *prefix;  /* (n_prefix) */
+    int32_t n_prefix;
+    int32_t n_seq;
+    int32_t *const *suffix; /* (n_seq) arrays of n_suffix[i] tokens; NULL: none */
+    const int32_t *n_suffix;
+    int32_t gen;            /* tokens sampled per sequence, >= 1 */
+    sample_params sp;
+} bf_job;
+
+typedef struct bf_res {
+    double prefill_s, decode_s;
+    int64_t decode_tokens;  /* tokens computed after the prefill */
+    int32_t steps;          /* forward passes after the prefill (all sequences) */
+    int64_t kv_slots, kv_expected;
+    int32_t *tokens;        /* (n_seq, gen) sampled tokens */
+} bf_res;
+
+static int32_t bf_suffix_len(const bf_job *j, int32_t i) { return j->suffix ? j->n_suffix[i] : 0; }
+
+static int64_t bf_kv_bytes_per_slot(const model *m) {
+    return (int64_t)m->hp.n_layer * 2 * m->hp.n_head_kv * m->hp.head_dim * 4;
+}
+
+/* Deterministic synthetic tokens in [1, V) (0 is often <unk>). */
+static void bf_synth(int32_t *out, int32_t n, int32_t V, uint64_t seed) {
+    uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 12345;
+    for (int32_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        out[i] = 1 + (int32_t)((s >> 33) % (uint64_t)(V > 1 ? V - 1 : 1));
+    }
+}
+
+static model_ctx *bf_ctx(const model *m, const bf_opts *o, int64_t n_slots, st_err *err) {
+    if (n_slots > (1 << 24)) {
+        st_set(err, ST_ERR_CONTEXT, "this run needs %lld KV slots; shrink it", (long long)n_slots);
+        return NULL;
+    }
+    model_ctx_params cp = model_ctx_default_params();
+    cp.n_threads = o->threads;
+    cp.backend = o->backend;
+    cp.n_slots = (int32_t)n_slots;
+    return model_ctx_init(m, &cp, err);
+}
+
+/* The job in one forest: shared (one prefix chain) or copied (a prefix per sequence). */
+static st_code bf_forest(const model *m, const bf_opts *o, const bf_job *j, bool share,
+                         bf_res *r, st_err *err) {
+    int64_t sum_suf = 0;
+    int32_t max_suf = 0;
+    for (int32_t i = 0; i < j->n_seq; i++) {
+        sum_suf += bf_suffix_len(j, i);
+        if (bf_suffix_len(j, i) > max_suf) max_suf = bf_suffix_len(j, i);
+    }
+    int64_t prefix_slots = share ? j->n_prefix : (int64_t)j->n_seq * j->n_prefix;
+    r->kv_expected = prefix_slots + sum_suf + (int64_t)j->n_seq * (j->gen - 1);
+    model_ctx *c = bf_ctx(m, o, r->kv_expected + j->n_seq, err);
+    if (!c) return err->code;
+    forest *f = forest_init(model_ctx_n_slots(c), 0);
+    prompt_toks *out = calloc((size_t)j->n_seq, sizeof *out);
+    int32_t *buf = malloc(sizeof(int32_t) * (size_t)(j->n_prefix + max_suf));
+    step_plan plan;
+    step_plan_init(&plan);
+    grow g = {0};
+    st_code rc = ST_OK;
+    if (!f || !out || !buf) {
+        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    forest_id pl = FOREST_NONE;
+    if (share && (rc = forest_add_root(f, j->prefix, NULL, j->n_prefix, 0, &pl, err))) goto out;
+    for (int32_t i = 0; i < j->n_seq; i++) {
+        forest_id from = pl;
+        int32_t ns = bf_suffix_len(j, i);
+        if (share && ns > 0) {
+            rc = forest_append(f, pl, j->suffix[i], NULL, ns, &from, err);
+        } else if (!share) {
+            memcpy(buf, j->prefix, sizeof(int32_t) * (size_t)j->n_prefix);
+            if (ns) memcpy(buf + j->n_prefix, j->suffix[i], sizeof(int32_t) * (size_t)ns);
+            rc = forest_add_root(f, buf, NULL, j->n_prefix + ns, 0, &from, err);
+        }
+        sample_params bp = j->sp;
+        bp.seed = j->sp.seed + (uint64_t)i;
+        if (rc || (rc = grow_add(&g, f, from, &bp, j->gen, m->hp.n_vocab, err))) goto out;
+    }
+    double t0 = app_now();
+    if ((rc = grow_step(&g, f, &plan, c, NULL, prompt_emit, out, NULL, err))) goto out;
+    double t1 = app_now();
+    while (g.n_active > 0) {
+        if ((rc = grow_step(&g, f, &plan, c, NULL, prompt_emit, out, NULL, err))) goto out;
+        r->decode_tokens += plan.n_rows;
+        r->steps++;
+    }
+    double t2 = app_now();
+    r->prefill_s = t1 - t0;
+    r->decode_s = t2 - t1;
+    r->kv_slots = kv_alloc_used(forest_kv(f));
+    for (int32_t i = 0; i < j->n_seq; i++)
+        for (int32_t t = 0; t < j->gen; t++)
+            r->tokens[(size_t)i * j->gen + t] = t < out[i].n ? out[i].t[t] : -1;
+out:
+    grow_free(&g);
+    step_plan_free(&plan);
+    prompt_toks_free(out, j->n_seq);
+    free(out);
+    free(buf);
+    forest_free(f);
+    model_ctx_free(c);
+    return rc;
+}
+
+/* The job as n_seq linear decodes, one after the other, each with its own prefill. */
+static st_code bf_sequential(const model *m, const bf_opts *o, const bf_job *j, bf_res *r,
+                             st_err *err) {
+    int32_t max_suf = 0, V = m->hp.n_vocab;
+    for (int32_t i = 0; i < j->n_seq; i++)
+        if (bf_suffix_len(j, i) > max_suf) max_suf = bf_suffix_len(j, i);
+    int32_t n_slots = j->n_prefix + max_suf + j->gen;
+    r->kv_expected = n_slots - 1; /* the peak: one sequence at a time */
+    model_ctx *c = bf_ctx(m, o, n_slots, err);
+    if (!c) return err->code;
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)n_slots);
+    float *logits = malloc(sizeof(float) * (size_t)V);
+    st_code rc = ST_OK;
+    if (!toks || !logits) {
+        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (int32_t i = 0; i < j->n_seq && !rc; i++) {
+        int32_t ns = bf_suffix_len(j, i), n = j->n_prefix + ns;
+        memcpy(toks, j->prefix, sizeof(int32_t) * (size_t)j->n_prefix);
+        if (ns) memcpy(toks + j->n_prefix, j->suffix[i], sizeof(int32_t) * (size_t)ns);
+        sample_params bp = j->sp;
+        bp.seed = j->sp.seed + (uint64_t)i;
+        sampler smp;
+        if (sampler_init(&smp, &bp, V)) {
+            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+            break;
+        }
+        double t0 = app_now();
+        rc = model_forward_linear(c, toks, n, 0, logits, err);
+        double t1 = app_now();
+        for (int32_t t = 0; t < j->gen && !rc; t++) {
+            int32_t next = sampler_sample(&smp, logits, V);
+            r->tokens[(size_t)i * j->gen + t] = next;
+            if (t == j->gen - 1) break;
+            toks[n] = next;
+            rc = model_forward_linear(c, &toks[n], 1, n, logits, err);
+            n++;
+            r->steps++;
+            r->decode_tokens++;
+        }
+        double t2 = app_now();
+        sampler_free(&smp);
+        r->prefill_s += t1 - t0;
+        r->decode_s += t2 - t1;
+        if (n > r->kv_slots) r->kv_slots = n;
+    }
+out:
+    free(toks);
+    free(logits);
+    model_ctx_free(c);
+    return rc;
+}
+
+static void bf_print(const char *name, const bf_res *r, const model *m, bool exact_kv) {
+    printf("\"%s\": {\"prefill_s\": %.4f, \"decode_s\": %.4f, \"total_s\": %.4f, \"steps\": %d, "
+           "\"step_ms\": %.3f, \"decode_tok_s\": %.1f, \"kv_slots\": %lld, \"%s\": %lld, "
+           "\"kv_bytes\": %lld}", name, r->prefill_s, r->decode_s, r->prefill_s + r->decode_s,
+           r->steps, r->steps ? 1e3 * r->decode_s / r->steps : 0.0,
+           r->decode_s > 0 ? (double)r->decode_tokens / r->decode_s : 0.0, (long long)r->kv_slots,
+           exact_kv ? "kv_slots_expected" : "kv_slots_peak_expected", (long long)r->kv_expected,
+           (long long)(r->kv_slots * bf_kv_bytes_per_slot(m)));
+}
+
+/* Runs the job the three ways and prints one JSON object (no newline); r_forest gets the
+ * forest figures for the caller's ratios. */
+static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const char *head,
+                       bf_res *r_forest, st_err *err) {
+    size_t nt = (size_t)j->n_seq * (size_t)j->gen;
+    bf_res rs[3];
+    memset(rs, 0, sizeof rs);
+    st_code rc = ST_OK;
+    for (int i = 0; i < 3; i++)
+        if (!(rs[i].tokens = malloc(sizeof(int32_t) * nt))) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) rc = bf_forest(m, o, j, true, &rs[0], err);
+    if (!rc && o->sequential) rc = bf_sequential(m, o, j, &rs[1], err);
+    if (!rc && o->copied) rc = bf_forest(m, o, j, false, &rs[2], err);
+    if (!rc) {
+        bool same = true;
+        if (o->sequential) same = same && !memcmp(rs[0].tokens, rs[1].tokens, sizeof(int32_t) * nt);
+        if (o->copied) same = same && !memcmp(rs[0].tokens, rs[2].tokens, sizeof(int32_t) * nt);
+        double tf = rs[0].prefill_s + rs[0].decode_s;
+        printf("  {%s, ", head);
+        bf_print("forest", &rs[0], m, true);
+        if (o->sequential) {
+            printf(",\n   ");
+            bf_print("sequential", &rs[1], m, false);
+        }
+        if (o->copied) {
+            printf(",\n   ");
+            bf_print("copied_prefix", &rs[2], m, true);
+        }
+        printf(",\n   \"kv_exact\": %s, \"same_tokens\": %s, \"ratios\": {",
+               rs[0].kv_slots == rs[0].kv_expected && (!o->copied || rs[2].kv_slots == rs[2].kv_expected)
+                   ? "true" : "false", same ? "true" : "false");
+        const char *sep = "";
+        if (o->sequential) {
+            printf("\"sequential_over_forest_total\": %.2f, \"sequential_over_forest_decode\": %.2f",
+                   (rs[1].prefill_s + rs[1].decode_s) / tf, rs[1].decode_s / rs[0].decode_s);
+            sep = ", ";
+        }
+        if (o->copied)
+            printf("%s\"copied_over_forest_total\": %.2f, \"copied_over_forest_decode\": %.2f, "
+                   "\"copied_over_forest_kv\": %.2f", sep, (rs[2].prefill_s + rs[2].decode_s) / tf,
+                   rs[2].decode_s / rs[0].decode_s, (double)rs[2].kv_slots / (double)rs[0].kv_slots);
+        printf("}");
+        free(r_forest->tokens);
+        *r_forest = rs[0];
+        rs[0].tokens = NULL;
+    }
+    for (int i = 0; i < 3; i++) free(rs[i].tokens);
+    return rc;
+}
+
+/* Parses "1,2,4" into out (at most cap values in [lo, hi]); returns the count, -1 if bad. */
+static int bf_list(const char *s, int32_t *out, int cap, int64_t lo, int64_t hi) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int64_t v;
+        if (n == cap || app_parse_int(t, lo, hi, &v)) return -1;
+        out[n++] = (int32_t)v;
+    }
+    return n ? n : -1;
+}
+
+static void bf_header(const char *bench, const model *m, const bf_opts *o) {
+    printf("{\"bench\": \"%s\", \"model\": ", bench);
+    prompt_json_str(stdout, o->path);
+    printf(", \"backend\": \"%s\", \"threads\": %d, \"weight_type\": \"%s\", \"weight_bytes\": %llu, "
+           "\"n_layer\": %d, \"kv_dim\": %d, \"kv_bytes_per_slot\": %lld,\n", o->backend, o->threads,
+           dtype_name(m->layers[0].wq.type), (unsigned long long)m->weight_bytes, m->hp.n_layer,
+           m->hp.n_head_kv * m->hp.head_dim, (long long)bf_kv_bytes_per_slot(m));
+}
+
+/* Touches every weight once so that page faults are not timed. */
+static st_code bf_warm(const model *m, bf_opts *o, st_err *err) {
+    model_ctx *c = bf_ctx(m, o, 2, err);
+    float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    st_code rc = c && lg ? ST_OK : err->code ? err->code : st_set(err, ST_ERR_NOMEM, "out of memory");
+    int32_t t = 1;
+    if (!rc) rc = model_forward_linear(c, &t, 1, 0, lg, err);
+    if (!rc) o->threads = kern_backend_threads(model_ctx_backend(c)); /* what "0" became */
+    free(lg);
+    model_ctx_free(c);
+    return rc;
+}
+
+enum { BF_OPT_NOSEQ = 1000, BF_OPT_NOCOPY };
+
+/* The options both benches share; returns -1 when ch is not one of them. */
+static int bf_common_opt(bf_opts *o, int ch, const char *arg) {
+    int64_t v;
+    switch (ch) {
+    case 'm': o->path = arg; return 0;
+    case 'B': o->backend = arg; return 0;
+    case 't':
+        if (app_parse_int(arg, 1, 1024, &v)) return app_usage_error("bad -t '%s'", arg);
+        o->threads = (int32_t)v;
+        return 0;
+    case BF_OPT_NOSEQ: o->sequential = false; return 0;
+    case BF_OPT_NOCOPY: o->copied = false; return 0;
+    default: return -1;
+    }
+}
+
+#define BF_COMMON_LONGOPTS                                                               \
+    {"model", 1, 0, 'm'}, {"threads", 1, 0, 't'}, {"backend", 1, 0, 'B'},                \
+        {"no-sequential", 0, 0, BF_OPT_NOSEQ}, {"no-copied", 0, 0, BF_OPT_NOCOPY},       \
+        {"help", 0, 0, 'h'}
+#define BF_COMMON_HELP                                                                   \
+    "  -m, --model PATH     GGUF model file\n"                                           \
+    "  -t, --threads N      CPU threads (default: one per core)\n"                       \
+    "      --backend NAME   cpu (default) or ref\n"                                      \
+    "      --no-sequential  skip the sequential baseline\n"                              \
+    "      --no-copied      skip the copied-prefix baseline\n"
+
+static void bench_forest_usage(FILE *f) {
+    fprintf(f, "usage: multidecode bench forest -m MODEL [options]\n\n"
+               "k leaves grow from one shared prompt; for each k: prefill time, step latency,\n"
+               "aggregate tokens/s and KV slots, against k sequential decodes and k copies of\n"
+               "the prompt batched together. JSON on stdout.\n\n"
+               BF_COMMON_HELP
+               "  -p, --context N      shared prompt tokens, synthetic (default 256)\n"
+               "  -s, --steps N        timed steps after the prefill (default 16)\n"
+               "  -k, --k LIST         leaf counts (default 1,2,4,8,16,32,64)\n"
+               "      --baseline-max-k N  run the baselines only for k <= N (default 16: their\n"
+               "                       cost grows as k x the prefill; 0 = for every k)\n");
+}
+
+int cmd_bench_forest(int argc, char **argv) {
+    static const struct option lo[] = {
+        BF_COMMON_LONGOPTS, {"context", 1, 0, 'p'}, {"steps", 1, 0, 's'}, {"k", 1, 0, 'k'},
+        {"baseline-max-k", 1, 0, 'K'}, {0, 0, 0, 0}};
+    bf_opts o = {.backend = "cpu", .sequential = true, .copied = true};
+    int64_t n_prefix = 256, steps = 16, base_max_k = 16;
+    int32_t ks[32];
+    int n_k = bf_list("1,2,4,8,16,32,64", ks, 32, 1, 1 << 16);
+    int ch, r;
+    while ((ch = getopt_long(argc, argv, "m:t:p:s:k:h", lo, NULL)) != -1) {
+        if ((r = bf_common_opt(&o, ch, optarg)) >= 0) {
+            if (r) return r;
+            continue;
+        }
+        switch (ch) {
+        case 'p':
+            if (app_parse_int(optarg, 1, 1 << 20, &n_prefix)) return app_usage_error("bad --context '%s'", optarg);
+            break;
+        case 's':
+            if (app_parse_int(optarg, 1, 1 << 16, &steps)) return app_usage_error("bad --steps '%s'", optarg);
+            break;
+        case 'k':
+            if ((n_k = bf_list(optarg, ks, 32, 1, 1 << 16)) < 0) return app_usage_error("bad --k '%s'", optarg);
+            break;
+        case 'K':
+            if (app_parse_int(optarg, 0, 1 << 16, &base_max_k))
+                return app_usage_error("bad --baseline-max-k '%s'", optarg);
+            break;
+        case 'h': bench_forest_usage(stdout); return 0;
+        default: bench_forest_usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!o.path) return app_usage_error("bench forest needs a model: -m MODEL");
+    st_err err = {0};
+    model *m = model_load(o.path, &err);
+    if (!m) return app_fail(&err);
+    int32_t *prefix = malloc(sizeof(int32_t) * (size_t)n_prefix);
+    bf_res base = {0}, cur = {0};
+    st_code rc = prefix ? bf_warm(m, &o, &err) : st_set(&err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) {
+        bf_synth(prefix, (int32_t)n_prefix, m->hp.n_vocab, 1);
+        bf_header("forest", m, &o);
+        printf(" \"prefix_tokens\": %lld, \"steps\": %lld, \"baseline_max_k\": %lld,\n \"runs\": [\n",
+               (long long)n_prefix, (long long)steps, (long long)base_max_k);
+    }
+    for (int i = 0; i < n_k && !rc; i++) {
+        bf_job j = {.prefix = prefix, .n_prefix = (int32_t)n_prefix, .n_seq = ks[i],
+                    .gen = (int32_t)steps + 1, .sp = sample_default_params()};
+        char head[64];
+        snprintf(head, sizeof head, "\"k\": %d", ks[i]);
+        if (i) printf(",\n");
+        bf_opts ok = o; /* the baselines only up to --baseline-max-k */
+        if (base_max_k > 0 && ks[i] > base_max_k) ok.sequential = ok.copied = false;
+        rc = bf_run3(m, &ok, &j, head, &cur, &err);
+        if (rc) break;
+        if (i == 0) {
+            base = cur;
+            cur.tokens = NULL;
+        }
+        /* against the first k (k = 1 by default: a single sequence) */
+        double step_b = base.decode_s / base.steps, step_c = cur.decode_s / cur.steps;
+        printf(",\n   \"vs_first_k\": {\"k\": %d, \"step_latency_ratio\": %.2f, "
+               "\"decode_tok_s_ratio\": %.2f}}", ks[0], step_c / step_b,
+               ((double)cur.decode_tokens / cur.decode_s) / ((double)base.decode_tokens / base.decode_s));
+        fflush(stdout);
+    }
+    if (!rc) printf("\n]}\n");
+    free(base.tokens);
+    free(cur.tokens);
+    free(prefix);
+    model_free(m);
+    return rc ? app_fail(&err) : 0;
+}
+
+static void bench_ask_usage(FILE *f) {
+    fprintf(f, "usage: multidecode bench ask -m MODEL [options]\n\n"
+               "N questions (synthetic tokens) over one shared context, greedy answers of a\n"
+               "fixed length: wall time and KV bytes for the forest, sequential decoding and\n"
+               "copied-prefix batching. JSON on stdout.\n\n"
+               BF_COMMON_HELP
+               "  -p, --context N      context tokens, synthetic (default 1000)\n"
+               "  -N, --questions LIST question counts (default 1,4,16)\n"
+               "  -q, --question-tokens N  tokens per question (default 16)\n"
+               "  -n, --answer N       answer tokens per question (default 64)\n");
+}
+
+int cmd_bench_ask(int argc, char **argv) {
+    static const struct option lo[] = {
+        BF_COMMON_LONGOPTS, {"context", 1, 0, 'p'}, {"questions", 1, 0, 'N'},
+        {"question-tokens", 1, 0, 'q'}, {"answer", 1, 0, 'n'}, {0, 0, 0, 0}};
+    bf_opts o = {.backend = "cpu", .sequential = true, .copied = true};
+    int64_t n_ctx = 1000, n_qtok = 16, n_ans = 64;
+    int32_t ns[32];
+    int n_n = bf_list("1,4,16", ns, 32, 1, 4096);
+    int ch, r;
+    while ((ch = getopt_long(argc, argv, "m:t:p:N:q:n:h", lo, NULL)) != -1) {
+        if ((r = bf_common_opt(&o, ch, optarg)) >= 0) {
+            if (r) return r;
+            continue;
+        }
+        switch (ch) {
+        case 'p':
+            if (app_parse_int(optarg, 1, 1 << 20, &n_ctx)) return app_usage_error("bad --context '%s'", optarg);
+            break;
+        case 'N':
+            if ((n_n = bf_list(optarg, ns, 32, 1, 4096)) < 0) return app_usage_error("bad --questions '%s'", optarg);
+            break;
+        case 'q':
+            if (app_parse_int(optarg, 0, 1 << 16, &n_qtok)) return app_usage_error("bad --question-tokens '%s'", optarg);
+            break;
+        case 'n':
+            if (app_parse_int(optarg, 1, 1 << 16, &n_ans)) return app_usage_error("bad --answer '%s'", optarg);
+            break;
+        case 'h': bench_ask_usage(stdout); return 0;
+        default: bench_ask_usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!o.path) return app_usage_error("bench ask needs a model: -m MODEL");
+    st_err err = {0};
+    model *m = model_load(o.path, &err);
+    if (!m) return app_fail(&err);
+    int32_t max_n = 0;
+    for (int i = 0; i < n_n; i++) max_n = ns[i] > max_n ? ns[i] : max_n;
+    int32_t *ctx = malloc(sizeof(int32_t) * (size_t)n_ctx);
+    int32_t *qtok = malloc(sizeof(int32_t) * (size_t)(max_n * n_qtok + 1));
+    int32_t **qp = malloc(sizeof(int32_t *) * (size_t)max_n);
+    int32_t *qn = malloc(sizeof(int32_t) * (size_t)max_n);
+    bf_res res = {0};
+    st_code rc = ctx && qtok && qp && qn ? bf_warm(m, &o, &err)
+                                         : st_set(&err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) {
+        bf_synth(ctx, (int32_t)n_ctx, m->hp.n_vocab, 1);
+        for (int32_t i = 0; i < max_n; i++) {
+            qp[i] = qtok + (size_t)i * n_qtok;
+            qn[i] = (int32_t)n_qtok;
+            bf_synth(qp[i], (int32_t)n_qtok, m->hp.n_vocab, 100 + (uint64_t)i);
+        }
+        bf_header("ask", m, &o);
+        printf(" \"context_tokens\": %lld, \"question_tokens\": %lld, \"answer_tokens\": %lld, "
+               "\"sampling\": \"greedy\",\n \"runs\": [\n", (long long)n_ctx, (long long)n_qtok,
+               (long long)n_ans);
+    }
+    for (int i = 0; i < n_n && !rc; i++) {
+        sample_params sp = sample_default_params();
+        sp.temp = 0;
+        bf_job j = {.prefix = ctx, .n_prefix = (int32_t)n_ctx, .n_seq = ns[i],
+                    .suffix = n_qtok ? qp : NULL, .n_suffix = qn, .gen = (int32_t)n_ans, .sp = sp};
+        char head[64];
+        snprintf(head, sizeof head, "\"questions\": %d", ns[i]);
+        if (i) printf(",\n");
+        rc = bf_run3(m, &o, &j, head, &res, &err);
+        if (!rc) printf("}");
+        fflush(stdout);
+    }
+    if (!rc) printf("\n]}\n");
+    free(res.tokens);
+    free(ctx);
+    free(qtok);
+    free(qp);
+    free(qn);
+    model_free(m);
+    return rc ? app_fail(&err) : 0;
+}

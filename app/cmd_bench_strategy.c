@@ -1,0 +1,538 @@
+/* cmd_bench_strategy.c - `multidecode bench beam` and `bench cot`: what the shared-KV
+ * forest buys the search strategies, against the usual ways of doing the same work, side
+ * by side in one run, JSON on stdout.
+ *
+ * bench beam: for each width B, a beam search of exactly N steps (no end token, so every
+ * way does the same work) after a synthetic prompt of P tokens, three ways:
+ *   shared     engine/beam.h: hypotheses are leaves of one forest sharing their prefixes;
+ *              one step computes the B new tokens; losers are pruned;
+ *   copied     what a KV-copying implementation (Hugging Face transformers) holds: every
+ *              hypothesis is its own root chain with its whole prefix, all advanced in one
+ *              batch. A hypothesis that continues its parent's chain appends to it; every
+ *              other child needs a copy of the parent's KV, made here by recomputing the
+ *              copied prefix in the same batch (so its time is an upper bound of a memcpy;
+ *              copy_bytes says how many bytes a memcpy would move);
+ *   redecode   no KV reuse at all: every step decodes each hypothesis's whole path from
+ *              scratch, one hypothesis after the other.
+ *   The copied and redecode runs replay the shared run's choices and check that their own
+ *   logits give bit for bit the same cumulative scores (same_scores).
+ * bench cot: k chains of N tokens from a synthetic prompt (engine/cot.h, sampled, no end
+ *   token) against k sequential linear decodes that draw the same distinct first tokens
+ *   and the same samples (same_tokens).
+ * KV bytes = slots x n_layer x 2 (K and V) x n_head_kv x head_dim x 4 (f32 cache). Times
+ * are wall-clock; compare ratios within one run. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/beam.h"
+#include "../engine/cot.h"
+#include "../engine/forest.h"
+#include "../engine/sample.h"
+#include "../engine/step.h"
+#include "app.h"
+#include "prompt.h"
+
+typedef struct bs_opts {
+    const char *path, *backend;
+    int32_t threads;
+    int32_t n_prompt, n_gen;
+    int32_t list[16];
+    int n_list;
+    bool base_a, base_b; /* beam: copied, redecode; cot: sequential (base_a) */
+    float alpha;
+} bs_opts;
+
+typedef struct bs_res {
+    double prefill_s, decode_s;
+    int32_t steps;
+    int64_t rows;          /* rows computed after the prefill */
+    int64_t kv_peak;       /* slots */
+    int64_t copy_slots;    /* copied: slots a memcpy-based copy would move in all */
+} bs_res;
+
+static int64_t bs_kv_bytes_per_slot(const model *m) {
+    return (int64_t)m->hp.n_layer * 2 * m->hp.n_head_kv * m->hp.head_dim * 4;
+}
+
+/* Deterministic synthetic tokens in [1, V). */
+static void bs_synth(int32_t *out, int32_t n, int32_t V) {
+    uint64_t s = 0x9E3779B97F4A7C15ULL;
+    for (int32_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        out[i] = 1 + (int32_t)((s >> 33) % (uint64_t)(V > 1 ? V - 1 : 1));
+    }
+}
+
+static model_ctx *bs_ctx(const model *m, const bs_opts *o, int64_t n_slots, st_err *err) {
+    if (n_slots > (1 << 24)) {
+        st_set(err, ST_ERR_CONTEXT, "this run needs %lld KV slots; shrink it", (long long)n_slots);
+        return NULL;
+    }
+    model_ctx_params cp = model_ctx_default_params();
+    cp.n_threads = o->threads;
+    cp.backend = o->backend;
+    cp.n_slots = (int32_t)n_slots;
+    return model_ctx_init(m, &cp, err);
+}
+
+static void bs_print(const char *name, const bs_res *r, const model *m) {
+    printf("\"%s\": {\"prefill_s\": %.4f, \"decode_s\": %.4f, \"total_s\": %.4f, \"steps\": %d, "
+           "\"step_ms\": %.3f, \"rows\": %lld, \"kv_peak_slots\": %lld, \"kv_peak_bytes\": %lld",
+           name, r->prefill_s, r->decode_s, r->prefill_s + r->decode_s, r->steps,
+           r->steps ? 1e3 * r->decode_s / r->steps : 0.0, (long long)r->rows,
+           (long long)r->kv_peak, (long long)(r->kv_peak * bs_kv_bytes_per_slot(m)));
+    if (r->copy_slots)
+        printf(", \"copy_bytes\": %lld", (long long)(r->copy_slots * bs_kv_bytes_per_slot(m)));
+    printf("}");
+}
+
+/* ---- bench beam ---- */
+
+/* The shared run's choices, step by step: new hypothesis j of step s extends hypothesis
+ * parent of step s - 1 by token, reaching cumulative sum. */
+typedef struct bs_trace {
+    int32_t B, steps;
+    int32_t *parent, *token; /* (steps, B) */
+    double *sum;             /* (steps, B) */
+    int32_t *n_live;         /* (steps) */
+} bs_trace;
+
+static st_code bb_shared(const model *m, const bs_opts *o, const int32_t *prompt, int32_t B,
+                         bs_trace *tr, bs_res *r, st_err *err) {
+    int32_t P = o->n_prompt, N = o->n_gen;
+    model_ctx *c = bs_ctx(m, o, P + (int64_t)B * (N + 1), err);
+    if (!c) return err->code;
+    forest *f = forest_init(model_ctx_n_slots(c), 0);
+    step_plan plan;
+    step_plan_init(&plan);
+    beam *b = NULL;
+    st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    forest_id last;
+    beam_params bp = beam_default_params();
+    bp.width = B;
+    bp.max_tokens = N;
+    bp.alpha = o->alpha;
+    if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &last, err);
+    if (!rc && !(b = beam_init(f, last, &bp, NULL, m->hp.n_vocab, err))) rc = err->code;
+    double t0 = app_now(), t1 = t0;
+    while (!rc && !beam_done(b)) {
+        if ((rc = beam_step(b, f, &plan, c, err))) break;
+        int32_t s = beam_steps(b) - 1;
+        if (s == 0) t1 = app_now();
+        else r->rows += plan.n_rows;
+        tr->n_live[s] = beam_n_live(b);
+        for (int32_t j = 0; j < beam_n_live(b); j++) {
+            tr->parent[s * B + j] = beam_live_parent(b, j);
+            tr->token[s * B + j] = forest_get(f, beam_live_leaf(b, j))->token;
+            tr->sum[s * B + j] = beam_live_sum(b, j);
+        }
+    }
+    if (!rc) {
+        r->prefill_s = t1 - t0;
+        r->decode_s = app_now() - t1;
+        r->steps = beam_steps(b) - 1;
+        r->kv_peak = beam_kv_peak(b);
+        tr->steps = beam_steps(b);
+    }
+    beam_free(b);
+    step_plan_free(&plan);
+    forest_free(f);
+    model_ctx_free(c);
+    return rc;
+}
+
+/* Does the logits row give parent's sum + logprob(token) == want, bit for bit? */
+static bool bb_same_sum(const float *lg, int32_t V, float *lsm, double base, int32_t token,
+                        double want) {
+    sample_log_softmax(lg, V, lsm);
+    return base + (double)lsm[token] == want;
+}
+
+/* The copied-KV way, replaying tr: hypothesis j is root chain leaf[j]. */
+static st_code bb_copied(const model *m, const bs_opts *o, const int32_t *prompt,
+                         const bs_trace *tr, bs_res *r, bool *same, st_err *err) {
+    int32_t P = o->n_prompt, N = o->n_gen, B = tr->B, V = m->hp.n_vocab;
+    model_ctx *c = bs_ctx(m, o, (int64_t)(B + 1) * (P + N + 1), err);
+    if (!c) return err->code;
+    forest *f = forest_init(model_ctx_n_slots(c), 0);
+    step_plan plan;
+    step_plan_init(&plan);
+    forest_id *leaf = malloc(sizeof *leaf * (size_t)B), *nleaf = malloc(sizeof *nleaf * (size_t)B);
+    double *sum = calloc((size_t)B, sizeof *sum);
+    bool *taken = malloc((size_t)B);
+    float *lsm = malloc(sizeof(float) * (size_t)V);
+    int32_t *buf = malloc(sizeof(int32_t) * (size_t)(P + N + 1));
+    st_code rc = f && leaf && nleaf && sum && taken && lsm && buf
+                     ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    int32_t n_live = 1;
+    if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &leaf[0], err);
+    double t0 = app_now(), t1 = t0;
+    for (int32_t s = 0; s < tr->steps && !rc; s++) {
+        if ((rc = step_forest(f, &plan, c, err))) break;
+        int32_t used = kv_alloc_used(forest_kv(f));
+        if (used > r->kv_peak) r->kv_peak = used;
+        if (s == 0) t1 = app_now();
+        else r->rows += plan.n_rows;
+        memset(taken, 0, (size_t)B);
+        for (int32_t j = 0; j < tr->n_live[s] && !rc; j++) {
+            int32_t pa = tr->parent[s * B + j], t = tr->token[s * B + j];
+            *same = *same && bb_same_sum(step_logits_of(&plan, leaf[pa]), V, lsm, sum[pa], t,
+                                         tr->sum[s * B + j]);
+            if (!taken[pa]) { /* the first child continues the parent's own chain */
+                taken[pa] = true;
+                rc = forest_append(f, leaf[pa], &t, NULL, 1, &nleaf[j], err);
+            } else {          /* the others get a copy of its whole prefix */
+                int32_t n = forest_path(f, leaf[pa], buf, P + N);
+                buf[n] = t;
+                r->copy_slots += n;
+                rc = forest_add_root(f, buf, NULL, n + 1, 0, &nleaf[j], err);
+            }
+        }
+        for (int32_t i = 0; i < n_live && !rc; i++) { /* chains nobody continues */
+            if (taken[i]) continue;
+            forest_id root = leaf[i];
+            for (const forest_node *nd; (nd = forest_get(f, root)) && nd->parent >= 0;)
+                root = forest_id_at(f, nd->parent);
+            rc = forest_prune(f, root, err);
+        }
+        for (int32_t j = 0; j < tr->n_live[s]; j++) sum[j] = tr->sum[s * B + j];
+        memcpy(leaf, nleaf, sizeof *leaf * (size_t)tr->n_live[s]);
+        n_live = tr->n_live[s];
+    }
+    if (!rc) {
+        r->prefill_s = t1 - t0;
+        r->decode_s = app_now() - t1;
+        r->steps = tr->steps - 1;
+    }
+    free(leaf), free(nleaf), free(sum), free(taken), free(lsm), free(buf);
+    step_plan_free(&plan);
+    forest_free(f);
+    model_ctx_free(c);
+    return rc;
+}
+
+/* The redecode way, replaying tr: each step decodes every hypothesis's path anew. */
+static st_code bb_redecode(const model *m, const bs_opts *o, const int32_t *prompt,
+                           const bs_trace *tr, bs_res *r, bool *same, st_err *err) {
+    int32_t P = o->n_prompt, N = o->n_gen, B = tr->B, V = m->hp.n_vocab;
+    model_ctx *c = bs_ctx(m, o, P + N + 1, err);
+    if (!c) return err->code;
+    int32_t *seq = malloc(sizeof(int32_t) * (size_t)B * (size_t)(P + N + 1));
+    int32_t *nseq = malloc(sizeof(int32_t) * (size_t)B * (size_t)(P + N + 1));
+    double *sum = calloc((size_t)B, sizeof *sum);
+    float *lg = malloc(sizeof(float) * (size_t)V * (size_t)B), *lsm = malloc(sizeof(float) * (size_t)V);
+    st_code rc = seq && nseq && sum && lg && lsm ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    size_t stride = (size_t)(P + N + 1);
+    if (!rc) memcpy(seq, prompt, sizeof(int32_t) * (size_t)P);
+    int32_t n_live = 1, len = P;
+    double t0 = app_now(), t1 = t0;
+    for (int32_t s = 0; s < tr->steps && !rc; s++) {
+        for (int32_t i = 0; i < n_live && !rc; i++) {
+            rc = model_forward_linear(c, seq + i * stride, len, 0, lg + (size_t)i * V, err);
+            if (s > 0) r->rows += len;
+        }
+        if (len > r->kv_peak) r->kv_peak = len;
+        if (s == 0) t1 = app_now();
+        for (int32_t j = 0; j < tr->n_live[s] && !rc; j++) {
+            int32_t pa = tr->parent[s * B + j], t = tr->token[s * B + j];
+            *same = *same && bb_same_sum(lg + (size_t)pa * V, V, lsm, sum[pa], t, tr->sum[s * B + j]);
+            memcpy(nseq + j * stride, seq + pa * stride, sizeof(int32_t) * (size_t)len);
+            nseq[j * stride + len] = t;
+        }
+        for (int32_t j = 0; j < tr->n_live[s]; j++) sum[j] = tr->sum[s * B + j];
+        int32_t *tmp = seq;
+        seq = nseq, nseq = tmp;
+        n_live = tr->n_live[s];
+        len++;
+        if (s == tr->steps - 1) break; /* the last tokens are chosen, never computed */
+    }
+    if (!rc) {
+        r->prefill_s = t1 - t0;
+        r->decode_s = app_now() - t1;
+        r->steps = tr->steps - 1;
+    }
+    free(seq), free(nseq), free(sum), free(lg), free(lsm);
+    model_ctx_free(c);
+    return rc;
+}
+
+static st_code bb_one(const model *m, const bs_opts *o, const int32_t *prompt, int32_t B,
+                      st_err *err) {
+    int32_t N = o->n_gen;
+    bs_trace tr = {.B = B};
+    tr.parent = malloc(sizeof(int32_t) * (size_t)N * (size_t)B);
+    tr.token = malloc(sizeof(int32_t) * (size_t)N * (size_t)B);
+    tr.sum = malloc(sizeof(double) * (size_t)N * (size_t)B);
+    tr.n_live = malloc(sizeof(int32_t) * (size_t)N);
+    bs_res rs[3];
+    memset(rs, 0, sizeof rs);
+    bool same_a = true, same_b = true;
+    st_code rc = tr.parent && tr.token && tr.sum && tr.n_live
+                     ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) rc = bb_shared(m, o, prompt, B, &tr, &rs[0], err);
+    if (!rc && o->base_a) rc = bb_copied(m, o, prompt, &tr, &rs[1], &same_a, err);
+    if (!rc && o->base_b) rc = bb_redecode(m, o, prompt, &tr, &rs[2], &same_b, err);
+    if (!rc) {
+        double ts = rs[0].prefill_s + rs[0].decode_s;
+        printf("  {\"B\": %d, ", B);
+        bs_print("shared", &rs[0], m);
+        if (o->base_a) printf(",\n   "), bs_print("copied", &rs[1], m);
+        if (o->base_b) printf(",\n   "), bs_print("redecode", &rs[2], m);
+        printf(",\n   \"same_scores\": %s, \"ratios\": {", same_a && same_b ? "true" : "false");
+        const char *sep = "";
+        if (o->base_a) {
+            printf("\"copied_over_shared_total\": %.2f, \"copied_over_shared_decode\": %.2f, "
+                   "\"copied_over_shared_kv\": %.2f", (rs[1].prefill_s + rs[1].decode_s) / ts,
+                   rs[1].decode_s / rs[0].decode_s, (double)rs[1].kv_peak / (double)rs[0].kv_peak);
+            sep = ", ";
+        }
+        if (o->base_b)
+            printf("%s\"redecode_over_shared_total\": %.2f, \"redecode_over_shared_decode\": %.2f, "
+                   "\"redecode_over_shared_kv\": %.2f", sep, (rs[2].prefill_s + rs[2].decode_s) / ts,
+                   rs[2].decode_s / rs[0].decode_s, (double)rs[2].kv_peak / (double)rs[0].kv_peak);
+        printf("}}");
+        fflush(stdout);
+    }
+    free(tr.parent), free(tr.token), free(tr.sum), free(tr.n_live);
+    return rc;
+}
+
+/* ---- bench cot ---- */
+
+static st_code bc_forest(const model *m, const bs_opts *o, const int32_t *prompt, int32_t k,
+                         const sample_params *sp, prompt_toks *out, bs_res *r, st_err *err) {
+    int32_t P = o->n_prompt, N = o->n_gen;
+    model_ctx *c = bs_ctx(m, o, P + (int64_t)k * N, err);
+    if (!c) return err->code;
+    forest *f = forest_init(model_ctx_n_slots(c), 0);
+    step_plan plan;
+    step_plan_init(&plan);
+    cot ct = {0};
+    forest_id last;
+    st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &last, err);
+    if (!rc) rc = cot_init(&ct, f, last, k, sp, N, m->hp.n_vocab, err);
+    double t0 = app_now(), t1 = t0;
+    while (!rc && !cot_done(&ct)) {
+        if ((rc = cot_step(&ct, f, &plan, c, NULL, prompt_emit, out, NULL, err))) break;
+        if (r->steps++ == 0) t1 = app_now();
+        else r->rows += plan.n_rows;
+    }
+    if (!rc) {
+        r->prefill_s = t1 - t0;
+        r->decode_s = app_now() - t1;
+        r->steps--;
+        r->kv_peak = kv_alloc_used(forest_kv(f));
+    }
+    cot_free(&ct);
+    step_plan_free(&plan);
+    forest_free(f);
+    model_ctx_free(c);
+    return rc;
+}
+
+/* k linear decodes, one after the other; chain i draws its first token without the
+ * first tokens of chains 0..i-1 (as cot does). */
+static st_code bc_sequential(const model *m, const bs_opts *o, const int32_t *prompt, int32_t k,
+                             const sample_params *sp, int32_t *toks, bs_res *r, st_err *err) {
+    int32_t P = o->n_prompt, N = o->n_gen, V = m->hp.n_vocab;
+    model_ctx *c = bs_ctx(m, o, P + N, err);
+    if (!c) return err->code;
+    int32_t *seq = malloc(sizeof(int32_t) * (size_t)(P + N)), *firsts = malloc(sizeof(int32_t) * (size_t)k);
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    st_code rc = seq && firsts && lg ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) memcpy(seq, prompt, sizeof(int32_t) * (size_t)P);
+    for (int32_t i = 0; i < k && !rc; i++) {
+        sample_params p = *sp;
+        p.seed = sp->seed + (uint64_t)i;
+        sampler s;
+        if (sampler_init(&s, &p, V)) {
+            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+            break;
+        }
+        double t0 = app_now();
+        rc = model_forward_linear(c, seq, P, 0, lg, err);
+        double t1 = app_now();
+        for (int32_t j = 0; j < i; j++) lg[firsts[j]] = -INFINITY;
+        for (int32_t n = 0; n < N && !rc; n++) {
+            int32_t t = sampler_sample_hist(&s, lg, V, seq, P + n);
+            if (n == 0) firsts[i] = t;
+            seq[P + n] = toks[(size_t)i * N + n] = t;
+            if (n == N - 1) break;
+            rc = model_forward_linear(c, &seq[P + n], 1, P + n, lg, err);
+            r->rows++;
+            r->steps++;
+        }
+        sampler_free(&s);
+        r->prefill_s += t1 - t0;
+        r->decode_s += app_now() - t1;
+    }
+    r->kv_peak = P + N - 1;
+    free(seq), free(firsts), free(lg);
+    model_ctx_free(c);
+    return rc;
+}
+
+static st_code bc_one(const model *m, const bs_opts *o, const int32_t *prompt, int32_t k,
+                      st_err *err) {
+    int32_t N = o->n_gen;
+    sample_params sp = sample_default_params();
+    prompt_toks *out = calloc((size_t)k, sizeof *out);
+    int32_t *seq_toks = malloc(sizeof(int32_t) * (size_t)k * (size_t)N);
+    bs_res rs[2];
+    memset(rs, 0, sizeof rs);
+    st_code rc = out && seq_toks ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) rc = bc_forest(m, o, prompt, k, &sp, out, &rs[0], err);
+    if (!rc && o->base_a) rc = bc_sequential(m, o, prompt, k, &sp, seq_toks, &rs[1], err);
+    if (!rc) {
+        bool same = true;
+        for (int32_t i = 0; i < k && o->base_a; i++)
+            same = same && out[i].n == N &&
+                   !memcmp(out[i].t, seq_toks + (size_t)i * N, sizeof(int32_t) * (size_t)N);
+        printf("  {\"k\": %d, ", k);
+        bs_print("forest", &rs[0], m);
+        if (o->base_a) {
+            printf(",\n   ");
+            bs_print("sequential", &rs[1], m);
+            double tf = rs[0].prefill_s + rs[0].decode_s, ts = rs[1].prefill_s + rs[1].decode_s;
+            printf(",\n   \"same_tokens\": %s, \"ratios\": {\"sequential_over_forest_total\": %.2f, "
+                   "\"sequential_over_forest_decode\": %.2f, \"forest_over_sequential_kv\": %.2f}",
+                   same ? "true" : "false", ts / tf, rs[1].decode_s / rs[0].decode_s,
+                   (double)rs[0].kv_peak / (double)rs[1].kv_peak);
+        }
+        printf(", \"forest_tok_s\": %.1f}", (double)k * N / (rs[0].prefill_s + rs[0].decode_s));
+        fflush(stdout);
+    }
+    prompt_toks_free(out, out ? k : 0);
+    free(out);
+    free(seq_toks);
+    return rc;
+}
+
+/* ---- options and driver ---- */
+
+static int bs_parse_list(const char *s, bs_opts *o) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    o->n_list = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int64_t v;
+        if (o->n_list == 16 || app_parse_int(t, 1, 4096, &v)) return -1;
+        o->list[o->n_list++] = (int32_t)v;
+    }
+    return o->n_list ? 0 : -1;
+}
+
+static void bs_usage(FILE *f, bool beam) {
+    if (beam)
+        fprintf(f, "usage: multidecode bench beam -m MODEL [options]\n\n"
+                   "Beam search of width B for exactly N steps (no end token) over one shared KV\n"
+                   "cache, against KV-copying beams and re-decoding every hypothesis each step:\n"
+                   "wall time and peak KV bytes. JSON on stdout.\n\n");
+    else
+        fprintf(f, "usage: multidecode bench cot -m MODEL [options]\n\n"
+                   "k sampled chains of N tokens (distinct first tokens) grown together in one\n"
+                   "forest, against k sequential linear decodes. JSON on stdout.\n\n");
+    fprintf(f, "  -m, --model PATH     GGUF model file\n"
+               "  -t, --threads N      CPU threads (default: one per core)\n"
+               "      --backend NAME   cpu (default) or ref\n"
+               "  -p, --context N      synthetic prompt tokens (default %d)\n"
+               "  -n, --tokens N       tokens per hypothesis / chain (default %d)\n",
+            beam ? 32 : 64, beam ? 32 : 128);
+    if (beam)
+        fprintf(f, "  -B, --beams LIST     widths (default 2,4,8,16)\n"
+                   "      --alpha A        length penalty (default 1)\n"
+                   "      --no-copied      skip the KV-copying baseline\n"
+                   "      --no-redecode    skip the re-decoding baseline\n");
+    else
+        fprintf(f, "  -k, --chains LIST    chain counts (default 4,8,16)\n"
+                   "      --no-sequential  skip the sequential baseline\n");
+}
+
+static int bs_main(int argc, char **argv, bool beam) {
+    enum { O_NOA = 1000, O_NOB, O_ALPHA, O_BACKEND };
+    static const struct option lo[] = {
+        {"model", 1, 0, 'm'}, {"threads", 1, 0, 't'}, {"backend", 1, 0, O_BACKEND},
+        {"context", 1, 0, 'p'}, {"tokens", 1, 0, 'n'}, {"beams", 1, 0, 'B'},
+        {"chains", 1, 0, 'k'}, {"alpha", 1, 0, O_ALPHA}, {"no-copied", 0, 0, O_NOA},
+        {"no-sequential", 0, 0, O_NOA}, {"no-redecode", 0, 0, O_NOB}, {"help", 0, 0, 'h'},
+        {0, 0, 0, 0}};
+    bs_opts o = {.backend = "cpu", .n_prompt = beam ? 32 : 64, .n_gen = beam ? 32 : 128,
+                 .base_a = true, .base_b = beam, .alpha = 1.0f};
+    bs_parse_list(beam ? "2,4,8,16" : "4,8,16", &o);
+    int64_t v;
+    double fv;
+    int ch;
+    while ((ch = getopt_long(argc, argv, beam ? "m:t:p:n:B:h" : "m:t:p:n:k:h", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'm': o.path = optarg; break;
+        case O_BACKEND: o.backend = optarg; break;
+        case 't':
+            if (app_parse_int(optarg, 1, 1024, &v)) return app_usage_error("bad -t '%s'", optarg);
+            o.threads = (int32_t)v;
+            break;
+        case 'p':
+            if (app_parse_int(optarg, 1, 1 << 16, &v)) return app_usage_error("bad -p '%s'", optarg);
+            o.n_prompt = (int32_t)v;
+            break;
+        case 'n':
+            if (app_parse_int(optarg, 1, 1 << 16, &v)) return app_usage_error("bad -n '%s'", optarg);
+            o.n_gen = (int32_t)v;
+            break;
+        case 'B':
+        case 'k':
+            if (bs_parse_list(optarg, &o)) return app_usage_error("bad list '%s'", optarg);
+            break;
+        case O_ALPHA:
+            if (app_parse_float(optarg, &fv)) return app_usage_error("bad --alpha '%s'", optarg);
+            o.alpha = (float)fv;
+            break;
+        case O_NOA: o.base_a = false; break;
+        case O_NOB: o.base_b = false; break;
+        case 'h': bs_usage(stdout, beam); return 0;
+        default: bs_usage(stderr, beam); return 2;
+        }
+    }
+    if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!o.path) return app_usage_error("bench %s needs a model: -m MODEL", beam ? "beam" : "cot");
+    st_err err = {0};
+    model *m = model_load(o.path, &err);
+    if (!m) return app_fail(&err);
+    int32_t *prompt = malloc(sizeof(int32_t) * (size_t)o.n_prompt);
+    st_code rc = prompt ? ST_OK : st_set(&err, ST_ERR_NOMEM, "out of memory");
+    /* warm up: touch the weights once so page faults are not timed; learn the threads */
+    model_ctx *c = rc ? NULL : bs_ctx(m, &o, 2, &err);
+    float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    if (!rc && (!c || !lg)) rc = c ? st_set(&err, ST_ERR_NOMEM, "out of memory") : err.code;
+    int32_t t1 = 1;
+    if (!rc) rc = model_forward_linear(c, &t1, 1, 0, lg, &err);
+    if (!rc) o.threads = kern_backend_threads(model_ctx_backend(c));
+    model_ctx_free(c);
+    free(lg);
+    if (!rc) {
+        bs_synth(prompt, o.n_prompt, m->hp.n_vocab);
+        printf("{\"bench\": \"%s\", \"model\": ", beam ? "beam" : "cot");
+        prompt_json_str(stdout, o.path);
+        printf(", \"backend\": \"%s\", \"threads\": %d, \"weight_type\": \"%s\", "
+               "\"n_layer\": %d, \"kv_bytes_per_slot\": %lld, \"prompt_tokens\": %d, "
+               "\"tokens\": %d,%s\n \"runs\": [\n", o.backend, o.threads,
+               dtype_name(m->layers[0].wq.type), m->hp.n_layer, (long long)bs_kv_bytes_per_slot(m),
+               o.n_prompt, o.n_gen,
+               beam ? " \"copy_note\": \"copied: copies recomputed in the batch; copy_bytes is "
+                      "what a memcpy would move\"," : "");
+    }
+    for (int i = 0; i < o.n_list && !rc; i++) {
+        if (i) printf(",\n");
+        rc = beam ? bb_one(m, &o, prompt, o.list[i], &err) : bc_one(m, &o, prompt, o.list[i], &err);
+    }
+    if (!rc) printf("\n]}\n");
+    free(prompt);
+    model_free(m);
+    return rc ? app_fail(&err) : 0;
+}
+
+int cmd_bench_beam(int argc, char **argv) { return bs_main(argc, argv, true); }
+int cmd_bench_cot(int argc, char **argv) { return bs_main(argc, argv, false); }

@@ -1,0 +1,273 @@
+/* cmd_cot.c - `multidecode cot`: k chains of thought from one prompt, forked with k
+ * distinct first tokens and grown together in one forest (engine/cot.h), printed at the
+ * end; optionally a self-consistency vote over an answer extracted from each chain.
+ *
+ * Chain i samples with seed S + i (S = --seed), so chain 0 is what `generate --seed S`
+ * prints, and every chain is reproducible alone. Stop strings (--stop, repeatable) end a
+ * chain once its text ends with one of them. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/cot.h"
+#include "../engine/forest.h"
+#include "../engine/step.h"
+#include "app.h"
+#include "prompt.h"
+
+#define COT_MAX_STOPS 16
+
+static void cot_usage(FILE *f) {
+    fprintf(f,
+            "usage: multidecode cot -m MODEL -p PROMPT [options]\n\n"
+            "k chains of thought from one prompt: k distinct first tokens (sampled without\n"
+            "replacement, or the k best when greedy), then all chains grown together, one\n"
+            "forest step per token. Optionally a self-consistency vote over their answers.\n\n"
+            PROMPT_MODEL_HELP
+            "  -p, --prompt TEXT    prompt (default empty: start from BOS)\n"
+            "  -k, --chains K       chains (default 8)\n"
+            "  -n, --tokens N       tokens per chain at most (default 128)\n"
+            "      --temp T         temperature; 0 = greedy (default 0.8)\n"
+            PROMPT_SAMPLE_HELP
+            "      --repeat-penalty P  penalise tokens of the recent history (default 1 = off)\n"
+            "      --repeat-last-n N   history the penalty looks at (default 64; -1 = all)\n"
+            "      --stop TEXT      end a chain once its text ends with TEXT (repeatable)\n"
+            "      --vote PATTERN   last-number, or marker:TEXT (the text after the last TEXT,\n"
+            "                       to the end of its line): report the majority answer\n"
+            "      --json           one JSON object: {chains: [{chain, seed, tokens, text,\n"
+            "                       ended, answer}], vote}\n"
+            "  -q, --quiet          no progress or statistics on stderr\n"
+            "      --chat           -p is a user message: apply the model's chat template\n"
+            "      --system TEXT    system message for --chat (implies --chat)\n"
+            "      --chat-template NAME  template to use instead of the model's (implies --chat)\n"
+            "      --raw            never apply a chat template (the default without --chat)\n");
+}
+
+typedef struct cot_opts {
+    int32_t k, budget;
+    sample_params sp;
+    const char *stops[COT_MAX_STOPS];
+    int32_t n_stops;
+    cot_vote_spec vote;
+    bool json, quiet;
+} cot_opts;
+
+/* Prints the chains (and the vote); texts[i] and answers[i] are chain i's. */
+static void cot_print(const cot_opts *o, const cot *c, prompt_toks *out, char **texts,
+                      char **answers, int32_t winner, int32_t votes) {
+    if (o->json) printf("{\"chains\": [");
+    for (int32_t i = 0; i < o->k; i++) {
+        const grow_branch *b = &c->g.br[i];
+        const char *ended = b->eog ? "EOS" : b->stop >= 0 ? "stop" : b->done ? "budget" : "full";
+        unsigned long long seed = (unsigned long long)(o->sp.seed + (uint64_t)i);
+        if (o->json) {
+            printf("%s\n {\"chain\": %d, \"seed\": %llu, \"tokens\": [", i ? "," : "", i, seed);
+            for (int32_t j = 0; j < out[i].n; j++) printf("%s%d", j ? ", " : "", out[i].t[j]);
+            printf("], \"text\": ");
+            prompt_json_str(stdout, texts[i]);
+            printf(", \"ended\": \"%s\"", ended);
+            if (o->vote.kind) {
+                printf(", \"answer\": ");
+                if (answers[i]) prompt_json_str(stdout, answers[i]);
+                else printf("null");
+            }
+            printf("}");
+        } else {
+            printf("--- chain %d (seed %llu, %d tokens, ended by %s", i, seed, out[i].n, ended);
+            if (o->vote.kind) printf("; answer: %s", answers[i] ? answers[i] : "(none)");
+            printf(")\n%s\n", texts[i]);
+        }
+    }
+    if (o->json) {
+        printf("\n]");
+        if (o->vote.kind) {
+            printf(", \"vote\": {\"answer\": ");
+            if (winner >= 0) prompt_json_str(stdout, answers[winner]);
+            else printf("null");
+            printf(", \"votes\": %d, \"of\": %d}", votes, o->k);
+        }
+        printf("}\n");
+    } else if (o->vote.kind) {
+        if (winner >= 0) printf("=== vote: %s (%d of %d chains)\n", answers[winner], votes, o->k);
+        else printf("=== vote: no chain gave an answer\n");
+    }
+    fflush(stdout);
+}
+
+static st_code cot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
+                       const cot_opts *o, st_err *err) {
+    forest *f = forest_init(pm->n_slots, 0);
+    prompt_toks *out = calloc((size_t)o->k, sizeof *out);
+    char **texts = calloc((size_t)o->k, sizeof *texts), **answers = calloc((size_t)o->k, sizeof *answers);
+    step_plan plan;
+    step_plan_init(&plan);
+    cot c = {0};
+    st_code rc = ST_OK;
+    forest_id last;
+    bool full = false;
+    if (!f || !out || !texts || !answers) {
+        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = forest_add_root(f, prompt, NULL, n_prompt, 0, &last, err))) goto done;
+    if ((rc = cot_init(&c, f, last, o->k, &o->sp, o->budget, pm->m->hp.n_vocab, err))) goto done;
+    if ((rc = cot_set_stop(&c, o->stops, o->n_stops, err))) goto done;
+    app_progress pr;
+    app_progress_init(&pr, !o->quiet);
+    double t0 = app_now(), t1 = t0;
+    int32_t steps = 0, max_rows = 0, active = o->k;
+    int64_t rows = 0;
+    while (!cot_done(&c)) {
+        rc = cot_step(&c, f, &plan, pm->ctx, pm->tk, prompt_emit, out, &active, err);
+        if (rc == ST_NO_KV_SLOT) { /* the cache is full: report what the chains made */
+            full = true;
+            rc = ST_OK;
+            break;
+        }
+        if (rc) goto done;
+        if (steps++ == 0) {
+            t1 = app_now();
+        } else {
+            rows += plan.n_rows;
+            if (plan.n_rows > max_rows) max_rows = plan.n_rows;
+        }
+        app_progress_tick(&pr, "cot: step %d/%d, %d rows, %d chains running, KV %d slots",
+                          steps, o->budget, plan.n_rows, active, kv_alloc_used(forest_kv(f)));
+    }
+    app_progress_end(&pr);
+    double t2 = app_now();
+
+    int64_t made = 0;
+    for (int32_t i = 0; i < o->k; i++) {
+        made += out[i].n;
+        if (!(texts[i] = prompt_continuation(pm->tk, prompt, n_prompt, out[i].t, out[i].n))) {
+            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        if (o->vote.kind) {
+            size_t cap = strlen(texts[i]) + 1;
+            if (!(answers[i] = malloc(cap))) {
+                rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            if (cot_extract(&o->vote, texts[i], answers[i], cap) < 0) {
+                free(answers[i]);
+                answers[i] = NULL;
+            }
+        }
+    }
+    int32_t votes = 0, winner = -1;
+    if (o->vote.kind) winner = cot_majority((const char *const *)answers, o->k, &votes);
+    cot_print(o, &c, out, texts, answers, winner, votes);
+    if (full)
+        fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it with "
+                "-c)\n", pm->n_slots);
+    if (!o->quiet)
+        fprintf(stderr, "cot k=%d: %d steps (prompt %d tokens in %.3f s; then %.1f rows per step "
+                "on average, at most %d); generated %lld tokens in %.3f s (%.1f tok/s in all); "
+                "KV slots used %d\n", o->k, steps, n_prompt, t1 - t0,
+                steps > 1 ? (double)rows / (steps - 1) : 0.0, max_rows, (long long)made, t2 - t0,
+                (double)made / (t2 - t0 + 1e-12), kv_alloc_used(forest_kv(f)));
+done:
+    for (int32_t i = 0; texts && answers && i < o->k; i++) free(texts[i]), free(answers[i]);
+    free(texts);
+    free(answers);
+    cot_free(&c);
+    step_plan_free(&plan);
+    prompt_toks_free(out, out ? o->k : 0);
+    free(out);
+    forest_free(f);
+    return rc;
+}
+
+int cmd_cot(int argc, char **argv) {
+    enum { O_PEN = 1000, O_LASTN, O_STOP, O_VOTE };
+    static const struct option lo[] = {
+        PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
+        {"prompt", 1, 0, 'p'}, {"chains", 1, 0, 'k'}, {"tokens", 1, 0, 'n'},
+        {"repeat-penalty", 1, 0, O_PEN}, {"repeat-last-n", 1, 0, O_LASTN},
+        {"stop", 1, 0, O_STOP}, {"vote", 1, 0, O_VOTE}, {"json", 0, 0, 'J'},
+        {"quiet", 0, 0, 'q'}, {"chat", 0, 0, 'C'}, {"system", 1, 0, 'Y'},
+        {"chat-template", 1, 0, 'E'}, {"raw", 0, 0, 'R'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    prompt_model_opts mo = prompt_model_default_opts();
+    cot_opts o = {.k = 8, .budget = 128, .sp = sample_default_params()};
+    const char *prompt = "";
+    prompt_chat pc = {0};
+    bool raw = false;
+    int64_t v;
+    double fv;
+    st_err err = {0};
+    int ch, r;
+    while ((ch = getopt_long(argc, argv, "m:p:k:n:t:c:qh", lo, NULL)) != -1) {
+        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o.sp, ch, optarg)) >= 0) {
+            if (r) return r;
+            continue;
+        }
+        switch (ch) {
+        case 'p': prompt = optarg; break;
+        case 'k':
+            if (app_parse_int(optarg, 1, 1 << 16, &v)) return app_usage_error("bad -k '%s'", optarg);
+            o.k = (int32_t)v;
+            break;
+        case 'n':
+            if (app_parse_int(optarg, 1, 1 << 24, &v)) return app_usage_error("bad -n '%s'", optarg);
+            o.budget = (int32_t)v;
+            break;
+        case O_PEN:
+            if (app_parse_float(optarg, &fv) || fv <= 0)
+                return app_usage_error("bad --repeat-penalty '%s' (want > 0)", optarg);
+            o.sp.repeat_penalty = (float)fv;
+            break;
+        case O_LASTN:
+            if (app_parse_int(optarg, -1, 1 << 24, &v))
+                return app_usage_error("bad --repeat-last-n '%s'", optarg);
+            o.sp.repeat_last_n = (int32_t)v;
+            break;
+        case O_STOP:
+            if (o.n_stops == COT_MAX_STOPS)
+                return app_usage_error("at most %d --stop strings", COT_MAX_STOPS);
+            o.stops[o.n_stops++] = optarg;
+            break;
+        case O_VOTE:
+            if (cot_vote_parse(optarg, &o.vote, &err)) return app_usage_error("%s", err.msg);
+            break;
+        case 'J': o.json = true; break;
+        case 'q': o.quiet = true; break;
+        case 'C': pc.on = true; break;
+        case 'Y': pc.system = optarg; pc.on = true; break;
+        case 'E': {
+            char names[128];
+            if (chat_from_name(optarg) == CHAT_NONE)
+                return app_usage_error("unknown chat template '%s' (known: %s)", optarg,
+                                       prompt_chat_names(names, sizeof names));
+            pc.tmpl = optarg;
+            pc.on = true;
+            break;
+        }
+        case 'R': raw = true; break;
+        case 'h': cot_usage(stdout); return 0;
+        default: cot_usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!mo.path) return app_usage_error("cot needs a model: -m MODEL");
+    if (raw && pc.on) return app_usage_error("--raw excludes --chat, --system and --chat-template");
+
+    prompt_model pm;
+    if (prompt_model_open(&pm, &mo, &err)) return app_fail(&err);
+    int32_t n_prompt = 0;
+    chat_kind kind = CHAT_NONE;
+    int32_t *toks = prompt_tokens(&pm, &pc, prompt, &n_prompt, &kind, &err);
+    st_code rc = toks ? ST_OK : err.code;
+    if (!rc && pc.on && !o.quiet)
+        fprintf(stderr, "chat template: %s%s\n", chat_name(kind), pc.tmpl ? "" : " (detected)");
+    if (!rc) rc = prompt_check_fits(n_prompt, pm.n_slots, "the prompt", &err);
+    if (!rc && o.k > pm.m->hp.n_vocab)
+        rc = st_set(&err, ST_ERR_ARG, "-k %d is more chains than the %d tokens of the vocabulary",
+                    o.k, pm.m->hp.n_vocab);
+    if (!rc) rc = cot_run(&pm, toks, n_prompt, &o, &err);
+    free(toks);
+    prompt_model_close(&pm);
+    return rc ? app_fail(&err) : 0;
+}

@@ -1,0 +1,137 @@
+/* prompt.h - what the decoding commands (generate, plan, ask) share: parsing the common
+ * model and sampling options, opening a model with its tokenizer and KV cache, turning a
+ * user's text into prompt tokens (as it is, or rendered with a chat template), collecting
+ * the tokens of grown branches, and writing token text safely (escaped for one terminal
+ * line or for a JSON string).
+ *
+ * Not here: the forest and its steps (engine/forest.h, engine/step.h, engine/grow.h);
+ * this is app-level glue over them. Functions that can fail return a status code (or
+ * NULL) with err set, for the command to pass to app_fail. */
+#ifndef MD_PROMPT_H
+#define MD_PROMPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../engine/chat.h"
+#include "../engine/model.h"
+#include "../engine/sample.h"
+#include "../engine/tok.h"
+
+/* ---- common options ---- */
+
+/* getopt_long entries of the model options (-m, -t, -c, --backend) and of the sampling
+ * options (--temp, --top-k, --top-p, --min-p, --seed), to put in a command's table. */
+#define PROMPT_MODEL_LONGOPTS                                                      \
+    {"model", 1, 0, 'm'}, {"threads", 1, 0, 't'}, {"ctx", 1, 0, 'c'},              \
+        {"backend", 1, 0, 'B'}
+#define PROMPT_SAMPLE_LONGOPTS                                                     \
+    {"temp", 1, 0, 'T'}, {"top-k", 1, 0, 'K'}, {"top-p", 1, 0, 'P'},               \
+        {"min-p", 1, 0, 'M'}, {"seed", 1, 0, 'S'}
+/* Their help lines. */
+#define PROMPT_MODEL_HELP                                                                  \
+    "  -m, --model PATH     GGUF model file\n"                                             \
+    "  -t, --threads N      CPU threads (default: one per core)\n"                         \
+    "  -c, --ctx N          KV cache size in tokens (default: min(model context, 4096))\n" \
+    "      --backend NAME   cpu (default) or ref\n"
+#define PROMPT_SAMPLE_HELP                                                               \
+    "      --top-k K        keep the K most likely tokens (default 40; 0 = off)\n"       \
+    "      --top-p P        nucleus sampling mass (default 0.95; 1 = off)\n"             \
+    "      --min-p P        drop tokens below P x the best probability (default 0.05)\n" \
+    "      --seed S         sampler seed (default 1)\n"
+
+typedef struct prompt_model_opts {
+    const char *path;    /* GGUF file; NULL until -m */
+    const char *backend; /* "cpu" or "ref" */
+    int32_t threads;     /* 0: one per core */
+    int32_t n_ctx;       /* KV cache slots; 0: the model's default */
+} prompt_model_opts;
+
+prompt_model_opts prompt_model_default_opts(void);
+
+/* Handles option ch (one of m t c B) with its argument. Returns 0 when handled, 2 after
+ * printing a usage error (return it from the command), -1 when ch is not one of them. */
+int prompt_model_opt(prompt_model_opts *o, int ch, const char *arg);
+/* The same for the sampling options (T K P M S). */
+int prompt_sample_opt(sample_params *sp, int ch, const char *arg);
+
+/* ---- model, tokenizer, cache ---- */
+
+typedef struct prompt_model {
+    model *m;        /* owned */
+    tok *tk;         /* owned */
+    model_ctx *ctx;  /* owned; its KV cache has n_slots slots */
+    int32_t n_slots;
+} prompt_model;
+
+/* Loads the model and its tokenizer and allocates the KV cache. On failure everything is
+ * freed, pm is zeroed and err says why (ST_ERR_IO, ST_ERR_FORMAT, ST_ERR_UNSUPPORTED...). */
+st_code prompt_model_open(prompt_model *pm, const prompt_model_opts *o, st_err *err);
+void prompt_model_close(prompt_model *pm); /* zeroed or closed: a no-op */
+
+/* ---- prompts ---- */
+
+typedef struct prompt_chat {
+    bool on;            /* render the text as a user message with a chat template */
+    const char *tmpl;   /* template name (chat_from_name); NULL: the model's own */
+    const char *system; /* system message; NULL: the template's default, if it has one */
+} prompt_chat;
+
+/* "chatml, llama3, ..." into buf (for messages); returns buf. */
+const char *prompt_chat_names(char *buf, size_t cap);
+/* The chat template family of the model's tokenizer.chat_template (CHAT_NONE if none or
+ * unknown). */
+chat_kind prompt_model_chat(const gguf_ctx *g);
+
+/* The prompt tokens of text: with pc->on, text is the user message rendered with the
+ * template (special tokens parsed, BOS added unless the template writes it); otherwise
+ * the text as it is, with BOS when the model adds one. Returns a malloc'd array of *n
+ * tokens (caller frees) and sets *kind (may be NULL) to the template used; NULL + err:
+ * ST_ERR_ARG when no template is known or the prompt is empty and there is no BOS,
+ * ST_ERR_NOMEM. */
+int32_t *prompt_tokens(const prompt_model *pm, const prompt_chat *pc, const char *text,
+                       int32_t *n, chat_kind *kind, st_err *err);
+/* Tokens of text as it is, with or without BOS (no special tokens); *n may be 0 (the
+ * returned array then still must be freed). NULL + ST_ERR_NOMEM. */
+int32_t *prompt_encode_raw(const tok *tk, const char *text, bool add_bos, int32_t *n,
+                           st_err *err);
+/* ST_ERR_CONTEXT with a message naming both sizes and the -c option when need > n_slots;
+ * what describes the tokens ("the prompt"). ST_OK otherwise. */
+st_code prompt_check_fits(int32_t need, int32_t n_slots, const char *what, st_err *err);
+
+/* Reads a whole file into a malloc'd NUL-terminated string; NULL + ST_ERR_IO naming the
+ * file and the reason. */
+char *prompt_read_file(const char *path, const char *what, st_err *err);
+
+/* ---- branch output ---- */
+
+/* A growable token list, filled by prompt_emit (a grow_emit_fn whose user data is an
+ * array of these, one per branch). */
+typedef struct prompt_toks {
+    int32_t *t;
+    int32_t n, cap;
+} prompt_toks;
+
+void prompt_emit(void *ud, int32_t branch, int32_t token, float logprob);
+void prompt_toks_free(prompt_toks *v, int32_t n); /* frees n lists' arrays */
+
+/* The text that gen[0..n_gen) adds after prompt[0..n_prompt): the streamed detokenisation
+ * of both, minus the prompt's part (so the first token is decoded in context). Returns a
+ * malloc'd string, NULL when out of memory. */
+char *prompt_continuation(const tok *tk, const int32_t *prompt, int32_t n_prompt,
+                          const int32_t *gen, int32_t n_gen);
+
+/* The text of token id as it reads after token prev (-1: at the start of a stream), for
+ * display; a byte token that does not complete a character shows its piece. Written to
+ * out (cap > 0, NUL-terminated, cut short when it does not fit). */
+void prompt_token_text(const tok *tk, int32_t prev, int32_t id, char *out, size_t cap);
+
+/* s as a JSON string literal, quotes included (control characters escaped). */
+void prompt_json_str(FILE *f, const char *s);
+/* s on one line for a terminal: quotes included, \n \t \\ \" and other control bytes
+ * escaped, cut after max_chars characters with "..." (0: no cut). */
+void prompt_show_str(FILE *f, const char *s, int max_chars);
+
+#endif

@@ -1,0 +1,169 @@
+/* quant.c - row dequantisers and round-to-nearest quantisers for the ggml block types
+ * of quant.h (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).
+ *
+ * Dequantisation goes through quant_unpack, the same code the CPU matmul uses, so the
+ * bit layouts live in one place; tests/test_dequant_golden.c checks it against gguf-py.
+ * The quantisers exist to write test models and to test the kernels: each (sub-)block
+ * gets the scale (and min) that maps its range onto the quant range, scales of K types
+ * are themselves rounded to 6 or 8 bits against the super block's fp16 scale, and every
+ * value is rounded to the nearest level of the rounded scales. Valid, close to the input,
+ * but not llama.cpp's error-minimising search. */
+#include "quant.h"
+
+#include <math.h>
+
+bool quant_has(uint32_t type) {
+    switch (type) {
+    case DT_Q4_0: case DT_Q4_1: case DT_Q5_0: case DT_Q5_1: case DT_Q4_K: case DT_Q5_K:
+    case DT_Q6_K: return true;
+    default: return false;
+    }
+}
+
+bool quant_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n) {
+    if (!quant_has(type)) return false;
+    const dtype_info *info = dtype_get(type);
+    const int64_t nb = n / info->block; /* blocks in the row */
+    const int per_chunk = QUANT_CHUNK / info->block;
+    const int off = quant_off(type);
+    quant_chunk c;
+    for (int64_t b0 = 0; b0 < nb; b0 += per_chunk) {
+        const int cnb = nb - b0 < per_chunk ? (int)(nb - b0) : per_chunk;
+        quant_unpack(type, (const uint8_t *)src + b0 * info->block_bytes, cnb, &c);
+        float *y = dst + b0 * info->block;
+        for (int i = 0; i < cnb * info->block; i++)
+            y[i] = c.s[i / 16] * (float)((int)c.u[i] - off) + c.m[i / 16];
+    }
+    return true;
+}
+
+/* ---- quantisers ---- */
+
+static int quant_clamp(long v, int hi) { return v < 0 ? 0 : v > hi ? hi : (int)v; }
+
+/* Rounds to fp16 and back: the scale the dequantiser will see. */
+static float quant_fp16_round(float f, uint16_t *h) {
+    *h = f32_to_fp16(f);
+    return fp16_to_f32(*h);
+}
+
+/* Q4_0, Q4_1, Q5_0, Q5_1: one block of 32. Symmetric types (off > 0) scale the value of
+ * largest magnitude to -off, as ggml does, so the one extra negative level is used;
+ * the others map [min, max] onto [0, levels - 1]. */
+static void quant_small_block(uint32_t type, const float *x, uint8_t *p) {
+    const bool has_m = type == DT_Q4_1 || type == DT_Q5_1;
+    const bool five = type == DT_Q5_0 || type == DT_Q5_1;
+    const int top = five ? 31 : 15, off = quant_off(type);
+    float mn = x[0], mx = x[0], ext = 0;
+    for (int j = 0; j < 32; j++) {
+        mn = fminf(mn, x[j]), mx = fmaxf(mx, x[j]);
+        if (fabsf(x[j]) > fabsf(ext)) ext = x[j];
+    }
+    uint16_t hd, hm = 0;
+    float d = quant_fp16_round(has_m ? (mx - mn) / (float)top : ext / (float)-off, &hd);
+    float m = has_m ? quant_fp16_round(mn, &hm) : 0.0f;
+    float id = d != 0 ? 1.0f / d : 0.0f;
+    uint8_t q[32];
+    for (int j = 0; j < 32; j++)
+        q[j] = (uint8_t)quant_clamp(lrintf((x[j] - m) * id) + off, top);
+    memcpy(p, &hd, 2);
+    if (has_m) memcpy(p + 2, &hm, 2);
+    uint8_t *qh = p + 2 + 2 * has_m, *qs = qh + 4 * five;
+    uint32_t bits = 0;
+    for (int j = 0; j < 16; j++) qs[j] = (uint8_t)((q[j] & 15) | (q[j + 16] & 15) << 4);
+    for (int j = 0; j < 32; j++) bits |= (uint32_t)(q[j] >> 4 & 1) << j;
+    if (five) memcpy(qh, &bits, 4); /* little-endian, as ggml reads it */
+}
+
+/* Q4_K, Q5_K: a super block of 8 sub-blocks of 32, each with scale (max - min) / top and
+ * min -min(0, min x) (so values are d * sc * q - dmin * mn with mn >= 0, as ggml has it),
+ * both rounded to 6 bits against the super block's d = max scale / 63, dmin likewise. */
+static void quant_k4_block(uint32_t type, const float *x, uint8_t *p) {
+    const bool five = type == DT_Q5_K;
+    const int top = five ? 31 : 15;
+    float scale[8], mins[8], max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
+        float mn = 0, mx = x[32 * j];
+        for (int l = 0; l < 32; l++) mn = fminf(mn, x[32 * j + l]), mx = fmaxf(mx, x[32 * j + l]);
+        scale[j] = (mx - mn) / (float)top;
+        mins[j] = -mn;
+        max_scale = fmaxf(max_scale, scale[j]), max_min = fmaxf(max_min, mins[j]);
+    }
+    uint16_t hd, hdmin;
+    float d = quant_fp16_round(max_scale / 63.0f, &hd);
+    float dmin = quant_fp16_round(max_min / 63.0f, &hdmin);
+    uint8_t sc[8], mq[8], q[QK_K];
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (uint8_t)(d > 0 ? quant_clamp(lrintf(scale[j] / d), 63) : 0);
+        mq[j] = (uint8_t)(dmin > 0 ? quant_clamp(lrintf(mins[j] / dmin), 63) : 0);
+        float D = d * (float)sc[j], M = dmin * (float)mq[j];
+        for (int l = 0; l < 32; l++)
+            q[32 * j + l] = (uint8_t)(D > 0 ? quant_clamp(lrintf((x[32 * j + l] + M) / D), top) : 0);
+    }
+    memcpy(p, &hd, 2);
+    memcpy(p + 2, &hdmin, 2);
+    uint8_t *scales = p + 4, *qh = p + 16, *qs = p + (five ? 48 : 16);
+    memset(scales, 0, 12);
+    for (int j = 0; j < 8; j++) { /* packed as block_q4_K describes */
+        if (j < 4) {
+            scales[j] |= sc[j], scales[j + 4] |= mq[j];
+        } else {
+            scales[j + 4] = (uint8_t)((sc[j] & 0xF) | (mq[j] & 0xF) << 4);
+            scales[j - 4] |= (uint8_t)((sc[j] >> 4) << 6);
+            scales[j] |= (uint8_t)((mq[j] >> 4) << 6);
+        }
+    }
+    if (five) memset(qh, 0, 32);
+    for (int k = 0; k < 4; k++)
+        for (int l = 0; l < 32; l++) {
+            uint8_t a = q[64 * k + l], b = q[64 * k + 32 + l];
+            qs[32 * k + l] = (uint8_t)((a & 15) | (b & 15) << 4);
+            if (five) qh[l] |= (uint8_t)((a >> 4) << (2 * k) | (b >> 4) << (2 * k + 1));
+        }
+}
+
+/* Q6_K: 16 sub-blocks of 16, each scaled so its value of largest magnitude is -32, the
+ * scales rounded to int8 against d = max |scale| / 127. */
+static void quant_q6_k_block(const float *x, block_q6_K *b) {
+    float scale[16], amax = 0;
+    for (int g = 0; g < 16; g++) {
+        float ext = 0;
+        for (int l = 0; l < 16; l++)
+            if (fabsf(x[16 * g + l]) > fabsf(ext)) ext = x[16 * g + l];
+        scale[g] = ext / -32.0f;
+        amax = fmaxf(amax, fabsf(scale[g]));
+    }
+    float d = quant_fp16_round(amax / 127.0f, &b->d);
+    uint8_t q[QK_K];
+    for (int g = 0; g < 16; g++) {
+        long s = d > 0 ? lrintf(scale[g] / d) : 0;
+        b->scales[g] = (int8_t)(s < -127 ? -127 : s > 127 ? 127 : s);
+        float D = d * (float)b->scales[g];
+        for (int l = 0; l < 16; l++)
+            q[16 * g + l] = (uint8_t)(D != 0 ? quant_clamp(lrintf(x[16 * g + l] / D) + 32, 63) : 32);
+    }
+    for (int h = 0; h < 2; h++)
+        for (int l = 0; l < 32; l++) {
+            const uint8_t *v = q + 128 * h + l; /* v[0], v[32], v[64], v[96] */
+            b->ql[64 * h + l] = (uint8_t)((v[0] & 15) | (v[64] & 15) << 4);
+            b->ql[64 * h + 32 + l] = (uint8_t)((v[32] & 15) | (v[96] & 15) << 4);
+            b->qh[32 * h + l] = (uint8_t)(v[0] >> 4 | (v[32] >> 4) << 2 | (v[64] >> 4) << 4 |
+                                          (v[96] >> 4) << 6);
+        }
+}
+
+bool quant_quantize_row(uint32_t type, const float *src, void *dst, int64_t n) {
+    if (!quant_has(type)) return false;
+    const dtype_info *info = dtype_get(type);
+    for (int64_t b = 0; b < n / info->block; b++) {
+        const float *x = src + b * info->block;
+        uint8_t *p = (uint8_t *)dst + b * info->block_bytes;
+        if (type == DT_Q6_K)
+            quant_q6_k_block(x, (block_q6_K *)p);
+        else if (type == DT_Q4_K || type == DT_Q5_K)
+            quant_k4_block(type, x, p);
+        else
+            quant_small_block(type, x, p);
+    }
+    return true;
+}

@@ -1,0 +1,288 @@
+/* quant.h - the ggml block-quantised weight types Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and
+ * Q6_K: their block layouts, row (de)quantisers, and one "unpacked chunk" form that both
+ * the dequantiser and the CPU matmul read, so each bit layout is written exactly once.
+ *
+ * Layouts are ggml's (ggml-common.h), byte for byte, as GGUF files store them. All fp16
+ * fields are IEEE halves. The unpacked form of a chunk of 256 values (one K-quant super
+ * block, or up to 8 blocks of 32 of the small types) is
+ *
+ *     value[i] = s[i / 16] * (u[i] - off) + m[i / 16]
+ *
+ * with u[i] an unsigned quant (0..63), s and m floats per 16 values, and off a per-type
+ * integer (8 for Q4_0, 16 for Q5_0, 32 for Q6_K, else 0). It is exact: with off folded in
+ * as ggml writes it, the products and sums are the ones ggml's dequantize_row_* does, in
+ * the same order. The unpackers are inline (and written with GCC vector extensions,
+ * which compile to SIMD where there is some and to plain C elsewhere) because the CPU
+ * matmul calls them in its inner loop.
+ *
+ * This module does no matmuls; dtype.c dispatches its row (de)quantisers here. */
+#ifndef MD_QUANT_H
+#define MD_QUANT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "dtype.h"
+
+#if defined(__F16C__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#define QK4_0 32
+#define QK4_1 32
+#define QK5_0 32
+#define QK5_1 32
+#define QK_K 256
+
+/* value = d * (q - 8), q the 4-bit quant; byte j holds values j (low nibble) and j + 16 */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[QK4_0 / 2];
+} block_q4_0;
+
+/* value = d * q + m */
+typedef struct {
+    uint16_t d, m;
+    uint8_t qs[QK4_1 / 2];
+} block_q4_1;
+
+/* value = d * (q - 16); bit j of qh (little-endian uint32) is the 5th bit of value j */
+typedef struct {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[QK5_0 / 2];
+} block_q5_0;
+
+/* value = d * q + m */
+typedef struct {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[QK5_1 / 2];
+} block_q5_1;
+
+/* 8 sub-blocks of 32: value = d * sc[j] * q - dmin * mn[j], sc and mn 6-bit, packed into
+ * scales[12]: for j < 4 in the low 6 bits of bytes j (sc) and j + 4 (mn); for j >= 4 in
+ * the low (sc) and high (mn) nibble of byte j + 4, with their top 2 bits in the top bits
+ * of bytes j - 4 (sc) and j (mn). Values 64k + l and 64k + 32 + l (l < 32) are the
+ * low and high nibbles of qs[32k + l]. */
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qs[QK_K / 2];
+} block_q4_K;
+
+/* As Q4_K with 5-bit quants: bit 2k of qh[l] is the 5th bit of value 64k + l, bit 2k + 1
+ * that of value 64k + 32 + l. */
+typedef struct {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[QK_K / 8];
+    uint8_t qs[QK_K / 2];
+} block_q5_K;
+
+/* 16 sub-blocks of 16: value = d * scales[i / 16] * (q - 32), q 6-bit. In each half h of
+ * 128 values, value 128h + 32k + l (k < 4, l < 32) has its low 4 bits in ql[64h + l] (k = 0:
+ * low nibble, k = 2: high nibble) or ql[64h + 32 + l] (k = 1, 3), and its top 2 bits in
+ * bits 2k..2k+1 of qh[32h + l]. */
+typedef struct {
+    uint8_t ql[QK_K / 2];
+    uint8_t qh[QK_K / 4];
+    int8_t scales[QK_K / 16];
+    uint16_t d;
+} block_q6_K;
+
+_Static_assert(sizeof(block_q4_0) == 18 && sizeof(block_q4_1) == 20 &&
+               sizeof(block_q5_0) == 22 && sizeof(block_q5_1) == 24 &&
+               sizeof(block_q4_K) == 144 && sizeof(block_q5_K) == 176 &&
+               sizeof(block_q6_K) == 210, "block sizes are ggml's");
+
+/* True for the types this module handles (the ones above). */
+bool quant_has(uint32_t type);
+
+/* Row (de)quantisers for the types above; n a multiple of the block. The quantisers
+ * are plain round-to-nearest with a min/max scale per (sub-)block: valid blocks that
+ * dequantise close to the input, for test models, not llama.cpp's tuned quantisation.
+ * They return false for other types. */
+bool quant_dequantize_row(uint32_t type, const void *src, float *dst, int64_t n);
+bool quant_quantize_row(uint32_t type, const float *src, void *dst, int64_t n);
+
+/* ---- the unpacked chunk ------------------------------------------------------------ */
+
+#define QUANT_CHUNK 256 /* values per chunk */
+
+typedef struct quant_chunk {
+    _Alignas(64) uint8_t u[QUANT_CHUNK]; /* quants, 0..63 */
+    float s[QUANT_CHUNK / 16];             /* scale per 16 values */
+    float m[QUANT_CHUNK / 16];             /* offset per 16 values */
+} quant_chunk;
+
+/* off (see the top) of a type of this module. */
+static inline int quant_off(uint32_t type) {
+    return type == DT_Q4_0 ? 8 : type == DT_Q5_0 ? 16 : type == DT_Q6_K ? 32 : 0;
+}
+
+static inline float quant_h2f(uint16_t h) {
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    return fp16_to_f32(h);
+#endif
+}
+
+typedef uint8_t quant_v16 __attribute__((vector_size(16)));
+typedef uint8_t quant_v32 __attribute__((vector_size(32)));
+typedef uint64_t quant_v2u64 __attribute__((vector_size(16)));
+typedef uint16_t quant_w16 __attribute__((vector_size(32))); /* quant_v32 as 16-bit words */
+typedef float quant_f8 __attribute__((vector_size(32)));
+typedef float quant_f16 __attribute__((vector_size(64)));
+
+static inline quant_v16 quant_ld16(const uint8_t *p) {
+    quant_v16 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+/* (through a pointer: returning a 32-byte vector changes the ABI without AVX) */
+static inline void quant_ld32(quant_v32 *v, const uint8_t *p) { memcpy(v, p, sizeof *v); }
+
+/* The 5th bits of 16 values of a Q5_0 / Q5_1 block (bits 8i..8i+15 of qh, i = 0 or 2)
+ * as 0 / 16 per byte. Spreads each bit to its own byte with a multiply: no table, no
+ * variable shifts, which x86 does not have for bytes. */
+static inline quant_v16 quant_q5_high(const uint8_t *qh, int i) {
+    quant_v2u64 t = {qh[i], qh[i + 1]};
+    t = t * 0x0101010101010101ull & 0x8040201008040201ull;
+    t = (t + 0x7f7f7f7f7f7f7f7full) >> 3 & 0x1010101010101010ull;
+    return (quant_v16)t;
+}
+
+/* Bits j .. j + w - 1 of every byte of quant_v32 v moved to bits 4 .. 4 + w - 1 (mask:
+ * 0x1010 for one bit, 0x3030 for two), and the high nibbles of v. x86 has no byte
+ * shifts, so these shift 16-bit words and mask off what crossed from the other byte.
+ * (Macros: a function returning a 32-byte vector changes the ABI without AVX.) */
+#define QUANT_BITS_TO4(v, j, mask) ((quant_v32)(((quant_w16)(v) >> (j) << 4) & (mask)))
+#define QUANT_HI4(v) ((quant_v32)((quant_w16)(v) >> 4 & 0x0f0f))
+
+/* Byte to float conversions (GCC lowers __builtin_convertvector of bytes to one scalar
+ * conversion per element, so x86 gets them spelled out). */
+static inline void quant_u8x8_to_f8(uint64_t b, quant_f8 *out) {
+#if defined(__AVX2__)
+    __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)b)));
+    memcpy(out, &f, sizeof f);
+#else
+    for (int i = 0; i < 8; i++) (*out)[i] = (float)(uint8_t)(b >> 8 * i);
+#endif
+}
+
+static inline void quant_i8x16_to_f16(const int8_t *p, quant_f16 *out) {
+#if defined(__AVX512F__)
+    __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+    memcpy(out, &f, sizeof f);
+#elif defined(__AVX2__)
+    __m128i v = _mm_loadu_si128((const __m128i *)p);
+    __m256 f[2] = {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)),
+                   _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))};
+    memcpy(out, f, sizeof f);
+#else
+    for (int i = 0; i < 16; i++) (*out)[i] = (float)p[i];
+#endif
+}
+
+/* 16 floats of a chunk's s or m from 8: each of v twice (the small and K4 types have one
+ * scale per 32 values) */
+static inline void quant_store_twice(float *dst, const quant_f8 *v) {
+    quant_f16 w = __builtin_shufflevector(*v, *v, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    memcpy(dst, &w, sizeof w);
+}
+
+/* Unpacks the chunk starting at blk: one super block of a K type, or nb (1..8) blocks of
+ * 32 of a small type, the rest of the chunk zero (u, s and m all 0). */
+static inline void quant_unpack(uint32_t type, const uint8_t *blk, int nb, quant_chunk *c) {
+    switch (type) {
+    case DT_Q4_0: case DT_Q4_1: case DT_Q5_0: case DT_Q5_1: {
+        const int bb = type == DT_Q4_0 ? 18 : type == DT_Q4_1 ? 20 : type == DT_Q5_0 ? 22 : 24;
+        const bool has_m = type == DT_Q4_1 || type == DT_Q5_1;
+        const bool five = type == DT_Q5_0 || type == DT_Q5_1;
+        const int qs_at = 2 + 2 * has_m + 4 * five;
+        quant_f8 d = {0}, m = {0};
+        for (int b = 0; b < 8; b++) {
+            if (b >= nb) {
+                memset(c->u + 32 * b, 0, 32);
+                continue;
+            }
+            const uint8_t *p = blk + b * bb;
+            quant_v16 q = quant_ld16(p + qs_at), lo = q & 15, hi = q >> 4;
+            if (five) {
+                lo |= quant_q5_high(p + 2 + 2 * has_m, 0);
+                hi |= quant_q5_high(p + 2 + 2 * has_m, 2);
+            }
+            memcpy(c->u + 32 * b, &lo, 16);
+            memcpy(c->u + 32 * b + 16, &hi, 16);
+            uint16_t h[2];
+            memcpy(h, p, 4);
+            d[b] = quant_h2f(h[0]);
+            if (has_m) m[b] = quant_h2f(h[1]);
+        }
+        quant_store_twice(c->s, &d);
+        quant_store_twice(c->m, &m);
+        break;
+    }
+    case DT_Q4_K: case DT_Q5_K: {
+        const bool five = type == DT_Q5_K;
+        const uint8_t *scales = blk + 4, *qs = blk + (five ? 48 : 16);
+        const float d = quant_h2f((uint16_t)(blk[0] | blk[1] << 8));
+        const float dmin = quant_h2f((uint16_t)(blk[2] | blk[3] << 8));
+        quant_v32 qh = {0}, q;
+        if (five) quant_ld32(&qh, blk + 16);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            quant_ld32(&q, qs + 32 * k);
+            quant_v32 lo = q & 15, hi = QUANT_HI4(q);
+            if (five) {
+                lo |= QUANT_BITS_TO4(qh, 2 * k, 0x1010);
+                hi |= QUANT_BITS_TO4(qh, 2 * k + 1, 0x1010);
+            }
+            memcpy(c->u + 64 * k, &lo, 32);
+            memcpy(c->u + 64 * k + 32, &hi, 32);
+        }
+        /* the 6-bit scales and mins, 4 at a time (layout: see block_q4_K) */
+        uint32_t sw[3];
+        memcpy(sw, scales, 12);
+        const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+        uint64_t sc = (sw[0] & m6) | (uint64_t)((sw[2] & m4) | (sw[0] >> 6 & m2) << 4) << 32;
+        uint64_t mn = (sw[1] & m6) | (uint64_t)((sw[2] >> 4 & m4) | (sw[1] >> 6 & m2) << 4) << 32;
+        quant_f8 sf, mf;
+        quant_u8x8_to_f8(sc, &sf);
+        quant_u8x8_to_f8(mn, &mf);
+        sf *= d;
+        mf = -(mf * dmin);
+        quant_store_twice(c->s, &sf);
+        quant_store_twice(c->m, &mf);
+        break;
+    }
+    case DT_Q6_K: {
+        const block_q6_K *b = (const block_q6_K *)blk;
+        for (int h = 0; h < 2; h++) {
+            quant_v32 l0, l1, qh;
+            quant_ld32(&l0, b->ql + 64 * h);
+            quant_ld32(&l1, b->ql + 64 * h + 32);
+            quant_ld32(&qh, b->qh + 32 * h);
+            quant_v32 v[4] = {(l0 & 15) | QUANT_BITS_TO4(qh, 0, 0x3030),
+                              (l1 & 15) | QUANT_BITS_TO4(qh, 2, 0x3030),
+                              QUANT_HI4(l0) | QUANT_BITS_TO4(qh, 4, 0x3030),
+                              QUANT_HI4(l1) | QUANT_BITS_TO4(qh, 6, 0x3030)};
+            memcpy(c->u + 128 * h, v, sizeof v);
+        }
+        quant_f16 s, m = {0};
+        quant_i8x16_to_f16(b->scales, &s);
+        s *= quant_h2f((uint16_t)(blk[208] | blk[209] << 8)); /* d, read bytewise */
+        memcpy(c->s, &s, sizeof s);
+        memcpy(c->m, &m, sizeof m);
+        break;
+    }
+    default:
+        memset(c, 0, sizeof *c);
+        break;
+    }
+}
+
+#endif
