@@ -12,10 +12,10 @@ CC      ?= cc
 OPT     ?= -O2
 ARCH    ?= -march=native
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -Wall -Wextra -Werror -pthread -MMD -MP $(EXTRA_CFLAGS)
-LDLIBS  := -lm -pthread -ljansson
+LDLIBS  := -lm -pthread -ljansson -lncursesw -lreadline
 BUILD   ?= build
 
-LIB_SRC  := $(wildcard kernels/*.c kernels/ref/*.c kernels/cpu/*.c engine/*.c)
+LIB_SRC  := $(wildcard kernels/*.c kernels/ref/*.c kernels/cpu/*.c engine/*.c ui/*.c)
 APP_SRC  := $(wildcard app/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
@@ -47,7 +47,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB) $(BUILD)/multidecode
 
 # test: build everything, run every test binary, print the summed result last.
 test: $(BUILD)/multidecode $(TEST_BIN)
-	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN)
+	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN) tests/test_tui_tmux.sh
 
 # asan: the test suite under ASan + UBSan, in its own build folder.
 asan:

@@ -18,6 +18,7 @@
 #include "../engine/step.h"
 #include "app.h"
 #include "prompt.h"
+#include "session_replay.h"
 
 #define ASK_MAX_QUESTIONS 256
 
@@ -36,7 +37,9 @@ static void ask_usage(FILE *f) {
             "      --quiet          no statistics on stderr\n"
             "      --temp T         temperature; 0 = greedy (default 0)\n"
             PROMPT_SAMPLE_HELP
-            "                       (question i samples with seed S + i)\n",
+            "                       (question i samples with seed S + i)\n"
+            SESSION_OPTS_HELP
+            "                       (--load shows a saved session's answers, recomputed)\n",
             ASK_MAX_QUESTIONS);
 }
 
@@ -55,14 +58,15 @@ int cmd_ask(int argc, char **argv) {
         {"context", 1, 0, 'x'}, {"question", 1, 0, 'q'}, {"tokens", 1, 0, 'n'},
         {"json", 0, 0, 'J'},    {"raw", 0, 0, 'R'},      {"system", 1, 0, 'Y'},
         {"chat-template", 1, 0, 'E'}, {"quiet", 0, 0, 'Q'}, {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
+        SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
+    app_session_opts so = {0};
     prompt_model_opts mo = prompt_model_default_opts();
     sample_params sp = sample_default_params();
     sp.temp = 0; /* answers are greedy unless asked otherwise */
     const char *qs[ASK_MAX_QUESTIONS], *ctx_path = NULL;
     int32_t n_q = 0;
     int64_t budget = 128;
-    bool json = false, raw = false, quiet = false;
+    bool json = false, quiet = false;
     prompt_chat pc = {0};
     int ch, r;
     while ((ch = getopt_long(argc, argv, "m:t:c:x:q:n:h", lo, NULL)) != -1) {
@@ -70,6 +74,7 @@ int cmd_ask(int argc, char **argv) {
             if (r) return r;
             continue;
         }
+        if (app_session_opt(&so, ch, optarg) == 0) continue;
         switch (ch) {
         case 'x': ctx_path = optarg; break;
         case 'q':
@@ -80,16 +85,9 @@ int cmd_ask(int argc, char **argv) {
             if (app_parse_int(optarg, 0, 1 << 24, &budget)) return app_usage_error("bad -n '%s'", optarg);
             break;
         case 'J': json = true; break;
-        case 'R': raw = true; break;
-        case 'Y': pc.system = optarg; break;
-        case 'E': {
-            char names[128];
-            if (chat_from_name(optarg) == CHAT_NONE)
-                return app_usage_error("unknown chat template '%s' (known: %s)", optarg,
-                                       prompt_chat_names(names, sizeof names));
-            pc.tmpl = optarg;
+        case 'R': case 'Y': case 'E':
+            if ((r = prompt_chat_opt(&pc, ch, optarg))) return r;
             break;
-        }
         case 'Q': quiet = true; break;
         case 'h': ask_usage(stdout); return 0;
         default: ask_usage(stderr); return 2;
@@ -97,9 +95,10 @@ int cmd_ask(int argc, char **argv) {
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
     if (!mo.path) return app_usage_error("ask needs a model: -m MODEL");
+    if (so.load) return app_session_replay("ask", &so, &mo, json, quiet);
     if (!ctx_path) return app_usage_error("ask needs a context: --context FILE");
     if (n_q == 0) return app_usage_error("ask needs at least one question: -q QUESTION");
-    if (raw && (pc.tmpl || pc.system)) return app_usage_error("--raw excludes --system and --chat-template");
+    if ((r = prompt_chat_check(&pc))) return r;
 
     st_err err = {0};
     st_code rc = ST_OK;
@@ -120,7 +119,7 @@ int cmd_ask(int argc, char **argv) {
         rc = st_set(&err, ST_ERR_NOMEM, "out of memory");
         goto out;
     }
-    pc.on = !raw && (pc.tmpl || prompt_model_chat(pm.m->gguf) != CHAT_NONE);
+    pc.on = !pc.raw && (pc.tmpl || prompt_model_chat(pm.m->gguf) != CHAT_NONE);
     if (!pc.on && pc.system) {
         rc = st_set(&err, ST_ERR_ARG, "--system needs a chat template, and the model has none "
                     "(name one with --chat-template)");
@@ -233,6 +232,24 @@ int cmd_ask(int argc, char **argv) {
                 "%d steps, %lld answer tokens in %.3f s (%.1f tok/s); KV slots used %d (%lld "
                 "without sharing)\n", n_q, lcp, need, steps, (long long)made, t1 - t0,
                 (double)made / (t1 - t0 + 1e-12), used, (long long)unshared);
+    if (so.save) { /* the forest, the settings, and which question (seed) made each node */
+        session_settings ss;
+        chat_kind kind = pc.on ? (pc.tmpl ? chat_from_name(pc.tmpl) : prompt_model_chat(pm.m->gguf))
+                               : CHAT_NONE;
+        char key[32], v[32];
+        rc = app_session_settings(&ss, "ask", mo.path, &sp, kind, &err);
+        snprintf(v, sizeof v, "%lld", (long long)budget);
+        if (!rc) rc = session_settings_set(&ss, "tokens", v, &err);
+        for (int32_t i = 0; i < n_q && !rc; i++) {
+            snprintf(key, sizeof key, "question_%d", i);
+            rc = session_settings_set(&ss, key, qs[i], &err);
+            if (!rc && forest_get(f, g.br[i].leaf))
+                rc = app_session_mark(&ss, f, g.br[i].start, g.br[i].leaf, "ask",
+                                      sp.seed + (uint64_t)i, &err);
+        }
+        if (!rc) rc = app_session_save(so.save, f, pm.m, pm.tk, &ss, &err);
+        session_settings_free(&ss);
+    }
 out:
     grow_free(&g);
     step_plan_free(&plan);

@@ -18,6 +18,7 @@
 #include "../engine/step.h"
 #include "app.h"
 #include "prompt.h"
+#include "session_replay.h"
 
 /* ---- progress ---- */
 
@@ -69,13 +70,63 @@ static void beam_usage(FILE *f) {
             "      --chat           -p is a user message: apply the model's chat template\n"
             "      --system TEXT    system message for --chat (implies --chat)\n"
             "      --chat-template NAME  template to use instead of the model's (implies --chat)\n"
-            "      --raw            never apply a chat template (the default without --chat)\n");
+            "      --raw            never apply a chat template (the default without --chat)\n"
+            SESSION_OPTS_HELP
+            "                       (the forest as the search left it, with the results'\n"
+            "                       scores and tokens; --load shows its branches, recomputed)\n");
 }
 
 typedef struct beam_opts {
     beam_params bp;
     bool json, quiet, chat;
+    app_session_opts so;    /* --save / --load */
+    const char *model_path; /* -m, for the saved session */
+    chat_kind kind;         /* the template used, CHAT_NONE for none */
 } beam_opts;
+
+/* --save: the forest as the search left it (live and unpruned hypotheses), the settings,
+ * and each result's score and tokens (results that ended may have been pruned). */
+static st_code beam_save(const prompt_model *pm, forest *f, const beam *b, forest_id from,
+                         const beam_opts *o, st_err *err) {
+    session_settings s;
+    char key[48], v[64];
+    st_code rc = app_session_settings(&s, "beam", o->model_path, NULL, o->kind, err);
+    snprintf(v, sizeof v, "%d", o->bp.width);
+    if (!rc) rc = session_settings_set(&s, "beams", v, err);
+    snprintf(v, sizeof v, "%d", o->bp.max_tokens);
+    if (!rc) rc = session_settings_set(&s, "tokens", v, err);
+    snprintf(v, sizeof v, "%g", o->bp.alpha);
+    if (!rc) rc = session_settings_set(&s, "alpha", v, err);
+    for (int32_t i = 0; i < beam_n_results(b) && !rc; i++) {
+        const beam_hyp *h = beam_result(b, i);
+        size_t cap = 16 + 12 * (size_t)h->n, len = 0;
+        char *toks = malloc(cap);
+        if (!toks) {
+            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+            break;
+        }
+        toks[0] = '\0';
+        for (int32_t j = 0; j < h->n; j++)
+            len += (size_t)snprintf(toks + len, cap - len, "%s%d", j ? " " : "", h->tokens[j]);
+        snprintf(key, sizeof key, "result_%d_tokens", i + 1);
+        rc = session_settings_set(&s, key, toks, err);
+        free(toks);
+        snprintf(key, sizeof key, "result_%d_score", i + 1);
+        snprintf(v, sizeof v, "%.9g", h->score);
+        if (!rc) rc = session_settings_set(&s, key, v, err);
+    }
+    int32_t n_leaves = forest_leaves(f, NULL, 0);
+    forest_id *lv = malloc(sizeof *lv * (size_t)(n_leaves > 0 ? n_leaves : 1));
+    if (!rc && !lv) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) forest_leaves(f, lv, n_leaves);
+    for (int32_t i = 0; i < n_leaves && !rc; i++)
+        if (lv[i] != from && forest_common_ancestor(f, lv[i], from) == from)
+            rc = app_session_mark(&s, f, from, lv[i], "beam", 0, err);
+    free(lv);
+    if (!rc) rc = app_session_save(o->so.save, f, pm->m, pm->tk, &s, err);
+    session_settings_free(&s);
+    return rc;
+}
 
 static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
                         const beam_opts *o, st_err *err) {
@@ -145,6 +196,7 @@ static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_promp
     }
     if (o->json) printf("\n]\n");
     fflush(stdout);
+    if (o->so.save && (rc = beam_save(pm, f, b, last, o, err))) goto out;
     if (!o->quiet) {
         int32_t steps = beam_steps(b);
         fprintf(stderr, "beam B=%d: %d steps in %.3f s (prompt %d tokens in %.3f s; then %.1f "
@@ -167,12 +219,12 @@ int cmd_beam(int argc, char **argv) {
         {"prompt", 1, 0, 'p'}, {"beams", 1, 0, 'b'}, {"tokens", 1, 0, 'n'},
         {"alpha", 1, 0, O_ALPHA}, {"early-stopping", 2, 0, O_EARLY}, {"json", 0, 0, 'J'},
         {"quiet", 0, 0, 'q'}, {"chat", 0, 0, 'C'}, {"system", 1, 0, 'Y'},
-        {"chat-template", 1, 0, 'E'}, {"raw", 0, 0, 'R'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"chat-template", 1, 0, 'E'}, {"raw", 0, 0, 'R'}, {"help", 0, 0, 'h'},
+        SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
     prompt_model_opts mo = prompt_model_default_opts();
     beam_opts o = {.bp = beam_default_params()};
     const char *prompt = "";
     prompt_chat pc = {0};
-    bool raw = false;
     int64_t v;
     double fv;
     int ch, r, idx;
@@ -180,10 +232,11 @@ int cmd_beam(int argc, char **argv) {
         idx = -1;
         if ((ch = getopt_long(argc, argv, "m:p:B:n:t:c:qh", lo, &idx)) == -1) break;
         if (ch == 'B' && idx < 0) ch = 'b'; /* short -B is the width; --backend is 'B' too */
-        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0) {
+        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_chat_opt(&pc, ch, optarg)) >= 0) {
             if (r) return r;
             continue;
         }
+        if (app_session_opt(&o.so, ch, optarg) == 0) continue;
         switch (ch) {
         case 'p': prompt = optarg; break;
         case 'b':
@@ -206,25 +259,15 @@ int cmd_beam(int argc, char **argv) {
             break;
         case 'J': o.json = true; break;
         case 'q': o.quiet = true; break;
-        case 'C': pc.on = true; break;
-        case 'Y': pc.system = optarg; pc.on = true; break;
-        case 'E': {
-            char names[128];
-            if (chat_from_name(optarg) == CHAT_NONE)
-                return app_usage_error("unknown chat template '%s' (known: %s)", optarg,
-                                       prompt_chat_names(names, sizeof names));
-            pc.tmpl = optarg;
-            pc.on = true;
-            break;
-        }
-        case 'R': raw = true; break;
         case 'h': beam_usage(stdout); return 0;
         default: beam_usage(stderr); return 2;
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
     if (!mo.path) return app_usage_error("beam needs a model: -m MODEL");
-    if (raw && pc.on) return app_usage_error("--raw excludes --chat, --system and --chat-template");
+    if (o.so.load) return app_session_replay("beam", &o.so, &mo, o.json, o.quiet);
+    o.model_path = mo.path;
+    if ((r = prompt_chat_check(&pc))) return r;
 
     st_err err = {0};
     prompt_model pm;
@@ -235,6 +278,7 @@ int cmd_beam(int argc, char **argv) {
     st_code rc = toks ? ST_OK : err.code;
     if (!rc && pc.on && !o.quiet)
         fprintf(stderr, "chat template: %s%s\n", chat_name(kind), pc.tmpl ? "" : " (detected)");
+    o.kind = kind;
     if (!rc) rc = prompt_check_fits(n_prompt + o.bp.max_tokens, pm.n_slots,
                                     "the prompt and -n tokens", &err);
     if (!rc) rc = beam_run(&pm, toks, n_prompt, &o, &err);

@@ -15,6 +15,7 @@
 #include "../engine/step.h"
 #include "app.h"
 #include "prompt.h"
+#include "session_replay.h"
 
 #define COT_MAX_STOPS 16
 
@@ -41,7 +42,9 @@ static void cot_usage(FILE *f) {
             "      --chat           -p is a user message: apply the model's chat template\n"
             "      --system TEXT    system message for --chat (implies --chat)\n"
             "      --chat-template NAME  template to use instead of the model's (implies --chat)\n"
-            "      --raw            never apply a chat template (the default without --chat)\n");
+            "      --raw            never apply a chat template (the default without --chat)\n"
+            SESSION_OPTS_HELP
+            "                       (--load shows a saved session's chains, recomputed)\n");
 }
 
 typedef struct cot_opts {
@@ -51,7 +54,30 @@ typedef struct cot_opts {
     int32_t n_stops;
     cot_vote_spec vote;
     bool json, quiet;
+    app_session_opts so;    /* --save / --load */
+    const char *model_path; /* -m, for the saved session */
+    chat_kind kind;         /* the template used, CHAT_NONE for none */
 } cot_opts;
+
+/* --save: the forest with the settings and which chain (seed) made each node. */
+static st_code cot_save(const prompt_model *pm, const forest *f, const cot *c, int32_t n_prompt,
+                        const cot_opts *o, st_err *err) {
+    session_settings s;
+    char v[32];
+    st_code rc = app_session_settings(&s, "cot", o->model_path, &o->sp, o->kind, err);
+    snprintf(v, sizeof v, "%d", o->k);
+    if (!rc) rc = session_settings_set(&s, "chains", v, err);
+    snprintf(v, sizeof v, "%d", o->budget);
+    if (!rc) rc = session_settings_set(&s, "tokens", v, err);
+    snprintf(v, sizeof v, "%d", n_prompt);
+    if (!rc) rc = session_settings_set(&s, "prompt_tokens", v, err);
+    for (int32_t i = 0; i < o->k && !rc; i++)
+        if (forest_get(f, c->g.br[i].leaf))
+            rc = app_session_mark(&s, f, c->from, c->g.br[i].leaf, "cot", o->sp.seed + (uint64_t)i, err);
+    if (!rc) rc = app_session_save(o->so.save, f, pm->m, pm->tk, &s, err);
+    session_settings_free(&s);
+    return rc;
+}
 
 /* Prints the chains (and the vote); texts[i] and answers[i] are chain i's. */
 static void cot_print(const cot_opts *o, const cot *c, prompt_toks *out, char **texts,
@@ -160,6 +186,7 @@ static st_code cot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt
     int32_t votes = 0, winner = -1;
     if (o->vote.kind) winner = cot_majority((const char *const *)answers, o->k, &votes);
     cot_print(o, &c, out, texts, answers, winner, votes);
+    if (o->so.save && (rc = cot_save(pm, f, &c, n_prompt, o, err))) goto done;
     if (full)
         fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it with "
                 "-c)\n", pm->n_slots);
@@ -189,21 +216,23 @@ int cmd_cot(int argc, char **argv) {
         {"repeat-penalty", 1, 0, O_PEN}, {"repeat-last-n", 1, 0, O_LASTN},
         {"stop", 1, 0, O_STOP}, {"vote", 1, 0, O_VOTE}, {"json", 0, 0, 'J'},
         {"quiet", 0, 0, 'q'}, {"chat", 0, 0, 'C'}, {"system", 1, 0, 'Y'},
-        {"chat-template", 1, 0, 'E'}, {"raw", 0, 0, 'R'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"chat-template", 1, 0, 'E'}, {"raw", 0, 0, 'R'}, {"help", 0, 0, 'h'},
+        SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
     prompt_model_opts mo = prompt_model_default_opts();
     cot_opts o = {.k = 8, .budget = 128, .sp = sample_default_params()};
     const char *prompt = "";
     prompt_chat pc = {0};
-    bool raw = false;
     int64_t v;
     double fv;
     st_err err = {0};
     int ch, r;
     while ((ch = getopt_long(argc, argv, "m:p:k:n:t:c:qh", lo, NULL)) != -1) {
-        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o.sp, ch, optarg)) >= 0) {
+        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o.sp, ch, optarg)) >= 0 ||
+            (r = prompt_chat_opt(&pc, ch, optarg)) >= 0) {
             if (r) return r;
             continue;
         }
+        if (app_session_opt(&o.so, ch, optarg) == 0) continue;
         switch (ch) {
         case 'p': prompt = optarg; break;
         case 'k':
@@ -234,25 +263,15 @@ int cmd_cot(int argc, char **argv) {
             break;
         case 'J': o.json = true; break;
         case 'q': o.quiet = true; break;
-        case 'C': pc.on = true; break;
-        case 'Y': pc.system = optarg; pc.on = true; break;
-        case 'E': {
-            char names[128];
-            if (chat_from_name(optarg) == CHAT_NONE)
-                return app_usage_error("unknown chat template '%s' (known: %s)", optarg,
-                                       prompt_chat_names(names, sizeof names));
-            pc.tmpl = optarg;
-            pc.on = true;
-            break;
-        }
-        case 'R': raw = true; break;
         case 'h': cot_usage(stdout); return 0;
         default: cot_usage(stderr); return 2;
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
     if (!mo.path) return app_usage_error("cot needs a model: -m MODEL");
-    if (raw && pc.on) return app_usage_error("--raw excludes --chat, --system and --chat-template");
+    if (o.so.load) return app_session_replay("cot", &o.so, &mo, o.json, o.quiet);
+    o.model_path = mo.path;
+    if ((r = prompt_chat_check(&pc))) return r;
 
     prompt_model pm;
     if (prompt_model_open(&pm, &mo, &err)) return app_fail(&err);
@@ -262,6 +281,7 @@ int cmd_cot(int argc, char **argv) {
     st_code rc = toks ? ST_OK : err.code;
     if (!rc && pc.on && !o.quiet)
         fprintf(stderr, "chat template: %s%s\n", chat_name(kind), pc.tmpl ? "" : " (detected)");
+    o.kind = kind;
     if (!rc) rc = prompt_check_fits(n_prompt, pm.n_slots, "the prompt", &err);
     if (!rc && o.k > pm.m->hp.n_vocab)
         rc = st_set(&err, ST_ERR_ARG, "-k %d is more chains than the %d tokens of the vocabulary",

@@ -204,12 +204,13 @@ int cmd_generate(int argc, char **argv) {
     prompt_model_opts mo = prompt_model_default_opts();
     const char *prompt = "";
     int64_t n_gen = 128, branches = 1;
-    bool quiet = false, raw = false, json = false;
+    bool quiet = false, json = false;
     prompt_chat pc = {0};
     sample_params sp = sample_default_params();
     int ch, r;
     while ((ch = getopt_long(argc, argv, "m:p:n:t:c:qh", lo, NULL)) != -1) {
-        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&sp, ch, optarg)) >= 0) {
+        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&sp, ch, optarg)) >= 0 ||
+            (r = prompt_chat_opt(&pc, ch, optarg)) >= 0) {
             if (r) return r;
             continue;
         }
@@ -219,18 +220,6 @@ int cmd_generate(int argc, char **argv) {
             if (app_parse_int(optarg, 0, 1 << 24, &n_gen)) return app_usage_error("bad -n '%s'", optarg);
             break;
         case 'q': quiet = true; break;
-        case 'C': pc.on = true; break;
-        case 'Y': pc.system = optarg; pc.on = true; break;
-        case 'E': {
-            char names[128];
-            if (chat_from_name(optarg) == CHAT_NONE)
-                return app_usage_error("unknown chat template '%s' (known: %s)", optarg,
-                                       prompt_chat_names(names, sizeof names));
-            pc.tmpl = optarg;
-            pc.on = true;
-            break;
-        }
-        case 'R': raw = true; break;
         case 'b':
             if (app_parse_int(optarg, 1, 1 << 16, &branches))
                 return app_usage_error("bad --branches '%s' (want 1 or more)", optarg);
@@ -242,7 +231,7 @@ int cmd_generate(int argc, char **argv) {
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
     if (!mo.path) return app_usage_error("generate needs a model: -m MODEL");
-    if (raw && pc.on) return app_usage_error("--raw excludes --chat, --system and --chat-template");
+    if ((r = prompt_chat_check(&pc))) return r;
     if (json && branches < 2) return app_usage_error("--json goes with --branches K (K >= 2)");
 
     st_err err = {0};

@@ -19,15 +19,18 @@ static const command commands[] = {
     {"ask", cmd_ask, "answer several questions over one shared context, in parallel"},
     {"cot", cmd_cot, "k chains of thought with distinct first tokens, grown together; vote"},
     {"beam", cmd_beam, "beam search over one shared KV cache; print the B best with scores"},
+    {"margins", cmd_margins, "notes on every chunk of a long text in parallel, then an answer"},
     {"plan", cmd_plan, "show how forest steps are packed: order, positions, slots, masks"},
     {"bench", cmd_bench, "measure decode, forest and ask throughput (JSON on stdout)"},
     {"convert-llama2c", cmd_convert_llama2c, "convert a llama2.c checkpoint + tokenizer to GGUF"},
     {"mkmodel", cmd_mkmodel, "write a random-weight llama GGUF (tests, benchmarks)"},
+    {"tui", cmd_tui, "the interactive forest explorer (also: multidecode -m MODEL [PROMPT])"},
     {"session", cmd_session, "show a saved session, or export its tree's texts as Markdown"},
 };
 
 static void usage(FILE *f) {
     fprintf(f, "usage: multidecode COMMAND [OPTIONS]\n"
+               "       multidecode -m MODEL [PROMPT]   (the TUI)\n"
                "       multidecode --version | --help\n\n"
                "Decodes a forest of token sequences of a llama-family GGUF model.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
@@ -85,6 +88,8 @@ int main(int argc, char **argv) {
         usage(stdout);
         exit(0);
     }
+    /* options first: the TUI (`multidecode -m MODEL [PROMPT]`) */
+    if (argv[1][0] == '-' && strcmp(argv[1], "-")) exit(cmd_tui(argc, argv));
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) exit(commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "multidecode: unknown command '%s'\n\n", argv[1]);

@@ -32,6 +32,29 @@ int prompt_model_opt(prompt_model_opts *o, int ch, const char *arg) {
     }
 }
 
+int prompt_chat_opt(prompt_chat *pc, int ch, const char *arg) {
+    char names[128];
+    switch (ch) {
+    case 'C': pc->on = true; return 0;
+    case 'Y': pc->system = arg; pc->on = true; return 0;
+    case 'E':
+        if (chat_from_name(arg) == CHAT_NONE)
+            return app_usage_error("unknown chat template '%s' (known: %s)", arg,
+                                   prompt_chat_names(names, sizeof names));
+        pc->tmpl = arg;
+        pc->on = true;
+        return 0;
+    case 'R': pc->raw = true; return 0;
+    default: return -1;
+    }
+}
+
+int prompt_chat_check(const prompt_chat *pc) {
+    if (pc->raw && (pc->on || pc->tmpl || pc->system))
+        return app_usage_error("--raw excludes --chat, --system and --chat-template");
+    return 0;
+}
+
 int prompt_sample_opt(sample_params *sp, int ch, const char *arg) {
     int64_t iv;
     double fv;

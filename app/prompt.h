@@ -75,9 +75,20 @@ void prompt_model_close(prompt_model *pm); /* zeroed or closed: a no-op */
 
 typedef struct prompt_chat {
     bool on;            /* render the text as a user message with a chat template */
+    bool raw;           /* --raw: never apply a template */
     const char *tmpl;   /* template name (chat_from_name); NULL: the model's own */
     const char *system; /* system message; NULL: the template's default, if it has one */
 } prompt_chat;
+
+/* getopt_long entries of the chat options (--chat, --system, --chat-template, --raw). */
+#define PROMPT_CHAT_LONGOPTS                                                        \
+    {"chat", 0, 0, 'C'}, {"system", 1, 0, 'Y'}, {"chat-template", 1, 0, 'E'},      \
+        {"raw", 0, 0, 'R'}
+/* Handles option ch (one of C Y E R): --system and --chat-template imply --chat. Returns
+ * 0 when handled, 2 after printing a usage error, -1 when ch is not one of them. */
+int prompt_chat_opt(prompt_chat *pc, int ch, const char *arg);
+/* After parsing: 2 (usage error printed) when --raw was combined with the others. */
+int prompt_chat_check(const prompt_chat *pc);
 
 /* "chatml, llama3, ..." into buf (for messages); returns buf. */
 const char *prompt_chat_names(char *buf, size_t cap);

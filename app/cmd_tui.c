@@ -1,0 +1,160 @@
+/* cmd_tui.c - `multidecode [tui] -m MODEL [PROMPT]`: opens the model and runs the TUI
+ * (ui/tui.h) over it. Here live what the UI must not know: option parsing, the model
+ * file, the state and config folders ($XDG_STATE_HOME/multidecode for the autosave, the
+ * history and the log; $XDG_CONFIG_HOME/multidecode/keys for key bindings), and saving
+ * and loading sessions (app/session_opts.h), handed to the UI as callbacks. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../engine/forest.h"
+#include "../ui/tui.h"
+#include "app.h"
+#include "prompt.h"
+#include "session_opts.h"
+
+#define TUI_TOPK 8 /* alternatives kept per node for the text pane */
+
+static void tui_usage(FILE *f) {
+    fprintf(f, "usage: multidecode [tui] -m MODEL [options] [PROMPT]\n\n"
+               "Opens the interactive forest explorer (press ? inside for its keys).\n\n"
+               PROMPT_MODEL_HELP
+               "      --load FILE      start from a saved session\n"
+               "      --budget N       tokens per grow (default 32)\n"
+               "      --temp T         temperature; 0 = greedy (default 0.8)\n"
+               PROMPT_SAMPLE_HELP
+               "\nfiles: $XDG_STATE_HOME/multidecode/{autosave.json,history,tui.log},\n"
+               "       $XDG_CONFIG_HOME/multidecode/keys (see assets/keys)\n");
+}
+
+/* dir/multidecode (created) from $VAR or ~/fallback into out; false when impossible. */
+static bool app_dir(const char *var, const char *fallback, char *out, size_t cap) {
+    const char *base = getenv(var), *home = getenv("HOME");
+    char tmp[4096];
+    if (base && *base) snprintf(tmp, sizeof tmp, "%s", base);
+    else if (home && *home) snprintf(tmp, sizeof tmp, "%s/%s", home, fallback);
+    else return false;
+    if (snprintf(out, cap, "%s/multidecode", tmp) >= (int)cap) return false;
+    /* mkdir -p */
+    for (char *p = out + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(out, 0755) && errno != EEXIST) return false;
+            *p = '/';
+        }
+    return !mkdir(out, 0755) || errno == EEXIST;
+}
+
+typedef struct tui_app {
+    prompt_model pm;
+    const char *model_path;
+} tui_app;
+
+static st_code tui_save(void *ud, const char *path, const forest *f, const sample_params *sp, st_err *err) {
+    tui_app *a = ud;
+    session_settings s = session_settings_default();
+    s.sample = *sp;
+    snprintf(s.model_path, sizeof s.model_path, "%s", a->model_path);
+    st_code rc = (st_code)app_session_save(path, f, a->pm.m, a->pm.tk, &s, err);
+    session_settings_free(&s);
+    return rc;
+}
+
+static forest *tui_load(void *ud, const char *path, sample_params *sp, st_err *err) {
+    tui_app *a = ud;
+    session_settings s = session_settings_default();
+    forest *f = app_session_load(path, a->pm.m, a->model_path, a->pm.n_slots, false, &s, err);
+    if (f) *sp = s.sample;
+    session_settings_free(&s);
+    return f;
+}
+
+int cmd_tui(int argc, char **argv) {
+    static const struct option lo[] = {PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
+                                       {"load", 1, 0, 'L'}, {"budget", 1, 0, 'N'},
+                                       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    prompt_model_opts mo = prompt_model_default_opts();
+    sample_params sp = sample_default_params();
+    const char *load = NULL;
+    int64_t budget = 32;
+    int ch, r;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "m:t:c:h", lo, NULL)) != -1) {
+        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&sp, ch, optarg)) >= 0) {
+            if (r) return r;
+            continue;
+        }
+        switch (ch) {
+        case 'L': load = optarg; break;
+        case 'N':
+            if (app_parse_int(optarg, 1, 1 << 20, &budget)) return app_usage_error("bad --budget '%s'", optarg);
+            break;
+        case 'h': tui_usage(stdout); return 0;
+        default: tui_usage(stderr); return 2;
+        }
+    }
+    if (optind + 1 < argc) return app_usage_error("one PROMPT at most (quote it)");
+    const char *text = optind < argc ? argv[optind] : NULL;
+    if (!mo.path) return app_usage_error("the TUI needs a model: -m MODEL");
+    if (!isatty(0) || !isatty(1)) return app_usage_error("the TUI needs a terminal");
+
+    char state[4096] = "", config[4096] = "", autosave[4200], history[4200], logf[4200], keys[4200];
+    bool have_state = app_dir("XDG_STATE_HOME", ".local/state", state, sizeof state);
+    bool have_config = app_dir("XDG_CONFIG_HOME", ".config", config, sizeof config);
+    snprintf(autosave, sizeof autosave, "%s/autosave.json", state);
+    snprintf(history, sizeof history, "%s/history", state);
+    snprintf(logf, sizeof logf, "%s/tui.log", state);
+    snprintf(keys, sizeof keys, "%s/keys", config);
+
+    st_err err = {0};
+    tui_app a = {.model_path = mo.path};
+    if (prompt_model_open(&a.pm, &mo, &err)) return app_fail(&err);
+    forest *f = NULL;
+    char hello[512] = "";
+    if (load) {
+        session_settings s = session_settings_default();
+        f = app_session_load(load, a.pm.m, mo.path, a.pm.n_slots, false, &s, &err);
+        if (f) sp = s.sample;
+        session_settings_free(&s);
+        snprintf(hello, sizeof hello, "loaded %s: press s to compute it", load);
+    } else if ((f = forest_init(a.pm.n_slots, TUI_TOPK)) && text) {
+        int32_t n = 0;
+        int32_t *t = prompt_tokens(&a.pm, NULL, text, &n, NULL, &err);
+        st_code rc = t ? forest_add_root(f, t, NULL, n, 0, NULL, &err) : err.code;
+        free(t);
+        if (rc) forest_free(f), f = NULL;
+        snprintf(hello, sizeof hello, "n grows the selected branch, c forks 4 chains, v shows the mask, ? help");
+    } else if (f)
+        snprintf(hello, sizeof hello, "press a to type a prompt, ? for help");
+    if (!f) {
+        if (!err.code) st_set(&err, ST_ERR_NOMEM, "out of memory");
+        prompt_model_close(&a.pm);
+        return app_fail(&err);
+    }
+    if (!load && have_state && access(autosave, R_OK) == 0)
+        snprintf(hello + strlen(hello), sizeof hello - strlen(hello),
+                 " | last session: :load restores it");
+    const char *slash = strrchr(mo.path, '/');
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    ui_tui_params p = {
+        .wp = {.ctx = a.pm.ctx, .tk = a.pm.tk, .f = f, .sp = sp, .budget = (int32_t)budget,
+               .save = tui_save, .load = tui_load, .ud = &a,
+               .model_name = slash ? slash + 1 : mo.path, .backend = mo.backend,
+               .threads = mo.threads ? mo.threads : (int32_t)(nproc > 0 ? nproc : 1)},
+        .autosave = have_state ? autosave : NULL,
+        .history = have_state ? history : NULL,
+        .log = have_state ? logf : NULL,
+        .keys_default = access("assets/keys", R_OK) == 0 ? "assets/keys" : NULL,
+        .keys_user = have_config ? keys : NULL,
+        .hello = hello,
+    };
+    st_code rc = ui_tui_run(&p, &err);
+    if (rc && rc != ST_OK) forest_free(f); /* the worker never took it */
+    prompt_model_close(&a.pm);
+    if (rc) return app_fail(&err);
+    return 0;
+}

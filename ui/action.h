@@ -1,0 +1,80 @@
+/* action.h - the one table of TUI actions. Each X(ID, name, keys, view, help) row gives
+ * the enum value UI_ACT_<ID>, the name used in key-binding files ("bind j down"), the
+ * default keys (space-separated key names, see keys.h; assets/keys ships the same list),
+ * the view the binding applies in (UI_VIEW_ALL: everywhere) and the help line. The enum,
+ * the help screen, the binding-file names and the man page's key list are all generated
+ * from this table (the tig habit: one request list, many uses).
+ *
+ * Not here: what an action does (tui.c), parsing key names and binding files (keys.c). */
+#ifndef MD_UI_ACTION_H
+#define MD_UI_ACTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Views a binding can be limited to. */
+enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
+
+#define UI_ACTIONS(X)                                                                       \
+    X(QUIT,        "quit",         "q",            UI_VIEW_ALL,    "autosave and quit")    \
+    X(HELP,        "help",         "? F1",         UI_VIEW_ALL,    "show or hide this help") \
+    X(COMMAND,     "command",      ":",            UI_VIEW_ALL,    "open the command line (:help lists commands)") \
+    X(APPEND,      "append",       "a",            UI_VIEW_ALL,    "type text to append under the selected node") \
+    X(NEXT_PANE,   "next-pane",    "Tab",          UI_VIEW_ALL,    "move focus: forest / text") \
+    X(MASK,        "mask",         "v",            UI_VIEW_ALL,    "show or hide the mask pane (last step's batch)") \
+    X(STEP,        "step",         "s",            UI_VIEW_ALL,    "run the engine one step (computes pending nodes)") \
+    X(GROW,        "grow",         "n",            UI_VIEW_ALL,    "grow the selected branch (:set budget N tokens)") \
+    X(COT,         "cot",          "c",            UI_VIEW_ALL,    "4 chains of thought from the selected node") \
+    X(BEAM,        "beam",         "b",            UI_VIEW_ALL,    "beam search of width 2 from the selected leaf") \
+    X(PAUSE,       "pause",        "p",            UI_VIEW_ALL,    "pause or resume the running strategy") \
+    X(CANCEL,      "cancel",       "x",            UI_VIEW_ALL,    "cancel the running strategy") \
+    X(PRUNE,       "prune",        "d Delete",     UI_VIEW_FOREST, "prune the selected subtree") \
+    X(UNDO,        "undo",         "u",            UI_VIEW_FOREST, "undo the last prune") \
+    X(BOOKMARK,    "bookmark",     "m",            UI_VIEW_ALL,    "bookmark the selected node or clear it") \
+    X(NEXT_MARK,   "next-bookmark", "'",           UI_VIEW_ALL,    "jump to the next bookmark") \
+    X(SAVE,        "save",         "w",            UI_VIEW_ALL,    "save the session now (the autosave file)") \
+    X(REDRAW,      "redraw",       "C-l",          UI_VIEW_ALL,    "redraw the screen") \
+    X(UP,          "up",           "k Up",         UI_VIEW_FOREST, "select the line above") \
+    X(DOWN,        "down",         "j Down",       UI_VIEW_FOREST, "select the line below") \
+    X(PAGE_UP,     "page-up",      "PgUp C-b",     UI_VIEW_ALL,    "scroll a page up") \
+    X(PAGE_DOWN,   "page-down",    "PgDn C-f",     UI_VIEW_ALL,    "scroll a page down") \
+    X(FIRST,       "first",        "g Home",       UI_VIEW_FOREST, "select the first line") \
+    X(LAST,        "last",         "G End",        UI_VIEW_FOREST, "select the last line") \
+    X(COLLAPSE,    "collapse",     "h Left",       UI_VIEW_FOREST, "collapse the selected subtree (or go to its parent)") \
+    X(EXPAND,      "expand",       "l Right",      UI_VIEW_FOREST, "expand the selected subtree") \
+    X(TOGGLE,      "toggle",       "Space",        UI_VIEW_FOREST, "collapse or expand the selected subtree") \
+    X(TOKEN_PREV,  "token-prev",   "h Left",       UI_VIEW_TEXT,   "move the token cursor left") \
+    X(TOKEN_NEXT,  "token-next",   "l Right",      UI_VIEW_TEXT,   "move the token cursor right") \
+    X(ALT_UP,      "alt-up",       "k Up",         UI_VIEW_TEXT,   "previous alternative at the cursor token") \
+    X(ALT_DOWN,    "alt-down",     "j Down",       UI_VIEW_TEXT,   "next alternative at the cursor token") \
+    X(ALT_PICK,    "alt-pick",     "Enter",        UI_VIEW_TEXT,   "fork here with the chosen alternative and grow it")
+
+typedef enum {
+#define UI_ACT_ENUM(id, name, keys, view, help) UI_ACT_##id,
+    UI_ACTIONS(UI_ACT_ENUM)
+#undef UI_ACT_ENUM
+    UI_ACT_N,
+    UI_ACT_NONE = -1
+} ui_action;
+
+typedef struct ui_action_info {
+    const char *name;
+    const char *keys; /* default keys, space-separated */
+    int view;         /* UI_VIEW_* */
+    const char *help;
+} ui_action_info;
+
+/* The row of action a (a valid action), or NULL. */
+const ui_action_info *ui_action_get(int a);
+/* The action called name, or UI_ACT_NONE. */
+int ui_action_by_name(const char *name);
+/* "all", "forest", "text", "mask". */
+const char *ui_view_name(int view);
+
+/* Line i (0-based) of the help screen into out (cap > 0 bytes): "  KEYS  name  help".
+ * Returns the number of lines there are (the caller loops i < that). keys_of (may be
+ * NULL: the defaults) gives the keys currently bound to an action as text. */
+typedef const char *(*ui_keys_text_fn)(void *ud, int action, char *buf, size_t cap);
+int32_t ui_help_line(int32_t i, ui_keys_text_fn keys_of, void *ud, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,139 @@
+/* command.c - the command-line parser (command.h): a table of commands with their
+ * argument shapes, so the parser, the completion and the help share one list. */
+#include "command.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Argument shapes. */
+enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_SET, ARG_BIND };
+
+static const struct {
+    const char *name;
+    ui_cmd_kind kind;
+    int args;
+    const char *usage;
+} ui_cmds[] = {
+    {"grow", UI_CMD_GROW, ARG_INT01, ":grow [TOKENS]      grow the selected branch"},
+    {"cot", UI_CMD_COT, ARG_INT12, ":cot K [TOKENS]      K chains of thought from the selected node"},
+    {"beam", UI_CMD_BEAM, ARG_INT12, ":beam WIDTH [TOKENS] beam search from the selected leaf"},
+    {"ask", UI_CMD_ASK, ARG_TEXT, ":ask TEXT           append TEXT under the selection and grow it"},
+    {"append", UI_CMD_APPEND, ARG_TEXT, ":append TEXT        append TEXT under the selection"},
+    {"prune", UI_CMD_PRUNE, ARG_NONE, ":prune              prune the selected subtree"},
+    {"merge", UI_CMD_MERGE, ARG_NONE, ":merge              merge bookmarked branches"},
+    {"step", UI_CMD_STEP, ARG_INT01, ":step [N]            run N engine steps"},
+    {"save", UI_CMD_SAVE, ARG_TEXT_OPT, ":save [FILE]         save the session"},
+    {"load", UI_CMD_LOAD, ARG_TEXT_OPT, ":load [FILE]         load a session"},
+    {"export", UI_CMD_EXPORT, ARG_TEXT, ":export FILE         the tree's texts as Markdown"},
+    {"set", UI_CMD_SET, ARG_SET, ":set NAME VALUE      temp top_k top_p min_p seed budget"},
+    {"bind", UI_CMD_BIND, ARG_BIND, ":bind KEY ACTION     bind a key (see the help for names)"},
+    {"pause", UI_CMD_PAUSE, ARG_NONE, ":pause               pause or resume the strategy"},
+    {"cancel", UI_CMD_CANCEL, ARG_NONE, ":cancel              cancel the strategy"},
+    {"help", UI_CMD_HELP, ARG_NONE, ":help                the help screen"},
+    {"quit", UI_CMD_QUIT, ARG_NONE, ":quit                autosave and quit"},
+};
+#define N_CMDS ((int32_t)(sizeof ui_cmds / sizeof ui_cmds[0]))
+
+static const char *const ui_settings[] = {"temp", "top_k", "top_p", "min_p", "seed", "budget"};
+
+const char *ui_cmd_name(int32_t i) { return i >= 0 && i < N_CMDS ? ui_cmds[i].name : NULL; }
+const char *ui_cmd_usage(int32_t i) { return i >= 0 && i < N_CMDS ? ui_cmds[i].usage : NULL; }
+
+bool ui_cmd_is_setting(const char *key) {
+    for (size_t i = 0; i < sizeof ui_settings / sizeof ui_settings[0]; i++)
+        if (!strcmp(key, ui_settings[i])) return true;
+    return false;
+}
+
+/* Next whitespace-separated word of *s into out; false at the end. */
+static bool next_word(const char **s, char *out, size_t cap) {
+    const char *p = *s;
+    while (isspace((unsigned char)*p)) p++;
+    if (!*p) return false;
+    size_t n = 0;
+    while (*p && !isspace((unsigned char)*p)) {
+        if (n + 1 < cap) out[n++] = *p;
+        p++;
+    }
+    out[n] = '\0';
+    *s = p;
+    return true;
+}
+
+static bool parse_int(const char *w, int32_t *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(w, &end, 10);
+    if (end == w || *end || errno || v < 1 || v > 1000000) return false;
+    *out = (int32_t)v;
+    return true;
+}
+
+st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
+    memset(c, 0, sizeof *c);
+    while (isspace((unsigned char)*line)) line++;
+    if (!*line) return ST_OK;
+    if (*line != ':') { /* plain text: append it */
+        c->kind = UI_CMD_APPEND;
+        snprintf(c->text, sizeof c->text, "%s", line);
+        return ST_OK;
+    }
+    const char *s = line + 1;
+    char name[32], w[1024];
+    if (!next_word(&s, name, sizeof name)) return ST_OK;
+    int32_t i = 0, hit = -1, n_prefix = 0;
+    for (i = 0; i < N_CMDS; i++) {
+        if (!strcmp(name, ui_cmds[i].name)) { hit = i; n_prefix = 1; break; }
+        if (!strncmp(name, ui_cmds[i].name, strlen(name)) && n_prefix++ == 0) hit = i;
+    }
+    if (hit < 0) return st_set(err, ST_ERR_ARG, "unknown command ':%s' (:help lists them)", name);
+    if (n_prefix > 1) return st_set(err, ST_ERR_ARG, "ambiguous command ':%s'", name);
+    c->kind = ui_cmds[hit].kind;
+    const char *usage = ui_cmds[hit].usage;
+    int32_t *ints[2] = {&c->a, &c->b};
+    int args = ui_cmds[hit].args;
+    switch (args) {
+    case ARG_NONE:
+        if (next_word(&s, w, sizeof w)) goto bad;
+        break;
+    case ARG_INT01: case ARG_INT12: case ARG_INT02: {
+        int lo = args == ARG_INT12, hi = args == ARG_INT01 ? 1 : 2, n = 0;
+        while (next_word(&s, w, sizeof w)) {
+            if (n == hi || !parse_int(w, ints[n])) goto bad;
+            n++;
+        }
+        if (n < lo) goto bad;
+        break;
+    }
+    case ARG_TEXT: case ARG_TEXT_OPT:
+        while (isspace((unsigned char)*s)) s++;
+        if (!*s && args == ARG_TEXT) goto bad;
+        snprintf(c->text, sizeof c->text, "%s", s);
+        break;
+    case ARG_SET: {
+        char *end;
+        if (!next_word(&s, c->key, sizeof c->key) || !next_word(&s, w, sizeof w)) goto bad;
+        if (!ui_cmd_is_setting(c->key))
+            return st_set(err, ST_ERR_ARG, "unknown setting '%s' (temp top_k top_p min_p seed budget)", c->key);
+        c->val = strtod(w, &end);
+        if (end == w || *end || c->val != c->val) goto bad;
+        if (next_word(&s, w, sizeof w)) goto bad;
+        break;
+    }
+    case ARG_BIND:
+        if (!next_word(&s, c->key, sizeof c->key) || !next_word(&s, c->text, sizeof c->text)) goto bad;
+        if (next_word(&s, w, sizeof w)) goto bad;
+        break;
+    }
+    return ST_OK;
+bad:
+    c->kind = UI_CMD_NONE;
+    {
+        const char *gap = strstr(usage, "  "); /* the usage form ends where its help starts */
+        int n = gap ? (int)(gap - usage) : (int)strlen(usage);
+        return st_set(err, ST_ERR_ARG, "usage: %.*s", n, usage);
+    }
+}

@@ -1,0 +1,57 @@
+/* command.h - the command line's language: ":grow 32", ":cot 8", ":beam 4 64", ":ask
+ * TEXT", ":append TEXT", ":prune", ":merge", ":step", ":save FILE", ":load FILE",
+ * ":export FILE", ":set temp 0.7", ":bind KEY ACTION", ":pause", ":cancel", ":help",
+ * ":quit". A line not starting with ':' is text to append under the selected node.
+ * Parsing is plain C (unit-tested): a line becomes a ui_cmd or a message saying what is
+ * wrong. Not here: running a command (tui.c, worker.c). */
+#ifndef MD_UI_COMMAND_H
+#define MD_UI_COMMAND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels/status.h"
+
+typedef enum {
+    UI_CMD_NONE = 0, /* an empty line */
+    UI_CMD_GROW,     /* a = tokens (0: the `budget` setting) */
+    UI_CMD_COT,      /* a = k, b = tokens (0: budget) */
+    UI_CMD_BEAM,     /* a = width, b = max tokens (0: budget) */
+    UI_CMD_ASK,      /* text: appended under the selected node, then grown */
+    UI_CMD_APPEND,   /* text: appended under the selected node */
+    UI_CMD_PRUNE,
+    UI_CMD_MERGE,
+    UI_CMD_STEP,     /* a = steps (default 1) */
+    UI_CMD_SAVE,     /* text: file ("" = the autosave file) */
+    UI_CMD_LOAD,     /* text: file ("" = the autosave file) */
+    UI_CMD_EXPORT,   /* text: Markdown file */
+    UI_CMD_SET,      /* key = setting, val = value */
+    UI_CMD_BIND,     /* key = KEY, text = ACTION */
+    UI_CMD_PAUSE,
+    UI_CMD_CANCEL,
+    UI_CMD_HELP,
+    UI_CMD_QUIT,
+} ui_cmd_kind;
+
+typedef struct ui_cmd {
+    ui_cmd_kind kind;
+    int32_t a, b;
+    double val;
+    char key[32];
+    char text[1024];
+} ui_cmd;
+
+/* Settings :set knows: temp, top_k, top_p, min_p, seed, budget (grow tokens). */
+bool ui_cmd_is_setting(const char *key);
+
+/* Parses one line. ST_OK and *c filled, or ST_ERR_ARG with a message naming the problem
+ * and the expected form ("usage: :beam WIDTH [TOKENS]"). */
+st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err);
+
+/* Command names, for completion and the help: the i-th name (without ':') or NULL past
+ * the end; ui_cmd_usage(i) its usage line. */
+const char *ui_cmd_name(int32_t i);
+const char *ui_cmd_usage(int32_t i);
+
+#endif

@@ -1,0 +1,218 @@
+/* forest_view.c - the forest pane's view model (forest_view.h): the radix-line walk,
+ * folding, the cursor and the text of one line. */
+#include "forest_view.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uline.h"
+
+void fv_init(forest_view *v, bool utf8) {
+    memset(v, 0, sizeof *v);
+    v->cursor_id = FOREST_NONE;
+    v->utf8 = utf8;
+}
+
+void fv_free(forest_view *v) {
+    free(v->lines);
+    free(v->fold);
+    free(v->stack);
+    fv_init(v, v->utf8);
+}
+
+static bool grow_arr(void **p, int32_t *cap, int32_t need, size_t elem) {
+    if (need <= *cap) return true;
+    int32_t n = *cap ? *cap : 64;
+    while (n < need) n *= 2;
+    void *q = realloc(*p, (size_t)n * elem);
+    if (!q) return false;
+    *p = q;
+    *cap = n;
+    return true;
+}
+
+bool fv_is_folded(const forest_view *v, const forest *f, int32_t idx) {
+    const forest_node *nd = forest_node_at(f, idx);
+    return idx < v->cap_fold && nd && v->fold[idx] == nd->gen + 1;
+}
+
+static bool single_child(const forest *f, const forest_node *nd) {
+    return nd->first_child >= 0 && forest_node_at(f, nd->first_child)->next_sibling < 0;
+}
+
+st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
+    int32_t cap = forest_capacity(f), n_live = forest_n_live(f);
+    if (!grow_arr((void **)&v->stack, &v->cap_stack, n_live + 1, sizeof(int32_t)) ||
+        !grow_arr((void **)&v->lines, &v->cap_lines, n_live + 1, sizeof(fv_line)))
+        return st_set(err, ST_ERR_NOMEM, "out of memory for the forest view");
+    if (cap > v->cap_fold) {
+        int32_t old = v->cap_fold;
+        if (!grow_arr((void **)&v->fold, &v->cap_fold, cap, sizeof(uint32_t)))
+            return st_set(err, ST_ERR_NOMEM, "out of memory for the forest view");
+        memset(v->fold + old, 0, sizeof(uint32_t) * (size_t)(v->cap_fold - old));
+    }
+    /* a stack of (line start, indent) pairs; roots pushed last-first so they pop in order */
+    int32_t sp = 0, n_roots = 0;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
+        if (forest_node_at(f, i)->parent < 0) n_roots++;
+    int32_t *stack = v->stack; /* each entry packs start and indent as two ints */
+    if (!grow_arr((void **)&v->stack, &v->cap_stack, 2 * (n_live + 1), sizeof(int32_t)))
+        return st_set(err, ST_ERR_NOMEM, "out of memory for the forest view");
+    stack = v->stack;
+    sp = 2 * n_roots;
+    {
+        int32_t k = sp;
+        for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
+            if (forest_node_at(f, i)->parent < 0) stack[k - 2] = i, stack[k - 1] = 0, k -= 2;
+    }
+    int32_t n = 0;
+    v->cursor = 0;
+    bool found = false;
+    while (sp > 0) {
+        int32_t s = stack[sp - 2], indent = stack[sp - 1];
+        sp -= 2;
+        fv_line ln = {s, s, indent, 1, 0, 0};
+        const forest_node *nd = forest_node_at(f, s);
+        if (nd->flags & FOREST_BOOKMARK) ln.flags |= FV_BOOKMARK;
+        while (single_child(f, nd)) {
+            ln.end = nd->first_child;
+            nd = forest_node_at(f, ln.end);
+            ln.n_nodes++;
+            if (nd->flags & FOREST_BOOKMARK) ln.flags |= FV_BOOKMARK;
+        }
+        for (int32_t c = nd->first_child; c >= 0; c = forest_node_at(f, c)->next_sibling) ln.n_children++;
+        if (nd->flags & FOREST_FINISHED) ln.flags |= FV_FINISHED;
+        if (nd->state == FOREST_PENDING) ln.flags |= FV_PENDING;
+        if (ln.n_children > 1) {
+            ln.flags |= FV_BRANCHES;
+            if (fv_is_folded(v, f, s)) ln.flags |= FV_COLLAPSED;
+            else {
+                /* children pushed in reverse creation order so they pop in order */
+                sp += 2 * ln.n_children;
+                int32_t k = sp;
+                for (int32_t c = nd->first_child; c >= 0; c = forest_node_at(f, c)->next_sibling)
+                    stack[k - 2] = c, stack[k - 1] = indent + 1, k -= 2;
+            }
+        }
+        if (!found && forest_id_at(f, s) == v->cursor_id) v->cursor = n, found = true;
+        v->lines[n++] = ln;
+    }
+    v->n_lines = n;
+    if (!found) v->cursor = v->cursor < n ? v->cursor : (n ? n - 1 : 0);
+    v->cursor_id = n ? forest_id_at(f, v->lines[v->cursor].start) : FOREST_NONE;
+    if (v->top > v->cursor) v->top = v->cursor;
+    return ST_OK;
+}
+
+void fv_set_cursor(forest_view *v, const forest *f, int32_t line) {
+    if (v->n_lines == 0) return;
+    if (line < 0) line = 0;
+    if (line >= v->n_lines) line = v->n_lines - 1;
+    v->cursor = line;
+    v->cursor_id = forest_id_at(f, v->lines[line].start);
+}
+
+void fv_move(forest_view *v, const forest *f, int32_t delta) { fv_set_cursor(v, f, v->cursor + delta); }
+
+bool fv_select_node(forest_view *v, const forest *f, forest_id id) {
+    const forest_node *nd = forest_get(f, id);
+    if (!nd) return false;
+    /* up to the start of its line: while the parent has this one child only */
+    int32_t idx = forest_index(id);
+    while (nd->parent >= 0 && single_child(f, forest_node_at(f, nd->parent))) {
+        idx = nd->parent;
+        nd = forest_node_at(f, idx);
+    }
+    for (int32_t i = 0; i < v->n_lines; i++)
+        if (v->lines[i].start == idx) {
+            fv_set_cursor(v, f, i);
+            return true;
+        }
+    return false;
+}
+
+forest_id fv_selected(const forest_view *v, const forest *f) {
+    if (v->n_lines == 0 || v->cursor >= v->n_lines) return FOREST_NONE;
+    return forest_id_at(f, v->lines[v->cursor].end);
+}
+
+void fv_scroll(forest_view *v, int32_t height) {
+    if (height < 1) height = 1;
+    if (v->cursor < v->top) v->top = v->cursor;
+    if (v->cursor >= v->top + height) v->top = v->cursor - height + 1;
+    if (v->top > v->n_lines - height) v->top = v->n_lines - height;
+    if (v->top < 0) v->top = 0;
+}
+
+bool fv_fold(forest_view *v, const forest *f, bool fold) {
+    if (v->n_lines == 0) return false;
+    const fv_line *ln = &v->lines[v->cursor];
+    if (!(ln->flags & FV_BRANCHES) || ln->start >= v->cap_fold) return false;
+    bool was = fv_is_folded(v, f, ln->start);
+    if (was == fold) return false;
+    v->fold[ln->start] = fold ? forest_node_at(f, ln->start)->gen + 1 : 0;
+    return true;
+}
+
+void fv_token_text(const forest *f, const tok *tk, int32_t idx, char *out, size_t cap) {
+    const forest_node *nd = forest_node_at(f, idx);
+    if (!tk) {
+        snprintf(out, cap, "[%d]", nd->token);
+        return;
+    }
+    tok_stream s;
+    tok_stream_init(&s);
+    if (nd->parent >= 0) s.prev = forest_node_at(f, nd->parent)->token;
+    size_t got = tok_stream_put(tk, &s, nd->token, out, cap);
+    if (got >= cap) out[0] = '\0';
+    if ((got == 0 || got >= cap) && (s.n_pend > 0 || tok_type(tk, nd->token) == TOK_CONTROL)) {
+        const char *pc = tok_piece(tk, nd->token);
+        snprintf(out, cap, "%s", pc ? pc : "");
+    }
+}
+
+int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
+              const forest_id *running, int32_t n_running, char *out, size_t cap, int width) {
+    ui_line l = ui_line_make(out, cap, width, v->utf8);
+    if (i < 0 || i >= v->n_lines) return 3;
+    const fv_line *ln = &v->lines[i];
+    for (int32_t k = 0; k < ln->indent && k < 32; k++) ui_line_put(&l, "  ");
+    if (ln->flags & FV_BRANCHES)
+        ui_line_put(&l, ln->flags & FV_COLLAPSED ? (v->utf8 ? "\xe2\x96\xb8" : "+") : (v->utf8 ? "\xe2\x96\xbe" : "-"));
+    else
+        ui_line_put(&l, v->utf8 ? "\xc2\xb7" : " ");
+    bool run = false;
+    forest_id end_id = forest_id_at(f, ln->end);
+    for (int32_t k = 0; k < n_running; k++) run |= running[k] == end_id;
+    const char *mark = ln->flags & FV_BOOKMARK ? (v->utf8 ? "\xe2\x98\x85" : "*")
+                       : run                    ? (v->utf8 ? "\xe2\x96\xb6" : ">")
+                       : ln->flags & FV_FINISHED ? (v->utf8 ? "\xe2\x9c\x93" : "$")
+                                                 : " ";
+    ui_line_put(&l, mark);
+    const forest_node *nd = forest_node_at(f, ln->start);
+    char buf[64];
+    int cls = 3;
+    if (isnan(nd->logprob)) ui_line_put(&l, "   - ");
+    else {
+        double p = exp((double)nd->logprob);
+        cls = p < 0.1 ? 0 : p < 0.5 ? 1 : 2;
+        snprintf(buf, sizeof buf, "%3.0f%% ", 100 * p);
+        ui_line_put(&l, buf);
+    }
+    /* the text: decode node by node until the width is used (long chains cost only what
+     * is shown) */
+    int32_t idx = ln->start;
+    for (int32_t k = 0; k < ln->n_nodes && !l.full; k++) {
+        fv_token_text(f, tk, idx, buf, sizeof buf);
+        ui_line_put(&l, buf);
+        const forest_node *c = forest_node_at(f, idx);
+        idx = c->first_child;
+    }
+    if (ln->flags & FV_COLLAPSED && !l.full) {
+        snprintf(buf, sizeof buf, " (%d)", ln->n_children);
+        ui_line_put(&l, buf);
+    }
+    return cls;
+}

@@ -1,0 +1,89 @@
+/* forest_view.h - the forest pane's view model: the forest flattened into display lines,
+ * without a terminal.
+ *
+ * A line is a maximal chain of single-child nodes (the radix view): it starts at a root
+ * or at a child of a branching node and ends at a leaf or at a node with two or more
+ * children, whose children's lines are nested one level deeper, unless the line is
+ * collapsed. Lines are rebuilt from the forest in O(nodes) without decoding any text;
+ * text is decoded only for the lines drawn (fv_render), so forests of 10,000+ nodes
+ * scroll without lag. The cursor is a line, remembered by its first node's id so that it
+ * stays put while the forest grows. The selected node is the cursor line's last node.
+ *
+ * The view reads the forest; the caller holds whatever lock guards it during fv_rebuild
+ * and fv_render. Not here: colours and curses (screen.c). */
+#ifndef MD_UI_FOREST_VIEW_H
+#define MD_UI_FOREST_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../engine/forest.h"
+#include "../engine/tok.h"
+
+enum {
+    FV_BRANCHES = 1 << 0,  /* the last node has 2+ children */
+    FV_COLLAPSED = 1 << 1, /* ... and they are hidden */
+    FV_BOOKMARK = 1 << 2,  /* a node of the line is bookmarked */
+    FV_FINISHED = 1 << 3,  /* the last node is a finished leaf */
+    FV_PENDING = 1 << 4,   /* the last node is not computed yet */
+};
+
+typedef struct fv_line {
+    int32_t start, end;   /* forest indices of the first and last node */
+    int32_t indent;       /* nesting level */
+    int32_t n_nodes;      /* tokens on the line */
+    int32_t n_children;   /* children of the last node */
+    uint32_t flags;       /* FV_* */
+} fv_line;
+
+typedef struct forest_view {
+    fv_line *lines;
+    int32_t n_lines, cap_lines;
+    int32_t cursor;        /* line index */
+    int32_t top;           /* first line shown */
+    forest_id cursor_id;   /* id of the cursor line's first node */
+    uint32_t *fold;        /* (cap_fold) per forest index: its generation + 1 when collapsed */
+    int32_t cap_fold;
+    int32_t *stack;        /* scratch for the walk */
+    int32_t cap_stack;
+    bool utf8;             /* glyphs: UTF-8 or ASCII */
+} forest_view;
+
+void fv_init(forest_view *v, bool utf8);
+void fv_free(forest_view *v);
+
+/* Recomputes the lines from f (keeping the cursor on its line when that line still
+ * starts at the same node). ST_ERR_NOMEM leaves the old lines. */
+st_code fv_rebuild(forest_view *v, const forest *f, st_err *err);
+
+/* Moves the cursor by delta lines (clamped) / to line i. */
+void fv_move(forest_view *v, const forest *f, int32_t delta);
+void fv_set_cursor(forest_view *v, const forest *f, int32_t line);
+/* Puts the cursor on the line that holds node id (after a rebuild); false if hidden or
+ * stale. */
+bool fv_select_node(forest_view *v, const forest *f, forest_id id);
+/* The node the cursor selects (its line's last node), or FOREST_NONE. */
+forest_id fv_selected(const forest_view *v, const forest *f);
+/* Adjusts top so that the cursor is inside a window of height lines. */
+void fv_scroll(forest_view *v, int32_t height);
+
+/* Collapses (fold true) or expands the cursor line; returns true when that changed
+ * anything. The caller rebuilds afterwards. */
+bool fv_fold(forest_view *v, const forest *f, bool fold);
+bool fv_is_folded(const forest_view *v, const forest *f, int32_t idx);
+
+/* Writes line i as text of at most width columns into out (cap bytes): indentation,
+ * a fold glyph, a marker (bookmark, running, finished, pending), the probability of
+ * its first token and the line's text decoded in context. running (may be NULL) lists
+ * the leaves a strategy is extending. tk may be NULL (token ids are shown). Returns the
+ * probability class of the first token: 0 below 10%, 1 below 50%, 2 from 50%, 3 for an
+ * unscored token (prompt text). */
+int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
+              const forest_id *running, int32_t n_running, char *out, size_t cap, int width);
+
+/* Decodes node idx's token as it reads after its parent's token into out (cap > 0).
+ * A control token or an incomplete byte shows its piece. Shared with the other views. */
+void fv_token_text(const forest *f, const tok *tk, int32_t idx, char *out, size_t cap);
+
+#endif

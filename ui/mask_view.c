@@ -1,0 +1,103 @@
+/* mask_view.c - the mask pane's view model (mask_view.h). */
+#include "mask_view.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forest_view.h"
+#include "uline.h"
+
+void mv_init(mask_view *v) {
+    memset(v, 0, sizeof *v);
+    v->step = -1;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The branch colour of node idx: that of the first node of its radix line (a root or a
+ * child of a branching node), so every token of one line shares a colour. */
+static uint8_t branch_colour(const forest *f, int32_t idx) {
+    const forest_node *nd = forest_node_at(f, idx);
+    while (nd->parent >= 0) {
+        const forest_node *p = forest_node_at(f, nd->parent);
+        if (forest_node_at(f, p->first_child)->next_sibling >= 0) break; /* p branches */
+        idx = nd->parent;
+        nd = p;
+    }
+    return (uint8_t)(((uint32_t)idx * 2654435761u >> 16) % 6);
+}
+
+void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p, int32_t step) {
+    v->step = step;
+    v->n_rows_total = p->n_rows;
+    int32_t r0 = p->n_rows > MV_MAX_ROWS ? p->n_rows - MV_MAX_ROWS : 0;
+    v->n_rows = p->n_rows - r0;
+    /* columns: the distinct slots the kept rows may see, in slot order */
+    static const int32_t cap_all = 1 << 16;
+    int32_t *all = malloc(sizeof(int32_t) * (size_t)cap_all), n_all = 0;
+    for (int32_t r = r0; all && r < p->n_rows; r++)
+        for (int32_t i = p->seg_off[r]; i < p->seg_off[r + 1]; i++)
+            for (int32_t s = p->segs[i].start; s < p->segs[i].start + p->segs[i].len && n_all < cap_all; s++)
+                all[n_all++] = s;
+    if (all) qsort(all, (size_t)n_all, sizeof *all, cmp_i32);
+    int32_t m = 0;
+    for (int32_t i = 0; i < n_all; i++)
+        if (m == 0 || all[m - 1] != all[i]) all[m++] = all[i];
+    v->n_cols_total = m;
+    int32_t c0 = m > MV_MAX_COLS ? m - MV_MAX_COLS : 0;
+    v->n_cols = m - c0;
+    if (all) memcpy(v->cols, all + c0, sizeof(int32_t) * (size_t)v->n_cols);
+    free(all);
+    memset(v->grid, 0, sizeof v->grid);
+    for (int32_t r = 0; r < v->n_rows; r++) {
+        int32_t pr = r0 + r, idx = p->node[pr];
+        const forest_node *nd = forest_node_at(f, idx);
+        mv_row *row = &v->rows[r];
+        row->node = idx;
+        row->parent = nd->parent;
+        row->token = p->tokens[pr];
+        row->pos = p->pos[pr];
+        row->slot = p->slot[pr];
+        row->want = p->want[pr];
+        row->colour = branch_colour(f, idx);
+        fv_token_text(f, tk, idx, row->text, sizeof row->text);
+        for (int32_t c = 0; c < v->n_cols; c++)
+            if (step_plan_sees(p, pr, v->cols[c])) v->grid[r][c / 8] |= (uint8_t)(1u << (c % 8));
+    }
+    if (v->top > v->n_rows) v->top = 0;
+    if (v->left > v->n_cols) v->left = 0;
+}
+
+bool mv_sees(const mask_view *v, int32_t row, int32_t col) {
+    if (row < 0 || row >= v->n_rows || col < 0 || col >= v->n_cols) return false;
+    return v->grid[row][col / 8] >> (col % 8) & 1;
+}
+
+void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8) {
+    ui_line l = ui_line_make(out, cap, width, utf8);
+    char buf[160];
+    if (v->step < 0) {
+        ui_line_put(&l, "no step has run yet: press s to run one");
+        return;
+    }
+    snprintf(buf, sizeof buf, "step %d: %d rows, %d KV slots seen%s", v->step, v->n_rows_total,
+             v->n_cols_total, v->n_rows < v->n_rows_total ? " (last rows shown)" : "");
+    ui_line_put(&l, buf);
+}
+
+void mv_row_text(const mask_view *v, int32_t r, char *out, size_t cap, int width, bool utf8) {
+    ui_line l = ui_line_make(out, cap, width, utf8);
+    if (r < 0 || r >= v->n_rows) return;
+    const mv_row *row = &v->rows[r];
+    char buf[96], text[16];
+    ui_line t = ui_line_make(text, sizeof text, 8, utf8);
+    ui_line_put(&t, row->text);
+    ui_line_pad(&t);
+    snprintf(buf, sizeof buf, "%4d %5d %6d %4d %4d %s %s ", r, row->node, row->parent, row->pos,
+             row->slot, row->want ? "L" : " ", text);
+    ui_line_put(&l, buf);
+}

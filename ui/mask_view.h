@@ -1,0 +1,53 @@
+/* mask_view.h - the mask pane's view model (teaching): a copy of one step's plan as it
+ * was packed: each row's node, parent, token text, RoPE position, KV slot and whether it
+ * returns logits, the KV slots any row may see (the grid's columns) and the attention
+ * mask as a grid, each row coloured by its branch (the radix line it belongs to).
+ *
+ * mv_capture copies what it needs, so the view stays valid after the plan and the
+ * forest move on (the worker captures under the forest lock; the UI reads it under the
+ * same lock). Grids larger than MV_MAX_ROWS x MV_MAX_COLS keep their last rows/columns,
+ * and say so. */
+#ifndef MD_UI_MASK_VIEW_H
+#define MD_UI_MASK_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../engine/forest.h"
+#include "../engine/step.h"
+#include "../engine/tok.h"
+
+#define MV_MAX_ROWS 512
+#define MV_MAX_COLS 1024
+
+typedef struct mv_row {
+    int32_t node, parent, token, pos, slot;
+    uint8_t want;      /* returns logits */
+    uint8_t colour;    /* branch colour 0..5 */
+    char text[32];     /* token text in context */
+} mv_row;
+
+typedef struct mask_view {
+    mv_row rows[MV_MAX_ROWS];
+    int32_t n_rows;         /* rows kept (the last ones) */
+    int32_t n_rows_total;   /* rows the step had */
+    int32_t cols[MV_MAX_COLS]; /* slot of each column */
+    int32_t n_cols, n_cols_total;
+    uint8_t grid[MV_MAX_ROWS][MV_MAX_COLS / 8]; /* bit c of row r: row r sees column c */
+    int32_t step;           /* steps run before this one; -1 before any */
+    int32_t top, left;      /* scroll position (rows, columns) */
+} mask_view;
+
+void mv_init(mask_view *v);
+/* Copies plan p (built, run or not; its arrays still filled) over forest f. tk may be
+ * NULL. step numbers the step. */
+void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p, int32_t step);
+bool mv_sees(const mask_view *v, int32_t row, int32_t col);
+
+/* Text of the table's header and of row r ("row node parent pos slot logits text"),
+ * at most width columns. */
+void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8);
+void mv_row_text(const mask_view *v, int32_t r, char *out, size_t cap, int width, bool utf8);
+
+#endif

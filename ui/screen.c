@@ -1,0 +1,108 @@
+/* screen.c - terminal setup and teardown (screen.h). */
+#include "screen.h"
+
+#include <fcntl.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <ncursesw/curses.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct {
+    bool active, utf8, colour, atexit_set;
+    int saved_stderr;
+    volatile sig_atomic_t sig;
+} scr = {.saved_stderr = -1};
+
+static void on_signal(int s) { scr.sig = s; }
+
+static void restore_stderr(void) {
+    if (scr.saved_stderr >= 0) {
+        fflush(stderr);
+        dup2(scr.saved_stderr, 2);
+        close(scr.saved_stderr);
+        scr.saved_stderr = -1;
+    }
+}
+
+void ui_screen_end(void) {
+    if (scr.active) {
+        endwin();
+        scr.active = false;
+    }
+    restore_stderr();
+}
+
+static void at_exit(void) { ui_screen_end(); }
+
+bool ui_screen_start(const char *log_path) {
+    setlocale(LC_ALL, "");
+    const char *cs = nl_langinfo(CODESET);
+    scr.utf8 = cs && (!strcmp(cs, "UTF-8") || !strcmp(cs, "utf8"));
+    if (!isatty(0) || !isatty(1)) return false;
+    if (log_path) {
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            fflush(stderr);
+            scr.saved_stderr = dup(2);
+            dup2(fd, 2);
+            close(fd);
+        }
+    }
+    if (!scr.atexit_set) atexit(at_exit), scr.atexit_set = true;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    setenv("ESCDELAY", "25", 0);
+    if (!initscr()) {
+        restore_stderr();
+        return false;
+    }
+    scr.active = true;
+    cbreak();
+    noecho();
+    nonl();
+    keypad(stdscr, TRUE);
+    curs_set(0);
+    scr.colour = has_colors() && !getenv("NO_COLOR");
+    if (scr.colour) {
+        start_color();
+        use_default_colors();
+        bool c256 = COLORS >= 256;
+        init_pair(UI_PAIR_TITLE, COLOR_BLACK, COLOR_CYAN);
+        init_pair(UI_PAIR_STATUS, COLOR_BLACK, COLOR_WHITE);
+        init_pair(UI_PAIR_SEL, COLOR_BLACK, COLOR_YELLOW);
+        init_pair(UI_PAIR_DIM, c256 ? 244 : COLOR_BLUE, -1);
+        init_pair(UI_PAIR_MSG, COLOR_YELLOW, -1);
+        init_pair(UI_PAIR_PROB0, c256 ? 196 : COLOR_RED, -1);
+        init_pair(UI_PAIR_PROB1, c256 ? 214 : COLOR_YELLOW, -1);
+        init_pair(UI_PAIR_PROB2, c256 ? 114 : COLOR_GREEN, -1);
+        init_pair(UI_PAIR_PROB3, -1, -1);
+        static const short br8[6] = {COLOR_RED, COLOR_GREEN, COLOR_YELLOW, COLOR_BLUE, COLOR_MAGENTA, COLOR_CYAN};
+        static const short br256[6] = {203, 113, 221, 75, 176, 80};
+        for (int i = 0; i < 6; i++) init_pair((short)(UI_PAIR_BRANCH0 + i), c256 ? br256[i] : br8[i], -1);
+    }
+    mousemask(BUTTON1_CLICKED | BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
+    mouseinterval(0);
+    return true;
+}
+
+bool ui_screen_utf8(void) { return scr.utf8; }
+bool ui_screen_colour(void) { return scr.colour; }
+int ui_screen_signal(void) { return scr.sig; }
+
+int ui_screen_attr(int pair) {
+    if (scr.colour) return (int)COLOR_PAIR(pair) | (pair == UI_PAIR_PROB0 || pair == UI_PAIR_MSG ? A_BOLD : 0);
+    switch (pair) {
+    case UI_PAIR_TITLE: case UI_PAIR_STATUS: case UI_PAIR_SEL: return A_REVERSE;
+    case UI_PAIR_DIM: case UI_PAIR_PROB0: return A_DIM;
+    case UI_PAIR_MSG: case UI_PAIR_PROB2: return A_BOLD;
+    default: return A_NORMAL;
+    }
+}

@@ -1,0 +1,44 @@
+/* text_view.h - the text pane's view model: the selected branch's tokens from its root,
+ * each with its probability, a token cursor, and the alternatives at the cursor (the
+ * top-k the forest kept for the token's parent: what else the model could have said
+ * there). The cursor may also sit one past the last token ("next"), where the
+ * alternatives are the leaf's own top-k, when it is computed.
+ *
+ * Plain C over engine headers; the caller holds the forest's lock while calling. */
+#ifndef MD_UI_TEXT_VIEW_H
+#define MD_UI_TEXT_VIEW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../engine/forest.h"
+#include "../engine/tok.h"
+
+#define TV_MAX_ALTS 16
+
+typedef struct text_view {
+    int32_t *idx;       /* (n) forest indices root..leaf */
+    int32_t n, cap;
+    forest_id leaf;     /* the branch shown */
+    int32_t cursor;     /* 0..n (n: after the leaf) */
+    int32_t alt;        /* chosen alternative at the cursor */
+    bool follow;        /* the cursor follows the end while the branch grows */
+} text_view;
+
+void tv_init(text_view *v);
+void tv_free(text_view *v);
+/* Shows the branch root..leaf (keeping the cursor when the leaf is the same or a
+ * descendant). ST_ERR_NOMEM; ST_ERR_ARG for a stale id (the view is emptied). */
+st_code tv_set(text_view *v, const forest *f, forest_id leaf, st_err *err);
+void tv_move(text_view *v, int32_t delta);
+
+/* Token i's text in context (fv_token_text) into out and its probability class (as
+ * fv_render: 0 < 10%, 1 < 50%, 2 >= 50%, 3 unscored). */
+int tv_token(const text_view *v, const forest *f, const tok *tk, int32_t i, char *out, size_t cap);
+/* The alternatives at the cursor: up to cap (token, logprob) pairs, best first; returns
+ * how many. *parent (may be NULL) gets the node they would hang under. */
+int32_t tv_alts(const text_view *v, const forest *f, int32_t *ids, float *lps, int32_t cap,
+                forest_id *parent);
+
+#endif

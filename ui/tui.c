@@ -1,0 +1,492 @@
+/* tui.c - the TUI's main loop (tui.h): reads keys and mouse events with a 30 ms timeout,
+ * maps them through the key map to actions, queues engine jobs with the worker, and
+ * redraws when the worker's version changes or the user moved. Drawing takes the
+ * worker's lock with trylock, so a running step never blocks the screen: the last frame
+ * stays up until the step lands. Layout (top to bottom): title, panes (forest | text or
+ * mask), status line, command line. Below 80x24 only a message is drawn. */
+#include "tui.h"
+
+#include <math.h>
+#include <ncursesw/curses.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "action.h"
+#include "cmdline.h"
+#include "command.h"
+#include "forest_view.h"
+#include "keys.h"
+#include "screen.h"
+#include "text_view.h"
+#include "uline.h"
+
+#define MIN_W 80
+#define MIN_H 24
+#define AUTOSAVE_S 30.0
+
+typedef struct tui {
+    const ui_tui_params *p;
+    ui_worker *w;
+    ui_keymap km;
+    forest_view fv;
+    text_view tv;
+    int focus;          /* UI_VIEW_FOREST / TEXT / MASK */
+    bool mask, help, quit, dirty;
+    bool cmd_is_text;   /* the open command line takes text to append, not a command */
+    int help_top;
+    uint64_t seen_version, seen_msg;
+    char msg[256];
+    WINDOW *cmdwin;
+    int forest_h;       /* rows of the forest pane */
+    double last_autosave;
+} tui;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void set_msg(tui *t, const char *m) {
+    snprintf(t->msg, sizeof t->msg, "%.*s", (int)sizeof t->msg - 1, m);
+    t->dirty = true;
+}
+
+static void post(tui *t, ui_job j) {
+    if (!ui_worker_post(t->w, &j)) set_msg(t, "the engine is busy: try again");
+}
+
+/* Views follow the forest (under the lock). */
+static void sync_views(tui *t) {
+    const forest *f = ui_worker_forest(t->w);
+    st_err err = {0};
+    if (fv_rebuild(&t->fv, f, &err)) set_msg(t, err.msg);
+    forest_id focus = ui_worker_take_focus(t->w);
+    if (focus != FOREST_NONE) fv_select_node(&t->fv, f, focus);
+    forest_id sel = fv_selected(&t->fv, f);
+    if (sel != FOREST_NONE) tv_set(&t->tv, f, sel, &err);
+    else tv_free(&t->tv);
+}
+
+/* ---- drawing ---- */
+
+static void put_line(int y, int x, const char *s, int attr) {
+    attron(attr);
+    mvaddstr(y, x, s);
+    attroff(attr);
+}
+
+static int branch_pair(int32_t start) {
+    return UI_PAIR_BRANCH0 + (int)(((uint32_t)start * 2654435761u >> 16) % 6);
+}
+
+static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
+    forest_id running[64];
+    int32_t nr = ui_worker_running(t->w, running, 64);
+    fv_scroll(&t->fv, h);
+    t->forest_h = h;
+    char buf[1024];
+    for (int r = 0; r < h; r++) {
+        int32_t i = t->fv.top + r;
+        if (i >= t->fv.n_lines) break;
+        fv_render(&t->fv, f, t->p->wp.tk, i, running, nr, buf, sizeof buf, w);
+        const forest_node *nd = forest_node_at(f, t->fv.lines[i].start);
+        int attr = i == t->fv.cursor ? ui_screen_attr(UI_PAIR_SEL) | (t->focus == UI_VIEW_FOREST ? A_BOLD : 0)
+                   : isnan(nd->logprob) ? ui_screen_attr(UI_PAIR_PROB3)
+                                        : ui_screen_attr(branch_pair(t->fv.lines[i].start));
+        put_line(y0 + r, 0, buf, attr);
+    }
+}
+
+/* The branch's tokens, wrapped; the cursor token reversed; the tail kept in view. */
+static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
+    static const int cls_pair[4] = {UI_PAIR_PROB0, UI_PAIR_PROB1, UI_PAIR_PROB2, UI_PAIR_PROB3};
+    text_view *tv = &t->tv;
+    int alt_h = 7, th = h - alt_h;
+    char buf[128], vis[256];
+    /* pass 1: the row of the cursor and the number of rows */
+    int row = 0, col = 0, cur_row = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        int first = 0;
+        if (pass == 1) {
+            first = cur_row - th + 1 > 0 ? cur_row - th + 1 : 0;
+            if (row - first >= th && cur_row < row - th + 1) first = cur_row > 0 ? cur_row - 1 : 0;
+        }
+        row = 0, col = 0;
+        for (int32_t i = 0; i <= tv->n; i++) {
+            int cls = 3;
+            if (i < tv->n) cls = tv_token(tv, f, t->p->wp.tk, i, buf, sizeof buf);
+            else snprintf(buf, sizeof buf, "%s", ui_screen_utf8() ? "\xe2\x96\x91" : "_");
+            ui_line l = ui_line_make(vis, sizeof vis, w, ui_screen_utf8());
+            ui_line_put(&l, buf);
+            if (col + l.cols > w && col > 0) row++, col = 0;
+            if (i == tv->cursor) cur_row = row;
+            if (pass == 1 && row >= first && row - first < th) {
+                int attr = ui_screen_attr(cls_pair[cls]);
+                if (i == tv->cursor) attr |= A_REVERSE | (t->focus == UI_VIEW_TEXT ? A_BOLD : 0);
+                put_line(y0 + row - first, x0 + col, vis, attr);
+            }
+            col += l.cols;
+        }
+    }
+    /* the alternatives at the cursor */
+    int32_t ids[TV_MAX_ALTS];
+    float lps[TV_MAX_ALTS];
+    int32_t n = tv_alts(tv, f, ids, lps, TV_MAX_ALTS, NULL);
+    int ya = y0 + th;
+    for (int x = 0; x < w; x++) mvaddstr(ya, x0 + x, ui_screen_utf8() ? "\xe2\x94\x80" : "-");
+    snprintf(vis, sizeof vis, " alternatives at token %d%s ", tv->cursor,
+             tv->cursor == tv->n ? " (next)" : "");
+    put_line(ya, x0 + 1, vis, ui_screen_attr(UI_PAIR_DIM));
+    if (tv->alt >= n) tv->alt = n ? n - 1 : 0;
+    for (int32_t k = 0; k < n && k < alt_h - 1; k++) {
+        const char *pc = t->p->wp.tk ? tok_piece(t->p->wp.tk, ids[k]) : "?";
+        ui_line l = ui_line_make(vis, sizeof vis, w - 12, ui_screen_utf8());
+        ui_line_put(&l, pc ? pc : "?");
+        snprintf(buf, sizeof buf, "%c %5.1f%%  ", k == tv->alt && t->focus == UI_VIEW_TEXT ? '>' : ' ',
+                 100.0 * exp((double)lps[k]));
+        put_line(ya + 1 + k, x0, buf, ui_screen_attr(UI_PAIR_DIM));
+        put_line(ya + 1 + k, x0 + (int)strlen(buf), vis, k == tv->alt ? A_BOLD : A_NORMAL);
+    }
+    if (n == 0) put_line(ya + 1, x0 + 2, "(none kept: run a step, or move the cursor)", ui_screen_attr(UI_PAIR_DIM));
+}
+
+static void draw_mask(tui *t, int y0, int x0, int h, int w) {
+    const mask_view *mv = ui_worker_mask(t->w);
+    char buf[512];
+    mv_header(mv, buf, sizeof buf, w, ui_screen_utf8());
+    put_line(y0, x0, buf, A_BOLD);
+    if (mv->step < 0) return;
+    const char *legend = "  row  node parent  pos slot L token    mask ('#': row attends to slot)";
+    ui_line l = ui_line_make(buf, sizeof buf, w, false);
+    ui_line_put(&l, legend);
+    put_line(y0 + 1, x0, buf, ui_screen_attr(UI_PAIR_DIM));
+    int tw = 37, gw = w - tw;
+    /* the newest slots are the interesting ones: show the grid's last columns */
+    mask_view *mvm = ui_worker_mask_mut(t->w);
+    mvm->left = mv->n_cols > gw ? mv->n_cols - gw : 0;
+    /* slot numbers of the visible columns, last digit only */
+    for (int c = 0; c < gw && mv->left + c < mv->n_cols; c++)
+        mvaddch(y0 + 2, x0 + tw + c, (chtype)('0' + mv->cols[mv->left + c] % 10) | ui_screen_attr(UI_PAIR_DIM));
+    for (int r = 0; r < h - 3 && mv->top + r < mv->n_rows; r++) {
+        int32_t row = mv->top + r;
+        mv_row_text(mv, row, buf, sizeof buf, tw, ui_screen_utf8());
+        int attr = ui_screen_attr(UI_PAIR_BRANCH0 + mv->rows[row].colour);
+        put_line(y0 + 3 + r, x0, buf, attr);
+        for (int c = 0; c < gw && mv->left + c < mv->n_cols; c++) {
+            bool on = mv_sees(mv, row, mv->left + c);
+            mvaddch(y0 + 3 + r, x0 + tw + c, on ? ('#' | (chtype)attr) : ('.' | (chtype)ui_screen_attr(UI_PAIR_DIM)));
+        }
+    }
+}
+
+static const char *keys_text(void *ud, int a, char *buf, size_t cap) {
+    return ui_keymap_keys_of(ud, a, buf, cap);
+}
+
+static void draw_help(tui *t, int h, int w) {
+    char buf[512];
+    int32_t n = ui_help_line(0, keys_text, &t->km, buf, sizeof buf), n_cmd = 0;
+    while (ui_cmd_usage(n_cmd)) n_cmd++;
+    int32_t total = n + 2 + n_cmd;
+    if (t->help_top > total - (h - 2)) t->help_top = total - (h - 2);
+    if (t->help_top < 0) t->help_top = 0;
+    put_line(0, 0, " help: keys (any key closes; j/k scroll)", ui_screen_attr(UI_PAIR_TITLE));
+    for (int r = 0; r < h - 2; r++) {
+        int32_t i = t->help_top + r;
+        if (i < n) ui_help_line(i, keys_text, &t->km, buf, sizeof buf);
+        else if (i == n) buf[0] = '\0';
+        else if (i == n + 1) snprintf(buf, sizeof buf, "Commands (:)");
+        else if (i < total) snprintf(buf, sizeof buf, "  %s", ui_cmd_usage(i - n - 2));
+        else break;
+        ui_line l = ui_line_make(buf + 256, 256, w, ui_screen_utf8());
+        ui_line_put(&l, buf);
+        put_line(1 + r, 0, buf + 256, buf[0] != ' ' ? A_BOLD : A_NORMAL);
+    }
+}
+
+static void draw(tui *t) {
+    int H = LINES, W = COLS;
+    erase();
+    if (W < MIN_W || H < MIN_H) {
+        char m[128];
+        snprintf(m, sizeof m, "terminal too small: %dx%d, need %dx%d", W, H, MIN_W, MIN_H);
+        mvaddnstr(H / 2, 0, m, W);
+        refresh();
+        return;
+    }
+    if (t->help) {
+        draw_help(t, H, W);
+        refresh();
+        return;
+    }
+    const forest *f = ui_worker_forest(t->w);
+    char buf[1024];
+    ui_line l = ui_line_make(buf, sizeof buf, W, ui_screen_utf8());
+    ui_line_put(&l, " multidecode ");
+    ui_line_put(&l, t->p->wp.model_name ? t->p->wp.model_name : "");
+    ui_line_put(&l, t->focus == UI_VIEW_FOREST ? "  [forest]" : t->focus == UI_VIEW_TEXT ? "  [text]" : "  [mask]");
+    ui_line_put(&l, "   ? help  : command  q quit");
+    ui_line_pad(&l);
+    put_line(0, 0, buf, ui_screen_attr(UI_PAIR_TITLE));
+    int ph = H - 3, fw = W * 2 / 5;
+    draw_forest(t, f, 1, ph, fw);
+    for (int y = 0; y < ph; y++) mvaddstr(1 + y, fw, ui_screen_utf8() ? "\xe2\x94\x82" : "|");
+    if (t->mask) draw_mask(t, 1, fw + 1, ph, W - fw - 1);
+    else draw_text(t, f, 1, fw + 1, ph, W - fw - 1);
+    ui_stats st;
+    ui_worker_stats(t->w, &st);
+    ui_status_format(&st, buf, sizeof buf, W);
+    put_line(H - 2, 0, buf, ui_screen_attr(UI_PAIR_STATUS));
+    if (!ui_cmdline_active()) {
+        ui_line m = ui_line_make(buf, sizeof buf, W, ui_screen_utf8());
+        ui_line_put(&m, t->msg);
+        put_line(H - 1, 0, buf, ui_screen_attr(UI_PAIR_MSG));
+    }
+    refresh();
+    if (ui_cmdline_active()) ui_cmdline_redraw();
+}
+
+/* ---- actions ---- */
+
+static void run_command(tui *t, const char *line) {
+    ui_cmd c;
+    st_err err = {0};
+    if (ui_cmd_parse(line, &c, &err)) {
+        set_msg(t, err.msg);
+        return;
+    }
+    ui_worker_lock(t->w);
+    forest_id sel = fv_selected(&t->fv, ui_worker_forest(t->w));
+    ui_worker_unlock(t->w);
+    const char *file = c.text[0] ? c.text : t->p->autosave;
+    switch (c.kind) {
+    case UI_CMD_NONE: break;
+    case UI_CMD_GROW: post(t, (ui_job){.kind = UI_JOB_GROW, .node = sel, .a = c.a}); break;
+    case UI_CMD_COT: post(t, (ui_job){.kind = UI_JOB_COT, .node = sel, .a = c.a, .b = c.b}); break;
+    case UI_CMD_BEAM: post(t, (ui_job){.kind = UI_JOB_BEAM, .node = sel, .a = c.a, .b = c.b}); break;
+    case UI_CMD_ASK: post(t, (ui_job){.kind = UI_JOB_APPEND, .node = sel, .b = 1, .text = c.text}); break;
+    case UI_CMD_APPEND: post(t, (ui_job){.kind = UI_JOB_APPEND, .node = sel, .text = c.text}); break;
+    case UI_CMD_PRUNE: post(t, (ui_job){.kind = UI_JOB_PRUNE, .node = sel}); break;
+    case UI_CMD_MERGE: set_msg(t, "merge: not available in this build (no engine/merge.h yet)"); break;
+    case UI_CMD_STEP: post(t, (ui_job){.kind = UI_JOB_STEP, .a = c.a ? c.a : 1}); break;
+    case UI_CMD_SAVE: if (file) post(t, (ui_job){.kind = UI_JOB_SAVE, .text = file}); break;
+    case UI_CMD_LOAD: if (file) post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file}); break;
+    case UI_CMD_EXPORT: post(t, (ui_job){.kind = UI_JOB_EXPORT, .text = c.text}); break;
+    case UI_CMD_SET: post(t, (ui_job){.kind = UI_JOB_SET, .text = c.key, .val = c.val});
+        snprintf(t->msg, sizeof t->msg, "%s = %g", c.key, c.val);
+        break;
+    case UI_CMD_BIND: {
+        int k = ui_key_parse(c.key), a = ui_action_by_name(c.text);
+        if (k < 0 || a < 0) set_msg(t, k < 0 ? "unknown key" : "unknown action");
+        else ui_keymap_bind(&t->km, k, a);
+        break;
+    }
+    case UI_CMD_PAUSE: post(t, (ui_job){.kind = UI_JOB_PAUSE}); break;
+    case UI_CMD_CANCEL: post(t, (ui_job){.kind = UI_JOB_CANCEL}); break;
+    case UI_CMD_HELP: t->help = true; break;
+    case UI_CMD_QUIT: t->quit = true; break;
+    }
+    t->dirty = true;
+}
+
+static void do_action(tui *t, int a) {
+    ui_worker_lock(t->w);
+    const forest *f = ui_worker_forest(t->w);
+    forest_id sel = fv_selected(&t->fv, f);
+    int page = t->forest_h > 2 ? t->forest_h - 1 : 10;
+    mask_view *mv = ui_worker_mask_mut(t->w);
+    switch (a) {
+    case UI_ACT_QUIT: t->quit = true; break;
+    case UI_ACT_HELP: t->help = !t->help, t->help_top = 0; break;
+    case UI_ACT_COMMAND: t->cmd_is_text = false, ui_cmdline_open(t->cmdwin, ":"); break;
+    case UI_ACT_APPEND: t->cmd_is_text = true, ui_cmdline_open(t->cmdwin, "append> "); break;
+    case UI_ACT_NEXT_PANE:
+        t->focus = t->focus == UI_VIEW_FOREST ? (t->mask ? UI_VIEW_MASK : UI_VIEW_TEXT) : UI_VIEW_FOREST;
+        break;
+    case UI_ACT_MASK:
+        t->mask = !t->mask;
+        if (t->focus != UI_VIEW_FOREST) t->focus = t->mask ? UI_VIEW_MASK : UI_VIEW_TEXT;
+        break;
+    case UI_ACT_STEP: post(t, (ui_job){.kind = UI_JOB_STEP, .a = 1}); break;
+    case UI_ACT_GROW: post(t, (ui_job){.kind = UI_JOB_GROW, .node = sel}); break;
+    case UI_ACT_COT: post(t, (ui_job){.kind = UI_JOB_COT, .node = sel, .a = 4}); break;
+    case UI_ACT_BEAM: post(t, (ui_job){.kind = UI_JOB_BEAM, .node = sel, .a = 2}); break;
+    case UI_ACT_PAUSE: post(t, (ui_job){.kind = UI_JOB_PAUSE}); break;
+    case UI_ACT_CANCEL: post(t, (ui_job){.kind = UI_JOB_CANCEL}); break;
+    case UI_ACT_PRUNE: post(t, (ui_job){.kind = UI_JOB_PRUNE, .node = forest_id_at(f, t->fv.n_lines ? t->fv.lines[t->fv.cursor].start : -1)}); break;
+    case UI_ACT_UNDO: post(t, (ui_job){.kind = UI_JOB_UNDO}); break;
+    case UI_ACT_BOOKMARK: post(t, (ui_job){.kind = UI_JOB_BOOKMARK, .node = sel}); break;
+    case UI_ACT_NEXT_MARK:
+        for (int32_t k = 1; k <= t->fv.n_lines; k++) {
+            int32_t i = (t->fv.cursor + k) % t->fv.n_lines;
+            if (t->fv.lines[i].flags & FV_BOOKMARK) { fv_set_cursor(&t->fv, f, i); break; }
+        }
+        break;
+    case UI_ACT_SAVE: if (t->p->autosave) post(t, (ui_job){.kind = UI_JOB_SAVE, .text = t->p->autosave}); break;
+    case UI_ACT_REDRAW: clearok(curscr, TRUE); break;
+    case UI_ACT_UP: fv_move(&t->fv, f, -1); break;
+    case UI_ACT_DOWN: fv_move(&t->fv, f, 1); break;
+    case UI_ACT_PAGE_UP:
+        if (t->focus == UI_VIEW_MASK) mv->top = mv->top > page ? mv->top - page : 0;
+        else fv_move(&t->fv, f, -page);
+        break;
+    case UI_ACT_PAGE_DOWN:
+        if (t->focus == UI_VIEW_MASK) mv->top = mv->top + page < mv->n_rows ? mv->top + page : mv->top;
+        else fv_move(&t->fv, f, page);
+        break;
+    case UI_ACT_FIRST: fv_set_cursor(&t->fv, f, 0); break;
+    case UI_ACT_LAST: fv_set_cursor(&t->fv, f, t->fv.n_lines - 1); break;
+    case UI_ACT_COLLAPSE:
+        if (!fv_fold(&t->fv, f, true)) { /* already folded or a leaf: go to the parent line */
+            const forest_node *nd = t->fv.n_lines ? forest_node_at(f, t->fv.lines[t->fv.cursor].start) : NULL;
+            if (nd && nd->parent >= 0) fv_select_node(&t->fv, f, forest_id_at(f, nd->parent));
+        }
+        break;
+    case UI_ACT_EXPAND: fv_fold(&t->fv, f, false); break;
+    case UI_ACT_TOGGLE:
+        if (t->fv.n_lines) fv_fold(&t->fv, f, !fv_is_folded(&t->fv, f, t->fv.lines[t->fv.cursor].start));
+        break;
+    case UI_ACT_TOKEN_PREV: tv_move(&t->tv, -1); break;
+    case UI_ACT_TOKEN_NEXT: tv_move(&t->tv, 1); break;
+    case UI_ACT_ALT_UP:
+        if (t->focus == UI_VIEW_MASK) mv->top = mv->top > 0 ? mv->top - 1 : 0;
+        else if (t->tv.alt > 0) t->tv.alt--;
+        break;
+    case UI_ACT_ALT_DOWN:
+        if (t->focus == UI_VIEW_MASK) mv->top += mv->top + 1 < mv->n_rows;
+        else t->tv.alt++;
+        break;
+    case UI_ACT_ALT_PICK: {
+        int32_t ids[TV_MAX_ALTS];
+        float lps[TV_MAX_ALTS];
+        forest_id parent;
+        int32_t n = tv_alts(&t->tv, f, ids, lps, TV_MAX_ALTS, &parent);
+        if (t->tv.alt < n) post(t, (ui_job){.kind = UI_JOB_FORK, .node = parent, .a = ids[t->tv.alt]});
+        else set_msg(t, "no alternative here");
+        break;
+    }
+    }
+    t->fv.cursor_id = t->fv.n_lines ? forest_id_at(f, t->fv.lines[t->fv.cursor].start) : FOREST_NONE;
+    sel = fv_selected(&t->fv, f);
+    st_err err = {0};
+    if (sel != FOREST_NONE && (a != UI_ACT_TOKEN_PREV && a != UI_ACT_TOKEN_NEXT && a != UI_ACT_ALT_UP && a != UI_ACT_ALT_DOWN))
+        tv_set(&t->tv, f, sel, &err);
+    if (a == UI_ACT_COLLAPSE || a == UI_ACT_EXPAND || a == UI_ACT_TOGGLE) sync_views(t);
+    ui_worker_unlock(t->w);
+    t->dirty = true;
+}
+
+static void on_mouse(tui *t) {
+    MEVENT me;
+    if (getmouse(&me) != OK) return;
+    ui_worker_lock(t->w);
+    const forest *f = ui_worker_forest(t->w);
+    if (me.bstate & BUTTON4_PRESSED) fv_move(&t->fv, f, -3);
+    else if (me.bstate & BUTTON5_PRESSED) fv_move(&t->fv, f, 3);
+    else if (me.bstate & BUTTON1_CLICKED && me.x < COLS * 2 / 5 && me.y >= 1 && me.y < LINES - 2) {
+        fv_set_cursor(&t->fv, f, t->fv.top + me.y - 1);
+        t->focus = UI_VIEW_FOREST;
+    }
+    forest_id sel = fv_selected(&t->fv, f);
+    st_err err = {0};
+    if (sel != FOREST_NONE) tv_set(&t->tv, f, sel, &err);
+    ui_worker_unlock(t->w);
+    t->dirty = true;
+}
+
+static void on_key(tui *t, int ch, bool is_key) {
+    if (ui_cmdline_active()) {
+        char *line = NULL;
+        if (ui_cmdline_feed(ch, is_key, &line)) {
+            if (line) {
+                /* the ':' is the prompt, not part of the line */
+                char full[1100];
+                snprintf(full, sizeof full, "%s%.1024s", t->cmd_is_text ? "" : ":", line);
+                run_command(t, full);
+                free(line);
+            }
+            t->dirty = true;
+        }
+        return;
+    }
+    if (t->help) { /* j/k scroll; any other key closes */
+        if (ch == 'j' || (is_key && ch == KEY_DOWN)) t->help_top++;
+        else if (ch == 'k' || (is_key && ch == KEY_UP)) t->help_top--;
+        else t->help = false;
+        t->dirty = true;
+        return;
+    }
+    if (is_key && ch == KEY_MOUSE) return on_mouse(t);
+    if (is_key && ch == KEY_RESIZE) {
+        wresize(t->cmdwin, 1, COLS);
+        mvwin(t->cmdwin, LINES - 1, 0);
+        t->dirty = true;
+        return;
+    }
+    if (!is_key && ch == '\r') ch = '\n';
+    if (is_key && ch == KEY_ENTER) ch = '\n';
+    int a = ui_keymap_lookup(&t->km, t->focus, ch);
+    if (a != UI_ACT_NONE) do_action(t, a);
+}
+
+st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
+    if (!ui_screen_start(p->log)) return st_set(err, ST_ERR_IO, "the TUI needs a terminal (stdin and stdout)");
+    tui t = {.p = p, .focus = UI_VIEW_FOREST, .dirty = true};
+    ui_keymap_defaults(&t.km);
+    char kmsg[256] = "";
+    if (p->keys_default) ui_keymap_load(&t.km, p->keys_default, kmsg, sizeof kmsg);
+    if (!kmsg[0] && p->keys_user) ui_keymap_load(&t.km, p->keys_user, kmsg, sizeof kmsg);
+    set_msg(&t, kmsg[0] ? kmsg : p->hello ? p->hello : "");
+    fv_init(&t.fv, ui_screen_utf8());
+    tv_init(&t.tv);
+    if (!(t.w = ui_worker_start(&p->wp, err))) {
+        ui_screen_end();
+        return err->code;
+    }
+    t.cmdwin = newwin(1, COLS, LINES - 1, 0);
+    keypad(t.cmdwin, TRUE);
+    ui_cmdline_init(p->history);
+    timeout(30);
+    t.last_autosave = now_s();
+    t.seen_version = (uint64_t)-1;
+    while (!t.quit && !ui_screen_signal()) {
+        wint_t wch;
+        int r = get_wch(&wch);
+        if (r == OK) on_key(&t, (int)wch, false);
+        else if (r == KEY_CODE_YES) on_key(&t, (int)wch, true);
+        uint64_t v = ui_worker_version(t.w);
+        bool busy_view = false;
+        if (v != t.seen_version || t.dirty) {
+            if (ui_worker_trylock(t.w)) {
+                if (v != t.seen_version) {
+                    sync_views(&t);
+                    char m[256];
+                    uint64_t no = ui_worker_message(t.w, m, sizeof m);
+                    if (no != t.seen_msg) t.seen_msg = no, set_msg(&t, m);
+                    t.seen_version = v;
+                }
+                draw(&t);
+                ui_worker_unlock(t.w);
+                t.dirty = false;
+            } else
+                busy_view = true; /* a step is running: keep the last frame */
+        }
+        (void)busy_view;
+        double since = ui_worker_unsaved_since(t.w);
+        if (p->autosave && since > 0 && now_s() - since > AUTOSAVE_S && now_s() - t.last_autosave > AUTOSAVE_S) {
+            post(&t, (ui_job){.kind = UI_JOB_SAVE, .text = p->autosave});
+            t.last_autosave = now_s();
+        }
+    }
+    if (p->autosave) post(&t, (ui_job){.kind = UI_JOB_SAVE, .text = p->autosave});
+    ui_worker_stop(t.w); /* runs the save, then ends the thread */
+    ui_cmdline_end();
+    delwin(t.cmdwin);
+    fv_free(&t.fv);
+    tv_free(&t.tv);
+    ui_screen_end();
+    return ST_OK;
+}

@@ -1,0 +1,527 @@
+/* worker.c - the engine thread (worker.h): a job queue, the running strategy stepped one
+ * forest step at a time, undo of the last prune, statistics for the status line. */
+#include "worker.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../engine/beam.h"
+#include "../engine/cot.h"
+#include "../engine/grow.h"
+#include "../engine/session.h"
+#include "../engine/step.h"
+
+#define Q_CAP 64
+
+enum { RUN_NONE, RUN_GROW, RUN_COT, RUN_BEAM, RUN_STEPS };
+
+/* A pruned subtree kept for undo: nodes in DFS order, each with the index (in this list)
+ * of its parent, -1 for the subtree's top, which hangs under `under`. */
+typedef struct undo_tree {
+    forest_id under;
+    int32_t *token, *parent;
+    float *lp;
+    int32_t n;
+} undo_tree;
+
+struct ui_worker {
+    pthread_t th;
+    pthread_mutex_t mu;        /* the forest and everything the UI reads */
+    pthread_mutex_t qmu;       /* the queue */
+    pthread_cond_t qcv;
+    ui_job q[Q_CAP];
+    int32_t q_head, q_n;
+    /* engine */
+    forest *f;
+    step_plan plan;
+    model_ctx *ctx;
+    const tok *tk;
+    int32_t n_vocab;
+    sample_params sp;
+    int32_t budget;
+    ui_save_fn save;
+    ui_load_fn load;
+    void *ud;
+    /* the running strategy */
+    int run;
+    bool paused;
+    grow g;
+    cot c;
+    beam *b;
+    int32_t steps_left, steps_done, steps_goal;
+    /* what the UI reads */
+    mask_view *mv;
+    int32_t n_steps;           /* steps ever run (numbers the mask view) */
+    double step_ms, t_job, job_tokens;
+    int32_t rows;
+    double last_tok_s;         /* of the last job, shown while idle */
+    char msg[1024];
+    uint64_t msg_no;
+    forest_id focus;
+    undo_tree undo;
+    const char *model_name, *backend;
+    int32_t threads;
+    _Atomic uint64_t version;
+    _Atomic double unsaved_since;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void say(ui_worker *w, const char *fmt, const char *arg) {
+    snprintf(w->msg, sizeof w->msg, fmt, arg);
+    w->msg_no++;
+}
+
+static void changed(ui_worker *w, bool forest_changed) {
+    if (forest_changed && w->unsaved_since == 0) w->unsaved_since = now_s();
+    w->version++;
+}
+
+/* ---- strategies ---- */
+
+static void run_stop(ui_worker *w) {
+    double dt = now_s() - w->t_job;
+    if (w->run != RUN_NONE && dt > 0) w->last_tok_s = w->job_tokens / dt;
+    if (w->run == RUN_GROW) grow_free(&w->g);
+    if (w->run == RUN_COT) cot_free(&w->c);
+    if (w->run == RUN_BEAM) beam_free(w->b);
+    w->b = NULL;
+    w->run = RUN_NONE;
+    w->paused = false;
+}
+
+/* Makes node id a leaf a strategy can start from: pending, with its logits wanted.
+ * A computed node has no logits left: its first token is then taken from its stored
+ * top-k alternatives (the k-th best for branch k) and appended as a pending child;
+ * *out gets the node to start from. */
+static st_code start_node(ui_worker *w, forest_id id, int32_t k, forest_id *out, st_err *err) {
+    const forest_node *nd = forest_get(w->f, id);
+    if (!nd) return st_set(err, ST_ERR_ARG, "the selected node is gone");
+    if (nd->state == FOREST_PENDING) {
+        forest_set_flags(w->f, id, 0, FOREST_FINISHED | FOREST_NO_LOGITS);
+        *out = id;
+        return ST_OK;
+    }
+    int32_t ids[16];
+    float lps[16];
+    int32_t n = forest_topk(w->f, id, ids, lps, 16);
+    if (n <= k)
+        return st_set(err, ST_ERR_ARG, "this node's next-token distribution was not kept: select a leaf");
+    return forest_append(w->f, id, &ids[k], &lps[k], 1, out, err);
+}
+
+static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
+    if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "a strategy is running: cancel it first (x)");
+    int32_t budget = (j->kind == UI_JOB_GROW ? j->a : j->b) > 0 ? (j->kind == UI_JOB_GROW ? j->a : j->b) : w->budget;
+    forest_id from;
+    st_code rc;
+    const forest_node *nd = forest_get(w->f, j->node);
+    if (!nd) return st_set(err, ST_ERR_ARG, "nothing selected");
+    bool computed = nd->state == FOREST_COMPUTED;
+    switch (j->kind) {
+    case UI_JOB_GROW:
+        if ((rc = start_node(w, j->node, 0, &from, err))) return rc;
+        if ((rc = grow_init(&w->g, w->f, from, 1, &w->sp, budget - computed, w->n_vocab, err))) return rc;
+        w->run = RUN_GROW;
+        w->focus = from;
+        break;
+    case UI_JOB_COT:
+        if (computed) { /* the k best stored alternatives as first tokens, then grown */
+            memset(&w->g, 0, sizeof w->g);
+            for (int32_t i = 0; i < j->a; i++) {
+                sample_params sp = w->sp;
+                sp.seed += (uint64_t)i;
+                if ((rc = start_node(w, j->node, i, &from, err)) ||
+                    (rc = grow_add(&w->g, w->f, from, &sp, budget - 1, w->n_vocab, err))) {
+                    grow_free(&w->g);
+                    return rc;
+                }
+            }
+            w->run = RUN_GROW;
+        } else {
+            if ((rc = start_node(w, j->node, 0, &from, err))) return rc;
+            if ((rc = cot_init(&w->c, w->f, from, j->a, &w->sp, budget, w->n_vocab, err))) return rc;
+            w->run = RUN_COT;
+        }
+        break;
+    case UI_JOB_BEAM: {
+        if (computed) return st_set(err, ST_ERR_ARG, "beam starts from a pending leaf: grow or fork first");
+        if ((rc = start_node(w, j->node, 0, &from, err))) return rc;
+        beam_params bp = beam_default_params();
+        bp.width = j->a;
+        bp.max_tokens = budget;
+        if (!(w->b = beam_init(w->f, from, &bp, w->tk, w->n_vocab, err))) return err->code;
+        w->run = RUN_BEAM;
+        break;
+    }
+    default:
+        w->steps_left = j->a > 0 ? j->a : 1;
+        w->run = RUN_STEPS;
+    }
+    w->steps_done = 0;
+    w->steps_goal = j->kind == UI_JOB_STEP ? w->steps_left : budget;
+    w->t_job = now_s();
+    w->job_tokens = 0;
+    return ST_OK;
+}
+
+/* One step of the running strategy, under the lock. */
+static void run_step(ui_worker *w) {
+    st_err err = {0};
+    st_code rc = ST_OK;
+    int32_t active = 0;
+    double t0 = now_s();
+    switch (w->run) {
+    case RUN_GROW: rc = grow_step(&w->g, w->f, &w->plan, w->ctx, w->tk, NULL, NULL, &active, &err); break;
+    case RUN_COT: rc = cot_step(&w->c, w->f, &w->plan, w->ctx, w->tk, NULL, NULL, &active, &err); break;
+    case RUN_BEAM:
+        rc = beam_step(w->b, w->f, &w->plan, w->ctx, &err);
+        active = !beam_done(w->b);
+        break;
+    case RUN_STEPS:
+        rc = step_forest(w->f, &w->plan, w->ctx, &err);
+        active = --w->steps_left > 0 && forest_n_pending(w->f) > 0;
+        break;
+    }
+    double t1 = now_s();
+    if (rc == ST_NO_KV_SLOT) {
+        w->paused = true;
+        say(w, "%s: prune something (d), then resume (p)", err.msg[0] ? err.msg : "the KV cache is full");
+    } else if (rc) {
+        say(w, "stopped: %s", err.msg[0] ? err.msg : st_str(rc));
+        run_stop(w);
+    } else {
+        w->steps_done++;
+        w->n_steps++;
+        w->rows = w->plan.n_rows;
+        w->step_ms = 1e3 * (t1 - t0);
+        w->job_tokens += w->plan.n_rows;
+        if (w->plan.n_rows > 0) mv_capture(w->mv, w->f, w->tk, &w->plan, w->n_steps - 1);
+        if (!active) {
+            say(w, "%s", "done");
+            run_stop(w);
+        }
+    }
+    changed(w, true);
+}
+
+/* ---- jobs ---- */
+
+static void undo_clear(undo_tree *u) {
+    free(u->token), free(u->parent), free(u->lp);
+    memset(u, 0, sizeof *u);
+    u->under = FOREST_NONE;
+}
+
+/* Remembers the subtree of id (DFS order) before it is pruned. */
+static void undo_keep(ui_worker *w, forest_id id) {
+    undo_clear(&w->undo);
+    const forest_node *top = forest_get(w->f, id);
+    int32_t n = 0, cap = forest_n_live(w->f);
+    undo_tree *u = &w->undo;
+    u->token = malloc(sizeof(int32_t) * (size_t)cap);
+    u->parent = malloc(sizeof(int32_t) * (size_t)cap);
+    u->lp = malloc(sizeof(float) * (size_t)cap);
+    int32_t *map = malloc(sizeof(int32_t) * (size_t)forest_capacity(w->f));
+    if (!u->token || !u->parent || !u->lp || !map) {
+        free(map);
+        undo_clear(u);
+        return;
+    }
+    u->under = top->parent >= 0 ? forest_id_at(w->f, top->parent) : FOREST_NONE;
+    /* a preorder walk of the subtree through the child / sibling links */
+    int32_t root = forest_index(id), at = root;
+    while (at >= 0) {
+        const forest_node *nd = forest_node_at(w->f, at);
+        map[at] = n;
+        u->token[n] = nd->token;
+        u->lp[n] = nd->logprob;
+        u->parent[n] = at == root ? -1 : map[nd->parent];
+        n++;
+        if (nd->first_child >= 0) { at = nd->first_child; continue; }
+        while (at >= 0 && at != root && forest_node_at(w->f, at)->next_sibling < 0)
+            at = forest_node_at(w->f, at)->parent;
+        at = at == root || at < 0 ? -1 : forest_node_at(w->f, at)->next_sibling;
+    }
+    u->n = n;
+    free(map);
+}
+
+static st_code undo_apply(ui_worker *w, st_err *err) {
+    undo_tree *u = &w->undo;
+    if (u->n == 0) return st_set(err, ST_ERR_ARG, "nothing to undo");
+    forest_id *ids = malloc(sizeof(forest_id) * (size_t)u->n);
+    if (!ids) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    st_code rc = ST_OK;
+    for (int32_t i = 0; i < u->n && !rc; i++) {
+        forest_id par = u->parent[i] < 0 ? u->under : ids[u->parent[i]];
+        rc = par == FOREST_NONE ? forest_add_root(w->f, &u->token[i], &u->lp[i], 1, 0, &ids[i], err)
+                                : forest_append(w->f, par, &u->token[i], &u->lp[i], 1, &ids[i], err);
+    }
+    if (!rc) w->focus = ids[0];
+    free(ids);
+    undo_clear(u);
+    return rc;
+}
+
+static st_code set_param(ui_worker *w, const char *key, double v, st_err *err) {
+    if (!strcmp(key, "temp")) w->sp.temp = (float)v;
+    else if (!strcmp(key, "top_k")) w->sp.top_k = (int32_t)v;
+    else if (!strcmp(key, "top_p")) w->sp.top_p = (float)v;
+    else if (!strcmp(key, "min_p")) w->sp.min_p = (float)v;
+    else if (!strcmp(key, "seed")) w->sp.seed = (uint64_t)v;
+    else if (!strcmp(key, "budget") && v >= 1 && v <= 1e6) w->budget = (int32_t)v;
+    else return st_set(err, ST_ERR_ARG, "bad setting %s", key);
+    return ST_OK;
+}
+
+static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
+    st_code rc = ST_OK;
+    switch (j->kind) {
+    case UI_JOB_GROW: case UI_JOB_COT: case UI_JOB_BEAM: case UI_JOB_STEP:
+        return run_start(w, j, err);
+    case UI_JOB_PRUNE:
+        if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
+        if (!forest_get(w->f, j->node)) return st_set(err, ST_ERR_ARG, "nothing selected");
+        undo_keep(w, j->node);
+        return forest_prune(w->f, j->node, err);
+    case UI_JOB_UNDO:
+        return undo_apply(w, err);
+    case UI_JOB_APPEND: case UI_JOB_FORK: {
+        int32_t one = j->a, *t = &one, n = 1;
+        const forest_node *nd = forest_get(w->f, j->node);
+        if (!nd && j->node != FOREST_NONE) return st_set(err, ST_ERR_ARG, "the selected node is gone");
+        if (j->kind == UI_JOB_APPEND) {
+            const char *s = j->text ? j->text : "";
+            n = tok_encode(w->tk, s, strlen(s), nd == NULL && tok_add_bos(w->tk), false, NULL, 0);
+            if (n <= 0) return st_set(err, ST_ERR_ARG, "nothing to append");
+            if (!(t = malloc(sizeof(int32_t) * (size_t)n))) return st_set(err, ST_ERR_NOMEM, "out of memory");
+            tok_encode(w->tk, s, strlen(s), nd == NULL && tok_add_bos(w->tk), false, t, n);
+        }
+        forest_id last;
+        rc = nd ? forest_append(w->f, j->node, t, NULL, n, &last, err)
+                : forest_add_root(w->f, t, NULL, n, 0, &last, err);
+        if (t != &one) free(t);
+        if (rc) return rc;
+        w->focus = last;
+        if (j->kind == UI_JOB_FORK || j->b) {
+            ui_job g = {.kind = UI_JOB_GROW, .node = last};
+            if (w->run == RUN_NONE) rc = run_start(w, &g, err);
+        }
+        return rc;
+    }
+    case UI_JOB_BOOKMARK: {
+        const forest_node *nd = forest_get(w->f, j->node);
+        if (!nd) return st_set(err, ST_ERR_ARG, "nothing selected");
+        bool on = nd->flags & FOREST_BOOKMARK;
+        forest_set_flags(w->f, j->node, on ? 0 : FOREST_BOOKMARK, on ? FOREST_BOOKMARK : 0);
+        return ST_OK;
+    }
+    case UI_JOB_SET:
+        return set_param(w, j->text, j->val, err);
+    case UI_JOB_SAVE:
+        if (!w->save) return st_set(err, ST_ERR_ARG, "saving is not available");
+        if (!(rc = w->save(w->ud, j->text, w->f, &w->sp, err))) {
+            w->unsaved_since = 0;
+            say(w, "saved %s", j->text);
+        }
+        return rc;
+    case UI_JOB_LOAD: {
+        if (!w->load) return st_set(err, ST_ERR_ARG, "loading is not available");
+        sample_params sp = w->sp;
+        forest *nf = w->load(w->ud, j->text, &sp, err);
+        if (!nf) return err->code;
+        run_stop(w);
+        undo_clear(&w->undo);
+        forest_free(w->f);
+        w->f = nf;
+        w->sp = sp;
+        mv_init(w->mv);
+        say(w, "loaded %s: press s to compute it", j->text);
+        return ST_OK;
+    }
+    case UI_JOB_EXPORT: {
+        FILE *out = fopen(j->text, "w");
+        if (!out) return st_set(err, ST_ERR_IO, "cannot write %s", j->text);
+        session_settings s = session_settings_default();
+        s.sample = w->sp;
+        rc = session_export_markdown(out, w->f, w->tk, &s, NULL, err);
+        if (fclose(out) && !rc) rc = st_set(err, ST_ERR_IO, "cannot write %s", j->text);
+        if (!rc) say(w, "exported %s", j->text);
+        return rc;
+    }
+    case UI_JOB_PAUSE:
+        if (w->run == RUN_NONE) return st_set(err, ST_ERR_ARG, "nothing is running");
+        w->paused = !w->paused;
+        say(w, "%s", w->paused ? "paused" : "resumed");
+        return ST_OK;
+    case UI_JOB_CANCEL:
+        if (w->run == RUN_NONE) return st_set(err, ST_ERR_ARG, "nothing is running");
+        run_stop(w);
+        say(w, "%s", "cancelled");
+        return ST_OK;
+    case UI_JOB_QUIT:
+        return ST_OK;
+    }
+    return ST_OK;
+}
+
+static void *worker_main(void *arg) {
+    ui_worker *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->qmu);
+        while (w->q_n == 0 && !(w->run != RUN_NONE && !w->paused)) pthread_cond_wait(&w->qcv, &w->qmu);
+        ui_job j = {0};
+        bool have = w->q_n > 0;
+        if (have) {
+            j = w->q[w->q_head];
+            w->q_head = (w->q_head + 1) % Q_CAP;
+            w->q_n--;
+        }
+        pthread_mutex_unlock(&w->qmu);
+        pthread_mutex_lock(&w->mu);
+        if (have) {
+            st_err err = {0};
+            st_code rc = do_job(w, &j, &err);
+            if (rc) say(w, "%s", err.msg[0] ? err.msg : st_str(rc));
+            changed(w, j.kind != UI_JOB_SAVE && j.kind != UI_JOB_EXPORT && j.kind != UI_JOB_PAUSE && !rc);
+        } else
+            run_step(w);
+        pthread_mutex_unlock(&w->mu);
+        free((char *)j.text);
+        if (have && j.kind == UI_JOB_QUIT) break;
+    }
+    return NULL;
+}
+
+/* ---- public ---- */
+
+ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
+    ui_worker *w = calloc(1, sizeof *w);
+    if (!w || !(w->mv = malloc(sizeof *w->mv))) {
+        free(w);
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    mv_init(w->mv);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->qmu, NULL);
+    pthread_cond_init(&w->qcv, NULL);
+    step_plan_init(&w->plan);
+    w->f = p->f;
+    w->ctx = p->ctx;
+    w->tk = p->tk;
+    w->n_vocab = model_ctx_hparams(p->ctx)->n_vocab;
+    w->sp = p->sp;
+    w->budget = p->budget > 0 ? p->budget : 32;
+    w->save = p->save;
+    w->load = p->load;
+    w->ud = p->ud;
+    w->model_name = p->model_name;
+    w->backend = p->backend;
+    w->threads = p->threads;
+    w->focus = FOREST_NONE;
+    w->undo.under = FOREST_NONE;
+    if (pthread_create(&w->th, NULL, worker_main, w)) {
+        step_plan_free(&w->plan);
+        free(w->mv);
+        free(w);
+        st_set(err, ST_ERR_IO, "cannot start the engine thread");
+        return NULL;
+    }
+    return w;
+}
+
+bool ui_worker_post(ui_worker *w, const ui_job *j) {
+    ui_job c = *j;
+    if (j->text && !(c.text = strdup(j->text))) return false;
+    pthread_mutex_lock(&w->qmu);
+    bool ok = w->q_n < Q_CAP;
+    if (ok) w->q[(w->q_head + w->q_n++) % Q_CAP] = c;
+    pthread_cond_signal(&w->qcv);
+    pthread_mutex_unlock(&w->qmu);
+    if (!ok) free((char *)c.text);
+    return ok;
+}
+
+void ui_worker_stop(ui_worker *w) {
+    if (!w) return;
+    /* a QUIT queued even when the queue is full: drop what is left first */
+    ui_job q = {.kind = UI_JOB_QUIT};
+    pthread_mutex_lock(&w->qmu);
+    if (w->q_n == Q_CAP) w->q_n--;
+    w->q[(w->q_head + w->q_n++) % Q_CAP] = q;
+    pthread_cond_signal(&w->qcv);
+    pthread_mutex_unlock(&w->qmu);
+    pthread_join(w->th, NULL);
+    for (int32_t i = 0; i < w->q_n; i++) free((char *)w->q[(w->q_head + i) % Q_CAP].text);
+    run_stop(w);
+    undo_clear(&w->undo);
+    step_plan_free(&w->plan);
+    forest_free(w->f);
+    pthread_mutex_destroy(&w->mu);
+    pthread_mutex_destroy(&w->qmu);
+    pthread_cond_destroy(&w->qcv);
+    free(w->mv);
+    free(w);
+}
+
+uint64_t ui_worker_version(const ui_worker *w) { return w->version; }
+double ui_worker_unsaved_since(const ui_worker *w) { return w->unsaved_since; }
+void ui_worker_lock(ui_worker *w) { pthread_mutex_lock(&w->mu); }
+bool ui_worker_trylock(ui_worker *w) { return pthread_mutex_trylock(&w->mu) == 0; }
+void ui_worker_unlock(ui_worker *w) { pthread_mutex_unlock(&w->mu); }
+const forest *ui_worker_forest(const ui_worker *w) { return w->f; }
+const mask_view *ui_worker_mask(const ui_worker *w) { return w->mv; }
+mask_view *ui_worker_mask_mut(ui_worker *w) { return w->mv; }
+bool ui_worker_busy(const ui_worker *w) { return w->run != RUN_NONE; }
+sample_params ui_worker_sample(const ui_worker *w) { return w->sp; }
+
+forest_id ui_worker_take_focus(ui_worker *w) {
+    forest_id f = w->focus;
+    w->focus = FOREST_NONE;
+    return f;
+}
+
+uint64_t ui_worker_message(const ui_worker *w, char *out, size_t cap) {
+    snprintf(out, cap, "%s", w->msg);
+    return w->msg_no;
+}
+
+int32_t ui_worker_running(const ui_worker *w, forest_id *out, int32_t cap) {
+    const grow *g = w->run == RUN_GROW ? &w->g : w->run == RUN_COT ? &w->c.g : NULL;
+    int32_t n = 0;
+    if (g)
+        for (int32_t i = 0; i < g->n; i++)
+            if (!g->br[i].done && n < cap) out[n++] = g->br[i].leaf;
+    if (w->run == RUN_BEAM)
+        for (int32_t i = 0; i < beam_n_live(w->b) && n < cap; i++) out[n++] = beam_live_leaf(w->b, i);
+    return n;
+}
+
+void ui_worker_stats(const ui_worker *w, ui_stats *s) {
+    static const char *const names[] = {"idle", "grow", "cot", "beam", "step"};
+    s->model = w->model_name;
+    s->backend = w->backend;
+    s->threads = w->threads;
+    s->nodes = forest_n_live(w->f);
+    s->kv_used = kv_alloc_used(forest_kv_const(w->f));
+    s->kv_slots = kv_alloc_n_slots(forest_kv_const(w->f));
+    s->step_ms = w->step_ms;
+    s->rows = w->rows;
+    double dt = now_s() - w->t_job;
+    s->tok_s = w->run != RUN_NONE && dt > 0 ? w->job_tokens / dt : w->last_tok_s;
+    if (w->run == RUN_NONE) snprintf(s->job, sizeof s->job, "idle");
+    else
+        snprintf(s->job, sizeof s->job, "%s %d/%d%s", names[w->run], w->steps_done, w->steps_goal,
+                 w->paused ? " paused" : "");
+}

@@ -1,0 +1,108 @@
+/* worker.h - the engine's thread. The worker is the only mutator of the forest: the UI
+ * queues jobs (grow, cot, beam, step, prune, undo, append, fork, bookmark, set, save,
+ * load, export, pause, cancel) and draws from the forest while holding the worker's lock.
+ * A strategy (grow / cot / beam / steps) runs one forest step at a time; queued jobs run
+ * between steps, so a running strategy can be paused or cancelled and the forest pruned
+ * while it runs. Every change bumps a version number the UI polls (no lock needed) to
+ * know when to redraw; results appear step by step.
+ *
+ * Locking: one mutex guards the forest, the last step's mask view, the statistics and
+ * the messages. The worker holds it for a whole step (the engine's strategies build,
+ * run and sample a step in one call), so the UI takes it with ui_worker_trylock while
+ * drawing and keeps its last frame when a step is running.
+ *
+ * Saving and loading sessions are callbacks given by app/ (which knows the model file);
+ * the worker calls them on its thread with the lock held. */
+#ifndef MD_UI_WORKER_H
+#define MD_UI_WORKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../engine/forest.h"
+#include "../engine/model.h"
+#include "../engine/sample.h"
+#include "../engine/tok.h"
+#include "mask_view.h"
+#include "status.h"
+
+typedef enum {
+    UI_JOB_GROW,     /* node, a = tokens (0: budget) */
+    UI_JOB_COT,      /* node, a = k, b = tokens */
+    UI_JOB_BEAM,     /* node, a = width, b = tokens */
+    UI_JOB_STEP,     /* a = steps */
+    UI_JOB_PRUNE,    /* node */
+    UI_JOB_UNDO,     /* restore the last pruned subtree (pending) */
+    UI_JOB_APPEND,   /* node, text; a = 1: then grow it */
+    UI_JOB_FORK,     /* node (parent), a = token; then grow it */
+    UI_JOB_BOOKMARK, /* node: toggle */
+    UI_JOB_SET,      /* text = setting name, val */
+    UI_JOB_SAVE,     /* text = path */
+    UI_JOB_LOAD,     /* text = path */
+    UI_JOB_EXPORT,   /* text = path (Markdown) */
+    UI_JOB_PAUSE,    /* toggle */
+    UI_JOB_CANCEL,
+    UI_JOB_QUIT,     /* ends the thread after the jobs queued before it */
+} ui_job_kind;
+
+typedef struct ui_job {
+    ui_job_kind kind;
+    forest_id node;
+    int32_t a, b;
+    double val;
+    const char *text; /* copied by ui_worker_post */
+} ui_job;
+
+typedef st_code (*ui_save_fn)(void *ud, const char *path, const forest *f, const sample_params *sp,
+                              st_err *err);
+/* Returns a new forest (every node pending) and fills *sp, or NULL + err. */
+typedef forest *(*ui_load_fn)(void *ud, const char *path, sample_params *sp, st_err *err);
+
+typedef struct ui_worker_params {
+    model_ctx *ctx;        /* borrowed */
+    const tok *tk;         /* borrowed */
+    forest *f;             /* owned by the worker from start (freed by ui_worker_stop) */
+    sample_params sp;
+    int32_t budget;        /* default tokens per grow */
+    ui_save_fn save;       /* may be NULL */
+    ui_load_fn load;       /* may be NULL */
+    void *ud;
+    const char *model_name, *backend;
+    int32_t threads;
+} ui_worker_params;
+
+typedef struct ui_worker ui_worker;
+
+/* Starts the thread. NULL + err (ST_ERR_NOMEM, ST_ERR_IO when the thread cannot start);
+ * then p->f is still the caller's. */
+ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err);
+/* Queues a QUIT, waits for the thread to finish the jobs before it and frees everything
+ * (the forest included). NULL is a no-op. */
+void ui_worker_stop(ui_worker *w);
+/* Queues a job (its text copied). False when the queue is full or memory ran out. */
+bool ui_worker_post(ui_worker *w, const ui_job *j);
+
+/* Changes of the forest, view or statistics since start: poll without the lock. */
+uint64_t ui_worker_version(const ui_worker *w);
+/* Seconds (monotonic) of the last change to the forest not yet saved; 0 when saved. */
+double ui_worker_unsaved_since(const ui_worker *w);
+
+void ui_worker_lock(ui_worker *w);
+bool ui_worker_trylock(ui_worker *w);
+void ui_worker_unlock(ui_worker *w);
+/* Under the lock: */
+const forest *ui_worker_forest(const ui_worker *w);
+const mask_view *ui_worker_mask(const ui_worker *w);
+mask_view *ui_worker_mask_mut(ui_worker *w); /* scroll position only */
+void ui_worker_stats(const ui_worker *w, ui_stats *s);
+/* Leaves a strategy is extending; returns how many (writes at most cap). */
+int32_t ui_worker_running(const ui_worker *w, forest_id *out, int32_t cap);
+/* The latest message and its number (0: none yet). */
+uint64_t ui_worker_message(const ui_worker *w, char *out, size_t cap);
+/* A node the UI should select (the new leaf of a fork or append), FOREST_NONE when none;
+ * reading it clears it. */
+forest_id ui_worker_take_focus(ui_worker *w);
+bool ui_worker_busy(const ui_worker *w); /* a strategy is running (or paused) */
+sample_params ui_worker_sample(const ui_worker *w);
+
+#endif
