@@ -156,15 +156,6 @@ st_code grow_history(grow *g, const forest *f, int32_t i, const int32_t **hist, 
     return ST_OK;
 }
 
-/* log softmax(logits)[t] (the same arithmetic as sample_log_softmax) */
-static float logprob_of(const float *logits, int32_t n, int32_t t) {
-    float mx = logits[0];
-    for (int32_t i = 1; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
-    double s = 0;
-    for (int32_t i = 0; i < n; i++) s += exp((double)(logits[i] - mx));
-    return (float)((double)(logits[t] - mx) - log(s));
-}
-
 static void finish(grow *g, grow_branch *b) {
     b->done = true;
     g->n_active--;
@@ -213,7 +204,7 @@ st_code grow_step(grow *g, forest *f, step_plan *p, model_ctx *c, const tok *tk,
         int32_t nh;
         if ((rc = grow_history(g, f, i, &hist, &nh, err))) return rc;
         int32_t t = sampler_sample_hist(&b->smp, lg, V, hist, nh);
-        float lp = logprob_of(lg, V, t);
+        float lp = step_logprob_of(p, b->leaf, t);
         if ((rc = grow_accept(g, f, i, t, lp, tk, emit, ud, err))) return rc;
     }
     if (active) *active = g->n_active;

@@ -46,7 +46,8 @@ int32_t kv_alloc_take(kv_alloc *kv, int32_t hint, int32_t run) {
     if (hint >= 0 && hint < kv->n_slots && !kv->map[hint]) {
         pick = hint;
     } else {
-        int32_t best = -1, best_len = 0;
+        /* first free run of at least `run` slots, and the longest free run */
+        int32_t first = -1, best = -1, best_len = 0;
         for (int32_t s = 0; s < kv->n_slots;) {
             if (kv->map[s]) {
                 s++;
@@ -54,14 +55,19 @@ int32_t kv_alloc_take(kv_alloc *kv, int32_t hint, int32_t run) {
             }
             int32_t e = s;
             while (e < kv->n_slots && !kv->map[e]) e++;
-            if (e - s >= run) {
-                best = s;
-                break;
-            }
+            if (first < 0 && e - s >= run) first = s;
             if (e - s > best_len) best = s, best_len = e - s;
             s = e;
         }
-        pick = best;
+        if (hint >= 0 && run <= 1 && best_len > 2) {
+            /* A chain whose next slot is taken (a fork, or two leaves growing side by
+             * side) restarts in the middle of the largest free run, leaving room both
+             * for whoever grows into that run from its start and for itself: k leaves
+             * growing together each stay one contiguous run instead of interleaving. */
+            pick = best + best_len / 2;
+        } else {
+            pick = first >= 0 ? first : best;
+        }
     }
     ASSERT(pick >= 0);
     kv->map[pick] = 1;

@@ -20,8 +20,10 @@ int32_t kv_alloc_n_slots(const kv_alloc *kv);
 int32_t kv_alloc_used(const kv_alloc *kv);
 bool kv_alloc_is_used(const kv_alloc *kv, int32_t slot);
 
-/* Takes a slot: `hint` when it is free (hint < 0: no preference), else the start of the
- * first free run of at least `run` slots, else the start of the longest free run.
+/* Takes a slot: `hint` when it is free (hint < 0: no preference); else, for a chain
+ * continuing after a taken slot (hint >= 0, run <= 1), the middle of the longest free run
+ * (so side-by-side growing leaves each stay contiguous); else the start of the first free
+ * run of at least `run` slots, else the start of the longest free run.
  * Returns the slot, or -1 when the cache is full (nothing changes). */
 int32_t kv_alloc_take(kv_alloc *kv, int32_t hint, int32_t run);
 /* Returns a used slot to the free pool. Releasing a free slot is a programmer error. */

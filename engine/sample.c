@@ -1,6 +1,13 @@
 /* sample.c - greedy, temperature, top-k, top-p and min-p sampling with a per-sampler
  * xorshift64* RNG, so that a given seed reproduces a branch exactly, and llama.cpp's
- * repetition penalty over a token history. */
+ * repetition penalty over a token history.
+ *
+ * Candidates are ranked by logit, highest first, ties by lower id (cmp_desc). With top-k
+ * on, only the k best are ever ranked: one pass over the vocabulary keeps them in a
+ * bounded min-heap (O(n log k), and nearly O(n) since most logits lose against the heap's
+ * worst at once), then those k are sorted. Ranking is a total order, so this gives the
+ * same k candidates in the same order as sorting the whole vocabulary would, and hence
+ * the same draws. */
 #include "sample.h"
 
 #include <math.h>
@@ -60,12 +67,44 @@ static int cmp_desc(const void *a, const void *b) {
     return ((const sample_cand *)a)->id - ((const sample_cand *)b)->id;
 }
 
-/* The draw over candidates c[0..n) holding (id, logit): sorts them, then top-k,
- * temperature, top-p, min-p and one RNG draw. */
-static int32_t sample_from_cands(sampler *s, sample_cand *c, int32_t n) {
+/* a ranks below b (see cmp_desc) */
+static inline bool cand_worse(const sample_cand *a, const sample_cand *b) {
+    return a->logit < b->logit || (a->logit == b->logit && a->id > b->id);
+}
+
+/* Restores the min-heap h[0..k) (worst candidate at the root) below node i. */
+static void heap_down(sample_cand *h, int32_t k, int32_t i) {
+    sample_cand x = h[i];
+    for (;;) {
+        int32_t l = 2 * i + 1;
+        if (l >= k) break;
+        if (l + 1 < k && cand_worse(&h[l + 1], &h[l])) l++;
+        if (!cand_worse(&h[l], &x)) break;
+        h[i] = h[l];
+        i = l;
+    }
+    h[i] = x;
+}
+
+/* Offers candidate x to the heap h[0..k) of the k best so far. Candidates come in
+ * increasing id order, so one whose logit only ties the worst loses the tie. */
+static inline void heap_offer(sample_cand *h, int32_t k, sample_cand x) {
+    if (x.logit > h[0].logit) {
+        h[0] = x;
+        heap_down(h, k, 0);
+    }
+}
+
+/* Turns c[0..n) into its k best (k < n), in c[0..k) in no particular order. */
+static void select_top(sample_cand *c, int32_t n, int32_t k) {
+    for (int32_t i = k / 2 - 1; i >= 0; i--) heap_down(c, k, i);
+    for (int32_t i = k; i < n; i++) heap_offer(c, k, c[i]);
+}
+
+/* The draw over the m ranked candidates c[0..m), best first, of which top-k already
+ * kept at most top_k: temperature, top-p, min-p and one RNG draw. */
+static int32_t sample_ranked(sampler *s, sample_cand *c, int32_t k) {
     const sample_params *p = &s->p;
-    qsort(c, (size_t)n, sizeof *c, cmp_desc);
-    int32_t k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
     /* softmax with temperature over the k best */
     float mx = c[0].logit, sum = 0;
     for (int32_t i = 0; i < k; i++) sum += c[i].p = expf((c[i].logit - mx) / p->temp);
@@ -97,11 +136,35 @@ static int32_t sample_from_cands(sampler *s, sample_cand *c, int32_t n) {
     return c[k - 1].id;
 }
 
+/* top-k applied to n candidates: how many are kept */
+static int32_t kept_of(const sample_params *p, int32_t n) {
+    return p->top_k > 0 && p->top_k < n ? p->top_k : n;
+}
+
+/* The draw over candidates c[0..n) holding (id, logit), in id order: ranks them (only
+ * the top_k best when top-k is on) and draws. */
+static int32_t sample_from_cands(sampler *s, sample_cand *c, int32_t n) {
+    const int32_t k = kept_of(&s->p, n);
+    if (k < n) select_top(c, n, k);
+    qsort(c, (size_t)k, sizeof *c, cmp_desc);
+    return sample_ranked(s, c, k);
+}
+
 int32_t sampler_sample(sampler *s, const float *logits, int32_t n) {
-    if (s->p.temp <= 0 || n > s->n_cand) return sample_argmax(logits, n);
+    if (s->p.temp <= 0 || n > s->n_cand || n <= 0) return sample_argmax(logits, n);
     sample_cand *c = s->cand;
-    for (int32_t i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0};
-    return sample_from_cands(s, c, n);
+    const int32_t k = kept_of(&s->p, n);
+    if (k == n) {
+        for (int32_t i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0};
+        return sample_from_cands(s, c, n);
+    }
+    /* top-k straight from the logits, without filling all n candidates first */
+    for (int32_t i = 0; i < k; i++) c[i] = (sample_cand){i, logits[i], 0};
+    for (int32_t i = k / 2 - 1; i >= 0; i--) heap_down(c, k, i);
+    for (int32_t i = k; i < n; i++)
+        if (logits[i] > c[0].logit) heap_offer(c, k, (sample_cand){i, logits[i], 0});
+    qsort(c, (size_t)k, sizeof *c, cmp_desc);
+    return sample_ranked(s, c, k);
 }
 
 bool sample_uses_history(const sample_params *p) {

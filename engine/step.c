@@ -19,6 +19,7 @@ void step_plan_free(step_plan *p) {
     free(p->out_node);
     free(p->logits);
     free(p->scratch);
+    free(p->lse);
     memset(p, 0, sizeof *p);
 }
 
@@ -173,17 +174,54 @@ bool step_plan_sees(const step_plan *p, int32_t row, int32_t slot) {
     return false;
 }
 
-/* Top-k of log-softmax(logits) into the node's alternatives. */
-static void store_topk(forest *f, int32_t idx, const float *logits, int32_t V) {
+/* The log-sum-exp of a logits row, as mx + log_sum: mx the largest logit, log_sum the
+ * log of sum exp(logit - mx) accumulated in double in index order (sample_log_softmax's
+ * arithmetic). */
+typedef struct step_lse {
+    bool ok;        /* computed for this run */
+    float mx;
+    double log_sum;
+} step_lse;
+
+static int32_t out_row(const step_plan *p, forest_id node) {
+    for (int32_t o = 0; o < p->n_out; o++)
+        if (p->out_node[o] == node) return o;
+    return -1;
+}
+
+/* Row o's log-sum-exp, computed on first use after a run. */
+static const step_lse *row_lse(step_plan *p, int32_t o) {
+    step_lse *l = &p->lse[o];
+    if (!l->ok) {
+        const float *lg = p->logits + (size_t)o * p->n_vocab;
+        const int32_t V = p->n_vocab;
+        float mx = lg[0];
+        for (int32_t i = 1; i < V; i++) mx = lg[i] > mx ? lg[i] : mx;
+        double sum = 0;
+        for (int32_t i = 0; i < V; i++) sum += exp((double)(lg[i] - mx));
+        *l = (step_lse){true, mx, log(sum)};
+    }
+    return l;
+}
+
+float step_logprob_of(step_plan *p, forest_id node, int32_t t) {
+    int32_t o = out_row(p, node);
+    if (o < 0 || t < 0 || t >= p->n_vocab) return NAN;
+    const step_lse *l = row_lse(p, o);
+    return (float)((double)(p->logits[(size_t)o * p->n_vocab + t] - l->mx) - l->log_sum);
+}
+
+/* Top-k of log-softmax(logits row o) into the node's alternatives. */
+static void store_topk(forest *f, int32_t idx, step_plan *p, int32_t o) {
     int32_t K = forest_top_k(f);
     if (K <= 0) return;
+    const float *logits = p->logits + (size_t)o * p->n_vocab;
+    const int32_t V = p->n_vocab;
     int32_t ids[256];
     float lv[256];
     int32_t k = 0;
-    float mx = -INFINITY;
     for (int32_t i = 0; i < V; i++) {
         float x = logits[i];
-        if (x > mx) mx = x;
         if (k < K || x > lv[k - 1]) {
             int32_t j = k < K ? k++ : K - 1;
             while (j > 0 && lv[j - 1] < x) {
@@ -195,9 +233,8 @@ static void store_topk(forest *f, int32_t idx, const float *logits, int32_t V) {
             ids[j] = i;
         }
     }
-    double sum = 0;
-    for (int32_t i = 0; i < V; i++) sum += exp((double)(logits[i] - mx));
-    float lse = mx + (float)log(sum);
+    const step_lse *l = row_lse(p, o);
+    float lse = l->mx + (float)l->log_sum;
     for (int32_t j = 0; j < k; j++) lv[j] -= lse;
     forest_store_topk(f, idx, ids, lv, k);
 }
@@ -207,7 +244,8 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
     const model_hparams *hp = model_ctx_hparams(c);
     int32_t V = hp->n_vocab;
     int32_t cap = p->cap_logits_rows;
-    if (!reserve((void **)&p->logits, &cap, p->n_out, sizeof(float) * (size_t)V)) {
+    if (!reserve((void **)&p->logits, &cap, p->n_out, sizeof(float) * (size_t)V) ||
+        !reserve((void **)&p->lse, &p->cap_lse, p->n_out, sizeof *p->lse)) {
         step_plan_cancel(f, p);
         return st_set(err, ST_ERR_NOMEM, "out of memory for %d rows of logits", p->n_out);
     }
@@ -215,14 +253,16 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
     p->n_vocab = V;
     model_batch b = {.n_rows = p->n_rows, .tokens = p->tokens, .pos = p->pos, .slot = p->slot,
                      .seg_off = p->seg_off, .segs = p->segs, .want_logits = p->want};
+    if (p->forward_begin) p->forward_begin(p->forward_ud);
     st_code rc = model_forward(c, &b, p->logits, err);
+    if (p->forward_end) p->forward_end(p->forward_ud);
     if (rc) {
         step_plan_cancel(f, p);
         return rc;
     }
     for (int32_t r = 0; r < p->n_rows; r++) forest_mark_computed(f, p->node[r], p->slot[r]);
-    for (int32_t o = 0; o < p->n_out; o++)
-        store_topk(f, forest_index(p->out_node[o]), p->logits + (size_t)o * V, V);
+    for (int32_t o = 0; o < p->n_out; o++) p->lse[o].ok = false;
+    for (int32_t o = 0; o < p->n_out; o++) store_topk(f, forest_index(p->out_node[o]), p, o);
     p->active = false;
     return ST_OK;
 }
@@ -234,9 +274,8 @@ st_code step_forest(forest *f, step_plan *p, model_ctx *c, st_err *err) {
 }
 
 const float *step_logits_of(const step_plan *p, forest_id node) {
-    for (int32_t o = 0; o < p->n_out; o++)
-        if (p->out_node[o] == node) return p->logits + (size_t)o * p->n_vocab;
-    return NULL;
+    int32_t o = out_row(p, node);
+    return o < 0 ? NULL : p->logits + (size_t)o * p->n_vocab;
 }
 
 st_code step_compact(forest *f, model_ctx *c, st_err *err) {

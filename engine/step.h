@@ -40,6 +40,15 @@ typedef struct step_plan {
     int32_t cap_rows, cap_segs, cap_out, cap_logits_rows;
     int32_t *scratch;      /* ancestor slots while building */
     int32_t cap_scratch;
+    struct step_lse *lse;  /* (n_out) each logits row's log-sum-exp, computed on demand */
+    int32_t cap_lse;
+    /* Optional: called by step_run just before and just after the model's forward pass,
+     * the long part of a step during which neither the forest nor the plan changes. A
+     * threaded caller (the TUI's worker) uses them to release its forest lock so readers
+     * can draw while the model runs. */
+    void (*forward_begin)(void *ud);
+    void (*forward_end)(void *ud);
+    void *forward_ud;
 } step_plan;
 
 void step_plan_init(step_plan *p);
@@ -63,6 +72,12 @@ st_code step_forest(forest *f, step_plan *p, model_ctx *c, st_err *err);
 
 /* Logits row of a node scored by the last run, or NULL. */
 const float *step_logits_of(const step_plan *p, forest_id node);
+
+/* log softmax(logits of node)[t] after the last run (t < n_vocab), with the arithmetic
+ * of sample_log_softmax (a double sum, the same bits every time), or NAN when node was
+ * not scored. The row's log-sum-exp is computed once per run and shared by every caller
+ * (and by the top-k alternatives step_run stores), so asking again costs nothing. */
+float step_logprob_of(step_plan *p, forest_id node, int32_t t);
 
 /* Moves every computed node's K/V so that used slots are 0..n-1 in DFS order (chains
  * become contiguous again after prunes). No plan may be active. ST_ERR_NOMEM. */

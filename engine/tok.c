@@ -487,7 +487,9 @@ static void tok_emit(const tok *t, tok_stream *s, int32_t id, tok_sink *k) {
     } else {
         /* NORMAL (and unknown type values): U+2581 -> ' ', minus the dummy prefix at
          * stream start or after a special token, where encoding put one. */
-        int32_t pty = s->prev < 0 || s->prev >= t->n_vocab ? TOK_CONTROL : t->type[s->prev];
+        int32_t pty = s->prev < 0 ? TOK_CONTROL
+                      : s->prev >= t->n_vocab ? TOK_NORMAL /* TOK_STREAM_MIDTEXT */
+                      : t->type[s->prev];
         bool strip = t->add_space_prefix &&
                      (pty == TOK_CONTROL || pty == TOK_USER || pty == TOK_UNKNOWN);
         for (size_t i = 0; i < n;) {

@@ -107,6 +107,9 @@ typedef struct tok_stream {
 } tok_stream;
 
 void tok_stream_init(tok_stream *s);
+/* Set a stream's prev to this to decode a token as if inside running text (no dummy-
+ * prefix space dropped), e.g. to show one alternative token on its own. */
+#define TOK_STREAM_MIDTEXT INT32_MAX
 /* Appends the text of token id to out (at most cap bytes, NUL-terminated when cap > 0)
  * and returns the number of bytes it produced (excluding NUL); returns the needed size
  * without writing when it does not fit. Leading space after BOS is dropped (as

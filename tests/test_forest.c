@@ -327,6 +327,37 @@ static void test_plan_sizes(const model *m) {
     model_ctx_free(c);
 }
 
+/* Leaves growing side by side keep their chains contiguous: after 4 forks grow for 12
+ * steps, every row attends to at most 2 segments (the prompt and its own run). */
+static void test_contiguous_growth(const model *m) {
+    forest *f = forest_init(4096, 0);
+    model_ctx *c = new_ctx(m, 4096);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    int32_t toks[10] = {1, 5, 9, 13, 17, 21, 25, 29, 33, 37};
+    forest_id root, leaf[4];
+    forest_add_root(f, toks, NULL, 10, 0, &root, &err);
+    for (int k = 0; k < 4; k++) {
+        int32_t t = 40 + k;
+        forest_append(f, root, &t, NULL, 1, &leaf[k], &err);
+    }
+    int32_t worst = 0;
+    for (int s = 0; s < 12; s++) {
+        T_CHECK(step_forest(f, &p, c, &err) == ST_OK, "step: %s", err.msg);
+        for (int32_t r = 0; r < p.n_rows; r++)
+            if (p.seg_off[r + 1] - p.seg_off[r] > worst) worst = p.seg_off[r + 1] - p.seg_off[r];
+        for (int k = 0; k < 4; k++) {
+            int32_t t = 50 + s;
+            forest_append(f, leaf[k], &t, NULL, 1, &leaf[k], &err);
+        }
+    }
+    T_CHECK(worst <= 2, "side-by-side chains stay contiguous: a row had %d segments", worst);
+    step_plan_free(&p);
+    forest_free(f);
+    model_ctx_free(c);
+}
+
 int main(int argc, char **argv) {
     int n_seeds = 3;
     if (argc == 3 && !strcmp(argv[1], "--seeds")) n_seeds = atoi(argv[2]);
@@ -362,6 +393,7 @@ int main(int argc, char **argv) {
             test_position_rule(m);
             test_full_cache(m);
             test_plan_sizes(m);
+            test_contiguous_growth(m);
         }
         for (int s = 0; s < n_seeds; s++) run_case(m, (uint64_t)(s + 1), shapes[i].name);
         model_free(m);

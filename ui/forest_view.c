@@ -156,21 +156,27 @@ bool fv_fold(forest_view *v, const forest *f, bool fold) {
     return true;
 }
 
-void fv_token_text(const forest *f, const tok *tk, int32_t idx, char *out, size_t cap) {
-    const forest_node *nd = forest_node_at(f, idx);
+void fv_token_text_after(const tok *tk, int32_t prev, int32_t id, char *out, size_t cap) {
     if (!tk) {
-        snprintf(out, cap, "[%d]", nd->token);
+        snprintf(out, cap, "[%d]", id);
         return;
     }
     tok_stream s;
     tok_stream_init(&s);
-    if (nd->parent >= 0) s.prev = forest_node_at(f, nd->parent)->token;
-    size_t got = tok_stream_put(tk, &s, nd->token, out, cap);
+    s.prev = prev;
+    size_t got = tok_stream_put(tk, &s, id, out, cap);
     if (got >= cap) out[0] = '\0';
-    if ((got == 0 || got >= cap) && (s.n_pend > 0 || tok_type(tk, nd->token) == TOK_CONTROL)) {
-        const char *pc = tok_piece(tk, nd->token);
+    /* a lone byte of a multi-byte character, or a control token: show its piece */
+    if ((got == 0 || got >= cap) && (s.n_pend > 0 || tok_type(tk, id) == TOK_CONTROL)) {
+        const char *pc = tok_piece(tk, id);
         snprintf(out, cap, "%s", pc ? pc : "");
     }
+}
+
+void fv_token_text(const forest *f, const tok *tk, int32_t idx, char *out, size_t cap) {
+    const forest_node *nd = forest_node_at(f, idx);
+    fv_token_text_after(tk, nd->parent >= 0 ? forest_node_at(f, nd->parent)->token : -1,
+                        nd->token, out, cap);
 }
 
 int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,

@@ -85,5 +85,7 @@ int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
 /* Decodes node idx's token as it reads after its parent's token into out (cap > 0).
  * A control token or an incomplete byte shows its piece. Shared with the other views. */
 void fv_token_text(const forest *f, const tok *tk, int32_t idx, char *out, size_t cap);
+/* The same for token id following token prev (-1: at the start of the text). */
+void fv_token_text_after(const tok *tk, int32_t prev, int32_t id, char *out, size_t cap);
 
 #endif

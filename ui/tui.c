@@ -142,9 +142,12 @@ static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
     put_line(ya, x0 + 1, vis, ui_screen_attr(UI_PAIR_DIM));
     if (tv->alt >= n) tv->alt = n ? n - 1 : 0;
     for (int32_t k = 0; k < n && k < alt_h - 1; k++) {
-        const char *pc = t->p->wp.tk ? tok_piece(t->p->wp.tk, ids[k]) : "?";
+        /* shown as text inside running text (a leading space stays visible), not as
+         * the raw vocabulary piece ("Ġand", "▁and") */
+        char pc[64];
+        fv_token_text_after(t->p->wp.tk, TOK_STREAM_MIDTEXT, ids[k], pc, sizeof pc);
         ui_line l = ui_line_make(vis, sizeof vis, w - 12, ui_screen_utf8());
-        ui_line_put(&l, pc ? pc : "?");
+        ui_line_put(&l, pc);
         snprintf(buf, sizeof buf, "%c %5.1f%%  ", k == tv->alt && t->focus == UI_VIEW_TEXT ? '>' : ' ',
                  100.0 * exp((double)lps[k]));
         put_line(ya + 1 + k, x0, buf, ui_screen_attr(UI_PAIR_DIM));

@@ -375,6 +375,12 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
     return ST_OK;
 }
 
+/* The forest lock is released while the model runs (step_plan's forward hooks): only
+ * this thread mutates the forest, and it is busy in the forward pass, so readers see a
+ * consistent forest the whole time. */
+static void forward_unlock(void *ud) { pthread_mutex_unlock(&((ui_worker *)ud)->mu); }
+static void forward_relock(void *ud) { pthread_mutex_lock(&((ui_worker *)ud)->mu); }
+
 static void *worker_main(void *arg) {
     ui_worker *w = arg;
     for (;;) {
@@ -417,6 +423,9 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     pthread_mutex_init(&w->qmu, NULL);
     pthread_cond_init(&w->qcv, NULL);
     step_plan_init(&w->plan);
+    w->plan.forward_begin = forward_unlock;
+    w->plan.forward_end = forward_relock;
+    w->plan.forward_ud = w;
     w->f = p->f;
     w->ctx = p->ctx;
     w->tk = p->tk;

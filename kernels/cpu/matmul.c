@@ -1,20 +1,21 @@
 /* matmul.c - the CPU backend's y = x W^T for every weight type it supports.
  *
- * One loop skeleton (mm_task) for all types: the output rows of W are cut into
- * chunks handed to the thread pool; inside a chunk, for each group of up to MM_TX
- * activation rows, tiles of MM_TW weight rows are multiplied by those activation rows.
- * A tile reads each weight it touches once and uses it for every activation row of the
- * group, so a step of k rows streams W from memory once instead of k times; that is
- * what makes a batch of rows (a forest step) cost little more than one row while
- * decode is bound by memory bandwidth.
+ * One loop skeleton (mm_task, mm_rows) for all types: the output rows of W are cut into
+ * chunks handed to the thread pool; inside a chunk, each tile of MM_TW weight rows is
+ * multiplied by every activation row, MM_TX at a time. The tile's weights stay in cache
+ * across the activation groups, so a step of k rows streams W from memory once instead
+ * of k times; that is what makes a batch of rows (a forest step) cost little more than
+ * one row while decode is bound by memory bandwidth. Types with a preparer (the ggml
+ * block types, matmul_quant.c) first unpack the tile's rows once into a per-thread
+ * scratch, so the unpacking, too, is paid once per tile and not once per group.
  *
  * What differs per weight type is only the tile: a template function "dot NW rows of W
  * with NX activation rows" written once per storage family (float-like: F32, F16,
  * BF16 share one, varying only how a vector of weights is loaded; Q8_0 has its own;
- * the ggml block types Q4_0 .. Q6_K share one in matmul_quant.c, varying only how a
- * chunk of weights is unpacked) and instantiated for NW in {1, MM_TW} and NX in
- * 1..MM_TX by MM_TILES (matmul.h). A new type adds a template or an unpacker, one
- * MM_TILES line and one case in mm_kind_of.
+ * the ggml block types Q4_0 .. Q6_K share one over their prepared form, and differ only
+ * in their preparer) and instantiated for NW in {1, MM_TW} and NX in 1..MM_TX by
+ * MM_TILES (matmul.h). A new type adds a template or a preparer, one MM_TILES line and
+ * one case in mm_kind_of.
  *
  * Every tile computes each (weight row, activation row) dot product with the same
  * sequence of operations whatever NW and NX are, so a row's result does not depend on
@@ -28,9 +29,6 @@
 #include <string.h>
 
 #include "matmul.h"
-
-/* bytes a tile may use of L2 for its chunk of W when it is reused for several groups */
-#define MM_CHUNK_BYTES (256 * 1024)
 
 /* ---- float-like weights: F32, F16, BF16 ---------------------------------------- */
 
@@ -107,10 +105,11 @@ MM_TILES(mm_tile_bf16)
 
 /* ---- quantised activations (layout: see matmul.h) ------------------------------ */
 
-static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n) {
+/* Quantises x (n values) into dst in the given order (MM_QX_LINEAR or MM_QX_GROUPED). */
+static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
     const int64_t np = mm_qx_np(n);
     int8_t *q = (int8_t *)dst;
-    float *dl = (float *)mm_qx_dl(dst, n), *sx = (float *)mm_qx_sx(dst, n);
+    float *dg = (float *)mm_qx_dg(dst, n), *sx = (float *)mm_qx_sx(dst, n);
     float *d = (float *)mm_qx_d(dst, n);
     for (int64_t b = 0; b < n / QK8_0; b++) {
         const float *xb = x + b * QK8_0;
@@ -134,14 +133,18 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n) {
             *(j < 16 ? &s0 : &s1) += q[b * QK8_0 + j];
         }
 #endif
-        d[b] = db;
-        for (int i = 0; i < 8; i++) dl[8 * b + i] = db;
+        d[b] = dg[2 * b] = dg[2 * b + 1] = db;
         sx[2 * b] = db * (float)s0, sx[2 * b + 1] = db * (float)s1;
     }
     memset(q + n, 0, (size_t)(np - n));
-    for (int64_t b = n / QK8_0; b < np / QK8_0; b++) {
-        d[b] = sx[2 * b] = sx[2 * b + 1] = 0;
-        for (int i = 0; i < 8; i++) dl[8 * b + i] = 0;
+    for (int64_t b = n / QK8_0; b < np / QK8_0; b++)
+        d[b] = dg[2 * b] = dg[2 * b + 1] = sx[2 * b] = sx[2 * b + 1] = 0;
+    if (order == MM_QX_GROUPED) {
+        _Alignas(64) uint8_t t[256]; /* chunks of 256 values */
+        for (int64_t c = 0; c < np; c += 256) {
+            memcpy(t, q + c, 256);
+            mm_grp_reorder(t, (uint8_t *)q + c);
+        }
     }
 }
 
@@ -291,22 +294,26 @@ MM_TILES(mm_tile_q8_0)
 
 typedef struct mm_kind {
     mm_tile_row *tiles;               /* [2], see MM_TILES */
-    bool quant_x;                     /* tiles read Q8-quantised activations */
+    int qx;                           /* MM_QX_*: the activations the tiles read */
+    mm_prep_fn prep;                  /* NULL: the tiles read the weight rows as stored */
 } mm_kind;
 
 /* tiles NULL: the backend cannot multiply by this type */
 static mm_kind mm_kind_of(uint32_t type) {
     switch (type) {
-    case DT_F32: return (mm_kind){mm_tile_f32_tiles, false};
-    case DT_F16: return (mm_kind){mm_tile_f16_tiles, false};
-    case DT_BF16: return (mm_kind){mm_tile_bf16_tiles, false};
-    case DT_Q8_0: return (mm_kind){mm_tile_q8_0_tiles, true};
-    default: return (mm_kind){mm_quant_tiles(type), true};
+    case DT_F32: return (mm_kind){mm_tile_f32_tiles, MM_QX_NONE, NULL};
+    case DT_F16: return (mm_kind){mm_tile_f16_tiles, MM_QX_NONE, NULL};
+    case DT_BF16: return (mm_kind){mm_tile_bf16_tiles, MM_QX_NONE, NULL};
+    case DT_Q8_0: return (mm_kind){mm_tile_q8_0_tiles, MM_QX_LINEAR, NULL};
+    default: {
+        mm_prep_fn prep = mm_quant_prep(type);
+        return (mm_kind){prep ? mm_grp_tiles() : NULL, MM_QX_GROUPED, prep};
+    }
     }
 }
 
 typedef struct mm_job {
-    mm_tile_row *tiles;
+    mm_kind k;
     const uint8_t *w;
     size_t ws;              /* bytes per weight row */
     const uint8_t *x;       /* activations as the tiles read them */
@@ -316,30 +323,43 @@ typedef struct mm_job {
     int64_t n_in, n_out;
     int32_t n_rows;
     int64_t rows_per_task;  /* a multiple of MM_TW */
+    uint8_t *prep;          /* per thread, prep_bytes each (64-byte aligned) */
+    size_t prep_bytes;
 } mm_job;
 
+/* nw (1 or MM_TW) weight rows from o times every activation row, MM_TX at a time. A
+ * prepared type unpacks the rows once into this thread's scratch, where they stay in
+ * cache for all activation groups; that is what makes many rows cost little more than
+ * one, and decode pays nothing for it (it unpacks each row once either way). */
+static void mm_rows(const mm_job *j, int64_t o, int nw, int32_t thread) {
+    const uint8_t *w = j->w + o * j->ws;
+    if (j->k.prep) {
+        mm_prep *pr = (mm_prep *)(j->prep + (size_t)thread * j->prep_bytes);
+        j->k.prep(j->n_in, w, j->ws, nw, pr);
+        w = (const uint8_t *)pr;
+    }
+    const mm_tile_fn *t = j->k.tiles[nw == MM_TW];
+    for (int32_t r0 = 0; r0 < j->n_rows; r0 += MM_TX) {
+        const int nx = j->n_rows - r0 < MM_TX ? j->n_rows - r0 : MM_TX;
+        t[nx - 1](j->n_in, w, j->ws, j->x + (size_t)r0 * j->xs, j->xs,
+                  j->y + (int64_t)r0 * j->n_out + o, j->n_out);
+    }
+}
+
 static void mm_task(void *ctx, int32_t task, int32_t thread) {
-    (void)thread;
     const mm_job *j = ctx;
     const int64_t o0 = task * j->rows_per_task;
     const int64_t o1 = o0 + j->rows_per_task < j->n_out ? o0 + j->rows_per_task : j->n_out;
-    for (int32_t r0 = 0; r0 < j->n_rows; r0 += MM_TX) {
-        const int nx = j->n_rows - r0 < MM_TX ? j->n_rows - r0 : MM_TX;
-        const uint8_t *x = j->x + (size_t)r0 * j->xs;
-        float *y = j->y + (int64_t)r0 * j->n_out;
-        int64_t o = o0;
-        for (; o + MM_TW <= o1; o += MM_TW)
-            j->tiles[1][nx - 1](j->n_in, j->w + o * j->ws, j->ws, x, j->xs, y + o, j->n_out);
-        for (; o < o1; o++)
-            j->tiles[0][nx - 1](j->n_in, j->w + o * j->ws, j->ws, x, j->xs, y + o, j->n_out);
-    }
+    int64_t o = o0;
+    for (; o + MM_TW <= o1; o += MM_TW) mm_rows(j, o, MM_TW, thread);
+    for (; o < o1; o++) mm_rows(j, o, 1, thread);
 }
 
 static void mm_quant_task(void *ctx, int32_t row, int32_t thread) {
     (void)thread;
     const mm_job *j = ctx;
     mm_qx_quantize(j->xf + (int64_t)row * j->n_in, (uint8_t *)j->x + (size_t)row * j->xs,
-                    j->n_in);
+                   j->n_in, j->k.qx);
 }
 
 void cpu_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
@@ -348,11 +368,16 @@ void cpu_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, in
     if (n_rows <= 0 || w->n_out <= 0) return;
     pool *p = kern_backend_pool(b);
     const int32_t nt = pool_threads(p);
-    mm_job j = {.tiles = k.tiles, .w = w->data, .ws = dtype_row_bytes(w->type, w->n_in),
+    mm_job j = {.k = k, .w = w->data, .ws = dtype_row_bytes(w->type, w->n_in),
                 .xf = x, .y = y, .n_in = w->n_in, .n_out = w->n_out, .n_rows = n_rows};
-    if (k.quant_x) {
+    if (k.qx != MM_QX_NONE) {
+        /* one scratch: the quantised rows, then each thread's prepared weight rows */
         j.xs = mm_qx_row_bytes(w->n_in);
-        j.x = kern_backend_scratch(b, j.xs * (size_t)n_rows);
+        j.prep_bytes = k.prep ? MM_TW * mm_prep_row_bytes(w->n_in) : 0;
+        const size_t xb = j.xs * (size_t)n_rows;
+        uint8_t *s = kern_backend_scratch(b, xb + j.prep_bytes * (size_t)nt);
+        j.x = s;
+        j.prep = s + xb;
         if ((int64_t)n_rows * w->n_in >= 65536)
             pool_run(p, n_rows, mm_quant_task, &j);
         else
@@ -361,14 +386,9 @@ void cpu_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, in
         j.x = (const uint8_t *)x;
         j.xs = (size_t)w->n_in * sizeof(float);
     }
-    /* About 8 chunks per thread balances uneven progress; when the chunk is reused for
-     * several activation groups, keep it small enough to stay in L2. */
+    /* About 8 chunks per thread balances uneven progress. */
     const int64_t n_tiles = (w->n_out + MM_TW - 1) / MM_TW;
     int64_t tpt = (n_tiles + 8 * nt - 1) / (8 * nt);
-    if (n_rows > MM_TX) {
-        int64_t cap = MM_CHUNK_BYTES / (int64_t)(MM_TW * j.ws);
-        if (tpt > cap) tpt = cap;
-    }
     if (tpt < 1) tpt = 1;
     j.rows_per_task = tpt * MM_TW;
     const int64_t n_tasks = (w->n_out + j.rows_per_task - 1) / j.rows_per_task;

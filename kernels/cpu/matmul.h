@@ -76,31 +76,63 @@ SIMD_INLINE float mm_hsum256(__m256 v) {
 
 /* ---- quantised activations ------------------------------------------------------ *
  * An activation row of n values quantised to blocks of 32 int8 values with a float
- * scale each, x[i] ~= d[i / 32] * q[i], padded with zeros (q, d, dl and sx all 0) to
+ * scale each, x[i] ~= d[i / 32] * q[i], padded with zeros (q, dg, sx and d all 0) to
  * np = n rounded up to 256, so the block-type tiles can always work on whole chunks of
  * 256. From offset 0:
- *   q   np int8 values
- *   dl  np / 4 floats: d of value 4i, i.e. one per int32 lane of a dot product
+ *   q   np int8 values: in value order (MM_QX_LINEAR, what Q8_0 reads) or, per chunk of
+ *       256, in the grouped order of the block types (MM_QX_GROUPED, see mm_grp_pos)
+ *   dg  np / 16 floats: d of value 16g, i.e. one per group of 16 values
  *   sx  np / 16 floats: d times the sum of q over values 16g .. 16g + 15 (what a
  *       weight block's min or offset multiplies)
  *   d   np / 32 floats, one per block
  * Every part starts at a multiple of 64 bytes from the row start. */
+enum { MM_QX_NONE, MM_QX_LINEAR, MM_QX_GROUPED };
+
 SIMD_INLINE int64_t mm_qx_np(int64_t n) { return (n + 255) / 256 * 256; }
 SIMD_INLINE size_t mm_qx_row_bytes(int64_t n) {
     int64_t np = mm_qx_np(n);
-    return (size_t)(np + np + np / 4 + np / 8 + 63) / 64 * 64;
+    return (size_t)(np + np / 4 + np / 4 + np / 8 + 63) / 64 * 64;
 }
-SIMD_INLINE const float *mm_qx_dl(const uint8_t *xr, int64_t n) {
+SIMD_INLINE const float *mm_qx_dg(const uint8_t *xr, int64_t n) {
     return (const float *)(xr + mm_qx_np(n));
 }
 SIMD_INLINE const float *mm_qx_sx(const uint8_t *xr, int64_t n) {
-    return (const float *)(xr + 2 * mm_qx_np(n));
+    return (const float *)(xr + mm_qx_np(n) + mm_qx_np(n) / 4);
 }
 SIMD_INLINE const float *mm_qx_d(const uint8_t *xr, int64_t n) {
-    return (const float *)(xr + 2 * mm_qx_np(n) + mm_qx_np(n) / 4);
+    return (const float *)(xr + mm_qx_np(n) + mm_qx_np(n) / 2);
 }
 
-/* The tiles of a block type of kernels/quant.h (matmul_quant.c); NULL for others. */
-mm_tile_row *mm_quant_tiles(uint32_t type);
+/* The grouped order of a chunk of 256 values (16 groups of 16, the unit a block type's
+ * scale covers): value 16g + 4s + b (s, b < 4) sits at byte 64s + 4g + b. Then int32
+ * lane g of the four 64-byte parts holds the 4 values of group g at sub-position s, so
+ * chained int8 dot products over the four parts sum a whole group in lane g. */
+SIMD_INLINE int mm_grp_pos(int v) { return 64 * (v / 4 % 4) + 4 * (v / 16) + v % 4; }
+
+/* Reorders 256 bytes from value order into the grouped order (dst != src). */
+void mm_grp_reorder(const uint8_t *src, uint8_t *dst);
+
+/* A block type of kernels/quant.h, prepared for the tiles: mm_prep_fn unpacks nw (1 or
+ * MM_TW) weight rows of n values, all their chunks, into the grouped form at dst (one
+ * mm_prep per row and chunk, chunk-major: chunk c of row r is at dst + (c * nw + r)),
+ * prefetching the rows after them. The block types' tiles (mm_grp_tiles) take that
+ * form as their weights (w; ws is ignored). */
+typedef struct mm_prep {
+    _Alignas(64) uint8_t u[256]; /* unsigned quants, grouped order */
+    float s[16];                 /* scale per group */
+    float mo[16];                /* m - off * s per group: what the group sum of x costs */
+} mm_prep;
+
+typedef void (*mm_prep_fn)(int64_t n, const uint8_t *w, size_t ws, int nw, mm_prep *dst);
+
+/* bytes of prepared form per weight row of n values */
+SIMD_INLINE size_t mm_prep_row_bytes(int64_t n) {
+    return (size_t)(mm_qx_np(n) / 256) * sizeof(mm_prep);
+}
+
+/* The preparer of a block type of kernels/quant.h (matmul_quant.c); NULL for others. */
+mm_prep_fn mm_quant_prep(uint32_t type);
+/* The tiles of every block type, over prepared weights. */
+mm_tile_row *mm_grp_tiles(void);
 
 #endif

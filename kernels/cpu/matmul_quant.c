@@ -1,26 +1,30 @@
-/* matmul_quant.c - the CPU matmul tiles of the ggml block types of kernels/quant.h
- * (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K): one template for all seven, which differ
- * only in how quant_unpack turns a chunk of their bytes into the common form.
+/* matmul_quant.c - the CPU matmul of the ggml block types of kernels/quant.h (Q4_0,
+ * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K): per type a preparer, which unpacks weight rows
+ * into one common form (mm_prep, matmul.h), and one tile template over that form for
+ * all seven.
  *
- * The template walks a row in chunks of 256 values. Per chunk it unpacks each of its NW
- * weight rows (quant_unpack, the code the dequantiser uses) into unsigned quants u
- * (0..63) and, per 16 values, a scale s and an offset m: w = s * (u - off) + m. Against
- * an activation row quantised to int8 blocks of 32 (q, scale d; see matmul.h) a group g
- * of 16 values then contributes
+ * A row is walked in chunks of 256 values, 16 groups of 16. The preparer unpacks a
+ * chunk (quant_unpack, the code the dequantiser uses, or a faster AVX-512 twin for the
+ * small types) into unsigned quants u (0..63) and, per group, a scale s and an offset
+ * m: w = s * (u - off) + m; it stores u in the grouped order (mm_grp_pos), s, and
+ * mo = m - off * s. Against an activation row quantised to int8 blocks of 32 (q, scale
+ * d, in the same grouped order; see matmul.h) group g contributes
  *
- *     s[g] * d * sum_g u * q  +  (m[g] - off * s[g]) * d * sum_g q
+ *     s[g] * d * sum_g u * q  +  mo[g] * d * sum_g q
  *
- * The first term is an unsigned-by-signed int8 dot product (dpbusd with VNNI; maddubs
- * without, where u <= 63 keeps its int16 pair sums from saturating), its int32 lanes of
- * 4 values scaled by the lane's s * d; the second multiplies the 16 offsets of the chunk
- * by the activation's 16 precomputed d * sum q (sx) at once. Mins (Q4_1, Q5_1, Q4_K,
- * Q5_K) and the offsets of the symmetric types (Q4_0, Q5_0, Q6_K) thus cost one
- * multiply-add per chunk, whatever the type; llama.cpp does the same with Q8_1's and
- * Q8_K's block sums. Rows shorter than a multiple of 256 (small types) end in a chunk
- * padded with zero weights, zero scales and zero activations.
+ * The first term is four chained unsigned-by-signed int8 dot products (dpbusd with
+ * VNNI; maddubs + madd without, where u <= 63 keeps the int16 pair sums from
+ * saturating), one per 64-byte part of the chunk, which leave group g's exact int32
+ * sum in lane g; it is scaled by s * d lane by lane. The second multiplies the 16
+ * offsets by the activation's precomputed d * sum q (sx) at once. So a chunk costs a
+ * pair of rows 4 dot instructions and 4 float operations, whatever the type; mins and
+ * offsets are folded in as llama.cpp does with Q8_1's and Q8_K's block sums. Rows
+ * shorter than a multiple of 256 (small types) end in a chunk padded with zero
+ * weights, zero scales and zero activations.
  *
  * Each (weight row, activation row) pair goes through the same operations in the same
- * order for every NW and NX: the unpacking is per weight row, the sums per pair. */
+ * order for every NW and NX and every batch: the unpacking is per weight row, the sums
+ * per pair. */
 #include "matmul.h"
 
 #include "../quant.h"
@@ -41,179 +45,262 @@ SIMD_INLINE int mm_blk_bytes(uint32_t type) {
     }
 }
 
+/* ---- the grouped order ------------------------------------------------------------ */
+
+void mm_grp_reorder(const uint8_t *src, uint8_t *dst) {
+    for (int v = 0; v < QUANT_CHUNK; v += 4) memcpy(dst + mm_grp_pos(v), src + v, 4);
+}
+
+#if MM_Q8_512
+/* Four registers of 16 int32 lanes to the grouped order at dst, in two rounds of
+ * two-source permutes. Round 1 (idx1lo, idx1hi: the caller's, as source orders differ) takes
+ * from a and b the lanes of sub-positions s = 0, 1 (lo) or 2, 3 (hi) of local groups
+ * 0..7, lane 8 (s % 2) + group; round 2 puts the groups 0..7 of one pair and 8..15 of
+ * the other side by side: lane g of part s. */
+SIMD_INLINE void mm_grp_rounds(__m512i a0, __m512i b0, __m512i a1, __m512i b1,
+                               __m512i idx1lo, __m512i idx1hi, uint8_t *dst) {
+    const __m512i i2lo = _mm512_set_epi32(23, 22, 21, 20, 19, 18, 17, 16, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i i2hi = _mm512_set_epi32(31, 30, 29, 28, 27, 26, 25, 24, 15, 14, 13, 12, 11, 10, 9, 8);
+    __m512i e01 = _mm512_permutex2var_epi32(a0, idx1lo, b0);
+    __m512i e23 = _mm512_permutex2var_epi32(a0, idx1hi, b0);
+    __m512i f01 = _mm512_permutex2var_epi32(a1, idx1lo, b1);
+    __m512i f23 = _mm512_permutex2var_epi32(a1, idx1hi, b1);
+    _mm512_store_si512(dst, _mm512_permutex2var_epi32(e01, i2lo, f01));
+    _mm512_store_si512(dst + 64, _mm512_permutex2var_epi32(e01, i2hi, f01));
+    _mm512_store_si512(dst + 128, _mm512_permutex2var_epi32(e23, i2lo, f23));
+    _mm512_store_si512(dst + 192, _mm512_permutex2var_epi32(e23, i2hi, f23));
+}
+
+/* Round-1 indices: lane 8 s' + l (local group l < 8, s = s' or s' + 2) takes, from
+ * sources a (index < 16) and b (index >= 16), the dword of group l at sub-position s.
+ * In value order a holds groups 0-3 and b 4-7, 4 dwords each (l >> 2 << 4 | 4 (l & 3) + s);
+ * for the small types a holds the low and b the high halves of blocks 0-3, group 2q + h
+ * (l & 1 << 4 | 4 (l >> 1) + s). */
+SIMD_INLINE __m512i mm_grp_idx1(bool small, bool hi) {
+    if (small)
+        return hi ? _mm512_set_epi32(31, 15, 27, 11, 23, 7, 19, 3, 30, 14, 26, 10, 22, 6, 18, 2)
+                  : _mm512_set_epi32(29, 13, 25, 9, 21, 5, 17, 1, 28, 12, 24, 8, 20, 4, 16, 0);
+    return hi ? _mm512_set_epi32(31, 27, 23, 19, 15, 11, 7, 3, 30, 26, 22, 18, 14, 10, 6, 2)
+              : _mm512_set_epi32(29, 25, 21, 17, 13, 9, 5, 1, 28, 24, 20, 16, 12, 8, 4, 0);
+}
+#endif
+
 #if MM_Q8_512 && defined(__AVX512VL__)
 #define MM_UNPACK_512 1
-/* quant_unpack of 8 whole blocks of a small type, 4 blocks to a register: the portable
- * code works a block at a time, and its per-block scalar work made decode compute-bound.
- * The 16 quant bytes of blocks b..b+3 go into one register; their low and high nibbles
- * are values 0..15 and 16..31 of each block, interleaved by 128-bit lanes. The 5th bits
- * of two blocks are one 64-bit mask. The fp16 d (and m) of all 8 blocks come in one
- * gather of their first 4 bytes. The tests hold this to the portable unpacker (the ref
- * backend dequantises with it) exactly. */
-SIMD_INLINE void mm_unpack_small_512(uint32_t type, const uint8_t *p, quant_chunk *c) {
+/* quant_unpack of a chunk (cnb <= 8 blocks) of a small type, straight into the grouped order: the
+ * portable code works a block at a time, and its per-block scalar work would make decode
+ * compute-bound. The 16 quant bytes of blocks b..b+3 go into one register; their low and
+ * high nibbles are groups 2b and 2b + 1 (values 0..15 and 16..31 of each block). The 5th
+ * bits of a block's low and high halves come from the two halves of its qh. The fp16 d
+ * (and m) of all 8 blocks come in one gather of their first 4 bytes. The tests hold this
+ * to the portable unpacker (the ref backend dequantises with it) exactly. */
+SIMD_INLINE void mm_unpack_small_512(uint32_t type, const uint8_t *p, int cnb, mm_prep *c) {
     const int bb = mm_blk_bytes(type);
     const bool has_m = type == DT_Q4_1 || type == DT_Q5_1;
     const bool five = type == DT_Q5_0 || type == DT_Q5_1;
     const int qh_at = 2 + 2 * has_m, qs_at = qh_at + 4 * five;
     const __m512i lo4 = _mm512_set1_epi8(15), bit5 = _mm512_set1_epi8(16);
-    const __m512i i01 = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
-    const __m512i i23 = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
-    for (int b = 0; b < 8; b += 4) {
-        const uint8_t *q = p + b * bb + qs_at;
-        __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)q));
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(q + bb)), 1);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(q + 2 * bb)), 2);
-        v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(q + 3 * bb)), 3);
-        __m512i lo = _mm512_and_si512(v, lo4);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
-        __m512i u01 = _mm512_permutex2var_epi64(lo, i01, hi);
-        __m512i u23 = _mm512_permutex2var_epi64(lo, i23, hi);
+    __m512i lo[2], hi[2];
+    for (int h = 0; h < 2; h++) {
+        /* blocks past cnb (a row's last, partial chunk) load as zeros, without reading */
+        const uint8_t *q = p + 4 * h * bb + qs_at;
+#define MM_LD_BLK(i) _mm_maskz_loadu_epi8(4 * h + (i) < cnb ? 0xffff : 0, q + (i) * bb)
+        __m512i v = _mm512_castsi128_si512(MM_LD_BLK(0));
+        v = _mm512_inserti32x4(v, MM_LD_BLK(1), 1);
+        v = _mm512_inserti32x4(v, MM_LD_BLK(2), 2);
+        v = _mm512_inserti32x4(v, MM_LD_BLK(3), 3);
+#undef MM_LD_BLK
+        lo[h] = _mm512_and_si512(v, lo4);
+        hi[h] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
         if (five) {
             /* (separate scalars: an array here went through memory and stalled) */
-            uint32_t h0, h1, h2, h3;
-            memcpy(&h0, p + b * bb + qh_at, 4);
-            memcpy(&h1, p + (b + 1) * bb + qh_at, 4);
-            memcpy(&h2, p + (b + 2) * bb + qh_at, 4);
-            memcpy(&h3, p + (b + 3) * bb + qh_at, 4);
-            u01 = _mm512_or_si512(u01, _mm512_maskz_mov_epi8(h0 | (uint64_t)h1 << 32, bit5));
-            u23 = _mm512_or_si512(u23, _mm512_maskz_mov_epi8(h2 | (uint64_t)h3 << 32, bit5));
+            uint32_t h0 = 0, h1 = 0, h2 = 0, h3 = 0;
+            const uint8_t *ph = p + 4 * h * bb + qh_at;
+            if (4 * h < cnb) memcpy(&h0, ph, 4);
+            if (4 * h + 1 < cnb) memcpy(&h1, ph + bb, 4);
+            if (4 * h + 2 < cnb) memcpy(&h2, ph + 2 * bb, 4);
+            if (4 * h + 3 < cnb) memcpy(&h3, ph + 3 * bb, 4);
+            uint64_t ml = (h0 & 0xffffu) | (uint64_t)(h1 & 0xffffu) << 16 |
+                          (uint64_t)(h2 & 0xffffu) << 32 | (uint64_t)(h3 & 0xffffu) << 48;
+            uint64_t mh = (h0 >> 16) | (uint64_t)(h1 >> 16) << 16 | (uint64_t)(h2 >> 16) << 32 |
+                          (uint64_t)(h3 >> 16) << 48;
+            lo[h] = _mm512_or_si512(lo[h], _mm512_maskz_mov_epi8(ml, bit5));
+            hi[h] = _mm512_or_si512(hi[h], _mm512_maskz_mov_epi8(mh, bit5));
         }
-        _mm512_store_si512(c->u + 32 * b, u01);
-        _mm512_store_si512(c->u + 32 * b + 64, u23);
     }
+    mm_grp_rounds(lo[0], hi[0], lo[1], hi[1], mm_grp_idx1(true, false), mm_grp_idx1(true, true),
+                  c->u);
     const __m256i offs = _mm256_mullo_epi32(_mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0),
                                             _mm256_set1_epi32(bb));
-    const __m256i dm = _mm256_i32gather_epi32((const int *)p, offs, 1);
+    const __m256i dm = cnb == 8 ? _mm256_i32gather_epi32((const int *)p, offs, 1)
+                                : _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(),
+                                                               (__mmask8)((1u << cnb) - 1), offs, p, 1);
     const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     __m512 d = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm)));
     _mm512_store_ps(c->s, _mm512_permutexvar_ps(twice, d));
     __m512 m = _mm512_setzero_ps();
     if (has_m)
         m = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16))));
-    _mm512_store_ps(c->m, _mm512_permutexvar_ps(twice, m));
+    _mm512_store_ps(c->mo, _mm512_permutexvar_ps(twice, m)); /* m; off is folded in later */
 }
 #endif
 
-/* Unpacks the chunk of weight row p (cnb blocks from p) and prefetches the same bytes of
- * the row ahead (the next tile's). */
-SIMD_INLINE void mm_blk_unpack(uint32_t type, const uint8_t *p, int cnb, size_t ahead,
-                               quant_chunk *c) {
+/* Prepares one chunk of weight row p (cnb blocks from p) and prefetches the same bytes
+ * of the row ahead (the next tile's). */
+SIMD_INLINE void mm_blk_prep(uint32_t type, const uint8_t *p, int cnb, size_t ahead,
+                             mm_prep *c) {
     const int bytes = QUANT_CHUNK / mm_blk_n(type) * mm_blk_bytes(type);
     for (int o = 0; o < bytes; o += 64) MM_PREFETCH(p + ahead + o);
     MM_PREFETCH(p + ahead + bytes - 1);
+    const float off = (float)quant_off(type);
+#if MM_Q8_512
 #if MM_UNPACK_512
-    if (mm_blk_n(type) == 32 && cnb == 8) {
-        mm_unpack_small_512(type, p, c);
+    if (mm_blk_n(type) == 32) {
+        mm_unpack_small_512(type, p, cnb, c);
+        __m512 s = _mm512_load_ps(c->s);
+        _mm512_store_ps(c->mo, _mm512_fnmadd_ps(_mm512_set1_ps(off), s, _mm512_load_ps(c->mo)));
         return;
     }
 #endif
-    quant_unpack(type, p, cnb, c);
+    quant_chunk ch;
+    quant_unpack(type, p, cnb, &ch);
+    /* value order: part k holds groups 4k .. 4k + 3. (Read back in the 32-byte pieces
+     * quant_unpack stored: a 64-byte load of two fresh 32-byte stores cannot be
+     * forwarded and stalls until they retire.) */
+#define MM_LD_PART(k)                                                                     \
+    _mm512_inserti64x4(                                                                   \
+        _mm512_castsi256_si512(_mm256_load_si256((const __m256i *)(ch.u + 64 * (k)))),    \
+        _mm256_load_si256((const __m256i *)(ch.u + 64 * (k) + 32)), 1)
+    mm_grp_rounds(MM_LD_PART(0), MM_LD_PART(1), MM_LD_PART(2), MM_LD_PART(3),
+                  mm_grp_idx1(false, false), mm_grp_idx1(false, true), c->u);
+#undef MM_LD_PART
+    __m512 s = _mm512_loadu_ps(ch.s);
+    _mm512_store_ps(c->s, s);
+    _mm512_store_ps(c->mo, _mm512_fnmadd_ps(_mm512_set1_ps(off), s, _mm512_loadu_ps(ch.m)));
+#else
+    quant_chunk ch;
+    quant_unpack(type, p, cnb, &ch);
+    mm_grp_reorder(ch.u, c->u);
+    for (int g = 0; g < 16; g++) {
+        c->s[g] = ch.s[g];
+        c->mo[g] = ch.m[g] - off * ch.s[g];
+    }
+#endif
 }
 
-SIMD_INLINE void mm_tile_blk(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
-                             size_t xs, float *y, int64_t ys, const uint32_t type,
-                             const int NW, const int NX) {
+/* How many tiles ahead the preparer prefetches. A tile's rows are unpacked in one go and
+ * then multiplied without touching memory, so one tile ahead leaves decode (one
+ * activation row, bound by memory bandwidth) waiting on DRAM after each tile; two
+ * measured as fast as the old fused loop. */
+#define MM_AHEAD 2
+
+/* All chunks of nw weight rows into dst (layout: see mm_prep_fn). */
+SIMD_INLINE void mm_prep_blk(int64_t n, const uint8_t *w, size_t ws, int nw, mm_prep *dst,
+                             const uint32_t type) {
     const int bn = mm_blk_n(type), bb = mm_blk_bytes(type), per_chunk = QUANT_CHUNK / bn;
     const int64_t nb = n / bn;
-    const float off = (float)quant_off(type);
-    quant_chunk ch[MM_TW];
-#if MM_Q8_512
-    /* 64 values per register: lane i of part k is group 4k + i / 4 */
-    const __m512i zero = _mm512_setzero_si512();
-    __m512i gidx[4];
-    for (int k = 0; k < 4; k++)
-        gidx[k] = _mm512_set_epi32(4 * k + 3, 4 * k + 3, 4 * k + 3, 4 * k + 3, 4 * k + 2,
-                                   4 * k + 2, 4 * k + 2, 4 * k + 2, 4 * k + 1, 4 * k + 1,
-                                   4 * k + 1, 4 * k + 1, 4 * k, 4 * k, 4 * k, 4 * k);
-    __m512 acc[MM_TW][MM_TX];
-#pragma GCC unroll 4
-    for (int r = 0; r < NW; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < NX; c++) acc[r][c] = _mm512_setzero_ps();
-    for (int64_t b0 = 0, v0 = 0; b0 < nb; b0 += per_chunk, v0 += QUANT_CHUNK) {
+    for (int64_t b0 = 0; b0 < nb; b0 += per_chunk, dst += nw) {
         const int cnb = nb - b0 < per_chunk ? (int)(nb - b0) : per_chunk;
-        __m512 sl[MM_TW][4], mo[MM_TW];
+        for (int r = 0; r < nw; r++)
+            mm_blk_prep(type, w + r * ws + b0 * bb, cnb, MM_AHEAD * (size_t)nw * ws, dst + r);
+    }
+}
+
+/* ---- the tile over prepared rows --------------------------------------------------
+ * Per chunk and (weight row, activation row) pair: the int32 dot products of the four
+ * 64-byte parts are chained, so lane g ends with the exact sum over group g; then
+ *     acc += float(sum) * (s[g] * dg[g])  and  acc += mo[g] * sx[g]
+ * lane by lane. The sums are the same for every NW and NX; only the loops around them
+ * change. */
+SIMD_INLINE void mm_tile_grp(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
+                             size_t xs, float *y, int64_t ys, const int NW, const int NX) {
+    (void)ws;
+    const mm_prep *pr = (const mm_prep *)w;
+    const int64_t nch = mm_qx_np(n) / QUANT_CHUNK;
+#if MM_Q8_512
+    /* Two weight rows at a time, held in registers while all NX activation rows pass:
+     * each part of x is then loaded once for both rows (loads, not arithmetic, bound
+     * this loop). */
+    const __m512i zero = _mm512_setzero_si512();
+#pragma GCC unroll 2
+    for (int r0 = 0; r0 < NW; r0 += 2) {
+        const int nr = NW - r0 < 2 ? NW - r0 : 2;
+        __m512 acc[2][MM_TX];
+#pragma GCC unroll 2
+        for (int r = 0; r < nr; r++)
 #pragma GCC unroll 4
-        for (int r = 0; r < NW; r++) {
-            mm_blk_unpack(type, w + r * ws + b0 * bb, cnb, NW * ws, &ch[r]);
-            __m512 s = _mm512_loadu_ps(ch[r].s);
+            for (int c = 0; c < NX; c++) acc[r][c] = _mm512_setzero_ps();
+        const mm_prep *q = pr + r0;
+        for (int64_t ch = 0; ch < nch; ch++, q += NW) {
+            __m512i u[2][4];
+            __m512 sw[2], mo[2];
+#pragma GCC unroll 2
+            for (int r = 0; r < nr; r++) {
 #pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) sl[r][k] = _mm512_permutexvar_ps(gidx[k], s);
-            mo[r] = _mm512_fnmadd_ps(_mm512_set1_ps(off), s, _mm512_loadu_ps(ch[r].m));
-        }
-#pragma GCC unroll 4
-        for (int c = 0; c < NX; c++) {
-            const uint8_t *xr = x + c * xs;
-            const float *dl = mm_qx_dl(xr, n) + v0 / 4;
-            const __m512 sx = _mm512_loadu_ps(mm_qx_sx(xr, n) + v0 / 16);
-            __m512i xv[4];
-            __m512 dv[4];
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                xv[k] = _mm512_loadu_si512(xr + v0 + 64 * k);
-                dv[k] = _mm512_loadu_ps(dl + 16 * k);
+                for (int k = 0; k < 4; k++) u[r][k] = _mm512_load_si512(q[r].u + 64 * k);
+                sw[r] = _mm512_load_ps(q[r].s);
+                mo[r] = _mm512_load_ps(q[r].mo);
             }
 #pragma GCC unroll 4
-            for (int r = 0; r < NW; r++) {
-                __m512 a = acc[r][c];
+            for (int c = 0; c < NX; c++) {
+                const uint8_t *xr = x + c * xs;
+                const uint8_t *xq = xr + ch * QUANT_CHUNK;
+                const __m512 dg = _mm512_load_ps(mm_qx_dg(xr, n) + 16 * ch);
+                const __m512 sx = _mm512_load_ps(mm_qx_sx(xr, n) + 16 * ch);
+                __m512i p[2] = {zero, zero};
 #pragma GCC unroll 4
                 for (int k = 0; k < 4; k++) {
-                    __m512i u = _mm512_load_si512(ch[r].u + 64 * k);
-                    __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(zero, u, xv[k]));
-                    a = _mm512_fmadd_ps(p, _mm512_mul_ps(sl[r][k], dv[k]), a);
+                    const __m512i xv = _mm512_load_si512(xq + 64 * k);
+#pragma GCC unroll 2
+                    for (int r = 0; r < nr; r++) p[r] = _mm512_dpbusd_epi32(p[r], u[r][k], xv);
                 }
-                acc[r][c] = _mm512_fmadd_ps(mo[r], sx, a);
+#pragma GCC unroll 2
+                for (int r = 0; r < nr; r++) {
+                    __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r]), _mm512_mul_ps(sw[r], dg),
+                                               acc[r][c]);
+                    acc[r][c] = _mm512_fmadd_ps(mo[r], sx, a);
+                }
             }
         }
+        for (int r = 0; r < nr; r++)
+            for (int c = 0; c < NX; c++) y[c * ys + r0 + r] = _mm512_reduce_add_ps(acc[r][c]);
     }
-    for (int r = 0; r < NW; r++)
-        for (int c = 0; c < NX; c++) y[c * ys + r] = _mm512_reduce_add_ps(acc[r][c]);
 #elif MM_Q8_SIMD
-    /* 32 values per register: lane i of part j is group 2j + i / 4 */
-    __m256i gidx[4];
-    for (int j = 0; j < 4; j++)
-        gidx[j] = _mm256_set_epi32(2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j + 1, 2 * j, 2 * j,
-                                   2 * j, 2 * j);
+    /* the low and high 32 bytes of each part are groups 0..7 and 8..15 */
     __m256 acc[MM_TW][MM_TX];
 #pragma GCC unroll 4
     for (int r = 0; r < NW; r++)
 #pragma GCC unroll 4
         for (int c = 0; c < NX; c++) acc[r][c] = _mm256_setzero_ps();
-    for (int64_t b0 = 0, v0 = 0; b0 < nb; b0 += per_chunk, v0 += QUANT_CHUNK) {
-        const int cnb = nb - b0 < per_chunk ? (int)(nb - b0) : per_chunk;
-        __m256 sl[MM_TW][8], mo[MM_TW][2];
-#pragma GCC unroll 4
-        for (int r = 0; r < NW; r++) {
-            mm_blk_unpack(type, w + r * ws + b0 * bb, cnb, NW * ws, &ch[r]);
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                __m256 s = _mm256_loadu_ps(ch[r].s + 8 * h);
-#pragma GCC unroll 4
-                for (int j = 0; j < 4; j++) sl[r][4 * h + j] = _mm256_permutevar8x32_ps(s, gidx[j]);
-                mo[r][h] = _mm256_fnmadd_ps(_mm256_set1_ps(off), s, _mm256_loadu_ps(ch[r].m + 8 * h));
-            }
-        }
+    for (int64_t ch = 0; ch < nch; ch++, pr += NW) {
 #pragma GCC unroll 4
         for (int c = 0; c < NX; c++) {
             const uint8_t *xr = x + c * xs;
-            const float *dl = mm_qx_dl(xr, n) + v0 / 4, *sx = mm_qx_sx(xr, n) + v0 / 16;
+            const uint8_t *xq = xr + ch * QUANT_CHUNK;
+            const float *dg = mm_qx_dg(xr, n) + 16 * ch, *sx = mm_qx_sx(xr, n) + 16 * ch;
 #pragma GCC unroll 4
             for (int r = 0; r < NW; r++) {
                 __m256 a = acc[r][c];
-#pragma GCC unroll 8
-                for (int j = 0; j < 8; j++) {
-                    __m256i u = _mm256_load_si256((const __m256i *)(ch[r].u + 32 * j));
-                    __m256i xv = _mm256_loadu_si256((const __m256i *)(xr + v0 + 32 * j));
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    __m256i p = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) {
+                        __m256i u = _mm256_load_si256((const __m256i *)(pr[r].u + 64 * k + 32 * h));
+                        __m256i xv = _mm256_load_si256((const __m256i *)(xq + 64 * k + 32 * h));
 #if MM_Q8_VNNI
-                    __m256i d = MM_DPBUSD(_mm256_setzero_si256(), u, xv);
+                        p = MM_DPBUSD(p, u, xv);
 #else
-                    __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), _mm256_set1_epi16(1));
+                        p = _mm256_add_epi32(p, _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv),
+                                                                  _mm256_set1_epi16(1)));
 #endif
-                    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d),
-                                        _mm256_mul_ps(sl[r][j], _mm256_loadu_ps(dl + 8 * j)), a);
+                    }
+                    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                                        _mm256_mul_ps(_mm256_loadu_ps(pr[r].s + 8 * h),
+                                                      _mm256_loadu_ps(dg + 8 * h)), a);
                 }
-                a = _mm256_fmadd_ps(mo[r][0], _mm256_loadu_ps(sx), a);
-                acc[r][c] = _mm256_fmadd_ps(mo[r][1], _mm256_loadu_ps(sx + 8), a);
+                a = _mm256_fmadd_ps(_mm256_loadu_ps(pr[r].mo), _mm256_loadu_ps(sx), a);
+                acc[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(pr[r].mo + 8), _mm256_loadu_ps(sx + 8), a);
             }
         }
     }
@@ -221,40 +308,40 @@ SIMD_INLINE void mm_tile_blk(int64_t n, const uint8_t *w, size_t ws, const uint8
         for (int c = 0; c < NX; c++) y[c * ys + r] = mm_hsum256(acc[r][c]);
 #else
     float acc[MM_TW][MM_TX] = {{0}};
-    for (int64_t b0 = 0, v0 = 0; b0 < nb; b0 += per_chunk, v0 += QUANT_CHUNK) {
-        const int cnb = nb - b0 < per_chunk ? (int)(nb - b0) : per_chunk;
-        for (int r = 0; r < NW; r++)
-            mm_blk_unpack(type, w + r * ws + b0 * bb, cnb, NW * ws, &ch[r]);
+    for (int64_t ch = 0; ch < nch; ch++, pr += NW)
         for (int c = 0; c < NX; c++) {
             const uint8_t *xr = x + c * xs;
-            const int8_t *xq = (const int8_t *)xr + v0;
-            const float *dl = mm_qx_dl(xr, n) + v0 / 4, *sx = mm_qx_sx(xr, n) + v0 / 16;
+            const int8_t *xq = (const int8_t *)xr + ch * QUANT_CHUNK;
+            const float *dg = mm_qx_dg(xr, n) + 16 * ch, *sx = mm_qx_sx(xr, n) + 16 * ch;
             for (int r = 0; r < NW; r++) {
                 float a = acc[r][c];
-                for (int g = 0; g < QUANT_CHUNK / 16; g++) {
+                for (int g = 0; g < 16; g++) {
                     int32_t s = 0;
-                    for (int i = 16 * g; i < 16 * g + 16; i++) s += ch[r].u[i] * xq[i];
-                    a += (float)s * (ch[r].s[g] * dl[4 * g]);
-                    a += (ch[r].m[g] - off * ch[r].s[g]) * sx[g];
+                    for (int k = 0; k < 4; k++)
+                        for (int b = 0; b < 4; b++)
+                            s += pr[r].u[64 * k + 4 * g + b] * xq[64 * k + 4 * g + b];
+                    a += (float)s * (pr[r].s[g] * dg[g]);
                 }
+                for (int g = 0; g < 16; g++) a += pr[r].mo[g] * sx[g];
                 acc[r][c] = a;
             }
         }
-    }
     for (int r = 0; r < NW; r++)
         for (int c = 0; c < NX; c++) y[c * ys + r] = acc[r][c];
 #endif
 }
 
-/* One tile set per type: the type is a constant in each, so quant_unpack's switch and
+MM_TILES(mm_tile_grp)
+
+mm_tile_row *mm_grp_tiles(void) { return mm_tile_grp_tiles; }
+
+/* One preparer per type: the type is a constant in each, so quant_unpack's switch and
  * the block sizes fold away. */
 #define MM_BLK_TYPE(name, T)                                                              \
-    SIMD_INLINE void mm_tile_##name(int64_t n, const uint8_t *w, size_t ws,               \
-                                    const uint8_t *x, size_t xs, float *y, int64_t ys,    \
-                                    const int NW, const int NX) {                         \
-        mm_tile_blk(n, w, ws, x, xs, y, ys, T, NW, NX);                                   \
-    }                                                                                     \
-    MM_TILES(mm_tile_##name)
+    static void mm_prep_##name(int64_t n, const uint8_t *w, size_t ws, int nw,            \
+                               mm_prep *dst) {                                            \
+        mm_prep_blk(n, w, ws, nw, dst, T);                                                \
+    }
 
 MM_BLK_TYPE(q4_0, DT_Q4_0)
 MM_BLK_TYPE(q4_1, DT_Q4_1)
@@ -264,15 +351,15 @@ MM_BLK_TYPE(q4_k, DT_Q4_K)
 MM_BLK_TYPE(q5_k, DT_Q5_K)
 MM_BLK_TYPE(q6_k, DT_Q6_K)
 
-mm_tile_row *mm_quant_tiles(uint32_t type) {
+mm_prep_fn mm_quant_prep(uint32_t type) {
     switch (type) {
-    case DT_Q4_0: return mm_tile_q4_0_tiles;
-    case DT_Q4_1: return mm_tile_q4_1_tiles;
-    case DT_Q5_0: return mm_tile_q5_0_tiles;
-    case DT_Q5_1: return mm_tile_q5_1_tiles;
-    case DT_Q4_K: return mm_tile_q4_k_tiles;
-    case DT_Q5_K: return mm_tile_q5_k_tiles;
-    case DT_Q6_K: return mm_tile_q6_k_tiles;
+    case DT_Q4_0: return mm_prep_q4_0;
+    case DT_Q4_1: return mm_prep_q4_1;
+    case DT_Q5_0: return mm_prep_q5_0;
+    case DT_Q5_1: return mm_prep_q5_1;
+    case DT_Q4_K: return mm_prep_q4_k;
+    case DT_Q5_K: return mm_prep_q5_k;
+    case DT_Q6_K: return mm_prep_q6_k;
     default: return NULL;
     }
 }
