@@ -29,6 +29,8 @@ static void ask_usage(FILE *f) {
             "  -x, --context FILE   the text the questions are about\n"
             "  -q, --question TEXT  a question (repeat, up to %d)\n"
             "  -n, --tokens N       answer tokens at most, per question (default 128)\n"
+            "      --budgets LIST   per-question budgets, comma-separated, in -q order\n"
+            "                       (questions beyond the list use -n)\n"
             "      --json           one JSON object on stdout\n"
             "      --raw            no chat template: \"CONTEXT\\n\\nQuestion: Q\\nAnswer:\"\n"
             "                       (the default when the model has no template)\n"
@@ -58,14 +60,15 @@ int cmd_ask(int argc, char **argv) {
         {"context", 1, 0, 'x'}, {"question", 1, 0, 'q'}, {"tokens", 1, 0, 'n'},
         {"json", 0, 0, 'J'},    {"raw", 0, 0, 'R'},      {"system", 1, 0, 'Y'},
         {"chat-template", 1, 0, 'E'}, {"quiet", 0, 0, 'Q'}, {"help", 0, 0, 'h'},
-        SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
+        {"budgets", 1, 0, 'b'}, SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
     app_session_opts so = {0};
     prompt_model_opts mo = prompt_model_default_opts();
     sample_params sp = sample_default_params();
     sp.temp = 0; /* answers are greedy unless asked otherwise */
     const char *qs[ASK_MAX_QUESTIONS], *ctx_path = NULL;
     int32_t n_q = 0;
-    int64_t budget = 128;
+    int64_t budget = 128, qbudget[ASK_MAX_QUESTIONS];
+    int32_t n_qb = 0;
     bool json = false, quiet = false;
     prompt_chat pc = {0};
     int ch, r;
@@ -84,6 +87,18 @@ int cmd_ask(int argc, char **argv) {
         case 'n':
             if (app_parse_int(optarg, 0, 1 << 24, &budget)) return app_usage_error("bad -n '%s'", optarg);
             break;
+        case 'b': {
+            char list[1024];
+            snprintf(list, sizeof list, "%s", optarg);
+            n_qb = 0;
+            for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
+                if (n_qb == ASK_MAX_QUESTIONS || app_parse_int(t, 0, 1 << 24, &qbudget[n_qb]))
+                    return app_usage_error("bad --budgets '%s' (at most %d numbers)", optarg,
+                                           ASK_MAX_QUESTIONS);
+                n_qb++;
+            }
+            break;
+        }
         case 'J': json = true; break;
         case 'R': case 'Y': case 'E':
             if ((r = prompt_chat_opt(&pc, ch, optarg))) return r;
@@ -98,6 +113,7 @@ int cmd_ask(int argc, char **argv) {
     if (so.load) return app_session_replay("ask", &so, &mo, json, quiet);
     if (!ctx_path) return app_usage_error("ask needs a context: --context FILE");
     if (n_q == 0) return app_usage_error("ask needs at least one question: -q QUESTION");
+    if (n_qb > n_q) return app_usage_error("--budgets lists %d budgets for %d questions", n_qb, n_q);
     if ((r = prompt_chat_check(&pc))) return r;
 
     st_err err = {0};
@@ -152,10 +168,13 @@ int cmd_ask(int argc, char **argv) {
                     lcp, need - lcp, pm.n_slots);
         goto out;
     }
-    if (!quiet && need + n_q * budget > pm.n_slots)
-        fprintf(stderr, "multidecode: note: %d prompt tokens + %d x %lld answer tokens may not fit "
+    for (int32_t i = n_qb; i < n_q; i++) qbudget[i] = budget;
+    int64_t all_budgets = 0;
+    for (int32_t i = 0; i < n_q; i++) all_budgets += qbudget[i];
+    if (!quiet && need + all_budgets > pm.n_slots)
+        fprintf(stderr, "multidecode: note: %d prompt tokens + %lld answer tokens may not fit "
                 "in the KV cache of %d; answers stop when it is full (raise it with -c)\n", need,
-                n_q, (long long)budget, pm.n_slots);
+                (long long)all_budgets, pm.n_slots);
 
     /* the forest: the shared prefix once, each question's rest under it */
     forest_id prefix = FOREST_NONE;
@@ -168,7 +187,7 @@ int cmd_ask(int argc, char **argv) {
         if (rc) goto out;
         sample_params bp = sp;
         bp.seed = sp.seed + (uint64_t)i;
-        if ((rc = grow_add(&g, f, from, &bp, (int32_t)budget, pm.m->hp.n_vocab, &err))) goto out;
+        if ((rc = grow_add(&g, f, from, &bp, (int32_t)qbudget[i], pm.m->hp.n_vocab, &err))) goto out;
     }
     /* a question that is all prefix answers from a node that also has children: the step
      * must still return that node's logits */

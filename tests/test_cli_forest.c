@@ -399,6 +399,22 @@ static void test_ask(const char *ctx_file) {
             "fewer than 3x)", used3, used1);
     j_free(j);
     free(out);
+    /* per-question budgets: the first answers in at most 3 tokens, the second in 9 */
+    out = runf(&st, "%s ask -m %s --raw --context %s -q '%s' -q '%s' -n 30 --budgets 3,9 --json "
+               "--quiet", bin, model_path, ctx_file, q[0], q[1]);
+    j = j_read(out);
+    ans = j ? jkey(j, "answers") : NULL;
+    T_CHECK(st == 0 && jlen(ans) == 2 && jnum(jkey(jat(ans, 0), "tokens")) <= 3 &&
+                jnum(jkey(jat(ans, 1), "tokens")) <= 9 &&
+                (jnum(jkey(jat(ans, 1), "tokens")) == 9 ||
+                 !strcmp(jkey(jat(ans, 1), "ended")->str, "EOS")),
+            "--budgets 3,9 bounds each answer: %s", out);
+    j_free(j);
+    free(out);
+    out = runf(&st, "%s ask -m %s --raw --context %s -q '%s' --budgets 3,9 2>&1", bin, model_path,
+               ctx_file, q[0]);
+    T_CHECK(st == 2 && strstr(out, "budgets"), "more budgets than questions is a usage error: %s", out);
+    free(out);
     out = runf(&st, "%s ask -m %s --raw --context %s -q '%s' -q '%s' -n 8 2>/dev/null", bin,
                model_path, ctx_file, q[0], q[1]);
     T_CHECK(st == 0 && strstr(out, "Q1: Who is Lily?\nA1:") && strstr(out, "Q2: "),

@@ -9,7 +9,8 @@
  * for 32 tokens in shared steps and requires the same tokens as linear greedy decoding.
  * With the cpu and ref backends the logits are in fact bitwise equal, and that is
  * asserted too.
- * Runs on random-weight models of several shapes and types and on stories260K.
+ * Runs on random-weight models of several shapes and types (F32, F16, Q8_0, Q4_K; GQA
+ * 1/2/4; head dims 32-128; tied and untied), on stories260K and on SmolLM2 when present.
  * `test_forest --seeds N` runs N seeds per model (default: a fixed few). */
 #include "../engine/forest.h"
 #include "../engine/mkmodel.h"
@@ -370,6 +371,7 @@ int main(int argc, char **argv) {
         {"q8_0 gqa2 hd128", DT_Q8_0, 256, 4, 2, 128, false},
         {"f32 gqa2 hd128", DT_F32, 256, 4, 2, 128, false},
         {"q8_0 gqa2 hd32", DT_Q8_0, 128, 4, 2, 32, false},
+        {"q4_k gqa2 hd64", DT_Q4_K, 256, 4, 2, 64, true},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         mkmodel_params mp = mkmodel_default_params();
@@ -412,6 +414,20 @@ int main(int argc, char **argv) {
         }
     } else {
         T_SKIP("stories260K fixture absent");
+    }
+    /* the default model (fetched by `make model`; CI fetches it): one seed, it is larger */
+    const char *smol = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (access(smol, R_OK) == 0) {
+        st_err err = {0};
+        model *m = model_load(smol, &err);
+        T_CHECK(m != NULL, "SmolLM2: %s", err.msg);
+        if (m) {
+            test_position_rule(m);
+            run_case(m, 200, "SmolLM2");
+            model_free(m);
+        }
+    } else {
+        T_SKIP("%s absent (make model fetches it)", smol);
     }
     return t_done();
 }
