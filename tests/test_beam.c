@@ -16,6 +16,7 @@
 #include "../engine/mkmodel.h"
 #include "../engine/sample.h"
 #include "t.h"
+#include "t_model.h"
 
 #define MAXLEN 512
 
@@ -161,15 +162,6 @@ static void reference(model_ctx *lc, const int32_t *prompt, int32_t P, const bea
 
 /* ---- the forest search, with its per-step checks ---- */
 
-static model_ctx *new_ctx(const model *m, int32_t n_slots) {
-    model_ctx_params cp = model_ctx_default_params();
-    cp.n_slots = n_slots;
-    if (getenv("MD_BACKEND")) cp.backend = getenv("MD_BACKEND");
-    st_err err = {0};
-    model_ctx *c = model_ctx_init(m, &cp, &err);
-    if (!c) fprintf(stderr, "ctx: %s\n", err.msg);
-    return c;
-}
 
 /* Distinct prefixes of lengths 1..n-1 among the live hypotheses' generated tokens: the
  * computed nodes below the prompt (each hypothesis's last token is still pending). */
@@ -191,7 +183,7 @@ static void run_case(const model *m, const tok *tk, const int32_t *prompt, int32
     char what[200];
     snprintf(what, sizeof what, "%s B=%d n=%d alpha=%g stop=%d eos=%d", name, bp->width,
              bp->max_tokens, (double)bp->alpha, bp->early_stopping, bp->eos);
-    model_ctx *c = new_ctx(m, n_slots), *lc = new_ctx(m, n_slots);
+    model_ctx *c = t_new_ctx(m, n_slots), *lc = t_new_ctx(m, n_slots);
     forest *f = forest_init(n_slots, 0);
     step_plan plan;
     step_plan_init(&plan);
@@ -273,7 +265,7 @@ static void run_case(const model *m, const tok *tk, const int32_t *prompt, int32
 /* The greedy token after `steps` greedy tokens of the prompt: a top candidate there, so
  * as an end token it makes hypotheses finish. */
 static int32_t greedy_token(const model *m, const int32_t *prompt, int32_t P, int32_t steps) {
-    model_ctx *c = new_ctx(m, 64);
+    model_ctx *c = t_new_ctx(m, 64);
     int32_t V = m->hp.n_vocab, seq[64];
     float *lg = malloc(sizeof(float) * (size_t)V);
     memcpy(seq, prompt, sizeof(int32_t) * (size_t)P);
@@ -289,7 +281,7 @@ static int32_t greedy_token(const model *m, const int32_t *prompt, int32_t P, in
 
 static void test_errors(const model *m) {
     forest *f = forest_init(64, 0);
-    model_ctx *c = new_ctx(m, 64);
+    model_ctx *c = t_new_ctx(m, 64);
     step_plan p;
     step_plan_init(&p);
     st_err err = {0};
@@ -316,16 +308,10 @@ static void test_errors(const model *m) {
 }
 
 int main(void) {
-    char path[] = "/tmp/md_test_beam_XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) return 1;
-    close(fd);
     mkmodel_params mp = mkmodel_default_params();
     mp.n_ctx = 1024;
     st_err err = {0};
-    model *m = NULL;
-    if (mkmodel_write(&mp, path, &err) == ST_OK) m = model_load(path, &err);
-    unlink(path);
+    model *m = t_random_model(&mp, &err);
     T_CHECK(m != NULL, "random model: %s", err.msg);
     if (m) {
         test_errors(m);

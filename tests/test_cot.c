@@ -13,18 +13,10 @@
 #include "../engine/cot.h"
 #include "../engine/mkmodel.h"
 #include "t.h"
+#include "t_model.h"
 
 #define MAXLEN 512
 
-static model_ctx *new_ctx(const model *m, int32_t n_slots) {
-    model_ctx_params cp = model_ctx_default_params();
-    cp.n_slots = n_slots;
-    if (getenv("MD_BACKEND")) cp.backend = getenv("MD_BACKEND");
-    st_err err = {0};
-    model_ctx *c = model_ctx_init(m, &cp, &err);
-    if (!c) fprintf(stderr, "ctx: %s\n", err.msg);
-    return c;
-}
 
 /* Chain i alone, decoded linearly (see the file comment); returns its length. */
 static int32_t reference_chain(model_ctx *lc, const int32_t *prompt, int32_t P,
@@ -68,7 +60,7 @@ static void run_cot(const model *m, const tok *tk, const int32_t *prompt, int32_
                     const sample_params *sp, int32_t k, int32_t budget, const char *stop,
                     const char *what, run_res *r) {
     int32_t V = m->hp.n_vocab, n_slots = 4096;
-    model_ctx *c = new_ctx(m, n_slots);
+    model_ctx *c = t_new_ctx(m, n_slots);
     forest *f = forest_init(n_slots, 0);
     step_plan plan;
     step_plan_init(&plan);
@@ -117,7 +109,7 @@ static void check_against_linear(const model *m, const tok *tk, const int32_t *p
     for (int32_t i = 0; i < k; i++)
         for (int32_t j = 0; j < i; j++) distinct = distinct && r->first[i] != r->first[j];
     T_CHECK(distinct, "%s: the %d first tokens are distinct", what, k);
-    model_ctx *lc = new_ctx(m, P + budget + 1);
+    model_ctx *lc = t_new_ctx(m, P + budget + 1);
     int32_t *ref = malloc(sizeof(int32_t) * MAXLEN), same = 0;
     for (int32_t i = 0; i < k; i++) {
         int32_t n = reference_chain(lc, prompt, P, sp, i, r->first, budget, tk, V, ref);
@@ -152,7 +144,7 @@ static void check_k1(const model *m, const tok *tk, const int32_t *prompt, int32
     int32_t V = m->hp.n_vocab, budget = 40;
     run_res *r = malloc(sizeof *r);
     run_cot(m, tk, prompt, P, sp, 1, budget, NULL, what, r);
-    model_ctx *lc = new_ctx(m, P + budget + 1);
+    model_ctx *lc = t_new_ctx(m, P + budget + 1);
     int32_t seq[MAXLEN], n = 0;
     float *lg = malloc(sizeof(float) * (size_t)V);
     sampler s;
@@ -310,16 +302,10 @@ static void test_errors(const model *m) {
 int main(void) {
     test_vote();
     test_penalty();
-    char path[] = "/tmp/md_test_cot_XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) return 1;
-    close(fd);
     mkmodel_params mp = mkmodel_default_params();
     mp.n_ctx = 1024;
     st_err err = {0};
-    model *m = NULL;
-    if (mkmodel_write(&mp, path, &err) == ST_OK) m = model_load(path, &err);
-    unlink(path);
+    model *m = t_random_model(&mp, &err);
     T_CHECK(m != NULL, "random model: %s", err.msg);
     if (m) {
         test_errors(m);

@@ -17,9 +17,11 @@
 #include "../engine/sample.h"
 #include "../engine/step.h"
 #include "t.h"
+#include "t_model.h"
 
 #define NERR_BOUND 1e-4
 #define GREEDY_STEPS 32
+#define CHUNK_ROWS 48 /* rows per forward chunk: small, so big steps are split too */
 
 typedef struct rng { uint64_t s; } rng;
 static uint32_t rnd(rng *r, uint32_t n) {
@@ -27,17 +29,6 @@ static uint32_t rnd(rng *r, uint32_t n) {
     return (uint32_t)((r->s >> 33) % n);
 }
 
-static model_ctx *new_ctx(const model *m, int32_t n_slots) {
-    model_ctx_params cp = model_ctx_default_params();
-    cp.n_slots = n_slots;
-    cp.max_rows = getenv("MD_MAXROWS") ? atoi(getenv("MD_MAXROWS")) : 48; /* small, so big steps are also split into chunks */
-    if (getenv("MD_BACKEND")) cp.backend = getenv("MD_BACKEND");
-    if (getenv("MD_THREADS")) cp.n_threads = atoi(getenv("MD_THREADS"));
-    st_err err = {0};
-    model_ctx *c = model_ctx_init(m, &cp, &err);
-    if (!c) fprintf(stderr, "ctx: %s\n", err.msg);
-    return c;
-}
 
 /* Linear decoding of toks[from..n) of a sequence whose first token is at position pos0,
  * in slots from..n-1 of a cache that holds toks[0..from) in slots 0..from-1 (from = 0:
@@ -103,7 +94,7 @@ static void run_case(const model *m, uint64_t seed, const char *name) {
     rng r = {seed * 7919 + 17};
     int32_t V = m->hp.n_vocab, n_slots = 2048;
     forest *f = forest_init(n_slots, 4);
-    model_ctx *c = new_ctx(m, n_slots), *lc = new_ctx(m, n_slots);
+    model_ctx *c = t_new_ctx_rows(m, n_slots, CHUNK_ROWS), *lc = t_new_ctx_rows(m, n_slots, CHUNK_ROWS);
     step_plan plan;
     step_plan_init(&plan);
     st_err err = {0};
@@ -250,7 +241,7 @@ static void run_case(const model *m, uint64_t seed, const char *name) {
 static void test_position_rule(const model *m) {
     int32_t V = m->hp.n_vocab, prompt[5] = {1, 7, 9, 11, 13};
     forest *f = forest_init(64, 0);
-    model_ctx *c = new_ctx(m, 64), *lc = new_ctx(m, 64);
+    model_ctx *c = t_new_ctx_rows(m, 64, CHUNK_ROWS), *lc = t_new_ctx_rows(m, 64, CHUNK_ROWS);
     step_plan p;
     step_plan_init(&p);
     st_err err = {0};
@@ -281,7 +272,7 @@ static void test_full_cache(const model *m) {
     int32_t toks[40];
     for (int i = 0; i < 40; i++) toks[i] = i + 3;
     forest *f = forest_init(32, 0);
-    model_ctx *c = new_ctx(m, 32);
+    model_ctx *c = t_new_ctx_rows(m, 32, CHUNK_ROWS);
     step_plan p;
     step_plan_init(&p);
     st_err err = {0};
@@ -310,7 +301,7 @@ static void test_full_cache(const model *m) {
  * across power-of-two capacities; run under ASan by `make asan`). */
 static void test_plan_sizes(const model *m) {
     forest *f = forest_init(4096, 2);
-    model_ctx *c = new_ctx(m, 4096);
+    model_ctx *c = t_new_ctx_rows(m, 4096, CHUNK_ROWS);
     step_plan p;
     step_plan_init(&p);
     st_err err = {0};
@@ -332,7 +323,7 @@ static void test_plan_sizes(const model *m) {
  * steps, every row attends to at most 2 segments (the prompt and its own run). */
 static void test_contiguous_growth(const model *m) {
     forest *f = forest_init(4096, 0);
-    model_ctx *c = new_ctx(m, 4096);
+    model_ctx *c = t_new_ctx_rows(m, 4096, CHUNK_ROWS);
     step_plan p;
     step_plan_init(&p);
     st_err err = {0};

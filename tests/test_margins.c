@@ -12,18 +12,10 @@
 
 #include "../engine/margins.h"
 #include "t.h"
+#include "t_model.h"
 
 #define MAXSEQ 2048
 
-static model_ctx *new_ctx(const model *m, int32_t n_slots) {
-    model_ctx_params cp = model_ctx_default_params();
-    cp.n_slots = n_slots;
-    if (getenv("MD_BACKEND")) cp.backend = getenv("MD_BACKEND");
-    st_err err = {0};
-    model_ctx *c = model_ctx_init(m, &cp, &err);
-    if (!c) fprintf(stderr, "ctx: %s\n", err.msg);
-    return c;
-}
 
 static int32_t enc(const tok *tk, const char *s, bool bos, int32_t *out, int32_t cap) {
     return tok_encode(tk, s, strlen(s), bos, false, out, cap);
@@ -76,7 +68,7 @@ static void build(setup *s, const tok *tk, const char *text, int32_t chunk) {
 static void run(const model *m, const tok *tk, const setup *s, bool rope_gap) {
     int32_t V = m->hp.n_vocab, NOTE = 24, ANS = 24;
     const char *name = rope_gap ? "rope-gap" : "exact";
-    model_ctx *c = new_ctx(m, 4096), *lc = new_ctx(m, 4096);
+    model_ctx *c = t_new_ctx(m, 4096), *lc = t_new_ctx(m, 4096);
     forest *f = forest_init(4096, 0);
     step_plan p;
     step_plan_init(&p);

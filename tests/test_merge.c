@@ -21,18 +21,10 @@
 #include "../engine/prefill.h"
 #include "../engine/step.h"
 #include "t.h"
+#include "t_model.h"
 
 #define MAXSEQ 1024
 
-static model_ctx *new_ctx(const model *m, int32_t n_slots) {
-    model_ctx_params cp = model_ctx_default_params();
-    cp.n_slots = n_slots;
-    if (getenv("MD_BACKEND")) cp.backend = getenv("MD_BACKEND");
-    st_err err = {0};
-    model_ctx *c = model_ctx_init(m, &cp, &err);
-    if (!c) fprintf(stderr, "ctx: %s\n", err.msg);
-    return c;
-}
 
 static void check_inv(forest *f, const char *what) {
     st_err err = {0};
@@ -60,7 +52,7 @@ static void check_linear(model_ctx *lc, const forest *f, const step_plan *p, for
 
 static void test_prefill(const model *m, const char *name) {
     int32_t V = m->hp.n_vocab;
-    model_ctx *c = new_ctx(m, 512), *lc = new_ctx(m, 512);
+    model_ctx *c = t_new_ctx(m, 512), *lc = t_new_ctx(m, 512);
     forest *f = forest_init(512, 0);
     step_plan p;
     step_plan_init(&p);
@@ -157,7 +149,7 @@ typedef struct gap_stats {
 static void test_merge_one(const model *m, const tok *tk, const int32_t *prompt, int32_t P,
                            bool check, gap_stats *gs, int32_t gap, const char *name) {
     int32_t V = m->hp.n_vocab, K = 3, LEN = 12, ANS = 16;
-    model_ctx *c = new_ctx(m, 1024), *lc = check ? new_ctx(m, 1024) : NULL;
+    model_ctx *c = t_new_ctx(m, 1024), *lc = check ? t_new_ctx(m, 1024) : NULL;
     forest *f = forest_init(1024, 0);
     step_plan p;
     step_plan_init(&p);
@@ -241,7 +233,7 @@ out:
 static void test_gap_single(const model *m, const tok *tk, const int32_t *prompt, int32_t P,
                             const char *name) {
     int32_t V = m->hp.n_vocab;
-    model_ctx *c = new_ctx(m, 512), *lc = new_ctx(m, 512);
+    model_ctx *c = t_new_ctx(m, 512), *lc = t_new_ctx(m, 512);
     forest *f = forest_init(512, 0);
     step_plan p;
     step_plan_init(&p);

@@ -1,0 +1,43 @@
+/* t_model.h - test helpers over the engine (header-only, include after t.h): KV contexts
+ * whose backend, threads and chunk size can be switched from the environment
+ * (MD_BACKEND=ref, MD_THREADS=N, MD_MAXROWS=N), and random-weight models written to a
+ * temporary file and loaded. */
+#ifndef MD_T_MODEL_H
+#define MD_T_MODEL_H
+
+#include "../engine/mkmodel.h"
+#include "../engine/model.h"
+
+/* A context of n_slots slots computing at most max_rows rows at once (0: the default). */
+static inline model_ctx *t_new_ctx_rows(const model *m, int32_t n_slots, int32_t max_rows) {
+    model_ctx_params cp = model_ctx_default_params();
+    cp.n_slots = n_slots;
+    cp.max_rows = getenv("MD_MAXROWS") ? atoi(getenv("MD_MAXROWS")) : max_rows;
+    if (getenv("MD_BACKEND")) cp.backend = getenv("MD_BACKEND");
+    if (getenv("MD_THREADS")) cp.n_threads = atoi(getenv("MD_THREADS"));
+    st_err err = {0};
+    model_ctx *c = model_ctx_init(m, &cp, &err);
+    if (!c) fprintf(stderr, "ctx: %s\n", err.msg);
+    return c;
+}
+
+static inline model_ctx *t_new_ctx(const model *m, int32_t n_slots) {
+    return t_new_ctx_rows(m, n_slots, 0);
+}
+
+/* Writes the model of mp to a temporary file, loads it and removes the file; NULL + err. */
+static inline model *t_random_model(const mkmodel_params *mp, st_err *err) {
+    char path[] = "/tmp/md_test_model_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        st_set(err, ST_ERR_IO, "mkstemp failed");
+        return NULL;
+    }
+    close(fd);
+    model *m = NULL;
+    if (mkmodel_write(mp, path, err) == ST_OK) m = model_load(path, err);
+    unlink(path);
+    return m;
+}
+
+#endif
