@@ -6,6 +6,8 @@
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench      decode benchmark on random-weight models (JSON on stdout)
 #   make model      fetch the default model into models/
+#   make install    install the program, its man page and default keys (PREFIX, DESTDIR)
+#   make uninstall  remove what make install installed
 #   make clean      remove build outputs
 
 CC      ?= cc
@@ -14,6 +16,10 @@ ARCH    ?= -march=native
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -Wall -Wextra -Werror -pthread -MMD -MP $(EXTRA_CFLAGS)
 LDLIBS  := -lm -pthread -ljansson -lncursesw -lreadline
 BUILD   ?= build
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+MANDIR  ?= $(PREFIX)/share/man
+DATADIR ?= $(PREFIX)/share/multidecode
 
 LIB_SRC  := $(wildcard kernels/*.c kernels/ref/*.c kernels/cpu/*.c engine/*.c ui/*.c)
 APP_SRC  := $(wildcard app/*.c)
@@ -68,9 +74,23 @@ run: multidecode
 bench: multidecode
 	sh tools/bench.sh
 
+# install: the program into $(DESTDIR)$(BINDIR), the man page into man1 and the default
+# key bindings into $(DESTDIR)$(DATADIR) (DESTDIR stages a package).
+install: $(BUILD)/multidecode
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)
+	install -m 755 $(BUILD)/multidecode $(DESTDIR)$(BINDIR)/multidecode
+	install -m 644 man/multidecode.1 $(DESTDIR)$(MANDIR)/man1/multidecode.1
+	install -m 644 assets/keys $(DESTDIR)$(DATADIR)/keys
+
+# uninstall: remove the files install wrote (and the data folder when empty).
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/multidecode $(DESTDIR)$(MANDIR)/man1/multidecode.1 $(DESTDIR)$(DATADIR)/keys
+	-rmdir $(DESTDIR)$(DATADIR) 2>/dev/null
+
+# clean: remove build outputs.
 clean:
 	rm -rf build build-asan multidecode
 
-.PHONY: all test asan model run bench clean
+.PHONY: all test asan model run bench clean install uninstall
 
 -include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d)

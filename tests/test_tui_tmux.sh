@@ -2,16 +2,19 @@
 # test_tui_tmux.sh - the TUI driven by scripted keys in a detached tmux session: each
 # screen is captured and compared with tests/golden/tui/NAME.txt after masking the
 # status line's timing figures and thread count. Greedy decoding (:set temp 0) on the
-# tiny stories260K model makes the screens deterministic. Also checks that quitting
-# restores the terminal (alternate screen off, the shell's line visible), that the
-# autosave was written, and the "too small" message at 60x20. Skips without tmux or the
-# shared model. UPDATE_GOLDEN=1 rewrites the golden files. Ends with the usual
+# tiny stories260K model makes the screens deterministic. The session: start, help,
+# grow, cot 4, the mask pane (scrolled, and the next step's preview), a fork from the
+# text pane's alternatives, beam 2, prune, bookmarks and :merge, :save, quit (the
+# terminal restored, the autosave written), a restart with --load showing the same
+# forest, resizes to 200x60 and 60x20 ("too small"). Then `make install` and
+# `make uninstall` into a temporary DESTDIR. Skips without tmux or the shared model.
+# UPDATE_GOLDEN=1 rewrites the golden files. Ends with the usual
 # "N passed, N failed, N skipped" line.
 cd "$(dirname "$0")/.." || exit 1
 P=0; F=0; S=0
 MODEL=${MD_SHARED:-../shared}/models/stories260K.gguf
 BIN=$(pwd)/${BUILD:-build}/multidecode
-GOLD=tests/golden/tui
+GOLD=${GOLD:-tests/golden/tui}
 done_() { echo "$P passed, $F failed, $S skipped"; [ "$F" -eq 0 ]; exit $?; }
 if ! command -v tmux >/dev/null 2>&1; then echo "SKIP: no tmux"; S=1; done_; fi
 if [ ! -f "$MODEL" ] || [ ! -x "$BIN" ]; then echo "SKIP: no $MODEL or $BIN"; S=1; done_; fi
@@ -44,23 +47,52 @@ screen() { # screen NAME: compare the settled screen with its golden file
 }
 
 mkdir -p "$TMP/state" "$TMP/config"
-T new-session -d -s md -x 100 -y 30 \
-  "env TERM=xterm-256color LANG=C.UTF-8 LC_ALL=C.UTF-8 XDG_STATE_HOME=$TMP/state XDG_CONFIG_HOME=$TMP/config \
-   $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+ENV="env TERM=xterm-256color LANG=C.UTF-8 LC_ALL=C.UTF-8 XDG_STATE_HOME=$TMP/state XDG_CONFIG_HOME=$TMP/config"
+T new-session -d -s md -x 100 -y 30 "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
 sleep 0.5
-T send-keys -t md ':set temp 0' Enter
+k() { T send-keys -t md "$@"; }
+k ':set temp 0' Enter
 screen start
-T send-keys -t md '?'
+k '?'
 screen help
-T send-keys -t md Escape
-T send-keys -t md ':grow 8' Enter
+k Escape
+k ':grow 8' Enter
 screen grow8
-T send-keys -t md ':cot 4 6' Enter
+k ':cot 4 6' Enter
 screen cot4
-T send-keys -t md v
+k v
 screen mask
-T send-keys -t md v j j d
+k Tab h h
+screen mask-left
+k l l Tab
+k N
+screen preview
+k v j Tab Left Left Down Enter
+screen fork
+k Tab a ' The end' Enter
+settle
+k ':beam 2 4' Enter
+screen beam2
+k v j j d
 screen prune
+k g j j m j j m ':merge' Enter
+screen merge
+k ":save $TMP/s.json" Enter
+settle
+grep -q '"multidecode-session"' "$TMP/s.json" 2>/dev/null; check save $? ":save wrote no session"
+NODES=$(capture | grep -o '[0-9]* nodes')
+k q
+sleep 1
+capture | grep -q 'EXITED rc=0'; check quit $? "the program did not exit with 0"
+[ "$(T display -p -t md '#{alternate_on}')" = 0 ]; check restored $? "the alternate screen is still on"
+[ -s "$TMP/state/multidecode/autosave.json" ]; check autosave $? "no autosave"
+grep -q '"multidecode-session"' "$TMP/state/multidecode/autosave.json" 2>/dev/null; check autosave-format $? "autosave is not a session"
+T kill-session -t md
+T new-session -d -s md -x 100 -y 30 "$ENV $BIN -m $MODEL -t 1 --load $TMP/s.json; echo EXITED rc=\$?; sleep 60"
+sleep 0.5
+k s
+screen reload
+[ -n "$NODES" ] && capture | grep -q "$NODES"; check reload-nodes $? "the reloaded forest does not have $NODES"
 T resize-window -t md -x 200 -y 60 2>/dev/null
 screen big
 T resize-window -t md -x 60 -y 20 2>/dev/null
@@ -68,10 +100,16 @@ settle
 capture | grep -q 'terminal too small: 60x20, need 80x24'; check too-small $? "no 'too small' message at 60x20"
 T resize-window -t md -x 100 -y 30 2>/dev/null
 settle
-T send-keys -t md q
+k q
 sleep 1
-capture | grep -q 'EXITED rc=0'; check quit $? "the program did not exit with 0"
-[ "$(T display -p -t md '#{alternate_on}')" = 0 ]; check restored $? "the alternate screen is still on"
-[ -s "$TMP/state/multidecode/autosave.json" ]; check autosave $? "no autosave"
-grep -q '"multidecode-session"' "$TMP/state/multidecode/autosave.json" 2>/dev/null; check autosave-format $? "autosave is not a session"
+capture | grep -q 'EXITED rc=0'; check quit-reloaded $? "the reloaded program did not exit with 0"
+
+# make install / uninstall into a temporary DESTDIR (the binary already built)
+D="$TMP/dest"
+if make -s install BUILD="${BUILD:-build}" DESTDIR="$D" PREFIX=/usr >/dev/null 2>&1; then
+    [ -x "$D/usr/bin/multidecode" ] && [ -f "$D/usr/share/man/man1/multidecode.1" ] && [ -f "$D/usr/share/multidecode/keys" ]
+    check install $? "make install did not install the binary, the man page and the keys"
+else check install 1 "make install failed"; fi
+make -s uninstall DESTDIR="$D" PREFIX=/usr >/dev/null 2>&1 && [ -z "$(find "$D" -type f)" ]
+check uninstall $? "make uninstall left files: $(find "$D" -type f | head -3)"
 done_

@@ -256,6 +256,28 @@ static void test_mask_view(void) {
     T_CHECK(strstr(buf, "[12]") && strstr(buf, " L "), "row text '%s'", buf);
     mv_header(mv, buf, sizeof buf, 80, false);
     T_CHECK(!strcmp(buf, "step 0: 4 rows, 4 KV slots seen"), "header '%s'", buf);
+    /* the grid follows its newest columns until scrolled; scrolling back to them follows
+     * again */
+    T_CHECK(mv->left == -1 && mv_first_col(mv, 2) == 2 && mv_first_col(mv, 8) == 0, "follows the last columns");
+    mv_hscroll(mv, -1, 2);
+    T_CHECK(mv->left == 1 && mv_first_col(mv, 2) == 1, "scrolled left by one: %d", mv->left);
+    mv_hscroll(mv, -8, 2);
+    T_CHECK(mv->left == 0 && mv_first_col(mv, 2) == 0, "clamped at the first column");
+    T_CHECK(mv_first_col(mv, 3) == 0 && mv_first_col(mv, 8) == 0, "a wider grid starts at 0");
+    mv_hscroll(mv, 8, 2);
+    T_CHECK(mv->left == -1 && mv_first_col(mv, 2) == 2, "back at the end: following again");
+    mv_hscroll(mv, -1, 8);
+    T_CHECK(mv->left == -1, "a grid that fits does not scroll");
+    /* a preview: the plan cancelled without running leaves the forest as it was */
+    step_plan_cancel(f, &p);
+    T_CHECK(forest_n_pending(f) == 4 && kv_alloc_used(forest_kv_const(f)) == 0, "cancel frees the plan's slots");
+    T_CHECK(!step_plan_build(f, &p, &err) && p.n_rows == 4, "the preview's plan");
+    mv_capture(mv, f, NULL, &p, 1);
+    mv->preview = true;
+    mv_header(mv, buf, sizeof buf, 80, false);
+    T_CHECK(!strcmp(buf, "next step 1 (preview, not run): 4 rows, 4 KV slots seen"), "preview header '%s'", buf);
+    mv_capture(mv, f, NULL, &p, 1);
+    T_CHECK(!mv->preview, "a capture clears the preview flag");
     step_plan_cancel(f, &p);
     step_plan_free(&p);
     free(mv);

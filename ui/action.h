@@ -23,9 +23,11 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(NEXT_PANE,   "next-pane",    "Tab",          UI_VIEW_ALL,    "move focus: forest / text") \
     X(MASK,        "mask",         "v",            UI_VIEW_ALL,    "show or hide the mask pane (last step's batch)") \
     X(STEP,        "step",         "s",            UI_VIEW_ALL,    "run the engine one step (computes pending nodes)") \
+    X(PREVIEW,     "preview",      "N",            UI_VIEW_ALL,    "show the next step's plan in the mask pane (not run)") \
     X(GROW,        "grow",         "n",            UI_VIEW_ALL,    "grow the selected branch (:set budget N tokens)") \
     X(COT,         "cot",          "c",            UI_VIEW_ALL,    "4 chains of thought from the selected node") \
     X(BEAM,        "beam",         "b",            UI_VIEW_ALL,    "beam search of width 2 from the selected leaf") \
+    X(MERGE,       "merge",        "M",            UI_VIEW_ALL,    "merge the bookmarked branches and grow the result") \
     X(PAUSE,       "pause",        "p",            UI_VIEW_ALL,    "pause or resume the running strategy") \
     X(CANCEL,      "cancel",       "x",            UI_VIEW_ALL,    "cancel the running strategy") \
     X(PRUNE,       "prune",        "d Delete",     UI_VIEW_FOREST, "prune the selected subtree") \
@@ -47,7 +49,11 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(TOKEN_NEXT,  "token-next",   "l Right",      UI_VIEW_TEXT,   "move the token cursor right") \
     X(ALT_UP,      "alt-up",       "k Up",         UI_VIEW_TEXT,   "previous alternative at the cursor token") \
     X(ALT_DOWN,    "alt-down",     "j Down",       UI_VIEW_TEXT,   "next alternative at the cursor token") \
-    X(ALT_PICK,    "alt-pick",     "Enter",        UI_VIEW_TEXT,   "fork here with the chosen alternative and grow it")
+    X(ALT_PICK,    "alt-pick",     "Enter",        UI_VIEW_TEXT,   "fork here with the chosen alternative and grow it") \
+    X(MASK_UP,     "mask-up",      "k Up",         UI_VIEW_MASK,   "scroll the mask rows up") \
+    X(MASK_DOWN,   "mask-down",    "j Down",       UI_VIEW_MASK,   "scroll the mask rows down") \
+    X(MASK_LEFT,   "mask-left",    "h Left",       UI_VIEW_MASK,   "scroll the mask grid left (older KV slots)") \
+    X(MASK_RIGHT,  "mask-right",   "l Right",      UI_VIEW_MASK,   "scroll the mask grid right (back to the newest slots)")
 
 typedef enum {
 #define UI_ACT_ENUM(id, name, keys, view, help) UI_ACT_##id,

@@ -11,6 +11,7 @@
 void mv_init(mask_view *v) {
     memset(v, 0, sizeof *v);
     v->step = -1;
+    v->left = -1;
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -33,6 +34,7 @@ static uint8_t branch_colour(const forest *f, int32_t idx) {
 
 void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p, int32_t step) {
     v->step = step;
+    v->preview = false;
     v->n_rows_total = p->n_rows;
     int32_t r0 = p->n_rows > MV_MAX_ROWS ? p->n_rows - MV_MAX_ROWS : 0;
     v->n_rows = p->n_rows - r0;
@@ -69,12 +71,24 @@ void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p
             if (step_plan_sees(p, pr, v->cols[c])) v->grid[r][c / 8] |= (uint8_t)(1u << (c % 8));
     }
     if (v->top > v->n_rows) v->top = 0;
-    if (v->left > v->n_cols) v->left = 0;
+    if (v->left > v->n_cols) v->left = -1;
 }
 
 bool mv_sees(const mask_view *v, int32_t row, int32_t col) {
     if (row < 0 || row >= v->n_rows || col < 0 || col >= v->n_cols) return false;
     return v->grid[row][col / 8] >> (col % 8) & 1;
+}
+
+int32_t mv_first_col(const mask_view *v, int32_t width) {
+    int32_t last = v->n_cols > width ? v->n_cols - width : 0;
+    return v->left < 0 || v->left > last ? last : v->left;
+}
+
+void mv_hscroll(mask_view *v, int32_t delta, int32_t width) {
+    int32_t last = v->n_cols > width ? v->n_cols - width : 0;
+    int32_t c = mv_first_col(v, width) + delta;
+    c = c < 0 ? 0 : c;
+    v->left = c >= last ? -1 : c;
 }
 
 void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8) {
@@ -84,7 +98,8 @@ void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8) 
         ui_line_put(&l, "no step has run yet: press s to run one");
         return;
     }
-    snprintf(buf, sizeof buf, "step %d: %d rows, %d KV slots seen%s", v->step, v->n_rows_total,
+    snprintf(buf, sizeof buf, "%s %d%s: %d rows, %d KV slots seen%s", v->preview ? "next step" : "step", v->step,
+             v->preview ? " (preview, not run)" : "", v->n_rows_total,
              v->n_cols_total, v->n_rows < v->n_rows_total ? " (last rows shown)" : "");
     ui_line_put(&l, buf);
 }

@@ -36,14 +36,23 @@ typedef struct mask_view {
     int32_t n_cols, n_cols_total;
     uint8_t grid[MV_MAX_ROWS][MV_MAX_COLS / 8]; /* bit c of row r: row r sees column c */
     int32_t step;           /* steps run before this one; -1 before any */
-    int32_t top, left;      /* scroll position (rows, columns) */
+    bool preview;           /* the plan of the next step, built and cancelled, not run */
+    int32_t top;            /* first row shown */
+    int32_t left;           /* first column shown; -1: follow the newest (last) columns */
 } mask_view;
 
 void mv_init(mask_view *v);
 /* Copies plan p (built, run or not; its arrays still filled) over forest f. tk may be
- * NULL. step numbers the step. */
+ * NULL. step numbers the step. Clears preview (the worker sets it for a preview). */
 void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p, int32_t step);
 bool mv_sees(const mask_view *v, int32_t row, int32_t col);
+
+/* The first grid column shown in a grid of width columns: the last columns while
+ * following (left < 0), else left clamped so the grid does not end early. */
+int32_t mv_first_col(const mask_view *v, int32_t width);
+/* Scrolls the grid by delta columns (negative: towards older slots) in a grid of width
+ * columns; reaching the last columns follows them again (left = -1). */
+void mv_hscroll(mask_view *v, int32_t delta, int32_t width);
 
 /* Text of the table's header and of row r ("row node parent pos slot logits text"),
  * at most width columns. */

@@ -40,6 +40,7 @@ typedef struct tui {
     char msg[256];
     WINDOW *cmdwin;
     int forest_h;       /* rows of the forest pane */
+    int mask_gw;        /* columns of the mask grid as last drawn */
     double last_autosave;
 } tui;
 
@@ -91,12 +92,22 @@ static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
     for (int r = 0; r < h; r++) {
         int32_t i = t->fv.top + r;
         if (i >= t->fv.n_lines) break;
-        fv_render(&t->fv, f, t->p->wp.tk, i, running, nr, buf, sizeof buf, w);
-        const forest_node *nd = forest_node_at(f, t->fv.lines[i].start);
-        int attr = i == t->fv.cursor ? ui_screen_attr(UI_PAIR_SEL) | (t->focus == UI_VIEW_FOREST ? A_BOLD : 0)
-                   : isnan(nd->logprob) ? ui_screen_attr(UI_PAIR_PROB3)
-                                        : ui_screen_attr(branch_pair(t->fv.lines[i].start));
+        int cls = fv_render(&t->fv, f, t->p->wp.tk, i, running, nr, buf, sizeof buf, w);
+        const fv_line *ln = &t->fv.lines[i];
+        bool sel = i == t->fv.cursor;
+        /* colour by branch; dimmed below 10% so unlikely branches recede */
+        int attr = cls == 3 ? ui_screen_attr(UI_PAIR_PROB3) : ui_screen_attr(branch_pair(ln->start));
+        if (cls == 0) attr |= (int)A_DIM;
+        if (sel) attr = ui_screen_attr(UI_PAIR_SEL) | (t->focus == UI_VIEW_FOREST ? (int)A_BOLD : 0);
         put_line(y0 + r, 0, buf, attr);
+        /* ... and the percentage shaded by probability (the text pane's scale) */
+        int xp = 2 * (ln->indent < 32 ? ln->indent : 32) + 2;
+        if (!sel && cls < 3 && xp + 4 <= w) {
+            static const int cls_pair[3] = {UI_PAIR_PROB0, UI_PAIR_PROB1, UI_PAIR_PROB2};
+            char pc[16];
+            snprintf(pc, sizeof pc, "%3.0f%%", 100.0 * exp((double)forest_node_at(f, ln->start)->logprob));
+            put_line(y0 + r, xp, pc, ui_screen_attr(cls_pair[cls]) | A_BOLD);
+        }
     }
 }
 
@@ -167,19 +178,20 @@ static void draw_mask(tui *t, int y0, int x0, int h, int w) {
     ui_line_put(&l, legend);
     put_line(y0 + 1, x0, buf, ui_screen_attr(UI_PAIR_DIM));
     int tw = 37, gw = w - tw;
-    /* the newest slots are the interesting ones: show the grid's last columns */
-    mask_view *mvm = ui_worker_mask_mut(t->w);
-    mvm->left = mv->n_cols > gw ? mv->n_cols - gw : 0;
+    /* the newest slots are the interesting ones: the grid follows its last columns until
+     * scrolled left (h / l) */
+    t->mask_gw = gw;
+    int32_t left = mv_first_col(mv, gw);
     /* slot numbers of the visible columns, last digit only */
-    for (int c = 0; c < gw && mv->left + c < mv->n_cols; c++)
-        mvaddch(y0 + 2, x0 + tw + c, (chtype)('0' + mv->cols[mv->left + c] % 10) | ui_screen_attr(UI_PAIR_DIM));
+    for (int c = 0; c < gw && left + c < mv->n_cols; c++)
+        mvaddch(y0 + 2, x0 + tw + c, (chtype)('0' + mv->cols[left + c] % 10) | ui_screen_attr(UI_PAIR_DIM));
     for (int r = 0; r < h - 3 && mv->top + r < mv->n_rows; r++) {
         int32_t row = mv->top + r;
         mv_row_text(mv, row, buf, sizeof buf, tw, ui_screen_utf8());
         int attr = ui_screen_attr(UI_PAIR_BRANCH0 + mv->rows[row].colour);
         put_line(y0 + 3 + r, x0, buf, attr);
-        for (int c = 0; c < gw && mv->left + c < mv->n_cols; c++) {
-            bool on = mv_sees(mv, row, mv->left + c);
+        for (int c = 0; c < gw && left + c < mv->n_cols; c++) {
+            bool on = mv_sees(mv, row, left + c);
             mvaddch(y0 + 3 + r, x0 + tw + c, on ? ('#' | (chtype)attr) : ('.' | (chtype)ui_screen_attr(UI_PAIR_DIM)));
         }
     }
@@ -273,7 +285,7 @@ static void run_command(tui *t, const char *line) {
     case UI_CMD_ASK: post(t, (ui_job){.kind = UI_JOB_APPEND, .node = sel, .b = 1, .text = c.text}); break;
     case UI_CMD_APPEND: post(t, (ui_job){.kind = UI_JOB_APPEND, .node = sel, .text = c.text}); break;
     case UI_CMD_PRUNE: post(t, (ui_job){.kind = UI_JOB_PRUNE, .node = sel}); break;
-    case UI_CMD_MERGE: set_msg(t, "merge: not available in this build (no engine/merge.h yet)"); break;
+    case UI_CMD_MERGE: post(t, (ui_job){.kind = UI_JOB_MERGE}); break;
     case UI_CMD_STEP: post(t, (ui_job){.kind = UI_JOB_STEP, .a = c.a ? c.a : 1}); break;
     case UI_CMD_SAVE: if (file) post(t, (ui_job){.kind = UI_JOB_SAVE, .text = file}); break;
     case UI_CMD_LOAD: if (file) post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file}); break;
@@ -314,6 +326,12 @@ static void do_action(tui *t, int a) {
         if (t->focus != UI_VIEW_FOREST) t->focus = t->mask ? UI_VIEW_MASK : UI_VIEW_TEXT;
         break;
     case UI_ACT_STEP: post(t, (ui_job){.kind = UI_JOB_STEP, .a = 1}); break;
+    case UI_ACT_PREVIEW:
+        t->mask = true;
+        if (t->focus != UI_VIEW_FOREST) t->focus = UI_VIEW_MASK;
+        post(t, (ui_job){.kind = UI_JOB_PREVIEW});
+        break;
+    case UI_ACT_MERGE: post(t, (ui_job){.kind = UI_JOB_MERGE}); break;
     case UI_ACT_GROW: post(t, (ui_job){.kind = UI_JOB_GROW, .node = sel}); break;
     case UI_ACT_COT: post(t, (ui_job){.kind = UI_JOB_COT, .node = sel, .a = 4}); break;
     case UI_ACT_BEAM: post(t, (ui_job){.kind = UI_JOB_BEAM, .node = sel, .a = 2}); break;
@@ -354,14 +372,12 @@ static void do_action(tui *t, int a) {
         break;
     case UI_ACT_TOKEN_PREV: tv_move(&t->tv, -1); break;
     case UI_ACT_TOKEN_NEXT: tv_move(&t->tv, 1); break;
-    case UI_ACT_ALT_UP:
-        if (t->focus == UI_VIEW_MASK) mv->top = mv->top > 0 ? mv->top - 1 : 0;
-        else if (t->tv.alt > 0) t->tv.alt--;
-        break;
-    case UI_ACT_ALT_DOWN:
-        if (t->focus == UI_VIEW_MASK) mv->top += mv->top + 1 < mv->n_rows;
-        else t->tv.alt++;
-        break;
+    case UI_ACT_ALT_UP: if (t->tv.alt > 0) t->tv.alt--; break;
+    case UI_ACT_ALT_DOWN: t->tv.alt++; break;
+    case UI_ACT_MASK_UP: mv->top = mv->top > 0 ? mv->top - 1 : 0; break;
+    case UI_ACT_MASK_DOWN: mv->top += mv->top + 1 < mv->n_rows; break;
+    case UI_ACT_MASK_LEFT: mv_hscroll(mv, -8, t->mask_gw > 0 ? t->mask_gw : 40); break;
+    case UI_ACT_MASK_RIGHT: mv_hscroll(mv, 8, t->mask_gw > 0 ? t->mask_gw : 40); break;
     case UI_ACT_ALT_PICK: {
         int32_t ids[TV_MAX_ALTS];
         float lps[TV_MAX_ALTS];

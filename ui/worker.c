@@ -13,6 +13,7 @@
 #include "../engine/beam.h"
 #include "../engine/cot.h"
 #include "../engine/grow.h"
+#include "../engine/merge.h"
 #include "../engine/session.h"
 #include "../engine/step.h"
 
@@ -39,6 +40,7 @@ struct ui_worker {
     /* engine */
     forest *f;
     step_plan plan;
+    step_plan preview;         /* the next step's plan, built and cancelled, never run */
     model_ctx *ctx;
     const tok *tk;
     int32_t n_vocab;
@@ -284,6 +286,46 @@ static st_code set_param(ui_worker *w, const char *key, double v, st_err *err) {
     return ST_OK;
 }
 
+/* :merge: the bookmarked nodes (at least two) are merged exactly (merge.h) under their
+ * common ancestor; their bookmarks are cleared (they are used up) and the merged chain,
+ * pending, is prefilled by the next step and grown by the budget. */
+static st_code merge_marked(ui_worker *w, st_err *err) {
+    if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "cancel the running strategy before merging (x)");
+    forest_id marks[64];
+    int32_t n = 0;
+    for (int32_t i = forest_dfs_first(w->f); i >= 0 && n < 64; i = forest_dfs_next(w->f, i))
+        if (forest_node_at(w->f, i)->flags & FOREST_BOOKMARK) marks[n++] = forest_id_at(w->f, i);
+    if (n < 2) return st_set(err, ST_ERR_ARG, "merge needs two or more bookmarked branches (m marks one)");
+    forest_id last;
+    st_code rc = merge_branches(w->f, w->tk, marks, n, NULL, &last, err);
+    if (rc) return rc;
+    for (int32_t i = 0; i < n; i++) forest_set_flags(w->f, marks[i], 0, FOREST_BOOKMARK);
+    w->focus = last;
+    ui_job g = {.kind = UI_JOB_GROW, .node = last};
+    if ((rc = run_start(w, &g, err))) return rc;
+    char m[64];
+    snprintf(m, sizeof m, "%d", (int)n);
+    say(w, "merged %s branches: growing the merged text", m);
+    return ST_OK;
+}
+
+/* The plan the next step would run, shown in the mask view: built on a plan of its own
+ * (the strategies' plan keeps its logits) and cancelled at once, so the forest and the
+ * KV cache are as before. Runs on the worker's thread, between steps. */
+static st_code preview_next(ui_worker *w, st_err *err) {
+    st_code rc = step_plan_build(w->f, &w->preview, err);
+    if (rc) return rc;
+    if (w->preview.n_rows == 0) {
+        step_plan_cancel(w->f, &w->preview);
+        return st_set(err, ST_ERR_ARG, "nothing is pending: the next step has no rows (grow, fork or append first)");
+    }
+    mv_capture(w->mv, w->f, w->tk, &w->preview, w->n_steps);
+    w->mv->preview = true;
+    step_plan_cancel(w->f, &w->preview);
+    say(w, "%s", "the next step's plan (not run): s runs it");
+    return ST_OK;
+}
+
 static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
     st_code rc = ST_OK;
     switch (j->kind) {
@@ -369,6 +411,10 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
         run_stop(w);
         say(w, "%s", "cancelled");
         return ST_OK;
+    case UI_JOB_MERGE:
+        return merge_marked(w, err);
+    case UI_JOB_PREVIEW:
+        return preview_next(w, err);
     case UI_JOB_QUIT:
         return ST_OK;
     }
@@ -423,6 +469,7 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     pthread_mutex_init(&w->qmu, NULL);
     pthread_cond_init(&w->qcv, NULL);
     step_plan_init(&w->plan);
+    step_plan_init(&w->preview);
     w->plan.forward_begin = forward_unlock;
     w->plan.forward_end = forward_relock;
     w->plan.forward_ud = w;
@@ -442,6 +489,7 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     w->undo.under = FOREST_NONE;
     if (pthread_create(&w->th, NULL, worker_main, w)) {
         step_plan_free(&w->plan);
+        step_plan_free(&w->preview);
         free(w->mv);
         free(w);
         st_set(err, ST_ERR_IO, "cannot start the engine thread");
@@ -476,6 +524,7 @@ void ui_worker_stop(ui_worker *w) {
     run_stop(w);
     undo_clear(&w->undo);
     step_plan_free(&w->plan);
+    step_plan_free(&w->preview);
     forest_free(w->f);
     pthread_mutex_destroy(&w->mu);
     pthread_mutex_destroy(&w->qmu);

@@ -1,6 +1,6 @@
 /* worker.h - the engine's thread. The worker is the only mutator of the forest: the UI
  * queues jobs (grow, cot, beam, step, prune, undo, append, fork, bookmark, set, save,
- * load, export, pause, cancel) and draws from the forest while holding the worker's lock.
+ * load, export, pause, cancel, merge, preview) and draws from the forest while holding the worker's lock.
  * A strategy (grow / cot / beam / steps) runs one forest step at a time; queued jobs run
  * between steps, so a running strategy can be paused or cancelled and the forest pruned
  * while it runs. Every change bumps a version number the UI polls (no lock needed) to
@@ -42,6 +42,8 @@ typedef enum {
     UI_JOB_EXPORT,   /* text = path (Markdown) */
     UI_JOB_PAUSE,    /* toggle */
     UI_JOB_CANCEL,
+    UI_JOB_MERGE,    /* the bookmarked nodes merged under their common ancestor, then grown */
+    UI_JOB_PREVIEW,  /* the mask view shows the plan the next step would run (not run) */
     UI_JOB_QUIT,     /* ends the thread after the jobs queued before it */
 } ui_job_kind;
 
