@@ -45,7 +45,7 @@ $(LIB): $(LIB_OBJ)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(CFLAGS) $(EXTRA_DEFS) -c -o $@ $<
 
 $(BUILD)/tests/%: tests/%.c $(LIB) $(BUILD)/multidecode
 	@mkdir -p $(dir $@)
@@ -76,6 +76,8 @@ bench: multidecode
 
 # install: the program into $(DESTDIR)$(BINDIR), the man page into man1 and the default
 # key bindings into $(DESTDIR)$(DATADIR) (DESTDIR stages a package).
+$(BUILD)/app/cmd_tui.o: EXTRA_DEFS := -DMD_DATADIR='"$(DATADIR)"'
+
 install: $(BUILD)/multidecode
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)
 	install -m 755 $(BUILD)/multidecode $(DESTDIR)$(BINDIR)/multidecode

@@ -17,6 +17,12 @@
 #include "prompt.h"
 #include "session_opts.h"
 
+/* Where `make install` puts the default key bindings (the Makefile passes its DATADIR);
+ * a source tree's assets/keys wins when the program runs from it. */
+#ifndef MD_DATADIR
+#define MD_DATADIR "/usr/local/share/multidecode"
+#endif
+
 #define TUI_TOPK 8 /* alternatives kept per node for the text pane */
 
 static void tui_usage(FILE *f) {
@@ -148,7 +154,9 @@ int cmd_tui(int argc, char **argv) {
         .autosave = have_state ? autosave : NULL,
         .history = have_state ? history : NULL,
         .log = have_state ? logf : NULL,
-        .keys_default = access("assets/keys", R_OK) == 0 ? "assets/keys" : NULL,
+        .keys_default = access("assets/keys", R_OK) == 0 ? "assets/keys"
+                        : access(MD_DATADIR "/keys", R_OK) == 0 ? MD_DATADIR "/keys"
+                                                                 : NULL,
         .keys_user = have_config ? keys : NULL,
         .hello = hello,
     };
