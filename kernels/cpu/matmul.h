@@ -134,5 +134,9 @@ SIMD_INLINE size_t mm_prep_row_bytes(int64_t n) {
 mm_prep_fn mm_quant_prep(uint32_t type);
 /* The tiles of every block type, over prepared weights. */
 mm_tile_row *mm_grp_tiles(void);
+/* A block type's tiles that prepare as they go (for at most MM_TX activation rows, over
+ * the weights as stored; results bitwise those of the prepared path); NULL where the
+ * build has none. */
+mm_tile_row *mm_quant_fused(uint32_t type);
 
 #endif

@@ -4,8 +4,8 @@
  * all seven.
  *
  * A row is walked in chunks of 256 values, 16 groups of 16. The preparer unpacks a
- * chunk (quant_unpack, the code the dequantiser uses, or a faster AVX-512 twin for the
- * small types) into unsigned quants u (0..63) and, per group, a scale s and an offset
+ * chunk (quant_unpack, the code the dequantiser uses, or with AVX-512 faster twins that
+ * write the grouped order straight from registers) into unsigned quants u (0..63) and, per group, a scale s and an offset
  * m: w = s * (u - off) + m; it stores u in the grouped order (mm_grp_pos), s, and
  * mo = m - off * s. Against an activation row quantised to int8 blocks of 32 (q, scale
  * d, in the same grouped order; see matmul.h) group g contributes
@@ -91,20 +91,38 @@ SIMD_INLINE __m512i mm_grp_idx1(bool small, bool hi) {
  * portable code works a block at a time, and its per-block scalar work would make decode
  * compute-bound. The 16 quant bytes of blocks b..b+3 go into one register; their low and
  * high nibbles are groups 2b and 2b + 1 (values 0..15 and 16..31 of each block). The 5th
- * bits of a block's low and high halves come from the two halves of its qh. The fp16 d
- * (and m) of all 8 blocks come in one gather of their first 4 bytes. The tests hold this
- * to the portable unpacker (the ref backend dequantises with it) exactly. */
-SIMD_INLINE void mm_unpack_small_512(uint32_t type, const uint8_t *p, int cnb, mm_prep *c) {
+ * bits of a block's low and high halves are the two 16-bit halves of its qh: the qh of 4
+ * blocks side by side, narrowed to 16 bits (vpmovdw) before or after a shift, are the
+ * byte masks of a register's low and high halves. The first 4 bytes of every block (fp16 d
+ * and m) are read as scalars: a gather of 8 costs more than 8 loads. Callers pass cnb as a
+ * constant 8 for whole chunks, so the masks below fold away there. The tests hold this to
+ * the portable unpacker (the ref backend dequantises with it) exactly. */
+/* The 4-byte words at p, p + bb, p + 2 bb, p + 3 bb (0 from the n-th on), put together
+ * in registers: built in memory (as _mm_set_epi32 is), the 16-byte load of four 4-byte
+ * stores cannot be forwarded and stalls. */
+SIMD_INLINE __m128i mm_w32x4(const uint8_t *p, int bb, int n) {
+    uint32_t w[4] = {0, 0, 0, 0};
+    for (int i = 0; i < 4; i++)
+        if (i < n) memcpy(&w[i], p + i * bb, 4);
+    __m128i v = _mm_cvtsi32_si128((int)w[0]);
+    v = _mm_insert_epi32(v, (int)w[1], 1);
+    v = _mm_insert_epi32(v, (int)w[2], 2);
+    return _mm_insert_epi32(v, (int)w[3], 3);
+}
+
+SIMD_INLINE void mm_unpack_small_512(uint32_t type, const uint8_t *p, const int cnb, mm_prep *c) {
     const int bb = mm_blk_bytes(type);
     const bool has_m = type == DT_Q4_1 || type == DT_Q5_1;
     const bool five = type == DT_Q5_0 || type == DT_Q5_1;
     const int qh_at = 2 + 2 * has_m, qs_at = qh_at + 4 * five;
     const __m512i lo4 = _mm512_set1_epi8(15), bit5 = _mm512_set1_epi8(16);
     __m512i lo[2], hi[2];
+#pragma GCC unroll 2 /* (rolled, lo and hi went through memory) */
     for (int h = 0; h < 2; h++) {
         /* blocks past cnb (a row's last, partial chunk) load as zeros, without reading */
         const uint8_t *q = p + 4 * h * bb + qs_at;
-#define MM_LD_BLK(i) _mm_maskz_loadu_epi8(4 * h + (i) < cnb ? 0xffff : 0, q + (i) * bb)
+#define MM_LD_BLK(i)                                                                      \
+    (4 * h + (i) < cnb ? _mm_loadu_si128((const __m128i *)(q + (i) * bb)) : _mm_setzero_si128())
         __m512i v = _mm512_castsi128_si512(MM_LD_BLK(0));
         v = _mm512_inserti32x4(v, MM_LD_BLK(1), 1);
         v = _mm512_inserti32x4(v, MM_LD_BLK(2), 2);
@@ -113,28 +131,18 @@ SIMD_INLINE void mm_unpack_small_512(uint32_t type, const uint8_t *p, int cnb, m
         lo[h] = _mm512_and_si512(v, lo4);
         hi[h] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
         if (five) {
-            /* (separate scalars: an array here went through memory and stalled) */
-            uint32_t h0 = 0, h1 = 0, h2 = 0, h3 = 0;
-            const uint8_t *ph = p + 4 * h * bb + qh_at;
-            if (4 * h < cnb) memcpy(&h0, ph, 4);
-            if (4 * h + 1 < cnb) memcpy(&h1, ph + bb, 4);
-            if (4 * h + 2 < cnb) memcpy(&h2, ph + 2 * bb, 4);
-            if (4 * h + 3 < cnb) memcpy(&h3, ph + 3 * bb, 4);
-            uint64_t ml = (h0 & 0xffffu) | (uint64_t)(h1 & 0xffffu) << 16 |
-                          (uint64_t)(h2 & 0xffffu) << 32 | (uint64_t)(h3 & 0xffffu) << 48;
-            uint64_t mh = (h0 >> 16) | (uint64_t)(h1 >> 16) << 16 | (uint64_t)(h2 >> 16) << 32 |
-                          (uint64_t)(h3 >> 16) << 48;
+            const __m128i qh = mm_w32x4(p + 4 * h * bb + qh_at, bb, cnb - 4 * h);
+            const __mmask64 ml = _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(_mm_cvtepi32_epi16(qh)));
+            const __mmask64 mh = _cvtu64_mask64(
+                (uint64_t)_mm_cvtsi128_si64(_mm_cvtepi32_epi16(_mm_srli_epi32(qh, 16))));
             lo[h] = _mm512_or_si512(lo[h], _mm512_maskz_mov_epi8(ml, bit5));
             hi[h] = _mm512_or_si512(hi[h], _mm512_maskz_mov_epi8(mh, bit5));
         }
     }
     mm_grp_rounds(lo[0], hi[0], lo[1], hi[1], mm_grp_idx1(true, false), mm_grp_idx1(true, true),
                   c->u);
-    const __m256i offs = _mm256_mullo_epi32(_mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0),
-                                            _mm256_set1_epi32(bb));
-    const __m256i dm = cnb == 8 ? _mm256_i32gather_epi32((const int *)p, offs, 1)
-                                : _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(),
-                                                               (__mmask8)((1u << cnb) - 1), offs, p, 1);
+    const __m256i dm = _mm256_inserti128_si256(_mm256_castsi128_si256(mm_w32x4(p, bb, cnb)),
+                                               mm_w32x4(p + 4 * bb, bb, cnb - 4), 1);
     const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     __m512 d = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm)));
     _mm512_store_ps(c->s, _mm512_permutexvar_ps(twice, d));
@@ -142,6 +150,76 @@ SIMD_INLINE void mm_unpack_small_512(uint32_t type, const uint8_t *p, int cnb, m
     if (has_m)
         m = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16))));
     _mm512_store_ps(c->mo, _mm512_permutexvar_ps(twice, m)); /* m; off is folded in later */
+}
+#endif
+
+#if MM_UNPACK_512
+/* quant_unpack of a super block of Q5_K or Q6_K, straight into the grouped order, as
+ * mm_unpack_small_512 does for the small types (their portable unpacking of the high
+ * bits, then the stores and reloads of quant_chunk, made decode compute-bound; Q4_K,
+ * with no high bits, measured 4% faster through quant_unpack). In value order part k
+ * (values 64k .. 64k + 63) is, for Q5_K, the low then the high nibbles of qs[32k ..
+ * 32k + 31], their 5th bits bits 2k and 2k + 1 of qh; for Q6_K, half h = k / 2 of the
+ * block, the low (k even) or high (k odd) nibbles of ql[64h .. 64h + 63], their top two
+ * bits bits 0, 2 (k even) or 4, 6 (k odd) of qh[32h .. 32h + 31], lower then upper 32
+ * values. A 16-bit shift then a byte mask picks the bits of each byte (the bits that cross
+ * from the neighbouring byte are masked off). The scales are quant_unpack's arithmetic. */
+SIMD_INLINE void mm_unpack_k_512(uint32_t type, const uint8_t *p, mm_prep *c) {
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    const __mmask32 upper = 0xffff0000u; /* the upper 32 bytes, as 16-bit lanes */
+    __m512i part[4];
+    if (type == DT_Q6_K) {
+        const block_q6_K *b = (const block_q6_K *)p;
+        const __m512i three = _mm512_set1_epi8(3);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i l = _mm512_loadu_si512(b->ql + 64 * h);
+            const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+            /* top bits of the lower / upper 32 values of the even and odd parts */
+            const __m512i te = _mm512_mask_srli_epi16(qh, upper, qh, 2);
+            const __m512i to = _mm512_mask_srli_epi16(_mm512_srli_epi16(qh, 4), upper, qh, 6);
+            part[2 * h] = _mm512_or_si512(_mm512_and_si512(l, lo4),
+                                          _mm512_slli_epi16(_mm512_and_si512(te, three), 4));
+            part[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), lo4),
+                                              _mm512_slli_epi16(_mm512_and_si512(to, three), 4));
+        }
+        __m512 sf = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)b->scales)));
+        sf = _mm512_mul_ps(sf, _mm512_set1_ps(quant_h2f((uint16_t)(p[208] | p[209] << 8))));
+        _mm512_store_ps(c->s, sf);
+        _mm512_store_ps(c->mo, _mm512_setzero_ps()); /* m; off is folded in later */
+    } else {
+        const block_q5_K *b = (const block_q5_K *)p;
+        const __m512i bit5 = _mm512_set1_epi8(16);
+        const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)b->qh));
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * k)));
+            const __m512i u = _mm512_and_si512(_mm512_mask_srli_epi16(q, upper, q, 4), lo4);
+            /* bit 2k (lower half) or 2k + 1 (upper half) of each qh byte */
+            const __m512i sel = _mm512_mask_blend_epi8(0xffffffff00000000ull,
+                                                       _mm512_set1_epi8((char)(1 << 2 * k)),
+                                                       _mm512_set1_epi8((char)(2 << 2 * k)));
+            part[k] = _mm512_or_si512(u, _mm512_maskz_mov_epi8(_mm512_test_epi8_mask(qh, sel), bit5));
+        }
+        /* the 6-bit scales and mins, 8 each (layout: see block_q4_K) */
+        uint32_t sw[3];
+        memcpy(sw, b->scales, 12);
+        const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+        const uint64_t sc = (sw[0] & m6) | (uint64_t)((sw[2] & m4) | (sw[0] >> 6 & m2) << 4) << 32;
+        const uint64_t mn = (sw[1] & m6) | (uint64_t)((sw[2] >> 4 & m4) | (sw[1] >> 6 & m2) << 4) << 32;
+        const float d = quant_h2f((uint16_t)(p[0] | p[1] << 8));
+        const float dmin = quant_h2f((uint16_t)(p[2] | p[3] << 8));
+        const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+        const __m512i scm = _mm512_cvtepu8_epi32(_mm_set_epi64x((long long)mn, (long long)sc));
+        const __m512 f = _mm512_cvtepi32_ps(scm); /* lanes 0..7 scales, 8..15 mins */
+        const __m256 sf = _mm256_mul_ps(_mm512_castps512_ps256(f), _mm256_set1_ps(d));
+        const __m256 mf = _mm256_sub_ps(_mm256_setzero_ps(),
+                                        _mm256_mul_ps(_mm512_extractf32x8_ps(f, 1), _mm256_set1_ps(dmin)));
+        _mm512_store_ps(c->s, _mm512_permutexvar_ps(twice, _mm512_castps256_ps512(sf)));
+        _mm512_store_ps(c->mo, _mm512_permutexvar_ps(twice, _mm512_castps256_ps512(mf)));
+    }
+    mm_grp_rounds(part[0], part[1], part[2], part[3], mm_grp_idx1(false, false),
+                  mm_grp_idx1(false, true), c->u);
 }
 #endif
 
@@ -155,8 +233,13 @@ SIMD_INLINE void mm_blk_prep(uint32_t type, const uint8_t *p, int cnb, size_t ah
     const float off = (float)quant_off(type);
 #if MM_Q8_512
 #if MM_UNPACK_512
-    if (mm_blk_n(type) == 32) {
-        mm_unpack_small_512(type, p, cnb, c);
+    if (type != DT_Q4_K) {
+        if (mm_blk_n(type) != 32)
+            mm_unpack_k_512(type, p, c);
+        else if (cnb == 8)
+            mm_unpack_small_512(type, p, 8, c); /* (the constant folds the tail masks away) */
+        else
+            mm_unpack_small_512(type, p, cnb, c);
         __m512 s = _mm512_load_ps(c->s);
         _mm512_store_ps(c->mo, _mm512_fnmadd_ps(_mm512_set1_ps(off), s, _mm512_load_ps(c->mo)));
         return;
@@ -335,13 +418,78 @@ MM_TILES(mm_tile_grp)
 
 mm_tile_row *mm_grp_tiles(void) { return mm_tile_grp_tiles; }
 
+#if MM_Q8_512
+/* ---- the fused tile, for a few activation rows --------------------------------------
+ * With one group of activation rows (decode) nothing is gained by preparing a tile's
+ * rows whole first, and the prepared rows (up to 34 KB for 4 rows of 5632) leave L1:
+ * decode of 1B K-quant models measured 15-20% slower. This tile prepares one chunk of
+ * its NW rows at a time (1.5 KB, on the stack) and multiplies it at once. Per (weight row,
+ * activation row) pair it does mm_tile_grp's operations in mm_tile_grp's order (the
+ * chained dot products of the four parts, then the two multiply-adds), so its results
+ * are bitwise those of the prepared path. */
+SIMD_INLINE void mm_tile_fused(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
+                               size_t xs, float *y, int64_t ys, const uint32_t type,
+                               const int NW, const int NX) {
+    const int bn = mm_blk_n(type), bb = mm_blk_bytes(type), per_chunk = QUANT_CHUNK / bn;
+    const int64_t nb = n / bn;
+    const __m512i zero = _mm512_setzero_si512();
+    __m512 acc[MM_TW][MM_TX];
+#pragma GCC unroll 4
+    for (int r = 0; r < NW; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < NX; c++) acc[r][c] = _mm512_setzero_ps();
+    mm_prep q[MM_TW];
+    for (int64_t b0 = 0, ch = 0; b0 < nb; b0 += per_chunk, ch++) {
+        const int cnb = nb - b0 < per_chunk ? (int)(nb - b0) : per_chunk;
+#pragma GCC unroll 4
+        for (int r = 0; r < NW; r++)
+            mm_blk_prep(type, w + r * ws + b0 * bb, cnb, MM_AHEAD * (size_t)NW * ws, &q[r]);
+#pragma GCC unroll 4
+        for (int c = 0; c < NX; c++) {
+            const uint8_t *xr = x + c * xs;
+            const uint8_t *xq = xr + ch * QUANT_CHUNK;
+            const __m512 dg = _mm512_load_ps(mm_qx_dg(xr, n) + 16 * ch);
+            const __m512 sx = _mm512_load_ps(mm_qx_sx(xr, n) + 16 * ch);
+            __m512i p[MM_TW];
+#pragma GCC unroll 4
+            for (int r = 0; r < NW; r++) p[r] = zero;
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const __m512i xv = _mm512_load_si512(xq + 64 * k);
+#pragma GCC unroll 4
+                for (int r = 0; r < NW; r++)
+                    p[r] = _mm512_dpbusd_epi32(p[r], _mm512_load_si512(q[r].u + 64 * k), xv);
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < NW; r++) {
+                __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r]),
+                                           _mm512_mul_ps(_mm512_load_ps(q[r].s), dg), acc[r][c]);
+                acc[r][c] = _mm512_fmadd_ps(_mm512_load_ps(q[r].mo), sx, a);
+            }
+        }
+    }
+    for (int r = 0; r < NW; r++)
+        for (int c = 0; c < NX; c++) y[c * ys + r] = _mm512_reduce_add_ps(acc[r][c]);
+}
+#define MM_FUSED_TYPE(name, T)                                                            \
+    SIMD_INLINE void mm_fused_##name(int64_t n, const uint8_t *w, size_t ws,              \
+                                     const uint8_t *x, size_t xs, float *y, int64_t ys,   \
+                                     const int NW, const int NX) {                        \
+        mm_tile_fused(n, w, ws, x, xs, y, ys, T, NW, NX);                                 \
+    }                                                                                     \
+    MM_TILES(mm_fused_##name)
+#else
+#define MM_FUSED_TYPE(name, T)
+#endif
+
 /* One preparer per type: the type is a constant in each, so quant_unpack's switch and
  * the block sizes fold away. */
 #define MM_BLK_TYPE(name, T)                                                              \
     static void mm_prep_##name(int64_t n, const uint8_t *w, size_t ws, int nw,            \
                                mm_prep *dst) {                                            \
         mm_prep_blk(n, w, ws, nw, dst, T);                                                \
-    }
+    }                                                                                     \
+    MM_FUSED_TYPE(name, T)
 
 MM_BLK_TYPE(q4_0, DT_Q4_0)
 MM_BLK_TYPE(q4_1, DT_Q4_1)
@@ -362,4 +510,22 @@ mm_prep_fn mm_quant_prep(uint32_t type) {
     case DT_Q6_K: return mm_prep_q6_k;
     default: return NULL;
     }
+}
+
+mm_tile_row *mm_quant_fused(uint32_t type) {
+#if MM_Q8_512
+    switch (type) {
+    case DT_Q4_0: return mm_fused_q4_0_tiles;
+    case DT_Q4_1: return mm_fused_q4_1_tiles;
+    case DT_Q5_0: return mm_fused_q5_0_tiles;
+    case DT_Q5_1: return mm_fused_q5_1_tiles;
+    case DT_Q4_K: return mm_fused_q4_k_tiles;
+    case DT_Q5_K: return mm_fused_q5_k_tiles;
+    case DT_Q6_K: return mm_fused_q6_k_tiles;
+    default: return NULL;
+    }
+#else
+    (void)type;
+    return NULL;
+#endif
 }
