@@ -73,11 +73,7 @@ beam *beam_init(forest *f, forest_id from, const beam_params *p, const tok *tk,
         st_set(err, ST_ERR_ARG, "beam: the start node no longer exists");
         return NULL;
     }
-    if (nd->state != FOREST_PENDING) {
-        st_set(err, ST_ERR_ARG, "beam: the start node must be pending (its logits come from "
-               "the first step)");
-        return NULL;
-    }
+    bool rescore = nd->state == FOREST_COMPUTED;
     if (p->width < 1 || p->width > (1 << 16) || p->max_tokens < 0 || n_vocab < 1 ||
         p->early_stopping < BEAM_STOP_HEURISTIC || p->early_stopping > BEAM_STOP_NEVER ||
         !isfinite(p->alpha)) {
@@ -117,8 +113,10 @@ beam *beam_init(forest *f, forest_id from, const beam_params *p, const tok *tk,
     b->parent[0] = -1;
     b->n_live = 1;
     b->done = p->max_tokens == 0;
-    /* a pending node with pending children is not a leaf: ask for its logits anyway */
-    if (forest_n_children(f, from) > 0) forest_set_flags(f, from, FOREST_WANT_LOGITS, 0);
+    /* a pending node with pending children is not a leaf, and a computed one is re-scored:
+     * ask for its logits either way */
+    if (rescore || forest_n_children(f, from) > 0)
+        forest_set_flags(f, from, FOREST_WANT_LOGITS, 0);
     return b;
 }
 

@@ -12,11 +12,10 @@ st_code cot_init(cot *c, forest *f, forest_id from, int32_t k, const sample_para
     memset(c, 0, sizeof *c);
     const forest_node *nd = forest_get(f, from);
     if (!nd) return st_set(err, ST_ERR_ARG, "cot: the start node no longer exists");
-    if (nd->state != FOREST_PENDING)
-        return st_set(err, ST_ERR_ARG, "cot: the start node must be pending (its logits come "
-                      "from the first step)");
     if (k < 1 || k > n_vocab)
         return st_set(err, ST_ERR_ARG, "cot: %d chains (want 1 to %d)", k, n_vocab);
+    /* the first step supplies the start node's logits: a computed node is re-scored */
+    if (nd->state == FOREST_COMPUTED) forest_set_flags(f, from, FOREST_WANT_LOGITS, 0);
     c->first = malloc(sizeof(int32_t) * (size_t)k);
     c->scratch = malloc(sizeof(float) * (size_t)n_vocab);
     if (!c->first || !c->scratch) {

@@ -30,7 +30,8 @@ enum {
     FOREST_FINISHED = 1 << 0,   /* a strategy will not extend this leaf (EOS, budget) */
     FOREST_BOOKMARK = 1 << 1,   /* marked by the user */
     FOREST_WANT_LOGITS = 1 << 2,/* the next step returns this node's logits even if it is
-                                   not a leaf (verification) */
+                                   not a leaf (verification), or if it is already computed
+                                   (re-scoring: it runs again in its own slot) */
     FOREST_NO_LOGITS = 1 << 3,  /* the next step skips this pending leaf's logits */
 };
 

@@ -92,10 +92,18 @@ static int32_t gather_slots(const forest *f, step_plan *p, const int32_t *row_of
 
 void step_plan_cancel(forest *f, step_plan *p) {
     if (!p->active) return;
-    for (int32_t r = 0; r < p->n_rows; r++) kv_alloc_release(forest_kv(f), p->slot[r]);
+    for (int32_t r = 0; r < p->n_rows; r++)
+        if (forest_node_at(f, p->node[r])->state == FOREST_PENDING) /* not re-scored rows */
+            kv_alloc_release(forest_kv(f), p->slot[r]);
     p->active = false;
     p->n_rows = 0;
     p->n_out = 0;
+}
+
+/* Does node n become a row of the next step? */
+static bool step_row_wanted(const forest_node *n) {
+    return n->state == FOREST_PENDING ||
+           (n->state == FOREST_COMPUTED && (n->flags & FOREST_WANT_LOGITS));
 }
 
 st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
@@ -103,27 +111,32 @@ st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
     p->n_rows = 0;
     p->n_out = 0;
     int32_t n_pending = forest_n_pending(f);
-    if (n_pending == 0) return ST_OK;
     kv_alloc *kv = forest_kv(f);
     if (n_pending > kv_alloc_n_slots(kv) - kv_alloc_used(kv))
         return st_set(err, ST_NO_KV_SLOT, "the KV cache is full: %d tokens to compute, %d of %d "
                       "slots free (prune branches or compact, then retry)", n_pending,
                       kv_alloc_n_slots(kv) - kv_alloc_used(kv), kv_alloc_n_slots(kv));
+    /* rows: pending nodes, and computed nodes flagged FOREST_WANT_LOGITS (re-scored: run
+     * again in their own slot, which gets the same K/V back) */
+    int32_t n_rows = 0;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
+        n_rows += step_row_wanted(forest_node_at(f, i));
+    if (n_rows == 0) return ST_OK;
     int32_t cap = forest_capacity(f);
     int32_t *row_of = malloc(sizeof(int32_t) * (size_t)cap);
-    if (!row_of || !reserve_rows(p, n_pending) ||
-        !reserve((void **)&p->out_node, &p->cap_out, n_pending, sizeof *p->out_node)) {
+    if (!row_of || !reserve_rows(p, n_rows) ||
+        !reserve((void **)&p->out_node, &p->cap_out, n_rows, sizeof *p->out_node)) {
         free(row_of);
         return st_set(err, ST_ERR_NOMEM, "out of memory planning a step");
     }
-    /* 1. pending nodes in DFS preorder: parents before children */
+    /* 1. rows in DFS preorder: parents before children */
     int32_t n = 0;
     for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
-        if (forest_node_at(f, i)->state == FOREST_PENDING) {
+        if (step_row_wanted(forest_node_at(f, i))) {
             row_of[i] = n;
             p->node[n++] = i;
         }
-    ASSERT(n == n_pending);
+    ASSERT(n == n_rows);
     /* 2. slots: the one after the parent's when free, else the start of a free run long
      *    enough for the pending chain below (its length is bounded by the rows left) */
     for (int32_t r = 0; r < n; r++) {
@@ -137,7 +150,7 @@ st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
         int32_t run = 1;
         for (int32_t c = nd->first_child; c >= 0 && run < n - r; c = forest_node_at(f, c)->first_child)
             run++;
-        p->slot[r] = kv_alloc_take(kv, hint, run);
+        p->slot[r] = nd->state == FOREST_COMPUTED ? nd->kv_slot : kv_alloc_take(kv, hint, run);
         ASSERT(p->slot[r] >= 0); /* free slots were counted above */
         p->tokens[r] = nd->token;
         p->pos[r] = nd->depth;
@@ -260,7 +273,12 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
         step_plan_cancel(f, p);
         return rc;
     }
-    for (int32_t r = 0; r < p->n_rows; r++) forest_mark_computed(f, p->node[r], p->slot[r]);
+    for (int32_t r = 0; r < p->n_rows; r++) {
+        if (forest_node_at(f, p->node[r])->state == FOREST_PENDING)
+            forest_mark_computed(f, p->node[r], p->slot[r]);
+        else
+            forest_set_flags(f, forest_id_at(f, p->node[r]), 0, FOREST_WANT_LOGITS);
+    }
     for (int32_t o = 0; o < p->n_out; o++) p->lse[o].ok = false;
     for (int32_t o = 0; o < p->n_out; o++) store_topk(f, forest_index(p->out_node[o]), p, o);
     p->active = false;

@@ -6,7 +6,9 @@
  * ancestors in this batch, and its own, as a short list of contiguous segments in path
  * order (root first). It
  * marks which rows return logits: pending leaves (the tips being extended) unless flagged
- * FOREST_NO_LOGITS, and any node flagged FOREST_WANT_LOGITS. step_run runs the model
+ * FOREST_NO_LOGITS, and any node flagged FOREST_WANT_LOGITS. A computed node flagged
+ * FOREST_WANT_LOGITS is re-scored: it runs again as a row in its own KV slot (getting the
+ * same K/V back) so that a strategy can start from any node. step_run runs the model
  * once over the plan, marks the nodes computed and keeps the logits and each scored
  * node's top-k alternatives. Choosing the next tokens is the caller's job.
  *

@@ -290,8 +290,27 @@ static void test_errors(const model *m) {
     forest_add_root(f, toks, NULL, 3, 0, &last, &err);
     step_forest(f, &p, c, &err);
     beam_params bp = beam_default_params();
-    T_CHECK(beam_init(f, last, &bp, NULL, m->hp.n_vocab, &err) == NULL && err.code == ST_ERR_ARG,
-            "a computed start node is refused: %s", err.msg);
+    bp.width = 3;
+    bp.max_tokens = 6;
+    /* a computed start node is re-scored by the first step: the same search as from a fresh
+     * pending prompt in another forest */
+    beam_hyp got[2] = {{0}}, want = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        forest *g = pass ? forest_init(64, 0) : f;
+        model_ctx *gc = pass ? t_new_ctx(m, 64) : c; /* its own cache: g's slots overlap f's */
+        forest_id from = last;
+        if (pass) forest_add_root(g, toks, NULL, 3, 0, &from, &err);
+        beam *b = beam_init(g, from, &bp, NULL, m->hp.n_vocab, &err);
+        T_CHECK(b != NULL, "beam from a %s start node: %s", pass ? "pending" : "computed", err.msg);
+        while (b && !beam_done(b) && beam_step(b, g, &p, gc, &err) == ST_OK) {}
+        if (b && beam_n_results(b) > 0) (pass ? &want : &got[0])->score = beam_result(b, 0)->score;
+        if (b && beam_n_results(b) > 0) (pass ? &want : &got[0])->n = beam_result(b, 0)->n;
+        beam_free(b);
+        if (pass) forest_free(g), model_ctx_free(gc);
+    }
+    T_CHECK(got[0].n > 0 && got[0].n == want.n && got[0].score == want.score,
+            "beam from a computed node = from a pending one (score %g vs %g)", got[0].score,
+            want.score);
     forest_add_root(f, toks, NULL, 3, 0, &last, &err);
     bp.width = 0;
     T_CHECK(beam_init(f, last, &bp, NULL, m->hp.n_vocab, &err) == NULL && err.code == ST_ERR_ARG,

@@ -101,63 +101,42 @@ static void run_stop(ui_worker *w) {
     w->paused = false;
 }
 
-/* Makes node id a leaf a strategy can start from: pending, with its logits wanted.
- * A computed node has no logits left: its first token is then taken from its stored
- * top-k alternatives (the k-th best for branch k) and appended as a pending child;
- * *out gets the node to start from. */
-static st_code start_node(ui_worker *w, forest_id id, int32_t k, forest_id *out, st_err *err) {
+/* Makes node id a node a strategy can start from: a pending node is computed by the next
+ * step with its logits; a computed one is re-scored by it (FOREST_WANT_LOGITS: it runs
+ * again in its own KV slot), so every strategy starts from the model's own distribution at
+ * any node. */
+static st_code start_node(ui_worker *w, forest_id id, forest_id *out, st_err *err) {
     const forest_node *nd = forest_get(w->f, id);
     if (!nd) return st_set(err, ST_ERR_ARG, "the selected node is gone");
-    if (nd->state == FOREST_PENDING) {
+    if (nd->state == FOREST_PENDING)
         forest_set_flags(w->f, id, 0, FOREST_FINISHED | FOREST_NO_LOGITS);
-        *out = id;
-        return ST_OK;
-    }
-    int32_t ids[16];
-    float lps[16];
-    int32_t n = forest_topk(w->f, id, ids, lps, 16);
-    if (n <= k)
-        return st_set(err, ST_ERR_ARG, "this node's next-token distribution was not kept: select a leaf");
-    return forest_append(w->f, id, &ids[k], &lps[k], 1, out, err);
+    else
+        forest_set_flags(w->f, id, FOREST_WANT_LOGITS, FOREST_FINISHED);
+    *out = id;
+    return ST_OK;
 }
 
 static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
     if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "a strategy is running: cancel it first (x)");
     int32_t budget = (j->kind == UI_JOB_GROW ? j->a : j->b) > 0 ? (j->kind == UI_JOB_GROW ? j->a : j->b) : w->budget;
-    forest_id from;
+    forest_id from = j->node;
     st_code rc;
     const forest_node *nd = forest_get(w->f, j->node);
     if (!nd) return st_set(err, ST_ERR_ARG, "nothing selected");
-    bool computed = nd->state == FOREST_COMPUTED;
+    if ((j->kind == UI_JOB_GROW || j->kind == UI_JOB_COT || j->kind == UI_JOB_BEAM) &&
+        (rc = start_node(w, j->node, &from, err)))
+        return rc;
     switch (j->kind) {
     case UI_JOB_GROW:
-        if ((rc = start_node(w, j->node, 0, &from, err))) return rc;
-        if ((rc = grow_init(&w->g, w->f, from, 1, &w->sp, budget - computed, w->n_vocab, err))) return rc;
+        if ((rc = grow_init(&w->g, w->f, from, 1, &w->sp, budget, w->n_vocab, err))) return rc;
         w->run = RUN_GROW;
         w->focus = from;
         break;
     case UI_JOB_COT:
-        if (computed) { /* the k best stored alternatives as first tokens, then grown */
-            memset(&w->g, 0, sizeof w->g);
-            for (int32_t i = 0; i < j->a; i++) {
-                sample_params sp = w->sp;
-                sp.seed += (uint64_t)i;
-                if ((rc = start_node(w, j->node, i, &from, err)) ||
-                    (rc = grow_add(&w->g, w->f, from, &sp, budget - 1, w->n_vocab, err))) {
-                    grow_free(&w->g);
-                    return rc;
-                }
-            }
-            w->run = RUN_GROW;
-        } else {
-            if ((rc = start_node(w, j->node, 0, &from, err))) return rc;
-            if ((rc = cot_init(&w->c, w->f, from, j->a, &w->sp, budget, w->n_vocab, err))) return rc;
-            w->run = RUN_COT;
-        }
+        if ((rc = cot_init(&w->c, w->f, from, j->a, &w->sp, budget, w->n_vocab, err))) return rc;
+        w->run = RUN_COT;
         break;
     case UI_JOB_BEAM: {
-        if (computed) return st_set(err, ST_ERR_ARG, "beam starts from a pending leaf: grow or fork first");
-        if ((rc = start_node(w, j->node, 0, &from, err))) return rc;
         beam_params bp = beam_default_params();
         bp.width = j->a;
         bp.max_tokens = budget;
