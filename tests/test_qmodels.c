@@ -37,6 +37,7 @@
 #include "../engine/sample.h"
 #include "../engine/sha256.h"
 #include "t.h"
+#include "t_golden.h"
 
 #define QM_DIR "tests/golden/qmodels/"
 #define QM_GOLDEN QM_DIR "golden.txt"
@@ -44,12 +45,9 @@
 #define QM_TOL_MEAN 0.05f /* mean |logit - llama.cpp| per file and backend (<= 0.034) */
 #define QM_TIE 0.2f       /* near-tie margin (measured flips: <= 0.116) */
 #define QM_CPU_REF 0.04   /* cpu vs ref, max |d| / max |ref| per row (<= 0.021) */
-#define QM_TOP_K 5
+#define QM_TOP_K T_GOLDEN_TOP_K
 
-typedef struct qm_step {
-    int32_t id[QM_TOP_K];   /* llama.cpp's top-5, largest first; id[0] is its pick */
-    float logit[QM_TOP_K];
-} qm_step;
+typedef t_golden_step qm_step;
 
 typedef struct qm_case {
     char name[16];
@@ -87,32 +85,7 @@ static void *qm_push(void **v, int32_t *n, int32_t *cap, size_t sz) {
     return slot;
 }
 
-/* Parses n non-negative ints from s into a new array; NULL when malformed. */
-static int32_t *qm_ids(const char *s, int32_t n) {
-    int32_t *v = malloc(sizeof(int32_t) * (size_t)n);
-    for (int32_t i = 0; i < n; i++) {
-        char *end;
-        long x = strtol(s, &end, 10);
-        if (end == s || x < 0 || x > INT32_MAX) {
-            free(v);
-            return NULL;
-        }
-        v[i] = (int32_t)x;
-        s = end;
-    }
-    return v;
-}
 
-/* Parses "(ID LOGIT) x QM_TOP_K" into st; false when malformed. */
-static bool qm_step_parse(const char *s, qm_step *st) {
-    for (int k = 0; k < QM_TOP_K; k++) {
-        int off = 0;
-        if (sscanf(s, " %d %f%n", &st->id[k], &st->logit[k], &off) != 2 || st->id[k] < 0)
-            return false;
-        s += off;
-    }
-    return true;
-}
 
 static void qm_golden_free(qm_golden *g) {
     for (int32_t i = 0; i < g->n_models; i++) {
@@ -161,14 +134,14 @@ static bool qm_golden_read(const char *path, qm_golden *g) {
             ok = sscanf(s, "case %15s", c->name) == 1;
         } else if (c && !c->prompt && sscanf(s, "prompt %d%n", &n, &off) == 1 && n > 0) {
             c->n_prompt = n;
-            ok = (c->prompt = qm_ids(s + off, n)) != NULL;
+            ok = (c->prompt = t_golden_ids(s + off, n)) != NULL;
         } else if (c && !c->gen && sscanf(s, "gen %d %15s%n", &n, stop, &off) == 2 && n > 0) {
             c->n_gen = n;
             c->steps = calloc((size_t)n, sizeof(qm_step));
-            ok = (c->gen = qm_ids(s + off, n)) != NULL;
+            ok = (c->gen = t_golden_ids(s + off, n)) != NULL;
         } else if (c && c->gen && sscanf(s, "step %d%n", &i, &off) == 1 && i >= 0 &&
                    i < c->n_gen) {
-            ok = qm_step_parse(s + off, &c->steps[i]) && c->steps[i].id[0] == c->gen[i];
+            ok = t_golden_step_parse(s + off, &c->steps[i]) && c->steps[i].id[0] == c->gen[i];
         } else if (c && strcmp(s, "end") == 0) {
             ok = c->prompt && c->gen;
             c = NULL;

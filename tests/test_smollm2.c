@@ -26,6 +26,7 @@
 #include "../engine/model.h"
 #include "../engine/sample.h"
 #include "t.h"
+#include "t_golden.h"
 
 #define SM_GOLDEN "tests/golden/smollm2_greedy.txt"
 #define SM_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -37,12 +38,9 @@
  * move by up to 1.18 against llama.cpp, a gap of 0.66 is within the measured noise; a
  * real error (a wrong layout or scale) moves logits by several units (see test_qmodels). */
 #define SM_TIE 0.75f
-#define SM_TOP_K 5
+#define SM_TOP_K T_GOLDEN_TOP_K
 
-typedef struct sm_step {
-    int32_t id[SM_TOP_K];   /* llama.cpp's top-5, largest first; id[0] is its pick */
-    float logit[SM_TOP_K];
-} sm_step;
+typedef t_golden_step sm_step;
 
 typedef struct sm_case {
     char name[32], form[8];
@@ -57,32 +55,7 @@ typedef struct sm_golden {
     int32_t n_cases;
 } sm_golden;
 
-/* Parses n non-negative ints from s into a new array; NULL when malformed. */
-static int32_t *sm_ids(const char *s, int32_t n) {
-    int32_t *v = malloc(sizeof(int32_t) * (size_t)n);
-    for (int32_t i = 0; i < n; i++) {
-        char *end;
-        long x = strtol(s, &end, 10);
-        if (end == s || x < 0 || x > INT32_MAX) {
-            free(v);
-            return NULL;
-        }
-        v[i] = (int32_t)x;
-        s = end;
-    }
-    return v;
-}
 
-/* Parses "(ID LOGIT) x SM_TOP_K" into st; false when malformed. */
-static bool sm_step_parse(const char *s, sm_step *st) {
-    for (int k = 0; k < SM_TOP_K; k++) {
-        int off = 0;
-        if (sscanf(s, " %d %f%n", &st->id[k], &st->logit[k], &off) != 2 || st->id[k] < 0)
-            return false;
-        s += off;
-    }
-    return true;
-}
 
 static void sm_golden_free(sm_golden *g) {
     for (int32_t i = 0; i < g->n_cases; i++) {
@@ -123,14 +96,14 @@ static bool sm_golden_read(const char *path, sm_golden *g) {
             ok = sscanf(s, "case %31s %7s", c->name, c->form) == 2;
         } else if (c && !c->prompt && sscanf(s, "prompt %d%n", &n, &off) == 1 && n > 0) {
             c->n_prompt = n;
-            ok = (c->prompt = sm_ids(s + off, n)) != NULL;
+            ok = (c->prompt = t_golden_ids(s + off, n)) != NULL;
         } else if (c && !c->gen && sscanf(s, "gen %d %15s%n", &n, stop, &off) == 2 && n > 0) {
             c->n_gen = n;
             c->steps = calloc((size_t)n, sizeof(sm_step));
-            ok = (c->gen = sm_ids(s + off, n)) != NULL;
+            ok = (c->gen = t_golden_ids(s + off, n)) != NULL;
         } else if (c && c->gen && sscanf(s, "step %d%n", &i, &off) == 1 && i >= 0 &&
                    i < c->n_gen) {
-            ok = sm_step_parse(s + off, &c->steps[i]) && c->steps[i].id[0] == c->gen[i];
+            ok = t_golden_step_parse(s + off, &c->steps[i]) && c->steps[i].id[0] == c->gen[i];
         } else if (c && strcmp(s, "end") == 0) {
             ok = c->prompt && c->gen;
             c = NULL;

@@ -1,0 +1,45 @@
+/* t_golden.h - parsing helpers shared by the tests that compare with llama.cpp's goldens
+ * (tests/golden/smollm2_greedy.txt, tests/golden/qmodels/golden.txt): id lists and the
+ * top-5 (id, logit) pairs recorded at each step. Header-only, include after t.h. */
+#ifndef MD_T_GOLDEN_H
+#define MD_T_GOLDEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define T_GOLDEN_TOP_K 5
+
+/* One step of a golden: llama.cpp's top-5, largest first; id[0] is its pick. */
+typedef struct t_golden_step {
+    int32_t id[T_GOLDEN_TOP_K];
+    float logit[T_GOLDEN_TOP_K];
+} t_golden_step;
+
+/* Parses n non-negative ints from s into a new array (caller frees); NULL when malformed. */
+static inline int32_t *t_golden_ids(const char *s, int32_t n) {
+    int32_t *v = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    for (int32_t i = 0; v && i < n; i++) {
+        char *end;
+        long x = strtol(s, &end, 10);
+        if (end == s || x < 0 || x > INT32_MAX) {
+            free(v);
+            return NULL;
+        }
+        v[i] = (int32_t)x;
+        s = end;
+    }
+    return v;
+}
+
+/* Parses "(ID LOGIT) x T_GOLDEN_TOP_K" into st; false when malformed. */
+static inline bool t_golden_step_parse(const char *s, t_golden_step *st) {
+    for (int k = 0; k < T_GOLDEN_TOP_K; k++) {
+        int off = 0;
+        if (sscanf(s, " %d %f%n", &st->id[k], &st->logit[k], &off) != 2 || st->id[k] < 0)
+            return false;
+        s += off;
+    }
+    return true;
+}
+
+#endif
