@@ -276,8 +276,7 @@ int cmd_beam(int argc, char **argv) {
     chat_kind kind = CHAT_NONE;
     int32_t *toks = prompt_tokens(&pm, &pc, prompt, &n_prompt, &kind, &err);
     st_code rc = toks ? ST_OK : err.code;
-    if (!rc && pc.on && !o.quiet)
-        fprintf(stderr, "chat template: %s%s\n", chat_name(kind), pc.tmpl ? "" : " (detected)");
+    if (!rc) prompt_report_chat(&pc, kind, o.quiet);
     o.kind = kind;
     if (!rc) rc = prompt_check_fits(n_prompt + o.bp.max_tokens, pm.n_slots,
                                     "the prompt and -n tokens", &err);

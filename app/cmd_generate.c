@@ -241,8 +241,7 @@ int cmd_generate(int argc, char **argv) {
     chat_kind kind = CHAT_NONE;
     int32_t *toks = prompt_tokens(&pm, &pc, prompt, &n_prompt, &kind, &err);
     st_code rc = toks ? ST_OK : err.code;
-    if (!rc && pc.on && !quiet)
-        fprintf(stderr, "chat template: %s%s\n", chat_name(kind), pc.tmpl ? "" : " (detected)");
+    if (!rc) prompt_report_chat(&pc, kind, quiet);
     if (!rc) rc = prompt_check_fits(n_prompt, pm.n_slots, "the prompt", &err);
     if (!rc && branches == 1)
         rc = gen_linear(&pm, toks, n_prompt, pc.on, &sp, n_gen, quiet, mo.backend, &err);

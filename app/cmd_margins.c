@@ -185,8 +185,7 @@ static st_code margins_run(prompt_model *pm, const char *context, const margins_
                     "-c)", n_ch, prompt_slots, mg.n_shared, prompt_slots - mg.n_shared, pm->n_slots);
         goto done;
     }
-    if (pc.on && !o->quiet)
-        fprintf(stderr, "chat template: %s%s\n", chat_name(kind), pc.tmpl ? "" : " (detected)");
+    prompt_report_chat(&pc, kind, o->quiet);
 
     /* the notes, in parallel */
     app_progress pr;

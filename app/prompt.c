@@ -192,6 +192,11 @@ int32_t *prompt_encode_raw(const tok *tk, const char *text, bool add_bos, int32_
     return encode(tk, text, add_bos, false, n, err);
 }
 
+void prompt_report_chat(const prompt_chat *pc, chat_kind kind, bool quiet) {
+    if (pc->on && !quiet)
+        fprintf(stderr, "chat template: %s%s\n", chat_name(kind), pc->tmpl ? "" : " (detected)");
+}
+
 int32_t *prompt_tokens(const prompt_model *pm, const prompt_chat *pc, const char *text,
                        int32_t *n, chat_kind *kind, st_err *err) {
     bool add_bos = tok_add_bos(pm->tk), special = false;

@@ -104,6 +104,9 @@ chat_kind prompt_model_chat(const gguf_ctx *g);
  * ST_ERR_NOMEM. */
 int32_t *prompt_tokens(const prompt_model *pm, const prompt_chat *pc, const char *text,
                        int32_t *n, chat_kind *kind, st_err *err);
+/* "chat template: NAME" (and "(detected)" when it came from the model) on stderr when a
+ * template is in use, unless quiet. */
+void prompt_report_chat(const prompt_chat *pc, chat_kind kind, bool quiet);
 /* Tokens of text as it is, with or without BOS (no special tokens); *n may be 0 (the
  * returned array then still must be freed). NULL + ST_ERR_NOMEM. */
 int32_t *prompt_encode_raw(const tok *tk, const char *text, bool add_bos, int32_t *n,
