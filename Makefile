@@ -53,7 +53,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB) $(BUILD)/multidecode
 
 # test: build everything, run every test binary, print the summed result last.
 test: $(BUILD)/multidecode $(TEST_BIN)
-	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN) tests/test_tui_tmux.sh
+	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN) tests/test_tui_tmux.sh tests/test_man.sh
 
 # asan: the test suite under ASan + UBSan, in its own build folder.
 asan:

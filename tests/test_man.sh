@@ -1,0 +1,21 @@
+#!/bin/sh
+# The man page's COMMANDS section must match every command's --help (regenerate it with
+# `python3 tools/gen-man-commands.py`), and the page must format without groff warnings.
+cd "$(dirname "$0")/.." || exit 1
+bin=${BUILD:-build}/multidecode
+p=0; f=0; s=0
+if ! command -v python3 >/dev/null 2>&1 || [ ! -x "$bin" ]; then
+    echo "SKIP: python3 or $bin missing" >&2
+    s=1
+else
+    if python3 tools/gen-man-commands.py --check "$bin"; then p=$((p + 1)); else f=$((f + 1)); fi
+fi
+if command -v groff >/dev/null 2>&1; then
+    warn=$(groff -man -Tutf8 -ww man/multidecode.1 2>&1 >/dev/null)
+    if [ -z "$warn" ]; then p=$((p + 1)); else echo "FAIL: groff warnings: $warn" >&2; f=$((f + 1)); fi
+else
+    echo "SKIP: groff missing" >&2
+    s=$((s + 1))
+fi
+echo "$p passed, $f failed, $s skipped"
+[ "$f" -eq 0 ]
