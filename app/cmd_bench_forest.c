@@ -25,6 +25,10 @@
 #include "../engine/grow.h"
 #include "../engine/step.h"
 #include "app.h"
+#include "bench_util.h"
+
+/* The synthetic-token stream of seed (bench_synth's start state). */
+static inline uint64_t bf_state(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ULL + 12345; }
 #include "prompt.h"
 
 typedef struct bf_opts {
@@ -53,30 +57,6 @@ typedef struct bf_res {
 
 static int32_t bf_suffix_len(const bf_job *j, int32_t i) { return j->suffix ? j->n_suffix[i] : 0; }
 
-static int64_t bf_kv_bytes_per_slot(const model *m) {
-    return (int64_t)m->hp.n_layer * 2 * m->hp.n_head_kv * m->hp.head_dim * 4;
-}
-
-/* Deterministic synthetic tokens in [1, V) (0 is often <unk>). */
-static void bf_synth(int32_t *out, int32_t n, int32_t V, uint64_t seed) {
-    uint64_t s = seed * 0x9E3779B97F4A7C15ULL + 12345;
-    for (int32_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        out[i] = 1 + (int32_t)((s >> 33) % (uint64_t)(V > 1 ? V - 1 : 1));
-    }
-}
-
-static model_ctx *bf_ctx(const model *m, const bf_opts *o, int64_t n_slots, st_err *err) {
-    if (n_slots > (1 << 24)) {
-        st_set(err, ST_ERR_CONTEXT, "this run needs %lld KV slots; shrink it", (long long)n_slots);
-        return NULL;
-    }
-    model_ctx_params cp = model_ctx_default_params();
-    cp.n_threads = o->threads;
-    cp.backend = o->backend;
-    cp.n_slots = (int32_t)n_slots;
-    return model_ctx_init(m, &cp, err);
-}
 
 /* The job in one forest: shared (one prefix chain) or copied (a prefix per sequence). */
 static st_code bf_forest(const model *m, const bf_opts *o, const bf_job *j, bool share,
@@ -89,7 +69,7 @@ static st_code bf_forest(const model *m, const bf_opts *o, const bf_job *j, bool
     }
     int64_t prefix_slots = share ? j->n_prefix : (int64_t)j->n_seq * j->n_prefix;
     r->kv_expected = prefix_slots + sum_suf + (int64_t)j->n_seq * (j->gen - 1);
-    model_ctx *c = bf_ctx(m, o, r->kv_expected + j->n_seq, err);
+    model_ctx *c = bench_ctx(m, o->threads, o->backend, r->kv_expected + j->n_seq, err);
     if (!c) return err->code;
     forest *f = forest_init(model_ctx_n_slots(c), 0);
     prompt_toks *out = calloc((size_t)j->n_seq, sizeof *out);
@@ -152,7 +132,7 @@ static st_code bf_sequential(const model *m, const bf_opts *o, const bf_job *j, 
         if (bf_suffix_len(j, i) > max_suf) max_suf = bf_suffix_len(j, i);
     int32_t n_slots = j->n_prefix + max_suf + j->gen;
     r->kv_expected = n_slots - 1; /* the peak: one sequence at a time */
-    model_ctx *c = bf_ctx(m, o, n_slots, err);
+    model_ctx *c = bench_ctx(m, o->threads, o->backend, n_slots, err);
     if (!c) return err->code;
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)n_slots);
     float *logits = malloc(sizeof(float) * (size_t)V);
@@ -205,7 +185,7 @@ static void bf_print(const char *name, const bf_res *r, const model *m, bool exa
            r->steps, r->steps ? 1e3 * r->decode_s / r->steps : 0.0,
            r->decode_s > 0 ? (double)r->decode_tokens / r->decode_s : 0.0, (long long)r->kv_slots,
            exact_kv ? "kv_slots_expected" : "kv_slots_peak_expected", (long long)r->kv_expected,
-           (long long)(r->kv_slots * bf_kv_bytes_per_slot(m)));
+           (long long)(r->kv_slots * bench_kv_bytes_per_slot(m)));
 }
 
 /* Runs the job the three ways and prints one JSON object (no newline); r_forest gets the
@@ -277,12 +257,12 @@ static void bf_header(const char *bench, const model *m, const bf_opts *o) {
     printf(", \"backend\": \"%s\", \"threads\": %d, \"weight_type\": \"%s\", \"weight_bytes\": %llu, "
            "\"n_layer\": %d, \"kv_dim\": %d, \"kv_bytes_per_slot\": %lld,\n", o->backend, o->threads,
            dtype_name(m->layers[0].wq.type), (unsigned long long)m->weight_bytes, m->hp.n_layer,
-           m->hp.n_head_kv * m->hp.head_dim, (long long)bf_kv_bytes_per_slot(m));
+           m->hp.n_head_kv * m->hp.head_dim, (long long)bench_kv_bytes_per_slot(m));
 }
 
 /* Touches every weight once so that page faults are not timed. */
 static st_code bf_warm(const model *m, bf_opts *o, st_err *err) {
-    model_ctx *c = bf_ctx(m, o, 2, err);
+    model_ctx *c = bench_ctx(m, o->threads, o->backend, 2, err);
     float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
     st_code rc = c && lg ? ST_OK : err->code ? err->code : st_set(err, ST_ERR_NOMEM, "out of memory");
     int32_t t = 1;
@@ -376,7 +356,7 @@ int cmd_bench_forest(int argc, char **argv) {
     bf_res base = {0}, cur = {0};
     st_code rc = prefix ? bf_warm(m, &o, &err) : st_set(&err, ST_ERR_NOMEM, "out of memory");
     if (!rc) {
-        bf_synth(prefix, (int32_t)n_prefix, m->hp.n_vocab, 1);
+        bench_synth(prefix, (int32_t)n_prefix, m->hp.n_vocab, bf_state(1));
         bf_header("forest", m, &o);
         printf(" \"prefix_tokens\": %lld, \"steps\": %lld, \"baseline_max_k\": %lld,\n \"runs\": [\n",
                (long long)n_prefix, (long long)steps, (long long)base_max_k);
@@ -468,11 +448,11 @@ int cmd_bench_ask(int argc, char **argv) {
     st_code rc = ctx && qtok && qp && qn ? bf_warm(m, &o, &err)
                                          : st_set(&err, ST_ERR_NOMEM, "out of memory");
     if (!rc) {
-        bf_synth(ctx, (int32_t)n_ctx, m->hp.n_vocab, 1);
+        bench_synth(ctx, (int32_t)n_ctx, m->hp.n_vocab, bf_state(1));
         for (int32_t i = 0; i < max_n; i++) {
             qp[i] = qtok + (size_t)i * n_qtok;
             qn[i] = (int32_t)n_qtok;
-            bf_synth(qp[i], (int32_t)n_qtok, m->hp.n_vocab, 100 + (uint64_t)i);
+            bench_synth(qp[i], (int32_t)n_qtok, m->hp.n_vocab, bf_state(100 + (uint64_t)i));
         }
         bf_header("ask", m, &o);
         printf(" \"context_tokens\": %lld, \"question_tokens\": %lld, \"answer_tokens\": %lld, "

@@ -33,6 +33,7 @@
 #include "../engine/sample.h"
 #include "../engine/step.h"
 #include "app.h"
+#include "bench_util.h"
 #include "prompt.h"
 
 typedef struct bs_opts {
@@ -53,39 +54,15 @@ typedef struct bs_res {
     int64_t copy_slots;    /* copied: slots a memcpy-based copy would move in all */
 } bs_res;
 
-static int64_t bs_kv_bytes_per_slot(const model *m) {
-    return (int64_t)m->hp.n_layer * 2 * m->hp.n_head_kv * m->hp.head_dim * 4;
-}
-
-/* Deterministic synthetic tokens in [1, V). */
-static void bs_synth(int32_t *out, int32_t n, int32_t V) {
-    uint64_t s = 0x9E3779B97F4A7C15ULL;
-    for (int32_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        out[i] = 1 + (int32_t)((s >> 33) % (uint64_t)(V > 1 ? V - 1 : 1));
-    }
-}
-
-static model_ctx *bs_ctx(const model *m, const bs_opts *o, int64_t n_slots, st_err *err) {
-    if (n_slots > (1 << 24)) {
-        st_set(err, ST_ERR_CONTEXT, "this run needs %lld KV slots; shrink it", (long long)n_slots);
-        return NULL;
-    }
-    model_ctx_params cp = model_ctx_default_params();
-    cp.n_threads = o->threads;
-    cp.backend = o->backend;
-    cp.n_slots = (int32_t)n_slots;
-    return model_ctx_init(m, &cp, err);
-}
 
 static void bs_print(const char *name, const bs_res *r, const model *m) {
     printf("\"%s\": {\"prefill_s\": %.4f, \"decode_s\": %.4f, \"total_s\": %.4f, \"steps\": %d, "
            "\"step_ms\": %.3f, \"rows\": %lld, \"kv_peak_slots\": %lld, \"kv_peak_bytes\": %lld",
            name, r->prefill_s, r->decode_s, r->prefill_s + r->decode_s, r->steps,
            r->steps ? 1e3 * r->decode_s / r->steps : 0.0, (long long)r->rows,
-           (long long)r->kv_peak, (long long)(r->kv_peak * bs_kv_bytes_per_slot(m)));
+           (long long)r->kv_peak, (long long)(r->kv_peak * bench_kv_bytes_per_slot(m)));
     if (r->copy_slots)
-        printf(", \"copy_bytes\": %lld", (long long)(r->copy_slots * bs_kv_bytes_per_slot(m)));
+        printf(", \"copy_bytes\": %lld", (long long)(r->copy_slots * bench_kv_bytes_per_slot(m)));
     printf("}");
 }
 
@@ -103,7 +80,7 @@ typedef struct bs_trace {
 static st_code bb_shared(const model *m, const bs_opts *o, const int32_t *prompt, int32_t B,
                          bs_trace *tr, bs_res *r, st_err *err) {
     int32_t P = o->n_prompt, N = o->n_gen;
-    model_ctx *c = bs_ctx(m, o, P + (int64_t)B * (N + 1), err);
+    model_ctx *c = bench_ctx(m, o->threads, o->backend, P + (int64_t)B * (N + 1), err);
     if (!c) return err->code;
     forest *f = forest_init(model_ctx_n_slots(c), 0);
     step_plan plan;
@@ -155,7 +132,7 @@ static bool bb_same_sum(const float *lg, int32_t V, float *lsm, double base, int
 static st_code bb_copied(const model *m, const bs_opts *o, const int32_t *prompt,
                          const bs_trace *tr, bs_res *r, bool *same, st_err *err) {
     int32_t P = o->n_prompt, N = o->n_gen, B = tr->B, V = m->hp.n_vocab;
-    model_ctx *c = bs_ctx(m, o, (int64_t)(B + 1) * (P + N + 1), err);
+    model_ctx *c = bench_ctx(m, o->threads, o->backend, (int64_t)(B + 1) * (P + N + 1), err);
     if (!c) return err->code;
     forest *f = forest_init(model_ctx_n_slots(c), 0);
     step_plan plan;
@@ -218,7 +195,7 @@ static st_code bb_copied(const model *m, const bs_opts *o, const int32_t *prompt
 static st_code bb_redecode(const model *m, const bs_opts *o, const int32_t *prompt,
                            const bs_trace *tr, bs_res *r, bool *same, st_err *err) {
     int32_t P = o->n_prompt, N = o->n_gen, B = tr->B, V = m->hp.n_vocab;
-    model_ctx *c = bs_ctx(m, o, P + N + 1, err);
+    model_ctx *c = bench_ctx(m, o->threads, o->backend, P + N + 1, err);
     if (!c) return err->code;
     int32_t *seq = malloc(sizeof(int32_t) * (size_t)B * (size_t)(P + N + 1));
     int32_t *nseq = malloc(sizeof(int32_t) * (size_t)B * (size_t)(P + N + 1));
@@ -305,7 +282,7 @@ static st_code bb_one(const model *m, const bs_opts *o, const int32_t *prompt, i
 static st_code bc_forest(const model *m, const bs_opts *o, const int32_t *prompt, int32_t k,
                          const sample_params *sp, prompt_toks *out, bs_res *r, st_err *err) {
     int32_t P = o->n_prompt, N = o->n_gen;
-    model_ctx *c = bs_ctx(m, o, P + (int64_t)k * N, err);
+    model_ctx *c = bench_ctx(m, o->threads, o->backend, P + (int64_t)k * N, err);
     if (!c) return err->code;
     forest *f = forest_init(model_ctx_n_slots(c), 0);
     step_plan plan;
@@ -339,7 +316,7 @@ static st_code bc_forest(const model *m, const bs_opts *o, const int32_t *prompt
 static st_code bc_sequential(const model *m, const bs_opts *o, const int32_t *prompt, int32_t k,
                              const sample_params *sp, int32_t *toks, bs_res *r, st_err *err) {
     int32_t P = o->n_prompt, N = o->n_gen, V = m->hp.n_vocab;
-    model_ctx *c = bs_ctx(m, o, P + N, err);
+    model_ctx *c = bench_ctx(m, o->threads, o->backend, P + N, err);
     if (!c) return err->code;
     int32_t *seq = malloc(sizeof(int32_t) * (size_t)(P + N)), *firsts = malloc(sizeof(int32_t) * (size_t)k);
     float *lg = malloc(sizeof(float) * (size_t)V);
@@ -504,7 +481,7 @@ static int bs_main(int argc, char **argv, bool beam) {
     int32_t *prompt = malloc(sizeof(int32_t) * (size_t)o.n_prompt);
     st_code rc = prompt ? ST_OK : st_set(&err, ST_ERR_NOMEM, "out of memory");
     /* warm up: touch the weights once so page faults are not timed; learn the threads */
-    model_ctx *c = rc ? NULL : bs_ctx(m, &o, 2, &err);
+    model_ctx *c = rc ? NULL : bench_ctx(m, o.threads, o.backend, 2, &err);
     float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
     if (!rc && (!c || !lg)) rc = c ? st_set(&err, ST_ERR_NOMEM, "out of memory") : err.code;
     int32_t t1 = 1;
@@ -513,13 +490,13 @@ static int bs_main(int argc, char **argv, bool beam) {
     model_ctx_free(c);
     free(lg);
     if (!rc) {
-        bs_synth(prompt, o.n_prompt, m->hp.n_vocab);
+        bench_synth(prompt, o.n_prompt, m->hp.n_vocab, 0x9E3779B97F4A7C15ULL);
         printf("{\"bench\": \"%s\", \"model\": ", beam ? "beam" : "cot");
         prompt_json_str(stdout, o.path);
         printf(", \"backend\": \"%s\", \"threads\": %d, \"weight_type\": \"%s\", "
                "\"n_layer\": %d, \"kv_bytes_per_slot\": %lld, \"prompt_tokens\": %d, "
                "\"tokens\": %d,%s\n \"runs\": [\n", o.backend, o.threads,
-               dtype_name(m->layers[0].wq.type), m->hp.n_layer, (long long)bs_kv_bytes_per_slot(m),
+               dtype_name(m->layers[0].wq.type), m->hp.n_layer, (long long)bench_kv_bytes_per_slot(m),
                o.n_prompt, o.n_gen,
                beam ? " \"copy_note\": \"copied: copies recomputed in the batch; copy_bytes is "
                       "what a memcpy would move\"," : "");

@@ -1,0 +1,26 @@
+/* bench_util.c - see bench_util.h. */
+#include "bench_util.h"
+
+int64_t bench_kv_bytes_per_slot(const model *m) {
+    return (int64_t)m->hp.n_layer * 2 * m->hp.n_head_kv * m->hp.head_dim * 4;
+}
+
+void bench_synth(int32_t *out, int32_t n, int32_t V, uint64_t s) {
+    for (int32_t i = 0; i < n; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        out[i] = 1 + (int32_t)((s >> 33) % (uint64_t)(V > 1 ? V - 1 : 1));
+    }
+}
+
+model_ctx *bench_ctx(const model *m, int32_t threads, const char *backend, int64_t n_slots,
+                     st_err *err) {
+    if (n_slots > (1 << 24)) {
+        st_set(err, ST_ERR_CONTEXT, "this run needs %lld KV slots; shrink it", (long long)n_slots);
+        return NULL;
+    }
+    model_ctx_params cp = model_ctx_default_params();
+    cp.n_threads = threads;
+    cp.backend = backend;
+    cp.n_slots = (int32_t)n_slots;
+    return model_ctx_init(m, &cp, err);
+}

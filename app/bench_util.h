@@ -1,0 +1,19 @@
+/* bench_util.h - pieces the benchmark commands share (cmd_bench_forest.c,
+ * cmd_bench_strategy.c): KV bytes per slot, synthetic prompt tokens, and a KV context
+ * sized for one run. */
+#ifndef MD_BENCH_UTIL_H
+#define MD_BENCH_UTIL_H
+
+#include <stdint.h>
+
+#include "../engine/model.h"
+
+/* Bytes one KV slot takes: n_layer x (K + V) x n_head_kv x head_dim x 4 (f32). */
+int64_t bench_kv_bytes_per_slot(const model *m);
+/* n deterministic tokens in [1, V) (0 is often <unk>) from an LCG started at state. */
+void bench_synth(int32_t *out, int32_t n, int32_t V, uint64_t state);
+/* A context of n_slots slots; ST_ERR_CONTEXT when a run would need more than 2^24. */
+model_ctx *bench_ctx(const model *m, int32_t threads, const char *backend, int64_t n_slots,
+                     st_err *err);
+
+#endif
