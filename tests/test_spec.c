@@ -1,0 +1,391 @@
+/* test_spec.c - tree-verified drafts and lookahead decoding are exact: their output equals
+ * plain greedy decoding token for token.
+ *
+ * Units: the n-gram pool (order, refresh, eviction, growth) and prompt lookup (longest key
+ * first, most recent match first, prefixes dropped); the draft tree's deduplication and
+ * index map; pack / unpack against linear decoding of every candidate prefix; accept with
+ * drafts that are the true greedy continuation for exactly j tokens (must accept j); the
+ * lookahead window's layout (node (l, i) at depth tip + i + l under the right parent).
+ * Equivalence: greedy decoding through the speculative driver - prompt lookup, the pool,
+ * lookahead with many W/N/G, adaptive or fixed draft lengths, small KV caches that cut
+ * the drafts - against linear greedy decoding (one token per forward pass), on random
+ * weight models (F32, Q8_0 with GQA 4, Q4_K), on stories260K with its tokenizer and on
+ * SmolLM2 when present; the forest's invariants are checked after every step. */
+#include <string.h>
+
+#include "../engine/forest.h"
+#include "../engine/lookahead.h"
+#include "../engine/ngram.h"
+#include "../engine/sample.h"
+#include "../engine/spec.h"
+#include "../engine/step.h"
+#include "../engine/tok.h"
+#include "t.h"
+#include "t_model.h"
+
+/* ---- units without a model ---- */
+
+static void test_pool(void) {
+    ngram_pool p;
+    st_err err = {0};
+    T_CHECK(ngram_pool_init(&p, 3, 2, &err) == ST_OK, "pool init: %s", err.msg);
+    int32_t g1[] = {5, 6, 7}, g2[] = {5, 8, 9}, g3[] = {5, 1, 2};
+    ngram_pool_add(&p, g1, &err);
+    ngram_pool_add(&p, g2, &err);
+    T_CHECK(ngram_pool_count(&p, 5) == 2, "two continuations of 5");
+    T_CHECK(ngram_pool_get(&p, 5, 0)[0] == 8 && ngram_pool_get(&p, 5, 1)[0] == 6,
+            "most recent first");
+    ngram_pool_add(&p, g1, &err); /* refresh: 6 7 moves to the front, no duplicate */
+    T_CHECK(ngram_pool_count(&p, 5) == 2 && ngram_pool_get(&p, 5, 0)[0] == 6 &&
+            ngram_pool_get(&p, 5, 0)[1] == 7, "refresh moves to the front");
+    ngram_pool_add(&p, g3, &err); /* full: the oldest (8 9) drops out */
+    T_CHECK(ngram_pool_count(&p, 5) == 2 && ngram_pool_get(&p, 5, 0)[0] == 1 &&
+            ngram_pool_get(&p, 5, 1)[0] == 6, "eviction of the oldest");
+    T_CHECK(ngram_pool_get(&p, 5, 2) == NULL && ngram_pool_count(&p, 4) == 0, "absent");
+    /* growth: many keys survive rehashing */
+    for (int32_t k = 100; k < 1100; k++) {
+        int32_t g[3] = {k, k + 1, k + 2};
+        ngram_pool_add(&p, g, &err);
+    }
+    int ok = 1;
+    for (int32_t k = 100; k < 1100; k++) {
+        const int32_t *c = ngram_pool_get(&p, k, 0);
+        ok &= c && c[0] == k + 1 && c[1] == k + 2 && ngram_pool_count(&p, k) == 1;
+    }
+    T_CHECK(ok && ngram_pool_count(&p, 5) == 2, "1000 keys after growth");
+    ngram_pool_free(&p);
+    /* add_all feeds a growing history incrementally */
+    ngram_pool_init(&p, 2, 4, &err);
+    int32_t h[] = {1, 2, 1, 3, 1, 2};
+    ngram_pool_add_all(&p, h, 4, 0, &err);
+    T_CHECK(ngram_pool_count(&p, 1) == 2 && ngram_pool_count(&p, 2) == 1, "add_all 4");
+    ngram_pool_add_all(&p, h, 6, 4, &err);
+    T_CHECK(ngram_pool_count(&p, 1) == 2 && ngram_pool_get(&p, 1, 0)[0] == 2 &&
+            ngram_pool_count(&p, 3) == 1, "add_all incremental refreshes 1 2");
+    ngram_pool_free(&p);
+    T_CHECK(ngram_pool_init(&p, 1, 2, &err) == ST_ERR_ARG, "n = 1 refused");
+}
+
+static void test_lookup(void) {
+    /*               0  1  2  3  4  5  6  7  8  9 10 11 */
+    int32_t h[] = {7, 1, 2, 3, 9, 1, 2, 4, 5, 8, 1, 2};
+    int32_t out[4 * 3], lens[4];
+    int32_t n = ngram_lookup(h, 12, 1, 3, 3, 4, out, lens);
+    /* key "8 1 2": none; "1 2": at 5 (-> 4 5 8) then at 1 (-> 3 9 1); "2": at 6 is a
+     * prefix duplicate of 4 5 8? no: "2" at 6 -> 4 5 8 (same as before, dropped), at 2 ->
+     * 3 9 1 (dropped) */
+    T_CHECK(n == 2, "two proposals (got %d)", n);
+    T_CHECK(n >= 2 && lens[0] == 3 && out[0] == 4 && out[1] == 5 && out[2] == 8 &&
+            lens[1] == 3 && out[3] == 3 && out[4] == 9, "most recent match first");
+    int32_t h2[] = {4, 5, 6, 4, 5, 6, 4};
+    n = ngram_lookup(h2, 7, 1, 2, 8, 4, out, lens);
+    /* "6 4" at 2 -> 5 6 4 (3 tokens to the end) */
+    T_CHECK(n >= 1 && lens[0] == 3 && out[0] == 5 && out[1] == 6 && out[2] == 4,
+            "a match near the end proposes what there is (len %d)", n ? lens[0] : -1);
+    T_CHECK(ngram_lookup(h2, 1, 1, 2, 8, 4, out, lens) == 0, "one token: nothing");
+}
+
+static void test_tree_dedup(void) {
+    spec_tree t;
+    spec_tree_init(&t);
+    st_err err = {0};
+    int32_t a[] = {1, 2, 3}, b[] = {1, 2, 4}, c[] = {1, 5}, d[] = {1, 2, 3};
+    spec_tree_add(&t, a, 3, &err);
+    spec_tree_add(&t, b, 3, &err);
+    spec_tree_add(&t, c, 2, &err);
+    spec_tree_add(&t, d, 3, &err);
+    T_CHECK(t.n_nodes == 5 && t.n_cand == 4, "5 nodes for 4 candidates (got %d)", t.n_nodes);
+    T_CHECK(t.cand_node[t.cand_off[1] + 2] == 3 && t.cand_node[t.cand_off[1]] == 0 &&
+            t.cand_node[t.cand_off[2] + 1] == 4 && t.parent[4] == 0 && t.parent[3] == 1,
+            "index map and parents");
+    T_CHECK(!memcmp(t.cand_node + t.cand_off[0], t.cand_node + t.cand_off[3], 3 * sizeof(int32_t)),
+            "a duplicate candidate maps to the same nodes");
+    int ok = 1;
+    for (int32_t k = 0; k < t.n_nodes; k++) ok &= t.parent[k] < k;
+    T_CHECK(ok, "parents before children");
+    T_CHECK(spec_tree_add(&t, a, 0, &err) == ST_ERR_ARG, "empty draft refused");
+    spec_tree_free(&t);
+}
+
+/* ---- with a model ---- */
+
+/* Linear greedy decoding of n tokens after prompt[0..np), one token per forward pass in a
+ * fresh context; out[0..n). */
+static bool greedy_linear(const model *m, const int32_t *prompt, int32_t np, int32_t n,
+                          int32_t *out) {
+    int32_t V = m->hp.n_vocab;
+    model_ctx *c = t_new_ctx(m, np + n + 1);
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    st_err err = {0};
+    bool ok = c && lg && model_forward_linear(c, prompt, np, 0, lg, &err) == ST_OK;
+    for (int32_t i = 0; ok && i < n; i++) {
+        out[i] = sample_argmax(lg, V);
+        if (i + 1 < n) ok = model_forward_linear(c, &out[i], 1, np + i, lg, &err) == ST_OK;
+    }
+    if (!ok) fprintf(stderr, "greedy_linear: %s\n", err.msg);
+    free(lg);
+    model_ctx_free(c);
+    return ok;
+}
+
+/* Pack / unpack / accept on one step: candidates that follow the greedy continuation g
+ * for exactly j tokens, then leave it. */
+static void test_pack_accept(const model *m, const int32_t *prompt, int32_t np, const char *name) {
+    enum { L = 6 };
+    int32_t g[L + 2];
+    if (!greedy_linear(m, prompt, np, L + 1, g)) {
+        T_CHECK(0, "%s: linear greedy", name);
+        return;
+    }
+    int32_t V = m->hp.n_vocab;
+    for (int32_t j = 0; j <= L; j++) {
+        forest *f = forest_init(np + 64, 0);
+        model_ctx *c = t_new_ctx(m, np + 64);
+        step_plan p;
+        step_plan_init(&p);
+        spec_tree t;
+        spec_tree_init(&t);
+        st_err err = {0};
+        forest_id tip;
+        forest_add_root(f, prompt, NULL, np, 0, &tip, &err);
+        /* candidate 0: g[0..j) then a wrong token; candidate 1: a wrong first token;
+         * candidate 2: g[0..j) then the wrong token's neighbour (a shared prefix) */
+        int32_t c0[L + 1], c1[2], c2[L + 1];
+        memcpy(c0, g, sizeof(int32_t) * (size_t)j);
+        memcpy(c2, g, sizeof(int32_t) * (size_t)j);
+        c0[j] = (g[j] + 1) % V;
+        c2[j] = (g[j] + 2) % V;
+        c1[0] = (g[0] + 3) % V;
+        c1[1] = g[1];
+        spec_tree_add(&t, c0, j + 1, &err);
+        spec_tree_add(&t, c1, 2, &err);
+        spec_tree_add(&t, c2, j + 1, &err);
+        T_CHECK(t.n_nodes == j + 4, "%s j=%d: shared prefix stored once (%d nodes)", name, j,
+                t.n_nodes);
+        st_code rc = spec_tree_pack(&t, f, tip, &err);
+        if (!rc) rc = step_forest(f, &p, c, &err);
+        T_CHECK(rc == ST_OK, "%s j=%d: step: %s", name, j, err.msg);
+        /* unpack: candidate 0's predictions are the greedy tokens of its prefixes; the
+         * first j+1 equal g (the rest follow the wrong token; checked linearly below) */
+        int32_t pred[L + 2];
+        int32_t np0 = spec_tree_unpack(&t, &p, tip, 0, pred);
+        T_CHECK(np0 == j + 2, "%s j=%d: unpack length %d", name, j, np0);
+        int ok = np0 == j + 2;
+        for (int32_t k = 0; ok && k <= j; k++) ok &= pred[k] == g[k];
+        int32_t *seq = malloc(sizeof(int32_t) * (size_t)(np + j + 2));
+        memcpy(seq, prompt, sizeof(int32_t) * (size_t)np);
+        memcpy(seq + np, c0, sizeof(int32_t) * (size_t)(j + 1));
+        int32_t after_wrong;
+        ok &= greedy_linear(m, seq, np + j + 1, 1, &after_wrong) && pred[j + 1] == after_wrong;
+        free(seq);
+        T_CHECK(ok, "%s j=%d: unpacked predictions equal linear greedy", name, j);
+        int32_t acc[L + 8], n_acc = 0;
+        forest_id last;
+        rc = spec_tree_accept(&t, f, &p, tip, acc, &n_acc, &last, &err);
+        ok = rc == ST_OK && n_acc == j + 1;
+        for (int32_t k = 0; ok && k <= j; k++) ok &= acc[k] == g[k];
+        T_CHECK(ok, "%s j=%d: accepted %d tokens (want %d + the next)", name, j, n_acc - 1, j);
+        T_CHECK(forest_check(f, &err) == ST_OK, "%s j=%d: invariants: %s", name, j, err.msg);
+        T_CHECK(forest_n_live(f) == np + j, "%s j=%d: rejected nodes pruned (%d live)", name, j,
+                forest_n_live(f));
+        T_CHECK(kv_alloc_used(forest_kv(f)) == np + j, "%s j=%d: their slots freed", name, j);
+        const forest_node *ln = forest_get(f, last);
+        T_CHECK(ln && ln->depth == np - 1 + j && ln->state == FOREST_COMPUTED,
+                "%s j=%d: last accepted node at depth %d", name, j, ln ? ln->depth : -1);
+        spec_tree_free(&t);
+        step_plan_free(&p);
+        model_ctx_free(c);
+        forest_free(f);
+    }
+}
+
+/* The lookahead window's layout under a tip. */
+static void test_la_layout(void) {
+    int32_t hist[] = {10, 11, 12, 13, 14};
+    lookahead_params lp = {.w = 4, .n = 4, .g = 2, .seed = 3};
+    st_err err = {0};
+    lookahead *la = lookahead_init(&lp, hist, 5, &err);
+    T_CHECK(la && lookahead_rows(la) == 3 + 4 * 2, "rows (W-1) + W(N-2)");
+    forest *f = forest_init(64, 0);
+    forest_id tip;
+    forest_add_root(f, hist, NULL, 5, 0, &tip, &err);
+    T_CHECK(lookahead_pack(la, f, tip, &err) == ST_OK, "pack: %s", err.msg);
+    int ok = lookahead_guess(la, 0, 0) == 14;
+    for (int32_t l = 0; l < 3; l++)
+        for (int32_t i = 0; i < 4; i++) {
+            if (l == 0 && i == 0) continue;
+            const forest_node *nd = forest_get(f, lookahead_node(la, l, i));
+            forest_id want_parent = l == 0 ? (i == 1 ? tip : lookahead_node(la, 0, i - 1))
+                                           : (l == 1 && i == 0 ? tip : lookahead_node(la, l - 1, i));
+            if (l == 1 && i > 0) want_parent = lookahead_node(la, 0, i);
+            ok &= nd && nd->depth == 4 + i + l && nd->token == lookahead_guess(la, l, i) &&
+                  forest_id_at(f, nd->parent) == want_parent && (nd->flags & FOREST_WANT_LOGITS);
+        }
+    T_CHECK(ok, "node (l, i) at depth tip + i + l under its level-0 column / lower level");
+    T_CHECK(forest_n_live(f) == 5 + 11 && forest_check(f, &err) == ST_OK, "window nodes live");
+    lookahead_cancel(la, f);
+    T_CHECK(forest_n_live(f) == 5 && forest_check(f, &err) == ST_OK, "cancel prunes the window");
+    lookahead_free(la);
+    forest_free(f);
+    lp.n = 1;
+    T_CHECK(lookahead_init(&lp, hist, 5, &err) == NULL && err.code == ST_ERR_ARG, "N = 1 refused");
+}
+
+/* Greedy decoding of n tokens through the driver vs linear greedy. */
+static void spec_case(const model *m, const int32_t *prompt, int32_t np, int32_t n,
+                      const spec_params *sp, int32_t n_slots, const char *name, const char *what) {
+    int32_t *ref = malloc(sizeof(int32_t) * (size_t)n), *got = malloc(sizeof(int32_t) * (size_t)(n + 4200));
+    if (!greedy_linear(m, prompt, np, n, ref)) {
+        T_CHECK(0, "%s: linear greedy", name);
+        free(ref), free(got);
+        return;
+    }
+    forest *f = forest_init(n_slots, 0);
+    model_ctx *c = t_new_ctx_rows(m, n_slots, 48);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    forest_id tip;
+    forest_add_root(f, prompt, NULL, np, 0, &tip, &err);
+    spec *s = spec_init(sp, f, tip, &err);
+    T_CHECK(s != NULL, "%s %s: init: %s", name, what, err.msg);
+    int32_t made = 0, steps = 0;
+    bool inv = true;
+    while (s && made < n) {
+        int32_t k = 0;
+        st_code rc = spec_step(s, f, &p, c, got + made, &k, &err);
+        if (rc) {
+            T_CHECK(0, "%s %s: step %d: %s", name, what, steps, err.msg);
+            break;
+        }
+        made += k;
+        steps++;
+        inv &= forest_check(f, &err) == ST_OK;
+    }
+    int ok = made >= n;
+    int32_t first_diff = -1;
+    for (int32_t i = 0; ok && i < n; i++)
+        if (got[i] != ref[i]) {
+            ok = 0;
+            first_diff = i;
+        }
+    const spec_stats *st = s ? spec_get_stats(s) : NULL;
+    T_CHECK(ok, "%s %s: %d greedy tokens identical (first difference at %d)", name, what, n,
+            first_diff);
+    T_CHECK(inv, "%s %s: invariants after every step: %s", name, what, err.msg);
+    T_CHECK(st && st->emitted == made && st->steps == steps && st->accepted == made - steps,
+            "%s %s: statistics add up", name, what);
+    if (getenv("MD_SPEC_VERBOSE") && st)
+        fprintf(stderr, "%s %s: %d tokens in %d steps (%lld draft rows, %lld window rows)\n",
+                name, what, made, steps, (long long)st->draft_rows, (long long)st->la_rows);
+    spec_free(s);
+    step_plan_free(&p);
+    model_ctx_free(c);
+    forest_free(f);
+    free(ref), free(got);
+}
+
+/* The grid of settings every model runs. */
+static void spec_grid(const model *m, const int32_t *prompt, int32_t np, int32_t n, const char *name) {
+    struct { int32_t dl, nd, rows, w, nn, g; bool adapt; int32_t slots; const char *what; } cs[] = {
+        {8, 4, 16, 0, 4, 4, true, 0, "lookup+pool adaptive"},
+        {5, 2, 8, 0, 3, 4, false, 0, "lookup+pool fixed 5"},
+        {1, 1, 1, 0, 0, 0, false, 0, "lookup 1 token"},
+        {0, 0, 16, 2, 2, 1, true, 0, "lookahead 2,2,1"},
+        {0, 0, 16, 3, 3, 2, true, 0, "lookahead 3,3,2"},
+        {4, 2, 24, 5, 4, 4, true, 0, "lookahead 5,4,4 + lookup"},
+        {0, 0, 32, 2, 6, 3, true, 0, "lookahead 2,6,3"},
+        {8, 4, 16, 4, 3, 4, true, 12, "small cache cuts drafts"},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        spec_params sp = spec_default_params();
+        sp.draft_len = cs[i].dl;
+        sp.n_drafts = cs[i].nd;
+        sp.max_rows = cs[i].rows;
+        sp.adaptive = cs[i].adapt;
+        sp.pool_n = cs[i].w ? 0 : cs[i].nn;
+        sp.la.w = cs[i].w;
+        sp.la.n = cs[i].nn;
+        sp.la.g = cs[i].g;
+        int32_t slots = cs[i].slots ? np + n + cs[i].slots : np + n + 128;
+        spec_case(m, prompt, np, n, &sp, slots, name, cs[i].what);
+    }
+}
+
+static void run_random(mkmodel_params mp, const char *name) {
+    st_err err = {0};
+    model *m = t_random_model(&mp, &err);
+    T_CHECK(m != NULL, "%s: %s", name, err.msg);
+    if (!m) return;
+    /* a repetitive prompt (lookup drafts find matches) and a varied one */
+    int32_t rep[24], var[9];
+    for (int32_t i = 0; i < 24; i++) rep[i] = 300 + (i % 5) * 7;
+    for (int32_t i = 0; i < 9; i++) var[i] = 260 + (int32_t)((i * 97u + 13) % (uint32_t)(mp.n_vocab - 260));
+    test_pack_accept(m, var, 9, name);
+    spec_grid(m, rep, 24, 40, name);
+    spec_grid(m, var, 9, 33, name);
+    model_free(m);
+}
+
+static void run_text_model(const char *path, const char *name, const char *const *texts,
+                           int n_texts, int32_t n_gen) {
+    st_err err = {0};
+    model *m = model_load(path, &err);
+    T_CHECK(m != NULL, "%s: %s", name, err.msg);
+    tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
+    T_CHECK(tk != NULL, "%s tokenizer: %s", name, err.msg);
+    for (int i = 0; m && tk && i < n_texts; i++) {
+        int32_t prompt[512];
+        int32_t np = tok_encode(tk, texts[i], strlen(texts[i]), true, false, prompt, 512);
+        if (np < 1 || np > 512) continue;
+        if (i == 0) test_pack_accept(m, prompt, np, name);
+        spec_grid(m, prompt, np, n_gen, name);
+    }
+    tok_free(tk);
+    model_free(m);
+}
+
+int main(void) {
+    test_pool();
+    test_lookup();
+    test_tree_dedup();
+    test_la_layout();
+
+    mkmodel_params mp = mkmodel_default_params();
+    run_random(mp, "random F32");
+    mp.wtype = DT_Q8_0;
+    mp.n_embd = 128;
+    mp.n_head = 4;
+    mp.n_head_kv = 1;
+    mp.seed = 7;
+    run_random(mp, "random Q8_0 GQA 4");
+    mp = mkmodel_default_params();
+    mp.wtype = DT_Q4_K;
+    mp.n_embd = 256;
+    mp.n_ff = 512;
+    mp.seed = 9;
+    run_random(mp, "random Q4_K");
+
+    static const char *const stories[] = {
+        "Once upon a time, there was a little girl named Lily. She",
+        "The cat sat on the mat. The dog sat on the mat. The cat",
+        "Tom had a red ball. Tom had a red ball. Tom",
+    };
+    const char *sp = t_shared("models/stories260K.gguf");
+    if (sp) run_text_model(sp, "stories260K", stories, 3, 48);
+    else T_SKIP("stories260K fixture absent");
+
+    static const char *const smol[] = {
+        "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n",
+        "The capital of France is Paris. The capital of Germany is",
+    };
+    const char *smol_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    FILE *fp = fopen(smol_path, "rb");
+    if (fp) {
+        fclose(fp);
+        run_text_model(smol_path, "SmolLM2", smol, 2, 40);
+    } else {
+        T_SKIP("SmolLM2 absent (sh tools/fetch-model.sh)");
+    }
+    return t_done();
+}
