@@ -29,6 +29,7 @@ int cmd_beam(int argc, char **argv);
 int cmd_cot(int argc, char **argv);
 int cmd_bench_beam(int argc, char **argv);
 int cmd_bench_cot(int argc, char **argv);
+int cmd_bench_spec(int argc, char **argv);
 /* `margins` (cmd_margins.c): Writing in the Margins over one forest. */
 int cmd_margins(int argc, char **argv);
 /* `tui` and `multidecode -m MODEL ...` (cmd_tui.c): the interactive explorer. */

@@ -17,7 +17,8 @@
 static void bench_usage(FILE *f) {
     fprintf(f, "usage: multidecode bench decode -m MODEL [options]\n"
                "       multidecode bench forest|ask --help  (forest step and ask benchmarks)\n"
-               "       multidecode bench beam|cot --help  (beam search and chains of thought)\n\n"
+               "       multidecode bench beam|cot --help  (beam search and chains of thought)\n"
+               "       multidecode bench spec --help  (drafts and lookahead vs plain greedy)\n\n"
                "  -m, --model PATH     GGUF model file\n"
                "  -p, --prompt N       prompt tokens to prefill (default 128)\n"
                "  -n, --tokens N       tokens to generate (default 64)\n"
@@ -81,6 +82,8 @@ int cmd_bench(int argc, char **argv) {
     /* the strategy benchmarks live in cmd_bench_strategy.c */
     if (argc >= 2 && !strcmp(argv[1], "beam")) return cmd_bench_beam(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "cot")) return cmd_bench_cot(argc - 1, argv + 1);
+    /* exact speculative decoding lives in cmd_bench_spec.c */
+    if (argc >= 2 && !strcmp(argv[1], "spec")) return cmd_bench_spec(argc - 1, argv + 1);
     if (argc < 2 || strcmp(argv[1], "decode") != 0) {
         if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
             bench_usage(stdout);

@@ -11,7 +11,11 @@
  * Branches: the prompt is one root chain; k branches with seeds seed, seed + 1, ... grow
  * from its last token (engine/grow.h), all advanced by one forest step per token, and
  * each is printed at the end. Branch i makes exactly the tokens that linear decoding
- * with --seed seed+i makes, since its leaf sees the same keys as the linear sequence. */
+ * with --seed seed+i makes, since its leaf sees the same keys as the linear sequence.
+ *
+ * Drafts (--draft, --lookahead W,N,G): greedy decoding accelerated by tree-verified drafts
+ * (engine/spec.h); the tokens are those of plain greedy decoding, several per step when
+ * the drafts are right. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,7 @@
 #include "../engine/step.h"
 #include "app.h"
 #include "prompt.h"
+#include "spec_opts.h"
 
 static void gen_usage(FILE *f) {
     fprintf(f,
@@ -40,7 +45,8 @@ static void gen_usage(FILE *f) {
             "      --branches K     K continuations (seeds S, S+1, ...) grown together in one\n"
             "                       forest, one step per token, printed at the end (default 1)\n"
             "      --json           with --branches: a JSON list of {branch, seed, tokens,\n"
-            "                       text, ended} on stdout\n");
+            "                       text, ended} on stdout\n"
+            SPEC_HELP);
 }
 
 /* The linear path: prefill, then one token per forward pass, streamed. */
@@ -104,6 +110,82 @@ out:
     sampler_free(&smp);
     free(toks);
     free(logits);
+    return rc;
+}
+
+/* The draft path: speculative greedy decoding, streamed. */
+static st_code gen_spec(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, bool chat,
+                        const spec_opts *so, int64_t n_gen, bool quiet, st_err *err) {
+    forest *f = forest_init(pm->n_slots, 0);
+    step_plan plan;
+    step_plan_init(&plan);
+    spec *s = NULL;
+    int32_t *out = NULL;
+    st_code rc = ST_OK;
+    forest_id tip;
+    if (!f) {
+        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = forest_add_root(f, prompt, NULL, n_prompt, 0, &tip, err))) goto out;
+    if (!(s = spec_init(&so->sp, f, tip, err))) {
+        rc = err->code;
+        goto out;
+    }
+    if (!(out = malloc(sizeof(int32_t) * (size_t)spec_max_emit(s)))) {
+        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    tok_stream ts;
+    tok_stream_init(&ts);
+    char buf[256];
+    for (int32_t i = 0; i < n_prompt; i++)
+        if (tok_stream_put(pm->tk, &ts, prompt[i], buf, sizeof buf) < sizeof buf && !chat)
+            fputs(buf, stdout);
+    fflush(stdout);
+    double t0 = app_now(), t1 = t0;
+    int64_t made = 0;
+    bool full = false, eog = false;
+    while (made < n_gen && !eog) {
+        int32_t k = 0;
+        rc = spec_step(s, f, &plan, pm->ctx, out, &k, err);
+        if (rc == ST_NO_KV_SLOT) {
+            full = true;
+            rc = ST_OK;
+            break;
+        }
+        if (rc) goto out;
+        if (spec_get_stats(s)->steps == 1) t1 = app_now();
+        for (int32_t i = 0; i < k && made < n_gen; i++) {
+            if (tok_is_eog(pm->tk, out[i])) {
+                eog = true;
+                break;
+            }
+            made++;
+            if (tok_stream_put(pm->tk, &ts, out[i], buf, sizeof buf) < sizeof buf) fputs(buf, stdout);
+        }
+        fflush(stdout);
+    }
+    if (tok_stream_flush(pm->tk, &ts, buf, sizeof buf) < sizeof buf) fputs(buf, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    double t2 = app_now();
+    if (full) fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full\n", pm->n_slots);
+    if (!quiet) {
+        const spec_stats *st = spec_get_stats(s);
+        char what[160];
+        fprintf(stderr, "drafts: %s; %lld steps, %.2f tokens per step (%lld draft tokens accepted "
+                "of %lld draft rows, %lld window rows); first step (prefill) %.3f s; %lld tokens "
+                "in %.3f s (%.1f tok/s)\n", spec_opts_describe(so, what, sizeof what),
+                (long long)st->steps, (double)st->emitted / (double)(st->steps ? st->steps : 1),
+                (long long)st->accepted, (long long)st->draft_rows, (long long)st->la_rows,
+                t1 - t0, (long long)made, t2 - t0, (double)made / (t2 - t0 + 1e-12));
+    }
+out:
+    free(out);
+    spec_free(s);
+    step_plan_free(&plan);
+    forest_free(f);
     return rc;
 }
 
@@ -200,8 +282,9 @@ int cmd_generate(int argc, char **argv) {
         {"prompt", 1, 0, 'p'}, {"tokens", 1, 0, 'n'}, {"quiet", 0, 0, 'q'},
         {"chat", 0, 0, 'C'},  {"system", 1, 0, 'Y'}, {"chat-template", 1, 0, 'E'},
         {"raw", 0, 0, 'R'},   {"branches", 1, 0, 'b'}, {"json", 0, 0, 'J'},
-        {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
+        SPEC_LONGOPTS,        {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
     prompt_model_opts mo = prompt_model_default_opts();
+    spec_opts so = spec_default_opts();
     const char *prompt = "";
     int64_t n_gen = 128, branches = 1;
     bool quiet = false, json = false;
@@ -210,7 +293,7 @@ int cmd_generate(int argc, char **argv) {
     int ch, r;
     while ((ch = getopt_long(argc, argv, "m:p:n:t:c:qh", lo, NULL)) != -1) {
         if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&sp, ch, optarg)) >= 0 ||
-            (r = prompt_chat_opt(&pc, ch, optarg)) >= 0) {
+            (r = prompt_chat_opt(&pc, ch, optarg)) >= 0 || (r = spec_opt(&so, ch, optarg)) >= 0) {
             if (r) return r;
             continue;
         }
@@ -233,6 +316,7 @@ int cmd_generate(int argc, char **argv) {
     if (!mo.path) return app_usage_error("generate needs a model: -m MODEL");
     if ((r = prompt_chat_check(&pc))) return r;
     if (json && branches < 2) return app_usage_error("--json goes with --branches K (K >= 2)");
+    if (so.on && branches > 1) return app_usage_error("--draft and --lookahead decode one greedy sequence: not with --branches");
 
     st_err err = {0};
     prompt_model pm;
@@ -243,7 +327,9 @@ int cmd_generate(int argc, char **argv) {
     st_code rc = toks ? ST_OK : err.code;
     if (!rc) prompt_report_chat(&pc, kind, quiet);
     if (!rc) rc = prompt_check_fits(n_prompt, pm.n_slots, "the prompt", &err);
-    if (!rc && branches == 1)
+    if (!rc && so.on)
+        rc = gen_spec(&pm, toks, n_prompt, pc.on, &so, n_gen, quiet, &err);
+    else if (!rc && branches == 1)
         rc = gen_linear(&pm, toks, n_prompt, pc.on, &sp, n_gen, quiet, mo.backend, &err);
     else if (!rc)
         rc = gen_branches(&pm, toks, n_prompt, &sp, n_gen, (int32_t)branches, json, quiet, &err);

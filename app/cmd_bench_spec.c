@@ -1,0 +1,303 @@
+/* cmd_bench_spec.c - `multidecode bench spec`: exact speculative greedy decoding (drafts
+ * verified as a tree, lookahead decoding) against plain greedy decoding, JSON out.
+ *
+ * Three tasks, as user messages in the model's chat template when it has one: code (a
+ * function to rewrite: the answer copies much of it), summarisation of a given document
+ * (prompt lookup's best case) and free story writing (little to copy). For each task the
+ * prompt but its last token is prefilled untimed; then each setting decodes up to -n
+ * greedy tokens (stopping at end-of-generation) and is timed from there: plain greedy
+ * (one token per forward pass, the `generate` path) first, then every draft setting, in
+ * one run, side by side. Each run reports steps, tokens per step, draft and window rows,
+ * seconds, tokens/s, the speedup over plain, and whether its tokens equal plain greedy's
+ * (they must: the methods are exact). */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/forest.h"
+#include "../engine/sample.h"
+#include "../engine/spec.h"
+#include "../engine/step.h"
+#include "app.h"
+#include "prompt.h"
+
+static const char bs_code[] =
+    "Add a docstring to each function of this Python module and return the whole module.\n\n"
+    "```python\n"
+    "import math\n\n"
+    "def mean(values):\n"
+    "    total = 0.0\n"
+    "    for v in values:\n"
+    "        total += v\n"
+    "    return total / len(values)\n\n"
+    "def variance(values):\n"
+    "    m = mean(values)\n"
+    "    total = 0.0\n"
+    "    for v in values:\n"
+    "        total += (v - m) ** 2\n"
+    "    return total / len(values)\n\n"
+    "def stddev(values):\n"
+    "    return math.sqrt(variance(values))\n\n"
+    "def normalize(values):\n"
+    "    m = mean(values)\n"
+    "    s = stddev(values)\n"
+    "    return [(v - m) / s for v in values]\n"
+    "```\n";
+
+static const char bs_summary[] =
+    "Summarize the following article in a few sentences.\n\n"
+    "The city council of Riverton voted on Tuesday to build a new public library on the site "
+    "of the old train station. The library will have three floors, a children's reading room, "
+    "a makerspace with 3D printers, and a rooftop garden that will be open to the public. The "
+    "project is expected to cost 24 million dollars, of which 15 million will come from a "
+    "state grant and the rest from a local bond approved by voters last year. Construction "
+    "will begin in the spring and is planned to take two years. Mayor Elena Ortiz said the "
+    "new library would be a place where people of all ages could learn, meet and share ideas. "
+    "Some residents had asked the council to keep the old train station as a museum, but the "
+    "council decided that the building was too damaged to repair. The train station's clock "
+    "tower will be kept and placed at the entrance of the new library. The current library, "
+    "which opened in 1962, will close when the new one opens, and its building will become a "
+    "community center.\n";
+
+static const char bs_story[] =
+    "Write a short story about a robot who learns to paint.\n";
+
+static const struct {
+    const char *name, *text;
+} bs_tasks[] = {{"code", bs_code}, {"summary", bs_summary}, {"story", bs_story}};
+#define BS_N_TASKS ((int)(sizeof bs_tasks / sizeof bs_tasks[0]))
+
+/* The default settings: drafts (adaptive and fixed lengths) and a lookahead grid. */
+static const char *const bs_default_settings =
+    "draft;draft:len=4,fixed;draft:len=8,fixed;la:2,3,2;la:4,3,4;la:5,4,4;la:3,4,4+draft";
+
+static void bs_usage(FILE *f) {
+    fprintf(f,
+            "usage: multidecode bench spec -m MODEL [options]\n\n"
+            "  -m, --model PATH     GGUF model file (its tokenizer makes the prompts)\n"
+            "  -t, --threads N      CPU threads (default: one per core)\n"
+            "  -n, --tokens N       greedy tokens per task (default 128; fewer when the\n"
+            "                       model ends its answer)\n"
+            "      --tasks LIST     comma-separated subset of code,summary,story\n"
+            "      --settings LIST  ';'-separated settings (default \"%s\"):\n"
+            "                       draft[:len=K,drafts=M,rows=R,key=G,pool=N,fixed] or\n"
+            "                       la:W,N,G[+draft] (lookahead; +draft adds prompt lookup)\n"
+            "      --raw            prompts as plain text, no chat template\n",
+            bs_default_settings);
+}
+
+/* Parses one setting; false when malformed. */
+static bool bs_parse_setting(const char *s, spec_params *sp) {
+    *sp = spec_default_params();
+    if (!strncmp(s, "la:", 3)) {
+        int w, n, g, end = 0;
+        if (sscanf(s + 3, "%d,%d,%d%n", &w, &n, &g, &end) != 3 || w < 1 || n < 2 || n > 16 || g < 0)
+            return false;
+        sp->la = (lookahead_params){.w = w, .n = n, .g = g, .seed = 1};
+        if (!strcmp(s + 3 + end, "+draft")) return true;
+        sp->draft_len = 0;
+        return s[3 + end] == 0;
+    }
+    if (strncmp(s, "draft", 5)) return false;
+    s += 5;
+    if (!*s) return true;
+    if (*s++ != ':') return false;
+    while (*s) {
+        int v, end = 0;
+        if (!strncmp(s, "fixed", 5)) {
+            sp->adaptive = false;
+            end = 5;
+        } else if (sscanf(s, "len=%d%n", &v, &end) == 1 && v >= 0 && v <= 256) sp->draft_len = v;
+        else if (sscanf(s, "drafts=%d%n", &v, &end) == 1 && v >= 0 && v <= 64) sp->n_drafts = v;
+        else if (sscanf(s, "rows=%d%n", &v, &end) == 1 && v >= 0 && v <= 4096) sp->max_rows = v;
+        else if (sscanf(s, "key=%d%n", &v, &end) == 1 && v >= 1 && v <= 16) {
+            sp->key_min = v;
+            if (sp->key_max < v) sp->key_max = v;
+        } else if (sscanf(s, "pool=%d%n", &v, &end) == 1 && (v == 0 || (v >= 2 && v <= 16))) sp->pool_n = v;
+        else return false;
+        s += end;
+        if (*s == ',') s++;
+        else if (*s) return false;
+    }
+    return true;
+}
+
+typedef struct bs_run {
+    int32_t *toks;
+    int32_t n;
+    int64_t steps, draft_rows, la_rows;
+    double secs;
+} bs_run;
+
+/* Plain greedy: one token per forward pass after the prefilled prompt[0..np-1). */
+static st_code bs_plain(prompt_model *pm, const int32_t *prompt, int32_t np, int32_t n_gen,
+                        bs_run *r, st_err *err) {
+    int32_t V = pm->m->hp.n_vocab;
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    if (!lg) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    st_code rc = model_forward_linear(pm->ctx, prompt, np - 1, 0, lg, err);
+    double t0 = app_now();
+    int32_t cur = prompt[np - 1];
+    r->n = 0;
+    for (int32_t i = 0; !rc && r->n < n_gen; i++) {
+        if ((rc = model_forward_linear(pm->ctx, &cur, 1, np - 1 + i, lg, err))) break;
+        r->steps++;
+        cur = sample_argmax(lg, V);
+        if (tok_is_eog(pm->tk, cur)) break;
+        r->toks[r->n++] = cur;
+    }
+    r->secs = app_now() - t0;
+    free(lg);
+    return rc;
+}
+
+/* The speculative driver after the prefilled prompt[0..np-1) (its last token pending). */
+static st_code bs_spec(prompt_model *pm, const int32_t *prompt, int32_t np, int32_t n_gen,
+                       const spec_params *sp, bs_run *r, st_err *err) {
+    forest *f = forest_init(pm->n_slots, 0);
+    step_plan p;
+    step_plan_init(&p);
+    spec *s = NULL;
+    int32_t *out = NULL;
+    forest_id last, tip;
+    st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) rc = forest_add_root(f, prompt, NULL, np - 1, 0, &last, err);
+    if (!rc) rc = step_forest(f, &p, pm->ctx, err);
+    if (!rc) rc = forest_append(f, last, &prompt[np - 1], NULL, 1, &tip, err);
+    if (!rc && !(s = spec_init(sp, f, tip, err))) rc = err->code;
+    if (!rc && !(out = malloc(sizeof(int32_t) * (size_t)spec_max_emit(s))))
+        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+    double t0 = app_now();
+    r->n = 0;
+    bool eog = false;
+    while (!rc && r->n < n_gen && !eog) {
+        int32_t k = 0;
+        if ((rc = spec_step(s, f, &p, pm->ctx, out, &k, err))) break;
+        for (int32_t i = 0; i < k && r->n < n_gen && !eog; i++)
+            if (!(eog = tok_is_eog(pm->tk, out[i]))) r->toks[r->n++] = out[i];
+    }
+    r->secs = app_now() - t0;
+    if (s) {
+        const spec_stats *st = spec_get_stats(s);
+        r->steps = st->steps;
+        r->draft_rows = st->draft_rows;
+        r->la_rows = st->la_rows;
+    }
+    free(out);
+    spec_free(s);
+    step_plan_free(&p);
+    forest_free(f);
+    return rc;
+}
+
+static void bs_print_run(const char *setting, const bs_run *r, const bs_run *plain, bool first) {
+    bool same = r->n == plain->n && !memcmp(r->toks, plain->toks, sizeof(int32_t) * (size_t)r->n);
+    printf("%s\n    {\"setting\": \"%s\", \"tokens\": %d, \"steps\": %lld, \"tokens_per_step\": %.3f, "
+           "\"draft_rows\": %lld, \"window_rows\": %lld, \"seconds\": %.4f, \"tok_s\": %.2f, "
+           "\"speedup\": %.3f, \"same_as_plain\": %s}", first ? "" : ",", setting, r->n,
+           (long long)r->steps, r->steps ? (double)r->n / (double)r->steps : 0.0,
+           (long long)r->draft_rows, (long long)r->la_rows, r->secs,
+           r->n / (r->secs + 1e-12), plain->secs / (r->secs + 1e-12) * ((double)r->n / (plain->n ? plain->n : 1)),
+           same ? "true" : "false");
+    fflush(stdout);
+}
+
+int cmd_bench_spec(int argc, char **argv) {
+    enum { O_TASKS = 1000, O_SETTINGS, O_RAW, O_BACKEND };
+    static const struct option lo[] = {
+        {"model", 1, 0, 'm'},     {"threads", 1, 0, 't'},        {"tokens", 1, 0, 'n'},
+        {"tasks", 1, 0, O_TASKS}, {"settings", 1, 0, O_SETTINGS}, {"raw", 0, 0, O_RAW},
+        {"backend", 1, 0, O_BACKEND}, {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
+    prompt_model_opts mo = prompt_model_default_opts();
+    const char *tasks = "code,summary,story", *settings = bs_default_settings;
+    int64_t n_gen = 128, v;
+    bool raw = false;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "m:t:n:h", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'm': mo.path = optarg; break;
+        case 't':
+            if (app_parse_int(optarg, 1, 1024, &v)) return app_usage_error("bad -t '%s'", optarg);
+            mo.threads = (int32_t)v;
+            break;
+        case 'n':
+            if (app_parse_int(optarg, 1, 1 << 16, &n_gen)) return app_usage_error("bad -n '%s'", optarg);
+            break;
+        case O_TASKS: tasks = optarg; break;
+        case O_SETTINGS: settings = optarg; break;
+        case O_RAW: raw = true; break;
+        case O_BACKEND: mo.backend = optarg; break;
+        case 'h': bs_usage(stdout); return 0;
+        default: bs_usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!mo.path) return app_usage_error("bench spec needs a model: -m MODEL");
+    /* settings, checked before the model loads */
+    char *sets = strdup(settings);
+    char *names[64];
+    spec_params sps[64];
+    int n_sets = 0;
+    for (char *save = NULL, *tkn = strtok_r(sets, ";", &save); tkn; tkn = strtok_r(NULL, ";", &save)) {
+        if (n_sets == 64 || !bs_parse_setting(tkn, &sps[n_sets])) {
+            free(sets);
+            return app_usage_error("bad setting '%s' (see --help)", tkn);
+        }
+        names[n_sets++] = tkn;
+    }
+    st_err err = {0};
+    prompt_model pm;
+    if (prompt_model_open(&pm, &mo, &err)) {
+        free(sets);
+        return app_fail(&err);
+    }
+    bs_run plain = {0}, run = {0};
+    plain.toks = malloc(sizeof(int32_t) * (size_t)n_gen);
+    run.toks = malloc(sizeof(int32_t) * (size_t)n_gen);
+    st_code rc = plain.toks && run.toks ? ST_OK : st_set(&err, ST_ERR_NOMEM, "out of memory");
+    printf("{\"bench\": \"spec\", \"model\": ");
+    prompt_json_str(stdout, mo.path);
+    printf(", \"threads\": %d, \"max_tokens\": %lld, \"tasks\": [",
+           kern_backend_threads(model_ctx_backend(pm.ctx)), (long long)n_gen);
+    int n_done = 0;
+    for (int t = 0; t < BS_N_TASKS && !rc; t++) {
+        if (!strstr(tasks, bs_tasks[t].name)) continue;
+        prompt_chat pc = {.on = !raw, .raw = raw};
+        int32_t np = 0;
+        chat_kind kind = CHAT_NONE;
+        int32_t *prompt = prompt_tokens(&pm, &pc, bs_tasks[t].text, &np, &kind, &err);
+        if (!prompt && !raw) { /* no chat template: the text as it is */
+            pc.on = false;
+            prompt = prompt_tokens(&pm, &pc, bs_tasks[t].text, &np, &kind, &err);
+        }
+        if (!prompt) {
+            rc = err.code;
+            break;
+        }
+        if (np < 2 || np + n_gen + 64 > pm.n_slots)
+            rc = st_set(&err, ST_ERR_CONTEXT, "task %s: %d prompt tokens + %lld do not fit %d "
+                        "KV slots (raise -c or lower -n)", bs_tasks[t].name, np, (long long)n_gen,
+                        pm.n_slots);
+        if (!rc) {
+            printf("%s\n  {\"task\": \"%s\", \"prompt_tokens\": %d, \"chat\": %s, \"runs\": [",
+                   n_done++ ? "," : "", bs_tasks[t].name, np, kind != CHAT_NONE ? "true" : "false");
+            plain.steps = 0;
+            rc = bs_plain(&pm, prompt, np, (int32_t)n_gen, &plain, &err);
+            if (!rc) bs_print_run("plain", &plain, &plain, true);
+        }
+        for (int i = 0; i < n_sets && !rc; i++) {
+            run.steps = run.draft_rows = run.la_rows = 0;
+            if (!(rc = bs_spec(&pm, prompt, np, (int32_t)n_gen, &sps[i], &run, &err)))
+                bs_print_run(names[i], &run, &plain, false);
+        }
+        if (!rc) printf("]}");
+        free(prompt);
+    }
+    if (!rc) printf("\n]}\n");
+    free(plain.toks);
+    free(run.toks);
+    free(sets);
+    prompt_model_close(&pm);
+    return rc ? app_fail(&err) : 0;
+}
