@@ -127,7 +127,7 @@ static bool ngram_is_prefix(const int32_t *a, int32_t na, const int32_t *b, int3
 }
 
 int32_t ngram_lookup(const int32_t *hist, int32_t n, int32_t min_key, int32_t max_key,
-                     int32_t len, int32_t max_cand, int32_t *out, int32_t *lens) {
+                     int32_t len, int32_t max_cand, int32_t *out, int32_t *lens, int32_t *keys) {
     int32_t nc = 0;
     if (min_key < 1) min_key = 1;
     if (len < 1) return 0;
@@ -144,6 +144,7 @@ int32_t ngram_lookup(const int32_t *hist, int32_t n, int32_t min_key, int32_t ma
                 dup = ngram_is_prefix(c, cl, out + (size_t)k * len, lens[k]);
             if (dup) continue;
             memcpy(out + (size_t)nc * len, c, sizeof(int32_t) * (size_t)cl);
+            if (keys) keys[nc] = g;
             lens[nc++] = cl;
         }
     }

@@ -49,9 +49,10 @@ const int32_t *ngram_pool_get(const ngram_pool *p, int32_t key, int32_t i);
 /* Prompt lookup over hist[0..n): for key lengths g = max_key down to min_key, each
  * earlier occurrence of hist[n-g..n) (most recent first) proposes the up to len tokens
  * that followed it. Up to max_cand distinct proposals are written to out (row c at
- * out + c * len, lens[c] tokens; a proposal that is a prefix of an earlier one is
- * skipped). Returns the number written. */
+ * out + c * len, lens[c] tokens, keys[c] the key length that found it when keys is not
+ * NULL; a proposal that is a prefix of an earlier one is skipped). Returns the number
+ * written. */
 int32_t ngram_lookup(const int32_t *hist, int32_t n, int32_t min_key, int32_t max_key,
-                     int32_t len, int32_t max_cand, int32_t *out, int32_t *lens);
+                     int32_t len, int32_t max_cand, int32_t *out, int32_t *lens, int32_t *keys);
 
 #endif

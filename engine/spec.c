@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sample.h"
 
@@ -167,6 +168,18 @@ out:
 
 /* ---- the driver ---- */
 
+/* One draft this step: tokens at cand + i * width. */
+typedef struct spec_cand {
+    int32_t len;
+    int bucket;
+} spec_cand;
+
+/* A (draft, depth) pair to consider, with its chance of acceptance. */
+typedef struct spec_ent {
+    double q;
+    int32_t c, j;
+} spec_ent;
+
 struct spec {
     spec_params sp;
     forest_id tip;
@@ -176,15 +189,20 @@ struct spec {
     int32_t pool_fed;       /* history length already fed to the pool */
     lookahead *la;
     spec_tree tree;
-    int32_t *cand, *lens;   /* (n_drafts, draft_len), (n_drafts) */
-    int32_t *acc;           /* (max_rows + 1) */
-    int32_t cur_len;        /* adaptive draft length */
+    spec_policy pol;
+    int32_t width, cap_c;   /* tokens per draft row, drafts at most */
+    int32_t *cand;          /* (cap_c, width) this step's drafts */
+    int32_t *keys;          /* (cap_c) prompt-lookup key lengths */
+    spec_cand *cd;          /* (cap_c) */
+    int32_t n_cd;
+    spec_ent *ent;          /* (cap_c * width) */
+    int32_t *acc;           /* (max_rows + 2) */
     spec_stats st;
 };
 
 spec_params spec_default_params(void) {
     return (spec_params){.draft_len = 8, .n_drafts = 4, .max_rows = 16, .key_min = 1,
-                         .key_max = 4, .pool_n = 4, .adaptive = true,
+                         .key_max = 4, .pool_n = 4, .adaptive = true, .row_cost = 0,
                          .la = {.w = 0, .n = 4, .g = 4, .seed = 1}};
 }
 
@@ -195,7 +213,9 @@ void spec_free(spec *s) {
     lookahead_free(s->la);
     spec_tree_free(&s->tree);
     free(s->cand);
-    free(s->lens);
+    free(s->keys);
+    free(s->cd);
+    free(s->ent);
     free(s->acc);
     free(s);
 }
@@ -204,7 +224,8 @@ spec *spec_init(const spec_params *sp, forest *f, forest_id tip, st_err *err) {
     const spec_params *q = sp;
     if (q->draft_len < 0 || q->draft_len > 256 || q->n_drafts < 0 || q->n_drafts > 64 ||
         q->max_rows < 0 || q->max_rows > 4096 || q->key_min < 1 || q->key_max < q->key_min ||
-        q->pool_n < 0 || q->pool_n == 1 || q->pool_n > 16 || q->la.w < 0 || q->la.g < 0) {
+        q->pool_n < 0 || q->pool_n == 1 || q->pool_n > 16 || q->la.w < 0 || q->la.g < 0 ||
+        q->la.g > 1024) {
         st_set(err, ST_ERR_ARG, "speculative decoding: bad parameters (draft length 0..256, "
                "drafts 0..64, rows 0..4096, 1 <= key min <= key max, pool n 0 or 2..16)");
         return NULL;
@@ -218,17 +239,23 @@ spec *spec_init(const spec_params *sp, forest *f, forest_id tip, st_err *err) {
     if (!s) goto nomem;
     s->sp = *q;
     s->tip = tip;
-    s->cur_len = q->draft_len < 4 ? q->draft_len : 4;
+    spec_policy_init(&s->pol, q->row_cost);
+    int32_t pn = q->la.w > 0 ? q->la.n : q->pool_n;
+    int32_t per_key = q->la.w > 0 && q->la.g > 4 ? q->la.g : 4;
+    s->width = q->draft_len > pn - 1 ? q->draft_len : pn - 1;
+    if (s->width < 1) s->width = 1;
+    s->cap_c = q->n_drafts + per_key;
     s->cap_hist = n_path + 256;
     s->hist = malloc(sizeof(int32_t) * (size_t)s->cap_hist);
-    s->cand = malloc(sizeof(int32_t) * (size_t)(q->n_drafts * q->draft_len + 1));
-    s->lens = malloc(sizeof(int32_t) * (size_t)(q->n_drafts + 1));
+    s->cand = malloc(sizeof(int32_t) * (size_t)s->cap_c * (size_t)s->width);
+    s->keys = malloc(sizeof(int32_t) * (size_t)s->cap_c);
+    s->cd = malloc(sizeof(spec_cand) * (size_t)s->cap_c);
+    s->ent = malloc(sizeof(spec_ent) * (size_t)s->cap_c * (size_t)s->width);
     s->acc = malloc(sizeof(int32_t) * (size_t)(q->max_rows + 2));
-    if (!s->hist || !s->cand || !s->lens || !s->acc) goto nomem;
+    if (!s->hist || !s->cand || !s->keys || !s->cd || !s->ent || !s->acc) goto nomem;
     s->n_hist = forest_path(f, tip, s->hist, s->cap_hist);
     spec_tree_init(&s->tree);
-    int32_t pn = q->la.w > 0 ? q->la.n : q->pool_n;
-    if (pn >= 2 && ngram_pool_init(&s->pool, pn, q->la.w > 0 && q->la.g > 4 ? q->la.g : 4, err)) {
+    if (pn >= 2 && ngram_pool_init(&s->pool, pn, per_key, err)) {
         spec_free(s);
         return NULL;
     }
@@ -247,37 +274,88 @@ int32_t spec_max_emit(const spec *s) { return s->sp.max_rows + 1; }
 forest_id spec_tip(const spec *s) { return s->tip; }
 const spec_stats *spec_get_stats(const spec *s) { return &s->st; }
 const spec_tree *spec_last_tree(const spec *s) { return &s->tree; }
+double spec_row_cost(const spec *s) { return spec_policy_row_cost(&s->pol); }
 
-/* Adds cand (cut so that the tree stays within budget nodes); false on no memory. */
-static bool spec_offer(spec *s, const int32_t *cand, int32_t len, int32_t budget) {
-    int32_t shared = spec_tree_shared(&s->tree, cand, len);
-    int32_t room = budget - s->tree.n_nodes;
-    if (len > shared + room) len = shared + room;
-    if (len <= shared) return true; /* nothing new (or no room) */
-    return spec_tree_add(&s->tree, cand, len, NULL) == ST_OK;
+static const int32_t *spec_cand_toks(const spec *s, int32_t c) {
+    return s->cand + (size_t)c * (size_t)s->width;
 }
 
-/* This step's drafts: prompt lookup first (longest keys first), then the pool's
- * continuations of the tip's token, within budget tree nodes. */
-static bool spec_draft(spec *s, int32_t budget) {
-    spec_tree_clear(&s->tree);
+/* This step's drafts into s->cd: prompt lookup (longest keys first, then most recent),
+ * then the pool's continuations of the tip's token (without lookahead the pool is one
+ * more source, cut to the draft length like the rest). */
+static void spec_collect(spec *s) {
     const spec_params *q = &s->sp;
-    int32_t K = q->adaptive ? s->cur_len : q->draft_len;
+    s->n_cd = 0;
+    int32_t lens[64];
+    int32_t nl = q->draft_len < 1 || q->n_drafts < 1 ? 0
+                 : ngram_lookup(s->hist, s->n_hist, q->key_min, q->key_max, s->width, q->n_drafts,
+                                s->cand, lens, s->keys);
+    for (int32_t c = 0, rank = 0; c < nl; c++) {
+        rank = c > 0 && s->keys[c] == s->keys[c - 1] ? rank + 1 : 0;
+        s->cd[s->n_cd++] = (spec_cand){lens[c] < q->draft_len ? lens[c] : q->draft_len,
+                                       spec_policy_lookup_bucket(s->keys[c], rank)};
+    }
+    if (!s->pool.n || (!s->la && q->draft_len < 1)) return;
+    int32_t key = s->hist[s->n_hist - 1];
+    int32_t m = ngram_pool_count(&s->pool, key), len = s->pool.n - 1;
+    int32_t cap = s->la ? q->la.g : q->n_drafts;
+    if (!s->la && len > q->draft_len) len = q->draft_len;
+    for (int32_t i = 0; i < m && i < cap && s->n_cd < s->cap_c; i++) {
+        memcpy(s->cand + (size_t)s->n_cd * (size_t)s->width, ngram_pool_get(&s->pool, key, i),
+               sizeof(int32_t) * (size_t)len);
+        s->cd[s->n_cd++] = (spec_cand){len, s->la ? SPEC_B_LA : SPEC_B_POOL};
+    }
+}
+
+static int spec_ent_cmp(const void *a, const void *b) {
+    const spec_ent *x = a, *y = b;
+    if (x->q != y->q) return x->q < y->q ? 1 : -1;
+    if (x->c != y->c) return x->c - y->c;
+    return x->j - y->j;
+}
+
+/* The draft tree within budget nodes: every draft whole (fixed), or (adaptive) the tokens
+ * worth their row by the policy, most likely first. False on no memory. */
+static bool spec_build_tree(spec *s, int32_t budget) {
+    spec_tree_clear(&s->tree);
     if (budget < 1) return true;
-    int32_t nc = K < 1 ? 0 : ngram_lookup(s->hist, s->n_hist, q->key_min, q->key_max, K,
-                                         q->n_drafts, s->cand, s->lens);
-    for (int32_t c = 0; c < nc; c++)
-        if (!spec_offer(s, s->cand + (size_t)c * K, s->lens[c], budget)) return false;
-    /* the pool: without lookahead it is one more draft source, cut to K like the rest */
-    if (s->pool.n && (s->la || K >= 1)) {
-        int32_t key = s->hist[s->n_hist - 1];
-        int32_t cap = s->la ? q->la.g : q->n_drafts;
-        int32_t m = ngram_pool_count(&s->pool, key), len = s->pool.n - 1;
-        if (!s->la && len > K) len = K;
-        for (int32_t i = 0; i < m && i < cap; i++)
-            if (!spec_offer(s, ngram_pool_get(&s->pool, key, i), len, budget)) return false;
+    if (!s->sp.adaptive) {
+        for (int32_t c = 0; c < s->n_cd; c++) {
+            const int32_t *t = spec_cand_toks(s, c);
+            int32_t len = s->cd[c].len, shared = spec_tree_shared(&s->tree, t, len);
+            int32_t room = budget - s->tree.n_nodes;
+            if (len > shared + room) len = shared + room;
+            if (len > shared && spec_tree_add(&s->tree, t, len, NULL)) return false;
+        }
+        return true;
+    }
+    int32_t ne = 0;
+    for (int32_t c = 0; c < s->n_cd; c++) {
+        double p = spec_policy_p(&s->pol, s->cd[c].bucket), q = 1;
+        for (int32_t j = 1; j <= s->cd[c].len; j++) s->ent[ne++] = (spec_ent){q *= p, c, j};
+    }
+    qsort(s->ent, (size_t)ne, sizeof *s->ent, spec_ent_cmp);
+    double Q = 0;
+    for (int32_t e = 0; e < ne && s->tree.n_nodes < budget; e++) {
+        const int32_t *t = spec_cand_toks(s, s->ent[e].c);
+        int32_t j = s->ent[e].j, shared = spec_tree_shared(&s->tree, t, j);
+        if (shared != j - 1) continue; /* there already, or its parent was not taken */
+        if (!spec_policy_worth(&s->pol, s->ent[e].q, s->tree.n_nodes, Q)) break;
+        if (spec_tree_add(&s->tree, t, j, NULL)) return false;
+        Q += s->ent[e].q;
     }
     return true;
+}
+
+/* Acceptance statistics per draft: of its tokens that made it into the tree, how many
+ * were checked (the accepted ones and the first wrong one) and how many were right. */
+static void spec_learn(spec *s, int32_t n_acc) {
+    for (int32_t c = 0; c < s->n_cd; c++) {
+        const int32_t *t = spec_cand_toks(s, c);
+        int32_t L = spec_tree_shared(&s->tree, t, s->cd[c].len), a = 0;
+        while (a < L && a < n_acc && t[a] == s->acc[a]) a++;
+        if (L > 0) spec_policy_record(&s->pol, s->cd[c].bucket, a < L ? a + 1 : L, a);
+    }
 }
 
 static bool spec_push_hist(spec *s, const int32_t *t, int32_t n) {
@@ -293,12 +371,16 @@ static bool spec_push_hist(spec *s, const int32_t *t, int32_t n) {
     return true;
 }
 
+static double spec_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, int32_t *n_out,
                   st_err *err) {
     *n_out = 0;
-    const forest_node *tn = forest_get(f, s->tip);
-    if (!tn) return st_set(err, ST_ERR_ARG, "speculative decoding: the tip was pruned");
-    /* (tn is not used past the first append: adding nodes may move the array) */
+    if (!forest_get(f, s->tip)) return st_set(err, ST_ERR_ARG, "speculative decoding: the tip was pruned");
     /* Rows this step may add beyond what is pending already: drafts and the window are cut
      * to the free KV slots, the window first to go. */
     const kv_alloc *kv = forest_kv_const(f);
@@ -306,9 +388,11 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
     bool use_la = s->la && lookahead_rows(s->la) <= room;
     if (use_la) room -= lookahead_rows(s->la);
     int32_t budget = room < s->sp.max_rows ? room : s->sp.max_rows;
-    if (!spec_draft(s, budget)) return st_set(err, ST_ERR_NOMEM, "out of memory for drafts");
+    spec_collect(s);
+    if (!spec_build_tree(s, budget)) return st_set(err, ST_ERR_NOMEM, "out of memory for drafts");
     st_code rc = spec_tree_pack(&s->tree, f, s->tip, err);
     if (!rc && use_la && (rc = lookahead_pack(s->la, f, s->tip, err))) spec_tree_prune(&s->tree, f, NULL);
+    double t0 = spec_now();
     if (!rc && (rc = step_forest(f, p, c, err))) {
         spec_tree_prune(&s->tree, f, NULL);
         if (use_la) lookahead_cancel(s->la, f);
@@ -317,9 +401,11 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
         forest_set_flags(f, s->tip, 0, FOREST_WANT_LOGITS);
         return rc;
     }
+    spec_policy_observe(&s->pol, p->n_rows, spec_now() - t0);
     int32_t n = 0;
     forest_id last;
     if ((rc = spec_tree_accept(&s->tree, f, p, s->tip, s->acc, &n, &last, err))) return rc;
+    spec_learn(s, n - 1);
     int32_t bonus = s->acc[n - 1];
     float lp = step_logprob_of(p, last, bonus);
     forest_id new_tip;
@@ -334,16 +420,10 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
         rc = ngram_pool_add_all(&s->pool, s->hist, s->n_hist, s->pool_fed, err);
         s->pool_fed = s->n_hist;
     }
-    /* adaptive length: grow after a fully accepted draft, shrink after a rejected one */
-    int32_t drafted = s->tree.n_nodes;
-    if (drafted > 0) {
-        if (n - 1 >= s->cur_len) s->cur_len = s->cur_len * 2 < s->sp.draft_len ? s->cur_len * 2 : s->sp.draft_len;
-        else if (n == 1 && s->cur_len > 1) s->cur_len--;
-    }
     s->st.steps++;
     s->st.emitted += n;
     s->st.accepted += n - 1;
-    s->st.draft_rows += drafted;
+    s->st.draft_rows += s->tree.n_nodes;
     if (use_la) s->st.la_rows += lookahead_rows(s->la);
     s->tip = new_tip;
     memcpy(out, s->acc, sizeof(int32_t) * (size_t)n);

@@ -24,6 +24,7 @@
 #include "forest.h"
 #include "lookahead.h"
 #include "ngram.h"
+#include "spec_policy.h"
 #include "step.h"
 
 /* ---- the draft tree: pack / unpack ---- */
@@ -68,7 +69,10 @@ typedef struct spec_params {
     int32_t max_rows;   /* most draft-tree nodes per step (drafts are cut to fit) */
     int32_t key_min, key_max; /* prompt lookup key lengths */
     int32_t pool_n;     /* n-gram size of the pool of the text so far (0: no pool) */
-    bool adaptive;      /* draft length follows the recent acceptance (see spec.c) */
+    bool adaptive;      /* only draft tokens worth their row (spec_policy.h); false:
+                           every draft whole, within max_rows */
+    double row_cost;    /* adaptive: one more row's cost relative to a one-row step;
+                           <= 0: measured from the steps' timings */
     lookahead_params la;/* la.w = 0: no lookahead branch */
 } spec_params;
 
@@ -102,6 +106,8 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
 int32_t spec_max_emit(const spec *s);
 forest_id spec_tip(const spec *s);
 const spec_stats *spec_get_stats(const spec *s);
+/* The row cost the adaptive policy is using now (spec_policy.h). */
+double spec_row_cost(const spec *s);
 /* The last step's draft tree (for views and tests); valid until the next step. */
 const spec_tree *spec_last_tree(const spec *s);
 

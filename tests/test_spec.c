@@ -70,19 +70,21 @@ static void test_lookup(void) {
     /*               0  1  2  3  4  5  6  7  8  9 10 11 */
     int32_t h[] = {7, 1, 2, 3, 9, 1, 2, 4, 5, 8, 1, 2};
     int32_t out[4 * 3], lens[4];
-    int32_t n = ngram_lookup(h, 12, 1, 3, 3, 4, out, lens);
+    int32_t keys[4];
+    int32_t n = ngram_lookup(h, 12, 1, 3, 3, 4, out, lens, keys);
     /* key "8 1 2": none; "1 2": at 5 (-> 4 5 8) then at 1 (-> 3 9 1); "2": at 6 is a
      * prefix duplicate of 4 5 8? no: "2" at 6 -> 4 5 8 (same as before, dropped), at 2 ->
      * 3 9 1 (dropped) */
     T_CHECK(n == 2, "two proposals (got %d)", n);
     T_CHECK(n >= 2 && lens[0] == 3 && out[0] == 4 && out[1] == 5 && out[2] == 8 &&
-            lens[1] == 3 && out[3] == 3 && out[4] == 9, "most recent match first");
+            lens[1] == 3 && out[3] == 3 && out[4] == 9 && keys[0] == 2 && keys[1] == 2,
+            "most recent match first, found by the 2-token key");
     int32_t h2[] = {4, 5, 6, 4, 5, 6, 4};
-    n = ngram_lookup(h2, 7, 1, 2, 8, 4, out, lens);
+    n = ngram_lookup(h2, 7, 1, 2, 8, 4, out, lens, NULL);
     /* "6 4" at 2 -> 5 6 4 (3 tokens to the end) */
     T_CHECK(n >= 1 && lens[0] == 3 && out[0] == 5 && out[1] == 6 && out[2] == 4,
             "a match near the end proposes what there is (len %d)", n ? lens[0] : -1);
-    T_CHECK(ngram_lookup(h2, 1, 1, 2, 8, 4, out, lens) == 0, "one token: nothing");
+    T_CHECK(ngram_lookup(h2, 1, 1, 2, 8, 4, out, lens, NULL) == 0, "one token: nothing");
 }
 
 static void test_tree_dedup(void) {
