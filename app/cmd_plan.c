@@ -9,7 +9,12 @@
  * RoPE position, KV slot, whether the row returns logits) and the attention mask as a grid
  * (rows = the step's queries, columns = every KV slot some row may see, '#' where the row
  * may attend), then the tokens the branches sampled from it. --json gives the same as one
- * JSON object. Node ids are the forest's array indices (stable for the whole run). */
+ * JSON object. Node ids are the forest's array indices (stable for the whole run).
+ *
+ * With --lookahead W,N,G (or --draft) the steps are those of exact speculative greedy
+ * decoding (engine/spec.h) from the prompt instead: each plan shows the tip, the draft
+ * tree and lookahead decoding's window (level l, column i at position tip + i + l) with
+ * their roles, then the tokens the step accepted. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +22,11 @@
 
 #include "../engine/forest.h"
 #include "../engine/grow.h"
+#include "../engine/spec.h"
 #include "../engine/step.h"
 #include "app.h"
 #include "prompt.h"
+#include "spec_opts.h"
 
 #define PLAN_MAX_PROMPTS 64
 
@@ -37,7 +44,10 @@ static void plan_usage(FILE *f) {
             "                       columns (default 120)\n"
             "      --json           one JSON object instead of tables\n"
             "      --temp T         temperature; 0 = greedy (default 0.8)\n"
-            PROMPT_SAMPLE_HELP,
+            PROMPT_SAMPLE_HELP
+            "With --draft or --lookahead, the steps of exact speculative greedy decoding\n"
+            "from the (single) prompt, each row labelled tip, draft or la L,I:\n"
+            SPEC_HELP,
             PLAN_MAX_PROMPTS);
 }
 
@@ -79,18 +89,32 @@ static void node_text(const forest *f, const tok *tk, int32_t idx, char *out, si
     prompt_token_text(tk, prev, nd->token, out, cap);
 }
 
+/* A row's role in a speculative step ("tip", "draft", "la L,I", "prompt"), or NULL in
+ * grow mode. */
+static const char *plan_role(const spec *sp, const forest *f, int32_t idx, char *buf, size_t cap) {
+    if (!sp) return NULL;
+    int32_t l = 0, i = 0;
+    switch (spec_node_role(sp, forest_id_at(f, idx), &l, &i)) {
+    case SPEC_NODE_TIP: return "tip";
+    case SPEC_NODE_DRAFT: return "draft";
+    case SPEC_NODE_WINDOW: snprintf(buf, cap, "la %d,%d", l, i); return buf;
+    default: return "prompt";
+    }
+}
+
 static void plan_print_text(const forest *f, const tok *tk, const step_plan *p, int32_t step,
                             const int32_t *cols, int32_t n_cols, int32_t max_cols,
-                            const plan_sampled *smp, const grow *g, int32_t k) {
-    char text[128];
+                            const plan_sampled *smp, const grow *g, int32_t k, const spec *sp) {
+    char text[128], rb[32];
     printf("\nstep %d: %d rows, %d return logits%s\n", step, p->n_rows, p->n_out,
            step == 0 ? " (the prefill)" : "");
-    printf("  row  node parent   pos  slot logits  token\n");
+    printf("  row  node parent   pos  slot logits %s token\n", sp ? "role   " : "");
     for (int32_t r = 0; r < p->n_rows; r++) {
         const forest_node *nd = forest_node_at(f, p->node[r]);
         node_text(f, tk, p->node[r], text, sizeof text);
         printf("%5d %5d %6d %5d %5d %6s  ", r, p->node[r], nd->parent, p->pos[r], p->slot[r],
                p->want[r] ? "yes" : "-");
+        if (sp) printf("%-7s ", plan_role(sp, f, p->node[r], rb, sizeof rb));
         prompt_show_str(stdout, text, 16);
         printf(" (%d)\n", p->tokens[r]);
     }
@@ -127,8 +151,8 @@ static void plan_print_text(const forest *f, const tok *tk, const step_plan *p, 
 
 static void plan_print_json(const forest *f, const tok *tk, const step_plan *p, int32_t step,
                             const int32_t *cols, int32_t n_cols, const plan_sampled *smp,
-                            const grow *g, int32_t k) {
-    char text[256];
+                            const grow *g, int32_t k, const spec *sp) {
+    char text[256], rb[32];
     printf("%s\n  {\"step\": %d, \"rows\": [", step ? "," : "", step);
     for (int32_t r = 0; r < p->n_rows; r++) {
         const forest_node *nd = forest_node_at(f, p->node[r]);
@@ -136,8 +160,10 @@ static void plan_print_json(const forest *f, const tok *tk, const step_plan *p, 
         printf("%s\n    {\"row\": %d, \"id\": %d, \"parent\": %d, \"token\": %d, \"text\": ",
                r ? "," : "", r, p->node[r], nd->parent, p->tokens[r]);
         prompt_json_str(stdout, text);
-        printf(", \"pos\": %d, \"slot\": %d, \"logits\": %s}", p->pos[r], p->slot[r],
+        printf(", \"pos\": %d, \"slot\": %d, \"logits\": %s", p->pos[r], p->slot[r],
                p->want[r] ? "true" : "false");
+        if (sp) printf(", \"role\": \"%s\"", plan_role(sp, f, p->node[r], rb, sizeof rb));
+        printf("}");
     }
     printf("],\n   \"mask\": [");
     for (int32_t r = 0; r < p->n_rows; r++) {
@@ -156,7 +182,95 @@ static void plan_print_json(const forest *f, const tok *tk, const step_plan *p, 
         prompt_json_str(stdout, text);
         printf("}");
     }
-    printf("]}");
+    printf("]"); /* the caller closes the object */
+}
+
+/* The observer of a speculative step: prints its plan before acceptance prunes it. */
+typedef struct plan_spec_ud {
+    const tok *tk;
+    int32_t *cols;
+    int32_t step, max_cols;
+    bool json;
+} plan_spec_ud;
+
+static void plan_spec_observe(void *ud, const spec *sp, const forest *f, const step_plan *p) {
+    plan_spec_ud *u = ud;
+    plan_sampled none = {0};
+    int32_t n_cols = plan_columns(p, u->cols);
+    if (u->json) plan_print_json(f, u->tk, p, u->step, u->cols, n_cols, &none, NULL, 1, sp);
+    else plan_print_text(f, u->tk, p, u->step, u->cols, n_cols, u->max_cols, &none, NULL, 1, sp);
+}
+
+/* --draft / --lookahead: the steps of speculative greedy decoding from one prompt. */
+static st_code plan_spec(prompt_model *pm, const char *text, const spec_opts *so, int32_t steps,
+                         int32_t max_cols, bool json, st_err *err) {
+    forest *f = forest_init(pm->n_slots, 0);
+    step_plan plan;
+    step_plan_init(&plan);
+    spec *sp = NULL;
+    int32_t n = 0, *out = NULL;
+    plan_spec_ud u = {.tk = pm->tk, .max_cols = max_cols, .json = json};
+    int32_t *t = prompt_tokens(pm, NULL, text, &n, NULL, err);
+    st_code rc = t ? ST_OK : err->code;
+    forest_id tip;
+    if (!rc && !f) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) rc = prompt_check_fits(n, pm->n_slots, "the prompt", err);
+    if (!rc) rc = forest_add_root(f, t, NULL, n, 0, &tip, err);
+    if (!rc && !(sp = spec_init(&so->sp, f, tip, err))) rc = err->code;
+    if (!rc && (!(u.cols = malloc(sizeof(int32_t) * (size_t)pm->n_slots)) ||
+                !(out = malloc(sizeof(int32_t) * (size_t)spec_max_emit(sp)))))
+        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (rc) goto out;
+    spec_set_observer(sp, plan_spec_observe, &u);
+    char what[160], buf[128];
+    spec_opts_describe(so, what, sizeof what);
+    if (json) {
+        printf("{\"model_kv_slots\": %d, \"drafts\": ", pm->n_slots);
+        prompt_json_str(stdout, what);
+        printf(", \"prompt_tokens\": %d,\n \"steps\": [", n);
+    } else {
+        printf("speculative greedy decoding: %s; prompt of %d tokens; KV cache %d slots\n"
+               "(la L,I = lookahead window level L, column I: position tip + I + L)\n", what, n,
+               pm->n_slots);
+    }
+    for (u.step = 0; u.step < steps; u.step++) {
+        int32_t k = 0;
+        int32_t prev = forest_get(f, spec_tip(sp))->token;
+        if ((rc = spec_step(sp, f, &plan, pm->ctx, out, &k, err))) break;
+        if (json) printf(", \"emitted\": [");
+        else printf("emitted %d token%s (%d accepted from drafts):", k, k == 1 ? "" : "s", k - 1);
+        for (int32_t i = 0; i < k; i++) {
+            prompt_token_text(pm->tk, prev, out[i], buf, sizeof buf);
+            prev = out[i];
+            if (json) {
+                printf("%s{\"token\": %d, \"text\": ", i ? ", " : "", out[i]);
+                prompt_json_str(stdout, buf);
+                printf("}");
+            } else {
+                putchar(' ');
+                prompt_show_str(stdout, buf, 16);
+            }
+        }
+        printf(json ? "]}" : "\n");
+        if (tok_is_eog(pm->tk, out[k - 1])) {
+            u.step++;
+            break;
+        }
+    }
+    if (!rc) {
+        if (json) printf("],\n \"kv_slots_used\": %d}\n", kv_alloc_used(forest_kv(f)));
+        else printf("\n%d step%s run; KV slots in use: %d of %d\n", u.step, u.step == 1 ? "" : "s",
+                    kv_alloc_used(forest_kv(f)), pm->n_slots);
+    }
+    fflush(stdout);
+out:
+    free(t);
+    free(out);
+    free(u.cols);
+    spec_free(sp);
+    step_plan_free(&plan);
+    forest_free(f);
+    return rc;
 }
 
 int cmd_plan(int argc, char **argv) {
@@ -164,8 +278,9 @@ int cmd_plan(int argc, char **argv) {
         PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
         {"prompt", 1, 0, 'p'}, {"context", 1, 0, 'X'}, {"branches", 1, 0, 'k'},
         {"steps", 1, 0, 's'},  {"max-cols", 1, 0, 'W'}, {"json", 0, 0, 'J'},
-        {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
+        SPEC_LONGOPTS,         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     prompt_model_opts mo = prompt_model_default_opts();
+    spec_opts so = spec_default_opts();
     sample_params sp = sample_default_params();
     const char *prompts[PLAN_MAX_PROMPTS], *context = NULL;
     int32_t n_prompts = 0;
@@ -173,7 +288,8 @@ int cmd_plan(int argc, char **argv) {
     bool json = false;
     int ch, r;
     while ((ch = getopt_long(argc, argv, "m:p:t:c:k:s:h", lo, NULL)) != -1) {
-        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&sp, ch, optarg)) >= 0) {
+        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&sp, ch, optarg)) >= 0 ||
+            (r = spec_opt(&so, ch, optarg)) >= 0) {
             if (r) return r;
             continue;
         }
@@ -200,10 +316,18 @@ int cmd_plan(int argc, char **argv) {
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
     if (!mo.path) return app_usage_error("plan needs a model: -m MODEL");
+    if (so.on && (n_prompts > 1 || context))
+        return app_usage_error("--draft / --lookahead show one prompt's decoding: one -p, no --context");
 
     st_err err = {0};
     prompt_model pm;
     if (prompt_model_open(&pm, &mo, &err)) return app_fail(&err);
+    if (so.on) {
+        st_code src = plan_spec(&pm, n_prompts ? prompts[0] : "", &so, (int32_t)steps,
+                                (int32_t)max_cols, json, &err);
+        prompt_model_close(&pm);
+        return src ? app_fail(&err) : 0;
+    }
     forest *f = forest_init(pm.n_slots, 0);
     step_plan plan;
     step_plan_init(&plan);
@@ -284,9 +408,13 @@ int cmd_plan(int argc, char **argv) {
         smp.n = 0;
         if ((rc = grow_step(&g, f, &plan, pm.ctx, pm.tk, plan_emit, &smp, NULL, &err))) break;
         int32_t n_cols = plan_columns(&plan, cols);
-        if (json) plan_print_json(f, pm.tk, &plan, s, cols, n_cols, &smp, &g, (int32_t)k);
-        else plan_print_text(f, pm.tk, &plan, s, cols, n_cols, (int32_t)max_cols, &smp, &g,
-                             (int32_t)k);
+        if (json) {
+            plan_print_json(f, pm.tk, &plan, s, cols, n_cols, &smp, &g, (int32_t)k, NULL);
+            printf("}");
+        } else {
+            plan_print_text(f, pm.tk, &plan, s, cols, n_cols, (int32_t)max_cols, &smp, &g,
+                            (int32_t)k, NULL);
+        }
         done_steps++;
     }
     if (json) printf("],\n \"kv_slots_used\": %d}\n", kv_alloc_used(forest_kv(f)));

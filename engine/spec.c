@@ -198,6 +198,9 @@ struct spec {
     spec_ent *ent;          /* (cap_c * width) */
     int32_t *acc;           /* (max_rows + 2) */
     spec_stats st;
+    spec_observe_fn observe;
+    void *observe_ud;
+    bool la_packed;         /* the window is in the forest (this step) */
 };
 
 spec_params spec_default_params(void) {
@@ -275,6 +278,27 @@ forest_id spec_tip(const spec *s) { return s->tip; }
 const spec_stats *spec_get_stats(const spec *s) { return &s->st; }
 const spec_tree *spec_last_tree(const spec *s) { return &s->tree; }
 double spec_row_cost(const spec *s) { return spec_policy_row_cost(&s->pol); }
+
+void spec_set_observer(spec *s, spec_observe_fn fn, void *ud) {
+    s->observe = fn;
+    s->observe_ud = ud;
+}
+
+int spec_node_role(const spec *s, forest_id id, int32_t *level, int32_t *col) {
+    if (id == FOREST_NONE) return SPEC_NODE_OTHER;
+    if (id == s->tip) return SPEC_NODE_TIP;
+    for (int32_t k = 0; k < s->tree.n_nodes; k++)
+        if (s->tree.fid[k] == id) return SPEC_NODE_DRAFT;
+    int32_t W = s->la ? s->sp.la.w : 0, L = s->la ? s->sp.la.n - 1 : 0;
+    for (int32_t l = 0; s->la_packed && l < L; l++)
+        for (int32_t i = 0; i < W; i++)
+            if (lookahead_node(s->la, l, i) == id) {
+                if (level) *level = l;
+                if (col) *col = i;
+                return SPEC_NODE_WINDOW;
+            }
+    return SPEC_NODE_OTHER;
+}
 
 static const int32_t *spec_cand_toks(const spec *s, int32_t c) {
     return s->cand + (size_t)c * (size_t)s->width;
@@ -402,12 +426,16 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
         return rc;
     }
     spec_policy_observe(&s->pol, p->n_rows, spec_now() - t0);
+    s->la_packed = use_la;
+    if (s->observe) s->observe(s->observe_ud, s, f, p);
+    s->la_packed = false;
     int32_t n = 0;
     forest_id last;
     if ((rc = spec_tree_accept(&s->tree, f, p, s->tip, s->acc, &n, &last, err))) return rc;
     spec_learn(s, n - 1);
     int32_t bonus = s->acc[n - 1];
-    float lp = step_logprob_of(p, last, bonus);
+    float lp = NAN; /* like the accepted drafts': a log-sum-exp over the vocabulary per step
+                       would cost more than it shows */
     forest_id new_tip;
     if ((rc = forest_append(f, last, &bonus, &lp, 1, &new_tip, err))) {
         if (use_la) lookahead_cancel(s->la, f);

@@ -106,6 +106,15 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
 int32_t spec_max_emit(const spec *s);
 forest_id spec_tip(const spec *s);
 const spec_stats *spec_get_stats(const spec *s);
+/* Optional: called after each step's forward pass and before acceptance prunes anything,
+ * with the forest holding this step's drafts and window, computed, and p its plan (for
+ * views and `plan --lookahead`). fn NULL: none. */
+typedef void (*spec_observe_fn)(void *ud, const spec *s, const forest *f, const step_plan *p);
+void spec_set_observer(spec *s, spec_observe_fn fn, void *ud);
+/* What a node is in the current step (during the observer call): */
+enum { SPEC_NODE_OTHER = 0, SPEC_NODE_TIP, SPEC_NODE_DRAFT, SPEC_NODE_WINDOW };
+/* SPEC_NODE_*; for a window node *level and *col (may be NULL) get its place. */
+int spec_node_role(const spec *s, forest_id id, int32_t *level, int32_t *col);
 /* The row cost the adaptive policy is using now (spec_policy.h). */
 double spec_row_cost(const spec *s);
 /* The last step's draft tree (for views and tests); valid until the next step. */

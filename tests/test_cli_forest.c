@@ -2,7 +2,9 @@
  * masks, read back from --json), `generate --branches` (every branch equals the linear
  * `generate` with its seed, greedy and sampled), `ask` (answers equal asking each question
  * alone; the shared context saves KV slots), `bench forest` / `bench ask` (valid JSON,
- * exact KV counts, the same tokens three ways), and bad inputs (exit 1, a clear message).
+ * exact KV counts, the same tokens three ways), the draft commands (`generate --draft` and
+ * `--lookahead` print greedy's text, `plan --lookahead` places the window, `bench spec`
+ * runs equal plain greedy) and bad inputs (exit 1, a clear message).
  * Runs $BUILD/multidecode (BUILD defaults to "build") on stories260K; skips without it. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -449,6 +451,74 @@ static void test_bench(void) {
     free(out);
 }
 
+/* ---- drafts and lookahead ---- */
+
+/* `generate --draft` / `--lookahead` print exactly what greedy `generate` prints; `plan
+ * --lookahead` shows the window at positions tip + i + l; `bench spec` runs every
+ * setting with the same tokens as plain greedy. */
+static void test_spec_cli(void) {
+    const char *prompt = "Tom had a red ball. Tom had a red ball. Tom";
+    int st;
+    char *ref = runf(&st, "%s generate -m %s -p '%s' -n 40 --temp 0 -q 2>/dev/null", bin, model_path, prompt);
+    T_CHECK(st == 0 && strlen(ref) > strlen(prompt), "greedy generate: exit %d", st);
+    const char *modes[] = {"--draft", "--lookahead 3,3,2", "--lookahead 4,4,4 --draft-len 0",
+                           "--draft --draft-fixed --draft-len 4 --drafts 2"};
+    for (int i = 0; i < 4; i++) {
+        char *out = runf(&st, "%s generate -m %s -p '%s' -n 40 %s -q 2>/dev/null", bin, model_path,
+                         prompt, modes[i]);
+        T_CHECK(st == 0 && !strcmp(out, ref), "generate %s prints greedy's text (exit %d):\n%s\nvs\n%s",
+                modes[i], st, out, ref);
+        free(out);
+    }
+    free(ref);
+    char *out = runf(&st, "%s plan -m %s -p '%s' --lookahead 3,4,2 --steps 2 --json", bin, model_path, prompt);
+    jv *j = j_read(out);
+    T_CHECK(st == 0 && j, "plan --lookahead --json: exit %d, valid JSON", st);
+    const jv *steps = j ? jkey(j, "steps") : &j_none;
+    T_CHECK(jlen(steps) == 2, "plan --lookahead: 2 steps, got %d", jlen(steps));
+    int n_win = 0, bad = 0, tip_pos = -1;
+    const jv *rows = jkey(jat(steps, 1), "rows");
+    for (int r = 0; r < jlen(rows); r++) {
+        const jv *row = jat(rows, r);
+        const jv *role = jkey(row, "role");
+        if (role->type != J_STR) {
+            bad++;
+            continue;
+        }
+        if (!strcmp(role->str, "tip")) tip_pos = jnum(jkey(row, "pos"));
+        int l, c;
+        if (sscanf(role->str, "la %d,%d", &l, &c) == 2) {
+            n_win++;
+            if (tip_pos < 0 || jnum(jkey(row, "pos")) != tip_pos + l + c || !jnum(jkey(row, "logits"))) bad++;
+        }
+    }
+    T_CHECK(n_win == 2 + 3 * 2 && bad == 0 && tip_pos > 0,
+            "plan --lookahead 3,4,2: %d window rows (want (W-1) + W(N-2) = 8), %d misplaced", n_win, bad);
+    T_CHECK(jlen(jkey(jat(steps, 1), "emitted")) >= 1, "each step emits at least one token");
+    j_free(j);
+    free(out);
+    out = runf(&st, "%s bench spec -m %s -n 24 --raw --tasks code,story --settings 'draft;la:2,3,2+draft'",
+               bin, model_path);
+    j = j_read(out);
+    const jv *tasks = j ? jkey(j, "tasks") : &j_none;
+    int same = 0, runs = 0;
+    for (int t = 0; t < jlen(tasks); t++)
+        for (int r = 0; r < jlen(jkey(jat(tasks, t), "runs")); r++) {
+            runs++;
+            same += jnum(jkey(jat(jkey(jat(tasks, t), "runs"), r), "same_as_plain")) == 1;
+        }
+    T_CHECK(st == 0 && jlen(tasks) == 2 && runs == 6 && same == 6,
+            "bench spec: exit %d, %d tasks, %d of %d runs equal plain greedy", st, jlen(tasks), same, runs);
+    j_free(j);
+    free(out);
+    out = runf(&st, "%s generate -m %s --lookahead 3,1,2 2>&1", bin, model_path);
+    T_CHECK(st == 2 && strstr(out, "--lookahead"), "--lookahead with N = 1 is a usage error: %d %s", st, out);
+    free(out);
+    out = runf(&st, "%s generate -m %s --draft --branches 2 2>&1", bin, model_path);
+    T_CHECK(st == 2 && strstr(out, "--branches"), "--draft with --branches is a usage error: %d %s", st, out);
+    free(out);
+}
+
 /* ---- bad inputs ---- */
 
 static void test_bad_inputs(const char *ctx_file) {
@@ -503,6 +573,7 @@ int main(void) {
     test_generate_branches();
     test_ask(ctx_file);
     test_bench();
+    test_spec_cli();
     test_bad_inputs(ctx_file);
     unlink(ctx_file);
     return t_done();
