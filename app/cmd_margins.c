@@ -4,11 +4,9 @@
  * one forest step per token; then a final branch answers the question with the notes
  * merged into its context. The notes are shown, then the answer.
  *
- * Prompts: with a chat template (the model's, unless --raw), each chunk's user message is
- * "Question: Q\n\nHere is one part of a longer text:\n\nCHUNK\n\nWrite a short note ...",
- * and the final one "Question: Q\n\nNotes taken on the parts of a longer text:\n\nNOTES
- * \n\nAnswer the question using the notes."; without one, "Question: Q\n\nText: CHUNK
- * \n\nNote:" and "Question: Q\n\nNotes:\nNOTES\n\nAnswer:". The tokens the prompts share
+ * Prompts: the note and answer requests of engine/margins.h (margins_note_prompt,
+ * margins_answer_prompt), rendered as a user message with a chat template (the model's,
+ * unless --raw) or used as they are without one. The tokens the prompts share
  * (the question part) are stored and computed once. --rope-gap G (EXPERIMENTAL) answers
  * without re-prefilling the notes: the answer reads every note branch's K/V where it is
  * (chunk, note request and note side by side) at positions shifted by G (engine/merge.h);
@@ -95,13 +93,10 @@ static int32_t *gap_tail(const prompt_model *pm, const margins_opts *o, chat_kin
     } else {
         char *user = cat("Using your notes on every part of the text, answer the question: ",
                          o->question, NULL, NULL, NULL);
-        chat_msg msgs[3] = {{"user", "x"}, {"assistant", "\x01"}, {"user", user ? user : ""}};
-        size_t need = chat_apply(kind, msgs, 3, true, NULL, 0);
-        char *full = malloc(need + 1);
-        if (full) chat_apply(kind, msgs, 3, true, full, need + 1);
-        const char *mark = full ? strchr(full, '\x01') : NULL;
-        text = mark ? cat(mark + 1, NULL, NULL, NULL, NULL) : NULL;
-        free(full);
+        /* the close of the note's turn, the user turn, the assistant header */
+        size_t need = user ? chat_user_turn(kind, NULL, user, false, NULL, 0) : 0;
+        text = need > 0 ? malloc(need + 1) : NULL;
+        if (text) chat_user_turn(kind, NULL, user, false, text, need + 1);
         free(user);
         special = true;
     }
@@ -160,11 +155,7 @@ static st_code margins_run(prompt_model *pm, const char *context, const margins_
     for (int32_t i = 0; i < n_ch; i++) {
         int32_t at = i * o->chunk, len = n_ctx - at < o->chunk ? n_ctx - at : o->chunk;
         char *ct = chunk_text(pm->tk, ctx + at, len);
-        char *text = !ct ? NULL
-                     : pc.on ? cat("Question: ", o->question, "\n\nHere is one part of a longer text:\n\n",
-                                   ct, "\n\nWrite a short note with what this part says about the "
-                                   "question. If it says nothing about it, say so.")
-                             : cat("Question: ", o->question, "\n\nText: ", ct, "\n\nNote:");
+        char *text = ct ? margins_note_prompt(o->question, ct, pc.on) : NULL;
         free(ct);
         ptok[i] = text ? prompt_tokens(pm, &pc, text, &plen[i], &kind, err) : NULL;
         if (!text) st_set(err, ST_ERR_NOMEM, "out of memory");
@@ -223,9 +214,7 @@ static st_code margins_run(prompt_model *pm, const char *context, const margins_
     ap.seed = o->sp.seed + (uint64_t)n_ch;
     int32_t n_fin = 0;
     if (o->gap < 0) {
-        char *text = pc.on ? cat("Question: ", o->question, "\n\nNotes taken on the parts of a "
-                                 "longer text:\n\n", notes, "\n\nAnswer the question using the notes.")
-                           : cat("Question: ", o->question, "\n\nNotes:\n", notes, "\n\nAnswer:");
+        char *text = margins_answer_prompt(o->question, notes, pc.on);
         fin = text ? prompt_tokens(pm, &pc, text, &n_fin, NULL, err) : NULL;
         if (!text) st_set(err, ST_ERR_NOMEM, "out of memory");
         free(text);

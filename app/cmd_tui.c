@@ -1,8 +1,9 @@
 /* cmd_tui.c - `multidecode [tui] -m MODEL [PROMPT]`: opens the model and runs the TUI
  * (ui/tui.h) over it. Here live what the UI must not know: option parsing, the model
  * file, the state and config folders ($XDG_STATE_HOME/multidecode for the autosave, the
- * history and the log; $XDG_CONFIG_HOME/multidecode/keys for key bindings), and saving
- * and loading sessions (app/session_opts.h), handed to the UI as callbacks. */
+ * history and the log; $XDG_CONFIG_HOME/multidecode/keys for key bindings), the model's
+ * chat template (for :ask and :margins), and saving and loading sessions
+ * (app/session_opts.h), handed to the UI as callbacks. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -144,13 +145,20 @@ int cmd_tui(int argc, char **argv) {
     if (!load && have_state && access(autosave, R_OK) == 0)
         snprintf(hello + strlen(hello), sizeof hello - strlen(hello),
                  " | last session: :load restores it");
+    /* the chat template :ask and :margins render with, and its default system message */
+    const char *jinja = NULL;
+    if (gguf_get_str(a.pm.m->gguf, "tokenizer.chat_template", &jinja, NULL) != ST_OK) jinja = NULL;
+    size_t n_sys = chat_default_system(jinja, NULL, 0);
+    char *chat_system = n_sys > 0 ? malloc(n_sys + 1) : NULL;
+    if (chat_system) chat_default_system(jinja, chat_system, n_sys + 1);
     const char *slash = strrchr(mo.path, '/');
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     ui_tui_params p = {
         .wp = {.ctx = a.pm.ctx, .tk = a.pm.tk, .f = f, .sp = sp, .budget = (int32_t)budget,
                .save = tui_save, .load = tui_load, .ud = &a,
                .model_name = slash ? slash + 1 : mo.path, .backend = mo.backend,
-               .threads = mo.threads ? mo.threads : (int32_t)(nproc > 0 ? nproc : 1)},
+               .threads = mo.threads ? mo.threads : (int32_t)(nproc > 0 ? nproc : 1),
+               .chat = {.kind = prompt_model_chat(a.pm.m->gguf), .system = chat_system}},
         .autosave = have_state ? autosave : NULL,
         .history = have_state ? history : NULL,
         .log = have_state ? logf : NULL,
@@ -162,6 +170,7 @@ int cmd_tui(int argc, char **argv) {
     };
     st_code rc = ui_tui_run(&p, &err);
     if (rc && rc != ST_OK) forest_free(f); /* the worker never took it */
+    free(chat_system);
     prompt_model_close(&a.pm);
     if (rc) return app_fail(&err);
     return 0;

@@ -8,6 +8,7 @@
 #include "chat.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../kernels/status.h"
@@ -238,6 +239,32 @@ size_t chat_apply_with_default(chat_kind k, const char *default_system, const ch
 size_t chat_apply(chat_kind k, const chat_msg *msgs, size_t n, bool add_generation_prompt,
                   char *out, size_t cap) {
     return chat_apply_with_default(k, NULL, msgs, n, add_generation_prompt, out, cap);
+}
+
+size_t chat_user_turn(chat_kind k, const char *default_system, const char *user, bool first,
+                      char *out, size_t cap) {
+    chat_out o = {out, cap, 0};
+    if (!user) user = "";
+    if ((int)k <= CHAT_NONE || k >= CHAT_N_KINDS) {
+        out_str(&o, user);
+        return out_end(&o);
+    }
+    chat_msg um = {"user", user};
+    if (first) return chat_apply_with_default(k, default_system, &um, 1, true, out, cap);
+    /* a conversation whose answer is one marker byte: what follows the marker is the
+     * close of that answer, the user turn and the generation prompt (the marker is not
+     * whitespace, so trimming templates keep it; it comes before user's text, so a
+     * marker byte inside user does not matter) */
+    chat_msg msgs[3] = {{"user", "x"}, {"assistant", "\x01"}, {"user", user}};
+    size_t need = chat_apply(k, msgs, 3, true, NULL, 0);
+    char *full = malloc(need + 1);
+    if (full) {
+        chat_apply(k, msgs, 3, true, full, need + 1);
+        const char *mark = strchr(full, '\x01');
+        if (mark) out_str(&o, mark + 1);
+        free(full);
+    }
+    return out_end(&o);
 }
 
 /* ---- detection ---- */

@@ -91,4 +91,17 @@ size_t chat_apply_with_default(chat_kind k, const char *default_system, const ch
  * chat_apply; returns 0 (and writes "" when cap > 0) when there is none or jinja is NULL. */
 size_t chat_default_system(const char *jinja, char *out, size_t cap);
 
+/* The text that puts user as a new user turn and opens the assistant's turn after it, for
+ * a prompt that grows token by token (the TUI's :ask), filled like chat_apply:
+ *   first: the conversation's start: exactly chat_apply_with_default(k, default_system,
+ *          {user}, 1, true) (what `multidecode ask` renders per question);
+ *   !first: what follows an assistant's answer whose end-of-turn was never written (a
+ *          grown answer stops before its end-of-generation token): that turn's close,
+ *          the user turn and the assistant header (ChatML: "<|im_end|>\n<|im_start|>user
+ *          \nUSER<|im_end|>\n<|im_start|>assistant\n"); no system message, no BOS.
+ * CHAT_NONE (or a value out of range): user as it is. Returns 0 and writes "" when out of
+ * memory (!first renders the whole conversation in a scratch buffer). */
+size_t chat_user_turn(chat_kind k, const char *default_system, const char *user, bool first,
+                      char *out, size_t cap);
+
 #endif

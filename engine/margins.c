@@ -91,6 +91,31 @@ st_code margins_set_note_stop(margins *m, const char *const *stops, int32_t n, s
 
 bool margins_done(const margins *m) { return m->phase == MARGINS_DONE; }
 
+/* a + b + c + d + e (NULL parts skipped): malloc'd */
+static char *cat5(const char *a, const char *b, const char *c, const char *d, const char *e) {
+    const char *p[5] = {a, b, c, d, e};
+    size_t n = 1;
+    for (int i = 0; i < 5; i++) n += p[i] ? strlen(p[i]) : 0;
+    char *s = malloc(n), *w = s;
+    for (int i = 0; s && i < 5; i++)
+        if (p[i]) w = stpcpy(w, p[i]);
+    if (s) *w = '\0';
+    return s;
+}
+
+char *margins_note_prompt(const char *question, const char *chunk, bool chat) {
+    return chat ? cat5("Question: ", question, "\n\nHere is one part of a longer text:\n\n", chunk,
+                       "\n\nWrite a short note with what this part says about the question. If it "
+                       "says nothing about it, say so.")
+                : cat5("Question: ", question, "\n\nText: ", chunk, "\n\nNote:");
+}
+
+char *margins_answer_prompt(const char *question, const char *notes, bool chat) {
+    return chat ? cat5("Question: ", question, "\n\nNotes taken on the parts of a longer text:\n\n",
+                       notes, "\n\nAnswer the question using the notes.")
+                : cat5("Question: ", question, "\n\nNotes:\n", notes, "\n\nAnswer:");
+}
+
 /* log softmax(logits)[t], as grow records a token's log-probability */
 static float logprob_of(const float *logits, int32_t n, int32_t t) {
     float mx = logits[0];

@@ -18,8 +18,10 @@
  * Phases: MARGINS_NOTES (margins_step grows the notes) until every note is done, then
  * MARGINS_READY (the caller calls margins_answer or margins_answer_gap), then
  * MARGINS_ANSWER (margins_step grows the answer), then MARGINS_DONE. The caller owns the
- * forest, the plan and the model context. Not here: splitting text into chunks and
- * building prompts (app/cmd_margins.c). */
+ * forest, the plan and the model context. The wording of the note and answer requests
+ * (margins_note_prompt, margins_answer_prompt) is here so that `multidecode margins` and
+ * the TUI's :margins ask the same; not here: splitting text into chunks, rendering the
+ * requests with a chat template and tokenising them (app/cmd_margins.c, ui/). */
 #ifndef MD_MARGINS_H
 #define MD_MARGINS_H
 
@@ -89,5 +91,15 @@ st_code margins_answer_gap(margins *m, forest *f, step_plan *p, model_ctx *c,
                            const sample_params *sp, int32_t budget, st_err *err);
 
 bool margins_done(const margins *m);
+
+/* The requests, as text (malloc'd, caller frees; NULL when out of memory). With chat
+ * (the text becomes a chat user message): "Question: Q\n\nHere is one part of a longer
+ * text:\n\nCHUNK\n\nWrite a short note with what this part says about the question. If
+ * it says nothing about it, say so." and "Question: Q\n\nNotes taken on the parts of a
+ * longer text:\n\nNOTES\n\nAnswer the question using the notes."; without (a plain
+ * completion prompt): "Question: Q\n\nText: CHUNK\n\nNote:" and "Question: Q\n\nNotes:
+ * \nNOTES\n\nAnswer:". */
+char *margins_note_prompt(const char *question, const char *chunk, bool chat);
+char *margins_answer_prompt(const char *question, const char *notes, bool chat);
 
 #endif

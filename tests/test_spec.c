@@ -69,7 +69,7 @@ static void test_pool(void) {
 static void test_lookup(void) {
     /*               0  1  2  3  4  5  6  7  8  9 10 11 */
     int32_t h[] = {7, 1, 2, 3, 9, 1, 2, 4, 5, 8, 1, 2};
-    int32_t out[4 * 3], lens[4];
+    int32_t out[4 * 8], lens[4];
     int32_t keys[4];
     int32_t n = ngram_lookup(h, 12, 1, 3, 3, 4, out, lens, keys);
     /* key "8 1 2": none; "1 2": at 5 (-> 4 5 8) then at 1 (-> 3 9 1); "2": at 6 is a

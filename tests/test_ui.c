@@ -1,8 +1,10 @@
 /* test_ui.c - the TUI's plain-C parts, without a terminal: the action table (unique
  * names, unique keys per view, the help lists every action), key names and binding
- * files, the command parser, the forest view on a hand-built forest (exact lines, a
- * radix-collapsed chain, folding, cursor, a 10,000-node window in under 50 ms), the text
- * view's path and alternatives, and the mask view of a known step plan. */
+ * files, the command parser (:margins included), the forest view on a hand-built forest
+ * (exact lines, a radix-collapsed chain, folding, cursor, a 10,000-node window in under
+ * 50 ms), the text view's path and alternatives, the mask view of a known step plan (its
+ * mouse hit-testing and scrolling, and its rows after a prune), :ask's chat turn forms,
+ * and, on stories260K when it is there, :ask's tokens and a whole :margins run. */
 #include <math.h>
 #include <ncursesw/curses.h>
 #include <time.h>
@@ -10,6 +12,7 @@
 #include "../engine/forest.h"
 #include "../engine/step.h"
 #include "../ui/action.h"
+#include "../ui/ask_margins.h"
 #include "../ui/command.h"
 #include "../ui/forest_view.h"
 #include "../ui/keys.h"
@@ -17,6 +20,7 @@
 #include "../ui/status.h"
 #include "../ui/text_view.h"
 #include "t.h"
+#include "t_model.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -115,6 +119,71 @@ static void test_commands(void) {
     T_CHECK(ui_cmd_parse(":p", &c, &err) == ST_ERR_ARG && strstr(err.msg, "ambiguous"), "ambiguous :p");
     T_CHECK(ui_cmd_parse(":ask", &c, &err) == ST_ERR_ARG, "ask needs text");
     T_CHECK(ui_cmd_parse(":quit now", &c, &err) == ST_ERR_ARG, "quit takes nothing");
+    /* :margins [CHUNK] QUESTION */
+    T_CHECK(!ui_cmd_parse(":margins 64 Who is Lily?", &c, &err) && c.kind == UI_CMD_MARGINS && c.a == 64 &&
+            !strcmp(c.text, "Who is Lily?"), "margins with a chunk: %d '%s'", c.a, c.text);
+    T_CHECK(!ui_cmd_parse(":margins  Who is Lily? ", &c, &err) && c.kind == UI_CMD_MARGINS && c.a == 0 &&
+            !strcmp(c.text, "Who is Lily? "), "margins, default chunk: '%s'", c.text);
+    T_CHECK(!ui_cmd_parse(":margins 2+2?", &c, &err) && c.a == 0 && !strcmp(c.text, "2+2?"), "a question that is not a number");
+    T_CHECK(!ui_cmd_parse(":ma 8 why", &c, &err) && c.kind == UI_CMD_MARGINS && c.a == 8 && !strcmp(c.text, "why"), ":ma is :margins");
+    T_CHECK(!ui_cmd_parse(":me", &c, &err) && c.kind == UI_CMD_MERGE, ":me is still :merge");
+    T_CHECK(ui_cmd_parse(":m", &c, &err) == ST_ERR_ARG && strstr(err.msg, "ambiguous"), ":m is ambiguous now");
+    T_CHECK(ui_cmd_parse(":margins", &c, &err) == ST_ERR_ARG && strstr(err.msg, "usage: :margins [CHUNK] QUESTION") &&
+            !strstr(err.msg, "notes"), "margins needs a question: '%s'", err.msg);
+    T_CHECK(ui_cmd_parse(":margins 64  ", &c, &err) == ST_ERR_ARG && c.kind == UI_CMD_NONE, "a chunk alone is not a question");
+    int found = 0;
+    for (int32_t i = 0; ui_cmd_name(i); i++)
+        found += !strcmp(ui_cmd_name(i), "margins") && strstr(ui_cmd_usage(i), ":margins [CHUNK] QUESTION") != NULL;
+    T_CHECK(found == 1, "margins is in the table completion and help read");
+}
+
+/* :ask's text forms: the conversation's start is exactly what `multidecode ask` renders
+ * for a question (chat_apply_with_default), a follow-up closes the open answer first,
+ * and without a template the text stays as it is. */
+static void test_ask_turns(void) {
+    ui_chat chatml = {CHAT_CHATML, "SYS"}, none = {CHAT_NONE, NULL}, llama3 = {CHAT_LLAMA3, NULL};
+    char *s = ui_turn_text(&chatml, "Hi", UI_TURN_FIRST);
+    T_CHECK(s && !strcmp(s, "<|im_start|>system\nSYS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"),
+            "chatml start '%s'", s ? s : "(null)");
+    char ref[256];
+    chat_msg um = {"user", "Hi"};
+    chat_apply_with_default(CHAT_CHATML, "SYS", &um, 1, true, ref, sizeof ref);
+    T_CHECK(s && !strcmp(s, ref), "the start is ask's rendering");
+    free(s);
+    s = ui_turn_text(&chatml, "Hi", UI_TURN_FOLLOW);
+    T_CHECK(s && !strcmp(s, "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"), "chatml follow-up '%s'",
+            s ? s : "(null)");
+    free(s);
+    s = ui_turn_text(&llama3, "Hi", UI_TURN_FOLLOW);
+    T_CHECK(s && !strcmp(s, "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+                            "<|start_header_id|>assistant<|end_header_id|>\n\n"), "llama3 follow-up '%s'", s ? s : "(null)");
+    free(s);
+    s = ui_turn_text(&none, "Hi there", UI_TURN_FIRST);
+    T_CHECK(s && !strcmp(s, "Hi there"), "no template: raw '%s'", s ? s : "(null)");
+    free(s);
+    s = ui_turn_text(&chatml, "Hi there", UI_TURN_RAW);
+    T_CHECK(s && !strcmp(s, "Hi there"), "the raw form '%s'", s ? s : "(null)");
+    free(s);
+    T_CHECK(chat_user_turn(CHAT_NONE, NULL, "x", false, ref, sizeof ref) == 1 && !strcmp(ref, "x"), "chat_user_turn raw");
+    /* the form a branch calls for: BOS 1, a control token 3, text 4 5 */
+    const char *pieces[6] = {"<unk>", "<s>", "</s>", "<|im_start|>", "a", "b"};
+    int32_t types[6] = {TOK_UNKNOWN, TOK_CONTROL, TOK_CONTROL, TOK_CONTROL, TOK_NORMAL, TOK_NORMAL};
+    tok_vocab_desc vd = tok_vocab_desc_default();
+    vd.n_vocab = 6, vd.pieces = pieces, vd.types = types, vd.unk = 0, vd.bos = 1, vd.eos = 2;
+    st_err err = {0};
+    tok *tk = tok_from_vocab(&vd, &err);
+    T_CHECK(tk != NULL, "vocabulary: %s", err.msg);
+    if (tk) {
+        int32_t plain[3] = {1, 4, 5}, chat[4] = {1, 3, 4, 5};
+        T_CHECK(ui_turn_form(tk, CHAT_CHATML, NULL, 0) == UI_TURN_FIRST, "a new root starts a conversation");
+        T_CHECK(ui_turn_form(tk, CHAT_CHATML, plain, 3) == UI_TURN_OPEN, "after plain text (BOS is not a turn)");
+        T_CHECK(ui_turn_form(tk, CHAT_CHATML, chat, 4) == UI_TURN_FOLLOW, "after a chat");
+        T_CHECK(ui_turn_form(tk, CHAT_NONE, chat, 4) == UI_TURN_RAW, "no template");
+    }
+    tok_free(tk);
+    char name[128];
+    T_CHECK(strstr(ui_turn_form_name(UI_TURN_FOLLOW, CHAT_CHATML, name, sizeof name), "chatml") &&
+            strstr(ui_turn_form_name(UI_TURN_RAW, CHAT_NONE, name, sizeof name), "no chat template"), "form names");
 }
 
 /* root [1 2 3] (unscored), under 3: [4 5] (p .6, .9) and [6] (p .3); under 5: nothing */
@@ -290,11 +359,176 @@ static void test_mask_view(void) {
     T_CHECK(strstr(buf, "KV 3 used 7 free") && strstr(buf, "4 rows 1.2ms") && strstr(buf, "3.5 tok/s"), "status '%s'", buf);
 }
 
+/* Mouse hit-testing and scrolling of the mask pane, and its rows after a prune. */
+static void test_mask_mouse_prune(void) {
+    forest *f = forest_init(16, 0);
+    int32_t t0[2] = {10, 11}, a = 12, b = 13, c = 14;
+    forest_id r, ca, cb, cc;
+    forest_add_root(f, t0, NULL, 2, 0, &r, NULL);
+    forest_append(f, r, &a, NULL, 1, &ca, NULL);
+    forest_append(f, r, &b, NULL, 1, &cb, NULL);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    mask_view *mv = malloc(sizeof *mv);
+    mv_init(mv);
+    T_CHECK(mv_row_at(mv, 5, 50, 1, 41, 20, 40) == -1, "no rows before any step");
+    T_CHECK(!step_plan_build(f, &p, &err) && p.n_rows == 4, "plan of 4 rows");
+    mv_capture(mv, f, NULL, &p, 0);
+    step_plan_cancel(f, &p);
+    /* a pane at (y0 1, x0 41), 6 x 40: header lines 1..3, rows from line 4 */
+    int y0 = 1, x0 = 41, h = 6, w = 40;
+    T_CHECK(MV_HEAD_LINES == 3, "three header lines");
+    T_CHECK(mv_row_at(mv, y0 + 3, x0, y0, x0, h, w) == 0 && mv_row_at(mv, y0 + 4, x0 + 39, y0, x0, h, w) == 1,
+            "the first rows");
+    T_CHECK(mv_row_at(mv, y0 + 2, x0 + 5, y0, x0, h, w) == -1 && mv_row_at(mv, y0, x0 + 5, y0, x0, h, w) == -1,
+            "header lines are not rows");
+    T_CHECK(mv_row_at(mv, y0 + 6, x0 + 5, y0, x0, h, w) == -1, "below the pane (row 3 exists but is not shown)");
+    T_CHECK(mv_row_at(mv, y0 + 4, x0 - 1, y0, x0, h, w) == -1 && mv_row_at(mv, y0 + 4, x0 + w, y0, x0, h, w) == -1,
+            "left and right of the pane");
+    mv_vscroll(mv, 2);
+    T_CHECK(mv->top == 2 && mv_row_at(mv, y0 + 3, x0, y0, x0, h, w) == 2 && mv_row_at(mv, y0 + 4, x0, y0, x0, h, w) == 3,
+            "scrolled by two: the first line shows row 2");
+    mv_vscroll(mv, 10);
+    T_CHECK(mv->top == 3 && mv_row_at(mv, y0 + 4, x0, y0, x0, h, w) == -1, "scrolling stops at the last row (%d)", mv->top);
+    mv_vscroll(mv, -10);
+    T_CHECK(mv->top == 0, "and at the first");
+    T_CHECK(mv_row_node(mv, 2) == ca && mv_row_node(mv, 3) == cb && mv_row_node(mv, 4) == FOREST_NONE, "rows name their nodes");
+    /* prune the node of row 3; a new node then takes its index with a new generation */
+    char buf[256];
+    T_CHECK(mv_mark_pruned(mv, f) == 0, "nothing pruned yet");
+    int32_t old_idx = mv->rows[3].node;
+    T_CHECK(!forest_prune(f, cb, &err), "prune");
+    T_CHECK(mv_mark_pruned(mv, f) == 1 && mv->rows[3].gone && !mv->rows[2].gone, "the pruned row is marked");
+    forest_append(f, r, &c, NULL, 1, &cc, NULL);
+    T_CHECK(forest_index(cc) == old_idx, "the index is reused (%d, %d)", forest_index(cc), old_idx);
+    T_CHECK(mv_mark_pruned(mv, f) == 1 && mv_row_node(mv, 3) == FOREST_NONE, "the reused index does not revive the row");
+    mv_row_text(mv, 3, buf, sizeof buf, 80, false);
+    T_CHECK(strstr(buf, " - pruned") && !strstr(buf, "[13]") && !strstr(buf, " L "), "pruned row text '%s'", buf);
+    mv_row_text(mv, 2, buf, sizeof buf, 80, false);
+    T_CHECK(strstr(buf, "[12]") && !strstr(buf, "pruned"), "a live row is unchanged '%s'", buf);
+    mv_header(mv, buf, sizeof buf, 80, false);
+    T_CHECK(!strcmp(buf, "step 0: 4 rows, 4 KV slots seen; 1 pruned since"), "header '%s'", buf);
+    /* pruning the root takes every row */
+    forest_id root = mv_row_node(mv, 0);
+    T_CHECK(root != FOREST_NONE && !forest_prune(f, root, &err) && mv_mark_pruned(mv, f) == 4 &&
+            mv_row_node(mv, 0) == FOREST_NONE, "all gone");
+    /* a new capture starts clean */
+    int32_t t1[2] = {20, 21};
+    forest_add_root(f, t1, NULL, 2, 0, &r, NULL);
+    T_CHECK(!step_plan_build(f, &p, &err) && p.n_rows == 2, "a new plan");
+    mv_capture(mv, f, NULL, &p, 1);
+    step_plan_cancel(f, &p);
+    T_CHECK(mv_mark_pruned(mv, f) == 0 && mv_row_node(mv, 1) == r, "fresh rows are live");
+    step_plan_free(&p);
+    free(mv);
+    forest_free(f);
+}
+
+/* On stories260K (no chat template of its own): :ask's tokens with the BOS rules, and a
+ * whole :margins run over a branch, notes then answer. */
+static void test_model_runs(void) {
+    const char *path = t_shared("models/stories260K.gguf");
+    if (!path) {
+        T_SKIP("stories260K is absent");
+        return;
+    }
+    st_err err = {0};
+    model *m = model_load(path, &err);
+    tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
+    model_ctx *c = m ? t_new_ctx(m, 1024) : NULL;
+    T_CHECK(m && tk && c, "stories260K: %s", err.msg);
+    if (!m || !tk || !c) goto out;
+    int32_t bos = tok_bos(tk), n = 0, *t;
+    ui_chat none = {CHAT_NONE, NULL}, llama2 = {CHAT_LLAMA2, NULL};
+    t = ui_turn_tokens(tk, &none, "Hello", UI_TURN_FIRST, true, &n, &err);
+    T_CHECK(t && n > 1 && t[0] == bos, "raw at a root: BOS first");
+    free(t);
+    t = ui_turn_tokens(tk, &none, "Hello", UI_TURN_FOLLOW, false, &n, &err);
+    T_CHECK(t && n >= 1 && t[0] != bos, "raw under a node: no BOS");
+    free(t);
+    /* Llama-2's template writes "<s>" itself: once at a root, never in mid-sequence */
+    t = ui_turn_tokens(tk, &llama2, "Hello", UI_TURN_FIRST, true, &n, &err);
+    T_CHECK(t && n > 2 && t[0] == bos && t[1] != bos, "llama2 start: one BOS");
+    free(t);
+    t = ui_turn_tokens(tk, &llama2, "Hello", UI_TURN_OPEN, false, &n, &err);
+    T_CHECK(t && n > 1 && t[0] != bos, "llama2 after text: its BOS left out");
+    free(t);
+    T_CHECK(!ui_turn_tokens(tk, &none, "", UI_TURN_RAW, false, &n, &err) && err.code == ST_ERR_ARG, "nothing to append");
+
+    /* :margins over a 30-odd-token branch in chunks of 12 */
+    forest *f = forest_init(1024, 0);
+    const char *story = "Once upon a time, there was a little girl named Lily. She loved to play with her red ball in the park.";
+    int32_t nt = tok_encode(tk, story, strlen(story), true, false, NULL, 0), *st = malloc(sizeof(int32_t) * (size_t)nt);
+    tok_encode(tk, story, strlen(story), true, false, st, nt);
+    forest_id leaf;
+    forest_add_root(f, st, NULL, nt, 0, &leaf, &err);
+    free(st);
+    sample_params sp = sample_default_params();
+    sp.temp = 0;
+    /* refusals leave the forest as it was */
+    forest *small = forest_init(1024, 0);
+    int32_t many[80], two[2] = {bos, 100};
+    for (int i = 0; i < 80; i++) many[i] = 300 + i;
+    forest_id sl;
+    forest_add_root(small, many, NULL, 80, 0, &sl, &err);
+    ui_margins *um = ui_margins_start(small, tk, sl, "Who?", 1, &none, &sp, 6, m->hp.n_vocab, &err);
+    T_CHECK(!um && err.code == ST_ERR_ARG && strstr(err.msg, "80 chunks") && forest_n_live(small) == 80,
+            "too many chunks refused: %s", err.msg);
+    forest_free(small);
+    small = forest_init(40, 0);
+    forest_add_root(small, two, NULL, 2, 0, &sl, &err);
+    um = ui_margins_start(small, tk, sl, "Who?", 12, &none, &sp, 6, m->hp.n_vocab, &err);
+    T_CHECK(um, "one chunk fits: %s", err.msg);
+    ui_margins_free(um);
+    forest_free(small);
+    small = forest_init(8, 0);
+    forest_add_root(small, two, NULL, 2, 0, &sl, &err);
+    um = ui_margins_start(small, tk, sl, "Who?", 12, &none, &sp, 6, m->hp.n_vocab, &err);
+    T_CHECK(!um && err.code == ST_ERR_CONTEXT && forest_n_live(small) == 2, "prompts beyond the KV cache refused: %s", err.msg);
+    forest_free(small);
+    um = ui_margins_start(f, tk, leaf, "Who is Lily?", 12, &none, &sp, 6, m->hp.n_vocab, &err);
+    T_CHECK(um && um->n_chunks == (nt - 1 + 11) / 12, "chunks: %d", um ? um->n_chunks : -1);
+    if (um) {
+        step_plan p;
+        step_plan_init(&p);
+        forest_id run[64];
+        T_CHECK(ui_margins_running(um, run, 64) == um->n_chunks, "every note is growing");
+        int32_t active = 1, steps = 0;
+        st_code rc = ST_OK;
+        while (active > 0 && steps < 40 && !rc) rc = ui_margins_step(um, f, &p, c, tk, &active, &err), steps++;
+        T_CHECK(!rc && active == 0 && margins_done(&um->m), "notes and answer done in %d steps: %s", steps, err.msg);
+        T_CHECK(ui_margins_running(um, run, 64) == 0, "nothing runs after");
+        /* the answer's prompt: the raw request around the notes */
+        int32_t np = forest_path(f, um->m.answer_from, NULL, 0);
+        int32_t *pt = malloc(sizeof(int32_t) * (size_t)np);
+        forest_path(f, um->m.answer_from, pt, np);
+        char txt[4096];
+        tok_decode(tk, pt, np, txt, sizeof txt);
+        free(pt);
+        T_CHECK(strstr(txt, "Question: Who is Lily?\n\nNotes:\n") && strlen(txt) > 8 &&
+                !strcmp(txt + strlen(txt) - 8, "\nAnswer:"), "answer prompt '%s'", txt);
+        char *note = margins_note_text(&um->m, f, tk, 0, &err);
+        T_CHECK(note != NULL, "note 0");
+        free(note);
+        step_plan_free(&p);
+        ui_margins_free(um);
+    }
+    forest_free(f);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 int main(void) {
     test_actions();
     test_keys();
     test_commands();
+    test_ask_turns();
     test_forest_view();
     test_mask_view();
+    test_mask_mouse_prune();
+    test_model_runs();
     return t_done();
 }

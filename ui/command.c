@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* Argument shapes. */
-enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_SET, ARG_BIND };
+enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND };
 
 static const struct {
     const char *name;
@@ -20,7 +20,8 @@ static const struct {
     {"grow", UI_CMD_GROW, ARG_INT01, ":grow [TOKENS]      grow the selected branch"},
     {"cot", UI_CMD_COT, ARG_INT12, ":cot K [TOKENS]      K chains of thought from the selected node"},
     {"beam", UI_CMD_BEAM, ARG_INT12, ":beam WIDTH [TOKENS] beam search from the selected leaf"},
-    {"ask", UI_CMD_ASK, ARG_TEXT, ":ask TEXT           append TEXT under the selection and grow it"},
+    {"ask", UI_CMD_ASK, ARG_TEXT, ":ask TEXT           TEXT as a chat user turn under the selection, grown"},
+    {"margins", UI_CMD_MARGINS, ARG_INT_TEXT, ":margins [CHUNK] QUESTION  notes on each CHUNK tokens of the branch, then an answer"},
     {"append", UI_CMD_APPEND, ARG_TEXT, ":append TEXT        append TEXT under the selection"},
     {"prune", UI_CMD_PRUNE, ARG_NONE, ":prune              prune the selected subtree"},
     {"merge", UI_CMD_MERGE, ARG_NONE, ":merge              merge bookmarked branches"},
@@ -113,6 +114,14 @@ st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
         if (!*s && args == ARG_TEXT) goto bad;
         snprintf(c->text, sizeof c->text, "%s", s);
         break;
+    case ARG_INT_TEXT: { /* an optional number, then text: ":margins 64 Who?" */
+        const char *at = s;
+        if (next_word(&s, w, sizeof w) && !parse_int(w, &c->a)) s = at;
+        while (isspace((unsigned char)*s)) s++;
+        if (!*s) goto bad;
+        snprintf(c->text, sizeof c->text, "%s", s);
+        break;
+    }
     case ARG_SET: {
         char *end;
         if (!next_word(&s, c->key, sizeof c->key) || !next_word(&s, w, sizeof w)) goto bad;

@@ -1,5 +1,5 @@
 /* command.h - the command line's language: ":grow 32", ":cot 8", ":beam 4 64", ":ask
- * TEXT", ":append TEXT", ":prune", ":merge", ":step", ":save FILE", ":load FILE",
+ * TEXT", ":margins [CHUNK] QUESTION", ":append TEXT", ":prune", ":merge", ":step", ":save FILE", ":load FILE",
  * ":export FILE", ":set temp 0.7", ":bind KEY ACTION", ":pause", ":cancel", ":help",
  * ":quit". A line not starting with ':' is text to append under the selected node.
  * Parsing is plain C (unit-tested): a line becomes a ui_cmd or a message saying what is
@@ -18,7 +18,9 @@ typedef enum {
     UI_CMD_GROW,     /* a = tokens (0: the `budget` setting) */
     UI_CMD_COT,      /* a = k, b = tokens (0: budget) */
     UI_CMD_BEAM,     /* a = width, b = max tokens (0: budget) */
-    UI_CMD_ASK,      /* text: appended under the selected node, then grown */
+    UI_CMD_ASK,      /* text: a user turn (with the model's chat template) appended under
+                        the selected node, then grown */
+    UI_CMD_MARGINS,  /* a = chunk tokens (0: the default), text = the question */
     UI_CMD_APPEND,   /* text: appended under the selected node */
     UI_CMD_PRUNE,
     UI_CMD_MERGE,

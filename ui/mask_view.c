@@ -60,6 +60,8 @@ void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p
         const forest_node *nd = forest_node_at(f, idx);
         mv_row *row = &v->rows[r];
         row->node = idx;
+        row->id = forest_id_at(f, idx);
+        row->gone = 0;
         row->parent = nd->parent;
         row->token = p->tokens[pr];
         row->pos = p->pos[pr];
@@ -77,6 +79,34 @@ void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p
 bool mv_sees(const mask_view *v, int32_t row, int32_t col) {
     if (row < 0 || row >= v->n_rows || col < 0 || col >= v->n_cols) return false;
     return v->grid[row][col / 8] >> (col % 8) & 1;
+}
+
+int32_t mv_mark_pruned(mask_view *v, const forest *f) {
+    int32_t n = 0;
+    for (int32_t r = 0; r < v->n_rows; r++) {
+        mv_row *row = &v->rows[r];
+        if (!row->gone && !forest_get(f, row->id)) row->gone = 1;
+        n += row->gone;
+    }
+    return n;
+}
+
+forest_id mv_row_node(const mask_view *v, int32_t r) {
+    if (r < 0 || r >= v->n_rows || v->rows[r].gone) return FOREST_NONE;
+    return v->rows[r].id;
+}
+
+int32_t mv_row_at(const mask_view *v, int32_t y, int32_t x, int32_t y0, int32_t x0, int32_t h,
+                  int32_t w) {
+    if (v->step < 0 || x < x0 || x >= x0 + w || y >= y0 + h) return -1;
+    int32_t k = y - y0 - MV_HEAD_LINES;
+    if (k < 0 || v->top + k >= v->n_rows) return -1;
+    return v->top + k;
+}
+
+void mv_vscroll(mask_view *v, int32_t delta) {
+    int32_t top = v->top + delta, last = v->n_rows > 0 ? v->n_rows - 1 : 0;
+    v->top = top < 0 ? 0 : top > last ? last : top;
 }
 
 int32_t mv_first_col(const mask_view *v, int32_t width) {
@@ -102,6 +132,12 @@ void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8) 
              v->preview ? " (preview, not run)" : "", v->n_rows_total,
              v->n_cols_total, v->n_rows < v->n_rows_total ? " (last rows shown)" : "");
     ui_line_put(&l, buf);
+    int32_t gone = 0;
+    for (int32_t r = 0; r < v->n_rows; r++) gone += v->rows[r].gone;
+    if (gone > 0) {
+        snprintf(buf, sizeof buf, "; %d pruned since", gone);
+        ui_line_put(&l, buf);
+    }
 }
 
 void mv_row_text(const mask_view *v, int32_t r, char *out, size_t cap, int width, bool utf8) {
@@ -113,6 +149,6 @@ void mv_row_text(const mask_view *v, int32_t r, char *out, size_t cap, int width
     ui_line_put(&t, row->text);
     ui_line_pad(&t);
     snprintf(buf, sizeof buf, "%4d %5d %6d %4d %4d %s %s ", r, row->node, row->parent, row->pos,
-             row->slot, row->want ? "L" : " ", text);
+             row->slot, row->gone ? "-" : row->want ? "L" : " ", row->gone ? "pruned" : text);
     ui_line_put(&l, buf);
 }

@@ -5,8 +5,11 @@
  *
  * mv_capture copies what it needs, so the view stays valid after the plan and the
  * forest move on (the worker captures under the forest lock; the UI reads it under the
- * same lock). Grids larger than MV_MAX_ROWS x MV_MAX_COLS keep their last rows/columns,
- * and say so. */
+ * same lock). Rows keep their node's id, generation-checked: after a prune (the user's,
+ * or a strategy's) mv_mark_pruned turns the rows of nodes that are gone into "pruned"
+ * rows, whose node is never looked up again. Hit-testing a click (mv_row_at) is plain
+ * arithmetic over the layout draw_mask uses (MV_HEAD_LINES). Grids larger than
+ * MV_MAX_ROWS x MV_MAX_COLS keep their last rows/columns, and say so. */
 #ifndef MD_UI_MASK_VIEW_H
 #define MD_UI_MASK_VIEW_H
 
@@ -22,7 +25,9 @@
 #define MV_MAX_COLS 1024
 
 typedef struct mv_row {
-    int32_t node, parent, token, pos, slot;
+    int32_t node, parent, token, pos, slot; /* node, parent: indices, for display only */
+    forest_id id;      /* the node's id when captured */
+    uint8_t gone;      /* the node was pruned since (mv_mark_pruned) */
     uint8_t want;      /* returns logits */
     uint8_t colour;    /* branch colour 0..5 */
     char text[32];     /* token text in context */
@@ -54,8 +59,24 @@ int32_t mv_first_col(const mask_view *v, int32_t width);
  * columns; reaching the last columns follows them again (left = -1). */
 void mv_hscroll(mask_view *v, int32_t delta, int32_t width);
 
-/* Text of the table's header and of row r ("row node parent pos slot logits text"),
- * at most width columns. */
+/* Lines of the pane above the first row: the header, the legend, the slot numbers. */
+#define MV_HEAD_LINES 3
+
+/* Marks every row whose node is no longer live in f (forest_get: stale) as gone. Call it
+ * after anything that may prune, under the lock that guards f. Returns the rows gone. */
+int32_t mv_mark_pruned(mask_view *v, const forest *f);
+/* The node of row r, or FOREST_NONE for a gone row or an r out of range. */
+forest_id mv_row_node(const mask_view *v, int32_t r);
+/* The row shown at screen cell (y, x) of a mask pane drawn at (y0, x0) over h x w cells
+ * (rows from y0 + MV_HEAD_LINES, the first being v->top): -1 outside the pane, on the
+ * header lines, below the last row, or before any step. */
+int32_t mv_row_at(const mask_view *v, int32_t y, int32_t x, int32_t y0, int32_t x0, int32_t h,
+                  int32_t w);
+/* Scrolls the rows by delta (negative: up), keeping top within 0..n_rows - 1. */
+void mv_vscroll(mask_view *v, int32_t delta);
+
+/* Text of the table's header and of row r ("row node parent pos slot logits text"; a
+ * gone row reads "-" for logits and "pruned" for its text), at most width columns. */
 void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8);
 void mv_row_text(const mask_view *v, int32_t r, char *out, size_t cap, int width, bool utf8);
 

@@ -185,14 +185,16 @@ static void draw_mask(tui *t, int y0, int x0, int h, int w) {
     /* slot numbers of the visible columns, last digit only */
     for (int c = 0; c < gw && left + c < mv->n_cols; c++)
         mvaddch(y0 + 2, x0 + tw + c, (chtype)('0' + mv->cols[left + c] % 10) | ui_screen_attr(UI_PAIR_DIM));
-    for (int r = 0; r < h - 3 && mv->top + r < mv->n_rows; r++) {
+    for (int r = 0; r < h - MV_HEAD_LINES && mv->top + r < mv->n_rows; r++) {
         int32_t row = mv->top + r;
+        int y = y0 + MV_HEAD_LINES + r; /* mv_row_at's layout */
         mv_row_text(mv, row, buf, sizeof buf, tw, ui_screen_utf8());
-        int attr = ui_screen_attr(UI_PAIR_BRANCH0 + mv->rows[row].colour);
-        put_line(y0 + 3 + r, x0, buf, attr);
+        /* a pruned node's row stays (the step did run it), dimmed */
+        int attr = mv->rows[row].gone ? ui_screen_attr(UI_PAIR_DIM) : ui_screen_attr(UI_PAIR_BRANCH0 + mv->rows[row].colour);
+        put_line(y, x0, buf, attr);
         for (int c = 0; c < gw && left + c < mv->n_cols; c++) {
             bool on = mv_sees(mv, row, left + c);
-            mvaddch(y0 + 3 + r, x0 + tw + c, on ? ('#' | (chtype)attr) : ('.' | (chtype)ui_screen_attr(UI_PAIR_DIM)));
+            mvaddch(y, x0 + tw + c, on ? ('#' | (chtype)attr) : ('.' | (chtype)ui_screen_attr(UI_PAIR_DIM)));
         }
     }
 }
@@ -282,7 +284,8 @@ static void run_command(tui *t, const char *line) {
     case UI_CMD_GROW: post(t, (ui_job){.kind = UI_JOB_GROW, .node = sel, .a = c.a}); break;
     case UI_CMD_COT: post(t, (ui_job){.kind = UI_JOB_COT, .node = sel, .a = c.a, .b = c.b}); break;
     case UI_CMD_BEAM: post(t, (ui_job){.kind = UI_JOB_BEAM, .node = sel, .a = c.a, .b = c.b}); break;
-    case UI_CMD_ASK: post(t, (ui_job){.kind = UI_JOB_APPEND, .node = sel, .b = 1, .text = c.text}); break;
+    case UI_CMD_ASK: post(t, (ui_job){.kind = UI_JOB_ASK, .node = sel, .text = c.text}); break;
+    case UI_CMD_MARGINS: post(t, (ui_job){.kind = UI_JOB_MARGINS, .node = sel, .a = c.a, .text = c.text}); break;
     case UI_CMD_APPEND: post(t, (ui_job){.kind = UI_JOB_APPEND, .node = sel, .text = c.text}); break;
     case UI_CMD_PRUNE: post(t, (ui_job){.kind = UI_JOB_PRUNE, .node = sel}); break;
     case UI_CMD_MERGE: post(t, (ui_job){.kind = UI_JOB_MERGE}); break;
@@ -351,11 +354,11 @@ static void do_action(tui *t, int a) {
     case UI_ACT_UP: fv_move(&t->fv, f, -1); break;
     case UI_ACT_DOWN: fv_move(&t->fv, f, 1); break;
     case UI_ACT_PAGE_UP:
-        if (t->focus == UI_VIEW_MASK) mv->top = mv->top > page ? mv->top - page : 0;
+        if (t->focus == UI_VIEW_MASK) mv_vscroll(mv, -page);
         else fv_move(&t->fv, f, -page);
         break;
     case UI_ACT_PAGE_DOWN:
-        if (t->focus == UI_VIEW_MASK) mv->top = mv->top + page < mv->n_rows ? mv->top + page : mv->top;
+        if (t->focus == UI_VIEW_MASK) mv_vscroll(mv, page);
         else fv_move(&t->fv, f, page);
         break;
     case UI_ACT_FIRST: fv_set_cursor(&t->fv, f, 0); break;
@@ -374,8 +377,8 @@ static void do_action(tui *t, int a) {
     case UI_ACT_TOKEN_NEXT: tv_move(&t->tv, 1); break;
     case UI_ACT_ALT_UP: if (t->tv.alt > 0) t->tv.alt--; break;
     case UI_ACT_ALT_DOWN: t->tv.alt++; break;
-    case UI_ACT_MASK_UP: mv->top = mv->top > 0 ? mv->top - 1 : 0; break;
-    case UI_ACT_MASK_DOWN: mv->top += mv->top + 1 < mv->n_rows; break;
+    case UI_ACT_MASK_UP: mv_vscroll(mv, -1); break;
+    case UI_ACT_MASK_DOWN: mv_vscroll(mv, 1); break;
     case UI_ACT_MASK_LEFT: mv_hscroll(mv, -8, t->mask_gw > 0 ? t->mask_gw : 40); break;
     case UI_ACT_MASK_RIGHT: mv_hscroll(mv, 8, t->mask_gw > 0 ? t->mask_gw : 40); break;
     case UI_ACT_ALT_PICK: {
@@ -398,20 +401,62 @@ static void do_action(tui *t, int a) {
     t->dirty = true;
 }
 
+/* A click on a mask row selects its node's line (the forest and text panes follow);
+ * returns the node, FOREST_NONE when it was pruned (a pruned row's node is not looked up). */
+static forest_id mask_click(tui *t, const forest *f, int32_t row) {
+    const mask_view *mv = ui_worker_mask(t->w);
+    forest_id id = mv_row_node(mv, row);
+    char m[96];
+    if (id == FOREST_NONE || !forest_get(f, id)) {
+        snprintf(m, sizeof m, "row %d: its node was pruned", (int)row);
+        set_msg(t, m);
+        id = FOREST_NONE;
+    } else {
+        /* a node inside folded lines: unfold the visible ancestor line, and again */
+        st_err err = {0};
+        for (int k = 0; k < 256 && !fv_select_node(&t->fv, f, id); k++) {
+            const forest_node *nd = forest_get(f, id);
+            bool opened = false;
+            for (int32_t a = nd->parent; a >= 0 && !opened; a = forest_node_at(f, a)->parent)
+                if (fv_select_node(&t->fv, f, forest_id_at(f, a))) opened = fv_fold(&t->fv, f, false);
+            if (!opened || fv_rebuild(&t->fv, f, &err)) {
+                set_msg(t, "that node is not shown in the forest pane");
+                id = FOREST_NONE;
+                break;
+            }
+        }
+    }
+    t->focus = UI_VIEW_MASK;
+    return id;
+}
+
 static void on_mouse(tui *t) {
     MEVENT me;
     if (getmouse(&me) != OK) return;
     ui_worker_lock(t->w);
     const forest *f = ui_worker_forest(t->w);
-    if (me.bstate & BUTTON4_PRESSED) fv_move(&t->fv, f, -3);
-    else if (me.bstate & BUTTON5_PRESSED) fv_move(&t->fv, f, 3);
-    else if (me.bstate & BUTTON1_CLICKED && me.x < COLS * 2 / 5 && me.y >= 1 && me.y < LINES - 2) {
+    /* the pane layout draw() uses: forest | mask, from line 1 to LINES - 3 */
+    int fw = COLS * 2 / 5, ph = LINES - 3;
+    bool in_mask = t->mask && me.x > fw && me.y >= 1 && me.y < 1 + ph;
+    mask_view *mv = ui_worker_mask_mut(t->w);
+    forest_id clicked = FOREST_NONE;
+    if (me.bstate & (BUTTON4_PRESSED | BUTTON5_PRESSED)) {
+        int d = me.bstate & BUTTON4_PRESSED ? -3 : 3;
+        if (in_mask) mv_vscroll(mv, d);
+        else fv_move(&t->fv, f, d);
+    } else if (me.bstate & BUTTON1_CLICKED && in_mask) {
+        int32_t row = mv_row_at(mv, me.y, me.x, 1, fw + 1, ph, COLS - fw - 1);
+        if (row >= 0) clicked = mask_click(t, f, row);
+    } else if (me.bstate & BUTTON1_CLICKED && me.x < fw && me.y >= 1 && me.y < LINES - 2) {
         fv_set_cursor(&t->fv, f, t->fv.top + me.y - 1);
         t->focus = UI_VIEW_FOREST;
     }
     forest_id sel = fv_selected(&t->fv, f);
     st_err err = {0};
     if (sel != FOREST_NONE) tv_set(&t->tv, f, sel, &err);
+    /* the text pane's token cursor on the clicked row's token */
+    for (int32_t k = 0; clicked != FOREST_NONE && k < t->tv.n; k++)
+        if (t->tv.idx[k] == forest_index(clicked)) t->tv.cursor = k, t->tv.follow = false;
     ui_worker_unlock(t->w);
     t->dirty = true;
 }

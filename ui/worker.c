@@ -19,7 +19,7 @@
 
 #define Q_CAP 64
 
-enum { RUN_NONE, RUN_GROW, RUN_COT, RUN_BEAM, RUN_STEPS };
+enum { RUN_NONE, RUN_GROW, RUN_COT, RUN_BEAM, RUN_STEPS, RUN_MARGINS };
 
 /* A pruned subtree kept for undo: nodes in DFS order, each with the index (in this list)
  * of its parent, -1 for the subtree's top, which hangs under `under`. */
@@ -55,6 +55,9 @@ struct ui_worker {
     grow g;
     cot c;
     beam *b;
+    ui_margins *mg;
+    ui_chat chat;
+    char note[160];            /* what the job did, added to its "done" */
     int32_t steps_left, steps_done, steps_goal;
     /* what the UI reads */
     mask_view *mv;
@@ -96,7 +99,9 @@ static void run_stop(ui_worker *w) {
     if (w->run == RUN_GROW) grow_free(&w->g);
     if (w->run == RUN_COT) cot_free(&w->c);
     if (w->run == RUN_BEAM) beam_free(w->b);
+    if (w->run == RUN_MARGINS) ui_margins_free(w->mg);
     w->b = NULL;
+    w->mg = NULL;
     w->run = RUN_NONE;
     w->paused = false;
 }
@@ -118,7 +123,8 @@ static st_code start_node(ui_worker *w, forest_id id, forest_id *out, st_err *er
 
 static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
     if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "a strategy is running: cancel it first (x)");
-    int32_t budget = (j->kind == UI_JOB_GROW ? j->a : j->b) > 0 ? (j->kind == UI_JOB_GROW ? j->a : j->b) : w->budget;
+    int32_t asked = j->kind == UI_JOB_GROW ? j->a : j->kind == UI_JOB_MARGINS ? 0 : j->b;
+    int32_t budget = asked > 0 ? asked : w->budget;
     forest_id from = j->node;
     st_code rc;
     const forest_node *nd = forest_get(w->f, j->node);
@@ -136,6 +142,17 @@ static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
         if ((rc = cot_init(&w->c, w->f, from, j->a, &w->sp, budget, w->n_vocab, err))) return rc;
         w->run = RUN_COT;
         break;
+    case UI_JOB_MARGINS:
+        if (!(w->mg = ui_margins_start(w->f, w->tk, j->node, j->text ? j->text : "", j->a, &w->chat,
+                                       &w->sp, budget, w->n_vocab, err)))
+            return err->code;
+        w->run = RUN_MARGINS;
+        w->focus = w->mg->m.note_from[0];
+        budget *= 2; /* the notes, then the answer */
+        snprintf(w->note, sizeof w->note, "margins: %d note%s on %d-token chunks, then the answer",
+                 (int)w->mg->n_chunks, w->mg->n_chunks > 1 ? "s" : "", (int)(j->a > 0 ? j->a : UI_MARGINS_CHUNK));
+        say(w, "%s", w->note);
+        break;
     case UI_JOB_BEAM: {
         beam_params bp = beam_default_params();
         bp.width = j->a;
@@ -148,6 +165,7 @@ static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
         w->steps_left = j->a > 0 ? j->a : 1;
         w->run = RUN_STEPS;
     }
+    if (j->kind != UI_JOB_MARGINS) w->note[0] = '\0';
     w->steps_done = 0;
     w->steps_goal = j->kind == UI_JOB_STEP ? w->steps_left : budget;
     w->t_job = now_s();
@@ -172,6 +190,12 @@ static void run_step(ui_worker *w) {
         rc = step_forest(w->f, &w->plan, w->ctx, &err);
         active = --w->steps_left > 0 && forest_n_pending(w->f) > 0;
         break;
+    case RUN_MARGINS: {
+        bool notes = w->mg->m.phase == MARGINS_NOTES;
+        rc = ui_margins_step(w->mg, w->f, &w->plan, w->ctx, w->tk, &active, &err);
+        if (!rc && notes && w->mg->m.phase == MARGINS_ANSWER) w->focus = w->mg->m.answer_from;
+        break;
+    }
     }
     double t1 = now_s();
     if (rc == ST_NO_KV_SLOT) {
@@ -188,7 +212,8 @@ static void run_step(ui_worker *w) {
         w->job_tokens += w->plan.n_rows;
         if (w->plan.n_rows > 0) mv_capture(w->mv, w->f, w->tk, &w->plan, w->n_steps - 1);
         if (!active) {
-            say(w, "%s", "done");
+            if (w->note[0]) say(w, "done (%s)", w->note);
+            else say(w, "%s", "done");
             run_stop(w);
         }
     }
@@ -305,10 +330,29 @@ static st_code preview_next(ui_worker *w, st_err *err) {
     return ST_OK;
 }
 
+/* :ask's tokens: the text in the form the selected branch calls for (ask_margins.h); what
+ * the form was goes into note, for the messages. */
+static int32_t *ask_tokens(ui_worker *w, const ui_job *j, int32_t *n, char *note, size_t cap,
+                           st_err *err) {
+    int32_t np = j->node == FOREST_NONE ? 0 : forest_path(w->f, j->node, NULL, 0);
+    int32_t *path = malloc(sizeof(int32_t) * (size_t)(np > 0 ? np : 1));
+    if (!path) {
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (np > 0) forest_path(w->f, j->node, path, np);
+    int form = ui_turn_form(w->tk, w->chat.kind, path, np > 0 ? np : 0);
+    free(path);
+    int32_t *t = ui_turn_tokens(w->tk, &w->chat, j->text ? j->text : "", form, np <= 0, n, err);
+    char what[128];
+    snprintf(note, cap, "ask: %s", ui_turn_form_name(form, w->chat.kind, what, sizeof what));
+    return t;
+}
+
 static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
     st_code rc = ST_OK;
     switch (j->kind) {
-    case UI_JOB_GROW: case UI_JOB_COT: case UI_JOB_BEAM: case UI_JOB_STEP:
+    case UI_JOB_GROW: case UI_JOB_COT: case UI_JOB_BEAM: case UI_JOB_STEP: case UI_JOB_MARGINS:
         return run_start(w, j, err);
     case UI_JOB_PRUNE:
         if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
@@ -317,8 +361,9 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
         return forest_prune(w->f, j->node, err);
     case UI_JOB_UNDO:
         return undo_apply(w, err);
-    case UI_JOB_APPEND: case UI_JOB_FORK: {
+    case UI_JOB_APPEND: case UI_JOB_FORK: case UI_JOB_ASK: {
         int32_t one = j->a, *t = &one, n = 1;
+        char note[sizeof w->note] = "";
         const forest_node *nd = forest_get(w->f, j->node);
         if (!nd && j->node != FOREST_NONE) return st_set(err, ST_ERR_ARG, "the selected node is gone");
         if (j->kind == UI_JOB_APPEND) {
@@ -327,6 +372,8 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
             if (n <= 0) return st_set(err, ST_ERR_ARG, "nothing to append");
             if (!(t = malloc(sizeof(int32_t) * (size_t)n))) return st_set(err, ST_ERR_NOMEM, "out of memory");
             tok_encode(w->tk, s, strlen(s), nd == NULL && tok_add_bos(w->tk), false, t, n);
+        } else if (j->kind == UI_JOB_ASK && !(t = ask_tokens(w, j, &n, note, sizeof note, err))) {
+            return err->code;
         }
         forest_id last;
         rc = nd ? forest_append(w->f, j->node, t, NULL, n, &last, err)
@@ -334,9 +381,14 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
         if (t != &one) free(t);
         if (rc) return rc;
         w->focus = last;
-        if (j->kind == UI_JOB_FORK || j->b) {
+        if (j->kind == UI_JOB_FORK || j->kind == UI_JOB_ASK || j->b) {
             ui_job g = {.kind = UI_JOB_GROW, .node = last};
-            if (w->run == RUN_NONE) rc = run_start(w, &g, err);
+            bool idle = w->run == RUN_NONE;
+            if (idle) rc = run_start(w, &g, err);
+            if (j->kind == UI_JOB_ASK && !rc) { /* the form the text took, while it grows and after */
+                if (idle) snprintf(w->note, sizeof w->note, "%s", note);
+                say(w, "%s", note);
+            }
         }
         return rc;
     }
@@ -427,6 +479,8 @@ static void *worker_main(void *arg) {
             changed(w, j.kind != UI_JOB_SAVE && j.kind != UI_JOB_EXPORT && j.kind != UI_JOB_PAUSE && !rc);
         } else
             run_step(w);
+        /* a prune (the user's, or a strategy's own) may have removed nodes the mask view names */
+        mv_mark_pruned(w->mv, w->f);
         pthread_mutex_unlock(&w->mu);
         free((char *)j.text);
         if (have && j.kind == UI_JOB_QUIT) break;
@@ -464,6 +518,7 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     w->model_name = p->model_name;
     w->backend = p->backend;
     w->threads = p->threads;
+    w->chat = p->chat;
     w->focus = FOREST_NONE;
     w->undo.under = FOREST_NONE;
     if (pthread_create(&w->th, NULL, worker_main, w)) {
@@ -542,11 +597,12 @@ int32_t ui_worker_running(const ui_worker *w, forest_id *out, int32_t cap) {
             if (!g->br[i].done && n < cap) out[n++] = g->br[i].leaf;
     if (w->run == RUN_BEAM)
         for (int32_t i = 0; i < beam_n_live(w->b) && n < cap; i++) out[n++] = beam_live_leaf(w->b, i);
+    if (w->run == RUN_MARGINS) n = ui_margins_running(w->mg, out, cap);
     return n;
 }
 
 void ui_worker_stats(const ui_worker *w, ui_stats *s) {
-    static const char *const names[] = {"idle", "grow", "cot", "beam", "step"};
+    static const char *const names[] = {"idle", "grow", "cot", "beam", "step", "margins"};
     s->model = w->model_name;
     s->backend = w->backend;
     s->threads = w->threads;

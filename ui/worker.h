@@ -1,15 +1,17 @@
 /* worker.h - the engine's thread. The worker is the only mutator of the forest: the UI
- * queues jobs (grow, cot, beam, step, prune, undo, append, fork, bookmark, set, save,
- * load, export, pause, cancel, merge, preview) and draws from the forest while holding the worker's lock.
- * A strategy (grow / cot / beam / steps) runs one forest step at a time; queued jobs run
+ * queues jobs (grow, cot, beam, margins, step, prune, undo, append, ask, fork, bookmark,
+ * set, save, load, export, pause, cancel, merge, preview) and draws from the forest while holding the worker's lock.
+ * A strategy (grow / cot / beam / margins / steps) runs one forest step at a time; queued jobs run
  * between steps, so a running strategy can be paused or cancelled and the forest pruned
  * while it runs. Every change bumps a version number the UI polls (no lock needed) to
  * know when to redraw; results appear step by step.
  *
  * Locking: one mutex guards the forest, the last step's mask view, the statistics and
- * the messages. The worker holds it for a whole step (the engine's strategies build,
- * run and sample a step in one call), so the UI takes it with ui_worker_trylock while
- * drawing and keeps its last frame when a step is running.
+ * the messages. The worker holds it while a step is built and sampled and releases it
+ * during the step's forward pass (step_plan's forward hooks; the forest does not change
+ * then); the UI takes it with ui_worker_trylock while drawing and keeps its last frame
+ * when it is held. After every job and step the mask view's rows whose nodes were pruned
+ * are marked (mv_mark_pruned), so the view never names a stale node.
  *
  * Saving and loading sessions are callbacks given by app/ (which knows the model file);
  * the worker calls them on its thread with the lock held. */
@@ -23,6 +25,7 @@
 #include "../engine/model.h"
 #include "../engine/sample.h"
 #include "../engine/tok.h"
+#include "ask_margins.h"
 #include "mask_view.h"
 #include "status.h"
 
@@ -33,7 +36,10 @@ typedef enum {
     UI_JOB_STEP,     /* a = steps */
     UI_JOB_PRUNE,    /* node */
     UI_JOB_UNDO,     /* restore the last pruned subtree (pending) */
-    UI_JOB_APPEND,   /* node, text; a = 1: then grow it */
+    UI_JOB_APPEND,   /* node, text; b = 1: then grow it */
+    UI_JOB_ASK,      /* node, text: as a chat user turn (ask_margins.h), then grown */
+    UI_JOB_MARGINS,  /* node (the branch to take notes on), a = chunk (0: default), text =
+                        the question */
     UI_JOB_FORK,     /* node (parent), a = token; then grow it */
     UI_JOB_BOOKMARK, /* node: toggle */
     UI_JOB_SET,      /* text = setting name, val */
@@ -71,6 +77,7 @@ typedef struct ui_worker_params {
     void *ud;
     const char *model_name, *backend;
     int32_t threads;
+    ui_chat chat;          /* the model's chat template, for :ask and :margins */
 } ui_worker_params;
 
 typedef struct ui_worker ui_worker;
