@@ -1,9 +1,10 @@
 /* cmd_bench_spec.c - `multidecode bench spec`: exact speculative greedy decoding (drafts
  * verified as a tree, lookahead decoding) against plain greedy decoding, JSON out.
  *
- * Three tasks, as user messages in the model's chat template when it has one: code (a
- * function to rewrite: the answer copies much of it), summarisation of a given document
- * (prompt lookup's best case) and free story writing (little to copy). For each task the
+ * Three tasks: code completion (a Python class as plain text, for the model to go on
+ * writing: code repeats its own patterns), and, as user messages in the model's chat
+ * template when it has one, summarisation of a given document (copies phrases of it) and
+ * free story writing (little to copy). For each task the
  * prompt but its last token is prefilled untimed; then each setting decodes up to -n
  * greedy tokens (stopping at end-of-generation) and is timed from there: plain greedy
  * (one token per forward pass, the `generate` path) first, then every draft setting, in
@@ -23,27 +24,21 @@
 #include "prompt.h"
 
 static const char bs_code[] =
-    "Add a docstring to each function of this Python module and return the whole module.\n\n"
-    "```python\n"
-    "import math\n\n"
-    "def mean(values):\n"
-    "    total = 0.0\n"
-    "    for v in values:\n"
-    "        total += v\n"
-    "    return total / len(values)\n\n"
-    "def variance(values):\n"
-    "    m = mean(values)\n"
-    "    total = 0.0\n"
-    "    for v in values:\n"
-    "        total += (v - m) ** 2\n"
-    "    return total / len(values)\n\n"
-    "def stddev(values):\n"
-    "    return math.sqrt(variance(values))\n\n"
-    "def normalize(values):\n"
-    "    m = mean(values)\n"
-    "    s = stddev(values)\n"
-    "    return [(v - m) / s for v in values]\n"
-    "```\n";
+    "import math\n\n\n"
+    "class Vector:\n"
+    "    \"\"\"A 3-D vector.\"\"\"\n\n"
+    "    def __init__(self, x, y, z):\n"
+    "        self.x = x\n"
+    "        self.y = y\n"
+    "        self.z = z\n\n"
+    "    def __add__(self, other):\n"
+    "        return Vector(self.x + other.x, self.y + other.y, self.z + other.z)\n\n"
+    "    def __sub__(self, other):\n"
+    "        return Vector(self.x - other.x, self.y - other.y, self.z - other.z)\n\n"
+    "    def __mul__(self, k):\n"
+    "        return Vector(self.x * k, self.y * k, self.z * k)\n\n"
+    "    def dot(self, other):\n"
+    "        return self.x * other.x + self.y * other.y + self.z * other.z\n";
 
 static const char bs_summary[] =
     "Summarize the following article in a few sentences.\n\n"
@@ -65,7 +60,8 @@ static const char bs_story[] =
 
 static const struct {
     const char *name, *text;
-} bs_tasks[] = {{"code", bs_code}, {"summary", bs_summary}, {"story", bs_story}};
+    bool chat; /* a user message in the chat template (when the model has one) */
+} bs_tasks[] = {{"code", bs_code, false}, {"summary", bs_summary, true}, {"story", bs_story, true}};
 #define BS_N_TASKS ((int)(sizeof bs_tasks / sizeof bs_tasks[0]))
 
 /* The default settings: drafts (adaptive and fixed lengths) and a lookahead grid. */
@@ -263,11 +259,11 @@ int cmd_bench_spec(int argc, char **argv) {
     int n_done = 0;
     for (int t = 0; t < BS_N_TASKS && !rc; t++) {
         if (!strstr(tasks, bs_tasks[t].name)) continue;
-        prompt_chat pc = {.on = !raw, .raw = raw};
+        prompt_chat pc = {.on = !raw && bs_tasks[t].chat, .raw = raw || !bs_tasks[t].chat};
         int32_t np = 0;
         chat_kind kind = CHAT_NONE;
         int32_t *prompt = prompt_tokens(&pm, &pc, bs_tasks[t].text, &np, &kind, &err);
-        if (!prompt && !raw) { /* no chat template: the text as it is */
+        if (!prompt && pc.on) { /* no chat template: the text as it is */
             pc.on = false;
             prompt = prompt_tokens(&pm, &pc, bs_tasks[t].text, &np, &kind, &err);
         }
