@@ -49,6 +49,19 @@ static void gen_usage(FILE *f) {
             SPEC_HELP);
 }
 
+/* Starts the output stream with the prompt: it goes through the stream either way, so that
+ * the answer's first token is decoded in context; a chat prompt (template markup) is not
+ * echoed. */
+static void gen_echo_prompt(prompt_model *pm, tok_stream *ts, const int32_t *prompt,
+                            int32_t n_prompt, bool chat) {
+    char buf[256];
+    tok_stream_init(ts);
+    for (int32_t i = 0; i < n_prompt; i++)
+        if (tok_stream_put(pm->tk, ts, prompt[i], buf, sizeof buf) < sizeof buf && !chat)
+            fputs(buf, stdout);
+    fflush(stdout);
+}
+
 /* The linear path: prefill, then one token per forward pass, streamed. */
 static st_code gen_linear(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, bool chat,
                           const sample_params *sp, int64_t n_gen, bool quiet, const char *backend,
@@ -65,14 +78,8 @@ static st_code gen_linear(prompt_model *pm, const int32_t *prompt, int32_t n_pro
     }
     memcpy(toks, prompt, sizeof(int32_t) * (size_t)n_prompt);
     tok_stream ts;
-    tok_stream_init(&ts);
     char buf[256];
-    /* The prompt goes through the stream either way, so that the answer's first token is
-     * decoded in context; a chat prompt (template markup) is not echoed. */
-    for (int32_t i = 0; i < n_prompt; i++)
-        if (tok_stream_put(pm->tk, &ts, toks[i], buf, sizeof buf) < sizeof buf && !chat)
-            fputs(buf, stdout);
-    fflush(stdout);
+    gen_echo_prompt(pm, &ts, prompt, n_prompt, chat);
 
     double t0 = app_now();
     if ((rc = model_forward_linear(pm->ctx, toks, n_prompt, 0, logits, err))) goto out;
@@ -137,12 +144,8 @@ static st_code gen_spec(prompt_model *pm, const int32_t *prompt, int32_t n_promp
         goto out;
     }
     tok_stream ts;
-    tok_stream_init(&ts);
     char buf[256];
-    for (int32_t i = 0; i < n_prompt; i++)
-        if (tok_stream_put(pm->tk, &ts, prompt[i], buf, sizeof buf) < sizeof buf && !chat)
-            fputs(buf, stdout);
-    fflush(stdout);
+    gen_echo_prompt(pm, &ts, prompt, n_prompt, chat);
     double t0 = app_now(), t1 = t0;
     int64_t made = 0;
     bool full = false, eog = false;
