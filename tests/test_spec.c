@@ -233,15 +233,11 @@ static void test_la_layout(void) {
     T_CHECK(lookahead_init(&lp, hist, 5, &err) == NULL && err.code == ST_ERR_ARG, "N = 1 refused");
 }
 
-/* Greedy decoding of n tokens through the driver vs linear greedy. */
+/* Greedy decoding of n tokens through the driver vs linear greedy's ref[0..n). */
 static void spec_case(const model *m, const int32_t *prompt, int32_t np, int32_t n,
-                      const spec_params *sp, int32_t n_slots, const char *name, const char *what) {
-    int32_t *ref = malloc(sizeof(int32_t) * (size_t)n), *got = malloc(sizeof(int32_t) * (size_t)(n + 4200));
-    if (!greedy_linear(m, prompt, np, n, ref)) {
-        T_CHECK(0, "%s: linear greedy", name);
-        free(ref), free(got);
-        return;
-    }
+                      const int32_t *ref, const spec_params *sp, int32_t n_slots, const char *name,
+                      const char *what) {
+    int32_t *got = malloc(sizeof(int32_t) * (size_t)(n + 4200));
     forest *f = forest_init(n_slots, 0);
     model_ctx *c = t_new_ctx_rows(m, n_slots, 48);
     step_plan p;
@@ -284,11 +280,17 @@ static void spec_case(const model *m, const int32_t *prompt, int32_t np, int32_t
     step_plan_free(&p);
     model_ctx_free(c);
     forest_free(f);
-    free(ref), free(got);
+    free(got);
 }
 
 /* The grid of settings every model runs. */
 static void spec_grid(const model *m, const int32_t *prompt, int32_t np, int32_t n, const char *name) {
+    int32_t *ref = malloc(sizeof(int32_t) * (size_t)n);
+    if (!greedy_linear(m, prompt, np, n, ref)) {
+        T_CHECK(0, "%s: linear greedy", name);
+        free(ref);
+        return;
+    }
     struct { int32_t dl, nd, rows, w, nn, g; bool adapt; int32_t slots; const char *what; } cs[] = {
         {8, 4, 16, 0, 4, 4, true, 0, "lookup+pool adaptive"},
         {5, 2, 8, 0, 3, 4, false, 0, "lookup+pool fixed 5"},
@@ -310,8 +312,9 @@ static void spec_grid(const model *m, const int32_t *prompt, int32_t np, int32_t
         sp.la.n = cs[i].nn;
         sp.la.g = cs[i].g;
         int32_t slots = cs[i].slots ? np + n + cs[i].slots : np + n + 128;
-        spec_case(m, prompt, np, n, &sp, slots, name, cs[i].what);
+        spec_case(m, prompt, np, n, ref, &sp, slots, name, cs[i].what);
     }
+    free(ref);
 }
 
 static void run_random(mkmodel_params mp, const char *name) {
@@ -326,6 +329,21 @@ static void run_random(mkmodel_params mp, const char *name) {
     test_pack_accept(m, var, 9, name);
     spec_grid(m, rep, 24, 40, name);
     spec_grid(m, var, 9, 33, name);
+    /* many prompts and lengths: 1..29 prompt tokens of a few symbols (so lookups match),
+     * 1..40 generated tokens, including a single token (the first step alone) */
+    uint64_t st = mp.seed * 77 + 5;
+    for (int k = 0; k < 6; k++) {
+        int32_t pr[32];
+        st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+        int32_t np = 1 + (int32_t)((st >> 33) % 29), ng = k == 0 ? 1 : 1 + (int32_t)((st >> 45) % 40);
+        for (int32_t i = 0; i < np; i++) {
+            st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+            pr[i] = 280 + (int32_t)((st >> 33) % 6) * 11;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "%s (prompt %d, %d tokens)", name, np, ng);
+        spec_grid(m, pr, np, ng, what);
+    }
     model_free(m);
 }
 
