@@ -237,8 +237,13 @@ SIMD_INLINE void mm_tile_q8_0(int64_t n, const uint8_t *w, size_t ws, const uint
             }
         }
     }
-    for (int r = 0; r < NW; r++)
-        for (int c = 0; c < NX; c++) y[c * ys + r] = _mm512_reduce_add_ps(acc[r][c]);
+    __m512 sums[MM_TW * MM_TX];
+#pragma GCC unroll 4
+    for (int r = 0; r < MM_TW; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < MM_TX; c++)
+            sums[MM_TX * r + c] = r < NW && c < NX ? acc[r][c] : _mm512_setzero_ps();
+    mm_put512(sums, y, ys, NW, NX);
 #elif MM_Q8_SIMD
     __m256 acc[MM_TW][MM_TX];
 #pragma GCC unroll 4

@@ -305,6 +305,9 @@ SIMD_INLINE void mm_tile_grp(int64_t n, const uint8_t *w, size_t ws, const uint8
      * each part of x is then loaded once for both rows (loads, not arithmetic, bound
      * this loop). */
     const __m512i zero = _mm512_setzero_si512();
+    __m512 sums[MM_TW * MM_TX]; /* [MM_TX * r + c], summed up at the end (mm_put512) */
+#pragma GCC unroll 16
+    for (int i = 0; i < MM_TW * MM_TX; i++) sums[i] = _mm512_setzero_ps();
 #pragma GCC unroll 2
     for (int r0 = 0; r0 < NW; r0 += 2) {
         const int nr = NW - r0 < 2 ? NW - r0 : 2;
@@ -328,12 +331,17 @@ SIMD_INLINE void mm_tile_grp(int64_t n, const uint8_t *w, size_t ws, const uint8
             for (int c = 0; c < NX; c++) {
                 const uint8_t *xr = x + c * xs;
                 const uint8_t *xq = xr + ch * QUANT_CHUNK;
-                const __m512 dg = _mm512_load_ps(mm_qx_dg(xr, n) + 16 * ch);
-                const __m512 sx = _mm512_load_ps(mm_qx_sx(xr, n) + 16 * ch);
+                __m512 dg = _mm512_load_ps(mm_qx_dg(xr, n) + 16 * ch);
+                __m512 sx = _mm512_load_ps(mm_qx_sx(xr, n) + 16 * ch);
+                /* (the empty asm keeps these, and each xv below, in a register: folded
+                 * into the instructions as memory operands they were loaded once per
+                 * weight row, and loads, not arithmetic, bounded the loop: 7-10% faster) */
+                __asm__("" : "+v"(dg), "+v"(sx));
                 __m512i p[2] = {zero, zero};
 #pragma GCC unroll 4
                 for (int k = 0; k < 4; k++) {
-                    const __m512i xv = _mm512_load_si512(xq + 64 * k);
+                    __m512i xv = _mm512_load_si512(xq + 64 * k);
+                    __asm__("" : "+v"(xv));
 #pragma GCC unroll 2
                     for (int r = 0; r < nr; r++) p[r] = _mm512_dpbusd_epi32(p[r], u[r][k], xv);
                 }
@@ -345,9 +353,12 @@ SIMD_INLINE void mm_tile_grp(int64_t n, const uint8_t *w, size_t ws, const uint8
                 }
             }
         }
+#pragma GCC unroll 2
         for (int r = 0; r < nr; r++)
-            for (int c = 0; c < NX; c++) y[c * ys + r0 + r] = _mm512_reduce_add_ps(acc[r][c]);
+#pragma GCC unroll 4
+            for (int c = 0; c < NX; c++) sums[MM_TX * (r0 + r) + c] = acc[r][c];
     }
+    mm_put512(sums, y, ys, NW, NX);
 #elif MM_Q8_SIMD
     /* the low and high 32 bytes of each part are groups 0..7 and 8..15 */
     __m256 acc[MM_TW][MM_TX];
@@ -468,8 +479,13 @@ SIMD_INLINE void mm_tile_fused(int64_t n, const uint8_t *w, size_t ws, const uin
             }
         }
     }
-    for (int r = 0; r < NW; r++)
-        for (int c = 0; c < NX; c++) y[c * ys + r] = _mm512_reduce_add_ps(acc[r][c]);
+    __m512 sums[MM_TW * MM_TX];
+#pragma GCC unroll 4
+    for (int r = 0; r < MM_TW; r++)
+#pragma GCC unroll 4
+        for (int c = 0; c < MM_TX; c++)
+            sums[MM_TX * r + c] = r < NW && c < NX ? acc[r][c] : _mm512_setzero_ps();
+    mm_put512(sums, y, ys, NW, NX);
 }
 #define MM_FUSED_TYPE(name, T)                                                            \
     SIMD_INLINE void mm_fused_##name(int64_t n, const uint8_t *w, size_t ws,              \
