@@ -192,6 +192,7 @@ struct spec {
     spec_policy pol;
     int32_t width, cap_c;   /* tokens per draft row, drafts at most */
     int32_t *cand;          /* (cap_c, width) this step's drafts */
+    int32_t *lk;            /* (n_drafts, draft_len) prompt lookup's proposals */
     int32_t *keys;          /* (cap_c) prompt-lookup key lengths */
     spec_cand *cd;          /* (cap_c) */
     int32_t n_cd;
@@ -200,6 +201,8 @@ struct spec {
     spec_stats st;
     spec_observe_fn observe;
     void *observe_ud;
+    spec_draft_fn ext;      /* another draft source, or NULL */
+    void *ext_ud;
     bool la_packed;         /* the window is in the forest (this step) */
 };
 
@@ -216,6 +219,7 @@ void spec_free(spec *s) {
     lookahead_free(s->la);
     spec_tree_free(&s->tree);
     free(s->cand);
+    free(s->lk);
     free(s->keys);
     free(s->cd);
     free(s->ent);
@@ -245,17 +249,21 @@ spec *spec_init(const spec_params *sp, forest *f, forest_id tip, st_err *err) {
     spec_policy_init(&s->pol, q->row_cost);
     int32_t pn = q->la.w > 0 ? q->la.n : q->pool_n;
     int32_t per_key = q->la.w > 0 && q->la.g > 4 ? q->la.g : 4;
+    /* a draft row holds any source's longest draft: lookup's, the pool's, or one that
+     * fills the whole tree (another source's) */
     s->width = q->draft_len > pn - 1 ? q->draft_len : pn - 1;
+    if (s->width < q->max_rows) s->width = q->max_rows;
     if (s->width < 1) s->width = 1;
-    s->cap_c = q->n_drafts + per_key;
+    s->cap_c = SPEC_EXT_MAX + q->n_drafts + per_key;
     s->cap_hist = n_path + 256;
     s->hist = malloc(sizeof(int32_t) * (size_t)s->cap_hist);
     s->cand = malloc(sizeof(int32_t) * (size_t)s->cap_c * (size_t)s->width);
     s->keys = malloc(sizeof(int32_t) * (size_t)s->cap_c);
+    s->lk = malloc(sizeof(int32_t) * (size_t)(q->n_drafts * q->draft_len + 1));
     s->cd = malloc(sizeof(spec_cand) * (size_t)s->cap_c);
     s->ent = malloc(sizeof(spec_ent) * (size_t)s->cap_c * (size_t)s->width);
     s->acc = malloc(sizeof(int32_t) * (size_t)(q->max_rows + 2));
-    if (!s->hist || !s->cand || !s->keys || !s->cd || !s->ent || !s->acc) goto nomem;
+    if (!s->hist || !s->cand || !s->lk || !s->keys || !s->cd || !s->ent || !s->acc) goto nomem;
     s->n_hist = forest_path(f, tip, s->hist, s->cap_hist);
     spec_tree_init(&s->tree);
     if (pn >= 2 && ngram_pool_init(&s->pool, pn, per_key, err)) {
@@ -278,6 +286,11 @@ forest_id spec_tip(const spec *s) { return s->tip; }
 const spec_stats *spec_get_stats(const spec *s) { return &s->st; }
 const spec_tree *spec_last_tree(const spec *s) { return &s->tree; }
 double spec_row_cost(const spec *s) { return spec_policy_row_cost(&s->pol); }
+
+void spec_set_draft_source(spec *s, spec_draft_fn fn, void *ud) {
+    s->ext = fn;
+    s->ext_ud = ud;
+}
 
 void spec_set_observer(spec *s, spec_observe_fn fn, void *ud) {
     s->observe = fn;
@@ -311,13 +324,25 @@ static void spec_collect(spec *s) {
     const spec_params *q = &s->sp;
     s->n_cd = 0;
     int32_t lens[64];
+    if (s->ext) { /* another source's drafts first (a draft model, a test's oracle) */
+        int32_t ne = s->ext(s->ext_ud, s->hist, s->n_hist, s->cand, s->width, lens, SPEC_EXT_MAX);
+        for (int32_t c = 0; c < ne && c < SPEC_EXT_MAX; c++)
+            if (lens[c] > 0) {
+                if (c != s->n_cd)
+                    memmove(s->cand + (size_t)s->n_cd * (size_t)s->width,
+                            s->cand + (size_t)c * (size_t)s->width, sizeof(int32_t) * (size_t)s->width);
+                s->cd[s->n_cd++] = (spec_cand){lens[c] < s->width ? lens[c] : s->width, SPEC_B_EXT};
+            }
+    }
+    int32_t *lk_keys = s->keys + s->n_cd;
     int32_t nl = q->draft_len < 1 || q->n_drafts < 1 ? 0
-                 : ngram_lookup(s->hist, s->n_hist, q->key_min, q->key_max, s->width, q->n_drafts,
-                                s->cand, lens, s->keys);
+                 : ngram_lookup(s->hist, s->n_hist, q->key_min, q->key_max, q->draft_len,
+                                q->n_drafts, s->lk, lens, lk_keys);
     for (int32_t c = 0, rank = 0; c < nl; c++) {
-        rank = c > 0 && s->keys[c] == s->keys[c - 1] ? rank + 1 : 0;
-        s->cd[s->n_cd++] = (spec_cand){lens[c] < q->draft_len ? lens[c] : q->draft_len,
-                                       spec_policy_lookup_bucket(s->keys[c], rank)};
+        rank = c > 0 && lk_keys[c] == lk_keys[c - 1] ? rank + 1 : 0;
+        memcpy(s->cand + (size_t)s->n_cd * (size_t)s->width, s->lk + (size_t)c * (size_t)q->draft_len,
+               sizeof(int32_t) * (size_t)lens[c]);
+        s->cd[s->n_cd++] = (spec_cand){lens[c], spec_policy_lookup_bucket(lk_keys[c], rank)};
     }
     if (!s->pool.n || (!s->la && q->draft_len < 1)) return;
     int32_t key = s->hist[s->n_hist - 1];

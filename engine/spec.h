@@ -106,6 +106,15 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
 int32_t spec_max_emit(const spec *s);
 forest_id spec_tip(const spec *s);
 const spec_stats *spec_get_stats(const spec *s);
+/* Optional: another draft source (a small draft model, say), asked every step before
+ * prompt lookup and the pool: it writes up to max drafts of up to width tokens each
+ * (draft c at out + c * width, lens[c] tokens) continuing hist[0..n_hist) - whose last
+ * token is the tip - and returns how many. Its drafts go through the same policy, with
+ * their own acceptance estimate. fn NULL: none. */
+#define SPEC_EXT_MAX 4
+typedef int32_t (*spec_draft_fn)(void *ud, const int32_t *hist, int32_t n_hist, int32_t *out,
+                                 int32_t width, int32_t *lens, int32_t max);
+void spec_set_draft_source(spec *s, spec_draft_fn fn, void *ud);
 /* Optional: called after each step's forward pass and before acceptance prunes anything,
  * with the forest holding this step's drafts and window, computed, and p its plan (for
  * views and `plan --lookahead`). fn NULL: none. */

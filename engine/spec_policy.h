@@ -22,7 +22,8 @@ enum {
     SPEC_B_LOOKUP = 0,   /* + min(key, 4) - 1, + 4 for proposals after the first */
     SPEC_B_POOL = 8,     /* the n-gram pool of the text so far */
     SPEC_B_LA = 9,       /* the lookahead window's pool */
-    SPEC_N_BUCKETS = 10,
+    SPEC_B_EXT = 10,     /* another source (spec_set_draft_source) */
+    SPEC_N_BUCKETS = 11,
 };
 
 typedef struct spec_policy {

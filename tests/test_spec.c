@@ -283,6 +283,65 @@ static void spec_case(const model *m, const int32_t *prompt, int32_t np, int32_t
     free(got);
 }
 
+/* A draft source that knows the answer: the next `len` greedy tokens (wrong = 1: each
+ * token off by one, so nothing is ever accepted). */
+typedef struct oracle {
+    const int32_t *ref;
+    int32_t np, n, len, wrong, calls;
+} oracle;
+
+static int32_t oracle_draft(void *ud, const int32_t *hist, int32_t n_hist, int32_t *out,
+                            int32_t width, int32_t *lens, int32_t max) {
+    oracle *o = ud;
+    (void)hist;
+    o->calls++;
+    int32_t g = n_hist - o->np, k = 0;
+    if (max < 1) return 0;
+    for (; k < o->len && k < width && g + k < o->n; k++) out[k] = o->ref[g + k] + o->wrong;
+    lens[0] = k;
+    return k > 0;
+}
+
+/* The plug-in point for other draft sources, with an oracle: right drafts of L tokens make
+ * every step emit L + 1 tokens; wrong ones cost steps but never change the output. */
+static void test_ext_source(const model *m, const int32_t *prompt, int32_t np, const char *name) {
+    enum { N = 30, L = 4 };
+    int32_t ref[N];
+    if (!greedy_linear(m, prompt, np, N, ref)) return;
+    for (int wrong = 0; wrong <= 1; wrong++) {
+        oracle o = {ref, np, N, L, wrong, 0};
+        forest *f = forest_init(np + N + 64, 0);
+        model_ctx *c = t_new_ctx(m, np + N + 64);
+        step_plan p;
+        step_plan_init(&p);
+        st_err err = {0};
+        forest_id tip;
+        forest_add_root(f, prompt, NULL, np, 0, &tip, &err);
+        spec_params sp = spec_default_params();
+        sp.draft_len = 0; /* the oracle only */
+        sp.pool_n = 0;
+        sp.adaptive = false;
+        spec *s = spec_init(&sp, f, tip, &err);
+        spec_set_draft_source(s, oracle_draft, &o);
+        int32_t got[N + 8], made = 0, steps = 0;
+        while (made < N) {
+            int32_t k = 0;
+            if (spec_step(s, f, &p, c, got + made, &k, &err)) break;
+            made += k;
+            steps++;
+        }
+        int same = made >= N && !memcmp(got, ref, sizeof ref);
+        int32_t want_steps = wrong ? N : (N + L) / (L + 1);
+        T_CHECK(same && steps == want_steps && o.calls == steps,
+                "%s: %s oracle drafts: %d steps for %d tokens (want %d), output %s", name,
+                wrong ? "wrong" : "right", steps, made, want_steps, same ? "greedy's" : "DIFFERENT");
+        spec_free(s);
+        step_plan_free(&p);
+        model_ctx_free(c);
+        forest_free(f);
+    }
+}
+
 /* The grid of settings every model runs. */
 static void spec_grid(const model *m, const int32_t *prompt, int32_t np, int32_t n, const char *name) {
     int32_t *ref = malloc(sizeof(int32_t) * (size_t)n);
@@ -327,6 +386,7 @@ static void run_random(mkmodel_params mp, const char *name) {
     for (int32_t i = 0; i < 24; i++) rep[i] = 300 + (i % 5) * 7;
     for (int32_t i = 0; i < 9; i++) var[i] = 260 + (int32_t)((i * 97u + 13) % (uint32_t)(mp.n_vocab - 260));
     test_pack_accept(m, var, 9, name);
+    test_ext_source(m, var, 9, name);
     spec_grid(m, rep, 24, 40, name);
     spec_grid(m, var, 9, 33, name);
     /* many prompts and lengths: 1..29 prompt tokens of a few symbols (so lookups match),
