@@ -31,7 +31,7 @@ static void tui_usage(FILE *f) {
                "Opens the interactive forest explorer (press ? inside for its keys).\n\n"
                PROMPT_MODEL_HELP
                "      --load FILE      start from a saved session\n"
-               "      --budget N       tokens per grow (default 32)\n"
+               "      --budget N       tokens per grow, chain or draft run (default 32)\n"
                "      --temp T         temperature; 0 = greedy (default 0.8)\n"
                PROMPT_SAMPLE_HELP
                "\nfiles: $XDG_STATE_HOME/multidecode/{autosave.json,history,tui.log},\n"

@@ -6,7 +6,10 @@
 # grow, cot 4, the mask pane (scrolled, and the next step's preview), a fork from the
 # text pane's alternatives, beam 2, prune, bookmarks and :merge, :save, quit (the
 # terminal restored, the autosave written), a restart with --load showing the same
-# forest, resizes to 200x60 and 60x20 ("too small"). Then `make install` and
+# forest, resizes to 200x60 and 60x20 ("too small"); a fresh start running
+# `:lookahead 3 3 2 4` with the mask pane showing its last step (the tip and the window's
+# cells "la l,i" at their positions; the draft policy's row cost is fixed in the TUI, so
+# the layout does not depend on the machine's speed). Then `make install` and
 # `make uninstall` into a temporary DESTDIR. Skips without tmux or the shared model.
 # UPDATE_GOLDEN=1 rewrites the golden files. Ends with the usual
 # "N passed, N failed, N skipped" line.
@@ -34,7 +37,7 @@ settle() {
     while [ $i -lt 100 ]; do
         sleep 0.1
         cur=$(capture)
-        if [ "$cur" = "$prev" ] && ! printf '%s' "$cur" | grep -q '| \(grow\|cot\|beam\|step\) '; then return 0; fi
+        if [ "$cur" = "$prev" ] && ! printf '%s' "$cur" | grep -q '| \(grow\|cot\|beam\|step\|draft\|lookahead\) '; then return 0; fi
         prev=$cur; i=$((i + 1))
     done
 }
@@ -103,6 +106,19 @@ settle
 k q
 sleep 1
 capture | grep -q 'EXITED rc=0'; check quit-reloaded $? "the reloaded program did not exit with 0"
+
+# :lookahead on a fresh start: the mask pane shows the last step's tip and window
+T kill-session -t md
+T new-session -d -s md -x 100 -y 30 "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+sleep 0.5
+k ':set temp 0' Enter
+k ':lookahead 3 3 2 4' Enter
+k v
+screen lookahead
+capture | grep -q 'done (lookahead 3,3,2: 4 tokens in'; check lookahead-done $? "no 'done' message for :lookahead"
+k q
+sleep 1
+capture | grep -q 'EXITED rc=0'; check quit-lookahead $? "the program did not exit with 0 after :lookahead"
 
 # make install / uninstall into a temporary DESTDIR (the binary already built)
 D="$TMP/dest"

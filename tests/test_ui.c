@@ -4,7 +4,10 @@
  * (exact lines, a radix-collapsed chain, folding, cursor, a 10,000-node window in under
  * 50 ms), the text view's path and alternatives, the mask view of a known step plan (its
  * mouse hit-testing and scrolling, and its rows after a prune), :ask's chat turn forms,
- * and, on stories260K when it is there, :ask's tokens and a whole :margins run. */
+ * and, on stories260K when it is there, :ask's tokens, a whole :margins run, and :draft
+ * and :lookahead (ui/spec_job.h) run through the worker thread: their chains equal plain
+ * greedy decoding token for token, the budget is exact, and a lookahead step's captured
+ * mask rows carry the window's roles at positions tip + i + l after the window is pruned. */
 #include <math.h>
 #include <ncursesw/curses.h>
 #include <time.h>
@@ -18,7 +21,9 @@
 #include "../ui/keys.h"
 #include "../ui/mask_view.h"
 #include "../ui/status.h"
+#include "../ui/spec_job.h"
 #include "../ui/text_view.h"
+#include "../ui/worker.h"
 #include "t.h"
 #include "t_model.h"
 
@@ -135,6 +140,36 @@ static void test_commands(void) {
     for (int32_t i = 0; ui_cmd_name(i); i++)
         found += !strcmp(ui_cmd_name(i), "margins") && strstr(ui_cmd_usage(i), ":margins [CHUNK] QUESTION") != NULL;
     T_CHECK(found == 1, "margins is in the table completion and help read");
+    /* :draft [TOKENS], :lookahead W N G [TOKENS] */
+    T_CHECK(!ui_cmd_parse(":draft", &c, &err) && c.kind == UI_CMD_DRAFT && c.a == 0, "draft default");
+    T_CHECK(!ui_cmd_parse(":draft 64", &c, &err) && c.kind == UI_CMD_DRAFT && c.a == 64, "draft 64");
+    T_CHECK(!ui_cmd_parse(":d 8", &c, &err) && c.kind == UI_CMD_DRAFT && c.a == 8, ":d is :draft");
+    T_CHECK(ui_cmd_parse(":draft 0", &c, &err) == ST_ERR_ARG && strstr(err.msg, "usage: :draft [TOKENS]") &&
+            c.kind == UI_CMD_NONE, "draft 0: '%s'", err.msg);
+    T_CHECK(ui_cmd_parse(":draft 8 9", &c, &err) == ST_ERR_ARG && ui_cmd_parse(":draft many", &c, &err) == ST_ERR_ARG,
+            "draft takes one number");
+    T_CHECK(!ui_cmd_parse(":lookahead 3 3 2 4", &c, &err) && c.kind == UI_CMD_LOOKAHEAD && c.a == 3 && c.b == 3 &&
+            c.c == 2 && c.d == 4, "lookahead W N G TOKENS");
+    T_CHECK(!ui_cmd_parse(":lookahead 5 4 0", &c, &err) && c.kind == UI_CMD_LOOKAHEAD && c.a == 5 && c.b == 4 &&
+            c.c == 0 && c.d == 0, "lookahead, G 0, default tokens");
+    T_CHECK(!ui_cmd_parse(":look 2 2 1", &c, &err) && c.kind == UI_CMD_LOOKAHEAD, ":look is :lookahead");
+    T_CHECK(!ui_cmd_parse(":loa", &c, &err) && c.kind == UI_CMD_LOAD && ui_cmd_parse(":l", &c, &err) == ST_ERR_ARG &&
+            strstr(err.msg, "ambiguous"),
+            ":l is ambiguous now (load, lookahead)");
+    T_CHECK(ui_cmd_parse(":lookahead 3 3", &c, &err) == ST_ERR_ARG && strstr(err.msg, "usage: :lookahead W N G [TOKENS]") &&
+            !strstr(err.msg, "window"), "lookahead needs W N G: '%s'", err.msg);
+    T_CHECK(ui_cmd_parse(":lookahead 3 3 2 4 5", &c, &err) == ST_ERR_ARG, "too many numbers");
+    T_CHECK(ui_cmd_parse(":lookahead 0 3 2", &c, &err) == ST_ERR_ARG && ui_cmd_parse(":lookahead 3 3 2 0", &c, &err) == ST_ERR_ARG &&
+            ui_cmd_parse(":lookahead 3 x 2", &c, &err) == ST_ERR_ARG, "W and TOKENS >= 1, numbers only");
+    T_CHECK(ui_cmd_parse(":lookahead 3 1 2", &c, &err) == ST_ERR_ARG && strstr(err.msg, "2 <= N <= 16") && c.kind == UI_CMD_NONE,
+            "N 1: '%s'", err.msg);
+    T_CHECK(ui_cmd_parse(":lookahead 3 17 2", &c, &err) == ST_ERR_ARG && ui_cmd_parse(":lookahead 1000 5 2", &c, &err) == ST_ERR_ARG &&
+            ui_cmd_parse(":lookahead 3 3 2000", &c, &err) == ST_ERR_ARG, "N 17, W x N > 4096, G > 1024");
+    found = 0;
+    for (int32_t i = 0; ui_cmd_name(i); i++)
+        found += (!strcmp(ui_cmd_name(i), "draft") && !strncmp(ui_cmd_usage(i), ":draft [TOKENS] ", 16)) +
+                 (!strcmp(ui_cmd_name(i), "lookahead") && !strncmp(ui_cmd_usage(i), ":lookahead W N G [TOKENS] ", 26));
+    T_CHECK(found == 2, "draft and lookahead are in the table");
 }
 
 /* :ask's text forms: the conversation's start is exactly what `multidecode ask` renders
@@ -521,6 +556,205 @@ out:
     model_free(m);
 }
 
+/* ---- :draft and :lookahead ---- */
+
+/* Linear greedy decoding of n tokens after prompt[0..np), one forward pass per token in a
+ * fresh context (as tests/test_spec.c): the reference the forest runs must equal. */
+static bool greedy_linear(const model *m, const int32_t *prompt, int32_t np, int32_t n, int32_t *out) {
+    int32_t V = m->hp.n_vocab;
+    model_ctx *c = t_new_ctx(m, np + n + 1);
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    st_err err = {0};
+    bool ok = c && lg && model_forward_linear(c, prompt, np, 0, lg, &err) == ST_OK;
+    for (int32_t i = 0; ok && i < n; i++) {
+        out[i] = sample_argmax(lg, V);
+        if (i + 1 < n) ok = model_forward_linear(c, &out[i], 1, np + i, lg, &err) == ST_OK;
+    }
+    free(lg);
+    model_ctx_free(c);
+    return ok;
+}
+
+/* The forest holds one chain: the prompt then tokens equal to ref[0..n) (n <= n_ref). */
+static void check_chain(const forest *f, const int32_t *prompt, int32_t np, const int32_t *ref, int32_t n,
+                        const char *what) {
+    forest_id leaf[4];
+    int32_t nl = forest_leaves(f, leaf, 4), path[512];
+    int32_t len = nl == 1 ? forest_path(f, leaf[0], path, 512) : -1;
+    T_CHECK(nl == 1 && len == np + n, "%s: one chain of %d + %d tokens (%d leaves, %d tokens)", what, np, n, nl, len);
+    int32_t diff = -1;
+    for (int32_t i = 0; len == np + n && i < len && diff < 0; i++)
+        if (path[i] != (i < np ? prompt[i] : ref[i - np])) diff = i;
+    T_CHECK(len == np + n && diff < 0, "%s: equals plain greedy decoding (first difference at %d)", what, diff);
+    T_CHECK(forest_n_live(f) == np + n, "%s: the rejected drafts and the window are gone (%d nodes)", what, forest_n_live(f));
+    st_err err = {0};
+    T_CHECK(!forest_check(f, &err), "%s: forest invariants: %s", what, err.msg);
+    const forest_node *last = nl == 1 ? forest_get(f, leaf[0]) : NULL;
+    T_CHECK(last && (last->flags & FOREST_FINISHED), "%s: the last node is marked finished", what);
+}
+
+/* Posts job j to a worker over a fresh forest holding the prompt, waits until it is done
+ * and checks the chain it left against ref. */
+static void worker_run(model_ctx *c, const tok *tk, const int32_t *prompt, int32_t np, ui_job j,
+                       const int32_t *ref, int32_t n, const char *what) {
+    st_err err = {0};
+    forest *f = forest_init(512, 8);
+    forest_add_root(f, prompt, NULL, np, 0, &j.node, &err);
+    sample_params sp = sample_default_params(); /* a temperature: :draft is greedy anyway */
+    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = 32, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = ui_worker_start(&wp, &err);
+    T_CHECK(w, "%s: worker: %s", what, err.msg);
+    if (!w) {
+        forest_free(f);
+        return;
+    }
+    char msg[1024] = "";
+    uint64_t no0 = ui_worker_message(w, msg, sizeof msg);
+    T_CHECK(ui_worker_post(w, &j), "%s: posted", what);
+    /* done: idle again after a message (every end of a run says something) */
+    double t0 = now_ms();
+    for (;;) {
+        ui_worker_lock(w);
+        bool busy = ui_worker_busy(w);
+        uint64_t no = ui_worker_message(w, msg, sizeof msg);
+        ui_worker_unlock(w);
+        if ((!busy && no != no0 && strncmp(msg, "greedy", 6)) || now_ms() - t0 > 60e3) break;
+        usleep(2000);
+    }
+    T_CHECK(!strncmp(msg, "done (", 6) && strstr(msg, "tokens/step"), "%s: message '%s'", what, msg);
+    ui_worker_lock(w);
+    check_chain(ui_worker_forest(w), prompt, np, ref, n, what);
+    const mask_view *mv = ui_worker_mask(w);
+    char buf[256];
+    mv_header(mv, buf, sizeof buf, 200, false);
+    T_CHECK(mv->spec && (strstr(buf, "drafts accepted") || strstr(buf, "no drafts")),
+            "%s: the mask view shows a speculative step: '%s'", what, buf);
+    ui_worker_unlock(w);
+    ui_worker_stop(w);
+}
+
+/* One lookahead step captured by the observer: roles and positions of the rows, kept
+ * after the window and the rejected drafts are pruned. */
+static void check_la_capture(model_ctx *c, const tok *tk, const int32_t *prompt, int32_t np) {
+    st_err err = {0};
+    forest *f = forest_init(512, 0);
+    forest_id tip;
+    forest_add_root(f, prompt, NULL, np, 0, &tip, &err);
+    spec_params sp = ui_spec_params(3, 3, 2);
+    T_CHECK(sp.row_cost == UI_SPEC_ROW_COST && sp.la.w == 3 && sp.la.n == 3 && sp.la.g == 2, "lookahead params");
+    ui_spec *u = ui_spec_start(f, tip, &sp, 16, &err);
+    T_CHECK(u, "ui_spec_start: %s", err.msg);
+    mask_view *mv = malloc(sizeof *mv);
+    mv_init(mv);
+    step_plan p;
+    step_plan_init(&p);
+    int32_t made = 0, active = 0, steps = 0;
+    bool ok = true;
+    /* the prefill step, then a few more: each must show the whole window */
+    for (; u && ok && steps < 4 && !u->done; steps++) {
+        int32_t tip_pos = forest_get(f, spec_tip(u->s))->depth;
+        ok = !ui_spec_step(u, f, &p, c, tk, mv, steps, &made, &active, &err);
+        T_CHECK(ok && made >= 1 && mv->step == steps && mv->spec, "step %d: %s", steps, err.msg);
+        mv_mark_pruned(mv, f);
+        int32_t n_win = 0, n_tip = 0, bad = 0, live = 0, acc = 0, rej = 0, tip_row = -1;
+        char txt[160], role[32];
+        for (int32_t r = 0; r < mv->n_rows; r++) {
+            const mv_row *row = &mv->rows[r];
+            if (row->role == MV_ROLE_WINDOW) {
+                n_win++;
+                bad += row->pos != tip_pos + row->la_col + row->la_level || row->la_level < 0 ||
+                       row->la_level > 1 || row->la_col < 0 || row->la_col > 2 || (row->la_level == 0 && row->la_col == 0);
+                live += !row->gone;
+                mv_row_text(mv, r, txt, sizeof txt, 80, false);
+                snprintf(role, sizeof role, "la %d,%d", row->la_level, row->la_col);
+                bad += !strstr(txt, role) || strstr(txt, "pruned") || !row->text[0];
+            }
+            if (row->role == MV_ROLE_TIP) n_tip++, tip_row = r, bad += row->pos != tip_pos || !row->want;
+            acc += row->role == MV_ROLE_ACCEPTED, rej += row->role == MV_ROLE_REJECTED;
+            bad += row->role == MV_ROLE_DRAFT || row->role == MV_ROLE_NONE; /* all resolved */
+            bad += (row->role == MV_ROLE_ACCEPTED && row->gone && made > acc) || (row->role == MV_ROLE_REJECTED && !row->gone);
+        }
+        /* W = 3, N = 3: level 0 columns 1..2, level 1 columns 0..2 */
+        T_CHECK(n_win == 5 && n_tip == 1 && live == 0 && bad == 0,
+                "step %d: %d window rows at tip + i + l (5), 1 tip (%d), all pruned (%d live), %d bad", steps, n_win,
+                n_tip, live, bad);
+        T_CHECK(acc <= made && acc + 1 >= made, "step %d: %d drafts accepted, %d tokens", steps, acc, made);
+        if (steps == 0) T_CHECK(tip_row == np - 1 && mv->rows[0].role == MV_ROLE_OTHER, "the prefill's rows: the prompt, then the tip");
+        char hd[256];
+        mv_header(mv, hd, sizeof hd, 200, false);
+        if (acc + rej > 0) snprintf(txt, sizeof txt, "; %d/%d drafts accepted, 5 window", acc, acc + rej);
+        else snprintf(txt, sizeof txt, "; no drafts, 5 window");
+        T_CHECK(strstr(hd, txt) && !strstr(hd, "pruned since"), "header '%s'", hd);
+        mv_legend(mv, txt, sizeof txt, 80);
+        T_CHECK(strstr(txt, " role ") && !strstr(txt, "parent"), "legend '%s'", txt);
+    }
+    step_plan_free(&p);
+    free(mv);
+    ui_spec_free(u);
+    forest_free(f);
+}
+
+static void test_spec_runs(void) {
+    const char *path = t_shared("models/stories260K.gguf");
+    if (!path) {
+        T_SKIP("stories260K is absent");
+        return;
+    }
+    st_err err = {0};
+    model *m = model_load(path, &err);
+    tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
+    model_ctx *c = m ? t_new_ctx(m, 512) : NULL;
+    T_CHECK(m && tk && c, "stories260K: %s", err.msg);
+    if (!m || !tk || !c) goto out;
+    /* a repetitive prompt, so that prompt lookup's drafts are accepted */
+    const char *text = "Once upon a time, there was a little girl named Lily. She loved to play. "
+                       "Once upon a time, there was a little girl named Lily. She";
+    int32_t np = tok_encode(tk, text, strlen(text), true, false, NULL, 0), prompt[128], ref[64];
+    T_CHECK(np > 0 && np <= 128, "prompt of %d tokens", np);
+    tok_encode(tk, text, strlen(text), true, false, prompt, np);
+    T_CHECK(greedy_linear(m, prompt, np, 48, ref), "linear greedy");
+    for (int32_t i = 0; i < 48; i++)
+        if (tok_is_eog(tk, ref[i])) {
+            T_SKIP("greedy decoding ends early: the chains are checked only when it runs 48 tokens");
+            goto out;
+        }
+    worker_run(c, tk, prompt, np, (ui_job){.kind = UI_JOB_DRAFT, .a = 40}, ref, 40, ":draft 40");
+    worker_run(c, tk, prompt, np, (ui_job){.kind = UI_JOB_DRAFT}, ref, 32, ":draft (the budget, 32)");
+    worker_run(c, tk, prompt, np, (ui_job){.kind = UI_JOB_LOOKAHEAD, .a = 3, .b = 3, .c = 2, .d = 48}, ref, 48,
+               ":lookahead 3 3 2 48");
+    worker_run(c, tk, prompt, np, (ui_job){.kind = UI_JOB_LOOKAHEAD, .a = 5, .b = 4, .c = 4, .d = 7}, ref, 7,
+               ":lookahead 5 4 4 7 (a budget inside accepted drafts)");
+    check_la_capture(c, tk, prompt, np);
+    /* budgets 1..12 straight through ui_spec_step: a step that accepts more tokens than
+     * are left has the rest pruned again */
+    int32_t trimmed = 0;
+    for (int32_t budget = 1; budget <= 12; budget++) {
+        forest *f = forest_init(512, 0);
+        forest_id tip;
+        forest_add_root(f, prompt, NULL, np, 0, &tip, &err);
+        spec_params sp = ui_spec_params(5, 4, 4);
+        ui_spec *u = ui_spec_start(f, tip, &sp, budget, &err);
+        step_plan p;
+        step_plan_init(&p);
+        int32_t made = 0, active = 1, steps = 0;
+        st_code rc = u ? ST_OK : err.code;
+        while (!rc && active && steps++ < 64) rc = ui_spec_step(u, f, &p, c, tk, NULL, 0, &made, &active, &err);
+        T_CHECK(!rc && !active && u->made == budget, "budget %d: %d tokens: %s", budget, u ? u->made : -1, err.msg);
+        if (u) trimmed += spec_get_stats(u->s)->emitted > u->made;
+        char what[32];
+        snprintf(what, sizeof what, "budget %d", budget);
+        check_chain(f, prompt, np, ref, budget, what);
+        step_plan_free(&p);
+        ui_spec_free(u);
+        forest_free(f);
+    }
+    T_CHECK(trimmed > 0, "some budget ended inside a step's accepted tokens (%d)", trimmed);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 int main(void) {
     test_actions();
     test_keys();
@@ -530,5 +764,6 @@ int main(void) {
     test_mask_view();
     test_mask_mouse_prune();
     test_model_runs();
+    test_spec_runs();
     return t_done();
 }

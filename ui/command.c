@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* Argument shapes. */
-enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND };
+enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND, ARG_LA };
 
 static const struct {
     const char *name;
@@ -22,6 +22,8 @@ static const struct {
     {"beam", UI_CMD_BEAM, ARG_INT12, ":beam WIDTH [TOKENS] beam search from the selected leaf"},
     {"ask", UI_CMD_ASK, ARG_TEXT, ":ask TEXT           TEXT as a chat user turn under the selection, grown"},
     {"margins", UI_CMD_MARGINS, ARG_INT_TEXT, ":margins [CHUNK] QUESTION  notes on each CHUNK tokens of the branch, then an answer"},
+    {"draft", UI_CMD_DRAFT, ARG_INT01, ":draft [TOKENS]      exact greedy from the selection, drafts verified in the forest"},
+    {"lookahead", UI_CMD_LOOKAHEAD, ARG_LA, ":lookahead W N G [TOKENS]  :draft plus lookahead's W x (N-1) window, G pool drafts"},
     {"append", UI_CMD_APPEND, ARG_TEXT, ":append TEXT        append TEXT under the selection"},
     {"prune", UI_CMD_PRUNE, ARG_NONE, ":prune              prune the selected subtree"},
     {"merge", UI_CMD_MERGE, ARG_NONE, ":merge              merge bookmarked branches"},
@@ -64,14 +66,16 @@ static bool next_word(const char **s, char *out, size_t cap) {
     return true;
 }
 
-static bool parse_int(const char *w, int32_t *out) {
+static bool parse_int_from(const char *w, long lo, int32_t *out) {
     char *end;
     errno = 0;
     long v = strtol(w, &end, 10);
-    if (end == w || *end || errno || v < 1 || v > 1000000) return false;
+    if (end == w || *end || errno || v < lo || v > 1000000) return false;
     *out = (int32_t)v;
     return true;
 }
+
+static bool parse_int(const char *w, int32_t *out) { return parse_int_from(w, 1, out); }
 
 st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
     memset(c, 0, sizeof *c);
@@ -94,7 +98,7 @@ st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
     if (n_prefix > 1) return st_set(err, ST_ERR_ARG, "ambiguous command ':%s'", name);
     c->kind = ui_cmds[hit].kind;
     const char *usage = ui_cmds[hit].usage;
-    int32_t *ints[2] = {&c->a, &c->b};
+    int32_t *ints[4] = {&c->a, &c->b, &c->c, &c->d};
     int args = ui_cmds[hit].args;
     switch (args) {
     case ARG_NONE:
@@ -130,6 +134,20 @@ st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
         c->val = strtod(w, &end);
         if (end == w || *end || c->val != c->val) goto bad;
         if (next_word(&s, w, sizeof w)) goto bad;
+        break;
+    }
+    case ARG_LA: { /* W N G [TOKENS]: G may be 0 (the window only feeds the pool) */
+        int n = 0;
+        while (next_word(&s, w, sizeof w)) {
+            if (n == 4 || !parse_int_from(w, n == 2 ? 0 : 1, ints[n])) goto bad;
+            n++;
+        }
+        if (n < 3) goto bad;
+        if (c->b < 2 || c->b > 16 || c->c > 1024 || (int64_t)c->a * c->b > 4096) {
+            c->kind = UI_CMD_NONE;
+            return st_set(err, ST_ERR_ARG, "lookahead: want W >= 1, 2 <= N <= 16, 0 <= G <= 1024 and "
+                          "W x N <= 4096 (e.g. :lookahead 5 4 4)");
+        }
         break;
     }
     case ARG_BIND:

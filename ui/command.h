@@ -1,5 +1,5 @@
 /* command.h - the command line's language: ":grow 32", ":cot 8", ":beam 4 64", ":ask
- * TEXT", ":margins [CHUNK] QUESTION", ":append TEXT", ":prune", ":merge", ":step", ":save FILE", ":load FILE",
+ * TEXT", ":margins [CHUNK] QUESTION", ":draft 64", ":lookahead 5 4 4 64", ":append TEXT", ":prune", ":merge", ":step", ":save FILE", ":load FILE",
  * ":export FILE", ":set temp 0.7", ":bind KEY ACTION", ":pause", ":cancel", ":help",
  * ":quit". A line not starting with ':' is text to append under the selected node.
  * Parsing is plain C (unit-tested): a line becomes a ui_cmd or a message saying what is
@@ -21,6 +21,9 @@ typedef enum {
     UI_CMD_ASK,      /* text: a user turn (with the model's chat template) appended under
                         the selected node, then grown */
     UI_CMD_MARGINS,  /* a = chunk tokens (0: the default), text = the question */
+    UI_CMD_DRAFT,    /* a = tokens (0: budget): exact greedy, drafts verified in the forest */
+    UI_CMD_LOOKAHEAD,/* a = W >= 1, b = N (2..16), c = G >= 0 (W x N <= 4096), d = tokens
+                        (0: budget): the same plus lookahead decoding's window */
     UI_CMD_APPEND,   /* text: appended under the selected node */
     UI_CMD_PRUNE,
     UI_CMD_MERGE,
@@ -38,7 +41,7 @@ typedef enum {
 
 typedef struct ui_cmd {
     ui_cmd_kind kind;
-    int32_t a, b;
+    int32_t a, b, c, d;
     double val;
     char key[32];
     char text[1024];

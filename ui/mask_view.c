@@ -35,6 +35,7 @@ static uint8_t branch_colour(const forest *f, int32_t idx) {
 void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p, int32_t step) {
     v->step = step;
     v->preview = false;
+    v->spec = false;
     v->n_rows_total = p->n_rows;
     int32_t r0 = p->n_rows > MV_MAX_ROWS ? p->n_rows - MV_MAX_ROWS : 0;
     v->n_rows = p->n_rows - r0;
@@ -68,6 +69,8 @@ void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p
         row->slot = p->slot[pr];
         row->want = p->want[pr];
         row->colour = branch_colour(f, idx);
+        row->role = MV_ROLE_NONE;
+        row->la_level = row->la_col = 0;
         fv_token_text(f, tk, idx, row->text, sizeof row->text);
         for (int32_t c = 0; c < v->n_cols; c++)
             if (step_plan_sees(p, pr, v->cols[c])) v->grid[r][c / 8] |= (uint8_t)(1u << (c % 8));
@@ -132,23 +135,76 @@ void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8) 
              v->preview ? " (preview, not run)" : "", v->n_rows_total,
              v->n_cols_total, v->n_rows < v->n_rows_total ? " (last rows shown)" : "");
     ui_line_put(&l, buf);
-    int32_t gone = 0;
-    for (int32_t r = 0; r < v->n_rows; r++) gone += v->rows[r].gone;
+    /* a speculative step's drafts and window are pruned by design: counted apart */
+    int32_t gone = 0, drafts = 0, accepted = 0, window = 0;
+    for (int32_t r = 0; r < v->n_rows; r++) {
+        int role = v->rows[r].role;
+        drafts += role == MV_ROLE_DRAFT || role == MV_ROLE_ACCEPTED || role == MV_ROLE_REJECTED;
+        accepted += role == MV_ROLE_ACCEPTED;
+        window += role == MV_ROLE_WINDOW;
+        gone += v->rows[r].gone && role != MV_ROLE_REJECTED && role != MV_ROLE_WINDOW;
+    }
+    if (v->spec) {
+        if (drafts > 0) snprintf(buf, sizeof buf, "; %d/%d drafts accepted", accepted, drafts);
+        else snprintf(buf, sizeof buf, "; no drafts");
+        ui_line_put(&l, buf);
+        if (window > 0) {
+            snprintf(buf, sizeof buf, ", %d window", window);
+            ui_line_put(&l, buf);
+        }
+    }
     if (gone > 0) {
         snprintf(buf, sizeof buf, "; %d pruned since", gone);
         ui_line_put(&l, buf);
     }
 }
 
+void mv_legend(const mask_view *v, char *out, size_t cap, int width) {
+    ui_line l = ui_line_make(out, cap, width, false);
+    ui_line_put(&l, v->spec ? " row  node role      pos slot token   mask ('#': row attends to slot)"
+                            : "  row  node parent  pos slot L token    mask ('#': row attends to slot)");
+}
+
+const char *mv_role_text(const mv_row *row, char *buf, size_t cap) {
+    static const char *const names[] = {"", "", "tip", "draft", "accepted", "rejected"};
+    if (row->role == MV_ROLE_WINDOW) snprintf(buf, cap, "la %d,%d", row->la_level, row->la_col);
+    else snprintf(buf, cap, "%s", row->role < MV_ROLE_WINDOW ? names[row->role] : "");
+    return buf;
+}
+
 void mv_row_text(const mask_view *v, int32_t r, char *out, size_t cap, int width, bool utf8) {
     ui_line l = ui_line_make(out, cap, width, utf8);
     if (r < 0 || r >= v->n_rows) return;
     const mv_row *row = &v->rows[r];
-    char buf[96], text[16];
+    char buf[96], text[16], role[16];
     ui_line t = ui_line_make(text, sizeof text, 8, utf8);
     ui_line_put(&t, row->text);
     ui_line_pad(&t);
-    snprintf(buf, sizeof buf, "%4d %5d %6d %4d %4d %s %s ", r, row->node, row->parent, row->pos,
-             row->slot, row->gone ? "-" : row->want ? "L" : " ", row->gone ? "pruned" : text);
+    if (v->spec) {
+        /* the role takes the parent's and the logits' columns; the text is the snapshot,
+           shown even when the node is gone (a rejected draft, a window cell) */
+        mv_role_text(row, role, sizeof role);
+        if (row->role == MV_ROLE_OTHER) snprintf(role, sizeof role, "%s", row->gone ? "-" : row->want ? "L" : "");
+        snprintf(buf, sizeof buf, "%4d %5d %-8.8s %4d %4d %s ", r, row->node, role, row->pos, row->slot,
+                 row->gone && row->role == MV_ROLE_OTHER ? "pruned" : text);
+    } else
+        snprintf(buf, sizeof buf, "%4d %5d %6d %4d %4d %s %s ", r, row->node, row->parent, row->pos,
+                 row->slot, row->gone ? "-" : row->want ? "L" : " ", row->gone ? "pruned" : text);
     ui_line_put(&l, buf);
+}
+
+void mv_set_role(mask_view *v, int32_t r, int role, int32_t level, int32_t col) {
+    if (r < 0 || r >= v->n_rows) return;
+    v->spec = true;
+    v->rows[r].role = (uint8_t)role;
+    v->rows[r].la_level = (int16_t)level;
+    v->rows[r].la_col = (int16_t)col;
+}
+
+void mv_resolve_drafts(mask_view *v, const forest *f) {
+    for (int32_t r = 0; r < v->n_rows; r++) {
+        mv_row *row = &v->rows[r];
+        if (row->role == MV_ROLE_DRAFT)
+            row->role = !row->gone && forest_get(f, row->id) ? MV_ROLE_ACCEPTED : MV_ROLE_REJECTED;
+    }
 }

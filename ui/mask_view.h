@@ -9,7 +9,14 @@
  * or a strategy's) mv_mark_pruned turns the rows of nodes that are gone into "pruned"
  * rows, whose node is never looked up again. Hit-testing a click (mv_row_at) is plain
  * arithmetic over the layout draw_mask uses (MV_HEAD_LINES). Grids larger than
- * MV_MAX_ROWS x MV_MAX_COLS keep their last rows/columns, and say so. */
+ * MV_MAX_ROWS x MV_MAX_COLS keep their last rows/columns, and say so.
+ *
+ * A speculative step (:draft, :lookahead; ui/spec_job.h) is captured before its
+ * acceptance prunes the rejected drafts and the lookahead window, and each row gets a
+ * role (mv_set_role): the tip, a draft (then accepted or rejected: mv_resolve_drafts),
+ * or window cell (level l, column i). Its rows keep the snapshotted token text and role
+ * after their nodes are gone, so the step still reads as it ran; their ids are never
+ * looked up again either. */
 #ifndef MD_UI_MASK_VIEW_H
 #define MD_UI_MASK_VIEW_H
 
@@ -30,8 +37,21 @@ typedef struct mv_row {
     uint8_t gone;      /* the node was pruned since (mv_mark_pruned) */
     uint8_t want;      /* returns logits */
     uint8_t colour;    /* branch colour 0..5 */
+    uint8_t role;      /* MV_ROLE_*: the row's part in a speculative step */
+    int16_t la_level, la_col; /* MV_ROLE_WINDOW: its cell of the lookahead window */
     char text[32];     /* token text in context */
 } mv_row;
+
+/* Roles of a speculative step's rows (MV_ROLE_NONE in any other step). */
+enum {
+    MV_ROLE_NONE = 0,
+    MV_ROLE_OTHER,     /* another pending node of the forest (a prompt being prefilled) */
+    MV_ROLE_TIP,       /* the node whose logits give the first greedy token */
+    MV_ROLE_DRAFT,     /* a draft token, before acceptance */
+    MV_ROLE_ACCEPTED,  /* a draft token the model's greedy choices confirmed */
+    MV_ROLE_REJECTED,  /* a draft token pruned by acceptance */
+    MV_ROLE_WINDOW,    /* a lookahead window cell (la_level, la_col), pruned after the step */
+};
 
 typedef struct mask_view {
     mv_row rows[MV_MAX_ROWS];
@@ -42,6 +62,7 @@ typedef struct mask_view {
     uint8_t grid[MV_MAX_ROWS][MV_MAX_COLS / 8]; /* bit c of row r: row r sees column c */
     int32_t step;           /* steps run before this one; -1 before any */
     bool preview;           /* the plan of the next step, built and cancelled, not run */
+    bool spec;              /* a speculative step: rows carry roles */
     int32_t top;            /* first row shown */
     int32_t left;           /* first column shown; -1: follow the newest (last) columns */
 } mask_view;
@@ -76,8 +97,22 @@ int32_t mv_row_at(const mask_view *v, int32_t y, int32_t x, int32_t y0, int32_t 
 void mv_vscroll(mask_view *v, int32_t delta);
 
 /* Text of the table's header and of row r ("row node parent pos slot logits text"; a
- * gone row reads "-" for logits and "pruned" for its text), at most width columns. */
+ * gone row reads "-" for logits and "pruned" for its text), at most width columns. In a
+ * speculative step a row reads "row node role pos slot text" and keeps its text when
+ * gone (the header counts the drafts accepted and the window's rows). */
 void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8);
 void mv_row_text(const mask_view *v, int32_t r, char *out, size_t cap, int width, bool utf8);
+/* The column legend above the rows, to match mv_row_text. */
+void mv_legend(const mask_view *v, char *out, size_t cap, int width);
+
+/* ---- speculative steps ---- */
+/* Gives row r a role (MV_ROLE_*; level and col for MV_ROLE_WINDOW) and makes the view a
+ * speculative step's. Call right after mv_capture, before anything is pruned. */
+void mv_set_role(mask_view *v, int32_t r, int role, int32_t level, int32_t col);
+/* After acceptance: each MV_ROLE_DRAFT row becomes ACCEPTED when its node is still live
+ * in f (generation-checked), REJECTED when it was pruned. */
+void mv_resolve_drafts(mask_view *v, const forest *f);
+/* "tip", "draft", "accepted", "rejected", "la L,I"; "" for NONE / OTHER. */
+const char *mv_role_text(const mv_row *row, char *buf, size_t cap);
 
 #endif

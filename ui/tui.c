@@ -173,9 +173,7 @@ static void draw_mask(tui *t, int y0, int x0, int h, int w) {
     mv_header(mv, buf, sizeof buf, w, ui_screen_utf8());
     put_line(y0, x0, buf, A_BOLD);
     if (mv->step < 0) return;
-    const char *legend = "  row  node parent  pos slot L token    mask ('#': row attends to slot)";
-    ui_line l = ui_line_make(buf, sizeof buf, w, false);
-    ui_line_put(&l, legend);
+    mv_legend(mv, buf, sizeof buf, w);
     put_line(y0 + 1, x0, buf, ui_screen_attr(UI_PAIR_DIM));
     int tw = 37, gw = w - tw;
     /* the newest slots are the interesting ones: the grid follows its last columns until
@@ -189,7 +187,8 @@ static void draw_mask(tui *t, int y0, int x0, int h, int w) {
         int32_t row = mv->top + r;
         int y = y0 + MV_HEAD_LINES + r; /* mv_row_at's layout */
         mv_row_text(mv, row, buf, sizeof buf, tw, ui_screen_utf8());
-        /* a pruned node's row stays (the step did run it), dimmed */
+        /* a pruned node's row stays (the step did run it), dimmed: a speculative step's
+           rejected drafts and window cells among them */
         int attr = mv->rows[row].gone ? ui_screen_attr(UI_PAIR_DIM) : ui_screen_attr(UI_PAIR_BRANCH0 + mv->rows[row].colour);
         put_line(y, x0, buf, attr);
         for (int c = 0; c < gw && left + c < mv->n_cols; c++) {
@@ -286,6 +285,10 @@ static void run_command(tui *t, const char *line) {
     case UI_CMD_BEAM: post(t, (ui_job){.kind = UI_JOB_BEAM, .node = sel, .a = c.a, .b = c.b}); break;
     case UI_CMD_ASK: post(t, (ui_job){.kind = UI_JOB_ASK, .node = sel, .text = c.text}); break;
     case UI_CMD_MARGINS: post(t, (ui_job){.kind = UI_JOB_MARGINS, .node = sel, .a = c.a, .text = c.text}); break;
+    case UI_CMD_DRAFT: post(t, (ui_job){.kind = UI_JOB_DRAFT, .node = sel, .a = c.a}); break;
+    case UI_CMD_LOOKAHEAD:
+        post(t, (ui_job){.kind = UI_JOB_LOOKAHEAD, .node = sel, .a = c.a, .b = c.b, .c = c.c, .d = c.d});
+        break;
     case UI_CMD_APPEND: post(t, (ui_job){.kind = UI_JOB_APPEND, .node = sel, .text = c.text}); break;
     case UI_CMD_PRUNE: post(t, (ui_job){.kind = UI_JOB_PRUNE, .node = sel}); break;
     case UI_CMD_MERGE: post(t, (ui_job){.kind = UI_JOB_MERGE}); break;

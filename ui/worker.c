@@ -16,10 +16,11 @@
 #include "../engine/merge.h"
 #include "../engine/session.h"
 #include "../engine/step.h"
+#include "spec_job.h"
 
 #define Q_CAP 64
 
-enum { RUN_NONE, RUN_GROW, RUN_COT, RUN_BEAM, RUN_STEPS, RUN_MARGINS };
+enum { RUN_NONE, RUN_GROW, RUN_COT, RUN_BEAM, RUN_STEPS, RUN_MARGINS, RUN_DRAFT, RUN_LOOKAHEAD };
 
 /* A pruned subtree kept for undo: nodes in DFS order, each with the index (in this list)
  * of its parent, -1 for the subtree's top, which hangs under `under`. */
@@ -56,6 +57,7 @@ struct ui_worker {
     cot c;
     beam *b;
     ui_margins *mg;
+    ui_spec *sj;               /* :draft, :lookahead */
     ui_chat chat;
     char note[160];            /* what the job did, added to its "done" */
     int32_t steps_left, steps_done, steps_goal;
@@ -100,8 +102,10 @@ static void run_stop(ui_worker *w) {
     if (w->run == RUN_COT) cot_free(&w->c);
     if (w->run == RUN_BEAM) beam_free(w->b);
     if (w->run == RUN_MARGINS) ui_margins_free(w->mg);
+    if (w->run == RUN_DRAFT || w->run == RUN_LOOKAHEAD) ui_spec_free(w->sj);
     w->b = NULL;
     w->mg = NULL;
+    w->sj = NULL;
     w->run = RUN_NONE;
     w->paused = false;
 }
@@ -123,7 +127,8 @@ static st_code start_node(ui_worker *w, forest_id id, forest_id *out, st_err *er
 
 static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
     if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "a strategy is running: cancel it first (x)");
-    int32_t asked = j->kind == UI_JOB_GROW ? j->a : j->kind == UI_JOB_MARGINS ? 0 : j->b;
+    int32_t asked = j->kind == UI_JOB_GROW || j->kind == UI_JOB_DRAFT ? j->a
+                    : j->kind == UI_JOB_LOOKAHEAD ? j->d : j->kind == UI_JOB_MARGINS ? 0 : j->b;
     int32_t budget = asked > 0 ? asked : w->budget;
     forest_id from = j->node;
     st_code rc;
@@ -153,6 +158,15 @@ static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
                  (int)w->mg->n_chunks, w->mg->n_chunks > 1 ? "s" : "", (int)(j->a > 0 ? j->a : UI_MARGINS_CHUNK));
         say(w, "%s", w->note);
         break;
+    case UI_JOB_DRAFT: case UI_JOB_LOOKAHEAD: {
+        /* greedy whatever the temperature: only greedy decoding can be verified */
+        spec_params sp = j->kind == UI_JOB_DRAFT ? ui_spec_params(0, 0, 0) : ui_spec_params(j->a, j->b, j->c);
+        if (!(w->sj = ui_spec_start(w->f, j->node, &sp, budget, err))) return err->code;
+        w->run = j->kind == UI_JOB_DRAFT ? RUN_DRAFT : RUN_LOOKAHEAD;
+        w->focus = j->node;
+        if (w->sp.temp > 0) say(w, "%s", "greedy decoding: the temperature does not apply (only greedy can be verified)");
+        break;
+    }
     case UI_JOB_BEAM: {
         beam_params bp = beam_default_params();
         bp.width = j->a;
@@ -177,7 +191,7 @@ static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
 static void run_step(ui_worker *w) {
     st_err err = {0};
     st_code rc = ST_OK;
-    int32_t active = 0;
+    int32_t active = 0, made = -1; /* made: tokens kept by a speculative step */
     double t0 = now_s();
     switch (w->run) {
     case RUN_GROW: rc = grow_step(&w->g, w->f, &w->plan, w->ctx, w->tk, NULL, NULL, &active, &err); break;
@@ -196,6 +210,11 @@ static void run_step(ui_worker *w) {
         if (!rc && notes && w->mg->m.phase == MARGINS_ANSWER) w->focus = w->mg->m.answer_from;
         break;
     }
+    case RUN_DRAFT: case RUN_LOOKAHEAD:
+        /* the mask view is captured inside the step, before the drafts are pruned */
+        rc = ui_spec_step(w->sj, w->f, &w->plan, w->ctx, w->tk, w->mv, w->n_steps, &made, &active, &err);
+        if (!rc) ui_spec_describe(w->sj, w->note, sizeof w->note);
+        break;
     }
     double t1 = now_s();
     if (rc == ST_NO_KV_SLOT) {
@@ -205,12 +224,14 @@ static void run_step(ui_worker *w) {
         say(w, "stopped: %s", err.msg[0] ? err.msg : st_str(rc));
         run_stop(w);
     } else {
-        w->steps_done++;
+        w->steps_done = made >= 0 ? w->sj->made : w->steps_done + 1;
         w->n_steps++;
         w->rows = w->plan.n_rows;
         w->step_ms = 1e3 * (t1 - t0);
-        w->job_tokens += w->plan.n_rows;
-        if (w->plan.n_rows > 0) mv_capture(w->mv, w->f, w->tk, &w->plan, w->n_steps - 1);
+        /* a speculative step's rows include rejected drafts: its rate is of tokens kept */
+        w->job_tokens += made >= 0 ? made : w->plan.n_rows;
+        if (w->plan.n_rows > 0 && made < 0) mv_capture(w->mv, w->f, w->tk, &w->plan, w->n_steps - 1);
+        if (made >= 0 && active) say(w, "%s", w->note); /* tokens per step so far */
         if (!active) {
             if (w->note[0]) say(w, "done (%s)", w->note);
             else say(w, "%s", "done");
@@ -353,6 +374,7 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
     st_code rc = ST_OK;
     switch (j->kind) {
     case UI_JOB_GROW: case UI_JOB_COT: case UI_JOB_BEAM: case UI_JOB_STEP: case UI_JOB_MARGINS:
+    case UI_JOB_DRAFT: case UI_JOB_LOOKAHEAD:
         return run_start(w, j, err);
     case UI_JOB_PRUNE:
         if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
@@ -598,11 +620,12 @@ int32_t ui_worker_running(const ui_worker *w, forest_id *out, int32_t cap) {
     if (w->run == RUN_BEAM)
         for (int32_t i = 0; i < beam_n_live(w->b) && n < cap; i++) out[n++] = beam_live_leaf(w->b, i);
     if (w->run == RUN_MARGINS) n = ui_margins_running(w->mg, out, cap);
+    if (w->run == RUN_DRAFT || w->run == RUN_LOOKAHEAD) n = ui_spec_running(w->sj, out, cap);
     return n;
 }
 
 void ui_worker_stats(const ui_worker *w, ui_stats *s) {
-    static const char *const names[] = {"idle", "grow", "cot", "beam", "step", "margins"};
+    static const char *const names[] = {"idle", "grow", "cot", "beam", "step", "margins", "draft", "lookahead"};
     s->model = w->model_name;
     s->backend = w->backend;
     s->threads = w->threads;

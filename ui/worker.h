@@ -1,7 +1,8 @@
 /* worker.h - the engine's thread. The worker is the only mutator of the forest: the UI
- * queues jobs (grow, cot, beam, margins, step, prune, undo, append, ask, fork, bookmark,
- * set, save, load, export, pause, cancel, merge, preview) and draws from the forest while holding the worker's lock.
- * A strategy (grow / cot / beam / margins / steps) runs one forest step at a time; queued jobs run
+ * queues jobs (grow, cot, beam, margins, draft, lookahead, step, prune, undo, append, ask,
+ * fork, bookmark, set, save, load, export, pause, cancel, merge, preview) and draws from
+ * the forest while holding the worker's lock. A strategy (grow / cot / beam / margins /
+ * draft / lookahead / steps) runs one forest step at a time; queued jobs run
  * between steps, so a running strategy can be paused or cancelled and the forest pruned
  * while it runs. Every change bumps a version number the UI polls (no lock needed) to
  * know when to redraw; results appear step by step.
@@ -11,7 +12,8 @@
  * during the step's forward pass (step_plan's forward hooks; the forest does not change
  * then); the UI takes it with ui_worker_trylock while drawing and keeps its last frame
  * when it is held. After every job and step the mask view's rows whose nodes were pruned
- * are marked (mv_mark_pruned), so the view never names a stale node.
+ * are marked (mv_mark_pruned), so the view never names a stale node. A speculative
+ * step's view is captured inside the step, before its drafts are pruned (spec_job.h).
  *
  * Saving and loading sessions are callbacks given by app/ (which knows the model file);
  * the worker calls them on its thread with the lock held. */
@@ -40,6 +42,9 @@ typedef enum {
     UI_JOB_ASK,      /* node, text: as a chat user turn (ask_margins.h), then grown */
     UI_JOB_MARGINS,  /* node (the branch to take notes on), a = chunk (0: default), text =
                         the question */
+    UI_JOB_DRAFT,    /* node, a = tokens (0: budget): exact greedy with verified drafts */
+    UI_JOB_LOOKAHEAD,/* node, a = W, b = N, c = G, d = tokens (0: budget): the same plus
+                        lookahead decoding's window */
     UI_JOB_FORK,     /* node (parent), a = token; then grow it */
     UI_JOB_BOOKMARK, /* node: toggle */
     UI_JOB_SET,      /* text = setting name, val */
@@ -56,7 +61,7 @@ typedef enum {
 typedef struct ui_job {
     ui_job_kind kind;
     forest_id node;
-    int32_t a, b;
+    int32_t a, b, c, d;
     double val;
     const char *text; /* copied by ui_worker_post */
 } ui_job;
