@@ -214,6 +214,12 @@ bool forest_set_tag(forest *f, forest_id id, uint16_t tag) {
     return true;
 }
 
+bool forest_set_logprob(forest *f, forest_id id, float logprob) {
+    if (!forest_get(f, id)) return false;
+    f->nodes[forest_index(id)].logprob = logprob;
+    return true;
+}
+
 int32_t forest_path(const forest *f, forest_id id, int32_t *out, int32_t cap) {
     const forest_node *n = forest_get(f, id);
     if (!n) return -1;

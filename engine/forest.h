@@ -92,6 +92,9 @@ st_code forest_prune(forest *f, forest_id node, st_err *err);
 /* Sets / clears flags of a live node; returns false for a stale id. */
 bool forest_set_flags(forest *f, forest_id node, uint8_t set, uint8_t clear);
 bool forest_set_tag(forest *f, forest_id node, uint16_t tag);
+/* Sets the log-probability of a live node's token (scored after it was added, as
+ * verified drafts are); false for a stale id. */
+bool forest_set_logprob(forest *f, forest_id node, float logprob);
 
 /* ---- queries ---- */
 /* Tokens of the path root..node (inclusive) into out (cap entries); returns the path

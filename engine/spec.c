@@ -459,8 +459,16 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
     if ((rc = spec_tree_accept(&s->tree, f, p, s->tip, s->acc, &n, &last, err))) return rc;
     spec_learn(s, n - 1);
     int32_t bonus = s->acc[n - 1];
-    float lp = NAN; /* like the accepted drafts': a log-sum-exp over the vocabulary per step
-                       would cost more than it shows */
+    float lp = NAN; /* unscored unless asked: a log-sum-exp over the vocabulary per token */
+    if (s->sp.logprobs) {
+        lp = step_logprob_of(p, last, bonus);
+        for (forest_id id = last; id != s->tip;) {
+            const forest_node *nd = forest_get(f, id);
+            forest_id parent = forest_id_at(f, nd->parent);
+            forest_set_logprob(f, id, step_logprob_of(p, parent, nd->token));
+            id = parent;
+        }
+    }
     forest_id new_tip;
     if ((rc = forest_append(f, last, &bonus, &lp, 1, &new_tip, err))) {
         if (use_la) lookahead_cancel(s->la, f);

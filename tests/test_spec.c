@@ -321,6 +321,7 @@ static void test_ext_source(const model *m, const int32_t *prompt, int32_t np, c
         sp.draft_len = 0; /* the oracle only */
         sp.pool_n = 0;
         sp.adaptive = false;
+        sp.logprobs = true;
         spec *s = spec_init(&sp, f, tip, &err);
         spec_set_draft_source(s, oracle_draft, &o);
         int32_t got[N + 8], made = 0, steps = 0;
@@ -331,6 +332,28 @@ static void test_ext_source(const model *m, const int32_t *prompt, int32_t np, c
             steps++;
         }
         int same = made >= N && !memcmp(got, ref, sizeof ref);
+        /* every generated node's log-probability equals linear decoding's log softmax */
+        int32_t V = m->hp.n_vocab, lp_ok = 0, lp_n = 0;
+        float *lg = malloc(sizeof(float) * (size_t)V), *ls = malloc(sizeof(float) * (size_t)V);
+        model_ctx *lc = t_new_ctx(m, np + N + 1);
+        bool lin = model_forward_linear(lc, prompt, np, 0, lg, &err) == ST_OK;
+        forest_id id = forest_id_at(f, forest_node_at(f, forest_index(spec_tip(s)))->parent);
+        int32_t depth_last = forest_get(f, id) ? forest_get(f, id)->depth : -1;
+        for (int32_t i = 0; lin && i < N && np + i <= depth_last; i++) {
+            sample_log_softmax(lg, V, ls);
+            /* the node at depth np + i on the tip's path */
+            forest_id at = id;
+            while (forest_get(f, at) && forest_get(f, at)->depth > np + i)
+                at = forest_id_at(f, forest_get(f, at)->parent);
+            const forest_node *nd = forest_get(f, at);
+            lp_n++;
+            lp_ok += nd && nd->token == ref[i] && nd->logprob == ls[ref[i]];
+            lin = model_forward_linear(lc, &ref[i], 1, np + i, lg, &err) == ST_OK;
+        }
+        T_CHECK(lp_n >= N - L - 1 && lp_ok == lp_n, "%s: %s oracle: %d of %d log-probabilities equal "
+                "linear decoding's", name, wrong ? "wrong" : "right", lp_ok, lp_n);
+        free(lg), free(ls);
+        model_ctx_free(lc);
         int32_t want_steps = wrong ? N : (N + L) / (L + 1);
         T_CHECK(same && steps == want_steps && o.calls == steps,
                 "%s: %s oracle drafts: %d steps for %d tokens (want %d), output %s", name,
