@@ -140,10 +140,13 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
     for (int64_t b = n / QK8_0; b < np / QK8_0; b++)
         d[b] = dg[2 * b] = dg[2 * b + 1] = sx[2 * b] = sx[2 * b + 1] = 0;
     if (order == MM_QX_GROUPED) {
-        _Alignas(64) uint8_t t[256]; /* chunks of 256 values */
+        _Alignas(64) uint8_t t[256]; /* chunks of 256 values; the tail's in its own order */
         for (int64_t c = 0; c < np; c += 256) {
             memcpy(t, q + c, 256);
-            mm_grp_reorder(t, (uint8_t *)q + c);
+            if (c + 256 <= n)
+                mm_grp_reorder(t, (uint8_t *)q + c);
+            else
+                mm_tail_reorder(t, (uint8_t *)q + c, mm_tail_quarters(n));
         }
     }
 }

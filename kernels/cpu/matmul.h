@@ -53,9 +53,11 @@ _Static_assert(MM_TW == 4 && MM_TX == 4, "MM_TILES spells out NW in {1, 4}, NX i
 #elif defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define MM_Q8_VNNI 1
 #define MM_DPBUSD(acc, u, s) _mm256_dpbusd_epi32(acc, u, s)
+#define MM_DPBUSD128(acc, u, s) _mm_dpbusd_epi32(acc, u, s)
 #elif defined(__AVXVNNI__)
 #define MM_Q8_VNNI 1
 #define MM_DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#define MM_DPBUSD128(acc, u, s) _mm_dpbusd_avx_epi32(acc, u, s)
 #endif
 #if defined(__AVX2__) && defined(__FMA__) && !defined(SIMD_SCALAR)
 #define MM_Q8_SIMD 1
@@ -66,19 +68,23 @@ _Static_assert(MM_TW == 4 && MM_TX == 4, "MM_TILES spells out NW in {1, 4}, NX i
 #endif
 
 #if MM_Q8_512
+/* y[c * ys + r] = lane 4r + c of s (vf_hsum16's order), r < MM_TW, c < NX */
+SIMD_INLINE void mm_store16(__m512 s, float *y, int64_t ys, const int NX) {
+#pragma GCC unroll 4
+    for (int c = 0; c < NX; c++) {
+        const __m512i at = _mm512_add_epi32(_mm512_set1_epi32(4 * c),
+                                            _mm512_set_epi32(3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0));
+        _mm_storeu_ps(y + c * ys, _mm512_castps512_ps128(_mm512_permutexvar_ps(at, s)));
+    }
+}
+
 /* y[c * ys + r] = vf_hsum(acc[MM_TX * r + c]), r < NW, c < NX; entries past NW or
  * NX must be set (to anything) when NW == MM_TW. */
 /* (vf_hsum16 sums a whole 4 x 4 tile for about 3 instructions a pair instead of 8.) */
 SIMD_INLINE void mm_put512(const __m512 acc[MM_TW * MM_TX], float *y, int64_t ys, const int NW,
                            const int NX) {
     if (NW == MM_TW) {
-        const __m512 s = vf_hsum16(acc);
-#pragma GCC unroll 4
-        for (int c = 0; c < NX; c++) {
-            const __m512i at = _mm512_add_epi32(_mm512_set1_epi32(4 * c),
-                                                _mm512_set_epi32(3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0));
-            _mm_storeu_ps(y + c * ys, _mm512_castps512_ps128(_mm512_permutexvar_ps(at, s)));
-        }
+        mm_store16(vf_hsum16(acc), y, ys, NX);
         return;
     }
     for (int r = 0; r < NW; r++)
@@ -98,10 +104,11 @@ SIMD_INLINE float mm_hsum256(__m256 v) {
 /* ---- quantised activations ------------------------------------------------------ *
  * An activation row of n values quantised to blocks of 32 int8 values with a float
  * scale each, x[i] ~= d[i / 32] * q[i], padded with zeros (q, dg, sx and d all 0) to
- * np = n rounded up to 256, so the block-type tiles can always work on whole chunks of
- * 256. From offset 0:
+ * np = n rounded up to 256 (the parts keep their places; the tiles read the padding only
+ * as far as the tail chunk's last quarter, see below). From offset 0:
  *   q   np int8 values: in value order (MM_QX_LINEAR, what Q8_0 reads) or, per chunk of
- *       256, in the grouped order of the block types (MM_QX_GROUPED, see mm_grp_pos)
+ *       256, in the grouped order of the block types (MM_QX_GROUPED, see mm_grp_pos;
+ *       a tail chunk in its compact order, see mm_tail_pos)
  *   dg  np / 16 floats: d of value 16g, i.e. one per group of 16 values
  *   sx  np / 16 floats: d times the sum of q over values 16g .. 16g + 15 (what a
  *       weight block's min or offset multiplies)
@@ -132,6 +139,27 @@ SIMD_INLINE int mm_grp_pos(int v) { return 64 * (v / 4 % 4) + 4 * (v / 16) + v %
 
 /* Reorders 256 bytes from value order into the grouped order (dst != src). */
 void mm_grp_reorder(const uint8_t *src, uint8_t *dst);
+
+/* ---- the tail chunk --------------------------------------------------------------- *
+ * A row whose n is not a multiple of 256 (the small types) ends in a tail chunk of
+ * n % 256 values. Padded to 256 it would cost a whole chunk (a 576-value row: a third of
+ * its work on zeros), so only its first nq = ceil((n % 256) / 64) quarters (64 values,
+ * 4 groups each) are stored, read and computed. In the grouped order a quarter is 16
+ * bytes of each of the four parts, so the tail chunk, of the weights and of the
+ * activations alike, has its own compact order: quarter j (64 bytes from 64j) holds its
+ * value 16g + 4s + b (group 4j + g) at byte 16s + 4g + b; that is, the grouped order with
+ * its 4 x 4 blocks of 16 bytes transposed. The group-indexed parts (dg, sx; a prepared
+ * chunk's s and mo) keep their places. The bytes past quarter nq are never read.
+ *
+ * Skipping the rest is exact: those groups only ever added float(0) * (0 * 0) and 0 * 0,
+ * exact zeros, to an accumulator that is never -0. */
+SIMD_INLINE int mm_tail_pos(int v) { return 64 * (v / 64) + 16 * (v / 4 % 4) + 4 * (v / 16 % 4) + v % 4; }
+SIMD_INLINE int64_t mm_full_chunks(int64_t n) { return n / 256; }
+SIMD_INLINE int mm_tail_quarters(int64_t n) { return (int)((n % 256 + 63) / 64); }
+
+/* Reorders the first 64 nq bytes of a chunk from value order into the compact tail
+ * order (dst != src). */
+void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq);
 
 /* A block type of kernels/quant.h, prepared for the tiles: mm_prep_fn unpacks nw (1 or
  * MM_TW) weight rows of n values, all their chunks, into the grouped form at dst (one

@@ -47,10 +47,6 @@ SIMD_INLINE int mm_blk_bytes(uint32_t type) {
 
 /* ---- the grouped order ------------------------------------------------------------ */
 
-void mm_grp_reorder(const uint8_t *src, uint8_t *dst) {
-    for (int v = 0; v < QUANT_CHUNK; v += 4) memcpy(dst + mm_grp_pos(v), src + v, 4);
-}
-
 #if MM_Q8_512
 /* Four registers of 16 int32 lanes to the grouped order at dst, in two rounds of
  * two-source permutes. Round 1 (idx1lo, idx1hi: the caller's, as source orders differ) takes
@@ -65,10 +61,12 @@ SIMD_INLINE void mm_grp_rounds(__m512i a0, __m512i b0, __m512i a1, __m512i b1,
     __m512i e23 = _mm512_permutex2var_epi32(a0, idx1hi, b0);
     __m512i f01 = _mm512_permutex2var_epi32(a1, idx1lo, b1);
     __m512i f23 = _mm512_permutex2var_epi32(a1, idx1hi, b1);
-    _mm512_store_si512(dst, _mm512_permutex2var_epi32(e01, i2lo, f01));
-    _mm512_store_si512(dst + 64, _mm512_permutex2var_epi32(e01, i2hi, f01));
-    _mm512_store_si512(dst + 128, _mm512_permutex2var_epi32(e23, i2lo, f23));
-    _mm512_store_si512(dst + 192, _mm512_permutex2var_epi32(e23, i2hi, f23));
+    const __m512i part[4] = {_mm512_permutex2var_epi32(e01, i2lo, f01),
+                             _mm512_permutex2var_epi32(e01, i2hi, f01),
+                             _mm512_permutex2var_epi32(e23, i2lo, f23),
+                             _mm512_permutex2var_epi32(e23, i2hi, f23)};
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) _mm512_store_si512(dst + 64 * k, part[k]);
 }
 
 /* Round-1 indices: lane 8 s' + l (local group l < 8, s = s' or s' + 2) takes, from
@@ -84,6 +82,29 @@ SIMD_INLINE __m512i mm_grp_idx1(bool small, bool hi) {
               : _mm512_set_epi32(29, 25, 21, 17, 13, 9, 5, 1, 28, 24, 20, 16, 12, 8, 4, 0);
 }
 #endif
+
+/* (With AVX-512 both are a few permutes: they run on every activation row quantised.
+ * dst is 64-byte aligned there.) */
+void mm_grp_reorder(const uint8_t *src, uint8_t *dst) {
+#if MM_Q8_512
+    mm_grp_rounds(_mm512_loadu_si512(src), _mm512_loadu_si512(src + 64),
+                  _mm512_loadu_si512(src + 128), _mm512_loadu_si512(src + 192),
+                  mm_grp_idx1(false, false), mm_grp_idx1(false, true), dst);
+#else
+    for (int v = 0; v < QUANT_CHUNK; v += 4) memcpy(dst + mm_grp_pos(v), src + v, 4);
+#endif
+}
+
+void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq) {
+#if MM_Q8_512
+    /* within a quarter, dword 4g + s (value order) to dword 4s + g */
+    const __m512i t = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    for (int j = 0; j < nq; j++)
+        _mm512_store_si512(dst + 64 * j, _mm512_permutexvar_epi32(t, _mm512_loadu_si512(src + 64 * j)));
+#else
+    for (int v = 0; v < 64 * nq; v += 4) memcpy(dst + mm_tail_pos(v), src + v, 4);
+#endif
+}
 
 #if MM_Q8_512 && defined(__AVX512VL__)
 #define MM_UNPACK_512 1
@@ -108,6 +129,22 @@ SIMD_INLINE __m128i mm_w32x4(const uint8_t *p, int bb, int n) {
     v = _mm_insert_epi32(v, (int)w[1], 1);
     v = _mm_insert_epi32(v, (int)w[2], 2);
     return _mm_insert_epi32(v, (int)w[3], 3);
+}
+
+/* The scales (fp16 d, twice: one per group) and offsets (m, of Q4_1 and Q5_1) of a chunk of
+ * cnb blocks of a small type into c->s and c->mo (m only; off is folded in later). */
+SIMD_INLINE void mm_unpack_dm_512(uint32_t type, const uint8_t *p, const int cnb, mm_prep *c) {
+    const int bb = mm_blk_bytes(type);
+    const bool has_m = type == DT_Q4_1 || type == DT_Q5_1;
+    const __m256i dm = _mm256_inserti128_si256(_mm256_castsi128_si256(mm_w32x4(p, bb, cnb)),
+                                               mm_w32x4(p + 4 * bb, bb, cnb - 4), 1);
+    const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    __m512 d = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm)));
+    _mm512_store_ps(c->s, _mm512_permutexvar_ps(twice, d));
+    __m512 m = _mm512_setzero_ps();
+    if (has_m)
+        m = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16))));
+    _mm512_store_ps(c->mo, _mm512_permutexvar_ps(twice, m)); /* m; off is folded in later */
 }
 
 SIMD_INLINE void mm_unpack_small_512(uint32_t type, const uint8_t *p, const int cnb, mm_prep *c) {
@@ -141,15 +178,40 @@ SIMD_INLINE void mm_unpack_small_512(uint32_t type, const uint8_t *p, const int 
     }
     mm_grp_rounds(lo[0], hi[0], lo[1], hi[1], mm_grp_idx1(true, false), mm_grp_idx1(true, true),
                   c->u);
-    const __m256i dm = _mm256_inserti128_si256(_mm256_castsi128_si256(mm_w32x4(p, bb, cnb)),
-                                               mm_w32x4(p + 4 * bb, bb, cnb - 4), 1);
-    const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    __m512 d = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm)));
-    _mm512_store_ps(c->s, _mm512_permutexvar_ps(twice, d));
-    __m512 m = _mm512_setzero_ps();
-    if (has_m)
-        m = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16))));
-    _mm512_store_ps(c->mo, _mm512_permutexvar_ps(twice, m)); /* m; off is folded in later */
+    mm_unpack_dm_512(type, p, cnb, c);
+}
+
+/* The tail chunk of a small type (cnb < 8 blocks) straight into the compact order (matmul.h):
+ * quarter j is blocks 2j and 2j + 1, whose low and high nibbles (values 0..15 and 16..31
+ * of each) are its groups 0..3. Loaded as [low 2j | low 2j + 1 | high 2j | high 2j + 1]
+ * (16 bytes each), one permute of dwords puts sub-position s of group g at dword 4s + g.
+ * Blocks past cnb are zeros, never read. */
+SIMD_INLINE void mm_unpack_tail_512(uint32_t type, const uint8_t *p, int cnb, mm_prep *c) {
+    const int bb = mm_blk_bytes(type);
+    const bool has_m = type == DT_Q4_1 || type == DT_Q5_1;
+    const bool five = type == DT_Q5_0 || type == DT_Q5_1;
+    const int qh_at = 2 + 2 * has_m, qs_at = qh_at + 4 * five;
+    const __m256i lo4 = _mm256_set1_epi8(15);
+    const __m512i bit5 = _mm512_set1_epi8(16);
+    const __m512i idx = _mm512_set_epi32(15, 7, 11, 3, 14, 6, 10, 2, 13, 5, 9, 1, 12, 4, 8, 0);
+    for (int j = 0; 2 * j < cnb; j++) {
+        const bool two = 2 * j + 1 < cnb;
+        const uint8_t *b = p + 2 * j * bb;
+        __m256i v = _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(b + qs_at)));
+        if (two) v = _mm256_inserti128_si256(v, _mm_loadu_si128((const __m128i *)(b + bb + qs_at)), 1);
+        __m512i u = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, lo4)),
+                                       _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4), 1);
+        if (five) { /* a block's qh: bits 0..15 for its low nibbles, 16..31 for its high */
+            uint32_t h0, h1 = 0;
+            memcpy(&h0, b + qh_at, 4);
+            if (two) memcpy(&h1, b + bb + qh_at, 4);
+            const uint64_t m = (h0 & 0xffffu) | (uint64_t)(h1 & 0xffffu) << 16 |
+                               (uint64_t)(h0 >> 16) << 32 | (uint64_t)(h1 >> 16) << 48;
+            u = _mm512_or_si512(u, _mm512_maskz_mov_epi8(_cvtu64_mask64(m), bit5));
+        }
+        _mm512_store_si512(c->u + 64 * j, _mm512_permutexvar_epi32(idx, u));
+    }
+    mm_unpack_dm_512(type, p, cnb, c);
 }
 #endif
 
@@ -223,8 +285,9 @@ SIMD_INLINE void mm_unpack_k_512(uint32_t type, const uint8_t *p, mm_prep *c) {
 }
 #endif
 
-/* Prepares one chunk of weight row p (cnb blocks from p) and prefetches the same bytes
- * of the row ahead (the next tile's). */
+/* Prepares one chunk of weight row p (cnb blocks from p; fewer than a chunk's: the tail
+ * chunk, in the compact order) and prefetches the same bytes of the row ahead (the next
+ * tile's). */
 SIMD_INLINE void mm_blk_prep(uint32_t type, const uint8_t *p, int cnb, size_t ahead,
                              mm_prep *c) {
     const int bytes = QUANT_CHUNK / mm_blk_n(type) * mm_blk_bytes(type);
@@ -239,7 +302,7 @@ SIMD_INLINE void mm_blk_prep(uint32_t type, const uint8_t *p, int cnb, size_t ah
         else if (cnb == 8)
             mm_unpack_small_512(type, p, 8, c); /* (the constant folds the tail masks away) */
         else
-            mm_unpack_small_512(type, p, cnb, c);
+            mm_unpack_tail_512(type, p, cnb, c);
         __m512 s = _mm512_load_ps(c->s);
         _mm512_store_ps(c->mo, _mm512_fnmadd_ps(_mm512_set1_ps(off), s, _mm512_load_ps(c->mo)));
         return;
@@ -263,7 +326,10 @@ SIMD_INLINE void mm_blk_prep(uint32_t type, const uint8_t *p, int cnb, size_t ah
 #else
     quant_chunk ch;
     quant_unpack(type, p, cnb, &ch);
-    mm_grp_reorder(ch.u, c->u);
+    if (cnb < QUANT_CHUNK / mm_blk_n(type))
+        mm_tail_reorder(ch.u, c->u, (cnb * mm_blk_n(type) + 63) / 64);
+    else
+        mm_grp_reorder(ch.u, c->u);
     for (int g = 0; g < 16; g++) {
         c->s[g] = ch.s[g];
         c->mo[g] = ch.m[g] - off * ch.s[g];
@@ -294,12 +360,161 @@ SIMD_INLINE void mm_prep_blk(int64_t n, const uint8_t *w, size_t ws, int nw, mm_
  * 64-byte parts are chained, so lane g ends with the exact sum over group g; then
  *     acc += float(sum) * (s[g] * dg[g])  and  acc += mo[g] * sx[g]
  * lane by lane. The sums are the same for every NW and NX; only the loops around them
- * change. */
+ * change. A tail chunk (matmul.h) adds the same to the lanes of its groups only. */
+
+#if MM_Q8_512
+/* The tail chunk (nq quarters, compact order) of MM_TX activation rows, four pairs of
+ * (weight row, activation row) at a time. A quarter of the activation rows fills one
+ * register, row c in block c: quarter j's part s of row c is block c of xp[s], its dg
+ * and sx block c of dg and sx (zero past NX), while a weight row's part s, s and mo are
+ * broadcast to all four blocks. Four chained dot products then leave group 4j + g of
+ * pair (r, c) in lane 4c + g, and mm_tile_grp's two multiply-adds run for the four pairs
+ * at once, on their accumulator lanes 4j .. 4j + 3, gathered from and put back where
+ * they were: per lane the operations and the order of a whole chunk. */
+SIMD_INLINE void mm_tail_x512(int64_t n, const uint8_t *x, size_t xs, int j, __m512i xp[4],
+                              __m512 *dg, __m512 *sx, const int NX) {
+    const int64_t ch = mm_full_chunks(n);
+    *dg = _mm512_setzero_ps(), *sx = _mm512_setzero_ps();
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++) xp[s] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int c = 0; c < NX; c++) {
+        const __mmask16 in_c = (__mmask16)(0xf << 4 * c);
+        const uint8_t *xr = x + c * xs;
+        const uint8_t *xq = xr + ch * QUANT_CHUNK + 64 * j;
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; s++)
+            xp[s] = _mm512_mask_broadcast_i32x4(xp[s], in_c, _mm_load_si128((const __m128i *)(xq + 16 * s)));
+        *dg = _mm512_mask_broadcast_f32x4(*dg, in_c, _mm_load_ps(mm_qx_dg(xr, n) + 16 * ch + 4 * j));
+        *sx = _mm512_mask_broadcast_f32x4(*sx, in_c, _mm_load_ps(mm_qx_sx(xr, n) + 16 * ch + 4 * j));
+    }
+}
+
+/* Quarter j of prepared weight row q against the packed activations: a (the four pairs'
+ * accumulator lanes) plus the quarter's terms. */
+SIMD_INLINE __m512 mm_tail_fma512(const mm_prep *q, int j, const __m512i xp[4], __m512 dg,
+                                  __m512 sx, __m512 a) {
+    __m512i p = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++)
+        p = _mm512_dpbusd_epi32(
+            p, _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)(q->u + 64 * j + 16 * s))), xp[s]);
+    const __m512 sw = _mm512_broadcast_f32x4(_mm_load_ps(q->s + 4 * j));
+    a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(sw, dg), a);
+    return _mm512_fmadd_ps(_mm512_broadcast_f32x4(_mm_load_ps(q->mo + 4 * j)), sx, a);
+}
+
+/* The tail added to acc[MM_TX * r + c], r < NW, one pair's lanes gathered and put back
+ * at a time. */
+SIMD_INLINE void mm_tail512(int64_t n, const mm_prep *w, const uint8_t *x, size_t xs,
+                            __m512 acc[MM_TW * MM_TX], const int NW, const int NX) {
+    const __m512i blk = _mm512_set_epi32(3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0, 3, 2, 1, 0);
+    for (int j = 0; j < mm_tail_quarters(n); j++) {
+        __m512i xp[4];
+        __m512 dg, sx;
+        mm_tail_x512(n, x, xs, j, xp, &dg, &sx, NX);
+        const __m512i from_j = _mm512_add_epi32(blk, _mm512_set1_epi32(4 * j));
+        const __mmask16 to_j = (__mmask16)(0xf << 4 * j);
+#pragma GCC unroll 4
+        for (int r = 0; r < NW; r++) {
+            __m512 a = _mm512_setzero_ps();
+#pragma GCC unroll 4
+            for (int c = 0; c < NX; c++)
+                a = _mm512_mask_permutexvar_ps(a, (__mmask16)(0xf << 4 * c), from_j, acc[MM_TX * r + c]);
+            a = mm_tail_fma512(w + r, j, xp, dg, sx, a);
+#pragma GCC unroll 4
+            for (int c = 0; c < NX; c++)
+                acc[MM_TX * r + c] = _mm512_mask_permutexvar_ps(
+                    acc[MM_TX * r + c], to_j, _mm512_add_epi32(blk, _mm512_set1_epi32(4 * c)), a);
+        }
+    }
+}
+
+/* Quarter j for a whole tile of weight rows, on the halves of vf_hsum16's first level
+ * that hold it (lh: lo for j < 2, hi after): lh[2r] holds pairs (r, 0) and (r, 1), lh[2r +
+ * 1] pairs (r, 2) and (r, 3), quarter j of each in block j % 2 and 2 + j % 2. One
+ * permute gathers a row's four pairs, two put them back. */
+SIMD_INLINE void mm_tail_lh512(const mm_prep *w, int j, const __m512i xp[4], __m512 dg,
+                               __m512 sx, __m512 lh[8]) {
+    const int jj = j % 2;
+    const __m512i gather = _mm512_add_epi32(
+        _mm512_set_epi32(27, 26, 25, 24, 19, 18, 17, 16, 11, 10, 9, 8, 3, 2, 1, 0), _mm512_set1_epi32(4 * jj));
+    const __m512i put01 = _mm512_set_epi32(7, 6, 5, 4, 7, 6, 5, 4, 3, 2, 1, 0, 3, 2, 1, 0);
+    const __m512i put23 = _mm512_add_epi32(put01, _mm512_set1_epi32(8));
+    const __mmask16 at = (__mmask16)(0x0f0f << 4 * jj);
+#pragma GCC unroll 4
+    for (int r = 0; r < MM_TW; r++) {
+        __m512 a = _mm512_permutex2var_ps(lh[2 * r], gather, lh[2 * r + 1]);
+        a = mm_tail_fma512(w + r, j, xp, dg, sx, a);
+        lh[2 * r] = _mm512_mask_permutexvar_ps(lh[2 * r], at, put01, a);
+        lh[2 * r + 1] = _mm512_mask_permutexvar_ps(lh[2 * r + 1], at, put23, a);
+    }
+}
+
+/* The tail chunk, if any, then the sums stored (mm_put512); with a whole tile of weight
+ * rows the tail works inside vf_hsum16, whose first level moves those blocks anyway. */
+SIMD_INLINE void mm_finish512(int64_t n, const mm_prep *w, const uint8_t *x, size_t xs,
+                              __m512 acc[MM_TW * MM_TX], float *y, int64_t ys, const int NW,
+                              const int NX) {
+    if (n % QUANT_CHUNK == 0 || NW != MM_TW) {
+        if (n % QUANT_CHUNK) mm_tail512(n, w, x, xs, acc, NW, NX);
+        mm_put512(acc, y, ys, NW, NX);
+        return;
+    }
+    __m512 lo[8], hi[8];
+    vf_hsum16_lohi(acc, lo, hi);
+    for (int j = 0; j < mm_tail_quarters(n); j++) {
+        __m512i xp[4];
+        __m512 dg, sx;
+        mm_tail_x512(n, x, xs, j, xp, &dg, &sx, NX);
+        if (j < 2)
+            mm_tail_lh512(w, j, xp, dg, sx, lo);
+        else
+            mm_tail_lh512(w, j, xp, dg, sx, hi);
+    }
+    mm_store16(vf_hsum16_rest(lo, hi), y, ys, NX);
+}
+#endif
+
+#if MM_Q8_SIMD && !MM_Q8_512
+/* The int32 group sums of half h (groups 8h .. 8h + 7) of a chunk of weights u and
+ * activations x: the four parts chained. In a tail chunk (nq quarters) half h is quarters
+ * 2h and 2h + 1 (zero past nq), each its four parts chained. */
+SIMD_INLINE __m256i mm_dot_half(const uint8_t *u, const uint8_t *x, int h, bool tail, int nq) {
+#if MM_Q8_VNNI
+#define MM_DOT256(p, a, b) MM_DPBUSD(p, a, b)
+#define MM_DOT128(p, a, b) MM_DPBUSD128(p, a, b)
+#else
+#define MM_DOT256(p, a, b) _mm256_add_epi32(p, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)))
+#define MM_DOT128(p, a, b) _mm_add_epi32(p, _mm_madd_epi16(_mm_maddubs_epi16(a, b), _mm_set1_epi16(1)))
+#endif
+    if (!tail) {
+        __m256i p = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            p = MM_DOT256(p, _mm256_load_si256((const __m256i *)(u + 64 * k + 32 * h)),
+                          _mm256_load_si256((const __m256i *)(x + 64 * k + 32 * h)));
+        return p;
+    }
+    __m128i p[2] = {_mm_setzero_si128(), _mm_setzero_si128()};
+    for (int i = 0; i < 2 && 2 * h + i < nq; i++)
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const int at = 64 * (2 * h + i) + 16 * k;
+            p[i] = MM_DOT128(p[i], _mm_load_si128((const __m128i *)(u + at)),
+                             _mm_load_si128((const __m128i *)(x + at)));
+        }
+#undef MM_DOT256
+#undef MM_DOT128
+    return _mm256_set_m128i(p[1], p[0]);
+}
+#endif
+
 SIMD_INLINE void mm_tile_grp(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
                              size_t xs, float *y, int64_t ys, const int NW, const int NX) {
     (void)ws;
     const mm_prep *pr = (const mm_prep *)w;
-    const int64_t nch = mm_qx_np(n) / QUANT_CHUNK;
+    const int64_t nfull = mm_full_chunks(n);
 #if MM_Q8_512
     /* Two weight rows at a time, held in registers while all NX activation rows pass:
      * each part of x is then loaded once for both rows (loads, not arithmetic, bound
@@ -317,7 +532,7 @@ SIMD_INLINE void mm_tile_grp(int64_t n, const uint8_t *w, size_t ws, const uint8
 #pragma GCC unroll 4
             for (int c = 0; c < NX; c++) acc[r][c] = _mm512_setzero_ps();
         const mm_prep *q = pr + r0;
-        for (int64_t ch = 0; ch < nch; ch++, q += NW) {
+        for (int64_t ch = 0; ch < nfull; ch++, q += NW) {
             __m512i u[2][4];
             __m512 sw[2], mo[2];
 #pragma GCC unroll 2
@@ -358,15 +573,19 @@ SIMD_INLINE void mm_tile_grp(int64_t n, const uint8_t *w, size_t ws, const uint8
 #pragma GCC unroll 4
             for (int c = 0; c < NX; c++) sums[MM_TX * (r0 + r) + c] = acc[r][c];
     }
-    mm_put512(sums, y, ys, NW, NX);
+    mm_finish512(n, pr + nfull * NW, x, xs, sums, y, ys, NW, NX);
 #elif MM_Q8_SIMD
     /* the low and high 32 bytes of each part are groups 0..7 and 8..15 */
+    const int64_t nch = nfull + (n % QUANT_CHUNK != 0);
+    const int nq = mm_tail_quarters(n);
     __m256 acc[MM_TW][MM_TX];
 #pragma GCC unroll 4
     for (int r = 0; r < NW; r++)
 #pragma GCC unroll 4
         for (int c = 0; c < NX; c++) acc[r][c] = _mm256_setzero_ps();
     for (int64_t ch = 0; ch < nch; ch++, pr += NW) {
+        const bool tail = ch == nfull;
+        const int nh = tail ? (nq + 1) / 2 : 2; /* halves with groups in them */
 #pragma GCC unroll 4
         for (int c = 0; c < NX; c++) {
             const uint8_t *xr = x + c * xs;
@@ -376,50 +595,46 @@ SIMD_INLINE void mm_tile_grp(int64_t n, const uint8_t *w, size_t ws, const uint8
             for (int r = 0; r < NW; r++) {
                 __m256 a = acc[r][c];
 #pragma GCC unroll 2
-                for (int h = 0; h < 2; h++) {
-                    __m256i p = _mm256_setzero_si256();
-#pragma GCC unroll 4
-                    for (int k = 0; k < 4; k++) {
-                        __m256i u = _mm256_load_si256((const __m256i *)(pr[r].u + 64 * k + 32 * h));
-                        __m256i xv = _mm256_load_si256((const __m256i *)(xq + 64 * k + 32 * h));
-#if MM_Q8_VNNI
-                        p = MM_DPBUSD(p, u, xv);
-#else
-                        p = _mm256_add_epi32(p, _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv),
-                                                                  _mm256_set1_epi16(1)));
-#endif
-                    }
-                    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p),
+                for (int h = 0; h < nh; h++)
+                    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm_dot_half(pr[r].u, xq, h, tail, nq)),
                                         _mm256_mul_ps(_mm256_loadu_ps(pr[r].s + 8 * h),
                                                       _mm256_loadu_ps(dg + 8 * h)), a);
-                }
-                a = _mm256_fmadd_ps(_mm256_loadu_ps(pr[r].mo), _mm256_loadu_ps(sx), a);
-                acc[r][c] = _mm256_fmadd_ps(_mm256_loadu_ps(pr[r].mo + 8), _mm256_loadu_ps(sx + 8), a);
+#pragma GCC unroll 2
+                for (int h = 0; h < nh; h++)
+                    a = _mm256_fmadd_ps(_mm256_loadu_ps(pr[r].mo + 8 * h), _mm256_loadu_ps(sx + 8 * h), a);
+                acc[r][c] = a;
             }
         }
     }
     for (int r = 0; r < NW; r++)
         for (int c = 0; c < NX; c++) y[c * ys + r] = mm_hsum256(acc[r][c]);
 #else
+    const int64_t nch = nfull + (n % QUANT_CHUNK != 0);
     float acc[MM_TW][MM_TX] = {{0}};
-    for (int64_t ch = 0; ch < nch; ch++, pr += NW)
+    for (int64_t ch = 0; ch < nch; ch++, pr += NW) {
+        const bool tail = ch == nfull;
+        const int ng = tail ? 4 * mm_tail_quarters(n) : 16; /* groups with values in them */
         for (int c = 0; c < NX; c++) {
             const uint8_t *xr = x + c * xs;
             const int8_t *xq = (const int8_t *)xr + ch * QUANT_CHUNK;
             const float *dg = mm_qx_dg(xr, n) + 16 * ch, *sx = mm_qx_sx(xr, n) + 16 * ch;
             for (int r = 0; r < NW; r++) {
                 float a = acc[r][c];
-                for (int g = 0; g < 16; g++) {
+                for (int g = 0; g < ng; g++) {
                     int32_t s = 0;
                     for (int k = 0; k < 4; k++)
-                        for (int b = 0; b < 4; b++)
-                            s += pr[r].u[64 * k + 4 * g + b] * xq[64 * k + 4 * g + b];
+                        for (int b = 0; b < 4; b++) {
+                            const int at = tail ? mm_tail_pos(16 * g + 4 * k + b)
+                                                : mm_grp_pos(16 * g + 4 * k + b);
+                            s += pr[r].u[at] * xq[at];
+                        }
                     a += (float)s * (pr[r].s[g] * dg[g]);
                 }
-                for (int g = 0; g < 16; g++) a += pr[r].mo[g] * sx[g];
+                for (int g = 0; g < ng; g++) a += pr[r].mo[g] * sx[g];
                 acc[r][c] = a;
             }
         }
+    }
     for (int r = 0; r < NW; r++)
         for (int c = 0; c < NX; c++) y[c * ys + r] = acc[r][c];
 #endif
@@ -442,19 +657,17 @@ SIMD_INLINE void mm_tile_fused(int64_t n, const uint8_t *w, size_t ws, const uin
                                size_t xs, float *y, int64_t ys, const uint32_t type,
                                const int NW, const int NX) {
     const int bn = mm_blk_n(type), bb = mm_blk_bytes(type), per_chunk = QUANT_CHUNK / bn;
-    const int64_t nb = n / bn;
+    const int64_t nfull = mm_full_chunks(n);
+    const size_t ahead = MM_AHEAD * (size_t)NW * ws;
     const __m512i zero = _mm512_setzero_si512();
-    __m512 acc[MM_TW][MM_TX];
-#pragma GCC unroll 4
-    for (int r = 0; r < NW; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < NX; c++) acc[r][c] = _mm512_setzero_ps();
+    __m512 acc[MM_TW * MM_TX]; /* [MM_TX * r + c], as mm_put512 takes them */
+#pragma GCC unroll 16
+    for (int i = 0; i < MM_TW * MM_TX; i++) acc[i] = _mm512_setzero_ps();
     mm_prep q[MM_TW];
-    for (int64_t b0 = 0, ch = 0; b0 < nb; b0 += per_chunk, ch++) {
-        const int cnb = nb - b0 < per_chunk ? (int)(nb - b0) : per_chunk;
+    for (int64_t ch = 0; ch < nfull; ch++) {
 #pragma GCC unroll 4
         for (int r = 0; r < NW; r++)
-            mm_blk_prep(type, w + r * ws + b0 * bb, cnb, MM_AHEAD * (size_t)NW * ws, &q[r]);
+            mm_blk_prep(type, w + r * ws + ch * per_chunk * bb, per_chunk, ahead, &q[r]);
 #pragma GCC unroll 4
         for (int c = 0; c < NX; c++) {
             const uint8_t *xr = x + c * xs;
@@ -474,18 +687,18 @@ SIMD_INLINE void mm_tile_fused(int64_t n, const uint8_t *w, size_t ws, const uin
 #pragma GCC unroll 4
             for (int r = 0; r < NW; r++) {
                 __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[r]),
-                                           _mm512_mul_ps(_mm512_load_ps(q[r].s), dg), acc[r][c]);
-                acc[r][c] = _mm512_fmadd_ps(_mm512_load_ps(q[r].mo), sx, a);
+                                           _mm512_mul_ps(_mm512_load_ps(q[r].s), dg), acc[MM_TX * r + c]);
+                acc[MM_TX * r + c] = _mm512_fmadd_ps(_mm512_load_ps(q[r].mo), sx, a);
             }
         }
     }
-    __m512 sums[MM_TW * MM_TX];
+    if (n % QUANT_CHUNK) { /* (small types only) */
+        const int cnb = (int)(n / bn - nfull * per_chunk);
 #pragma GCC unroll 4
-    for (int r = 0; r < MM_TW; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < MM_TX; c++)
-            sums[MM_TX * r + c] = r < NW && c < NX ? acc[r][c] : _mm512_setzero_ps();
-    mm_put512(sums, y, ys, NW, NX);
+        for (int r = 0; r < NW; r++)
+            mm_blk_prep(type, w + r * ws + nfull * per_chunk * bb, cnb, ahead, &q[r]);
+    }
+    mm_finish512(n, q, x, xs, acc, y, ys, NW, NX);
 }
 #define MM_FUSED_TYPE(name, T)                                                            \
     SIMD_INLINE void mm_fused_##name(int64_t n, const uint8_t *w, size_t ws,              \

@@ -65,19 +65,26 @@ SIMD_INLINE float vf_hsum(vf v) {
     __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
     return _mm_cvtss_f32(_mm_add_ss(c, _mm_movehdup_ps(c)));
 }
-/* vf_hsum of 16 vectors at once, by the same tree, so bitwise the same: lane 4e + l of
- * the result is vf_hsum(v[4l + e]). Each level adds the same pairs of lanes; shuffles
- * only pack four (then eight, then sixteen) vectors' partial sums into one register,
- * so 16 sums cost 45 instructions instead of 16 x 8. */
 #define VF_HSUM16 1
-SIMD_INLINE vf vf_hsum16(const vf v[16]) {
+/* vf_hsum16 in two steps, for callers that change lanes in between (matmul's tail
+ * chunk): the first level's operands, lo[i] = blocks 0, 1 of v[2i] then of v[2i + 1]
+ * (128-bit blocks), hi[i] = their blocks 2, 3; then the sum, from lo[i] + hi[i] on. */
+SIMD_INLINE void vf_hsum16_lohi(const vf v[16], vf lo[8], vf hi[8]) {
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        lo[i] = _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44);
+        hi[i] = _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee);
+    }
+}
+SIMD_INLINE vf vf_hsum16_rest(const vf lo[8], const vf hi[8]) {
     __m512 w[8], x[4], y[2];
-    for (int i = 0; i < 8; i++) /* i and i + 8: [v0 lanes 0-7 | v1 lanes 0-7] + the highs */
-        w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
-                             _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xee));
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) w[i] = _mm512_add_ps(lo[i], hi[i]); /* lanes i and i + 8 */
+#pragma GCC unroll 4
     for (int j = 0; j < 4; j++) /* i and i + 4: one vector per 128-bit lane */
         x[j] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * j], w[2 * j + 1], 0x88),
                              _mm512_shuffle_f32x4(w[2 * j], w[2 * j + 1], 0xdd));
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) { /* i and i + 2 */
         __m512d a = _mm512_castps_pd(x[2 * h]), b = _mm512_castps_pd(x[2 * h + 1]);
         y[h] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
@@ -85,6 +92,15 @@ SIMD_INLINE vf vf_hsum16(const vf v[16]) {
     }
     /* i and i + 1 */
     return _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xdd));
+}
+/* vf_hsum of 16 vectors at once, by the same tree, so bitwise the same: lane 4e + l of
+ * the result is vf_hsum(v[4l + e]). Each level adds the same pairs of lanes; shuffles
+ * only pack four (then eight, then sixteen) vectors' partial sums into one register,
+ * so 16 sums cost 45 instructions instead of 16 x 8. */
+SIMD_INLINE vf vf_hsum16(const vf v[16]) {
+    vf lo[8], hi[8];
+    vf_hsum16_lohi(v, lo, hi);
+    return vf_hsum16_rest(lo, hi);
 }
 SIMD_INLINE float vf_hmax(vf v) { return _mm512_reduce_max_ps(v); }
 SIMD_INLINE vf vf_round(vf v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT); }
