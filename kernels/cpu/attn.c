@@ -2,15 +2,20 @@
  *
  * One pass over a row's KV segments with an online softmax: the row's key sequence (its
  * segments in the order given) is taken in chunks of ATTN_CHUNK keys, cut at fixed
- * positions of the sequence whatever the segment boundaries; for each chunk the scores q.k are computed, the running
- * maximum is raised if needed (rescaling the partial sum and the accumulator once
- * per chunk, not once per slot), and the weighted values are added. The accumulator
- * is the output row itself, divided by the softmax denominator at the end.
+ * positions of the sequence whatever the segment boundaries; for each chunk the scores
+ * q.k are computed, the running maximum is raised if needed (rescaling the partial sum
+ * and the accumulator once per chunk, not once per slot), and the weighted values are
+ * added. The accumulator is the output row itself, divided by the softmax denominator
+ * at the end. A row with no slots gets zeros.
  *
- * A task is one batch row and a group of query heads that share a KV head (GQA), so
- * each K and V row is loaded once for the whole group. Groups are split smaller when
- * there would otherwise be too few tasks to keep every thread busy (decode of a single
- * row). A row with no slots gets zeros. */
+ * A task is a block of rows and a group of query heads that share a KV head (GQA). The
+ * heads of a group go through a chunk together, each K and V row loaded once into
+ * registers for all of them; the rows of a block go chunk index by chunk index, so rows
+ * that share a prefix of keys (forest leaves under one context, the rows of a prefill)
+ * take each chunk of it one after another while it is in cache. Every (row, head) still
+ * does its own arithmetic in its own order, so a row gets the same bits in any batch as
+ * alone. Groups are split smaller only when there would be fewer tasks than threads
+ * (decode of a single row on many cores): a split group loads K and V once per part. */
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
@@ -20,7 +25,8 @@
 
 #define ATTN_CHUNK 64   /* slots scored before each softmax update */
 #define ATTN_GROUP 8    /* most query heads one task handles */
-
+#define ATTN_ROWS 32    /* most rows one task handles */
+#define ATTN_TASKS 2    /* fewest tasks per thread when the rows are cut into blocks */
 #define ATTN_PREFETCH 16  /* slots ahead to prefetch K */
 
 static inline void attn_prefetch(const float *p, int32_t n) {
@@ -30,7 +36,8 @@ static inline void attn_prefetch(const float *p, int32_t n) {
 typedef struct attn_job {
     const kern_attn *a;
     int32_t heads_per_task; /* divides n_head / n_head_kv, <= ATTN_GROUP */
-    int32_t tasks_per_row;
+    int32_t groups;         /* head groups: n_head / heads_per_task */
+    int32_t rows_per_task;  /* rows of a block, <= ATTN_ROWS */
 } attn_job;
 
 /* p[j] = exp(s[j] - m) for j < n; returns their sum */
@@ -47,6 +54,21 @@ static float attn_exp_sum(float *s, int32_t n, float m) {
     return sum;
 }
 
+/* The largest of s[0 .. n), n >= 1. Lane by lane, then across the lanes: the order does
+ * not change a maximum (but for which zero, +0 or -0, comes out; either gives the same
+ * exp(s - m) downstream, so the same bits). */
+static inline float attn_max(const float *s, int32_t n) {
+    float m = s[0];
+    int32_t j = 0;
+    if (n >= VF_N) {
+        vf vm = vf_load(s);
+        for (j = VF_N; j + VF_N <= n; j += VF_N) vm = vf_max(vf_load(s + j), vm);
+        m = vf_hmax(vm);
+    }
+    for (; j < n; j++) m = s[j] > m ? s[j] : m;
+    return m;
+}
+
 /* What one (row, head) carries across chunks: running max, denominator, and the
  * accumulator (the output row itself). */
 typedef struct attn_head {
@@ -55,160 +77,288 @@ typedef struct attn_head {
     float m, l;
 } attn_head;
 
-/* A piece of a chunk: cnt consecutive slots whose K rows start at k and V rows at v
- * (row stride ks); off is where the piece's scores sit in the chunk's score array. */
-typedef struct attn_piece {
-    const float *k, *v;
-    int32_t cnt, off;
-} attn_piece;
+/* Where a row stands in its key sequence, and its heads' state. */
+typedef struct attn_row {
+    int32_t si, se, s0; /* next segment, end of the row's segments, slots of si taken */
+    attn_head hs[ATTN_GROUP];
+} attn_row;
 
-/* One chunk of the row's key sequence for one head: up to ATTN_CHUNK keys, possibly from
- * several segments (pieces). Chunks are cut at fixed positions of the key sequence, not
- * at segment boundaries, so a row's result depends only on the sequence of keys it sees:
- * a forest leaf whose ancestors sit in scattered runs of slots gets the same bits as
- * linear decoding of its path. hd = NV * VF_N with NV a constant after inlining, so q
- * and the accumulator live in registers; NV == 0 takes any hd through simd_dot /
- * simd_axpy. pf: also prefetch (the first head of a group does it for the others). */
-SIMD_INLINE void attn_chunk(attn_head *h, const attn_piece *pc, int32_t n_pc, int32_t cnt,
-                            int64_t ks, int32_t hd, float scale, bool pf, float *sc,
-                            const int NV) {
-    vf qv[8], acc[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < NV; i++) qv[i] = vf_load(h->q + i * VF_N);
-    for (int32_t p = 0; p < n_pc; p++) {
-        const float *k = pc[p].k, *v = pc[p].v;
-        float *scp = sc + pc[p].off;
-        for (int32_t j = 0; j < pc[p].cnt; j++) {
-            const float *kj = k + j * ks;
-            if (pf) {
-                /* A KV head's rows are ks apart, often a page or more, which the hardware
-                 * prefetchers do not follow: fetch K a few slots ahead, and V for the
-                 * value pass below. */
-                if (j + ATTN_PREFETCH < pc[p].cnt) attn_prefetch(kj + ATTN_PREFETCH * ks, hd);
-                attn_prefetch(v + j * ks, hd);
-            }
-            if (NV == 0) {
-                scp[j] = simd_dot(h->q, kj, hd) * scale;
-            } else {
-                /* two chains, so the FMA latency is not paid NV times in a row */
-                vf s0 = vf_mul(qv[0], vf_load(kj)), s1 = vf_zero();
-#pragma GCC unroll 8
-                for (int i = 1; i < NV; i++) {
-                    if (i & 1)
-                        s1 = vf_fma(qv[i], vf_load(kj + i * VF_N), s1);
-                    else
-                        s0 = vf_fma(qv[i], vf_load(kj + i * VF_N), s0);
-                }
-                scp[j] = vf_hsum(vf_add(s0, s1)) * scale;
-            }
+/* The next up to ATTN_CHUNK keys of the row's sequence, whatever the segment boundaries:
+ * their K and V rows into kp and vp. Returns how many (0 at the end). */
+static int32_t attn_next_chunk(attn_row *rw, const kern_seg *segs, const float *kbase,
+                               const float *vbase, int64_t ks, const float **kp,
+                               const float **vp) {
+    int32_t cnt = 0;
+    while (cnt < ATTN_CHUNK && rw->si < rw->se) {
+        const kern_seg sg = segs[rw->si];
+        int32_t take = sg.len - rw->s0;
+        if (take > ATTN_CHUNK - cnt) take = ATTN_CHUNK - cnt;
+        for (int32_t i = 0; i < take; i++) {
+            const int64_t off = ((int64_t)sg.start + rw->s0 + i) * ks;
+            kp[cnt + i] = kbase + off;
+            vp[cnt + i] = vbase + off;
+        }
+        if (take > 0) {
+            cnt += take;
+            rw->s0 += take;
+        }
+        if (rw->s0 >= sg.len) {
+            rw->si++;
+            rw->s0 = 0;
         }
     }
-    float cm = sc[0], f = 1.0f;
-    for (int32_t j = 1; j < cnt; j++) cm = sc[j] > cm ? sc[j] : cm;
-    if (cm > h->m) {
-        f = expf(h->m - cm); /* 0 on the first chunk (m = -inf): nothing to rescale yet */
-        h->l *= f;
-        h->m = cm;
+    return cnt;
+}
+
+/* One chunk of the row's key sequence for NP heads of a group: cnt <= ATTN_CHUNK keys
+ * whose K and V rows are kp[j] and vp[j]. Chunks are cut at fixed positions of the key
+ * sequence, not at segment boundaries, so a row's result depends only on the sequence of
+ * keys it sees: a forest leaf whose ancestors sit in scattered runs of slots gets the
+ * same bits as linear decoding of its path. hd = NV * VF_N with NV a constant after
+ * inlining, so the NP heads' q and accumulators live in registers and each K and V row
+ * is loaded once for all of them (the heads share it); every head still does its own
+ * arithmetic in the same order as alone. NV == 0 takes any hd through simd_dot /
+ * simd_axpy, one head at a time (NP == 1). sc holds NP x ATTN_CHUNK scores. pf: also
+ * prefetch (the first heads of a group do it for the others, and not at all when the
+ * previous row of the block has just read the same keys). */
+SIMD_INLINE void attn_chunk(attn_head *h, const float *const *kp, const float *const *vp,
+                            int32_t cnt, int32_t hd, float scale, bool pf, float *sc,
+                            const int NV, const int NP) {
+    vf qv[4][8], acc[4][8];
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; p++)
+#pragma GCC unroll 8
+        for (int i = 0; i < NV; i++) qv[p][i] = vf_load(h[p].q + i * VF_N);
+    for (int32_t j = 0; j < cnt; j++) {
+        const float *kj = kp[j];
+        if (pf) {
+            /* A KV head's rows are ks apart, often a page or more, which the hardware
+             * prefetchers do not follow: fetch K a few keys ahead, and V for the value
+             * pass below. */
+            if (j + ATTN_PREFETCH < cnt) attn_prefetch(kp[j + ATTN_PREFETCH], hd);
+            attn_prefetch(vp[j], hd);
+        }
+        if (NV == 0) {
+            sc[j] = simd_dot(h->q, kj, hd) * scale;
+            continue;
+        }
+        vf kv[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < NV; i++) kv[i] = vf_load(kj + i * VF_N);
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; p++) {
+            /* two chains, so the FMA latency is not paid NV times in a row */
+            vf s0 = vf_mul(qv[p][0], kv[0]), s1 = vf_zero();
+#pragma GCC unroll 8
+            for (int i = 1; i < NV; i++) {
+                if (i & 1)
+                    s1 = vf_fma(qv[p][i], kv[i], s1);
+                else
+                    s0 = vf_fma(qv[p][i], kv[i], s0);
+            }
+            sc[p * ATTN_CHUNK + j] = vf_hsum(vf_add(s0, s1)) * scale;
+        }
     }
-    h->l += attn_exp_sum(sc, cnt, h->m);
+    float f[4];
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; p++) {
+        float *scp = sc + p * ATTN_CHUNK;
+        const float cm = attn_max(scp, cnt);
+        f[p] = 1.0f;
+        if (cm > h[p].m) {
+            f[p] = expf(h[p].m - cm); /* 0 on the first chunk (m = -inf): nothing to rescale */
+            h[p].l *= f[p];
+            h[p].m = cm;
+        }
+        h[p].l += attn_exp_sum(scp, cnt, h[p].m);
+    }
     if (NV == 0) {
-        simd_scale(h->out, f, hd);
-        for (int32_t p = 0; p < n_pc; p++)
-            for (int32_t j = 0; j < pc[p].cnt; j++)
-                simd_axpy(h->out, sc[pc[p].off + j], pc[p].v + j * ks, hd);
+        simd_scale(h->out, f[0], hd);
+        for (int32_t j = 0; j < cnt; j++) simd_axpy(h->out, sc[j], vp[j], hd);
         return;
     }
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; p++)
 #pragma GCC unroll 8
-    for (int i = 0; i < NV; i++) acc[i] = vf_mul(vf_load(h->out + i * VF_N), vf_set1(f));
-    for (int32_t p = 0; p < n_pc; p++) {
-        for (int32_t j = 0; j < pc[p].cnt; j++) {
-            const vf w = vf_set1(sc[pc[p].off + j]);
-            const float *vj = pc[p].v + j * ks;
+        for (int i = 0; i < NV; i++)
+            acc[p][i] = vf_mul(vf_load(h[p].out + i * VF_N), vf_set1(f[p]));
+    for (int32_t j = 0; j < cnt; j++) {
+        vf vv[8];
 #pragma GCC unroll 8
-            for (int i = 0; i < NV; i++) acc[i] = vf_fma(w, vf_load(vj + i * VF_N), acc[i]);
+        for (int i = 0; i < NV; i++) vv[i] = vf_load(vp[j] + i * VF_N);
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; p++) {
+            const vf w = vf_set1(sc[p * ATTN_CHUNK + j]);
+#pragma GCC unroll 8
+            for (int i = 0; i < NV; i++) acc[p][i] = vf_fma(w, vv[i], acc[p][i]);
         }
     }
+#pragma GCC unroll 4
+    for (int p = 0; p < NP; p++)
 #pragma GCC unroll 8
-    for (int i = 0; i < NV; i++) vf_store(h->out + i * VF_N, acc[i]);
+        for (int i = 0; i < NV; i++) vf_store(h[p].out + i * VF_N, acc[p][i]);
 }
 
-#define ATTN_CHUNK_NV(nv)                                                                   \
-    static void attn_chunk_##nv(attn_head *h, const attn_piece *pc, int32_t n_pc,           \
-                                int32_t cnt, int64_t ks, int32_t hd, float scale, bool pf,  \
-                                float *sc) {                                                \
-        attn_chunk(h, pc, n_pc, cnt, ks, hd, scale, pf, sc, nv);                            \
+typedef void (*attn_chunk_fn)(attn_head *h, const float *const *kp, const float *const *vp,
+                              int32_t cnt, int32_t hd, float scale, bool pf, float *sc);
+
+/* The most heads one pass takes for a head size of NV vectors: their q (then their
+ * accumulators) and one K (V) row must stay in the 32 vector registers. */
+#define ATTN_NP(nv) ((nv) <= 4 ? 4 : (nv) <= 5 ? 3 : 2)
+
+#define ATTN_CHUNK_FN(nv, np)                                                             \
+    static void attn_chunk_##nv##_##np(attn_head *h, const float *const *kp,              \
+                                       const float *const *vp, int32_t cnt, int32_t hd,   \
+                                       float scale, bool pf, float *sc) {                 \
+        attn_chunk(h, kp, vp, cnt, hd, scale, pf, sc, nv, np);                            \
     }
-ATTN_CHUNK_NV(0) ATTN_CHUNK_NV(1) ATTN_CHUNK_NV(2) ATTN_CHUNK_NV(3) ATTN_CHUNK_NV(4)
+#define ATTN_CHUNK_NV(nv)                                                                 \
+    ATTN_CHUNK_FN(nv, 1) ATTN_CHUNK_FN(nv, 2) ATTN_CHUNK_FN(nv, 3) ATTN_CHUNK_FN(nv, 4)
+ATTN_CHUNK_FN(0, 1) ATTN_CHUNK_NV(1) ATTN_CHUNK_NV(2) ATTN_CHUNK_NV(3) ATTN_CHUNK_NV(4)
 ATTN_CHUNK_NV(5) ATTN_CHUNK_NV(6) ATTN_CHUNK_NV(7) ATTN_CHUNK_NV(8)
+#define ATTN_FNS(nv) {NULL, attn_chunk_##nv##_1, attn_chunk_##nv##_2, attn_chunk_##nv##_3, \
+                      attn_chunk_##nv##_4}
 
-typedef void (*attn_chunk_fn)(attn_head *h, const attn_piece *pc, int32_t n_pc, int32_t cnt,
-                              int64_t ks, int32_t hd, float scale, bool pf, float *sc);
-
-static attn_chunk_fn attn_chunk_for(int32_t hd) {
-    static const attn_chunk_fn fns[9] = {attn_chunk_0, attn_chunk_1, attn_chunk_2,
-                                         attn_chunk_3, attn_chunk_4, attn_chunk_5,
-                                         attn_chunk_6, attn_chunk_7, attn_chunk_8};
-    return hd % VF_N == 0 && hd / VF_N <= 8 ? fns[hd / VF_N] : attn_chunk_0;
+/* The chunk kernels for head size hd, by number of heads (fns[1 .. *np_max]). */
+static const attn_chunk_fn *attn_chunk_for(int32_t hd, int32_t *np_max) {
+    static const attn_chunk_fn fns[9][5] = {
+        {NULL, attn_chunk_0_1}, ATTN_FNS(1), ATTN_FNS(2), ATTN_FNS(3), ATTN_FNS(4),
+        ATTN_FNS(5), ATTN_FNS(6), ATTN_FNS(7), ATTN_FNS(8)};
+    const int32_t nv = hd % VF_N == 0 && hd / VF_N <= 8 ? hd / VF_N : 0;
+    *np_max = nv == 0 ? 1 : ATTN_NP(nv);
+    return fns[nv];
 }
 
+/* How many keys two segment lists have in common at their start (the same slots in the
+ * same order), whatever the cuts between segments. */
+static int64_t attn_common(const kern_seg *x, int32_t nx, const kern_seg *y, int32_t ny) {
+    int64_t n = 0;
+    int32_t i = 0, j = 0, ox = 0, oy = 0; /* slots of x[i], y[j] already matched */
+    while (i < nx && j < ny) {
+        if (x[i].len - ox <= 0) {
+            i++, ox = 0;
+        } else if (y[j].len - oy <= 0) {
+            j++, oy = 0;
+        } else if (x[i].start + ox != y[j].start + oy) {
+            break;
+        } else {
+            const int32_t t = x[i].len - ox < y[j].len - oy ? x[i].len - ox : y[j].len - oy;
+            n += t, ox += t, oy += t;
+        }
+    }
+    return n;
+}
+
+typedef struct attn_task_ctx {
+    const kern_attn *a;
+    const float *kbase, *vbase;
+    int64_t kv_stride;
+    int32_t ng, np_max;
+    const attn_chunk_fn *chunk;
+    const float *kp[ATTN_CHUNK], *vp[ATTN_CHUNK];
+    float sc[4 * ATTN_CHUNK];
+} attn_task_ctx;
+
+/* The row's next chunk through every head of the group (the K and V rows of a chunk are
+ * fetched from memory once for the group). prev: the first K row of the chunk just done
+ * before, if it was the same chunk there is nothing to prefetch. Returns that K row, NULL
+ * when the row has no keys left. */
+static const float *attn_row_step(attn_task_ctx *t, attn_row *rw, const float *prev) {
+    const kern_attn *a = t->a;
+    const int32_t cnt = attn_next_chunk(rw, a->segs, t->kbase, t->vbase, t->kv_stride, t->kp,
+                                        t->vp);
+    if (cnt == 0) return NULL;
+    const bool pf = t->kp[0] != prev;
+    for (int32_t g = 0; g < t->ng;) {
+        const int32_t np = t->ng - g < t->np_max ? t->ng - g : t->np_max;
+        t->chunk[np](&rw->hs[g], t->kp, t->vp, cnt, a->head_dim, a->scale, pf && g == 0, t->sc);
+        g += np;
+    }
+    return t->kp[0];
+}
+
+/* A task is a block of rows and a group of heads. Rows that share a prefix of keys with a
+ * neighbour in the block (forest leaves under one context, the rows of a prefill) go
+ * through the shared chunks chunk index by chunk index, row by row inside, so each
+ * chunk's K and V rows are read from memory once and then found in cache, instead of
+ * each row streaming the whole prefix on its own; then each row goes on alone through
+ * the rest of its keys, streamed in order. Each row keeps its own chunks and its own
+ * softmax state, so its bits are those it gets alone; only the order across rows
+ * changes. */
 static void attn_task(void *ctx, int32_t task, int32_t thread) {
     (void)thread;
     const attn_job *job = ctx;
     const kern_attn *a = job->a;
-    const int32_t r = task / job->tasks_per_row;
-    const int32_t h0 = (task % job->tasks_per_row) * job->heads_per_task;
+    const int32_t r0 = task / job->groups * job->rows_per_task;
+    const int32_t nr = a->n_rows - r0 < job->rows_per_task ? a->n_rows - r0 : job->rows_per_task;
+    const int32_t h0 = (task % job->groups) * job->heads_per_task;
     const int32_t ng = job->heads_per_task, hd = a->head_dim;
     const int32_t kvh = h0 / (a->n_head / a->n_head_kv);
     const int64_t q_stride = (int64_t)a->n_head * hd, kv_stride = (int64_t)a->n_head_kv * hd;
-    const float *kbase = a->k + (int64_t)kvh * hd, *vbase = a->v + (int64_t)kvh * hd;
-    const attn_chunk_fn chunk = attn_chunk_for(hd);
+    attn_task_ctx t = {.a = a, .kbase = a->k + (int64_t)kvh * hd,
+                       .vbase = a->v + (int64_t)kvh * hd, .kv_stride = kv_stride, .ng = ng};
+    t.chunk = attn_chunk_for(hd, &t.np_max);
 
-    attn_head hs[ATTN_GROUP];
-    float sc[ATTN_CHUNK];
-    for (int32_t g = 0; g < ng; g++) {
-        hs[g] = (attn_head){a->q + r * q_stride + (int64_t)(h0 + g) * hd,
-                            a->out + r * q_stride + (int64_t)(h0 + g) * hd, -INFINITY, 0};
-        memset(hs[g].out, 0, (size_t)hd * sizeof(float));
-    }
-    /* chunk by chunk of the key sequence, every head of the group, so the chunk's K and
-     * V rows are fetched from memory once for the group */
-    attn_piece pc[ATTN_CHUNK];
-    int32_t n_pc = 0, cnt = 0;
-    for (int32_t si = a->seg_off[r]; si < a->seg_off[r + 1]; si++) {
-        const kern_seg seg = a->segs[si];
-        for (int32_t s0 = 0; s0 < seg.len;) {
-            const int32_t take = seg.len - s0 < ATTN_CHUNK - cnt ? seg.len - s0 : ATTN_CHUNK - cnt;
-            const int64_t off = ((int64_t)seg.start + s0) * kv_stride;
-            pc[n_pc++] = (attn_piece){kbase + off, vbase + off, take, cnt};
-            cnt += take;
-            s0 += take;
-            if (cnt == ATTN_CHUNK) {
-                for (int32_t g = 0; g < ng; g++)
-                    chunk(&hs[g], pc, n_pc, cnt, kv_stride, hd, a->scale, g == 0, sc);
-                n_pc = cnt = 0;
-            }
+    attn_row rows[ATTN_ROWS];
+    int32_t lim[ATTN_ROWS]; /* leading chunks row i shares with row i - 1 or i + 1 */
+    int32_t lim_max = 0;
+    for (int32_t i = 0; i < nr; i++) {
+        attn_row *rw = &rows[i];
+        const int32_t r = r0 + i;
+        rw->si = a->seg_off[r];
+        rw->se = a->seg_off[r + 1];
+        rw->s0 = 0;
+        lim[i] = 0;
+        if (i > 0) {
+            const int64_t c = attn_common(a->segs + rows[i - 1].si, rows[i - 1].se - rows[i - 1].si,
+                                          a->segs + rw->si, rw->se - rw->si) / ATTN_CHUNK;
+            lim[i] = (int32_t)c;
+            if (lim[i - 1] < lim[i]) lim[i - 1] = lim[i];
+            if (lim_max < lim[i]) lim_max = lim[i];
+        }
+        for (int32_t g = 0; g < ng; g++) {
+            rw->hs[g] = (attn_head){a->q + r * q_stride + (int64_t)(h0 + g) * hd,
+                                    a->out + r * q_stride + (int64_t)(h0 + g) * hd, -INFINITY, 0};
+            memset(rw->hs[g].out, 0, (size_t)hd * sizeof(float));
         }
     }
-    if (cnt > 0)
+    for (int32_t c = 0; c < lim_max; c++) {
+        const float *prev = NULL;
+        for (int32_t i = 0; i < nr; i++)
+            if (c < lim[i]) prev = attn_row_step(&t, &rows[i], prev);
+    }
+    for (int32_t i = 0; i < nr; i++) {
+        while (attn_row_step(&t, &rows[i], NULL)) {}
         for (int32_t g = 0; g < ng; g++)
-            chunk(&hs[g], pc, n_pc, cnt, kv_stride, hd, a->scale, g == 0, sc);
-    for (int32_t g = 0; g < ng; g++)
-        simd_scale(hs[g].out, hs[g].l > 0 ? 1.0f / hs[g].l : 0.0f, hd);
+            simd_scale(rows[i].hs[g].out, rows[i].hs[g].l > 0 ? 1.0f / rows[i].hs[g].l : 0.0f,
+                       hd);
+    }
 }
 
 void cpu_attention(kern_backend *b, const kern_attn *a) {
     if (a->n_rows <= 0) return;
     pool *p = kern_backend_pool(b);
-    const int32_t n_rep = a->n_head / a->n_head_kv;
+    const int32_t n_rep = a->n_head / a->n_head_kv, nt = pool_threads(p);
     ASSERT(n_rep >= 1 && n_rep * a->n_head_kv == a->n_head);
-    /* the largest divisor of n_rep that fits a task, then smaller while the tasks
-     * would not keep every thread busy */
+    /* the largest divisor of n_rep that fits a task, then smaller only while there would
+     * be fewer tasks than threads: a whole group is worth more than a finer split (its
+     * K and V are read once, not once per part), even when the last task runs alone */
     int32_t hpt = n_rep;
     while (hpt > ATTN_GROUP || n_rep % hpt) hpt--;
-    while (hpt > 1 && (int64_t)a->n_rows * (a->n_head / hpt) < 4 * pool_threads(p)) {
+    while (hpt > 1 && (int64_t)a->n_rows * (a->n_head / hpt) < nt) {
         hpt--;
         while (n_rep % hpt) hpt--;
     }
-    attn_job job = {a, hpt, a->n_head / hpt};
-    pool_run(p, a->n_rows * job.tasks_per_row, attn_task, &job);
+    /* Rows in as few blocks as still give every thread the same number of tasks, at
+     * least ATTN_TASKS each (a prefix the rows share is read once per block and head
+     * group), and no more than ATTN_ROWS rows a block. */
+    const int32_t groups = a->n_head / hpt;
+    int32_t nb = (a->n_rows + ATTN_ROWS - 1) / ATTN_ROWS;
+    while (nb < a->n_rows &&
+           ((int64_t)nb * groups < (int64_t)ATTN_TASKS * nt || nb * groups % nt))
+        nb++;
+    const int32_t rpt = (a->n_rows + nb - 1) / nb;
+    nb = (a->n_rows + rpt - 1) / rpt;
+    attn_job job = {a, hpt, groups, rpt};
+    pool_run(p, nb * groups, attn_task, &job);
 }
