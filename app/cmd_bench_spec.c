@@ -10,7 +10,8 @@
  * (one token per forward pass, the `generate` path) first, then every draft setting, in
  * one run, side by side. Each run reports steps, tokens per step, draft and window rows,
  * seconds, tokens/s, the speedup over plain, and whether its tokens equal plain greedy's
- * (they must: the methods are exact). */
+ * (they must: the methods are exact). Each setting runs --repeat times, interleaved with
+ * the others, and its fastest run is reported. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,7 @@ static const struct {
 
 /* The default settings: drafts (adaptive and fixed lengths) and a lookahead grid. */
 static const char *const bs_default_settings =
-    "draft;draft:len=4,fixed;draft:len=8,fixed;la:2,3,2;la:4,3,4;la:5,4,4;la:3,4,4+draft";
+    "draft;draft:len=4,fixed,drafts=1;la:5,4,4;la:5,4,4+always;la:2,3,2+draft";
 
 static void bs_usage(FILE *f) {
     fprintf(f,
@@ -78,8 +79,11 @@ static void bs_usage(FILE *f) {
             "      --tasks LIST     comma-separated subset of code,summary,story\n"
             "      --settings LIST  ';'-separated settings (default \"%s\"):\n"
             "                       draft[:len=K,drafts=M,rows=R,key=G,pool=N,fixed] or\n"
-            "                       la:W,N,G[+draft] (lookahead; +draft adds prompt lookup)\n"
-            "      --raw            prompts as plain text, no chat template\n",
+            "                       la:W,N,G[+draft][+always] (lookahead; +draft adds prompt\n"
+            "                       lookup, +always runs the window at every step)\n"
+            "      --raw            prompts as plain text, no chat template\n"
+            "      --repeat N       runs of every setting, interleaved; the fastest counts\n"
+            "                       (default 3: timings on a shared machine wander)\n",
             bs_default_settings);
 }
 
@@ -91,9 +95,19 @@ static bool bs_parse_setting(const char *s, spec_params *sp) {
         if (sscanf(s + 3, "%d,%d,%d%n", &w, &n, &g, &end) != 3 || w < 1 || n < 2 || n > 16 || g < 0)
             return false;
         sp->la = (lookahead_params){.w = w, .n = n, .g = g, .seed = 1};
-        if (!strcmp(s + 3 + end, "+draft")) return true;
         sp->draft_len = 0;
-        return s[3 + end] == 0;
+        for (const char *r = s + 3 + end; *r;) {
+            if (!strncmp(r, "+draft", 6)) {
+                sp->draft_len = spec_default_params().draft_len;
+                r += 6;
+            } else if (!strncmp(r, "+always", 7)) {
+                sp->la_adaptive = false;
+                r += 7;
+            } else {
+                return false;
+            }
+        }
+        return true;
     }
     if (strncmp(s, "draft", 5)) return false;
     s += 5;
@@ -187,8 +201,8 @@ static st_code bs_spec(prompt_model *pm, const int32_t *prompt, int32_t np, int3
     return rc;
 }
 
-static void bs_print_run(const char *setting, const bs_run *r, const bs_run *plain, bool first) {
-    bool same = r->n == plain->n && !memcmp(r->toks, plain->toks, sizeof(int32_t) * (size_t)r->n);
+static void bs_print_run(const char *setting, const bs_run *r, const bs_run *plain, bool same,
+                         bool first) {
     printf("%s\n    {\"setting\": \"%s\", \"tokens\": %d, \"steps\": %lld, \"tokens_per_step\": %.3f, "
            "\"draft_rows\": %lld, \"window_rows\": %lld, \"seconds\": %.4f, \"tok_s\": %.2f, "
            "\"speedup\": %.3f, \"same_as_plain\": %s}", first ? "" : ",", setting, r->n,
@@ -200,14 +214,14 @@ static void bs_print_run(const char *setting, const bs_run *r, const bs_run *pla
 }
 
 int cmd_bench_spec(int argc, char **argv) {
-    enum { O_TASKS = 1000, O_SETTINGS, O_RAW, O_BACKEND };
+    enum { O_TASKS = 1000, O_SETTINGS, O_RAW, O_BACKEND, O_REPEAT };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'},     {"threads", 1, 0, 't'},        {"tokens", 1, 0, 'n'},
         {"tasks", 1, 0, O_TASKS}, {"settings", 1, 0, O_SETTINGS}, {"raw", 0, 0, O_RAW},
-        {"backend", 1, 0, O_BACKEND}, {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
+        {"backend", 1, 0, O_BACKEND}, {"repeat", 1, 0, O_REPEAT}, {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
     prompt_model_opts mo = prompt_model_default_opts();
     const char *tasks = "code,summary,story", *settings = bs_default_settings;
-    int64_t n_gen = 128, v;
+    int64_t n_gen = 128, v, repeats = 3;
     bool raw = false;
     int ch;
     while ((ch = getopt_long(argc, argv, "m:t:n:h", lo, NULL)) != -1) {
@@ -223,6 +237,9 @@ int cmd_bench_spec(int argc, char **argv) {
         case O_TASKS: tasks = optarg; break;
         case O_SETTINGS: settings = optarg; break;
         case O_RAW: raw = true; break;
+        case O_REPEAT:
+            if (app_parse_int(optarg, 1, 100, &repeats)) return app_usage_error("bad --repeat '%s'", optarg);
+            break;
         case O_BACKEND: mo.backend = optarg; break;
         case 'h': bs_usage(stdout); return 0;
         default: bs_usage(stderr); return 2;
@@ -248,10 +265,13 @@ int cmd_bench_spec(int argc, char **argv) {
         free(sets);
         return app_fail(&err);
     }
-    bs_run plain = {0}, run = {0};
-    plain.toks = malloc(sizeof(int32_t) * (size_t)n_gen);
+    bs_run run = {0}, best[65] = {{0}};
+    bool same[65];
     run.toks = malloc(sizeof(int32_t) * (size_t)n_gen);
-    st_code rc = plain.toks && run.toks ? ST_OK : st_set(&err, ST_ERR_NOMEM, "out of memory");
+    st_code rc = run.toks ? ST_OK : st_set(&err, ST_ERR_NOMEM, "out of memory");
+    for (int i = 0; i <= n_sets && !rc; i++)
+        if (!(best[i].toks = malloc(sizeof(int32_t) * (size_t)n_gen)))
+            rc = st_set(&err, ST_ERR_NOMEM, "out of memory");
     printf("{\"bench\": \"spec\", \"model\": ");
     prompt_json_str(stdout, mo.path);
     printf(", \"threads\": %d, \"max_tokens\": %lld, \"tasks\": [",
@@ -275,23 +295,38 @@ int cmd_bench_spec(int argc, char **argv) {
             rc = st_set(&err, ST_ERR_CONTEXT, "task %s: %d prompt tokens + %lld do not fit %d "
                         "KV slots (raise -c or lower -n)", bs_tasks[t].name, np, (long long)n_gen,
                         pm.n_slots);
-        if (!rc) {
-            printf("%s\n  {\"task\": \"%s\", \"prompt_tokens\": %d, \"chat\": %s, \"runs\": [",
-                   n_done++ ? "," : "", bs_tasks[t].name, np, kind != CHAT_NONE ? "true" : "false");
-            plain.steps = 0;
-            rc = bs_plain(&pm, prompt, np, (int32_t)n_gen, &plain, &err);
-            if (!rc) bs_print_run("plain", &plain, &plain, true);
+        if (!rc)
+            printf("%s\n  {\"task\": \"%s\", \"prompt_tokens\": %d, \"chat\": %s, \"repeats\": %lld, "
+                   "\"runs\": [", n_done++ ? "," : "", bs_tasks[t].name, np,
+                   kind != CHAT_NONE ? "true" : "false", (long long)repeats);
+        /* every setting run `repeats` times, interleaved; each keeps its fastest run, and
+         * must make plain greedy's tokens every time */
+        for (int i = 0; i <= n_sets; i++) {
+            best[i].secs = -1;
+            same[i] = true;
         }
-        for (int i = 0; i < n_sets && !rc; i++) {
-            run.steps = run.draft_rows = run.la_rows = 0;
-            if (!(rc = bs_spec(&pm, prompt, np, (int32_t)n_gen, &sps[i], &run, &err)))
-                bs_print_run(names[i], &run, &plain, false);
-        }
+        for (int64_t rep = 0; rep < repeats && !rc; rep++)
+            for (int i = 0; i <= n_sets && !rc; i++) {
+                run.steps = run.draft_rows = run.la_rows = 0;
+                rc = i == 0 ? bs_plain(&pm, prompt, np, (int32_t)n_gen, &run, &err)
+                            : bs_spec(&pm, prompt, np, (int32_t)n_gen, &sps[i - 1], &run, &err);
+                if (rc) break;
+                if (i > 0) same[i] = same[i] && run.n == best[0].n &&
+                                     !memcmp(run.toks, best[0].toks, sizeof(int32_t) * (size_t)run.n);
+                if (best[i].secs < 0 || run.secs < best[i].secs) {
+                    int32_t *keep = best[i].toks;
+                    best[i] = run;
+                    best[i].toks = keep;
+                    memcpy(keep, run.toks, sizeof(int32_t) * (size_t)run.n);
+                }
+            }
+        for (int i = 0; i <= n_sets && !rc; i++)
+            bs_print_run(i ? names[i - 1] : "plain", &best[i], &best[0], same[i], i == 0);
         if (!rc) printf("]}");
         free(prompt);
     }
     if (!rc) printf("\n]}\n");
-    free(plain.toks);
+    for (int i = 0; i <= n_sets; i++) free(best[i].toks);
     free(run.toks);
     free(sets);
     prompt_model_close(&pm);

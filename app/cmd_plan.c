@@ -216,7 +216,9 @@ static st_code plan_spec(prompt_model *pm, const char *text, const spec_opts *so
     if (!rc && !f) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
     if (!rc) rc = prompt_check_fits(n, pm->n_slots, "the prompt", err);
     if (!rc) rc = forest_add_root(f, t, NULL, n, 0, &tip, err);
-    if (!rc && !(sp = spec_init(&so->sp, f, tip, err))) rc = err->code;
+    spec_params spp = so->sp;
+    spp.la_adaptive = false; /* every step shows the window */
+    if (!rc && !(sp = spec_init(&spp, f, tip, err))) rc = err->code;
     if (!rc && (!(u.cols = malloc(sizeof(int32_t) * (size_t)pm->n_slots)) ||
                 !(out = malloc(sizeof(int32_t) * (size_t)spec_max_emit(sp)))))
         rc = st_set(err, ST_ERR_NOMEM, "out of memory");

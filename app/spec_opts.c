@@ -12,6 +12,7 @@ int spec_opt(spec_opts *o, int ch, const char *arg) {
     switch (ch) {
     case SPEC_OPT_DRAFT: o->on = true; return 0;
     case SPEC_OPT_FIXED: o->sp.adaptive = false; return 0;
+    case SPEC_OPT_LA_ALWAYS: o->sp.la_adaptive = false; return 0;
     case SPEC_OPT_LEN:
         if (app_parse_int(arg, 0, 256, &v)) return app_usage_error("bad --draft-len '%s' (0..256)", arg);
         o->sp.draft_len = (int32_t)v;

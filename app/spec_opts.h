@@ -9,19 +9,23 @@
 
 #include "../engine/spec.h"
 
-enum { SPEC_OPT_DRAFT = 1000, SPEC_OPT_LEN, SPEC_OPT_N, SPEC_OPT_ROWS, SPEC_OPT_LA, SPEC_OPT_FIXED };
+enum { SPEC_OPT_DRAFT = 1000, SPEC_OPT_LEN, SPEC_OPT_N, SPEC_OPT_ROWS, SPEC_OPT_LA, SPEC_OPT_FIXED,
+       SPEC_OPT_LA_ALWAYS };
 
 #define SPEC_LONGOPTS                                                                      \
     {"draft", 0, 0, SPEC_OPT_DRAFT}, {"draft-len", 1, 0, SPEC_OPT_LEN},                    \
         {"drafts", 1, 0, SPEC_OPT_N}, {"draft-rows", 1, 0, SPEC_OPT_ROWS},                 \
-        {"lookahead", 1, 0, SPEC_OPT_LA}, {"draft-fixed", 0, 0, SPEC_OPT_FIXED}
+        {"lookahead", 1, 0, SPEC_OPT_LA}, {"draft-fixed", 0, 0, SPEC_OPT_FIXED},           \
+        {"lookahead-always", 0, 0, SPEC_OPT_LA_ALWAYS}
 #define SPEC_HELP                                                                          \
     "      --draft          exact speculative greedy decoding: drafts from prompt lookup\n" \
     "                       and an n-gram pool of the text so far, verified as a tree in\n" \
     "                       one forest step; the output equals plain greedy (implies\n"     \
     "                       --temp 0)\n"                                                    \
     "      --lookahead W,N,G  add lookahead decoding's window (W columns, N-grams, at\n"    \
-    "                       most G pool drafts per step; implies --draft)\n"                \
+    "                       most G pool drafts per step; implies --draft). The window\n"   \
+    "                       runs while its n-grams pay for its rows (and now and then)\n"   \
+    "      --lookahead-always  run the window at every step\n"                             \
     "      --draft-len K    most tokens per draft (default 8; 0: lookahead drafts only)\n" \
     "      --drafts M       most prompt-lookup drafts per step (default 4)\n"               \
     "      --draft-rows R   most draft-tree nodes per step (default 16)\n"                  \

@@ -152,3 +152,17 @@ st_code lookahead_update(lookahead *la, forest *f, const step_plan *p, forest_id
     la->iters++;
     return rc;
 }
+
+void lookahead_skip(lookahead *la, int32_t advance, int32_t new_tip, const int32_t *hist,
+                    int32_t n_hist) {
+    /* old (l, j) guesses P + j + l; new (l, i) guesses P + advance + i + l: j = i + advance */
+    for (int32_t l = 0; l < la->n_lev; l++)
+        for (int32_t i = 0; i < la->w; i++) {
+            int32_t j = i + advance;
+            LA_AT(la->next, l, i) = j < la->w ? LA_AT(la->guess, l, j) : la_draw(la, hist, n_hist);
+        }
+    LA_AT(la->next, 0, 0) = new_tip;
+    int32_t *t = la->guess;
+    la->guess = la->next;
+    la->next = t;
+}

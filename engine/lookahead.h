@@ -54,6 +54,11 @@ st_code lookahead_pack(lookahead *la, forest *f, forest_id tip, st_err *err);
 st_code lookahead_update(lookahead *la, forest *f, const step_plan *p, forest_id tip,
                          ngram_pool *pool, int32_t advance, int32_t new_tip,
                          const int32_t *hist, int32_t n_hist, st_err *err);
+/* Moves the window by advance >= 1 tokens without a step's outputs (a step that did not
+ * run it): every level shifts left by `advance` columns so positions stay right, new
+ * columns come from the history, and new_tip becomes window[0][0]. */
+void lookahead_skip(lookahead *la, int32_t advance, int32_t new_tip, const int32_t *hist,
+                    int32_t n_hist);
 /* Prunes the packed window without reading it (a step that failed); the window stays. */
 void lookahead_cancel(lookahead *la, forest *f);
 /* The packed node of (level, column) after lookahead_pack (FOREST_NONE for (0, 0), which

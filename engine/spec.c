@@ -204,11 +204,15 @@ struct spec {
     spec_draft_fn ext;      /* another draft source, or NULL */
     void *ext_ud;
     bool la_packed;         /* the window is in the forest (this step) */
+    double la_gain;         /* adaptive lookahead: tokens per window step it alone found */
+    int32_t la_idle;        /* steps since the window last ran while it did not pay */
+    int32_t la_runs;        /* steps the window ran */
 };
 
 spec_params spec_default_params(void) {
     return (spec_params){.draft_len = 8, .n_drafts = 4, .max_rows = 16, .key_min = 1,
                          .key_max = 4, .pool_n = 4, .adaptive = true, .row_cost = 0,
+                         .la_adaptive = true,
                          .la = {.w = 0, .n = 4, .g = 4, .seed = 1}};
 }
 
@@ -398,13 +402,34 @@ static bool spec_build_tree(spec *s, int32_t budget) {
 
 /* Acceptance statistics per draft: of its tokens that made it into the tree, how many
  * were checked (the accepted ones and the first wrong one) and how many were right. */
-static void spec_learn(spec *s, int32_t n_acc) {
+static int32_t spec_learn(spec *s, int32_t n_acc) {
+    int32_t best_la = 0, best_other = 0;
     for (int32_t c = 0; c < s->n_cd; c++) {
         const int32_t *t = spec_cand_toks(s, c);
         int32_t L = spec_tree_shared(&s->tree, t, s->cd[c].len), a = 0;
         while (a < L && a < n_acc && t[a] == s->acc[a]) a++;
         if (L > 0) spec_policy_record(&s->pol, s->cd[c].bucket, a < L ? a + 1 : L, a);
+        int32_t *best = s->cd[c].bucket == SPEC_B_LA ? &best_la : &best_other;
+        if (a > *best) *best = a;
     }
+    /* the tokens only the lookahead window's n-grams found this step */
+    return best_la > best_other ? best_la - best_other : 0;
+}
+
+/* Adaptive lookahead: is the window worth its rows this step? Its value is the tokens its
+ * n-grams alone got accepted (a decaying average over the steps it ran), its cost the row
+ * cost times its rows; when it does not pay it still runs now and then (every 8th step,
+ * or rarer for a costly window), so that its pool stays fresh enough to notice when it
+ * would. */
+#define SPEC_LA_EXPLORE 8
+static bool spec_la_worth(spec *s) {
+    /* warming up: N - 1 runs make its first n-grams */
+    if (!s->sp.la_adaptive || s->la_runs < s->sp.la.n - 1) return true;
+    double cost = spec_policy_row_cost(&s->pol) * lookahead_rows(s->la);
+    if (s->la_gain >= cost) return true;
+    /* exploring costs at most ~1/16 of a step on average, however big the window */
+    int32_t every = (int32_t)(16 * cost) > SPEC_LA_EXPLORE ? (int32_t)(16 * cost) : SPEC_LA_EXPLORE;
+    return ++s->la_idle % every == 0;
 }
 
 static bool spec_push_hist(spec *s, const int32_t *t, int32_t n) {
@@ -434,7 +459,7 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
      * to the free KV slots, the window first to go. */
     const kv_alloc *kv = forest_kv_const(f);
     int32_t room = kv_alloc_n_slots(kv) - kv_alloc_used(kv) - forest_n_pending(f);
-    bool use_la = s->la && lookahead_rows(s->la) <= room;
+    bool use_la = s->la && lookahead_rows(s->la) <= room && spec_la_worth(s);
     if (use_la) room -= lookahead_rows(s->la);
     int32_t budget = room < s->sp.max_rows ? room : s->sp.max_rows;
     spec_collect(s);
@@ -457,7 +482,11 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
     int32_t n = 0;
     forest_id last;
     if ((rc = spec_tree_accept(&s->tree, f, p, s->tip, s->acc, &n, &last, err))) return rc;
-    spec_learn(s, n - 1);
+    int32_t la_found = spec_learn(s, n - 1);
+    if (use_la) {
+        s->la_gain = s->la_runs ? 0.8 * s->la_gain + 0.2 * la_found : la_found;
+        s->la_runs++;
+    }
     int32_t bonus = s->acc[n - 1];
     float lp = NAN; /* unscored unless asked: a log-sum-exp over the vocabulary per token */
     if (s->sp.logprobs) {
@@ -477,6 +506,8 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
     if (!spec_push_hist(s, s->acc, n)) rc = st_set(err, ST_ERR_NOMEM, "out of memory for the history");
     if (!rc && use_la)
         rc = lookahead_update(s->la, f, p, s->tip, &s->pool, n, bonus, s->hist, s->n_hist, err);
+    else if (!rc && s->la)
+        lookahead_skip(s->la, n, bonus, s->hist, s->n_hist);
     if (!rc && s->pool.n) {
         rc = ngram_pool_add_all(&s->pool, s->hist, s->n_hist, s->pool_fed, err);
         s->pool_fed = s->n_hist;

@@ -74,6 +74,8 @@ typedef struct spec_params {
     double row_cost;    /* adaptive: one more row's cost relative to a one-row step;
                            <= 0: measured from the steps' timings */
     lookahead_params la;/* la.w = 0: no lookahead branch */
+    bool la_adaptive;   /* the window runs only while its n-grams pay for its rows (and
+                           now and then regardless, to keep learning); false: always */
     bool logprobs;      /* give accepted and new tokens their log-probability (a
                            log-sum-exp over the vocabulary per token: for views) */
 } spec_params;

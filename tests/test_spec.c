@@ -378,9 +378,9 @@ static void spec_grid(const model *m, const int32_t *prompt, int32_t np, int32_t
         {5, 2, 8, 0, 3, 4, false, 0, "lookup+pool fixed 5"},
         {1, 1, 1, 0, 0, 0, false, 0, "lookup 1 token"},
         {0, 0, 16, 2, 2, 1, true, 0, "lookahead 2,2,1"},
-        {0, 0, 16, 3, 3, 2, true, 0, "lookahead 3,3,2"},
+        {0, 0, 16, 3, 3, 2, true, 0, "lookahead 3,3,2 always"},
         {4, 2, 24, 5, 4, 4, true, 0, "lookahead 5,4,4 + lookup"},
-        {0, 0, 32, 2, 6, 3, true, 0, "lookahead 2,6,3"},
+        {0, 0, 32, 2, 6, 3, true, 0, "lookahead 2,6,3 always"},
         {8, 4, 16, 4, 3, 4, true, 12, "small cache cuts drafts"},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
@@ -393,6 +393,8 @@ static void spec_grid(const model *m, const int32_t *prompt, int32_t np, int32_t
         sp.la.w = cs[i].w;
         sp.la.n = cs[i].nn;
         sp.la.g = cs[i].g;
+        sp.la_adaptive = !strstr(cs[i].what, "always"); /* both: the window every step, or
+                                                           only while it pays (skips move it) */
         int32_t slots = cs[i].slots ? np + n + cs[i].slots : np + n + 128;
         spec_case(m, prompt, np, n, ref, &sp, slots, name, cs[i].what);
     }
