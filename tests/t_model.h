@@ -7,6 +7,7 @@
 
 #include "../engine/mkmodel.h"
 #include "../engine/model.h"
+#include "../engine/sample.h"
 
 /* A context of n_slots slots computing at most max_rows rows at once (0: the default). */
 static inline model_ctx *t_new_ctx_rows(const model *m, int32_t n_slots, int32_t max_rows) {
@@ -38,6 +39,26 @@ static inline model *t_random_model(const mkmodel_params *mp, st_err *err) {
     if (mkmodel_write(mp, path, err) == ST_OK) m = model_load(path, err);
     unlink(path);
     return m;
+}
+
+/* Linear greedy decoding of n tokens after prompt[0..np), one forward pass per token in a
+ * fresh context: the reference that forest strategies (drafts, lookahead) must equal.
+ * out[0..n); false (with a message on stderr) on failure. */
+static inline bool t_greedy_linear(const model *m, const int32_t *prompt, int32_t np, int32_t n,
+                                   int32_t *out) {
+    int32_t V = m->hp.n_vocab;
+    model_ctx *c = t_new_ctx(m, np + n + 1);
+    float *lg = malloc(sizeof(float) * (size_t)V);
+    st_err err = {0};
+    bool ok = c && lg && model_forward_linear(c, prompt, np, 0, lg, &err) == ST_OK;
+    for (int32_t i = 0; ok && i < n; i++) {
+        out[i] = sample_argmax(lg, V);
+        if (i + 1 < n) ok = model_forward_linear(c, &out[i], 1, np + i, lg, &err) == ST_OK;
+    }
+    if (!ok) fprintf(stderr, "greedy_linear: %s\n", err.msg);
+    free(lg);
+    model_ctx_free(c);
+    return ok;
 }
 
 #endif

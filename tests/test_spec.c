@@ -111,31 +111,13 @@ static void test_tree_dedup(void) {
 
 /* ---- with a model ---- */
 
-/* Linear greedy decoding of n tokens after prompt[0..np), one token per forward pass in a
- * fresh context; out[0..n). */
-static bool greedy_linear(const model *m, const int32_t *prompt, int32_t np, int32_t n,
-                          int32_t *out) {
-    int32_t V = m->hp.n_vocab;
-    model_ctx *c = t_new_ctx(m, np + n + 1);
-    float *lg = malloc(sizeof(float) * (size_t)V);
-    st_err err = {0};
-    bool ok = c && lg && model_forward_linear(c, prompt, np, 0, lg, &err) == ST_OK;
-    for (int32_t i = 0; ok && i < n; i++) {
-        out[i] = sample_argmax(lg, V);
-        if (i + 1 < n) ok = model_forward_linear(c, &out[i], 1, np + i, lg, &err) == ST_OK;
-    }
-    if (!ok) fprintf(stderr, "greedy_linear: %s\n", err.msg);
-    free(lg);
-    model_ctx_free(c);
-    return ok;
-}
 
 /* Pack / unpack / accept on one step: candidates that follow the greedy continuation g
  * for exactly j tokens, then leave it. */
 static void test_pack_accept(const model *m, const int32_t *prompt, int32_t np, const char *name) {
     enum { L = 6 };
     int32_t g[L + 2];
-    if (!greedy_linear(m, prompt, np, L + 1, g)) {
+    if (!t_greedy_linear(m, prompt, np, L + 1, g)) {
         T_CHECK(0, "%s: linear greedy", name);
         return;
     }
@@ -178,7 +160,7 @@ static void test_pack_accept(const model *m, const int32_t *prompt, int32_t np, 
         memcpy(seq, prompt, sizeof(int32_t) * (size_t)np);
         memcpy(seq + np, c0, sizeof(int32_t) * (size_t)(j + 1));
         int32_t after_wrong;
-        ok &= greedy_linear(m, seq, np + j + 1, 1, &after_wrong) && pred[j + 1] == after_wrong;
+        ok &= t_greedy_linear(m, seq, np + j + 1, 1, &after_wrong) && pred[j + 1] == after_wrong;
         free(seq);
         T_CHECK(ok, "%s j=%d: unpacked predictions equal linear greedy", name, j);
         int32_t acc[L + 8], n_acc = 0;
@@ -307,7 +289,7 @@ static int32_t oracle_draft(void *ud, const int32_t *hist, int32_t n_hist, int32
 static void test_ext_source(const model *m, const int32_t *prompt, int32_t np, const char *name) {
     enum { N = 30, L = 4 };
     int32_t ref[N];
-    if (!greedy_linear(m, prompt, np, N, ref)) return;
+    if (!t_greedy_linear(m, prompt, np, N, ref)) return;
     for (int wrong = 0; wrong <= 1; wrong++) {
         oracle o = {ref, np, N, L, wrong, 0};
         forest *f = forest_init(np + N + 64, 0);
@@ -368,7 +350,7 @@ static void test_ext_source(const model *m, const int32_t *prompt, int32_t np, c
 /* The grid of settings every model runs. */
 static void spec_grid(const model *m, const int32_t *prompt, int32_t np, int32_t n, const char *name) {
     int32_t *ref = malloc(sizeof(int32_t) * (size_t)n);
-    if (!greedy_linear(m, prompt, np, n, ref)) {
+    if (!t_greedy_linear(m, prompt, np, n, ref)) {
         T_CHECK(0, "%s: linear greedy", name);
         free(ref);
         return;

@@ -558,22 +558,6 @@ out:
 
 /* ---- :draft and :lookahead ---- */
 
-/* Linear greedy decoding of n tokens after prompt[0..np), one forward pass per token in a
- * fresh context (as tests/test_spec.c): the reference the forest runs must equal. */
-static bool greedy_linear(const model *m, const int32_t *prompt, int32_t np, int32_t n, int32_t *out) {
-    int32_t V = m->hp.n_vocab;
-    model_ctx *c = t_new_ctx(m, np + n + 1);
-    float *lg = malloc(sizeof(float) * (size_t)V);
-    st_err err = {0};
-    bool ok = c && lg && model_forward_linear(c, prompt, np, 0, lg, &err) == ST_OK;
-    for (int32_t i = 0; ok && i < n; i++) {
-        out[i] = sample_argmax(lg, V);
-        if (i + 1 < n) ok = model_forward_linear(c, &out[i], 1, np + i, lg, &err) == ST_OK;
-    }
-    free(lg);
-    model_ctx_free(c);
-    return ok;
-}
 
 /* The forest holds one chain: the prompt then tokens equal to ref[0..n) (n <= n_ref). */
 static void check_chain(const forest *f, const int32_t *prompt, int32_t np, const int32_t *ref, int32_t n,
@@ -712,7 +696,7 @@ static void test_spec_runs(void) {
     int32_t np = tok_encode(tk, text, strlen(text), true, false, NULL, 0), prompt[128], ref[64];
     T_CHECK(np > 0 && np <= 128, "prompt of %d tokens", np);
     tok_encode(tk, text, strlen(text), true, false, prompt, np);
-    T_CHECK(greedy_linear(m, prompt, np, 48, ref), "linear greedy");
+    T_CHECK(t_greedy_linear(m, prompt, np, 48, ref), "linear greedy");
     for (int32_t i = 0; i < 48; i++)
         if (tok_is_eog(tk, ref[i])) {
             T_SKIP("greedy decoding ends early: the chains are checked only when it runs 48 tokens");
