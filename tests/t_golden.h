@@ -42,4 +42,26 @@ static inline bool t_golden_step_parse(const char *s, t_golden_step *st) {
     return true;
 }
 
+/* One line of a case body: "prompt N ids...", "gen N STOP ids...", "step I (id logit)x5" or
+ * "end", filling the case's arrays (steps sized by gen). Returns 1 when the line was taken,
+ * 2 at a complete case's "end", 0 when malformed or out of order. */
+static inline int t_golden_case_line(const char *s, int32_t **prompt, int32_t *n_prompt,
+                                     int32_t **gen, int32_t *n_gen, t_golden_step **steps) {
+    int n, i, off = 0;
+    char stop[16];
+    if (!*prompt && sscanf(s, "prompt %d%n", &n, &off) == 1 && n > 0) {
+        *n_prompt = n;
+        return (*prompt = t_golden_ids(s + off, n)) != NULL;
+    }
+    if (!*gen && sscanf(s, "gen %d %15s%n", &n, stop, &off) == 2 && n > 0) {
+        *n_gen = n;
+        *steps = calloc((size_t)n, sizeof **steps);
+        return (*gen = t_golden_ids(s + off, n)) != NULL;
+    }
+    if (*gen && sscanf(s, "step %d%n", &i, &off) == 1 && i >= 0 && i < *n_gen)
+        return t_golden_step_parse(s + off, &(*steps)[i]) && (*steps)[i].id[0] == (*gen)[i];
+    if (strcmp(s, "end") == 0) return *prompt && *gen ? 2 : 0;
+    return 0;
+}
+
 #endif

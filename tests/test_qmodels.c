@@ -110,10 +110,9 @@ static bool qm_golden_read(const char *path, qm_golden *g) {
         fprintf(stderr, "cannot open %s (tests run from the repository root)\n", path);
         return false;
     }
-    char *line = NULL, stop[16];
+    char *line = NULL;
     size_t cap = 0;
-    int32_t cap_models = 0, cap_tensors = 0, cap_cases = 0, lineno = 0, n, i;
-    int off = 0;
+    int32_t cap_models = 0, cap_tensors = 0, cap_cases = 0, lineno = 0;
     bool ok = true;
     qm_model *m = NULL;
     qm_case *c = NULL;
@@ -132,19 +131,10 @@ static bool qm_golden_read(const char *path, qm_golden *g) {
         } else if (strncmp(s, "case ", 5) == 0 && m && !c) {
             c = qm_push((void **)&m->cases, &m->n_cases, &cap_cases, sizeof *c);
             ok = sscanf(s, "case %15s", c->name) == 1;
-        } else if (c && !c->prompt && sscanf(s, "prompt %d%n", &n, &off) == 1 && n > 0) {
-            c->n_prompt = n;
-            ok = (c->prompt = t_golden_ids(s + off, n)) != NULL;
-        } else if (c && !c->gen && sscanf(s, "gen %d %15s%n", &n, stop, &off) == 2 && n > 0) {
-            c->n_gen = n;
-            c->steps = calloc((size_t)n, sizeof(qm_step));
-            ok = (c->gen = t_golden_ids(s + off, n)) != NULL;
-        } else if (c && c->gen && sscanf(s, "step %d%n", &i, &off) == 1 && i >= 0 &&
-                   i < c->n_gen) {
-            ok = t_golden_step_parse(s + off, &c->steps[i]) && c->steps[i].id[0] == c->gen[i];
-        } else if (c && strcmp(s, "end") == 0) {
-            ok = c->prompt && c->gen;
-            c = NULL;
+        } else if (c) {
+            int r = t_golden_case_line(s, &c->prompt, &c->n_prompt, &c->gen, &c->n_gen, &c->steps);
+            ok = r > 0;
+            if (r == 2) c = NULL;
         } else {
             ok = false;
         }

@@ -75,10 +75,9 @@ static bool sm_golden_read(const char *path, sm_golden *g) {
         fprintf(stderr, "cannot open %s (tests run from the repository root)\n", path);
         return false;
     }
-    char *line = NULL, stop[16];
+    char *line = NULL;
     size_t cap = 0;
-    int32_t cap_cases = 0, lineno = 0, n, i;
-    int off = 0;
+    int32_t cap_cases = 0, lineno = 0;
     bool ok = true;
     sm_case *c = NULL;
     while (ok && getline(&line, &cap, f) >= 0) {
@@ -94,19 +93,10 @@ static bool sm_golden_read(const char *path, sm_golden *g) {
             c = &g->cases[g->n_cases++];
             memset(c, 0, sizeof *c);
             ok = sscanf(s, "case %31s %7s", c->name, c->form) == 2;
-        } else if (c && !c->prompt && sscanf(s, "prompt %d%n", &n, &off) == 1 && n > 0) {
-            c->n_prompt = n;
-            ok = (c->prompt = t_golden_ids(s + off, n)) != NULL;
-        } else if (c && !c->gen && sscanf(s, "gen %d %15s%n", &n, stop, &off) == 2 && n > 0) {
-            c->n_gen = n;
-            c->steps = calloc((size_t)n, sizeof(sm_step));
-            ok = (c->gen = t_golden_ids(s + off, n)) != NULL;
-        } else if (c && c->gen && sscanf(s, "step %d%n", &i, &off) == 1 && i >= 0 &&
-                   i < c->n_gen) {
-            ok = t_golden_step_parse(s + off, &c->steps[i]) && c->steps[i].id[0] == c->gen[i];
-        } else if (c && strcmp(s, "end") == 0) {
-            ok = c->prompt && c->gen;
-            c = NULL;
+        } else if (c) {
+            int r = t_golden_case_line(s, &c->prompt, &c->n_prompt, &c->gen, &c->n_gen, &c->steps);
+            ok = r > 0;
+            if (r == 2) c = NULL;
         } else {
             ok = false;
         }
