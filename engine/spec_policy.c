@@ -26,7 +26,9 @@ double spec_policy_p(const spec_policy *pl, int b) {
 double spec_policy_row_cost(const spec_policy *pl) {
     if (pl->fixed_cost > 0) return pl->fixed_cost;
     double den = pl->sw * pl->sxx - pl->sx * pl->sx;
-    if (pl->n_obs < 6 || den <= 1e-9 * pl->sw * pl->sw) return PL_PRIOR_COST;
+    /* the fit extrapolates to a one-row step: only trust it when the steps' row counts
+     * vary by a row or more (a window of fixed size run every step does not) */
+    if (pl->n_obs < 6 || den < pl->sw * pl->sw) return PL_PRIOR_COST;
     double b = (pl->sw * pl->sxy - pl->sx * pl->sy) / den; /* seconds per row */
     double a = (pl->sy - b * pl->sx) / pl->sw;             /* seconds per step */
     if (b <= 0) return 0.005;
