@@ -138,6 +138,7 @@ typedef struct bs_run {
     int32_t n;
     int64_t steps, draft_rows, la_rows;
     double secs;
+    double row_cost; /* the policy's row cost at the end (0: plain) */
 } bs_run;
 
 /* Plain greedy: one token per forward pass after the prefilled prompt[0..np-1). */
@@ -193,6 +194,7 @@ static st_code bs_spec(prompt_model *pm, const int32_t *prompt, int32_t np, int3
         r->steps = st->steps;
         r->draft_rows = st->draft_rows;
         r->la_rows = st->la_rows;
+        r->row_cost = spec_row_cost(s);
     }
     free(out);
     spec_free(s);
@@ -205,11 +207,11 @@ static void bs_print_run(const char *setting, const bs_run *r, const bs_run *pla
                          bool first) {
     printf("%s\n    {\"setting\": \"%s\", \"tokens\": %d, \"steps\": %lld, \"tokens_per_step\": %.3f, "
            "\"draft_rows\": %lld, \"window_rows\": %lld, \"seconds\": %.4f, \"tok_s\": %.2f, "
-           "\"speedup\": %.3f, \"same_as_plain\": %s}", first ? "" : ",", setting, r->n,
+           "\"speedup\": %.3f, \"row_cost\": %.3f, \"same_as_plain\": %s}", first ? "" : ",", setting, r->n,
            (long long)r->steps, r->steps ? (double)r->n / (double)r->steps : 0.0,
            (long long)r->draft_rows, (long long)r->la_rows, r->secs,
            r->n / (r->secs + 1e-12), plain->secs / (r->secs + 1e-12) * ((double)r->n / (plain->n ? plain->n : 1)),
-           same ? "true" : "false");
+           r->row_cost, same ? "true" : "false");
     fflush(stdout);
 }
 
@@ -308,6 +310,7 @@ int cmd_bench_spec(int argc, char **argv) {
         for (int64_t rep = 0; rep < repeats && !rc; rep++)
             for (int i = 0; i <= n_sets && !rc; i++) {
                 run.steps = run.draft_rows = run.la_rows = 0;
+                run.row_cost = 0;
                 rc = i == 0 ? bs_plain(&pm, prompt, np, (int32_t)n_gen, &run, &err)
                             : bs_spec(&pm, prompt, np, (int32_t)n_gen, &sps[i - 1], &run, &err);
                 if (rc) break;

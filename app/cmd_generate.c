@@ -178,11 +178,12 @@ static st_code gen_spec(prompt_model *pm, const int32_t *prompt, int32_t n_promp
         const spec_stats *st = spec_get_stats(s);
         char what[160];
         fprintf(stderr, "drafts: %s; %lld steps, %.2f tokens per step (%lld draft tokens accepted "
-                "of %lld draft rows, %lld window rows); first step (prefill) %.3f s; %lld tokens "
-                "in %.3f s (%.1f tok/s)\n", spec_opts_describe(so, what, sizeof what),
-                (long long)st->steps, (double)st->emitted / (double)(st->steps ? st->steps : 1),
-                (long long)st->accepted, (long long)st->draft_rows, (long long)st->la_rows,
-                t1 - t0, (long long)made, t2 - t0, (double)made / (t2 - t0 + 1e-12));
+                "of %lld draft rows, %lld window rows; a row costs %.2f of a one-row step); "
+                "first step (prefill) %.3f s; %lld tokens in %.3f s (%.1f tok/s)\n",
+                spec_opts_describe(so, what, sizeof what), (long long)st->steps,
+                (double)st->emitted / (double)(st->steps ? st->steps : 1), (long long)st->accepted,
+                (long long)st->draft_rows, (long long)st->la_rows, spec_row_cost(s), t1 - t0,
+                (long long)made, t2 - t0, (double)made / (t2 - t0 + 1e-12));
     }
 out:
     free(out);

@@ -57,21 +57,14 @@ static int32_t spec_tree_shared(const spec_tree *t, const int32_t *cand, int32_t
 
 st_code spec_tree_add(spec_tree *t, const int32_t *cand, int32_t len, st_err *err) {
     if (len < 1) return st_set(err, ST_ERR_ARG, "a draft needs at least one token");
-    int32_t cn = t->cap_nodes, cc = t->cap_cand, cm = t->cap_map;
-    bool ok = true;
-    int32_t need = t->n_nodes + len;
-    cn = t->cap_nodes;
-    ok = ok && spec_grow((void **)&t->tok, &cn, need, sizeof *t->tok);
-    cn = t->cap_nodes;
-    ok = ok && spec_grow((void **)&t->parent, &cn, need, sizeof *t->parent);
-    cn = t->cap_nodes;
-    ok = ok && spec_grow((void **)&t->fid, &cn, need, sizeof *t->fid);
+    int32_t used = t->n_cand ? t->cand_off[t->n_cand] : 0, cn = t->cap_nodes;
+    bool ok = spec_grow((void **)&t->tok, &cn, t->n_nodes + len, sizeof *t->tok);
+    /* parent and fid follow tok's capacity */
+    ok = ok && spec_grow((void **)&t->parent, &(int32_t){t->cap_nodes}, cn, sizeof *t->parent);
+    ok = ok && spec_grow((void **)&t->fid, &(int32_t){t->cap_nodes}, cn, sizeof *t->fid);
     if (ok) t->cap_nodes = cn;
-    ok = ok && spec_grow((void **)&t->cand_off, &cc, t->n_cand + 2, sizeof *t->cand_off);
-    if (ok) t->cap_cand = cc;
-    int32_t used = t->n_cand ? t->cand_off[t->n_cand] : 0;
-    ok = ok && spec_grow((void **)&t->cand_node, &cm, used + len, sizeof *t->cand_node);
-    if (ok) t->cap_map = cm;
+    ok = ok && spec_grow((void **)&t->cand_off, &t->cap_cand, t->n_cand + 2, sizeof *t->cand_off);
+    ok = ok && spec_grow((void **)&t->cand_node, &t->cap_map, used + len, sizeof *t->cand_node);
     if (!ok) return st_set(err, ST_ERR_NOMEM, "out of memory for a draft tree");
     if (t->n_cand == 0) t->cand_off[0] = 0;
     int32_t at = -1;
@@ -288,7 +281,6 @@ nomem:
 int32_t spec_max_emit(const spec *s) { return s->sp.max_rows + 1; }
 forest_id spec_tip(const spec *s) { return s->tip; }
 const spec_stats *spec_get_stats(const spec *s) { return &s->st; }
-const spec_tree *spec_last_tree(const spec *s) { return &s->tree; }
 double spec_row_cost(const spec *s) { return spec_policy_row_cost(&s->pol); }
 
 void spec_set_draft_source(spec *s, spec_draft_fn fn, void *ud) {

@@ -130,7 +130,5 @@ enum { SPEC_NODE_OTHER = 0, SPEC_NODE_TIP, SPEC_NODE_DRAFT, SPEC_NODE_WINDOW };
 int spec_node_role(const spec *s, forest_id id, int32_t *level, int32_t *col);
 /* The row cost the adaptive policy is using now (spec_policy.h). */
 double spec_row_cost(const spec *s);
-/* The last step's draft tree (for views and tests); valid until the next step. */
-const spec_tree *spec_last_tree(const spec *s);
 
 #endif
