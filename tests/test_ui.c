@@ -462,18 +462,29 @@ static void test_mask_mouse_prune(void) {
 
 /* On stories260K (no chat template of its own): :ask's tokens with the BOS rules, and a
  * whole :margins run over a branch, notes then answer. */
-static void test_model_runs(void) {
+/* stories260K with its tokenizer and a context of n_slots; false (skipped or failed, with
+ * whatever was opened in *m, *tk, *c for the caller to free) when unavailable. */
+static bool open_stories(model **m, tok **tk, model_ctx **c, int32_t n_slots) {
+    *m = NULL, *tk = NULL, *c = NULL;
     const char *path = t_shared("models/stories260K.gguf");
     if (!path) {
         T_SKIP("stories260K is absent");
-        return;
+        return false;
     }
     st_err err = {0};
-    model *m = model_load(path, &err);
-    tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
-    model_ctx *c = m ? t_new_ctx(m, 1024) : NULL;
-    T_CHECK(m && tk && c, "stories260K: %s", err.msg);
-    if (!m || !tk || !c) goto out;
+    *m = model_load(path, &err);
+    *tk = *m ? tok_from_gguf((*m)->gguf, &err) : NULL;
+    *c = *m ? t_new_ctx(*m, n_slots) : NULL;
+    T_CHECK(*m && *tk && *c, "stories260K: %s", err.msg);
+    return *m && *tk && *c;
+}
+
+static void test_model_runs(void) {
+    st_err err = {0};
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    if (!open_stories(&m, &tk, &c, 1024)) goto out;
     int32_t bos = tok_bos(tk), n = 0, *t;
     ui_chat none = {CHAT_NONE, NULL}, llama2 = {CHAT_LLAMA2, NULL};
     t = ui_turn_tokens(tk, &none, "Hello", UI_TURN_FIRST, true, &n, &err);
@@ -679,17 +690,11 @@ static void check_la_capture(model_ctx *c, const tok *tk, const int32_t *prompt,
 }
 
 static void test_spec_runs(void) {
-    const char *path = t_shared("models/stories260K.gguf");
-    if (!path) {
-        T_SKIP("stories260K is absent");
-        return;
-    }
     st_err err = {0};
-    model *m = model_load(path, &err);
-    tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
-    model_ctx *c = m ? t_new_ctx(m, 512) : NULL;
-    T_CHECK(m && tk && c, "stories260K: %s", err.msg);
-    if (!m || !tk || !c) goto out;
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    if (!open_stories(&m, &tk, &c, 512)) goto out;
     /* a repetitive prompt, so that prompt lookup's drafts are accepted */
     const char *text = "Once upon a time, there was a little girl named Lily. She loved to play. "
                        "Once upon a time, there was a little girl named Lily. She";
