@@ -13,6 +13,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "../kernels/vec.h"
+
 typedef struct sample_cand {
     int32_t id;
     float logit;
@@ -199,10 +201,7 @@ int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const in
 }
 
 void sample_log_softmax(const float *logits, int32_t n, float *out) {
-    float mx = logits[0];
-    for (int32_t i = 1; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
-    double sum = 0;
-    for (int32_t i = 0; i < n; i++) sum += exp((double)(logits[i] - mx));
-    double lse = log(sum);
+    const float mx = vec_max(logits, n);
+    const double lse = log(vec_sum_exp(logits, n, mx));
     for (int32_t i = 0; i < n; i++) out[i] = (float)((double)(logits[i] - mx) - lse);
 }

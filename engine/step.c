@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/vec.h"
+
 void step_plan_init(step_plan *p) { memset(p, 0, sizeof *p); }
 
 void step_plan_free(step_plan *p) {
@@ -188,8 +190,7 @@ bool step_plan_sees(const step_plan *p, int32_t row, int32_t slot) {
 }
 
 /* The log-sum-exp of a logits row, as mx + log_sum: mx the largest logit, log_sum the
- * log of sum exp(logit - mx) accumulated in double in index order (sample_log_softmax's
- * arithmetic). */
+ * log of vec_sum_exp (sample_log_softmax's arithmetic). */
 typedef struct step_lse {
     bool ok;        /* computed for this run */
     float mx;
@@ -207,12 +208,8 @@ static const step_lse *row_lse(step_plan *p, int32_t o) {
     step_lse *l = &p->lse[o];
     if (!l->ok) {
         const float *lg = p->logits + (size_t)o * p->n_vocab;
-        const int32_t V = p->n_vocab;
-        float mx = lg[0];
-        for (int32_t i = 1; i < V; i++) mx = lg[i] > mx ? lg[i] : mx;
-        double sum = 0;
-        for (int32_t i = 0; i < V; i++) sum += exp((double)(lg[i] - mx));
-        *l = (step_lse){true, mx, log(sum)};
+        const float mx = vec_max(lg, p->n_vocab);
+        *l = (step_lse){true, mx, log(vec_sum_exp(lg, p->n_vocab, mx))};
     }
     return l;
 }

@@ -29,6 +29,7 @@
 
 #include "../kernels/kern.h"
 #include "../kernels/pool.h"
+#include "../kernels/vec.h"
 #include "t.h"
 
 /* ---- data ---- */
@@ -500,8 +501,30 @@ static void test_pool(void) {
     pool_free(NULL);
 }
 
+/* vec_max and vec_sum_exp against plain double arithmetic, on lengths around the vector
+ * width, with -inf entries (masked logits) and a vocabulary-sized row. */
+static void test_vec(uint64_t seed) {
+    static const int64_t ns[] = {1, 7, 15, 16, 17, 33, 49152};
+    for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+        const int64_t n = ns[c];
+        float *x = rand_floats(&seed, n, 12.0f);
+        if (n > 3) x[2] = -INFINITY;
+        float mx = x[0];
+        for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+        double want = 0;
+        for (int64_t i = 0; i < n; i++) want += exp((double)(x[i] - mx));
+        T_CHECK(vec_max(x, n) == mx, "vec_max n=%lld", (long long)n);
+        const double got = vec_sum_exp(x, n, mx);
+        T_CHECK(fabs(got - want) <= 1e-6 * want, "vec_sum_exp n=%lld: %.9g want %.9g",
+                (long long)n, got, want);
+        T_CHECK(vec_sum_exp(x, n, mx) == got, "vec_sum_exp the same bits twice");
+        free(x);
+    }
+}
+
 int main(void) {
     st_err err = {0};
+    test_vec(99);
     kern_backend *ref = kern_backend_init("ref", 1, &err);
     T_CHECK(ref != NULL, "ref backend: %s", err.msg);
     if (!ref) return t_done();

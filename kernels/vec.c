@@ -1,0 +1,49 @@
+/* vec.c - see vec.h. */
+#include "vec.h"
+
+#include <math.h>
+
+#include "cpu/simd.h"
+
+float vec_max(const float *x, int64_t n) {
+    float m = x[0];
+    int64_t i = 0;
+    if (n >= VF_N) {
+        vf vm = vf_load(x);
+        for (i = VF_N; i + VF_N <= n; i += VF_N) vm = vf_max(vf_load(x + i), vm);
+        m = vf_hmax(vm);
+    }
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+double vec_sum_exp(const float *x, int64_t n, float mx) {
+    const vf vm = vf_set1(mx);
+    int64_t i = 0;
+#if SIMD_AVX512
+    /* lanes 0-7 of each vector into one double accumulator, 8-15 into the other */
+    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
+    for (; i + VF_N <= n; i += VF_N) {
+        const vf e = vf_exp(vf_sub(vf_load(x + i), vm));
+        a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+    }
+    double s = _mm512_reduce_add_pd(_mm512_add_pd(a0, a1));
+#else
+    /* lane k of every vector into acc[k] */
+    double acc[VF_N] = {0};
+    float e[VF_N];
+    for (; i + VF_N <= n; i += VF_N) {
+        vf_store(e, vf_exp(vf_sub(vf_load(x + i), vm)));
+        for (int k = 0; k < VF_N; k++) acc[k] += e[k];
+    }
+    double s = 0;
+    for (int k = 0; k < VF_N; k++) s += acc[k];
+#endif
+    float e1[VF_N];
+    for (; i < n; i++) {
+        vf_store(e1, vf_exp(vf_set1(x[i] - mx)));
+        s += e1[0];
+    }
+    return s;
+}

@@ -1,0 +1,17 @@
+/* vec.h - vector helpers for host-side code outside the ops table (sampling, the step's
+ * log-probabilities): the reductions over a whole logits row that every step makes once
+ * per row, with the CPU backend's SIMD (kernels/cpu/simd.h). */
+#ifndef MD_VEC_H
+#define MD_VEC_H
+
+#include <stdint.h>
+
+/* The largest of x[0 .. n), n >= 1 (NaNs aside). */
+float vec_max(const float *x, int64_t n);
+
+/* sum exp(x[i] - mx), i < n: each term a float exp (the kernels' polynomial, within a few
+ * ulp; terms below e^-87 count as ~1e-38), summed in double in a fixed order, so the same
+ * row gives the same bits every time. */
+double vec_sum_exp(const float *x, int64_t n, float mx);
+
+#endif
