@@ -51,6 +51,7 @@ typedef struct bf_res {
     double prefill_s, decode_s;
     int64_t decode_tokens;  /* tokens computed after the prefill */
     int32_t steps;          /* forward passes after the prefill (all sequences) */
+    double *step_s;         /* each one's seconds (room for n_seq * gen) */
     int64_t kv_slots, kv_expected;
     int32_t *tokens;        /* (n_seq, gen) sampled tokens */
 } bf_res;
@@ -102,9 +103,10 @@ static st_code bf_forest(const model *m, const bf_opts *o, const bf_job *j, bool
     if ((rc = grow_step(&g, f, &plan, c, NULL, prompt_emit, out, NULL, err))) goto out;
     double t1 = app_now();
     while (g.n_active > 0) {
+        double ts = app_now();
         if ((rc = grow_step(&g, f, &plan, c, NULL, prompt_emit, out, NULL, err))) goto out;
         r->decode_tokens += plan.n_rows;
-        r->steps++;
+        r->step_s[r->steps++] = app_now() - ts;
     }
     double t2 = app_now();
     r->prefill_s = t1 - t0;
@@ -155,6 +157,7 @@ static st_code bf_sequential(const model *m, const bf_opts *o, const bf_job *j, 
         double t0 = app_now();
         rc = model_forward_linear(c, toks, n, 0, logits, err);
         double t1 = app_now();
+        double ts = t1;
         for (int32_t t = 0; t < j->gen && !rc; t++) {
             int32_t next = sampler_sample(&smp, logits, V);
             r->tokens[(size_t)i * j->gen + t] = next;
@@ -162,7 +165,9 @@ static st_code bf_sequential(const model *m, const bf_opts *o, const bf_job *j, 
             toks[n] = next;
             rc = model_forward_linear(c, &toks[n], 1, n, logits, err);
             n++;
-            r->steps++;
+            const double te = app_now();
+            r->step_s[r->steps++] = te - ts;
+            ts = te;
             r->decode_tokens++;
         }
         double t2 = app_now();
@@ -178,11 +183,26 @@ out:
     return rc;
 }
 
+static int bf_cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median step time (sorts r->step_s): less moved than the mean by the odd step a
+ * busy machine stretches, so ratios taken from it are steadier. */
+static double bf_median_step(const bf_res *r) {
+    if (r->steps == 0) return 0;
+    qsort(r->step_s, (size_t)r->steps, sizeof *r->step_s, bf_cmp_double);
+    return r->steps % 2 ? r->step_s[r->steps / 2]
+                        : 0.5 * (r->step_s[r->steps / 2 - 1] + r->step_s[r->steps / 2]);
+}
+
 static void bf_print(const char *name, const bf_res *r, const model *m, bool exact_kv) {
     printf("\"%s\": {\"prefill_s\": %.4f, \"decode_s\": %.4f, \"total_s\": %.4f, \"steps\": %d, "
-           "\"step_ms\": %.3f, \"decode_tok_s\": %.1f, \"kv_slots\": %lld, \"%s\": %lld, "
-           "\"kv_bytes\": %lld}", name, r->prefill_s, r->decode_s, r->prefill_s + r->decode_s,
-           r->steps, r->steps ? 1e3 * r->decode_s / r->steps : 0.0,
+           "\"step_ms\": %.3f, \"step_ms_median\": %.3f, \"decode_tok_s\": %.1f, \"kv_slots\": %lld, "
+           "\"%s\": %lld, \"kv_bytes\": %lld}", name, r->prefill_s, r->decode_s,
+           r->prefill_s + r->decode_s, r->steps, r->steps ? 1e3 * r->decode_s / r->steps : 0.0,
+           1e3 * bf_median_step(r),
            r->decode_s > 0 ? (double)r->decode_tokens / r->decode_s : 0.0, (long long)r->kv_slots,
            exact_kv ? "kv_slots_expected" : "kv_slots_peak_expected", (long long)r->kv_expected,
            (long long)(r->kv_slots * bench_kv_bytes_per_slot(m)));
@@ -197,7 +217,9 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
     memset(rs, 0, sizeof rs);
     st_code rc = ST_OK;
     for (int i = 0; i < 3; i++)
-        if (!(rs[i].tokens = malloc(sizeof(int32_t) * nt))) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+        if (!(rs[i].tokens = malloc(sizeof(int32_t) * nt)) ||
+            !(rs[i].step_s = malloc(sizeof(double) * nt)))
+            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
     if (!rc) rc = bf_forest(m, o, j, true, &rs[0], err);
     if (!rc && o->sequential) rc = bf_sequential(m, o, j, &rs[1], err);
     if (!rc && o->copied) rc = bf_forest(m, o, j, false, &rs[2], err);
@@ -231,10 +253,12 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
                    rs[2].decode_s / rs[0].decode_s, (double)rs[2].kv_slots / (double)rs[0].kv_slots);
         printf("}");
         free(r_forest->tokens);
+        free(r_forest->step_s);
         *r_forest = rs[0];
         rs[0].tokens = NULL;
+        rs[0].step_s = NULL;
     }
-    for (int i = 0; i < 3; i++) free(rs[i].tokens);
+    for (int i = 0; i < 3; i++) free(rs[i].tokens), free(rs[i].step_s);
     return rc;
 }
 
@@ -374,17 +398,19 @@ int cmd_bench_forest(int argc, char **argv) {
         if (i == 0) {
             base = cur;
             cur.tokens = NULL;
+            cur.step_s = NULL;
         }
         /* against the first k (k = 1 by default: a single sequence) */
         double step_b = base.decode_s / base.steps, step_c = cur.decode_s / cur.steps;
         printf(",\n   \"vs_first_k\": {\"k\": %d, \"step_latency_ratio\": %.2f, "
-               "\"decode_tok_s_ratio\": %.2f}}", ks[0], step_c / step_b,
+               "\"step_median_ratio\": %.2f, \"decode_tok_s_ratio\": %.2f}}", ks[0],
+               step_c / step_b, bf_median_step(i ? &cur : &base) / bf_median_step(&base),
                ((double)cur.decode_tokens / cur.decode_s) / ((double)base.decode_tokens / base.decode_s));
         fflush(stdout);
     }
     if (!rc) printf("\n]}\n");
-    free(base.tokens);
-    free(cur.tokens);
+    free(base.tokens), free(base.step_s);
+    free(cur.tokens), free(cur.step_s);
     free(prefix);
     model_free(m);
     return rc ? app_fail(&err) : 0;
@@ -472,7 +498,7 @@ int cmd_bench_ask(int argc, char **argv) {
         fflush(stdout);
     }
     if (!rc) printf("\n]}\n");
-    free(res.tokens);
+    free(res.tokens), free(res.step_s);
     free(ctx);
     free(qtok);
     free(qp);

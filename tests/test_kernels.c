@@ -449,6 +449,53 @@ static void test_attention(kern_backend *ref, kern_backend *cpu, uint64_t seed) 
     }
 }
 
+/* Rows that share a long prefix of keys (leaves under one context, the rows of a
+ * prefill) are scored from the shared chunks transposed once; each row must still get
+ * exactly the bits it gets alone, and match the ref backend. */
+static void test_attention_shared(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
+    static const int32_t hds[] = {16, 32, 64, 128};
+    enum { N_ROWS = 7, CTX = 200, OWN = 23 };
+    const int32_t nh = 6, nkv = 2, n_slots = CTX + N_ROWS * OWN;
+    for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++) {
+        const int32_t hd = hds[hi];
+        const int64_t qn = (int64_t)N_ROWS * nh * hd, row = (int64_t)nh * hd;
+        float *q = rand_floats(&seed, qn, 3.0f);
+        float *k = rand_floats(&seed, (int64_t)n_slots * nkv * hd, 1.0f);
+        float *v = rand_floats(&seed, (int64_t)n_slots * nkv * hd, 1.0f);
+        kern_seg segs[2 * N_ROWS];
+        int32_t off[N_ROWS + 1];
+        for (int32_t r = 0; r < N_ROWS; r++) {
+            /* rows 0-4: the context (its first 130 keys for row 2) then keys of their own;
+             * rows 5, 6: a prefill's rows, the context up to themselves */
+            off[r] = 2 * r;
+            segs[2 * r] = (kern_seg){0, r == 2 ? 130 : r >= 5 ? CTX - 6 + r : CTX};
+            segs[2 * r + 1] = (kern_seg){CTX + r * OWN, r >= 5 ? 0 : OWN - 3 * r};
+        }
+        off[N_ROWS] = 2 * N_ROWS;
+        float *o0 = malloc((size_t)qn * sizeof *o0), *o1 = malloc((size_t)qn * sizeof *o1);
+        float *o2 = malloc((size_t)row * sizeof *o2);
+        kern_attn a = {.n_rows = N_ROWS, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
+                       .scale = 1.0f / sqrtf((float)hd), .q = q, .k = k, .v = v,
+                       .seg_off = off, .segs = segs, .out = o0};
+        kern_backend_ops(ref)->attention(ref, &a);
+        a.out = o1;
+        kern_backend_ops(cpu)->attention(cpu, &a);
+        check_err(E_ATTN, t_nerr(o1, o0, qn), "shared prefix");
+        for (int32_t r = 0; r < N_ROWS; r++) {
+            kern_attn a1 = a;
+            a1.n_rows = 1;
+            a1.q = q + r * row;
+            a1.seg_off = off + r;
+            a1.out = o2;
+            kern_backend_ops(cpu)->attention(cpu, &a1);
+            T_CHECK(memcmp(o2, o1 + r * row, (size_t)row * sizeof *o2) == 0,
+                    "head_dim %d row %d: the same bits alone as with rows sharing its keys",
+                    (int)hd, (int)r);
+        }
+        free(q), free(k), free(v), free(o0), free(o1), free(o2);
+    }
+}
+
 /* ---- the backend API and the pool ---- */
 
 static void test_backend_api(void) {
@@ -542,6 +589,7 @@ int main(void) {
         test_rows_ops(ref, cpu, seed + 2);
         test_rope(ref, cpu, seed + 3);
         test_attention(ref, cpu, seed + 4);
+        test_attention_shared(ref, cpu, seed + 5);
         kern_backend_free(cpu);
     }
     kern_backend_free(ref);
