@@ -183,9 +183,8 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
         float *kc = c->k_cache + l * layer_stride, *vc = c->v_cache + l * layer_stride;
 
         o->rmsnorm(be, c->xb, c->x, L->attn_norm, n, hp->n_embd, hp->rms_eps);
-        o->matmul(be, c->q, &L->wq, c->xb, n);
-        o->matmul(be, c->k, &L->wk, c->xb, n);
-        o->matmul(be, c->v, &L->wv, c->xb, n);
+        o->matmul_n(be, 3, (float *const[]){c->q, c->k, c->v},
+                    (const kern_mat *const[]){&L->wq, &L->wk, &L->wv}, c->xb, n);
         o->rope(be, c->q, b->pos + r0, n, hp->n_head, hp->head_dim, hp->rope_dim, hp->rope_base,
                 m->rope_freqs);
         o->rope(be, c->k, b->pos + r0, n, hp->n_head_kv, hp->head_dim, hp->rope_dim,
@@ -206,8 +205,8 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
         o->add(be, c->x, c->xb, (int64_t)n * hp->n_embd);
 
         o->rmsnorm(be, c->xb, c->x, L->ffn_norm, n, hp->n_embd, hp->rms_eps);
-        o->matmul(be, c->hb, &L->w_gate, c->xb, n);
-        o->matmul(be, c->hb2, &L->w_up, c->xb, n);
+        o->matmul_n(be, 2, (float *const[]){c->hb, c->hb2},
+                    (const kern_mat *const[]){&L->w_gate, &L->w_up}, c->xb, n);
         o->swiglu(be, c->hb, c->hb, c->hb2, (int64_t)n * hp->n_ff);
         o->matmul(be, c->xb, &L->w_down, c->hb, n);
         o->add(be, c->x, c->xb, (int64_t)n * hp->n_embd);

@@ -52,10 +52,17 @@ typedef struct kern_attn {
 
 typedef struct kern_backend kern_backend;
 
+#define KERN_MATMUL_N 4 /* most matrices one matmul_n takes */
+
 typedef struct kern_ops {
     const char *name;
     /* y (n_rows, w->n_out) = x (n_rows, w->n_in) times W transposed. y and x do not alias. */
     void (*matmul)(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows);
+    /* matmul of one x by n (1 .. KERN_MATMUL_N) matrices of the same n_in: y[i] = x W[i]
+     * transposed, bitwise what n matmul calls give, in one pass where the backend can (the
+     * projections that share an input: q, k, v; gate, up). */
+    void (*matmul_n)(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
+                     const float *x, int32_t n_rows);
     /* out (n_in) = row `row` of W as float32 (embedding lookup). */
     void (*get_row)(kern_backend *b, float *out, const kern_mat *w, int64_t row);
     /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for n_rows rows of dim; y may equal x. */

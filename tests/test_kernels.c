@@ -449,6 +449,39 @@ static void test_attention(kern_backend *ref, kern_backend *cpu, uint64_t seed) 
     }
 }
 
+/* matmul_n: one input by matrices of several types (each kind of quantised activations
+ * and the float one) gives, per matrix, the bits of matmul alone, in ref and cpu. */
+static void test_matmul_n(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
+    static const uint32_t types[] = {DT_Q4_1, DT_Q8_0, DT_F32, DT_Q6_K};
+    static const int64_t n_outs[] = {67, 13, 5, 32};
+    static const int32_t n_rowss[] = {1, 4, 17};
+    const int64_t n_in = 512;
+    kern_mat w[4];
+    float *y[4], *y1 = malloc(sizeof(float) * 17 * 67);
+    float *x = rand_floats(&seed, 17 * n_in, 1);
+    for (int i = 0; i < 4; i++) {
+        w[i] = (kern_mat){types[i], n_outs[i], n_in, make_weights(&seed, types[i], n_outs[i], n_in)};
+        y[i] = malloc(sizeof(float) * 17 * (size_t)n_outs[i]);
+    }
+    kern_backend *bs[2] = {ref, cpu};
+    for (int bi = 0; bi < 2; bi++)
+        for (size_t ri = 0; ri < sizeof n_rowss / sizeof *n_rowss; ri++)
+            for (int n = 1; n <= 4; n++) {
+                const int32_t n_rows = n_rowss[ri];
+                const kern_ops *o = kern_backend_ops(bs[bi]);
+                o->matmul_n(bs[bi], n, y, (const kern_mat *const[]){&w[0], &w[1], &w[2], &w[3]},
+                            x, n_rows);
+                for (int i = 0; i < n; i++) {
+                    o->matmul(bs[bi], y1, &w[i], x, n_rows);
+                    T_CHECK(memcmp(y1, y[i], sizeof(float) * (size_t)(n_rows * n_outs[i])) == 0,
+                            "%s matmul_n of %d, %s with %d rows: the bits of matmul alone",
+                            kern_backend_name(bs[bi]), n, dtype_name(types[i]), (int)n_rows);
+                }
+            }
+    for (int i = 0; i < 4; i++) free((void *)w[i].data), free(y[i]);
+    free(y1), free(x);
+}
+
 /* Rows that share a long prefix of keys (leaves under one context, the rows of a
  * prefill) are scored from the shared chunks transposed once; each row must still get
  * exactly the bits it gets alone, and match the ref backend. */
@@ -590,6 +623,7 @@ int main(void) {
         test_rope(ref, cpu, seed + 3);
         test_attention(ref, cpu, seed + 4);
         test_attention_shared(ref, cpu, seed + 5);
+        test_matmul_n(ref, cpu, seed + 6);
         kern_backend_free(cpu);
     }
     kern_backend_free(ref);

@@ -6,6 +6,8 @@
 #include "../kern_impl.h"
 
 void cpu_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows);
+void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
+                  const float *x, int32_t n_rows);
 void cpu_attention(kern_backend *b, const kern_attn *a);
 
 #endif

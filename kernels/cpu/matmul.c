@@ -328,7 +328,6 @@ typedef struct mm_job {
     size_t ws;              /* bytes per weight row */
     const uint8_t *x;       /* activations as the tiles read them */
     size_t xs;              /* bytes per activation row */
-    const float *xf;        /* float activations (for quantising) */
     float *y;
     int64_t n_in, n_out;
     int32_t n_rows;
@@ -372,42 +371,98 @@ static void mm_task(void *ctx, int32_t task, int32_t thread) {
     for (; o < o1; o++) mm_rows(j, o, 1, thread);
 }
 
+typedef struct mm_quant_job {
+    const float *x;
+    uint8_t *q;
+    size_t qs;      /* bytes per quantised row */
+    int64_t n_in;
+    int order;      /* MM_QX_LINEAR or MM_QX_GROUPED */
+} mm_quant_job;
+
 static void mm_quant_task(void *ctx, int32_t row, int32_t thread) {
     (void)thread;
-    const mm_job *j = ctx;
-    mm_qx_quantize(j->xf + (int64_t)row * j->n_in, (uint8_t *)j->x + (size_t)row * j->xs,
-                   j->n_in, j->k.qx);
+    const mm_quant_job *q = ctx;
+    mm_qx_quantize(q->x + (int64_t)row * q->n_in, q->q + (size_t)row * q->qs, q->n_in, q->order);
+}
+
+enum { MM_MULTI = KERN_MATMUL_N };
+
+/* Several matrices' tasks in one round of the pool: task t belongs to matrix i where
+ * first[i] <= t < first[i + 1]. */
+typedef struct mm_multi {
+    mm_job j[MM_MULTI];
+    int32_t first[MM_MULTI + 1];
+    int32_t n;
+} mm_multi;
+
+static void mm_multi_task(void *ctx, int32_t task, int32_t thread) {
+    const mm_multi *m = ctx;
+    int32_t i = 0;
+    while (task >= m->first[i + 1]) i++;
+    mm_task((void *)&m->j[i], task - m->first[i], thread);
+}
+
+/* The activations quantised once per order the matrices read, then every matrix's tiles
+ * in one pool_run: for the projections that read the same input (q, k and v; gate and
+ * up) that is one quantisation and one wait for the threads instead of three. Each
+ * matrix's results are those of multiplying it alone. */
+void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
+                  const float *x, int32_t n_rows) {
+    ASSERT(n >= 1 && n <= MM_MULTI);
+    if (n_rows <= 0) return;
+    pool *p = kern_backend_pool(b);
+    const int32_t nt = pool_threads(p);
+    const int64_t n_in = w[0]->n_in;
+    const size_t xs = mm_qx_row_bytes(n_in), xb = xs * (size_t)n_rows;
+    mm_multi m = {.n = n};
+    size_t prep_bytes = 0;
+    bool need[3] = {false, false, false}; /* by MM_QX_* */
+    for (int32_t i = 0; i < n; i++) {
+        const mm_kind k = mm_kind_of(w[i]->type);
+        ASSERT(k.tiles != NULL && w[i]->n_in == n_in && dtype_row_ok(w[i]->type, n_in));
+        m.j[i] = (mm_job){.k = k, .w = w[i]->data, .ws = dtype_row_bytes(w[i]->type, n_in),
+                          .y = y[i], .n_in = n_in, .n_out = w[i]->n_out,
+                          .n_rows = n_rows};
+        need[k.qx] = true;
+        if (k.prep && MM_TW * mm_prep_row_bytes(n_in) > prep_bytes)
+            prep_bytes = MM_TW * mm_prep_row_bytes(n_in);
+    }
+    /* one scratch: the quantised rows in each order wanted, then each thread's prepared
+     * weight rows */
+    const uint8_t *qx[3] = {(const uint8_t *)x, NULL, NULL};
+    if (need[MM_QX_LINEAR] || need[MM_QX_GROUPED]) {
+        const int nq = need[MM_QX_LINEAR] + need[MM_QX_GROUPED];
+        uint8_t *s = kern_backend_scratch(b, nq * xb + prep_bytes * (size_t)nt), *at = s;
+        for (int order = MM_QX_LINEAR; order <= MM_QX_GROUPED; order++) {
+            if (!need[order]) continue;
+            mm_quant_job q = {x, at, xs, n_in, order};
+            at += xb;
+            if ((int64_t)n_rows * n_in >= 65536)
+                pool_run(p, n_rows, mm_quant_task, &q);
+            else
+                for (int32_t r = 0; r < n_rows; r++) mm_quant_task(&q, r, 0);
+            qx[order] = q.q;
+        }
+        for (int32_t i = 0; i < n; i++) {
+            m.j[i].prep = at;
+            m.j[i].prep_bytes = prep_bytes;
+        }
+    }
+    m.first[0] = 0;
+    for (int32_t i = 0; i < n; i++) {
+        mm_job *j = &m.j[i];
+        j->x = qx[j->k.qx];
+        j->xs = j->k.qx == MM_QX_NONE ? (size_t)n_in * sizeof(float) : xs;
+        /* About 8 chunks per thread balances uneven progress. */
+        const int64_t n_tiles = (j->n_out + MM_TW - 1) / MM_TW;
+        int64_t tpt = (n_tiles + 8 * nt - 1) / (8 * nt);
+        if (tpt < 1) tpt = 1;
+        j->rows_per_task = tpt * MM_TW;
+        m.first[i + 1] = m.first[i] + (int32_t)((j->n_out + j->rows_per_task - 1) / j->rows_per_task);
+    }
+    if (m.first[n] > 0) pool_run(p, m.first[n], mm_multi_task, &m);
 }
 
 void cpu_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
-    const mm_kind k = mm_kind_of(w->type);
-    ASSERT(k.tiles != NULL && dtype_row_ok(w->type, w->n_in));
-    if (n_rows <= 0 || w->n_out <= 0) return;
-    pool *p = kern_backend_pool(b);
-    const int32_t nt = pool_threads(p);
-    mm_job j = {.k = k, .w = w->data, .ws = dtype_row_bytes(w->type, w->n_in),
-                .xf = x, .y = y, .n_in = w->n_in, .n_out = w->n_out, .n_rows = n_rows};
-    if (k.qx != MM_QX_NONE) {
-        /* one scratch: the quantised rows, then each thread's prepared weight rows */
-        j.xs = mm_qx_row_bytes(w->n_in);
-        j.prep_bytes = k.prep ? MM_TW * mm_prep_row_bytes(w->n_in) : 0;
-        const size_t xb = j.xs * (size_t)n_rows;
-        uint8_t *s = kern_backend_scratch(b, xb + j.prep_bytes * (size_t)nt);
-        j.x = s;
-        j.prep = s + xb;
-        if ((int64_t)n_rows * w->n_in >= 65536)
-            pool_run(p, n_rows, mm_quant_task, &j);
-        else
-            for (int32_t r = 0; r < n_rows; r++) mm_quant_task(&j, r, 0);
-    } else {
-        j.x = (const uint8_t *)x;
-        j.xs = (size_t)w->n_in * sizeof(float);
-    }
-    /* About 8 chunks per thread balances uneven progress. */
-    const int64_t n_tiles = (w->n_out + MM_TW - 1) / MM_TW;
-    int64_t tpt = (n_tiles + 8 * nt - 1) / (8 * nt);
-    if (tpt < 1) tpt = 1;
-    j.rows_per_task = tpt * MM_TW;
-    const int64_t n_tasks = (w->n_out + j.rows_per_task - 1) / j.rows_per_task;
-    pool_run(p, (int32_t)n_tasks, mm_task, &j);
+    cpu_matmul_n(b, 1, &y, &w, x, n_rows);
 }

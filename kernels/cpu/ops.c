@@ -201,6 +201,7 @@ static void cpu_add(kern_backend *b, float *y, const float *x, int64_t n) {
 const kern_ops kern_cpu_ops = {
     .name = "cpu",
     .matmul = cpu_matmul,
+    .matmul_n = cpu_matmul_n,
     .get_row = cpu_get_row,
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,

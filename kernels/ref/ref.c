@@ -35,6 +35,11 @@ static void ref_matmul(kern_backend *b, float *y, const kern_mat *w, const float
     free(wrow);
 }
 
+static void ref_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
+                         const float *x, int32_t n_rows) {
+    for (int32_t i = 0; i < n; i++) ref_matmul(b, y[i], w[i], x, n_rows);
+}
+
 static void ref_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
     (void)b;
     const size_t row_bytes = dtype_row_bytes(w->type, w->n_in);
@@ -149,6 +154,7 @@ static void ref_softmax(kern_backend *b, float *x, int32_t n_rows, int32_t n) {
 const kern_ops kern_ref_ops = {
     .name = "ref",
     .matmul = ref_matmul,
+    .matmul_n = ref_matmul_n,
     .get_row = ref_get_row,
     .rmsnorm = ref_rmsnorm,
     .rope = ref_rope,
