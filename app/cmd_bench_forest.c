@@ -328,9 +328,9 @@ static int bf_common_opt(bf_opts *o, int ch, const char *arg) {
 
 static void bench_forest_usage(FILE *f) {
     fprintf(f, "usage: multidecode bench forest -m MODEL [options]\n\n"
-               "k leaves grow from one shared prompt; for each k: prefill time, step latency,\n"
-               "aggregate tokens/s and KV slots, against k sequential decodes and k copies of\n"
-               "the prompt batched together. JSON on stdout.\n\n"
+               "k leaves grow from one shared prompt; for each k: prefill time, step latency\n"
+               "(mean and median), aggregate tokens/s and KV slots, against k sequential\n"
+               "decodes and k copies of the prompt batched together. JSON on stdout.\n\n"
                BF_COMMON_HELP
                "  -p, --context N      shared prompt tokens, synthetic (default 256)\n"
                "  -s, --steps N        timed steps after the prefill (default 16)\n"
