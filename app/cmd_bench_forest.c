@@ -52,6 +52,7 @@ typedef struct bf_res {
     int64_t decode_tokens;  /* tokens computed after the prefill */
     int32_t steps;          /* forward passes after the prefill (all sequences) */
     double *step_s;         /* each one's seconds (room for n_seq * gen) */
+    double step_med_s;      /* their median (bf_median_step) */
     int64_t kv_slots, kv_expected;
     int32_t *tokens;        /* (n_seq, gen) sampled tokens */
 } bf_res;
@@ -188,13 +189,13 @@ static int bf_cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* The median step time (sorts r->step_s): less moved than the mean by the odd step a
- * busy machine stretches, so ratios taken from it are steadier. */
-static double bf_median_step(const bf_res *r) {
-    if (r->steps == 0) return 0;
+/* r->step_med_s, the median step time (sorts r->step_s): less moved than the mean by the
+ * odd step a busy machine stretches, so ratios taken from it are steadier. */
+static void bf_median_step(bf_res *r) {
+    if (r->steps == 0) return;
     qsort(r->step_s, (size_t)r->steps, sizeof *r->step_s, bf_cmp_double);
-    return r->steps % 2 ? r->step_s[r->steps / 2]
-                        : 0.5 * (r->step_s[r->steps / 2 - 1] + r->step_s[r->steps / 2]);
+    r->step_med_s = r->steps % 2 ? r->step_s[r->steps / 2]
+                                 : 0.5 * (r->step_s[r->steps / 2 - 1] + r->step_s[r->steps / 2]);
 }
 
 static void bf_print(const char *name, const bf_res *r, const model *m, bool exact_kv) {
@@ -202,7 +203,7 @@ static void bf_print(const char *name, const bf_res *r, const model *m, bool exa
            "\"step_ms\": %.3f, \"step_ms_median\": %.3f, \"decode_tok_s\": %.1f, \"kv_slots\": %lld, "
            "\"%s\": %lld, \"kv_bytes\": %lld}", name, r->prefill_s, r->decode_s,
            r->prefill_s + r->decode_s, r->steps, r->steps ? 1e3 * r->decode_s / r->steps : 0.0,
-           1e3 * bf_median_step(r),
+           1e3 * r->step_med_s,
            r->decode_s > 0 ? (double)r->decode_tokens / r->decode_s : 0.0, (long long)r->kv_slots,
            exact_kv ? "kv_slots_expected" : "kv_slots_peak_expected", (long long)r->kv_expected,
            (long long)(r->kv_slots * bench_kv_bytes_per_slot(m)));
@@ -224,6 +225,7 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
     if (!rc && o->sequential) rc = bf_sequential(m, o, j, &rs[1], err);
     if (!rc && o->copied) rc = bf_forest(m, o, j, false, &rs[2], err);
     if (!rc) {
+        for (int i = 0; i < 3; i++) bf_median_step(&rs[i]);
         bool same = true;
         if (o->sequential) same = same && !memcmp(rs[0].tokens, rs[1].tokens, sizeof(int32_t) * nt);
         if (o->copied) same = same && !memcmp(rs[0].tokens, rs[2].tokens, sizeof(int32_t) * nt);
@@ -404,7 +406,7 @@ int cmd_bench_forest(int argc, char **argv) {
         double step_b = base.decode_s / base.steps, step_c = cur.decode_s / cur.steps;
         printf(",\n   \"vs_first_k\": {\"k\": %d, \"step_latency_ratio\": %.2f, "
                "\"step_median_ratio\": %.2f, \"decode_tok_s_ratio\": %.2f}}", ks[0],
-               step_c / step_b, bf_median_step(i ? &cur : &base) / bf_median_step(&base),
+               step_c / step_b, cur.step_med_s / base.step_med_s,
                ((double)cur.decode_tokens / cur.decode_s) / ((double)base.decode_tokens / base.decode_s));
         fflush(stdout);
     }

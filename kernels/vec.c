@@ -5,17 +5,7 @@
 
 #include "cpu/simd.h"
 
-float vec_max(const float *x, int64_t n) {
-    float m = x[0];
-    int64_t i = 0;
-    if (n >= VF_N) {
-        vf vm = vf_load(x);
-        for (i = VF_N; i + VF_N <= n; i += VF_N) vm = vf_max(vf_load(x + i), vm);
-        m = vf_hmax(vm);
-    }
-    for (; i < n; i++) m = x[i] > m ? x[i] : m;
-    return m;
-}
+float vec_max(const float *x, int64_t n) { return simd_max(x, n); }
 
 double vec_sum_exp(const float *x, int64_t n, float mx) {
     const vf vm = vf_set1(mx);

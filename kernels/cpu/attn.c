@@ -44,35 +44,6 @@ typedef struct attn_job {
     int32_t rows_per_task;  /* rows of a block, <= ATTN_ROWS */
 } attn_job;
 
-/* p[j] = exp(s[j] - m) for j < n; returns their sum */
-static float attn_exp_sum(float *s, int32_t n, float m) {
-    vf vm = vf_set1(m), vs = vf_zero();
-    int32_t j = 0;
-    for (; j + VF_N <= n; j += VF_N) {
-        vf e = vf_exp(vf_sub(vf_load(s + j), vm));
-        vf_store(s + j, e);
-        vs = vf_add(vs, e);
-    }
-    float sum = vf_hsum(vs);
-    for (; j < n; j++) sum += (s[j] = expf(s[j] - m));
-    return sum;
-}
-
-/* The largest of s[0 .. n), n >= 1. Lane by lane, then across the lanes: the order does
- * not change a maximum (but for which zero, +0 or -0, comes out; either gives the same
- * exp(s - m) downstream, so the same bits). */
-static inline float attn_max(const float *s, int32_t n) {
-    float m = s[0];
-    int32_t j = 0;
-    if (n >= VF_N) {
-        vf vm = vf_load(s);
-        for (j = VF_N; j + VF_N <= n; j += VF_N) vm = vf_max(vf_load(s + j), vm);
-        m = vf_hmax(vm);
-    }
-    for (; j < n; j++) m = s[j] > m ? s[j] : m;
-    return m;
-}
-
 /* What one (row, head) carries across chunks: running max, denominator, and the
  * accumulator (the output row itself). */
 typedef struct attn_head {
@@ -277,14 +248,14 @@ SIMD_INLINE void attn_chunk(attn_head *h, const float *const *kp, const float *c
 #pragma GCC unroll 4
     for (int p = 0; p < NP; p++) {
         float *scp = sc + p * ATTN_CHUNK;
-        const float cm = attn_max(scp, cnt);
+        const float cm = simd_max(scp, cnt);
         f[p] = 1.0f;
         if (cm > h[p].m) {
             f[p] = expf(h[p].m - cm); /* 0 on the first chunk (m = -inf): nothing to rescale */
             h[p].l *= f[p];
             h[p].m = cm;
         }
-        h[p].l += attn_exp_sum(scp, cnt, h[p].m);
+        h[p].l += simd_exp_sum(scp, cnt, h[p].m);
     }
     if (NV == 0) {
         simd_scale(h->out, f[0], hd);

@@ -362,8 +362,8 @@ static void mm_rows(const mm_job *j, int64_t o, int nw, int32_t thread) {
     }
 }
 
-static void mm_task(void *ctx, int32_t task, int32_t thread) {
-    const mm_job *j = ctx;
+/* Task `task` of one matrix: its rows_per_task output rows, MM_TW at a time. */
+static void mm_task(const mm_job *j, int32_t task, int32_t thread) {
     const int64_t o0 = task * j->rows_per_task;
     const int64_t o1 = o0 + j->rows_per_task < j->n_out ? o0 + j->rows_per_task : j->n_out;
     int64_t o = o0;
@@ -399,7 +399,7 @@ static void mm_multi_task(void *ctx, int32_t task, int32_t thread) {
     const mm_multi *m = ctx;
     int32_t i = 0;
     while (task >= m->first[i + 1]) i++;
-    mm_task((void *)&m->j[i], task - m->first[i], thread);
+    mm_task(&m->j[i], task - m->first[i], thread);
 }
 
 /* The activations quantised once per order the matrices read, then every matrix's tiles

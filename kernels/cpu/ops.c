@@ -64,20 +64,7 @@ static void softmax_row(void *ctx, int32_t r, int32_t thread) {
     const row_job *j = ctx;
     float *x = j->y + (int64_t)r * j->dim;
     const int32_t n = j->dim;
-    vf vm = vf_set1(-INFINITY);
-    int32_t i = 0;
-    for (; i + VF_N <= n; i += VF_N) vm = vf_max(vm, vf_load(x + i));
-    float m = vf_hmax(vm);
-    for (; i < n; i++) m = x[i] > m ? x[i] : m;
-    vm = vf_set1(m);
-    vf vs = vf_zero();
-    for (i = 0; i + VF_N <= n; i += VF_N) {
-        vf e = vf_exp(vf_sub(vf_load(x + i), vm));
-        vf_store(x + i, e);
-        vs = vf_add(vs, e);
-    }
-    float sum = vf_hsum(vs);
-    for (; i < n; i++) sum += (x[i] = expf(x[i] - m));
+    const float sum = simd_exp_sum(x, n, simd_max(x, n));
     simd_scale(x, 1.0f / sum, n);
 }
 

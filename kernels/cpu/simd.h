@@ -244,6 +244,37 @@ SIMD_INLINE vf vf_exp(vf x) {
     return vf_mul(p, vf_pow2i(n));
 }
 
+/* The largest of x[0 .. n), n >= 1: lane by lane, then across the lanes. The order does
+ * not change a maximum (but for which zero, +0 or -0, comes out; either gives the same
+ * exp(x - max) downstream). */
+SIMD_INLINE float simd_max(const float *x, int64_t n) {
+    float m = x[0];
+    int64_t i = 0;
+    if (n >= VF_N) {
+        vf vm = vf_load(x);
+        for (i = VF_N; i + VF_N <= n; i += VF_N) vm = vf_max(vf_load(x + i), vm);
+        m = vf_hmax(vm);
+    }
+    for (; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+/* x[i] = exp(x[i] - m) for i < n (vf_exp lane by lane, expf for the tail); returns their
+ * sum. */
+SIMD_INLINE float simd_exp_sum(float *x, int64_t n, float m) {
+    const vf vm = vf_set1(m);
+    vf vs = vf_zero();
+    int64_t i = 0;
+    for (; i + VF_N <= n; i += VF_N) {
+        vf e = vf_exp(vf_sub(vf_load(x + i), vm));
+        vf_store(x + i, e);
+        vs = vf_add(vs, e);
+    }
+    float sum = vf_hsum(vs);
+    for (; i < n; i++) sum += (x[i] = expf(x[i] - m));
+    return sum;
+}
+
 /* sum a[i] * b[i], i < n */
 SIMD_INLINE float simd_dot(const float *a, const float *b, int64_t n) {
     vf s0 = vf_zero(), s1 = vf_zero();
