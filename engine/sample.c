@@ -57,10 +57,7 @@ void sampler_free(sampler *s) {
 }
 
 int32_t sample_argmax(const float *logits, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (logits[i] > logits[best]) best = i;
-    return best;
+    return (int32_t)vec_argmax(logits, n);
 }
 
 static int cmp_desc(const void *a, const void *b) {

@@ -51,7 +51,7 @@ bool sample_uses_history(const sample_params *p);
 /* out[i] = log softmax(logits)[i] for i < n (out may not alias logits): vec_sum_exp, in
  * double; the same input gives the same bits on every call. */
 void sample_log_softmax(const float *logits, int32_t n, float *out);
-/* Index of the largest logit (first on ties). */
+/* Index of the largest logit (first on ties; NaNs never win, see vec_argmax). */
 int32_t sample_argmax(const float *logits, int32_t n);
 
 #endif

@@ -9,6 +9,10 @@
 /* The largest of x[0 .. n), n >= 1 (NaNs aside). */
 float vec_max(const float *x, int64_t n);
 
+/* The index of the first largest of x[0 .. n), n >= 1, the same as a scalar scan that
+ * keeps the first i with x[i] > x[best]: NaNs never win, and a NaN x[0] gives 0. */
+int64_t vec_argmax(const float *x, int64_t n);
+
 /* sum exp(x[i] - mx), i < n: each term a float exp (the kernels' polynomial, within a few
  * ulp; terms below e^-87 count as ~1e-38), summed in double in a fixed order, so the same
  * row gives the same bits every time. */

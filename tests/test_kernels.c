@@ -583,6 +583,13 @@ static void test_pool(void) {
 
 /* vec_max and vec_sum_exp against plain double arithmetic, on lengths around the vector
  * width, with -inf entries (masked logits) and a vocabulary-sized row. */
+static int64_t scalar_argmax(const float *x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
 static void test_vec(uint64_t seed) {
     static const int64_t ns[] = {1, 7, 15, 16, 17, 33, 49152};
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
@@ -598,6 +605,21 @@ static void test_vec(uint64_t seed) {
         T_CHECK(fabs(got - want) <= 1e-6 * want, "vec_sum_exp n=%lld: %.9g want %.9g",
                 (long long)n, got, want);
         T_CHECK(vec_sum_exp(x, n, mx) == got, "vec_sum_exp the same bits twice");
+        /* argmax: the first of tied maxima, NaNs never win, a NaN first entry gives 0 */
+        T_CHECK(vec_argmax(x, n) == scalar_argmax(x, n), "vec_argmax n=%lld", (long long)n);
+        if (n > 5) {
+            const int64_t at = n - 2;
+            x[at] = mx + 1.0f;
+            x[1] = NAN, x[n - 3] = NAN;
+            T_CHECK(vec_argmax(x, n) == at, "vec_argmax past a NaN, n=%lld", (long long)n);
+            x[n - 1] = x[at];
+            x[3] = x[at];
+            T_CHECK(vec_argmax(x, n) == 3 && scalar_argmax(x, n) == 3,
+                    "vec_argmax: the first of ties, n=%lld", (long long)n);
+            x[0] = NAN;
+            T_CHECK(vec_argmax(x, n) == 0 && scalar_argmax(x, n) == 0,
+                    "vec_argmax: a NaN first entry gives 0, n=%lld", (long long)n);
+        }
         free(x);
     }
 }
