@@ -9,17 +9,9 @@ float vec_max(const float *x, int64_t n) { return simd_max(x, n); }
 
 int64_t vec_argmax(const float *x, int64_t n) {
     if (n <= 0 || x[0] != x[0]) return 0;
-    /* the largest non-NaN value (a NaN lane of the input leaves vf_max's second operand),
-     * then the first index holding it */
-    float m = x[0];
+    /* the largest non-NaN value, then the first index holding it */
+    const float m = simd_max(x, n);
     int64_t i = 0;
-    if (n >= VF_N) {
-        vf vm = vf_set1(x[0]);
-        for (; i + VF_N <= n; i += VF_N) vm = vf_max(vf_load(x + i), vm);
-        m = vf_hmax(vm);
-    }
-    for (; i < n; i++) m = x[i] > m ? x[i] : m;
-    i = 0;
 #if SIMD_AVX512
     const vf vm = vf_set1(m);
     for (; i + VF_N <= n; i += VF_N) {

@@ -246,12 +246,13 @@ SIMD_INLINE vf vf_exp(vf x) {
 
 /* The largest of x[0 .. n), n >= 1: lane by lane, then across the lanes. The order does
  * not change a maximum (but for which zero, +0 or -0, comes out; either gives the same
- * exp(x - max) downstream). */
+ * exp(x - max) downstream). NaNs are skipped unless x[0] is one (vf_max keeps its second
+ * operand when the first is NaN, and every lane starts from x[0]). */
 SIMD_INLINE float simd_max(const float *x, int64_t n) {
     float m = x[0];
     int64_t i = 0;
     if (n >= VF_N) {
-        vf vm = vf_load(x);
+        vf vm = vf_max(vf_load(x), vf_set1(m));
         for (i = VF_N; i + VF_N <= n; i += VF_N) vm = vf_max(vf_load(x + i), vm);
         m = vf_hmax(vm);
     }
