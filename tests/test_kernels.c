@@ -483,8 +483,8 @@ static void test_matmul_n(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
 }
 
 /* Rows that share a long prefix of keys (leaves under one context, the rows of a
- * prefill) are scored from the shared chunks transposed once; each row must still get
- * exactly the bits it gets alone, and match the ref backend. */
+ * prefill) go through its chunks together, row after row while a chunk is in cache; each
+ * row must still get exactly the bits it gets alone, and match the ref backend. */
 static void test_attention_shared(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
     static const int32_t hds[] = {16, 32, 64, 128};
     enum { N_ROWS = 7, CTX = 200, OWN = 23 };

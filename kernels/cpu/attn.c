@@ -16,9 +16,10 @@
  * does its own arithmetic in its own order, so a row gets the same bits in any batch as
  * alone. Groups are split smaller only when there would be fewer tasks than threads
  * (decode of a single row on many cores): a split group loads K and V once per part.
- * With AVX-512 a chunk that rows of a block share is transposed once, and its scores
- * are taken 16 keys a vector with no horizontal sums, by the same arithmetic to the bit
- * (attn_scores_t). */
+ * With AVX-512 the horizontal sums that end each dot product q.k are taken 16 at a time
+ * (four keys by up to four heads, vf_hsum16, by vf_hsum's tree). (An earlier version
+ * transposed the chunks rows share and scored them 16 keys a vector with the tree spelled
+ * out lane-wise; two loads per multiply-add bound it, and it took a third more time.) */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -85,101 +86,32 @@ static int32_t attn_next_chunk(attn_row *rw, const kern_seg *segs, const float *
     return cnt;
 }
 
-#if SIMD_AVX512
-/* ---- scores of a chunk several rows share, from its keys transposed ------------------
- * Scoring a key one at a time ends in a horizontal sum per (key, head), the larger part
- * of the work. When the rows of a block share a chunk (leaves under one context, the
- * rows of a prefill), the chunk's K rows are transposed once (kt[d * ATTN_CHUNK + j] =
- * dim d of key j) and every row's heads score 16 keys per vector, lane j for key j, by
- * the same arithmetic as attn_chunk's loop and vf_hsum, spelled out lane-wise: lane l of
- * the two chains (d = 16 i + l, even i then odd i), their sum, then the sum over l in
- * vf_hsum's tree (l and l + 8, then + 4, + 2, + 1). So a row gets the same bits whether
- * its chunk was shared or not, and no horizontal sums are left. */
-
-/* 16 rows of 16 lanes transposed in registers: four rounds, round k swapping bit k of
- * the row index with bit k of the lane index between rows i and i | 2^k. */
-SIMD_INLINE void attn_t16(vf r[16]) {
-    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-        const __m512i bit = _mm512_set1_epi32(1 << k), sixteen = _mm512_set1_epi32(16);
-        const __mmask16 set = _mm512_test_epi32_mask(lane, bit);
-        /* row i keeps its lanes with bit k clear and takes the others from row i | 2^k,
-         * lane ^ 2^k; row i | 2^k takes the clear ones from row i, lane | 2^k */
-        const __m512i ia = _mm512_mask_mov_epi32(lane, set,
-                                                 _mm512_add_epi32(_mm512_xor_si512(lane, bit), sixteen));
-        const __m512i ib = _mm512_mask_mov_epi32(_mm512_or_si512(lane, bit), set,
-                                                 _mm512_add_epi32(lane, sixteen));
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; i++)
-            if (!(i & (1 << k))) {
-                const vf a = r[i], b = r[i | 1 << k];
-                r[i] = _mm512_permutex2var_ps(a, ia, b);
-                r[i | 1 << k] = _mm512_permutex2var_ps(a, ib, b);
-            }
-    }
-}
-
-/* kt[d * ATTN_CHUNK + j] = kp[j][d] for j < cnt, d < hd (a multiple of 16), zero for the
- * keys from cnt to the next multiple of 16; each next block's K rows prefetched first. */
-static void attn_transpose(const float *const *kp, int32_t cnt, int32_t hd, float *kt) {
-    for (int32_t j0 = 0; j0 < cnt; j0 += 16) {
-        const int32_t nj = cnt - j0 < 16 ? cnt - j0 : 16;
-        for (int32_t i = j0 + 16; i < j0 + 32 && i < cnt; i++) attn_prefetch(kp[i], hd);
-        for (int32_t d0 = 0; d0 < hd; d0 += 16) {
-            vf r[16];
-            if (nj == 16) {
-#pragma GCC unroll 16
-                for (int i = 0; i < 16; i++) r[i] = vf_load(kp[j0 + i] + d0);
-            } else {
-                for (int i = 0; i < 16; i++) r[i] = i < nj ? vf_load(kp[j0 + i] + d0) : vf_zero();
-            }
-            attn_t16(r);
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++) vf_store(kt + (int64_t)(d0 + i) * ATTN_CHUNK + j0, r[i]);
-        }
-    }
-}
-
-/* Lane l's two chains for 16 keys (kt from the block's first key) and their sum: what
- * vf_add(s0, s1) holds in lane l in attn_chunk's loop, for each of the 16 keys. */
-SIMD_INLINE vf attn_lane_t(const float *q, const float *kt, int l, const int NV) {
-    vf s0 = vf_mul(vf_set1(q[l]), vf_load(kt + (int64_t)l * ATTN_CHUNK)), s1 = vf_zero();
+/* The two chains of q . k for a key: their sum, lane by lane (vf_hsum of it is the dot
+ * product); two chains, so the FMA latency is not paid NV times in a row. */
+SIMD_INLINE vf attn_lanes(const vf *qv, const vf *kv, const int NV) {
+    vf s0 = vf_mul(qv[0], kv[0]), s1 = vf_zero();
 #pragma GCC unroll 8
     for (int i = 1; i < NV; i++) {
-        const int d = 16 * i + l;
         if (i & 1)
-            s1 = vf_fma(vf_set1(q[d]), vf_load(kt + (int64_t)d * ATTN_CHUNK), s1);
+            s1 = vf_fma(qv[i], kv[i], s1);
         else
-            s0 = vf_fma(vf_set1(q[d]), vf_load(kt + (int64_t)d * ATTN_CHUNK), s0);
+            s0 = vf_fma(qv[i], kv[i], s0);
     }
     return vf_add(s0, s1);
 }
 
-/* sc[p * ATTN_CHUNK + j] for the NP heads and the cnt keys of a transposed chunk. */
-SIMD_INLINE void attn_scores_t(const attn_head *h, const float *kt, int32_t cnt, float scale,
-                               float *sc, const int NV, const int NP) {
-    const vf vs = vf_set1(scale);
-    for (int32_t j0 = 0; j0 < cnt; j0 += 16)
-#pragma GCC unroll 4
-        for (int p = 0; p < NP; p++) {
-            vf a[8];
-#pragma GCC unroll 8
-            for (int l = 0; l < 8; l++)
-                a[l] = vf_add(attn_lane_t(h[p].q, kt + j0, l, NV), attn_lane_t(h[p].q, kt + j0, l + 8, NV));
-#pragma GCC unroll 4
-            for (int l = 0; l < 4; l++) a[l] = vf_add(a[l], a[l + 4]);
-            a[0] = vf_add(a[0], a[2]), a[1] = vf_add(a[1], a[3]);
-            vf_store(sc + p * ATTN_CHUNK + j0, vf_mul(vf_add(a[0], a[1]), vs));
-        }
+/* A KV head's rows are ks apart, often a page or more, which the hardware prefetchers do
+ * not follow: fetch K a few keys ahead of key j, and V for the value pass. */
+SIMD_INLINE void attn_prefetch_key(const float *const *kp, const float *const *vp, int32_t j,
+                                   int32_t cnt, int32_t hd) {
+    if (j + ATTN_PREFETCH < cnt) attn_prefetch(kp[j + ATTN_PREFETCH], hd);
+    attn_prefetch(vp[j], hd);
 }
-#define ATTN_T 1
-#else
-#define ATTN_T 0
-#endif
 
-/* sc[p * ATTN_CHUNK + j] for the NP heads and the cnt keys kp[j], one key at a time (see
- * attn_chunk). */
+/* sc[p * ATTN_CHUNK + j] for the NP heads and the cnt keys kp[j], key by key (see
+ * attn_chunk). With AVX-512, four keys at a time for all heads, their horizontal sums
+ * taken together by vf_hsum16 (the same tree as vf_hsum, so the same bits, for about a
+ * third of the instructions). */
 SIMD_INLINE void attn_scores(const attn_head *h, const float *const *kp, const float *const *vp,
                              int32_t cnt, int32_t hd, float scale, bool pf, float *sc,
                              const int NV, const int NP) {
@@ -188,15 +120,31 @@ SIMD_INLINE void attn_scores(const attn_head *h, const float *const *kp, const f
     for (int p = 0; p < NP; p++)
 #pragma GCC unroll 8
         for (int i = 0; i < NV; i++) qv[p][i] = vf_load(h[p].q + i * VF_N);
-    for (int32_t j = 0; j < cnt; j++) {
-        const float *kj = kp[j];
-        if (pf) {
-            /* A KV head's rows are ks apart, often a page or more, which the hardware
-             * prefetchers do not follow: fetch K a few keys ahead, and V for the value
-             * pass. */
-            if (j + ATTN_PREFETCH < cnt) attn_prefetch(kp[j + ATTN_PREFETCH], hd);
-            attn_prefetch(vp[j], hd);
+    int32_t j = 0;
+#if VF_HSUM16
+    /* lane 4p + e of the reordered sums: head p, key e (vf_hsum16 leaves it in 4e + p) */
+    const __m512i by_head = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+    for (; NV > 0 && j + 4 <= cnt; j += 4) {
+        vf v[16];
+#pragma GCC unroll 4
+        for (int e = 0; e < 4; e++) {
+            if (pf) attn_prefetch_key(kp, vp, j + e, cnt, hd);
+            vf kv[8];
+#pragma GCC unroll 8
+            for (int i = 0; i < NV; i++) kv[i] = vf_load(kp[j + e] + i * VF_N);
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) v[4 * p + e] = p < NP ? attn_lanes(qv[p], kv, NV) : vf_zero();
         }
+        const vf r = vf_mul(_mm512_permutexvar_ps(by_head, vf_hsum16(v)), vf_set1(scale));
+        _mm_storeu_ps(sc + j, _mm512_castps512_ps128(r));
+        if (NP > 1) _mm_storeu_ps(sc + ATTN_CHUNK + j, _mm512_extractf32x4_ps(r, 1));
+        if (NP > 2) _mm_storeu_ps(sc + 2 * ATTN_CHUNK + j, _mm512_extractf32x4_ps(r, 2));
+        if (NP > 3) _mm_storeu_ps(sc + 3 * ATTN_CHUNK + j, _mm512_extractf32x4_ps(r, 3));
+    }
+#endif
+    for (; j < cnt; j++) {
+        const float *kj = kp[j];
+        if (pf) attn_prefetch_key(kp, vp, j, cnt, hd);
         if (NV == 0) {
             sc[j] = simd_dot(h->q, kj, hd) * scale;
             continue;
@@ -205,18 +153,7 @@ SIMD_INLINE void attn_scores(const attn_head *h, const float *const *kp, const f
 #pragma GCC unroll 8
         for (int i = 0; i < NV; i++) kv[i] = vf_load(kj + i * VF_N);
 #pragma GCC unroll 4
-        for (int p = 0; p < NP; p++) {
-            /* two chains, so the FMA latency is not paid NV times in a row */
-            vf s0 = vf_mul(qv[p][0], kv[0]), s1 = vf_zero();
-#pragma GCC unroll 8
-            for (int i = 1; i < NV; i++) {
-                if (i & 1)
-                    s1 = vf_fma(qv[p][i], kv[i], s1);
-                else
-                    s0 = vf_fma(qv[p][i], kv[i], s0);
-            }
-            sc[p * ATTN_CHUNK + j] = vf_hsum(vf_add(s0, s1)) * scale;
-        }
+        for (int p = 0; p < NP; p++) sc[p * ATTN_CHUNK + j] = vf_hsum(attn_lanes(qv[p], kv, NV)) * scale;
     }
 }
 
@@ -230,20 +167,12 @@ SIMD_INLINE void attn_scores(const attn_head *h, const float *const *kp, const f
  * arithmetic in the same order as alone. NV == 0 takes any hd through simd_dot /
  * simd_axpy, one head at a time (NP == 1). sc holds NP x ATTN_CHUNK scores. pf: also
  * prefetch (the first heads of a group do it for the others, and not at all when the
- * previous row of the block has just read the same keys). kt: the chunk's keys
- * transposed (a chunk rows share, NV > 0), scored by attn_scores_t to the same bits. */
+ * previous row of the block has just read the same keys). */
 SIMD_INLINE void attn_chunk(attn_head *h, const float *const *kp, const float *const *vp,
-                            const float *kt, int32_t cnt, int32_t hd, float scale, bool pf,
-                            float *sc, const int NV, const int NP) {
+                            int32_t cnt, int32_t hd, float scale, bool pf, float *sc,
+                            const int NV, const int NP) {
     vf acc[4][8];
-#if ATTN_T
-    if (NV > 0 && kt) {
-        if (pf)
-            for (int32_t j = 0; j < cnt; j++) attn_prefetch(vp[j], hd);
-        attn_scores_t(h, kt, cnt, scale, sc, NV, NP);
-    } else
-#endif
-        attn_scores(h, kp, vp, cnt, hd, scale, pf, sc, NV, NP);
+    attn_scores(h, kp, vp, cnt, hd, scale, pf, sc, NV, NP);
     float f[4];
 #pragma GCC unroll 4
     for (int p = 0; p < NP; p++) {
@@ -285,8 +214,7 @@ SIMD_INLINE void attn_chunk(attn_head *h, const float *const *kp, const float *c
 }
 
 typedef void (*attn_chunk_fn)(attn_head *h, const float *const *kp, const float *const *vp,
-                              const float *kt, int32_t cnt, int32_t hd, float scale, bool pf,
-                              float *sc);
+                              int32_t cnt, int32_t hd, float scale, bool pf, float *sc);
 
 /* The most heads one pass takes for a head size of NV vectors: their q (then their
  * accumulators) and one K (V) row must stay in the 32 vector registers. */
@@ -294,10 +222,9 @@ typedef void (*attn_chunk_fn)(attn_head *h, const float *const *kp, const float 
 
 #define ATTN_CHUNK_FN(nv, np)                                                             \
     static void attn_chunk_##nv##_##np(attn_head *h, const float *const *kp,              \
-                                       const float *const *vp, const float *kt,           \
-                                       int32_t cnt, int32_t hd, float scale, bool pf,     \
-                                       float *sc) {                                       \
-        attn_chunk(h, kp, vp, kt, cnt, hd, scale, pf, sc, nv, np);                        \
+                                       const float *const *vp, int32_t cnt, int32_t hd,   \
+                                       float scale, bool pf, float *sc) {                 \
+        attn_chunk(h, kp, vp, cnt, hd, scale, pf, sc, nv, np);                            \
     }
 #define ATTN_CHUNK_NV(nv)                                                                 \
     ATTN_CHUNK_FN(nv, 1) ATTN_CHUNK_FN(nv, 2) ATTN_CHUNK_FN(nv, 3) ATTN_CHUNK_FN(nv, 4)
@@ -344,40 +271,21 @@ typedef struct attn_task_ctx {
     const attn_chunk_fn *chunk;
     const float *kp[ATTN_CHUNK], *vp[ATTN_CHUNK];
     float sc[4 * ATTN_CHUNK];
-    float *kt;                      /* NULL, or head_dim x ATTN_CHUNK: a chunk transposed */
-    const float *kt_of[ATTN_CHUNK]; /* ... that of these kt_cnt K rows */
-    int32_t kt_cnt;
 } attn_task_ctx;
 
 /* The row's next chunk through every head of the group (the K and V rows of a chunk are
  * fetched from memory once for the group). prev: the first K row of the chunk just done
- * before, if it was the same chunk there is nothing to prefetch. shared: other rows of the
- * block take this chunk too, so it is worth transposing (once: the transpose is kept
- * while they come). Returns that K row, NULL when the row has no keys left. */
-static const float *attn_row_step(attn_task_ctx *t, attn_row *rw, const float *prev,
-                                  bool shared) {
+ * before, if it was the same chunk there is nothing to prefetch. Returns that K row, NULL
+ * when the row has no keys left. */
+static const float *attn_row_step(attn_task_ctx *t, attn_row *rw, const float *prev) {
     const kern_attn *a = t->a;
     const int32_t cnt = attn_next_chunk(rw, a->segs, t->kbase, t->vbase, t->kv_stride, t->kp,
                                         t->vp);
     if (cnt == 0) return NULL;
     const bool pf = t->kp[0] != prev;
-    const float *kt = NULL;
-#if ATTN_T
-    if (shared && t->kt) {
-        if (cnt != t->kt_cnt || memcmp(t->kp, t->kt_of, (size_t)cnt * sizeof *t->kp)) {
-            attn_transpose(t->kp, cnt, a->head_dim, t->kt);
-            memcpy(t->kt_of, t->kp, (size_t)cnt * sizeof *t->kp);
-            t->kt_cnt = cnt;
-        }
-        kt = t->kt;
-    }
-#else
-    (void)shared;
-#endif
     for (int32_t g = 0; g < t->ng;) {
         const int32_t np = t->ng - g < t->np_max ? t->ng - g : t->np_max;
-        t->chunk[np](&rw->hs[g], t->kp, t->vp, kt, cnt, a->head_dim, a->scale, pf && g == 0,
-                     t->sc);
+        t->chunk[np](&rw->hs[g], t->kp, t->vp, cnt, a->head_dim, a->scale, pf && g == 0, t->sc);
         g += np;
     }
     return t->kp[0];
@@ -404,10 +312,6 @@ static void attn_task(void *ctx, int32_t task, int32_t thread) {
     attn_task_ctx t = {.a = a, .kbase = a->k + (int64_t)kvh * hd,
                        .vbase = a->v + (int64_t)kvh * hd, .kv_stride = kv_stride, .ng = ng};
     t.chunk = attn_chunk_for(hd, &t.np_max);
-    /* room for a transposed chunk when rows may share one (+16: to align it to 64 bytes) */
-    const bool may_share = ATTN_T && nr > 1 && hd % 16 == 0;
-    float kt_room[may_share ? (int64_t)hd * ATTN_CHUNK + 16 : 1];
-    t.kt = may_share ? (float *)(((uintptr_t)kt_room + 63) & ~(uintptr_t)63) : NULL;
 
     attn_row rows[ATTN_ROWS];
     int32_t lim[ATTN_ROWS]; /* leading chunks row i shares with row i - 1 or i + 1 */
@@ -435,10 +339,10 @@ static void attn_task(void *ctx, int32_t task, int32_t thread) {
     for (int32_t c = 0; c < lim_max; c++) {
         const float *prev = NULL;
         for (int32_t i = 0; i < nr; i++)
-            if (c < lim[i]) prev = attn_row_step(&t, &rows[i], prev, true);
+            if (c < lim[i]) prev = attn_row_step(&t, &rows[i], prev);
     }
     for (int32_t i = 0; i < nr; i++) {
-        while (attn_row_step(&t, &rows[i], NULL, false)) {}
+        while (attn_row_step(&t, &rows[i], NULL)) {}
         for (int32_t g = 0; g < ng; g++)
             simd_scale(rows[i].hs[g].out, rows[i].hs[g].l > 0 ? 1.0f / rows[i].hs[g].l : 0.0f,
                        hd);
