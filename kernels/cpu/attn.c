@@ -59,22 +59,18 @@ typedef struct attn_row {
     attn_head hs[ATTN_GROUP];
 } attn_row;
 
-/* The next up to ATTN_CHUNK keys of the row's sequence, whatever the segment boundaries:
- * their K and V rows into kp and vp. Returns how many (0 at the end). */
-static int32_t attn_next_chunk(attn_row *rw, const kern_seg *segs, const float *kbase,
-                               const float *vbase, int64_t ks, const float **kp,
-                               const float **vp) {
+/* The next up to ATTN_CHUNK keys of the row's sequence, whatever the segment boundaries,
+ * as runs of slots (*nrun of them) into runs. Returns how many keys (0 at the end). */
+static int32_t attn_next_chunk(attn_row *rw, const kern_seg *segs, kern_seg *runs,
+                               int32_t *nrun) {
     int32_t cnt = 0;
+    *nrun = 0;
     while (cnt < ATTN_CHUNK && rw->si < rw->se) {
         const kern_seg sg = segs[rw->si];
         int32_t take = sg.len - rw->s0;
         if (take > ATTN_CHUNK - cnt) take = ATTN_CHUNK - cnt;
-        for (int32_t i = 0; i < take; i++) {
-            const int64_t off = ((int64_t)sg.start + rw->s0 + i) * ks;
-            kp[cnt + i] = kbase + off;
-            vp[cnt + i] = vbase + off;
-        }
         if (take > 0) {
+            runs[(*nrun)++] = (kern_seg){sg.start + rw->s0, take};
             cnt += take;
             rw->s0 += take;
         }
@@ -269,26 +265,40 @@ typedef struct attn_task_ctx {
     int64_t kv_stride;
     int32_t ng, np_max;
     const attn_chunk_fn *chunk;
-    const float *kp[ATTN_CHUNK], *vp[ATTN_CHUNK];
+    const float *kp[ATTN_CHUNK], *vp[ATTN_CHUNK]; /* the K and V rows of the chunk ... */
+    kern_seg runs[ATTN_CHUNK];                    /* ... whose slots are these runs */
+    int32_t nrun;
     float sc[4 * ATTN_CHUNK];
 } attn_task_ctx;
 
 /* The row's next chunk through every head of the group (the K and V rows of a chunk are
- * fetched from memory once for the group). prev: the first K row of the chunk just done
- * before, if it was the same chunk there is nothing to prefetch. Returns that K row, NULL
- * when the row has no keys left. */
-static const float *attn_row_step(attn_task_ctx *t, attn_row *rw, const float *prev) {
+ * fetched from memory once for the group). When the row before took the same keys (a
+ * shared prefix), its K and V row pointers are kept and there is nothing to prefetch.
+ * Returns false when the row has no keys left. */
+static bool attn_row_step(attn_task_ctx *t, attn_row *rw) {
     const kern_attn *a = t->a;
-    const int32_t cnt = attn_next_chunk(rw, a->segs, t->kbase, t->vbase, t->kv_stride, t->kp,
-                                        t->vp);
-    if (cnt == 0) return NULL;
-    const bool pf = t->kp[0] != prev;
+    kern_seg runs[ATTN_CHUNK];
+    int32_t nrun;
+    const int32_t cnt = attn_next_chunk(rw, a->segs, runs, &nrun);
+    if (cnt == 0) return false;
+    const bool pf = nrun != t->nrun || memcmp(runs, t->runs, (size_t)nrun * sizeof *runs);
+    if (pf) {
+        int32_t j = 0;
+        for (int32_t r = 0; r < nrun; r++)
+            for (int32_t i = 0; i < runs[r].len; i++, j++) {
+                const int64_t off = ((int64_t)runs[r].start + i) * t->kv_stride;
+                t->kp[j] = t->kbase + off;
+                t->vp[j] = t->vbase + off;
+            }
+        memcpy(t->runs, runs, (size_t)nrun * sizeof *runs);
+        t->nrun = nrun;
+    }
     for (int32_t g = 0; g < t->ng;) {
         const int32_t np = t->ng - g < t->np_max ? t->ng - g : t->np_max;
         t->chunk[np](&rw->hs[g], t->kp, t->vp, cnt, a->head_dim, a->scale, pf && g == 0, t->sc);
         g += np;
     }
-    return t->kp[0];
+    return true;
 }
 
 /* A task is a block of rows and a group of heads. Rows that share a prefix of keys with a
@@ -336,13 +346,11 @@ static void attn_task(void *ctx, int32_t task, int32_t thread) {
             memset(rw->hs[g].out, 0, (size_t)hd * sizeof(float));
         }
     }
-    for (int32_t c = 0; c < lim_max; c++) {
-        const float *prev = NULL;
+    for (int32_t c = 0; c < lim_max; c++)
         for (int32_t i = 0; i < nr; i++)
-            if (c < lim[i]) prev = attn_row_step(&t, &rows[i], prev);
-    }
+            if (c < lim[i]) attn_row_step(&t, &rows[i]);
     for (int32_t i = 0; i < nr; i++) {
-        while (attn_row_step(&t, &rows[i], NULL)) {}
+        while (attn_row_step(&t, &rows[i])) {}
         for (int32_t g = 0; g < ng; g++)
             simd_scale(rows[i].hs[g].out, rows[i].hs[g].l > 0 ? 1.0f / rows[i].hs[g].l : 0.0f,
                        hd);
