@@ -35,7 +35,10 @@ typedef struct bf_opts {
     const char *path, *backend;
     int32_t threads;
     bool sequential, copied; /* run the baselines */
+    int32_t repeat;          /* times the three runs are repeated, interleaved (>= 1) */
 } bf_opts;
+
+enum { BF_MAX_REPEAT = 99 };
 
 typedef struct bf_job {
     const int32_t *prefix;  /* (n_prefix) */
@@ -189,13 +192,16 @@ static int bf_cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
+/* The median of the n values of v (sorts them). */
+static double bf_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, bf_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* r->step_med_s, the median step time (sorts r->step_s): less moved than the mean by the
  * odd step a busy machine stretches, so ratios taken from it are steadier. */
 static void bf_median_step(bf_res *r) {
-    if (r->steps == 0) return;
-    qsort(r->step_s, (size_t)r->steps, sizeof *r->step_s, bf_cmp_double);
-    r->step_med_s = r->steps % 2 ? r->step_s[r->steps / 2]
-                                 : 0.5 * (r->step_s[r->steps / 2 - 1] + r->step_s[r->steps / 2]);
+    if (r->steps > 0) r->step_med_s = bf_median(r->step_s, r->steps);
 }
 
 static void bf_print(const char *name, const bf_res *r, const model *m, bool exact_kv) {
@@ -209,50 +215,98 @@ static void bf_print(const char *name, const bf_res *r, const model *m, bool exa
            (long long)(r->kv_slots * bench_kv_bytes_per_slot(m)));
 }
 
-/* Runs the job the three ways and prints one JSON object (no newline); r_forest gets the
- * forest figures for the caller's ratios. */
+/* One of the three ways into r (its arrays kept, its figures cleared): 0 the forest, 1
+ * sequential decodes, 2 copied prefixes. */
+static st_code bf_way(const model *m, const bf_opts *o, const bf_job *j, int way, bf_res *r,
+                      st_err *err) {
+    *r = (bf_res){.tokens = r->tokens, .step_s = r->step_s};
+    st_code rc = way == 1 ? bf_sequential(m, o, j, r, err) : bf_forest(m, o, j, way == 0, r, err);
+    if (!rc) bf_median_step(r);
+    return rc;
+}
+
+/* The per-repeat values of one ratio, then their median (what is printed as the ratio). */
+typedef struct bf_ratio {
+    double v[BF_MAX_REPEAT];
+} bf_ratio;
+
+static void bf_print_ratio(const char *sep, const char *name, bf_ratio *q, int n) {
+    printf("%s\"%s\": %.2f", sep, name, bf_median(q->v, n));
+}
+
+/* Runs the job the three ways, o->repeat times in turn (forest, sequential, copied, forest,
+ * ...: a slow spell of the machine then falls on all three), and prints one JSON object (no
+ * newline): each way's times are the medians over the repeats, each ratio the median of
+ * the repeats' ratios. r_forest gets the forest figures for the caller's ratios. */
 static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const char *head,
                        bf_res *r_forest, st_err *err) {
     size_t nt = (size_t)j->n_seq * (size_t)j->gen;
-    bf_res rs[3];
+    const int nrep = o->repeat, any = o->sequential || o->copied;
+    const bool run[3] = {true, o->sequential, o->copied};
+    bf_res rs[3], cur = {0}; /* the first repeat's runs; a later repeat's run */
     memset(rs, 0, sizeof rs);
+    double t[3][3][BF_MAX_REPEAT];         /* [way][prefill, decode, step median][repeat] */
+    bf_ratio q[4];                        /* sequential, copied: total, decode */
+    bool same = true, kv_same = true;
     st_code rc = ST_OK;
-    for (int i = 0; i < 3; i++)
-        if (!(rs[i].tokens = malloc(sizeof(int32_t) * nt)) ||
-            !(rs[i].step_s = malloc(sizeof(double) * nt)))
+    for (int i = 0; i < 4; i++) {
+        bf_res *r = i < 3 ? &rs[i] : &cur;
+        if (!(r->tokens = malloc(sizeof(int32_t) * nt)) || !(r->step_s = malloc(sizeof(double) * nt)))
             rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-    if (!rc) rc = bf_forest(m, o, j, true, &rs[0], err);
-    if (!rc && o->sequential) rc = bf_sequential(m, o, j, &rs[1], err);
-    if (!rc && o->copied) rc = bf_forest(m, o, j, false, &rs[2], err);
+    }
+    for (int rep = 0; rep < nrep && !rc; rep++) {
+        for (int w = 0; w < 3 && !rc; w++) {
+            if (!run[w]) continue;
+            bf_res *r = rep == 0 ? &rs[w] : &cur;
+            if ((rc = bf_way(m, o, j, w, r, err))) break;
+            t[w][0][rep] = r->prefill_s, t[w][1][rep] = r->decode_s, t[w][2][rep] = r->step_med_s;
+            if (rep > 0) {
+                same = same && !memcmp(cur.tokens, rs[w].tokens, sizeof(int32_t) * nt);
+                kv_same = kv_same && cur.kv_slots == rs[w].kv_slots;
+            }
+        }
+        for (int w = 1; w < 3 && !rc; w++) {
+            if (!run[w]) continue;
+            q[2 * (w - 1)].v[rep] = (t[w][0][rep] + t[w][1][rep]) / (t[0][0][rep] + t[0][1][rep]);
+            q[2 * (w - 1) + 1].v[rep] = t[w][1][rep] / t[0][1][rep];
+        }
+    }
     if (!rc) {
-        for (int i = 0; i < 3; i++) bf_median_step(&rs[i]);
-        bool same = true;
         if (o->sequential) same = same && !memcmp(rs[0].tokens, rs[1].tokens, sizeof(int32_t) * nt);
         if (o->copied) same = same && !memcmp(rs[0].tokens, rs[2].tokens, sizeof(int32_t) * nt);
-        double tf = rs[0].prefill_s + rs[0].decode_s;
-        printf("  {%s, ", head);
-        bf_print("forest", &rs[0], m, true);
-        if (o->sequential) {
-            printf(",\n   ");
-            bf_print("sequential", &rs[1], m, false);
+        printf("  {%s, \"repeats\": %d, ", head, nrep);
+        if (any && nrep > 1) { /* each repeat's total ratios, before the medians sort them */
+            printf("\"ratio_runs\": {");
+            for (int w = 1; w < 3; w++) {
+                if (!run[w]) continue;
+                printf("%s\"%s_over_forest_total\": [", w == 2 && o->sequential ? ", " : "",
+                       w == 1 ? "sequential" : "copied");
+                for (int rep = 0; rep < nrep; rep++) printf("%s%.2f", rep ? ", " : "", q[2 * (w - 1)].v[rep]);
+                printf("]");
+            }
+            printf("},\n   ");
         }
-        if (o->copied) {
-            printf(",\n   ");
-            bf_print("copied_prefix", &rs[2], m, true);
+        for (int w = 0; w < 3; w++) {
+            if (!run[w]) continue;
+            rs[w].prefill_s = bf_median(t[w][0], nrep);
+            rs[w].decode_s = bf_median(t[w][1], nrep);
+            rs[w].step_med_s = bf_median(t[w][2], nrep);
+            if (w) printf(",\n   ");
+            bf_print(w == 0 ? "forest" : w == 1 ? "sequential" : "copied_prefix", &rs[w], m, w != 1);
         }
         printf(",\n   \"kv_exact\": %s, \"same_tokens\": %s, \"ratios\": {",
-               rs[0].kv_slots == rs[0].kv_expected && (!o->copied || rs[2].kv_slots == rs[2].kv_expected)
+               kv_same && rs[0].kv_slots == rs[0].kv_expected &&
+                       (!o->copied || rs[2].kv_slots == rs[2].kv_expected)
                    ? "true" : "false", same ? "true" : "false");
-        const char *sep = "";
         if (o->sequential) {
-            printf("\"sequential_over_forest_total\": %.2f, \"sequential_over_forest_decode\": %.2f",
-                   (rs[1].prefill_s + rs[1].decode_s) / tf, rs[1].decode_s / rs[0].decode_s);
-            sep = ", ";
+            bf_print_ratio("", "sequential_over_forest_total", &q[0], nrep);
+            bf_print_ratio(", ", "sequential_over_forest_decode", &q[1], nrep);
         }
-        if (o->copied)
-            printf("%s\"copied_over_forest_total\": %.2f, \"copied_over_forest_decode\": %.2f, "
-                   "\"copied_over_forest_kv\": %.2f", sep, (rs[2].prefill_s + rs[2].decode_s) / tf,
-                   rs[2].decode_s / rs[0].decode_s, (double)rs[2].kv_slots / (double)rs[0].kv_slots);
+        if (o->copied) {
+            bf_print_ratio(o->sequential ? ", " : "", "copied_over_forest_total", &q[2], nrep);
+            bf_print_ratio(", ", "copied_over_forest_decode", &q[3], nrep);
+            printf(", \"copied_over_forest_kv\": %.2f", (double)rs[2].kv_slots / (double)rs[0].kv_slots);
+        }
         printf("}");
         free(r_forest->tokens);
         free(r_forest->step_s);
@@ -261,6 +315,7 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
         rs[0].step_s = NULL;
     }
     for (int i = 0; i < 3; i++) free(rs[i].tokens), free(rs[i].step_s);
+    free(cur.tokens), free(cur.step_s);
     return rc;
 }
 
@@ -299,7 +354,7 @@ static st_code bf_warm(const model *m, bf_opts *o, st_err *err) {
     return rc;
 }
 
-enum { BF_OPT_NOSEQ = 1000, BF_OPT_NOCOPY };
+enum { BF_OPT_NOSEQ = 1000, BF_OPT_NOCOPY, BF_OPT_REPEAT };
 
 /* The options both benches share; returns -1 when ch is not one of them. */
 static int bf_common_opt(bf_opts *o, int ch, const char *arg) {
@@ -313,6 +368,10 @@ static int bf_common_opt(bf_opts *o, int ch, const char *arg) {
         return 0;
     case BF_OPT_NOSEQ: o->sequential = false; return 0;
     case BF_OPT_NOCOPY: o->copied = false; return 0;
+    case BF_OPT_REPEAT:
+        if (app_parse_int(arg, 1, BF_MAX_REPEAT, &v)) return app_usage_error("bad --repeat '%s'", arg);
+        o->repeat = (int32_t)v;
+        return 0;
     default: return -1;
     }
 }
@@ -320,13 +379,15 @@ static int bf_common_opt(bf_opts *o, int ch, const char *arg) {
 #define BF_COMMON_LONGOPTS                                                               \
     {"model", 1, 0, 'm'}, {"threads", 1, 0, 't'}, {"backend", 1, 0, 'B'},                \
         {"no-sequential", 0, 0, BF_OPT_NOSEQ}, {"no-copied", 0, 0, BF_OPT_NOCOPY},       \
-        {"help", 0, 0, 'h'}
+        {"repeat", 1, 0, BF_OPT_REPEAT}, {"help", 0, 0, 'h'}
 #define BF_COMMON_HELP                                                                   \
     "  -m, --model PATH     GGUF model file\n"                                           \
     "  -t, --threads N      CPU threads (default: one per core)\n"                       \
     "      --backend NAME   cpu (default) or ref\n"                                      \
     "      --no-sequential  skip the sequential baseline\n"                              \
-    "      --no-copied      skip the copied-prefix baseline\n"
+    "      --no-copied      skip the copied-prefix baseline\n"                              \
+    "      --repeat R       run the forest and the baselines R times in turn (default 1);\n" \
+    "                       times and ratios are the medians over the repeats\n"
 
 static void bench_forest_usage(FILE *f) {
     fprintf(f, "usage: multidecode bench forest -m MODEL [options]\n\n"
@@ -345,7 +406,7 @@ int cmd_bench_forest(int argc, char **argv) {
     static const struct option lo[] = {
         BF_COMMON_LONGOPTS, {"context", 1, 0, 'p'}, {"steps", 1, 0, 's'}, {"k", 1, 0, 'k'},
         {"baseline-max-k", 1, 0, 'K'}, {0, 0, 0, 0}};
-    bf_opts o = {.backend = "cpu", .sequential = true, .copied = true};
+    bf_opts o = {.backend = "cpu", .sequential = true, .copied = true, .repeat = 1};
     int64_t n_prefix = 256, steps = 16, base_max_k = 16;
     int32_t ks[32];
     int n_k = bf_list("1,2,4,8,16,32,64", ks, 32, 1, 1 << 16);
@@ -434,7 +495,7 @@ int cmd_bench_ask(int argc, char **argv) {
     static const struct option lo[] = {
         BF_COMMON_LONGOPTS, {"context", 1, 0, 'p'}, {"questions", 1, 0, 'N'},
         {"question-tokens", 1, 0, 'q'}, {"answer", 1, 0, 'n'}, {0, 0, 0, 0}};
-    bf_opts o = {.backend = "cpu", .sequential = true, .copied = true};
+    bf_opts o = {.backend = "cpu", .sequential = true, .copied = true, .repeat = 1};
     int64_t n_ctx = 1000, n_qtok = 16, n_ans = 64;
     int32_t ns[32];
     int n_n = bf_list("1,4,16", ns, 32, 1, 4096);

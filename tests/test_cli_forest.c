@@ -449,6 +449,27 @@ static void test_bench(void) {
             jnum(jkey(jkey(r, "forest"), "kv_slots")));
     j_free(j);
     free(out);
+    /* --repeat 3: each repeat's ratio listed, the ratio printed is their median */
+    out = runf(&st, "%s bench ask -m %s --context 32 --questions 2 --question-tokens 2 --answer 4 "
+               "--no-copied --repeat 3", bin, model_path);
+    j = j_read(out);
+    r = jat(jkey(j, "runs"), 0);
+    const jv *runs = jkey(jkey(r, "ratio_runs"), "sequential_over_forest_total");
+    double med = -1;
+    if (jlen(runs) == 3) {
+        double a = jat(runs, 0)->num, b = jat(runs, 1)->num, c = jat(runs, 2)->num;
+        med = a > b ? (b > c ? b : a > c ? c : a) : (a > c ? a : b > c ? c : b);
+    }
+    const double got = jkey(jkey(r, "ratios"), "sequential_over_forest_total")->num;
+    T_CHECK(st == 0 && j && jnum(jkey(r, "repeats")) == 3 && jlen(runs) == 3 && got == med &&
+                jkey(r, "copied_prefix") == &j_none && jnum(jkey(r, "same_tokens")) == 1,
+            "bench ask --repeat 3: exit %d, 3 ratio runs (%d), the median of them (%g vs %g)", st,
+            jlen(runs), got, med);
+    j_free(j);
+    free(out);
+    out = runf(&st, "%s bench ask -m %s --repeat 0", bin, model_path);
+    T_CHECK(st == 2, "bench ask --repeat 0: usage error (exit %d)", st);
+    free(out);
 }
 
 /* ---- drafts and lookahead ---- */
