@@ -225,13 +225,9 @@ static st_code bf_way(const model *m, const bf_opts *o, const bf_job *j, int way
     return rc;
 }
 
-/* The per-repeat values of one ratio, then their median (what is printed as the ratio). */
-typedef struct bf_ratio {
-    double v[BF_MAX_REPEAT];
-} bf_ratio;
-
-static void bf_print_ratio(const char *sep, const char *name, bf_ratio *q, int n) {
-    printf("%s\"%s\": %.2f", sep, name, bf_median(q->v, n));
+/* A ratio printed as the median of its n per-repeat values v (sorts them). */
+static void bf_print_ratio(const char *sep, const char *name, double *v, int n) {
+    printf("%s\"%s\": %.2f", sep, name, bf_median(v, n));
 }
 
 /* Runs the job the three ways, o->repeat times in turn (forest, sequential, copied, forest,
@@ -241,12 +237,12 @@ static void bf_print_ratio(const char *sep, const char *name, bf_ratio *q, int n
 static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const char *head,
                        bf_res *r_forest, st_err *err) {
     size_t nt = (size_t)j->n_seq * (size_t)j->gen;
-    const int nrep = o->repeat, any = o->sequential || o->copied;
+    const int nrep = o->repeat;
     const bool run[3] = {true, o->sequential, o->copied};
     bf_res rs[3], cur = {0}; /* the first repeat's runs; a later repeat's run */
     memset(rs, 0, sizeof rs);
     double t[3][3][BF_MAX_REPEAT];         /* [way][prefill, decode, step median][repeat] */
-    bf_ratio q[4];                        /* sequential, copied: total, decode */
+    double q[4][BF_MAX_REPEAT];           /* [sequential, copied: total, decode][repeat] */
     bool same = true, kv_same = true;
     st_code rc = ST_OK;
     for (int i = 0; i < 4; i++) {
@@ -267,21 +263,21 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
         }
         for (int w = 1; w < 3 && !rc; w++) {
             if (!run[w]) continue;
-            q[2 * (w - 1)].v[rep] = (t[w][0][rep] + t[w][1][rep]) / (t[0][0][rep] + t[0][1][rep]);
-            q[2 * (w - 1) + 1].v[rep] = t[w][1][rep] / t[0][1][rep];
+            q[2 * (w - 1)][rep] = (t[w][0][rep] + t[w][1][rep]) / (t[0][0][rep] + t[0][1][rep]);
+            q[2 * (w - 1) + 1][rep] = t[w][1][rep] / t[0][1][rep];
         }
     }
     if (!rc) {
         if (o->sequential) same = same && !memcmp(rs[0].tokens, rs[1].tokens, sizeof(int32_t) * nt);
         if (o->copied) same = same && !memcmp(rs[0].tokens, rs[2].tokens, sizeof(int32_t) * nt);
         printf("  {%s, \"repeats\": %d, ", head, nrep);
-        if (any && nrep > 1) { /* each repeat's total ratios, before the medians sort them */
+        if ((o->sequential || o->copied) && nrep > 1) { /* each repeat's total ratios, before the medians sort them */
             printf("\"ratio_runs\": {");
             for (int w = 1; w < 3; w++) {
                 if (!run[w]) continue;
                 printf("%s\"%s_over_forest_total\": [", w == 2 && o->sequential ? ", " : "",
                        w == 1 ? "sequential" : "copied");
-                for (int rep = 0; rep < nrep; rep++) printf("%s%.2f", rep ? ", " : "", q[2 * (w - 1)].v[rep]);
+                for (int rep = 0; rep < nrep; rep++) printf("%s%.2f", rep ? ", " : "", q[2 * (w - 1)][rep]);
                 printf("]");
             }
             printf("},\n   ");
@@ -299,12 +295,12 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
                        (!o->copied || rs[2].kv_slots == rs[2].kv_expected)
                    ? "true" : "false", same ? "true" : "false");
         if (o->sequential) {
-            bf_print_ratio("", "sequential_over_forest_total", &q[0], nrep);
-            bf_print_ratio(", ", "sequential_over_forest_decode", &q[1], nrep);
+            bf_print_ratio("", "sequential_over_forest_total", q[0], nrep);
+            bf_print_ratio(", ", "sequential_over_forest_decode", q[1], nrep);
         }
         if (o->copied) {
-            bf_print_ratio(o->sequential ? ", " : "", "copied_over_forest_total", &q[2], nrep);
-            bf_print_ratio(", ", "copied_over_forest_decode", &q[3], nrep);
+            bf_print_ratio(o->sequential ? ", " : "", "copied_over_forest_total", q[2], nrep);
+            bf_print_ratio(", ", "copied_over_forest_decode", q[3], nrep);
             printf(", \"copied_over_forest_kv\": %.2f", (double)rs[2].kv_slots / (double)rs[0].kv_slots);
         }
         printf("}");
