@@ -20,6 +20,7 @@ struct model_ctx {
     size_t kv_dim;
     float *k_cache;   /* (n_layer, n_slots, kv_dim) */
     float *v_cache;   /* (n_layer, n_slots, kv_dim) */
+    void *k_mem, *v_mem; /* the blocks the caches are aligned in */
     /* scratch, (max_rows, width) each */
     float *x;         /* residual stream, n_embd */
     float *xb;        /* normed input, n_embd */
@@ -60,8 +61,8 @@ st_code model_kv_permute(model_ctx *c, const int32_t *dst_of_src, st_err *err) {
 void model_ctx_free(model_ctx *c) {
     if (!c) return;
     kern_backend_free(c->be);
-    free(c->k_cache);
-    free(c->v_cache);
+    free(c->k_mem);
+    free(c->v_mem);
     free(c->x);
     free(c->xb);
     free(c->q);
@@ -74,7 +75,21 @@ void model_ctx_free(model_ctx *c) {
     free(c);
 }
 
-static float *alloc_f(size_t rows, size_t width) { return malloc(sizeof(float) * rows * width); }
+/* rows x width floats at a multiple of 64 bytes (a cache line, one AVX-512 vector), so
+ * that the kernels' vector loads of a row never straddle two lines. */
+static float *alloc_f(size_t rows, size_t width) {
+    return aligned_alloc(64, (sizeof(float) * rows * width + 63) / 64 * 64 + 64);
+}
+
+/* n zeroed floats at a multiple of 64 bytes inside a calloc block (*mem, what to free):
+ * calloc leaves a large cache's pages untouched until used, and the alignment matters
+ * most here (a forest step's attention reads the cache once per row block; the plain
+ * calloc block sat 16 bytes past a page and the attention bench ran 13-18% slower). */
+static float *alloc_cache(size_t n, void **mem) {
+    *mem = calloc(n * sizeof(float) + 64, 1);
+    if (!*mem) return NULL;
+    return (float *)(((uintptr_t)*mem + 63) / 64 * 64);
+}
 
 model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err) {
     model_ctx_params dp = model_ctx_default_params();
@@ -103,8 +118,8 @@ model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err
     c->kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
     size_t qd = (size_t)hp->n_head * hp->head_dim, R = (size_t)c->max_rows;
     size_t cache = (size_t)hp->n_layer * (size_t)n_slots * c->kv_dim;
-    c->k_cache = calloc(cache, sizeof(float));
-    c->v_cache = calloc(cache, sizeof(float));
+    c->k_cache = alloc_cache(cache, &c->k_mem);
+    c->v_cache = alloc_cache(cache, &c->v_mem);
     c->x = alloc_f(R, hp->n_embd);
     c->xb = alloc_f(R, hp->n_embd);
     c->q = alloc_f(R, qd);
