@@ -18,7 +18,8 @@ static void bench_usage(FILE *f) {
     fprintf(f, "usage: multidecode bench decode -m MODEL [options]\n"
                "       multidecode bench forest|ask --help  (forest step and ask benchmarks)\n"
                "       multidecode bench beam|cot --help  (beam search and chains of thought)\n"
-               "       multidecode bench spec --help  (drafts and lookahead vs plain greedy)\n\n"
+               "       multidecode bench spec --help  (drafts and lookahead vs plain greedy)\n"
+               "       multidecode bench attention --help  (the attention kernel, shared vs alone)\n\n"
                "  -m, --model PATH     GGUF model file\n"
                "  -p, --prompt N       prompt tokens to prefill (default 128)\n"
                "  -n, --tokens N       tokens to generate (default 64)\n"
@@ -79,6 +80,8 @@ int cmd_bench(int argc, char **argv) {
     /* the forest benchmarks live in cmd_bench_forest.c */
     if (argc >= 2 && !strcmp(argv[1], "forest")) return cmd_bench_forest(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "ask")) return cmd_bench_ask(argc - 1, argv + 1);
+    /* the attention kernel alone: cmd_bench_attn.c */
+    if (argc >= 2 && !strcmp(argv[1], "attention")) return cmd_bench_attention(argc - 1, argv + 1);
     /* the strategy benchmarks live in cmd_bench_strategy.c */
     if (argc >= 2 && !strcmp(argv[1], "beam")) return cmd_bench_beam(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "cot")) return cmd_bench_cot(argc - 1, argv + 1);

@@ -470,6 +470,25 @@ static void test_bench(void) {
     out = runf(&st, "%s bench ask -m %s --repeat 0", bin, model_path);
     T_CHECK(st == 2, "bench ask --repeat 0: usage error (exit %d)", st);
     free(out);
+    /* bench attention: the model's heads, the layers asked for; the K and V bytes each way
+     * reads (the shared context once, or once per row); the same bits both ways */
+    out = runf(&st, "%s bench attention -m %s --rows 3 --context 70 --own 9 --layers 2 --reps 3",
+               bin, model_path);
+    j = j_read(out);
+    const int kvd = jnum(jkey(j, "n_head_kv")) * jnum(jkey(j, "head_dim"));
+    T_CHECK(st == 0 && j && jnum(jkey(j, "layers")) == 2 && jnum(jkey(j, "n_head")) == 8 &&
+                jnum(jkey(j, "n_head_kv")) == 4 && jnum(jkey(j, "head_dim")) == 8 &&
+                jnum(jkey(jkey(j, "shared"), "kv_bytes")) == 2 * kvd * 4 * 2 * (70 + 3 * 9) &&
+                jnum(jkey(jkey(j, "alone"), "kv_bytes")) == 2 * kvd * 4 * 2 * 3 * (70 + 9) &&
+                jnum(jkey(j, "same_bits")) == 1,
+            "bench attention: exit %d, stories260K's 8/4 heads of 8, 2 layers, KV bytes %d / %d, "
+            "same bits", st, jnum(jkey(jkey(j, "shared"), "kv_bytes")),
+            jnum(jkey(jkey(j, "alone"), "kv_bytes")));
+    j_free(j);
+    free(out);
+    out = runf(&st, "%s bench attention --heads 9/4", bin);
+    T_CHECK(st == 2, "bench attention --heads 9/4: usage error (exit %d)", st);
+    free(out);
 }
 
 /* ---- drafts and lookahead ---- */

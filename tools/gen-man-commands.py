@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 COMMANDS = ["generate", "ask", "cot", "beam", "margins", "plan", "session", "info",
-            "bench decode", "bench forest", "bench ask", "bench beam", "bench cot",
+            "bench decode", "bench forest", "bench ask", "bench attention", "bench beam", "bench cot",
             "convert-llama2c", "mkmodel", "tui"]
 PAGE = "man/multidecode.1"
 # an option ("  -m, --model PATH     text") or a sub-command ("  info     text")

@@ -1,0 +1,228 @@
+/* cmd_bench_attn.c - `multidecode bench attention`: the attention kernel alone, on the
+ * shape of a forest step, JSON out.
+ *
+ * R rows (leaves) attend to one shared context of C keys plus O keys of their own, over L
+ * layers, each layer with its own KV (so, as in a model, a layer's keys are not in cache
+ * when its attention starts). Two ways, taken in turn every repetition so that a slow
+ * spell of the machine falls on both: "shared", all R rows in one call (what a forest
+ * step does), and "alone", R calls of one row (what R sequential decodes do). Reports the
+ * median time of each, their ratio, the rate in (row, head, key) triples per second and
+ * the K and V bytes each way reads, and checks that every row gets the same bits both
+ * ways (the kernel's exactness promise). Shapes come from the options or from a model's
+ * header (-m). Random q, K and V from a fixed seed. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/model.h"
+#include "app.h"
+
+#define BA_MAX_REPS 999
+
+static void ba_usage(FILE *f) {
+    fprintf(f, "usage: multidecode bench attention [options]\n\n"
+               "The attention kernel alone on a forest step's shape: R rows over one shared\n"
+               "context plus keys of their own, all rows in one call vs each row alone.\n"
+               "JSON on stdout.\n\n"
+               "  -m, --model PATH     take heads, KV heads, head size and layers from a model\n"
+               "  -r, --rows N         rows (leaves) (default 16)\n"
+               "  -p, --context N      shared context keys (default 1000)\n"
+               "  -o, --own N          keys of each row's own (default 80)\n"
+               "  -l, --layers N       layers, each with its own KV (default 30)\n"
+               "      --heads H/K      query heads / KV heads (default 9/3)\n"
+               "      --head-dim N     head size (default 64)\n"
+               "  -n, --reps N         repetitions (default 20); times are medians\n"
+               "  -t, --threads N      CPU threads (default: one per core)\n"
+               "      --backend NAME   cpu (default) or ref\n");
+}
+
+static int ba_cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double ba_median(double *t, int n) {
+    qsort(t, (size_t)n, sizeof *t, ba_cmp);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static float *ba_rand(int64_t n, float amp, uint64_t *s) {
+    float *x = aligned_alloc(64, ((size_t)n * sizeof *x + 63) / 64 * 64); /* as the model's KV */
+    if (!x) return NULL;
+    for (int64_t i = 0; i < n; i++) {
+        *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+        x[i] = amp * ((float)(*s >> 40) / (float)(1 << 24) - 0.5f);
+    }
+    return x;
+}
+
+typedef struct ba_shape {
+    int64_t rows, ctx, own, layers, n_head, n_head_kv, head_dim;
+} ba_shape;
+
+/* One repetition of both ways; adds each way's seconds to ts / ta. same: cleared when a
+ * row's output differs between them. */
+static void ba_rep(kern_backend *be, const ba_shape *s, float *const *k, float *const *v,
+                   const float *q, const int32_t *off, const kern_seg *segs, float *out_s,
+                   float *out_a, double *ts, double *ta, bool *same) {
+    const kern_ops *o = kern_backend_ops(be);
+    const int64_t qrow = s->n_head * s->head_dim;
+    kern_attn a = {.n_rows = (int32_t)s->rows, .n_head = (int32_t)s->n_head,
+                   .n_head_kv = (int32_t)s->n_head_kv, .head_dim = (int32_t)s->head_dim,
+                   .scale = 1.0f / sqrtf((float)s->head_dim), .q = q, .seg_off = off,
+                   .segs = segs};
+    double t0 = app_now();
+    for (int64_t l = 0; l < s->layers; l++) {
+        a.k = k[l], a.v = v[l], a.out = out_s + l * s->rows * qrow;
+        o->attention(be, &a);
+    }
+    double t1 = app_now();
+    for (int64_t r = 0; r < s->rows; r++) /* a row through every layer, as a decode step goes */
+        for (int64_t l = 0; l < s->layers; l++) {
+            kern_attn a1 = a;
+            a1.n_rows = 1, a1.k = k[l], a1.v = v[l], a1.q = q + r * qrow, a1.seg_off = off + r;
+            a1.out = out_a + (l * s->rows + r) * qrow;
+            o->attention(be, &a1);
+        }
+    double t2 = app_now();
+    *ts = t1 - t0, *ta = t2 - t1;
+    if (memcmp(out_s, out_a, (size_t)(s->layers * s->rows * qrow) * sizeof(float))) *same = false;
+}
+
+static int ba_run(const ba_shape *s, int64_t reps, int64_t threads, const char *backend) {
+    st_err err = {0};
+    kern_backend *be = kern_backend_init(backend, (int32_t)threads, &err);
+    if (!be) return app_fail(&err);
+    const int64_t slots = s->ctx + s->rows * s->own, kvd = s->n_head_kv * s->head_dim;
+    const int64_t qn = s->rows * s->n_head * s->head_dim;
+    uint64_t seed = 42;
+    float **k = calloc((size_t)s->layers, sizeof *k), **v = calloc((size_t)s->layers, sizeof *v);
+    float *q = ba_rand(qn, 6.0f, &seed);
+    float *out_s = malloc((size_t)(s->layers * qn) * sizeof(float));
+    float *out_a = malloc((size_t)(s->layers * qn) * sizeof(float));
+    int32_t *off = malloc((size_t)(s->rows + 1) * sizeof *off);
+    kern_seg *segs = malloc((size_t)(2 * s->rows) * sizeof *segs);
+    double *ts = malloc((size_t)reps * sizeof *ts), *ta = malloc((size_t)reps * sizeof *ta);
+    bool ok = k && v && q && out_s && out_a && off && segs && ts && ta;
+    for (int64_t l = 0; ok && l < s->layers; l++) {
+        k[l] = ba_rand(slots * kvd, 2.0f, &seed);
+        v[l] = ba_rand(slots * kvd, 2.0f, &seed);
+        ok = k[l] && v[l];
+    }
+    int rc = 0;
+    if (!ok) {
+        st_set(&err, ST_ERR_NOMEM, "out of memory for %lld layers of %lld KV slots",
+               (long long)s->layers, (long long)slots);
+        rc = app_fail(&err);
+        goto done;
+    }
+    for (int64_t r = 0; r < s->rows; r++) { /* the context, then the row's own keys */
+        off[r] = (int32_t)(2 * r);
+        segs[2 * r] = (kern_seg){0, (int32_t)s->ctx};
+        segs[2 * r + 1] = (kern_seg){(int32_t)(s->ctx + r * s->own), (int32_t)s->own};
+    }
+    off[s->rows] = (int32_t)(2 * s->rows);
+    bool same = true;
+    double t_s, t_a;
+    ba_rep(be, s, k, v, q, off, segs, out_s, out_a, &t_s, &t_a, &same); /* warm up */
+    for (int64_t i = 0; i < reps; i++)
+        ba_rep(be, s, k, v, q, off, segs, out_s, out_a, &ts[i], &ta[i], &same);
+    const double ms = ba_median(ts, (int)reps) * 1e3, ma = ba_median(ta, (int)reps) * 1e3;
+    const double triples = (double)s->layers * (double)s->rows * (double)s->n_head *
+                           (double)(s->ctx + s->own);
+    /* bytes of K and V each way reads from the cache: the shared context once per call */
+    const double kv_row = 2.0 * (double)kvd * sizeof(float) * (double)s->layers;
+    const double bytes_s = kv_row * (double)(s->ctx + s->rows * s->own);
+    const double bytes_a = kv_row * (double)s->rows * (double)(s->ctx + s->own);
+    printf("{\"bench\": \"attention\", \"backend\": \"%s\", \"threads\": %d,\n"
+           " \"rows\": %lld, \"context\": %lld, \"own\": %lld, \"layers\": %lld, \"n_head\": %lld, "
+           "\"n_head_kv\": %lld, \"head_dim\": %lld, \"reps\": %lld,\n"
+           " \"shared\": {\"ms\": %.4f, \"triples_per_s\": %.4g, \"kv_bytes\": %.0f},\n"
+           " \"alone\": {\"ms\": %.4f, \"triples_per_s\": %.4g, \"kv_bytes\": %.0f},\n"
+           " \"alone_over_shared\": %.3f, \"same_bits\": %s}\n",
+           backend, (int)kern_backend_threads(be), (long long)s->rows, (long long)s->ctx,
+           (long long)s->own, (long long)s->layers, (long long)s->n_head, (long long)s->n_head_kv,
+           (long long)s->head_dim, (long long)reps, ms, triples / (ms * 1e-3), bytes_s, ma,
+           triples / (ma * 1e-3), bytes_a, ma / ms, same ? "true" : "false");
+    if (!same) {
+        st_set(&err, ST_ERR_BACKEND, "rows in one call and rows alone got different bits");
+        rc = app_fail(&err);
+    }
+done:
+    for (int64_t l = 0; k && v && l < s->layers; l++) free(k[l]), free(v[l]);
+    free(k), free(v), free(q), free(out_s), free(out_a), free(off), free(segs), free(ts), free(ta);
+    kern_backend_free(be);
+    return rc;
+}
+
+int cmd_bench_attention(int argc, char **argv) {
+    static const struct option lo[] = {
+        {"model", 1, 0, 'm'}, {"rows", 1, 0, 'r'}, {"context", 1, 0, 'p'}, {"own", 1, 0, 'o'},
+        {"layers", 1, 0, 'l'}, {"heads", 1, 0, 'H'}, {"head-dim", 1, 0, 'D'},
+        {"reps", 1, 0, 'n'}, {"threads", 1, 0, 't'}, {"backend", 1, 0, 'B'},
+        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    ba_shape s = {.rows = 16, .ctx = 1000, .own = 80, .layers = 30, .n_head = 9, .n_head_kv = 3,
+                  .head_dim = 64};
+    int64_t reps = 20, threads = 0;
+    const char *backend = "cpu", *path = NULL;
+    bool set_layers = false, set_heads = false, set_hd = false;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "m:r:p:o:l:n:t:h", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'm': path = optarg; break;
+        case 'r':
+            if (app_parse_int(optarg, 1, 4096, &s.rows)) return app_usage_error("bad --rows '%s'", optarg);
+            break;
+        case 'p':
+            if (app_parse_int(optarg, 0, 1 << 20, &s.ctx)) return app_usage_error("bad --context '%s'", optarg);
+            break;
+        case 'o':
+            if (app_parse_int(optarg, 0, 1 << 20, &s.own)) return app_usage_error("bad --own '%s'", optarg);
+            break;
+        case 'l':
+            if (app_parse_int(optarg, 1, 1024, &s.layers)) return app_usage_error("bad --layers '%s'", optarg);
+            set_layers = true;
+            break;
+        case 'H': {
+            char *sl = strchr(optarg, '/');
+            if (!sl) return app_usage_error("bad --heads '%s': want H/K, e.g. 9/3", optarg);
+            *sl = '\0';
+            if (app_parse_int(optarg, 1, 1024, &s.n_head) || app_parse_int(sl + 1, 1, 1024, &s.n_head_kv) ||
+                s.n_head % s.n_head_kv)
+                return app_usage_error("bad --heads: K must divide H");
+            set_heads = true;
+            break;
+        }
+        case 'D':
+            if (app_parse_int(optarg, 1, 1024, &s.head_dim)) return app_usage_error("bad --head-dim '%s'", optarg);
+            set_hd = true;
+            break;
+        case 'n':
+            if (app_parse_int(optarg, 1, BA_MAX_REPS, &reps)) return app_usage_error("bad --reps '%s'", optarg);
+            break;
+        case 't':
+            if (app_parse_int(optarg, 1, 1024, &threads)) return app_usage_error("bad --threads '%s'", optarg);
+            break;
+        case 'B': backend = optarg; break;
+        case 'h': ba_usage(stdout); return 0;
+        default: ba_usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) return app_usage_error("bench attention takes no arguments ('%s')", argv[optind]);
+    if (s.ctx + s.own == 0) return app_usage_error("bench attention needs keys: --context or --own");
+    if (path) { /* the model's shape, where the options did not set it */
+        st_err err = {0};
+        model *m = model_load(path, &err);
+        if (!m) return app_fail(&err);
+        if (!set_layers) s.layers = m->hp.n_layer;
+        if (!set_heads) s.n_head = m->hp.n_head, s.n_head_kv = m->hp.n_head_kv;
+        if (!set_hd) s.head_dim = m->hp.head_dim;
+        model_free(m);
+    }
+    if (s.ctx + s.rows * s.own > (1 << 24))
+        return app_usage_error("bench attention: %lld KV slots is too many",
+                               (long long)(s.ctx + s.rows * s.own));
+    return ba_run(&s, reps, threads, backend);
+}
