@@ -1,6 +1,18 @@
 /* bench_util.c - see bench_util.h. */
 #include "bench_util.h"
 
+#include <stdlib.h>
+
+static int bench_cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double bench_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 int64_t bench_kv_bytes_per_slot(const model *m) {
     return (int64_t)m->hp.n_layer * 2 * m->hp.n_head_kv * m->hp.head_dim * 4;
 }

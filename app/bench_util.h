@@ -1,5 +1,5 @@
-/* bench_util.h - pieces the benchmark commands share (cmd_bench_forest.c,
- * cmd_bench_strategy.c): KV bytes per slot, synthetic prompt tokens, and a KV context
+/* bench_util.h - pieces the benchmark commands share (cmd_bench_forest.c, cmd_bench_attn.c,
+ * cmd_bench_strategy.c): KV bytes per slot, synthetic prompt tokens, a median, and a KV context
  * sized for one run. */
 #ifndef MD_BENCH_UTIL_H
 #define MD_BENCH_UTIL_H
@@ -12,6 +12,8 @@
 int64_t bench_kv_bytes_per_slot(const model *m);
 /* n deterministic tokens in [1, V) (0 is often <unk>) from an LCG started at state. */
 void bench_synth(int32_t *out, int32_t n, int32_t V, uint64_t state);
+/* The median of the n values of v (sorts them). */
+double bench_median(double *v, int n);
 /* A context of n_slots slots; ST_ERR_CONTEXT when a run would need more than 2^24. */
 model_ctx *bench_ctx(const model *m, int32_t threads, const char *backend, int64_t n_slots,
                      st_err *err);

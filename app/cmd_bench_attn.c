@@ -18,6 +18,7 @@
 
 #include "../engine/model.h"
 #include "app.h"
+#include "bench_util.h"
 
 #define BA_MAX_REPS 999
 
@@ -36,16 +37,6 @@ static void ba_usage(FILE *f) {
                "  -n, --reps N         repetitions (default 20); times are medians\n"
                "  -t, --threads N      CPU threads (default: one per core)\n"
                "      --backend NAME   cpu (default) or ref\n");
-}
-
-static int ba_cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double ba_median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, ba_cmp);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
 static float *ba_rand(int64_t n, float amp, uint64_t *s) {
@@ -129,7 +120,7 @@ static int ba_run(const ba_shape *s, int64_t reps, int64_t threads, const char *
     ba_rep(be, s, k, v, q, off, segs, out_s, out_a, &t_s, &t_a, &same); /* warm up */
     for (int64_t i = 0; i < reps; i++)
         ba_rep(be, s, k, v, q, off, segs, out_s, out_a, &ts[i], &ta[i], &same);
-    const double ms = ba_median(ts, (int)reps) * 1e3, ma = ba_median(ta, (int)reps) * 1e3;
+    const double ms = bench_median(ts, (int)reps) * 1e3, ma = bench_median(ta, (int)reps) * 1e3;
     const double triples = (double)s->layers * (double)s->rows * (double)s->n_head *
                            (double)(s->ctx + s->own);
     /* bytes of K and V each way reads from the cache: the shared context once per call */

@@ -187,21 +187,10 @@ out:
     return rc;
 }
 
-static int bf_cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The median of the n values of v (sorts them). */
-static double bf_median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, bf_cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* r->step_med_s, the median step time (sorts r->step_s): less moved than the mean by the
  * odd step a busy machine stretches, so ratios taken from it are steadier. */
 static void bf_median_step(bf_res *r) {
-    if (r->steps > 0) r->step_med_s = bf_median(r->step_s, r->steps);
+    if (r->steps > 0) r->step_med_s = bench_median(r->step_s, r->steps);
 }
 
 static void bf_print(const char *name, const bf_res *r, const model *m, bool exact_kv) {
@@ -227,7 +216,7 @@ static st_code bf_way(const model *m, const bf_opts *o, const bf_job *j, int way
 
 /* A ratio printed as the median of its n per-repeat values v (sorts them). */
 static void bf_print_ratio(const char *sep, const char *name, double *v, int n) {
-    printf("%s\"%s\": %.2f", sep, name, bf_median(v, n));
+    printf("%s\"%s\": %.2f", sep, name, bench_median(v, n));
 }
 
 /* Runs the job the three ways, o->repeat times in turn (forest, sequential, copied, forest,
@@ -284,9 +273,9 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
         }
         for (int w = 0; w < 3; w++) {
             if (!run[w]) continue;
-            rs[w].prefill_s = bf_median(t[w][0], nrep);
-            rs[w].decode_s = bf_median(t[w][1], nrep);
-            rs[w].step_med_s = bf_median(t[w][2], nrep);
+            rs[w].prefill_s = bench_median(t[w][0], nrep);
+            rs[w].decode_s = bench_median(t[w][1], nrep);
+            rs[w].step_med_s = bench_median(t[w][2], nrep);
             if (w) printf(",\n   ");
             bf_print(w == 0 ? "forest" : w == 1 ? "sequential" : "copied_prefix", &rs[w], m, w != 1);
         }

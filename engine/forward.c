@@ -78,7 +78,7 @@ void model_ctx_free(model_ctx *c) {
 /* rows x width floats at a multiple of 64 bytes (a cache line, one AVX-512 vector), so
  * that the kernels' vector loads of a row never straddle two lines. */
 static float *alloc_f(size_t rows, size_t width) {
-    return aligned_alloc(64, (sizeof(float) * rows * width + 63) / 64 * 64 + 64);
+    return aligned_alloc(64, (sizeof(float) * rows * width + 63) / 64 * 64);
 }
 
 /* n zeroed floats at a multiple of 64 bytes inside a calloc block (*mem, what to free):

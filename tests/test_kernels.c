@@ -391,6 +391,21 @@ static int32_t rand_segs(uint64_t *s, int32_t n_slots, kern_seg *segs, int32_t m
     return n;
 }
 
+/* Attention of n_rows rows (scale 1 / sqrt(hd)) by ref into o_ref, then by cpu into
+ * o_cpu; returns the call, its out at o_cpu. */
+static kern_attn attn_both(kern_backend *ref, kern_backend *cpu, int32_t n_rows, int32_t nh,
+                           int32_t nkv, int32_t hd, const float *q, const float *k,
+                           const float *v, const int32_t *off, const kern_seg *segs,
+                           float *o_ref, float *o_cpu) {
+    kern_attn a = {.n_rows = n_rows, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
+                   .scale = 1.0f / sqrtf((float)hd), .q = q, .k = k, .v = v,
+                   .seg_off = off, .segs = segs, .out = o_ref};
+    kern_backend_ops(ref)->attention(ref, &a);
+    a.out = o_cpu;
+    kern_backend_ops(cpu)->attention(cpu, &a);
+    return a;
+}
+
 static void test_attention(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
     static const int32_t hds[] = {8, 32, 64, 128};
     static const int32_t gqa[][2] = {{4, 4}, {4, 2}, {8, 2}, {6, 3}, {9, 3}};
@@ -419,12 +434,7 @@ static void test_attention(kern_backend *ref, kern_backend *cpu, uint64_t seed) 
                 off[r + 1] = off[r] + n;
             }
             float *o0 = malloc((size_t)qn * sizeof *o0), *o1 = malloc((size_t)qn * sizeof *o1);
-            kern_attn a = {.n_rows = N_ROWS, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
-                           .scale = 1.0f / sqrtf((float)hd), .q = q, .k = k, .v = v,
-                           .seg_off = off, .segs = segs, .out = o0};
-            kern_backend_ops(ref)->attention(ref, &a);
-            a.out = o1;
-            kern_backend_ops(cpu)->attention(cpu, &a);
+            kern_attn a = attn_both(ref, cpu, N_ROWS, nh, nkv, hd, q, k, v, off, segs, o0, o1);
             char what[96];
             snprintf(what, sizeof what, "head_dim %d heads %d/%d threads %d", hd, nh, nkv,
                      (int)kern_backend_threads(cpu));
@@ -507,12 +517,7 @@ static void test_attention_shared(kern_backend *ref, kern_backend *cpu, uint64_t
         off[N_ROWS] = 2 * N_ROWS;
         float *o0 = malloc((size_t)qn * sizeof *o0), *o1 = malloc((size_t)qn * sizeof *o1);
         float *o2 = malloc((size_t)row * sizeof *o2);
-        kern_attn a = {.n_rows = N_ROWS, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
-                       .scale = 1.0f / sqrtf((float)hd), .q = q, .k = k, .v = v,
-                       .seg_off = off, .segs = segs, .out = o0};
-        kern_backend_ops(ref)->attention(ref, &a);
-        a.out = o1;
-        kern_backend_ops(cpu)->attention(cpu, &a);
+        kern_attn a = attn_both(ref, cpu, N_ROWS, nh, nkv, hd, q, k, v, off, segs, o0, o1);
         check_err(E_ATTN, t_nerr(o1, o0, qn), "shared prefix");
         for (int32_t r = 0; r < N_ROWS; r++) {
             kern_attn a1 = a;
