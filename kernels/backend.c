@@ -3,6 +3,7 @@
  * kern_impl.h for what the ops may use. */
 #include "kern_impl.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,6 +14,12 @@ struct kern_backend {
     pool *pool;
     void *scratch;          /* 64-byte aligned, scratch_bytes long */
     size_t scratch_bytes;
+    struct {                /* the last rope table (kern_backend_rope_table) and its key */
+        int32_t *pos;
+        double *theta;
+        float *cs;
+        int32_t n_rows, np, cap_rows, cap_np;
+    } rope;
 };
 
 kern_backend *kern_backend_init(const char *name, int32_t n_threads, st_err *err) {
@@ -52,6 +59,9 @@ void kern_backend_free(kern_backend *b) {
     if (!b) return;
     pool_free(b->pool);
     free(b->scratch);
+    free(b->rope.pos);
+    free(b->rope.theta);
+    free(b->rope.cs);
     free(b);
 }
 
@@ -70,4 +80,36 @@ void *kern_backend_scratch(kern_backend *b, size_t bytes) {
     ASSERT(b->scratch != NULL);
     b->scratch_bytes = n;
     return b->scratch;
+}
+
+const float *kern_backend_rope_table(kern_backend *b, const int32_t *pos, int32_t n_rows,
+                                     const double *theta, int32_t np) {
+    if (b->rope.cs && n_rows == b->rope.n_rows && np == b->rope.np &&
+        memcmp(pos, b->rope.pos, sizeof *pos * (size_t)n_rows) == 0 &&
+        memcmp(theta, b->rope.theta, sizeof *theta * (size_t)np) == 0)
+        return b->rope.cs;
+    if (n_rows > b->rope.cap_rows || np > b->rope.cap_np) {
+        const int32_t rows = n_rows > b->rope.cap_rows ? n_rows : b->rope.cap_rows;
+        const int32_t nps = np > b->rope.cap_np ? np : b->rope.cap_np;
+        free(b->rope.pos), free(b->rope.theta), free(b->rope.cs);
+        b->rope.pos = malloc(sizeof *b->rope.pos * (size_t)rows);
+        b->rope.theta = malloc(sizeof *b->rope.theta * (size_t)nps);
+        b->rope.cs = aligned_alloc(64, sizeof(float) * 4 * (size_t)nps * (size_t)rows);
+        ASSERT(b->rope.pos && b->rope.theta && b->rope.cs);
+        b->rope.cap_rows = rows, b->rope.cap_np = nps;
+    }
+    for (int32_t r = 0; r < n_rows; r++) {
+        float *c = b->rope.cs + (size_t)4 * np * r, *s = c + 2 * np;
+        for (int32_t i = 0; i < np; i++) {
+            /* pos * theta in double: at position 1e5 a float angle would be off by ~1e-2 */
+            const double ang = (double)pos[r] * theta[i];
+            c[2 * i] = c[2 * i + 1] = (float)cos(ang);
+            s[2 * i] = (float)sin(ang);
+            s[2 * i + 1] = -s[2 * i];
+        }
+    }
+    memcpy(b->rope.pos, pos, sizeof *pos * (size_t)n_rows);
+    memcpy(b->rope.theta, theta, sizeof *theta * (size_t)np);
+    b->rope.n_rows = n_rows, b->rope.np = np;
+    return b->rope.cs;
 }

@@ -1,8 +1,8 @@
 /* kern_impl.h - what a backend's ops may ask of the kern_backend that calls them.
  *
  * Private to kernels/: the engine sees only kern.h. A backend (kernels/backend.c) owns
- * the ops table, a thread pool and one growable scratch buffer; the ops reach them
- * through these two functions instead of through globals. */
+ * the ops table, a thread pool, one growable scratch buffer and the last rope table; the
+ * ops reach them through these functions instead of through globals. */
 #ifndef MD_KERN_IMPL_H
 #define MD_KERN_IMPL_H
 
@@ -19,5 +19,15 @@ pool *kern_backend_pool(kern_backend *b);
  * memory runs out: the ops have no error path, and the sizes are tiny next to the
  * model (activations of one step). */
 void *kern_backend_scratch(kern_backend *b, size_t bytes);
+
+/* The cosines and sines of the rope angles pos[r] * theta[i] (computed in double, then
+ * rounded to float), for r < n_rows and i < np, laid out for a rotation of interleaved
+ * pairs (x0, x1) as x * C - swap(x) * S: row r is C then S, 2 np floats each, with
+ * C = (c0, c0, c1, c1, ...) and S = (s0, -s0, s1, -s1, ...). The table of the last call is
+ * kept and returned again while pos and theta hold the same values: the rotations of q
+ * and k in every layer of a forward pass share one table instead of each computing the
+ * sines anew. Valid until the next call; aborts when memory runs out, as scratch does. */
+const float *kern_backend_rope_table(kern_backend *b, const int32_t *pos, int32_t n_rows,
+                                     const double *theta, int32_t np);
 
 #endif

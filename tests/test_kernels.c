@@ -368,6 +368,25 @@ static void test_rope(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
             check_err(E_ROPE, t_nerr(x1, tmp, n), with_ff ? "rope freq factors" : "rope");
             free(tmp);
         }
+        /* the cpu backend keeps the last angle table: the same pos buffer with new values
+         * must not find the old table; and a backend that computes the table afresh gives
+         * the same bits */
+        float *t0 = malloc((size_t)n * sizeof *t0), *t1 = malloc((size_t)n * sizeof *t1);
+        memcpy(x1, x0, (size_t)n * sizeof *x1);
+        kern_backend_ops(cpu)->rope(cpu, x1, pos, n_rows, n_head, hd, rd, 10000.0f, NULL);
+        for (int32_t r = 0; r < n_rows; r++) pos[r] = (pos[r] * 7 + 3) % 131072;
+        memcpy(t0, x0, (size_t)n * sizeof *t0);
+        memcpy(t1, x0, (size_t)n * sizeof *t1);
+        memcpy(x1, x0, (size_t)n * sizeof *x1);
+        kern_backend_ops(ref)->rope(ref, t0, pos, n_rows, n_head, hd, rd, 10000.0f, NULL);
+        kern_backend_ops(cpu)->rope(cpu, x1, pos, n_rows, n_head, hd, rd, 10000.0f, NULL);
+        check_err(E_ROPE, t_nerr(x1, t0, n), "rope after new positions in the same buffer");
+        st_err e = {0};
+        kern_backend *fresh = kern_backend_init("cpu", 1, &e);
+        kern_backend_ops(fresh)->rope(fresh, t1, pos, n_rows, n_head, hd, rd, 10000.0f, NULL);
+        T_CHECK(memcmp(t1, x1, (size_t)n * sizeof *t1) == 0, "rope: kept table vs fresh backend differ");
+        kern_backend_free(fresh);
+        free(t0), free(t1);
         free(x0), free(x1), free(ff);
     }
 }

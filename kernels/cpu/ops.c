@@ -2,9 +2,9 @@
  * rope, swiglu, add, softmax). matmul.c and attn.c hold the two big ones.
  *
  * The small ops are vectorised with simd.h and run on the calling thread unless the
- * input is large enough (SMALL_OP_PAR elements, or 16 rows for rope, whose per-row
- * sin/cos dominate) to repay a trip through the pool; in a decode step they touch a
- * few KB each, far below that. */
+ * input is large enough (SMALL_OP_PAR elements) to repay a trip through the pool; in a
+ * decode step they touch a few KB each, far below that. Rope takes its sines and cosines
+ * from a table the backend keeps (kern_backend_rope_table), computed once per pass. */
 #include <math.h>
 #include <string.h>
 
@@ -77,27 +77,30 @@ static void cpu_softmax(kern_backend *b, float *x, int32_t n_rows, int32_t n) {
 
 typedef struct rope_job {
     float *x;
-    const int32_t *pos;
-    int32_t n_head, head_dim, np;
-    const double *theta;    /* (np) */
+    const float *cs;        /* kern_backend_rope_table */
+    int32_t n_head, head_dim, rope_dim;
 } rope_job;
 
+/* Row r's heads turned by the table's angles: x * C - swap(x) * S, pairs (2i, 2i + 1) to
+ * (x0 c - x1 s, x1 c + x0 s), each product rounded before the difference. */
 static void rope_row(void *ctx, int32_t r, int32_t thread) {
     (void)thread;
     const rope_job *j = ctx;
-    float cs[ROPE_MAX_PAIRS], sn[ROPE_MAX_PAIRS];
-    /* pos * theta in double: at position 1e5 a float angle would be off by ~1e-2 */
-    for (int32_t i = 0; i < j->np; i++) {
-        double ang = (double)j->pos[r] * j->theta[i];
-        cs[i] = (float)cos(ang);
-        sn[i] = (float)sin(ang);
-    }
+    const int32_t rd = j->rope_dim;
+    const float *c = j->cs + (size_t)2 * rd * r, *s = c + rd;
     for (int32_t h = 0; h < j->n_head; h++) {
         float *v = j->x + ((int64_t)r * j->n_head + h) * j->head_dim;
-        for (int32_t i = 0; i < j->np; i++) {
-            float x0 = v[2 * i], x1 = v[2 * i + 1];
-            v[2 * i] = x0 * cs[i] - x1 * sn[i];
-            v[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+        int32_t i = 0;
+#if VF_N > 1
+        for (; i + VF_N <= rd; i += VF_N) {
+            const vf x = vf_load(v + i);
+            vf_store(v + i, vf_sub(vf_mul(x, vf_load(c + i)), vf_mul(vf_swap_pairs(x), vf_load(s + i))));
+        }
+#endif
+        for (; i < rd; i += 2) {
+            const float x0 = v[i], x1 = v[i + 1];
+            v[i] = x0 * c[i] - x1 * s[i];
+            v[i + 1] = x1 * c[i + 1] - x0 * s[i + 1];
         }
     }
 }
@@ -106,15 +109,17 @@ static void cpu_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_ro
                      int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
                      const float *freq_factors) {
     const int32_t np = rope_dim / 2;
-    ASSERT(np <= ROPE_MAX_PAIRS && rope_dim <= head_dim);
+    ASSERT(np <= ROPE_MAX_PAIRS && rope_dim <= head_dim && rope_dim % 2 == 0);
+    if (n_rows <= 0) return;
     double theta[ROPE_MAX_PAIRS];
     for (int32_t i = 0; i < np; i++) {
         theta[i] = pow((double)base, -2.0 * i / rope_dim);
         if (freq_factors) theta[i] /= freq_factors[i];
     }
-    rope_job j = {x, pos, n_head, head_dim, np, theta};
-    /* the sin/cos per row cost more than the rotation: rows in parallel for prefill */
-    if (n_rows >= 16)
+    /* the sines come from the backend's table, shared by q, k and every layer of a pass */
+    rope_job j = {x, kern_backend_rope_table(b, pos, n_rows, theta, np), n_head, head_dim,
+                  rope_dim};
+    if ((int64_t)n_rows * n_head * rope_dim >= SMALL_OP_PAR && n_rows > 1)
         pool_run(kern_backend_pool(b), n_rows, rope_row, &j);
     else
         for (int32_t r = 0; r < n_rows; r++) rope_row(&j, r, 0);

@@ -56,6 +56,8 @@ SIMD_INLINE vf vf_div(vf a, vf b) { return _mm512_div_ps(a, b); }
 SIMD_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm512_fmadd_ps(a, b, c); }
 SIMD_INLINE vf vf_max(vf a, vf b) { return _mm512_max_ps(a, b); }
 SIMD_INLINE vf vf_min(vf a, vf b) { return _mm512_min_ps(a, b); }
+/* (x1, x0, x3, x2, ...): the two floats of each pair swapped */
+SIMD_INLINE vf vf_swap_pairs(vf a) { return _mm512_permute_ps(a, 0xb1); }
 /* The sum of the lanes in a fixed tree: lanes i and i + 8, then i and i + 4, i + 2, i +
  * 1 (GCC's _mm512_reduce_add_ps, spelled out so that no compiler's choice can make it
  * disagree with vf_hsum16). */
@@ -132,6 +134,7 @@ SIMD_INLINE vf vf_div(vf a, vf b) { return _mm256_div_ps(a, b); }
 SIMD_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm256_fmadd_ps(a, b, c); }
 SIMD_INLINE vf vf_max(vf a, vf b) { return _mm256_max_ps(a, b); }
 SIMD_INLINE vf vf_min(vf a, vf b) { return _mm256_min_ps(a, b); }
+SIMD_INLINE vf vf_swap_pairs(vf a) { return _mm256_permute_ps(a, 0xb1); }
 SIMD_INLINE float vf_hsum(vf v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -178,6 +181,7 @@ SIMD_INLINE vf vf_div(vf a, vf b) { return _mm_div_ps(a, b); }
 SIMD_INLINE vf vf_fma(vf a, vf b, vf c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
 SIMD_INLINE vf vf_max(vf a, vf b) { return _mm_max_ps(a, b); }
 SIMD_INLINE vf vf_min(vf a, vf b) { return _mm_min_ps(a, b); }
+SIMD_INLINE vf vf_swap_pairs(vf a) { return _mm_shuffle_ps(a, a, 0xb1); }
 SIMD_INLINE float vf_hsum(vf v) {
     __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
