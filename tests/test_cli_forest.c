@@ -465,6 +465,17 @@ static void test_bench(void) {
                 jkey(r, "copied_prefix") == &j_none && jnum(jkey(r, "same_tokens")) == 1,
             "bench ask --repeat 3: exit %d, 3 ratio runs (%d), the median of them (%g vs %g)", st,
             jlen(runs), got, med);
+    /* and the best-of-repeats ratio: the sequential way's fastest total over the forest's */
+    const jv *fr = jkey(jkey(r, "total_s_runs"), "forest"), *sr = jkey(jkey(r, "total_s_runs"), "sequential");
+    double fmin = 1e9, smin = 1e9;
+    for (int i = 0; i < jlen(fr) && i < jlen(sr); i++) {
+        if (jat(fr, i)->num < fmin) fmin = jat(fr, i)->num;
+        if (jat(sr, i)->num < smin) smin = jat(sr, i)->num;
+    }
+    const double best = jkey(jkey(r, "ratios_best"), "sequential_over_forest_total")->num;
+    T_CHECK(jlen(fr) == 3 && jlen(sr) == 3 && fmin > 0 && fabs(best - smin / fmin) <= 0.006 + 0.001 * best,
+            "bench ask --repeat 3: best-of-repeats ratio %g, want %g / %g from total_s_runs (%d, %d runs)",
+            best, smin, fmin, jlen(fr), jlen(sr));
     j_free(j);
     free(out);
     out = runf(&st, "%s bench ask -m %s --repeat 0", bin, model_path);
