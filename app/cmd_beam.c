@@ -271,16 +271,11 @@ int cmd_beam(int argc, char **argv) {
 
     st_err err = {0};
     prompt_model pm;
-    if (prompt_model_open(&pm, &mo, &err)) return app_fail(&err);
     int32_t n_prompt = 0;
-    chat_kind kind = CHAT_NONE;
-    int32_t *toks = prompt_tokens(&pm, &pc, prompt, &n_prompt, &kind, &err);
-    st_code rc = toks ? ST_OK : err.code;
-    if (!rc) prompt_report_chat(&pc, kind, o.quiet);
-    o.kind = kind;
-    if (!rc) rc = prompt_check_fits(n_prompt + o.bp.max_tokens, pm.n_slots,
-                                    "the prompt and -n tokens", &err);
-    if (!rc) rc = beam_run(&pm, toks, n_prompt, &o, &err);
+    int32_t *toks = prompt_open_with(&pm, &mo, &pc, prompt, o.bp.max_tokens,
+                                     "the prompt and -n tokens", o.quiet, &n_prompt, &o.kind, &err);
+    if (!toks) return app_fail(&err);
+    st_code rc = beam_run(&pm, toks, n_prompt, &o, &err);
     free(toks);
     prompt_model_close(&pm);
     return rc ? app_fail(&err) : 0;

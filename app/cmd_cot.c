@@ -274,15 +274,12 @@ int cmd_cot(int argc, char **argv) {
     if ((r = prompt_chat_check(&pc))) return r;
 
     prompt_model pm;
-    if (prompt_model_open(&pm, &mo, &err)) return app_fail(&err);
     int32_t n_prompt = 0;
-    chat_kind kind = CHAT_NONE;
-    int32_t *toks = prompt_tokens(&pm, &pc, prompt, &n_prompt, &kind, &err);
-    st_code rc = toks ? ST_OK : err.code;
-    if (!rc) prompt_report_chat(&pc, kind, o.quiet);
-    o.kind = kind;
-    if (!rc) rc = prompt_check_fits(n_prompt, pm.n_slots, "the prompt", &err);
-    if (!rc && o.k > pm.m->hp.n_vocab)
+    int32_t *toks = prompt_open_with(&pm, &mo, &pc, prompt, 0, "the prompt", o.quiet, &n_prompt,
+                                     &o.kind, &err);
+    if (!toks) return app_fail(&err);
+    st_code rc = ST_OK;
+    if (o.k > pm.m->hp.n_vocab)
         rc = st_set(&err, ST_ERR_ARG, "-k %d is more chains than the %d tokens of the vocabulary",
                     o.k, pm.m->hp.n_vocab);
     if (!rc) rc = cot_run(&pm, toks, n_prompt, &o, &err);

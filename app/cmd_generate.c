@@ -324,18 +324,16 @@ int cmd_generate(int argc, char **argv) {
 
     st_err err = {0};
     prompt_model pm;
-    if (prompt_model_open(&pm, &mo, &err)) return app_fail(&err);
     int32_t n_prompt = 0;
-    chat_kind kind = CHAT_NONE;
-    int32_t *toks = prompt_tokens(&pm, &pc, prompt, &n_prompt, &kind, &err);
-    st_code rc = toks ? ST_OK : err.code;
-    if (!rc) prompt_report_chat(&pc, kind, quiet);
-    if (!rc) rc = prompt_check_fits(n_prompt, pm.n_slots, "the prompt", &err);
-    if (!rc && so.on)
+    int32_t *toks = prompt_open_with(&pm, &mo, &pc, prompt, 0, "the prompt", quiet, &n_prompt,
+                                     NULL, &err);
+    if (!toks) return app_fail(&err);
+    st_code rc;
+    if (so.on)
         rc = gen_spec(&pm, toks, n_prompt, pc.on, &so, n_gen, quiet, &err);
-    else if (!rc && branches == 1)
+    else if (branches == 1)
         rc = gen_linear(&pm, toks, n_prompt, pc.on, &sp, n_gen, quiet, mo.backend, &err);
-    else if (!rc)
+    else
         rc = gen_branches(&pm, toks, n_prompt, &sp, n_gen, (int32_t)branches, json, quiet, &err);
     free(toks);
     prompt_model_close(&pm);

@@ -227,6 +227,22 @@ st_code prompt_check_fits(int32_t need, int32_t n_slots, const char *what, st_er
                   "(raise it with -c)", what, need, n_slots);
 }
 
+int32_t *prompt_open_with(prompt_model *pm, const prompt_model_opts *mo, const prompt_chat *pc,
+                          const char *text, int32_t extra, const char *what, bool quiet,
+                          int32_t *n, chat_kind *kind, st_err *err) {
+    if (prompt_model_open(pm, mo, err)) return NULL;
+    chat_kind k = CHAT_NONE;
+    int32_t *t = prompt_tokens(pm, pc, text, n, &k, err);
+    if (t) prompt_report_chat(pc, k, quiet);
+    if (t && prompt_check_fits(*n + extra, pm->n_slots, what, err)) {
+        free(t);
+        t = NULL;
+    }
+    if (!t) prompt_model_close(pm);
+    if (kind) *kind = k;
+    return t;
+}
+
 char *prompt_read_file(const char *path, const char *what, st_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) {

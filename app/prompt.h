@@ -114,6 +114,14 @@ int32_t *prompt_encode_raw(const tok *tk, const char *text, bool add_bos, int32_
 /* ST_ERR_CONTEXT with a message naming both sizes and the -c option when need > n_slots;
  * what describes the tokens ("the prompt"). ST_OK otherwise. */
 st_code prompt_check_fits(int32_t need, int32_t n_slots, const char *what, st_err *err);
+/* What a command that decodes one prompt does first: opens the model (prompt_model_open),
+ * takes the prompt's tokens (prompt_tokens; the template reported unless quiet) and checks
+ * that they and `extra` more fit the KV cache (prompt_check_fits; what names them).
+ * Returns the tokens (*n of them, caller frees; *kind as prompt_tokens sets it), pm open;
+ * or NULL + err with pm closed. */
+int32_t *prompt_open_with(prompt_model *pm, const prompt_model_opts *mo, const prompt_chat *pc,
+                          const char *text, int32_t extra, const char *what, bool quiet,
+                          int32_t *n, chat_kind *kind, st_err *err);
 
 /* Reads a whole file into a malloc'd NUL-terminated string; NULL + ST_ERR_IO naming the
  * file and the reason. */
