@@ -32,8 +32,7 @@ static inline uint64_t bf_state(uint64_t seed) { return seed * 0x9E3779B97F4A7C1
 #include "prompt.h"
 
 typedef struct bf_opts {
-    const char *path, *backend;
-    int32_t threads;
+    prompt_model_opts mo;    /* -m, -t, --backend (n_ctx unused: runs size their own) */
     bool sequential, copied; /* run the baselines */
     int32_t repeat;          /* times the three runs are repeated, interleaved (>= 1) */
 } bf_opts;
@@ -74,7 +73,7 @@ static st_code bf_forest(const model *m, const bf_opts *o, const bf_job *j, bool
     }
     int64_t prefix_slots = share ? j->n_prefix : (int64_t)j->n_seq * j->n_prefix;
     r->kv_expected = prefix_slots + sum_suf + (int64_t)j->n_seq * (j->gen - 1);
-    model_ctx *c = bench_ctx(m, o->threads, o->backend, r->kv_expected + j->n_seq, err);
+    model_ctx *c = bench_ctx(m, o->mo.threads, o->mo.backend, r->kv_expected + j->n_seq, err);
     if (!c) return err->code;
     forest *f = forest_init(model_ctx_n_slots(c), 0);
     prompt_toks *out = calloc((size_t)j->n_seq, sizeof *out);
@@ -138,7 +137,7 @@ static st_code bf_sequential(const model *m, const bf_opts *o, const bf_job *j, 
         if (bf_suffix_len(j, i) > max_suf) max_suf = bf_suffix_len(j, i);
     int32_t n_slots = j->n_prefix + max_suf + j->gen;
     r->kv_expected = n_slots - 1; /* the peak: one sequence at a time */
-    model_ctx *c = bench_ctx(m, o->threads, o->backend, n_slots, err);
+    model_ctx *c = bench_ctx(m, o->mo.threads, o->mo.backend, n_slots, err);
     if (!c) return err->code;
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)n_slots);
     float *logits = malloc(sizeof(float) * (size_t)V);
@@ -353,21 +352,22 @@ static int bf_list(const char *s, int32_t *out, int cap, int64_t lo, int64_t hi)
 
 static void bf_header(const char *bench, const model *m, const bf_opts *o) {
     printf("{\"bench\": \"%s\", \"model\": ", bench);
-    prompt_json_str(stdout, o->path);
+    prompt_json_str(stdout, o->mo.path);
     printf(", \"backend\": \"%s\", \"threads\": %d, \"weight_type\": \"%s\", \"weight_bytes\": %llu, "
-           "\"n_layer\": %d, \"kv_dim\": %d, \"kv_bytes_per_slot\": %lld,\n", o->backend, o->threads,
-           dtype_name(m->layers[0].wq.type), (unsigned long long)m->weight_bytes, m->hp.n_layer,
+           "\"n_layer\": %d, \"kv_dim\": %d, \"kv_bytes_per_slot\": %lld,\n", o->mo.backend,
+           o->mo.threads, dtype_name(m->layers[0].wq.type), (unsigned long long)m->weight_bytes,
+           m->hp.n_layer,
            m->hp.n_head_kv * m->hp.head_dim, (long long)bench_kv_bytes_per_slot(m));
 }
 
 /* Touches every weight once so that page faults are not timed. */
 static st_code bf_warm(const model *m, bf_opts *o, st_err *err) {
-    model_ctx *c = bench_ctx(m, o->threads, o->backend, 2, err);
+    model_ctx *c = bench_ctx(m, o->mo.threads, o->mo.backend, 2, err);
     float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
     st_code rc = c && lg ? ST_OK : err->code ? err->code : st_set(err, ST_ERR_NOMEM, "out of memory");
     int32_t t = 1;
     if (!rc) rc = model_forward_linear(c, &t, 1, 0, lg, err);
-    if (!rc) o->threads = kern_backend_threads(model_ctx_backend(c)); /* what "0" became */
+    if (!rc) o->mo.threads = kern_backend_threads(model_ctx_backend(c)); /* what "0" became */
     free(lg);
     model_ctx_free(c);
     return rc;
@@ -379,12 +379,9 @@ enum { BF_OPT_NOSEQ = 1000, BF_OPT_NOCOPY, BF_OPT_REPEAT };
 static int bf_common_opt(bf_opts *o, int ch, const char *arg) {
     int64_t v;
     switch (ch) {
-    case 'm': o->path = arg; return 0;
-    case 'B': o->backend = arg; return 0;
-    case 't':
-        if (app_parse_int(arg, 1, 1024, &v)) return app_usage_error("bad -t '%s'", arg);
-        o->threads = (int32_t)v;
-        return 0;
+    case 'm':
+    case 'B':
+    case 't': return prompt_model_opt(&o->mo, ch, arg);
     case BF_OPT_NOSEQ: o->sequential = false; return 0;
     case BF_OPT_NOCOPY: o->copied = false; return 0;
     case BF_OPT_REPEAT:
@@ -427,7 +424,8 @@ int cmd_bench_forest(int argc, char **argv) {
     static const struct option lo[] = {
         BF_COMMON_LONGOPTS, {"context", 1, 0, 'p'}, {"steps", 1, 0, 's'}, {"k", 1, 0, 'k'},
         {"baseline-max-k", 1, 0, 'K'}, {0, 0, 0, 0}};
-    bf_opts o = {.backend = "cpu", .sequential = true, .copied = true, .repeat = 1};
+    bf_opts o = {.mo = prompt_model_default_opts(), .sequential = true, .copied = true,
+                 .repeat = 1};
     int64_t n_prefix = 256, steps = 16, base_max_k = 16;
     int32_t ks[32];
     int n_k = bf_list("1,2,4,8,16,32,64", ks, 32, 1, 1 << 16);
@@ -456,9 +454,9 @@ int cmd_bench_forest(int argc, char **argv) {
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!o.path) return app_usage_error("bench forest needs a model: -m MODEL");
+    if (!o.mo.path) return app_usage_error("bench forest needs a model: -m MODEL");
     st_err err = {0};
-    model *m = model_load(o.path, &err);
+    model *m = model_load(o.mo.path, &err);
     if (!m) return app_fail(&err);
     int32_t *prefix = malloc(sizeof(int32_t) * (size_t)n_prefix);
     bf_res base = {0}, cur = {0};
@@ -516,7 +514,8 @@ int cmd_bench_ask(int argc, char **argv) {
     static const struct option lo[] = {
         BF_COMMON_LONGOPTS, {"context", 1, 0, 'p'}, {"questions", 1, 0, 'N'},
         {"question-tokens", 1, 0, 'q'}, {"answer", 1, 0, 'n'}, {0, 0, 0, 0}};
-    bf_opts o = {.backend = "cpu", .sequential = true, .copied = true, .repeat = 1};
+    bf_opts o = {.mo = prompt_model_default_opts(), .sequential = true, .copied = true,
+                 .repeat = 1};
     int64_t n_ctx = 1000, n_qtok = 16, n_ans = 64;
     int32_t ns[32];
     int n_n = bf_list("1,4,16", ns, 32, 1, 4096);
@@ -544,9 +543,9 @@ int cmd_bench_ask(int argc, char **argv) {
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!o.path) return app_usage_error("bench ask needs a model: -m MODEL");
+    if (!o.mo.path) return app_usage_error("bench ask needs a model: -m MODEL");
     st_err err = {0};
-    model *m = model_load(o.path, &err);
+    model *m = model_load(o.mo.path, &err);
     if (!m) return app_fail(&err);
     int32_t max_n = 0;
     for (int i = 0; i < n_n; i++) max_n = ns[i] > max_n ? ns[i] : max_n;
