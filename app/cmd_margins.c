@@ -74,14 +74,6 @@ static char *cat(const char *a, const char *b, const char *c, const char *d, con
     return s;
 }
 
-/* The text of chunk tokens (as a stream from the start of the chunk): malloc'd. */
-static char *chunk_text(const tok *tk, const int32_t *t, int32_t n) {
-    size_t need = tok_decode(tk, t, n, NULL, 0);
-    char *s = malloc(need + 1);
-    if (s) tok_decode(tk, t, n, s, need + 1);
-    return s;
-}
-
 /* The rope-gap tail: what follows a note before the answer. With a template, the rest of
  * a conversation [user: ..., assistant: NOTE, user: "Answer the question ... Q"]. */
 static int32_t *gap_tail(const prompt_model *pm, const margins_opts *o, chat_kind kind,
@@ -154,7 +146,7 @@ static st_code margins_run(prompt_model *pm, const char *context, const margins_
     int32_t need = 0;
     for (int32_t i = 0; i < n_ch; i++) {
         int32_t at = i * o->chunk, len = n_ctx - at < o->chunk ? n_ctx - at : o->chunk;
-        char *ct = chunk_text(pm->tk, ctx + at, len);
+        char *ct = tok_decode_str(pm->tk, ctx + at, len); /* a stream from the chunk start */
         char *text = ct ? margins_note_prompt(o->question, ct, pc.on) : NULL;
         free(ct);
         ptok[i] = text ? prompt_tokens(pm, &pc, text, &plen[i], &kind, err) : NULL;

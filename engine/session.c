@@ -258,10 +258,8 @@ static json_t *save_branches(const forest *f, const tok *tk, int *bad) {
     forest_leaves(f, leaves, n_leaves);
     for (int32_t l = 0; l < n_leaves && !*bad; l++) {
         int32_t n = forest_path(f, leaves[l], path, maxd);
-        size_t need = tok_decode(tk, path, n, NULL, 0);
-        char *text = malloc(need + 1);
+        char *text = tok_decode_str(tk, path, n);
         if (!text) { (*bad)++; break; }
-        tok_decode(tk, path, n, text, need + 1);
         json_t *b = json_object();
         jset(b, "leaf", json_integer(forest_index(leaves[l])), bad);
         jset(b, "text", json_string(text), bad);

@@ -549,3 +549,10 @@ size_t tok_decode(const tok *t, const int32_t *ids, int32_t n, char *out, size_t
     if (cap) out[k.n < cap - 1 ? k.n : cap - 1] = '\0';
     return k.n;
 }
+
+char *tok_decode_str(const tok *t, const int32_t *ids, int32_t n) {
+    const size_t need = tok_decode(t, ids, n, NULL, 0);
+    char *s = malloc(need + 1);
+    if (s) tok_decode(t, ids, n, s, need + 1);
+    return s;
+}

@@ -134,5 +134,8 @@ size_t tok_stream_flush(const tok *t, tok_stream *s, char *out, size_t cap);
  * tok_encode. Writes at most cap - 1 bytes and a NUL when cap > 0 (cut short, like
  * snprintf, when the return value is >= cap). */
 size_t tok_decode(const tok *t, const int32_t *ids, int32_t n, char *out, size_t cap);
+/* tok_decode into a malloc'd NUL-terminated string (caller frees); NULL when memory runs
+ * out. */
+char *tok_decode_str(const tok *t, const int32_t *ids, int32_t n);
 
 #endif

@@ -83,14 +83,6 @@ int32_t *ui_turn_tokens(const tok *tk, const ui_chat *ch, const char *text, int 
 
 /* ---- :margins ---- */
 
-/* The text of tokens t[0..n) decoded as a stream: malloc'd. */
-static char *decode(const tok *tk, const int32_t *t, int32_t n) {
-    size_t need = tok_decode(tk, t, n, NULL, 0);
-    char *s = malloc(need + 1);
-    if (s) tok_decode(tk, t, n, s, need + 1);
-    return s;
-}
-
 /* The tokens of a request text in the notes' form. */
 static int32_t *request_tokens(const tok *tk, const ui_chat *ch, const char *text, int32_t *n,
                                st_err *err) {
@@ -130,7 +122,7 @@ ui_margins *ui_margins_start(forest *f, const tok *tk, forest_id from, const cha
     }
     for (int32_t i = 0; i < n_ch; i++) {
         int32_t at = i * chunk, len = n_ctx - at < chunk ? n_ctx - at : chunk;
-        char *ct = decode(tk, ctx + at, len);
+        char *ct = tok_decode_str(tk, ctx + at, len);
         char *text = ct ? margins_note_prompt(question, ct, ch->kind != CHAT_NONE) : NULL;
         free(ct);
         ptok[i] = text ? request_tokens(tk, ch, text, &plen[i], err) : NULL;
