@@ -266,7 +266,7 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
         }
         for (int w = 1; w < 3 && !rc; w++) {
             if (!run[w]) continue;
-            q[2 * (w - 1)][rep] = (t[w][0][rep] + t[w][1][rep]) / (t[0][0][rep] + t[0][1][rep]);
+            q[2 * (w - 1)][rep] = tot[w][rep] / tot[0][rep];
             q[2 * (w - 1) + 1][rep] = t[w][1][rep] / t[0][1][rep];
         }
     }
@@ -356,8 +356,7 @@ static void bf_header(const char *bench, const model *m, const bf_opts *o) {
     printf(", \"backend\": \"%s\", \"threads\": %d, \"weight_type\": \"%s\", \"weight_bytes\": %llu, "
            "\"n_layer\": %d, \"kv_dim\": %d, \"kv_bytes_per_slot\": %lld,\n", o->mo.backend,
            o->mo.threads, dtype_name(m->layers[0].wq.type), (unsigned long long)m->weight_bytes,
-           m->hp.n_layer,
-           m->hp.n_head_kv * m->hp.head_dim, (long long)bench_kv_bytes_per_slot(m));
+           m->hp.n_layer, m->hp.n_head_kv * m->hp.head_dim, (long long)bench_kv_bytes_per_slot(m));
 }
 
 /* Touches every weight once so that page faults are not timed. */

@@ -94,7 +94,8 @@ static void rope_row(void *ctx, int32_t r, int32_t thread) {
 #if VF_N > 1
         for (; i + VF_N <= rd; i += VF_N) {
             const vf x = vf_load(v + i);
-            vf_store(v + i, vf_sub(vf_mul(x, vf_load(c + i)), vf_mul(vf_swap_pairs(x), vf_load(s + i))));
+            const vf xc = vf_mul(x, vf_load(c + i)), ys = vf_mul(vf_swap_pairs(x), vf_load(s + i));
+            vf_store(v + i, vf_sub(xc, ys));
         }
 #endif
         for (; i < rd; i += 2) {
