@@ -118,13 +118,9 @@ int cmd_ask(int argc, char **argv) {
 
     st_err err = {0};
     st_code rc = ST_OK;
-    char *context = prompt_read_file(ctx_path, "context file", &err);
-    if (!context) return app_fail(&err);
     prompt_model pm;
-    if (prompt_model_open(&pm, &mo, &err)) {
-        free(context);
-        return app_fail(&err);
-    }
+    char *context = prompt_open_file(&pm, &mo, ctx_path, "context file", &err);
+    if (!context) return app_fail(&err);
     int32_t *ptok[ASK_MAX_QUESTIONS] = {0}, n_ptok[ASK_MAX_QUESTIONS] = {0};
     prompt_toks *out = calloc((size_t)n_q, sizeof *out);
     forest *f = forest_init(pm.n_slots, 0);

@@ -388,13 +388,9 @@ int cmd_margins(int argc, char **argv) {
     if ((r = prompt_chat_check(&o.pc))) return r;
 
     st_err err = {0};
-    char *context = prompt_read_file(ctx_path, "context file", &err);
-    if (!context) return app_fail(&err);
     prompt_model pm;
-    if (prompt_model_open(&pm, &mo, &err)) {
-        free(context);
-        return app_fail(&err);
-    }
+    char *context = prompt_open_file(&pm, &mo, ctx_path, "context file", &err);
+    if (!context) return app_fail(&err);
     st_code rc = margins_run(&pm, context, &o, &err);
     free(context);
     prompt_model_close(&pm);

@@ -274,6 +274,16 @@ char *prompt_read_file(const char *path, const char *what, st_err *err) {
     return buf;
 }
 
+char *prompt_open_file(prompt_model *pm, const prompt_model_opts *mo, const char *path,
+                       const char *what, st_err *err) {
+    char *text = prompt_read_file(path, what, err);
+    if (text && prompt_model_open(pm, mo, err)) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
 /* ---- branch output ---- */
 
 void prompt_emit(void *ud, int32_t branch, int32_t token, float logprob) {
