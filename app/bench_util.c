@@ -19,8 +19,7 @@ int64_t bench_kv_bytes_per_slot(const model *m) {
 
 void bench_synth(int32_t *out, int32_t n, int32_t V, uint64_t s) {
     for (int32_t i = 0; i < n; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        out[i] = 1 + (int32_t)((s >> 33) % (uint64_t)(V > 1 ? V - 1 : 1));
+        out[i] = 1 + (int32_t)((bench_lcg(&s) >> 33) % (uint64_t)(V > 1 ? V - 1 : 1));
     }
 }
 

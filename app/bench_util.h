@@ -1,12 +1,17 @@
-/* bench_util.h - pieces the benchmark commands share (cmd_bench_forest.c, cmd_bench_attn.c,
- * cmd_bench_strategy.c): KV bytes per slot, synthetic prompt tokens, a median, and a KV context
- * sized for one run. */
+/* bench_util.h - pieces the benchmark commands share (cmd_bench.c, cmd_bench_forest.c,
+ * cmd_bench_attn.c, cmd_bench_strategy.c): an LCG, KV bytes per slot, synthetic prompt
+ * tokens, a median, and a KV context sized for one run. */
 #ifndef MD_BENCH_UTIL_H
 #define MD_BENCH_UTIL_H
 
 #include <stdint.h>
 
 #include "../engine/model.h"
+
+/* One step of the benches' 64-bit LCG (Knuth's MMIX constants): advances *s, returns it. */
+static inline uint64_t bench_lcg(uint64_t *s) {
+    return *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+}
 
 /* Bytes one KV slot takes: n_layer x (K + V) x n_head_kv x head_dim x 4 (f32). */
 int64_t bench_kv_bytes_per_slot(const model *m);

@@ -13,6 +13,7 @@
 #include "../engine/model.h"
 #include "../engine/sample.h"
 #include "app.h"
+#include "bench_util.h"
 
 static void bench_usage(FILE *f) {
     fprintf(f, "usage: multidecode bench decode -m MODEL [options]\n"
@@ -51,8 +52,7 @@ static int bench_one(const model *m, const char *backend, int32_t threads, int32
     }
     uint64_t s = 12345;
     for (int32_t i = 0; i < n_prompt; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        toks[i] = (int32_t)((s >> 33) % (uint64_t)V);
+        toks[i] = (int32_t)((bench_lcg(&s) >> 33) % (uint64_t)V);
     }
     /* warm up: touch the weights once so page faults are not timed */
     if (model_forward_linear(c, toks, 1, 0, logits, err)) goto done;

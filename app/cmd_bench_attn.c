@@ -43,8 +43,7 @@ static float *ba_rand(int64_t n, float amp, uint64_t *s) {
     float *x = aligned_alloc(64, ((size_t)n * sizeof *x + 63) / 64 * 64); /* as the model's KV */
     if (!x) return NULL;
     for (int64_t i = 0; i < n; i++) {
-        *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-        x[i] = amp * ((float)(*s >> 40) / (float)(1 << 24) - 0.5f);
+        x[i] = amp * ((float)(bench_lcg(s) >> 40) / (float)(1 << 24) - 0.5f);
     }
     return x;
 }

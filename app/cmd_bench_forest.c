@@ -226,6 +226,11 @@ static void bf_print_ratio(const char *sep, const char *name, double *v, int n) 
     printf("%s\"%s\": %.2f", sep, name, bench_median(v, n));
 }
 
+/* The ways by index (forest, sequential, copied prefix): their objects' names, and the
+ * baselines' names in the ratios. */
+static const char *const bf_way_name[3] = {"forest", "sequential", "copied_prefix"};
+static const char *const bf_ratio_name[3] = {NULL, "sequential", "copied"};
+
 /* Runs the job the three ways, o->repeat times in turn (forest, sequential, copied, forest,
  * ...: a slow spell of the machine then falls on all three), and prints one JSON object (no
  * newline): each way's times are the medians over the repeats, each ratio the median of
@@ -239,7 +244,7 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
                        bf_res *r_forest, st_err *err) {
     size_t nt = (size_t)j->n_seq * (size_t)j->gen;
     const int nrep = o->repeat;
-    const bool run[3] = {true, o->sequential, o->copied};
+    const bool run[3] = {true, o->sequential, o->copied}, base = run[1] || run[2];
     bf_res rs[3], cur = {0}; /* the first repeat's runs; a later repeat's run */
     memset(rs, 0, sizeof rs);
     double t[3][3][BF_MAX_REPEAT];         /* [way][prefill, decode, step median][repeat] */
@@ -247,8 +252,9 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
     double tot[3][BF_MAX_REPEAT];         /* [way][repeat]: prefill + decode */
     bool same = true, kv_same = true;
     st_code rc = ST_OK;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 4; i++) { /* [3]: cur, for repeats after the first */
         bf_res *r = i < 3 ? &rs[i] : &cur;
+        if (i < 3 ? !run[i] : nrep == 1) continue;
         if (!(r->tokens = malloc(sizeof(int32_t) * nt)) || !(r->step_s = malloc(sizeof(double) * nt)))
             rc = st_set(err, ST_ERR_NOMEM, "out of memory");
     }
@@ -271,22 +277,22 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
         }
     }
     if (!rc) {
-        if (o->sequential) same = same && !memcmp(rs[0].tokens, rs[1].tokens, sizeof(int32_t) * nt);
-        if (o->copied) same = same && !memcmp(rs[0].tokens, rs[2].tokens, sizeof(int32_t) * nt);
+        for (int w = 1; w < 3; w++)
+            if (run[w]) same = same && !memcmp(rs[0].tokens, rs[w].tokens, sizeof(int32_t) * nt);
         printf("  {%s, \"repeats\": %d, ", head, nrep);
-        if ((o->sequential || o->copied) && nrep > 1) { /* each repeat's total ratios, before the medians sort them */
+        if (base && nrep > 1) { /* each repeat's total ratios, before the medians sort them */
             printf("\"ratio_runs\": {");
             for (int w = 1; w < 3; w++) {
                 if (!run[w]) continue;
-                printf("%s\"%s_over_forest_total\": [", w == 2 && o->sequential ? ", " : "",
-                       w == 1 ? "sequential" : "copied");
+                printf("%s\"%s_over_forest_total\": [", w == 2 && run[1] ? ", " : "",
+                       bf_ratio_name[w]);
                 for (int rep = 0; rep < nrep; rep++) printf("%s%.2f", rep ? ", " : "", q[2 * (w - 1)][rep]);
                 printf("]");
             }
             printf("},\n   \"total_s_runs\": {");
             for (int w = 0; w < 3; w++) {
                 if (!run[w]) continue;
-                printf("%s\"%s\": [", w ? ", " : "", w == 0 ? "forest" : w == 1 ? "sequential" : "copied_prefix");
+                printf("%s\"%s\": [", w ? ", " : "", bf_way_name[w]);
                 for (int rep = 0; rep < nrep; rep++) printf("%s%.6f", rep ? ", " : "", tot[w][rep]);
                 printf("]");
             }
@@ -298,29 +304,29 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
             rs[w].decode_s = bench_median(t[w][1], nrep);
             rs[w].step_med_s = bench_median(t[w][2], nrep);
             if (w) printf(",\n   ");
-            bf_print(w == 0 ? "forest" : w == 1 ? "sequential" : "copied_prefix", &rs[w], m, w != 1);
+            bf_print(bf_way_name[w], &rs[w], m, w != 1);
         }
         printf(",\n   \"kv_exact\": %s, \"same_tokens\": %s, \"ratios\": {",
                kv_same && rs[0].kv_slots == rs[0].kv_expected &&
-                       (!o->copied || rs[2].kv_slots == rs[2].kv_expected)
+                       (!run[2] || rs[2].kv_slots == rs[2].kv_expected)
                    ? "true" : "false", same ? "true" : "false");
-        if (o->sequential) {
+        if (run[1]) {
             bf_print_ratio("", "sequential_over_forest_total", q[0], nrep);
             bf_print_ratio(", ", "sequential_over_forest_decode", q[1], nrep);
         }
-        if (o->copied) {
-            bf_print_ratio(o->sequential ? ", " : "", "copied_over_forest_total", q[2], nrep);
+        if (run[2]) {
+            bf_print_ratio(run[1] ? ", " : "", "copied_over_forest_total", q[2], nrep);
             bf_print_ratio(", ", "copied_over_forest_decode", q[3], nrep);
             printf(", \"copied_over_forest_kv\": %.2f", (double)rs[2].kv_slots / (double)rs[0].kv_slots);
         }
         printf("}");
-        if ((o->sequential || o->copied) && nrep > 1) {
+        if (base && nrep > 1) {
             printf(",\n   \"ratios_best\": {");
             for (int w = 1; w < 3; w++) {
                 if (!run[w]) continue;
-                const char *name = w == 1 ? "sequential" : "copied";
+                const char *name = bf_ratio_name[w];
                 printf("%s\"%s_over_forest_total\": %.2f, \"%s_over_forest_decode\": %.2f",
-                       w == 2 && o->sequential ? ", " : "", name,
+                       w == 2 && run[1] ? ", " : "", name,
                        bf_min(tot[w], nrep) / bf_min(tot[0], nrep), name,
                        bf_min(t[w][1], nrep) / bf_min(t[0][1], nrep));
             }

@@ -198,7 +198,7 @@ int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const in
 }
 
 void sample_log_softmax(const float *logits, int32_t n, float *out) {
-    const float mx = vec_max(logits, n);
-    const double lse = log(vec_sum_exp(logits, n, mx));
+    float mx;
+    const double lse = vec_log_sum_exp(logits, n, &mx);
     for (int32_t i = 0; i < n; i++) out[i] = (float)((double)(logits[i] - mx) - lse);
 }

@@ -189,8 +189,8 @@ bool step_plan_sees(const step_plan *p, int32_t row, int32_t slot) {
     return false;
 }
 
-/* The log-sum-exp of a logits row, as mx + log_sum: mx the largest logit, log_sum the
- * log of vec_sum_exp (sample_log_softmax's arithmetic). */
+/* The log-sum-exp of a logits row, as mx + log_sum (vec_log_sum_exp, as
+ * sample_log_softmax takes it). */
 typedef struct step_lse {
     bool ok;        /* computed for this run */
     float mx;
@@ -208,8 +208,8 @@ static const step_lse *row_lse(step_plan *p, int32_t o) {
     step_lse *l = &p->lse[o];
     if (!l->ok) {
         const float *lg = p->logits + (size_t)o * p->n_vocab;
-        const float mx = vec_max(lg, p->n_vocab);
-        *l = (step_lse){true, mx, log(vec_sum_exp(lg, p->n_vocab, mx))};
+        l->log_sum = vec_log_sum_exp(lg, p->n_vocab, &l->mx);
+        l->ok = true;
     }
     return l;
 }

@@ -7,6 +7,11 @@
 
 float vec_max(const float *x, int64_t n) { return simd_max(x, n); }
 
+double vec_log_sum_exp(const float *x, int64_t n, float *mx) {
+    *mx = simd_max(x, n);
+    return log(vec_sum_exp(x, n, *mx));
+}
+
 int64_t vec_argmax(const float *x, int64_t n) {
     if (n <= 0 || x[0] != x[0]) return 0;
     /* the largest non-NaN value, then the first index holding it */

@@ -18,4 +18,9 @@ int64_t vec_argmax(const float *x, int64_t n);
  * row gives the same bits every time. */
 double vec_sum_exp(const float *x, int64_t n, float mx);
 
+/* The log-sum-exp of x[0 .. n), n >= 1, as *mx + the returned log: *mx = vec_max, the log
+ * that of vec_sum_exp from it (in double). Log-softmax and the step's log-probabilities
+ * both take it from here, so they agree bitwise. */
+double vec_log_sum_exp(const float *x, int64_t n, float *mx);
+
 #endif

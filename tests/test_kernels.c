@@ -605,8 +605,6 @@ static void test_pool(void) {
     pool_free(NULL);
 }
 
-/* vec_max and vec_sum_exp against plain double arithmetic, on lengths around the vector
- * width, with -inf entries (masked logits) and a vocabulary-sized row. */
 static int64_t scalar_argmax(const float *x, int64_t n) {
     int64_t best = 0;
     for (int64_t i = 1; i < n; i++)
@@ -614,6 +612,8 @@ static int64_t scalar_argmax(const float *x, int64_t n) {
     return best;
 }
 
+/* vec_max and vec_sum_exp against plain double arithmetic, on lengths around the vector
+ * width, with -inf entries (masked logits) and a vocabulary-sized row. */
 static void test_vec(uint64_t seed) {
     static const int64_t ns[] = {1, 7, 15, 16, 17, 33, 49152};
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {

@@ -460,8 +460,6 @@ static void test_mask_mouse_prune(void) {
     forest_free(f);
 }
 
-/* On stories260K (no chat template of its own): :ask's tokens with the BOS rules, and a
- * whole :margins run over a branch, notes then answer. */
 /* stories260K with its tokenizer and a context of n_slots; false (skipped or failed, with
  * whatever was opened in *m, *tk, *c for the caller to free) when unavailable. */
 static bool open_stories(model **m, tok **tk, model_ctx **c, int32_t n_slots) {
@@ -479,6 +477,8 @@ static bool open_stories(model **m, tok **tk, model_ctx **c, int32_t n_slots) {
     return *m && *tk && *c;
 }
 
+/* On stories260K (no chat template of its own): :ask's tokens with the BOS rules, and a
+ * whole :margins run over a branch, notes then answer. */
 static void test_model_runs(void) {
     st_err err = {0};
     model *m;
