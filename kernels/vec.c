@@ -29,6 +29,20 @@ int64_t vec_argmax(const float *x, int64_t n) {
     return 0;
 }
 
+int64_t vec_first_above(const float *x, int64_t n, float t) {
+    int64_t i = 0;
+#if SIMD_AVX512
+    const vf vt = vf_set1(t);
+    for (; i + VF_N <= n; i += VF_N) {
+        const __mmask16 gt = _mm512_cmp_ps_mask(vf_load(x + i), vt, _CMP_GT_OQ);
+        if (gt) return i + __builtin_ctz(gt);
+    }
+#endif
+    for (; i < n; i++)
+        if (x[i] > t) return i;
+    return n;
+}
+
 double vec_sum_exp(const float *x, int64_t n, float mx) {
     const vf vm = vf_set1(mx);
     int64_t i = 0;

@@ -13,6 +13,10 @@ float vec_max(const float *x, int64_t n);
  * keeps the first i with x[i] > x[best]: NaNs never win, and a NaN x[0] gives 0. */
 int64_t vec_argmax(const float *x, int64_t n);
 
+/* The first i < n with x[i] > t, or n when there is none (NaNs are never above): what a
+ * scalar scan with the same comparison finds, 16 values a compare with AVX-512. */
+int64_t vec_first_above(const float *x, int64_t n, float t);
+
 /* sum exp(x[i] - mx), i < n: each term a float exp (the kernels' polynomial, within a few
  * ulp; terms below e^-87 count as ~1e-38), summed in double in a fixed order, so the same
  * row gives the same bits every time. */

@@ -613,7 +613,8 @@ static int64_t scalar_argmax(const float *x, int64_t n) {
 }
 
 /* vec_max and vec_sum_exp against plain double arithmetic, on lengths around the vector
- * width, with -inf entries (masked logits) and a vocabulary-sized row. */
+ * width, with -inf entries (masked logits) and a vocabulary-sized row; vec_argmax and
+ * vec_first_above against scalar scans. */
 static void test_vec(uint64_t seed) {
     static const int64_t ns[] = {1, 7, 15, 16, 17, 33, 49152};
     for (size_t c = 0; c < sizeof ns / sizeof *ns; c++) {
@@ -646,6 +647,24 @@ static void test_vec(uint64_t seed) {
         }
         free(x);
     }
+    /* vec_first_above against a scalar scan: every start and length around the vector
+     * width, thresholds below, between and above the values, NaNs and ties (not above) in
+     * the way */
+    float y[40];
+    for (int i = 0; i < 40; i++) y[i] = (float)(i % 7);
+    y[5] = NAN, y[20] = NAN;
+    for (int64_t s0 = 0; s0 < 40; s0++)
+        for (int64_t n = 0; s0 + n <= 40; n++)
+            for (int t = -1; t <= 7; t++) {
+                int64_t want = n;
+                for (int64_t i = 0; i < n; i++)
+                    if (y[s0 + i] > (float)t) {
+                        want = i;
+                        break;
+                    }
+                T_CHECK(vec_first_above(y + s0, n, (float)t) == want,
+                        "vec_first_above from %lld, n=%lld t=%d", (long long)s0, (long long)n, t);
+            }
 }
 
 int main(void) {
