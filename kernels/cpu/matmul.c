@@ -105,6 +105,30 @@ MM_TILES(mm_tile_bf16)
 
 /* ---- quantised activations (layout: see matmul.h) ------------------------------ */
 
+#if MM_Q8_512
+/* sx of a chunk of grouped activations (or of the nq quarters of a tail chunk) from its
+ * quants: the int8 dot product with ones sums each int32 lane's four values; in the
+ * grouped order the four parts' lane g are group g's, in the compact tail order lanes
+ * g, 4 + g, 8 + g and 12 + g of a quarter are. The same integer sums as a per-block
+ * reduction, a few instructions per chunk instead of two reductions per block. */
+static void mm_qx_group_sums(const uint8_t *qc, int nq, bool tail, const float *dg, float *sx) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    if (!tail) {
+        __m512i s = _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) s = _mm512_dpbusd_epi32(s, ones, _mm512_load_si512(qc + 64 * k));
+        _mm512_store_ps(sx, _mm512_mul_ps(_mm512_load_ps(dg), _mm512_cvtepi32_ps(s)));
+        return;
+    }
+    for (int j = 0; j < nq; j++) {
+        __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_load_si512(qc + 64 * j));
+        s = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, 0x4e));
+        s = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, 0xb1));
+        const __m128 g = _mm512_castps512_ps128(_mm512_cvtepi32_ps(s));
+        _mm_storeu_ps(sx + 4 * j, _mm_mul_ps(_mm_loadu_ps(dg + 4 * j), g));
+    }
+}
+#endif
+
 /* Quantises x (n values) into dst in the given order (MM_QX_LINEAR or MM_QX_GROUPED). */
 static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
     const int64_t np = mm_qx_np(n);
@@ -114,7 +138,15 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
     for (int64_t b = 0; b < n / QK8_0; b++) {
         const float *xb = x + b * QK8_0;
         int32_t s0 = 0, s1 = 0; /* sums of q over the two halves */
-#if SIMD_AVX512
+#if MM_Q8_512
+        /* (the halves' sums are taken below, a chunk at a time) */
+        __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        float db = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+        __m512 vid = _mm512_set1_ps(id);
+        _mm_storeu_si128((__m128i *)(q + b * QK8_0), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, vid))));
+        _mm_storeu_si128((__m128i *)(q + b * QK8_0 + 16), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vid))));
+#elif SIMD_AVX512
         __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
         float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
         float db = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
@@ -147,6 +179,10 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
                 mm_grp_reorder(t, (uint8_t *)q + c);
             else
                 mm_tail_reorder(t, (uint8_t *)q + c, mm_tail_quarters(n));
+#if MM_Q8_512
+            mm_qx_group_sums((const uint8_t *)q + c, c + 256 <= n ? 4 : mm_tail_quarters(n),
+                             c + 256 > n, dg + c / 16, sx + c / 16);
+#endif
         }
     }
 }
