@@ -2,6 +2,7 @@
 #include "vec.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 #include "cpu/simd.h"
 
@@ -12,36 +13,31 @@ double vec_log_sum_exp(const float *x, int64_t n, float *mx) {
     return log(vec_sum_exp(x, n, *mx));
 }
 
-int64_t vec_argmax(const float *x, int64_t n) {
-    if (n <= 0 || x[0] != x[0]) return 0;
-    /* the largest non-NaN value, then the first index holding it */
-    const float m = simd_max(x, n);
-    int64_t i = 0;
-#if SIMD_AVX512
-    const vf vm = vf_set1(m);
-    for (; i + VF_N <= n; i += VF_N) {
-        const __mmask16 eq = _mm512_cmp_ps_mask(vf_load(x + i), vm, _CMP_EQ_OQ);
-        if (eq) return i + __builtin_ctz(eq);
-    }
-#endif
-    for (; i < n; i++)
-        if (x[i] == m) return i;
-    return 0;
-}
-
-int64_t vec_first_above(const float *x, int64_t n, float t) {
+/* The first i < n with x[i] == t (above false) or x[i] > t (above true), or n; a NaN
+ * matches neither. above is a constant after inlining. */
+static inline int64_t vec_first(const float *x, int64_t n, float t, const bool above) {
     int64_t i = 0;
 #if SIMD_AVX512
     const vf vt = vf_set1(t);
     for (; i + VF_N <= n; i += VF_N) {
-        const __mmask16 gt = _mm512_cmp_ps_mask(vf_load(x + i), vt, _CMP_GT_OQ);
-        if (gt) return i + __builtin_ctz(gt);
+        const __mmask16 hit = above ? _mm512_cmp_ps_mask(vf_load(x + i), vt, _CMP_GT_OQ)
+                                    : _mm512_cmp_ps_mask(vf_load(x + i), vt, _CMP_EQ_OQ);
+        if (hit) return i + __builtin_ctz(hit);
     }
 #endif
     for (; i < n; i++)
-        if (x[i] > t) return i;
+        if (above ? x[i] > t : x[i] == t) return i;
     return n;
 }
+
+int64_t vec_argmax(const float *x, int64_t n) {
+    if (n <= 0 || x[0] != x[0]) return 0;
+    /* the largest non-NaN value, then the first index holding it */
+    const int64_t i = vec_first(x, n, simd_max(x, n), false);
+    return i < n ? i : 0;
+}
+
+int64_t vec_first_above(const float *x, int64_t n, float t) { return vec_first(x, n, t, true); }
 
 double vec_sum_exp(const float *x, int64_t n, float mx) {
     const vf vm = vf_set1(mx);
