@@ -231,6 +231,8 @@ static void store_topk(forest *f, int32_t idx, step_plan *p, int32_t o) {
     float lv[256];
     int32_t k = 0;
     for (int32_t i = 0; i < V; i++) {
+        /* once the list is full, only a logit above its last can enter: scan for the next */
+        if (k == K && (i += (int32_t)vec_first_above(logits + i, V - i, lv[K - 1])) >= V) break;
         float x = logits[i];
         if (k < K || x > lv[k - 1]) {
             int32_t j = k < K ? k++ : K - 1;

@@ -267,6 +267,45 @@ static void test_position_rule(const model *m) {
     model_ctx_free(lc);
 }
 
+/* The top-k alternatives a step stores for a computed node: the K largest logits of its
+ * row, best first (ties to the lower id), as log-probabilities, against a full scan. */
+static void test_topk_alternatives(const model *m) {
+    enum { K = 8 };
+    const int32_t V = m->hp.n_vocab, prompt[5] = {1, 7, 9, 11, 13};
+    forest *f = forest_init(64, K);
+    model_ctx *c = t_new_ctx_rows(m, 64, CHUNK_ROWS);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    forest_id last;
+    forest_add_root(f, prompt, NULL, 5, 0, &last, &err);
+    T_CHECK(step_forest(f, &p, c, &err) == ST_OK, "step: %s", err.msg);
+    const float *lg = step_logits_of(&p, last);
+    int32_t ids[K], want[K];
+    float lps[K];
+    const int32_t n = forest_topk(f, last, ids, lps, K);
+    double mx = lg[0], sum = 0;
+    for (int32_t i = 1; i < V; i++) mx = lg[i] > mx ? lg[i] : mx;
+    for (int32_t i = 0; i < V; i++) sum += exp(lg[i] - mx);
+    for (int32_t j = 0; j < K; j++) { /* the j-th best: the first id above all later ranks */
+        want[j] = -1;
+        for (int32_t i = 0; i < V; i++) {
+            bool taken = false;
+            for (int32_t q = 0; q < j; q++) taken |= want[q] == i;
+            if (!taken && (want[j] < 0 || lg[i] > lg[want[j]])) want[j] = i;
+        }
+    }
+    T_CHECK(n == K, "%d alternatives stored (want %d)", n, K);
+    for (int32_t j = 0; j < n && j < K; j++) {
+        const double lp = lg[want[j]] - mx - log(sum);
+        T_CHECK(ids[j] == want[j] && fabs(lps[j] - lp) <= 1e-4,
+                "alternative %d: id %d lp %.6f, want %d %.6f", j, ids[j], lps[j], want[j], lp);
+    }
+    step_plan_free(&p);
+    forest_free(f);
+    model_ctx_free(c);
+}
+
 /* A full cache is a status code with the forest unchanged; pruning makes room. */
 static void test_full_cache(const model *m) {
     int32_t toks[40];
@@ -384,6 +423,7 @@ int main(int argc, char **argv) {
         if (!m) continue;
         if (i == 0) {
             test_position_rule(m);
+            test_topk_alternatives(m);
             test_full_cache(m);
             test_plan_sizes(m);
             test_contiguous_growth(m);
