@@ -138,15 +138,7 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
     for (int64_t b = 0; b < n / QK8_0; b++) {
         const float *xb = x + b * QK8_0;
         int32_t s0 = 0, s1 = 0; /* sums of q over the two halves */
-#if MM_Q8_512
-        /* (the halves' sums are taken below, a chunk at a time) */
-        __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
-        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-        float db = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
-        __m512 vid = _mm512_set1_ps(id);
-        _mm_storeu_si128((__m128i *)(q + b * QK8_0), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, vid))));
-        _mm_storeu_si128((__m128i *)(q + b * QK8_0 + 16), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vid))));
-#elif SIMD_AVX512
+#if SIMD_AVX512
         __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
         float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
         float db = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
@@ -155,7 +147,9 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
         __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
         _mm_storeu_si128((__m128i *)(q + b * QK8_0), _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)(q + b * QK8_0 + 16), _mm512_cvtepi32_epi8(q1));
+#if !MM_Q8_512 /* (with VNNI the sums are taken after the reordering, a chunk at a time) */
         s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
+#endif
 #else
         float amax = 0;
         for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));
