@@ -52,7 +52,7 @@ typedef struct ba_shape {
     int64_t rows, ctx, own, layers, n_head, n_head_kv, head_dim;
 } ba_shape;
 
-/* One repetition of both ways; adds each way's seconds to ts / ta. same: cleared when a
+/* One repetition of both ways; each way's seconds into *ts / *ta. same: cleared when a
  * row's output differs between them. */
 static void ba_rep(kern_backend *be, const ba_shape *s, float *const *k, float *const *v,
                    const float *q, const int32_t *off, const kern_seg *segs, float *out_s,

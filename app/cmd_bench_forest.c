@@ -186,6 +186,18 @@ out:
     return rc;
 }
 
+/* Room in r for nt generated tokens and step times; false when memory runs out. */
+static bool bf_res_alloc(bf_res *r, size_t nt) {
+    r->tokens = malloc(sizeof(int32_t) * nt);
+    r->step_s = malloc(sizeof(double) * nt);
+    return r->tokens && r->step_s;
+}
+
+static void bf_res_free(bf_res *r) {
+    free(r->tokens);
+    free(r->step_s);
+}
+
 /* r->step_med_s, the median step time (sorts r->step_s): less moved than the mean by the
  * odd step a busy machine stretches, so ratios taken from it are steadier. */
 static void bf_median_step(bf_res *r) {
@@ -252,12 +264,10 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
     double tot[3][BF_MAX_REPEAT];         /* [way][repeat]: prefill + decode */
     bool same = true, kv_same = true;
     st_code rc = ST_OK;
-    for (int i = 0; i < 4; i++) { /* [3]: cur, for repeats after the first */
-        bf_res *r = i < 3 ? &rs[i] : &cur;
-        if (i < 3 ? !run[i] : nrep == 1) continue;
-        if (!(r->tokens = malloc(sizeof(int32_t) * nt)) || !(r->step_s = malloc(sizeof(double) * nt)))
-            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-    }
+    bool mem = nrep == 1 || bf_res_alloc(&cur, nt); /* cur: for repeats after the first */
+    for (int w = 0; w < 3; w++)
+        if (run[w]) mem = bf_res_alloc(&rs[w], nt) && mem;
+    if (!mem) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
     for (int rep = 0; rep < nrep && !rc; rep++) {
         for (int w = 0; w < 3 && !rc; w++) {
             if (!run[w]) continue;
@@ -332,14 +342,13 @@ static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const 
             }
             printf("}");
         }
-        free(r_forest->tokens);
-        free(r_forest->step_s);
+        bf_res_free(r_forest);
         *r_forest = rs[0];
         rs[0].tokens = NULL;
         rs[0].step_s = NULL;
     }
-    for (int i = 0; i < 3; i++) free(rs[i].tokens), free(rs[i].step_s);
-    free(cur.tokens), free(cur.step_s);
+    for (int w = 0; w < 3; w++) bf_res_free(&rs[w]);
+    bf_res_free(&cur);
     return rc;
 }
 
@@ -496,8 +505,8 @@ int cmd_bench_forest(int argc, char **argv) {
         fflush(stdout);
     }
     if (!rc) printf("\n]}\n");
-    free(base.tokens), free(base.step_s);
-    free(cur.tokens), free(cur.step_s);
+    bf_res_free(&base);
+    bf_res_free(&cur);
     free(prefix);
     model_free(m);
     return rc ? app_fail(&err) : 0;
@@ -586,7 +595,7 @@ int cmd_bench_ask(int argc, char **argv) {
         fflush(stdout);
     }
     if (!rc) printf("\n]}\n");
-    free(res.tokens), free(res.step_s);
+    bf_res_free(&res);
     free(ctx);
     free(qtok);
     free(qp);

@@ -233,17 +233,15 @@ static void store_topk(forest *f, int32_t idx, step_plan *p, int32_t o) {
     for (int32_t i = 0; i < V; i++) {
         /* once the list is full, only a logit above its last can enter: scan for the next */
         if (k == K && (i += (int32_t)vec_first_above(logits + i, V - i, lv[K - 1])) >= V) break;
-        float x = logits[i];
-        if (k < K || x > lv[k - 1]) {
-            int32_t j = k < K ? k++ : K - 1;
-            while (j > 0 && lv[j - 1] < x) {
-                lv[j] = lv[j - 1];
-                ids[j] = ids[j - 1];
-                j--;
-            }
-            lv[j] = x;
-            ids[j] = i;
+        const float x = logits[i]; /* enters: the list is not full, or x beats its last */
+        int32_t j = k < K ? k++ : K - 1;
+        while (j > 0 && lv[j - 1] < x) {
+            lv[j] = lv[j - 1];
+            ids[j] = ids[j - 1];
+            j--;
         }
+        lv[j] = x;
+        ids[j] = i;
     }
     const step_lse *l = row_lse(p, o);
     float lse = l->mx + (float)l->log_sum;

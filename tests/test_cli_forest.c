@@ -2,7 +2,9 @@
  * masks, read back from --json), `generate --branches` (every branch equals the linear
  * `generate` with its seed, greedy and sampled), `ask` (answers equal asking each question
  * alone; the shared context saves KV slots), `bench forest` / `bench ask` (valid JSON,
- * exact KV counts, the same tokens three ways), the draft commands (`generate --draft` and
+ * exact KV counts, the same tokens three ways; with --repeat, the per-repeat, median and
+ * best-of ratios), `bench attention` (its K and V byte counts, the same bits both ways),
+ * the draft commands (`generate --draft` and
  * `--lookahead` print greedy's text, `plan --lookahead` places the window, `bench spec`
  * runs equal plain greedy) and bad inputs (exit 1, a clear message).
  * Runs $BUILD/multidecode (BUILD defaults to "build") on stories260K; skips without it. */

@@ -267,6 +267,14 @@ static void test_position_rule(const model *m) {
     model_ctx_free(lc);
 }
 
+static const float *topk_logits; /* what topk_cmp ranks by */
+
+static int topk_cmp(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (topk_logits[x] != topk_logits[y]) return topk_logits[x] < topk_logits[y] ? 1 : -1;
+    return x - y;
+}
+
 /* The top-k alternatives a step stores for a computed node: the K largest logits of its
  * row, best first (ties to the lower id), as log-probabilities, against a full scan. */
 static void test_topk_alternatives(const model *m) {
@@ -287,14 +295,13 @@ static void test_topk_alternatives(const model *m) {
     double mx = lg[0], sum = 0;
     for (int32_t i = 1; i < V; i++) mx = lg[i] > mx ? lg[i] : mx;
     for (int32_t i = 0; i < V; i++) sum += exp(lg[i] - mx);
-    for (int32_t j = 0; j < K; j++) { /* the j-th best: the first id above all later ranks */
-        want[j] = -1;
-        for (int32_t i = 0; i < V; i++) {
-            bool taken = false;
-            for (int32_t q = 0; q < j; q++) taken |= want[q] == i;
-            if (!taken && (want[j] < 0 || lg[i] > lg[want[j]])) want[j] = i;
-        }
-    }
+    /* the reference: every id ranked (logit descending, id ascending), the first K */
+    int32_t *rank = malloc(sizeof *rank * (size_t)V);
+    for (int32_t i = 0; i < V; i++) rank[i] = i;
+    topk_logits = lg;
+    qsort(rank, (size_t)V, sizeof *rank, topk_cmp);
+    memcpy(want, rank, sizeof want);
+    free(rank);
     T_CHECK(n == K, "%d alternatives stored (want %d)", n, K);
     for (int32_t j = 0; j < n && j < K; j++) {
         const double lp = lg[want[j]] - mx - log(sum);

@@ -1,8 +1,10 @@
 /* test_kernels.c - the compute kernels: the ref backend against hand-computed values
  * (so the oracle itself is checked), then every op of the cpu backend against ref on
  * random data with fixed seeds, for every weight type, odd sizes and 1, 2 and 3
- * threads; that a row's matmul result is the same bits alone and in a batch; the
- * quantisers' round trip; plus the backend API and the thread pool.
+ * threads; that a row's matmul result is the same bits alone and in a batch, and matmul_n's
+ * the same bits as separate matmuls; that the kept rope table follows new positions; the
+ * quantisers' round trip; vec_max, vec_sum_exp, vec_argmax and vec_first_above against
+ * scalar code; plus the backend API and the thread pool.
  *
  * Error measure: t_nerr = max|cpu - ref| / max|ref| over the op's output. Bounds are
  * about 3-10x the largest error observed on this data (printed at the end as
@@ -648,7 +650,7 @@ static void test_vec(uint64_t seed) {
         free(x);
     }
     /* vec_first_above against a scalar scan: every start and length around the vector
-     * width, thresholds below, between and above the values, NaNs and ties (not above) in
+     * width, thresholds below, equal to (ties: not above) and above the values, NaNs in
      * the way */
     float y[40];
     for (int i = 0; i < 40; i++) y[i] = (float)(i % 7);
