@@ -337,12 +337,6 @@ SIMD_INLINE void mm_blk_prep(uint32_t type, const uint8_t *p, int cnb, size_t ah
 #endif
 }
 
-/* How many tiles ahead the preparer prefetches. A tile's rows are unpacked in one go and
- * then multiplied without touching memory, so one tile ahead leaves decode (one
- * activation row, bound by memory bandwidth) waiting on DRAM after each tile; two
- * measured as fast as the old fused loop. */
-#define MM_AHEAD 2
-
 /* All chunks of nw weight rows into dst (layout: see mm_prep_fn). */
 SIMD_INLINE void mm_prep_blk(int64_t n, const uint8_t *w, size_t ws, int nw, mm_prep *dst,
                              const uint32_t type) {
