@@ -52,17 +52,15 @@ typedef struct ba_shape {
     int64_t rows, ctx, own, layers, n_head, n_head_kv, head_dim;
 } ba_shape;
 
-/* One repetition of both ways; each way's seconds into *ts / *ta. same: cleared when a
- * row's output differs between them. */
-static void ba_rep(kern_backend *be, const ba_shape *s, float *const *k, float *const *v,
-                   const float *q, const int32_t *off, const kern_seg *segs, float *out_s,
-                   float *out_a, double *ts, double *ta, bool *same) {
+/* One repetition of both ways over the rows of call (its k, v and out set here per
+ * layer); each way's seconds into *ts / *ta. same: cleared when a row's output differs
+ * between them. */
+static void ba_rep(kern_backend *be, const ba_shape *s, const kern_attn *call,
+                   float *const *k, float *const *v, float *out_s, float *out_a, double *ts,
+                   double *ta, bool *same) {
     const kern_ops *o = kern_backend_ops(be);
     const int64_t qrow = s->n_head * s->head_dim;
-    kern_attn a = {.n_rows = (int32_t)s->rows, .n_head = (int32_t)s->n_head,
-                   .n_head_kv = (int32_t)s->n_head_kv, .head_dim = (int32_t)s->head_dim,
-                   .scale = 1.0f / sqrtf((float)s->head_dim), .q = q, .seg_off = off,
-                   .segs = segs};
+    kern_attn a = *call;
     double t0 = app_now();
     for (int64_t l = 0; l < s->layers; l++) {
         a.k = k[l], a.v = v[l], a.out = out_s + l * s->rows * qrow;
@@ -72,7 +70,8 @@ static void ba_rep(kern_backend *be, const ba_shape *s, float *const *k, float *
     for (int64_t r = 0; r < s->rows; r++) /* a row through every layer, as a decode step goes */
         for (int64_t l = 0; l < s->layers; l++) {
             kern_attn a1 = a;
-            a1.n_rows = 1, a1.k = k[l], a1.v = v[l], a1.q = q + r * qrow, a1.seg_off = off + r;
+            a1.n_rows = 1, a1.k = k[l], a1.v = v[l], a1.q = a.q + r * qrow;
+            a1.seg_off = a.seg_off + r;
             a1.out = out_a + (l * s->rows + r) * qrow;
             o->attention(be, &a1);
         }
@@ -116,15 +115,19 @@ static int ba_run(const ba_shape *s, int64_t reps, int64_t threads, const char *
     off[s->rows] = (int32_t)(2 * s->rows);
     bool same = true;
     double t_s, t_a;
-    ba_rep(be, s, k, v, q, off, segs, out_s, out_a, &t_s, &t_a, &same); /* warm up */
+    const kern_attn call = {.n_rows = (int32_t)s->rows, .n_head = (int32_t)s->n_head,
+                            .n_head_kv = (int32_t)s->n_head_kv, .head_dim = (int32_t)s->head_dim,
+                            .scale = 1.0f / sqrtf((float)s->head_dim), .q = q, .seg_off = off,
+                            .segs = segs};
+    ba_rep(be, s, &call, k, v, out_s, out_a, &t_s, &t_a, &same); /* warm up */
     for (int64_t i = 0; i < reps; i++)
-        ba_rep(be, s, k, v, q, off, segs, out_s, out_a, &ts[i], &ta[i], &same);
+        ba_rep(be, s, &call, k, v, out_s, out_a, &ts[i], &ta[i], &same);
     const double ms = bench_median(ts, (int)reps) * 1e3, ma = bench_median(ta, (int)reps) * 1e3;
     const double triples = (double)s->layers * (double)s->rows * (double)s->n_head *
                            (double)(s->ctx + s->own);
     /* bytes of K and V each way reads from the cache: the shared context once per call */
     const double kv_row = 2.0 * (double)kvd * sizeof(float) * (double)s->layers;
-    const double bytes_s = kv_row * (double)(s->ctx + s->rows * s->own);
+    const double bytes_s = kv_row * (double)slots;
     const double bytes_a = kv_row * (double)s->rows * (double)(s->ctx + s->own);
     printf("{\"bench\": \"attention\", \"backend\": \"%s\", \"threads\": %d,\n"
            " \"rows\": %lld, \"context\": %lld, \"own\": %lld, \"layers\": %lld, \"n_head\": %lld, "
@@ -211,8 +214,8 @@ int cmd_bench_attention(int argc, char **argv) {
         if (!set_hd) s.head_dim = m->hp.head_dim;
         model_free(m);
     }
-    if (s.ctx + s.rows * s.own > (1 << 24))
-        return app_usage_error("bench attention: %lld KV slots is too many",
-                               (long long)(s.ctx + s.rows * s.own));
+    const int64_t slots = s.ctx + s.rows * s.own;
+    if (slots > (1 << 24))
+        return app_usage_error("bench attention: %lld KV slots is too many", (long long)slots);
     return ba_run(&s, reps, threads, backend);
 }

@@ -243,7 +243,9 @@ int32_t *prompt_open_with(prompt_model *pm, const prompt_model_opts *mo, const p
     return t;
 }
 
-char *prompt_read_file(const char *path, const char *what, st_err *err) {
+/* The whole file as a malloc'd NUL-terminated string; NULL + ST_ERR_IO naming the file
+ * and the reason. */
+static char *prompt_read_file(const char *path, const char *what, st_err *err) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         st_set(err, ST_ERR_IO, "cannot open %s '%s': %s", what, path, strerror(errno));

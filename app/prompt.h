@@ -123,12 +123,10 @@ int32_t *prompt_open_with(prompt_model *pm, const prompt_model_opts *mo, const p
                           const char *text, int32_t extra, const char *what, bool quiet,
                           int32_t *n, chat_kind *kind, st_err *err);
 
-/* Reads a whole file into a malloc'd NUL-terminated string; NULL + ST_ERR_IO naming the
- * file and the reason. */
-char *prompt_read_file(const char *path, const char *what, st_err *err);
 /* What a command over a text file (ask's and margins' context) does first: reads the
- * file (prompt_read_file), then opens the model (prompt_model_open). Returns the text
- * (caller frees) with pm open; or NULL + err with nothing left open. */
+ * whole file into a NUL-terminated string (ST_ERR_IO naming the file and the reason when
+ * it cannot), then opens the model (prompt_model_open). Returns the text (caller frees)
+ * with pm open; or NULL + err with nothing left open. */
 char *prompt_open_file(prompt_model *pm, const prompt_model_opts *mo, const char *path,
                        const char *what, st_err *err);
 

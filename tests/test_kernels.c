@@ -348,10 +348,12 @@ static void test_rows_ops(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
 }
 
 static void test_rope(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
-    static const int32_t hds[][2] = {{64, 64}, {128, 128}, {128, 64}, {8, 8}, {80, 32}};
+    /* head size, rotated dims, heads; the last runs in the cpu backend's pool (20 rows x
+     * 32 heads x 128 rotated dims is past its threshold of elements), the others in line */
+    static const int32_t hds[][3] = {{64, 64, 3}, {128, 128, 3}, {128, 64, 3}, {8, 8, 3},
+                                     {80, 32, 3}, {128, 128, 32}};
     for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) {
-        /* 20 rows: more than the cpu backend's threshold for running rows in parallel */
-        const int32_t hd = hds[i][0], rd = hds[i][1], n_head = 3, n_rows = 20;
+        const int32_t hd = hds[i][0], rd = hds[i][1], n_head = hds[i][2], n_rows = 20;
         const int64_t n = (int64_t)n_rows * n_head * hd;
         float *x0 = rand_floats(&seed, n, 2), *x1 = malloc((size_t)n * sizeof *x1);
         float *ff = rand_floats(&seed, rd / 2, 1);

@@ -31,8 +31,8 @@ typedef struct row_job {
     float eps;
 } row_job;
 
-/* Runs fn over rows, in the pool when there are many elements. */
-static void rows_run(kern_backend *b, int32_t n_rows, int32_t dim, pool_fn fn, row_job *j) {
+/* Runs fn over rows (j its context), in the pool when there are many elements. */
+static void rows_run(kern_backend *b, int32_t n_rows, int32_t dim, pool_fn fn, void *j) {
     if ((int64_t)n_rows * dim >= SMALL_OP_PAR && n_rows > 1)
         pool_run(kern_backend_pool(b), n_rows, fn, j);
     else
@@ -120,10 +120,7 @@ static void cpu_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_ro
     /* the sines come from the backend's table, shared by q, k and every layer of a pass */
     rope_job j = {x, kern_backend_rope_table(b, pos, n_rows, theta, np), n_head, head_dim,
                   rope_dim};
-    if ((int64_t)n_rows * n_head * rope_dim >= SMALL_OP_PAR && n_rows > 1)
-        pool_run(kern_backend_pool(b), n_rows, rope_row, &j);
-    else
-        for (int32_t r = 0; r < n_rows; r++) rope_row(&j, r, 0);
+    rows_run(b, n_rows, n_head * rope_dim, rope_row, &j);
 }
 
 /* ---- elementwise: swiglu, add ---- */
