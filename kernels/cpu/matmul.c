@@ -11,9 +11,9 @@
  *
  * What differs per weight type is only the tile: a template function "dot NW rows of W
  * with NX activation rows" written once per storage family (float-like: F32, F16,
- * BF16 share one, varying only how a vector of weights is loaded; Q8_0 has its own;
- * the ggml block types Q4_0 .. Q6_K share one over their prepared form, and differ only
- * in their preparer) and instantiated for NW in {1, MM_TW} and NX in 1..MM_TX by
+ * BF16 share one, varying only how a vector of weights is loaded; the ggml block types
+ * Q4_0 .. Q6_K, and Q8_0 with AVX-512 VNNI, share one over their prepared form, and
+ * differ only in their preparer; Q8_0 has its own tile otherwise) and instantiated for NW in {1, MM_TW} and NX in 1..MM_TX by
  * MM_TILES (matmul.h). A new type adds a template or a preparer, one MM_TILES line and
  * one case in mm_kind_of.
  *
@@ -106,25 +106,28 @@ MM_TILES(mm_tile_bf16)
 /* ---- quantised activations (layout: see matmul.h) ------------------------------ */
 
 #if MM_Q8_512
-/* sx of a chunk of grouped activations (or of the nq quarters of a tail chunk) from its
- * quants: the int8 dot product with ones sums each int32 lane's four values; in the
- * grouped order the four parts' lane g are group g's, in the compact tail order lanes
+/* sx and xo of a chunk of grouped activations (or of the nq quarters of a tail chunk)
+ * from its quants: the int8 dot product with ones sums each int32 lane's four values; in
+ * the grouped order the four parts' lane g are group g's, in the compact tail order lanes
  * g, 4 + g, 8 + g and 12 + g of a quarter are. The same integer sums as a per-block
  * reduction, a few instructions per chunk instead of two reductions per block. */
-static void mm_qx_group_sums(const uint8_t *qc, int nq, bool tail, const float *dg, float *sx) {
+static void mm_qx_group_sums(const uint8_t *qc, int nq, bool tail, const float *dg, float *sx,
+                             int32_t *xo) {
     const __m512i ones = _mm512_set1_epi8(1);
     if (!tail) {
         __m512i s = _mm512_setzero_si512();
         for (int k = 0; k < 4; k++) s = _mm512_dpbusd_epi32(s, ones, _mm512_load_si512(qc + 64 * k));
         _mm512_store_ps(sx, _mm512_mul_ps(_mm512_load_ps(dg), _mm512_cvtepi32_ps(s)));
+        _mm512_store_si512(xo, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(s, 7)));
         return;
     }
     for (int j = 0; j < nq; j++) {
         __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, _mm512_load_si512(qc + 64 * j));
         s = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, 0x4e));
         s = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, 0xb1));
-        const __m128 g = _mm512_castps512_ps128(_mm512_cvtepi32_ps(s));
-        _mm_storeu_ps(sx + 4 * j, _mm_mul_ps(_mm_loadu_ps(dg + 4 * j), g));
+        const __m128i g = _mm512_castsi512_si128(s);
+        _mm_storeu_ps(sx + 4 * j, _mm_mul_ps(_mm_loadu_ps(dg + 4 * j), _mm_cvtepi32_ps(g)));
+        _mm_storeu_si128((__m128i *)(xo + 4 * j), _mm_sub_epi32(_mm_setzero_si128(), _mm_slli_epi32(g, 7)));
     }
 }
 #endif
@@ -135,6 +138,7 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
     int8_t *q = (int8_t *)dst;
     float *dg = (float *)mm_qx_dg(dst, n), *sx = (float *)mm_qx_sx(dst, n);
     float *d = (float *)mm_qx_d(dst, n);
+    int32_t *xo = (int32_t *)mm_qx_xo(dst, n);
     for (int64_t b = 0; b < n / QK8_0; b++) {
         const float *xb = x + b * QK8_0;
         int32_t s0 = 0, s1 = 0; /* sums of q over the two halves */
@@ -161,10 +165,13 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
 #endif
         d[b] = dg[2 * b] = dg[2 * b + 1] = db;
         sx[2 * b] = db * (float)s0, sx[2 * b + 1] = db * (float)s1;
+        xo[2 * b] = -128 * s0, xo[2 * b + 1] = -128 * s1;
     }
     memset(q + n, 0, (size_t)(np - n));
-    for (int64_t b = n / QK8_0; b < np / QK8_0; b++)
+    for (int64_t b = n / QK8_0; b < np / QK8_0; b++) {
         d[b] = dg[2 * b] = dg[2 * b + 1] = sx[2 * b] = sx[2 * b + 1] = 0;
+        xo[2 * b] = xo[2 * b + 1] = 0;
+    }
     if (order == MM_QX_GROUPED) {
         _Alignas(64) uint8_t t[256]; /* chunks of 256 values; the tail's in its own order */
         for (int64_t c = 0; c < np; c += 256) {
@@ -175,21 +182,22 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
                 mm_tail_reorder(t, (uint8_t *)q + c, mm_tail_quarters(n));
 #if MM_Q8_512
             mm_qx_group_sums((const uint8_t *)q + c, c + 256 <= n ? 4 : mm_tail_quarters(n),
-                             c + 256 > n, dg + c / 16, sx + c / 16);
+                             c + 256 > n, dg + c / 16, sx + c / 16, xo + c / 16);
 #endif
         }
     }
 }
 
-/* ---- Q8_0 weights ----------------------------------------------------------------
- * Per block, an int32 vector whose lanes sum to sum_j w[j] * x[j]. With VNNI (AVX-512
- * VNNI or AVX-VNNI) dpbusd multiplies unsigned by signed bytes, so x is biased to
+/* ---- Q8_0 weights, without AVX-512 VNNI (with it, Q8_0 is one of matmul_quant.c's
+ * block types) -------------------------------------------------------------------------
+ * Per block, an int32 vector whose lanes sum to sum_j w[j] * x[j]. With AVX-VNNI dpbusd multiplies unsigned by signed bytes, so x is biased to
  * x + 128 (unsigned) and the bias, 128 * sum(w), is taken off by starting the sum at
  * -128 * sum(w) (computed once per weight block, shared by all activation rows). With
  * plain AVX2, maddubs(|w|, sign(x, w)) gives the same products (llama.cpp's trick);
  * |w| * |x| <= 128 * 127 keeps the int16 pair sums from saturating. */
 
-#if MM_Q8_SIMD && !MM_Q8_512
+#if !MM_Q8_512
+#if MM_Q8_SIMD
 /* wa, wb: the two forms of a weight block the dot needs (see above) */
 SIMD_INLINE void mm_q8_wprep(const int8_t *qs, __m256i *wa, __m256i *wb) {
     __m256i w = _mm256_loadu_si256((const __m256i *)qs);
@@ -225,59 +233,7 @@ SIMD_INLINE __m256i mm_q8_dot(__m256i wa, __m256i wb, __m256i xp) {
 SIMD_INLINE void mm_tile_q8_0(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
                               size_t xs, float *y, int64_t ys, const int NW, const int NX) {
     const int64_t nb = n / QK8_0;
-#if MM_Q8_512
-    const __m512i zero = _mm512_setzero_si512(), k80 = _mm512_set1_epi8((char)0x80);
-    __m512 acc[MM_TW][MM_TX];
-#pragma GCC unroll 4
-    for (int r = 0; r < NW; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < NX; c++) acc[r][c] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b += 2) {
-        /* blocks b and b + 1 in the low and high halves; an odd last block leaves
-         * the high half zero (weights 0, so it adds nothing) */
-        const bool two = b + 1 < nb;
-        __m512i wa[MM_TW], wb[MM_TW];
-        __m512 dw[MM_TW];
-#pragma GCC unroll 4
-        for (int r = 0; r < NW; r++) {
-            const block_q8_0 *blk = (const block_q8_0 *)(w + r * ws) + b;
-            MM_PREFETCH((const uint8_t *)blk + NW * ws);
-            MM_PREFETCH((const uint8_t *)blk + NW * ws + 64);
-            __m512i wq = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)blk[0].qs));
-            __m512 d = _mm512_set1_ps(simd_h2f(blk[0].d));
-            if (two) {
-                wq = _mm512_inserti64x4(wq, _mm256_loadu_si256((const __m256i *)blk[1].qs), 1);
-                d = _mm512_mask_broadcastss_ps(d, 0xff00, _mm_set_ss(simd_h2f(blk[1].d)));
-            }
-            wa[r] = wq;
-            wb[r] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k80, wq));
-            dw[r] = d;
-        }
-#pragma GCC unroll 4
-        for (int c = 0; c < NX; c++) {
-            const uint8_t *xr = x + c * xs;
-            const int8_t *xq = (const int8_t *)xr + b * QK8_0;
-            const float *xd = mm_qx_d(xr, n) + b;
-            __m512i xv = two ? _mm512_loadu_si512(xq)
-                             : _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)xq));
-            __m512i xp = _mm512_xor_si512(xv, k80);
-            __m512 dx = _mm512_set1_ps(xd[0]);
-            if (two) dx = _mm512_mask_broadcastss_ps(dx, 0xff00, _mm_set_ss(xd[1]));
-#pragma GCC unroll 4
-            for (int r = 0; r < NW; r++) {
-                __m512 s = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(wb[r], xp, wa[r]));
-                acc[r][c] = _mm512_fmadd_ps(s, _mm512_mul_ps(dw[r], dx), acc[r][c]);
-            }
-        }
-    }
-    __m512 sums[MM_TW * MM_TX];
-#pragma GCC unroll 4
-    for (int r = 0; r < MM_TW; r++)
-#pragma GCC unroll 4
-        for (int c = 0; c < MM_TX; c++)
-            sums[MM_TX * r + c] = r < NW && c < NX ? acc[r][c] : _mm512_setzero_ps();
-    mm_put512(sums, y, ys, NW, NX);
-#elif MM_Q8_SIMD
+#if MM_Q8_SIMD
     __m256 acc[MM_TW][MM_TX];
 #pragma GCC unroll 4
     for (int r = 0; r < NW; r++)
@@ -327,6 +283,7 @@ SIMD_INLINE void mm_tile_q8_0(int64_t n, const uint8_t *w, size_t ws, const uint
 }
 
 MM_TILES(mm_tile_q8_0)
+#endif
 
 /* ---- the skeleton ---------------------------------------------------------------- */
 
@@ -343,11 +300,12 @@ static mm_kind mm_kind_of(uint32_t type) {
     case DT_F32: return (mm_kind){mm_tile_f32_tiles, MM_QX_NONE, NULL, NULL};
     case DT_F16: return (mm_kind){mm_tile_f16_tiles, MM_QX_NONE, NULL, NULL};
     case DT_BF16: return (mm_kind){mm_tile_bf16_tiles, MM_QX_NONE, NULL, NULL};
+#if !MM_Q8_512
     case DT_Q8_0: return (mm_kind){mm_tile_q8_0_tiles, MM_QX_LINEAR, NULL, NULL};
+#endif
     default: {
         mm_prep_fn prep = mm_quant_prep(type);
-        return (mm_kind){prep ? mm_grp_tiles() : NULL, MM_QX_GROUPED, prep,
-                         mm_quant_fused(type)};
+        return (mm_kind){mm_quant_tiles(type), MM_QX_GROUPED, prep, mm_quant_fused(type)};
     }
     }
 }

@@ -68,8 +68,9 @@ _Static_assert(MM_TW == 4 && MM_TX == 4, "MM_TILES spells out NW in {1, 4}, NX i
 #if defined(__AVX2__) && defined(__FMA__) && !defined(SIMD_SCALAR)
 #define MM_Q8_SIMD 1
 #endif
-/* With AVX-512 VNNI two blocks share one 512-bit register: half the instructions. */
-#if SIMD_AVX512 && defined(__AVX512VNNI__) && defined(__AVX512BW__)
+/* With AVX-512 VNNI two blocks share one 512-bit register: half the instructions. (VL,
+ * which every VNNI processor has, for the 256-bit forms the unpackers use.) */
+#if SIMD_AVX512 && defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define MM_Q8_512 1
 #endif
 
@@ -118,6 +119,8 @@ SIMD_INLINE float mm_hsum256(__m256 v) {
  *   dg  np / 16 floats: d of value 16g, i.e. one per group of 16 values
  *   sx  np / 16 floats: d times the sum of q over values 16g .. 16g + 15 (what a
  *       weight block's min or offset multiplies)
+ *   xo  np / 16 int32: -128 times that sum of q (what Q8_0's weights, made unsigned by
+ *       adding 128, add to a group's dot product; AVX-512 VNNI builds only, else 0)
  *   d   np / 32 floats, one per block
  * Every part starts at a multiple of 64 bytes from the row start. */
 enum { MM_QX_NONE, MM_QX_LINEAR, MM_QX_GROUPED };
@@ -125,7 +128,7 @@ enum { MM_QX_NONE, MM_QX_LINEAR, MM_QX_GROUPED };
 SIMD_INLINE int64_t mm_qx_np(int64_t n) { return (n + 255) / 256 * 256; }
 SIMD_INLINE size_t mm_qx_row_bytes(int64_t n) {
     int64_t np = mm_qx_np(n);
-    return (size_t)(np + np / 4 + np / 4 + np / 8 + 63) / 64 * 64;
+    return (size_t)(np + np / 4 + np / 4 + np / 4 + np / 8 + 63) / 64 * 64;
 }
 SIMD_INLINE const float *mm_qx_dg(const uint8_t *xr, int64_t n) {
     return (const float *)(xr + mm_qx_np(n));
@@ -133,8 +136,11 @@ SIMD_INLINE const float *mm_qx_dg(const uint8_t *xr, int64_t n) {
 SIMD_INLINE const float *mm_qx_sx(const uint8_t *xr, int64_t n) {
     return (const float *)(xr + mm_qx_np(n) + mm_qx_np(n) / 4);
 }
+SIMD_INLINE const int32_t *mm_qx_xo(const uint8_t *xr, int64_t n) {
+    return (const int32_t *)(xr + mm_qx_np(n) + mm_qx_np(n) / 2);
+}
 SIMD_INLINE const float *mm_qx_d(const uint8_t *xr, int64_t n) {
-    return (const float *)(xr + mm_qx_np(n) + mm_qx_np(n) / 2);
+    return (const float *)(xr + mm_qx_np(n) + 3 * mm_qx_np(n) / 4);
 }
 
 /* The grouped order of a chunk of 256 values (16 groups of 16, the unit a block type's
@@ -187,8 +193,8 @@ SIMD_INLINE size_t mm_prep_row_bytes(int64_t n) {
 
 /* The preparer of a block type of kernels/quant.h (matmul_quant.c); NULL for others. */
 mm_prep_fn mm_quant_prep(uint32_t type);
-/* The tiles of every block type, over prepared weights. */
-mm_tile_row *mm_grp_tiles(void);
+/* A block type's tiles, over prepared weights; NULL for types without a preparer. */
+mm_tile_row *mm_quant_tiles(uint32_t type);
 /* A block type's tiles that prepare as they go (for at most MM_TX activation rows, over
  * the weights as stored; results bitwise those of the prepared path); NULL where the
  * build has none. */
