@@ -443,6 +443,10 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
                 pool_run(p, n_rows, mm_quant_task, &q);
             else
                 for (int32_t r = 0; r < n_rows; r++) mm_quant_task(&q, r, 0);
+            if (order == MM_QX_GROUPED && mm_tail_quarters(n_in))
+                for (int32_t r0 = 0; r0 < n_rows; r0 += MM_TX)
+                    mm_qx_tail_pack(q.q + (size_t)r0 * xs, xs, n_in,
+                                    n_rows - r0 < MM_TX ? n_rows - r0 : MM_TX);
             qx[order] = q.q;
         }
         for (int32_t i = 0; i < n; i++) {

@@ -122,13 +122,29 @@ SIMD_INLINE float mm_hsum256(__m256 v) {
  *   xo  np / 16 int32: -128 times that sum of q (what Q8_0's weights, made unsigned by
  *       adding 128, add to a group's dot product; AVX-512 VNNI builds only, else 0)
  *   d   np / 32 floats, one per block
+ *   tp  a row whose n is not a multiple of 256, with AVX-512 VNNI: for each quarter of
+ *       its tail chunk, that quarter of this row and the next MM_TX - 1 as the tail
+ *       tiles read it (mm_tail_x512: 7 registers), in rows 0, MM_TX, 2 MM_TX, ... of
+ *       a call's activations only (mm_qx_tail_pack); the tail tiles would otherwise
+ *       build it anew for every tile of weight rows
  * Every part starts at a multiple of 64 bytes from the row start. */
 enum { MM_QX_NONE, MM_QX_LINEAR, MM_QX_GROUPED };
 
 SIMD_INLINE int64_t mm_qx_np(int64_t n) { return (n + 255) / 256 * 256; }
-SIMD_INLINE size_t mm_qx_row_bytes(int64_t n) {
+/* whole chunks of a row, and quarters (64 values) of its tail chunk (see below) */
+SIMD_INLINE int64_t mm_full_chunks(int64_t n) { return n / 256; }
+SIMD_INLINE int mm_tail_quarters(int64_t n) { return (int)((n % 256 + 63) / 64); }
+#if MM_Q8_512
+#define MM_QX_TP_QUARTER (7 * 64) /* bytes of tp per tail quarter */
+#else
+#define MM_QX_TP_QUARTER 0
+#endif
+SIMD_INLINE size_t mm_qx_tp_at(int64_t n) {
     int64_t np = mm_qx_np(n);
     return (size_t)(np + np / 4 + np / 4 + np / 4 + np / 8 + 63) / 64 * 64;
+}
+SIMD_INLINE size_t mm_qx_row_bytes(int64_t n) {
+    return mm_qx_tp_at(n) + (size_t)mm_tail_quarters(n) * MM_QX_TP_QUARTER;
 }
 SIMD_INLINE const float *mm_qx_dg(const uint8_t *xr, int64_t n) {
     return (const float *)(xr + mm_qx_np(n));
@@ -142,6 +158,11 @@ SIMD_INLINE const int32_t *mm_qx_xo(const uint8_t *xr, int64_t n) {
 SIMD_INLINE const float *mm_qx_d(const uint8_t *xr, int64_t n) {
     return (const float *)(xr + mm_qx_np(n) + 3 * mm_qx_np(n) / 4);
 }
+SIMD_INLINE const uint8_t *mm_qx_tp(const uint8_t *xr, int64_t n) { return xr + mm_qx_tp_at(n); }
+
+/* Fills tp in row 0 of x (xs bytes a row) for rows 0 .. nx - 1 (nx <= MM_TX), all
+ * quantised; nothing where there is no tp. */
+void mm_qx_tail_pack(uint8_t *x, size_t xs, int64_t n, int nx);
 
 /* The grouped order of a chunk of 256 values (16 groups of 16, the unit a block type's
  * scale covers): value 16g + 4s + b (s, b < 4) sits at byte 64s + 4g + b. Then int32
@@ -166,8 +187,6 @@ void mm_grp_reorder(const uint8_t *src, uint8_t *dst);
  * Skipping the rest is exact: those groups only ever added float(0) * (0 * 0) and 0 * 0,
  * exact zeros, to an accumulator that is never -0. */
 SIMD_INLINE int mm_tail_pos(int v) { return 64 * (v / 64) + 16 * (v / 4 % 4) + 4 * (v / 16 % 4) + v % 4; }
-SIMD_INLINE int64_t mm_full_chunks(int64_t n) { return n / 256; }
-SIMD_INLINE int mm_tail_quarters(int64_t n) { return (int)((n % 256 + 63) / 64); }
 
 /* Reorders the first 64 nq bytes of a chunk from value order into the compact tail
  * order (dst != src). */
