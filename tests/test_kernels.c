@@ -16,7 +16,7 @@
  *                               others < 4e-6)
  *                         2e-2  [4.3e-3] random activations, rounded to int8 per block
  *   matmul Q4_0 .. Q6_K   2e-5  [3.6e-6 / 3.6e-6; AVX2 5.9e-6] activations that quantise
- *                               exactly (Q4_1 is the worst; the others 0.9e-6 .. 3e-6)
+ *                               exactly (Q4_1 is the worst; the others 0.2e-6 .. 1.1e-6)
  *                         2e-2  [5.3e-3] random activations (4.0e-3 .. 5.3e-3 per type)
  *   quantise round trip   rms(dequant(quant(x)) - x) / rms(x) on uniform data; bounds are
  *                         1.5x the figures, which are about the quant step / sqrt(12):

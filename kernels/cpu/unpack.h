@@ -35,6 +35,24 @@ SIMD_INLINE int mm_blk_bytes(uint32_t type) {
     }
 }
 
+/* The types without a min (m = 0) whose offset is a power of two up to 128 take it off
+ * in integers with AVX-512 VNNI (matmul_quant.c): off = 128 >> mm_int_off(type); -1 for
+ * the others, whose mo the tiles multiply. */
+SIMD_INLINE int mm_int_off(uint32_t type) {
+#if MM_Q8_512
+    switch (type) {
+    case DT_Q8_0: return 0;
+    case DT_Q4_0: return 4;
+    case DT_Q5_0: return 3;
+    case DT_Q6_K: return 2;
+    default: return -1;
+    }
+#else
+    (void)type;
+    return -1;
+#endif
+}
+
 /* ---- the grouped order ------------------------------------------------------------ */
 
 #if MM_Q8_512
@@ -306,6 +324,7 @@ SIMD_INLINE void mm_blk_prep(uint32_t type, const uint8_t *p, int cnb, size_t ah
             mm_unpack_small_512(type, p, 8, c); /* (as above) */
         else
             mm_unpack_tail_512(type, p, cnb, c);
+        if (mm_int_off(type) >= 0) return; /* (its tiles read no mo) */
         __m512 s = _mm512_load_ps(c->s);
         _mm512_store_ps(c->mo, _mm512_fnmadd_ps(_mm512_set1_ps(off), s, _mm512_load_ps(c->mo)));
         return;
