@@ -130,7 +130,7 @@ SIMD_INLINE void mm_unpack_dm_512(uint32_t type, const uint8_t *p, const int cnb
     const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     __m512 d = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm)));
     _mm512_store_ps(c->s, _mm512_permutexvar_ps(twice, d));
-    if (type == DT_Q8_0) return; /* (its tiles do not read mo) */
+    if (mm_int_off(type) >= 0) return; /* (their tiles read no mo) */
     __m512 m = _mm512_setzero_ps();
     if (has_m)
         m = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16))));
