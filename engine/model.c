@@ -200,6 +200,29 @@ static st_code load_weights(model *m, st_err *err) {
     return ST_OK;
 }
 
+/* The matrices a forward pass multiplies by, in turn (i < 1 + 7 n_layer): output, then
+ * each layer's. The embeddings only ever give rows; when tied, output's packed copy is
+ * the only one. */
+static kern_mat *model_mat(model *m, int i) {
+    if (i == 0) return &m->output;
+    model_layer *L = &m->layers[(i - 1) / 7];
+    kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    return ms[(i - 1) % 7];
+}
+
+/* Packs every matrix that has a packed form; one that cannot be packed (no memory) is
+ * multiplied as stored, with the same results. */
+static void pack_weights(model *m) {
+    const char *no = getenv("MD_NO_PACK");
+    if (no && *no && strcmp(no, "0") != 0) return;
+    for (int i = 0; i < 1 + 7 * m->hp.n_layer; i++) {
+        kern_mat *w = model_mat(m, i);
+        size_t bytes = 0;
+        w->packed = kern_mat_pack(w, &bytes);
+        if (w->packed) m->packed_bytes += bytes;
+    }
+}
+
 model *model_from_gguf(gguf_ctx *g, st_err *err) {
     model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -212,6 +235,7 @@ model *model_from_gguf(gguf_ctx *g, st_err *err) {
         model_free(m);
         return NULL;
     }
+    pack_weights(m);
     return m;
 }
 
@@ -225,6 +249,8 @@ model *model_load(const char *path, st_err *err) {
 
 void model_free(model *m) {
     if (!m) return;
+    for (int i = 0; m->packed_bytes && i < 1 + 7 * m->hp.n_layer; i++)
+        free((void *)model_mat(m, i)->packed);
     gguf_close(m->gguf);
     free(m->layers);
     free(m->f32_copies);

@@ -57,10 +57,13 @@ typedef struct model {
     model_layer *layers;      /* (n_layer) */
     float *f32_copies;        /* owned float copies of F16/BF16 norm vectors, if any */
     uint64_t weight_bytes;    /* bytes of all weights read per token */
+    uint64_t packed_bytes;    /* bytes of the matrices' packed copies (kern_mat_pack), owned */
 } model;
 
 /* Loads hyperparameters and weights of a llama-architecture GGUF. Takes ownership of g
- * on success and on failure. NULL + err: ST_ERR_UNSUPPORTED naming the architecture or
+ * on success and on failure. The matrices the cpu backend has a packed form for are
+ * packed once here (kern_mat_pack: same results, faster batches) unless the environment
+ * sets MD_NO_PACK (to compare the two). NULL + err: ST_ERR_UNSUPPORTED naming the architecture or
  * the tensor and its type; ST_ERR_FORMAT naming a missing tensor or a wrong shape. */
 model *model_from_gguf(gguf_ctx *g, st_err *err);
 /* gguf_open + model_from_gguf. */

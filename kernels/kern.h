@@ -24,7 +24,15 @@ typedef struct kern_mat {
     int64_t n_out;      /* rows of W */
     int64_t n_in;       /* columns of W (a multiple of the type's block) */
     const void *data;   /* n_out rows of dtype_row_bytes(type, n_in) bytes; borrowed */
+    const void *packed; /* NULL, or kern_mat_pack's copy of data, which the cpu backend
+                           multiplies instead (same results, bitwise); borrowed */
 } kern_mat;
+
+/* The rows of w repacked once for the cpu backend's matmul (kernels/cpu/pack.c): a
+ * malloc'd buffer (free it with free) to set as w->packed, or NULL where this build's cpu
+ * backend has no packed form for w's type or memory runs out (w then works as stored).
+ * Its size goes to *bytes when not NULL. Every other op, and the ref backend, read data. */
+void *kern_mat_pack(const kern_mat *w, size_t *bytes);
 
 /* A run of contiguous KV-cache slots [start, start + len). */
 typedef struct kern_seg {

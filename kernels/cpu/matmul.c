@@ -294,8 +294,12 @@ typedef struct mm_kind {
     mm_tile_row *fused;               /* NULL, or tiles for <= MM_TX rows, without prep */
 } mm_kind;
 
-/* tiles NULL: the backend cannot multiply by this type */
-static mm_kind mm_kind_of(uint32_t type) {
+/* tiles NULL: the backend cannot multiply by this type. packed: the rows are
+ * kern_mat_pack's (pack.c), which only types with a packed preparer have. */
+static mm_kind mm_kind_of(uint32_t type, bool packed) {
+    if (packed)
+        return (mm_kind){mm_quant_tiles(type), MM_QX_GROUPED, mm_quant_prep(type, true),
+                         mm_quant_fused(type, true)};
     switch (type) {
     case DT_F32: return (mm_kind){mm_tile_f32_tiles, MM_QX_NONE, NULL, NULL};
     case DT_F16: return (mm_kind){mm_tile_f16_tiles, MM_QX_NONE, NULL, NULL};
@@ -304,8 +308,8 @@ static mm_kind mm_kind_of(uint32_t type) {
     case DT_Q8_0: return (mm_kind){mm_tile_q8_0_tiles, MM_QX_LINEAR, NULL, NULL};
 #endif
     default: {
-        mm_prep_fn prep = mm_quant_prep(type);
-        return (mm_kind){mm_quant_tiles(type), MM_QX_GROUPED, prep, mm_quant_fused(type)};
+        mm_prep_fn prep = mm_quant_prep(type, false);
+        return (mm_kind){mm_quant_tiles(type), MM_QX_GROUPED, prep, mm_quant_fused(type, false)};
     }
     }
 }
@@ -420,9 +424,12 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
     size_t prep_bytes = 0;
     bool need[3] = {false, false, false}; /* by MM_QX_* */
     for (int32_t i = 0; i < n; i++) {
-        const mm_kind k = mm_kind_of(w[i]->type);
-        ASSERT(k.tiles != NULL && w[i]->n_in == n_in && dtype_row_ok(w[i]->type, n_in));
-        m.j[i] = (mm_job){.k = k, .w = w[i]->data, .ws = dtype_row_bytes(w[i]->type, n_in),
+        const bool pk = w[i]->packed != NULL;
+        const mm_kind k = mm_kind_of(w[i]->type, pk);
+        ASSERT(k.tiles != NULL && (!pk || k.prep) && w[i]->n_in == n_in &&
+               dtype_row_ok(w[i]->type, n_in));
+        m.j[i] = (mm_job){.k = k, .w = pk ? w[i]->packed : w[i]->data,
+                          .ws = pk ? mm_pk_row_bytes(w[i]->type, n_in) : dtype_row_bytes(w[i]->type, n_in),
                           .y = y[i], .n_in = n_in, .n_out = w[i]->n_out,
                           .n_rows = n_rows};
         need[k.qx] = true;

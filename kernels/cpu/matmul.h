@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 
+#include "../quant.h"
 #include "cpu.h"
 #include "simd.h"
 
@@ -192,6 +193,35 @@ SIMD_INLINE int mm_tail_pos(int v) { return 64 * (v / 64) + 16 * (v / 4 % 4) + 4
  * order (dst != src). */
 void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq);
 
+/* ---- the packed form (kern_mat_pack, pack.c) ---------------------------------------
+ * Q4_0 and Q4_1 rows repacked once, at load, so that preparing a chunk is two loads and
+ * four masks or shifts, plus the scales: the stored form's preparer spends most of its
+ * time gathering the 16-byte quants of 8 blocks and permuting them into the grouped
+ * order, for every tile of every step. A packed chunk of cnb blocks holds nibbles, the
+ * unsigned quants u already in the grouped order (a tail chunk's in the compact order),
+ * 32 bytes per quarter, then the blocks' fp16 scales d, then (Q4_1) their fp16 mins m:
+ * in a whole chunk byte i < 64 holds u[i] (low nibble) and u[64 + i] (high), byte 64 + i
+ * u[128 + i] and u[192 + i]; in a tail chunk byte 32 j + i holds u[64 j + i] and
+ * u[64 j + 32 + i]. A whole chunk takes the bytes of the 8 blocks it came from (144 or
+ * 160), so chunk c of a row starts where the stored one does and the tiles' addressing
+ * and prefetching do not change; only a tail of an odd number of blocks is longer. The
+ * packed preparer gives bitwise the mm_prep of mm_blk_prep (pack.c makes the packed form
+ * from it; test_kernels compares the two paths' results).
+ *
+ * (Q8_0 packed the same way, its u as mm_prep holds them, measured faster in cache but
+ * 3-13% slower streamed from memory, as its output layers are, so it is left out.) */
+SIMD_INLINE bool mm_pk_type(uint32_t type) { return type == DT_Q4_0 || type == DT_Q4_1; }
+/* bytes of nibbles of a packed chunk of cnb blocks, then of the whole chunk */
+SIMD_INLINE int mm_pk_qbytes(int cnb) { return 32 * ((cnb + 1) / 2); }
+SIMD_INLINE int mm_pk_chunk_bytes(uint32_t type, int cnb) {
+    return mm_pk_qbytes(cnb) + 2 * cnb * (type == DT_Q4_1 ? 2 : 1);
+}
+SIMD_INLINE size_t mm_pk_row_bytes(uint32_t type, int64_t n) {
+    const int tail = (int)(n % QUANT_CHUNK / 32);
+    return (size_t)(n / QUANT_CHUNK) * (size_t)mm_pk_chunk_bytes(type, 8) +
+           (tail ? (size_t)mm_pk_chunk_bytes(type, tail) : 0);
+}
+
 /* A block type of kernels/quant.h, prepared for the tiles: mm_prep_fn unpacks nw (1 or
  * MM_TW) weight rows of n values, all their chunks, into the grouped form at dst (one
  * mm_prep per row and chunk, chunk-major: chunk c of row r is at dst + (c * nw + r)),
@@ -210,13 +240,14 @@ SIMD_INLINE size_t mm_prep_row_bytes(int64_t n) {
     return (size_t)(mm_qx_np(n) / 256) * sizeof(mm_prep);
 }
 
-/* The preparer of a block type of kernels/quant.h (matmul_quant.c); NULL for others. */
-mm_prep_fn mm_quant_prep(uint32_t type);
+/* The preparer of a block type of kernels/quant.h (matmul_quant.c), of its rows as stored
+ * or (packed) as kern_mat_pack packed them; NULL for others. */
+mm_prep_fn mm_quant_prep(uint32_t type, bool packed);
 /* A block type's tiles, over prepared weights; NULL for types without a preparer. */
 mm_tile_row *mm_quant_tiles(uint32_t type);
 /* A block type's tiles that prepare as they go (for at most MM_TX activation rows, over
- * the weights as stored; results bitwise those of the prepared path); NULL where the
- * build has none. */
-mm_tile_row *mm_quant_fused(uint32_t type);
+ * the weights as stored or packed; results bitwise those of the prepared path); NULL
+ * where the build has none. */
+mm_tile_row *mm_quant_fused(uint32_t type, bool packed);
 
 #endif
