@@ -54,6 +54,8 @@ void gguf_close(gguf_ctx *g);
 uint32_t gguf_version(const gguf_ctx *g);
 uint32_t gguf_alignment(const gguf_ctx *g);
 size_t gguf_file_size(const gguf_ctx *g);
+/* True when gguf_open mapped the file: its bytes can leave memory and come back from it. */
+bool gguf_mapped(const gguf_ctx *g);
 /* Offset of the data section (where tensor offsets count from). */
 uint64_t gguf_data_offset(const gguf_ctx *g);
 

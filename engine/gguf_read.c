@@ -593,6 +593,7 @@ void gguf_close(gguf_ctx *g) {
 uint32_t gguf_version(const gguf_ctx *g) { return g->version; }
 uint32_t gguf_alignment(const gguf_ctx *g) { return g->alignment; }
 size_t gguf_file_size(const gguf_ctx *g) { return g->size; }
+bool gguf_mapped(const gguf_ctx *g) { return g->map != NULL; }
 uint64_t gguf_data_offset(const gguf_ctx *g) { return g->data_offset; }
 
 /* ---- metadata accessors ---- */

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* Reads "<arch>.<name>" as an integer. Missing: *out = def (def < 0 means required). */
 static st_code hp_int(const gguf_ctx *g, const char *arch, const char *name, int64_t def,
@@ -211,15 +213,24 @@ static kern_mat *model_mat(model *m, int i) {
 }
 
 /* Packs every matrix that has a packed form; one that cannot be packed (no memory) is
- * multiplied as stored, with the same results. */
+ * multiplied as stored, with the same results. The stored bytes of a packed matrix are
+ * then read only by other backends, so where they come from the file mapping their
+ * pages are let go (they come back from the file if read): the process does not hold
+ * the model twice. (Not the embeddings', which give rows.) */
 static void pack_weights(model *m) {
     const char *no = getenv("MD_NO_PACK");
     if (no && *no && strcmp(no, "0") != 0) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     for (int i = 0; i < 1 + 7 * m->hp.n_layer; i++) {
         kern_mat *w = model_mat(m, i);
         size_t bytes = 0;
         w->packed = kern_mat_pack(w, &bytes);
-        if (w->packed) m->packed_bytes += bytes;
+        if (!w->packed) continue;
+        m->packed_bytes += bytes;
+        if (!gguf_mapped(m->gguf) || w->data == m->tok_embd.data) continue;
+        const uintptr_t a = (uintptr_t)w->data, e = a + dtype_row_bytes(w->type, w->n_in) * (size_t)w->n_out;
+        const uintptr_t lo = (a + page - 1) / page * page, hi = e / page * page;
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
     }
 }
 
