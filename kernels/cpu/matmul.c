@@ -390,8 +390,20 @@ enum { MM_MULTI = KERN_MATMUL_N };
 /* Tasks per thread a matrix is cut into. Decode of one row (SmolLM2-135M Q4_1, 2 threads;
  * bench forest, 1-leaf step, min of 5 interleaved runs) measured 4.36 ms with 8, 4.07 with
  * 4, 3.71 with 2 and 3.55 with 1; 16-row steps did not change. 2 keeps some room for a
- * thread that falls behind (a busy host, unequal cores). */
+ * thread that falls behind (a busy host, unequal cores). Batches past the fused tiles
+ * (MM_TASKS_BATCH), bound by arithmetic, take shorter tasks: a task there lasts tens of
+ * microseconds, and the thread that starts late (the one that first reads activations
+ * the other quantised) left the other waiting for up to a task at the end; see
+ * MM_QUANT_POOL_ROWS for the figures. */
 #define MM_TASKS 2
+#define MM_TASKS_BATCH 4
+
+/* From this many rows the activations are quantised in the pool, a row a task; fewer go
+ * through the pool only when large (decode of a big model). 16 rows of 1536 values took
+ * the calling thread 16 us alone, the 16-row matmul of a 576 x 1536 Q4_1 matrix 116.5 us
+ * min / 129.6 median on 2 threads; with both changes 101.7 / 120.1 (960 x 576: 59.1 /
+ * 71.3 -> 57.3 / 67.0; 300 calls each, the variants taken in turn in one process). */
+#define MM_QUANT_POOL_ROWS 4
 
 /* Several matrices' tasks in one round of the pool: task t belongs to matrix i where
  * first[i] <= t < first[i + 1]. */
@@ -446,7 +458,7 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
             if (!need[order]) continue;
             mm_quant_job q = {x, at, xs, n_in, order};
             at += xb;
-            if ((int64_t)n_rows * n_in >= 65536)
+            if ((int64_t)n_rows * n_in >= 65536 || n_rows >= MM_QUANT_POOL_ROWS)
                 pool_run(p, n_rows, mm_quant_task, &q);
             else
                 for (int32_t r = 0; r < n_rows; r++) mm_quant_task(&q, r, 0);
@@ -466,10 +478,12 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
         mm_job *j = &m.j[i];
         j->x = qx[j->k.qx];
         j->xs = j->k.qx == MM_QX_NONE ? (size_t)n_in * sizeof(float) : xs;
-        /* MM_TASKS chunks per thread: more balance uneven progress, but each costs a
-         * claim of the pool's shared ticket and a start without prefetched weights */
+        /* MM_TASKS (MM_TASKS_BATCH) chunks per thread: more balance uneven progress, but
+         * each costs a claim of the pool's shared ticket and a start without prefetched
+         * weights */
         const int64_t n_tiles = (j->n_out + MM_TW - 1) / MM_TW;
-        int64_t tpt = (n_tiles + MM_TASKS * nt - 1) / (MM_TASKS * nt);
+        const int per = n_rows > MM_TX ? MM_TASKS_BATCH : MM_TASKS;
+        int64_t tpt = (n_tiles + per * nt - 1) / (per * nt);
         if (tpt < 1) tpt = 1;
         j->rows_per_task = tpt * MM_TW;
         m.first[i + 1] = m.first[i] + (int32_t)((j->n_out + j->rows_per_task - 1) / j->rows_per_task);
