@@ -228,7 +228,8 @@ static void pack_weights(model *m) {
         if (!w->packed) continue;
         m->packed_bytes += bytes;
         if (!gguf_mapped(m->gguf) || w->data == m->tok_embd.data) continue;
-        const uintptr_t a = (uintptr_t)w->data, e = a + dtype_row_bytes(w->type, w->n_in) * (size_t)w->n_out;
+        const uintptr_t a = (uintptr_t)w->data;
+        const uintptr_t e = a + dtype_row_bytes(w->type, w->n_in) * (size_t)w->n_out;
         const uintptr_t lo = (a + page - 1) / page * page, hi = e / page * page;
         if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
     }

@@ -327,7 +327,8 @@ static void attn_shared_step(attn_task_ctx *t, attn_row *rows, const int32_t *li
         int32_t nrun;
         const int32_t cnt = attn_next_chunk(&rows[i], t->a->segs, runs, &nrun);
         if (cnt == 0) continue;
-        if (nh > 0 && (nrun != gnrun || cnt != gcnt || memcmp(runs, gruns, (size_t)nrun * sizeof *runs))) {
+        if (nh > 0 &&
+            (nrun != gnrun || cnt != gcnt || memcmp(runs, gruns, (size_t)nrun * sizeof *runs))) {
             attn_heads_step(t, hl, nh, gruns, gnrun, gcnt);
             nh = 0;
         }

@@ -441,7 +441,8 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
         ASSERT(k.tiles != NULL && (!pk || k.prep) && w[i]->n_in == n_in &&
                dtype_row_ok(w[i]->type, n_in));
         m.j[i] = (mm_job){.k = k, .w = pk ? w[i]->packed : w[i]->data,
-                          .ws = pk ? mm_pk_row_bytes(w[i]->type, n_in) : dtype_row_bytes(w[i]->type, n_in),
+                          .ws = pk ? mm_pk_row_bytes(w[i]->type, n_in)
+                                   : dtype_row_bytes(w[i]->type, n_in),
                           .y = y[i], .n_in = n_in, .n_out = w[i]->n_out,
                           .n_rows = n_rows};
         need[k.qx] = true;
@@ -452,9 +453,9 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
      * thread's and from the activations: a core's prefetchers, following its stores to
      * the end of its area, fetched the start of the next thread's area, whose stores then
      * had to take those lines back from the other core. At 9 KB apart (a 16-row 576 x 1536
-     * Q4_1 matmul, 2 threads) the second thread's tasks took 29 us against the first's 17,
-     * and about as long (16.5 each) once the areas were pages apart. (The prefetchers do
-     * not cross a 4 KB page.) */
+     * Q4_1 matmul, 2 threads) the second thread's tasks took 29 us against the first's 17;
+     * pages apart the matmul went from 90-104 to 73-82 us (min of 500 calls). (The
+     * prefetchers do not cross a 4 KB page.) */
     const size_t page = 4096;
     if (prep_bytes) prep_bytes = (prep_bytes + page - 1) / page * page + page;
     /* one scratch: the quantised rows in each order wanted, then each thread's prepared
