@@ -493,14 +493,13 @@ MM_PREP_TYPE(pk_q4_1, DT_Q4_1, true)
 #endif
 
 mm_prep_fn mm_quant_prep(uint32_t type, bool packed) {
+    if (packed) {
 #if MM_Q8_512
-    if (packed) switch (type) {
-        case DT_Q4_0: return mm_prep_pk_q4_0;
-        case DT_Q4_1: return mm_prep_pk_q4_1;
-        default: return NULL;
-        }
+        if (type == DT_Q4_0) return mm_prep_pk_q4_0;
+        if (type == DT_Q4_1) return mm_prep_pk_q4_1;
 #endif
-    if (packed) return NULL;
+        return NULL;
+    }
     switch (type) {
     case DT_Q4_0: return mm_prep_q4_0;
     case DT_Q4_1: return mm_prep_q4_1;

@@ -120,6 +120,12 @@ SIMD_INLINE __m128i mm_w32x4(const uint8_t *p, int bb, int n) {
     return _mm_insert_epi32(v, (int)w[3], 3);
 }
 
+/* 8 fp16 values (one per block of 32) as 16 floats, each twice (one per group of 16) */
+SIMD_INLINE __m512 mm_ph8_twice(__m128i h) {
+    const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    return _mm512_permutexvar_ps(twice, _mm512_castps256_ps512(_mm256_cvtph_ps(h)));
+}
+
 /* The scales (fp16 d, twice: one per group) and offsets (m, of Q4_1 and Q5_1) of a chunk of
  * cnb blocks of a small type into c->s and c->mo (m only; off is folded in later). */
 SIMD_INLINE void mm_unpack_dm_512(uint32_t type, const uint8_t *p, const int cnb, mm_prep *c) {
@@ -127,14 +133,10 @@ SIMD_INLINE void mm_unpack_dm_512(uint32_t type, const uint8_t *p, const int cnb
     const bool has_m = type == DT_Q4_1 || type == DT_Q5_1;
     const __m256i dm = _mm256_inserti128_si256(_mm256_castsi128_si256(mm_w32x4(p, bb, cnb)),
                                                mm_w32x4(p + 4 * bb, bb, cnb - 4), 1);
-    const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    __m512 d = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm)));
-    _mm512_store_ps(c->s, _mm512_permutexvar_ps(twice, d));
+    _mm512_store_ps(c->s, mm_ph8_twice(_mm256_cvtepi32_epi16(dm)));
     if (mm_int_off(type) >= 0) return; /* (their tiles read no mo) */
-    __m512 m = _mm512_setzero_ps();
-    if (has_m)
-        m = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16))));
-    _mm512_store_ps(c->mo, _mm512_permutexvar_ps(twice, m)); /* m; off is folded in later */
+    const __m128i m = has_m ? _mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16)) : _mm_setzero_si128();
+    _mm512_store_ps(c->mo, mm_ph8_twice(m)); /* m; off is folded in later */
 }
 
 SIMD_INLINE void mm_unpack_small_512(uint32_t type, const uint8_t *p, const int cnb, mm_prep *c) {
@@ -381,17 +383,14 @@ SIMD_INLINE void mm_pk_prep(uint32_t type, const uint8_t *p, int cnb, size_t ahe
                                                   _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4), 1));
         }
     }
-    /* the scales as mm_unpack_dm_512 makes them: fp16 to float, each twice (blocks past
-     * cnb: 0); then mo as mm_blk_prep makes it */
+    /* the scales as mm_unpack_dm_512 makes them (blocks past cnb: 0); then mo as
+     * mm_blk_prep makes it */
     const uint8_t *sp = p + mm_pk_qbytes(cnb);
     const __mmask8 in = (__mmask8)((1u << cnb) - 1);
-    const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    const __m512 s = _mm512_permutexvar_ps(
-        twice, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_maskz_loadu_epi16(in, sp))));
+    const __m512 s = mm_ph8_twice(_mm_maskz_loadu_epi16(in, sp));
     _mm512_store_ps(c->s, s);
     if (mm_int_off(type) >= 0) return; /* (its tiles read no mo) */
-    const __m512 m = _mm512_permutexvar_ps(
-        twice, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_maskz_loadu_epi16(in, sp + 2 * cnb))));
+    const __m512 m = mm_ph8_twice(_mm_maskz_loadu_epi16(in, sp + 2 * cnb));
     _mm512_store_ps(c->mo, _mm512_fnmadd_ps(_mm512_set1_ps((float)quant_off(type)), s, m));
 }
 #endif
