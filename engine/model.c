@@ -213,7 +213,8 @@ static kern_mat *model_mat(model *m, int i) {
 }
 
 /* Packs every matrix that has a packed form; one that cannot be packed (no memory) is
- * multiplied as stored, with the same results. The stored bytes of a packed matrix are
+ * multiplied as stored (results within float rounding; each matrix always one way, so
+ * a row's results still do not depend on the batch). The stored bytes of a packed matrix are
  * then read only by other backends, so where they come from the file mapping their
  * pages are let go (they come back from the file if read): the process does not hold
  * the model twice. (Not the embeddings', which give rows.) */

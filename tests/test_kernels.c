@@ -2,8 +2,8 @@
  * (so the oracle itself is checked), then every op of the cpu backend against ref on
  * random data with fixed seeds, for every weight type, odd sizes and 1, 2 and 3
  * threads; that a row's matmul result is the same bits alone and in a batch, and matmul_n's
- * the same bits as separate matmuls, and packed weights (kern_mat_pack) the bits of stored
- * ones; that the kept rope table follows new positions; the
+ * the same bits as separate matmuls, and packed weights (kern_mat_pack) against ref as
+ * tightly as stored ones, each row the bits of itself alone; that the kept rope table follows new positions; the
  * quantisers' round trip; vec_max, vec_sum_exp, vec_argmax and vec_first_above against
  * scalar code; plus the backend API and the thread pool.
  *
@@ -518,22 +518,30 @@ static void test_matmul_n(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
     free(y1), free(x);
 }
 
-/* kern_mat_pack: the packed rows give the cpu matmul the same bits as the stored ones, for
- * whole and tail chunks of every length (odd block counts too), tiles of weight rows cut
- * short, any number of activation rows (the fused and the prepared paths), alone and in a
- * matmul_n beside stored matrices; the types without a packed form get none. */
-static void test_matmul_packed(kern_backend *cpu, uint64_t seed) {
-    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1};
+/* kern_mat_pack: the packed matrices (16 weight rows a vector, matmul_pk.c) against ref,
+ * as tightly as the stored ones (activations that quantise exactly), for blocks of 16 and
+ * 32 weight rows, any number of activation rows (1 .. 4 a pass, and their rest); every
+ * row of a batch the bits of the same row alone, in a matmul_n beside stored matrices
+ * too; no packed form where n_out is not a multiple of 16 or the type has none. */
+static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
+    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q8_0};
     static const int64_t n_ins[] = {32, 96, 224, 256, 416, 576, 1536};
-    static const int64_t n_outs[] = {1, 6, 67};
+    static const int64_t n_outs[] = {16, 48, 80};
     static const int32_t n_rowss[] = {1, 2, 3, 4, 5, 16, 17};
     const kern_ops *o = kern_backend_ops(cpu);
-    static const uint32_t none[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0, DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    static const uint32_t none[] = {DT_F32, DT_F16, DT_BF16, DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
     for (size_t ti = 0; ti < sizeof none / sizeof *none; ti++) {
-        void *wd = make_weights(&seed, none[ti], 4, 256);
-        kern_mat w = {none[ti], 4, 256, wd, NULL};
+        void *wd = make_weights(&seed, none[ti], 16, 256);
+        kern_mat w = {none[ti], 16, 256, wd, NULL};
         void *pk = kern_mat_pack(&w, NULL);
         T_CHECK(pk == NULL, "%s has no packed form", dtype_name(none[ti]));
+        free(pk), free(wd);
+    }
+    {
+        void *wd = make_weights(&seed, DT_Q4_1, 40, 256);
+        kern_mat w = {DT_Q4_1, 40, 256, wd, NULL};
+        void *pk = kern_mat_pack(&w, NULL);
+        T_CHECK(pk == NULL, "Q4_1 with 40 rows (not a multiple of 16) has no packed form");
         free(pk), free(wd);
     }
     char what[128];
@@ -542,52 +550,55 @@ static void test_matmul_packed(kern_backend *cpu, uint64_t seed) {
             for (size_t oi = 0; oi < sizeof n_outs / sizeof *n_outs; oi++) {
                 const int64_t n_in = n_ins[ii], n_out = n_outs[oi];
                 kern_mat w = {types[ti], n_out, n_in, make_weights(&seed, types[ti], n_out, n_in), NULL};
-                kern_mat wp = w;
                 size_t bytes = 0;
-                wp.packed = kern_mat_pack(&w, &bytes);
-                if (!wp.packed) {
+                w.packed = kern_mat_pack(&w, &bytes);
+                if (!w.packed) {
                     T_SKIP("this build has no packed form of %s", dtype_name(types[ti]));
                     free((void *)w.data);
                     continue;
                 }
-                T_CHECK(bytes >= dtype_row_bytes(w.type, n_in) * (size_t)n_out, "%s packed size %zu",
-                        dtype_name(w.type), bytes);
-                float *x = rand_floats(&seed, 17 * n_in, 1);
+                T_CHECK(bytes >= dtype_row_bytes(w.type, n_in) * (size_t)n_out &&
+                            bytes < dtype_row_bytes(w.type, n_in) * (size_t)n_out + 64 * (size_t)(n_out / 16),
+                        "%s packed size %zu", dtype_name(w.type), bytes);
+                float *x = q8_exact_floats(&seed, 17 * n_in);
                 float *y0 = malloc(sizeof(float) * 17 * (size_t)n_out);
                 float *y1 = malloc(sizeof(float) * 17 * (size_t)n_out);
+                float *y_one = malloc(sizeof(float) * 17 * (size_t)n_out);
+                for (int32_t r = 0; r < 17; r++) o->matmul(cpu, y_one + r * n_out, &w, x + r * n_in, 1);
                 for (size_t ri = 0; ri < sizeof n_rowss / sizeof *n_rowss; ri++) {
                     const int32_t n_rows = n_rowss[ri];
-                    o->matmul(cpu, y0, &w, x, n_rows);
-                    o->matmul(cpu, y1, &wp, x, n_rows);
+                    kern_backend_ops(ref)->matmul(ref, y0, &w, x, n_rows);
+                    for (int64_t i = 0; i < n_rows * n_out; i++) y1[i] = NAN;
+                    o->matmul(cpu, y1, &w, x, n_rows);
                     snprintf(what, sizeof what, "%s packed, %d threads n_in %lld n_out %lld n_rows %d",
                              dtype_name(w.type), (int)kern_backend_threads(cpu), (long long)n_in,
                              (long long)n_out, (int)n_rows);
-                    T_CHECK(memcmp(y0, y1, sizeof(float) * (size_t)(n_rows * n_out)) == 0,
-                            "%s: the bits of the stored rows", what);
+                    check_err(e_of_type(w.type, false), t_nerr(y1, y0, n_rows * n_out), what);
+                    T_CHECK(memcmp(y1, y_one, sizeof(float) * (size_t)(n_rows * n_out)) == 0,
+                            "%s: every row the bits of the same row alone", what);
                 }
-                free((void *)wp.packed), free((void *)w.data), free(x), free(y0), free(y1);
+                free((void *)w.packed), free((void *)w.data), free(x), free(y0), free(y1), free(y_one);
             }
-    /* packed and stored matrices in one matmul_n: each the bits of its stored self alone */
+    /* packed and stored matrices in one matmul_n: each the bits of itself alone */
     const int64_t n_in = 576;
-    static const uint32_t mix[] = {DT_Q4_1, DT_Q8_0, DT_Q4_0};
-    kern_mat w[3], wp[3];
+    static const uint32_t mix[] = {DT_Q4_1, DT_Q5_0, DT_Q8_0};
+    kern_mat w[3];
     float *y[3], *y1 = malloc(sizeof(float) * 17 * 64), *x = rand_floats(&seed, 17 * n_in, 1);
     for (int i = 0; i < 3; i++) {
         w[i] = (kern_mat){mix[i], 64, n_in, make_weights(&seed, mix[i], 64, n_in), NULL};
-        wp[i] = w[i];
-        wp[i].packed = kern_mat_pack(&w[i], NULL);
+        w[i].packed = kern_mat_pack(&w[i], NULL);
         y[i] = malloc(sizeof(float) * 17 * 64);
     }
     for (int32_t n_rows = 1; n_rows <= 17; n_rows += 8) {
-        o->matmul_n(cpu, 3, y, (const kern_mat *const[]){&wp[0], &wp[1], &wp[2]}, x, n_rows);
+        o->matmul_n(cpu, 3, y, (const kern_mat *const[]){&w[0], &w[1], &w[2]}, x, n_rows);
         for (int i = 0; i < 3; i++) {
             o->matmul(cpu, y1, &w[i], x, n_rows);
             T_CHECK(memcmp(y1, y[i], sizeof(float) * (size_t)n_rows * 64) == 0,
-                    "matmul_n of packed and stored, %s with %d rows: the bits of the stored rows alone",
-                    dtype_name(mix[i]), (int)n_rows);
+                    "matmul_n of packed and stored, %s (%s) with %d rows: the bits of it alone",
+                    dtype_name(mix[i]), w[i].packed ? "packed" : "stored", (int)n_rows);
         }
     }
-    for (int i = 0; i < 3; i++) free((void *)wp[i].packed), free((void *)w[i].data), free(y[i]);
+    for (int i = 0; i < 3; i++) free((void *)w[i].packed), free((void *)w[i].data), free(y[i]);
     free(y1), free(x);
 }
 
@@ -769,7 +780,7 @@ int main(void) {
         test_attention(ref, cpu, seed + 4);
         test_attention_shared(ref, cpu, seed + 5);
         test_matmul_n(ref, cpu, seed + 6);
-        test_matmul_packed(cpu, seed + 7);
+        test_matmul_packed(ref, cpu, seed + 7);
         kern_backend_free(cpu);
     }
     kern_backend_free(ref);

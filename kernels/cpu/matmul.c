@@ -132,13 +132,17 @@ static void mm_qx_group_sums(const uint8_t *qc, int nq, bool tail, const float *
 }
 #endif
 
-/* Quantises x (n values) into dst in the given order (MM_QX_LINEAR or MM_QX_GROUPED). */
+/* Quantises x (n values) into dst in the given order (MM_QX_LINEAR, MM_QX_GROUPED or
+ * MM_QX_BLK). */
 static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
     const int64_t np = mm_qx_np(n);
+    const bool blk = order == MM_QX_BLK;
     int8_t *q = (int8_t *)dst;
     float *dg = (float *)mm_qx_dg(dst, n), *sx = (float *)mm_qx_sx(dst, n);
     float *d = (float *)mm_qx_d(dst, n);
     int32_t *xo = (int32_t *)mm_qx_xo(dst, n);
+    float *bd = (float *)mm_qx_bd(dst, np), *bsx = (float *)mm_qx_bsx(dst, np);
+    int32_t *bneg = (int32_t *)mm_qx_bneg(dst, np);
     for (int64_t b = 0; b < n / QK8_0; b++) {
         const float *xb = x + b * QK8_0;
         int32_t s0 = 0, s1 = 0; /* sums of q over the two halves */
@@ -151,9 +155,9 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
         __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
         _mm_storeu_si128((__m128i *)(q + b * QK8_0), _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)(q + b * QK8_0 + 16), _mm512_cvtepi32_epi8(q1));
-#if !MM_Q8_512 /* (with VNNI the sums are taken after the reordering, a chunk at a time) */
-        s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
-#endif
+        /* (with VNNI the grouped order's sums are taken after the reordering, a chunk at
+         * a time) */
+        if (!MM_Q8_512 || blk) s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
 #else
         float amax = 0;
         for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));
@@ -163,12 +167,20 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
             *(j < 16 ? &s0 : &s1) += q[b * QK8_0 + j];
         }
 #endif
+        if (blk) {
+            bd[b] = db, bsx[b] = db * (float)(s0 + s1), bneg[b] = -(s0 + s1);
+            continue;
+        }
         d[b] = dg[2 * b] = dg[2 * b + 1] = db;
         sx[2 * b] = db * (float)s0, sx[2 * b + 1] = db * (float)s1;
         xo[2 * b] = -128 * s0, xo[2 * b + 1] = -128 * s1;
     }
     memset(q + n, 0, (size_t)(np - n));
     for (int64_t b = n / QK8_0; b < np / QK8_0; b++) {
+        if (blk) {
+            bd[b] = bsx[b] = 0, bneg[b] = 0;
+            continue;
+        }
         d[b] = dg[2 * b] = dg[2 * b + 1] = sx[2 * b] = sx[2 * b + 1] = 0;
         xo[2 * b] = xo[2 * b + 1] = 0;
     }
@@ -292,38 +304,38 @@ typedef struct mm_kind {
     int qx;                           /* MM_QX_*: the activations the tiles read */
     mm_prep_fn prep;                  /* NULL: the tiles read the weight rows as stored */
     mm_tile_row *fused;               /* NULL, or tiles for <= MM_TX rows, without prep */
+    bool pk;                          /* the packed form: mm_pk_rows instead of tiles */
 } mm_kind;
 
-/* tiles NULL: the backend cannot multiply by this type. packed: the rows are
- * kern_mat_pack's (pack.c), which only types with a packed preparer have. */
+/* tiles NULL (and not pk): the backend cannot multiply by this type. packed: the
+ * matrix is kern_mat_pack's (matmul_pk.c). */
 static mm_kind mm_kind_of(uint32_t type, bool packed) {
-    if (packed)
-        return (mm_kind){mm_quant_tiles(type), MM_QX_GROUPED, mm_quant_prep(type, true),
-                         mm_quant_fused(type, true)};
+    if (packed) return (mm_kind){.qx = MM_QX_BLK, .pk = true};
     switch (type) {
-    case DT_F32: return (mm_kind){mm_tile_f32_tiles, MM_QX_NONE, NULL, NULL};
-    case DT_F16: return (mm_kind){mm_tile_f16_tiles, MM_QX_NONE, NULL, NULL};
-    case DT_BF16: return (mm_kind){mm_tile_bf16_tiles, MM_QX_NONE, NULL, NULL};
+    case DT_F32: return (mm_kind){mm_tile_f32_tiles, MM_QX_NONE, NULL, NULL, false};
+    case DT_F16: return (mm_kind){mm_tile_f16_tiles, MM_QX_NONE, NULL, NULL, false};
+    case DT_BF16: return (mm_kind){mm_tile_bf16_tiles, MM_QX_NONE, NULL, NULL, false};
 #if !MM_Q8_512
-    case DT_Q8_0: return (mm_kind){mm_tile_q8_0_tiles, MM_QX_LINEAR, NULL, NULL};
+    case DT_Q8_0: return (mm_kind){mm_tile_q8_0_tiles, MM_QX_LINEAR, NULL, NULL, false};
 #endif
     default: {
-        mm_prep_fn prep = mm_quant_prep(type, false);
-        return (mm_kind){mm_quant_tiles(type), MM_QX_GROUPED, prep, mm_quant_fused(type, false)};
+        mm_prep_fn prep = mm_quant_prep(type);
+        return (mm_kind){mm_quant_tiles(type), MM_QX_GROUPED, prep, mm_quant_fused(type), false};
     }
     }
 }
 
 typedef struct mm_job {
     mm_kind k;
+    uint32_t type;
     const uint8_t *w;
-    size_t ws;              /* bytes per weight row */
+    size_t ws;              /* bytes per weight row (packed: unused) */
     const uint8_t *x;       /* activations as the tiles read them */
     size_t xs;              /* bytes per activation row */
     float *y;
     int64_t n_in, n_out;
     int32_t n_rows;
-    int64_t rows_per_task;  /* a multiple of MM_TW */
+    int64_t rows_per_task;  /* a multiple of MM_TW (packed: of 32) */
     uint8_t *prep;          /* per thread, prep_bytes each (64-byte aligned) */
     size_t prep_bytes;
 } mm_job;
@@ -363,6 +375,12 @@ static void mm_rows(const mm_job *j, int64_t o, int nw, int32_t thread) {
 static void mm_task(const mm_job *j, int32_t task, int32_t thread) {
     const int64_t o0 = task * j->rows_per_task;
     const int64_t o1 = o0 + j->rows_per_task < j->n_out ? o0 + j->rows_per_task : j->n_out;
+#if MM_Q8_512
+    if (j->k.pk) {
+        mm_pk_rows(j->type, j->n_in, j->w, o0, o1, j->x, j->xs, j->n_rows, j->y, j->n_out);
+        return;
+    }
+#endif
     const int64_t warm = o0 + MM_AHEAD * MM_TW < o1 ? o0 + MM_AHEAD * MM_TW : o1;
     for (size_t b = 0; b < (size_t)(warm - o0) * j->ws; b += 64)
         MM_PREFETCH(j->w + (size_t)o0 * j->ws + b);
@@ -376,7 +394,7 @@ typedef struct mm_quant_job {
     uint8_t *q;
     size_t qs;      /* bytes per quantised row */
     int64_t n_in;
-    int order;      /* MM_QX_LINEAR or MM_QX_GROUPED */
+    int order;      /* MM_QX_LINEAR, MM_QX_GROUPED or MM_QX_BLK */
 } mm_quant_job;
 
 static void mm_quant_task(void *ctx, int32_t row, int32_t thread) {
@@ -434,15 +452,13 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
     const size_t xs = mm_qx_row_bytes(n_in), xb = xs * (size_t)n_rows;
     mm_multi m = {.n = n};
     size_t prep_bytes = 0;
-    bool need[3] = {false, false, false}; /* by MM_QX_* */
+    bool need[MM_QX_N] = {false}; /* by MM_QX_* */
     for (int32_t i = 0; i < n; i++) {
         const bool pk = w[i]->packed != NULL;
         const mm_kind k = mm_kind_of(w[i]->type, pk);
-        ASSERT(k.tiles != NULL && (!pk || k.prep) && w[i]->n_in == n_in &&
-               dtype_row_ok(w[i]->type, n_in));
-        m.j[i] = (mm_job){.k = k, .w = pk ? w[i]->packed : w[i]->data,
-                          .ws = pk ? mm_pk_row_bytes(w[i]->type, n_in)
-                                   : dtype_row_bytes(w[i]->type, n_in),
+        ASSERT((k.tiles != NULL || k.pk) && w[i]->n_in == n_in && dtype_row_ok(w[i]->type, n_in));
+        m.j[i] = (mm_job){.k = k, .type = w[i]->type, .w = pk ? w[i]->packed : w[i]->data,
+                          .ws = pk ? 0 : dtype_row_bytes(w[i]->type, n_in),
                           .y = y[i], .n_in = n_in, .n_out = w[i]->n_out,
                           .n_rows = n_rows};
         need[k.qx] = true;
@@ -460,11 +476,11 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
     if (prep_bytes) prep_bytes = (prep_bytes + page - 1) / page * page + page;
     /* one scratch: the quantised rows in each order wanted, then each thread's prepared
      * weight rows */
-    const uint8_t *qx[3] = {(const uint8_t *)x, NULL, NULL};
-    if (need[MM_QX_LINEAR] || need[MM_QX_GROUPED]) {
-        const int nq = need[MM_QX_LINEAR] + need[MM_QX_GROUPED];
+    const uint8_t *qx[MM_QX_N] = {(const uint8_t *)x};
+    const int nq = need[MM_QX_LINEAR] + need[MM_QX_GROUPED] + need[MM_QX_BLK];
+    if (nq) {
         uint8_t *s = kern_backend_scratch(b, nq * xb + prep_bytes * (size_t)nt + 2 * page), *at = s;
-        for (int order = MM_QX_LINEAR; order <= MM_QX_GROUPED; order++) {
+        for (int order = MM_QX_LINEAR; order < MM_QX_N; order++) {
             if (!need[order]) continue;
             mm_quant_job q = {x, at, xs, n_in, order};
             at += xb;
@@ -492,11 +508,12 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
         /* MM_TASKS (MM_TASKS_BATCH) chunks per thread: more balance uneven progress, but
          * each costs a claim of the pool's shared ticket and a start without prefetched
          * weights */
-        const int64_t n_tiles = (j->n_out + MM_TW - 1) / MM_TW;
+        const int unit = j->k.pk ? 32 : MM_TW; /* (packed: two blocks of 16 rows) */
+        const int64_t n_tiles = (j->n_out + unit - 1) / unit;
         const int per = n_rows > MM_TX ? MM_TASKS_BATCH : MM_TASKS;
         int64_t tpt = (n_tiles + per * nt - 1) / (per * nt);
         if (tpt < 1) tpt = 1;
-        j->rows_per_task = tpt * MM_TW;
+        j->rows_per_task = tpt * unit;
         m.first[i + 1] = m.first[i] + (int32_t)((j->n_out + j->rows_per_task - 1) / j->rows_per_task);
     }
     if (m.first[n] > 0) pool_run(p, m.first[n], mm_multi_task, &m);

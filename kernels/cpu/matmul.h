@@ -73,6 +73,8 @@ _Static_assert(MM_TW == 4 && MM_TX == 4, "MM_TILES spells out NW in {1, 4}, NX i
  * which every VNNI processor has, for the 256-bit forms the unpackers use.) */
 #if SIMD_AVX512 && defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define MM_Q8_512 1
+#else
+#define MM_Q8_512 0
 #endif
 
 #if MM_Q8_512
@@ -129,7 +131,7 @@ SIMD_INLINE float mm_hsum256(__m256 v) {
  *       a call's activations only (mm_qx_tail_pack); the tail tiles would otherwise
  *       build it anew for every tile of weight rows
  * Every part starts at a multiple of 64 bytes from the row start. */
-enum { MM_QX_NONE, MM_QX_LINEAR, MM_QX_GROUPED };
+enum { MM_QX_NONE, MM_QX_LINEAR, MM_QX_GROUPED, MM_QX_BLK, MM_QX_N };
 
 SIMD_INLINE int64_t mm_qx_np(int64_t n) { return (n + 255) / 256 * 256; }
 /* whole chunks of a row, and quarters (64 values) of its tail chunk (see below) */
@@ -160,6 +162,17 @@ SIMD_INLINE const float *mm_qx_d(const uint8_t *xr, int64_t n) {
     return (const float *)(xr + mm_qx_np(n) + 3 * mm_qx_np(n) / 4);
 }
 SIMD_INLINE const uint8_t *mm_qx_tp(const uint8_t *xr, int64_t n) { return xr + mm_qx_tp_at(n); }
+
+/* The MM_QX_BLK form (the packed matrices', matmul_pk.c), in the same row size: q in
+ * value order, then per block of 32 from offset np: d (np / 32 floats), sx = d times the
+ * block's sum of q (np / 32 floats) and neg = minus that sum (np / 32 int32). */
+SIMD_INLINE const float *mm_qx_bd(const uint8_t *xr, int64_t np) { return (const float *)(xr + np); }
+SIMD_INLINE const float *mm_qx_bsx(const uint8_t *xr, int64_t np) {
+    return (const float *)(xr + np + np / 8);
+}
+SIMD_INLINE const int32_t *mm_qx_bneg(const uint8_t *xr, int64_t np) {
+    return (const int32_t *)(xr + np + np / 4);
+}
 
 /* Fills tp in row 0 of x (xs bytes a row) for rows 0 .. nx - 1 (nx <= MM_TX), all
  * quantised; nothing where there is no tp. */
@@ -193,34 +206,23 @@ SIMD_INLINE int mm_tail_pos(int v) { return 64 * (v / 64) + 16 * (v / 4 % 4) + 4
  * order (dst != src). */
 void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq);
 
-/* ---- the packed form (kern_mat_pack, pack.c) ---------------------------------------
- * Q4_0 and Q4_1 rows repacked once, at load, so that preparing a chunk is two loads and
- * four masks or shifts, plus the scales: the stored form's preparer spends most of its
- * time gathering the 16-byte quants of 8 blocks and permuting them into the grouped
- * order, for every tile of every step. A packed chunk of cnb blocks holds nibbles, the
- * unsigned quants u already in the grouped order (a tail chunk's in the compact order),
- * 32 bytes per quarter, then the blocks' fp16 scales d, then (Q4_1) their fp16 mins m:
- * in a whole chunk byte i < 64 holds u[i] (low nibble) and u[64 + i] (high), byte 64 + i
- * u[128 + i] and u[192 + i]; in a tail chunk byte 32 j + i holds u[64 j + i] and
- * u[64 j + 32 + i]. A whole chunk takes the bytes of the 8 blocks it came from (144 or
- * 160), so chunk c of a row starts where the stored one does and the tiles' addressing
- * and prefetching do not change; only a tail of an odd number of blocks is longer. The
- * packed preparer gives bitwise the mm_prep of mm_blk_prep (pack.c makes the packed form
- * from it; test_kernels compares the two paths' results).
- *
- * (Q8_0 packed the same way, its u as mm_prep holds them, measured faster in cache but
- * 3-13% slower streamed from memory, as its output layers are, so it is left out.) */
-SIMD_INLINE bool mm_pk_type(uint32_t type) { return type == DT_Q4_0 || type == DT_Q4_1; }
-/* bytes of nibbles of a packed chunk of cnb blocks, then of the whole chunk */
-SIMD_INLINE int mm_pk_qbytes(int cnb) { return 32 * ((cnb + 1) / 2); }
-SIMD_INLINE int mm_pk_chunk_bytes(uint32_t type, int cnb) {
-    return mm_pk_qbytes(cnb) + 2 * cnb * (type == DT_Q4_1 ? 2 : 1);
+/* ---- the packed form (kern_mat_pack, matmul_pk.c) --------------------------------
+ * Q4_0, Q4_1 and Q8_0 matrices whose n_out is a multiple of 16, repacked once at load
+ * so that a vector holds 16 weight rows (layout and arithmetic: matmul_pk.c). The
+ * activations they read are of the MM_QX_BLK form. AVX-512 VNNI builds only. */
+SIMD_INLINE bool mm_pk_type(uint32_t type) {
+    return type == DT_Q4_0 || type == DT_Q4_1 || type == DT_Q8_0;
 }
-SIMD_INLINE size_t mm_pk_row_bytes(uint32_t type, int64_t n) {
-    const int tail = (int)(n % QUANT_CHUNK / 32);
-    return (size_t)(n / QUANT_CHUNK) * (size_t)mm_pk_chunk_bytes(type, 8) +
-           (tail ? (size_t)mm_pk_chunk_bytes(type, tail) : 0);
+/* bytes of a packed block of 16 weight rows of n values */
+SIMD_INLINE size_t mm_pk_ob_bytes(uint32_t type, int64_t n) {
+    const size_t bb = type == DT_Q8_0 ? 34 : type == DT_Q4_1 ? 20 : 18;
+    return ((size_t)(n / 32) * 16 * bb + 63) / 64 * 64;
 }
+/* Weight rows o0 .. o1 - 1 (multiples of 16) of a packed matrix at w (n_in columns)
+ * times n_rows activation rows of the MM_QX_BLK form at x (xs bytes apart) into y
+ * (n_out floats a row). */
+void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64_t o1,
+                const uint8_t *x, size_t xs, int32_t n_rows, float *y, int64_t n_out);
 
 /* A block type of kernels/quant.h, prepared for the tiles: mm_prep_fn unpacks nw (1 or
  * MM_TW) weight rows of n values, all their chunks, into the grouped form at dst (one
@@ -240,14 +242,12 @@ SIMD_INLINE size_t mm_prep_row_bytes(int64_t n) {
     return (size_t)(mm_qx_np(n) / 256) * sizeof(mm_prep);
 }
 
-/* The preparer of a block type of kernels/quant.h (matmul_quant.c), of its rows as stored
- * or (packed) as kern_mat_pack packed them; NULL for others. */
-mm_prep_fn mm_quant_prep(uint32_t type, bool packed);
+/* The preparer of a block type of kernels/quant.h (matmul_quant.c); NULL for others. */
+mm_prep_fn mm_quant_prep(uint32_t type);
 /* A block type's tiles, over prepared weights; NULL for types without a preparer. */
 mm_tile_row *mm_quant_tiles(uint32_t type);
-/* A block type's tiles that prepare as they go (for at most MM_TX activation rows, over
- * the weights as stored or packed; results bitwise those of the prepared path); NULL
- * where the build has none. */
-mm_tile_row *mm_quant_fused(uint32_t type, bool packed);
+/* A block type's tiles that prepare as they go (for at most MM_TX activation rows;
+ * results bitwise those of the prepared path); NULL where the build has none. */
+mm_tile_row *mm_quant_fused(uint32_t type);
 
 #endif

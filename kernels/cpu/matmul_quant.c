@@ -411,7 +411,7 @@ MM_GRP_TILES(mm_tile_io4, 4)
  * are bitwise those of the prepared path. */
 SIMD_INLINE void mm_tile_fused(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
                                size_t xs, float *y, int64_t ys, const uint32_t type,
-                               const bool pk, const int NW, const int NX) {
+                               const int NW, const int NX) {
     const int bn = mm_blk_n(type), bb = mm_blk_bytes(type), per_chunk = QUANT_CHUNK / bn;
     const int io = mm_int_off(type);
     const int64_t nfull = mm_full_chunks(n);
@@ -424,7 +424,7 @@ SIMD_INLINE void mm_tile_fused(int64_t n, const uint8_t *w, size_t ws, const uin
     for (int64_t ch = 0; ch < nfull; ch++) {
 #pragma GCC unroll 4
         for (int r = 0; r < NW; r++)
-            mm_any_prep(type, pk, w + r * ws + ch * per_chunk * bb, per_chunk, ahead, &q[r]);
+            mm_blk_prep(type, w + r * ws + ch * per_chunk * bb, per_chunk, ahead, &q[r]);
 #pragma GCC unroll 4
         for (int c = 0; c < NX; c++) {
             const uint8_t *xr = x + c * xs;
@@ -454,30 +454,29 @@ SIMD_INLINE void mm_tile_fused(int64_t n, const uint8_t *w, size_t ws, const uin
         const int cnb = (int)(n / bn - nfull * per_chunk);
 #pragma GCC unroll 4
         for (int r = 0; r < NW; r++)
-            mm_any_prep(type, pk, w + r * ws + nfull * per_chunk * bb, cnb, ahead, &q[r]);
+            mm_blk_prep(type, w + r * ws + nfull * per_chunk * bb, cnb, ahead, &q[r]);
     }
     mm_finish512(n, q, x, acc, y, ys, NW, NX, io);
 }
-#define MM_FUSED_TYPE(name, T, pk)                                                        \
+#define MM_FUSED_TYPE(name, T)                                                            \
     SIMD_INLINE void mm_fused_##name(int64_t n, const uint8_t *w, size_t ws,              \
                                      const uint8_t *x, size_t xs, float *y, int64_t ys,   \
                                      const int NW, const int NX) {                        \
-        mm_tile_fused(n, w, ws, x, xs, y, ys, T, pk, NW, NX);                             \
+        mm_tile_fused(n, w, ws, x, xs, y, ys, T, NW, NX);                                 \
     }                                                                                     \
     MM_TILES(mm_fused_##name)
 #else
-#define MM_FUSED_TYPE(name, T, pk)
+#define MM_FUSED_TYPE(name, T)
 #endif
 
-/* One preparer per type and form (pk: packed, unpack.h): the type is a constant in each,
- * so quant_unpack's switch and the block sizes fold away. */
-#define MM_PREP_TYPE(name, T, pk)                                                         \
+/* One preparer per type: the type is a constant in each, so quant_unpack's switch and
+ * the block sizes fold away. */
+#define MM_BLK_TYPE(name, T)                                                              \
     static void mm_prep_##name(int64_t n, const uint8_t *w, size_t ws, int nw,            \
                                mm_prep *dst) {                                            \
-        mm_prep_blk(n, w, ws, nw, dst, T, pk);                                            \
+        mm_prep_blk(n, w, ws, nw, dst, T);                                                \
     }                                                                                     \
-    MM_FUSED_TYPE(name, T, pk)
-#define MM_BLK_TYPE(name, T) MM_PREP_TYPE(name, T, false)
+    MM_FUSED_TYPE(name, T)
 
 MM_BLK_TYPE(q4_0, DT_Q4_0)
 MM_BLK_TYPE(q4_1, DT_Q4_1)
@@ -488,18 +487,9 @@ MM_BLK_TYPE(q5_k, DT_Q5_K)
 MM_BLK_TYPE(q6_k, DT_Q6_K)
 #if MM_Q8_512
 MM_BLK_TYPE(q8_0, DT_Q8_0)
-MM_PREP_TYPE(pk_q4_0, DT_Q4_0, true)
-MM_PREP_TYPE(pk_q4_1, DT_Q4_1, true)
 #endif
 
-mm_prep_fn mm_quant_prep(uint32_t type, bool packed) {
-    if (packed) {
-#if MM_Q8_512
-        if (type == DT_Q4_0) return mm_prep_pk_q4_0;
-        if (type == DT_Q4_1) return mm_prep_pk_q4_1;
-#endif
-        return NULL;
-    }
+mm_prep_fn mm_quant_prep(uint32_t type) {
     switch (type) {
     case DT_Q4_0: return mm_prep_q4_0;
     case DT_Q4_1: return mm_prep_q4_1;
@@ -525,16 +515,11 @@ mm_tile_row *mm_quant_tiles(uint32_t type) {
     default: break;
     }
 #endif
-    return mm_quant_prep(type, false) ? mm_tile_blk_tiles : NULL;
+    return mm_quant_prep(type) ? mm_tile_blk_tiles : NULL;
 }
 
-mm_tile_row *mm_quant_fused(uint32_t type, bool packed) {
+mm_tile_row *mm_quant_fused(uint32_t type) {
 #if MM_Q8_512
-    if (packed) switch (type) {
-        case DT_Q4_0: return mm_fused_pk_q4_0_tiles;
-        case DT_Q4_1: return mm_fused_pk_q4_1_tiles;
-        default: return NULL;
-        }
     switch (type) {
     case DT_Q4_0: return mm_fused_q4_0_tiles;
     case DT_Q4_1: return mm_fused_q4_1_tiles;
@@ -547,7 +532,7 @@ mm_tile_row *mm_quant_fused(uint32_t type, bool packed) {
     default: return NULL;
     }
 #else
-    (void)type, (void)packed;
+    (void)type;
     return NULL;
 #endif
 }

@@ -360,64 +360,15 @@ SIMD_INLINE void mm_blk_prep(uint32_t type, const uint8_t *p, int cnb, size_t ah
 #endif
 }
 
-#if MM_Q8_512
-/* mm_blk_prep of a packed chunk (cnb blocks at p; layout: matmul.h) */
-SIMD_INLINE void mm_pk_prep(uint32_t type, const uint8_t *p, int cnb, size_t ahead, mm_prep *c) {
-    const int bytes = mm_pk_chunk_bytes(type, 8);
-    for (int o = 0; o < bytes; o += 64) MM_PREFETCH(p + ahead + o);
-    MM_PREFETCH(p + ahead + bytes - 1);
-    if (cnb == 8) {
-        const __m512i lo4 = _mm512_set1_epi8(15);
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const __m512i v = _mm512_loadu_si512(p + 64 * h);
-            _mm512_store_si512(c->u + 128 * h, _mm512_and_si512(v, lo4));
-            _mm512_store_si512(c->u + 128 * h + 64, _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4));
-        }
-    } else {
-        const __m256i lo4 = _mm256_set1_epi8(15);
-        for (int j = 0; 2 * j < cnb; j++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(p + 32 * j));
-            _mm512_store_si512(c->u + 64 * j,
-                               _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, lo4)),
-                                                  _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4), 1));
-        }
-    }
-    /* the scales as mm_unpack_dm_512 makes them (blocks past cnb: 0); then mo as
-     * mm_blk_prep makes it */
-    const uint8_t *sp = p + mm_pk_qbytes(cnb);
-    const __mmask8 in = (__mmask8)((1u << cnb) - 1);
-    const __m512 s = mm_ph8_twice(_mm_maskz_loadu_epi16(in, sp));
-    _mm512_store_ps(c->s, s);
-    if (mm_int_off(type) >= 0) return; /* (its tiles read no mo) */
-    const __m512 m = mm_ph8_twice(_mm_maskz_loadu_epi16(in, sp + 2 * cnb));
-    _mm512_store_ps(c->mo, _mm512_fnmadd_ps(_mm512_set1_ps((float)quant_off(type)), s, m));
-}
-#endif
-
-/* mm_blk_prep, or with pk (a constant) mm_pk_prep: a whole chunk starts at the same
- * byte in both forms (see above), so callers address chunks alike. */
-SIMD_INLINE void mm_any_prep(uint32_t type, const bool pk, const uint8_t *p, int cnb, size_t ahead,
-                             mm_prep *c) {
-#if MM_Q8_512
-    if (pk) {
-        mm_pk_prep(type, p, cnb, ahead, c);
-        return;
-    }
-#endif
-    (void)pk;
-    mm_blk_prep(type, p, cnb, ahead, c);
-}
-
 /* All chunks of nw weight rows into dst (layout: see mm_prep_fn). */
 SIMD_INLINE void mm_prep_blk(int64_t n, const uint8_t *w, size_t ws, int nw, mm_prep *dst,
-                             const uint32_t type, const bool pk) {
+                             const uint32_t type) {
     const int bn = mm_blk_n(type), bb = mm_blk_bytes(type), per_chunk = QUANT_CHUNK / bn;
     const int64_t nb = n / bn;
     for (int64_t b0 = 0; b0 < nb; b0 += per_chunk, dst += nw) {
         const int cnb = nb - b0 < per_chunk ? (int)(nb - b0) : per_chunk;
         for (int r = 0; r < nw; r++)
-            mm_any_prep(type, pk, w + r * ws + b0 * bb, cnb, MM_AHEAD * (size_t)nw * ws, dst + r);
+            mm_blk_prep(type, w + r * ws + b0 * bb, cnb, MM_AHEAD * (size_t)nw * ws, dst + r);
     }
 }
 

@@ -1,0 +1,217 @@
+/* matmul_pk.c - the packed form of Q4_0, Q4_1 and Q8_0 weights (kern_mat_pack) and the
+ * matmul over it, with AVX-512 VNNI: a vector holds 16 weight rows.
+ *
+ * The tiles of matmul_quant.c put 16 groups of one weight row in a vector, so every 4
+ * int8 dot products end in a float conversion, a scale product and one or two
+ * multiply-adds per pair of rows. On Zen 4 the dot products and the float multiplies
+ * share two pipes, so that float work capped the tiles at about half the dot products'
+ * peak. Here lane o of a vector is weight row o of a block of 16 rows, and an activation
+ * row's 4 values are broadcast to all lanes: the 8 dot products of a 32-value block go
+ * into one integer sum per (16 rows, activation row), then one scale product and one or
+ * two multiply-adds (3 float instructions per 8 dot products instead of 3 per 4). The
+ * activations are broadcast from memory, which folds into the dot product, and a weight
+ * vector, unpacked once, serves up to MM_PK_RX activation rows. There is no preparing
+ * pass and no horizontal sum: a lane ends as one output.
+ *
+ * Packed form, per block of 16 weight rows (an o-block): the quants of its blocks of 32
+ * values, block by block, then the blocks' 16 fp16 d (32 bytes a block), then (Q4_1)
+ * their 16 fp16 m; padded to 64 bytes (mm_pk_ob_bytes). The quants of a block:
+ *   Q4_0, Q4_1: 4 parts of 64 bytes; in part p, lane o (bytes 4o .. 4o + 3) holds bytes
+ *     4p .. 4p + 3 of the quants of row o's block as stored: low nibbles are values
+ *     4p + j, high nibbles values 16 + 4p + j.
+ *   Q8_0: 8 parts of 64 bytes; part s lane o holds values 4s .. 4s + 3 of row o plus 128
+ *     (unsigned, as the dot product wants).
+ * The same bytes as stored (16 blocks of 18, 20 or 34 bytes) but for that padding. n_out
+ * must be a multiple of 16; other matrices stay as stored.
+ *
+ * Arithmetic of output (o, activation row r): for each block b in order, the integer sum
+ * P = sum_j u_j q_j, started at -off * sum_j q_j for the offset types (Q4_0: 8, Q8_0: 128;
+ * exact in int32), then y = fma(float(P), d_w * d_x, y) and for Q4_1 y = fma(m_w, s_x, y)
+ * with s_x = d_x * sum_j q_j. The same for every r, in any batch, on any thread: a row's
+ * results do not depend on the rows beside it (forest steps rely on it). They differ
+ * from the stored form's by float rounding (the stored tiles sum groups of 16 first). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "unpack.h"
+
+#if MM_Q8_512
+
+/* bytes of the quants of one block of an o-block */
+SIMD_INLINE int mm_pk_qbytes(uint32_t type) { return type == DT_Q8_0 ? 512 : 256; }
+
+/* Packs block b of the 16 stored rows at src (rs bytes apart) into the o-block at dst
+ * (nb blocks). */
+static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b, int64_t nb,
+                        uint8_t *ob) {
+    const int bb = mm_blk_bytes(type), qb = mm_pk_qbytes(type);
+    uint8_t *dst = ob + b * qb, *sc = ob + nb * qb + 32 * b;
+    for (int o = 0; o < 16; o++) {
+        const uint8_t *blk = src + (size_t)o * rs + (size_t)b * (size_t)bb;
+        memcpy(sc + 2 * o, blk, 2); /* d */
+        if (type == DT_Q4_1) memcpy(sc + 32 * nb + 2 * o, blk + 2, 2); /* m */
+        const uint8_t *qs = blk + (type == DT_Q4_1 ? 4 : 2);
+        for (int s = 0; s < qb / 64; s++)
+            for (int j = 0; j < 4; j++)
+                dst[64 * s + 4 * o + j] = type == DT_Q8_0 ? (uint8_t)(qs[4 * s + j] ^ 0x80) : qs[4 * s + j];
+    }
+}
+
+/* How many activation rows one pass takes, and weight o-blocks (16 rows each). Four rows
+ * by two o-blocks measured best of 8x1, 4x2 and 6x2 (16 rows of 1536 x 576 Q4_1 in cache,
+ * 2.56 dot products per ns against 2.48 and 2.29). */
+#define MM_PK_RX 4
+#define MM_PK_OB 2
+
+/* y[r * ys + 16 o + lane] for activation rows r < R and o-blocks o < OB at w (obs bytes
+ * apart), nb blocks; x: R rows of the MM_QX_BLK form, xs bytes apart, np = mm_qx_np. */
+SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint8_t *x, size_t xs,
+                            int64_t np, float *y, int64_t ys, const uint32_t type, const int R,
+                            const int OB) {
+    const int qb = mm_pk_qbytes(type);
+    const int sh = type == DT_Q8_0 ? 7 : 3; /* off = 1 << sh, for the offset types */
+    /* The next OB o-blocks' weights (the next call's) are fetched while these are
+     * multiplied (the prefetchers stop at 4 KB pages). bench forest's 16-leaf step, 3
+     * interleaved runs: min 15.48 ms without, 13.49 with, 15.86 fetching 1 KB ahead
+     * instead; the 1-leaf step did not move beyond the noise (min 5.44, 4.90, 5.63). */
+    const size_t ahead = OB * obs;
+    const __m512i lo4 = _mm512_set1_epi8(15);
+    __m512 acc[MM_PK_OB][MM_PK_RX];
+#pragma GCC unroll 2
+    for (int o = 0; o < OB; o++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) acc[o][r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i p[MM_PK_OB][MM_PK_RX];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            __m512i p0 = _mm512_setzero_si512();
+            if (type != DT_Q4_1)
+                p0 = _mm512_slli_epi32(_mm512_set1_epi32(mm_qx_bneg(x + r * xs, np)[b]), sh);
+#pragma GCC unroll 2
+            for (int o = 0; o < OB; o++) p[o][r] = p0;
+        }
+        if (type == DT_Q8_0) {
+#pragma GCC unroll 8
+            for (int s = 0; s < 8; s++) {
+                __m512i u[MM_PK_OB];
+#pragma GCC unroll 2
+                for (int o = 0; o < OB; o++) {
+                    u[o] = _mm512_load_si512(w + o * obs + b * qb + 64 * s);
+                    MM_PREFETCH(w + o * obs + b * qb + 64 * s + ahead);
+                }
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    const __m512i xv = _mm512_set1_epi32(*(const int32_t *)(x + r * xs + 32 * b + 4 * s));
+#pragma GCC unroll 2
+                    for (int o = 0; o < OB; o++) p[o][r] = _mm512_dpbusd_epi32(p[o][r], u[o], xv);
+                }
+            }
+        } else {
+#pragma GCC unroll 4
+            for (int s = 0; s < 4; s++) {
+                __m512i ul[MM_PK_OB], uh[MM_PK_OB];
+#pragma GCC unroll 2
+                for (int o = 0; o < OB; o++) {
+                    const __m512i v = _mm512_load_si512(w + o * obs + b * qb + 64 * s);
+                    MM_PREFETCH(w + o * obs + b * qb + 64 * s + ahead);
+                    ul[o] = _mm512_and_si512(v, lo4);
+                    uh[o] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+                }
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) {
+                    const uint8_t *xq = x + r * xs + 32 * b + 4 * s;
+                    const __m512i x0 = _mm512_set1_epi32(*(const int32_t *)xq);
+                    const __m512i x1 = _mm512_set1_epi32(*(const int32_t *)(xq + 16));
+#pragma GCC unroll 2
+                    for (int o = 0; o < OB; o++)
+                        p[o][r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p[o][r], ul[o], x0), uh[o], x1);
+                }
+            }
+        }
+#pragma GCC unroll 2
+        for (int o = 0; o < OB; o++) {
+            const uint8_t *sc = w + o * obs + nb * qb + 32 * b;
+            MM_PREFETCH(sc + ahead);
+            if (type == DT_Q4_1) MM_PREFETCH(sc + ahead + 32 * nb);
+            const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sc));
+            const __m512 mw = type == DT_Q4_1 ? _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sc + 32 * nb)))
+                                              : _mm512_setzero_ps();
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const uint8_t *xr = x + r * xs;
+                const __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[o][r]),
+                                                 _mm512_mul_ps(dw, _mm512_set1_ps(mm_qx_bd(xr, np)[b])),
+                                                 acc[o][r]);
+                acc[o][r] = type == DT_Q4_1 ? _mm512_fmadd_ps(mw, _mm512_set1_ps(mm_qx_bsx(xr, np)[b]), a) : a;
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int o = 0; o < OB; o++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) _mm512_storeu_ps(y + r * ys + 16 * o, acc[o][r]);
+}
+
+typedef void (*mm_pk_fn)(int64_t nb, const uint8_t *w, size_t obs, const uint8_t *x, size_t xs,
+                         int64_t np, float *y, int64_t ys);
+
+#define MM_PK_FN(name, T, r, ob)                                                           \
+    static void name##_##r##x##ob(int64_t nb, const uint8_t *w, size_t obs, const uint8_t *x, \
+                                  size_t xs, int64_t np, float *y, int64_t ys) {            \
+        mm_pk_tile(nb, w, obs, x, xs, np, y, ys, T, r, ob);                                 \
+    }
+#define MM_PK_TYPE(name, T)                                                                \
+    MM_PK_FN(name, T, 1, 1) MM_PK_FN(name, T, 2, 1) MM_PK_FN(name, T, 3, 1)                \
+    MM_PK_FN(name, T, 4, 1) MM_PK_FN(name, T, 1, 2) MM_PK_FN(name, T, 2, 2)                \
+    MM_PK_FN(name, T, 3, 2) MM_PK_FN(name, T, 4, 2)                                         \
+    static const mm_pk_fn name##_fns[MM_PK_OB][MM_PK_RX] = {                               \
+        {name##_1x1, name##_2x1, name##_3x1, name##_4x1},                                  \
+        {name##_1x2, name##_2x2, name##_3x2, name##_4x2}};
+
+_Static_assert(MM_PK_RX == 4 && MM_PK_OB == 2, "MM_PK_TYPE spells out R 1..4, OB 1..2");
+
+MM_PK_TYPE(mm_pk_q4_0, DT_Q4_0)
+MM_PK_TYPE(mm_pk_q4_1, DT_Q4_1)
+MM_PK_TYPE(mm_pk_q8_0, DT_Q8_0)
+
+void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64_t o1,
+                const uint8_t *x, size_t xs, int32_t n_rows, float *y, int64_t n_out) {
+    const mm_pk_fn(*fns)[MM_PK_RX] = type == DT_Q4_0 ? mm_pk_q4_0_fns
+                                     : type == DT_Q4_1 ? mm_pk_q4_1_fns
+                                                       : mm_pk_q8_0_fns;
+    const int64_t nb = n_in / 32, np = mm_qx_np(n_in);
+    const size_t obs = mm_pk_ob_bytes(type, n_in);
+    for (int64_t o = o0; o < o1; o += 16 * MM_PK_OB) {
+        const int ob = o1 - o < 16 * MM_PK_OB ? (int)((o1 - o) / 16) : MM_PK_OB;
+        const uint8_t *wo = w + (size_t)(o / 16) * obs;
+        for (int32_t r0 = 0; r0 < n_rows; r0 += MM_PK_RX) {
+            const int nr = n_rows - r0 < MM_PK_RX ? n_rows - r0 : MM_PK_RX;
+            fns[ob - 1][nr - 1](nb, wo, obs, x + (size_t)r0 * xs, xs, np, y + (int64_t)r0 * n_out + o, n_out);
+        }
+    }
+}
+
+#endif
+
+void *kern_mat_pack(const kern_mat *w, size_t *bytes) {
+#if MM_Q8_512
+    if (!mm_pk_type(w->type) || w->n_in % 32 || w->n_in <= 0 || w->n_out <= 0 || w->n_out % 16)
+        return NULL;
+    const size_t rs = dtype_row_bytes(w->type, w->n_in), obs = mm_pk_ob_bytes(w->type, w->n_in);
+    const size_t total = obs * (size_t)(w->n_out / 16);
+    uint8_t *out = aligned_alloc(64, total);
+    if (!out) return NULL;
+    memset(out, 0, total); /* (the padding) */
+    const int64_t nb = w->n_in / 32;
+    for (int64_t ob = 0; ob < w->n_out / 16; ob++)
+        for (int64_t b = 0; b < nb; b++)
+            mm_pk_block(w->type, (const uint8_t *)w->data + (size_t)(16 * ob) * rs, rs, b, nb,
+                        out + (size_t)ob * obs);
+    if (bytes) *bytes = total;
+    return out;
+#else
+    (void)w, (void)bytes;
+    return NULL;
+#endif
+}
