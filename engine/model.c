@@ -217,7 +217,8 @@ static kern_mat *model_mat(model *m, int i) {
  * a row's results still do not depend on the batch). The stored bytes of a packed matrix are
  * then read only by other backends, so where they come from the file mapping their
  * pages are let go (they come back from the file if read): the process does not hold
- * the model twice. (Not the embeddings', which give rows.) */
+ * the model twice. That includes tied embeddings, which packing read whole: the rows
+ * tokens look up come back a page at a time (SmolLM2: 130 -> 101 MB resident). */
 static void pack_weights(model *m) {
     const char *no = getenv("MD_NO_PACK");
     if (no && *no && strcmp(no, "0") != 0) return;
@@ -228,7 +229,7 @@ static void pack_weights(model *m) {
         w->packed = kern_mat_pack(w, &bytes);
         if (!w->packed) continue;
         m->packed_bytes += bytes;
-        if (!gguf_mapped(m->gguf) || w->data == m->tok_embd.data) continue;
+        if (!gguf_mapped(m->gguf)) continue;
         const uintptr_t a = (uintptr_t)w->data;
         const uintptr_t e = a + dtype_row_bytes(w->type, w->n_in) * (size_t)w->n_out;
         const uintptr_t lo = (a + page - 1) / page * page, hi = e / page * page;

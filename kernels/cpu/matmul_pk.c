@@ -51,9 +51,12 @@ static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b,
         memcpy(sc + 2 * o, blk, 2); /* d */
         if (type == DT_Q4_1) memcpy(sc + 32 * nb + 2 * o, blk + 2, 2); /* m */
         const uint8_t *qs = blk + (type == DT_Q4_1 ? 4 : 2);
-        for (int s = 0; s < qb / 64; s++)
-            for (int j = 0; j < 4; j++)
-                dst[64 * s + 4 * o + j] = type == DT_Q8_0 ? (uint8_t)(qs[4 * s + j] ^ 0x80) : qs[4 * s + j];
+        for (int s = 0; s < qb / 64; s++) {
+            uint32_t v;
+            memcpy(&v, qs + 4 * s, 4);
+            if (type == DT_Q8_0) v ^= 0x80808080u; /* + 128 in each byte */
+            memcpy(dst + 64 * s + 4 * o, &v, 4);
+        }
     }
 }
 
