@@ -44,6 +44,10 @@ typedef struct step_plan {
     int32_t cap_scratch;
     struct step_lse *lse;  /* (n_out) each logits row's log-sum-exp, computed on demand */
     int32_t cap_lse;
+    int32_t *tk_ids;       /* (n_out, top_k) each row's top-k while step_run stores them */
+    float *tk_lv;
+    int32_t *tk_n;
+    int32_t cap_tk_ids, cap_tk_lv, cap_tk_n;
     /* Optional: called by step_run just before and just after the model's forward pass,
      * the long part of a step during which neither the forest nor the plan changes. A
      * threaded caller (the TUI's worker) uses them to release its forest lock so readers

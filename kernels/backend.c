@@ -71,6 +71,11 @@ int32_t kern_backend_threads(const kern_backend *b) { return b->n_threads; }
 
 pool *kern_backend_pool(kern_backend *b) { return b->pool; }
 
+void kern_backend_parallel(kern_backend *b, int32_t n_tasks,
+                           void (*fn)(void *ctx, int32_t task, int32_t thread), void *ctx) {
+    if (n_tasks > 0) pool_run(b->pool, n_tasks, fn, ctx);
+}
+
 void *kern_backend_scratch(kern_backend *b, size_t bytes) {
     if (bytes <= b->scratch_bytes) return b->scratch;
     size_t n = b->scratch_bytes ? b->scratch_bytes : 4096;

@@ -102,6 +102,12 @@ void kern_backend_free(kern_backend *b);
 const kern_ops *kern_backend_ops(const kern_backend *b);
 const char *kern_backend_name(const kern_backend *b);
 int32_t kern_backend_threads(const kern_backend *b);
+/* Calls fn(ctx, task, thread) for every task in [0, n_tasks) on the backend's threads (the
+ * caller's among them; thread < kern_backend_threads(b), unique among tasks running at
+ * once) and returns when all are done: for work beside the ops that splits into
+ * independent tasks (a step's per-row top-k). fn must not call back into b. */
+void kern_backend_parallel(kern_backend *b, int32_t n_tasks,
+                           void (*fn)(void *ctx, int32_t task, int32_t thread), void *ctx);
 
 /* Backend tables; each backend's file defines one. */
 extern const kern_ops kern_ref_ops;
