@@ -196,6 +196,16 @@ static inline void quant_store_twice(float *dst, const quant_f8 *v) {
 
 /* Unpacks the chunk starting at blk: one super block of a K type, or nb (1..8) blocks of
  * 32 of a small type, the rest of the chunk zero (u, s and m all 0). */
+/* The 8 6-bit scales (byte j of *sc) and mins (of *mn) of a Q4_K / Q5_K block's scales[12],
+ * 4 at a time (layout: see block_q4_K). */
+static inline void quant_k_scales(const uint8_t *scales, uint64_t *sc, uint64_t *mn) {
+    uint32_t sw[3];
+    memcpy(sw, scales, 12);
+    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
+    *sc = (sw[0] & m6) | (uint64_t)((sw[2] & m4) | (sw[0] >> 6 & m2) << 4) << 32;
+    *mn = (sw[1] & m6) | (uint64_t)((sw[2] >> 4 & m4) | (sw[1] >> 6 & m2) << 4) << 32;
+}
+
 static inline void quant_unpack(uint32_t type, const uint8_t *blk, int nb, quant_chunk *c) {
     switch (type) {
     case DT_Q4_0: case DT_Q4_1: case DT_Q5_0: case DT_Q5_1: {
@@ -244,12 +254,8 @@ static inline void quant_unpack(uint32_t type, const uint8_t *blk, int nb, quant
             memcpy(c->u + 64 * k, &lo, 32);
             memcpy(c->u + 64 * k + 32, &hi, 32);
         }
-        /* the 6-bit scales and mins, 4 at a time (layout: see block_q4_K) */
-        uint32_t sw[3];
-        memcpy(sw, scales, 12);
-        const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
-        uint64_t sc = (sw[0] & m6) | (uint64_t)((sw[2] & m4) | (sw[0] >> 6 & m2) << 4) << 32;
-        uint64_t mn = (sw[1] & m6) | (uint64_t)((sw[2] >> 4 & m4) | (sw[1] >> 6 & m2) << 4) << 32;
+        uint64_t sc, mn;
+        quant_k_scales(scales, &sc, &mn);
         quant_f8 sf, mf;
         quant_u8x8_to_f8(sc, &sf);
         quant_u8x8_to_f8(mn, &mf);

@@ -207,16 +207,18 @@ SIMD_INLINE int mm_tail_pos(int v) { return 64 * (v / 64) + 16 * (v / 4 % 4) + 4
 void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq);
 
 /* ---- the packed form (kern_mat_pack, matmul_pk.c) --------------------------------
- * Q4_0, Q4_1 and Q8_0 matrices whose n_out is a multiple of 16, repacked once at load
+ * Q4_0, Q4_1, Q8_0 and Q4_K matrices whose n_out is a multiple of 16, repacked once at load
  * so that a vector holds 16 weight rows (layout and arithmetic: matmul_pk.c). The
  * activations they read are of the MM_QX_BLK form. AVX-512 VNNI builds only. */
 SIMD_INLINE bool mm_pk_type(uint32_t type) {
-    return type == DT_Q4_0 || type == DT_Q4_1 || type == DT_Q8_0;
+    return type == DT_Q4_0 || type == DT_Q4_1 || type == DT_Q8_0 || type == DT_Q4_K;
 }
-/* bytes of a packed block of 16 weight rows of n values */
+/* bytes of a packed block of 16 weight rows of n values (Q4_K: 16 x 148 bytes a super
+ * block, its 6-bit scales and mins as bytes) */
 SIMD_INLINE size_t mm_pk_ob_bytes(uint32_t type, int64_t n) {
-    const size_t bb = type == DT_Q8_0 ? 34 : type == DT_Q4_1 ? 20 : 18;
-    return ((size_t)(n / 32) * 16 * bb + 63) / 64 * 64;
+    const size_t bytes = type == DT_Q4_K ? (size_t)(n / 256) * 16 * 148
+                                         : (size_t)(n / 32) * 16 * (type == DT_Q8_0 ? 34 : type == DT_Q4_1 ? 20 : 18);
+    return (bytes + 63) / 64 * 64;
 }
 /* Weight rows o0 .. o1 - 1 (multiples of 16) of a packed matrix at w (n_in columns)
  * times n_rows activation rows of the MM_QX_BLK form at x (xs bytes apart) into y

@@ -1,4 +1,4 @@
-/* matmul_pk.c - the packed form of Q4_0, Q4_1 and Q8_0 weights (kern_mat_pack) and the
+/* matmul_pk.c - the packed form of Q4_0, Q4_1, Q8_0 and Q4_K weights (kern_mat_pack) and the
  * matmul over it, with AVX-512 VNNI: a vector holds 16 weight rows.
  *
  * The tiles of matmul_quant.c put 16 groups of one weight row in a vector, so every 4
@@ -21,13 +21,16 @@
  *     4p + j, high nibbles values 16 + 4p + j.
  *   Q8_0: 8 parts of 64 bytes; part s lane o holds values 4s .. 4s + 3 of row o plus 128
  *     (unsigned, as the dot product wants).
- * The same bytes as stored (16 blocks of 18, 20 or 34 bytes) but for that padding. n_out
- * must be a multiple of 16; other matrices stay as stored.
+ *   Q4_K: each block of 32 (a sub-block) as Q4_0's; the scales are per super block of
+ *     256 (MM_PK_KSC bytes each): the 16 rows' fp16 d and dmin, then per sub-block the
+ *     16 rows' 6-bit sc, then their mn, a byte each.
+ * The same bytes as stored (16 blocks of 18, 20 or 34 bytes; Q4_K 4 more a super block)
+ * but for that padding. n_out must be a multiple of 16; other matrices stay as stored.
  *
  * Arithmetic of output (o, activation row r): for each block b in order, the integer sum
  * P = sum_j u_j q_j, started at -off * sum_j q_j for the offset types (Q4_0: 8, Q8_0: 128;
  * exact in int32), then y = fma(float(P), d_w * d_x, y) and for Q4_1 y = fma(m_w, s_x, y)
- * with s_x = d_x * sum_j q_j. The same for every r, in any batch, on any thread: a row's
+ * with s_x = d_x * sum_j q_j (Q4_K: d_w = d * sc, y = y - (dmin * mn) * s_x). The same for every r, in any batch, on any thread: a row's
  * results do not depend on the rows beside it (forest steps rely on it). They differ
  * from the stored form's by float rounding (the stored tiles sum groups of 16 first). */
 #include <stdlib.h>
@@ -39,6 +42,35 @@
 
 /* bytes of the quants of one block of an o-block */
 SIMD_INLINE int mm_pk_qbytes(uint32_t type) { return type == DT_Q8_0 ? 512 : 256; }
+
+/* bytes of a Q4_K super block's scales in an o-block: d, dmin (fp16), then 8 x 16 sc and
+ * 8 x 16 mn (bytes) */
+#define MM_PK_KSC 320
+
+/* Packs super block s (8 blocks of 32) of the 16 stored Q4_K rows at src (rs bytes apart)
+ * into the o-block at ob (nb blocks of 32). */
+static void mm_pk_super_q4k(const uint8_t *src, size_t rs, int64_t s, int64_t nb, uint8_t *ob) {
+    uint8_t *ks = ob + nb * 256 + s * MM_PK_KSC;
+    for (int o = 0; o < 16; o++) {
+        const uint8_t *blk = src + (size_t)o * rs + (size_t)s * sizeof(block_q4_K);
+        memcpy(ks + 2 * o, blk, 2);       /* d */
+        memcpy(ks + 32 + 2 * o, blk + 2, 2); /* dmin */
+        uint64_t sc, mn;
+        quant_k_scales(blk + 4, &sc, &mn);
+        quant_chunk c;
+        quant_unpack(DT_Q4_K, blk, 8, &c);
+        for (int j = 0; j < 8; j++) {
+            ks[64 + 16 * j + o] = (uint8_t)(sc >> 8 * j);
+            ks[192 + 16 * j + o] = (uint8_t)(mn >> 8 * j);
+            /* block 8s + j as Q4_0's: byte 4p + i of lane o holds values 4p + i and 16 + 4p + i */
+            uint8_t *dst = ob + (8 * s + j) * 256;
+            for (int p = 0; p < 4; p++)
+                for (int i = 0; i < 4; i++)
+                    dst[64 * p + 4 * o + i] =
+                        (uint8_t)(c.u[32 * j + 4 * p + i] | c.u[32 * j + 16 + 4 * p + i] << 4);
+        }
+    }
+}
 
 /* Packs block b of the 16 stored rows at src (rs bytes apart) into the o-block at dst
  * (nb blocks). */
@@ -89,7 +121,7 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             __m512i p0 = _mm512_setzero_si512();
-            if (type != DT_Q4_1)
+            if (type == DT_Q4_0 || type == DT_Q8_0)
                 p0 = _mm512_slli_epi32(_mm512_set1_epi32(mm_qx_bneg(x + r * xs, np)[b]), sh);
 #pragma GCC unroll 2
             for (int o = 0; o < OB; o++) p[o][r] = p0;
@@ -134,19 +166,34 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
         }
 #pragma GCC unroll 2
         for (int o = 0; o < OB; o++) {
-            const uint8_t *sc = w + o * obs + nb * qb + 32 * b;
-            MM_PREFETCH(sc + ahead);
-            if (type == DT_Q4_1) MM_PREFETCH(sc + ahead + 32 * nb);
-            const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sc));
-            const __m512 mw = type == DT_Q4_1 ? _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sc + 32 * nb)))
-                                              : _mm512_setzero_ps();
+            __m512 dw, mw = _mm512_setzero_ps();
+            if (type == DT_Q4_K) { /* d sc and dmin mn of the block's 16 rows */
+                const uint8_t *ks = w + o * obs + nb * qb + (b / 8) * MM_PK_KSC;
+                const int j = (int)(b % 8);
+                MM_PREFETCH(ks + ahead + 64 + 16 * j);
+                MM_PREFETCH(ks + ahead + 192 + 16 * j);
+                const __m128i sc = _mm_load_si128((const __m128i *)(ks + 64 + 16 * j));
+                const __m128i mn = _mm_load_si128((const __m128i *)(ks + 192 + 16 * j));
+                dw = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_load_si256((const __m256i *)ks)),
+                                   _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)));
+                mw = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(ks + 32))),
+                                   _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
+            } else {
+                const uint8_t *sc = w + o * obs + nb * qb + 32 * b;
+                MM_PREFETCH(sc + ahead);
+                if (type == DT_Q4_1) MM_PREFETCH(sc + ahead + 32 * nb);
+                dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sc));
+                if (type == DT_Q4_1) mw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sc + 32 * nb)));
+            }
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
                 const uint8_t *xr = x + r * xs;
                 const __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[o][r]),
                                                  _mm512_mul_ps(dw, _mm512_set1_ps(mm_qx_bd(xr, np)[b])),
                                                  acc[o][r]);
-                acc[o][r] = type == DT_Q4_1 ? _mm512_fmadd_ps(mw, _mm512_set1_ps(mm_qx_bsx(xr, np)[b]), a) : a;
+                acc[o][r] = type == DT_Q4_1   ? _mm512_fmadd_ps(mw, _mm512_set1_ps(mm_qx_bsx(xr, np)[b]), a)
+                            : type == DT_Q4_K ? _mm512_fnmadd_ps(mw, _mm512_set1_ps(mm_qx_bsx(xr, np)[b]), a)
+                                              : a;
             }
         }
     }
@@ -177,11 +224,13 @@ _Static_assert(MM_PK_RX == 4 && MM_PK_OB == 2, "MM_PK_TYPE spells out R 1..4, OB
 MM_PK_TYPE(mm_pk_q4_0, DT_Q4_0)
 MM_PK_TYPE(mm_pk_q4_1, DT_Q4_1)
 MM_PK_TYPE(mm_pk_q8_0, DT_Q8_0)
+MM_PK_TYPE(mm_pk_q4_k, DT_Q4_K)
 
 void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64_t o1,
                 const uint8_t *x, size_t xs, int32_t n_rows, float *y, int64_t n_out) {
     const mm_pk_fn(*fns)[MM_PK_RX] = type == DT_Q4_0 ? mm_pk_q4_0_fns
                                      : type == DT_Q4_1 ? mm_pk_q4_1_fns
+                                     : type == DT_Q4_K ? mm_pk_q4_k_fns
                                                        : mm_pk_q8_0_fns;
     const int64_t nb = n_in / 32, np = mm_qx_np(n_in);
     const size_t obs = mm_pk_ob_bytes(type, n_in);
@@ -199,7 +248,8 @@ void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64
 
 void *kern_mat_pack(const kern_mat *w, size_t *bytes) {
 #if MM_Q8_512
-    if (!mm_pk_type(w->type) || w->n_in % 32 || w->n_in <= 0 || w->n_out <= 0 || w->n_out % 16)
+    if (!mm_pk_type(w->type) || !dtype_row_ok(w->type, w->n_in) || w->n_in <= 0 || w->n_out <= 0 ||
+        w->n_out % 16)
         return NULL;
     const size_t rs = dtype_row_bytes(w->type, w->n_in), obs = mm_pk_ob_bytes(w->type, w->n_in);
     const size_t total = obs * (size_t)(w->n_out / 16);
@@ -208,8 +258,12 @@ void *kern_mat_pack(const kern_mat *w, size_t *bytes) {
     memset(out, 0, total); /* (the padding) */
     const int64_t nb = w->n_in / 32;
     for (int64_t ob = 0; ob < w->n_out / 16; ob++)
-        for (int64_t b = 0; b < nb; b++)
-            mm_pk_block(w->type, (const uint8_t *)w->data + (size_t)(16 * ob) * rs, rs, b, nb,
+        for (int64_t b = 0; b < nb; b += w->type == DT_Q4_K ? 8 : 1)
+            if (w->type == DT_Q4_K)
+                mm_pk_super_q4k((const uint8_t *)w->data + (size_t)(16 * ob) * rs, rs, b / 8, nb,
+                                out + (size_t)ob * obs);
+            else
+                mm_pk_block(w->type, (const uint8_t *)w->data + (size_t)(16 * ob) * rs, rs, b, nb,
                         out + (size_t)ob * obs);
     if (bytes) *bytes = total;
     return out;
