@@ -519,18 +519,18 @@ static void test_matmul_n(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
 }
 
 /* kern_mat_pack: the packed matrices (16 weight rows a vector, matmul_pk.c: Q4_0, Q4_1,
- * Q8_0, Q4_K) against ref,
+ * Q8_0, Q4_K, Q6_K) against ref,
  * as tightly as the stored ones (activations that quantise exactly), for blocks of 16 and
  * 32 weight rows, any number of activation rows (1 .. 4 a pass, and their rest); every
  * row of a batch the bits of the same row alone, in a matmul_n beside stored matrices
  * too; no packed form where n_out is not a multiple of 16 or the type has none. */
 static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
-    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q8_0, DT_Q4_K};
+    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q8_0, DT_Q4_K, DT_Q6_K};
     static const int64_t n_ins[] = {32, 96, 224, 256, 416, 576, 1536, 2048};
     static const int64_t n_outs[] = {16, 48, 80};
     static const int32_t n_rowss[] = {1, 2, 3, 4, 5, 16, 17};
     const kern_ops *o = kern_backend_ops(cpu);
-    static const uint32_t none[] = {DT_F32, DT_F16, DT_BF16, DT_Q5_0, DT_Q5_1, DT_Q5_K, DT_Q6_K};
+    static const uint32_t none[] = {DT_F32, DT_F16, DT_BF16, DT_Q5_0, DT_Q5_1, DT_Q5_K};
     for (size_t ti = 0; ti < sizeof none / sizeof *none; ti++) {
         void *wd = make_weights(&seed, none[ti], 16, 256);
         kern_mat w = {none[ti], 16, 256, wd, NULL};

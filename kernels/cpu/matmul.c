@@ -142,7 +142,7 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
     float *d = (float *)mm_qx_d(dst, n);
     int32_t *xo = (int32_t *)mm_qx_xo(dst, n);
     float *bd = (float *)mm_qx_bd(dst, np), *bsx = (float *)mm_qx_bsx(dst, np);
-    int32_t *bneg = (int32_t *)mm_qx_bneg(dst, np);
+    int32_t *bneg = (int32_t *)mm_qx_bneg(dst, np), *bneg16 = (int32_t *)mm_qx_bneg16(dst, np);
     for (int64_t b = 0; b < n / QK8_0; b++) {
         const float *xb = x + b * QK8_0;
         int32_t s0 = 0, s1 = 0; /* sums of q over the two halves */
@@ -158,7 +158,7 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
         /* (with VNNI the grouped order's sums are taken after the reordering, a chunk at
          * a time; MM_QX_BLK wants only the block's) */
         if (blk)
-            s0 = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+            s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
         else if (!MM_Q8_512)
             s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
 #else
@@ -172,6 +172,7 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
 #endif
         if (blk) {
             bd[b] = db, bsx[b] = db * (float)(s0 + s1), bneg[b] = -(s0 + s1);
+            bneg16[2 * b] = -s0, bneg16[2 * b + 1] = -s1;
             continue;
         }
         d[b] = dg[2 * b] = dg[2 * b + 1] = db;
@@ -181,7 +182,7 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
     memset(q + n, 0, (size_t)(np - n));
     for (int64_t b = n / QK8_0; b < np / QK8_0; b++) {
         if (blk) {
-            bd[b] = bsx[b] = 0, bneg[b] = 0;
+            bd[b] = bsx[b] = 0, bneg[b] = bneg16[2 * b] = bneg16[2 * b + 1] = 0;
             continue;
         }
         d[b] = dg[2 * b] = dg[2 * b + 1] = sx[2 * b] = sx[2 * b + 1] = 0;

@@ -165,13 +165,17 @@ SIMD_INLINE const uint8_t *mm_qx_tp(const uint8_t *xr, int64_t n) { return xr + 
 
 /* The MM_QX_BLK form (the packed matrices', matmul_pk.c), in the same row size: q in
  * value order, then per block of 32 from offset np: d (np / 32 floats), sx = d times the
- * block's sum of q (np / 32 floats) and neg = minus that sum (np / 32 int32). */
+ * block's sum of q (np / 32 floats) and neg = minus that sum (np / 32 int32); then per
+ * half block neg16 = minus the sum of its 16 q (np / 16 int32, for Q6_K's offset). */
 SIMD_INLINE const float *mm_qx_bd(const uint8_t *xr, int64_t np) { return (const float *)(xr + np); }
 SIMD_INLINE const float *mm_qx_bsx(const uint8_t *xr, int64_t np) {
     return (const float *)(xr + np + np / 8);
 }
 SIMD_INLINE const int32_t *mm_qx_bneg(const uint8_t *xr, int64_t np) {
     return (const int32_t *)(xr + np + np / 4);
+}
+SIMD_INLINE const int32_t *mm_qx_bneg16(const uint8_t *xr, int64_t np) {
+    return (const int32_t *)(xr + np + 3 * np / 8);
 }
 
 /* Fills tp in row 0 of x (xs bytes a row) for rows 0 .. nx - 1 (nx <= MM_TX), all
@@ -207,17 +211,19 @@ SIMD_INLINE int mm_tail_pos(int v) { return 64 * (v / 64) + 16 * (v / 4 % 4) + 4
 void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq);
 
 /* ---- the packed form (kern_mat_pack, matmul_pk.c) --------------------------------
- * Q4_0, Q4_1, Q8_0 and Q4_K matrices whose n_out is a multiple of 16, repacked once at load
+ * Q4_0, Q4_1, Q8_0, Q4_K and Q6_K matrices whose n_out is a multiple of 16, repacked once at load
  * so that a vector holds 16 weight rows (layout and arithmetic: matmul_pk.c). The
  * activations they read are of the MM_QX_BLK form. AVX-512 VNNI builds only. */
 SIMD_INLINE bool mm_pk_type(uint32_t type) {
-    return type == DT_Q4_0 || type == DT_Q4_1 || type == DT_Q8_0 || type == DT_Q4_K;
+    return type == DT_Q4_0 || type == DT_Q4_1 || type == DT_Q8_0 || type == DT_Q4_K ||
+           type == DT_Q6_K;
 }
 /* bytes of a packed block of 16 weight rows of n values (Q4_K: 16 x 148 bytes a super
- * block, its 6-bit scales and mins as bytes) */
+ * block, its 6-bit scales and mins as bytes; Q6_K: as stored) */
 SIMD_INLINE size_t mm_pk_ob_bytes(uint32_t type, int64_t n) {
-    const size_t bytes = type == DT_Q4_K ? (size_t)(n / 256) * 16 * 148
-                                         : (size_t)(n / 32) * 16 * (type == DT_Q8_0 ? 34 : type == DT_Q4_1 ? 20 : 18);
+    const size_t bytes = type == DT_Q4_K   ? (size_t)(n / 256) * 16 * 148
+                         : type == DT_Q6_K ? (size_t)(n / 256) * 16 * 210
+                                           : (size_t)(n / 32) * 16 * (type == DT_Q8_0 ? 34 : type == DT_Q4_1 ? 20 : 18);
     return (bytes + 63) / 64 * 64;
 }
 /* Weight rows o0 .. o1 - 1 (multiples of 16) of a packed matrix at w (n_in columns)

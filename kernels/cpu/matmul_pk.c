@@ -1,4 +1,4 @@
-/* matmul_pk.c - the packed form of Q4_0, Q4_1, Q8_0 and Q4_K weights (kern_mat_pack) and the
+/* matmul_pk.c - the packed form of Q4_0, Q4_1, Q8_0, Q4_K and Q6_K weights (kern_mat_pack) and the
  * matmul over it, with AVX-512 VNNI: a vector holds 16 weight rows.
  *
  * The tiles of matmul_quant.c put 16 groups of one weight row in a vector, so every 4
@@ -24,13 +24,16 @@
  *   Q4_K: each block of 32 (a sub-block) as Q4_0's; the scales are per super block of
  *     256 (MM_PK_KSC bytes each): the 16 rows' fp16 d and dmin, then per sub-block the
  *     16 rows' 6-bit sc, then their mn, a byte each.
+ *   Q6_K: see mm_pk_super_q6k.
  * The same bytes as stored (16 blocks of 18, 20 or 34 bytes; Q4_K 4 more a super block)
  * but for that padding. n_out must be a multiple of 16; other matrices stay as stored.
  *
  * Arithmetic of output (o, activation row r): for each block b in order, the integer sum
  * P = sum_j u_j q_j, started at -off * sum_j q_j for the offset types (Q4_0: 8, Q8_0: 128;
  * exact in int32), then y = fma(float(P), d_w * d_x, y) and for Q4_1 y = fma(m_w, s_x, y)
- * with s_x = d_x * sum_j q_j (Q4_K: d_w = d * sc, y = y - (dmin * mn) * s_x). The same for every r, in any batch, on any thread: a row's
+ * with s_x = d_x * sum_j q_j (Q4_K: d_w = d * sc, y = y - (dmin * mn) * s_x; Q6_K: two
+ * sums a block, one per group of 16 with its own d_w = d * sc, started at -32 times the
+ * group's sum of q). The same for every r, in any batch, on any thread: a row's
  * results do not depend on the rows beside it (forest steps rely on it). They differ
  * from the stored form's by float rounding (the stored tiles sum groups of 16 first). */
 #include <stdlib.h>
@@ -72,6 +75,36 @@ static void mm_pk_super_q4k(const uint8_t *src, size_t rs, int64_t s, int64_t nb
     }
 }
 
+/* Q6_K: a block of 32 is 4 nibble parts as Q4_0's (the low 4 bits of its values) and 2
+ * parts of their top 2 bits: in part h, byte k holds those of the values whose nibbles
+ * byte k of parts 2h and 2h + 1 hold, low then high nibble, at bits 0-1, 2-3 (part 2h)
+ * and 4-5, 6-7 (part 2h + 1). Per super block: the 16 rows' fp16 d, then per group of 16
+ * values their int8 scales (MM_PK_6SC bytes). */
+#define MM_PK_6Q 384
+#define MM_PK_6SC (32 + 16 * 16)
+
+static void mm_pk_super_q6k(const uint8_t *src, size_t rs, int64_t s, int64_t nb, uint8_t *ob) {
+    uint8_t *ks = ob + nb * MM_PK_6Q + s * MM_PK_6SC;
+    for (int o = 0; o < 16; o++) {
+        const block_q6_K *blk = (const block_q6_K *)(src + (size_t)o * rs + (size_t)s * sizeof(block_q6_K));
+        memcpy(ks + 2 * o, &blk->d, 2);
+        for (int g = 0; g < 16; g++) ks[32 + 16 * g + o] = (uint8_t)blk->scales[g];
+        quant_chunk c;
+        quant_unpack(DT_Q6_K, (const uint8_t *)blk, 8, &c);
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *u = c.u + 32 * j;
+            uint8_t *dst = ob + (8 * s + j) * MM_PK_6Q;
+            for (int p = 0; p < 4; p++)
+                for (int i = 0; i < 4; i++) {
+                    const uint8_t lo = u[4 * p + i], hi = u[16 + 4 * p + i];
+                    dst[64 * p + 4 * o + i] = (uint8_t)((lo & 15) | (hi & 15) << 4);
+                    uint8_t *h = &dst[256 + 64 * (p / 2) + 4 * o + i];
+                    *h = (uint8_t)(*h | ((lo >> 4) | (hi >> 4) << 2) << (4 * (p % 2)));
+                }
+        }
+    }
+}
+
 /* Packs block b of the 16 stored rows at src (rs bytes apart) into the o-block at dst
  * (nb blocks). */
 static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b, int64_t nb,
@@ -98,11 +131,92 @@ static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b,
 #define MM_PK_RX 4
 #define MM_PK_OB 2
 
+/* mm_pk_tile for Q6_K: two integer sums a block (its two groups of 16, each with its own
+ * scale), started at -32 times the group's sum of q. */
+SIMD_INLINE void mm_pk_tile_q6k(int64_t nb, const uint8_t *w, size_t obs, const uint8_t *x,
+                                size_t xs, int64_t np, float *y, int64_t ys, const int R,
+                                const int OB) {
+    const size_t ahead = OB * obs;
+    const __m512i lo4 = _mm512_set1_epi8(15), hi2 = _mm512_set1_epi8(0x30);
+    __m512 acc[MM_PK_OB][MM_PK_RX];
+#pragma GCC unroll 2
+    for (int o = 0; o < OB; o++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) acc[o][r] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i p[MM_PK_OB][MM_PK_RX][2];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 2
+            for (int e = 0; e < 2; e++) {
+                const __m512i p0 = _mm512_slli_epi32(_mm512_set1_epi32(mm_qx_bneg16(x + r * xs, np)[2 * b + e]), 5);
+#pragma GCC unroll 2
+                for (int o = 0; o < OB; o++) p[o][r][e] = p0;
+            }
+#pragma GCC unroll 4
+        for (int s = 0; s < 4; s++) {
+            __m512i ul[MM_PK_OB], uh[MM_PK_OB];
+#pragma GCC unroll 2
+            for (int o = 0; o < OB; o++) {
+                const uint8_t *q = w + o * obs + b * MM_PK_6Q;
+                const __m512i v = _mm512_load_si512(q + 64 * s), h = _mm512_load_si512(q + 256 + 64 * (s / 2));
+                MM_PREFETCH(q + ahead + 64 * s);
+                if (s % 2 == 0) MM_PREFETCH(q + ahead + 256 + 64 * (s / 2));
+                /* this part's top bits at bits 0-1 and 2-3 (even s) or 4-5 and 6-7 of h,
+                 * moved to bits 4-5 (16-bit shifts: what crosses a byte is masked off) */
+                const __m512i hl = s % 2 ? h : _mm512_slli_epi16(h, 4);
+                const __m512i hh = s % 2 ? _mm512_srli_epi16(h, 2) : _mm512_slli_epi16(h, 2);
+                ul[o] = _mm512_or_si512(_mm512_and_si512(v, lo4), _mm512_and_si512(hl, hi2));
+                uh[o] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), lo4),
+                                        _mm512_and_si512(hh, hi2));
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const uint8_t *xq = x + r * xs + 32 * b + 4 * s;
+                const __m512i x0 = _mm512_set1_epi32(*(const int32_t *)xq);
+                const __m512i x1 = _mm512_set1_epi32(*(const int32_t *)(xq + 16));
+#pragma GCC unroll 2
+                for (int o = 0; o < OB; o++) {
+                    p[o][r][0] = _mm512_dpbusd_epi32(p[o][r][0], ul[o], x0);
+                    p[o][r][1] = _mm512_dpbusd_epi32(p[o][r][1], uh[o], x1);
+                }
+            }
+        }
+#pragma GCC unroll 2
+        for (int o = 0; o < OB; o++) {
+            const uint8_t *ks = w + o * obs + nb * MM_PK_6Q + (b / 8) * MM_PK_6SC;
+            const int g = 2 * (int)(b % 8);
+            MM_PREFETCH(ks + ahead + 32 + 16 * g);
+            const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)ks));
+            __m512 sw[2];
+#pragma GCC unroll 2
+            for (int e = 0; e < 2; e++)
+                sw[e] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                             _mm_load_si128((const __m128i *)(ks + 32 + 16 * (g + e))))));
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const __m512 dx = _mm512_set1_ps(mm_qx_bd(x + r * xs, np)[b]);
+                const __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[o][r][0]), _mm512_mul_ps(sw[0], dx),
+                                                 acc[o][r]);
+                acc[o][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[o][r][1]), _mm512_mul_ps(sw[1], dx), a);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int o = 0; o < OB; o++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) _mm512_storeu_ps(y + r * ys + 16 * o, acc[o][r]);
+}
+
 /* y[r * ys + 16 o + lane] for activation rows r < R and o-blocks o < OB at w (obs bytes
  * apart), nb blocks; x: R rows of the MM_QX_BLK form, xs bytes apart, np = mm_qx_np. */
 SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint8_t *x, size_t xs,
                             int64_t np, float *y, int64_t ys, const uint32_t type, const int R,
                             const int OB) {
+    if (type == DT_Q6_K) {
+        mm_pk_tile_q6k(nb, w, obs, x, xs, np, y, ys, R, OB);
+        return;
+    }
     const int qb = mm_pk_qbytes(type);
     const int sh = type == DT_Q8_0 ? 7 : 3; /* off = 1 << sh, for the offset types */
     /* The next OB o-blocks' weights (the next call's) are fetched while these are
@@ -225,12 +339,14 @@ MM_PK_TYPE(mm_pk_q4_0, DT_Q4_0)
 MM_PK_TYPE(mm_pk_q4_1, DT_Q4_1)
 MM_PK_TYPE(mm_pk_q8_0, DT_Q8_0)
 MM_PK_TYPE(mm_pk_q4_k, DT_Q4_K)
+MM_PK_TYPE(mm_pk_q6_k, DT_Q6_K)
 
 void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64_t o1,
                 const uint8_t *x, size_t xs, int32_t n_rows, float *y, int64_t n_out) {
     const mm_pk_fn(*fns)[MM_PK_RX] = type == DT_Q4_0 ? mm_pk_q4_0_fns
                                      : type == DT_Q4_1 ? mm_pk_q4_1_fns
                                      : type == DT_Q4_K ? mm_pk_q4_k_fns
+                                     : type == DT_Q6_K ? mm_pk_q6_k_fns
                                                        : mm_pk_q8_0_fns;
     const int64_t nb = n_in / 32, np = mm_qx_np(n_in);
     const size_t obs = mm_pk_ob_bytes(type, n_in);
@@ -258,9 +374,12 @@ void *kern_mat_pack(const kern_mat *w, size_t *bytes) {
     memset(out, 0, total); /* (the padding) */
     const int64_t nb = w->n_in / 32;
     for (int64_t ob = 0; ob < w->n_out / 16; ob++)
-        for (int64_t b = 0; b < nb; b += w->type == DT_Q4_K ? 8 : 1)
+        for (int64_t b = 0; b < nb; b += w->type == DT_Q4_K || w->type == DT_Q6_K ? 8 : 1)
             if (w->type == DT_Q4_K)
                 mm_pk_super_q4k((const uint8_t *)w->data + (size_t)(16 * ob) * rs, rs, b / 8, nb,
+                                out + (size_t)ob * obs);
+            else if (w->type == DT_Q6_K)
+                mm_pk_super_q6k((const uint8_t *)w->data + (size_t)(16 * ob) * rs, rs, b / 8, nb,
                                 out + (size_t)ob * obs);
             else
                 mm_pk_block(w->type, (const uint8_t *)w->data + (size_t)(16 * ob) * rs, rs, b, nb,
