@@ -131,6 +131,21 @@ static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b,
 #define MM_PK_RX 4
 #define MM_PK_OB 2
 
+/* The tiles' accumulators, acc[o][r] for o < OB, r < R: set to zero (y NULL), or stored
+ * as outputs 16 o .. 16 o + 15 of row r of y (ys floats a row). */
+SIMD_INLINE void mm_pk_acc(__m512 acc[MM_PK_OB][MM_PK_RX], float *y, int64_t ys, const int R,
+                           const int OB) {
+#pragma GCC unroll 2
+    for (int o = 0; o < OB; o++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            if (y)
+                _mm512_storeu_ps(y + r * ys + 16 * o, acc[o][r]);
+            else
+                acc[o][r] = _mm512_setzero_ps();
+        }
+}
+
 /* mm_pk_tile for Q6_K: two integer sums a block (its two groups of 16, each with its own
  * scale), started at -32 times the group's sum of q. */
 SIMD_INLINE void mm_pk_tile_q6k(int64_t nb, const uint8_t *w, size_t obs, const uint8_t *x,
@@ -139,10 +154,7 @@ SIMD_INLINE void mm_pk_tile_q6k(int64_t nb, const uint8_t *w, size_t obs, const 
     const size_t ahead = OB * obs;
     const __m512i lo4 = _mm512_set1_epi8(15), hi2 = _mm512_set1_epi8(0x30);
     __m512 acc[MM_PK_OB][MM_PK_RX];
-#pragma GCC unroll 2
-    for (int o = 0; o < OB; o++)
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) acc[o][r] = _mm512_setzero_ps();
+    mm_pk_acc(acc, NULL, 0, R, OB);
     for (int64_t b = 0; b < nb; b++) {
         __m512i p[MM_PK_OB][MM_PK_RX][2];
 #pragma GCC unroll 4
@@ -202,10 +214,7 @@ SIMD_INLINE void mm_pk_tile_q6k(int64_t nb, const uint8_t *w, size_t obs, const 
             }
         }
     }
-#pragma GCC unroll 2
-    for (int o = 0; o < OB; o++)
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) _mm512_storeu_ps(y + r * ys + 16 * o, acc[o][r]);
+    mm_pk_acc(acc, y, ys, R, OB);
 }
 
 /* y[r * ys + 16 o + lane] for activation rows r < R and o-blocks o < OB at w (obs bytes
@@ -226,10 +235,7 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
     const size_t ahead = OB * obs;
     const __m512i lo4 = _mm512_set1_epi8(15);
     __m512 acc[MM_PK_OB][MM_PK_RX];
-#pragma GCC unroll 2
-    for (int o = 0; o < OB; o++)
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) acc[o][r] = _mm512_setzero_ps();
+    mm_pk_acc(acc, NULL, 0, R, OB);
     for (int64_t b = 0; b < nb; b++) {
         __m512i p[MM_PK_OB][MM_PK_RX];
 #pragma GCC unroll 4
@@ -311,10 +317,7 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
             }
         }
     }
-#pragma GCC unroll 2
-    for (int o = 0; o < OB; o++)
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++) _mm512_storeu_ps(y + r * ys + 16 * o, acc[o][r]);
+    mm_pk_acc(acc, y, ys, R, OB);
 }
 
 typedef void (*mm_pk_fn)(int64_t nb, const uint8_t *w, size_t obs, const uint8_t *x, size_t xs,
