@@ -131,6 +131,14 @@ static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b,
 #define MM_PK_RX 4
 #define MM_PK_OB 2
 
+/* Activation row xr's values 4s .. 4s + 3 and 16 + 4s .. 16 + 4s + 3 of block b, each
+ * four broadcast to every lane: what a nibble part's low and high halves multiply. */
+SIMD_INLINE void mm_pk_x(const uint8_t *xr, int64_t b, int s, __m512i *x0, __m512i *x1) {
+    const uint8_t *xq = xr + 32 * b + 4 * s;
+    *x0 = _mm512_set1_epi32(*(const int32_t *)xq);
+    *x1 = _mm512_set1_epi32(*(const int32_t *)(xq + 16));
+}
+
 /* The tiles' accumulators, acc[o][r] for o < OB, r < R: set to zero (y NULL), or stored
  * as outputs 16 o .. 16 o + 15 of row r of y (ys floats a row). */
 SIMD_INLINE void mm_pk_acc(__m512 acc[MM_PK_OB][MM_PK_RX], float *y, int64_t ys, const int R,
@@ -184,9 +192,8 @@ SIMD_INLINE void mm_pk_tile_q6k(int64_t nb, const uint8_t *w, size_t obs, const 
             }
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
-                const uint8_t *xq = x + r * xs + 32 * b + 4 * s;
-                const __m512i x0 = _mm512_set1_epi32(*(const int32_t *)xq);
-                const __m512i x1 = _mm512_set1_epi32(*(const int32_t *)(xq + 16));
+                __m512i x0, x1;
+                mm_pk_x(x + r * xs, b, s, &x0, &x1);
 #pragma GCC unroll 2
                 for (int o = 0; o < OB; o++) {
                     p[o][r][0] = _mm512_dpbusd_epi32(p[o][r][0], ul[o], x0);
@@ -275,9 +282,8 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
                 }
 #pragma GCC unroll 4
                 for (int r = 0; r < R; r++) {
-                    const uint8_t *xq = x + r * xs + 32 * b + 4 * s;
-                    const __m512i x0 = _mm512_set1_epi32(*(const int32_t *)xq);
-                    const __m512i x1 = _mm512_set1_epi32(*(const int32_t *)(xq + 16));
+                    __m512i x0, x1;
+                    mm_pk_x(x + r * xs, b, s, &x0, &x1);
 #pragma GCC unroll 2
                     for (int o = 0; o < OB; o++)
                         p[o][r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(p[o][r], ul[o], x0), uh[o], x1);
