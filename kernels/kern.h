@@ -25,10 +25,12 @@ typedef struct kern_mat {
     int64_t n_in;       /* columns of W (a multiple of the type's block) */
     const void *data;   /* n_out rows of dtype_row_bytes(type, n_in) bytes; borrowed */
     const void *packed; /* NULL, or kern_mat_pack's copy of data, which the cpu backend
-                           multiplies instead (same results, bitwise); borrowed */
+                           multiplies instead (results within float rounding of the
+                           stored form's, each row the same bits in any batch);
+                           borrowed */
 } kern_mat;
 
-/* The rows of w repacked once for the cpu backend's matmul (kernels/cpu/pack.c): a
+/* The rows of w repacked once for the cpu backend's matmul (kernels/cpu/matmul_pk.c): a
  * malloc'd buffer (free it with free) to set as w->packed, or NULL where this build's cpu
  * backend has no packed form for w's type or memory runs out (w then works as stored).
  * Its size goes to *bytes when not NULL. Every other op, and the ref backend, read data. */

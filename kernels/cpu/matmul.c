@@ -156,11 +156,8 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
         _mm_storeu_si128((__m128i *)(q + b * QK8_0), _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)(q + b * QK8_0 + 16), _mm512_cvtepi32_epi8(q1));
         /* (with VNNI the grouped order's sums are taken after the reordering, a chunk at
-         * a time; MM_QX_BLK wants only the block's) */
-        if (blk)
-            s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
-        else if (!MM_Q8_512)
-            s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
+         * a time) */
+        if (blk || !MM_Q8_512) s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
 #else
         float amax = 0;
         for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));

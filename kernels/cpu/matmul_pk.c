@@ -135,8 +135,10 @@ static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b,
  * four broadcast to every lane: what a nibble part's low and high halves multiply. */
 SIMD_INLINE void mm_pk_x(const uint8_t *xr, int64_t b, int s, __m512i *x0, __m512i *x1) {
     const uint8_t *xq = xr + 32 * b + 4 * s;
-    *x0 = _mm512_set1_epi32(*(const int32_t *)xq);
-    *x1 = _mm512_set1_epi32(*(const int32_t *)(xq + 16));
+    int32_t v0, v1;
+    memcpy(&v0, xq, 4), memcpy(&v1, xq + 16, 4);
+    *x0 = _mm512_set1_epi32(v0);
+    *x1 = _mm512_set1_epi32(v1);
 }
 
 /* The tiles' accumulators, acc[o][r] for o < OB, r < R: set to zero (y NULL), or stored
