@@ -518,19 +518,20 @@ static void test_matmul_n(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
     free(y1), free(x);
 }
 
-/* kern_mat_pack: the packed matrices (16 weight rows a vector, matmul_pk.c: Q4_0, Q4_1,
- * Q8_0, Q4_K, Q6_K) against ref,
+/* kern_mat_pack: the packed matrices (16 weight rows a vector, matmul_pk.c: every block
+ * type) against ref,
  * as tightly as the stored ones (activations that quantise exactly), for blocks of 16 and
  * 32 weight rows, any number of activation rows (1 .. 4 a pass, and their rest); every
  * row of a batch the bits of the same row alone, in a matmul_n beside stored matrices
  * too; no packed form where n_out is not a multiple of 16 or the type has none. */
 static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
-    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q8_0, DT_Q4_K, DT_Q6_K};
+    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q8_0,
+                                     DT_Q4_K, DT_Q5_K, DT_Q6_K};
     static const int64_t n_ins[] = {32, 96, 224, 256, 416, 576, 1536, 2048};
     static const int64_t n_outs[] = {16, 48, 80};
     static const int32_t n_rowss[] = {1, 2, 3, 4, 5, 16, 17};
     const kern_ops *o = kern_backend_ops(cpu);
-    static const uint32_t none[] = {DT_F32, DT_F16, DT_BF16, DT_Q5_0, DT_Q5_1, DT_Q5_K};
+    static const uint32_t none[] = {DT_F32, DT_F16, DT_BF16};
     for (size_t ti = 0; ti < sizeof none / sizeof *none; ti++) {
         void *wd = make_weights(&seed, none[ti], 16, 256);
         kern_mat w = {none[ti], 16, 256, wd, NULL};
@@ -559,10 +560,11 @@ static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t se
                     free((void *)w.data);
                     continue;
                 }
-                /* the stored bytes, but for 64-byte padding a block of 16 rows (Q4_K: its
-                 * 6-bit scales and mins as bytes, 4 more bytes a row and super block) */
+                /* the stored bytes, but for 64-byte padding a block of 16 rows (Q4_K, Q5_K:
+                 * their 6-bit scales and mins as bytes, 4 more bytes a row and super block) */
+                const bool k6 = w.type == DT_Q4_K || w.type == DT_Q5_K;
                 const size_t stored = dtype_row_bytes(w.type, n_in) * (size_t)n_out +
-                                      (w.type == DT_Q4_K ? 4 * (size_t)n_out * (size_t)(n_in / 256) : 0);
+                                      (k6 ? 4 * (size_t)n_out * (size_t)(n_in / 256) : 0);
                 T_CHECK(bytes >= stored && bytes < stored + 64 * (size_t)(n_out / 16),
                         "%s packed size %zu", dtype_name(w.type), bytes);
                 float *x = q8_exact_floats(&seed, 17 * n_in);

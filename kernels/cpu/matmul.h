@@ -211,19 +211,28 @@ SIMD_INLINE int mm_tail_pos(int v) { return 64 * (v / 64) + 16 * (v / 4 % 4) + 4
 void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq);
 
 /* ---- the packed form (kern_mat_pack, matmul_pk.c) --------------------------------
- * Q4_0, Q4_1, Q8_0, Q4_K and Q6_K matrices whose n_out is a multiple of 16, repacked once at load
+ * Matrices of the block types (Q4_0 .. Q8_0, Q4_K .. Q6_K) whose n_out is a multiple of 16, repacked once at load
  * so that a vector holds 16 weight rows (layout and arithmetic: matmul_pk.c). The
  * activations they read are of the MM_QX_BLK form. AVX-512 VNNI builds only. */
 SIMD_INLINE bool mm_pk_type(uint32_t type) {
-    return type == DT_Q4_0 || type == DT_Q4_1 || type == DT_Q8_0 || type == DT_Q4_K ||
-           type == DT_Q6_K;
+    return type == DT_Q4_0 || type == DT_Q4_1 || type == DT_Q5_0 || type == DT_Q5_1 ||
+           type == DT_Q8_0 || type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K;
 }
-/* bytes of a packed block of 16 weight rows of n values (Q4_K: 16 x 148 bytes a super
- * block, its 6-bit scales and mins as bytes; Q6_K: as stored) */
+/* bytes of a packed block of 16 weight rows of n values (Q4_K, Q5_K: 4 bytes a row and
+ * super block more than stored, their 6-bit scales and mins as bytes) */
 SIMD_INLINE size_t mm_pk_ob_bytes(uint32_t type, int64_t n) {
-    const size_t bytes = type == DT_Q4_K   ? (size_t)(n / 256) * 16 * 148
-                         : type == DT_Q6_K ? (size_t)(n / 256) * 16 * 210
-                                           : (size_t)(n / 32) * 16 * (type == DT_Q8_0 ? 34 : type == DT_Q4_1 ? 20 : 18);
+    size_t per; /* bytes a row and block of 32 (K types: and super block of 256) */
+    switch (type) {
+    case DT_Q4_0: per = 18; break;
+    case DT_Q4_1: per = 20; break;
+    case DT_Q5_0: per = 22; break;
+    case DT_Q5_1: per = 24; break;
+    case DT_Q8_0: per = 34; break;
+    case DT_Q4_K: per = 148; break;
+    case DT_Q5_K: per = 180; break;
+    default: per = 210; break; /* Q6_K */
+    }
+    const size_t bytes = (size_t)(n / (per > 34 ? 256 : 32)) * 16 * per;
     return (bytes + 63) / 64 * 64;
 }
 /* Weight rows o0 .. o1 - 1 (multiples of 16) of a packed matrix at w (n_in columns)

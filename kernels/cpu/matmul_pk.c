@@ -1,5 +1,6 @@
-/* matmul_pk.c - the packed form of Q4_0, Q4_1, Q8_0, Q4_K and Q6_K weights (kern_mat_pack) and the
- * matmul over it, with AVX-512 VNNI: a vector holds 16 weight rows.
+/* matmul_pk.c - the packed form of the block types' weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+ * Q4_K, Q5_K, Q6_K; kern_mat_pack) and the matmul over it, with AVX-512 VNNI: a vector
+ * holds 16 weight rows.
  *
  * The tiles of matmul_quant.c put 16 groups of one weight row in a vector, so every 4
  * int8 dot products end in a float conversion, a scale product and one or two
@@ -14,28 +15,22 @@
  * pass and no horizontal sum: a lane ends as one output.
  *
  * Packed form, per block of 16 weight rows (an o-block): the quants of its blocks of 32
- * values, block by block, then the blocks' 16 fp16 d (32 bytes a block), then (Q4_1)
- * their 16 fp16 m; padded to 64 bytes (mm_pk_ob_bytes). The quants of a block:
- *   Q4_0, Q4_1: 4 parts of 64 bytes; in part p, lane o (bytes 4o .. 4o + 3) holds bytes
- *     4p .. 4p + 3 of the quants of row o's block as stored: low nibbles are values
- *     4p + j, high nibbles values 16 + 4p + j.
- *   Q8_0: 8 parts of 64 bytes; part s lane o holds values 4s .. 4s + 3 of row o plus 128
- *     (unsigned, as the dot product wants).
- *   Q4_K: each block of 32 (a sub-block) as Q4_0's; the scales are per super block of
- *     256 (MM_PK_KSC bytes each): the 16 rows' fp16 d and dmin, then per sub-block the
- *     16 rows' 6-bit sc, then their mn, a byte each.
- *   Q6_K: see mm_pk_super_q6k.
- * The same bytes as stored (16 blocks of 18, 20 or 34 bytes; Q4_K 4 more a super block)
- * but for that padding. n_out must be a multiple of 16; other matrices stay as stored.
+ * values, block by block (mm_pk_qbytes each; layout: mm_pk_quants, and Q8_0's 8 parts of
+ * values plus 128, unsigned as the dot product wants), then the scales: per block of 32
+ * the 16 rows' fp16 d (32 bytes) and then (Q4_1, Q5_1) their fp16 m; for the K types per
+ * super block of 256 (MM_PK_KSC, MM_PK_6SC). Padded to 64 bytes (mm_pk_ob_bytes). The
+ * same bytes as stored but for that padding and Q4_K's and Q5_K's scales (4 bytes more a
+ * row and super block). n_out must be a multiple of 16; other matrices stay as stored.
  *
  * Arithmetic of output (o, activation row r): for each block b in order, the integer sum
  * P = sum_j u_j q_j, started at -off * sum_j q_j for the offset types (Q4_0: 8, Q8_0: 128;
  * exact in int32), then y = fma(float(P), d_w * d_x, y) and for Q4_1 y = fma(m_w, s_x, y)
- * with s_x = d_x * sum_j q_j (Q4_K: d_w = d * sc, y = y - (dmin * mn) * s_x; Q6_K: two
- * sums a block, one per group of 16 with its own d_w = d * sc, started at -32 times the
- * group's sum of q). The same for every r, in any batch, on any thread: a row's
- * results do not depend on the rows beside it (forest steps rely on it). They differ
- * from the stored form's by float rounding (the stored tiles sum groups of 16 first). */
+ * with s_x = d_x * sum_j q_j (Q5_0: off 16; Q5_1 as Q4_1; Q4_K, Q5_K: d_w = d * sc, y =
+ * y - (dmin * mn) * s_x; Q6_K: two sums a block, one per group of 16 with its own d_w =
+ * d * sc, started at -32 times the group's sum of q). The same for every r, in any
+ * batch, on any thread: a row's results do not depend on the rows beside it (forest
+ * steps rely on it). They differ from the stored form's by float rounding (the stored
+ * tiles sum groups of 16 first). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,70 +38,78 @@
 
 #if MM_Q8_512
 
-/* bytes of the quants of one block of an o-block */
-SIMD_INLINE int mm_pk_qbytes(uint32_t type) { return type == DT_Q8_0 ? 512 : 256; }
-
-/* bytes of a Q4_K super block's scales in an o-block: d, dmin (fp16), then 8 x 16 sc and
- * 8 x 16 mn (bytes) */
-#define MM_PK_KSC 320
-
-/* Packs super block s (8 blocks of 32) of the 16 stored Q4_K rows at src (rs bytes apart)
- * into the o-block at ob (nb blocks of 32). */
-static void mm_pk_super_q4k(const uint8_t *src, size_t rs, int64_t s, int64_t nb, uint8_t *ob) {
-    uint8_t *ks = ob + nb * 256 + s * MM_PK_KSC;
-    for (int o = 0; o < 16; o++) {
-        const uint8_t *blk = src + (size_t)o * rs + (size_t)s * sizeof(block_q4_K);
-        memcpy(ks + 2 * o, blk, 2);       /* d */
-        memcpy(ks + 32 + 2 * o, blk + 2, 2); /* dmin */
-        uint64_t sc, mn;
-        quant_k_scales(blk + 4, &sc, &mn);
-        quant_chunk c;
-        quant_unpack(DT_Q4_K, blk, 8, &c);
-        for (int j = 0; j < 8; j++) {
-            ks[64 + 16 * j + o] = (uint8_t)(sc >> 8 * j);
-            ks[192 + 16 * j + o] = (uint8_t)(mn >> 8 * j);
-            /* block 8s + j as Q4_0's: byte 4p + i of lane o holds values 4p + i and 16 + 4p + i */
-            uint8_t *dst = ob + (8 * s + j) * 256;
-            for (int p = 0; p < 4; p++)
-                for (int i = 0; i < 4; i++)
-                    dst[64 * p + 4 * o + i] =
-                        (uint8_t)(c.u[32 * j + 4 * p + i] | c.u[32 * j + 16 + 4 * p + i] << 4);
-        }
+/* bytes of the quants of one block of an o-block: 4 nibble parts, then (5-bit types) one
+ * part of fifth bits or (Q6_K) two of top 2 bits; Q8_0 8 parts of bytes */
+SIMD_INLINE int mm_pk_qbytes(uint32_t type) {
+    switch (type) {
+    case DT_Q8_0: return 512;
+    case DT_Q6_K: return 384;
+    case DT_Q5_0: case DT_Q5_1: case DT_Q5_K: return 320;
+    default: return 256;
     }
 }
+SIMD_INLINE bool mm_pk_five(uint32_t type) {
+    return type == DT_Q5_0 || type == DT_Q5_1 || type == DT_Q5_K;
+}
+/* the types whose blocks have a float min (w = d q + m), and the K types' (w = d sc q -
+ * dmin mn) */
+SIMD_INLINE bool mm_pk_minf(uint32_t type) { return type == DT_Q4_1 || type == DT_Q5_1; }
+SIMD_INLINE bool mm_pk_k(uint32_t type) { return type == DT_Q4_K || type == DT_Q5_K; }
 
-/* Q6_K: a block of 32 is 4 nibble parts as Q4_0's (the low 4 bits of its values) and 2
- * parts of their top 2 bits: in part h, byte k holds those of the values whose nibbles
- * byte k of parts 2h and 2h + 1 hold, low then high nibble, at bits 0-1, 2-3 (part 2h)
- * and 4-5, 6-7 (part 2h + 1). Per super block: the 16 rows' fp16 d, then per group of 16
- * values their int8 scales (MM_PK_6SC bytes). */
-#define MM_PK_6Q 384
+/* bytes of a K type's super block of scales in an o-block: Q4_K, Q5_K: the 16 rows' fp16
+ * d and dmin, then per sub-block their 6-bit sc, then their mn, a byte each; Q6_K: the 16
+ * rows' fp16 d, then per group of 16 values their int8 scales */
+#define MM_PK_KSC (64 + 2 * 8 * 16)
 #define MM_PK_6SC (32 + 16 * 16)
 
-static void mm_pk_super_q6k(const uint8_t *src, size_t rs, int64_t s, int64_t nb, uint8_t *ob) {
-    uint8_t *ks = ob + nb * MM_PK_6Q + s * MM_PK_6SC;
-    for (int o = 0; o < 16; o++) {
-        const block_q6_K *blk = (const block_q6_K *)(src + (size_t)o * rs + (size_t)s * sizeof(block_q6_K));
-        memcpy(ks + 2 * o, &blk->d, 2);
-        for (int g = 0; g < 16; g++) ks[32 + 16 * g + o] = (uint8_t)blk->scales[g];
-        quant_chunk c;
-        quant_unpack(DT_Q6_K, (const uint8_t *)blk, 8, &c);
-        for (int j = 0; j < 8; j++) {
-            const uint8_t *u = c.u + 32 * j;
-            uint8_t *dst = ob + (8 * s + j) * MM_PK_6Q;
-            for (int p = 0; p < 4; p++)
-                for (int i = 0; i < 4; i++) {
-                    const uint8_t lo = u[4 * p + i], hi = u[16 + 4 * p + i];
-                    dst[64 * p + 4 * o + i] = (uint8_t)((lo & 15) | (hi & 15) << 4);
-                    uint8_t *h = &dst[256 + 64 * (p / 2) + 4 * o + i];
-                    *h = (uint8_t)(*h | ((lo >> 4) | (hi >> 4) << 2) << (4 * (p % 2)));
-                }
+/* Lane o of one block's quants at dst (zeroed before), from its 32 values u (value order,
+ * below 1 << bits). Nibble part p: byte 4o + i holds the low 4 bits of values 4p + i and
+ * 16 + 4p + i. 5 bits: one part more whose byte 4o + i holds the fifth bits of the two
+ * values of part p's byte at bits 2p, 2p + 1. 6 bits: two parts more; in part h, byte 4o
+ * + i holds the top 2 bits of those of parts 2h and 2h + 1 at bits 0-1, 2-3 and 4-5, 6-7. */
+static void mm_pk_quants(const uint8_t *u, int bits, int o, uint8_t *dst) {
+    for (int p = 0; p < 4; p++)
+        for (int i = 0; i < 4; i++) {
+            const uint8_t lo = u[4 * p + i], hi = u[16 + 4 * p + i];
+            dst[64 * p + 4 * o + i] = (uint8_t)((lo & 15) | (hi & 15) << 4);
+            if (bits == 5)
+                dst[256 + 4 * o + i] |= (uint8_t)(((lo >> 4) | (hi >> 4) << 1) << 2 * p);
+            else if (bits == 6)
+                dst[256 + 64 * (p / 2) + 4 * o + i] |=
+                    (uint8_t)(((lo >> 4) | (hi >> 4) << 2) << 4 * (p % 2));
         }
+}
+
+/* Packs super block s of the 16 stored rows of a K type at src (rs bytes apart) into the
+ * o-block at ob (nb blocks of 32). */
+static void mm_pk_super(uint32_t type, const uint8_t *src, size_t rs, int64_t s, int64_t nb,
+                        uint8_t *ob) {
+    const int qb = mm_pk_qbytes(type), bits = type == DT_Q6_K ? 6 : type == DT_Q5_K ? 5 : 4;
+    uint8_t *ks = ob + nb * qb + s * (type == DT_Q6_K ? MM_PK_6SC : MM_PK_KSC);
+    for (int o = 0; o < 16; o++) {
+        const uint8_t *blk = src + (size_t)o * rs + (size_t)s * (size_t)mm_blk_bytes(type);
+        if (type == DT_Q6_K) {
+            const block_q6_K *b6 = (const block_q6_K *)blk;
+            memcpy(ks + 2 * o, &b6->d, 2);
+            for (int g = 0; g < 16; g++) ks[32 + 16 * g + o] = (uint8_t)b6->scales[g];
+        } else {
+            memcpy(ks + 2 * o, blk, 2);          /* d */
+            memcpy(ks + 32 + 2 * o, blk + 2, 2); /* dmin */
+            uint64_t sc, mn;
+            quant_k_scales(blk + 4, &sc, &mn);
+            for (int j = 0; j < 8; j++) {
+                ks[64 + 16 * j + o] = (uint8_t)(sc >> 8 * j);
+                ks[192 + 16 * j + o] = (uint8_t)(mn >> 8 * j);
+            }
+        }
+        quant_chunk c;
+        quant_unpack(type, blk, 8, &c);
+        for (int j = 0; j < 8; j++) mm_pk_quants(c.u + 32 * j, bits, o, ob + (8 * s + j) * qb);
     }
 }
 
-/* Packs block b of the 16 stored rows at src (rs bytes apart) into the o-block at dst
- * (nb blocks). */
+/* Packs block b of the 16 stored rows of a block type of 32 at src (rs bytes apart) into
+ * the o-block at ob (nb blocks). */
 static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b, int64_t nb,
                         uint8_t *ob) {
     const int bb = mm_blk_bytes(type), qb = mm_pk_qbytes(type);
@@ -114,7 +117,14 @@ static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b,
     for (int o = 0; o < 16; o++) {
         const uint8_t *blk = src + (size_t)o * rs + (size_t)b * (size_t)bb;
         memcpy(sc + 2 * o, blk, 2); /* d */
-        if (type == DT_Q4_1) memcpy(sc + 32 * nb + 2 * o, blk + 2, 2); /* m */
+        if (mm_pk_minf(type)) memcpy(sc + 32 * nb + 2 * o, blk + 2, 2); /* m */
+        if (mm_pk_five(type)) {
+            quant_chunk c;
+            quant_unpack(type, blk, 1, &c);
+            mm_pk_quants(c.u, 5, o, dst);
+            continue;
+        }
+        /* Q4_0, Q4_1, Q8_0: their bytes as stored already are what the parts hold */
         const uint8_t *qs = blk + (type == DT_Q4_1 ? 4 : 2);
         for (int s = 0; s < qb / 64; s++) {
             uint32_t v;
@@ -139,6 +149,12 @@ SIMD_INLINE void mm_pk_x(const uint8_t *xr, int64_t b, int s, __m512i *x0, __m51
     memcpy(&v0, xq, 4), memcpy(&v1, xq + 16, 4);
     *x0 = _mm512_set1_epi32(v0);
     *x1 = _mm512_set1_epi32(v1);
+}
+
+/* Bit t of every byte of h at bit 4 (other bits: anything; 16-bit shifts by at most 4
+ * bring no bit of the neighbouring byte to bit 4). */
+SIMD_INLINE __m512i mm_pk_to_bit4(__m512i h, const int t) {
+    return t < 4 ? _mm512_slli_epi16(h, 4 - t) : t == 4 ? h : _mm512_srli_epi16(h, t - 4);
 }
 
 /* The tiles' accumulators, acc[o][r] for o < OB, r < R: set to zero (y NULL), or stored
@@ -180,7 +196,7 @@ SIMD_INLINE void mm_pk_tile_q6k(int64_t nb, const uint8_t *w, size_t obs, const 
             __m512i ul[MM_PK_OB], uh[MM_PK_OB];
 #pragma GCC unroll 2
             for (int o = 0; o < OB; o++) {
-                const uint8_t *q = w + o * obs + b * MM_PK_6Q;
+                const uint8_t *q = w + o * obs + b * mm_pk_qbytes(DT_Q6_K);
                 const __m512i v = _mm512_load_si512(q + 64 * s), h = _mm512_load_si512(q + 256 + 64 * (s / 2));
                 MM_PREFETCH(q + ahead + 64 * s);
                 if (s % 2 == 0) MM_PREFETCH(q + ahead + 256 + 64 * (s / 2));
@@ -205,7 +221,7 @@ SIMD_INLINE void mm_pk_tile_q6k(int64_t nb, const uint8_t *w, size_t obs, const 
         }
 #pragma GCC unroll 2
         for (int o = 0; o < OB; o++) {
-            const uint8_t *ks = w + o * obs + nb * MM_PK_6Q + (b / 8) * MM_PK_6SC;
+            const uint8_t *ks = w + o * obs + nb * mm_pk_qbytes(DT_Q6_K) + (b / 8) * MM_PK_6SC;
             const int g = 2 * (int)(b % 8);
             MM_PREFETCH(ks + ahead + 32 + 16 * g);
             const __m512 d = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)ks));
@@ -236,21 +252,23 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
         return;
     }
     const int qb = mm_pk_qbytes(type);
-    const int sh = type == DT_Q8_0 ? 7 : 3; /* off = 1 << sh, for the offset types */
+    /* off = 1 << sh, for the types with an integer offset */
+    const bool ioff = type == DT_Q4_0 || type == DT_Q5_0 || type == DT_Q8_0;
+    const int sh = type == DT_Q8_0 ? 7 : type == DT_Q5_0 ? 4 : 3;
     /* The next OB o-blocks' weights (the next call's) are fetched while these are
      * multiplied (the prefetchers stop at 4 KB pages). bench forest's 16-leaf step, 3
      * interleaved runs: min 15.48 ms without, 13.49 with, 15.86 fetching 1 KB ahead
      * instead; the 1-leaf step did not move beyond the noise (min 5.44, 4.90, 5.63). */
     const size_t ahead = OB * obs;
-    const __m512i lo4 = _mm512_set1_epi8(15);
+    const __m512i lo4 = _mm512_set1_epi8(15), bit4 = _mm512_set1_epi8(16);
     __m512 acc[MM_PK_OB][MM_PK_RX];
     mm_pk_acc(acc, NULL, 0, R, OB);
     for (int64_t b = 0; b < nb; b++) {
-        __m512i p[MM_PK_OB][MM_PK_RX];
+        __m512i p[MM_PK_OB][MM_PK_RX], hv[MM_PK_OB];
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             __m512i p0 = _mm512_setzero_si512();
-            if (type == DT_Q4_0 || type == DT_Q8_0)
+            if (ioff)
                 p0 = _mm512_slli_epi32(_mm512_set1_epi32(mm_qx_bneg(x + r * xs, np)[b]), sh);
 #pragma GCC unroll 2
             for (int o = 0; o < OB; o++) p[o][r] = p0;
@@ -266,12 +284,20 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
                 }
 #pragma GCC unroll 4
                 for (int r = 0; r < R; r++) {
-                    const __m512i xv = _mm512_set1_epi32(*(const int32_t *)(x + r * xs + 32 * b + 4 * s));
+                    int32_t xw;
+                    memcpy(&xw, x + r * xs + 32 * b + 4 * s, 4);
+                    const __m512i xv = _mm512_set1_epi32(xw);
 #pragma GCC unroll 2
                     for (int o = 0; o < OB; o++) p[o][r] = _mm512_dpbusd_epi32(p[o][r], u[o], xv);
                 }
             }
         } else {
+            if (mm_pk_five(type))
+#pragma GCC unroll 2
+                for (int o = 0; o < OB; o++) {
+                    hv[o] = _mm512_load_si512(w + o * obs + b * qb + 256);
+                    MM_PREFETCH(w + o * obs + b * qb + 256 + ahead);
+                }
 #pragma GCC unroll 4
             for (int s = 0; s < 4; s++) {
                 __m512i ul[MM_PK_OB], uh[MM_PK_OB];
@@ -281,6 +307,10 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
                     MM_PREFETCH(w + o * obs + b * qb + 64 * s + ahead);
                     ul[o] = _mm512_and_si512(v, lo4);
                     uh[o] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+                    if (mm_pk_five(type)) { /* the fifth bits, at bits 2s and 2s + 1, to bit 4 */
+                        ul[o] = _mm512_or_si512(ul[o], _mm512_and_si512(mm_pk_to_bit4(hv[o], 2 * s), bit4));
+                        uh[o] = _mm512_or_si512(uh[o], _mm512_and_si512(mm_pk_to_bit4(hv[o], 2 * s + 1), bit4));
+                    }
                 }
 #pragma GCC unroll 4
                 for (int r = 0; r < R; r++) {
@@ -295,7 +325,7 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
 #pragma GCC unroll 2
         for (int o = 0; o < OB; o++) {
             __m512 dw, mw = _mm512_setzero_ps();
-            if (type == DT_Q4_K) { /* d sc and dmin mn of the block's 16 rows */
+            if (mm_pk_k(type)) { /* d sc and dmin mn of the block's 16 rows */
                 const uint8_t *ks = w + o * obs + nb * qb + (b / 8) * MM_PK_KSC;
                 const int j = (int)(b % 8);
                 MM_PREFETCH(ks + ahead + 64 + 16 * j);
@@ -309,9 +339,9 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
             } else {
                 const uint8_t *sc = w + o * obs + nb * qb + 32 * b;
                 MM_PREFETCH(sc + ahead);
-                if (type == DT_Q4_1) MM_PREFETCH(sc + ahead + 32 * nb);
+                if (mm_pk_minf(type)) MM_PREFETCH(sc + ahead + 32 * nb);
                 dw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)sc));
-                if (type == DT_Q4_1) mw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sc + 32 * nb)));
+                if (mm_pk_minf(type)) mw = _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(sc + 32 * nb)));
             }
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
@@ -319,8 +349,8 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
                 const __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p[o][r]),
                                                  _mm512_mul_ps(dw, _mm512_set1_ps(mm_qx_bd(xr, np)[b])),
                                                  acc[o][r]);
-                acc[o][r] = type == DT_Q4_1   ? _mm512_fmadd_ps(mw, _mm512_set1_ps(mm_qx_bsx(xr, np)[b]), a)
-                            : type == DT_Q4_K ? _mm512_fnmadd_ps(mw, _mm512_set1_ps(mm_qx_bsx(xr, np)[b]), a)
+                acc[o][r] = mm_pk_minf(type) ? _mm512_fmadd_ps(mw, _mm512_set1_ps(mm_qx_bsx(xr, np)[b]), a)
+                            : mm_pk_k(type)   ? _mm512_fnmadd_ps(mw, _mm512_set1_ps(mm_qx_bsx(xr, np)[b]), a)
                                               : a;
             }
         }
@@ -351,6 +381,9 @@ MM_PK_TYPE(mm_pk_q4_1, DT_Q4_1)
 MM_PK_TYPE(mm_pk_q8_0, DT_Q8_0)
 MM_PK_TYPE(mm_pk_q4_k, DT_Q4_K)
 MM_PK_TYPE(mm_pk_q6_k, DT_Q6_K)
+MM_PK_TYPE(mm_pk_q5_0, DT_Q5_0)
+MM_PK_TYPE(mm_pk_q5_1, DT_Q5_1)
+MM_PK_TYPE(mm_pk_q5_k, DT_Q5_K)
 
 void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64_t o1,
                 const uint8_t *x, size_t xs, int32_t n_rows, float *y, int64_t n_out) {
@@ -358,6 +391,9 @@ void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64
                                      : type == DT_Q4_1 ? mm_pk_q4_1_fns
                                      : type == DT_Q4_K ? mm_pk_q4_k_fns
                                      : type == DT_Q6_K ? mm_pk_q6_k_fns
+                                     : type == DT_Q5_0 ? mm_pk_q5_0_fns
+                                     : type == DT_Q5_1 ? mm_pk_q5_1_fns
+                                     : type == DT_Q5_K ? mm_pk_q5_k_fns
                                                        : mm_pk_q8_0_fns;
     const int64_t nb = n_in / 32, np = mm_qx_np(n_in);
     const size_t obs = mm_pk_ob_bytes(type, n_in);
@@ -385,13 +421,10 @@ void *kern_mat_pack(const kern_mat *w, size_t *bytes) {
     memset(out, 0, total); /* (the padding) */
     const int64_t nb = w->n_in / 32;
     for (int64_t ob = 0; ob < w->n_out / 16; ob++)
-        for (int64_t b = 0; b < nb; b += w->type == DT_Q4_K || w->type == DT_Q6_K ? 8 : 1)
-            if (w->type == DT_Q4_K)
-                mm_pk_super_q4k((const uint8_t *)w->data + (size_t)(16 * ob) * rs, rs, b / 8, nb,
-                                out + (size_t)ob * obs);
-            else if (w->type == DT_Q6_K)
-                mm_pk_super_q6k((const uint8_t *)w->data + (size_t)(16 * ob) * rs, rs, b / 8, nb,
-                                out + (size_t)ob * obs);
+        for (int64_t b = 0; b < nb; b += mm_blk_n(w->type) / 32)
+            if (mm_blk_n(w->type) > 32)
+                mm_pk_super(w->type, (const uint8_t *)w->data + (size_t)(16 * ob) * rs, rs, b / 8, nb,
+                            out + (size_t)ob * obs);
             else
                 mm_pk_block(w->type, (const uint8_t *)w->data + (size_t)(16 * ob) * rs, rs, b, nb,
                         out + (size_t)ob * obs);
