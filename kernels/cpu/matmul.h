@@ -221,18 +221,8 @@ SIMD_INLINE bool mm_pk_type(uint32_t type) {
 /* bytes of a packed block of 16 weight rows of n values (Q4_K, Q5_K: 4 bytes a row and
  * super block more than stored, their 6-bit scales and mins as bytes) */
 SIMD_INLINE size_t mm_pk_ob_bytes(uint32_t type, int64_t n) {
-    size_t per; /* bytes a row and block of 32 (K types: and super block of 256) */
-    switch (type) {
-    case DT_Q4_0: per = 18; break;
-    case DT_Q4_1: per = 20; break;
-    case DT_Q5_0: per = 22; break;
-    case DT_Q5_1: per = 24; break;
-    case DT_Q8_0: per = 34; break;
-    case DT_Q4_K: per = 148; break;
-    case DT_Q5_K: per = 180; break;
-    default: per = 210; break; /* Q6_K */
-    }
-    const size_t bytes = (size_t)(n / (per > 34 ? 256 : 32)) * 16 * per;
+    const bool k6 = type == DT_Q4_K || type == DT_Q5_K;
+    const size_t bytes = 16 * (dtype_row_bytes(type, n) + (k6 ? 4 * (size_t)(n / 256) : 0));
     return (bytes + 63) / 64 * 64;
 }
 /* Weight rows o0 .. o1 - 1 (multiples of 16) of a packed matrix at w (n_in columns)

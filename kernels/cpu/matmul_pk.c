@@ -38,19 +38,18 @@
 
 #if MM_Q8_512
 
-/* bytes of the quants of one block of an o-block: 4 nibble parts, then (5-bit types) one
- * part of fifth bits or (Q6_K) two of top 2 bits; Q8_0 8 parts of bytes */
-SIMD_INLINE int mm_pk_qbytes(uint32_t type) {
+/* bits a value of the type has, and bytes of the quants of one block of an o-block: a
+ * 64-byte part per bit (4 nibble parts, then one part of fifth bits or two of top 2
+ * bits; Q8_0 8 parts of bytes) */
+SIMD_INLINE int mm_pk_bits(uint32_t type) {
     switch (type) {
-    case DT_Q8_0: return 512;
-    case DT_Q6_K: return 384;
-    case DT_Q5_0: case DT_Q5_1: case DT_Q5_K: return 320;
-    default: return 256;
+    case DT_Q8_0: return 8;
+    case DT_Q6_K: return 6;
+    case DT_Q5_0: case DT_Q5_1: case DT_Q5_K: return 5;
+    default: return 4;
     }
 }
-SIMD_INLINE bool mm_pk_five(uint32_t type) {
-    return type == DT_Q5_0 || type == DT_Q5_1 || type == DT_Q5_K;
-}
+SIMD_INLINE int mm_pk_qbytes(uint32_t type) { return 64 * mm_pk_bits(type); }
 /* the types whose blocks have a float min (w = d q + m), and the K types' (w = d sc q -
  * dmin mn) */
 SIMD_INLINE bool mm_pk_minf(uint32_t type) { return type == DT_Q4_1 || type == DT_Q5_1; }
@@ -84,7 +83,7 @@ static void mm_pk_quants(const uint8_t *u, int bits, int o, uint8_t *dst) {
  * o-block at ob (nb blocks of 32). */
 static void mm_pk_super(uint32_t type, const uint8_t *src, size_t rs, int64_t s, int64_t nb,
                         uint8_t *ob) {
-    const int qb = mm_pk_qbytes(type), bits = type == DT_Q6_K ? 6 : type == DT_Q5_K ? 5 : 4;
+    const int qb = mm_pk_qbytes(type), bits = mm_pk_bits(type);
     uint8_t *ks = ob + nb * qb + s * (type == DT_Q6_K ? MM_PK_6SC : MM_PK_KSC);
     for (int o = 0; o < 16; o++) {
         const uint8_t *blk = src + (size_t)o * rs + (size_t)s * (size_t)mm_blk_bytes(type);
@@ -118,7 +117,7 @@ static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b,
         const uint8_t *blk = src + (size_t)o * rs + (size_t)b * (size_t)bb;
         memcpy(sc + 2 * o, blk, 2); /* d */
         if (mm_pk_minf(type)) memcpy(sc + 32 * nb + 2 * o, blk + 2, 2); /* m */
-        if (mm_pk_five(type)) {
+        if (mm_pk_bits(type) == 5) {
             quant_chunk c;
             quant_unpack(type, blk, 1, &c);
             mm_pk_quants(c.u, 5, o, dst);
@@ -141,14 +140,18 @@ static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b,
 #define MM_PK_RX 4
 #define MM_PK_OB 2
 
+/* Activation row xr's four values from i, broadcast to every lane. */
+SIMD_INLINE __m512i mm_pk_x4(const uint8_t *xr, int64_t i) {
+    int32_t v;
+    memcpy(&v, xr + i, 4);
+    return _mm512_set1_epi32(v);
+}
+
 /* Activation row xr's values 4s .. 4s + 3 and 16 + 4s .. 16 + 4s + 3 of block b, each
  * four broadcast to every lane: what a nibble part's low and high halves multiply. */
 SIMD_INLINE void mm_pk_x(const uint8_t *xr, int64_t b, int s, __m512i *x0, __m512i *x1) {
-    const uint8_t *xq = xr + 32 * b + 4 * s;
-    int32_t v0, v1;
-    memcpy(&v0, xq, 4), memcpy(&v1, xq + 16, 4);
-    *x0 = _mm512_set1_epi32(v0);
-    *x1 = _mm512_set1_epi32(v1);
+    *x0 = mm_pk_x4(xr, 32 * b + 4 * s);
+    *x1 = mm_pk_x4(xr, 32 * b + 16 + 4 * s);
 }
 
 /* Bit t of every byte of h at bit 4 (other bits: anything; 16-bit shifts by at most 4
@@ -284,15 +287,13 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
                 }
 #pragma GCC unroll 4
                 for (int r = 0; r < R; r++) {
-                    int32_t xw;
-                    memcpy(&xw, x + r * xs + 32 * b + 4 * s, 4);
-                    const __m512i xv = _mm512_set1_epi32(xw);
+                    const __m512i xv = mm_pk_x4(x + r * xs, 32 * b + 4 * s);
 #pragma GCC unroll 2
                     for (int o = 0; o < OB; o++) p[o][r] = _mm512_dpbusd_epi32(p[o][r], u[o], xv);
                 }
             }
         } else {
-            if (mm_pk_five(type))
+            if (mm_pk_bits(type) == 5)
 #pragma GCC unroll 2
                 for (int o = 0; o < OB; o++) {
                     hv[o] = _mm512_load_si512(w + o * obs + b * qb + 256);
@@ -307,7 +308,7 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
                     MM_PREFETCH(w + o * obs + b * qb + 64 * s + ahead);
                     ul[o] = _mm512_and_si512(v, lo4);
                     uh[o] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
-                    if (mm_pk_five(type)) { /* the fifth bits, at bits 2s and 2s + 1, to bit 4 */
+                    if (mm_pk_bits(type) == 5) { /* the fifth bits, at bits 2s and 2s + 1, to bit 4 */
                         ul[o] = _mm512_or_si512(ul[o], _mm512_and_si512(mm_pk_to_bit4(hv[o], 2 * s), bit4));
                         uh[o] = _mm512_or_si512(uh[o], _mm512_and_si512(mm_pk_to_bit4(hv[o], 2 * s + 1), bit4));
                     }
@@ -418,7 +419,7 @@ void *kern_mat_pack(const kern_mat *w, size_t *bytes) {
     const size_t total = obs * (size_t)(w->n_out / 16);
     uint8_t *out = aligned_alloc(64, total);
     if (!out) return NULL;
-    memset(out, 0, total); /* (the padding) */
+    memset(out, 0, total); /* (the padding, and the high-bit parts the packers or into) */
     const int64_t nb = w->n_in / 32;
     for (int64_t ob = 0; ob < w->n_out / 16; ob++)
         for (int64_t b = 0; b < nb; b += mm_blk_n(w->type) / 32)
