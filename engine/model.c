@@ -214,8 +214,8 @@ static kern_mat *model_mat(model *m, int i) {
 
 /* Packs every matrix that has a packed form; one that cannot be packed (no memory) is
  * multiplied as stored (results within float rounding; each matrix always one way, so
- * a row's results still do not depend on the batch). The stored bytes of a packed matrix are
- * then read only by other backends, so where they come from the file mapping their
+ * a row's results still do not depend on the batch). The stored bytes of a packed
+ * matrix are then read only by other backends, so where they come from the file mapping their
  * pages are let go (they come back from the file if read): the process does not hold
  * the model twice. That includes tied embeddings, which packing read whole: the rows
  * tokens look up come back a page at a time (SmolLM2: 130 -> 101 MB resident). */

@@ -63,9 +63,9 @@ typedef struct model {
 /* Loads hyperparameters and weights of a llama-architecture GGUF. Takes ownership of g
  * on success and on failure. The matrices the cpu backend has a packed form for are
  * packed once here (kern_mat_pack: faster, results within float rounding of the stored
- * form's) unless the environment sets MD_NO_PACK (to compare the two). NULL + err: ST_ERR_UNSUPPORTED naming the
- * architecture or the tensor and its type; ST_ERR_FORMAT naming a missing tensor or a
- * wrong shape. */
+ * form's) unless the environment sets MD_NO_PACK (to compare the two). NULL + err:
+ * ST_ERR_UNSUPPORTED naming the architecture or the tensor and its type; ST_ERR_FORMAT
+ * naming a missing tensor or a wrong shape. */
 model *model_from_gguf(gguf_ctx *g, st_err *err);
 /* gguf_open + model_from_gguf. */
 model *model_load(const char *path, st_err *err);

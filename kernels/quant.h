@@ -194,8 +194,6 @@ static inline void quant_store_twice(float *dst, const quant_f8 *v) {
     memcpy(dst, &w, sizeof w);
 }
 
-/* Unpacks the chunk starting at blk: one super block of a K type, or nb (1..8) blocks of
- * 32 of a small type, the rest of the chunk zero (u, s and m all 0). */
 /* The 8 6-bit scales (byte j of *sc) and mins (of *mn) of a Q4_K / Q5_K block's scales[12],
  * 4 at a time (layout: see block_q4_K). */
 static inline void quant_k_scales(const uint8_t *scales, uint64_t *sc, uint64_t *mn) {
@@ -206,6 +204,8 @@ static inline void quant_k_scales(const uint8_t *scales, uint64_t *sc, uint64_t 
     *mn = (sw[1] & m6) | (uint64_t)((sw[2] >> 4 & m4) | (sw[1] >> 6 & m2) << 4) << 32;
 }
 
+/* Unpacks the chunk starting at blk: one super block of a K type, or nb (1..8) blocks of
+ * 32 of a small type, the rest of the chunk zero (u, s and m all 0). */
 static inline void quant_unpack(uint32_t type, const uint8_t *blk, int nb, quant_chunk *c) {
     switch (type) {
     case DT_Q4_0: case DT_Q4_1: case DT_Q5_0: case DT_Q5_1: {

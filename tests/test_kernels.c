@@ -3,8 +3,8 @@
  * random data with fixed seeds, for every weight type, odd sizes and 1, 2 and 3
  * threads; that a row's matmul result is the same bits alone and in a batch, and matmul_n's
  * the same bits as separate matmuls, and packed weights (kern_mat_pack) against ref as
- * tightly as stored ones, each row the bits of itself alone; that the kept rope table follows new positions; the
- * quantisers' round trip; vec_max, vec_sum_exp, vec_argmax and vec_first_above against
+ * tightly as stored ones, each row the bits of itself alone; that the kept rope table
+ * follows new positions; the quantisers' round trip; vec_max, vec_sum_exp, vec_argmax and vec_first_above against
  * scalar code; plus the backend API and the thread pool.
  *
  * Error measure: t_nerr = max|cpu - ref| / max|ref| over the op's output. Bounds are
@@ -519,11 +519,11 @@ static void test_matmul_n(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
 }
 
 /* kern_mat_pack: the packed matrices (16 weight rows a vector, matmul_pk.c: every block
- * type) against ref,
- * as tightly as the stored ones (activations that quantise exactly), for blocks of 16 and
- * 32 weight rows, any number of activation rows (1 .. 4 a pass, and their rest); every
- * row of a batch the bits of the same row alone, in a matmul_n beside stored matrices
- * too; no packed form where n_out is not a multiple of 16 or the type has none. */
+ * type) against ref, as tightly as the stored ones (activations that quantise exactly),
+ * for blocks of 16 and 32 weight rows, any number of activation rows (1 .. 4 a pass, and
+ * their rest); every row of a batch the bits of the same row alone, in a matmul_n beside
+ * stored matrices too; no packed form where n_out is not a multiple of 16 or the type
+ * has none. */
 static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
     static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q8_0,
                                      DT_Q4_K, DT_Q5_K, DT_Q6_K};
