@@ -9,7 +9,9 @@
  * median time of each, their ratio, the rate in (row, head, key) triples per second and
  * the K and V bytes each way reads, and checks that every row gets the same bits both
  * ways (the kernel's exactness promise). Shapes come from the options or from a model's
- * header (-m). Random q, K and V from a fixed seed. */
+ * header (-m). Random q, K and V from a fixed seed. --no-alone times the shared way only
+ * (its "alone" figures and same_bits are then null), so that a profile of the run is a
+ * profile of the forest's path: the alone way otherwise takes most of the samples. */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -36,6 +38,7 @@ static void ba_usage(FILE *f) {
                "      --head-dim N     head size (default 64)\n"
                "  -n, --reps N         repetitions (default 20); times are medians\n"
                "  -t, --threads N      CPU threads (default: one per core)\n"
+               "      --no-alone       time the rows in one call only (to profile that path)\n"
                "      --backend NAME   cpu (default) or ref\n");
 }
 
@@ -52,12 +55,12 @@ typedef struct ba_shape {
     int64_t rows, ctx, own, layers, n_head, n_head_kv, head_dim;
 } ba_shape;
 
-/* One repetition of both ways over the rows of call (its k, v and out set here per
- * layer); each way's seconds into *ts / *ta. same: cleared when a row's output differs
- * between them. */
+/* One repetition of both ways (of the shared way only when !alone) over the rows of call
+ * (its k, v and out set here per layer); each way's seconds into *ts / *ta. same: cleared
+ * when a row's output differs between them. */
 static void ba_rep(kern_backend *be, const ba_shape *s, const kern_attn *call,
-                   float *const *k, float *const *v, float *out_s, float *out_a, double *ts,
-                   double *ta, bool *same) {
+                   float *const *k, float *const *v, float *out_s, float *out_a, bool alone,
+                   double *ts, double *ta, bool *same) {
     const kern_ops *o = kern_backend_ops(be);
     const int64_t qrow = s->n_head * s->head_dim;
     kern_attn a = *call;
@@ -67,6 +70,8 @@ static void ba_rep(kern_backend *be, const ba_shape *s, const kern_attn *call,
         o->attention(be, &a);
     }
     double t1 = app_now();
+    *ts = t1 - t0, *ta = 0;
+    if (!alone) return;
     for (int64_t r = 0; r < s->rows; r++) /* a row through every layer, as a decode step goes */
         for (int64_t l = 0; l < s->layers; l++) {
             kern_attn a1 = a;
@@ -75,12 +80,12 @@ static void ba_rep(kern_backend *be, const ba_shape *s, const kern_attn *call,
             a1.out = out_a + (l * s->rows + r) * qrow;
             o->attention(be, &a1);
         }
-    double t2 = app_now();
-    *ts = t1 - t0, *ta = t2 - t1;
+    *ta = app_now() - t1;
     if (memcmp(out_s, out_a, (size_t)(s->layers * s->rows * qrow) * sizeof(float))) *same = false;
 }
 
-static int ba_run(const ba_shape *s, int64_t reps, int64_t threads, const char *backend) {
+static int ba_run(const ba_shape *s, int64_t reps, int64_t threads, const char *backend,
+                  bool alone) {
     st_err err = {0};
     kern_backend *be = kern_backend_init(backend, (int32_t)threads, &err);
     if (!be) return app_fail(&err);
@@ -119,9 +124,9 @@ static int ba_run(const ba_shape *s, int64_t reps, int64_t threads, const char *
                             .n_head_kv = (int32_t)s->n_head_kv, .head_dim = (int32_t)s->head_dim,
                             .scale = 1.0f / sqrtf((float)s->head_dim), .q = q, .seg_off = off,
                             .segs = segs};
-    ba_rep(be, s, &call, k, v, out_s, out_a, &t_s, &t_a, &same); /* warm up */
+    ba_rep(be, s, &call, k, v, out_s, out_a, alone, &t_s, &t_a, &same); /* warm up */
     for (int64_t i = 0; i < reps; i++)
-        ba_rep(be, s, &call, k, v, out_s, out_a, &ts[i], &ta[i], &same);
+        ba_rep(be, s, &call, k, v, out_s, out_a, alone, &ts[i], &ta[i], &same);
     const double ms = bench_median(ts, (int)reps) * 1e3, ma = bench_median(ta, (int)reps) * 1e3;
     const double triples = (double)s->layers * (double)s->rows * (double)s->n_head *
                            (double)(s->ctx + s->own);
@@ -132,13 +137,16 @@ static int ba_run(const ba_shape *s, int64_t reps, int64_t threads, const char *
     printf("{\"bench\": \"attention\", \"backend\": \"%s\", \"threads\": %d,\n"
            " \"rows\": %lld, \"context\": %lld, \"own\": %lld, \"layers\": %lld, \"n_head\": %lld, "
            "\"n_head_kv\": %lld, \"head_dim\": %lld, \"reps\": %lld,\n"
-           " \"shared\": {\"ms\": %.4f, \"triples_per_s\": %.4g, \"kv_bytes\": %.0f},\n"
-           " \"alone\": {\"ms\": %.4f, \"triples_per_s\": %.4g, \"kv_bytes\": %.0f},\n"
-           " \"alone_over_shared\": %.3f, \"same_bits\": %s}\n",
+           " \"shared\": {\"ms\": %.4f, \"triples_per_s\": %.4g, \"kv_bytes\": %.0f},\n",
            backend, (int)kern_backend_threads(be), (long long)s->rows, (long long)s->ctx,
            (long long)s->own, (long long)s->layers, (long long)s->n_head, (long long)s->n_head_kv,
-           (long long)s->head_dim, (long long)reps, ms, triples / (ms * 1e-3), bytes_s, ma,
-           triples / (ma * 1e-3), bytes_a, ma / ms, same ? "true" : "false");
+           (long long)s->head_dim, (long long)reps, ms, triples / (ms * 1e-3), bytes_s);
+    if (alone)
+        printf(" \"alone\": {\"ms\": %.4f, \"triples_per_s\": %.4g, \"kv_bytes\": %.0f},\n"
+               " \"alone_over_shared\": %.3f, \"same_bits\": %s}\n",
+               ma, triples / (ma * 1e-3), bytes_a, ma / ms, same ? "true" : "false");
+    else
+        printf(" \"alone\": null, \"alone_over_shared\": null, \"same_bits\": null}\n");
     if (!same) {
         st_set(&err, ST_ERR_BACKEND, "rows in one call and rows alone got different bits");
         rc = app_fail(&err);
@@ -155,12 +163,12 @@ int cmd_bench_attention(int argc, char **argv) {
         {"model", 1, 0, 'm'}, {"rows", 1, 0, 'r'}, {"context", 1, 0, 'p'}, {"own", 1, 0, 'o'},
         {"layers", 1, 0, 'l'}, {"heads", 1, 0, 'H'}, {"head-dim", 1, 0, 'D'},
         {"reps", 1, 0, 'n'}, {"threads", 1, 0, 't'}, {"backend", 1, 0, 'B'},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"no-alone", 0, 0, 'A'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     ba_shape s = {.rows = 16, .ctx = 1000, .own = 80, .layers = 30, .n_head = 9, .n_head_kv = 3,
                   .head_dim = 64};
     int64_t reps = 20, threads = 0;
     const char *backend = "cpu", *path = NULL;
-    bool set_layers = false, set_heads = false, set_hd = false;
+    bool set_layers = false, set_heads = false, set_hd = false, alone = true;
     int ch;
     while ((ch = getopt_long(argc, argv, "m:r:p:o:l:n:t:h", lo, NULL)) != -1) {
         switch (ch) {
@@ -199,6 +207,7 @@ int cmd_bench_attention(int argc, char **argv) {
             if (app_parse_int(optarg, 1, 1024, &threads)) return app_usage_error("bad --threads '%s'", optarg);
             break;
         case 'B': backend = optarg; break;
+        case 'A': alone = false; break;
         case 'h': ba_usage(stdout); return 0;
         default: ba_usage(stderr); return 2;
         }
@@ -217,5 +226,5 @@ int cmd_bench_attention(int argc, char **argv) {
     const int64_t slots = s.ctx + s.rows * s.own;
     if (slots > (1 << 24))
         return app_usage_error("bench attention: %lld KV slots is too many", (long long)slots);
-    return ba_run(&s, reps, threads, backend);
+    return ba_run(&s, reps, threads, backend, alone);
 }

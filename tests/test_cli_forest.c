@@ -499,6 +499,17 @@ static void test_bench(void) {
             jnum(jkey(jkey(j, "alone"), "kv_bytes")));
     j_free(j);
     free(out);
+    /* --no-alone: the shared way timed, the alone way and its comparison null */
+    out = runf(&st, "%s bench attention -m %s --rows 3 --context 70 --own 9 --layers 2 --reps 3 "
+               "--no-alone", bin, model_path);
+    j = j_read(out);
+    const jv *alone = jkey(j, "alone"), *same = jkey(j, "same_bits");
+    T_CHECK(st == 0 && j && jkey(jkey(j, "shared"), "ms")->type == J_NUM &&
+                jkey(jkey(j, "shared"), "ms")->num > 0 && alone != &j_none &&
+                alone->type == J_NULL && same != &j_none && same->type == J_NULL,
+            "bench attention --no-alone: exit %d, shared timed, alone and same_bits null", st);
+    j_free(j);
+    free(out);
     out = runf(&st, "%s bench attention --heads 9/4", bin);
     T_CHECK(st == 2, "bench attention --heads 9/4: usage error (exit %d)", st);
     free(out);
