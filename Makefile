@@ -1,8 +1,9 @@
 # multidecode - one Makefile for the program, its tests and its benchmarks.
 #
 #   make            build ./multidecode (CPU backends; CUDA too when nvcc is present, later)
-#   make run        fetch the default model if missing and open the TUI
-#   make test       build and run every test; the last line is "N passed, N failed, N skipped"
+#   make run        install what is missing, fetch the default model if missing, open the TUI
+#   make test       install what is missing, build and run every test; the last line is
+#                   "N passed, N failed, N skipped"
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench      decode benchmark on random-weight models (JSON on stdout)
 #   make model      fetch the default model into models/
@@ -51,8 +52,16 @@ $(BUILD)/tests/%: tests/%.c $(LIB) $(BUILD)/multidecode
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-# test: build everything, run every test binary, print the summed result last.
-test: $(BUILD)/multidecode $(TEST_BIN)
+# deps: install the Debian packages the build and tests need (or say which command does).
+deps:
+	@sh tools/deps.sh
+
+# test: install what is missing, build everything, run every test binary, print the
+# summed result last.
+test: deps
+	@$(MAKE) --no-print-directory test-run
+
+test-run: $(BUILD)/multidecode $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN) tests/test_tui_tmux.sh tests/test_man.sh
 
 # asan: the test suite under ASan + UBSan, in its own build folder.
@@ -66,7 +75,8 @@ model:
 	sh tools/fetch-model.sh
 
 # run: the TUI on the default model.
-run: multidecode
+run: deps
+	@$(MAKE) --no-print-directory multidecode
 	@test -f models/SmolLM2-135M-Instruct.Q4_1.gguf || sh tools/fetch-model.sh
 	./multidecode -m models/SmolLM2-135M-Instruct.Q4_1.gguf
 
@@ -93,6 +103,6 @@ uninstall:
 clean:
 	rm -rf build build-asan multidecode
 
-.PHONY: all test asan model run bench clean install uninstall
+.PHONY: all deps test test-run asan model run bench clean install uninstall
 
 -include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d)
