@@ -99,6 +99,10 @@ bool session_meta_get(const session_meta *m, const forest *f, forest_id id,
 
 /* ---- settings ---- */
 
+/* Free-form settings a session holds at most: far more than any command writes (ask's 256
+ * questions, beam's results), few enough that a file cannot make loading slow. */
+#define SESSION_MAX_EXTRA 4096
+
 typedef struct session_kv {
     char *key;    /* owned */
     char *value;  /* owned */
@@ -119,8 +123,8 @@ typedef struct session_settings {
 /* Default sampler, no template, no keys, no metadata, save_topk true. */
 session_settings session_settings_default(void);
 void session_settings_free(session_settings *s); /* frees kv and meta; leaves a default */
-/* Sets key to value (both copied; replaces an existing key). ST_ERR_ARG for an empty key,
- * ST_ERR_NOMEM. */
+/* Sets key to value (both copied; replaces an existing key). ST_ERR_ARG for an empty key
+ * or a new key beyond SESSION_MAX_EXTRA, ST_ERR_NOMEM. */
 st_code session_settings_set(session_settings *s, const char *key, const char *value,
                              st_err *err);
 /* The value of key, or NULL. */

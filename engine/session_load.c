@@ -339,6 +339,9 @@ static st_code load_settings(const json_t *root, session_settings *s, st_err *er
     if (strlen(tmpl) >= sizeof s->chat_template)
         return st_set(err, ST_ERR_FORMAT, "settings: 'chat_template' is too long");
     snprintf(s->chat_template, sizeof s->chat_template, "%s", tmpl);
+    if (json_object_size(extra) > SESSION_MAX_EXTRA)
+        return st_set(err, ST_ERR_FORMAT, "settings: %zu extra settings, more than the %d a "
+                      "session holds", json_object_size(extra), SESSION_MAX_EXTRA);
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)extra, key, v) {
