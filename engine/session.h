@@ -148,9 +148,14 @@ typedef struct session_load_params {
 
 session_load_params session_load_default_params(void);
 
+/* Session files larger than this are refused before parsing (about 3 KiB a node with a
+ * full top-k: far beyond any cache the program allocates). */
+#define SESSION_MAX_FILE ((size_t)1 << 30)
+
 /* Loads a session file into a new forest (every node pending; caller frees) and *s (a
  * fresh settings struct the caller frees, with meta filled when the file has metadata),
- * and *saved (may be NULL) the saved model identity. NULL + err: ST_ERR_IO (cannot read),
+ * and *saved (may be NULL) the saved model identity. NULL + err: ST_ERR_IO (cannot read, not
+ * a regular file, larger than SESSION_MAX_FILE),
  * ST_ERR_FORMAT (damaged: the message names the problem), ST_ERR_ARG (saved for another
  * model: the message names both; p->force loads anyway), ST_ERR_NOMEM. On failure *s and
  * *saved are left as defaults and the file is never touched. */

@@ -1,8 +1,13 @@
 /* test_session_hostile.c - session files written by someone else (issue 24): a file with
  * more free-form settings than a session holds is refused with a message naming the limit
- * (a cap instead of minutes of quadratic loading), and sessions_settings_set refuses the
- * key after the last. Every check is by count or message, never by time. */
+ * (a cap instead of minutes of quadratic loading), and session_settings_set refuses the
+ * key after the last; a FIFO, /dev/zero or a directory given as a session is refused at
+ * once, saying what it is (an alarm ends the test if the open blocks), and a file over the
+ * size cap is refused before it is read. Every check is by count or message, never by
+ * time. */
+#include <fcntl.h>
 #include <jansson.h>
+#include <signal.h>
 #include <sys/stat.h>
 
 #include "../engine/forest.h"
@@ -62,10 +67,50 @@ static void test_extra_cap(void) {
     forest_free(f);
 }
 
+/* session_load of path must fail with ST_ERR_IO and a message holding needle. */
+static void expect_refused(const char *path, const char *needle, const char *what) {
+    session_settings s;
+    st_err err = {0};
+    forest *f = session_load(path, NULL, &s, NULL, &err);
+    T_CHECK(!f && err.code == ST_ERR_IO && strstr(err.msg, needle) && strstr(err.msg, path),
+            "%s: want ST_ERR_IO with \"%s\", got %d \"%s\"", what, needle, err.code, err.msg);
+    forest_free(f);
+}
+
+static void on_alarm(int sig) {
+    (void)sig;
+    static const char m[] = "test_session_hostile: FAIL: session_load blocked on a FIFO\n";
+    (void)!write(2, m, sizeof m - 1);
+    t_fail++; /* main is blocked in open(), not inside stdio: t_done can print */
+    _exit(t_done());
+}
+
+static void test_not_regular(void) {
+    char fifo[128], big[128];
+    snprintf(fifo, sizeof fifo, "%s/fifo", tmpdir);
+    snprintf(big, sizeof big, "%s/big.json", tmpdir);
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+    if (mkfifo(fifo, 0600) == 0) expect_refused(fifo, "is a FIFO, not a regular file", "a FIFO");
+    else T_SKIP("mkfifo failed");
+    alarm(0);
+    unlink(fifo);
+    if (access("/dev/zero", R_OK) == 0)
+        expect_refused("/dev/zero", "is a character device, not a regular file", "/dev/zero");
+    expect_refused(tmpdir, "is a directory, not a regular file", "a directory");
+    /* a sparse file one byte over the cap: refused from its size, nothing read */
+    int fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    T_CHECK(fd >= 0 && ftruncate(fd, (off_t)SESSION_MAX_FILE + 1) == 0, "sparse file");
+    if (fd >= 0) close(fd);
+    expect_refused(big, "more than the 1073741824 this program reads", "a file over the cap");
+    unlink(big);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/md_test_hostile_XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     test_extra_cap();
+    test_not_regular();
     rmdir(tmpdir);
     return t_done();
 }
