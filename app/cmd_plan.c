@@ -64,21 +64,19 @@ static void plan_emit(void *ud, int32_t branch, int32_t token, float logprob) {
     s->token[s->n++] = token;
 }
 
-static int cmp_i32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Sorted distinct slots any row of the plan may see into cols; returns how many. */
-static int32_t plan_columns(const step_plan *p, int32_t *cols) {
-    int32_t n = 0;
-    for (int32_t i = 0; i < p->seg_off[p->n_rows]; i++)
+/* The distinct slots any row of the plan may see, in increasing order, into cols (of
+ * n_slots entries, the KV cache's size); returns how many. Rows share most of their
+ * slots, so cols first holds a flag per slot rather than every row's list. */
+static int32_t plan_columns(const step_plan *p, int32_t n_slots, int32_t *cols) {
+    memset(cols, 0, sizeof(int32_t) * (size_t)n_slots);
+    for (int32_t i = 0; i < p->seg_off[p->n_rows]; i++) {
+        ASSERT(p->segs[i].start >= 0 && p->segs[i].len <= n_slots - p->segs[i].start);
         for (int32_t s = p->segs[i].start; s < p->segs[i].start + p->segs[i].len; s++)
-            cols[n++] = s;
-    qsort(cols, (size_t)n, sizeof *cols, cmp_i32);
+            cols[s] = 1;
+    }
     int32_t m = 0;
-    for (int32_t i = 0; i < n; i++)
-        if (m == 0 || cols[m - 1] != cols[i]) cols[m++] = cols[i];
+    for (int32_t s = 0; s < n_slots; s++) /* m <= s: the list overwrites only read flags */
+        if (cols[s]) cols[m++] = s;
     return m;
 }
 
@@ -188,15 +186,15 @@ static void plan_print_json(const forest *f, const tok *tk, const step_plan *p, 
 /* The observer of a speculative step: prints its plan before acceptance prunes it. */
 typedef struct plan_spec_ud {
     const tok *tk;
-    int32_t *cols;
-    int32_t step, max_cols;
+    int32_t *cols;        /* (n_slots) */
+    int32_t n_slots, step, max_cols;
     bool json;
 } plan_spec_ud;
 
 static void plan_spec_observe(void *ud, const spec *sp, const forest *f, const step_plan *p) {
     plan_spec_ud *u = ud;
     plan_sampled none = {0};
-    int32_t n_cols = plan_columns(p, u->cols);
+    int32_t n_cols = plan_columns(p, u->n_slots, u->cols);
     if (u->json) plan_print_json(f, u->tk, p, u->step, u->cols, n_cols, &none, NULL, 1, sp);
     else plan_print_text(f, u->tk, p, u->step, u->cols, n_cols, u->max_cols, &none, NULL, 1, sp);
 }
@@ -209,7 +207,7 @@ static st_code plan_spec(prompt_model *pm, const char *text, const spec_opts *so
     step_plan_init(&plan);
     spec *sp = NULL;
     int32_t n = 0, *out = NULL;
-    plan_spec_ud u = {.tk = pm->tk, .max_cols = max_cols, .json = json};
+    plan_spec_ud u = {.tk = pm->tk, .n_slots = pm->n_slots, .max_cols = max_cols, .json = json};
     int32_t *t = prompt_tokens(pm, NULL, text, &n, NULL, err);
     st_code rc = t ? ST_OK : err->code;
     forest_id tip;
@@ -409,7 +407,7 @@ int cmd_plan(int argc, char **argv) {
     for (int32_t s = 0; s < steps && g.n_active > 0; s++) {
         smp.n = 0;
         if ((rc = grow_step(&g, f, &plan, pm.ctx, pm.tk, plan_emit, &smp, NULL, &err))) break;
-        int32_t n_cols = plan_columns(&plan, cols);
+        int32_t n_cols = plan_columns(&plan, pm.n_slots, cols);
         if (json) {
             plan_print_json(f, pm.tk, &plan, s, cols, n_cols, &smp, &g, (int32_t)k, NULL);
             printf("}");

@@ -3,10 +3,10 @@
  * text, and escaped token text for terminals and JSON. */
 #include "prompt.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine/infile.h"
 #include "app.h"
 
 /* ---- common options ---- */
@@ -243,36 +243,19 @@ int32_t *prompt_open_with(prompt_model *pm, const prompt_model_opts *mo, const p
     return t;
 }
 
-/* The whole file as a malloc'd NUL-terminated string; NULL + ST_ERR_IO naming the file
- * and the reason. */
+/* The whole text file as a malloc'd NUL-terminated string; NULL + err naming the file and
+ * the reason. A NUL byte inside is refused: the text travels on as a C string, so it would
+ * end there without a word. */
 static char *prompt_read_file(const char *path, const char *what, st_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        st_set(err, ST_ERR_IO, "cannot open %s '%s': %s", what, path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, len = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (len + 1 == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) free(buf);
-            buf = nb;
-        }
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (!buf) {
-        st_set(err, ST_ERR_NOMEM, "out of memory reading %s '%s'", what, path);
-        return NULL;
-    }
-    if (bad) {
+    size_t len;
+    char *buf = infile_read(path, what, PROMPT_MAX_FILE, &len, err);
+    const char *nul = buf ? memchr(buf, 0, len) : NULL;
+    if (nul) {
+        st_set(err, ST_ERR_ARG, "%s '%s' has a NUL byte at offset %zu: it is not a text file",
+               what, path, (size_t)(nul - buf));
         free(buf);
-        st_set(err, ST_ERR_IO, "cannot read %s '%s'", what, path);
         return NULL;
     }
-    buf[len] = '\0';
     return buf;
 }
 

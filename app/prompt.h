@@ -123,9 +123,14 @@ int32_t *prompt_open_with(prompt_model *pm, const prompt_model_opts *mo, const p
                           const char *text, int32_t extra, const char *what, bool quiet,
                           int32_t *n, chat_kind *kind, st_err *err);
 
+/* Text files (a context) larger than this are refused: their tokens could not fit the
+ * largest KV cache (-c 16M) anyway. */
+#define PROMPT_MAX_FILE ((size_t)256 << 20)
+
 /* What a command over a text file (ask's and margins' context) does first: reads the
  * whole file into a NUL-terminated string (ST_ERR_IO naming the file and the reason when
- * it cannot), then opens the model (prompt_model_open). Returns the text (caller frees)
+ * it cannot: missing, not a regular file, over PROMPT_MAX_FILE bytes; ST_ERR_ARG when it
+ * holds a NUL byte), then opens the model (prompt_model_open). Returns the text (caller frees)
  * with pm open; or NULL + err with nothing left open. */
 char *prompt_open_file(prompt_model *pm, const prompt_model_opts *mo, const char *path,
                        const char *what, st_err *err);

@@ -154,8 +154,17 @@ st_code session_settings_set(session_settings *s, const char *key, const char *v
             s->kv[i].value = v;
             return ST_OK;
         }
+    if (s->n_kv >= SESSION_MAX_EXTRA) {
+        free(v);
+        return st_set(err, ST_ERR_ARG, "more than %d settings: '%.64s' not added",
+                      SESSION_MAX_EXTRA, key);
+    }
     char *k = strdup(key);
-    session_kv *kv = k ? realloc(s->kv, sizeof *kv * (size_t)(s->n_kv + 1)) : NULL;
+    /* the array's capacity is the power of two (at least 8) at or above n_kv: it grows by
+     * doubling when n_kv reaches one */
+    int32_t n = s->n_kv;
+    bool grow = n == 0 || (n >= 8 && !(n & (n - 1)));
+    session_kv *kv = !k ? NULL : grow ? realloc(s->kv, sizeof *kv * (size_t)(n ? 2 * n : 8)) : s->kv;
     if (!kv) {
         free(k), free(v);
         return st_set(err, ST_ERR_NOMEM, "out of memory for settings");

@@ -99,6 +99,10 @@ bool session_meta_get(const session_meta *m, const forest *f, forest_id id,
 
 /* ---- settings ---- */
 
+/* Free-form settings a session holds at most: far more than any command writes (ask's 256
+ * questions, beam's results), few enough that a file cannot make loading slow. */
+#define SESSION_MAX_EXTRA 4096
+
 typedef struct session_kv {
     char *key;    /* owned */
     char *value;  /* owned */
@@ -119,8 +123,8 @@ typedef struct session_settings {
 /* Default sampler, no template, no keys, no metadata, save_topk true. */
 session_settings session_settings_default(void);
 void session_settings_free(session_settings *s); /* frees kv and meta; leaves a default */
-/* Sets key to value (both copied; replaces an existing key). ST_ERR_ARG for an empty key,
- * ST_ERR_NOMEM. */
+/* Sets key to value (both copied; replaces an existing key). ST_ERR_ARG for an empty key
+ * or a new key beyond SESSION_MAX_EXTRA, ST_ERR_NOMEM. */
 st_code session_settings_set(session_settings *s, const char *key, const char *value,
                              st_err *err);
 /* The value of key, or NULL. */
@@ -144,9 +148,14 @@ typedef struct session_load_params {
 
 session_load_params session_load_default_params(void);
 
+/* Session files larger than this are refused before parsing (about 3 KiB a node with a
+ * full top-k: far beyond any cache the program allocates). */
+#define SESSION_MAX_FILE ((size_t)1 << 30)
+
 /* Loads a session file into a new forest (every node pending; caller frees) and *s (a
  * fresh settings struct the caller frees, with meta filled when the file has metadata),
- * and *saved (may be NULL) the saved model identity. NULL + err: ST_ERR_IO (cannot read),
+ * and *saved (may be NULL) the saved model identity. NULL + err: ST_ERR_IO (cannot read, not
+ * a regular file, larger than SESSION_MAX_FILE),
  * ST_ERR_FORMAT (damaged: the message names the problem), ST_ERR_ARG (saved for another
  * model: the message names both; p->force loads anyway), ST_ERR_NOMEM. On failure *s and
  * *saved are left as defaults and the file is never touched. */

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "infile.h"
 #include "session.h"
 
 #define SESSION_MAX_SLOTS (1 << 24)  /* a saved n_slots above this is damage, not a cache */
@@ -339,6 +340,9 @@ static st_code load_settings(const json_t *root, session_settings *s, st_err *er
     if (strlen(tmpl) >= sizeof s->chat_template)
         return st_set(err, ST_ERR_FORMAT, "settings: 'chat_template' is too long");
     snprintf(s->chat_template, sizeof s->chat_template, "%s", tmpl);
+    if (json_object_size(extra) > SESSION_MAX_EXTRA)
+        return st_set(err, ST_ERR_FORMAT, "settings: %zu extra settings, more than the %d a "
+                      "session holds", json_object_size(extra), SESSION_MAX_EXTRA);
     const char *key;
     const json_t *v;
     json_object_foreach((json_t *)extra, key, v) {
@@ -442,29 +446,9 @@ forest *session_load(const char *path, const session_load_params *p, session_set
                      session_model_id *saved, st_err *err) {
     *s = session_settings_default();
     if (saved) memset(saved, 0, sizeof *saved);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        st_set(err, ST_ERR_IO, "cannot open session '%s': %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, fp);
-        if (n < cap) break;
-        char *nb = cap > SIZE_MAX / 2 ? NULL : realloc(buf, cap * 2);
-        if (!nb) free(buf);
-        buf = nb;
-        cap *= 2;
-    }
-    bool rerr = ferror(fp);
-    fclose(fp);
-    if (!buf || rerr) {
-        st_set(err, buf ? ST_ERR_IO : ST_ERR_NOMEM, "cannot read session '%s'%s", path,
-               buf ? "" : ": out of memory");
-        free(buf);
-        return NULL;
-    }
+    size_t n;
+    char *buf = infile_read(path, "session", SESSION_MAX_FILE, &n, err);
+    if (!buf) return NULL;
     forest *f = session_load_mem(buf, n, p, s, saved, err);
     free(buf);
     if (!f) st_prefix(err, "session '%s'", path);

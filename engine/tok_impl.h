@@ -33,6 +33,12 @@ struct tok {
 /* Id of the token whose piece is exactly s[0..n), or -1. */
 int32_t tok_lookup(const tok *t, const char *s, size_t n);
 
+/* Byte length (1..4) of the well-formed UTF-8 character at s[0..n) (n > 0), its code
+ * point going to *cp; 0 when the bytes there are ill-formed (a stray continuation byte,
+ * an overlong form, a surrogate, past U+10FFFF, cut short by n), in which case s[0] is
+ * to be taken as a byte on its own. In tok_pretok.c. */
+uint32_t tok_utf8_decode(const char *s, size_t n, uint32_t *cp);
+
 /* ---- byte-level BPE (tok_bpe.c) ---- */
 
 /* Sets up t->bpe from d's merges and pre-tokenizer name (t's vocabulary already built).

@@ -57,23 +57,28 @@ typedef struct uni_ch {
     int cls;
 } uni_ch;
 
-/* Decodes the character at s[0..n) (n > 0). Ill-formed UTF-8 (overlong, surrogate, past
- * U+10FFFF, cut short) is one byte of class other, with an impossible code point. */
-static uni_ch uni_at(const char *s, size_t n) {
+uint32_t tok_utf8_decode(const char *s, size_t n, uint32_t *cp) {
     const uint8_t *p = (const uint8_t *)s;
     uint8_t c = p[0];
     uint32_t len = c < 0x80 ? 1 : c < 0xC2 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF5 ? 4 : 0;
-    uni_ch bad = { 1, 0xFFFFFFFFu, UNI_OTHER };
-    if (len == 1) return (uni_ch){ 1, c, uni_class(c) };
-    if (len == 0 || len > n) return bad;
-    uint32_t cp = c & (0x7F >> len);
+    if (len == 0 || len > n) return 0;
+    uint32_t v = len == 1 ? c : c & (0x7F >> len);
     for (uint32_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80) return bad;
-        cp = cp << 6 | (p[i] & 0x3F);
+        if ((p[i] & 0xC0) != 0x80) return 0;
+        v = v << 6 | (p[i] & 0x3F);
     }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-        return bad;
+    if ((len == 3 && (v < 0x800 || (v >= 0xD800 && v <= 0xDFFF))) ||
+        (len == 4 && (v < 0x10000 || v > 0x10FFFF)))
+        return 0;
+    *cp = v;
+    return len;
+}
+
+/* The character at s[0..n) (n > 0); ill-formed UTF-8 is one byte of class other, with an
+ * impossible code point. */
+static uni_ch uni_at(const char *s, size_t n) {
+    uint32_t cp, len = tok_utf8_decode(s, n, &cp);
+    if (len == 0) return (uni_ch){ 1, 0xFFFFFFFFu, UNI_OTHER };
     return (uni_ch){ len, cp, uni_class(cp) };
 }
 

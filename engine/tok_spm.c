@@ -2,10 +2,11 @@
  * it. The text is first cut into fragments at special-token pieces (for both models; the
  * plain fragments of a "gpt2" model go to tok_bpe.c instead); each plain fragment
  * gets its spaces replaced by U+2581 (plus a leading one, the dummy prefix, where
- * SentencePiece would put it), is split into UTF-8 characters, and then the adjacent pair
- * whose concatenation is the highest-scoring vocabulary piece is merged, again and again
- * (a max-heap of candidate pairs over a linked list of symbols: O(n log n)). Symbols left
- * that are not pieces are spelled with byte tokens. Decoding is in tok.c. */
+ * SentencePiece would put it), is split into UTF-8 characters (each ill-formed byte a
+ * symbol of its own), and then the adjacent pair whose concatenation is the
+ * highest-scoring vocabulary piece is merged, again and again (a max-heap of candidate
+ * pairs over a linked list of symbols: O(n log n)). Symbols left that are not pieces are
+ * spelled with byte tokens. Decoding is in tok.c. */
 #include "tok_impl.h"
 
 #include <stdlib.h>
@@ -25,9 +26,9 @@ typedef struct spm_pair {
 } spm_pair;
 
 typedef struct spm_work {
-    char *buf;            /* (3 * len + 3) escaped text of one fragment */
-    spm_sym *sym;         /* (len + 1) symbols */
-    spm_pair *heap;       /* (3 * (len + 1)) candidate pairs: n - 1 seeds + 2 per merge */
+    char *buf;            /* (n_esc) escaped text of one fragment */
+    spm_sym *sym;         /* (n_esc) symbols: at most one a byte of the escaped text */
+    spm_pair *heap;       /* (3 * n_esc) candidate pairs: n - 1 seeds + 2 per merge */
     size_t n_heap;
 } spm_work;
 
@@ -81,19 +82,14 @@ static void spm_try_pair(const tok *t, spm_work *w, int32_t left, int32_t right)
     spm_heap_push(w, (spm_pair){ t->score[id], left, right, size });
 }
 
-/* Bytes of the UTF-8 character a lead byte starts, judged by its top four bits alone,
- * as llama.cpp does (a stray continuation byte is a character of its own). */
-static uint32_t spm_char_len(uint8_t c) {
-    static const uint8_t len[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4 };
-    return len[c >> 4];
-}
-
 /* BPE over bytes [at, end) of the escaped text in w->buf. */
 static void spm_bpe(const tok *t, spm_work *w, size_t at, size_t end, spm_out *o) {
     int32_t ns = 0;
     for (; at < end; ns++) {
-        uint32_t l = spm_char_len((uint8_t)w->buf[at]);
-        if (l > end - at) l = (uint32_t)(end - at);
+        /* An ill-formed byte is a symbol of its own, so it never swallows the bytes after
+         * it (a space's U+2581 among them) and comes out as its byte token. */
+        uint32_t cp, l = tok_utf8_decode(w->buf + at, end - at, &cp);
+        if (l == 0) l = 1;
         w->sym[ns] = (spm_sym){ ns - 1, ns + 1, (uint32_t)at, l };
         at += l;
     }
@@ -240,9 +236,13 @@ int32_t tok_encode(const tok *t, const char *text, size_t len, bool add_bos, boo
     spm_frags f = { 0 };
     int32_t ret = -1;
     if (!t->bpe) { /* byte-level BPE sizes its own work area per fragment */
-        w.buf = malloc(3 * len + 3);
-        w.sym = malloc((len + 1) * sizeof *w.sym);
-        w.heap = malloc(3 * (len + 1) * sizeof *w.heap);
+        /* The escaped text: each space becomes 3 bytes, plus the dummy prefix. */
+        size_t n_esc = len + 3;
+        for (const char *p = text; (p = memchr(p, ' ', len - (size_t)(p - text))); p++)
+            n_esc += 2;
+        w.buf = malloc(n_esc);
+        w.sym = malloc(n_esc * sizeof *w.sym);
+        w.heap = malloc(3 * n_esc * sizeof *w.heap);
         if (!w.buf || !w.sym || !w.heap) goto done;
     }
     if (!spm_partition(t, text, len, parse_special, &f)) goto done;

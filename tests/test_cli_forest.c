@@ -15,6 +15,7 @@
 #include "../engine/gguf.h"
 #include "../engine/tok.h"
 #include "t.h"
+#include "t_run.h"
 
 /* ---- a small JSON reader: enough to walk the commands' output ---- */
 
@@ -169,32 +170,6 @@ static int jlen(const jv *v) { return v->type == J_ARR ? v->n : -1; }
 static char bin[512];
 static char model_path[4096];
 
-/* Runs cmd (through sh); returns its stdout (malloc'd, NUL-terminated) and exit status. */
-static char *run(const char *cmd, int *status) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, len = 0, got;
-    char *buf = malloc(cap);
-    while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return buf;
-}
-
-static char *runf(int *status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *runf(int *status, const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    return run(cmd, status);
-}
-
 static int32_t n_tokens(const char *text) {
     st_err err = {0};
     gguf_ctx *g = gguf_open(model_path, &err);
@@ -222,7 +197,7 @@ static void test_plan(void) {
     const char *prompt = "Once upon a time";
     int32_t P = n_tokens(prompt), st;
     T_CHECK(P > 2, "tokenising the prompt gives %d tokens", P);
-    char *out = runf(&st, "%s plan -m %s -p '%s' --branches 2 --steps 3 --seed 5 --json", bin,
+    char *out = t_runf(&st, "%s plan -m %s -p '%s' --branches 2 --steps 3 --seed 5 --json", bin,
                      model_path, prompt);
     jv *j = j_read(out);
     T_CHECK(st == 0 && j, "plan --json: exit %d, valid JSON: %s", st, j ? "yes" : out);
@@ -282,7 +257,7 @@ static void test_plan(void) {
     free(out);
 
     /* a shared context: the second prompt sees the context but not the first prompt */
-    out = runf(&st, "%s plan -m %s --context 'Lily had a dog.' -p ' The dog' -p ' She' -k 1 -s 1 "
+    out = t_runf(&st, "%s plan -m %s --context 'Lily had a dog.' -p ' The dog' -p ' She' -k 1 -s 1 "
                "--json", bin, model_path);
     j = j_read(out);
     T_CHECK(st == 0 && j, "plan --context --json: exit %d", st);
@@ -307,7 +282,7 @@ static void test_plan(void) {
     j_free(j);
     free(out);
 
-    out = runf(&st, "%s plan -m %s -p '%s' -k 3 -s 2 2>&1", bin, model_path, prompt);
+    out = t_runf(&st, "%s plan -m %s -p '%s' -k 3 -s 2 2>&1", bin, model_path, prompt);
     T_CHECK(st == 0 && strstr(out, "mask:") && strstr(out, "#####") && strstr(out, "row 2"),
             "plan prints the mask grid: exit %d\n%s", st, out);
     free(out);
@@ -318,11 +293,11 @@ static void test_plan(void) {
 static void test_generate_branches(void) {
     const char *prompt = "Once upon a time";
     int st;
-    char *lin = runf(&st, "%s generate -m %s -p '%s' -n 48 --temp 0 -q", bin, model_path, prompt);
+    char *lin = t_runf(&st, "%s generate -m %s -p '%s' -n 48 --temp 0 -q", bin, model_path, prompt);
     T_CHECK(st == 0 && strlen(lin) > strlen(prompt) + 20, "greedy generate runs (exit %d)", st);
     size_t ll = strlen(lin);
     if (ll && lin[ll - 1] == '\n') lin[ll - 1] = '\0';
-    char *out = runf(&st, "%s generate -m %s -p '%s' -n 48 --temp 0 -q --branches 4 --json", bin,
+    char *out = t_runf(&st, "%s generate -m %s -p '%s' -n 48 --temp 0 -q --branches 4 --json", bin,
                      model_path, prompt);
     jv *j = j_read(out);
     T_CHECK(st == 0 && jlen(j) == 4, "generate --branches 4 --json: exit %d, %d branches", st,
@@ -340,13 +315,13 @@ static void test_generate_branches(void) {
     free(out);
 
     /* sampled: branch i with seed S is linear generate with seed S + i */
-    out = runf(&st, "%s generate -m %s -p '%s' -n 64 --temp 0.8 --seed 11 -q --branches 3 --json",
+    out = t_runf(&st, "%s generate -m %s -p '%s' -n 64 --temp 0.8 --seed 11 -q --branches 3 --json",
                bin, model_path, prompt);
     j = j_read(out);
     T_CHECK(st == 0 && jlen(j) == 3, "sampled --branches 3: exit %d", st);
     int distinct = 0;
     for (int b = 0; j && b < jlen(j); b++) {
-        lin = runf(&st, "%s generate -m %s -p '%s' -n 64 --temp 0.8 --seed %d -q", bin, model_path,
+        lin = t_runf(&st, "%s generate -m %s -p '%s' -n 64 --temp 0.8 --seed %d -q", bin, model_path,
                    prompt, 11 + b);
         ll = strlen(lin);
         if (ll && lin[ll - 1] == '\n') lin[ll - 1] = '\0';
@@ -362,7 +337,7 @@ static void test_generate_branches(void) {
     j_free(j);
     free(out);
 
-    out = runf(&st, "%s generate -m %s -p '%s' -n 8 --temp 0 --branches 2 2>&1", bin, model_path, prompt);
+    out = t_runf(&st, "%s generate -m %s -p '%s' -n 8 --temp 0 --branches 2 2>&1", bin, model_path, prompt);
     T_CHECK(st == 0 && strstr(out, "--- branch 1 (seed 2, 8 tokens, ended by budget)") &&
             strstr(out, "steps"), "the text form names each branch and reports steps:\n%s", out);
     free(out);
@@ -373,7 +348,7 @@ static void test_generate_branches(void) {
 static void test_ask(const char *ctx_file) {
     int st;
     const char *q[3] = {"Who is Lily?", "What did she find?", "Where was the ball?"};
-    char *out = runf(&st, "%s ask -m %s --raw --context %s -q '%s' -q '%s' -q '%s' -n 24 --json "
+    char *out = t_runf(&st, "%s ask -m %s --raw --context %s -q '%s' -q '%s' -q '%s' -n 24 --json "
                      "--quiet", bin, model_path, ctx_file, q[0], q[1], q[2]);
     jv *j = j_read(out);
     T_CHECK(st == 0 && j, "ask --json: exit %d, valid JSON", st);
@@ -387,7 +362,7 @@ static void test_ask(const char *ctx_file) {
     /* each answer is what asking its question alone gives */
     int used1 = 0;
     for (int i = 0; i < 3 && jlen(ans) == 3; i++) {
-        char *o1 = runf(&st, "%s ask -m %s --raw --context %s -q '%s' -n 24 --json --quiet", bin,
+        char *o1 = t_runf(&st, "%s ask -m %s --raw --context %s -q '%s' -n 24 --json --quiet", bin,
                         model_path, ctx_file, q[i]);
         jv *j1 = j_read(o1);
         T_CHECK(st == 0 && j1, "ask one question: exit %d", st);
@@ -404,7 +379,7 @@ static void test_ask(const char *ctx_file) {
     j_free(j);
     free(out);
     /* per-question budgets: the first answers in at most 3 tokens, the second in 9 */
-    out = runf(&st, "%s ask -m %s --raw --context %s -q '%s' -q '%s' -n 30 --budgets 3,9 --json "
+    out = t_runf(&st, "%s ask -m %s --raw --context %s -q '%s' -q '%s' -n 30 --budgets 3,9 --json "
                "--quiet", bin, model_path, ctx_file, q[0], q[1]);
     j = j_read(out);
     ans = j ? jkey(j, "answers") : NULL;
@@ -415,11 +390,11 @@ static void test_ask(const char *ctx_file) {
             "--budgets 3,9 bounds each answer: %s", out);
     j_free(j);
     free(out);
-    out = runf(&st, "%s ask -m %s --raw --context %s -q '%s' --budgets 3,9 2>&1", bin, model_path,
+    out = t_runf(&st, "%s ask -m %s --raw --context %s -q '%s' --budgets 3,9 2>&1", bin, model_path,
                ctx_file, q[0]);
     T_CHECK(st == 2 && strstr(out, "budgets"), "more budgets than questions is a usage error: %s", out);
     free(out);
-    out = runf(&st, "%s ask -m %s --raw --context %s -q '%s' -q '%s' -n 8 2>/dev/null", bin,
+    out = t_runf(&st, "%s ask -m %s --raw --context %s -q '%s' -q '%s' -n 8 2>/dev/null", bin,
                model_path, ctx_file, q[0], q[1]);
     T_CHECK(st == 0 && strstr(out, "Q1: Who is Lily?\nA1:") && strstr(out, "Q2: "),
             "ask's text form prints questions and answers:\n%s", out);
@@ -430,7 +405,7 @@ static void test_ask(const char *ctx_file) {
 
 static void test_bench(void) {
     int st;
-    char *out = runf(&st, "%s bench forest -m %s --k 1,3 --context 32 --steps 4", bin, model_path);
+    char *out = t_runf(&st, "%s bench forest -m %s --k 1,3 --context 32 --steps 4", bin, model_path);
     jv *j = j_read(out);
     T_CHECK(st == 0 && j, "bench forest: exit %d, valid JSON", st);
     const jv *r = jat(jkey(j, "runs"), 1);
@@ -442,7 +417,7 @@ static void test_bench(void) {
             "bench forest: kv_exact and same_tokens");
     j_free(j);
     free(out);
-    out = runf(&st, "%s bench ask -m %s --context 64 --questions 2 --question-tokens 4 --answer 8",
+    out = t_runf(&st, "%s bench ask -m %s --context 64 --questions 2 --question-tokens 4 --answer 8",
                bin, model_path);
     j = j_read(out);
     r = jat(jkey(j, "runs"), 0);
@@ -452,7 +427,7 @@ static void test_bench(void) {
     j_free(j);
     free(out);
     /* --repeat 3: each repeat's ratio listed, the ratio printed is their median */
-    out = runf(&st, "%s bench ask -m %s --context 32 --questions 2 --question-tokens 2 --answer 4 "
+    out = t_runf(&st, "%s bench ask -m %s --context 32 --questions 2 --question-tokens 2 --answer 4 "
                "--no-copied --repeat 3", bin, model_path);
     j = j_read(out);
     r = jat(jkey(j, "runs"), 0);
@@ -480,12 +455,12 @@ static void test_bench(void) {
             best, smin, fmin, jlen(fr), jlen(sr));
     j_free(j);
     free(out);
-    out = runf(&st, "%s bench ask -m %s --repeat 0", bin, model_path);
+    out = t_runf(&st, "%s bench ask -m %s --repeat 0", bin, model_path);
     T_CHECK(st == 2, "bench ask --repeat 0: usage error (exit %d)", st);
     free(out);
     /* bench attention: the model's heads, the layers asked for; the K and V bytes each way
      * reads (the shared context once, or once per row); the same bits both ways */
-    out = runf(&st, "%s bench attention -m %s --rows 3 --context 70 --own 9 --layers 2 --reps 3",
+    out = t_runf(&st, "%s bench attention -m %s --rows 3 --context 70 --own 9 --layers 2 --reps 3",
                bin, model_path);
     j = j_read(out);
     const int kvd = jnum(jkey(j, "n_head_kv")) * jnum(jkey(j, "head_dim"));
@@ -500,7 +475,7 @@ static void test_bench(void) {
     j_free(j);
     free(out);
     /* --no-alone: the shared way timed, the alone way and its comparison null */
-    out = runf(&st, "%s bench attention -m %s --rows 3 --context 70 --own 9 --layers 2 --reps 3 "
+    out = t_runf(&st, "%s bench attention -m %s --rows 3 --context 70 --own 9 --layers 2 --reps 3 "
                "--no-alone", bin, model_path);
     j = j_read(out);
     const jv *alone = jkey(j, "alone"), *same = jkey(j, "same_bits");
@@ -510,7 +485,7 @@ static void test_bench(void) {
             "bench attention --no-alone: exit %d, shared timed, alone and same_bits null", st);
     j_free(j);
     free(out);
-    out = runf(&st, "%s bench attention --heads 9/4", bin);
+    out = t_runf(&st, "%s bench attention --heads 9/4", bin);
     T_CHECK(st == 2, "bench attention --heads 9/4: usage error (exit %d)", st);
     free(out);
 }
@@ -523,19 +498,19 @@ static void test_bench(void) {
 static void test_spec_cli(void) {
     const char *prompt = "Tom had a red ball. Tom had a red ball. Tom";
     int st;
-    char *ref = runf(&st, "%s generate -m %s -p '%s' -n 40 --temp 0 -q 2>/dev/null", bin, model_path, prompt);
+    char *ref = t_runf(&st, "%s generate -m %s -p '%s' -n 40 --temp 0 -q 2>/dev/null", bin, model_path, prompt);
     T_CHECK(st == 0 && strlen(ref) > strlen(prompt), "greedy generate: exit %d", st);
     const char *modes[] = {"--draft", "--lookahead 3,3,2", "--lookahead 4,4,4 --draft-len 0",
                            "--draft --draft-fixed --draft-len 4 --drafts 2"};
     for (int i = 0; i < 4; i++) {
-        char *out = runf(&st, "%s generate -m %s -p '%s' -n 40 %s -q 2>/dev/null", bin, model_path,
+        char *out = t_runf(&st, "%s generate -m %s -p '%s' -n 40 %s -q 2>/dev/null", bin, model_path,
                          prompt, modes[i]);
         T_CHECK(st == 0 && !strcmp(out, ref), "generate %s prints greedy's text (exit %d):\n%s\nvs\n%s",
                 modes[i], st, out, ref);
         free(out);
     }
     free(ref);
-    char *out = runf(&st, "%s plan -m %s -p '%s' --lookahead 3,4,2 --steps 2 --json", bin, model_path, prompt);
+    char *out = t_runf(&st, "%s plan -m %s -p '%s' --lookahead 3,4,2 --steps 2 --json", bin, model_path, prompt);
     jv *j = j_read(out);
     T_CHECK(st == 0 && j, "plan --lookahead --json: exit %d, valid JSON", st);
     const jv *steps = j ? jkey(j, "steps") : &j_none;
@@ -561,7 +536,7 @@ static void test_spec_cli(void) {
     T_CHECK(jlen(jkey(jat(steps, 1), "emitted")) >= 1, "each step emits at least one token");
     j_free(j);
     free(out);
-    out = runf(&st, "%s bench spec -m %s -n 24 --raw --tasks code,story --settings 'draft;la:2,3,2+draft'",
+    out = t_runf(&st, "%s bench spec -m %s -n 24 --raw --tasks code,story --settings 'draft;la:2,3,2+draft'",
                bin, model_path);
     j = j_read(out);
     const jv *tasks = j ? jkey(j, "tasks") : &j_none;
@@ -575,10 +550,10 @@ static void test_spec_cli(void) {
             "bench spec: exit %d, %d tasks, %d of %d runs equal plain greedy", st, jlen(tasks), same, runs);
     j_free(j);
     free(out);
-    out = runf(&st, "%s generate -m %s --lookahead 3,1,2 2>&1", bin, model_path);
+    out = t_runf(&st, "%s generate -m %s --lookahead 3,1,2 2>&1", bin, model_path);
     T_CHECK(st == 2 && strstr(out, "--lookahead"), "--lookahead with N = 1 is a usage error: %d %s", st, out);
     free(out);
-    out = runf(&st, "%s generate -m %s --draft --branches 2 2>&1", bin, model_path);
+    out = t_runf(&st, "%s generate -m %s --draft --branches 2 2>&1", bin, model_path);
     T_CHECK(st == 2 && strstr(out, "--branches"), "--draft with --branches is a usage error: %d %s", st, out);
     free(out);
 }
@@ -587,30 +562,30 @@ static void test_spec_cli(void) {
 
 static void test_bad_inputs(const char *ctx_file) {
     int st;
-    char *out = runf(&st, "%s ask -m %s --context /nonexistent/ctx.txt -q 'Why?' 2>&1", bin, model_path);
+    char *out = t_runf(&st, "%s ask -m %s --context /nonexistent/ctx.txt -q 'Why?' 2>&1", bin, model_path);
     T_CHECK(st == 1 && strstr(out, "cannot open context file '/nonexistent/ctx.txt'"),
             "missing context file: exit %d, message: %s", st, out);
     free(out);
-    out = runf(&st, "%s ask -m %s --raw --context %s -q 'Why?' -c 16 2>&1", bin, model_path, ctx_file);
+    out = t_runf(&st, "%s ask -m %s --raw --context %s -q 'Why?' -c 16 2>&1", bin, model_path, ctx_file);
     T_CHECK(st == 1 && strstr(out, "KV cache of 16") && strstr(out, "-c"),
             "context longer than the cache: exit %d, message: %s", st, out);
     free(out);
-    out = runf(&st, "%s generate -m %s -p 'Once upon a time there was a girl' -c 4 2>&1", bin, model_path);
+    out = t_runf(&st, "%s generate -m %s -p 'Once upon a time there was a girl' -c 4 2>&1", bin, model_path);
     T_CHECK(st == 1 && strstr(out, "more than the KV cache of 4") && strstr(out, "-c"),
             "prompt longer than -c: exit %d, message: %s", st, out);
     free(out);
-    out = runf(&st, "%s generate -m %s -p 'Once upon a time there was a girl' -c 4 --branches 2 2>&1",
+    out = t_runf(&st, "%s generate -m %s -p 'Once upon a time there was a girl' -c 4 --branches 2 2>&1",
                bin, model_path);
     T_CHECK(st == 1 && strstr(out, "raise it with -c"), "branches, prompt longer than -c: exit %d: %s",
             st, out);
     free(out);
-    out = runf(&st, "%s plan -m %s -p 'Once upon a time there was a girl' -c 4 2>&1", bin, model_path);
+    out = t_runf(&st, "%s plan -m %s -p 'Once upon a time there was a girl' -c 4 2>&1", bin, model_path);
     T_CHECK(st == 1 && strstr(out, "raise it with -c"), "plan, prompt longer than -c: exit %d: %s", st, out);
     free(out);
-    out = runf(&st, "%s generate -m %s --branches 0 2>&1", bin, model_path);
+    out = t_runf(&st, "%s generate -m %s --branches 0 2>&1", bin, model_path);
     T_CHECK(st == 2 && strstr(out, "--branches"), "--branches 0 is a usage error: exit %d: %s", st, out);
     free(out);
-    out = runf(&st, "%s ask -m %s -q 'Why?' 2>&1", bin, model_path);
+    out = t_runf(&st, "%s ask -m %s -q 'Why?' 2>&1", bin, model_path);
     T_CHECK(st == 2 && strstr(out, "--context"), "ask without a context: exit %d: %s", st, out);
     free(out);
 }

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "../engine/infile.h"
 
 static const struct { const char *name; int key; } ui_named_keys[] = {
     {"Space", ' '},         {"Tab", '\t'},          {"Enter", '\n'},       {"Esc", 27},
@@ -184,14 +187,12 @@ int32_t ui_keymap_parse(ui_keymap *km, const char *text, size_t len, const char 
 
 int32_t ui_keymap_load(ui_keymap *km, const char *path, char *msg, size_t cap) {
     if (cap) msg[0] = '\0';
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return 0;
-    char *buf = malloc(1 << 16);
-    size_t n = buf ? fread(buf, 1, (1 << 16), fp) : 0;
-    int bad = ferror(fp) || !buf;
-    fclose(fp);
-    int32_t r = bad ? (snprintf(msg, cap, "%s: cannot read", path), 1)
-                    : ui_keymap_parse(km, buf, n, path, msg, cap);
+    if (access(path, F_OK) != 0) return 0;
+    st_err err = {0};
+    size_t n;
+    char *buf = infile_read(path, "key bindings", UI_KEYS_MAX_FILE, &n, &err);
+    int32_t r = buf ? ui_keymap_parse(km, buf, n, path, msg, cap)
+                    : (snprintf(msg, cap, "%s", err.msg), 1);
     free(buf);
     return r;
 }

@@ -51,7 +51,10 @@ const char *ui_keymap_keys_of(const ui_keymap *km, int action, char *buf, size_t
  * the file name for messages. */
 int32_t ui_keymap_parse(ui_keymap *km, const char *text, size_t len, const char *name,
                         char *msg, size_t cap);
-/* Reads and applies a file; a missing file is no error (returns 0); unreadable: 1. */
+/* A binding file larger than this is refused (the default one is 3 KiB). */
+#define UI_KEYS_MAX_FILE ((size_t)64 << 10)
+/* Reads and applies a file; a missing file is no error (returns 0); one that cannot be
+ * read, is not a regular file or is over UI_KEYS_MAX_FILE bytes: 1, msg says why. */
 int32_t ui_keymap_load(ui_keymap *km, const char *path, char *msg, size_t cap);
 
 #endif

@@ -1,0 +1,82 @@
+/* test_cli_hostile.c - the program given hostile files and options (issue 24), as a user
+ * runs it: a FIFO or /dev/zero as --context, --load or `session info`'s file is refused at
+ * once naming what it is (every run under `timeout`, so a blocking open fails the check
+ * instead of hanging the suite, and under a memory limit, so an endless read fails
+ * instead of exhausting the machine); a context file with a NUL byte is refused naming
+ * the offset.
+ * Runs $BUILD/multidecode (BUILD defaults to "build") on stories260K; skips without it. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "t.h"
+#include "t_run.h"
+
+static char bin[512], model_path[4096], tmpdir[64];
+
+/* Runs `$bin ARGS 2>&1` bounded in time and (except under ASan, whose shadow memory
+ * needs terabytes of address space) in memory; out (caller frees) and exit status. */
+static char *run_bounded(int *st, const char *args) {
+    return t_runf(st, "%stimeout 20 %s %s 2>&1", strstr(bin, "asan") ? "" : "ulimit -v 4000000; ",
+                  bin, args);
+}
+
+/* The command must exit with want and print needle. */
+static void expect(const char *args, int want, const char *needle, const char *what) {
+    int st;
+    char *out = run_bounded(&st, args);
+    T_CHECK(out && st == want && strstr(out, needle), "%s: want exit %d with \"%s\", got %d: %s",
+            what, want, needle, st, out ? out : "(no output)");
+    free(out);
+}
+
+static void test_not_regular(void) {
+    char fifo[128], args[8192];
+    snprintf(fifo, sizeof fifo, "%s/fifo", tmpdir);
+    if (mkfifo(fifo, 0600) != 0) {
+        T_SKIP("mkfifo failed");
+        return;
+    }
+    snprintf(args, sizeof args, "ask -m %s --context %s -q Why?", model_path, fifo);
+    expect(args, 1, "is a FIFO, not a regular file", "ask --context FIFO");
+    snprintf(args, sizeof args, "ask -m %s --context /dev/zero -q Why?", model_path);
+    expect(args, 1, "is a character device, not a regular file", "ask --context /dev/zero");
+    snprintf(args, sizeof args, "margins -m %s --context %s -q Why?", model_path, fifo);
+    expect(args, 1, "is a FIFO, not a regular file", "margins --context FIFO");
+    snprintf(args, sizeof args, "cot -m %s --load %s", model_path, fifo);
+    expect(args, 1, "is a FIFO, not a regular file", "cot --load FIFO");
+    snprintf(args, sizeof args, "cot -m %s --load /dev/zero", model_path);
+    expect(args, 1, "is a character device, not a regular file", "cot --load /dev/zero");
+    snprintf(args, sizeof args, "session info %s", fifo);
+    expect(args, 1, "is a FIFO, not a regular file", "session info FIFO");
+    unlink(fifo);
+}
+
+static void test_nul_context(void) {
+    char path[128], args[8192];
+    snprintf(path, sizeof path, "%s/nul.txt", tmpdir);
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    fwrite("Lily had\0 a dog.", 1, 16, f);
+    fclose(f);
+    snprintf(args, sizeof args, "ask -m %s --context %s -q Why?", model_path, path);
+    expect(args, 1, "has a NUL byte at offset 8", "ask --context with a NUL byte");
+    unlink(path);
+}
+
+int main(void) {
+    const char *build = getenv("BUILD");
+    snprintf(bin, sizeof bin, "%s/multidecode", build && *build ? build : "build");
+    const char *m = t_shared("models/stories260K.gguf");
+    if (!m || access(bin, X_OK) != 0) {
+        T_SKIP("needs %s and ../shared/models/stories260K.gguf", bin);
+        return t_done();
+    }
+    snprintf(model_path, sizeof model_path, "%s", m);
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/md_test_cli_hostile_XXXXXX");
+    if (!mkdtemp(tmpdir)) return 1;
+    test_not_regular();
+    test_nul_context();
+    rmdir(tmpdir);
+    return t_done();
+}
