@@ -50,7 +50,8 @@ static inline bool t_forest_node_ok(const forest *f, int32_t i, int32_t *owner, 
         seen[c]++;
     }
     if (n->state == FOREST_PENDING)
-        return n->kv_slot == -1 ? true : t_forest_fail(why, cap, "pending node %d owns slot %d", i, n->kv_slot);
+        return n->kv_slot == -1 ||
+               t_forest_fail(why, cap, "pending node %d owns slot %d", i, n->kv_slot);
     const int32_t s = n->kv_slot;
     if (s < 0 || s >= ns || !kv_alloc_is_used(forest_kv_const(f), s))
         return t_forest_fail(why, cap, "node %d: slot %d is not a used slot", i, s);
@@ -77,7 +78,8 @@ static inline bool t_forest_walk(const forest *f, uint32_t probe, char *why, siz
     for (int32_t i = 0; i < n_idx && ok; i++) {
         const forest_node *n = forest_node_at(f, i);
         if (n->state == FOREST_FREE) {
-            if (forest_id_at(f, i) != FOREST_NONE) ok = t_forest_fail(why, cap, "free index %d has an id", i);
+            if (forest_id_at(f, i) != FOREST_NONE)
+                ok = t_forest_fail(why, cap, "free index %d has an id", i);
             continue;
         }
         ok = t_forest_node_ok(f, i, owner, seen, why, cap);
@@ -91,7 +93,8 @@ static inline bool t_forest_walk(const forest *f, uint32_t probe, char *why, siz
     }
     for (int32_t s = 0; s < ns && ok; s++)
         if (kv_alloc_is_used(kv, s) && owner[s] < 0)
-            ok = t_forest_fail(why, cap, "slot %d is used but no node owns it (a pruned node's slot leaked)", s);
+            ok = t_forest_fail(why, cap, "slot %d is used but no node owns it (a pruned node's "
+                               "slot leaked)", s);
     if (ok && (live != forest_n_live(f) || pending != forest_n_pending(f) || owned != kv_alloc_used(kv)))
         ok = t_forest_fail(why, cap, "counts: %d live (says %d), %d pending (says %d), %d owned (%d used)",
                            live, forest_n_live(f), pending, forest_n_pending(f), owned, kv_alloc_used(kv));
@@ -117,7 +120,8 @@ static inline bool t_forest_walk(const forest *f, uint32_t probe, char *why, siz
         for (; q >= 0 && j >= 0 && ok; q--, j = forest_node_at(f, j)->parent)
             if (path[q] != forest_node_at(f, j)->token)
                 ok = t_forest_fail(why, cap, "forest_path of %d differs at %d", at, q);
-        if (ok && (j != -1 || q != -1)) ok = t_forest_fail(why, cap, "forest_path of %d: length %d", at, len);
+        if (ok && (j != -1 || q != -1))
+            ok = t_forest_fail(why, cap, "forest_path of %d: length %d", at, len);
         free(path);
     }
     st_err err = {0};

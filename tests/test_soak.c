@@ -58,7 +58,7 @@ static const struct { const char *name; int32_t weight; } ops[OP_N] = {
 
 /* What the test expects of one forest index. */
 typedef struct shadow {
-    uint8_t live, computed, flags;
+    uint8_t live, used, computed, flags; /* used: the index held a node before */
     uint16_t tag;
     uint32_t gen;
     int32_t parent, token, depth, slot;
@@ -157,7 +157,9 @@ static bool sh_add_chain(soak *s, forest_id last, int32_t parent, const int32_t 
         if (idx < 0 || idx >= s->cap_sh || s->sh[idx].live)
             return FAIL("chain node %d of %d: index %d is not a fresh one", k, n, idx);
         const forest_node *nd = forest_node_at(s->f, idx);
-        s->sh[idx] = (shadow){.live = 1, .gen = nd->gen, .parent = k ? nd->parent : parent,
+        if (s->sh[idx].used && nd->gen <= s->sh[idx].gen) /* else an old id reads as live */
+            return FAIL("index %d reused with generation %u after %u", idx, nd->gen, s->sh[idx].gen);
+        s->sh[idx] = (shadow){.live = 1, .used = 1, .gen = nd->gen, .parent = k ? nd->parent : parent,
                               .token = toks[k], .depth = depth0 + k, .slot = -1,
                               .lp = lps ? lps[k] : NAN};
         idx = nd->parent;
@@ -450,8 +452,11 @@ static bool op_policy(soak *s) {
         finished += cand && (nd->flags & FOREST_FINISHED);
     }
     if (kind == 1) T_CHECK(finished == 0, "prune_finished left %d finished leaves", finished);
-    if (kind == 0) T_CHECK(cands == (cands0 < arg ? cands0 : arg), "keep_top %d: %d of %d candidates left", arg, cands, cands0);
-    if (kind == 2 && rc == ST_OK) T_CHECK(n_slots_used(s) <= arg, "kv_cap %d: %d used", arg, n_slots_used(s));
+    if (kind == 0)
+        T_CHECK(cands == (cands0 < arg ? cands0 : arg), "keep_top %d: %d of %d candidates left",
+                arg, cands, cands0);
+    if (kind == 2 && rc == ST_OK)
+        T_CHECK(n_slots_used(s) <= arg, "kv_cap %d: %d used", arg, n_slots_used(s));
     free(lv);
     return rc == ST_OK;
 }
@@ -603,7 +608,8 @@ static bool op_fill(soak *s) {
             "filling %s: step %d, %d used", exact ? "exactly" : "past full", rc, n_slots_used(s));
     if (exact && rc == ST_OK) {
         int32_t t = rnd(s, s->V), at = pick_live(s, false);
-        T_CHECK(forest_append(s->f, sh_id(s, at), &t, NULL, 1, &last, &err) == ST_OK, "append: %s", err.msg);
+        T_CHECK(forest_append(s->f, sh_id(s, at), &t, NULL, 1, &last, &err) == ST_OK, "append: %s",
+                err.msg);
         sh_add_chain(s, last, at, &t, NULL, 1, s->sh[at].depth + 1);
         T_CHECK(do_step(s) == ST_NO_KV_SLOT, "one token more than the cache holds is refused");
         prune_at(s, forest_index(last));
@@ -633,8 +639,10 @@ static bool op_saveload(soak *s) {
         s->sh[forest_index(lv[i])].flags &= (uint8_t)~FOREST_WANT_LOGITS;
     }
     /* the old forest in DFS order, with its top-k alternatives */
-    int32_t *order = malloc(sizeof *order * (size_t)(live + 1)), *pos_of = malloc(sizeof *pos_of * (size_t)(cap + 1));
-    int32_t *tk_ids = malloc(sizeof *tk_ids * (size_t)(live + 1) * TOP_K), *tk_n = malloc(sizeof *tk_n * (size_t)(live + 1));
+    int32_t *order = malloc(sizeof *order * (size_t)(live + 1));
+    int32_t *pos_of = malloc(sizeof *pos_of * (size_t)(cap + 1));
+    int32_t *tk_ids = malloc(sizeof *tk_ids * (size_t)(live + 1) * TOP_K);
+    int32_t *tk_n = malloc(sizeof *tk_n * (size_t)(live + 1));
     float *tk_lp = malloc(sizeof *tk_lp * (size_t)(live + 1) * TOP_K);
     int32_t k = 0;
     for (int32_t i = forest_dfs_first(f); i >= 0 && k < live; i = forest_dfs_next(f, i), k++) {
@@ -659,15 +667,17 @@ static bool op_saveload(soak *s) {
         const shadow *a = k < live ? &s->sh[order[k]] : NULL;
         gpos[j] = k;
         int32_t n = forest_topk(g, forest_id_at(g, j), ids, lps, TOP_K);
-        if (!a || b->token != a->token || b->depth != a->depth || memcmp(&b->logprob, &a->lp, sizeof a->lp) ||
+        if (!a || b->token != a->token || b->depth != a->depth ||
+            memcmp(&b->logprob, &a->lp, sizeof a->lp) ||
             b->flags != (a->flags & (FOREST_FINISHED | FOREST_BOOKMARK)) || b->tag != a->tag ||
-            b->state != FOREST_PENDING || (a->parent < 0 ? b->parent >= 0 : b->parent < 0 || gpos[b->parent] != pos_of[a->parent]))
+            b->state != FOREST_PENDING ||
+            (a->parent < 0 ? b->parent >= 0 : b->parent < 0 || gpos[b->parent] != pos_of[a->parent]))
             ok = FAIL("loaded node %d (DFS %d) differs from the saved one", j, k);
         else if (n != tk_n[k] || memcmp(ids, tk_ids + k * TOP_K, sizeof *ids * (size_t)n) ||
                  memcmp(lps, tk_lp + k * TOP_K, sizeof *lps * (size_t)n))
             ok = FAIL("loaded node %d (DFS %d): top-k differs", j, k);
         else
-            nsh[j] = (shadow){.live = 1, .gen = b->gen, .parent = b->parent, .token = a->token,
+            nsh[j] = (shadow){.live = 1, .used = 1, .gen = b->gen, .parent = b->parent, .token = a->token,
                               .depth = a->depth, .slot = -1, .lp = a->lp, .tag = a->tag,
                               .flags = b->flags};
     }
@@ -697,7 +707,8 @@ static bool op_saveload(soak *s) {
         }
     }
     forest_free(g);
-    free(nsh), free(gpos), free(lv), free(before), free(order), free(pos_of), free(tk_ids), free(tk_n), free(tk_lp);
+    free(nsh), free(gpos), free(lv), free(before), free(order), free(pos_of);
+    free(tk_ids), free(tk_n), free(tk_lp);
     return ok && scored;
 }
 
@@ -723,7 +734,8 @@ static bool (*const op_fn[OP_N])(soak *) = {
 int main(int argc, char **argv) {
     const char *e_ops = getenv("MD_SOAK_OPS"), *e_seed = getenv("MD_SOAK_SEED");
     long n_ops = argc > 1 ? atol(argv[1]) : e_ops ? atol(e_ops) : DEFAULT_OPS;
-    unsigned long long seed = argc > 2 ? strtoull(argv[2], NULL, 0) : e_seed ? strtoull(e_seed, NULL, 0) : 1;
+    unsigned long long seed = argc > 2 ? strtoull(argv[2], NULL, 0)
+                              : e_seed ? strtoull(e_seed, NULL, 0) : 1;
     fprintf(stderr, "test_soak: %ld operations, seed %llu (replay: test_soak %ld %llu)\n", n_ops,
             seed, n_ops, seed);
     soak s = {.rs = seed};
@@ -752,7 +764,9 @@ int main(int argc, char **argv) {
         bool done = op_fn[k](&s);
         s.n_ok[k] += done, s.n_refused[k] += !done;
         s.sum_live += forest_n_live(s.f), s.sum_used += n_slots_used(&s);
-        if (t_fail == fails) T_CHECK(!s.why[0] && t_forest_walk(s.f, (uint32_t)rnd64(&s), s.why, sizeof s.why) && check_shadow(&s), "%s", s.why);
+        if (t_fail == fails)
+            T_CHECK(!s.why[0] && t_forest_walk(s.f, (uint32_t)rnd64(&s), s.why, sizeof s.why) &&
+                        check_shadow(&s), "%s", s.why);
         if (t_fail != fails) {
             fprintf(stderr, "test_soak: operation %ld (%s) failed; replay: test_soak %ld %llu\n",
                     op, ops[k].name, op + 1, seed);
@@ -763,7 +777,8 @@ int main(int argc, char **argv) {
     double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     fprintf(stderr, "test_soak: %ld operations in %.2f s (%.0f ops/s), %ld exactness checks; "
             "done/refused:", op, sec, op / (sec > 0 ? sec : 1), s.n_exact);
-    for (int32_t k = 0; k < OP_N; k++) fprintf(stderr, " %s %ld/%ld", ops[k].name, s.n_ok[k], s.n_refused[k]);
+    for (int32_t k = 0; k < OP_N; k++)
+        fprintf(stderr, " %s %ld/%ld", ops[k].name, s.n_ok[k], s.n_refused[k]);
     fprintf(stderr, "\ntest_soak: on average %.0f nodes, %.0f of %d slots used, %.1f rows a step "
             "(%ld steps); merges refused: %ld across trees, %ld empty\n", s.sum_live / (op ? op : 1),
             s.sum_used / (op ? op : 1), N_SLOTS, s.sum_rows / (s.n_steps ? s.n_steps : 1), s.n_steps,
