@@ -5,6 +5,7 @@
 #   make test       install what is missing, build and run every test; the last line is
 #                   "N passed, N failed, N skipped"
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make soak       100,000 random forest operations under ASan + UBSan (SOAK_OPS, SOAK_SEED)
 #   make bench      decode benchmark on random-weight models (JSON on stdout)
 #   make model      fetch the default model into models/
 #   make install    install the program, its man page and default keys (PREFIX, DESTDIR)
@@ -65,10 +66,17 @@ test-run: $(BUILD)/multidecode $(TEST_BIN)
 	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN) tests/test_tui_tmux.sh tests/test_man.sh
 
 # asan: the test suite under ASan + UBSan, in its own build folder.
+SANITIZE := BUILD=build-asan OPT=-O1 \
+  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 asan:
-	$(MAKE) BUILD=build-asan OPT=-O1 \
-	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  test
+	$(MAKE) $(SANITIZE) test
+
+# soak: test_soak's long form under ASan + UBSan (tests/test_soak.c says what it does).
+SOAK_OPS  ?= 100000
+SOAK_SEED ?= 1
+soak:
+	$(MAKE) $(SANITIZE) build-asan/tests/test_soak
+	build-asan/tests/test_soak $(SOAK_OPS) $(SOAK_SEED)
 
 # model: the default model (SmolLM2-135M-Instruct) under models/.
 model:
@@ -103,6 +111,6 @@ uninstall:
 clean:
 	rm -rf build build-asan multidecode
 
-.PHONY: all deps test test-run asan model run bench clean install uninstall
+.PHONY: all deps test test-run asan soak model run bench clean install uninstall
 
 -include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d)

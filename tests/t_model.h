@@ -1,7 +1,8 @@
 /* t_model.h - test helpers over the engine (header-only, include after t.h): KV contexts
  * whose backend, threads and chunk size can be switched from the environment
- * (MD_BACKEND=ref, MD_THREADS=N, MD_MAXROWS=N), and random-weight models written to a
- * temporary file and loaded. */
+ * (MD_BACKEND=ref, MD_THREADS=N, MD_MAXROWS=N), random-weight models written to a
+ * temporary file and loaded, and linear decoding of one sequence (the exactness
+ * reference). */
 #ifndef MD_T_MODEL_H
 #define MD_T_MODEL_H
 
@@ -39,6 +40,40 @@ static inline model *t_random_model(const mkmodel_params *mp, st_err *err) {
     if (mkmodel_write(mp, path, err) == ST_OK) m = model_load(path, err);
     unlink(path);
     return m;
+}
+
+/* Linear decoding of toks[from..n) of a sequence whose first token is at position pos0,
+ * in slots from..n-1 of a cache that holds toks[0..from) in slots 0..from-1 (from = 0:
+ * a fresh cache); row i sees slots [0, i]. The last row's logits go to last. This is the
+ * reference a forest's leaf must equal bit for bit (test_forest, test_soak). */
+static inline st_code t_linear_from(model_ctx *c, const int32_t *toks, int32_t from, int32_t n,
+                                    int32_t pos0, float *last) {
+    int32_t *pos = malloc(sizeof(int32_t) * n), *slot = malloc(sizeof(int32_t) * n);
+    int32_t *off = malloc(sizeof(int32_t) * (n + 1));
+    kern_seg *seg = malloc(sizeof(kern_seg) * n);
+    uint8_t *want = calloc(n, 1);
+    toks += from;
+    n -= from;
+    for (int32_t i = 0; i < n; i++) {
+        pos[i] = pos0 + from + i;
+        slot[i] = from + i;
+        off[i] = i;
+        seg[i] = (kern_seg){0, from + i + 1};
+    }
+    off[n] = n;
+    want[n - 1] = 1;
+    model_batch b = {n, toks, pos, slot, off, seg, want};
+    st_err err = {0};
+    st_code rc = model_forward(c, &b, last, &err);
+    if (rc) fprintf(stderr, "linear: %s\n", err.msg);
+    free(pos), free(slot), free(off), free(seg), free(want);
+    return rc;
+}
+
+/* t_linear_from with from = 0: the path alone in a fresh cache. */
+static inline st_code t_linear(model_ctx *c, const int32_t *toks, int32_t n, int32_t pos0,
+                               float *last) {
+    return t_linear_from(c, toks, 0, n, pos0, last);
 }
 
 /* Linear greedy decoding of n tokens after prompt[0..np), one forward pass per token in a

@@ -30,37 +30,6 @@ static uint32_t rnd(rng *r, uint32_t n) {
 }
 
 
-/* Linear decoding of toks[from..n) of a sequence whose first token is at position pos0,
- * in slots from..n-1 of a cache that holds toks[0..from) in slots 0..from-1 (from = 0:
- * a fresh cache); row i sees slots [0, i]. The last row's logits go to last. */
-static st_code linear_from(model_ctx *c, const int32_t *toks, int32_t from, int32_t n,
-                           int32_t pos0, float *last) {
-    int32_t *pos = malloc(sizeof(int32_t) * n), *slot = malloc(sizeof(int32_t) * n);
-    int32_t *off = malloc(sizeof(int32_t) * (n + 1));
-    kern_seg *seg = malloc(sizeof(kern_seg) * n);
-    uint8_t *want = calloc(n, 1);
-    toks += from;
-    n -= from;
-    for (int32_t i = 0; i < n; i++) {
-        pos[i] = pos0 + from + i;
-        slot[i] = from + i;
-        off[i] = i;
-        seg[i] = (kern_seg){0, from + i + 1};
-    }
-    off[n] = n;
-    want[n - 1] = 1;
-    model_batch b = {n, toks, pos, slot, off, seg, want};
-    st_err err = {0};
-    st_code rc = model_forward(c, &b, last, &err);
-    if (rc) fprintf(stderr, "linear: %s\n", err.msg);
-    free(pos), free(slot), free(off), free(seg), free(want);
-    return rc;
-}
-
-static st_code linear(model_ctx *c, const int32_t *toks, int32_t n, int32_t pos0, float *last) {
-    return linear_from(c, toks, 0, n, pos0, last);
-}
-
 static void check_invariants(forest *f, const char *after) {
     st_err err = {0};
     st_code rc = forest_check(f, &err);
@@ -165,7 +134,7 @@ static void run_case(const model *m, uint64_t seed, const char *name) {
         if (!lg) continue; /* a leaf computed in an earlier step; checked by greedy below */
         int32_t len = forest_path(f, leaves[k], path, n_slots);
         const forest_node *nd = forest_get(f, leaves[k]);
-        linear(lc, path, len, nd->depth - len + 1, ref);
+        t_linear(lc, path, len, nd->depth - len + 1, ref);
         double e = t_nerr(lg, ref, V);
         if (e > worst) worst = e;
         scored++;
@@ -194,7 +163,7 @@ static void run_case(const model *m, uint64_t seed, const char *name) {
         const float *lg = step_logits_of(&plan, leaves[k]);
         int32_t len = forest_path(f, leaves[k], path, n_slots);
         if (!lg) {
-            linear(lc, path, len, pos0[k], ref);
+            t_linear(lc, path, len, pos0[k], ref);
             lg = ref;
         }
         int32_t t = sample_argmax(lg, V);
@@ -218,9 +187,9 @@ static void run_case(const model *m, uint64_t seed, const char *name) {
     for (int32_t k = 0; k < n_leaves && ok; k++) {
         int32_t len = forest_path(f, leaves[k], path, n_slots) - GREEDY_STEPS;
         bool eq = true;
-        linear(lc, path, len, pos0[k], ref);
+        t_linear(lc, path, len, pos0[k], ref);
         for (int32_t s = 0; s < GREEDY_STEPS && eq; s++) {
-            if (s > 0) linear_from(lc, path, len + s - 1, len + s, pos0[k], ref);
+            if (s > 0) t_linear_from(lc, path, len + s - 1, len + s, pos0[k], ref);
             eq = sample_argmax(ref, V) == grown[k * GREEDY_STEPS + s];
         }
         same += eq;
@@ -257,7 +226,7 @@ static void test_position_rule(const model *m) {
     step_run(f, &p, c, &err);
     int32_t full[6] = {1, 7, 9, 11, 13, t};
     float *ref = malloc(sizeof(float) * V);
-    linear(lc, full, 6, 0, ref);
+    t_linear(lc, full, 6, 0, ref);
     T_CHECK(t_nerr(step_logits_of(&p, child), ref, V) <= NERR_BOUND,
             "its logits equal linear decoding at position 5");
     free(ref);
