@@ -98,7 +98,7 @@ int cmd_tui(int argc, char **argv) {
         switch (ch) {
         case 'L': load = optarg; break;
         case 'N':
-            if (app_parse_int(optarg, 1, 1 << 20, &budget)) return app_usage_error("bad --budget '%s'", optarg);
+            if (app_opt_int("--budget", optarg, 1, 1 << 20, &budget)) return 2;
             break;
         case 'h': tui_usage(stdout); return 0;
         default: tui_usage(stderr); return 2;

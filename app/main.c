@@ -1,5 +1,8 @@
 /* main.c - argv to a subcommand. The only place that calls exit(). */
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +58,9 @@ int app_usage_error(const char *fmt, ...) {
 
 int app_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     char *end;
+    errno = 0; /* strtoll clamps an out-of-range number and says so only in errno */
     long long v = strtoll(s, &end, 10);
-    if (end == s || *end || v < lo || v > hi) return -1;
+    if (end == s || *end || errno || v < lo || v > hi) return -1;
     *out = v;
     return 0;
 }
@@ -64,7 +68,25 @@ int app_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
 int app_parse_float(const char *s, double *out) {
     char *end;
     double v = strtod(s, &end);
-    if (end == s || *end || v != v) return -1;
+    if (end == s || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+int app_opt_int(const char *name, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (!app_parse_int(s, lo, hi, out)) return 0;
+    return app_usage_error("bad %s '%s' (want an integer from %lld to %lld)", name, s,
+                           (long long)lo, (long long)hi);
+}
+
+int app_opt_u64(const char *name, const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    /* strtoull negates "-1" into a huge value: a sign is refused, not wrapped */
+    if (end == s || *end || errno || strchr(s, '-'))
+        return app_usage_error("bad %s '%s' (want an integer from 0 to %llu)", name, s,
+                               (unsigned long long)UINT64_MAX);
     *out = v;
     return 0;
 }

@@ -21,11 +21,11 @@ int prompt_model_opt(prompt_model_opts *o, int ch, const char *arg) {
     case 'm': o->path = arg; return 0;
     case 'B': o->backend = arg; return 0;
     case 't':
-        if (app_parse_int(arg, 1, 1024, &v)) return app_usage_error("bad -t '%s'", arg);
+        if (app_opt_int("-t", arg, 1, 1024, &v)) return 2;
         o->threads = (int32_t)v;
         return 0;
     case 'c':
-        if (app_parse_int(arg, 1, 1 << 24, &v)) return app_usage_error("bad -c '%s'", arg);
+        if (app_opt_int("-c", arg, 1, 1 << 24, &v)) return 2;
         o->n_ctx = (int32_t)v;
         return 0;
     default: return -1;
@@ -60,11 +60,11 @@ int prompt_sample_opt(sample_params *sp, int ch, const char *arg) {
     double fv;
     switch (ch) {
     case 'T':
-        if (app_parse_float(arg, &fv) || fv < 0) return app_usage_error("bad --temp '%s'", arg);
+        if (app_parse_float(arg, &fv) || fv < 0) return app_usage_error("bad --temp '%s' (want a number, 0 or more)", arg);
         sp->temp = (float)fv;
         return 0;
     case 'K':
-        if (app_parse_int(arg, 0, 1 << 30, &iv)) return app_usage_error("bad --top-k '%s'", arg);
+        if (app_opt_int("--top-k", arg, 0, 1 << 30, &iv)) return 2;
         sp->top_k = (int32_t)iv;
         return 0;
     case 'P':
@@ -78,8 +78,7 @@ int prompt_sample_opt(sample_params *sp, int ch, const char *arg) {
         sp->min_p = (float)fv;
         return 0;
     case 'S':
-        if (app_parse_int(arg, 0, INT64_MAX, &iv)) return app_usage_error("bad --seed '%s'", arg);
-        sp->seed = (uint64_t)iv;
+        if (app_opt_u64("--seed", arg, &sp->seed)) return 2;
         return 0;
     default: return -1;
     }

@@ -3,7 +3,8 @@
  * once naming what it is (every run under `timeout`, so a blocking open fails the check
  * instead of hanging the suite, and under a memory limit, so an endless read fails
  * instead of exhausting the machine); a context file with a NUL byte is refused naming
- * the offset.
+ * the offset; numeric options out of range are refused naming the range (a seed takes all
+ * 64 bits and is never clamped).
  * Runs $BUILD/multidecode (BUILD defaults to "build") on stories260K; skips without it. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -64,6 +65,37 @@ static void test_nul_context(void) {
     unlink(path);
 }
 
+static void test_options(void) {
+    char args[8192], save[128];
+    snprintf(args, sizeof args, "generate -m %s --seed 18446744073709551616", model_path);
+    expect(args, 2, "want an integer from 0 to 18446744073709551615", "--seed 2^64");
+    snprintf(args, sizeof args, "generate -m %s --seed -1", model_path);
+    expect(args, 2, "want an integer from 0 to 18446744073709551615", "--seed -1");
+    snprintf(args, sizeof args, "generate -m %s --branches 100000", model_path);
+    expect(args, 2, "bad --branches '100000' (want an integer from 1 to 65536)", "--branches 100000");
+    snprintf(args, sizeof args, "generate -m %s -t 99999999999999999999", model_path);
+    expect(args, 2, "want an integer from 1 to 1024", "-t beyond 64 bits");
+    snprintf(args, sizeof args, "generate -m %s --temp 1e999", model_path);
+    expect(args, 2, "bad --temp '1e999'", "--temp overflowing to infinity");
+    /* the largest seed is kept whole, not clamped to 2^63 - 1 */
+    snprintf(save, sizeof save, "%s/seed.json", tmpdir);
+    snprintf(args, sizeof args, "cot -m %s -p Once -k 2 -n 3 -q --seed 18446744073709551615 "
+             "--save %s", model_path, save);
+    int st;
+    char *out = run_bounded(&st, args), *text = NULL;
+    FILE *f = fopen(save, "rb");
+    if (f) {
+        text = calloc(1, 1 << 16);
+        if (text) (void)!fread(text, 1, (1 << 16) - 1, f);
+        fclose(f);
+    }
+    T_CHECK(st == 0 && text && strstr(text, "\"seed\": \"18446744073709551615\""),
+            "--seed 2^64 - 1 is saved whole: exit %d: %s", st, out);
+    free(text);
+    free(out);
+    unlink(save);
+}
+
 int main(void) {
     const char *build = getenv("BUILD");
     snprintf(bin, sizeof bin, "%s/multidecode", build && *build ? build : "build");
@@ -77,6 +109,7 @@ int main(void) {
     if (!mkdtemp(tmpdir)) return 1;
     test_not_regular();
     test_nul_context();
+    test_options();
     rmdir(tmpdir);
     return t_done();
 }
