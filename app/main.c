@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "app.h"
+#include "prompt.h"
 
 typedef struct command {
     const char *name;
@@ -42,7 +43,10 @@ static void usage(FILE *f) {
 }
 
 int app_fail(const st_err *err) {
-    fprintf(stderr, "multidecode: %s\n", err->msg[0] ? err->msg : st_str(err->code));
+    /* messages quote names read from files (keys, tensors, settings): escaped */
+    fputs("multidecode: ", stderr);
+    prompt_show_bare(stderr, err->msg[0] ? err->msg : st_str(err->code));
+    fputc('\n', stderr);
     return 1;
 }
 

@@ -340,29 +340,32 @@ void prompt_token_text(const tok *tk, int32_t prev, int32_t id, char *out, size_
         snprintf(out, cap, "%s", tok_piece(tk, id) ? tok_piece(tk, id) : "");
 }
 
-/* Writes s with escapes; json selects \uXXXX for control bytes (else \xXX). */
-static void put_escaped(FILE *f, const char *s, int max_chars, bool json) {
-    fputc('"', f);
-    int chars = 0;
+/* Writes s with its control bytes escaped (json: \uXXXX, else \xXX); quoted: between
+ * double quotes, with the quote and the backslash escaped too. Returns the bytes
+ * written. */
+static int put_escaped(FILE *f, const char *s, int max_chars, bool json, bool quoted) {
+    int chars = 0, n = 0;
+    if (quoted) n += fputc('"', f) != EOF;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if ((*p & 0xC0) != 0x80 && max_chars > 0 && chars++ >= max_chars) {
-            fputs("...", f);
+            n += fprintf(f, "...");
             break;
         }
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '\r': fputs("\\r", f); break;
-        default:
-            if (*p < 0x20 || *p == 0x7f) fprintf(f, json ? "\\u%04x" : "\\x%02x", *p);
-            else fputc(*p, f);
-        }
+        if (quoted && (*p == '"' || *p == '\\')) n += fprintf(f, "\\%c", *p);
+        else if (*p == '\n') n += fprintf(f, "\\n");
+        else if (*p == '\t') n += fprintf(f, "\\t");
+        else if (*p == '\r') n += fprintf(f, "\\r");
+        else if (*p < 0x20 || *p == 0x7f) n += fprintf(f, json ? "\\u%04x" : "\\x%02x", *p);
+        else n += fputc(*p, f) != EOF;
     }
-    fputc('"', f);
+    if (quoted) n += fputc('"', f) != EOF;
+    return n;
 }
 
-void prompt_json_str(FILE *f, const char *s) { put_escaped(f, s, 0, true); }
+void prompt_json_str(FILE *f, const char *s) { put_escaped(f, s, 0, true, true); }
 
-void prompt_show_str(FILE *f, const char *s, int max_chars) { put_escaped(f, s, max_chars, false); }
+void prompt_show_str(FILE *f, const char *s, int max_chars) {
+    put_escaped(f, s, max_chars, false, true);
+}
+
+int prompt_show_bare(FILE *f, const char *s) { return put_escaped(f, s, 0, false, false); }
