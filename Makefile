@@ -6,6 +6,8 @@
 #                   "N passed, N failed, N skipped"
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make soak       100,000 random forest operations under ASan + UBSan (SOAK_OPS, SOAK_SEED)
+#   make fuzz       each libFuzzer harness of tests/fuzz/ for FUZZ_TIME seconds (clang)
+#   make fuzz-smoke each harness for about a minute (what CI runs)
 #   make bench      decode benchmark on random-weight models (JSON on stdout)
 #   make model      fetch the default model into models/
 #   make install    install the program, its man page and default keys (PREFIX, DESTDIR)
@@ -30,6 +32,10 @@ TEST_SRC := $(wildcard tests/test_*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 APP_OBJ  := $(APP_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# the fuzz harnesses (tests/fuzz/fuzz_NAME.c), each also linked with a replay main()
+FUZZ_NAMES  := gguf tok_spm tok_bpe session chat keys
+FUZZ_OBJ    := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/fuzz_%.o) $(BUILD)/tests/fuzz/replay.o
+FUZZ_REPLAY := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay_%)
 LIB      := $(BUILD)/libmultidecode.a
 
 # all: the program.
@@ -57,13 +63,19 @@ $(BUILD)/tests/%: tests/%.c $(LIB) $(BUILD)/multidecode
 deps:
 	@sh tools/deps.sh
 
+# The replay binaries: each harness fed its regression inputs, tests/fuzz/regress/NAME/.
+$(BUILD)/tests/fuzz/replay_%: $(BUILD)/tests/fuzz/fuzz_%.o $(BUILD)/tests/fuzz/replay.o $(LIB)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+.SECONDARY: $(FUZZ_OBJ)
+
 # test: install what is missing, build everything, run every test binary, print the
 # summed result last.
 test: deps
 	@$(MAKE) --no-print-directory test-run
 
-test-run: $(BUILD)/multidecode $(TEST_BIN)
-	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN) tests/test_tui_tmux.sh tests/test_man.sh
+test-run: $(BUILD)/multidecode $(TEST_BIN) $(FUZZ_REPLAY)
+	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN) $(FUZZ_REPLAY) tests/test_tui_tmux.sh tests/test_man.sh
 
 # asan: the test suite under ASan + UBSan, in its own build folder.
 SANITIZE := BUILD=build-asan OPT=-O1 \
@@ -77,6 +89,41 @@ SOAK_SEED ?= 1
 soak:
 	$(MAKE) $(SANITIZE) build-asan/tests/test_soak
 	build-asan/tests/test_soak $(SOAK_OPS) $(SOAK_SEED)
+
+# ---- fuzzing: libFuzzer (clang) builds in build/fuzz/ ----
+CLANG      ?= clang
+FUZZ_TIME  ?= 300
+FUZZ_JOBS  ?= 1
+FUZZ_SAN   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+# fuzz-build: the library with coverage instrumentation and sanitizers, and
+# build/fuzz/bin/fuzz_NAME linked with libFuzzer (a recursive make with BUILD=build/fuzz).
+fuzz-build:
+	@sh tools/deps.sh fuzz
+	$(MAKE) BUILD=build/fuzz CC=$(CLANG) OPT=-O1 \
+	  EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" fuzz-bins
+
+# fuzz-bins: only inside fuzz-build, where BUILD is build/fuzz and CC is clang.
+fuzz-bins: $(FUZZ_NAMES:%=$(BUILD)/bin/fuzz_%)
+
+$(BUILD)/bin/fuzz_%: tests/fuzz/fuzz_%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDLIBS)
+
+# fuzz-seeds: seed corpora in build/fuzz/corpus/NAME/ from the fixtures and from files
+# the program writes (tools/fuzz-seeds.py).
+fuzz-seeds: $(BUILD)/multidecode
+	python3 tools/fuzz-seeds.py --bin $(BUILD)/multidecode --out build/fuzz/corpus
+
+# fuzz: every harness for FUZZ_TIME seconds, FUZZ_JOBS of them at a time; one summary line
+# each (logs in build/fuzz/logs/, crashing inputs in build/fuzz/crashes/). Fails when any
+# harness found something. One harness alone: sh tools/fuzz-run.sh NAME SECONDS.
+fuzz: fuzz-build fuzz-seeds
+	@printf '%s\n' $(FUZZ_NAMES) | xargs -P $(FUZZ_JOBS) -I{} sh tools/fuzz-run.sh {} $(FUZZ_TIME)
+
+# fuzz-smoke: each harness for a minute (FUZZ_JOBS at a time), as CI does.
+fuzz-smoke:
+	$(MAKE) fuzz FUZZ_TIME=60
 
 # model: the default model (SmolLM2-135M-Instruct) under models/.
 model:
@@ -111,6 +158,7 @@ uninstall:
 clean:
 	rm -rf build build-asan multidecode
 
-.PHONY: all deps test test-run asan soak model run bench clean install uninstall
+.PHONY: all deps test test-run asan soak fuzz fuzz-smoke fuzz-build fuzz-bins fuzz-seeds \
+	model run bench clean install uninstall
 
--include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d)
+-include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d) $(FUZZ_NAMES:%=$(BUILD)/bin/fuzz_%.d)

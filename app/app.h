@@ -41,9 +41,15 @@ int cmd_tui(int argc, char **argv);
 int app_fail(const st_err *err);
 /* Prints "multidecode: <formatted>" to stderr and returns 2 (usage errors). */
 int app_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Parses a whole decimal integer / float argument; returns 0 on success. */
+/* Parses a whole decimal integer in [lo, hi] / a finite float; returns 0 on success, -1
+ * (out untouched) for anything else, an out-of-range number included. */
 int app_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int app_parse_float(const char *s, double *out);
+/* Option name's integer argument s in [lo, hi]: 0, or 2 after printing "bad NAME 'S' (want
+ * an integer from LO to HI)" (return it from the command). */
+int app_opt_int(const char *name, const char *s, int64_t lo, int64_t hi, int64_t *out);
+/* The same for a 64-bit unsigned value (seeds): 0 to 2^64 - 1. */
+int app_opt_u64(const char *name, const char *s, uint64_t *out);
 /* Monotonic seconds. */
 double app_now(void);
 

@@ -85,7 +85,7 @@ int cmd_ask(int argc, char **argv) {
             qs[n_q++] = optarg;
             break;
         case 'n':
-            if (app_parse_int(optarg, 0, 1 << 24, &budget)) return app_usage_error("bad -n '%s'", optarg);
+            if (app_opt_int("-n", optarg, 0, 1 << 24, &budget)) return 2;
             break;
         case 'b': {
             char list[1024];
@@ -93,8 +93,8 @@ int cmd_ask(int argc, char **argv) {
             n_qb = 0;
             for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
                 if (n_qb == ASK_MAX_QUESTIONS || app_parse_int(t, 0, 1 << 24, &qbudget[n_qb]))
-                    return app_usage_error("bad --budgets '%s' (at most %d numbers)", optarg,
-                                           ASK_MAX_QUESTIONS);
+                    return app_usage_error("bad --budgets '%s' (at most %d integers from 0 to %d)",
+                                           optarg, ASK_MAX_QUESTIONS, 1 << 24);
                 n_qb++;
             }
             break;

@@ -240,15 +240,15 @@ int cmd_beam(int argc, char **argv) {
         switch (ch) {
         case 'p': prompt = optarg; break;
         case 'b':
-            if (app_parse_int(optarg, 1, 1 << 12, &v)) return app_usage_error("bad -B '%s'", optarg);
+            if (app_opt_int("-B", optarg, 1, 1 << 12, &v)) return 2;
             o.bp.width = (int32_t)v;
             break;
         case 'n':
-            if (app_parse_int(optarg, 0, 1 << 20, &v)) return app_usage_error("bad -n '%s'", optarg);
+            if (app_opt_int("-n", optarg, 0, 1 << 20, &v)) return 2;
             o.bp.max_tokens = (int32_t)v;
             break;
         case O_ALPHA:
-            if (app_parse_float(optarg, &fv)) return app_usage_error("bad --alpha '%s'", optarg);
+            if (app_parse_float(optarg, &fv)) return app_usage_error("bad --alpha '%s' (want a finite number)", optarg);
             o.bp.alpha = (float)fv;
             break;
         case O_EARLY:

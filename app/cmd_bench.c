@@ -108,15 +108,15 @@ int cmd_bench(int argc, char **argv) {
         switch (ch) {
         case 'm': path = optarg; break;
         case 'p':
-            if (app_parse_int(optarg, 1, 1 << 20, &n_prompt)) return app_usage_error("bad -p '%s'", optarg);
+            if (app_opt_int("-p", optarg, 1, 1 << 20, &n_prompt)) return 2;
             break;
         case 'n':
-            if (app_parse_int(optarg, 1, 1 << 20, &n_gen)) return app_usage_error("bad -n '%s'", optarg);
+            if (app_opt_int("-n", optarg, 1, 1 << 20, &n_gen)) return 2;
             break;
         case 't': tlist = optarg; break;
         case 'B': backend = optarg; break;
         case 'W':
-            if (app_parse_int(optarg, 0, 1000, &warmup)) return app_usage_error("bad --warmup '%s'", optarg);
+            if (app_opt_int("--warmup", optarg, 0, 1000, &warmup)) return 2;
             break;
         case 'h': bench_usage(stdout); return 0;
         default: bench_usage(stderr); return 2;
@@ -129,7 +129,7 @@ int cmd_bench(int argc, char **argv) {
     snprintf(tl, sizeof tl, "%s", tlist);
     for (char *tokp = strtok(tl, ","); tokp && n_t < 16; tokp = strtok(NULL, ",")) {
         int64_t v;
-        if (app_parse_int(tokp, 1, 1024, &v)) return app_usage_error("bad thread count '%s'", tokp);
+        if (app_opt_int("thread count", tokp, 1, 1024, &v)) return 2;
         threads[n_t++] = (int32_t)v;
     }
     st_err err = {0};

@@ -174,16 +174,16 @@ int cmd_bench_attention(int argc, char **argv) {
         switch (ch) {
         case 'm': path = optarg; break;
         case 'r':
-            if (app_parse_int(optarg, 1, 4096, &s.rows)) return app_usage_error("bad --rows '%s'", optarg);
+            if (app_opt_int("--rows", optarg, 1, 4096, &s.rows)) return 2;
             break;
         case 'p':
-            if (app_parse_int(optarg, 0, 1 << 20, &s.ctx)) return app_usage_error("bad --context '%s'", optarg);
+            if (app_opt_int("--context", optarg, 0, 1 << 20, &s.ctx)) return 2;
             break;
         case 'o':
-            if (app_parse_int(optarg, 0, 1 << 20, &s.own)) return app_usage_error("bad --own '%s'", optarg);
+            if (app_opt_int("--own", optarg, 0, 1 << 20, &s.own)) return 2;
             break;
         case 'l':
-            if (app_parse_int(optarg, 1, 1024, &s.layers)) return app_usage_error("bad --layers '%s'", optarg);
+            if (app_opt_int("--layers", optarg, 1, 1024, &s.layers)) return 2;
             set_layers = true;
             break;
         case 'H': {
@@ -197,14 +197,14 @@ int cmd_bench_attention(int argc, char **argv) {
             break;
         }
         case 'D':
-            if (app_parse_int(optarg, 1, 1024, &s.head_dim)) return app_usage_error("bad --head-dim '%s'", optarg);
+            if (app_opt_int("--head-dim", optarg, 1, 1024, &s.head_dim)) return 2;
             set_hd = true;
             break;
         case 'n':
-            if (app_parse_int(optarg, 1, BA_MAX_REPS, &reps)) return app_usage_error("bad --reps '%s'", optarg);
+            if (app_opt_int("--reps", optarg, 1, BA_MAX_REPS, &reps)) return 2;
             break;
         case 't':
-            if (app_parse_int(optarg, 1, 1024, &threads)) return app_usage_error("bad --threads '%s'", optarg);
+            if (app_opt_int("--threads", optarg, 1, 1024, &threads)) return 2;
             break;
         case 'B': backend = optarg; break;
         case 'A': alone = false; break;

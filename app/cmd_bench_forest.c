@@ -404,7 +404,7 @@ static int bf_common_opt(bf_opts *o, int ch, const char *arg) {
     case BF_OPT_NOSEQ: o->sequential = false; return 0;
     case BF_OPT_NOCOPY: o->copied = false; return 0;
     case BF_OPT_REPEAT:
-        if (app_parse_int(arg, 1, BF_MAX_REPEAT, &v)) return app_usage_error("bad --repeat '%s'", arg);
+        if (app_opt_int("--repeat", arg, 1, BF_MAX_REPEAT, &v)) return 2;
         o->repeat = (int32_t)v;
         return 0;
     default: return -1;
@@ -456,17 +456,16 @@ int cmd_bench_forest(int argc, char **argv) {
         }
         switch (ch) {
         case 'p':
-            if (app_parse_int(optarg, 1, 1 << 20, &n_prefix)) return app_usage_error("bad --context '%s'", optarg);
+            if (app_opt_int("--context", optarg, 1, 1 << 20, &n_prefix)) return 2;
             break;
         case 's':
-            if (app_parse_int(optarg, 1, 1 << 16, &steps)) return app_usage_error("bad --steps '%s'", optarg);
+            if (app_opt_int("--steps", optarg, 1, 1 << 16, &steps)) return 2;
             break;
         case 'k':
             if ((n_k = bf_list(optarg, ks, 32, 1, 1 << 16)) < 0) return app_usage_error("bad --k '%s'", optarg);
             break;
         case 'K':
-            if (app_parse_int(optarg, 0, 1 << 16, &base_max_k))
-                return app_usage_error("bad --baseline-max-k '%s'", optarg);
+            if (app_opt_int("--baseline-max-k", optarg, 0, 1 << 16, &base_max_k)) return 2;
             break;
         case 'h': bench_forest_usage(stdout); return 0;
         default: bench_forest_usage(stderr); return 2;
@@ -546,16 +545,16 @@ int cmd_bench_ask(int argc, char **argv) {
         }
         switch (ch) {
         case 'p':
-            if (app_parse_int(optarg, 1, 1 << 20, &n_ctx)) return app_usage_error("bad --context '%s'", optarg);
+            if (app_opt_int("--context", optarg, 1, 1 << 20, &n_ctx)) return 2;
             break;
         case 'N':
             if ((n_n = bf_list(optarg, ns, 32, 1, 4096)) < 0) return app_usage_error("bad --questions '%s'", optarg);
             break;
         case 'q':
-            if (app_parse_int(optarg, 0, 1 << 16, &n_qtok)) return app_usage_error("bad --question-tokens '%s'", optarg);
+            if (app_opt_int("--question-tokens", optarg, 0, 1 << 16, &n_qtok)) return 2;
             break;
         case 'n':
-            if (app_parse_int(optarg, 1, 1 << 16, &n_ans)) return app_usage_error("bad --answer '%s'", optarg);
+            if (app_opt_int("--answer", optarg, 1, 1 << 16, &n_ans)) return 2;
             break;
         case 'h': bench_ask_usage(stdout); return 0;
         default: bench_ask_usage(stderr); return 2;

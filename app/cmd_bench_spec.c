@@ -230,17 +230,17 @@ int cmd_bench_spec(int argc, char **argv) {
         switch (ch) {
         case 'm': mo.path = optarg; break;
         case 't':
-            if (app_parse_int(optarg, 1, 1024, &v)) return app_usage_error("bad -t '%s'", optarg);
+            if (app_opt_int("-t", optarg, 1, 1024, &v)) return 2;
             mo.threads = (int32_t)v;
             break;
         case 'n':
-            if (app_parse_int(optarg, 1, 1 << 16, &n_gen)) return app_usage_error("bad -n '%s'", optarg);
+            if (app_opt_int("-n", optarg, 1, 1 << 16, &n_gen)) return 2;
             break;
         case O_TASKS: tasks = optarg; break;
         case O_SETTINGS: settings = optarg; break;
         case O_RAW: raw = true; break;
         case O_REPEAT:
-            if (app_parse_int(optarg, 1, 100, &repeats)) return app_usage_error("bad --repeat '%s'", optarg);
+            if (app_opt_int("--repeat", optarg, 1, 100, &repeats)) return 2;
             break;
         case O_BACKEND: mo.backend = optarg; break;
         case 'h': bs_usage(stdout); return 0;

@@ -448,15 +448,15 @@ static int bs_main(int argc, char **argv, bool beam) {
         case 'm': o.path = optarg; break;
         case O_BACKEND: o.backend = optarg; break;
         case 't':
-            if (app_parse_int(optarg, 1, 1024, &v)) return app_usage_error("bad -t '%s'", optarg);
+            if (app_opt_int("-t", optarg, 1, 1024, &v)) return 2;
             o.threads = (int32_t)v;
             break;
         case 'p':
-            if (app_parse_int(optarg, 1, 1 << 16, &v)) return app_usage_error("bad -p '%s'", optarg);
+            if (app_opt_int("-p", optarg, 1, 1 << 16, &v)) return 2;
             o.n_prompt = (int32_t)v;
             break;
         case 'n':
-            if (app_parse_int(optarg, 1, 1 << 16, &v)) return app_usage_error("bad -n '%s'", optarg);
+            if (app_opt_int("-n", optarg, 1, 1 << 16, &v)) return 2;
             o.n_gen = (int32_t)v;
             break;
         case 'B':
@@ -464,7 +464,7 @@ static int bs_main(int argc, char **argv, bool beam) {
             if (bs_parse_list(optarg, &o)) return app_usage_error("bad list '%s'", optarg);
             break;
         case O_ALPHA:
-            if (app_parse_float(optarg, &fv)) return app_usage_error("bad --alpha '%s'", optarg);
+            if (app_parse_float(optarg, &fv)) return app_usage_error("bad --alpha '%s' (want a finite number)", optarg);
             o.alpha = (float)fv;
             break;
         case O_NOA: o.base_a = false; break;

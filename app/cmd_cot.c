@@ -236,11 +236,11 @@ int cmd_cot(int argc, char **argv) {
         switch (ch) {
         case 'p': prompt = optarg; break;
         case 'k':
-            if (app_parse_int(optarg, 1, 1 << 16, &v)) return app_usage_error("bad -k '%s'", optarg);
+            if (app_opt_int("-k", optarg, 1, 1 << 16, &v)) return 2;
             o.k = (int32_t)v;
             break;
         case 'n':
-            if (app_parse_int(optarg, 1, 1 << 24, &v)) return app_usage_error("bad -n '%s'", optarg);
+            if (app_opt_int("-n", optarg, 1, 1 << 24, &v)) return 2;
             o.budget = (int32_t)v;
             break;
         case O_PEN:
@@ -249,8 +249,7 @@ int cmd_cot(int argc, char **argv) {
             o.sp.repeat_penalty = (float)fv;
             break;
         case O_LASTN:
-            if (app_parse_int(optarg, -1, 1 << 24, &v))
-                return app_usage_error("bad --repeat-last-n '%s'", optarg);
+            if (app_opt_int("--repeat-last-n", optarg, -1, 1 << 24, &v)) return 2;
             o.sp.repeat_last_n = (int32_t)v;
             break;
         case O_STOP:

@@ -304,12 +304,11 @@ int cmd_generate(int argc, char **argv) {
         switch (ch) {
         case 'p': prompt = optarg; break;
         case 'n':
-            if (app_parse_int(optarg, 0, 1 << 24, &n_gen)) return app_usage_error("bad -n '%s'", optarg);
+            if (app_opt_int("-n", optarg, 0, 1 << 24, &n_gen)) return 2;
             break;
         case 'q': quiet = true; break;
         case 'b':
-            if (app_parse_int(optarg, 1, 1 << 16, &branches))
-                return app_usage_error("bad --branches '%s' (want 1 or more)", optarg);
+            if (app_opt_int("--branches", optarg, 1, 1 << 16, &branches)) return 2;
             break;
         case 'J': json = true; break;
         case 'h': gen_usage(stdout); return 0;

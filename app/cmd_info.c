@@ -7,11 +7,18 @@
 #include "../engine/model.h"
 #include "../engine/tok.h"
 #include "app.h"
+#include "prompt.h"
 
 static void info_usage(FILE *f) {
     fprintf(f, "usage: multidecode info [--tensors] MODEL\n\n"
                "Prints the file's metadata, the model's hyperparameters, its tensors (with\n"
                "--tensors: every one; default: a summary by type) and its tokenizer.\n");
+}
+
+/* A name from the file, escaped, padded to width columns. */
+static void print_padded(const char *s, int width) {
+    int n = prompt_show_bare(stdout, s);
+    if (n < width) printf("%*s", width - n, "");
 }
 
 int cmd_info(int argc, char **argv) {
@@ -36,7 +43,9 @@ int cmd_info(int argc, char **argv) {
     char buf[256];
     for (int64_t i = 0; i < gguf_n_kv(g); i++) {
         gguf_kv_format(g, i, buf, sizeof buf);
-        printf("  %-44s %s\n", gguf_kv_key(g, i), buf);
+        printf("  ");
+        print_padded(gguf_kv_key(g, i), 44);
+        printf(" %s\n", buf);
     }
 
     /* tensors: a count and byte total per type, or every tensor */
@@ -48,7 +57,9 @@ int cmd_info(int argc, char **argv) {
         bytes[t->type] += t->nbytes;
         count[t->type]++;
         if (!all) continue;
-        printf("  %-36s %-6s [", t->name, dtype_name(t->type));
+        printf("  ");
+        print_padded(t->name, 36);
+        printf(" %-6s [", dtype_name(t->type));
         for (uint32_t d = 0; d < t->n_dims; d++) printf(d ? ", %lld" : "%lld", (long long)t->ne[d]);
         printf("] %llu bytes\n", (unsigned long long)t->nbytes);
     }
@@ -60,11 +71,15 @@ int cmd_info(int argc, char **argv) {
 
     tok *tk = tok_from_gguf(g, &err);
     if (tk) {
-        printf("\ntokenizer: %s, %d tokens, bos %d, eos %d, add_bos %s\n", tok_model_name(tk),
-               tok_n_vocab(tk), tok_bos(tk), tok_eos(tk), tok_add_bos(tk) ? "yes" : "no");
+        printf("\ntokenizer: ");
+        prompt_show_bare(stdout, tok_model_name(tk));
+        printf(", %d tokens, bos %d, eos %d, add_bos %s\n", tok_n_vocab(tk), tok_bos(tk),
+               tok_eos(tk), tok_add_bos(tk) ? "yes" : "no");
         tok_free(tk);
     } else {
-        printf("\ntokenizer: none usable (%s)\n", err.msg);
+        printf("\ntokenizer: none usable (");
+        prompt_show_bare(stdout, err.msg);
+        printf(")\n");
     }
     st_clear(&err);
 
@@ -89,7 +104,9 @@ int cmd_info(int argc, char **argv) {
                m->packed_bytes / 1048576.0);
         model_free(m);
     } else {
-        printf("\nmodel: cannot run: %s\n", err.msg);
+        printf("\nmodel: cannot run: ");
+        prompt_show_bare(stdout, err.msg);
+        printf("\n");
         rc = 1;
     }
     return rc;

@@ -354,20 +354,19 @@ int cmd_margins(int argc, char **argv) {
         case 'x': ctx_path = optarg; break;
         case 'q': o.question = optarg; break;
         case 'n':
-            if (app_parse_int(optarg, 0, 1 << 24, &v)) return app_usage_error("bad -n '%s'", optarg);
+            if (app_opt_int("-n", optarg, 0, 1 << 24, &v)) return 2;
             o.answer_tokens = (int32_t)v;
             break;
         case O_CHUNK:
-            if (app_parse_int(optarg, 1, 1 << 24, &v)) return app_usage_error("bad --chunk '%s'", optarg);
+            if (app_opt_int("--chunk", optarg, 1, 1 << 24, &v)) return 2;
             o.chunk = (int32_t)v;
             break;
         case O_NOTE:
-            if (app_parse_int(optarg, 1, 1 << 24, &v))
-                return app_usage_error("bad --note-tokens '%s'", optarg);
+            if (app_opt_int("--note-tokens", optarg, 1, 1 << 24, &v)) return 2;
             o.note_tokens = (int32_t)v;
             break;
         case O_GAP:
-            if (app_parse_int(optarg, 0, 1 << 24, &v)) return app_usage_error("bad --rope-gap '%s'", optarg);
+            if (app_opt_int("--rope-gap", optarg, 0, 1 << 24, &v)) return 2;
             o.gap = (int32_t)v;
             break;
         case 'J': o.json = true; break;

@@ -11,6 +11,7 @@
 
 #include "../engine/session.h"
 #include "app.h"
+#include "prompt.h"
 #include "session_opts.h"
 
 static void session_usage(FILE *f) {
@@ -56,15 +57,27 @@ static void session_model_close(session_model *sm) {
 static void session_print_info(const char *path, const forest *f, const session_settings *s,
                                const session_model_id *saved, const session_model *sm) {
     char buf[400];
-    printf("session: %s\nformat: %s v%d\nmodel: %s, vocabulary %d\n", path, SESSION_FORMAT,
-           SESSION_VERSION, session_model_id_str(saved, buf, sizeof buf), saved->n_vocab);
-    if (sm)
-        printf("  %s %s\n", session_model_id_same(saved, &sm->id) ? "matches" : "DIFFERS from",
-               session_model_id_str(&sm->id, buf, sizeof buf));
+    /* every string read from the file is printed escaped (prompt_show_bare) */
+    printf("session: %s\nformat: %s v%d\nmodel: ", path, SESSION_FORMAT, SESSION_VERSION);
+    prompt_show_bare(stdout, session_model_id_str(saved, buf, sizeof buf));
+    printf(", vocabulary %d\n", saved->n_vocab);
+    if (sm) {
+        printf("  %s ", session_model_id_same(saved, &sm->id) ? "matches" : "DIFFERS from");
+        prompt_show_bare(stdout, session_model_id_str(&sm->id, buf, sizeof buf));
+        printf("\n");
+    }
     printf("sampler: temperature %g, top-k %d, top-p %g, min-p %g, seed %llu\n", s->sample.temp,
            s->sample.top_k, s->sample.top_p, s->sample.min_p, (unsigned long long)s->sample.seed);
-    printf("chat template: %s\n", s->chat_template[0] ? s->chat_template : "none");
-    for (int32_t i = 0; i < s->n_kv; i++) printf("setting: %s = %s\n", s->kv[i].key, s->kv[i].value);
+    printf("chat template: ");
+    prompt_show_bare(stdout, s->chat_template[0] ? s->chat_template : "none");
+    printf("\n");
+    for (int32_t i = 0; i < s->n_kv; i++) {
+        printf("setting: ");
+        prompt_show_bare(stdout, s->kv[i].key);
+        printf(" = ");
+        prompt_show_bare(stdout, s->kv[i].value);
+        printf("\n");
+    }
     int32_t n_book = 0, n_fin = 0, n_meta = 0, max_depth = 0, n_scored = 0;
     for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i)) {
         const forest_node *n = forest_node_at(f, i);

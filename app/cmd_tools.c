@@ -70,13 +70,12 @@ int cmd_mkmodel(int argc, char **argv) {
         case 'c': dst = &p.n_ctx; break;
         case 'u': p.tied = false; continue;
         case 's':
-            if (app_parse_int(optarg, 0, INT64_MAX, &v)) return app_usage_error("bad --seed '%s'", optarg);
-            p.seed = (uint64_t)v;
+            if (app_opt_u64("--seed", optarg, &p.seed)) return 2;
             continue;
         case 'h': mk_usage(stdout); return 0;
         default: mk_usage(stderr); return 2;
         }
-        if (app_parse_int(optarg, 1, 1 << 24, &v)) return app_usage_error("bad value '%s'", optarg);
+        if (app_opt_int("value", optarg, 1, 1 << 24, &v)) return 2;
         *dst = (int32_t)v;
     }
     if (optind != argc - 1) return app_usage_error("mkmodel needs exactly one OUT.gguf argument");

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../engine/forest.h"
+#include "../ui/screen.h"
 #include "../ui/tui.h"
 #include "app.h"
 #include "prompt.h"
@@ -98,7 +99,7 @@ int cmd_tui(int argc, char **argv) {
         switch (ch) {
         case 'L': load = optarg; break;
         case 'N':
-            if (app_parse_int(optarg, 1, 1 << 20, &budget)) return app_usage_error("bad --budget '%s'", optarg);
+            if (app_opt_int("--budget", optarg, 1, 1 << 20, &budget)) return 2;
             break;
         case 'h': tui_usage(stdout); return 0;
         default: tui_usage(stderr); return 2;
@@ -173,5 +174,6 @@ int cmd_tui(int argc, char **argv) {
     free(chat_system);
     prompt_model_close(&a.pm);
     if (rc) return app_fail(&err);
-    return 0;
+    /* ended by a signal (Ctrl-C, Ctrl-\\, kill): the shell's convention, 128 + its number */
+    return ui_screen_signal() ? 128 + ui_screen_signal() : 0;
 }

@@ -1,11 +1,15 @@
 /* main.c - argv to a subcommand. The only place that calls exit(). */
+#include <errno.h>
+#include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "app.h"
+#include "prompt.h"
 
 typedef struct command {
     const char *name;
@@ -39,7 +43,10 @@ static void usage(FILE *f) {
 }
 
 int app_fail(const st_err *err) {
-    fprintf(stderr, "multidecode: %s\n", err->msg[0] ? err->msg : st_str(err->code));
+    /* messages quote names read from files (keys, tensors, settings): escaped */
+    fputs("multidecode: ", stderr);
+    prompt_show_bare(stderr, err->msg[0] ? err->msg : st_str(err->code));
+    fputc('\n', stderr);
     return 1;
 }
 
@@ -55,8 +62,9 @@ int app_usage_error(const char *fmt, ...) {
 
 int app_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     char *end;
+    errno = 0; /* strtoll clamps an out-of-range number and says so only in errno */
     long long v = strtoll(s, &end, 10);
-    if (end == s || *end || v < lo || v > hi) return -1;
+    if (end == s || *end || errno || v < lo || v > hi) return -1;
     *out = v;
     return 0;
 }
@@ -64,7 +72,25 @@ int app_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
 int app_parse_float(const char *s, double *out) {
     char *end;
     double v = strtod(s, &end);
-    if (end == s || *end || v != v) return -1;
+    if (end == s || *end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+int app_opt_int(const char *name, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (!app_parse_int(s, lo, hi, out)) return 0;
+    return app_usage_error("bad %s '%s' (want an integer from %lld to %lld)", name, s,
+                           (long long)lo, (long long)hi);
+}
+
+int app_opt_u64(const char *name, const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    /* strtoull negates "-1" into a huge value: a sign is refused, not wrapped */
+    if (end == s || *end || errno || strchr(s, '-'))
+        return app_usage_error("bad %s '%s' (want an integer from 0 to %llu)", name, s,
+                               (unsigned long long)UINT64_MAX);
     *out = v;
     return 0;
 }

@@ -21,11 +21,11 @@ int prompt_model_opt(prompt_model_opts *o, int ch, const char *arg) {
     case 'm': o->path = arg; return 0;
     case 'B': o->backend = arg; return 0;
     case 't':
-        if (app_parse_int(arg, 1, 1024, &v)) return app_usage_error("bad -t '%s'", arg);
+        if (app_opt_int("-t", arg, 1, 1024, &v)) return 2;
         o->threads = (int32_t)v;
         return 0;
     case 'c':
-        if (app_parse_int(arg, 1, 1 << 24, &v)) return app_usage_error("bad -c '%s'", arg);
+        if (app_opt_int("-c", arg, 1, 1 << 24, &v)) return 2;
         o->n_ctx = (int32_t)v;
         return 0;
     default: return -1;
@@ -60,11 +60,11 @@ int prompt_sample_opt(sample_params *sp, int ch, const char *arg) {
     double fv;
     switch (ch) {
     case 'T':
-        if (app_parse_float(arg, &fv) || fv < 0) return app_usage_error("bad --temp '%s'", arg);
+        if (app_parse_float(arg, &fv) || fv < 0) return app_usage_error("bad --temp '%s' (want a number, 0 or more)", arg);
         sp->temp = (float)fv;
         return 0;
     case 'K':
-        if (app_parse_int(arg, 0, 1 << 30, &iv)) return app_usage_error("bad --top-k '%s'", arg);
+        if (app_opt_int("--top-k", arg, 0, 1 << 30, &iv)) return 2;
         sp->top_k = (int32_t)iv;
         return 0;
     case 'P':
@@ -78,8 +78,7 @@ int prompt_sample_opt(sample_params *sp, int ch, const char *arg) {
         sp->min_p = (float)fv;
         return 0;
     case 'S':
-        if (app_parse_int(arg, 0, INT64_MAX, &iv)) return app_usage_error("bad --seed '%s'", arg);
-        sp->seed = (uint64_t)iv;
+        if (app_opt_u64("--seed", arg, &sp->seed)) return 2;
         return 0;
     default: return -1;
     }
@@ -341,29 +340,32 @@ void prompt_token_text(const tok *tk, int32_t prev, int32_t id, char *out, size_
         snprintf(out, cap, "%s", tok_piece(tk, id) ? tok_piece(tk, id) : "");
 }
 
-/* Writes s with escapes; json selects \uXXXX for control bytes (else \xXX). */
-static void put_escaped(FILE *f, const char *s, int max_chars, bool json) {
-    fputc('"', f);
-    int chars = 0;
+/* Writes s with its control bytes escaped (json: \uXXXX, else \xXX); quoted: between
+ * double quotes, with the quote and the backslash escaped too. Returns the bytes
+ * written. */
+static int put_escaped(FILE *f, const char *s, int max_chars, bool json, bool quoted) {
+    int chars = 0, n = 0;
+    if (quoted) n += fputc('"', f) != EOF;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         if ((*p & 0xC0) != 0x80 && max_chars > 0 && chars++ >= max_chars) {
-            fputs("...", f);
+            n += fprintf(f, "...");
             break;
         }
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '\r': fputs("\\r", f); break;
-        default:
-            if (*p < 0x20 || *p == 0x7f) fprintf(f, json ? "\\u%04x" : "\\x%02x", *p);
-            else fputc(*p, f);
-        }
+        if (quoted && (*p == '"' || *p == '\\')) n += fprintf(f, "\\%c", *p);
+        else if (*p == '\n') n += fprintf(f, "\\n");
+        else if (*p == '\t') n += fprintf(f, "\\t");
+        else if (*p == '\r') n += fprintf(f, "\\r");
+        else if (*p < 0x20 || *p == 0x7f) n += fprintf(f, json ? "\\u%04x" : "\\x%02x", *p);
+        else n += fputc(*p, f) != EOF;
     }
-    fputc('"', f);
+    if (quoted) n += fputc('"', f) != EOF;
+    return n;
 }
 
-void prompt_json_str(FILE *f, const char *s) { put_escaped(f, s, 0, true); }
+void prompt_json_str(FILE *f, const char *s) { put_escaped(f, s, 0, true, true); }
 
-void prompt_show_str(FILE *f, const char *s, int max_chars) { put_escaped(f, s, max_chars, false); }
+void prompt_show_str(FILE *f, const char *s, int max_chars) {
+    put_escaped(f, s, max_chars, false, true);
+}
+
+int prompt_show_bare(FILE *f, const char *s) { return put_escaped(f, s, 0, false, false); }

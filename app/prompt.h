@@ -163,5 +163,9 @@ void prompt_json_str(FILE *f, const char *s);
 /* s on one line for a terminal: quotes included, \n \t \\ \" and other control bytes
  * escaped, cut after max_chars characters with "..." (0: no cut). */
 void prompt_show_str(FILE *f, const char *s, int max_chars);
+/* s as it is but for its control bytes (\n \t \r, others as \xXX), so that text from a
+ * file (a metadata key, a setting, an error message naming one) cannot send escape
+ * sequences to the terminal. Returns the bytes written (for padding columns). */
+int prompt_show_bare(FILE *f, const char *s);
 
 #endif

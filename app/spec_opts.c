@@ -14,15 +14,15 @@ int spec_opt(spec_opts *o, int ch, const char *arg) {
     case SPEC_OPT_FIXED: o->sp.adaptive = false; return 0;
     case SPEC_OPT_LA_ALWAYS: o->sp.la_adaptive = false; return 0;
     case SPEC_OPT_LEN:
-        if (app_parse_int(arg, 0, 256, &v)) return app_usage_error("bad --draft-len '%s' (0..256)", arg);
+        if (app_opt_int("--draft-len", arg, 0, 256, &v)) return 2;
         o->sp.draft_len = (int32_t)v;
         return 0;
     case SPEC_OPT_N:
-        if (app_parse_int(arg, 0, 64, &v)) return app_usage_error("bad --drafts '%s' (0..64)", arg);
+        if (app_opt_int("--drafts", arg, 0, 64, &v)) return 2;
         o->sp.n_drafts = (int32_t)v;
         return 0;
     case SPEC_OPT_ROWS:
-        if (app_parse_int(arg, 0, 4096, &v)) return app_usage_error("bad --draft-rows '%s' (0..4096)", arg);
+        if (app_opt_int("--draft-rows", arg, 0, 4096, &v)) return 2;
         o->sp.max_rows = (int32_t)v;
         return 0;
     case SPEC_OPT_LA: {

@@ -250,7 +250,7 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
         c->ops->matmul(c->be, out, &m->output, c->xb, w);
         out += (size_t)w * hp->n_vocab;
     }
-    return ST_OK;
+    return kern_backend_take_error(c->be, err); /* an op short of scratch memory */
 }
 
 st_code model_forward_linear(model_ctx *c, const int32_t *tokens, int32_t n, int32_t start,

@@ -46,7 +46,10 @@ typedef struct gguf_ctx gguf_ctx;
 
 /* Opens and validates a GGUF file (mmap, read-only). NULL + err on failure. */
 gguf_ctx *gguf_open(const char *path, st_err *err);
-/* Parses a GGUF image in memory; the buffer is borrowed and must outlive the context. */
+/* Parses a GGUF image in memory; the buffer is borrowed and must outlive the context.
+ * It must be 8-byte aligned (ST_ERR_ARG otherwise): with the alignment of 8 or more that
+ * the reader requires, every tensor's data then starts at a multiple of 8, which the
+ * kernels' typed loads (floats, fp16 scales) rely on. */
 gguf_ctx *gguf_open_mem(const void *data, size_t size, st_err *err);
 /* Unmaps and frees; NULL is a no-op. */
 void gguf_close(gguf_ctx *g);

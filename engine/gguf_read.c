@@ -448,7 +448,9 @@ static bool check_tensor_data(gguf_cur *c, gguf_ctx *g) {
     return ok;
 }
 
-/* general.alignment: an optional u32, a nonzero power of two. */
+/* general.alignment: an optional u32, a power of two and a multiple of 8 (as the GGUF
+ * spec requires), since the kernels read tensor data through typed pointers: an odd
+ * alignment would put floats at odd addresses. */
 static bool find_alignment(gguf_cur *c, gguf_ctx *g) {
     g->alignment = GGUF_DEFAULT_ALIGNMENT;
     for (int64_t i = 0; i < g->n_kv; i++) {
@@ -459,9 +461,10 @@ static bool find_alignment(gguf_cur *c, gguf_ctx *g) {
             return cur_fail(c, ST_ERR_FORMAT, "has type %s (must be u32)",
                             gguf_type_name(kv->type));
         uint32_t a = (uint32_t)ld_le(kv->val, 4);
-        if (a == 0 || (a & (a - 1)) != 0)
-            return cur_fail(c, ST_ERR_FORMAT, "alignment %" PRIu32 " is not a nonzero power of two",
-                            a);
+        if (a == 0 || (a & (a - 1)) != 0 || a % 8 != 0)
+            return cur_fail(c, ST_ERR_FORMAT,
+                            "alignment %" PRIu32 " is not a power of two and a multiple of 8 "
+                            "(GGUF requires both; the usual value is 32)", a);
         g->alignment = a;
     }
     return true;
@@ -540,6 +543,13 @@ gguf_ctx *gguf_open_mem(const void *data, size_t size, st_err *err) {
     }
     g->base = data;
     g->size = data ? size : 0;
+    if ((uintptr_t)data % 8 != 0) { /* tensor offsets are multiples of 8 from here */
+        st_set(err, ST_ERR_ARG,
+               "GGUF image at %p is not 8-byte aligned, so its tensor data would not be "
+               "(copy it into a malloc'd buffer)", data);
+        gguf_close(g);
+        return NULL;
+    }
     if (!gguf_parse(g, err)) {
         gguf_close(g);
         return NULL;

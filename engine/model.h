@@ -106,8 +106,10 @@ typedef struct model_batch {
 } model_batch;
 
 /* Runs the model over the batch (in chunks of max_rows when larger). Writes the logits
- * of the requested rows, in row order, to logits (n_wanted, n_vocab). Returns ST_OK, or
- * ST_ERR_ARG (bad token id, slot, position or segment; nothing is computed). */
+ * of the requested rows, in row order, to logits (n_wanted, n_vocab). Returns ST_OK,
+ * ST_ERR_ARG (bad token id, slot, position or segment; nothing is computed), or
+ * ST_ERR_NOMEM (the backend could not get scratch memory; the batch's KV slots and logits
+ * then hold garbage). */
 st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err *err);
 
 /* Linear decoding helper: runs tokens[0..n) at positions/slots start..start+n-1, each

@@ -369,21 +369,32 @@ static char *session_text(const forest *f, const session_settings *s,
     return b.p;
 }
 
-/* Writes data to path through path.tmp + fsync + rename + directory fsync. On failure
- * the tmp file is removed and path is as it was. */
+/* Creates a new file path.tmp.PID.N (the name written to tmp, cap bytes) for writing:
+ * O_EXCL, so whatever is already there (a planted link, another save's file, a stale one
+ * from a crash) is never opened, and a fresh name is tried instead. -1 with errno set. */
+static int create_unique(const char *path, char *tmp, size_t cap) {
+    static _Atomic unsigned counter;
+    for (int tries = 0; tries < 100; tries++) {
+        snprintf(tmp, cap, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    return -1;
+}
+
+/* Writes data to path through a new temporary file + fsync + rename + directory fsync. On
+ * failure the temporary file is removed and path is as it was. */
 static st_code write_atomic(const char *path, const char *data, size_t n, st_err *err) {
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5), *dir = malloc(plen + 1);
+    size_t plen = strlen(path), tcap = plen + 48;
+    char *tmp = malloc(tcap), *dir = malloc(plen + 1);
     if (!tmp || !dir) {
         free(tmp), free(dir);
         return st_set(err, ST_ERR_NOMEM, "out of memory");
     }
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
     memcpy(dir, path, plen + 1);
     st_code rc = ST_OK;
     const char *what = "create";
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = create_unique(path, tmp, tcap);
     if (fd < 0) goto fail;
     what = "write";
     for (size_t off = 0; off < n;) {

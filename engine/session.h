@@ -24,9 +24,10 @@
  * Floats are written as the shortest decimal that reads back as the same float.
  * Seeds are 64-bit: written as integers when below 2^63, otherwise as decimal strings.
  *
- * Saving is atomic: the JSON goes to PATH.tmp, which is flushed, fsync'ed and renamed
- * over PATH, and the directory is fsync'ed; a failed save leaves any old PATH intact and
- * removes PATH.tmp. Loading only reads: a damaged file gives ST_ERR_FORMAT with a message
+ * Saving is atomic: the JSON goes to a new file PATH.tmp.PID.N (created with O_EXCL, so
+ * nothing already there, a planted link included, is ever opened), which is flushed,
+ * fsync'ed and renamed over PATH, and the directory is fsync'ed; a failed save leaves any
+ * old PATH intact and removes its temporary file. Loading only reads: a damaged file gives ST_ERR_FORMAT with a message
  * naming the problem (bad JSON with its line and column, a missing field or one of the
  * wrong type, an unknown parent, a parent cycle, a depth that is not its parent's + 1, a
  * token outside the vocabulary, a duplicate id) and never a crash, whatever the input.

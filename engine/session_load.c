@@ -328,11 +328,19 @@ static st_code load_settings(const json_t *root, session_settings *s, st_err *er
         (rc = jnum(smp, "temp", true, &temp, "sampler", err)) ||
         (rc = jnum(smp, "top_p", true, &top_p, "sampler", err)) ||
         (rc = jnum(smp, "min_p", true, &min_p, "sampler", err)) ||
-        (rc = jint(smp, "top_k", true, INT32_MIN, INT32_MAX, &top_k, "sampler", err)) ||
+        (rc = jint(smp, "top_k", true, 0, 1 << 30, &top_k, "sampler", err)) ||
         (rc = jseed(smp, "seed", &s->sample.seed, "sampler", err)) ||
         (rc = jstr(set, "chat_template", true, &tmpl, "settings", err)) ||
         (rc = jobj(set, "extra", false, &extra, "settings", err)))
         return rc;
+    /* the ranges the command-line options accept (app/prompt.c), so that a file cannot
+     * hand the sampler what a user could not */
+    if (!(temp >= 0 && isfinite((float)temp)))
+        return st_set(err, ST_ERR_FORMAT, "sampler: 'temp' is %g, not a finite number >= 0", temp);
+    if (!(top_p > 0 && top_p <= 1))
+        return st_set(err, ST_ERR_FORMAT, "sampler: 'top_p' is %g, not in (0, 1]", top_p);
+    if (!(min_p >= 0 && min_p < 1))
+        return st_set(err, ST_ERR_FORMAT, "sampler: 'min_p' is %g, not in [0, 1)", min_p);
     s->sample.temp = (float)temp;
     s->sample.top_p = (float)top_p;
     s->sample.min_p = (float)min_p;

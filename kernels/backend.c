@@ -4,6 +4,7 @@
 #include "kern_impl.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,6 +15,8 @@ struct kern_backend {
     pool *pool;
     void *scratch;          /* 64-byte aligned, scratch_bytes long */
     size_t scratch_bytes;
+    st_err fail;            /* the first allocation an op could not make since the last
+                             * kern_backend_take_error */
     struct {                /* the last rope table (kern_backend_rope_table) and its key */
         int32_t *pos;
         double *theta;
@@ -76,13 +79,34 @@ void kern_backend_parallel(kern_backend *b, int32_t n_tasks,
     if (n_tasks > 0) pool_run(b->pool, n_tasks, fn, ctx);
 }
 
+void *kern_aligned_alloc(size_t bytes) {
+    if (bytes > SIZE_MAX - 63) return NULL;
+    return aligned_alloc(64, (bytes + 63) / 64 * 64); /* (C11 wants a multiple of 64) */
+}
+
+/* Records an op's failed allocation (the first since the last take) and returns NULL. */
+static void *kern_backend_fail(kern_backend *b, const char *what, size_t bytes) {
+    if (b->fail.code == ST_OK)
+        st_set(&b->fail, ST_ERR_NOMEM, "out of memory: the %s backend could not allocate "
+               "%zu bytes for %s", b->ops->name, bytes, what);
+    return NULL;
+}
+
+st_code kern_backend_take_error(kern_backend *b, st_err *err) {
+    st_code rc = b->fail.code;
+    if (rc && err) *err = b->fail;
+    st_clear(&b->fail);
+    return rc;
+}
+
 void *kern_backend_scratch(kern_backend *b, size_t bytes) {
     if (bytes <= b->scratch_bytes) return b->scratch;
     size_t n = b->scratch_bytes ? b->scratch_bytes : 4096;
-    while (n < bytes) n *= 2;
+    while (n < bytes && n <= SIZE_MAX / 2) n *= 2;
+    void *s = n >= bytes ? kern_aligned_alloc(n) : NULL;
+    if (!s) return kern_backend_fail(b, "scratch", bytes);
     free(b->scratch);
-    b->scratch = aligned_alloc(64, n);
-    ASSERT(b->scratch != NULL);
+    b->scratch = s;
     b->scratch_bytes = n;
     return b->scratch;
 }
@@ -96,11 +120,16 @@ const float *kern_backend_rope_table(kern_backend *b, const int32_t *pos, int32_
     if (n_rows > b->rope.cap_rows || np > b->rope.cap_np) {
         const int32_t rows = n_rows > b->rope.cap_rows ? n_rows : b->rope.cap_rows;
         const int32_t nps = np > b->rope.cap_np ? np : b->rope.cap_np;
+        const size_t cs_bytes = sizeof(float) * 4 * (size_t)nps * (size_t)rows;
+        int32_t *p = malloc(sizeof *p * (size_t)rows);
+        double *t = malloc(sizeof *t * (size_t)nps);
+        float *cs = kern_aligned_alloc(cs_bytes);
+        if (!p || !t || !cs) {
+            free(p), free(t), free(cs);
+            return kern_backend_fail(b, "the rope table", cs_bytes);
+        }
         free(b->rope.pos), free(b->rope.theta), free(b->rope.cs);
-        b->rope.pos = malloc(sizeof *b->rope.pos * (size_t)rows);
-        b->rope.theta = malloc(sizeof *b->rope.theta * (size_t)nps);
-        b->rope.cs = aligned_alloc(64, sizeof(float) * 4 * (size_t)nps * (size_t)rows);
-        ASSERT(b->rope.pos && b->rope.theta && b->rope.cs);
+        b->rope.pos = p, b->rope.theta = t, b->rope.cs = cs;
         b->rope.cap_rows = rows, b->rope.cap_np = nps;
     }
     for (int32_t r = 0; r < n_rows; r++) {

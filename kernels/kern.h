@@ -100,6 +100,11 @@ typedef struct kern_ops {
 kern_backend *kern_backend_init(const char *name, int32_t n_threads, st_err *err);
 /* Frees a backend; NULL is a no-op. */
 void kern_backend_free(kern_backend *b);
+/* The first failure an op met since the last call, or ST_OK; resets it. The ops have no
+ * error path of their own: one that cannot get memory (its scratch, the rope table)
+ * records ST_ERR_NOMEM with a message (copied into err) and returns without writing its
+ * output, so the caller asks after a pass and discards what the pass wrote. */
+st_code kern_backend_take_error(kern_backend *b, st_err *err);
 /* The ops of a backend (valid while b lives). */
 const kern_ops *kern_backend_ops(const kern_backend *b);
 const char *kern_backend_name(const kern_backend *b);

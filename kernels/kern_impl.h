@@ -14,10 +14,15 @@
 /* The backend's thread pool (a pool of one thread for "ref"); valid while b lives. */
 pool *kern_backend_pool(kern_backend *b);
 
+/* A 64-byte-aligned block of at least bytes bytes (rounded up to a multiple of 64, as
+ * aligned_alloc requires), for free(); NULL when memory runs out. */
+void *kern_aligned_alloc(size_t bytes);
+
 /* A 64-byte-aligned buffer of at least bytes bytes, owned by b. It stays valid until
- * the next call (which may move it), so an op takes it once per call. Aborts when
- * memory runs out: the ops have no error path, and the sizes are tiny next to the
- * model (activations of one step). */
+ * the next call (which may move it), so an op takes it once per call. The ops have no
+ * error path: when memory runs out this returns NULL (the old buffer stays) and records
+ * ST_ERR_NOMEM for kern_backend_take_error; the op then returns without writing its
+ * output. */
 void *kern_backend_scratch(kern_backend *b, size_t bytes);
 
 /* The cosines and sines of the rope angles pos[r] * theta[i] (computed in double, then
@@ -26,7 +31,8 @@ void *kern_backend_scratch(kern_backend *b, size_t bytes);
  * C = (c0, c0, c1, c1, ...) and S = (s0, -s0, s1, -s1, ...). The table of the last call is
  * kept and returned again while pos and theta hold the same values: the rotations of q
  * and k in every layer of a forward pass share one table instead of each computing the
- * sines anew. Valid until the next call; aborts when memory runs out, as scratch does. */
+ * sines anew. Valid until the next call; NULL when memory runs out, recorded as scratch
+ * does. */
 const float *kern_backend_rope_table(kern_backend *b, const int32_t *pos, int32_t n_rows,
                                      const double *theta, int32_t np);
 

@@ -3,12 +3,17 @@
  * once naming what it is (every run under `timeout`, so a blocking open fails the check
  * instead of hanging the suite, and under a memory limit, so an endless read fails
  * instead of exhausting the machine); a context file with a NUL byte is refused naming
- * the offset.
+ * the offset; numeric options out of range are refused naming the range (a seed takes all
+ * 64 bits and is never clamped); `info` and `session info` print no control byte from a
+ * file (metadata keys, tensor names, setting keys and values, the chat template, the
+ * model's name), only escapes.
  * Runs $BUILD/multidecode (BUILD defaults to "build") on stories260K; skips without it. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "../engine/gguf.h"
+#include "../kernels/dtype.h"
 #include "t.h"
 #include "t_run.h"
 
@@ -64,6 +69,83 @@ static void test_nul_context(void) {
     unlink(path);
 }
 
+static void test_options(void) {
+    char args[8192], save[128];
+    snprintf(args, sizeof args, "generate -m %s --seed 18446744073709551616", model_path);
+    expect(args, 2, "want an integer from 0 to 18446744073709551615", "--seed 2^64");
+    snprintf(args, sizeof args, "generate -m %s --seed -1", model_path);
+    expect(args, 2, "want an integer from 0 to 18446744073709551615", "--seed -1");
+    snprintf(args, sizeof args, "generate -m %s --branches 100000", model_path);
+    expect(args, 2, "bad --branches '100000' (want an integer from 1 to 65536)", "--branches 100000");
+    snprintf(args, sizeof args, "generate -m %s -t 99999999999999999999", model_path);
+    expect(args, 2, "want an integer from 1 to 1024", "-t beyond 64 bits");
+    snprintf(args, sizeof args, "generate -m %s --temp 1e999", model_path);
+    expect(args, 2, "bad --temp '1e999'", "--temp overflowing to infinity");
+    /* the largest seed is kept whole, not clamped to 2^63 - 1 */
+    snprintf(save, sizeof save, "%s/seed.json", tmpdir);
+    snprintf(args, sizeof args, "cot -m %s -p Once -k 2 -n 3 -q --seed 18446744073709551615 "
+             "--save %s", model_path, save);
+    int st;
+    char *out = run_bounded(&st, args), *text = NULL;
+    FILE *f = fopen(save, "rb");
+    if (f) {
+        text = calloc(1, 1 << 16);
+        if (text) (void)!fread(text, 1, (1 << 16) - 1, f);
+        fclose(f);
+    }
+    T_CHECK(st == 0 && text && strstr(text, "\"seed\": \"18446744073709551615\""),
+            "--seed 2^64 - 1 is saved whole: exit %d: %s", st, out);
+    free(text);
+    free(out);
+    unlink(save);
+}
+
+/* No ESC or BEL byte in out, and the escaped form of ESC present. */
+static void expect_escaped(const char *out, int st, const char *what) {
+    T_CHECK(out && !strchr(out, 0x1b) && !strchr(out, 0x07) && strstr(out, "\\x1b"),
+            "%s: exit %d, output with a raw control byte or no escape: %s", what, st, out);
+}
+
+static void test_escapes(void) {
+    char gg[128], sess[128], args[8192];
+    snprintf(gg, sizeof gg, "%s/evil.gguf", tmpdir);
+    snprintf(sess, sizeof sess, "%s/evil.json", tmpdir);
+    gguf_writer *w = gguf_writer_init();
+    float one = 1;
+    int64_t ne[1] = {1};
+    st_err err = {0};
+    T_CHECK(w && !gguf_writer_set_str(w, "general.architecture", "llama") &&
+                !gguf_writer_set_str(w, "evil\x1b]0;pwned\x07key", "v") &&
+                !gguf_writer_set_str(w, "tokenizer.ggml.model", "\x1b[2J") &&
+                !gguf_writer_add_tensor(w, "t\x1b[31m", DT_F32, 1, ne, &one) &&
+                !gguf_writer_write(w, gg, &err),
+            "write a GGUF with control bytes in its names: %s", err.msg);
+    gguf_writer_free(w);
+    int st;
+    snprintf(args, sizeof args, "info --tensors %s", gg);
+    char *out = run_bounded(&st, args);
+    expect_escaped(out, st, "info");
+    free(out);
+    FILE *f = fopen(sess, "w");
+    if (f) {
+        fputs("{\"format\": \"multidecode-session\", \"version\": 1, \"model\": {\"file\": "
+              "\"m\\u001b[H\", \"size\": 0, \"sha256\": \"\", \"n_vocab\": 0}, \"settings\": "
+              "{\"sampler\": {\"temp\": 0.8, \"top_k\": 40, \"top_p\": 0.95, \"min_p\": 0.05, "
+              "\"seed\": 1}, \"chat_template\": \"\\u001b[2J\", \"extra\": {\"k\\u001b[31m\": "
+              "\"\\u001b]0;x\\u0007\"}}, \"forest\": {\"n_slots\": 4, \"top_k\": 0, \"nodes\": []}}",
+              f);
+        fclose(f);
+    }
+    snprintf(args, sizeof args, "session info %s", sess);
+    out = run_bounded(&st, args);
+    expect_escaped(out, st, "session info");
+    T_CHECK(out && st == 0 && strstr(out, "setting: k\\x1b[31m = \\x1b]0;x\\x07") &&
+                strstr(out, "chat template: \\x1b[2J") && strstr(out, "'m\\x1b[H'"),
+            "session info shows each field escaped: %s", out);
+    free(out);
+    unlink(gg), unlink(sess);
+}
+
 int main(void) {
     const char *build = getenv("BUILD");
     snprintf(bin, sizeof bin, "%s/multidecode", build && *build ? build : "build");
@@ -77,6 +159,8 @@ int main(void) {
     if (!mkdtemp(tmpdir)) return 1;
     test_not_regular();
     test_nul_context();
+    test_options();
+    test_escapes();
     rmdir(tmpdir);
     return t_done();
 }

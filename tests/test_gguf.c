@@ -522,6 +522,10 @@ static void test_broken(void) {
         {"bool 2", f.bool_val, 1, 2, ST_ERR_FORMAT, "x.flag", NULL, 0, 0},
         {"alignment 0", f.align_val, 4, 0, ST_ERR_FORMAT, "power of two", NULL, 0, 0},
         {"alignment 3", f.align_val, 4, 3, ST_ERR_FORMAT, "power of two", NULL, 0, 0},
+        /* Tensor data at 2-byte boundaries would reach the kernels' float loads. */
+        {"alignment 2", f.align_val, 4, 2, ST_ERR_FORMAT, "alignment 2 is not a power of two and "
+         "a multiple of 8", NULL, 0, 0},
+        {"alignment 4", f.align_val, 4, 4, ST_ERR_FORMAT, "multiple of 8", NULL, 0, 0},
         {"alignment as i32", f.align_val - 4, 4, GGUF_I32, ST_ERR_FORMAT, "must be u32", NULL, 0,
          0},
         {"duplicate key", f.strs_key, 6, 0, ST_ERR_FORMAT, "duplicate name 'x.flag'", "x.flag", 0,
@@ -590,6 +594,11 @@ static void test_broken(void) {
             err.msg);
     g = gguf_open_mem(NULL, 0, &err);
     T_CHECK(g == NULL && err.code == ST_ERR_FORMAT, "NULL buffer");
+    /* An image at an odd address would put its tensors' floats at odd addresses. */
+    uint64_t words[8] = { 0 };
+    g = gguf_open_mem((const char *)words + 2, 32, &err);
+    T_CHECK(g == NULL && err.code == ST_ERR_ARG && strstr(err.msg, "8-byte aligned"),
+            "misaligned image: %s", err.msg);
 }
 
 /* Uses everything an opened context exposes, so ASan sees every pointer it hands out;

@@ -3,8 +3,10 @@
  * (a cap instead of minutes of quadratic loading), and session_settings_set refuses the
  * key after the last; a FIFO, /dev/zero or a directory given as a session is refused at
  * once, saying what it is (an alarm ends the test if the open blocks), and a file over the
- * size cap is refused before it is read. Every check is by count or message, never by
- * time. */
+ * size cap is refused before it is read; sampler values outside what the options accept
+ * are refused naming the field; a save never follows a link planted where its temporary
+ * file goes, and leaves no temporary file behind. Every check is by count or message,
+ * never by time. */
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
@@ -106,11 +108,90 @@ static void test_not_regular(void) {
     unlink(big);
 }
 
+/* A document whose sampler field key is set to v must be refused naming key. */
+static void expect_bad_sampler(const char *key, json_t *v) {
+    json_t *doc = doc_with_extra(0);
+    json_object_set_new(json_object_get(json_object_get(doc, "settings"), "sampler"), key, v);
+    session_settings s;
+    st_err err = {0};
+    forest *f = load_doc(doc, &s, &err);
+    T_CHECK(!f && err.code == ST_ERR_FORMAT && strstr(err.msg, key),
+            "sampler %s out of range: want ST_ERR_FORMAT naming it, got %d \"%s\"", key, err.code,
+            err.msg);
+    if (f) session_settings_free(&s);
+    forest_free(f);
+}
+
+static void test_sampler_ranges(void) {
+    expect_bad_sampler("temp", json_real(-1));
+    expect_bad_sampler("temp", json_real(1e300)); /* finite as a double, infinite as a float */
+    expect_bad_sampler("top_p", json_real(0));
+    expect_bad_sampler("top_p", json_real(1.5));
+    expect_bad_sampler("min_p", json_real(-0.5));
+    expect_bad_sampler("min_p", json_real(1));
+    expect_bad_sampler("top_k", json_integer(-1));
+    expect_bad_sampler("top_k", json_integer(INT32_MAX));
+    session_settings s;
+    st_err err = {0};
+    forest *f = load_doc(doc_with_extra(0), &s, &err);
+    T_CHECK(f && s.sample.top_k == 40, "the in-range sampler loads: %s", err.msg);
+    if (f) session_settings_free(&s);
+    forest_free(f);
+}
+
+/* Files in tmpdir whose name starts with prefix. */
+static int count_prefixed(const char *prefix) {
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "ls -A %s | grep -c '^%s'", tmpdir, prefix);
+    FILE *p = popen(cmd, "r");
+    int n = -1;
+    if (p && fscanf(p, "%d", &n) != 1) n = -1;
+    if (p) pclose(p);
+    return n;
+}
+
+static void test_save_link(void) {
+    char path[128], tmp[140], victim[128];
+    snprintf(path, sizeof path, "%s/s.json", tmpdir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(victim, sizeof victim, "%s/victim", tmpdir);
+    FILE *v = fopen(victim, "w");
+    if (v) fputs("precious", v), fclose(v);
+    T_CHECK(symlink(victim, tmp) == 0, "plant a link at PATH.tmp");
+    forest *f = forest_init(16, 0);
+    session_settings s = session_settings_default();
+    st_err err = {0};
+    T_CHECK(session_save(path, f, &s, NULL, NULL, &err) == ST_OK, "save beside a planted link: %s",
+            err.msg);
+    char buf[64] = "";
+    v = fopen(victim, "r");
+    if (v) (void)!fgets(buf, sizeof buf, v), fclose(v);
+    T_CHECK(!strcmp(buf, "precious"), "the link's target is untouched: \"%s\"", buf);
+    struct stat sb;
+    T_CHECK(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode), "the session is a regular file");
+    unlink(tmp);
+    T_CHECK(count_prefixed("s.json.") == 0, "no temporary file is left");
+    /* a save that fails at the rename (the target is a non-empty directory) removes its
+     * temporary file */
+    char dir[140], inner[160];
+    snprintf(dir, sizeof dir, "%s/d", tmpdir);
+    snprintf(inner, sizeof inner, "%s/x", dir);
+    mkdir(dir, 0755);
+    v = fopen(inner, "w");
+    if (v) fclose(v);
+    T_CHECK(session_save(dir, f, &s, NULL, NULL, &err) == ST_ERR_IO && count_prefixed("d.") == 0,
+            "a failed rename leaves no temporary file: %s", err.msg);
+    unlink(inner), rmdir(dir), unlink(path), unlink(victim);
+    forest_free(f);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/md_test_hostile_XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     test_extra_cap();
     test_not_regular();
+    test_sampler_ranges();
+    test_save_link();
     rmdir(tmpdir);
     return t_done();
 }

@@ -10,7 +10,8 @@
 # `:lookahead 3 3 2 4` with the mask pane showing its last step (the tip and the window's
 # cells "la l,i" at their positions; the draft policy's row cost is fixed in the TUI, so
 # the layout does not depend on the machine's speed). Then `make install` and
-# `make uninstall` into a temporary DESTDIR. Skips without tmux or the shared model.
+# `make uninstall` into a temporary DESTDIR. Also Ctrl-\ (SIGQUIT) and a crash
+# (SIGSEGV): the terminal restored, and for Ctrl-\ the autosave written. Skips without tmux or the shared model.
 # UPDATE_GOLDEN=1 rewrites the golden files. Ends with the usual
 # "N passed, N failed, N skipped" line.
 cd "$(dirname "$0")/.." || exit 1
@@ -54,6 +55,14 @@ ENV="env TERM=xterm-256color LANG=C.UTF-8 LC_ALL=C.UTF-8 XDG_STATE_HOME=$TMP/sta
 T new-session -d -s md -x 100 -y 30 "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
 sleep 0.5
 k() { T send-keys -t md "$@"; }
+# restart CMD: a new session md running CMD, made before the old one is killed so the
+# tmux server never runs out of sessions (and exits) in between
+restart() {
+    T new-session -d -s md-next -x 100 -y 30 "$1"
+    T kill-session -t md
+    T rename-session -t md-next md
+    sleep 0.5
+}
 k ':set temp 0' Enter
 screen start
 k '?'
@@ -90,9 +99,7 @@ capture | grep -q 'EXITED rc=0'; check quit $? "the program did not exit with 0"
 [ "$(T display -p -t md '#{alternate_on}')" = 0 ]; check restored $? "the alternate screen is still on"
 [ -s "$TMP/state/multidecode/autosave.json" ]; check autosave $? "no autosave"
 grep -q '"multidecode-session"' "$TMP/state/multidecode/autosave.json" 2>/dev/null; check autosave-format $? "autosave is not a session"
-T kill-session -t md
-T new-session -d -s md -x 100 -y 30 "$ENV $BIN -m $MODEL -t 1 --load $TMP/s.json; echo EXITED rc=\$?; sleep 60"
-sleep 0.5
+restart "$ENV $BIN -m $MODEL -t 1 --load $TMP/s.json; echo EXITED rc=\$?; sleep 60"
 k s
 screen reload
 [ -n "$NODES" ] && capture | grep -q "$NODES"; check reload-nodes $? "the reloaded forest does not have $NODES"
@@ -108,9 +115,7 @@ sleep 1
 capture | grep -q 'EXITED rc=0'; check quit-reloaded $? "the reloaded program did not exit with 0"
 
 # :lookahead on a fresh start: the mask pane shows the last step's tip and window
-T kill-session -t md
-T new-session -d -s md -x 100 -y 30 "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
-sleep 0.5
+restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
 k ':set temp 0' Enter
 k ':lookahead 3 3 2 4' Enter
 k v
@@ -119,6 +124,30 @@ capture | grep -q 'done (lookahead 3,3,2: 4 tokens in'; check lookahead-done $? 
 k q
 sleep 1
 capture | grep -q 'EXITED rc=0'; check quit-lookahead $? "the program did not exit with 0 after :lookahead"
+
+# Ctrl-\ (SIGQUIT) ends the TUI like q: the autosave written, the terminal's modes back
+# (the pane prints stty's canonical-mode flag after the program), exit status 128 + 3;
+# then a crash (SIGSEGV sent to the program) restores the terminal before dying
+rm -f "$TMP/state/multidecode/autosave.json"
+restart "sh -c 'echo \$\$ > $TMP/pid; exec $ENV $BIN -m $MODEL -t 1 \"Once upon a time\"'; echo EXITED rc=\$?; stty -a | grep -o ' -*icanon'; sleep 60"
+k ':set temp 0' Enter ':grow 4' Enter
+settle
+k 'C-\'
+sleep 1
+capture | grep -q 'EXITED rc=131'; check sigquit-exit $? "Ctrl-\\ did not end the program with 131: $(capture | grep EXITED)"
+[ "$(T display -p -t md '#{alternate_on}')" = 0 ]; check sigquit-screen $? "after Ctrl-\\ the alternate screen is still on"
+[ "$(T display -p -t md '#{cursor_flag}')" = 1 ]; check sigquit-cursor $? "after Ctrl-\\ the cursor is hidden"
+capture | grep -q '^ icanon'; check sigquit-tty $? "after Ctrl-\\ the terminal is not back in canonical mode"
+grep -q '"multidecode-session"' "$TMP/state/multidecode/autosave.json" 2>/dev/null; check sigquit-autosave $? "no autosave after Ctrl-\\"
+restart "sh -c 'echo \$\$ > $TMP/pid; exec $ENV $BIN -m $MODEL -t 1 \"Once upon a time\"'; echo EXITED rc=\$?; stty -a | grep -o ' -*icanon'; sleep 60"
+settle
+kill -SEGV "$(cat "$TMP/pid")"
+sleep 1
+capture | grep -q 'EXITED rc=[1-9]'; check segv-exit $? "the program did not fail after SIGSEGV: $(capture | grep EXITED)"
+[ "$(T display -p -t md '#{alternate_on}')" = 0 ]; check segv-screen $? "after SIGSEGV the alternate screen is still on"
+[ "$(T display -p -t md '#{cursor_flag}')" = 1 ]; check segv-cursor $? "after SIGSEGV the cursor is hidden"
+capture | grep -q '^ icanon'; check segv-tty $? "after SIGSEGV the terminal is not back in canonical mode"
+T kill-session -t md
 
 # make install / uninstall into a temporary DESTDIR (the binary already built)
 D="$TMP/dest"

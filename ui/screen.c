@@ -9,15 +9,51 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <term.h>
+#include <termios.h>
 #include <unistd.h>
+
+/* Signals that end the TUI the normal way (their handler sets a flag: the loop ends, the
+ * autosave is written, the terminal restored), and crashes (their handler restores the
+ * terminal with async-signal-safe calls only, then hands the signal on). */
+static const int quit_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL};
+#define N_CRASH (sizeof crash_signals / sizeof crash_signals[0])
 
 static struct {
     bool active, utf8, colour, atexit_set;
     int saved_stderr;
     volatile sig_atomic_t sig;
+    struct termios tio;       /* the terminal's modes before curses */
+    bool have_tio;
+    char reset[256];          /* what undoes curses' screen modes, written on a crash */
+    size_t reset_len;
+    struct sigaction old_crash[N_CRASH]; /* the handlers before ours (ASan's, say) */
 } scr = {.saved_stderr = -1};
 
 static void on_signal(int s) { scr.sig = s; }
+
+/* A crash: the terminal back to the user's modes (write and tcsetattr are
+ * async-signal-safe, curses is not), then the previous handler, and the signal again. */
+static void on_crash(int s) {
+    if (scr.active) {
+        (void)!write(1, scr.reset, scr.reset_len);
+        if (scr.have_tio) tcsetattr(0, TCSANOW, &scr.tio);
+    }
+    for (size_t i = 0; i < N_CRASH; i++)
+        if (crash_signals[i] == s) sigaction(s, &scr.old_crash[i], NULL);
+    raise(s);
+}
+
+/* Appends terminfo capability cap (when the terminal has it) to the crash reset. */
+static void reset_add(const char *cap) {
+    const char *v = tigetstr((char *)cap);
+    if (!v || v == (char *)-1) return;
+    size_t n = strlen(v);
+    if (scr.reset_len + n >= sizeof scr.reset) return;
+    memcpy(scr.reset + scr.reset_len, v, n);
+    scr.reset_len += n;
+}
 
 static void restore_stderr(void) {
     if (scr.saved_stderr >= 0) {
@@ -30,8 +66,9 @@ static void restore_stderr(void) {
 
 void ui_screen_end(void) {
     if (scr.active) {
-        endwin();
         scr.active = false;
+        for (size_t i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &scr.old_crash[i], NULL);
+        endwin();
     }
     restore_stderr();
 }
@@ -56,14 +93,25 @@ bool ui_screen_start(const char *log_path) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    for (size_t i = 0; i < sizeof quit_signals / sizeof quit_signals[0]; i++)
+        sigaction(quit_signals[i], &sa, NULL);
+    scr.have_tio = tcgetattr(0, &scr.tio) == 0;
     setenv("ESCDELAY", "25", 0);
     if (!initscr()) {
         restore_stderr();
         return false;
     }
+    /* the crash reset, computed now because a crash handler cannot ask terminfo */
+    scr.reset_len = 0;
+    reset_add("sgr0");
+    reset_add("cnorm");
+    reset_add("rmkx");
+    reset_add("rmcup");
+    static const char mouse_off[] = "\033[?1006l\033[?1000l";
+    memcpy(scr.reset + scr.reset_len, mouse_off, sizeof mouse_off - 1);
+    scr.reset_len += sizeof mouse_off - 1;
+    sa.sa_handler = on_crash;
+    for (size_t i = 0; i < N_CRASH; i++) sigaction(crash_signals[i], &sa, &scr.old_crash[i]);
     scr.active = true;
     cbreak();
     noecho();

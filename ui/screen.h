@@ -1,7 +1,10 @@
 /* screen.h - terminal setup and teardown for the TUI: locale and UTF-8 detection (ASCII
  * glyphs otherwise), colours (256, 8 or none), mouse, stderr sent to a log file while
  * curses owns the screen, and the terminal restored on every way out: ui_screen_end,
- * atexit, and SIGINT/SIGTERM/SIGHUP (their handlers only set a flag the main loop reads).
+ * atexit, SIGINT/SIGTERM/SIGHUP/SIGQUIT (their handlers only set a flag the main loop
+ * reads, so the loop ends and the autosave is written) and the crashes SIGSEGV, SIGBUS,
+ * SIGABRT, SIGFPE, SIGILL (the terminal's modes restored with write and tcsetattr, then
+ * the signal handed to the handler that was there before, ASan's say).
  * Process-wide state by nature (one terminal), kept in this file. */
 #ifndef MD_UI_SCREEN_H
 #define MD_UI_SCREEN_H
@@ -22,7 +25,7 @@ bool ui_screen_start(const char *log_path);
 void ui_screen_end(void);
 bool ui_screen_utf8(void);
 bool ui_screen_colour(void);
-/* The signal that asked us to stop (SIGINT, SIGTERM, SIGHUP), 0 when none. */
+/* The signal that asked us to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT), 0 when none. */
 int ui_screen_signal(void);
 /* The attribute of a colour pair, falling back to bold / dim / reverse without colours. */
 int ui_screen_attr(int pair);

@@ -481,6 +481,7 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
     const int nq = need[MM_QX_LINEAR] + need[MM_QX_GROUPED] + need[MM_QX_BLK];
     if (nq) {
         uint8_t *s = kern_backend_scratch(b, nq * xb + prep_bytes * (size_t)nt + 2 * page), *at = s;
+        if (!s) return; /* recorded for kern_backend_take_error */
         for (int order = MM_QX_LINEAR; order < MM_QX_N; order++) {
             if (!need[order]) continue;
             mm_quant_job q = {x, at, xs, n_in, order};

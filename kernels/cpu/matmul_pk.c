@@ -417,7 +417,7 @@ void *kern_mat_pack(const kern_mat *w, size_t *bytes) {
         return NULL;
     const size_t rs = dtype_row_bytes(w->type, w->n_in), obs = mm_pk_ob_bytes(w->type, w->n_in);
     const size_t total = obs * (size_t)(w->n_out / 16);
-    uint8_t *out = aligned_alloc(64, total);
+    uint8_t *out = kern_aligned_alloc(total);
     if (!out) return NULL;
     memset(out, 0, total); /* (the padding, and the high-bit parts the packers or into) */
     const int64_t nb = w->n_in / 32;

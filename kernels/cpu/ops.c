@@ -120,7 +120,7 @@ static void cpu_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_ro
     /* the sines come from the backend's table, shared by q, k and every layer of a pass */
     rope_job j = {x, kern_backend_rope_table(b, pos, n_rows, theta, np), n_head, head_dim,
                   rope_dim};
-    rows_run(b, n_rows, n_head * rope_dim, rope_row, &j);
+    if (j.cs) rows_run(b, n_rows, n_head * rope_dim, rope_row, &j); /* else recorded */
 }
 
 /* ---- elementwise: swiglu, add ---- */
