@@ -11,7 +11,8 @@
 # cells "la l,i" at their positions; the draft policy's row cost is fixed in the TUI, so
 # the layout does not depend on the machine's speed). Then `make install` and
 # `make uninstall` into a temporary DESTDIR. Also Ctrl-\ (SIGQUIT) and a crash
-# (SIGSEGV): the terminal restored, and for Ctrl-\ the autosave written. Skips without tmux or the shared model.
+# (SIGSEGV): the terminal restored, and for Ctrl-\ the autosave written; a FIFO as the
+# log file does not block the start. Skips without tmux or the shared model.
 # UPDATE_GOLDEN=1 rewrites the golden files. Ends with the usual
 # "N passed, N failed, N skipped" line.
 cd "$(dirname "$0")/.." || exit 1
@@ -147,6 +148,16 @@ capture | grep -q 'EXITED rc=[1-9]'; check segv-exit $? "the program did not fai
 [ "$(T display -p -t md '#{alternate_on}')" = 0 ]; check segv-screen $? "after SIGSEGV the alternate screen is still on"
 [ "$(T display -p -t md '#{cursor_flag}')" = 1 ]; check segv-cursor $? "after SIGSEGV the cursor is hidden"
 capture | grep -q '^ icanon'; check segv-tty $? "after SIGSEGV the terminal is not back in canonical mode"
+
+# a FIFO where the log goes does not block the start (the log is skipped)
+mkdir -p "$TMP/state2/multidecode"
+mkfifo "$TMP/state2/multidecode/tui.log"
+restart "$(printf '%s' "$ENV" | sed "s|XDG_STATE_HOME=[^ ]*|XDG_STATE_HOME=$TMP/state2|") $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+settle
+capture | grep -q 'multidecode stories260K.gguf'; check log-fifo $? "the TUI did not start with a FIFO as its log"
+k q
+sleep 1
+capture | grep -q 'EXITED rc=0'; check log-fifo-quit $? "the program did not exit with 0 (log FIFO)"
 T kill-session -t md
 
 # make install / uninstall into a temporary DESTDIR (the binary already built)

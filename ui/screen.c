@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <term.h>
 #include <termios.h>
 #include <unistd.h>
@@ -81,7 +82,11 @@ bool ui_screen_start(const char *log_path) {
     scr.utf8 = cs && (!strcmp(cs, "UTF-8") || !strcmp(cs, "utf8"));
     if (!isatty(0) || !isatty(1)) return false;
     if (log_path) {
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        /* a FIFO there would block the open (O_NONBLOCK: it fails at once instead) and a
+         * link could point anywhere: only a regular file becomes the log */
+        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0644);
+        struct stat sb;
+        if (fd >= 0 && (fstat(fd, &sb) || !S_ISREG(sb.st_mode))) close(fd), fd = -1;
         if (fd >= 0) {
             fflush(stderr);
             scr.saved_stderr = dup(2);
