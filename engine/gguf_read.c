@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "../kernels/dtype.h"
+#include "infile.h"
 
 /* Smallest encodings, used to cap counts by the bytes left: a metadata entry is a key
  * (u64 length, possibly empty), a u32 type and at least a one-byte value; a tensor info
@@ -559,24 +560,24 @@ gguf_ctx *gguf_open_mem(const void *data, size_t size, st_err *err) {
 }
 
 gguf_ctx *gguf_open(const char *path, st_err *err) {
-    struct stat sb;
+    uint64_t size = 0;
     void *map = MAP_FAILED;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &sb) != 0)
-        st_set(err, ST_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode))
-        st_set(err, ST_ERR_IO, "'%s' is not a regular file", path);
-    else if (sb.st_size < 4) /* mmap cannot map an empty file; nothing this small is GGUF */
-        st_set(err, ST_ERR_FORMAT, "'%s': not a GGUF file (%lld bytes)", path,
-               (long long)sb.st_size);
-    else if ((map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
-        st_set(err, ST_ERR_IO, "cannot map '%s' (%lld bytes): %s", path, (long long)sb.st_size,
-               strerror(errno));
-    if (fd >= 0) close(fd); /* the mapping keeps the file alive */
+    int fd = infile_open(path, "model", &size, err); /* a FIFO or device is refused */
+    if (fd < 0)
+        return NULL;
+    if (size < 4) /* mmap cannot map an empty file; nothing this small is GGUF */
+        st_set(err, ST_ERR_FORMAT, "'%s': not a GGUF file (%llu bytes)", path,
+               (unsigned long long)size);
+    else if (size > SIZE_MAX)
+        st_set(err, ST_ERR_IO, "'%s' is too large to map", path);
+    else if ((map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
+        st_set(err, ST_ERR_IO, "cannot map '%s' (%llu bytes): %s", path,
+               (unsigned long long)size, strerror(errno));
+    close(fd); /* the mapping keeps the file alive */
     if (map == MAP_FAILED) return NULL;
-    gguf_ctx *g = gguf_open_mem(map, (size_t)sb.st_size, err);
+    gguf_ctx *g = gguf_open_mem(map, (size_t)size, err);
     if (!g) {
-        munmap(map, (size_t)sb.st_size);
+        munmap(map, (size_t)size);
         if (err) st_prefix(err, "'%s'", path);
         return NULL;
     }

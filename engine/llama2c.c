@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../kernels/dtype.h"
+#include "infile.h"
 #include "gguf.h"
 
 /* ---- input files ---- */
@@ -31,17 +32,17 @@ typedef struct l2c_map {
     size_t size;
 } l2c_map;
 
-static st_code l2c_map_open(const char *path, l2c_map *m, st_err *err) {
+static st_code l2c_map_open(const char *path, const char *what, l2c_map *m, st_err *err) {
     m->base = NULL;
     m->size = 0;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return st_set(err, ST_ERR_IO, "cannot open '%s'", path);
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    uint64_t size;
+    int fd = infile_open(path, what, &size, err); /* a FIFO or device is refused */
+    if (fd < 0) return err ? err->code : ST_ERR_IO;
+    if (size > SIZE_MAX) {
         close(fd);
-        return st_set(err, ST_ERR_IO, "'%s' is not a regular file", path);
+        return st_set(err, ST_ERR_IO, "'%s' is too large to map", path);
     }
-    m->size = (size_t)sb.st_size;
+    m->size = (size_t)size;
     if (m->size > 0) {
         void *p = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) {
@@ -371,7 +372,7 @@ st_code llama2c_convert(const char *model_bin, const char *tokenizer_bin, const 
     char *names = NULL;
     l2c_config c = {0};
     l2c_layout lay = {0};
-    st_code rc = l2c_map_open(model_bin, &mm, err);
+    st_code rc = l2c_map_open(model_bin, "checkpoint", &mm, err);
     if (rc != ST_OK) goto done;
     if (mm.size < L2C_HEADER_BYTES) {
         rc = st_set(err, ST_ERR_FORMAT, "'%s' is %zu bytes, shorter than the 28-byte llama2.c "
@@ -383,7 +384,7 @@ st_code llama2c_convert(const char *model_bin, const char *tokenizer_bin, const 
     for (int i = 0; i < 7; i++) *fields[i] = l2c_i32(mm.base + 4 * i);
     rc = l2c_check_config(model_bin, &c, &lay, err);
     if (rc == ST_OK) rc = l2c_check_size(model_bin, &c, &lay, mm.size, err);
-    if (rc == ST_OK) rc = l2c_map_open(tokenizer_bin, &tm, err);
+    if (rc == ST_OK) rc = l2c_map_open(tokenizer_bin, "tokenizer", &tm, err);
     if (rc == ST_OK) rc = l2c_vocab_parse(tokenizer_bin, &tm, lay.vocab, &voc, err);
     if (rc != ST_OK) goto done;
 

@@ -54,6 +54,12 @@ static void test_not_regular(void) {
     expect(args, 1, "is a character device, not a regular file", "cot --load /dev/zero");
     snprintf(args, sizeof args, "session info %s", fifo);
     expect(args, 1, "is a FIFO, not a regular file", "session info FIFO");
+    snprintf(args, sizeof args, "info %s", fifo);
+    expect(args, 1, "is a FIFO, not a regular file", "info FIFO (a model)");
+    snprintf(args, sizeof args, "generate -m /dev/zero -p x");
+    expect(args, 1, "is a character device, not a regular file", "generate -m /dev/zero");
+    snprintf(args, sizeof args, "convert-llama2c %s %s %s/out.gguf", fifo, fifo, tmpdir);
+    expect(args, 1, "is a FIFO, not a regular file", "convert-llama2c FIFO");
     unlink(fifo);
 }
 
