@@ -495,11 +495,18 @@ static bool parse_header(gguf_cur *c, gguf_ctx *g, uint64_t *n_tensors, uint64_t
     }
     if (!cur_int(c, 8, "tensor count", n_tensors) || !cur_int(c, 8, "metadata count", n_kv))
         return false;
-    /* Cap both counts by the bytes left before anything is allocated for them. */
+    /* Cap both counts by the bytes left before anything is allocated for them; when each
+     * fits alone but not both, neither is named as the culprit. */
     size_t left = cur_left(c);
-    if (!check_count(c, *n_kv, left, GGUF_KV_MIN_BYTES, "metadata")) return false;
-    left -= (size_t)*n_kv * GGUF_KV_MIN_BYTES;
-    return check_count(c, *n_tensors, left, GGUF_TENSOR_MIN_BYTES, "tensor");
+    if (!check_count(c, *n_kv, left, GGUF_KV_MIN_BYTES, "metadata") ||
+        !check_count(c, *n_tensors, left, GGUF_TENSOR_MIN_BYTES, "tensor"))
+        return false;
+    if (*n_kv * GGUF_KV_MIN_BYTES > left - *n_tensors * GGUF_TENSOR_MIN_BYTES)
+        return cur_fail(c, ST_ERR_FORMAT,
+                        "metadata count %" PRIu64 " and tensor count %" PRIu64 " cannot both fit "
+                        "in the remaining %zu bytes (an entry takes at least %u and %u bytes)",
+                        *n_kv, *n_tensors, left, GGUF_KV_MIN_BYTES, GGUF_TENSOR_MIN_BYTES);
+    return true;
 }
 
 static bool gguf_parse(gguf_ctx *g, st_err *err) {

@@ -70,6 +70,11 @@ static st_code load_hparams(const gguf_ctx *g, model_hparams *hp, st_err *err) {
     if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_ff <= 0)
         return st_set(err, ST_ERR_FORMAT, "model dimensions must be positive (embd %d, layers %d, "
                       "heads %d, ffn %d)", hp->n_embd, hp->n_layer, hp->n_head, hp->n_ff);
+    /* The head size is embedding_length / head_count unless key_length gives it. */
+    if (gguf_find_key(g, "llama.attention.key_length") < 0 && hp->n_embd % hp->n_head != 0)
+        return st_set(err, ST_ERR_FORMAT, "embedding_length %d is not a multiple of head_count "
+                      "%d, and no attention.key_length gives the head size", hp->n_embd,
+                      hp->n_head);
     if ((rc = hp_int(g, arch, "attention.head_count_kv", hp->n_head, &hp->n_head_kv, err)) ||
         (rc = hp_int(g, arch, "attention.key_length", hp->n_embd / hp->n_head, &hp->head_dim, err)))
         return rc;
@@ -79,12 +84,18 @@ static st_code load_hparams(const gguf_ctx *g, model_hparams *hp, st_err *err) {
     if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
         return st_set(err, ST_ERR_FORMAT, "head_count %d is not a multiple of head_count_kv %d",
                       hp->n_head, hp->n_head_kv);
-    if (hp->head_dim <= 0 || vlen != hp->head_dim)
+    if (hp->head_dim <= 0)
+        return st_set(err, ST_ERR_FORMAT, "attention.key_length %d must be positive",
+                      hp->head_dim);
+    if (vlen != hp->head_dim)
         return st_set(err, ST_ERR_UNSUPPORTED, "key_length %d != value_length %d is not supported",
                       hp->head_dim, vlen);
     if (hp->rope_dim <= 0 || hp->rope_dim > hp->head_dim || hp->rope_dim % 2)
         return st_set(err, ST_ERR_FORMAT, "rope.dimension_count %d must be even and <= head dim %d",
                       hp->rope_dim, hp->head_dim);
+    if (hp->rope_dim > KERN_ROPE_MAX_DIM)
+        return st_set(err, ST_ERR_UNSUPPORTED, "rope.dimension_count %d is more than the %d "
+                      "this build rotates", hp->rope_dim, KERN_ROPE_MAX_DIM);
     return ST_OK;
 }
 
@@ -144,6 +155,20 @@ static st_code want_vec(model *m, const char *name, int64_t n, const float **out
     return ST_OK;
 }
 
+/* The tokenizer's vocabulary (when the file has one) must have one token per embedding
+ * row: fewer would leave the model sampling ids no text stands for, more would give the
+ * prompt ids without an embedding. llama.cpp refuses both too (it sizes token_embd by
+ * the tokenizer); converters pad a short vocabulary with [PAD] tokens. */
+static st_code check_vocab(const gguf_ctx *g, int32_t n_rows, st_err *err) {
+    int64_t ti = gguf_find_key(g, "tokenizer.ggml.tokens");
+    if (ti < 0 || gguf_kv_type(g, ti) != GGUF_ARRAY) return ST_OK; /* tok.c reports these */
+    uint64_t n = gguf_arr_n(g, ti);
+    if (n == (uint64_t)n_rows) return ST_OK;
+    return st_set(err, ST_ERR_FORMAT, "the tokenizer has %llu tokens but token_embd.weight has "
+                  "%d rows (one a token): the file's vocabulary and weights do not belong "
+                  "together", (unsigned long long)n, n_rows);
+}
+
 static st_code load_weights(model *m, st_err *err) {
     const model_hparams *hp = &m->hp;
     const gguf_ctx *g = m->gguf;
@@ -158,6 +183,15 @@ static st_code load_weights(model *m, st_err *err) {
     int64_t QD = (int64_t)hp->n_head * hp->head_dim, KD = (int64_t)hp->n_head_kv * hp->head_dim;
     st_code rc = want_mat(g, "token_embd.weight", E, V, &m->tok_embd, err);
     if (rc) return rc;
+    if ((rc = check_vocab(g, hp->n_vocab, err))) return rc;
+    /* Every layer has 9 tensors: bound block_count by the file's tensors before anything
+     * is sized by it (a small file must not make the loader allocate gigabytes). */
+    int64_t room = (gguf_n_tensors(g) - 2) / 9;
+    if (hp->n_layer > room)
+        return st_set(err, ST_ERR_FORMAT, "llama.block_count is %d, but the file's %lld tensors "
+                      "hold at most %lld layers of 9 (blk.0 .. blk.%lld)", hp->n_layer,
+                      (long long)gguf_n_tensors(g), (long long)(room > 0 ? room : 0),
+                      (long long)(room > 0 ? room - 1 : 0));
 
     /* room for every norm vector, in case all need converting */
     m->f32_copies = malloc(sizeof(float) * (size_t)E * (2 * (size_t)hp->n_layer + 1));

@@ -62,6 +62,8 @@ typedef struct kern_attn {
 
 typedef struct kern_backend kern_backend;
 
+#define KERN_ROPE_MAX_DIM 1024 /* most dims of a head that rope rotates */
+
 #define KERN_MATMUL_N 4 /* most matrices one matmul_n takes */
 
 typedef struct kern_ops {

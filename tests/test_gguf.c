@@ -510,6 +510,10 @@ static void test_broken(void) {
         {"n_kv 2^62", f.n_kv, 8, 1ull << 62, ST_ERR_FORMAT, "metadata count", NULL, 0, 0},
         {"n_tensors 2^63-1", f.n_tensors, 8, INT64_MAX, ST_ERR_FORMAT, "tensor count", NULL, 0, 0},
         {"n_tensors 3", f.n_tensors, 8, 3, ST_ERR_FORMAT, "tensor 2", NULL, 0, 0},
+        /* as many entries as the bytes left could hold if there were no tensors: both
+         * counts are named, not the honest tensor count */
+        {"n_kv fills the file", f.n_kv, 8, (b.n - 24) / 13, ST_ERR_FORMAT,
+         "metadata count", NULL, 0, 0},
         {"key length max", f.key0_len, 8, UINT64_MAX, ST_ERR_FORMAT, "exceeds the remaining", NULL,
          0, 0},
         {"string length 2^40", f.str_val_len, 8, 1ull << 40, ST_ERR_FORMAT, "metadata key 0", NULL,

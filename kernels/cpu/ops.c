@@ -12,7 +12,7 @@
 #include "simd.h"
 
 #define SMALL_OP_PAR (1 << 16)   /* elements from which an elementwise op uses the pool */
-#define ROPE_MAX_PAIRS 512       /* rope_dim / 2 at most */
+#define ROPE_MAX_PAIRS (KERN_ROPE_MAX_DIM / 2)
 
 static void cpu_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
     (void)b;
