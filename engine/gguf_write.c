@@ -249,15 +249,15 @@ static void w_pad(gguf_wout *o, uint32_t align) {
     }
 }
 
-/* The alignment: the caller's general.alignment when set (it must be a u32 power of
- * two), else the default. 0 when the caller set an invalid one. */
+/* The alignment: the caller's general.alignment when set (a u32 power of two, 8 or more,
+ * as the reader requires), else the default. 0 when the caller set an invalid one. */
 static uint32_t writer_alignment(const gguf_writer *w) {
     for (size_t i = 0; i < w->n_kv; i++) {
         if (strcmp(w->kv[i].key, "general.alignment") != 0) continue;
         if (w->kv[i].type != GGUF_U32) return 0;
         uint32_t a = (uint32_t)w->kv[i].val[0] | (uint32_t)w->kv[i].val[1] << 8 |
                      (uint32_t)w->kv[i].val[2] << 16 | (uint32_t)w->kv[i].val[3] << 24;
-        return (a && !(a & (a - 1))) ? a : 0;
+        return (a >= 8 && !(a & (a - 1))) ? a : 0;
     }
     return GGUF_DEFAULT_ALIGNMENT;
 }
@@ -293,7 +293,8 @@ st_code gguf_writer_write(gguf_writer *w, const char *path, st_err *err) {
     ASSERT(w && path);
     uint32_t align = writer_alignment(w);
     if (!align)
-        return st_set(err, ST_ERR_ARG, "'%s': general.alignment must be a u32 power of two", path);
+        return st_set(err, ST_ERR_ARG,
+                      "'%s': general.alignment must be a u32 power of two, 8 or more", path);
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 5);
     if (!tmp) return st_set(err, ST_ERR_NOMEM, "'%s': cannot allocate a path", path);

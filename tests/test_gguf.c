@@ -332,6 +332,8 @@ static void test_writer_alignment(void) {
     gguf_writer_add_tensor(w, "b", DT_F32, 1, ne, x);
     gguf_writer_set_u32(w, "general.alignment", 3);
     T_CHECK(gguf_writer_write(w, path, &err) == ST_ERR_ARG && err.msg[0], "alignment 3 refused");
+    gguf_writer_set_u32(w, "general.alignment", 4); /* a file the reader would refuse */
+    T_CHECK(gguf_writer_write(w, path, &err) == ST_ERR_ARG && err.msg[0], "alignment 4 refused");
     gguf_writer_set_u32(w, "general.alignment", 64);
     T_CHECK(gguf_writer_write(w, path, &err) == ST_OK, "write: %s", err.msg);
     gguf_writer_free(w);
