@@ -89,6 +89,24 @@ static hostile hostile_default(void) {
                       .n_rows = 300, .n_tokens = 300, .alignment = 0 };
 }
 
+/* Rewrites the u32 value of general.alignment in the GGUF file at path to align (the key,
+ * then its type, then the value, as GGUF lays them out); false when it is not there. */
+static bool patch_alignment(const char *path, uint32_t align) {
+    static const char key[] = "general.alignment";
+    static char buf[1 << 16];
+    FILE *f = fopen(path, "r+b");
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    bool ok = false;
+    for (size_t i = 0; f && !ok && i + sizeof key + 7 <= n; i++) {
+        if (memcmp(buf + i, key, sizeof key - 1) != 0) continue;
+        ok = fseek(f, (long)(i + sizeof key - 1 + 4), SEEK_SET) == 0 &&
+             fwrite(&align, 4, 1, f) == 1; /* GGUF is little-endian, as is every host here */
+    }
+    if (f) fclose(f);
+    T_CHECK(ok, "patching general.alignment of %s", path);
+    return ok;
+}
+
 /* Writes h to path; false (and a failed check) when the writer refuses. */
 static bool hostile_write(const hostile *h, const char *path) {
     static float data[64 * 2048]; /* >= every tensor: E * max(E, F, rows, n_head * key) */
@@ -102,7 +120,9 @@ static bool hostile_write(const hostile *h, const char *path) {
     gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)h->n_head);
     gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)F);
     gguf_writer_set_u32(w, "llama.context_length", 64);
-    if (h->alignment) gguf_writer_set_u32(w, "general.alignment", h->alignment);
+    /* The writer refuses an alignment under 8: such a file is written with 8 and patched. */
+    if (h->alignment)
+        gguf_writer_set_u32(w, "general.alignment", h->alignment < 8 ? 8 : h->alignment);
     if (h->key_length) {
         gguf_writer_set_u32(w, "llama.attention.key_length", (uint32_t)h->key_length);
         gguf_writer_set_u32(w, "llama.attention.value_length", (uint32_t)h->key_length);
@@ -145,7 +165,8 @@ static bool hostile_write(const hostile *h, const char *path) {
     st_code rc = gguf_writer_write(w, path, &err);
     gguf_writer_free(w);
     T_CHECK(rc == ST_OK, "writing %s: %s", path, err.msg);
-    return rc == ST_OK;
+    return rc == ST_OK && (h->alignment == 0 || h->alignment >= 8 ||
+                           patch_alignment(path, h->alignment));
 }
 
 /* Loads h: ST_OK, or the error's code with its message in err. */
