@@ -149,6 +149,19 @@ capture | grep -q 'EXITED rc=[1-9]'; check segv-exit $? "the program did not fai
 [ "$(T display -p -t md '#{cursor_flag}')" = 1 ]; check segv-cursor $? "after SIGSEGV the cursor is hidden"
 capture | grep -q '^ icanon'; check segv-tty $? "after SIGSEGV the terminal is not back in canonical mode"
 
+# text typed at append> (a) is text, verbatim: a leading ':' runs no command and leading
+# spaces stay
+restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+k a ':) smiley' Enter
+settle
+! capture | grep -q 'unknown command'; check append-colon $? "append> ran ':)' as a command: $(capture | tail -1)"
+k a ':quit is a word' Enter
+settle
+capture | grep -q 'EXITED'; [ $? != 0 ] && ! capture | grep -q 'usage: :quit'; check append-quit $? "append> ran ':quit is a word': $(capture | tail -1)"
+capture | grep -q ':) smiley :quit is a word'; check append-text $? "the appended text is not there: $(capture | sed -n 2p)"
+k q
+sleep 1
+
 # SmolLM2 (byte-level BPE, chat template; skipped without models/): non-ASCII text is
 # drawn decoded, never as the vocabulary's byte characters ("æĿ") or U+FFFD; wide,
 # combining, emoji and right-to-left characters keep the pane divider in its column
@@ -180,6 +193,10 @@ if [ -f "$SMOL" ]; then
     settle
     [ "$(capture | grep -o "Cafe$(printf '\314\201') naïve 😀🎉 שלום مرحبا 你好" | wc -l)" -ge 2 ]; check mixed-text $? "mixed text not drawn whole: $(capture | sed -n 2p)"
     divider_ok; check mixed-columns $? "the divider moved: $(capture | sed -n 2p)"
+    # a leading space typed at append> stays (byte-level BPE adds none of its own)
+    k a ' Café' Enter
+    settle
+    capture | grep -q "你好.* Café░"; check append-space $? "' Café' lost its space: $(capture | sed -n 2p)"
     k q
     sleep 1
 else

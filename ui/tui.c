@@ -276,6 +276,13 @@ static void draw(tui *t) {
 
 /* ---- actions ---- */
 
+static forest_id selected(tui *t) {
+    ui_worker_lock(t->w);
+    forest_id sel = fv_selected(&t->fv, ui_worker_forest(t->w));
+    ui_worker_unlock(t->w);
+    return sel;
+}
+
 static void run_command(tui *t, const char *line) {
     ui_cmd c;
     st_err err = {0};
@@ -283,9 +290,7 @@ static void run_command(tui *t, const char *line) {
         set_msg(t, err.msg);
         return;
     }
-    ui_worker_lock(t->w);
-    forest_id sel = fv_selected(&t->fv, ui_worker_forest(t->w));
-    ui_worker_unlock(t->w);
+    forest_id sel = selected(t);
     const char *file = c.text[0] ? c.text : t->p->autosave;
     switch (c.kind) {
     case UI_CMD_NONE: break;
@@ -319,6 +324,12 @@ static void run_command(tui *t, const char *line) {
     case UI_CMD_HELP: t->help = true; break;
     case UI_CMD_QUIT: t->quit = true; break;
     }
+    t->dirty = true;
+}
+
+/* Text typed at the append> prompt goes under the selected node as it is. */
+static void append_text(tui *t, const char *text) {
+    post(t, (ui_job){.kind = UI_JOB_APPEND, .node = selected(t), .text = text});
     t->dirty = true;
 }
 
@@ -477,10 +488,13 @@ static void on_key(tui *t, int ch, bool is_key) {
     if (ui_cmdline_active()) {
         char *line = NULL;
         if (ui_cmdline_feed(ch, is_key, &line)) {
-            if (line) {
+            if (line && t->cmd_is_text) { /* text, verbatim: leading spaces and ':' kept */
+                if (*line) append_text(t, line);
+                free(line);
+            } else if (line) {
                 /* the ':' is the prompt, not part of the line */
                 char full[1100];
-                snprintf(full, sizeof full, "%s%.1024s", t->cmd_is_text ? "" : ":", line);
+                snprintf(full, sizeof full, ":%.1024s", line);
                 run_command(t, full);
                 free(line);
             }
