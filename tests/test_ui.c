@@ -218,6 +218,15 @@ static void test_ask_turns(void) {
         T_CHECK(ui_turn_form(tk, CHAT_NONE, chat, 4) == UI_TURN_RAW, "no template");
     }
     tok_free(tk);
+    /* after plain text, a ChatML turn opens with <|im_start|> even where that is BOS
+     * (SmolLM2): only a template that writes BOS itself has it dropped mid-sequence */
+    vd.bos = 3;
+    tk = tok_from_vocab(&vd, &err);
+    int32_t n = 0, *open = tk ? ui_turn_tokens(tk, &chatml, "a", UI_TURN_OPEN, false, &n, &err) : NULL;
+    T_CHECK(open && n > 1 && open[0] == 3, "chatml after text starts with <|im_start|>: %d tokens, first %d", (int)n,
+            open ? (int)open[0] : -1);
+    free(open);
+    tok_free(tk);
     char name[128];
     T_CHECK(strstr(ui_turn_form_name(UI_TURN_FOLLOW, CHAT_CHATML, name, sizeof name), "chatml") &&
             strstr(ui_turn_form_name(UI_TURN_RAW, CHAT_NONE, name, sizeof name), "no chat template"), "form names");
