@@ -162,6 +162,20 @@ capture | grep -q ':) smiley :quit is a word'; check append-text $? "the appende
 k q
 sleep 1
 
+# s (one step) works after the first tree is deleted (its job named no node)
+restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+k ':set temp 0' Enter g d
+settle
+k ':ask Hello' Enter
+settle
+k N
+settle
+k s
+settle
+! capture | grep -q 'nothing selected'; check step-after-delete $? "s after deleting the first tree: $(capture | tail -1)"
+k q
+sleep 1
+
 # SmolLM2 (byte-level BPE, chat template; skipped without models/): non-ASCII text is
 # drawn decoded, never as the vocabulary's byte characters ("æĿ") or U+FFFD; wide,
 # combining, emoji and right-to-left characters keep the pane divider in its column

@@ -133,7 +133,8 @@ static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
     forest_id from = j->node;
     st_code rc;
     const forest_node *nd = forest_get(w->f, j->node);
-    if (!nd) return st_set(err, ST_ERR_ARG, "nothing selected");
+    /* a step runs whatever is pending: it needs no node (the first tree may be gone) */
+    if (!nd && j->kind != UI_JOB_STEP) return st_set(err, ST_ERR_ARG, "nothing selected");
     if ((j->kind == UI_JOB_GROW || j->kind == UI_JOB_COT || j->kind == UI_JOB_BEAM) &&
         (rc = start_node(w, j->node, &from, err)))
         return rc;
