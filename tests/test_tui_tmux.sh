@@ -192,7 +192,7 @@ divider_ok() {
 up() { i=0; while [ $i -lt 200 ] && ! capture | grep -q '^ multidecode '; do sleep 0.1; i=$((i + 1)); done; }
 if [ -f "$SMOL" ]; then
     SMOLRUN="$ENV $BIN -m $SMOL -t 1"
-    restart "$SMOLRUN '東京は日本の首都です。'; echo EXITED rc=\$?; sleep 60"
+    restart "$SMOLRUN --raw '東京は日本の首都です。'; echo EXITED rc=\$?; sleep 60"
     T resize-window -t md -x 120 -y 40 2>/dev/null
     up
     k ':set temp 0' Enter ':grow 6' Enter
@@ -200,7 +200,7 @@ if [ -f "$SMOL" ]; then
     [ "$(capture | grep -o '東京は日本の首都です。' | wc -l)" -ge 2 ]; check cjk-text $? "the CJK prompt is not drawn decoded in both panes: $(capture | sed -n 2p)"
     ! capture | grep -q 'æĿ\|�'; check cjk-no-pieces $? "byte-level pieces or U+FFFD on screen: $(capture | grep -m1 'æĿ\|�')"
     divider_ok; check cjk-columns $? "the divider moved: $(capture | sed -n 2p)"
-    restart "$SMOLRUN 'Cafe$(printf '\314\201') naïve 😀🎉 שלום مرحبا 你好'; echo EXITED rc=\$?; sleep 60"
+    restart "$SMOLRUN --raw 'Cafe$(printf '\314\201') naïve 😀🎉 שלום مرحبا 你好'; echo EXITED rc=\$?; sleep 60"
     T resize-window -t md -x 120 -y 40 2>/dev/null
     up
     k ':set temp 0' Enter ':grow 8' Enter
@@ -211,6 +211,31 @@ if [ -f "$SMOL" ]; then
     k a ' Café' Enter
     settle
     capture | grep -q "你好.* Café░"; check append-space $? "' Café' lost its space: $(capture | sed -n 2p)"
+    k q
+    sleep 1
+    # chat mode (the default with a chat template): typed text is a user turn ending with
+    # the assistant's header, so n grows an answer; --raw and :set chat off type raw text,
+    # and a branch that ends at <|im_end|> says so
+    restart "$SMOLRUN; echo EXITED rc=\$?; sleep 60"
+    T resize-window -t md -x 120 -y 40 2>/dev/null
+    up
+    capture | grep -q '| typing: chat |'; check chat-mode $? "no chat mode in the status line: $(capture | tail -2 | head -1)"
+    k ':set temp 0' Enter ':set budget 4' Enter a 'What is the capital of France?' Enter
+    settle
+    k n
+    settle
+    capture | tr -d '\n' | grep -q 'France?<|im_end|>↵<|im_start|>assistant↵ *[^ ░]'; check chat-answer $? "no answer after the user turn: $(capture | sed -n 2,5p)"
+    k ':set chat off' Enter
+    settle
+    capture | grep -q '| typing: raw |'; check chat-off $? ":set chat off: $(capture | tail -2)"
+    k q
+    sleep 1
+    restart "$SMOLRUN --raw 'What is the capital of France?'; echo EXITED rc=\$?; sleep 60"
+    T resize-window -t md -x 120 -y 40 2>/dev/null
+    up
+    k ':set temp 0' Enter n
+    settle
+    capture | grep -q '| typing: raw |' && capture | grep -q 'ended: end of turn <|im_end|>'; check chat-raw-ended $? "--raw, n: $(capture | tail -2)"
     k q
     sleep 1
 else

@@ -311,7 +311,11 @@ static void run_command(tui *t, const char *line) {
     case UI_CMD_LOAD: if (file) post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file}); break;
     case UI_CMD_EXPORT: post(t, (ui_job){.kind = UI_JOB_EXPORT, .text = c.text}); break;
     case UI_CMD_SET: post(t, (ui_job){.kind = UI_JOB_SET, .text = c.key, .val = c.val});
-        snprintf(t->msg, sizeof t->msg, "%s = %g", c.key, c.val);
+        if (!strcmp(c.key, "chat"))
+            snprintf(t->msg, sizeof t->msg, "chat %s: typed text goes in %s", c.val ? "on" : "off",
+                     c.val ? "as a user turn" : "as it is");
+        else
+            snprintf(t->msg, sizeof t->msg, "%s = %g", c.key, c.val);
         break;
     case UI_CMD_BIND: {
         int k = ui_key_parse(c.key), a = ui_action_by_name(c.text);
