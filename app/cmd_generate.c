@@ -3,10 +3,10 @@
  *
  * Linear: the prompt is prefilled in one batch, then tokens are sampled one at a time
  * until -n tokens, an end-of-generation token, or a full context. Text goes to stdout as
- * whole UTF-8 characters; statistics go to stderr. With --chat the prompt is the user's
- * message: it is rendered with the model's chat template (engine/chat.h) and only the
- * answer is printed; without it (--raw, the default) the prompt is the text as given,
- * echoed.
+ * whole UTF-8 characters; statistics go to stderr. When the model has a chat template
+ * (or with --chat) the prompt is the user's message: it is rendered with the template
+ * (engine/chat.h) and only the answer is printed; with --raw, without a template, or
+ * without -p, the prompt is the text as given, echoed.
  *
  * Branches: the prompt is one root chain; k branches with seeds seed, seed + 1, ... grow
  * from its last token (engine/grow.h), all advanced by one forest step per token, and
@@ -38,10 +38,11 @@ static void gen_usage(FILE *f) {
             PROMPT_SAMPLE_HELP
             "  -q, --quiet          no statistics on stderr\n"
             "      --chat           -p is a user message: apply the model's chat template\n"
+            "                       (the default when the model has one)\n"
             "      --system TEXT    system message for --chat (implies --chat)\n"
             "      --chat-template NAME  template to use instead of the model's (implies\n"
             "                       --chat): chatml, llama3, llama2, zephyr or gemma\n"
-            "      --raw            never apply a chat template (the default without --chat)\n"
+            "      --raw            never apply a chat template: -p is raw text\n"
             "      --branches K     K continuations (seeds S, S+1, ...) grown together in one\n"
             "                       forest, one step per token, printed at the end (default 1)\n"
             "      --json           with --branches: a JSON list of {branch, seed, tokens,\n"
@@ -60,6 +61,24 @@ static void gen_echo_prompt(prompt_model *pm, tok_stream *ts, const int32_t *pro
         if (tok_stream_put(pm->tk, ts, prompt[i], buf, sizeof buf) < sizeof buf && !chat)
             fputs(buf, stdout);
     fflush(stdout);
+}
+
+/* Opens the model and takes the prompt's tokens, as prompt_open_with does, but decides
+ * chat or raw once the model is open: a non-empty prompt is the user's message when the
+ * model has a chat template, unless --raw. */
+static int32_t *gen_open(prompt_model *pm, const prompt_model_opts *mo, prompt_chat *pc,
+                         const char *text, bool quiet, int32_t *n, st_err *err) {
+    if (prompt_model_open(pm, mo, err)) return NULL;
+    if (!pc->raw && *text && prompt_model_chat(pm->m->gguf) != CHAT_NONE) pc->on = true;
+    chat_kind k = CHAT_NONE;
+    int32_t *t = prompt_tokens(pm, pc, text, n, &k, err);
+    if (t) prompt_report_chat(pc, k, quiet);
+    if (t && prompt_check_fits(*n, pm->n_slots, "the prompt", err)) {
+        free(t);
+        t = NULL;
+    }
+    if (!t) prompt_model_close(pm);
+    return t;
 }
 
 /* The linear path: prefill, then one token per forward pass, streamed. */
@@ -324,8 +343,7 @@ int cmd_generate(int argc, char **argv) {
     st_err err = {0};
     prompt_model pm;
     int32_t n_prompt = 0;
-    int32_t *toks = prompt_open_with(&pm, &mo, &pc, prompt, 0, "the prompt", quiet, &n_prompt,
-                                     NULL, &err);
+    int32_t *toks = gen_open(&pm, &mo, &pc, prompt, quiet, &n_prompt, &err);
     if (!toks) return app_fail(&err);
     st_code rc;
     if (so.on)

@@ -31,6 +31,9 @@ static void tui_usage(FILE *f) {
     fprintf(f, "usage: multidecode [tui] -m MODEL [options] [PROMPT]\n\n"
                "Opens the interactive forest explorer (press ? inside for its keys).\n\n"
                PROMPT_MODEL_HELP
+               "      --raw            typed text (and PROMPT) goes in as it is; by default,\n"
+               "                       with a model that has a chat template, it becomes a\n"
+               "                       user turn (:set chat on|off switches inside)\n"
                "      --load FILE      start from a saved session\n"
                "      --budget N       tokens per grow, chain or draft run (default 32)\n"
                "      --temp T         temperature; 0 = greedy (default 0.8)\n"
@@ -83,12 +86,13 @@ static forest *tui_load(void *ud, const char *path, sample_params *sp, st_err *e
 
 int cmd_tui(int argc, char **argv) {
     static const struct option lo[] = {PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
-                                       {"load", 1, 0, 'L'}, {"budget", 1, 0, 'N'},
+                                       {"load", 1, 0, 'L'}, {"budget", 1, 0, 'N'}, {"raw", 0, 0, 'R'},
                                        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     prompt_model_opts mo = prompt_model_default_opts();
     sample_params sp = sample_default_params();
     const char *load = NULL;
     int64_t budget = 32;
+    bool raw = false;
     int ch, r;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "m:t:c:h", lo, NULL)) != -1) {
@@ -98,6 +102,7 @@ int cmd_tui(int argc, char **argv) {
         }
         switch (ch) {
         case 'L': load = optarg; break;
+        case 'R': raw = true; break;
         case 'N':
             if (app_opt_int("--budget", optarg, 1, 1 << 20, &budget)) return 2;
             break;
@@ -130,8 +135,10 @@ int cmd_tui(int argc, char **argv) {
         session_settings_free(&s);
         snprintf(hello, sizeof hello, "loaded %s: press s to compute it", load);
     } else if ((f = forest_init(a.pm.n_slots, TUI_TOPK)) && text) {
+        /* the prompt is typed text: a user turn when the model has a chat template */
+        prompt_chat pc = {.on = !raw && prompt_model_chat(a.pm.m->gguf) != CHAT_NONE};
         int32_t n = 0;
-        int32_t *t = prompt_tokens(&a.pm, NULL, text, &n, NULL, &err);
+        int32_t *t = prompt_tokens(&a.pm, &pc, text, &n, NULL, &err);
         st_code rc = t ? forest_add_root(f, t, NULL, n, 0, NULL, &err) : err.code;
         free(t);
         if (rc) forest_free(f), f = NULL;
@@ -159,7 +166,7 @@ int cmd_tui(int argc, char **argv) {
                .save = tui_save, .load = tui_load, .ud = &a,
                .model_name = slash ? slash + 1 : mo.path, .backend = mo.backend,
                .threads = mo.threads ? mo.threads : (int32_t)(nproc > 0 ? nproc : 1),
-               .chat = {.kind = prompt_model_chat(a.pm.m->gguf), .system = chat_system}},
+               .chat = {.kind = prompt_model_chat(a.pm.m->gguf), .system = chat_system}, .raw = raw},
         .autosave = have_state ? autosave : NULL,
         .history = have_state ? history : NULL,
         .log = have_state ? logf : NULL,

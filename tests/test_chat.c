@@ -20,6 +20,7 @@
 #include "../engine/chat.h"
 #include "../engine/gguf.h"
 #include "t.h"
+#include "t_run.h"
 
 #include <stdint.h>
 
@@ -359,6 +360,24 @@ static void test_model(void) {
         T_CHECK(strcmp(buf, SMOLLM2_SYSTEM) == 0, "default system from the GGUF: [%s]", buf);
     }
     gguf_close(g);
+    /* generate: with a chat template the prompt is the user's message by default (raw, the
+     * model's first token was <|im_end|> and nothing came out); --raw keeps it raw */
+    const char *build = getenv("BUILD");
+    char bin[512];
+    snprintf(bin, sizeof bin, "%s/multidecode", build && *build ? build : "build");
+    if (access(bin, X_OK) != 0) {
+        T_SKIP("no %s", bin);
+        return;
+    }
+    int st;
+    char *out = t_runf(&st, "%s generate -m %s -p 'What is 2+2?' --temp 0 -n 8 -q 2>/dev/null", bin, path);
+    T_CHECK(out && st == 0 && strncmp(out, "What is", 7) && strlen(out) > 4, "generate answers in chat: [%s]",
+            out ? out : "(null)");
+    free(out);
+    out = t_runf(&st, "%s generate -m %s -p 'What is 2+2?' --temp 0 -n 8 -q --raw 2>/dev/null", bin, path);
+    T_CHECK(out && st == 0 && !strncmp(out, "What is 2+2?", 12), "generate --raw echoes the raw prompt: [%s]",
+            out ? out : "(null)");
+    free(out);
 }
 
 int main(void) {

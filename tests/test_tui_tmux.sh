@@ -149,6 +149,99 @@ capture | grep -q 'EXITED rc=[1-9]'; check segv-exit $? "the program did not fai
 [ "$(T display -p -t md '#{cursor_flag}')" = 1 ]; check segv-cursor $? "after SIGSEGV the cursor is hidden"
 capture | grep -q '^ icanon'; check segv-tty $? "after SIGSEGV the terminal is not back in canonical mode"
 
+# text typed at append> (a) is text, verbatim: a leading ':' runs no command and leading
+# spaces stay
+restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+k a ':) smiley' Enter
+settle
+! capture | grep -q 'unknown command'; check append-colon $? "append> ran ':)' as a command: $(capture | tail -1)"
+k a ':quit is a word' Enter
+settle
+capture | grep -q 'EXITED'; [ $? != 0 ] && ! capture | grep -q 'usage: :quit'; check append-quit $? "append> ran ':quit is a word': $(capture | tail -1)"
+capture | grep -q ':) smiley :quit is a word'; check append-text $? "the appended text is not there: $(capture | sed -n 2p)"
+k q
+sleep 1
+
+# s (one step) works after the first tree is deleted (its job named no node)
+restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+k ':set temp 0' Enter g d
+settle
+k ':ask Hello' Enter
+settle
+k N
+settle
+k s
+settle
+! capture | grep -q 'nothing selected'; check step-after-delete $? "s after deleting the first tree: $(capture | tail -1)"
+k q
+sleep 1
+
+# SmolLM2 (byte-level BPE, chat template; skipped without models/): non-ASCII text is
+# drawn decoded, never as the vocabulary's byte characters ("æĿ") or U+FFFD; wide,
+# combining, emoji and right-to-left characters keep the pane divider in its column
+SMOL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+# divider_ok: every pane row of the capture has the divider at column 48 (120 x 40)
+divider_ok() {
+    capture | sed -n '2,37p' | sed 's/│.*//' > "$TMP/rows"
+    [ "$(wc -l < "$TMP/rows")" = 36 ] || return 1
+    while IFS= read -r row; do
+        [ "$(printf '%s\n' "$row" | LC_ALL=C.UTF-8 wc -L)" = 48 ] || return 1
+    done < "$TMP/rows"
+}
+# up: waits (at most ~20 s) until the TUI has drawn its title (the model takes a moment)
+up() { i=0; while [ $i -lt 200 ] && ! capture | grep -q '^ multidecode '; do sleep 0.1; i=$((i + 1)); done; }
+if [ -f "$SMOL" ]; then
+    SMOLRUN="$ENV $BIN -m $SMOL -t 1"
+    restart "$SMOLRUN --raw '東京は日本の首都です。'; echo EXITED rc=\$?; sleep 60"
+    T resize-window -t md -x 120 -y 40 2>/dev/null
+    up
+    k ':set temp 0' Enter ':grow 6' Enter
+    settle
+    [ "$(capture | grep -o '東京は日本の首都です。' | wc -l)" -ge 2 ]; check cjk-text $? "the CJK prompt is not drawn decoded in both panes: $(capture | sed -n 2p)"
+    ! capture | grep -q 'æĿ\|�'; check cjk-no-pieces $? "byte-level pieces or U+FFFD on screen: $(capture | grep -m1 'æĿ\|�')"
+    divider_ok; check cjk-columns $? "the divider moved: $(capture | sed -n 2p)"
+    restart "$SMOLRUN --raw 'Cafe$(printf '\314\201') naïve 😀🎉 שלום مرحبا 你好'; echo EXITED rc=\$?; sleep 60"
+    T resize-window -t md -x 120 -y 40 2>/dev/null
+    up
+    k ':set temp 0' Enter ':grow 8' Enter
+    settle
+    [ "$(capture | grep -o "Cafe$(printf '\314\201') naïve 😀🎉 שלום مرحبا 你好" | wc -l)" -ge 2 ]; check mixed-text $? "mixed text not drawn whole: $(capture | sed -n 2p)"
+    divider_ok; check mixed-columns $? "the divider moved: $(capture | sed -n 2p)"
+    # a leading space typed at append> stays (byte-level BPE adds none of its own)
+    k a ' Café' Enter
+    settle
+    capture | grep -q "你好.* Café░"; check append-space $? "' Café' lost its space: $(capture | sed -n 2p)"
+    k q
+    sleep 1
+    # chat mode (the default with a chat template): typed text is a user turn ending with
+    # the assistant's header, so n grows an answer; --raw and :set chat off type raw text,
+    # and a branch that ends at <|im_end|> says so
+    restart "$SMOLRUN; echo EXITED rc=\$?; sleep 60"
+    T resize-window -t md -x 120 -y 40 2>/dev/null
+    up
+    capture | grep -q '| typing: chat |'; check chat-mode $? "no chat mode in the status line: $(capture | tail -2 | head -1)"
+    k ':set temp 0' Enter ':set budget 4' Enter a 'What is the capital of France?' Enter
+    settle
+    k n
+    settle
+    capture | tr -d '\n' | grep -q 'France?<|im_end|>↵<|im_start|>assistant↵ *[^ ░]'; check chat-answer $? "no answer after the user turn: $(capture | sed -n 2,5p)"
+    k ':set chat off' Enter
+    settle
+    capture | grep -q '| typing: raw |'; check chat-off $? ":set chat off: $(capture | tail -2)"
+    k q
+    sleep 1
+    restart "$SMOLRUN --raw 'What is the capital of France?'; echo EXITED rc=\$?; sleep 60"
+    T resize-window -t md -x 120 -y 40 2>/dev/null
+    up
+    k ':set temp 0' Enter n
+    settle
+    capture | grep -q '| typing: raw |' && capture | grep -q 'ended: end of turn <|im_end|>'; check chat-raw-ended $? "--raw, n: $(capture | tail -2)"
+    k q
+    sleep 1
+else
+    echo "SKIP: no $SMOL (SmolLM2 checks)"; S=$((S + 1))
+fi
+
 # a FIFO where the log goes does not block the start (the log is skipped)
 mkdir -p "$TMP/state2/multidecode"
 mkfifo "$TMP/state2/multidecode/tui.log"

@@ -8,6 +8,7 @@
  * and :lookahead (ui/spec_job.h) run through the worker thread: their chains equal plain
  * greedy decoding token for token, the budget is exact, and a lookahead step's captured
  * mask rows carry the window's roles at positions tip + i + l after the window is pruned. */
+#include <locale.h>
 #include <math.h>
 #include <ncursesw/curses.h>
 #include <time.h>
@@ -23,6 +24,7 @@
 #include "../ui/status.h"
 #include "../ui/spec_job.h"
 #include "../ui/text_view.h"
+#include "../ui/uline.h"
 #include "../ui/worker.h"
 #include "t.h"
 #include "t_model.h"
@@ -106,6 +108,10 @@ static void test_commands(void) {
     T_CHECK(!ui_cmd_parse("  :beam 4 64 ", &c, &err) && c.kind == UI_CMD_BEAM && c.a == 4 && c.b == 64, "beam");
     T_CHECK(!ui_cmd_parse(":ask What is 2+2?", &c, &err) && c.kind == UI_CMD_ASK && !strcmp(c.text, "What is 2+2?"), "ask");
     T_CHECK(!ui_cmd_parse(":set temp 0.7", &c, &err) && c.kind == UI_CMD_SET && !strcmp(c.key, "temp") && fabs(c.val - 0.7) < 1e-12, "set");
+    T_CHECK(!ui_cmd_parse(":set chat off", &c, &err) && c.kind == UI_CMD_SET && !strcmp(c.key, "chat") && c.val == 0,
+            "set chat off");
+    T_CHECK(!ui_cmd_parse(":set chat on", &c, &err) && c.val == 1, "set chat on");
+    T_CHECK(ui_cmd_parse(":set chat 2", &c, &err) && strstr(err.msg, "chat on|off"), "set chat 2: '%s'", err.msg);
     T_CHECK(!ui_cmd_parse(":save /tmp/x.json", &c, &err) && c.kind == UI_CMD_SAVE && !strcmp(c.text, "/tmp/x.json"), "save");
     T_CHECK(!ui_cmd_parse(":load", &c, &err) && c.kind == UI_CMD_LOAD && !c.text[0], "load default");
     T_CHECK(!ui_cmd_parse(":q", &c, &err) && c.kind == UI_CMD_QUIT, "prefix :q");
@@ -216,9 +222,101 @@ static void test_ask_turns(void) {
         T_CHECK(ui_turn_form(tk, CHAT_NONE, chat, 4) == UI_TURN_RAW, "no template");
     }
     tok_free(tk);
+    /* after plain text, a ChatML turn opens with <|im_start|> even where that is BOS
+     * (SmolLM2): only a template that writes BOS itself has it dropped mid-sequence */
+    vd.bos = 3;
+    tk = tok_from_vocab(&vd, &err);
+    int32_t n = 0, *open = tk ? ui_turn_tokens(tk, &chatml, "a", UI_TURN_OPEN, false, &n, &err) : NULL;
+    T_CHECK(open && n > 1 && open[0] == 3, "chatml after text starts with <|im_start|>: %d tokens, first %d", (int)n,
+            open ? (int)open[0] : -1);
+    free(open);
+    tok_free(tk);
     char name[128];
     T_CHECK(strstr(ui_turn_form_name(UI_TURN_FOLLOW, CHAT_CHATML, name, sizeof name), "chatml") &&
             strstr(ui_turn_form_name(UI_TURN_RAW, CHAT_NONE, name, sizeof name), "no chat template"), "form names");
+}
+
+/* Non-ASCII text: columns measured with wcwidth (CJK and emoji 2, combining marks 0, RTL
+ * letters 1), bytes that are not UTF-8 escaped; a character split over byte tokens drawn
+ * whole in a line and in the text pane, escaped where a token is shown alone. */
+static void test_wide_text(void) {
+    if (!setlocale(LC_CTYPE, "C.UTF-8") && !setlocale(LC_CTYPE, "en_US.UTF-8")) {
+        T_SKIP("no UTF-8 locale");
+        return;
+    }
+    char buf[256];
+    struct { const char *in; int width; const char *out; int cols; } lines[] = {
+        {"\xe6\x97\xa5\xe6\x9c\xac", 3, "\xe6\x97\xa5", 2},                     /* 日本 in 3 columns: 日 */
+        {"\xe6\x97\xa5\xe6\x9c\xac", 4, "\xe6\x97\xa5\xe6\x9c\xac", 4},
+        {"\xf0\x9f\x98\x80x", 3, "\xf0\x9f\x98\x80x", 3},                        /* emoji */
+        {"\xf0\x9f\x98\x80\xf0\x9f\x98\x80", 3, "\xf0\x9f\x98\x80", 2},
+        {"Cafe\xcc\x81!", 5, "Cafe\xcc\x81!", 5},                                /* combining acute */
+        {"\xcc\x81" "a", 5, "\xe2\x97\x8c\xcc\x81" "a", 2},                       /* ... alone: on U+25CC */
+        {"\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d \xd9\x85\xd8\xb1", 7, "\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d \xd9\x85\xd8\xb1", 7}, /* RTL */
+        {"a\xe6\x97z\xff", 20, "a<E6><97>z<FF>", 14},                             /* not UTF-8 */
+        {"\xed\xa0\x80", 20, "<ED><A0><80>", 12},                                 /* a surrogate */
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        ui_line l = ui_line_make(buf, sizeof buf, lines[i].width, true);
+        ui_line_put(&l, lines[i].in);
+        T_CHECK(!strcmp(buf, lines[i].out) && l.cols == lines[i].cols, "line %zu: '%s' (%d columns), want '%s' (%d)",
+                i, buf, l.cols, lines[i].out, lines[i].cols);
+    }
+    /* byte tokens: 日 = E6 97 A5, 本 = E6 9C AC */
+    const char *pieces[9] = {"<unk>", "<s>", "</s>", "a", "b", "<0xE6>", "<0x97>", "<0xA5>", "<0x9C>"};
+    int32_t types[9] = {TOK_UNKNOWN, TOK_CONTROL, TOK_CONTROL, TOK_NORMAL, TOK_NORMAL, TOK_BYTE, TOK_BYTE, TOK_BYTE, TOK_BYTE};
+    tok_vocab_desc vd = tok_vocab_desc_default();
+    vd.n_vocab = 9, vd.pieces = pieces, vd.types = types, vd.unk = 0, vd.bos = 1, vd.eos = 2;
+    vd.add_space_prefix = false;
+    st_err err = {0};
+    tok *tk = tok_from_vocab(&vd, &err);
+    T_CHECK(tk != NULL, "vocabulary: %s", err.msg);
+    if (!tk) return;
+    /* root [a E6 97 A5 b E6], children [9C] and [97 A5 a] */
+    forest *f = forest_init(64, 4);
+    int32_t t0[6] = {3, 5, 6, 7, 4, 5}, ta[1] = {8}, tb[3] = {6, 7, 3};
+    forest_id ids[3];
+    forest_add_root(f, t0, NULL, 6, 0, &ids[0], NULL);
+    forest_append(f, ids[0], ta, NULL, 1, &ids[1], NULL);
+    forest_append(f, ids[0], tb, NULL, 3, &ids[2], NULL);
+    forest_view v;
+    fv_init(&v, true);
+    fv_rebuild(&v, f, &err);
+    const char *want[3] = {"\xe2\x96\xbe    - a\xe6\x97\xa5" "b<E6>", "  \xc2\xb7    - <E6><9C>",
+                           "  \xc2\xb7    - \xe6\x97\xa5" "a"};
+    for (int i = 0; i < 3 && i < v.n_lines; i++) {
+        fv_render(&v, f, tk, i, NULL, 0, buf, sizeof buf, 60);
+        T_CHECK(!strcmp(buf, want[i]), "byte tokens, line %d: '%s' want '%s'", i, buf, want[i]);
+    }
+    fv_token_text(f, tk, forest_index(ids[0]), buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "<E6>"), "a lone token leaving a character open: '%s'", buf);
+    fv_token_text(f, tk, forest_index(ids[2]) - 2, buf, sizeof buf); /* the child's 97 */
+    T_CHECK(!strcmp(buf, "<E6><97>"), "... and the next: '%s'", buf);
+    fv_alt_text(f, tk, forest_index(ids[2]) - 2, 7, buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "\xe6\x97\xa5"), "an alternative completing it: '%s'", buf);
+    fv_alt_text(f, tk, -1, 6, buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "\xef\xbf\xbd"), "a continuation byte where no character is open: U+FFFD '%s'", buf);
+    /* the text pane: cells [a] [E6 97 A5] [b] [E6 97 A5] [a] */
+    text_view tv;
+    tv_init(&tv);
+    tv_set(&tv, f, ids[2], &err);
+    tok_stream ts;
+    tv_stream_start(&tv, f, tk, &ts);
+    char cells[128] = "";
+    for (int32_t i = 0, next; i < tv.n; i = next) {
+        next = tv_cell(&tv, f, tk, &ts, i, buf, sizeof buf);
+        size_t n = strlen(cells);
+        snprintf(cells + n, sizeof cells - n, "%s%d:%s", i ? "|" : "", (int)i, buf);
+    }
+    T_CHECK(!strcmp(cells, "0:a|1:\xe6\x97\xa5|4:b|5:\xe6\x97\xa5|8:a"), "text cells '%s'", cells);
+    tv_set(&tv, f, ids[1], &err);
+    tv_stream_start(&tv, f, tk, &ts);
+    int32_t next = tv_cell(&tv, f, tk, &ts, 5, buf, sizeof buf);
+    T_CHECK(next == 7 && !strcmp(buf, "<E6><9C>"), "a branch ending inside a character: %d '%s'", (int)next, buf);
+    tv_free(&tv);
+    fv_free(&v);
+    forest_free(f);
+    tok_free(tk);
 }
 
 /* root [1 2 3] (unscored), under 3: [4 5] (p .6, .9) and [6] (p .3); under 5: nothing */
@@ -750,6 +848,7 @@ int main(void) {
     test_commands();
     test_ask_turns();
     test_forest_view();
+    test_wide_text();
     test_mask_view();
     test_mask_mouse_prune();
     test_model_runs();

@@ -67,8 +67,9 @@ int32_t *ui_turn_tokens(const tok *tk, const ui_chat *ch, const char *text, int 
         st_set(err, need > 0 ? ST_ERR_NOMEM : ST_ERR_ARG, need > 0 ? "out of memory" : "nothing to append");
         return NULL;
     }
-    /* a template that writes BOS itself writes it here too: not in mid-sequence */
-    if (form == UI_TURN_OPEN && t[0] == tok_bos(tk)) {
+    /* a template that writes BOS itself writes it here too: not in mid-sequence (ChatML's
+     * <|im_start|> opens its turn even where it is also the BOS token, as in SmolLM2) */
+    if (form == UI_TURN_OPEN && chat_includes_bos(ch->kind) && t[0] == tok_bos(tk)) {
         if (need == 1) {
             free(t);
             st_set(err, ST_ERR_ARG, "nothing to append");

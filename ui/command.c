@@ -31,7 +31,7 @@ static const struct {
     {"save", UI_CMD_SAVE, ARG_TEXT_OPT, ":save [FILE]         save the session"},
     {"load", UI_CMD_LOAD, ARG_TEXT_OPT, ":load [FILE]         load a session"},
     {"export", UI_CMD_EXPORT, ARG_TEXT, ":export FILE         the tree's texts as Markdown"},
-    {"set", UI_CMD_SET, ARG_SET, ":set NAME VALUE      temp top_k top_p min_p seed budget"},
+    {"set", UI_CMD_SET, ARG_SET, ":set NAME VALUE      temp top_k top_p min_p seed budget; chat on|off"},
     {"bind", UI_CMD_BIND, ARG_BIND, ":bind KEY ACTION     bind a key (see the help for names)"},
     {"pause", UI_CMD_PAUSE, ARG_NONE, ":pause               pause or resume the strategy"},
     {"cancel", UI_CMD_CANCEL, ARG_NONE, ":cancel              cancel the strategy"},
@@ -40,7 +40,7 @@ static const struct {
 };
 #define N_CMDS ((int32_t)(sizeof ui_cmds / sizeof ui_cmds[0]))
 
-static const char *const ui_settings[] = {"temp", "top_k", "top_p", "min_p", "seed", "budget"};
+static const char *const ui_settings[] = {"temp", "top_k", "top_p", "min_p", "seed", "budget", "chat"};
 
 const char *ui_cmd_name(int32_t i) { return i >= 0 && i < N_CMDS ? ui_cmds[i].name : NULL; }
 const char *ui_cmd_usage(int32_t i) { return i >= 0 && i < N_CMDS ? ui_cmds[i].usage : NULL; }
@@ -130,9 +130,14 @@ st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
         char *end;
         if (!next_word(&s, c->key, sizeof c->key) || !next_word(&s, w, sizeof w)) goto bad;
         if (!ui_cmd_is_setting(c->key))
-            return st_set(err, ST_ERR_ARG, "unknown setting '%s' (temp top_k top_p min_p seed budget)", c->key);
-        c->val = strtod(w, &end);
-        if (end == w || *end || c->val != c->val) goto bad;
+            return st_set(err, ST_ERR_ARG, "unknown setting '%s' (temp top_k top_p min_p seed budget chat)", c->key);
+        if (!strcmp(c->key, "chat")) { /* on: typed text becomes a user turn; off: raw text */
+            if (strcmp(w, "on") && strcmp(w, "off")) return st_set(err, ST_ERR_ARG, "usage: :set chat on|off");
+            c->val = !strcmp(w, "on");
+        } else {
+            c->val = strtod(w, &end);
+            if (end == w || *end || c->val != c->val) goto bad;
+        }
         if (next_word(&s, w, sizeof w)) goto bad;
         break;
     }

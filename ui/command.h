@@ -47,7 +47,8 @@ typedef struct ui_cmd {
     char text[1024];
 } ui_cmd;
 
-/* Settings :set knows: temp, top_k, top_p, min_p, seed, budget (grow tokens). */
+/* Settings :set knows: temp, top_k, top_p, min_p, seed, budget (grow tokens), chat (on|off,
+ * as 1 / 0: whether typed text becomes a chat user turn). */
 bool ui_cmd_is_setting(const char *key);
 
 /* Parses one line. ST_OK and *c filled, or ST_ERR_ARG with a message naming the problem

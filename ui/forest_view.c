@@ -156,27 +156,71 @@ bool fv_fold(forest_view *v, const forest *f, bool fold) {
     return true;
 }
 
-void fv_token_text_after(const tok *tk, int32_t prev, int32_t id, char *out, size_t cap) {
-    if (!tk) {
-        snprintf(out, cap, "[%d]", id);
-        return;
-    }
-    tok_stream s;
-    tok_stream_init(&s);
-    s.prev = prev;
-    size_t got = tok_stream_put(tk, &s, id, out, cap);
-    if (got >= cap) out[0] = '\0';
-    /* a lone byte of a multi-byte character, or a control token: show its piece */
-    if ((got == 0 || got >= cap) && (s.n_pend > 0 || tok_type(tk, id) == TOK_CONTROL)) {
+/* Replays node idx and up to FV_REPLAY - 1 of its ancestors into a fresh stream, so that
+ * s ends as it would after decoding the whole branch up to idx: a character split over
+ * tokens needs at most 4 bytes, so the bytes it holds back come from the last few tokens
+ * (a few more are replayed for control tokens between them). idx < 0: a fresh stream. */
+#define FV_REPLAY 8
+static void stream_after(const forest *f, const tok *tk, int32_t idx, tok_stream *s) {
+    int32_t chain[FV_REPLAY], n = 0;
+    for (int32_t i = idx; i >= 0 && n < FV_REPLAY; i = forest_node_at(f, i)->parent) chain[n++] = i;
+    tok_stream_init(s);
+    if (n == 0) return;
+    int32_t up = forest_node_at(f, chain[n - 1])->parent;
+    s->prev = up >= 0 ? forest_node_at(f, up)->token : -1;
+    char buf[256];
+    while (n > 0) tok_stream_put(tk, s, forest_node_at(f, chain[--n])->token, buf, sizeof buf);
+}
+
+size_t fv_pending_text(const tok_stream *s, char *out, size_t cap) {
+    size_t n = strlen(out);
+    for (int32_t i = 0; i < s->n_pend && n + 5 <= cap; i++, n += 4) snprintf(out + n, cap - n, "<%02X>", s->pend[i]);
+    return n;
+}
+
+void fv_stream_put(const tok *tk, tok_stream *s, int32_t id, char *out, size_t cap) {
+    size_t got = tok_stream_put(tk, s, id, out, cap);
+    if (got >= cap) { /* longer than any view shows: skip it, keeping the stream going */
+        out[0] = '\0';
+        s->n_pend = 0;
+        s->prev = id;
+    } else if (got == 0 && tok_type(tk, id) == TOK_CONTROL) {
         const char *pc = tok_piece(tk, id);
         snprintf(out, cap, "%s", pc ? pc : "");
     }
 }
 
+/* A token after the stream state s, alone: its text, then the bytes of a character it
+ * leaves unfinished, escaped. */
+static void alone_text(const tok *tk, tok_stream *s, int32_t id, char *out, size_t cap) {
+    fv_stream_put(tk, s, id, out, cap);
+    fv_pending_text(s, out, cap);
+}
+
+void fv_alt_text(const forest *f, const tok *tk, int32_t parent, int32_t id, char *out, size_t cap) {
+    if (!tk) {
+        snprintf(out, cap, "[%d]", id);
+        return;
+    }
+    tok_stream s;
+    stream_after(f, tk, parent, &s);
+    if (parent < 0) s.prev = TOK_STREAM_MIDTEXT;
+    alone_text(tk, &s, id, out, cap);
+}
+
 void fv_token_text(const forest *f, const tok *tk, int32_t idx, char *out, size_t cap) {
     const forest_node *nd = forest_node_at(f, idx);
-    fv_token_text_after(tk, nd->parent >= 0 ? forest_node_at(f, nd->parent)->token : -1,
-                        nd->token, out, cap);
+    if (!tk) {
+        snprintf(out, cap, "[%d]", nd->token);
+        return;
+    }
+    tok_stream s;
+    stream_after(f, tk, nd->parent, &s);
+    alone_text(tk, &s, nd->token, out, cap);
+}
+
+void fv_stream_start(const forest *f, const tok *tk, int32_t idx, tok_stream *s) {
+    stream_after(f, tk, idx >= 0 ? forest_node_at(f, idx)->parent : -1, s);
 }
 
 int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
@@ -209,12 +253,21 @@ int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
     }
     /* the text: decode node by node until the width is used (long chains cost only what
      * is shown) */
-    int32_t idx = ln->start;
-    for (int32_t k = 0; k < ln->n_nodes && !l.full; k++) {
-        fv_token_text(f, tk, idx, buf, sizeof buf);
-        ui_line_put(&l, buf);
+    int32_t idx = ln->start, k = 0;
+    tok_stream s;
+    if (tk) fv_stream_start(f, tk, idx, &s);
+    char tb[256];
+    for (; k < ln->n_nodes && !l.full; k++) {
         const forest_node *c = forest_node_at(f, idx);
+        if (tk) fv_stream_put(tk, &s, c->token, tb, sizeof tb);
+        else snprintf(tb, sizeof tb, "[%d]", c->token);
+        ui_line_put(&l, tb);
         idx = c->first_child;
+    }
+    if (tk && k == ln->n_nodes) { /* the line ends inside a character */
+        tb[0] = '\0';
+        fv_pending_text(&s, tb, sizeof tb);
+        ui_line_put(&l, tb);
     }
     if (ln->flags & FV_COLLAPSED && !l.full) {
         snprintf(buf, sizeof buf, " (%d)", ln->n_children);

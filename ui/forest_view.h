@@ -82,10 +82,25 @@ bool fv_is_folded(const forest_view *v, const forest *f, int32_t idx);
 int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
               const forest_id *running, int32_t n_running, char *out, size_t cap, int width);
 
-/* Decodes node idx's token as it reads after its parent's token into out (cap > 0).
- * A control token or an incomplete byte shows its piece. Shared with the other views. */
+/* Text is decoded as a stream along the branch, so a character split over tokens is
+ * shown whole where the text runs on (a line, the text pane); where one token is shown
+ * alone, the bytes of a character it leaves unfinished are shown escaped ("<E6><9D>").
+ * Control tokens show their piece ("<|im_start|>"). tk NULL: "[id]". */
+
+/* Node idx's token alone, as it reads after its branch (a character it completes is
+ * shown whole) into out (cap > 0). */
 void fv_token_text(const forest *f, const tok *tk, int32_t idx, char *out, size_t cap);
-/* The same for token id following token prev (-1: at the start of the text). */
-void fv_token_text_after(const tok *tk, int32_t prev, int32_t id, char *out, size_t cap);
+/* The same for token id as a child of node parent (forest index; -1: a new root, read
+ * as inside running text). */
+void fv_alt_text(const forest *f, const tok *tk, int32_t parent, int32_t id, char *out, size_t cap);
+/* A stream positioned just before node idx (its recent ancestors replayed); feed it the
+ * tokens from idx on with fv_stream_put. */
+void fv_stream_start(const forest *f, const tok *tk, int32_t idx, tok_stream *s);
+/* Token id's text through s into out (cap > 0): what tok_stream_put gives, a control
+ * token's piece, "" (and the stream moved past it) for a text longer than cap. */
+void fv_stream_put(const tok *tk, tok_stream *s, int32_t id, char *out, size_t cap);
+/* Appends the bytes s holds back (a character the text ends inside) as "<E6><9D>" to the
+ * NUL-terminated string in out (cap bytes; whole escapes only); returns its length. */
+size_t fv_pending_text(const tok_stream *s, char *out, size_t cap);
 
 #endif

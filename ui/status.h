@@ -18,6 +18,8 @@ typedef struct ui_stats {
     int32_t rows;           /* rows in the last step */
     double tok_s;           /* tokens computed per second over the running job */
     char job[64];           /* "idle", "grow 3/32", "cot 5/32 (paused)" */
+    const char *mode;       /* how typed text goes in: "chat" (a user turn) or "raw";
+                               NULL when the model has no chat template (always raw) */
 } ui_stats;
 
 /* The status line into out (cap bytes), at most width columns. */

@@ -36,6 +36,16 @@ void tv_move(text_view *v, int32_t delta);
 /* Token i's text in context (fv_token_text) into out and its probability class (as
  * fv_render: 0 < 10%, 1 < 50%, 2 >= 50%, 3 unscored). */
 int tv_token(const text_view *v, const forest *f, const tok *tk, int32_t i, char *out, size_t cap);
+int tv_class(const text_view *v, const forest *f, int32_t i); /* that class alone */
+/* The text pane's cell that starts at token i: tokens i..(returned index - 1) drawn as
+ * one piece of text, so that a character split over tokens is drawn whole (a token that
+ * leaves a character unfinished joins the next one, and so does a token that starts
+ * with a combining mark). s carries the decoding from cell to cell: start it with
+ * tv_stream_start and pass it to the cells in order. out (cap > 0) gets the text (the
+ * bytes of a character the branch ends inside escaped, "<E6>"); tk NULL: "[id]". */
+void tv_stream_start(const text_view *v, const forest *f, const tok *tk, tok_stream *s);
+int32_t tv_cell(const text_view *v, const forest *f, const tok *tk, tok_stream *s, int32_t i,
+                char *out, size_t cap);
 /* The alternatives at the cursor: up to cap (token, logprob) pairs, best first; returns
  * how many. *parent (may be NULL) gets the node they would hang under. */
 int32_t tv_alts(const text_view *v, const forest *f, int32_t *ids, float *lps, int32_t cap,

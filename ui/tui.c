@@ -116,7 +116,7 @@ static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
     static const int cls_pair[4] = {UI_PAIR_PROB0, UI_PAIR_PROB1, UI_PAIR_PROB2, UI_PAIR_PROB3};
     text_view *tv = &t->tv;
     int alt_h = 7, th = h - alt_h;
-    char buf[128], vis[256];
+    char buf[1024], vis[1024];
     /* pass 1: the row of the cursor and the number of rows */
     int row = 0, col = 0, cur_row = 0;
     for (int pass = 0; pass < 2; pass++) {
@@ -126,17 +126,25 @@ static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
             if (row - first >= th && cur_row < row - th + 1) first = cur_row > 0 ? cur_row - 1 : 0;
         }
         row = 0, col = 0;
-        for (int32_t i = 0; i <= tv->n; i++) {
+        tok_stream ts;
+        tv_stream_start(tv, f, t->p->wp.tk, &ts);
+        for (int32_t i = 0, next; i <= tv->n; i = next) {
             int cls = 3;
-            if (i < tv->n) cls = tv_token(tv, f, t->p->wp.tk, i, buf, sizeof buf);
-            else snprintf(buf, sizeof buf, "%s", ui_screen_utf8() ? "\xe2\x96\x91" : "_");
+            if (i < tv->n) {
+                cls = tv_class(tv, f, i); /* the cell's first token's */
+                next = tv_cell(tv, f, t->p->wp.tk, &ts, i, buf, sizeof buf);
+            } else {
+                snprintf(buf, sizeof buf, "%s", ui_screen_utf8() ? "\xe2\x96\x91" : "_");
+                next = i + 1;
+            }
+            bool here = tv->cursor >= i && tv->cursor < next;
             ui_line l = ui_line_make(vis, sizeof vis, w, ui_screen_utf8());
             ui_line_put(&l, buf);
             if (col + l.cols > w && col > 0) row++, col = 0;
-            if (i == tv->cursor) cur_row = row;
+            if (here) cur_row = row;
             if (pass == 1 && row >= first && row - first < th) {
                 int attr = ui_screen_attr(cls_pair[cls]);
-                if (i == tv->cursor) attr |= A_REVERSE | (t->focus == UI_VIEW_TEXT ? A_BOLD : 0);
+                if (here) attr |= A_REVERSE | (t->focus == UI_VIEW_TEXT ? A_BOLD : 0);
                 put_line(y0 + row - first, x0 + col, vis, attr);
             }
             col += l.cols;
@@ -145,7 +153,8 @@ static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
     /* the alternatives at the cursor */
     int32_t ids[TV_MAX_ALTS];
     float lps[TV_MAX_ALTS];
-    int32_t n = tv_alts(tv, f, ids, lps, TV_MAX_ALTS, NULL);
+    forest_id parent;
+    int32_t n = tv_alts(tv, f, ids, lps, TV_MAX_ALTS, &parent);
     int ya = y0 + th;
     for (int x = 0; x < w; x++) mvaddstr(ya, x0 + x, ui_screen_utf8() ? "\xe2\x94\x80" : "-");
     snprintf(vis, sizeof vis, " alternatives at token %d%s ", tv->cursor,
@@ -153,10 +162,10 @@ static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
     put_line(ya, x0 + 1, vis, ui_screen_attr(UI_PAIR_DIM));
     if (tv->alt >= n) tv->alt = n ? n - 1 : 0;
     for (int32_t k = 0; k < n && k < alt_h - 1; k++) {
-        /* shown as text inside running text (a leading space stays visible), not as
-         * the raw vocabulary piece ("Ġand", "▁and") */
+        /* shown as text after its parent (a leading space stays visible), not as the raw
+         * vocabulary piece ("Ġand", "▁and") */
         char pc[64];
-        fv_token_text_after(t->p->wp.tk, TOK_STREAM_MIDTEXT, ids[k], pc, sizeof pc);
+        fv_alt_text(f, t->p->wp.tk, forest_index(parent), ids[k], pc, sizeof pc);
         ui_line l = ui_line_make(vis, sizeof vis, w - 12, ui_screen_utf8());
         ui_line_put(&l, pc);
         snprintf(buf, sizeof buf, "%c %5.1f%%  ", k == tv->alt && t->focus == UI_VIEW_TEXT ? '>' : ' ',
@@ -267,6 +276,13 @@ static void draw(tui *t) {
 
 /* ---- actions ---- */
 
+static forest_id selected(tui *t) {
+    ui_worker_lock(t->w);
+    forest_id sel = fv_selected(&t->fv, ui_worker_forest(t->w));
+    ui_worker_unlock(t->w);
+    return sel;
+}
+
 static void run_command(tui *t, const char *line) {
     ui_cmd c;
     st_err err = {0};
@@ -274,9 +290,7 @@ static void run_command(tui *t, const char *line) {
         set_msg(t, err.msg);
         return;
     }
-    ui_worker_lock(t->w);
-    forest_id sel = fv_selected(&t->fv, ui_worker_forest(t->w));
-    ui_worker_unlock(t->w);
+    forest_id sel = selected(t);
     const char *file = c.text[0] ? c.text : t->p->autosave;
     switch (c.kind) {
     case UI_CMD_NONE: break;
@@ -297,7 +311,11 @@ static void run_command(tui *t, const char *line) {
     case UI_CMD_LOAD: if (file) post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file}); break;
     case UI_CMD_EXPORT: post(t, (ui_job){.kind = UI_JOB_EXPORT, .text = c.text}); break;
     case UI_CMD_SET: post(t, (ui_job){.kind = UI_JOB_SET, .text = c.key, .val = c.val});
-        snprintf(t->msg, sizeof t->msg, "%s = %g", c.key, c.val);
+        if (!strcmp(c.key, "chat"))
+            snprintf(t->msg, sizeof t->msg, "chat %s: typed text goes in %s", c.val ? "on" : "off",
+                     c.val ? "as a user turn" : "as it is");
+        else
+            snprintf(t->msg, sizeof t->msg, "%s = %g", c.key, c.val);
         break;
     case UI_CMD_BIND: {
         int k = ui_key_parse(c.key), a = ui_action_by_name(c.text);
@@ -310,6 +328,12 @@ static void run_command(tui *t, const char *line) {
     case UI_CMD_HELP: t->help = true; break;
     case UI_CMD_QUIT: t->quit = true; break;
     }
+    t->dirty = true;
+}
+
+/* Text typed at the append> prompt goes under the selected node as it is. */
+static void append_text(tui *t, const char *text) {
+    post(t, (ui_job){.kind = UI_JOB_APPEND, .node = selected(t), .text = text});
     t->dirty = true;
 }
 
@@ -468,10 +492,13 @@ static void on_key(tui *t, int ch, bool is_key) {
     if (ui_cmdline_active()) {
         char *line = NULL;
         if (ui_cmdline_feed(ch, is_key, &line)) {
-            if (line) {
+            if (line && t->cmd_is_text) { /* text, verbatim: leading spaces and ':' kept */
+                if (*line) append_text(t, line);
+                free(line);
+            } else if (line) {
                 /* the ':' is the prompt, not part of the line */
                 char full[1100];
-                snprintf(full, sizeof full, "%s%.1024s", t->cmd_is_text ? "" : ":", line);
+                snprintf(full, sizeof full, ":%.1024s", line);
                 run_command(t, full);
                 free(line);
             }

@@ -1,13 +1,19 @@
-/* uline.h - building one display line of at most N columns from UTF-8 pieces, with
+/* uline.h - building one display line of at most N columns from UTF-8 text, with
  * control characters made visible (a newline as U+21B5 or "\n" in ASCII mode). Views use
- * it so that what they return fits the width they were given. Counts one column per
- * character (wide CJK characters are not measured). Header-only, no state but the line. */
+ * it so that what they return fits the width they were given. Columns are measured with
+ * wcwidth (the caller has set a UTF-8 LC_CTYPE, as ui_screen_start does): CJK and emoji
+ * take two, combining marks none (one at the start of a line is shown on U+25CC, since
+ * it has no character to combine with), characters wcwidth cannot print are shown as
+ * U+FFFD. Bytes that are not UTF-8 are shown escaped ("<E6>"), so what the line holds is
+ * always valid UTF-8. Header-only, no state but the line. */
 #ifndef MD_UI_ULINE_H
 #define MD_UI_ULINE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
+#include <wchar.h>
 
 typedef struct ui_line {
     char *s;       /* the caller's buffer, always NUL-terminated */
@@ -25,17 +31,42 @@ static inline ui_line ui_line_make(char *buf, size_t cap, int max_cols, bool utf
     return l;
 }
 
-/* Appends n bytes of one character that takes one column. */
-static inline void ui_line_char(ui_line *l, const char *c, size_t n) {
-    if (l->full || l->cols >= l->max_cols || l->len + n + 1 > l->cap) {
+/* Appends n bytes of one character that takes w columns (0..2). */
+static inline void ui_line_char_w(ui_line *l, const char *c, size_t n, int w) {
+    if (l->full || l->cols + w > l->max_cols || l->len + n + 1 > l->cap) {
         l->full = true;
         return;
     }
     memcpy(l->s + l->len, c, n);
     l->len += n;
     l->s[l->len] = '\0';
-    l->cols++;
+    l->cols += w;
 }
+
+/* Appends n bytes of one character that takes one column. */
+static inline void ui_line_char(ui_line *l, const char *c, size_t n) { ui_line_char_w(l, c, n, 1); }
+
+/* The length of the UTF-8 character at p (1..4) and its code point in *cp; 0 when the
+ * bytes there are not a well-formed character (the same ranges as engine/tok.c's
+ * assembler: no overlong forms, surrogates or code points past U+10FFFF). */
+static inline size_t ui_utf8_char(const unsigned char *p, unsigned *cp) {
+    unsigned c = p[0];
+    size_t n = c < 0x80 ? 1 : c < 0xC2 ? 0 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : c < 0xF5 ? 4 : 0;
+    if (n <= 1) {
+        *cp = c;
+        return n;
+    }
+    unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (size_t i = 2; i < n; i++)
+        if ((p[i] & 0xC0) != 0x80) return 0;
+    *cp = n == 2 ? c & 0x1F : n == 3 ? c & 0x0F : c & 0x07;
+    for (size_t i = 1; i < n; i++) *cp = *cp << 6 | (p[i] & 0x3Fu);
+    return n;
+}
+
+/* The columns a code point takes on a UTF-8 terminal: wcwidth's, -1 when unprintable. */
+static inline int ui_char_cols(unsigned cp) { return wcwidth((wchar_t)cp); }
 
 /* Appends text; control characters become visible glyphs. */
 static inline void ui_line_put(ui_line *l, const char *text) {
@@ -50,13 +81,25 @@ static inline void ui_line_put(ui_line *l, const char *text) {
             p++;
             continue;
         }
-        size_t n = *p < 0x80 ? 1 : (*p >> 5) == 6 ? 2 : (*p >> 4) == 14 ? 3 : (*p >> 3) == 30 ? 4 : 1;
-        for (size_t i = 1; i < n; i++)
-            if ((p[i] & 0xc0) != 0x80) n = 1; /* broken: take one byte */
-        if (!l->utf8 && *p >= 0x80) { /* ASCII terminals: one '?' per character */
-            ui_line_char(l, "?", 1);
-        } else
-            ui_line_char(l, (const char *)p, n);
+        unsigned cp;
+        size_t n = ui_utf8_char(p, &cp);
+        if (n == 0) { /* not UTF-8: the byte, escaped */
+            char esc[8];
+            snprintf(esc, sizeof esc, "<%02X>", *p);
+            for (int i = 0; i < 4; i++) ui_line_char(l, esc + i, 1);
+            p++;
+            continue;
+        }
+        if (n == 1) ui_line_char(l, (const char *)p, 1);
+        else if (!l->utf8) ui_line_char(l, "?", 1); /* ASCII terminals: one '?' per character */
+        else {
+            int w = ui_char_cols(cp);
+            if (w < 0) ui_line_char(l, "\xef\xbf\xbd", 3);
+            else {
+                if (w == 0 && l->cols == 0) ui_line_char(l, "\xe2\x97\x8c", 3); /* U+25CC */
+                ui_line_char_w(l, (const char *)p, n, w > 2 ? 2 : w);
+            }
+        }
         p += n;
     }
 }

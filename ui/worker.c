@@ -59,6 +59,7 @@ struct ui_worker {
     ui_margins *mg;
     ui_spec *sj;               /* :draft, :lookahead */
     ui_chat chat;
+    bool chat_on;              /* typed text becomes a user turn (needs chat.kind) */
     char note[160];            /* what the job did, added to its "done" */
     int32_t steps_left, steps_done, steps_goal;
     /* what the UI reads */
@@ -133,7 +134,8 @@ static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
     forest_id from = j->node;
     st_code rc;
     const forest_node *nd = forest_get(w->f, j->node);
-    if (!nd) return st_set(err, ST_ERR_ARG, "nothing selected");
+    /* a step runs whatever is pending: it needs no node (the first tree may be gone) */
+    if (!nd && j->kind != UI_JOB_STEP) return st_set(err, ST_ERR_ARG, "nothing selected");
     if ((j->kind == UI_JOB_GROW || j->kind == UI_JOB_COT || j->kind == UI_JOB_BEAM) &&
         (rc = start_node(w, j->node, &from, err)))
         return rc;
@@ -187,6 +189,24 @@ static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
     return ST_OK;
 }
 
+/* Why a grown branch stopped, when an end-of-generation token won: "ended: end of turn
+ * <|im_end|>" into w->note. grow keeps no token for it; the leaf's top-k has it (the
+ * most probable end token there, which greedy decoding picked). */
+static void ended_note(ui_worker *w) {
+    if (w->run != RUN_GROW || w->g.n != 1 || !w->g.br[0].eog) return;
+    int32_t ids[16];
+    float lps[16];
+    int32_t n = forest_topk(w->f, w->g.br[0].leaf, ids, lps, 16);
+    for (int32_t i = 0; i < n; i++)
+        if (tok_is_eog(w->tk, ids[i])) {
+            const char *pc = tok_piece(w->tk, ids[i]);
+            bool turn = w->chat.kind != CHAT_NONE && (!pc || strcmp(pc, "<|endoftext|>"));
+            snprintf(w->note, sizeof w->note, "ended: end of %s %s", turn ? "turn" : "text", pc ? pc : "");
+            return;
+        }
+    snprintf(w->note, sizeof w->note, "ended: end of text");
+}
+
 /* One step of the running strategy, under the lock. */
 static void run_step(ui_worker *w) {
     st_err err = {0};
@@ -233,6 +253,7 @@ static void run_step(ui_worker *w) {
         if (w->plan.n_rows > 0 && made < 0) mv_capture(w->mv, w->f, w->tk, &w->plan, w->n_steps - 1);
         if (made >= 0 && active) say(w, "%s", w->note); /* tokens per step so far */
         if (!active) {
+            ended_note(w);
             if (w->note[0]) say(w, "done (%s)", w->note);
             else say(w, "%s", "done");
             run_stop(w);
@@ -307,6 +328,11 @@ static st_code set_param(ui_worker *w, const char *key, double v, st_err *err) {
     else if (!strcmp(key, "min_p")) w->sp.min_p = (float)v;
     else if (!strcmp(key, "seed")) w->sp.seed = (uint64_t)v;
     else if (!strcmp(key, "budget") && v >= 1 && v <= 1e6) w->budget = (int32_t)v;
+    else if (!strcmp(key, "chat")) {
+        if (v != 0 && w->chat.kind == CHAT_NONE)
+            return st_set(err, ST_ERR_ARG, "the model has no chat template: typed text stays raw");
+        w->chat_on = v != 0;
+    }
     else return st_set(err, ST_ERR_ARG, "bad setting %s", key);
     return ST_OK;
 }
@@ -388,7 +414,10 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
         char note[sizeof w->note] = "";
         const forest_node *nd = forest_get(w->f, j->node);
         if (!nd && j->node != FOREST_NONE) return st_set(err, ST_ERR_ARG, "the selected node is gone");
-        if (j->kind == UI_JOB_APPEND) {
+        if (j->kind == UI_JOB_APPEND && w->chat_on) {
+            if (!(t = ask_tokens(w, j, &n, note, sizeof note, err))) return err->code;
+            say(w, "%s: n grows the answer", note + strlen("ask: "));
+        } else if (j->kind == UI_JOB_APPEND) {
             const char *s = j->text ? j->text : "";
             n = tok_encode(w->tk, s, strlen(s), nd == NULL && tok_add_bos(w->tk), false, NULL, 0);
             if (n <= 0) return st_set(err, ST_ERR_ARG, "nothing to append");
@@ -541,6 +570,7 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     w->backend = p->backend;
     w->threads = p->threads;
     w->chat = p->chat;
+    w->chat_on = p->chat.kind != CHAT_NONE && !p->raw;
     w->focus = FOREST_NONE;
     w->undo.under = FOREST_NONE;
     if (pthread_create(&w->th, NULL, worker_main, w)) {
@@ -636,6 +666,7 @@ void ui_worker_stats(const ui_worker *w, ui_stats *s) {
     s->rows = w->rows;
     double dt = now_s() - w->t_job;
     s->tok_s = w->run != RUN_NONE && dt > 0 ? w->job_tokens / dt : w->last_tok_s;
+    s->mode = w->chat.kind == CHAT_NONE ? NULL : w->chat_on ? "chat" : "raw";
     if (w->run == RUN_NONE) snprintf(s->job, sizeof s->job, "idle");
     else
         snprintf(s->job, sizeof s->job, "%s %d/%d%s", names[w->run], w->steps_done, w->steps_goal,

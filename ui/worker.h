@@ -38,7 +38,8 @@ typedef enum {
     UI_JOB_STEP,     /* a = steps */
     UI_JOB_PRUNE,    /* node */
     UI_JOB_UNDO,     /* restore the last pruned subtree (pending) */
-    UI_JOB_APPEND,   /* node, text; b = 1: then grow it */
+    UI_JOB_APPEND,   /* node, text (in chat mode a user turn, as :ask makes it); b = 1: then
+                        grow it */
     UI_JOB_ASK,      /* node, text: as a chat user turn (ask_margins.h), then grown */
     UI_JOB_MARGINS,  /* node (the branch to take notes on), a = chunk (0: default), text =
                         the question */
@@ -47,7 +48,7 @@ typedef enum {
                         lookahead decoding's window */
     UI_JOB_FORK,     /* node (parent), a = token; then grow it */
     UI_JOB_BOOKMARK, /* node: toggle */
-    UI_JOB_SET,      /* text = setting name, val */
+    UI_JOB_SET,      /* text = setting name, val ("chat": 1 on, 0 off) */
     UI_JOB_SAVE,     /* text = path */
     UI_JOB_LOAD,     /* text = path */
     UI_JOB_EXPORT,   /* text = path (Markdown) */
@@ -82,7 +83,9 @@ typedef struct ui_worker_params {
     void *ud;
     const char *model_name, *backend;
     int32_t threads;
-    ui_chat chat;          /* the model's chat template, for :ask and :margins */
+    ui_chat chat;          /* the model's chat template, for :ask and :margins, and for
+                              typed text (append) while chat mode is on */
+    bool raw;              /* chat mode off at start (--raw): typed text goes in as it is */
 } ui_worker_params;
 
 typedef struct ui_worker ui_worker;
