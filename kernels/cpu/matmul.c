@@ -132,6 +132,15 @@ static void mm_qx_group_sums(const uint8_t *qc, int nq, bool tail, const float *
 }
 #endif
 
+#if SIMD_AVX512
+/* round(v * id) as int32, clamped to +-127 so that a non-finite activation (a broken
+ * model's) never becomes INT_MIN, whose sums would overflow; finite values are unchanged. */
+static inline __m512i mm_q8_round(__m512 v, __m512 id) {
+    __m512 c = _mm512_max_ps(_mm512_mul_ps(v, id), _mm512_set1_ps(-127.0f));
+    return _mm512_cvtps_epi32(_mm512_min_ps(c, _mm512_set1_ps(127.0f)));
+}
+#endif
+
 /* Quantises x (n values) into dst in the given order (MM_QX_LINEAR, MM_QX_GROUPED or
  * MM_QX_BLK). */
 static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
@@ -151,8 +160,7 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
         float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
         float db = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
         __m512 vid = _mm512_set1_ps(id);
-        __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid));
-        __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+        __m512i q0 = mm_q8_round(v0, vid), q1 = mm_q8_round(v1, vid);
         _mm_storeu_si128((__m128i *)(q + b * QK8_0), _mm512_cvtepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)(q + b * QK8_0 + 16), _mm512_cvtepi32_epi8(q1));
         /* (with VNNI the grouped order's sums are taken after the reordering, a chunk at
@@ -163,7 +171,7 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
         for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));
         float db = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
         for (int j = 0; j < QK8_0; j++) {
-            q[b * QK8_0 + j] = (int8_t)lrintf(xb[j] * id);
+            q[b * QK8_0 + j] = (int8_t)lrintf(fminf(fmaxf(xb[j] * id, -127.0f), 127.0f));
             *(j < 16 ? &s0 : &s1) += q[b * QK8_0 + j];
         }
 #endif
