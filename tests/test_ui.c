@@ -84,6 +84,13 @@ static void test_keys(void) {
     T_CHECK(ui_key_parse("") < 0 && ui_key_parse("qq") < 0 && ui_key_parse("F13") < 0 && ui_key_parse("C-") < 0, "bad names");
     T_CHECK(!strcmp(ui_key_name(KEY_NPAGE, buf, sizeof buf), "PgDn") && !strcmp(ui_key_name(2, buf, sizeof buf), "C-b"), "key names");
     T_CHECK(ui_key_parse("\xc3\xa9") == 0xe9 && !strcmp(ui_key_name(0xe9, buf, sizeof buf), "\xc3\xa9"), "UTF-8 key");
+    /* ill-formed UTF-8 names no key: past U+10FFFF (found by fuzz_keys), overlong, surrogate */
+    T_CHECK(ui_key_parse("\xf6\xb3\xa2\xb8") < 0 && ui_key_parse("\xf4\x90\x80\x80") < 0,
+            "beyond U+10FFFF");
+    T_CHECK(ui_key_parse("\xc0\xa1") < 0 && ui_key_parse("\xe0\x80\xa1") < 0 &&
+            ui_key_parse("\xed\xa0\x80") < 0, "overlong, surrogate");
+    T_CHECK(ui_key_parse("\xf4\x8f\xbf\xbf") == 0x10ffff && ui_key_parse("\xe2\x82\xac") == 0x20ac,
+            "the last code point, a 3-byte one");
     ui_keymap km;
     ui_keymap_defaults(&km);
     char msg[256];

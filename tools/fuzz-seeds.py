@@ -131,7 +131,7 @@ def main():
     tok_seeds(a.out)
     keys_seeds(a.out)
     for name in sorted(os.listdir(a.out)):
-        print("%s: %d seeds" % (name, len(os.listdir(os.path.join(a.out, name)))))
+        print("%s: %d inputs" % (name, len(os.listdir(os.path.join(a.out, name)))))
     return 0
 
 

@@ -18,8 +18,10 @@ static const struct { const char *name; int key; } ui_named_keys[] = {
 };
 #define N_NAMED (sizeof ui_named_keys / sizeof ui_named_keys[0])
 
-/* Decodes one UTF-8 character that makes up all of s; -1 otherwise. */
+/* Decodes one UTF-8 character that makes up all of s; -1 otherwise, also for ill-formed
+ * UTF-8 (overlong forms, surrogates, past U+10FFFF), which no terminal sends as a key. */
 static int utf8_one(const char *s) {
+    static const int min_of_len[5] = {0, 0, 0x80, 0x800, 0x10000};
     const unsigned char *p = (const unsigned char *)s;
     int n = p[0] < 0x80 ? 1 : (p[0] >> 5) == 6 ? 2 : (p[0] >> 4) == 14 ? 3 : (p[0] >> 3) == 30 ? 4 : 0;
     if (!n || strlen(s) != (size_t)n) return -1;
@@ -28,6 +30,7 @@ static int utf8_one(const char *s) {
         if ((p[i] & 0xc0) != 0x80) return -1;
         c = (c << 6) | (p[i] & 0x3f);
     }
+    if (c < min_of_len[n] || (c >= 0xd800 && c <= 0xdfff) || c > 0x10ffff) return -1;
     return c;
 }
 
