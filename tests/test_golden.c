@@ -7,6 +7,7 @@
 #include "../engine/sample.h"
 #include "../engine/tok.h"
 #include "t.h"
+#include "t_run.h"
 
 static char *read_all(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -24,22 +25,17 @@ static char *read_all(const char *path, size_t *n) {
     return buf;
 }
 
+/* Runs cmd; its stdout without the final newline generate ends with, or NULL when it
+ * failed. */
 static char *run_capture(const char *cmd) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, len = 0, got;
-    char *buf = malloc(cap);
-    while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    int st = pclose(p);
-    if (st != 0) {
+    int st;
+    char *buf = t_run(cmd, &st);
+    if (buf && st != 0) {
         free(buf);
         return NULL;
     }
-    if (len && buf[len - 1] == '\n') buf[len - 1] = '\0'; /* generate ends with a newline */
+    size_t len = buf ? strlen(buf) : 0;
+    if (len && buf[len - 1] == '\n') buf[len - 1] = '\0';
     return buf;
 }
 

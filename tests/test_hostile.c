@@ -6,7 +6,6 @@
  * the project's own GGUF writer. Under `make asan` this also checks the memory accesses.
  * The commands run $BUILD/multidecode (BUILD defaults to "build") on stories260K and are
  * skipped without it. */
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -16,6 +15,7 @@
 #include "../engine/model.h"
 #include "../kernels/kern_impl.h"
 #include "t.h"
+#include "t_run.h"
 
 static char bin[512];
 static const char *stories;
@@ -25,30 +25,6 @@ static const char *tmp_path(const char *name) {
     static char p[512];
     snprintf(p, sizeof p, "%s/%s", tmpdir, name);
     return p;
-}
-
-/* Runs cmd (through sh, stderr joined to stdout); returns its output (malloc'd,
- * NUL-terminated) and its exit status, or -1 when a signal ended it. */
-static char *run(int *status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static char *run(int *status, const char *fmt, ...) {
-    char cmd[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, len = 0, got;
-    char *buf = malloc(cap);
-    while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-        len += got;
-        if (len + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return buf;
 }
 
 /* ---- commands ---- */
@@ -63,7 +39,8 @@ static void test_plan_many_branches(void) {
                                         "--branches 256 --steps 64 --json" };
     for (int i = 0; i < 3; i++) {
         int st;
-        char *out = run(&st, "%s plan -m %s -p 'Once upon a time' %s", bin, stories, opts[i]);
+        char *out = t_runf(&st, "%s plan -m %s -p 'Once upon a time' %s 2>&1", bin, stories,
+                           opts[i]);
         T_CHECK(out && st == 1 && strstr(out, "KV cache is full"),
                 "plan %s: exit %d (want 1, the full cache's message)\n%s", opts[i], st,
                 out ? out + (strlen(out) > 600 ? strlen(out) - 600 : 0) : "");

@@ -5,6 +5,7 @@
  * UTF-8, U+FFFD, buffer sizing); and the GGUF error paths, on GGUF images built here. */
 #include "../engine/tok.h"
 #include "t.h"
+#include "t_tok.h"
 
 #include <stdint.h>
 #include <time.h>
@@ -301,22 +302,6 @@ static void test_gguf_errors(void) {
 
 /* ---- the real vocabularies ---- */
 
-static tok *load_tok(const char *rel) {
-    const char *path = t_shared(rel);
-    if (!path) {
-        T_SKIP("%s not found", rel);
-        return NULL;
-    }
-    st_err err;
-    gguf_ctx *g = gguf_open(path, &err);
-    T_CHECK(g != NULL, "gguf_open %s: %s", rel, err.msg);
-    if (!g) return NULL;
-    tok *t = tok_from_gguf(g, &err);
-    T_CHECK(t != NULL, "tok_from_gguf %s: %s", rel, err.msg);
-    gguf_close(g);
-    return t;
-}
-
 /* llama.cpp's test-tokenizer-0: .inp holds the inputs, each followed by
  * "\n__ggml_vocab_test__\n"; line i of .out holds input i's ids, without BOS. */
 static void test_spm_vectors(const tok *t) {
@@ -548,7 +533,7 @@ int main(void) {
     test_toy();
     test_gguf_errors();
 
-    tok *t = load_tok("models/ggml-vocab-llama-spm.gguf");
+    tok *t = t_tok_load("models/ggml-vocab-llama-spm.gguf");
     if (t) {
         T_CHECK(tok_n_vocab(t) == 32000 && tok_bos(t) == 1 && tok_eos(t) == 2,
                 "llama-spm: %d tokens, bos %d, eos %d", tok_n_vocab(t), tok_bos(t), tok_eos(t));
@@ -559,7 +544,7 @@ int main(void) {
     }
     tok_free(t);
 
-    t = load_tok("models/stories260K.gguf");
+    t = t_tok_load("models/stories260K.gguf");
     if (t) {
         check_enc(t, "Once upon a time", true, false, (int32_t[]){ 1, 403, 407, 261, 378 }, 5);
         int32_t n;

@@ -10,6 +10,7 @@
  * tile the text. */
 #include "../engine/tok_impl.h"
 #include "t.h"
+#include "t_tok.h"
 
 #include <stdint.h>
 
@@ -35,22 +36,6 @@ static size_t rnd_text(char *buf, size_t max) {
         buf[i] = (char)(r % 4 == 0 ? (uint8_t)(r >> 8) : pick[(r >> 8) % sizeof pick]);
     }
     return n;
-}
-
-static tok *load_tok(const char *rel) {
-    const char *path = access(rel, R_OK) == 0 ? rel : t_shared(rel);
-    if (!path) {
-        T_SKIP("%s not found", rel);
-        return NULL;
-    }
-    st_err err;
-    gguf_ctx *g = gguf_open(path, &err);
-    T_CHECK(g != NULL, "gguf_open %s: %s", rel, err.msg);
-    if (!g) return NULL;
-    tok *t = tok_from_gguf(g, &err);
-    T_CHECK(t != NULL, "tok_from_gguf %s: %s", rel, err.msg);
-    gguf_close(g);
-    return t;
 }
 
 /* Encodes (sizing call, then filling call); NULL and a failed check on any trouble. */
@@ -129,7 +114,7 @@ static void test_spm_lead_before_space(const tok *t, const char *name) {
 }
 
 static void test_spm(const char *rel, int n_iter) {
-    tok *t = load_tok(rel);
+    tok *t = t_tok_load(rel);
     if (!t) return;
     test_spm_lead_before_space(t, rel);
     int bad = fuzz_tok(t, rel, n_iter, 128);
@@ -200,7 +185,7 @@ static void test_bpe(int n_iter) {
                 pres[i], bad, n_iter);
         tok_free(t);
     }
-    tok *t = load_tok(SMOL_REL);
+    tok *t = t_tok_load(SMOL_REL);
     if (t) {
         int bad = fuzz_tok(t, "SmolLM2", n_iter, 128);
         T_CHECK(bad == 0, "SmolLM2: %d of %d random texts do not round-trip", bad, n_iter);

@@ -9,12 +9,28 @@
 
 #include <stdbool.h>
 
+#include "../../engine/gguf.h"
 #include "../../engine/tok.h"
 #include "fuzz.h"
 
 /* Encoding time grows faster than the text; a longer text finds nothing a short one
  * does not. */
 #define FUZZ_TOK_MAX_TEXT 4096
+
+/* The tokenizer of the GGUF file at path (NULL when path is NULL: the fixture is absent);
+ * aborts naming who when the file does not give one, as the harness cannot go on. */
+static inline tok *fuzz_tok_gguf(const char *who, const char *path) {
+    if (!path) return NULL;
+    st_err err = {0};
+    gguf_ctx *g = gguf_open(path, &err);
+    tok *t = g ? tok_from_gguf(g, &err) : NULL;
+    gguf_close(g);
+    if (!t) {
+        fprintf(stderr, "%s: %s: %s\n", who, path, err.msg);
+        abort();
+    }
+    return t;
+}
 
 /* True when s[0..n) is well-formed UTF-8 (no overlong forms, surrogates or code points
  * past U+10FFFF). */

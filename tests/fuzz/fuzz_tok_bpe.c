@@ -69,17 +69,7 @@ static tok *bpe_toy(const char *pre) {
 
 static tok *bpe_smollm2(void) {
     static const char rel[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-    const char *path = access(rel, R_OK) == 0 ? rel : fuzz_shared(rel);
-    if (!path) return NULL;
-    st_err err = {0};
-    gguf_ctx *g = gguf_open(path, &err);
-    tok *t = g ? tok_from_gguf(g, &err) : NULL;
-    gguf_close(g);
-    if (!t) {
-        fprintf(stderr, "fuzz_tok_bpe: %s: %s\n", path, err.msg);
-        abort();
-    }
-    return t;
+    return fuzz_tok_gguf("fuzz_tok_bpe", access(rel, R_OK) == 0 ? rel : fuzz_shared(rel));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

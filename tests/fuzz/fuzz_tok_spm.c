@@ -52,17 +52,7 @@ static tok *spm_toy(bool space_prefix) {
 }
 
 static tok *spm_llama(void) {
-    const char *path = fuzz_shared("models/ggml-vocab-llama-spm.gguf");
-    if (!path) return NULL;
-    st_err err = {0};
-    gguf_ctx *g = gguf_open(path, &err);
-    tok *t = g ? tok_from_gguf(g, &err) : NULL;
-    gguf_close(g);
-    if (!t) {
-        fprintf(stderr, "fuzz_tok_spm: %s: %s\n", path, err.msg);
-        abort();
-    }
-    return t;
+    return fuzz_tok_gguf("fuzz_tok_spm", fuzz_shared("models/ggml-vocab-llama-spm.gguf"));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
