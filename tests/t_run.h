@@ -4,9 +4,13 @@
 #define MD_T_RUN_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include "t.h"
 
 /* Runs cmd (through sh); returns its stdout (malloc'd, NUL-terminated) and its exit
  * status (-1 when killed by a signal). */
@@ -33,6 +37,20 @@ static inline char *t_runf(int *status, const char *fmt, ...) {
     vsnprintf(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
     return t_run(cmd, status);
+}
+
+/* The program to test ($BUILD/multidecode, build/ by default) into bin and the shared
+ * stories260K model's path into model; false, with a skip, when either is missing. */
+static inline bool t_cli_setup(char *bin, size_t bin_cap, char *model, size_t model_cap) {
+    const char *build = getenv("BUILD");
+    snprintf(bin, bin_cap, "%s/multidecode", build && *build ? build : "build");
+    const char *m = t_shared("models/stories260K.gguf");
+    if (!m || access(bin, X_OK) != 0) {
+        T_SKIP("needs %s and ../shared/models/stories260K.gguf", bin);
+        return false;
+    }
+    snprintf(model, model_cap, "%s", m);
+    return true;
 }
 
 #endif

@@ -591,14 +591,7 @@ static void test_bad_inputs(const char *ctx_file) {
 }
 
 int main(void) {
-    const char *build = getenv("BUILD");
-    snprintf(bin, sizeof bin, "%s/multidecode", build && *build ? build : "build");
-    const char *m = t_shared("models/stories260K.gguf");
-    if (!m || access(bin, X_OK) != 0) {
-        T_SKIP("needs %s and ../shared/models/stories260K.gguf", bin);
-        return t_done();
-    }
-    snprintf(model_path, sizeof model_path, "%s", m);
+    if (!t_cli_setup(bin, sizeof bin, model_path, sizeof model_path)) return t_done();
     char ctx_file[] = "/tmp/md_ctx_XXXXXX";
     int fd = mkstemp(ctx_file);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;

@@ -153,14 +153,7 @@ static void test_escapes(void) {
 }
 
 int main(void) {
-    const char *build = getenv("BUILD");
-    snprintf(bin, sizeof bin, "%s/multidecode", build && *build ? build : "build");
-    const char *m = t_shared("models/stories260K.gguf");
-    if (!m || access(bin, X_OK) != 0) {
-        T_SKIP("needs %s and ../shared/models/stories260K.gguf", bin);
-        return t_done();
-    }
-    snprintf(model_path, sizeof model_path, "%s", m);
+    if (!t_cli_setup(bin, sizeof bin, model_path, sizeof model_path)) return t_done();
     snprintf(tmpdir, sizeof tmpdir, "/tmp/md_test_cli_hostile_XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     test_not_regular();
