@@ -176,6 +176,44 @@ settle
 k q
 sleep 1
 
+# prune, undo and redo: pruning one of three chains says what went and selects a sibling;
+# the last survivor keeps its own line under the prompt (it merged into the prompt's
+# line before, and d on it pruned the prompt too); three undos restore all three, a
+# fourth says there is nothing left, U prunes again; Enter on the alternative already
+# chosen selects that branch instead of making a second copy
+restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+flines() { capture | sed -n '2,27p' | grep -c '^ *[▾▸·]'; }
+k ':set temp 0' Enter ':cot 3 5' Enter
+settle
+k j j d
+settle
+capture | grep -q 'pruned 5 nodes (1 branch)'; check prune-msg $? "no message saying what was pruned: $(capture | tail -1)"
+[ "$(flines)" = 3 ]; check prune-one $? "3 lines: $(capture | sed -n 2,5p)"
+k d
+settle
+[ "$(flines)" = 2 ]; check prune-survivor-line $? "the survivor merged into the prompt's line: $(capture | sed -n 2,4p)"
+! capture | sed -n 2p | grep -q 'time░'; check prune-near $? "the selection went to the prompt, not the sibling: $(capture | sed -n 2p)"
+k d
+settle
+[ "$(flines)" = 1 ] && capture | sed -n 2p | grep -q 'Once upon a time'; check prune-keeps-prompt $? "d on the survivor: $(capture | sed -n 2,3p)"
+k u u u
+settle
+[ "$(flines)" = 4 ] && capture | grep -q 'restored 5 nodes'; check undo-levels $? "three undos: $(capture | sed -n 2,6p; capture | tail -1)"
+k u
+settle
+capture | grep -q 'nothing to undo'; check undo-empty $? "a fourth undo: $(capture | tail -1)"
+k U
+settle
+[ "$(flines)" = 3 ] && capture | grep -q 'pruned 5 nodes (1 branch) again'; check redo $? "U: $(capture | sed -n 2,6p; capture | tail -1)"
+k ':grow 4' Enter
+settle
+NODES=$(capture | grep -o '[0-9]* nodes')
+k Tab Left Enter
+settle
+capture | grep -q 'already a branch here' && capture | grep -q "$NODES"; check fork-dup $? "Enter on the chosen token: $(capture | tail -2)"
+k q
+sleep 1
+
 # SmolLM2 (byte-level BPE, chat template; skipped without models/): non-ASCII text is
 # drawn decoded, never as the vocabulary's byte characters ("æĿ") or U+FFFD; wide,
 # combining, emoji and right-to-left characters keep the pane divider in its column

@@ -181,6 +181,19 @@ static void test_forest_view(void) {
     tv_move(&tv, -10);
     T_CHECK(tv.cursor == 0 && tv_alts(&tv, f, got, glp, 8, NULL) == 0, "no alternatives at a root");
     tv_free(&tv);
+    /* pruning one of two siblings: the survivor keeps its own line under the root's (the
+       two merged into one line before, and d on it pruned the prompt with it) */
+    forest_prune(f, ids[2], NULL);
+    fv_rebuild(&v, f, &err);
+    fv_render(&v, f, NULL, 1, NULL, 0, buf, sizeof buf, 60);
+    T_CHECK(v.n_lines == 2 && v.lines[0].n_nodes == 3 && !strcmp(buf, "   * 60% [4][5]"),
+            "after a prune: %d lines, line 1 '%s'", v.n_lines, buf);
+    T_CHECK(fv_select_node(&v, f, ids[1]) && v.cursor == 1 && fv_selected(&v, f) == ids[1], "the survivor's line");
+    forest_id n8;
+    int32_t t8 = 8;
+    forest_append(f, ids[1], &t8, NULL, 1, &n8, NULL);
+    fv_rebuild(&v, f, &err);
+    T_CHECK(v.n_lines == 2 && v.lines[1].n_nodes == 3 && fv_selected(&v, f) == n8, "the survivor's line grows");
     fv_free(&v);
     forest_free(f);
 

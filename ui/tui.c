@@ -369,6 +369,7 @@ static void do_action(tui *t, int a) {
     case UI_ACT_CANCEL: post(t, (ui_job){.kind = UI_JOB_CANCEL}); break;
     case UI_ACT_PRUNE: post(t, (ui_job){.kind = UI_JOB_PRUNE, .node = forest_id_at(f, t->fv.n_lines ? t->fv.lines[t->fv.cursor].start : -1)}); break;
     case UI_ACT_UNDO: post(t, (ui_job){.kind = UI_JOB_UNDO}); break;
+    case UI_ACT_REDO: post(t, (ui_job){.kind = UI_JOB_REDO}); break;
     case UI_ACT_BOOKMARK: post(t, (ui_job){.kind = UI_JOB_BOOKMARK, .node = sel}); break;
     case UI_ACT_NEXT_MARK:
         for (int32_t k = 1; k <= t->fv.n_lines; k++) {

@@ -1,5 +1,5 @@
 /* worker.c - the engine thread (worker.h): a job queue, the running strategy stepped one
- * forest step at a time, undo of the last prune, statistics for the status line. */
+ * forest step at a time, the prune history (undo.h), statistics for the status line. */
 #include "worker.h"
 
 #include <math.h>
@@ -17,19 +17,11 @@
 #include "../engine/session.h"
 #include "../engine/step.h"
 #include "spec_job.h"
+#include "undo.h"
 
 #define Q_CAP 64
 
 enum { RUN_NONE, RUN_GROW, RUN_COT, RUN_BEAM, RUN_STEPS, RUN_MARGINS, RUN_DRAFT, RUN_LOOKAHEAD };
-
-/* A pruned subtree kept for undo: nodes in DFS order, each with the index (in this list)
- * of its parent, -1 for the subtree's top, which hangs under `under`. */
-typedef struct undo_tree {
-    forest_id under;
-    int32_t *token, *parent;
-    float *lp;
-    int32_t n;
-} undo_tree;
 
 struct ui_worker {
     pthread_t th;
@@ -71,7 +63,7 @@ struct ui_worker {
     char msg[1024];
     uint64_t msg_no;
     forest_id focus;
-    undo_tree undo;
+    ui_undo undo;              /* the prune history */
     const char *model_name, *backend;
     int32_t threads;
     _Atomic uint64_t version;
@@ -264,61 +256,26 @@ static void run_step(ui_worker *w) {
 
 /* ---- jobs ---- */
 
-static void undo_clear(undo_tree *u) {
-    free(u->token), free(u->parent), free(u->lp);
-    memset(u, 0, sizeof *u);
-    u->under = FOREST_NONE;
+/* "pruned 12 nodes (3 branches)"-like messages for prune, undo and redo. */
+static void say_pruned(ui_worker *w, const char *verb, const ui_prune_info *in, const char *then) {
+    snprintf(w->msg, sizeof w->msg, "%s %d node%s (%d branch%s)%s", verb, (int)in->nodes, in->nodes == 1 ? "" : "s",
+             (int)in->branches, in->branches == 1 ? "" : "es", then);
+    w->msg_no++;
 }
 
-/* Remembers the subtree of id (DFS order) before it is pruned. */
-static void undo_keep(ui_worker *w, forest_id id) {
-    undo_clear(&w->undo);
-    const forest_node *top = forest_get(w->f, id);
-    int32_t n = 0, cap = forest_n_live(w->f);
-    undo_tree *u = &w->undo;
-    u->token = malloc(sizeof(int32_t) * (size_t)cap);
-    u->parent = malloc(sizeof(int32_t) * (size_t)cap);
-    u->lp = malloc(sizeof(float) * (size_t)cap);
-    int32_t *map = malloc(sizeof(int32_t) * (size_t)forest_capacity(w->f));
-    if (!u->token || !u->parent || !u->lp || !map) {
-        free(map);
-        undo_clear(u);
-        return;
-    }
-    u->under = top->parent >= 0 ? forest_id_at(w->f, top->parent) : FOREST_NONE;
-    /* a preorder walk of the subtree through the child / sibling links */
-    int32_t root = forest_index(id), at = root;
-    while (at >= 0) {
-        const forest_node *nd = forest_node_at(w->f, at);
-        map[at] = n;
-        u->token[n] = nd->token;
-        u->lp[n] = nd->logprob;
-        u->parent[n] = at == root ? -1 : map[nd->parent];
-        n++;
-        if (nd->first_child >= 0) { at = nd->first_child; continue; }
-        while (at >= 0 && at != root && forest_node_at(w->f, at)->next_sibling < 0)
-            at = forest_node_at(w->f, at)->parent;
-        at = at == root || at < 0 ? -1 : forest_node_at(w->f, at)->next_sibling;
-    }
-    u->n = n;
-    free(map);
-}
-
-static st_code undo_apply(ui_worker *w, st_err *err) {
-    undo_tree *u = &w->undo;
-    if (u->n == 0) return st_set(err, ST_ERR_ARG, "nothing to undo");
-    forest_id *ids = malloc(sizeof(forest_id) * (size_t)u->n);
-    if (!ids) return st_set(err, ST_ERR_NOMEM, "out of memory");
-    st_code rc = ST_OK;
-    for (int32_t i = 0; i < u->n && !rc; i++) {
-        forest_id par = u->parent[i] < 0 ? u->under : ids[u->parent[i]];
-        rc = par == FOREST_NONE ? forest_add_root(w->f, &u->token[i], &u->lp[i], 1, 0, &ids[i], err)
-                                : forest_append(w->f, par, &u->token[i], &u->lp[i], 1, &ids[i], err);
-    }
-    if (!rc) w->focus = ids[0];
-    free(ids);
-    undo_clear(u);
-    return rc;
+static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
+    if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
+    ui_prune_info in;
+    forest_id top;
+    st_code rc = j->kind == UI_JOB_PRUNE  ? ui_undo_prune(&w->undo, w->f, j->node, &in, err)
+                 : j->kind == UI_JOB_UNDO ? ui_undo_undo(&w->undo, w->f, &top, &in, err)
+                                          : ui_undo_redo(&w->undo, w->f, &in, err);
+    if (rc) return rc;
+    w->focus = in.near;
+    if (j->kind == UI_JOB_PRUNE) say_pruned(w, "pruned", &in, ": u undoes");
+    else if (j->kind == UI_JOB_UNDO) say_pruned(w, "restored", &in, ": s computes them, U prunes them again");
+    else say_pruned(w, "pruned", &in, " again: u undoes");
+    return ST_OK;
 }
 
 static st_code set_param(ui_worker *w, const char *key, double v, st_err *err) {
@@ -402,18 +359,20 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
     case UI_JOB_GROW: case UI_JOB_COT: case UI_JOB_BEAM: case UI_JOB_STEP: case UI_JOB_MARGINS:
     case UI_JOB_DRAFT: case UI_JOB_LOOKAHEAD:
         return run_start(w, j, err);
-    case UI_JOB_PRUNE:
-        if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
-        if (!forest_get(w->f, j->node)) return st_set(err, ST_ERR_ARG, "nothing selected");
-        undo_keep(w, j->node);
-        return forest_prune(w->f, j->node, err);
-    case UI_JOB_UNDO:
-        return undo_apply(w, err);
+    case UI_JOB_PRUNE: case UI_JOB_UNDO: case UI_JOB_REDO:
+        return prune_job(w, j, err);
     case UI_JOB_APPEND: case UI_JOB_FORK: case UI_JOB_ASK: {
         int32_t one = j->a, *t = &one, n = 1;
         char note[sizeof w->note] = "";
         const forest_node *nd = forest_get(w->f, j->node);
         if (!nd && j->node != FOREST_NONE) return st_set(err, ST_ERR_ARG, "the selected node is gone");
+        if (j->kind == UI_JOB_FORK && nd) /* a token already there is selected, not made twice */
+            for (int32_t c = nd->first_child; c >= 0; c = forest_node_at(w->f, c)->next_sibling)
+                if (forest_node_at(w->f, c)->token == j->a) {
+                    w->focus = forest_id_at(w->f, c);
+                    say(w, "%s", "that token is already a branch here: selected it");
+                    return ST_OK;
+                }
         if (j->kind == UI_JOB_APPEND && w->chat_on) {
             if (!(t = ask_tokens(w, j, &n, note, sizeof note, err))) return err->code;
             say(w, "%s: n grows the answer", note + strlen("ask: "));
@@ -465,7 +424,7 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
         forest *nf = w->load(w->ud, j->text, &sp, err);
         if (!nf) return err->code;
         run_stop(w);
-        undo_clear(&w->undo);
+        ui_undo_clear(&w->undo);
         forest_free(w->f);
         w->f = nf;
         w->sp = sp;
@@ -572,7 +531,7 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     w->chat = p->chat;
     w->chat_on = p->chat.kind != CHAT_NONE && !p->raw;
     w->focus = FOREST_NONE;
-    w->undo.under = FOREST_NONE;
+    ui_undo_init(&w->undo);
     if (pthread_create(&w->th, NULL, worker_main, w)) {
         step_plan_free(&w->plan);
         step_plan_free(&w->preview);
@@ -608,7 +567,7 @@ void ui_worker_stop(ui_worker *w) {
     pthread_join(w->th, NULL);
     for (int32_t i = 0; i < w->q_n; i++) free((char *)w->q[(w->q_head + i) % Q_CAP].text);
     run_stop(w);
-    undo_clear(&w->undo);
+    ui_undo_free(&w->undo);
     step_plan_free(&w->plan);
     step_plan_free(&w->preview);
     forest_free(w->f);

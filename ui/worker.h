@@ -1,5 +1,5 @@
 /* worker.h - the engine's thread. The worker is the only mutator of the forest: the UI
- * queues jobs (grow, cot, beam, margins, draft, lookahead, step, prune, undo, append, ask,
+ * queues jobs (grow, cot, beam, margins, draft, lookahead, step, prune, undo, redo, append, ask,
  * fork, bookmark, set, save, load, export, pause, cancel, merge, preview) and draws from
  * the forest while holding the worker's lock. A strategy (grow / cot / beam / margins /
  * draft / lookahead / steps) runs one forest step at a time; queued jobs run
@@ -37,7 +37,8 @@ typedef enum {
     UI_JOB_BEAM,     /* node, a = width, b = tokens */
     UI_JOB_STEP,     /* a = steps */
     UI_JOB_PRUNE,    /* node */
-    UI_JOB_UNDO,     /* restore the last pruned subtree (pending) */
+    UI_JOB_UNDO,     /* restore the last pruned subtree (pending); again: the one before */
+    UI_JOB_REDO,     /* prune again what the last undo restored */
     UI_JOB_APPEND,   /* node, text (in chat mode a user turn, as :ask makes it); b = 1: then
                         grow it */
     UI_JOB_ASK,      /* node, text: as a chat user turn (ask_margins.h), then grown */
