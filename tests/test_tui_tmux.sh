@@ -214,6 +214,42 @@ capture | grep -q 'already a branch here' && capture | grep -q "$NODES"; check f
 k q
 sleep 1
 
+# numbered autosaves: each run's autosave moves to autosave.1.json at the next start
+# (then .2, ...), so a new run never overwrites the last one's work; :load (of the last
+# run's, here) asks before it throws away unsaved work, and n keeps the work
+ENV3=$(printf '%s' "$ENV" | sed "s|XDG_STATE_HOME=[^ ]*|XDG_STATE_HOME=$TMP/state3|")
+AS="$TMP/state3/multidecode"
+restart "$ENV3 $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+k ':set temp 0' Enter ':grow 4' Enter
+settle
+k q
+sleep 1
+cp "$AS/autosave.json" "$TMP/runA.json" 2>/dev/null
+restart "$ENV3 $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+k ':set temp 0' Enter ':grow 2' Enter
+settle
+k q
+sleep 1
+restart "$ENV3 $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+settle
+cmp -s "$AS/autosave.2.json" "$TMP/runA.json" && [ -s "$AS/autosave.1.json" ] && [ ! -e "$AS/autosave.json" ]
+check autosave-rotate $? "the first run's autosave is not autosave.2.json: $(ls "$AS")"
+capture | grep -q 'last session: :load'; check autosave-hello $? "no word of the last session: $(capture | tail -1)"
+k ':set temp 0' Enter ':grow 3' Enter
+settle
+NODES=$(capture | grep -o '[0-9]* nodes')
+k ':load' Enter
+settle
+capture | tail -1 | grep -q 'unsaved changes: load .*autosave.1.json and lose them? (y/n'; check load-asks $? ":load did not ask: $(capture | tail -1)"
+k n
+settle
+capture | grep -q "$NODES" && capture | grep -q 'not loaded'; check load-no $? "n did not keep the work: $(capture | tail -2)"
+k ':load' Enter y
+settle
+capture | grep -q 'loaded .*autosave.1.json'; check load-yes $? "y did not load: $(capture | tail -1)"
+k q
+sleep 1
+
 # SmolLM2 (byte-level BPE, chat template; skipped without models/): non-ASCII text is
 # drawn decoded, never as the vocabulary's byte characters ("æĿ") or U+FFFD; wide,
 # combining, emoji and right-to-left characters keep the pane divider in its column

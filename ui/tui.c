@@ -42,6 +42,9 @@ typedef struct tui {
     int forest_h;       /* rows of the forest pane */
     int mask_gw;        /* columns of the mask grid as last drawn */
     double last_autosave;
+    bool confirming;    /* the message line asks y/n before confirm_job (a load) runs */
+    ui_job confirm_job;
+    char confirm_text[1024];
 } tui;
 
 static double now_s(void) {
@@ -57,6 +60,13 @@ static void set_msg(tui *t, const char *m) {
 
 static void post(tui *t, ui_job j) {
     if (!ui_worker_post(t->w, &j)) set_msg(t, "the engine is busy: try again");
+}
+
+/* A save to path; one to the autosave file leaves the work counted as unsaved (the next
+ * run's autosave replaces it). */
+static ui_job save_job(const tui *t, const char *path) {
+    bool autosave = t->p->autosave && !strcmp(path, t->p->autosave);
+    return (ui_job){.kind = UI_JOB_SAVE, .text = path, .b = autosave};
 }
 
 /* Views follow the forest (under the lock). */
@@ -291,7 +301,7 @@ static void run_command(tui *t, const char *line) {
         return;
     }
     forest_id sel = selected(t);
-    const char *file = c.text[0] ? c.text : t->p->autosave;
+    const char *file = c.text[0] ? c.text : c.kind == UI_CMD_LOAD ? t->p->last_session : t->p->autosave;
     switch (c.kind) {
     case UI_CMD_NONE: break;
     case UI_CMD_GROW: post(t, (ui_job){.kind = UI_JOB_GROW, .node = sel, .a = c.a}); break;
@@ -307,8 +317,17 @@ static void run_command(tui *t, const char *line) {
     case UI_CMD_PRUNE: post(t, (ui_job){.kind = UI_JOB_PRUNE, .node = sel}); break;
     case UI_CMD_MERGE: post(t, (ui_job){.kind = UI_JOB_MERGE}); break;
     case UI_CMD_STEP: post(t, (ui_job){.kind = UI_JOB_STEP, .a = c.a ? c.a : 1}); break;
-    case UI_CMD_SAVE: if (file) post(t, (ui_job){.kind = UI_JOB_SAVE, .text = file}); break;
-    case UI_CMD_LOAD: if (file) post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file}); break;
+    case UI_CMD_SAVE: if (file) post(t, save_job(t, file)); break;
+    case UI_CMD_LOAD:
+        if (!file) set_msg(t, "no last session to restore: :load FILE");
+        else if (ui_worker_modified(t->w)) { /* the work would be lost: ask first */
+            snprintf(t->confirm_text, sizeof t->confirm_text, "%s", file);
+            t->confirm_job = (ui_job){.kind = UI_JOB_LOAD, .text = t->confirm_text};
+            t->confirming = true;
+            snprintf(t->msg, sizeof t->msg, "unsaved changes: load %.150s and lose them? (y/n; :save FILE keeps them)", file);
+        } else
+            post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file});
+        break;
     case UI_CMD_EXPORT: post(t, (ui_job){.kind = UI_JOB_EXPORT, .text = c.text}); break;
     case UI_CMD_SET: post(t, (ui_job){.kind = UI_JOB_SET, .text = c.key, .val = c.val});
         if (!strcmp(c.key, "chat"))
@@ -377,7 +396,7 @@ static void do_action(tui *t, int a) {
             if (t->fv.lines[i].flags & FV_BOOKMARK) { fv_set_cursor(&t->fv, f, i); break; }
         }
         break;
-    case UI_ACT_SAVE: if (t->p->autosave) post(t, (ui_job){.kind = UI_JOB_SAVE, .text = t->p->autosave}); break;
+    case UI_ACT_SAVE: if (t->p->autosave) post(t, save_job(t, t->p->autosave)); break;
     case UI_ACT_REDRAW: clearok(curscr, TRUE); break;
     case UI_ACT_UP: fv_move(&t->fv, f, -1); break;
     case UI_ACT_DOWN: fv_move(&t->fv, f, 1); break;
@@ -507,6 +526,13 @@ static void on_key(tui *t, int ch, bool is_key) {
         }
         return;
     }
+    if (t->confirming) { /* the y/n question in the message line */
+        t->confirming = false;
+        if (ch == 'y' || ch == 'Y') post(t, t->confirm_job);
+        else set_msg(t, "not loaded: your work is still here");
+        t->dirty = true;
+        return;
+    }
     if (t->help) { /* j/k scroll; any other key closes */
         if (ch == 'j' || (is_key && ch == KEY_DOWN)) t->help_top++;
         else if (ch == 'k' || (is_key && ch == KEY_UP)) t->help_top--;
@@ -572,11 +598,12 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
         (void)busy_view;
         double since = ui_worker_unsaved_since(t.w);
         if (p->autosave && since > 0 && now_s() - since > AUTOSAVE_S && now_s() - t.last_autosave > AUTOSAVE_S) {
-            post(&t, (ui_job){.kind = UI_JOB_SAVE, .text = p->autosave});
+            post(&t, save_job(&t, p->autosave));
             t.last_autosave = now_s();
         }
     }
-    if (p->autosave) post(&t, (ui_job){.kind = UI_JOB_SAVE, .text = p->autosave});
+    /* only when something changed: an untouched run leaves the last autosave alone */
+    if (p->autosave) post(&t, (ui_job){.kind = UI_JOB_SAVE, .text = p->autosave, .b = 1, .c = 1});
     ui_worker_stop(t.w); /* runs the save, then ends the thread */
     ui_cmdline_end();
     delwin(t.cmdwin);

@@ -68,6 +68,8 @@ struct ui_worker {
     int32_t threads;
     _Atomic uint64_t version;
     _Atomic double unsaved_since;
+    _Atomic bool modified;     /* changed since loaded or saved under a name of the user's */
+    bool touched;              /* changed since the start or the last load */
 };
 
 static double now_s(void) {
@@ -83,6 +85,7 @@ static void say(ui_worker *w, const char *fmt, const char *arg) {
 
 static void changed(ui_worker *w, bool forest_changed) {
     if (forest_changed && w->unsaved_since == 0) w->unsaved_since = now_s();
+    if (forest_changed) w->modified = w->touched = true;
     w->version++;
 }
 
@@ -413,8 +416,10 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
         return set_param(w, j->text, j->val, err);
     case UI_JOB_SAVE:
         if (!w->save) return st_set(err, ST_ERR_ARG, "saving is not available");
+        if (j->c && !w->touched) return ST_OK; /* nothing this run made */
         if (!(rc = w->save(w->ud, j->text, w->f, &w->sp, err))) {
             w->unsaved_since = 0;
+            if (!j->b) w->modified = false; /* the autosave is replaced by the next run's */
             say(w, "saved %s", j->text);
         }
         return rc;
@@ -429,6 +434,8 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
         w->f = nf;
         w->sp = sp;
         mv_init(w->mv);
+        w->unsaved_since = 0;
+        w->modified = w->touched = false;
         say(w, "loaded %s: press s to compute it", j->text);
         return ST_OK;
     }
@@ -486,7 +493,10 @@ static void *worker_main(void *arg) {
             st_err err = {0};
             st_code rc = do_job(w, &j, &err);
             if (rc) say(w, "%s", err.msg[0] ? err.msg : st_str(rc));
-            changed(w, j.kind != UI_JOB_SAVE && j.kind != UI_JOB_EXPORT && j.kind != UI_JOB_PAUSE && !rc);
+            bool same = j.kind == UI_JOB_SAVE || j.kind == UI_JOB_EXPORT || j.kind == UI_JOB_PAUSE ||
+                        j.kind == UI_JOB_SET || j.kind == UI_JOB_PREVIEW || j.kind == UI_JOB_CANCEL ||
+                        j.kind == UI_JOB_LOAD;
+            changed(w, !same && !rc);
         } else
             run_step(w);
         /* a prune (the user's, or a strategy's own) may have removed nodes the mask view names */
@@ -580,6 +590,7 @@ void ui_worker_stop(ui_worker *w) {
 
 uint64_t ui_worker_version(const ui_worker *w) { return w->version; }
 double ui_worker_unsaved_since(const ui_worker *w) { return w->unsaved_since; }
+bool ui_worker_modified(const ui_worker *w) { return w->modified; }
 void ui_worker_lock(ui_worker *w) { pthread_mutex_lock(&w->mu); }
 bool ui_worker_trylock(ui_worker *w) { return pthread_mutex_trylock(&w->mu) == 0; }
 void ui_worker_unlock(ui_worker *w) { pthread_mutex_unlock(&w->mu); }

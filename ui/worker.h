@@ -50,7 +50,9 @@ typedef enum {
     UI_JOB_FORK,     /* node (parent), a = token; then grow it */
     UI_JOB_BOOKMARK, /* node: toggle */
     UI_JOB_SET,      /* text = setting name, val ("chat": 1 on, 0 off) */
-    UI_JOB_SAVE,     /* text = path */
+    UI_JOB_SAVE,     /* text = path; b = 1: the autosave (the work still counts as unsaved);
+                        c = 1: only when the forest changed since the start or the last
+                        load */
     UI_JOB_LOAD,     /* text = path */
     UI_JOB_EXPORT,   /* text = path (Markdown) */
     UI_JOB_PAUSE,    /* toggle */
@@ -104,6 +106,9 @@ bool ui_worker_post(ui_worker *w, const ui_job *j);
 uint64_t ui_worker_version(const ui_worker *w);
 /* Seconds (monotonic) of the last change to the forest not yet saved; 0 when saved. */
 double ui_worker_unsaved_since(const ui_worker *w);
+/* The forest changed since it was loaded or saved to a file of the user's (autosaves do
+ * not count: the next run's autosave replaces them): a load would lose work. */
+bool ui_worker_modified(const ui_worker *w);
 
 void ui_worker_lock(ui_worker *w);
 bool ui_worker_trylock(ui_worker *w);
