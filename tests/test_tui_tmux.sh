@@ -250,6 +250,25 @@ capture | grep -q 'loaded .*autosave.1.json'; check load-yes $? "y did not load:
 k q
 sleep 1
 
+# what a run did: grow's done says how many tokens and why it stopped, a budget stop is
+# marked … (an end of text ✓), beam hypotheses show their scores in the tree
+restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+k ':set temp 0' Enter ':grow 6' Enter
+settle
+capture | grep -q 'done: +6 tokens, 1 branch; stopped: budget'; check grow-done $? "grow's done: $(capture | tail -1)"
+capture | sed -n 2p | grep -q '^·…'; check budget-mark $? "no budget mark: $(capture | sed -n 2p)"
+k ':beam 3 5' Enter
+settle
+[ "$(capture | sed -n 2,8p | grep -c ' \[-[0-9.]*\] *│')" = 3 ] && capture | grep -q 'done: 3 results, best score -'
+check beam-scores $? "beam scores: $(capture | sed -n 2,6p; capture | tail -1)"
+k '?'
+settle
+k j j j j j j j j j j j j j j j j j j j j
+settle
+capture | grep -q '✓  ended: end of text' && capture | grep -q '…  stopped by the budget'; check help-marks $? "the help does not explain the marks: $(capture | grep -A3 Marks)"
+k Escape q
+sleep 1
+
 # SmolLM2 (byte-level BPE, chat template; skipped without models/): non-ASCII text is
 # drawn decoded, never as the vocabulary's byte characters ("æĿ") or U+FFFD; wide,
 # combining, emoji and right-to-left characters keep the pane divider in its column
@@ -309,7 +328,12 @@ if [ -f "$SMOL" ]; then
     up
     k ':set temp 0' Enter n
     settle
-    capture | grep -q '| typing: raw |' && capture | grep -q 'ended: end of turn <|im_end|>'; check chat-raw-ended $? "--raw, n: $(capture | tail -2)"
+    capture | grep -q '| typing: raw |' && capture | grep -q 'stopped: end of turn <|im_end|>'; check chat-raw-ended $? "--raw, n: $(capture | tail -2)"
+    # cot where the end of turn is the best first token: that chain leaves no branch, and
+    # done says so
+    k c
+    settle
+    capture | grep -q 'done: 3 of 4 chains, 1 ended at once, +[0-9]* tokens'; check cot-ended-at-once $? "c at the end of the answer: $(capture | tail -1)"
     k q
     sleep 1
 else

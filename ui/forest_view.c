@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine/grow.h"
 #include "uline.h"
 
 void fv_init(forest_view *v, bool utf8) {
@@ -94,7 +95,7 @@ st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
             if (nd->flags & FOREST_BOOKMARK) ln.flags |= FV_BOOKMARK;
         }
         for (int32_t c = nd->first_child; c >= 0; c = forest_node_at(f, c)->next_sibling) ln.n_children++;
-        if (nd->flags & FOREST_FINISHED) ln.flags |= FV_FINISHED;
+        if (nd->flags & FOREST_FINISHED) ln.flags |= nd->tag == GROW_END_BUDGET ? FV_BUDGET : FV_FINISHED;
         if (nd->state == FOREST_PENDING) ln.flags |= FV_PENDING;
         if (ln.n_children > 0 && line_next(v, f, nd) < 0) {
             ln.flags |= FV_BRANCHES;
@@ -234,6 +235,25 @@ void fv_stream_start(const forest *f, const tok *tk, int32_t idx, tok_stream *s)
     stream_after(f, tk, idx >= 0 ? forest_node_at(f, idx)->parent : -1, s);
 }
 
+const char *fv_legend(int32_t i, bool utf8) {
+    static const char *const u[] = {
+        "  \xe2\x96\xb6  growing now          \xe2\x9c\x93  ended: end of text (the model ended it)",
+        "  \xe2\x80\xa6  stopped by the budget (n grows it on)   \xe2\x98\x85  bookmarked (m)",
+        "  \xe2\x96\xbe \xe2\x96\xb8  branches below, open / folded (Space)   \xc2\xb7  no branches below",
+        "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
+        "  [-1.23]  a beam hypothesis's score (log-probability per token)",
+    };
+    static const char *const a[] = {
+        "  >  growing now          $  ended: end of text (the model ended it)",
+        "  ~  stopped by the budget (n grows it on)   *  bookmarked (m)",
+        "  - +  branches below, open / folded (Space)",
+        "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
+        "  [-1.23]  a beam hypothesis's score (log-probability per token)",
+    };
+    if (i < 0 || i >= (int32_t)(sizeof u / sizeof u[0])) return NULL;
+    return utf8 ? u[i] : a[i];
+}
+
 int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
               const forest_id *running, int32_t n_running, char *out, size_t cap, int width) {
     ui_line l = ui_line_make(out, cap, width, v->utf8);
@@ -250,6 +270,7 @@ int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
     const char *mark = ln->flags & FV_BOOKMARK ? (v->utf8 ? "\xe2\x98\x85" : "*")
                        : run                    ? (v->utf8 ? "\xe2\x96\xb6" : ">")
                        : ln->flags & FV_FINISHED ? (v->utf8 ? "\xe2\x9c\x93" : "$")
+                       : ln->flags & FV_BUDGET   ? (v->utf8 ? "\xe2\x80\xa6" : "~")
                                                  : " ";
     ui_line_put(&l, mark);
     const forest_node *nd = forest_node_at(f, ln->start);

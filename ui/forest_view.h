@@ -26,8 +26,10 @@ enum {
     FV_BRANCHES = 1 << 0,  /* the last node's children have lines of their own */
     FV_COLLAPSED = 1 << 1, /* ... and they are hidden */
     FV_BOOKMARK = 1 << 2,  /* a node of the line is bookmarked */
-    FV_FINISHED = 1 << 3,  /* the last node is a finished leaf */
+    FV_FINISHED = 1 << 3,  /* the last node is a leaf ended by an end-of-text token (or a
+                              stop string) */
     FV_PENDING = 1 << 4,   /* the last node is not computed yet */
+    FV_BUDGET = 1 << 5,    /* the last node is a leaf stopped by the token budget */
 };
 
 typedef struct fv_line {
@@ -89,6 +91,10 @@ bool fv_is_folded(const forest_view *v, const forest *f, int32_t idx);
  * unscored token (prompt text). */
 int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
               const forest_id *running, int32_t n_running, char *out, size_t cap, int width);
+
+/* Line i (0-based) of the legend of the marks fv_render draws ("▶ growing now", ...) in
+ * the glyphs of utf8 or ASCII; NULL past the last. For the help screen. */
+const char *fv_legend(int32_t i, bool utf8);
 
 /* Text is decoded as a stream along the branch, so a character split over tokens is
  * shown whole where the text runs on (a line, the text pane); where one token is shown

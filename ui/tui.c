@@ -94,16 +94,30 @@ static int branch_pair(int32_t start) {
 }
 
 static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
-    forest_id running[64];
+    forest_id running[64], scored[UI_MAX_SCORES];
+    double score[UI_MAX_SCORES];
     int32_t nr = ui_worker_running(t->w, running, 64);
+    int32_t ns = ui_worker_scores(t->w, scored, score, UI_MAX_SCORES);
     fv_scroll(&t->fv, h);
     t->forest_h = h;
     char buf[1024];
     for (int r = 0; r < h; r++) {
         int32_t i = t->fv.top + r;
         if (i >= t->fv.n_lines) break;
-        int cls = fv_render(&t->fv, f, t->p->wp.tk, i, running, nr, buf, sizeof buf, w);
         const fv_line *ln = &t->fv.lines[i];
+        /* a beam hypothesis's line ends with its score */
+        char sc[32] = "";
+        for (int32_t k = 0; k < ns; k++)
+            if (scored[k] == forest_id_at(f, ln->end)) snprintf(sc, sizeof sc, " [%.2f]", score[k]);
+        int sw = (int)strlen(sc);
+        int cls = fv_render(&t->fv, f, t->p->wp.tk, i, running, nr, buf, sizeof buf, w - sw > 8 ? w - sw : w);
+        if (sc[0] && w - sw > 8) {
+            char line[1024];
+            ui_line l = ui_line_make(line, sizeof line, w, ui_screen_utf8());
+            ui_line_put(&l, buf);
+            ui_line_put(&l, sc);
+            memcpy(buf, line, sizeof line);
+        }
         bool sel = i == t->fv.cursor;
         /* colour by branch; dimmed below 10% so unlikely branches recede */
         int attr = cls == 3 ? ui_screen_attr(UI_PAIR_PROB3) : ui_screen_attr(branch_pair(ln->start));
@@ -223,18 +237,22 @@ static const char *keys_text(void *ud, int a, char *buf, size_t cap) {
 
 static void draw_help(tui *t, int h, int w) {
     char buf[512];
-    int32_t n = ui_help_line(0, keys_text, &t->km, buf, sizeof buf), n_cmd = 0;
+    int32_t n = ui_help_line(0, keys_text, &t->km, buf, sizeof buf), n_cmd = 0, n_leg = 0;
     while (ui_cmd_usage(n_cmd)) n_cmd++;
-    int32_t total = n + 2 + n_cmd;
+    while (fv_legend(n_leg, ui_screen_utf8())) n_leg++;
+    int32_t c0 = n + 2 + n_leg + 2; /* the first command line: keys, marks, commands */
+    int32_t total = c0 + n_cmd;
     if (t->help_top > total - (h - 2)) t->help_top = total - (h - 2);
     if (t->help_top < 0) t->help_top = 0;
     put_line(0, 0, " help: keys (any key closes; j/k scroll)", ui_screen_attr(UI_PAIR_TITLE));
     for (int r = 0; r < h - 2; r++) {
         int32_t i = t->help_top + r;
         if (i < n) ui_help_line(i, keys_text, &t->km, buf, sizeof buf);
-        else if (i == n) buf[0] = '\0';
-        else if (i == n + 1) snprintf(buf, sizeof buf, "Commands (:)");
-        else if (i < total) snprintf(buf, sizeof buf, "  %s", ui_cmd_usage(i - n - 2));
+        else if (i == n || i == c0 - 2) buf[0] = '\0';
+        else if (i == n + 1) snprintf(buf, sizeof buf, "Marks in the forest pane");
+        else if (i < c0 - 2) snprintf(buf, sizeof buf, "%s", fv_legend(i - n - 2, ui_screen_utf8()));
+        else if (i == c0 - 1) snprintf(buf, sizeof buf, "Commands (:)");
+        else if (i < total) snprintf(buf, sizeof buf, "  %s", ui_cmd_usage(i - c0));
         else break;
         ui_line l = ui_line_make(buf + 256, 256, w, ui_screen_utf8());
         ui_line_put(&l, buf);

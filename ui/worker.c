@@ -64,6 +64,10 @@ struct ui_worker {
     uint64_t msg_no;
     forest_id focus;
     ui_undo undo;              /* the prune history */
+    forest_id score_leaf[UI_MAX_SCORES]; /* the last beam's hypotheses and scores */
+    double score[UI_MAX_SCORES];
+    int32_t n_scores;
+    float beam_alpha;
     const char *model_name, *backend;
     int32_t threads;
     _Atomic uint64_t version;
@@ -168,6 +172,7 @@ static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
         beam_params bp = beam_default_params();
         bp.width = j->a;
         bp.max_tokens = budget;
+        w->beam_alpha = bp.alpha;
         if (!(w->b = beam_init(w->f, from, &bp, w->tk, w->n_vocab, err))) return err->code;
         w->run = RUN_BEAM;
         break;
@@ -184,22 +189,90 @@ static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
     return ST_OK;
 }
 
-/* Why a grown branch stopped, when an end-of-generation token won: "ended: end of turn
- * <|im_end|>" into w->note. grow keeps no token for it; the leaf's top-k has it (the
- * most probable end token there, which greedy decoding picked). */
-static void ended_note(ui_worker *w) {
-    if (w->run != RUN_GROW || w->g.n != 1 || !w->g.br[0].eog) return;
+/* The end-of-generation token a branch ended at, as "end of turn <|im_end|>" into out:
+ * grow keeps no token for it; the leaf's top-k has it (the most probable end token
+ * there, which greedy decoding picked). */
+static void eog_name(ui_worker *w, forest_id leaf, char *out, size_t cap) {
     int32_t ids[16];
     float lps[16];
-    int32_t n = forest_topk(w->f, w->g.br[0].leaf, ids, lps, 16);
+    int32_t n = forest_topk(w->f, leaf, ids, lps, 16);
     for (int32_t i = 0; i < n; i++)
         if (tok_is_eog(w->tk, ids[i])) {
             const char *pc = tok_piece(w->tk, ids[i]);
             bool turn = w->chat.kind != CHAT_NONE && (!pc || strcmp(pc, "<|endoftext|>"));
-            snprintf(w->note, sizeof w->note, "ended: end of %s %s", turn ? "turn" : "text", pc ? pc : "");
+            snprintf(out, cap, "end of %s %s", turn ? "turn" : "text", pc ? pc : "");
             return;
         }
-    snprintf(w->note, sizeof w->note, "ended: end of text");
+    snprintf(out, cap, "end of text");
+}
+
+/* What a grow or cot run did, for its "done": "+12 tokens, 1 branch; stopped: budget".
+ * cot says how many chains it kept ("5 of 6 chains, 1 ended at once"): a chain whose
+ * first token ends the text leaves no branch. */
+static void grow_summary(ui_worker *w, const grow *g, bool chains, char *out, size_t cap) {
+    int32_t made = 0, eog = 0, stop = 0, budget = 0, empty = 0;
+    forest_id eog_leaf = FOREST_NONE;
+    for (int32_t i = 0; i < g->n; i++) {
+        const grow_branch *b = &g->br[i];
+        made += b->made;
+        if (b->eog) eog++, eog_leaf = b->leaf, empty += b->made == 0;
+        else if (b->stop >= 0) stop++;
+        else budget++;
+    }
+    char end[96], why[192] = "";
+    if (eog == 1 && g->n == 1) eog_name(w, eog_leaf, end, sizeof end);
+    else snprintf(end, sizeof end, "end of text");
+    const char *names[3] = {"budget", end, "stop string"};
+    int32_t counts[3] = {budget, eog, stop}, kinds = (budget > 0) + (eog > 0) + (stop > 0);
+    for (int k = 0; k < 3; k++) {
+        if (!counts[k]) continue;
+        size_t l = strlen(why);
+        if (kinds == 1) snprintf(why + l, sizeof why - l, "%s", names[k]);
+        else snprintf(why + l, sizeof why - l, "%s%s (%d)", l ? ", " : "", names[k], (int)counts[k]);
+    }
+    char once[48] = "";
+    if (empty) snprintf(once, sizeof once, ", %d ended at once", (int)empty);
+    if (chains)
+        snprintf(out, cap, "%d of %d chain%s%s, +%d tokens; stopped: %s", (int)(g->n - empty), (int)g->n,
+                 g->n == 1 ? "" : "s", once, (int)made, why);
+    else
+        snprintf(out, cap, "+%d token%s, %d branch%s; stopped: %s", (int)made, made == 1 ? "" : "s", (int)g->n,
+                 g->n == 1 ? "" : "es", why);
+}
+
+/* The beam's live hypotheses and their scores (sum / length^alpha, as its results are
+ * scored) into w->score_*, for the forest pane. */
+static void beam_scores(ui_worker *w) {
+    int32_t len = beam_cur_len(w->b);
+    w->n_scores = 0;
+    for (int32_t i = 0; i < beam_n_live(w->b) && w->n_scores < UI_MAX_SCORES; i++) {
+        w->score_leaf[w->n_scores] = beam_live_leaf(w->b, i);
+        w->score[w->n_scores++] = len > 0 ? beam_live_sum(w->b, i) / pow((double)len, (double)w->beam_alpha) : 0;
+    }
+}
+
+/* "2 results, best score -1.23; stopped: budget (1), end of text (1)" */
+static void beam_summary(ui_worker *w, char *out, size_t cap) {
+    beam_scores(w);
+    int32_t n = beam_n_results(w->b), ended = 0;
+    for (int32_t i = 0; i < n; i++) ended += beam_result(w->b, i)->ended;
+    char why[96];
+    if (ended == 0 || ended == n) snprintf(why, sizeof why, "%s", ended ? "end of text" : "budget");
+    else snprintf(why, sizeof why, "budget (%d), end of text (%d)", (int)(n - ended), (int)ended);
+    if (n == 0) snprintf(out, cap, "no result");
+    else snprintf(out, cap, "%d result%s, best score %.2f; stopped: %s", (int)n, n == 1 ? "" : "s",
+                  beam_result(w->b, 0)->score, why);
+}
+
+/* The "done" message of the run that just ended. */
+static void say_done(ui_worker *w) {
+    char sum[320] = "";
+    if (w->run == RUN_GROW) grow_summary(w, &w->g, false, sum, sizeof sum);
+    if (w->run == RUN_COT) grow_summary(w, &w->c.g, true, sum, sizeof sum);
+    if (w->run == RUN_BEAM) beam_summary(w, sum, sizeof sum);
+    snprintf(w->msg, sizeof w->msg, "done%s%s%s%s%s", sum[0] ? ": " : "", sum, w->note[0] ? " (" : "", w->note,
+             w->note[0] ? ")" : "");
+    w->msg_no++;
 }
 
 /* One step of the running strategy, under the lock. */
@@ -214,6 +287,7 @@ static void run_step(ui_worker *w) {
     case RUN_BEAM:
         rc = beam_step(w->b, w->f, &w->plan, w->ctx, &err);
         active = !beam_done(w->b);
+        if (!rc) beam_scores(w);
         break;
     case RUN_STEPS:
         rc = step_forest(w->f, &w->plan, w->ctx, &err);
@@ -248,9 +322,7 @@ static void run_step(ui_worker *w) {
         if (w->plan.n_rows > 0 && made < 0) mv_capture(w->mv, w->f, w->tk, &w->plan, w->n_steps - 1);
         if (made >= 0 && active) say(w, "%s", w->note); /* tokens per step so far */
         if (!active) {
-            ended_note(w);
-            if (w->note[0]) say(w, "done (%s)", w->note);
-            else say(w, "%s", "done");
+            say_done(w);
             run_stop(w);
         }
     }
@@ -436,6 +508,7 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
         mv_init(w->mv);
         w->unsaved_since = 0;
         w->modified = w->touched = false;
+        w->n_scores = 0; /* ids of the old forest */
         say(w, "loaded %s: press s to compute it", j->text);
         return ST_OK;
     }
@@ -604,6 +677,13 @@ forest_id ui_worker_take_focus(ui_worker *w) {
     forest_id f = w->focus;
     w->focus = FOREST_NONE;
     return f;
+}
+
+int32_t ui_worker_scores(const ui_worker *w, forest_id *ids, double *scores, int32_t cap) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < w->n_scores && n < cap; i++)
+        if (forest_get(w->f, w->score_leaf[i])) ids[n] = w->score_leaf[i], scores[n++] = w->score[i];
+    return n;
 }
 
 uint64_t ui_worker_message(const ui_worker *w, char *out, size_t cap) {

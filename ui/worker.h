@@ -120,6 +120,11 @@ mask_view *ui_worker_mask_mut(ui_worker *w); /* scroll position only */
 void ui_worker_stats(const ui_worker *w, ui_stats *s);
 /* Leaves a strategy is extending; returns how many (writes at most cap). */
 int32_t ui_worker_running(const ui_worker *w, forest_id *out, int32_t cap);
+/* The hypotheses of the running or last beam search that are still in the forest, with
+ * their scores (log-probability per token, as beam.h scores results); returns how many
+ * (writes at most cap). */
+#define UI_MAX_SCORES 64
+int32_t ui_worker_scores(const ui_worker *w, forest_id *ids, double *scores, int32_t cap);
 /* The latest message and its number (0: none yet). */
 uint64_t ui_worker_message(const ui_worker *w, char *out, size_t cap);
 /* A node the UI should select (the new leaf of a fork or append), FOREST_NONE when none;
