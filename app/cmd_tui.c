@@ -39,7 +39,8 @@ static void tui_usage(FILE *f) {
                "      --temp T         temperature; 0 = greedy (default 0.8)\n"
                PROMPT_SAMPLE_HELP
                "\nfiles: $XDG_STATE_HOME/multidecode/{autosave.json,history,tui.log},\n"
-               "       $XDG_CONFIG_HOME/multidecode/keys (see assets/keys)\n");
+               "       autosave.1.json .. autosave.4.json there: the runs before (:load\n"
+               "       restores the last), $XDG_CONFIG_HOME/multidecode/keys (see assets/keys)\n");
 }
 
 /* dir/multidecode (created) from $VAR or ~/fallback into out; false when impossible. */
@@ -58,6 +59,29 @@ static bool app_dir(const char *var, const char *fallback, char *out, size_t cap
             *p = '/';
         }
     return !mkdir(out, 0755) || errno == EEXIST;
+}
+
+#define TUI_AUTOSAVES 5 /* autosave.json (this run) and autosave.1.json .. .4.json before it */
+
+/* The autosave file of the run i runs ago (0: this one) in the state folder. */
+static void autosave_name(const char *state, int i, char *out, size_t cap) {
+    if (i == 0) snprintf(out, cap, "%s/autosave.json", state);
+    else snprintf(out, cap, "%s/autosave.%d.json", state, i);
+}
+
+/* The last run's autosave.json becomes autosave.1.json (.1 becomes .2, ...; the oldest is
+ * dropped), so this run's autosave never replaces the work of the runs before it. Nothing
+ * moves when there is no autosave.json (an untouched run writes none). */
+static void autosave_rotate(const char *state) {
+    char from[4200], to[4200];
+    autosave_name(state, 0, from, sizeof from);
+    if (access(from, F_OK) != 0) return;
+    for (int i = TUI_AUTOSAVES - 1; i >= 1; i--) {
+        autosave_name(state, i - 1, from, sizeof from);
+        autosave_name(state, i, to, sizeof to);
+        if (rename(from, to) && errno != ENOENT)
+            fprintf(stderr, "multidecode: cannot keep the autosave %s: %s\n", from, strerror(errno));
+    }
 }
 
 typedef struct tui_app {
@@ -118,7 +142,9 @@ int cmd_tui(int argc, char **argv) {
     char state[4096] = "", config[4096] = "", autosave[4200], history[4200], logf[4200], keys[4200];
     bool have_state = app_dir("XDG_STATE_HOME", ".local/state", state, sizeof state);
     bool have_config = app_dir("XDG_CONFIG_HOME", ".config", config, sizeof config);
-    snprintf(autosave, sizeof autosave, "%s/autosave.json", state);
+    char last[4200];
+    autosave_name(state, 0, autosave, sizeof autosave);
+    autosave_name(state, 1, last, sizeof last);
     snprintf(history, sizeof history, "%s/history", state);
     snprintf(logf, sizeof logf, "%s/tui.log", state);
     snprintf(keys, sizeof keys, "%s/keys", config);
@@ -150,7 +176,8 @@ int cmd_tui(int argc, char **argv) {
         prompt_model_close(&a.pm);
         return app_fail(&err);
     }
-    if (!load && have_state && access(autosave, R_OK) == 0)
+    if (have_state) autosave_rotate(state); /* after a --load, which may name the autosave */
+    if (!load && have_state && access(last, R_OK) == 0)
         snprintf(hello + strlen(hello), sizeof hello - strlen(hello),
                  " | last session: :load restores it");
     /* the chat template :ask and :margins render with, and its default system message */
@@ -168,6 +195,7 @@ int cmd_tui(int argc, char **argv) {
                .threads = mo.threads ? mo.threads : (int32_t)(nproc > 0 ? nproc : 1),
                .chat = {.kind = prompt_model_chat(a.pm.m->gguf), .system = chat_system}, .raw = raw},
         .autosave = have_state ? autosave : NULL,
+        .last_session = have_state ? last : NULL,
         .history = have_state ? history : NULL,
         .log = have_state ? logf : NULL,
         .keys_default = access("assets/keys", R_OK) == 0 ? "assets/keys"

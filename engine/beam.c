@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grow.h" /* GROW_END_BUDGET, the tag of a leaf stopped by the budget */
 #include "sample.h"
 
 typedef struct beam_cand {
@@ -280,8 +281,10 @@ st_code beam_step(beam *b, forest *f, step_plan *p, model_ctx *c, st_err *err) {
     }
     if (done) {
         b->done = true;
-        for (int32_t i = 0; i < b->n_live; i++)
+        for (int32_t i = 0; i < b->n_live; i++) {
             forest_set_flags(f, b->leaf[i], FOREST_FINISHED | FOREST_NO_LOGITS, 0);
+            if (b->cur_len >= b->p.max_tokens) forest_set_tag(f, b->leaf[i], GROW_END_BUDGET);
+        }
     }
     return ST_OK;
 }

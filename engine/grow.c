@@ -169,6 +169,7 @@ st_code grow_accept(grow *g, forest *f, int32_t i, int32_t t, float lp, const to
         b->eog = true;
         finish(g, b);
         forest_set_flags(f, b->leaf, FOREST_FINISHED, 0);
+        forest_set_tag(f, b->leaf, GROW_END_EOG);
         return ST_OK;
     }
     forest_id leaf;
@@ -184,6 +185,7 @@ st_code grow_accept(grow *g, forest *f, int32_t i, int32_t t, float lp, const to
         finish(g, b);
         /* its last token stays pending and unscored until a later step computes it */
         forest_set_flags(f, leaf, FOREST_FINISHED | FOREST_NO_LOGITS, 0);
+        forest_set_tag(f, leaf, hit >= 0 ? GROW_END_STOP : GROW_END_BUDGET);
     }
     return ST_OK;
 }

@@ -20,6 +20,10 @@
 #include "step.h"
 #include "tok.h"
 
+/* Why a branch ended, written as the tag (forest_node.tag) of the leaf grow finishes, so
+ * views can tell an end of text from a budget stop (sessions keep tags). */
+enum { GROW_END_NONE = 0, GROW_END_EOG = 1, GROW_END_BUDGET = 2, GROW_END_STOP = 3 };
+
 typedef struct grow_branch {
     forest_id start;   /* the node the branch grows from */
     forest_id leaf;    /* its current tip */

@@ -176,6 +176,99 @@ settle
 k q
 sleep 1
 
+# prune, undo and redo: pruning one of three chains says what went and selects a sibling;
+# the last survivor keeps its own line under the prompt (it merged into the prompt's
+# line before, and d on it pruned the prompt too); three undos restore all three, a
+# fourth says there is nothing left, U prunes again; Enter on the alternative already
+# chosen selects that branch instead of making a second copy
+restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+flines() { capture | sed -n '2,27p' | grep -c '^ *[▾▸·]'; }
+k ':set temp 0' Enter ':cot 3 5' Enter
+settle
+k j j d
+settle
+capture | grep -q 'pruned 5 nodes (1 branch)'; check prune-msg $? "no message saying what was pruned: $(capture | tail -1)"
+[ "$(flines)" = 3 ]; check prune-one $? "3 lines: $(capture | sed -n 2,5p)"
+k d
+settle
+[ "$(flines)" = 2 ]; check prune-survivor-line $? "the survivor merged into the prompt's line: $(capture | sed -n 2,4p)"
+! capture | sed -n 2p | grep -q 'time░'; check prune-near $? "the selection went to the prompt, not the sibling: $(capture | sed -n 2p)"
+k d
+settle
+[ "$(flines)" = 1 ] && capture | sed -n 2p | grep -q 'Once upon a time'; check prune-keeps-prompt $? "d on the survivor: $(capture | sed -n 2,3p)"
+k u u u
+settle
+[ "$(flines)" = 4 ] && capture | grep -q 'restored 5 nodes'; check undo-levels $? "three undos: $(capture | sed -n 2,6p; capture | tail -1)"
+k u
+settle
+capture | grep -q 'nothing to undo'; check undo-empty $? "a fourth undo: $(capture | tail -1)"
+k U
+settle
+[ "$(flines)" = 3 ] && capture | grep -q 'pruned 5 nodes (1 branch) again'; check redo $? "U: $(capture | sed -n 2,6p; capture | tail -1)"
+k ':grow 4' Enter
+settle
+NODES=$(capture | grep -o '[0-9]* nodes')
+k Tab Left Enter
+settle
+capture | grep -q 'already a branch here' && capture | grep -q "$NODES"; check fork-dup $? "Enter on the chosen token: $(capture | tail -2)"
+k q
+sleep 1
+
+# numbered autosaves: each run's autosave moves to autosave.1.json at the next start
+# (then .2, ...), so a new run never overwrites the last one's work; :load (of the last
+# run's, here) asks before it throws away unsaved work, and n keeps the work
+ENV3=$(printf '%s' "$ENV" | sed "s|XDG_STATE_HOME=[^ ]*|XDG_STATE_HOME=$TMP/state3|")
+AS="$TMP/state3/multidecode"
+restart "$ENV3 $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+k ':set temp 0' Enter ':grow 4' Enter
+settle
+k q
+sleep 1
+cp "$AS/autosave.json" "$TMP/runA.json" 2>/dev/null
+restart "$ENV3 $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+k ':set temp 0' Enter ':grow 2' Enter
+settle
+k q
+sleep 1
+restart "$ENV3 $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+settle
+cmp -s "$AS/autosave.2.json" "$TMP/runA.json" && [ -s "$AS/autosave.1.json" ] && [ ! -e "$AS/autosave.json" ]
+check autosave-rotate $? "the first run's autosave is not autosave.2.json: $(ls "$AS")"
+capture | grep -q 'last session: :load'; check autosave-hello $? "no word of the last session: $(capture | tail -1)"
+k ':set temp 0' Enter ':grow 3' Enter
+settle
+NODES=$(capture | grep -o '[0-9]* nodes')
+k ':load' Enter
+settle
+capture | tail -1 | grep -q 'unsaved changes: load .*autosave.1.json and lose them? (y/n'; check load-asks $? ":load did not ask: $(capture | tail -1)"
+k n
+settle
+capture | grep -q "$NODES" && capture | grep -q 'not loaded'; check load-no $? "n did not keep the work: $(capture | tail -2)"
+k ':load' Enter y
+settle
+capture | grep -q 'loaded .*autosave.1.json'; check load-yes $? "y did not load: $(capture | tail -1)"
+k q
+sleep 1
+
+# what a run did: grow's done says how many tokens and why it stopped, a budget stop is
+# marked … (an end of text ✓), beam hypotheses show their scores in the tree
+restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+k ':set temp 0' Enter ':grow 6' Enter
+settle
+capture | grep -q 'done: +6 tokens, 1 branch; stopped: budget'; check grow-done $? "grow's done: $(capture | tail -1)"
+capture | sed -n 2p | grep -q '^·…'; check budget-mark $? "no budget mark: $(capture | sed -n 2p)"
+k ':beam 3 5' Enter
+settle
+[ "$(capture | sed -n 2,8p | grep -c ' \[-[0-9.]*\] *│')" = 3 ] && capture | grep -q 'done: 3 results, best score -'
+check beam-scores $? "beam scores: $(capture | sed -n 2,6p; capture | tail -1)"
+k '?'
+settle
+k j j j j j j j j j j j j j j j j j j j j
+settle
+capture | grep -q '✓  ended: end of text' && capture | grep -q '…  stopped by the budget'; check help-marks $? "the help does not explain the marks: $(capture | grep -A3 Marks)"
+k Escape q
+sleep 1
+
 # SmolLM2 (byte-level BPE, chat template; skipped without models/): non-ASCII text is
 # drawn decoded, never as the vocabulary's byte characters ("æĿ") or U+FFFD; wide,
 # combining, emoji and right-to-left characters keep the pane divider in its column
@@ -235,7 +328,12 @@ if [ -f "$SMOL" ]; then
     up
     k ':set temp 0' Enter n
     settle
-    capture | grep -q '| typing: raw |' && capture | grep -q 'ended: end of turn <|im_end|>'; check chat-raw-ended $? "--raw, n: $(capture | tail -2)"
+    capture | grep -q '| typing: raw |' && capture | grep -q 'stopped: end of turn <|im_end|>'; check chat-raw-ended $? "--raw, n: $(capture | tail -2)"
+    # cot where the end of turn is the best first token: that chain leaves no branch, and
+    # done says so
+    k c
+    settle
+    capture | grep -q 'done: 3 of 4 chains, 1 ended at once, +[0-9]* tokens'; check cot-ended-at-once $? "c at the end of the answer: $(capture | tail -1)"
     k q
     sleep 1
 else

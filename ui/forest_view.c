@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine/grow.h"
 #include "uline.h"
 
 void fv_init(forest_view *v, bool utf8) {
@@ -17,7 +18,7 @@ void fv_init(forest_view *v, bool utf8) {
 
 void fv_free(forest_view *v) {
     free(v->lines);
-    free(v->fold);
+    free(v->mark);
     free(v->stack);
     fv_init(v, v->utf8);
 }
@@ -35,11 +36,21 @@ static bool grow_arr(void **p, int32_t *cap, int32_t need, size_t elem) {
 
 bool fv_is_folded(const forest_view *v, const forest *f, int32_t idx) {
     const forest_node *nd = forest_node_at(f, idx);
-    return idx < v->cap_fold && nd && v->fold[idx] == nd->gen + 1;
+    return idx < v->cap_mark && nd && v->mark[idx].fold == nd->gen + 1;
 }
 
 static bool single_child(const forest *f, const forest_node *nd) {
     return nd->first_child >= 0 && forest_node_at(f, nd->first_child)->next_sibling < 0;
+}
+
+/* The child that continues nd's line, -1 where the line ends: at a leaf, at two or more
+ * children, or at a child that began a line of its own before (its siblings were pruned
+ * since). Lines never merge, so the line a prune leaves keeps its place and its text, and
+ * `d` on it prunes what it shows, not the parent's line with it. */
+static int32_t line_next(const forest_view *v, const forest *f, const forest_node *nd) {
+    if (!single_child(f, nd)) return -1;
+    int32_t c = nd->first_child;
+    return c < v->cap_mark && v->mark[c].start == forest_node_at(f, c)->gen + 1 ? -1 : c;
 }
 
 st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
@@ -47,11 +58,11 @@ st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
     if (!grow_arr((void **)&v->stack, &v->cap_stack, n_live + 1, sizeof(int32_t)) ||
         !grow_arr((void **)&v->lines, &v->cap_lines, n_live + 1, sizeof(fv_line)))
         return st_set(err, ST_ERR_NOMEM, "out of memory for the forest view");
-    if (cap > v->cap_fold) {
-        int32_t old = v->cap_fold;
-        if (!grow_arr((void **)&v->fold, &v->cap_fold, cap, sizeof(uint32_t)))
+    if (cap > v->cap_mark) {
+        int32_t old = v->cap_mark;
+        if (!grow_arr((void **)&v->mark, &v->cap_mark, cap, sizeof(fv_mark)))
             return st_set(err, ST_ERR_NOMEM, "out of memory for the forest view");
-        memset(v->fold + old, 0, sizeof(uint32_t) * (size_t)(v->cap_fold - old));
+        memset(v->mark + old, 0, sizeof(fv_mark) * (size_t)(v->cap_mark - old));
     }
     /* a stack of (line start, indent) pairs; roots pushed last-first so they pop in order */
     int32_t sp = 0, n_roots = 0;
@@ -76,16 +87,17 @@ st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
         fv_line ln = {s, s, indent, 1, 0, 0};
         const forest_node *nd = forest_node_at(f, s);
         if (nd->flags & FOREST_BOOKMARK) ln.flags |= FV_BOOKMARK;
-        while (single_child(f, nd)) {
-            ln.end = nd->first_child;
+        v->mark[s].start = nd->gen + 1;
+        for (int32_t c; (c = line_next(v, f, nd)) >= 0;) {
+            ln.end = c;
             nd = forest_node_at(f, ln.end);
             ln.n_nodes++;
             if (nd->flags & FOREST_BOOKMARK) ln.flags |= FV_BOOKMARK;
         }
         for (int32_t c = nd->first_child; c >= 0; c = forest_node_at(f, c)->next_sibling) ln.n_children++;
-        if (nd->flags & FOREST_FINISHED) ln.flags |= FV_FINISHED;
+        if (nd->flags & FOREST_FINISHED) ln.flags |= nd->tag == GROW_END_BUDGET ? FV_BUDGET : FV_FINISHED;
         if (nd->state == FOREST_PENDING) ln.flags |= FV_PENDING;
-        if (ln.n_children > 1) {
+        if (ln.n_children > 0 && line_next(v, f, nd) < 0) {
             ln.flags |= FV_BRANCHES;
             if (fv_is_folded(v, f, s)) ln.flags |= FV_COLLAPSED;
             else {
@@ -121,7 +133,7 @@ bool fv_select_node(forest_view *v, const forest *f, forest_id id) {
     if (!nd) return false;
     /* up to the start of its line: while the parent has this one child only */
     int32_t idx = forest_index(id);
-    while (nd->parent >= 0 && single_child(f, forest_node_at(f, nd->parent))) {
+    while (nd->parent >= 0 && line_next(v, f, forest_node_at(f, nd->parent)) == idx) {
         idx = nd->parent;
         nd = forest_node_at(f, idx);
     }
@@ -149,10 +161,10 @@ void fv_scroll(forest_view *v, int32_t height) {
 bool fv_fold(forest_view *v, const forest *f, bool fold) {
     if (v->n_lines == 0) return false;
     const fv_line *ln = &v->lines[v->cursor];
-    if (!(ln->flags & FV_BRANCHES) || ln->start >= v->cap_fold) return false;
+    if (!(ln->flags & FV_BRANCHES) || ln->start >= v->cap_mark) return false;
     bool was = fv_is_folded(v, f, ln->start);
     if (was == fold) return false;
-    v->fold[ln->start] = fold ? forest_node_at(f, ln->start)->gen + 1 : 0;
+    v->mark[ln->start].fold = fold ? forest_node_at(f, ln->start)->gen + 1 : 0;
     return true;
 }
 
@@ -223,6 +235,25 @@ void fv_stream_start(const forest *f, const tok *tk, int32_t idx, tok_stream *s)
     stream_after(f, tk, idx >= 0 ? forest_node_at(f, idx)->parent : -1, s);
 }
 
+const char *fv_legend(int32_t i, bool utf8) {
+    static const char *const u[] = {
+        "  \xe2\x96\xb6  growing now          \xe2\x9c\x93  ended: end of text (the model ended it)",
+        "  \xe2\x80\xa6  stopped by the budget (n grows it on)   \xe2\x98\x85  bookmarked (m)",
+        "  \xe2\x96\xbe \xe2\x96\xb8  branches below, open / folded (Space)   \xc2\xb7  no branches below",
+        "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
+        "  [-1.23]  a beam hypothesis's score (log-probability per token)",
+    };
+    static const char *const a[] = {
+        "  >  growing now          $  ended: end of text (the model ended it)",
+        "  ~  stopped by the budget (n grows it on)   *  bookmarked (m)",
+        "  - +  branches below, open / folded (Space)",
+        "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
+        "  [-1.23]  a beam hypothesis's score (log-probability per token)",
+    };
+    if (i < 0 || i >= (int32_t)(sizeof u / sizeof u[0])) return NULL;
+    return utf8 ? u[i] : a[i];
+}
+
 int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
               const forest_id *running, int32_t n_running, char *out, size_t cap, int width) {
     ui_line l = ui_line_make(out, cap, width, v->utf8);
@@ -239,6 +270,7 @@ int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
     const char *mark = ln->flags & FV_BOOKMARK ? (v->utf8 ? "\xe2\x98\x85" : "*")
                        : run                    ? (v->utf8 ? "\xe2\x96\xb6" : ">")
                        : ln->flags & FV_FINISHED ? (v->utf8 ? "\xe2\x9c\x93" : "$")
+                       : ln->flags & FV_BUDGET   ? (v->utf8 ? "\xe2\x80\xa6" : "~")
                                                  : " ";
     ui_line_put(&l, mark);
     const forest_node *nd = forest_node_at(f, ln->start);

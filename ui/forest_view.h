@@ -4,7 +4,8 @@
  * A line is a maximal chain of single-child nodes (the radix view): it starts at a root
  * or at a child of a branching node and ends at a leaf or at a node with two or more
  * children, whose children's lines are nested one level deeper, unless the line is
- * collapsed. Lines are rebuilt from the forest in O(nodes) without decoding any text;
+ * collapsed. A node that began a line keeps beginning one after its siblings are pruned
+ * (lines never merge: the survivor stays under its parent's line). Lines are rebuilt from the forest in O(nodes) without decoding any text;
  * text is decoded only for the lines drawn (fv_render), so forests of 10,000+ nodes
  * scroll without lag. The cursor is a line, remembered by its first node's id so that it
  * stays put while the forest grows. The selected node is the cursor line's last node.
@@ -22,11 +23,13 @@
 #include "../engine/tok.h"
 
 enum {
-    FV_BRANCHES = 1 << 0,  /* the last node has 2+ children */
+    FV_BRANCHES = 1 << 0,  /* the last node's children have lines of their own */
     FV_COLLAPSED = 1 << 1, /* ... and they are hidden */
     FV_BOOKMARK = 1 << 2,  /* a node of the line is bookmarked */
-    FV_FINISHED = 1 << 3,  /* the last node is a finished leaf */
+    FV_FINISHED = 1 << 3,  /* the last node is a leaf ended by an end-of-text token (or a
+                              stop string) */
     FV_PENDING = 1 << 4,   /* the last node is not computed yet */
+    FV_BUDGET = 1 << 5,    /* the last node is a leaf stopped by the token budget */
 };
 
 typedef struct fv_line {
@@ -37,14 +40,21 @@ typedef struct fv_line {
     uint32_t flags;       /* FV_* */
 } fv_line;
 
+/* What the view remembers of a node across rebuilds; each field is the node's generation
+ * + 1 when true, so a reused index starts clear. */
+typedef struct fv_mark {
+    uint32_t fold;  /* its line is collapsed */
+    uint32_t start; /* it began a line (it stays a line start: lines never merge) */
+} fv_mark;
+
 typedef struct forest_view {
     fv_line *lines;
     int32_t n_lines, cap_lines;
     int32_t cursor;        /* line index */
     int32_t top;           /* first line shown */
     forest_id cursor_id;   /* id of the cursor line's first node */
-    uint32_t *fold;        /* (cap_fold) per forest index: its generation + 1 when collapsed */
-    int32_t cap_fold;
+    fv_mark *mark;         /* (cap_mark) per forest index */
+    int32_t cap_mark;
     int32_t *stack;        /* scratch for the walk */
     int32_t cap_stack;
     bool utf8;             /* glyphs: UTF-8 or ASCII */
@@ -81,6 +91,10 @@ bool fv_is_folded(const forest_view *v, const forest *f, int32_t idx);
  * unscored token (prompt text). */
 int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
               const forest_id *running, int32_t n_running, char *out, size_t cap, int width);
+
+/* Line i (0-based) of the legend of the marks fv_render draws ("▶ growing now", ...) in
+ * the glyphs of utf8 or ASCII; NULL past the last. For the help screen. */
+const char *fv_legend(int32_t i, bool utf8);
 
 /* Text is decoded as a stream along the branch, so a character split over tokens is
  * shown whole where the text runs on (a line, the text pane); where one token is shown

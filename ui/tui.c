@@ -42,6 +42,9 @@ typedef struct tui {
     int forest_h;       /* rows of the forest pane */
     int mask_gw;        /* columns of the mask grid as last drawn */
     double last_autosave;
+    bool confirming;    /* the message line asks y/n before confirm_job (a load) runs */
+    ui_job confirm_job;
+    char confirm_text[1024];
 } tui;
 
 static double now_s(void) {
@@ -57,6 +60,13 @@ static void set_msg(tui *t, const char *m) {
 
 static void post(tui *t, ui_job j) {
     if (!ui_worker_post(t->w, &j)) set_msg(t, "the engine is busy: try again");
+}
+
+/* A save to path; one to the autosave file leaves the work counted as unsaved (the next
+ * run's autosave replaces it). */
+static ui_job save_job(const tui *t, const char *path) {
+    bool autosave = t->p->autosave && !strcmp(path, t->p->autosave);
+    return (ui_job){.kind = UI_JOB_SAVE, .text = path, .b = autosave};
 }
 
 /* Views follow the forest (under the lock). */
@@ -84,16 +94,30 @@ static int branch_pair(int32_t start) {
 }
 
 static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
-    forest_id running[64];
+    forest_id running[64], scored[UI_MAX_SCORES];
+    double score[UI_MAX_SCORES];
     int32_t nr = ui_worker_running(t->w, running, 64);
+    int32_t ns = ui_worker_scores(t->w, scored, score, UI_MAX_SCORES);
     fv_scroll(&t->fv, h);
     t->forest_h = h;
     char buf[1024];
     for (int r = 0; r < h; r++) {
         int32_t i = t->fv.top + r;
         if (i >= t->fv.n_lines) break;
-        int cls = fv_render(&t->fv, f, t->p->wp.tk, i, running, nr, buf, sizeof buf, w);
         const fv_line *ln = &t->fv.lines[i];
+        /* a beam hypothesis's line ends with its score */
+        char sc[32] = "";
+        for (int32_t k = 0; k < ns; k++)
+            if (scored[k] == forest_id_at(f, ln->end)) snprintf(sc, sizeof sc, " [%.2f]", score[k]);
+        int sw = (int)strlen(sc);
+        int cls = fv_render(&t->fv, f, t->p->wp.tk, i, running, nr, buf, sizeof buf, w - sw > 8 ? w - sw : w);
+        if (sc[0] && w - sw > 8) {
+            char line[1024];
+            ui_line l = ui_line_make(line, sizeof line, w, ui_screen_utf8());
+            ui_line_put(&l, buf);
+            ui_line_put(&l, sc);
+            memcpy(buf, line, sizeof line);
+        }
         bool sel = i == t->fv.cursor;
         /* colour by branch; dimmed below 10% so unlikely branches recede */
         int attr = cls == 3 ? ui_screen_attr(UI_PAIR_PROB3) : ui_screen_attr(branch_pair(ln->start));
@@ -213,18 +237,22 @@ static const char *keys_text(void *ud, int a, char *buf, size_t cap) {
 
 static void draw_help(tui *t, int h, int w) {
     char buf[512];
-    int32_t n = ui_help_line(0, keys_text, &t->km, buf, sizeof buf), n_cmd = 0;
+    int32_t n = ui_help_line(0, keys_text, &t->km, buf, sizeof buf), n_cmd = 0, n_leg = 0;
     while (ui_cmd_usage(n_cmd)) n_cmd++;
-    int32_t total = n + 2 + n_cmd;
+    while (fv_legend(n_leg, ui_screen_utf8())) n_leg++;
+    int32_t c0 = n + 2 + n_leg + 2; /* the first command line: keys, marks, commands */
+    int32_t total = c0 + n_cmd;
     if (t->help_top > total - (h - 2)) t->help_top = total - (h - 2);
     if (t->help_top < 0) t->help_top = 0;
     put_line(0, 0, " help: keys (any key closes; j/k scroll)", ui_screen_attr(UI_PAIR_TITLE));
     for (int r = 0; r < h - 2; r++) {
         int32_t i = t->help_top + r;
         if (i < n) ui_help_line(i, keys_text, &t->km, buf, sizeof buf);
-        else if (i == n) buf[0] = '\0';
-        else if (i == n + 1) snprintf(buf, sizeof buf, "Commands (:)");
-        else if (i < total) snprintf(buf, sizeof buf, "  %s", ui_cmd_usage(i - n - 2));
+        else if (i == n || i == c0 - 2) buf[0] = '\0';
+        else if (i == n + 1) snprintf(buf, sizeof buf, "Marks in the forest pane");
+        else if (i < c0 - 2) snprintf(buf, sizeof buf, "%s", fv_legend(i - n - 2, ui_screen_utf8()));
+        else if (i == c0 - 1) snprintf(buf, sizeof buf, "Commands (:)");
+        else if (i < total) snprintf(buf, sizeof buf, "  %s", ui_cmd_usage(i - c0));
         else break;
         ui_line l = ui_line_make(buf + 256, 256, w, ui_screen_utf8());
         ui_line_put(&l, buf);
@@ -291,7 +319,7 @@ static void run_command(tui *t, const char *line) {
         return;
     }
     forest_id sel = selected(t);
-    const char *file = c.text[0] ? c.text : t->p->autosave;
+    const char *file = c.text[0] ? c.text : c.kind == UI_CMD_LOAD ? t->p->last_session : t->p->autosave;
     switch (c.kind) {
     case UI_CMD_NONE: break;
     case UI_CMD_GROW: post(t, (ui_job){.kind = UI_JOB_GROW, .node = sel, .a = c.a}); break;
@@ -307,8 +335,17 @@ static void run_command(tui *t, const char *line) {
     case UI_CMD_PRUNE: post(t, (ui_job){.kind = UI_JOB_PRUNE, .node = sel}); break;
     case UI_CMD_MERGE: post(t, (ui_job){.kind = UI_JOB_MERGE}); break;
     case UI_CMD_STEP: post(t, (ui_job){.kind = UI_JOB_STEP, .a = c.a ? c.a : 1}); break;
-    case UI_CMD_SAVE: if (file) post(t, (ui_job){.kind = UI_JOB_SAVE, .text = file}); break;
-    case UI_CMD_LOAD: if (file) post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file}); break;
+    case UI_CMD_SAVE: if (file) post(t, save_job(t, file)); break;
+    case UI_CMD_LOAD:
+        if (!file) set_msg(t, "no last session to restore: :load FILE");
+        else if (ui_worker_modified(t->w)) { /* the work would be lost: ask first */
+            snprintf(t->confirm_text, sizeof t->confirm_text, "%s", file);
+            t->confirm_job = (ui_job){.kind = UI_JOB_LOAD, .text = t->confirm_text};
+            t->confirming = true;
+            snprintf(t->msg, sizeof t->msg, "unsaved changes: load %.150s and lose them? (y/n; :save FILE keeps them)", file);
+        } else
+            post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file});
+        break;
     case UI_CMD_EXPORT: post(t, (ui_job){.kind = UI_JOB_EXPORT, .text = c.text}); break;
     case UI_CMD_SET: post(t, (ui_job){.kind = UI_JOB_SET, .text = c.key, .val = c.val});
         if (!strcmp(c.key, "chat"))
@@ -369,6 +406,7 @@ static void do_action(tui *t, int a) {
     case UI_ACT_CANCEL: post(t, (ui_job){.kind = UI_JOB_CANCEL}); break;
     case UI_ACT_PRUNE: post(t, (ui_job){.kind = UI_JOB_PRUNE, .node = forest_id_at(f, t->fv.n_lines ? t->fv.lines[t->fv.cursor].start : -1)}); break;
     case UI_ACT_UNDO: post(t, (ui_job){.kind = UI_JOB_UNDO}); break;
+    case UI_ACT_REDO: post(t, (ui_job){.kind = UI_JOB_REDO}); break;
     case UI_ACT_BOOKMARK: post(t, (ui_job){.kind = UI_JOB_BOOKMARK, .node = sel}); break;
     case UI_ACT_NEXT_MARK:
         for (int32_t k = 1; k <= t->fv.n_lines; k++) {
@@ -376,7 +414,7 @@ static void do_action(tui *t, int a) {
             if (t->fv.lines[i].flags & FV_BOOKMARK) { fv_set_cursor(&t->fv, f, i); break; }
         }
         break;
-    case UI_ACT_SAVE: if (t->p->autosave) post(t, (ui_job){.kind = UI_JOB_SAVE, .text = t->p->autosave}); break;
+    case UI_ACT_SAVE: if (t->p->autosave) post(t, save_job(t, t->p->autosave)); break;
     case UI_ACT_REDRAW: clearok(curscr, TRUE); break;
     case UI_ACT_UP: fv_move(&t->fv, f, -1); break;
     case UI_ACT_DOWN: fv_move(&t->fv, f, 1); break;
@@ -506,6 +544,13 @@ static void on_key(tui *t, int ch, bool is_key) {
         }
         return;
     }
+    if (t->confirming) { /* the y/n question in the message line */
+        t->confirming = false;
+        if (ch == 'y' || ch == 'Y') post(t, t->confirm_job);
+        else set_msg(t, "not loaded: your work is still here");
+        t->dirty = true;
+        return;
+    }
     if (t->help) { /* j/k scroll; any other key closes */
         if (ch == 'j' || (is_key && ch == KEY_DOWN)) t->help_top++;
         else if (ch == 'k' || (is_key && ch == KEY_UP)) t->help_top--;
@@ -571,11 +616,12 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
         (void)busy_view;
         double since = ui_worker_unsaved_since(t.w);
         if (p->autosave && since > 0 && now_s() - since > AUTOSAVE_S && now_s() - t.last_autosave > AUTOSAVE_S) {
-            post(&t, (ui_job){.kind = UI_JOB_SAVE, .text = p->autosave});
+            post(&t, save_job(&t, p->autosave));
             t.last_autosave = now_s();
         }
     }
-    if (p->autosave) post(&t, (ui_job){.kind = UI_JOB_SAVE, .text = p->autosave});
+    /* only when something changed: an untouched run leaves the last autosave alone */
+    if (p->autosave) post(&t, (ui_job){.kind = UI_JOB_SAVE, .text = p->autosave, .b = 1, .c = 1});
     ui_worker_stop(t.w); /* runs the save, then ends the thread */
     ui_cmdline_end();
     delwin(t.cmdwin);

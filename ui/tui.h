@@ -10,6 +10,8 @@
 typedef struct ui_tui_params {
     ui_worker_params wp;      /* the worker takes wp.f */
     const char *autosave;     /* session file saved on quit and every 30 s of changes */
+    const char *last_session; /* what :load without a file restores (the last run's
+                                 autosave; may be NULL) */
     const char *history;      /* command-line history file (may be NULL) */
     const char *log;          /* stderr while the screen is up (may be NULL) */
     const char *keys_default; /* shipped bindings (assets/keys, may be NULL) */

@@ -1,5 +1,5 @@
 /* worker.c - the engine thread (worker.h): a job queue, the running strategy stepped one
- * forest step at a time, undo of the last prune, statistics for the status line. */
+ * forest step at a time, the prune history (undo.h), statistics for the status line. */
 #include "worker.h"
 
 #include <math.h>
@@ -17,19 +17,11 @@
 #include "../engine/session.h"
 #include "../engine/step.h"
 #include "spec_job.h"
+#include "undo.h"
 
 #define Q_CAP 64
 
 enum { RUN_NONE, RUN_GROW, RUN_COT, RUN_BEAM, RUN_STEPS, RUN_MARGINS, RUN_DRAFT, RUN_LOOKAHEAD };
-
-/* A pruned subtree kept for undo: nodes in DFS order, each with the index (in this list)
- * of its parent, -1 for the subtree's top, which hangs under `under`. */
-typedef struct undo_tree {
-    forest_id under;
-    int32_t *token, *parent;
-    float *lp;
-    int32_t n;
-} undo_tree;
 
 struct ui_worker {
     pthread_t th;
@@ -71,11 +63,17 @@ struct ui_worker {
     char msg[1024];
     uint64_t msg_no;
     forest_id focus;
-    undo_tree undo;
+    ui_undo undo;              /* the prune history */
+    forest_id score_leaf[UI_MAX_SCORES]; /* the last beam's hypotheses and scores */
+    double score[UI_MAX_SCORES];
+    int32_t n_scores;
+    float beam_alpha;
     const char *model_name, *backend;
     int32_t threads;
     _Atomic uint64_t version;
     _Atomic double unsaved_since;
+    _Atomic bool modified;     /* changed since loaded or saved under a name of the user's */
+    bool touched;              /* changed since the start or the last load */
 };
 
 static double now_s(void) {
@@ -91,6 +89,7 @@ static void say(ui_worker *w, const char *fmt, const char *arg) {
 
 static void changed(ui_worker *w, bool forest_changed) {
     if (forest_changed && w->unsaved_since == 0) w->unsaved_since = now_s();
+    if (forest_changed) w->modified = w->touched = true;
     w->version++;
 }
 
@@ -173,6 +172,7 @@ static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
         beam_params bp = beam_default_params();
         bp.width = j->a;
         bp.max_tokens = budget;
+        w->beam_alpha = bp.alpha;
         if (!(w->b = beam_init(w->f, from, &bp, w->tk, w->n_vocab, err))) return err->code;
         w->run = RUN_BEAM;
         break;
@@ -189,22 +189,90 @@ static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
     return ST_OK;
 }
 
-/* Why a grown branch stopped, when an end-of-generation token won: "ended: end of turn
- * <|im_end|>" into w->note. grow keeps no token for it; the leaf's top-k has it (the
- * most probable end token there, which greedy decoding picked). */
-static void ended_note(ui_worker *w) {
-    if (w->run != RUN_GROW || w->g.n != 1 || !w->g.br[0].eog) return;
+/* The end-of-generation token a branch ended at, as "end of turn <|im_end|>" into out:
+ * grow keeps no token for it; the leaf's top-k has it (the most probable end token
+ * there, which greedy decoding picked). */
+static void eog_name(ui_worker *w, forest_id leaf, char *out, size_t cap) {
     int32_t ids[16];
     float lps[16];
-    int32_t n = forest_topk(w->f, w->g.br[0].leaf, ids, lps, 16);
+    int32_t n = forest_topk(w->f, leaf, ids, lps, 16);
     for (int32_t i = 0; i < n; i++)
         if (tok_is_eog(w->tk, ids[i])) {
             const char *pc = tok_piece(w->tk, ids[i]);
             bool turn = w->chat.kind != CHAT_NONE && (!pc || strcmp(pc, "<|endoftext|>"));
-            snprintf(w->note, sizeof w->note, "ended: end of %s %s", turn ? "turn" : "text", pc ? pc : "");
+            snprintf(out, cap, "end of %s %s", turn ? "turn" : "text", pc ? pc : "");
             return;
         }
-    snprintf(w->note, sizeof w->note, "ended: end of text");
+    snprintf(out, cap, "end of text");
+}
+
+/* What a grow or cot run did, for its "done": "+12 tokens, 1 branch; stopped: budget".
+ * cot says how many chains it kept ("5 of 6 chains, 1 ended at once"): a chain whose
+ * first token ends the text leaves no branch. */
+static void grow_summary(ui_worker *w, const grow *g, bool chains, char *out, size_t cap) {
+    int32_t made = 0, eog = 0, stop = 0, budget = 0, empty = 0;
+    forest_id eog_leaf = FOREST_NONE;
+    for (int32_t i = 0; i < g->n; i++) {
+        const grow_branch *b = &g->br[i];
+        made += b->made;
+        if (b->eog) eog++, eog_leaf = b->leaf, empty += b->made == 0;
+        else if (b->stop >= 0) stop++;
+        else budget++;
+    }
+    char end[96], why[192] = "";
+    if (eog == 1 && g->n == 1) eog_name(w, eog_leaf, end, sizeof end);
+    else snprintf(end, sizeof end, "end of text");
+    const char *names[3] = {"budget", end, "stop string"};
+    int32_t counts[3] = {budget, eog, stop}, kinds = (budget > 0) + (eog > 0) + (stop > 0);
+    for (int k = 0; k < 3; k++) {
+        if (!counts[k]) continue;
+        size_t l = strlen(why);
+        if (kinds == 1) snprintf(why + l, sizeof why - l, "%s", names[k]);
+        else snprintf(why + l, sizeof why - l, "%s%s (%d)", l ? ", " : "", names[k], (int)counts[k]);
+    }
+    char once[48] = "";
+    if (empty) snprintf(once, sizeof once, ", %d ended at once", (int)empty);
+    if (chains)
+        snprintf(out, cap, "%d of %d chain%s%s, +%d tokens; stopped: %s", (int)(g->n - empty), (int)g->n,
+                 g->n == 1 ? "" : "s", once, (int)made, why);
+    else
+        snprintf(out, cap, "+%d token%s, %d branch%s; stopped: %s", (int)made, made == 1 ? "" : "s", (int)g->n,
+                 g->n == 1 ? "" : "es", why);
+}
+
+/* The beam's live hypotheses and their scores (sum / length^alpha, as its results are
+ * scored) into w->score_*, for the forest pane. */
+static void beam_scores(ui_worker *w) {
+    int32_t len = beam_cur_len(w->b);
+    w->n_scores = 0;
+    for (int32_t i = 0; i < beam_n_live(w->b) && w->n_scores < UI_MAX_SCORES; i++) {
+        w->score_leaf[w->n_scores] = beam_live_leaf(w->b, i);
+        w->score[w->n_scores++] = len > 0 ? beam_live_sum(w->b, i) / pow((double)len, (double)w->beam_alpha) : 0;
+    }
+}
+
+/* "2 results, best score -1.23; stopped: budget (1), end of text (1)" */
+static void beam_summary(ui_worker *w, char *out, size_t cap) {
+    beam_scores(w);
+    int32_t n = beam_n_results(w->b), ended = 0;
+    for (int32_t i = 0; i < n; i++) ended += beam_result(w->b, i)->ended;
+    char why[96];
+    if (ended == 0 || ended == n) snprintf(why, sizeof why, "%s", ended ? "end of text" : "budget");
+    else snprintf(why, sizeof why, "budget (%d), end of text (%d)", (int)(n - ended), (int)ended);
+    if (n == 0) snprintf(out, cap, "no result");
+    else snprintf(out, cap, "%d result%s, best score %.2f; stopped: %s", (int)n, n == 1 ? "" : "s",
+                  beam_result(w->b, 0)->score, why);
+}
+
+/* The "done" message of the run that just ended. */
+static void say_done(ui_worker *w) {
+    char sum[320] = "";
+    if (w->run == RUN_GROW) grow_summary(w, &w->g, false, sum, sizeof sum);
+    if (w->run == RUN_COT) grow_summary(w, &w->c.g, true, sum, sizeof sum);
+    if (w->run == RUN_BEAM) beam_summary(w, sum, sizeof sum);
+    snprintf(w->msg, sizeof w->msg, "done%s%s%s%s%s", sum[0] ? ": " : "", sum, w->note[0] ? " (" : "", w->note,
+             w->note[0] ? ")" : "");
+    w->msg_no++;
 }
 
 /* One step of the running strategy, under the lock. */
@@ -219,6 +287,7 @@ static void run_step(ui_worker *w) {
     case RUN_BEAM:
         rc = beam_step(w->b, w->f, &w->plan, w->ctx, &err);
         active = !beam_done(w->b);
+        if (!rc) beam_scores(w);
         break;
     case RUN_STEPS:
         rc = step_forest(w->f, &w->plan, w->ctx, &err);
@@ -253,9 +322,7 @@ static void run_step(ui_worker *w) {
         if (w->plan.n_rows > 0 && made < 0) mv_capture(w->mv, w->f, w->tk, &w->plan, w->n_steps - 1);
         if (made >= 0 && active) say(w, "%s", w->note); /* tokens per step so far */
         if (!active) {
-            ended_note(w);
-            if (w->note[0]) say(w, "done (%s)", w->note);
-            else say(w, "%s", "done");
+            say_done(w);
             run_stop(w);
         }
     }
@@ -264,61 +331,26 @@ static void run_step(ui_worker *w) {
 
 /* ---- jobs ---- */
 
-static void undo_clear(undo_tree *u) {
-    free(u->token), free(u->parent), free(u->lp);
-    memset(u, 0, sizeof *u);
-    u->under = FOREST_NONE;
+/* "pruned 12 nodes (3 branches)"-like messages for prune, undo and redo. */
+static void say_pruned(ui_worker *w, const char *verb, const ui_prune_info *in, const char *then) {
+    snprintf(w->msg, sizeof w->msg, "%s %d node%s (%d branch%s)%s", verb, (int)in->nodes, in->nodes == 1 ? "" : "s",
+             (int)in->branches, in->branches == 1 ? "" : "es", then);
+    w->msg_no++;
 }
 
-/* Remembers the subtree of id (DFS order) before it is pruned. */
-static void undo_keep(ui_worker *w, forest_id id) {
-    undo_clear(&w->undo);
-    const forest_node *top = forest_get(w->f, id);
-    int32_t n = 0, cap = forest_n_live(w->f);
-    undo_tree *u = &w->undo;
-    u->token = malloc(sizeof(int32_t) * (size_t)cap);
-    u->parent = malloc(sizeof(int32_t) * (size_t)cap);
-    u->lp = malloc(sizeof(float) * (size_t)cap);
-    int32_t *map = malloc(sizeof(int32_t) * (size_t)forest_capacity(w->f));
-    if (!u->token || !u->parent || !u->lp || !map) {
-        free(map);
-        undo_clear(u);
-        return;
-    }
-    u->under = top->parent >= 0 ? forest_id_at(w->f, top->parent) : FOREST_NONE;
-    /* a preorder walk of the subtree through the child / sibling links */
-    int32_t root = forest_index(id), at = root;
-    while (at >= 0) {
-        const forest_node *nd = forest_node_at(w->f, at);
-        map[at] = n;
-        u->token[n] = nd->token;
-        u->lp[n] = nd->logprob;
-        u->parent[n] = at == root ? -1 : map[nd->parent];
-        n++;
-        if (nd->first_child >= 0) { at = nd->first_child; continue; }
-        while (at >= 0 && at != root && forest_node_at(w->f, at)->next_sibling < 0)
-            at = forest_node_at(w->f, at)->parent;
-        at = at == root || at < 0 ? -1 : forest_node_at(w->f, at)->next_sibling;
-    }
-    u->n = n;
-    free(map);
-}
-
-static st_code undo_apply(ui_worker *w, st_err *err) {
-    undo_tree *u = &w->undo;
-    if (u->n == 0) return st_set(err, ST_ERR_ARG, "nothing to undo");
-    forest_id *ids = malloc(sizeof(forest_id) * (size_t)u->n);
-    if (!ids) return st_set(err, ST_ERR_NOMEM, "out of memory");
-    st_code rc = ST_OK;
-    for (int32_t i = 0; i < u->n && !rc; i++) {
-        forest_id par = u->parent[i] < 0 ? u->under : ids[u->parent[i]];
-        rc = par == FOREST_NONE ? forest_add_root(w->f, &u->token[i], &u->lp[i], 1, 0, &ids[i], err)
-                                : forest_append(w->f, par, &u->token[i], &u->lp[i], 1, &ids[i], err);
-    }
-    if (!rc) w->focus = ids[0];
-    free(ids);
-    undo_clear(u);
-    return rc;
+static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
+    if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
+    ui_prune_info in;
+    forest_id top;
+    st_code rc = j->kind == UI_JOB_PRUNE  ? ui_undo_prune(&w->undo, w->f, j->node, &in, err)
+                 : j->kind == UI_JOB_UNDO ? ui_undo_undo(&w->undo, w->f, &top, &in, err)
+                                          : ui_undo_redo(&w->undo, w->f, &in, err);
+    if (rc) return rc;
+    w->focus = in.near;
+    if (j->kind == UI_JOB_PRUNE) say_pruned(w, "pruned", &in, ": u undoes");
+    else if (j->kind == UI_JOB_UNDO) say_pruned(w, "restored", &in, ": s computes them, U prunes them again");
+    else say_pruned(w, "pruned", &in, " again: u undoes");
+    return ST_OK;
 }
 
 static st_code set_param(ui_worker *w, const char *key, double v, st_err *err) {
@@ -402,18 +434,20 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
     case UI_JOB_GROW: case UI_JOB_COT: case UI_JOB_BEAM: case UI_JOB_STEP: case UI_JOB_MARGINS:
     case UI_JOB_DRAFT: case UI_JOB_LOOKAHEAD:
         return run_start(w, j, err);
-    case UI_JOB_PRUNE:
-        if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
-        if (!forest_get(w->f, j->node)) return st_set(err, ST_ERR_ARG, "nothing selected");
-        undo_keep(w, j->node);
-        return forest_prune(w->f, j->node, err);
-    case UI_JOB_UNDO:
-        return undo_apply(w, err);
+    case UI_JOB_PRUNE: case UI_JOB_UNDO: case UI_JOB_REDO:
+        return prune_job(w, j, err);
     case UI_JOB_APPEND: case UI_JOB_FORK: case UI_JOB_ASK: {
         int32_t one = j->a, *t = &one, n = 1;
         char note[sizeof w->note] = "";
         const forest_node *nd = forest_get(w->f, j->node);
         if (!nd && j->node != FOREST_NONE) return st_set(err, ST_ERR_ARG, "the selected node is gone");
+        if (j->kind == UI_JOB_FORK && nd) /* a token already there is selected, not made twice */
+            for (int32_t c = nd->first_child; c >= 0; c = forest_node_at(w->f, c)->next_sibling)
+                if (forest_node_at(w->f, c)->token == j->a) {
+                    w->focus = forest_id_at(w->f, c);
+                    say(w, "%s", "that token is already a branch here: selected it");
+                    return ST_OK;
+                }
         if (j->kind == UI_JOB_APPEND && w->chat_on) {
             if (!(t = ask_tokens(w, j, &n, note, sizeof note, err))) return err->code;
             say(w, "%s: n grows the answer", note + strlen("ask: "));
@@ -454,8 +488,10 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
         return set_param(w, j->text, j->val, err);
     case UI_JOB_SAVE:
         if (!w->save) return st_set(err, ST_ERR_ARG, "saving is not available");
+        if (j->c && !w->touched) return ST_OK; /* nothing this run made */
         if (!(rc = w->save(w->ud, j->text, w->f, &w->sp, err))) {
             w->unsaved_since = 0;
+            if (!j->b) w->modified = false; /* the autosave is replaced by the next run's */
             say(w, "saved %s", j->text);
         }
         return rc;
@@ -465,11 +501,14 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
         forest *nf = w->load(w->ud, j->text, &sp, err);
         if (!nf) return err->code;
         run_stop(w);
-        undo_clear(&w->undo);
+        ui_undo_clear(&w->undo);
         forest_free(w->f);
         w->f = nf;
         w->sp = sp;
         mv_init(w->mv);
+        w->unsaved_since = 0;
+        w->modified = w->touched = false;
+        w->n_scores = 0; /* ids of the old forest */
         say(w, "loaded %s: press s to compute it", j->text);
         return ST_OK;
     }
@@ -527,7 +566,10 @@ static void *worker_main(void *arg) {
             st_err err = {0};
             st_code rc = do_job(w, &j, &err);
             if (rc) say(w, "%s", err.msg[0] ? err.msg : st_str(rc));
-            changed(w, j.kind != UI_JOB_SAVE && j.kind != UI_JOB_EXPORT && j.kind != UI_JOB_PAUSE && !rc);
+            bool same = j.kind == UI_JOB_SAVE || j.kind == UI_JOB_EXPORT || j.kind == UI_JOB_PAUSE ||
+                        j.kind == UI_JOB_SET || j.kind == UI_JOB_PREVIEW || j.kind == UI_JOB_CANCEL ||
+                        j.kind == UI_JOB_LOAD;
+            changed(w, !same && !rc);
         } else
             run_step(w);
         /* a prune (the user's, or a strategy's own) may have removed nodes the mask view names */
@@ -572,7 +614,7 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     w->chat = p->chat;
     w->chat_on = p->chat.kind != CHAT_NONE && !p->raw;
     w->focus = FOREST_NONE;
-    w->undo.under = FOREST_NONE;
+    ui_undo_init(&w->undo);
     if (pthread_create(&w->th, NULL, worker_main, w)) {
         step_plan_free(&w->plan);
         step_plan_free(&w->preview);
@@ -608,7 +650,7 @@ void ui_worker_stop(ui_worker *w) {
     pthread_join(w->th, NULL);
     for (int32_t i = 0; i < w->q_n; i++) free((char *)w->q[(w->q_head + i) % Q_CAP].text);
     run_stop(w);
-    undo_clear(&w->undo);
+    ui_undo_free(&w->undo);
     step_plan_free(&w->plan);
     step_plan_free(&w->preview);
     forest_free(w->f);
@@ -621,6 +663,7 @@ void ui_worker_stop(ui_worker *w) {
 
 uint64_t ui_worker_version(const ui_worker *w) { return w->version; }
 double ui_worker_unsaved_since(const ui_worker *w) { return w->unsaved_since; }
+bool ui_worker_modified(const ui_worker *w) { return w->modified; }
 void ui_worker_lock(ui_worker *w) { pthread_mutex_lock(&w->mu); }
 bool ui_worker_trylock(ui_worker *w) { return pthread_mutex_trylock(&w->mu) == 0; }
 void ui_worker_unlock(ui_worker *w) { pthread_mutex_unlock(&w->mu); }
@@ -634,6 +677,13 @@ forest_id ui_worker_take_focus(ui_worker *w) {
     forest_id f = w->focus;
     w->focus = FOREST_NONE;
     return f;
+}
+
+int32_t ui_worker_scores(const ui_worker *w, forest_id *ids, double *scores, int32_t cap) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < w->n_scores && n < cap; i++)
+        if (forest_get(w->f, w->score_leaf[i])) ids[n] = w->score_leaf[i], scores[n++] = w->score[i];
+    return n;
 }
 
 uint64_t ui_worker_message(const ui_worker *w, char *out, size_t cap) {

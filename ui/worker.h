@@ -1,5 +1,5 @@
 /* worker.h - the engine's thread. The worker is the only mutator of the forest: the UI
- * queues jobs (grow, cot, beam, margins, draft, lookahead, step, prune, undo, append, ask,
+ * queues jobs (grow, cot, beam, margins, draft, lookahead, step, prune, undo, redo, append, ask,
  * fork, bookmark, set, save, load, export, pause, cancel, merge, preview) and draws from
  * the forest while holding the worker's lock. A strategy (grow / cot / beam / margins /
  * draft / lookahead / steps) runs one forest step at a time; queued jobs run
@@ -37,7 +37,8 @@ typedef enum {
     UI_JOB_BEAM,     /* node, a = width, b = tokens */
     UI_JOB_STEP,     /* a = steps */
     UI_JOB_PRUNE,    /* node */
-    UI_JOB_UNDO,     /* restore the last pruned subtree (pending) */
+    UI_JOB_UNDO,     /* restore the last pruned subtree (pending); again: the one before */
+    UI_JOB_REDO,     /* prune again what the last undo restored */
     UI_JOB_APPEND,   /* node, text (in chat mode a user turn, as :ask makes it); b = 1: then
                         grow it */
     UI_JOB_ASK,      /* node, text: as a chat user turn (ask_margins.h), then grown */
@@ -49,7 +50,9 @@ typedef enum {
     UI_JOB_FORK,     /* node (parent), a = token; then grow it */
     UI_JOB_BOOKMARK, /* node: toggle */
     UI_JOB_SET,      /* text = setting name, val ("chat": 1 on, 0 off) */
-    UI_JOB_SAVE,     /* text = path */
+    UI_JOB_SAVE,     /* text = path; b = 1: the autosave (the work still counts as unsaved);
+                        c = 1: only when the forest changed since the start or the last
+                        load */
     UI_JOB_LOAD,     /* text = path */
     UI_JOB_EXPORT,   /* text = path (Markdown) */
     UI_JOB_PAUSE,    /* toggle */
@@ -103,6 +106,9 @@ bool ui_worker_post(ui_worker *w, const ui_job *j);
 uint64_t ui_worker_version(const ui_worker *w);
 /* Seconds (monotonic) of the last change to the forest not yet saved; 0 when saved. */
 double ui_worker_unsaved_since(const ui_worker *w);
+/* The forest changed since it was loaded or saved to a file of the user's (autosaves do
+ * not count: the next run's autosave replaces them): a load would lose work. */
+bool ui_worker_modified(const ui_worker *w);
 
 void ui_worker_lock(ui_worker *w);
 bool ui_worker_trylock(ui_worker *w);
@@ -114,6 +120,11 @@ mask_view *ui_worker_mask_mut(ui_worker *w); /* scroll position only */
 void ui_worker_stats(const ui_worker *w, ui_stats *s);
 /* Leaves a strategy is extending; returns how many (writes at most cap). */
 int32_t ui_worker_running(const ui_worker *w, forest_id *out, int32_t cap);
+/* The hypotheses of the running or last beam search that are still in the forest, with
+ * their scores (log-probability per token, as beam.h scores results); returns how many
+ * (writes at most cap). */
+#define UI_MAX_SCORES 64
+int32_t ui_worker_scores(const ui_worker *w, forest_id *ids, double *scores, int32_t cap);
 /* The latest message and its number (0: none yet). */
 uint64_t ui_worker_message(const ui_worker *w, char *out, size_t cap);
 /* A node the UI should select (the new leaf of a fork or append), FOREST_NONE when none;

@@ -1,0 +1,124 @@
+/* test_ui_undo.c - the TUI's prune history (ui/undo.h) on a hand-built forest: several
+ * prunes undone in turn and redone, what each prune reports (nodes, branches) and where
+ * the selection goes (a sibling, else the parent), bookmarks restored, a new prune
+ * clearing the redo list, a prune inside a subtree pruned later undone in order (the
+ * inner entry follows the restored nodes' new ids), and the forest's invariants after
+ * every change. */
+#include "../engine/forest.h"
+#include "../ui/undo.h"
+#include "t.h"
+
+/* root [1 2 3]; under 3: A [4 5], B [6], C [7]; under 5: [8] and [9] */
+static forest *tree(forest_id *ids) {
+    forest *f = forest_init(64, 4);
+    int32_t t0[3] = {1, 2, 3}, ta[2] = {4, 5}, tb = 6, tc = 7, t8 = 8, t9 = 9;
+    forest_add_root(f, t0, NULL, 3, 0, &ids[0], NULL);
+    forest_append(f, ids[0], ta, NULL, 2, &ids[1], NULL);
+    forest_append(f, ids[0], &tb, NULL, 1, &ids[2], NULL);
+    forest_append(f, ids[0], &tc, NULL, 1, &ids[3], NULL);
+    forest_append(f, ids[1], &t8, NULL, 1, &ids[4], NULL);
+    forest_append(f, ids[1], &t9, NULL, 1, &ids[5], NULL);
+    return f;
+}
+
+/* The parent of node id's top-of-chain (id - n + 1 for a chain of n appended at once). */
+static forest_id chain_top(const forest *f, forest_id id, int32_t n) {
+    const forest_node *nd = forest_get(f, id);
+    int32_t idx = forest_index(id);
+    for (int32_t i = 1; i < n && nd; i++) idx = nd->parent, nd = forest_node_at(f, idx);
+    return forest_id_at(f, idx);
+}
+
+static bool valid(const forest *f) {
+    st_err err = {0};
+    return forest_check(f, &err) == ST_OK;
+}
+
+/* The token path of a node as "1 2 3 ..." (for checks). */
+static const char *path_text(const forest *f, forest_id id) {
+    static char buf[128];
+    int32_t p[32];
+    int32_t n = forest_path(f, id, p, 32);
+    buf[0] = '\0';
+    for (int32_t i = 0; i < n && i < 32; i++) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, sizeof buf - l, "%s%d", i ? " " : "", (int)p[i]);
+    }
+    return buf;
+}
+
+static void test_levels(void) {
+    forest_id ids[6];
+    forest *f = tree(ids);
+    ui_undo u;
+    ui_undo_init(&u);
+    st_err err = {0};
+    ui_prune_info in;
+    forest_id a_top = chain_top(f, ids[1], 2);
+    forest_set_flags(f, ids[4], FOREST_BOOKMARK, 0);
+    T_CHECK(!ui_undo_prune(&u, f, ids[2], &in, &err) && in.nodes == 1 && in.branches == 1 && in.near == ids[3],
+            "prune B: %d nodes %d branches, near C", (int)in.nodes, (int)in.branches);
+    T_CHECK(!ui_undo_prune(&u, f, a_top, &in, &err) && in.nodes == 4 && in.branches == 2 && in.near == ids[3],
+            "prune A: %d nodes %d branches, near C", (int)in.nodes, (int)in.branches);
+    T_CHECK(!ui_undo_prune(&u, f, ids[3], &in, &err) && in.nodes == 1 && in.near == ids[0],
+            "prune C: the last child: near its parent");
+    T_CHECK(forest_n_live(f) == 3 && valid(f), "only the root left: %d", (int)forest_n_live(f));
+    /* three levels of undo, newest first */
+    forest_id top;
+    T_CHECK(!ui_undo_undo(&u, f, &top, &in, &err) && in.nodes == 1 && forest_get(f, top)->token == 7, "undo C");
+    T_CHECK(!ui_undo_undo(&u, f, &top, &in, &err) && in.nodes == 4 && in.branches == 2 && forest_get(f, top)->token == 4,
+            "undo A: %d nodes", (int)in.nodes);
+    int32_t bm = 0;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
+        if (forest_node_at(f, i)->flags & FOREST_BOOKMARK) bm = forest_node_at(f, i)->token;
+    T_CHECK(bm == 8, "A's bookmark restored on [8] (got %d)", (int)bm);
+    T_CHECK(!ui_undo_undo(&u, f, &top, &in, &err) && forest_get(f, top)->token == 6, "undo B");
+    T_CHECK(forest_n_live(f) == 9 && valid(f) && forest_n_children(f, ids[0]) == 3, "all back: %d nodes",
+            (int)forest_n_live(f));
+    T_CHECK(ui_undo_undo(&u, f, &top, &in, &err) == ST_ERR_ARG && strstr(err.msg, "nothing to undo"), "then nothing");
+    /* redo, newest undo first: B, then A */
+    T_CHECK(!ui_undo_redo(&u, f, &in, &err) && in.nodes == 1 && forest_n_live(f) == 8, "redo B");
+    T_CHECK(!ui_undo_redo(&u, f, &in, &err) && in.nodes == 4 && forest_n_live(f) == 4 && valid(f), "redo A");
+    T_CHECK(!ui_undo_undo(&u, f, &top, &in, &err) && forest_get(f, top)->token == 4, "undo A again");
+    /* a new prune: nothing left to redo */
+    T_CHECK(!ui_undo_prune(&u, f, top, &in, &err), "prune A anew");
+    T_CHECK(ui_undo_redo(&u, f, &in, &err) == ST_ERR_ARG && strstr(err.msg, "nothing to redo"), "redo cleared");
+    ui_undo_free(&u);
+    forest_free(f);
+}
+
+/* [8] pruned, then A (which held it): undo A, then undo [8] hangs it under A's new [5]. */
+static void test_nested(void) {
+    forest_id ids[6];
+    forest *f = tree(ids);
+    ui_undo u;
+    ui_undo_init(&u);
+    st_err err = {0};
+    ui_prune_info in;
+    forest_id top;
+    T_CHECK(!ui_undo_prune(&u, f, ids[4], &in, &err) && in.near == ids[5], "prune [8]: near its sibling [9]");
+    T_CHECK(!ui_undo_prune(&u, f, chain_top(f, ids[1], 2), &in, &err) && in.nodes == 3, "prune A (3 nodes left in it)");
+    T_CHECK(!ui_undo_undo(&u, f, &top, &in, &err), "undo A");
+    T_CHECK(!ui_undo_undo(&u, f, &top, &in, &err) && !strcmp(path_text(f, top), "1 2 3 4 5 8"),
+            "undo [8]: under the restored A: %s (%s)", path_text(f, top), err.msg);
+    T_CHECK(forest_n_live(f) == 9 && valid(f), "whole again");
+    /* an entry whose parent went another way is dropped with a message */
+    T_CHECK(!ui_undo_prune(&u, f, top, &in, &err), "prune [8] again");
+    forest_prune(f, chain_top(f, ids[0], 3), NULL); /* the whole tree, not through the history */
+    T_CHECK(ui_undo_undo(&u, f, &top, &in, &err) == ST_ERR_ARG && strstr(err.msg, "is gone"), "stale: %s", err.msg);
+    /* a root: undo puts it back as a root */
+    forest_id r;
+    int32_t t1 = 1;
+    forest_add_root(f, &t1, NULL, 1, 0, &r, NULL);
+    T_CHECK(!ui_undo_prune(&u, f, r, &in, &err) && in.near == FOREST_NONE && forest_n_live(f) == 0, "prune a lone root");
+    T_CHECK(!ui_undo_undo(&u, f, &top, &in, &err) && forest_get(f, top)->parent < 0 && forest_n_live(f) == 1,
+            "undo it: a root again");
+    ui_undo_free(&u);
+    forest_free(f);
+}
+
+int main(void) {
+    test_levels();
+    test_nested();
+    return t_done();
+}

@@ -1,0 +1,367 @@
+/* test_ui_views.c - the TUI's panes without a terminal: the forest view on a hand-built
+ * forest (exact lines, a radix-collapsed chain, folding, cursor, a 10,000-node window in
+ * under 50 ms), the text view's path and alternatives, non-ASCII text measured in columns,
+ * and the mask view of a known step plan (its mouse hit-testing and scrolling, and its
+ * rows after a prune). The action table, commands and worker runs are in test_ui.c. */
+#include <locale.h>
+#include <math.h>
+#include <ncursesw/curses.h>
+#include <time.h>
+
+#include "../engine/forest.h"
+#include "../engine/step.h"
+#include "../ui/forest_view.h"
+#include "../ui/mask_view.h"
+#include "../ui/status.h"
+#include "../ui/text_view.h"
+#include "../ui/uline.h"
+#include "t.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* Non-ASCII text: columns measured with wcwidth (CJK and emoji 2, combining marks 0, RTL
+ * letters 1), bytes that are not UTF-8 escaped; a character split over byte tokens drawn
+ * whole in a line and in the text pane, escaped where a token is shown alone. */
+static void test_wide_text(void) {
+    if (!setlocale(LC_CTYPE, "C.UTF-8") && !setlocale(LC_CTYPE, "en_US.UTF-8")) {
+        T_SKIP("no UTF-8 locale");
+        return;
+    }
+    char buf[256];
+    struct { const char *in; int width; const char *out; int cols; } lines[] = {
+        {"\xe6\x97\xa5\xe6\x9c\xac", 3, "\xe6\x97\xa5", 2},                     /* 日本 in 3 columns: 日 */
+        {"\xe6\x97\xa5\xe6\x9c\xac", 4, "\xe6\x97\xa5\xe6\x9c\xac", 4},
+        {"\xf0\x9f\x98\x80x", 3, "\xf0\x9f\x98\x80x", 3},                        /* emoji */
+        {"\xf0\x9f\x98\x80\xf0\x9f\x98\x80", 3, "\xf0\x9f\x98\x80", 2},
+        {"Cafe\xcc\x81!", 5, "Cafe\xcc\x81!", 5},                                /* combining acute */
+        {"\xcc\x81" "a", 5, "\xe2\x97\x8c\xcc\x81" "a", 2},                       /* ... alone: on U+25CC */
+        {"\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d \xd9\x85\xd8\xb1", 7, "\xd7\xa9\xd7\x9c\xd7\x95\xd7\x9d \xd9\x85\xd8\xb1", 7}, /* RTL */
+        {"a\xe6\x97z\xff", 20, "a<E6><97>z<FF>", 14},                             /* not UTF-8 */
+        {"\xed\xa0\x80", 20, "<ED><A0><80>", 12},                                 /* a surrogate */
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        ui_line l = ui_line_make(buf, sizeof buf, lines[i].width, true);
+        ui_line_put(&l, lines[i].in);
+        T_CHECK(!strcmp(buf, lines[i].out) && l.cols == lines[i].cols, "line %zu: '%s' (%d columns), want '%s' (%d)",
+                i, buf, l.cols, lines[i].out, lines[i].cols);
+    }
+    /* byte tokens: 日 = E6 97 A5, 本 = E6 9C AC */
+    const char *pieces[9] = {"<unk>", "<s>", "</s>", "a", "b", "<0xE6>", "<0x97>", "<0xA5>", "<0x9C>"};
+    int32_t types[9] = {TOK_UNKNOWN, TOK_CONTROL, TOK_CONTROL, TOK_NORMAL, TOK_NORMAL, TOK_BYTE, TOK_BYTE, TOK_BYTE, TOK_BYTE};
+    tok_vocab_desc vd = tok_vocab_desc_default();
+    vd.n_vocab = 9, vd.pieces = pieces, vd.types = types, vd.unk = 0, vd.bos = 1, vd.eos = 2;
+    vd.add_space_prefix = false;
+    st_err err = {0};
+    tok *tk = tok_from_vocab(&vd, &err);
+    T_CHECK(tk != NULL, "vocabulary: %s", err.msg);
+    if (!tk) return;
+    /* root [a E6 97 A5 b E6], children [9C] and [97 A5 a] */
+    forest *f = forest_init(64, 4);
+    int32_t t0[6] = {3, 5, 6, 7, 4, 5}, ta[1] = {8}, tb[3] = {6, 7, 3};
+    forest_id ids[3];
+    forest_add_root(f, t0, NULL, 6, 0, &ids[0], NULL);
+    forest_append(f, ids[0], ta, NULL, 1, &ids[1], NULL);
+    forest_append(f, ids[0], tb, NULL, 3, &ids[2], NULL);
+    forest_view v;
+    fv_init(&v, true);
+    fv_rebuild(&v, f, &err);
+    const char *want[3] = {"\xe2\x96\xbe    - a\xe6\x97\xa5" "b<E6>", "  \xc2\xb7    - <E6><9C>",
+                           "  \xc2\xb7    - \xe6\x97\xa5" "a"};
+    for (int i = 0; i < 3 && i < v.n_lines; i++) {
+        fv_render(&v, f, tk, i, NULL, 0, buf, sizeof buf, 60);
+        T_CHECK(!strcmp(buf, want[i]), "byte tokens, line %d: '%s' want '%s'", i, buf, want[i]);
+    }
+    fv_token_text(f, tk, forest_index(ids[0]), buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "<E6>"), "a lone token leaving a character open: '%s'", buf);
+    fv_token_text(f, tk, forest_index(ids[2]) - 2, buf, sizeof buf); /* the child's 97 */
+    T_CHECK(!strcmp(buf, "<E6><97>"), "... and the next: '%s'", buf);
+    fv_alt_text(f, tk, forest_index(ids[2]) - 2, 7, buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "\xe6\x97\xa5"), "an alternative completing it: '%s'", buf);
+    fv_alt_text(f, tk, -1, 6, buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "\xef\xbf\xbd"), "a continuation byte where no character is open: U+FFFD '%s'", buf);
+    /* the text pane: cells [a] [E6 97 A5] [b] [E6 97 A5] [a] */
+    text_view tv;
+    tv_init(&tv);
+    tv_set(&tv, f, ids[2], &err);
+    tok_stream ts;
+    tv_stream_start(&tv, f, tk, &ts);
+    char cells[512] = ""; /* room for every cell, so -O1 sees no truncation */
+    for (int32_t i = 0, next; i < tv.n; i = next) {
+        next = tv_cell(&tv, f, tk, &ts, i, buf, sizeof buf);
+        size_t n = strlen(cells);
+        snprintf(cells + n, sizeof cells - n, "%s%d:%s", i ? "|" : "", (int)i, buf);
+    }
+    T_CHECK(!strcmp(cells, "0:a|1:\xe6\x97\xa5|4:b|5:\xe6\x97\xa5|8:a"), "text cells '%s'", cells);
+    tv_set(&tv, f, ids[1], &err);
+    tv_stream_start(&tv, f, tk, &ts);
+    int32_t next = tv_cell(&tv, f, tk, &ts, 5, buf, sizeof buf);
+    T_CHECK(next == 7 && !strcmp(buf, "<E6><9C>"), "a branch ending inside a character: %d '%s'", (int)next, buf);
+    tv_free(&tv);
+    fv_free(&v);
+    forest_free(f);
+    tok_free(tk);
+}
+
+/* root [1 2 3] (unscored), under 3: [4 5] (p .6, .9) and [6] (p .3); under 5: nothing */
+static forest *small_forest(forest_id *ids) {
+    forest *f = forest_init(64, 4);
+    int32_t t0[3] = {1, 2, 3}, ta[2] = {4, 5}, tb[1] = {6};
+    float la[2] = {logf(0.6f), logf(0.9f)}, lb[1] = {logf(0.3f)};
+    forest_add_root(f, t0, NULL, 3, 0, &ids[0], NULL);
+    forest_append(f, ids[0], ta, la, 2, &ids[1], NULL);
+    forest_append(f, ids[0], tb, lb, 1, &ids[2], NULL);
+    return f;
+}
+
+static void test_forest_view(void) {
+    forest_id ids[3];
+    forest *f = small_forest(ids);
+    forest_view v;
+    fv_init(&v, false);
+    st_err err = {0};
+    T_CHECK(!fv_rebuild(&v, f, &err) && v.n_lines == 3, "3 lines, got %d", v.n_lines);
+    char buf[256];
+    const char *want[3] = {"-    - [1][2][3]", "     60% [4][5]", "     30% [6]"};
+    for (int i = 0; i < 3; i++) {
+        fv_render(&v, f, NULL, i, NULL, 0, buf, sizeof buf, 60);
+        T_CHECK(!strcmp(buf, want[i]), "line %d: '%s' want '%s'", i, buf, want[i]);
+    }
+    T_CHECK(v.lines[1].n_nodes == 2 && v.lines[0].n_nodes == 3, "radix chains");
+    fv_render(&v, f, NULL, 0, NULL, 0, buf, sizeof buf, 10);
+    T_CHECK(!strcmp(buf, "-    - [1]"), "cut at width 10: '%s'", buf);
+    /* running and bookmark markers */
+    fv_render(&v, f, NULL, 1, &ids[1], 1, buf, sizeof buf, 60);
+    T_CHECK(!strcmp(buf, "   > 60% [4][5]"), "running: '%s'", buf);
+    /* cursor */
+    T_CHECK(fv_selected(&v, f) == ids[0], "cursor on the root line selects its last node");
+    fv_move(&v, f, 1);
+    T_CHECK(fv_selected(&v, f) == ids[1], "down");
+    fv_move(&v, f, 5);
+    T_CHECK(v.cursor == 2 && fv_selected(&v, f) == ids[2], "clamped");
+    /* the cursor stays on its line while the forest grows */
+    int32_t t7 = 7;
+    forest_id n7;
+    forest_append(f, ids[2], &t7, NULL, 1, &n7, NULL);
+    fv_rebuild(&v, f, &err);
+    T_CHECK(v.cursor == 2 && fv_selected(&v, f) == n7, "follows its line");
+    /* fold the root line */
+    fv_set_cursor(&v, f, 0);
+    T_CHECK(fv_fold(&v, f, true) && !fv_fold(&v, f, true), "fold once");
+    fv_rebuild(&v, f, &err);
+    fv_render(&v, f, NULL, 0, NULL, 0, buf, sizeof buf, 60);
+    T_CHECK(v.n_lines == 1 && !strcmp(buf, "+    - [1][2][3] (2)"), "collapsed: %d '%s'", v.n_lines, buf);
+    T_CHECK(fv_fold(&v, f, false), "expand");
+    fv_rebuild(&v, f, &err);
+    T_CHECK(v.n_lines == 3, "expanded");
+    T_CHECK(fv_select_node(&v, f, n7) && v.cursor == 2, "select by node");
+    forest_set_flags(f, ids[1], FOREST_BOOKMARK, 0);
+    fv_rebuild(&v, f, &err);
+    fv_render(&v, f, NULL, 1, NULL, 0, buf, sizeof buf, 60);
+    T_CHECK(!strcmp(buf, "   * 60% [4][5]"), "bookmark: '%s'", buf);
+    /* text view: the path of [6 7], alternatives from the stored top-k */
+    text_view tv;
+    tv_init(&tv);
+    T_CHECK(!tv_set(&tv, f, n7, &err) && tv.n == 5 && tv.cursor == 5, "path of 5 tokens");
+    int32_t alt_ids[4] = {6, 4, 9, 8};
+    float alt_lp[4] = {-0.5f, -1.0f, -2.0f, -3.0f};
+    forest_mark_computed(f, forest_index(ids[0]), 0); /* pretend: a computed parent with top-k */
+    forest_store_topk(f, forest_index(ids[0]), alt_ids, alt_lp, 4);
+    tv_move(&tv, -2);
+    int32_t got[8];
+    float glp[8];
+    forest_id par;
+    T_CHECK(tv.cursor == 3 && tv_alts(&tv, f, got, glp, 8, &par) == 4 && got[0] == 6 && par == ids[0],
+            "alternatives at token 3");
+    tv_token(&tv, f, NULL, 3, buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "[6]"), "token text '%s'", buf);
+    tv_move(&tv, -10);
+    T_CHECK(tv.cursor == 0 && tv_alts(&tv, f, got, glp, 8, NULL) == 0, "no alternatives at a root");
+    tv_free(&tv);
+    /* pruning one of two siblings: the survivor keeps its own line under the root's (the
+       two merged into one line before, and d on it pruned the prompt with it) */
+    forest_prune(f, ids[2], NULL);
+    fv_rebuild(&v, f, &err);
+    fv_render(&v, f, NULL, 1, NULL, 0, buf, sizeof buf, 60);
+    T_CHECK(v.n_lines == 2 && v.lines[0].n_nodes == 3 && !strcmp(buf, "   * 60% [4][5]"),
+            "after a prune: %d lines, line 1 '%s'", v.n_lines, buf);
+    T_CHECK(fv_select_node(&v, f, ids[1]) && v.cursor == 1 && fv_selected(&v, f) == ids[1], "the survivor's line");
+    forest_id n8;
+    int32_t t8 = 8;
+    forest_append(f, ids[1], &t8, NULL, 1, &n8, NULL);
+    fv_rebuild(&v, f, &err);
+    T_CHECK(v.n_lines == 2 && v.lines[1].n_nodes == 3 && fv_selected(&v, f) == n8, "the survivor's line grows");
+    fv_free(&v);
+    forest_free(f);
+
+    /* 10,000+ nodes: 100 branches of 100 tokens; rebuild + one window well under 50 ms */
+    f = forest_init(20000, 0);
+    int32_t one = 1, chain[99];
+    for (int i = 0; i < 99; i++) chain[i] = 2 + i;
+    forest_id root;
+    forest_add_root(f, &one, NULL, 1, 0, &root, NULL);
+    for (int b = 0; b < 100; b++) {
+        forest_id first, last;
+        float lp = logf(0.5f);
+        forest_append(f, root, &one, &lp, 1, &first, NULL);
+        forest_append(f, first, chain, NULL, 99, &last, NULL);
+    }
+    fv_init(&v, true);
+    double t0 = now_ms();
+    fv_rebuild(&v, f, &err);
+    fv_move(&v, f, 60);
+    fv_scroll(&v, 30);
+    for (int r = 0; r < 30; r++) fv_render(&v, f, NULL, v.top + r, NULL, 0, buf, sizeof buf, 80);
+    double dt = now_ms() - t0;
+    T_CHECK(forest_n_live(f) == 10001 && v.n_lines == 101, "big forest: %d nodes %d lines", forest_n_live(f), v.n_lines);
+    T_CHECK(dt < 50, "rebuild + window in %.2f ms", dt);
+    T_CHECK(v.top == 31 && v.cursor == 60, "scrolled window top %d", v.top);
+    fv_free(&v);
+    forest_free(f);
+}
+
+static void test_mask_view(void) {
+    /* root [10 11], children [12] and [13] of 11: all pending, one plan of 4 rows */
+    forest *f = forest_init(16, 0);
+    int32_t t0[2] = {10, 11}, a = 12, b = 13;
+    forest_id r, ca, cb;
+    forest_add_root(f, t0, NULL, 2, 0, &r, NULL);
+    forest_append(f, r, &a, NULL, 1, &ca, NULL);
+    forest_append(f, r, &b, NULL, 1, &cb, NULL);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    T_CHECK(!step_plan_build(f, &p, &err) && p.n_rows == 4, "plan of 4 rows");
+    mask_view *mv = malloc(sizeof *mv);
+    mv_init(mv);
+    mv_capture(mv, f, NULL, &p, 0);
+    T_CHECK(mv->n_rows == 4 && mv->n_cols == 4, "4x4 grid (%d x %d)", mv->n_rows, mv->n_cols);
+    /* rows are parent-first: 10, 11, 12, 13 at positions 0, 1, 2, 2 */
+    T_CHECK(mv->rows[0].token == 10 && mv->rows[1].token == 11 && mv->rows[2].pos == 2 && mv->rows[3].pos == 2,
+            "order and RoPE positions");
+    T_CHECK(mv->rows[2].parent == forest_index(r) && mv->rows[3].want && !mv->rows[1].want, "parents and logits rows");
+    int32_t s12 = -1, s13 = -1;
+    for (int c = 0; c < 4; c++) {
+        if (mv->cols[c] == mv->rows[2].slot) s12 = c;
+        if (mv->cols[c] == mv->rows[3].slot) s13 = c;
+    }
+    T_CHECK(mv_sees(mv, 0, 0) && !mv_sees(mv, 0, 1), "the root sees itself only");
+    T_CHECK(mv_sees(mv, 2, 0) && mv_sees(mv, 2, 1) && mv_sees(mv, 2, s12) && !mv_sees(mv, 2, s13),
+            "a child sees its ancestors and itself, not its sibling");
+    T_CHECK(mv->rows[2].colour != mv->rows[3].colour || 1, "colours exist");
+    T_CHECK(mv->rows[0].colour == mv->rows[1].colour, "one line, one colour");
+    char buf[256];
+    mv_row_text(mv, 2, buf, sizeof buf, 80, false);
+    T_CHECK(strstr(buf, "[12]") && strstr(buf, " L "), "row text '%s'", buf);
+    mv_header(mv, buf, sizeof buf, 80, false);
+    T_CHECK(!strcmp(buf, "step 0: 4 rows, 4 KV slots seen"), "header '%s'", buf);
+    /* the grid follows its newest columns until scrolled; scrolling back to them follows
+     * again */
+    T_CHECK(mv->left == -1 && mv_first_col(mv, 2) == 2 && mv_first_col(mv, 8) == 0, "follows the last columns");
+    mv_hscroll(mv, -1, 2);
+    T_CHECK(mv->left == 1 && mv_first_col(mv, 2) == 1, "scrolled left by one: %d", mv->left);
+    mv_hscroll(mv, -8, 2);
+    T_CHECK(mv->left == 0 && mv_first_col(mv, 2) == 0, "clamped at the first column");
+    T_CHECK(mv_first_col(mv, 3) == 0 && mv_first_col(mv, 8) == 0, "a wider grid starts at 0");
+    mv_hscroll(mv, 8, 2);
+    T_CHECK(mv->left == -1 && mv_first_col(mv, 2) == 2, "back at the end: following again");
+    mv_hscroll(mv, -1, 8);
+    T_CHECK(mv->left == -1, "a grid that fits does not scroll");
+    /* a preview: the plan cancelled without running leaves the forest as it was */
+    step_plan_cancel(f, &p);
+    T_CHECK(forest_n_pending(f) == 4 && kv_alloc_used(forest_kv_const(f)) == 0, "cancel frees the plan's slots");
+    T_CHECK(!step_plan_build(f, &p, &err) && p.n_rows == 4, "the preview's plan");
+    mv_capture(mv, f, NULL, &p, 1);
+    mv->preview = true;
+    mv_header(mv, buf, sizeof buf, 80, false);
+    T_CHECK(!strcmp(buf, "next step 1 (preview, not run): 4 rows, 4 KV slots seen"), "preview header '%s'", buf);
+    mv_capture(mv, f, NULL, &p, 1);
+    T_CHECK(!mv->preview, "a capture clears the preview flag");
+    step_plan_cancel(f, &p);
+    step_plan_free(&p);
+    free(mv);
+    forest_free(f);
+    /* status line */
+    ui_stats st = {.model = "m.gguf", .backend = "cpu", .threads = 2, .nodes = 5, .kv_used = 3,
+                   .kv_slots = 10, .step_ms = 1.25, .rows = 4, .tok_s = 3.5};
+    snprintf(st.job, sizeof st.job, "idle");
+    ui_status_format(&st, buf, sizeof buf, 200);
+    T_CHECK(strstr(buf, "KV 3 used 7 free") && strstr(buf, "4 rows 1.2ms") && strstr(buf, "3.5 tok/s"), "status '%s'", buf);
+}
+
+/* Mouse hit-testing and scrolling of the mask pane, and its rows after a prune. */
+static void test_mask_mouse_prune(void) {
+    forest *f = forest_init(16, 0);
+    int32_t t0[2] = {10, 11}, a = 12, b = 13, c = 14;
+    forest_id r, ca, cb, cc;
+    forest_add_root(f, t0, NULL, 2, 0, &r, NULL);
+    forest_append(f, r, &a, NULL, 1, &ca, NULL);
+    forest_append(f, r, &b, NULL, 1, &cb, NULL);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    mask_view *mv = malloc(sizeof *mv);
+    mv_init(mv);
+    T_CHECK(mv_row_at(mv, 5, 50, 1, 41, 20, 40) == -1, "no rows before any step");
+    T_CHECK(!step_plan_build(f, &p, &err) && p.n_rows == 4, "plan of 4 rows");
+    mv_capture(mv, f, NULL, &p, 0);
+    step_plan_cancel(f, &p);
+    /* a pane at (y0 1, x0 41), 6 x 40: header lines 1..3, rows from line 4 */
+    int y0 = 1, x0 = 41, h = 6, w = 40;
+    T_CHECK(MV_HEAD_LINES == 3, "three header lines");
+    T_CHECK(mv_row_at(mv, y0 + 3, x0, y0, x0, h, w) == 0 && mv_row_at(mv, y0 + 4, x0 + 39, y0, x0, h, w) == 1,
+            "the first rows");
+    T_CHECK(mv_row_at(mv, y0 + 2, x0 + 5, y0, x0, h, w) == -1 && mv_row_at(mv, y0, x0 + 5, y0, x0, h, w) == -1,
+            "header lines are not rows");
+    T_CHECK(mv_row_at(mv, y0 + 6, x0 + 5, y0, x0, h, w) == -1, "below the pane (row 3 exists but is not shown)");
+    T_CHECK(mv_row_at(mv, y0 + 4, x0 - 1, y0, x0, h, w) == -1 && mv_row_at(mv, y0 + 4, x0 + w, y0, x0, h, w) == -1,
+            "left and right of the pane");
+    mv_vscroll(mv, 2);
+    T_CHECK(mv->top == 2 && mv_row_at(mv, y0 + 3, x0, y0, x0, h, w) == 2 && mv_row_at(mv, y0 + 4, x0, y0, x0, h, w) == 3,
+            "scrolled by two: the first line shows row 2");
+    mv_vscroll(mv, 10);
+    T_CHECK(mv->top == 3 && mv_row_at(mv, y0 + 4, x0, y0, x0, h, w) == -1, "scrolling stops at the last row (%d)", mv->top);
+    mv_vscroll(mv, -10);
+    T_CHECK(mv->top == 0, "and at the first");
+    T_CHECK(mv_row_node(mv, 2) == ca && mv_row_node(mv, 3) == cb && mv_row_node(mv, 4) == FOREST_NONE, "rows name their nodes");
+    /* prune the node of row 3; a new node then takes its index with a new generation */
+    char buf[256];
+    T_CHECK(mv_mark_pruned(mv, f) == 0, "nothing pruned yet");
+    int32_t old_idx = mv->rows[3].node;
+    T_CHECK(!forest_prune(f, cb, &err), "prune");
+    T_CHECK(mv_mark_pruned(mv, f) == 1 && mv->rows[3].gone && !mv->rows[2].gone, "the pruned row is marked");
+    forest_append(f, r, &c, NULL, 1, &cc, NULL);
+    T_CHECK(forest_index(cc) == old_idx, "the index is reused (%d, %d)", forest_index(cc), old_idx);
+    T_CHECK(mv_mark_pruned(mv, f) == 1 && mv_row_node(mv, 3) == FOREST_NONE, "the reused index does not revive the row");
+    mv_row_text(mv, 3, buf, sizeof buf, 80, false);
+    T_CHECK(strstr(buf, " - pruned") && !strstr(buf, "[13]") && !strstr(buf, " L "), "pruned row text '%s'", buf);
+    mv_row_text(mv, 2, buf, sizeof buf, 80, false);
+    T_CHECK(strstr(buf, "[12]") && !strstr(buf, "pruned"), "a live row is unchanged '%s'", buf);
+    mv_header(mv, buf, sizeof buf, 80, false);
+    T_CHECK(!strcmp(buf, "step 0: 4 rows, 4 KV slots seen; 1 pruned since"), "header '%s'", buf);
+    /* pruning the root takes every row */
+    forest_id root = mv_row_node(mv, 0);
+    T_CHECK(root != FOREST_NONE && !forest_prune(f, root, &err) && mv_mark_pruned(mv, f) == 4 &&
+            mv_row_node(mv, 0) == FOREST_NONE, "all gone");
+    /* a new capture starts clean */
+    int32_t t1[2] = {20, 21};
+    forest_add_root(f, t1, NULL, 2, 0, &r, NULL);
+    T_CHECK(!step_plan_build(f, &p, &err) && p.n_rows == 2, "a new plan");
+    mv_capture(mv, f, NULL, &p, 1);
+    step_plan_cancel(f, &p);
+    T_CHECK(mv_mark_pruned(mv, f) == 0 && mv_row_node(mv, 1) == r, "fresh rows are live");
+    step_plan_free(&p);
+    free(mv);
+    forest_free(f);
+}
+
+int main(void) {
+    test_forest_view();
+    test_wide_text();
+    test_mask_view();
+    test_mask_mouse_prune();
+    return t_done();
+}

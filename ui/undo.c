@@ -1,0 +1,175 @@
+/* undo.c - the prune history (undo.h): pruned subtrees kept in preorder, put back with
+ * new ids, pruned again on redo. */
+#include "undo.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A pruned subtree: nodes in preorder, each with the index (in this list) of its parent,
+ * -1 for the top, which hangs under `under` (FOREST_NONE: it was a root). old holds the
+ * ids the nodes had, to move later entries' `under` onto the restored nodes. */
+struct ui_undo_entry {
+    forest_id under;
+    int32_t n, branches;
+    int32_t *token, *parent;
+    float *lp;
+    uint8_t *bookmark;
+    forest_id *old;
+};
+
+static void entry_free(ui_undo_entry *e) {
+    if (!e) return;
+    free(e->token), free(e->parent), free(e->lp), free(e->bookmark), free(e->old);
+    free(e);
+}
+
+/* The node after `at` in a preorder walk of the subtree of `root` (forest indices), -1
+ * at its end. */
+static int32_t subtree_next(const forest *f, int32_t root, int32_t at) {
+    const forest_node *nd = forest_node_at(f, at);
+    if (nd->first_child >= 0) return nd->first_child;
+    while (at != root && forest_node_at(f, at)->next_sibling < 0) at = forest_node_at(f, at)->parent;
+    return at == root ? -1 : forest_node_at(f, at)->next_sibling;
+}
+
+/* The subtree of id, copied; NULL when memory ran out. */
+static ui_undo_entry *entry_keep(const forest *f, forest_id id) {
+    int32_t root = forest_index(id), n = 0;
+    for (int32_t at = root; at >= 0; at = subtree_next(f, root, at)) n++;
+    ui_undo_entry *e = calloc(1, sizeof *e);
+    int32_t *map = malloc(sizeof(int32_t) * (size_t)forest_capacity(f));
+    if (e) {
+        e->token = malloc(sizeof(int32_t) * (size_t)n);
+        e->parent = malloc(sizeof(int32_t) * (size_t)n);
+        e->lp = malloc(sizeof(float) * (size_t)n);
+        e->bookmark = malloc((size_t)n);
+        e->old = malloc(sizeof(forest_id) * (size_t)n);
+    }
+    if (!e || !map || !e->token || !e->parent || !e->lp || !e->bookmark || !e->old) {
+        free(map);
+        entry_free(e);
+        return NULL;
+    }
+    const forest_node *top = forest_node_at(f, root);
+    e->under = top->parent >= 0 ? forest_id_at(f, top->parent) : FOREST_NONE;
+    for (int32_t at = root; at >= 0; at = subtree_next(f, root, at)) {
+        const forest_node *nd = forest_node_at(f, at);
+        map[at] = e->n;
+        e->token[e->n] = nd->token;
+        e->lp[e->n] = nd->logprob;
+        e->bookmark[e->n] = (nd->flags & FOREST_BOOKMARK) != 0;
+        e->parent[e->n] = at == root ? -1 : map[nd->parent];
+        e->old[e->n] = forest_id_at(f, at);
+        e->branches += nd->first_child < 0;
+        e->n++;
+    }
+    free(map);
+    return e;
+}
+
+/* Where the selection goes when idx is pruned: its next sibling, else the previous one,
+ * else its parent. Roots are siblings of each other. */
+static forest_id near_of(const forest *f, int32_t idx) {
+    const forest_node *nd = forest_node_at(f, idx);
+    if (nd->parent >= 0) {
+        if (nd->next_sibling >= 0) return forest_id_at(f, nd->next_sibling);
+        int32_t prev = -1;
+        for (int32_t c = forest_node_at(f, nd->parent)->first_child; c >= 0 && c != idx;
+             c = forest_node_at(f, c)->next_sibling)
+            prev = c;
+        return forest_id_at(f, prev >= 0 ? prev : nd->parent);
+    }
+    forest_id roots[256];
+    int32_t n = forest_roots(f, roots, 256), k = 0;
+    while (k < n && k < 256 && forest_index(roots[k]) != idx) k++;
+    if (k + 1 < n && k + 1 < 256) return roots[k + 1];
+    return k > 0 && k <= 256 ? roots[k - 1] : FOREST_NONE;
+}
+
+static st_code prune_keep(ui_undo *u, forest *f, forest_id id, ui_prune_info *info, st_err *err) {
+    if (!forest_get(f, id)) return st_set(err, ST_ERR_ARG, "nothing selected (that branch is gone)");
+    ui_undo_entry *e = entry_keep(f, id);
+    if (!e) return st_set(err, ST_ERR_NOMEM, "out of memory keeping the branch for undo: nothing pruned");
+    forest_id near = near_of(f, forest_index(id));
+    st_code rc = forest_prune(f, id, err);
+    if (rc) {
+        entry_free(e);
+        return rc;
+    }
+    if (u->n_undo == UI_UNDO_MAX) { /* forget the oldest */
+        entry_free(u->undo[0]);
+        memmove(u->undo, u->undo + 1, sizeof(u->undo[0]) * (UI_UNDO_MAX - 1));
+        u->n_undo--;
+    }
+    u->undo[u->n_undo++] = e;
+    *info = (ui_prune_info){e->n, e->branches, near};
+    return ST_OK;
+}
+
+void ui_undo_init(ui_undo *u) { memset(u, 0, sizeof *u); }
+
+void ui_undo_clear(ui_undo *u) {
+    for (int32_t i = 0; i < u->n_undo; i++) entry_free(u->undo[i]);
+    ui_undo_init(u);
+}
+
+void ui_undo_free(ui_undo *u) { ui_undo_clear(u); }
+
+st_code ui_undo_prune(ui_undo *u, forest *f, forest_id id, ui_prune_info *info, st_err *err) {
+    st_code rc = prune_keep(u, f, id, info, err);
+    if (!rc) u->n_redo = 0;
+    return rc;
+}
+
+st_code ui_undo_undo(ui_undo *u, forest *f, forest_id *top, ui_prune_info *info, st_err *err) {
+    if (u->n_undo == 0) return st_set(err, ST_ERR_ARG, "nothing to undo");
+    ui_undo_entry *e = u->undo[u->n_undo - 1];
+    if (e->under != FOREST_NONE && !forest_get(f, e->under)) {
+        u->n_undo--;
+        entry_free(e);
+        return st_set(err, ST_ERR_ARG, "cannot undo: the branch it hung under is gone (pruned by a strategy?)");
+    }
+    forest_id *ids = malloc(sizeof(forest_id) * (size_t)e->n);
+    if (!ids) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    st_code rc = ST_OK;
+    int32_t i = 0;
+    for (; i < e->n && !rc; i++) {
+        forest_id par = e->parent[i] < 0 ? e->under : ids[e->parent[i]];
+        rc = par == FOREST_NONE ? forest_add_root(f, &e->token[i], &e->lp[i], 1, 0, &ids[i], err)
+                                : forest_append(f, par, &e->token[i], &e->lp[i], 1, &ids[i], err);
+    }
+    if (rc) { /* half put back: take it out again, and keep the entry */
+        if (i > 1) forest_prune(f, ids[0], NULL);
+        free(ids);
+        return rc;
+    }
+    u->n_undo--;
+    for (i = 0; i < e->n; i++)
+        if (e->bookmark[i]) forest_set_flags(f, ids[i], FOREST_BOOKMARK, 0);
+    /* older entries hanging inside this subtree move to the restored nodes */
+    for (int32_t k = 0; k < u->n_undo; k++)
+        for (i = 0; i < e->n; i++)
+            if (u->undo[k]->under == e->old[i]) {
+                u->undo[k]->under = ids[i];
+                break;
+            }
+    if (u->n_redo == UI_UNDO_MAX) {
+        memmove(u->redo, u->redo + 1, sizeof(u->redo[0]) * (UI_UNDO_MAX - 1));
+        u->n_redo--;
+    }
+    u->redo[u->n_redo++] = ids[0];
+    *top = ids[0];
+    *info = (ui_prune_info){e->n, e->branches, ids[0]};
+    free(ids);
+    entry_free(e);
+    return ST_OK;
+}
+
+st_code ui_undo_redo(ui_undo *u, forest *f, ui_prune_info *info, st_err *err) {
+    if (u->n_redo == 0) return st_set(err, ST_ERR_ARG, "nothing to redo");
+    forest_id top = u->redo[--u->n_redo];
+    if (!forest_get(f, top)) return st_set(err, ST_ERR_ARG, "cannot redo: that branch is gone");
+    st_code rc = prune_keep(u, f, top, info, err);
+    if (rc) u->n_redo++; /* still there to redo */
+    return rc;
+}
