@@ -180,7 +180,7 @@ static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_promp
             rc = st_set(err, ST_ERR_NOMEM, "out of memory");
             goto out;
         }
-        const char *ended = h->ended ? "EOS" : "length";
+        const char *ended = h->ended ? "EOS" : "budget"; /* as generate and cot say */
         if (o->json) {
             printf("%s\n {\"rank\": %d, \"score\": %.6f, \"logprob\": %.6f, \"tokens\": [",
                    i ? "," : "", i + 1, h->score, h->sum);

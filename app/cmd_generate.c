@@ -213,7 +213,7 @@ out:
 }
 
 /* The forest path: k branches from the prompt's last token, one step per token. */
-static st_code gen_branches(prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
+static st_code gen_branches(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, bool chat,
                             const sample_params *sp, int64_t n_gen, int32_t k, bool json,
                             bool quiet, st_err *err) {
     int32_t V = pm->m->hp.n_vocab;
@@ -274,8 +274,12 @@ static st_code gen_branches(prompt_model *pm, const int32_t *prompt, int32_t n_p
             prompt_json_str(stdout, text);
             printf(", \"ended\": \"%s\"}", ended);
         } else {
-            printf("--- branch %d (seed %llu, %d tokens, ended by %s)\n%s\n", i,
-                   (unsigned long long)seed, b->made, ended, text);
+            /* each branch reads as the prompt and its continuation, as one branch does */
+            printf("--- branch %d (seed %llu, %d tokens, ended by %s)\n", i, (unsigned long long)seed, b->made,
+                   ended);
+            tok_stream ts;
+            gen_echo_prompt(pm, &ts, prompt, n_prompt, chat);
+            printf("%s\n", text);
         }
         free(text);
     }
@@ -351,7 +355,7 @@ int cmd_generate(int argc, char **argv) {
     else if (branches == 1)
         rc = gen_linear(&pm, toks, n_prompt, pc.on, &sp, n_gen, quiet, mo.backend, &err);
     else
-        rc = gen_branches(&pm, toks, n_prompt, &sp, n_gen, (int32_t)branches, json, quiet, &err);
+        rc = gen_branches(&pm, toks, n_prompt, pc.on, &sp, n_gen, (int32_t)branches, json, quiet, &err);
     free(toks);
     prompt_model_close(&pm);
     return rc ? app_fail(&err) : 0;
