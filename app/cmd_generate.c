@@ -28,9 +28,12 @@
 #include "prompt.h"
 #include "spec_opts.h"
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define GEN_USAGE "usage: multidecode generate -m MODEL [-p PROMPT] [options]"
+
 static void gen_usage(FILE *f) {
     fprintf(f,
-            "usage: multidecode generate -m MODEL [-p PROMPT] [options]\n\n"
+            GEN_USAGE "\n\n"
             PROMPT_MODEL_HELP
             "  -p, --prompt TEXT    prompt (default empty: start from BOS)\n"
             "  -n, --tokens N       tokens to generate (per branch; default 128)\n"
@@ -335,7 +338,7 @@ int cmd_generate(int argc, char **argv) {
             break;
         case 'J': json = true; break;
         case 'h': gen_usage(stdout); return 0;
-        default: gen_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode generate --help", GEN_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);

@@ -13,7 +13,7 @@
  * = prompt + distinct computed prefixes of the live hypotheses (no copies, nothing
  * leaked). B = 1 equals greedy decoding. The CLI (when built): `beam` says "ended by
  * budget" as generate and cot do, and `generate --branches` prints each branch after the
- * prompt, as plain generate does. */
+ * prompt, as plain generate does; a mistyped option prints the error and one usage line. */
 #include "../engine/beam.h"
 #include "../engine/mkmodel.h"
 #include "../engine/sample.h"
@@ -346,6 +346,20 @@ static void test_cli_words(const char *model_path) {
                 strstr(strstr(out, "--- branch 1"), "\nOnce upon a time, there"),
             "generate --branches shows the prompt: %.300s", out);
     free(out);
+    /* a mistyped option: the error, one usage line and where the help is (not 40 lines
+       of help with the error scrolled away at the top) */
+    const char *cmds[] = {"beam", "cot", "generate", "session", "tui"};
+    for (int i = 0; i < 5; i++) {
+        out = t_runf(&st, "%s %s --bogus 2>&1", bin, cmds[i]);
+        int lines = 0;
+        for (const char *c = out; *c; c++) lines += *c == '\n';
+        char see[64];
+        snprintf(see, sizeof see, "see multidecode %s --help", cmds[i]);
+        T_CHECK(st == 2 && lines == 2 && strstr(out, "unrecognized option '--bogus'") && strstr(out, "usage: ") &&
+                    strstr(out, see),
+                "%s --bogus: exit %d, %d lines: %.300s", cmds[i], st, lines, out);
+        free(out);
+    }
 }
 
 int main(void) {
