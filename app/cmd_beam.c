@@ -50,9 +50,12 @@ void app_progress_end(app_progress *p) {
 
 /* ---- beam ---- */
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define BEAM_USAGE "usage: multidecode beam -m MODEL -p PROMPT [options]"
+
 static void beam_usage(FILE *f) {
     fprintf(f,
-            "usage: multidecode beam -m MODEL -p PROMPT [options]\n\n"
+            BEAM_USAGE "\n\n"
             "Beam search over one shared KV cache: each step computes every live hypothesis\n"
             "in one forest step, keeps the B best by sum logprob / length^alpha and prunes\n"
             "the rest. Prints the B best hypotheses with their scores.\n\n"
@@ -180,7 +183,7 @@ static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_promp
             rc = st_set(err, ST_ERR_NOMEM, "out of memory");
             goto out;
         }
-        const char *ended = h->ended ? "EOS" : "length";
+        const char *ended = h->ended ? "EOS" : "budget"; /* as generate and cot say */
         if (o->json) {
             printf("%s\n {\"rank\": %d, \"score\": %.6f, \"logprob\": %.6f, \"tokens\": [",
                    i ? "," : "", i + 1, h->score, h->sum);
@@ -260,7 +263,7 @@ int cmd_beam(int argc, char **argv) {
         case 'J': o.json = true; break;
         case 'q': o.quiet = true; break;
         case 'h': beam_usage(stdout); return 0;
-        default: beam_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode beam --help", BEAM_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);

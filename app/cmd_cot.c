@@ -19,9 +19,12 @@
 
 #define COT_MAX_STOPS 16
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define COT_USAGE "usage: multidecode cot -m MODEL -p PROMPT [options]"
+
 static void cot_usage(FILE *f) {
     fprintf(f,
-            "usage: multidecode cot -m MODEL -p PROMPT [options]\n\n"
+            COT_USAGE "\n\n"
             "k chains of thought from one prompt: k distinct first tokens (sampled without\n"
             "replacement, or the k best when greedy), then all chains grown together, one\n"
             "forest step per token. Optionally a self-consistency vote over their answers.\n\n"
@@ -263,7 +266,7 @@ int cmd_cot(int argc, char **argv) {
         case 'J': o.json = true; break;
         case 'q': o.quiet = true; break;
         case 'h': cot_usage(stdout); return 0;
-        default: cot_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode cot --help", COT_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);

@@ -28,9 +28,12 @@
 #include "prompt.h"
 #include "spec_opts.h"
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define GEN_USAGE "usage: multidecode generate -m MODEL [-p PROMPT] [options]"
+
 static void gen_usage(FILE *f) {
     fprintf(f,
-            "usage: multidecode generate -m MODEL [-p PROMPT] [options]\n\n"
+            GEN_USAGE "\n\n"
             PROMPT_MODEL_HELP
             "  -p, --prompt TEXT    prompt (default empty: start from BOS)\n"
             "  -n, --tokens N       tokens to generate (per branch; default 128)\n"
@@ -213,7 +216,7 @@ out:
 }
 
 /* The forest path: k branches from the prompt's last token, one step per token. */
-static st_code gen_branches(prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
+static st_code gen_branches(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, bool chat,
                             const sample_params *sp, int64_t n_gen, int32_t k, bool json,
                             bool quiet, st_err *err) {
     int32_t V = pm->m->hp.n_vocab;
@@ -274,8 +277,12 @@ static st_code gen_branches(prompt_model *pm, const int32_t *prompt, int32_t n_p
             prompt_json_str(stdout, text);
             printf(", \"ended\": \"%s\"}", ended);
         } else {
-            printf("--- branch %d (seed %llu, %d tokens, ended by %s)\n%s\n", i,
-                   (unsigned long long)seed, b->made, ended, text);
+            /* each branch reads as the prompt and its continuation, as one branch does */
+            printf("--- branch %d (seed %llu, %d tokens, ended by %s)\n", i, (unsigned long long)seed, b->made,
+                   ended);
+            tok_stream ts;
+            gen_echo_prompt(pm, &ts, prompt, n_prompt, chat);
+            printf("%s\n", text);
         }
         free(text);
     }
@@ -331,7 +338,7 @@ int cmd_generate(int argc, char **argv) {
             break;
         case 'J': json = true; break;
         case 'h': gen_usage(stdout); return 0;
-        default: gen_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode generate --help", GEN_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
@@ -351,7 +358,7 @@ int cmd_generate(int argc, char **argv) {
     else if (branches == 1)
         rc = gen_linear(&pm, toks, n_prompt, pc.on, &sp, n_gen, quiet, mo.backend, &err);
     else
-        rc = gen_branches(&pm, toks, n_prompt, &sp, n_gen, (int32_t)branches, json, quiet, &err);
+        rc = gen_branches(&pm, toks, n_prompt, pc.on, &sp, n_gen, (int32_t)branches, json, quiet, &err);
     free(toks);
     prompt_model_close(&pm);
     return rc ? app_fail(&err) : 0;

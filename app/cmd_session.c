@@ -14,8 +14,11 @@
 #include "prompt.h"
 #include "session_opts.h"
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define SESSION_USAGE "usage: multidecode session info FILE [-m MODEL]"
+
 static void session_usage(FILE *f) {
-    fprintf(f, "usage: multidecode session info FILE [-m MODEL]\n"
+    fprintf(f, SESSION_USAGE "\n"
                "       multidecode session export FILE --markdown [-m MODEL] [-o OUT]\n\n"
                "info     what the session holds: its model, settings and forest; with -m,\n"
                "         whether it was saved with that model\n"
@@ -107,7 +110,7 @@ int cmd_session(int argc, char **argv) {
         case 'D': markdown = true; break;
         case 'F': force = true; break;
         case 'h': session_usage(stdout); return 0;
-        default: session_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode session --help", SESSION_USAGE);
         }
     }
     if (argc - optind != 2) {

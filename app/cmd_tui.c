@@ -27,8 +27,11 @@
 
 #define TUI_TOPK 8 /* alternatives kept per node for the text pane */
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define TUI_USAGE "usage: multidecode [tui] -m MODEL [options] [PROMPT]"
+
 static void tui_usage(FILE *f) {
-    fprintf(f, "usage: multidecode [tui] -m MODEL [options] [PROMPT]\n\n"
+    fprintf(f, TUI_USAGE "\n\n"
                "Opens the interactive forest explorer (press ? inside for its keys).\n\n"
                PROMPT_MODEL_HELP
                "      --raw            typed text (and PROMPT) goes in as it is; by default,\n"
@@ -131,7 +134,7 @@ int cmd_tui(int argc, char **argv) {
             if (app_opt_int("--budget", optarg, 1, 1 << 20, &budget)) return 2;
             break;
         case 'h': tui_usage(stdout); return 0;
-        default: tui_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode tui --help", TUI_USAGE);
         }
     }
     if (optind + 1 < argc) return app_usage_error("one PROMPT at most (quote it)");

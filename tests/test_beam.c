@@ -11,12 +11,15 @@
  * stories260K with its tokenizer's EOS, for several widths, length penalties and stop
  * modes. After every step: forest invariants, rows = live hypotheses, and KV slots in use
  * = prompt + distinct computed prefixes of the live hypotheses (no copies, nothing
- * leaked). B = 1 equals greedy decoding. */
+ * leaked). B = 1 equals greedy decoding. The CLI (when built): `beam` says "ended by
+ * budget" as generate and cot do, and `generate --branches` prints each branch after the
+ * prompt, as plain generate does; a mistyped option prints the error and one usage line. */
 #include "../engine/beam.h"
 #include "../engine/mkmodel.h"
 #include "../engine/sample.h"
 #include "t.h"
 #include "t_model.h"
+#include "t_run.h"
 
 #define MAXLEN 512
 
@@ -326,6 +329,39 @@ static void test_errors(const model *m) {
     model_ctx_free(c);
 }
 
+/* The wording and the prompt of the CLI's multi-result outputs, on stories260K. */
+static void test_cli_words(const char *model_path) {
+    char bin[512];
+    snprintf(bin, sizeof bin, "%s/multidecode", getenv("BUILD") ? getenv("BUILD") : "build");
+    if (access(bin, X_OK)) {
+        T_SKIP("no %s", bin);
+        return;
+    }
+    int st;
+    char *out = t_runf(&st, "%s beam -m %s -p 'Once upon a time' -n 8 -q", bin, model_path);
+    T_CHECK(st == 0 && strstr(out, "ended by budget") && !strstr(out, "length"), "beam: %.200s", out);
+    free(out);
+    out = t_runf(&st, "%s generate -m %s -p 'Once upon a time' -n 8 --temp 0 -q --branches 2", bin, model_path);
+    T_CHECK(st == 0 && strstr(out, "ended by budget)\nOnce upon a time, there") &&
+                strstr(strstr(out, "--- branch 1"), "\nOnce upon a time, there"),
+            "generate --branches shows the prompt: %.300s", out);
+    free(out);
+    /* a mistyped option: the error, one usage line and where the help is (not 40 lines
+       of help with the error scrolled away at the top) */
+    const char *cmds[] = {"beam", "cot", "generate", "session", "tui"};
+    for (int i = 0; i < 5; i++) {
+        out = t_runf(&st, "%s %s --bogus 2>&1", bin, cmds[i]);
+        int lines = 0;
+        for (const char *c = out; *c; c++) lines += *c == '\n';
+        char see[64];
+        snprintf(see, sizeof see, "see multidecode %s --help", cmds[i]);
+        T_CHECK(st == 2 && lines == 2 && strstr(out, "unrecognized option '--bogus'") && strstr(out, "usage: ") &&
+                    strstr(out, see),
+                "%s --bogus: exit %d, %d lines: %.300s", cmds[i], st, lines, out);
+        free(out);
+    }
+}
+
 int main(void) {
     mkmodel_params mp = mkmodel_default_params();
     mp.n_ctx = 1024;
@@ -359,6 +395,7 @@ int main(void) {
         T_SKIP("stories260K fixture absent");
         return t_done();
     }
+    test_cli_words(sp);
     m = model_load(sp, &err);
     T_CHECK(m != NULL, "stories260K: %s", err.msg);
     tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;

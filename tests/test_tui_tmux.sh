@@ -266,7 +266,19 @@ settle
 k j j j j j j j j j j j j j j j j j j j j
 settle
 capture | grep -q '✓  ended: end of text' && capture | grep -q '…  stopped by the budget'; check help-marks $? "the help does not explain the marks: $(capture | grep -A3 Marks)"
-k Escape q
+k Escape
+# :set alone shows the values; ' without bookmarks says so; an export that cannot be
+# written says why
+k ':set' Enter
+settle
+capture | tail -1 | grep -q 'temp 0  top_k .* budget 32'; check set-show $? ":set alone: $(capture | tail -1)"
+k "'"
+settle
+capture | tail -1 | grep -q 'no bookmarks'; check no-bookmarks $? "' without bookmarks: $(capture | tail -1)"
+k ":export $TMP/no/such/dir/x.md" Enter
+settle
+capture | tail -1 | grep -q 'cannot write .*x.md: No such file or directory'; check export-errno $? ":export: $(capture | tail -1)"
+k q
 sleep 1
 
 # SmolLM2 (byte-level BPE, chat template; skipped without models/): non-ASCII text is

@@ -119,6 +119,15 @@ static void test_commands(void) {
     T_CHECK(ui_cmd_parse(":cot 4 8 9", &c, &err) == ST_ERR_ARG, "too many");
     T_CHECK(ui_cmd_parse(":grow x", &c, &err) == ST_ERR_ARG, "not a number");
     T_CHECK(ui_cmd_parse(":set heat 1", &c, &err) == ST_ERR_ARG && strstr(err.msg, "heat"), "unknown setting");
+    T_CHECK(!ui_cmd_parse(":set", &c, &err) && c.kind == UI_CMD_SET && !c.key[0], ":set alone: show the settings");
+    T_CHECK(ui_cmd_parse(":set temp", &c, &err) == ST_ERR_ARG, ":set NAME without a value");
+    /* a file's ~/ is the home folder (":export ~/x.md" said "cannot write ~/x.md") */
+    setenv("HOME", "/home/someone", 1);
+    T_CHECK(!ui_cmd_parse(":export ~/x.md", &c, &err) && !strcmp(c.text, "/home/someone/x.md"), "export ~: '%s'", c.text);
+    T_CHECK(!ui_cmd_parse(":save ~/s.json", &c, &err) && !strcmp(c.text, "/home/someone/s.json"), "save ~: '%s'", c.text);
+    T_CHECK(!ui_cmd_parse(":load ~/s.json", &c, &err) && !strcmp(c.text, "/home/someone/s.json"), "load ~: '%s'", c.text);
+    T_CHECK(!ui_cmd_parse(":ask ~/x", &c, &err) && !strcmp(c.text, "~/x"), "not in text: '%s'", c.text);
+    T_CHECK(!ui_cmd_parse(":export ~x.md", &c, &err) && !strcmp(c.text, "~x.md"), "only ~/: '%s'", c.text);
     T_CHECK(ui_cmd_parse(":set temp warm", &c, &err) == ST_ERR_ARG, "bad value");
     T_CHECK(ui_cmd_parse(":frob", &c, &err) == ST_ERR_ARG && strstr(err.msg, "unknown command"), "unknown");
     T_CHECK(ui_cmd_parse(":p", &c, &err) == ST_ERR_ARG && strstr(err.msg, "ambiguous"), "ambiguous :p");

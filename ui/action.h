@@ -20,7 +20,7 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(HELP,        "help",         "? F1",         UI_VIEW_ALL,    "show or hide this help") \
     X(COMMAND,     "command",      ":",            UI_VIEW_ALL,    "open the command line (:help lists commands)") \
     X(APPEND,      "append",       "a",            UI_VIEW_ALL,    "type text to append under the selected node") \
-    X(NEXT_PANE,   "next-pane",    "Tab",          UI_VIEW_ALL,    "move focus: forest / text") \
+    X(NEXT_PANE,   "next-pane",    "Tab",          UI_VIEW_ALL,    "move focus: forest / text (forest / mask while the mask is shown)") \
     X(MASK,        "mask",         "v",            UI_VIEW_ALL,    "show or hide the mask pane (last step's batch)") \
     X(STEP,        "step",         "s",            UI_VIEW_ALL,    "run the engine one step (computes pending nodes)") \
     X(PREVIEW,     "preview",      "N",            UI_VIEW_ALL,    "show the next step's plan in the mask pane (not run)") \

@@ -31,7 +31,7 @@ static const struct {
     {"save", UI_CMD_SAVE, ARG_TEXT_OPT, ":save [FILE]         save the session (no FILE: the autosave)"},
     {"load", UI_CMD_LOAD, ARG_TEXT_OPT, ":load [FILE]         load a session (no FILE: the last run's); asks first when work is unsaved"},
     {"export", UI_CMD_EXPORT, ARG_TEXT, ":export FILE         the tree's texts as Markdown"},
-    {"set", UI_CMD_SET, ARG_SET, ":set NAME VALUE      temp top_k top_p min_p seed budget; chat on|off"},
+    {"set", UI_CMD_SET, ARG_SET, ":set [NAME VALUE]    temp top_k top_p min_p seed budget; chat on|off (alone: show them)"},
     {"bind", UI_CMD_BIND, ARG_BIND, ":bind KEY ACTION     bind a key (see the help for names)"},
     {"pause", UI_CMD_PAUSE, ARG_NONE, ":pause               pause or resume the strategy"},
     {"cancel", UI_CMD_CANCEL, ARG_NONE, ":cancel              cancel the strategy"},
@@ -113,11 +113,19 @@ st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
         if (n < lo) goto bad;
         break;
     }
-    case ARG_TEXT: case ARG_TEXT_OPT:
+    case ARG_TEXT: case ARG_TEXT_OPT: {
         while (isspace((unsigned char)*s)) s++;
         if (!*s && args == ARG_TEXT) goto bad;
-        snprintf(c->text, sizeof c->text, "%s", s);
+        /* a file name's leading ~/ is the home folder, as in a shell */
+        bool file = c->kind == UI_CMD_SAVE || c->kind == UI_CMD_LOAD || c->kind == UI_CMD_EXPORT;
+        const char *home = getenv("HOME");
+        if (file && !strncmp(s, "~/", 2) && home && *home) {
+            if (snprintf(c->text, sizeof c->text, "%s%s", home, s + 1) >= (int)sizeof c->text)
+                return st_set(err, ST_ERR_ARG, "file name too long");
+        } else
+            snprintf(c->text, sizeof c->text, "%s", s);
         break;
+    }
     case ARG_INT_TEXT: { /* an optional number, then text: ":margins 64 Who?" */
         const char *at = s;
         if (next_word(&s, w, sizeof w) && !parse_int(w, &c->a)) s = at;
@@ -128,7 +136,8 @@ st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
     }
     case ARG_SET: {
         char *end;
-        if (!next_word(&s, c->key, sizeof c->key) || !next_word(&s, w, sizeof w)) goto bad;
+        if (!next_word(&s, c->key, sizeof c->key)) break; /* :set alone shows the settings */
+        if (!next_word(&s, w, sizeof w)) goto bad;
         if (!ui_cmd_is_setting(c->key))
             return st_set(err, ST_ERR_ARG, "unknown setting '%s' (temp top_k top_p min_p seed budget chat)", c->key);
         if (!strcmp(c->key, "chat")) { /* on: typed text becomes a user turn; off: raw text */

@@ -28,10 +28,10 @@ typedef enum {
     UI_CMD_PRUNE,
     UI_CMD_MERGE,
     UI_CMD_STEP,     /* a = steps (default 1) */
-    UI_CMD_SAVE,     /* text: file ("" = the autosave file) */
-    UI_CMD_LOAD,     /* text: file ("" = the autosave file) */
-    UI_CMD_EXPORT,   /* text: Markdown file */
-    UI_CMD_SET,      /* key = setting, val = value */
+    UI_CMD_SAVE,     /* text: file ("" = the autosave file); a leading ~/ is $HOME */
+    UI_CMD_LOAD,     /* text: file ("" = the last run's autosave), ~/ as for save */
+    UI_CMD_EXPORT,   /* text: Markdown file, ~/ as for save */
+    UI_CMD_SET,      /* key = setting, val = value; key "": show the settings */
     UI_CMD_BIND,     /* key = KEY, text = ACTION */
     UI_CMD_PAUSE,
     UI_CMD_CANCEL,

@@ -347,7 +347,14 @@ static void run_command(tui *t, const char *line) {
             post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file});
         break;
     case UI_CMD_EXPORT: post(t, (ui_job){.kind = UI_JOB_EXPORT, .text = c.text}); break;
-    case UI_CMD_SET: post(t, (ui_job){.kind = UI_JOB_SET, .text = c.key, .val = c.val});
+    case UI_CMD_SET:
+        if (!c.key[0]) { /* the current values */
+            ui_worker_lock(t->w);
+            ui_worker_settings(t->w, t->msg, sizeof t->msg);
+            ui_worker_unlock(t->w);
+            break;
+        }
+        post(t, (ui_job){.kind = UI_JOB_SET, .text = c.key, .val = c.val});
         if (!strcmp(c.key, "chat"))
             snprintf(t->msg, sizeof t->msg, "chat %s: typed text goes in %s", c.val ? "on" : "off",
                      c.val ? "as a user turn" : "as it is");
@@ -408,12 +415,15 @@ static void do_action(tui *t, int a) {
     case UI_ACT_UNDO: post(t, (ui_job){.kind = UI_JOB_UNDO}); break;
     case UI_ACT_REDO: post(t, (ui_job){.kind = UI_JOB_REDO}); break;
     case UI_ACT_BOOKMARK: post(t, (ui_job){.kind = UI_JOB_BOOKMARK, .node = sel}); break;
-    case UI_ACT_NEXT_MARK:
-        for (int32_t k = 1; k <= t->fv.n_lines; k++) {
+    case UI_ACT_NEXT_MARK: {
+        bool found = false;
+        for (int32_t k = 1; k <= t->fv.n_lines && !found; k++) {
             int32_t i = (t->fv.cursor + k) % t->fv.n_lines;
-            if (t->fv.lines[i].flags & FV_BOOKMARK) { fv_set_cursor(&t->fv, f, i); break; }
+            if ((found = t->fv.lines[i].flags & FV_BOOKMARK)) fv_set_cursor(&t->fv, f, i);
         }
+        if (!found) set_msg(t, "no bookmarks: m marks the selected node");
         break;
+    }
     case UI_ACT_SAVE: if (t->p->autosave) post(t, save_job(t, t->p->autosave)); break;
     case UI_ACT_REDRAW: clearok(curscr, TRUE); break;
     case UI_ACT_UP: fv_move(&t->fv, f, -1); break;

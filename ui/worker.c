@@ -2,6 +2,7 @@
  * forest step at a time, the prune history (undo.h), statistics for the status line. */
 #include "worker.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -514,11 +515,11 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
     }
     case UI_JOB_EXPORT: {
         FILE *out = fopen(j->text, "w");
-        if (!out) return st_set(err, ST_ERR_IO, "cannot write %s", j->text);
+        if (!out) return st_set(err, ST_ERR_IO, "cannot write %s: %s", j->text, strerror(errno));
         session_settings s = session_settings_default();
         s.sample = w->sp;
         rc = session_export_markdown(out, w->f, w->tk, &s, NULL, err);
-        if (fclose(out) && !rc) rc = st_set(err, ST_ERR_IO, "cannot write %s", j->text);
+        if (fclose(out) && !rc) rc = st_set(err, ST_ERR_IO, "cannot write %s: %s", j->text, strerror(errno));
         if (!rc) say(w, "exported %s", j->text);
         return rc;
     }
@@ -677,6 +678,12 @@ forest_id ui_worker_take_focus(ui_worker *w) {
     forest_id f = w->focus;
     w->focus = FOREST_NONE;
     return f;
+}
+
+void ui_worker_settings(const ui_worker *w, char *out, size_t cap) {
+    snprintf(out, cap, "temp %g  top_k %d  top_p %g  min_p %g  seed %llu  budget %d  chat %s", (double)w->sp.temp,
+             (int)w->sp.top_k, (double)w->sp.top_p, (double)w->sp.min_p, (unsigned long long)w->sp.seed,
+             (int)w->budget, w->chat.kind == CHAT_NONE ? "(no template)" : w->chat_on ? "on" : "off");
 }
 
 int32_t ui_worker_scores(const ui_worker *w, forest_id *ids, double *scores, int32_t cap) {

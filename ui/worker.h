@@ -125,6 +125,8 @@ int32_t ui_worker_running(const ui_worker *w, forest_id *out, int32_t cap);
  * (writes at most cap). */
 #define UI_MAX_SCORES 64
 int32_t ui_worker_scores(const ui_worker *w, forest_id *ids, double *scores, int32_t cap);
+/* The settings :set changes, as "temp 0.8  top_k 40 ... budget 32  chat on". */
+void ui_worker_settings(const ui_worker *w, char *out, size_t cap);
 /* The latest message and its number (0: none yet). */
 uint64_t ui_worker_message(const ui_worker *w, char *out, size_t cap);
 /* A node the UI should select (the new leaf of a fork or append), FOREST_NONE when none;
