@@ -22,9 +22,12 @@
 
 #define ASK_MAX_QUESTIONS 256
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define ASK_USAGE "usage: multidecode ask -m MODEL --context FILE -q QUESTION [-q QUESTION ...]"
+
 static void ask_usage(FILE *f) {
     fprintf(f,
-            "usage: multidecode ask -m MODEL --context FILE -q QUESTION [-q QUESTION ...]\n\n"
+            ASK_USAGE "\n\n"
             PROMPT_MODEL_HELP
             "  -x, --context FILE   the text the questions are about\n"
             "  -q, --question TEXT  a question (repeat, up to %d)\n"
@@ -105,7 +108,7 @@ int cmd_ask(int argc, char **argv) {
             break;
         case 'Q': quiet = true; break;
         case 'h': ask_usage(stdout); return 0;
-        default: ask_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode ask --help", ASK_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);

@@ -15,8 +15,11 @@
 #include "app.h"
 #include "bench_util.h"
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define BENCH_DECODE_USAGE "usage: multidecode bench decode -m MODEL [options]"
+
 static void bench_usage(FILE *f) {
-    fprintf(f, "usage: multidecode bench decode -m MODEL [options]\n"
+    fprintf(f, BENCH_DECODE_USAGE "\n"
                "       multidecode bench forest|ask --help  (forest step and ask benchmarks)\n"
                "       multidecode bench beam|cot --help  (beam search and chains of thought)\n"
                "       multidecode bench spec --help  (drafts and lookahead vs plain greedy)\n"
@@ -119,7 +122,7 @@ int cmd_bench(int argc, char **argv) {
             if (app_opt_int("--warmup", optarg, 0, 1000, &warmup)) return 2;
             break;
         case 'h': bench_usage(stdout); return 0;
-        default: bench_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode bench decode --help", BENCH_DECODE_USAGE);
         }
     }
     if (!path) return app_usage_error("bench decode needs a model: -m MODEL");

@@ -24,8 +24,11 @@
 
 #define BA_MAX_REPS 999
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define BENCH_ATTN_USAGE "usage: multidecode bench attention [options]"
+
 static void ba_usage(FILE *f) {
-    fprintf(f, "usage: multidecode bench attention [options]\n\n"
+    fprintf(f, BENCH_ATTN_USAGE "\n\n"
                "The attention kernel alone on a forest step's shape: R rows over one shared\n"
                "context plus keys of their own, all rows in one call vs each row alone.\n"
                "JSON on stdout.\n\n"
@@ -209,7 +212,7 @@ int cmd_bench_attention(int argc, char **argv) {
         case 'B': backend = optarg; break;
         case 'A': alone = false; break;
         case 'h': ba_usage(stdout); return 0;
-        default: ba_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode bench attention --help", BENCH_ATTN_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("bench attention takes no arguments ('%s')", argv[optind]);

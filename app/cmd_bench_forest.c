@@ -426,8 +426,11 @@ static int bf_common_opt(bf_opts *o, int ch, const char *arg) {
     "                       ratios_best divides each way's fastest total by the\n"   \
     "                       forest's (the runs least slowed by a busy machine)\n"
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define BENCH_FOREST_USAGE "usage: multidecode bench forest -m MODEL [options]"
+
 static void bench_forest_usage(FILE *f) {
-    fprintf(f, "usage: multidecode bench forest -m MODEL [options]\n\n"
+    fprintf(f, BENCH_FOREST_USAGE "\n\n"
                "k leaves grow from one shared prompt; for each k: prefill time, step latency\n"
                "(mean, median and fastest), aggregate tokens/s and KV slots, against k\n"
                "sequential decodes and k copies of the prompt batched together. JSON on stdout.\n\n"
@@ -468,7 +471,7 @@ int cmd_bench_forest(int argc, char **argv) {
             if (app_opt_int("--baseline-max-k", optarg, 0, 1 << 16, &base_max_k)) return 2;
             break;
         case 'h': bench_forest_usage(stdout); return 0;
-        default: bench_forest_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode bench forest --help", BENCH_FOREST_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
@@ -516,8 +519,11 @@ int cmd_bench_forest(int argc, char **argv) {
     return rc ? app_fail(&err) : 0;
 }
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define BENCH_ASK_USAGE "usage: multidecode bench ask -m MODEL [options]"
+
 static void bench_ask_usage(FILE *f) {
-    fprintf(f, "usage: multidecode bench ask -m MODEL [options]\n\n"
+    fprintf(f, BENCH_ASK_USAGE "\n\n"
                "N questions (synthetic tokens) over one shared context, greedy answers of a\n"
                "fixed length: wall time and KV bytes for the forest, sequential decoding and\n"
                "copied-prefix batching. JSON on stdout.\n\n"
@@ -557,7 +563,7 @@ int cmd_bench_ask(int argc, char **argv) {
             if (app_opt_int("--answer", optarg, 1, 1 << 16, &n_ans)) return 2;
             break;
         case 'h': bench_ask_usage(stdout); return 0;
-        default: bench_ask_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode bench ask --help", BENCH_ASK_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);

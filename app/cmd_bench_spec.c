@@ -69,9 +69,12 @@ static const struct {
 static const char *const bs_default_settings =
     "draft;draft:len=4,fixed,drafts=1;la:5,4,4;la:5,4,4+always;la:2,3,2+draft";
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define BENCH_SPEC_USAGE "usage: multidecode bench spec -m MODEL [options]"
+
 static void bs_usage(FILE *f) {
     fprintf(f,
-            "usage: multidecode bench spec -m MODEL [options]\n\n"
+            BENCH_SPEC_USAGE "\n\n"
             "  -m, --model PATH     GGUF model file (its tokenizer makes the prompts)\n"
             "  -t, --threads N      CPU threads (default: one per core)\n"
             "  -n, --tokens N       greedy tokens per task (default 128; fewer when the\n"
@@ -244,7 +247,7 @@ int cmd_bench_spec(int argc, char **argv) {
             break;
         case O_BACKEND: mo.backend = optarg; break;
         case 'h': bs_usage(stdout); return 0;
-        default: bs_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode bench spec --help", BENCH_SPEC_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);

@@ -9,8 +9,11 @@
 #include "app.h"
 #include "prompt.h"
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define INFO_USAGE "usage: multidecode info [--tensors] MODEL"
+
 static void info_usage(FILE *f) {
-    fprintf(f, "usage: multidecode info [--tensors] MODEL\n\n"
+    fprintf(f, INFO_USAGE "\n\n"
                "Prints the file's metadata, the model's hyperparameters, its tensors (with\n"
                "--tensors: every one; default: a summary by type) and its tokenizer.\n");
 }
@@ -28,7 +31,7 @@ int cmd_info(int argc, char **argv) {
     while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         if (ch == 'a') all = true;
         else if (ch == 'h') { info_usage(stdout); return 0; }
-        else { info_usage(stderr); return 2; }
+        else return app_usage_error("%s; see multidecode info --help", INFO_USAGE);
     }
     if (optind != argc - 1) return app_usage_error("info needs exactly one MODEL argument");
     const char *path = argv[optind];

@@ -24,9 +24,12 @@
 
 #define MARGINS_MAX_CHUNKS 1024
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define MARGINS_USAGE "usage: multidecode margins -m MODEL --context FILE -q QUESTION [options]"
+
 static void margins_usage(FILE *f) {
     fprintf(f,
-            "usage: multidecode margins -m MODEL --context FILE -q QUESTION [options]\n\n"
+            MARGINS_USAGE "\n\n"
             "Writing in the Margins: the context is cut into chunks; every chunk gets a branch\n"
             "that writes a short note about the question, all in one forest (one step per\n"
             "token for all notes); then a final branch answers with the notes merged into\n"
@@ -375,7 +378,7 @@ int cmd_margins(int argc, char **argv) {
             break;
         case 'Q': o.quiet = true; break;
         case 'h': margins_usage(stdout); return 0;
-        default: margins_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode margins --help", MARGINS_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);

@@ -30,9 +30,12 @@
 
 #define PLAN_MAX_PROMPTS 64
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define PLAN_USAGE "usage: multidecode plan -m MODEL -p PROMPT [-p PROMPT2 ...] [options]"
+
 static void plan_usage(FILE *f) {
     fprintf(f,
-            "usage: multidecode plan -m MODEL -p PROMPT [-p PROMPT2 ...] [options]\n\n"
+            PLAN_USAGE "\n\n"
             PROMPT_MODEL_HELP
             "  -p, --prompt TEXT    a prompt: one tree each, or a branch under --context\n"
             "                       (repeat up to %d times; default: BOS alone)\n"
@@ -311,7 +314,7 @@ int cmd_plan(int argc, char **argv) {
             break;
         case 'J': json = true; break;
         case 'h': plan_usage(stdout); return 0;
-        default: plan_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode plan --help", PLAN_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);

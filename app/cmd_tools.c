@@ -24,8 +24,11 @@ int cmd_convert_llama2c(int argc, char **argv) {
     return 0;
 }
 
+/* The first line of --help, which a mistyped option prints instead of the whole help. */
+#define MKMODEL_USAGE "usage: multidecode mkmodel [options] OUT.gguf"
+
 static void mk_usage(FILE *f) {
-    fprintf(f, "usage: multidecode mkmodel [options] OUT.gguf\n\n"
+    fprintf(f, MKMODEL_USAGE "\n\n"
                "Writes a llama GGUF with random weights (deterministic from the seed).\n\n"
                "  --preset NAME      tiny, 25m, 110m or 1b (default tiny); options below override\n"
                "  --type T           weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,\n"
@@ -73,7 +76,7 @@ int cmd_mkmodel(int argc, char **argv) {
             if (app_opt_u64("--seed", optarg, &p.seed)) return 2;
             continue;
         case 'h': mk_usage(stdout); return 0;
-        default: mk_usage(stderr); return 2;
+        default: return app_usage_error("%s; see multidecode mkmodel --help", MKMODEL_USAGE);
         }
         if (app_opt_int("value", optarg, 1, 1 << 24, &v)) return 2;
         *dst = (int32_t)v;

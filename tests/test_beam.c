@@ -348,8 +348,10 @@ static void test_cli_words(const char *model_path) {
     free(out);
     /* a mistyped option: the error, one usage line and where the help is (not 40 lines
        of help with the error scrolled away at the top) */
-    const char *cmds[] = {"beam", "cot", "generate", "session", "tui"};
-    for (int i = 0; i < 5; i++) {
+    const char *cmds[] = {"beam", "cot", "generate", "session", "tui", "ask", "margins", "plan",
+                          "info", "mkmodel", "bench decode", "bench attention", "bench forest",
+                          "bench ask", "bench spec"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         out = t_runf(&st, "%s %s --bogus 2>&1", bin, cmds[i]);
         int lines = 0;
         for (const char *c = out; *c; c++) lines += *c == '\n';
