@@ -304,13 +304,13 @@ int cmd_plan(int argc, char **argv) {
             break;
         case 'X': context = optarg; break;
         case 'k':
-            if (app_parse_int(optarg, 1, 256, &k)) return app_usage_error("bad --branches '%s'", optarg);
+            if (app_opt_int("--branches", optarg, 1, 256, &k)) return 2;
             break;
         case 's':
-            if (app_parse_int(optarg, 1, 4096, &steps)) return app_usage_error("bad --steps '%s'", optarg);
+            if (app_opt_int("--steps", optarg, 1, 4096, &steps)) return 2;
             break;
         case 'W':
-            if (app_parse_int(optarg, 1, 100000, &max_cols)) return app_usage_error("bad --max-cols '%s'", optarg);
+            if (app_opt_int("--max-cols", optarg, 1, 100000, &max_cols)) return 2;
             break;
         case 'J': json = true; break;
         case 'h': plan_usage(stdout); return 0;
