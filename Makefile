@@ -17,7 +17,7 @@
 CC      ?= cc
 OPT     ?= -O2
 ARCH    ?= -march=native
-CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -Wall -Wextra -Werror -pthread -MMD -MP $(EXTRA_CFLAGS)
+CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -Wall -Wextra -Werror -pthread -MMD -MP -I. -Iengine $(EXTRA_CFLAGS)
 LDLIBS  := -lm -pthread -ljansson -lncursesw -lreadline
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -25,7 +25,7 @@ BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
 DATADIR ?= $(PREFIX)/share/multidecode
 
-LIB_SRC  := $(wildcard kernels/*.c kernels/ref/*.c kernels/cpu/*.c engine/*.c ui/*.c)
+LIB_SRC  := $(wildcard base/*.c kernels/*.c kernels/ref/*.c kernels/cpu/*.c engine/*/*.c ui/*.c)
 APP_SRC  := $(wildcard app/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "../engine/model.h"
+#include "model/model.h"
 
 /* One step of the benches' 64-bit LCG (Knuth's MMIX constants): advances *s, returns it. */
 static inline uint64_t bench_lcg(uint64_t *s) {

@@ -5,7 +5,7 @@
  * --raw), the user message "CONTEXT\n\nQUESTION" rendered and tokenised with its special
  * tokens; without one, "CONTEXT\n\nQuestion: QUESTION\nAnswer:". The longest token prefix
  * common to all of them becomes one root chain, computed and stored once; each question's
- * remaining tokens hang under it as a branch, and the answers grow together (engine/grow.h),
+ * remaining tokens hang under it as a branch, and the answers grow together (engine/strategy/grow.h),
  * one forest step per token, greedy by default. So each answer is what decoding its own
  * prompt alone would give, while the context costs its KV slots and its prefill once. */
 #include <getopt.h>
@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/forest.h"
-#include "../engine/grow.h"
-#include "../engine/step.h"
+#include "forest/forest.h"
+#include "strategy/grow.h"
+#include "forest/step.h"
 #include "app.h"
 #include "prompt.h"
 #include "session_replay.h"

@@ -1,5 +1,5 @@
 /* cmd_beam.c - `multidecode beam`: beam search of width B over one shared-KV forest
- * (engine/beam.h), printing the B best hypotheses with their scores; and the progress
+ * (engine/strategy/beam.h), printing the B best hypotheses with their scores; and the progress
  * line the strategy commands (beam, cot) print on stderr during long runs.
  *
  * The prompt is one root chain; every beam step is one forest step computing all live
@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../engine/beam.h"
-#include "../engine/forest.h"
-#include "../engine/step.h"
+#include "strategy/beam.h"
+#include "forest/forest.h"
+#include "forest/step.h"
 #include "app.h"
 #include "prompt.h"
 #include "session_replay.h"

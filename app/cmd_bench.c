@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/model.h"
-#include "../engine/sample.h"
+#include "model/model.h"
+#include "forest/sample.h"
 #include "app.h"
 #include "bench_util.h"
 

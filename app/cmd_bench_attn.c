@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/model.h"
+#include "model/model.h"
 #include "app.h"
 #include "bench_util.h"
 

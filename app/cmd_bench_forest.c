@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/forest.h"
-#include "../engine/grow.h"
-#include "../engine/step.h"
+#include "forest/forest.h"
+#include "strategy/grow.h"
+#include "forest/step.h"
 #include "app.h"
 #include "bench_util.h"
 

@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/forest.h"
-#include "../engine/sample.h"
-#include "../engine/spec.h"
-#include "../engine/step.h"
+#include "forest/forest.h"
+#include "forest/sample.h"
+#include "spec/spec.h"
+#include "forest/step.h"
 #include "app.h"
 #include "prompt.h"
 

@@ -4,7 +4,7 @@
  *
  * bench beam: for each width B, a beam search of exactly N steps (no end token, so every
  * way does the same work) after a synthetic prompt of P tokens, three ways:
- *   shared     engine/beam.h: hypotheses are leaves of one forest sharing their prefixes;
+ *   shared     engine/strategy/beam.h: hypotheses are leaves of one forest sharing their prefixes;
  *              one step computes the B new tokens; losers are pruned;
  *   copied     what a KV-copying implementation (Hugging Face transformers) holds: every
  *              hypothesis is its own root chain with its whole prefix, all advanced in one
@@ -16,7 +16,7 @@
  *              scratch, one hypothesis after the other.
  *   The copied and redecode runs replay the shared run's choices and check that their own
  *   logits give bit for bit the same cumulative scores (same_scores).
- * bench cot: k chains of N tokens from a synthetic prompt (engine/cot.h, sampled, no end
+ * bench cot: k chains of N tokens from a synthetic prompt (engine/strategy/cot.h, sampled, no end
  *   token) against k sequential linear decodes that draw the same distinct first tokens
  *   and the same samples (same_tokens).
  * KV bytes = slots x n_layer x 2 (K and V) x n_head_kv x head_dim x 4 (f32 cache). Times
@@ -27,11 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/beam.h"
-#include "../engine/cot.h"
-#include "../engine/forest.h"
-#include "../engine/sample.h"
-#include "../engine/step.h"
+#include "strategy/beam.h"
+#include "strategy/cot.h"
+#include "forest/forest.h"
+#include "forest/sample.h"
+#include "forest/step.h"
 #include "app.h"
 #include "bench_util.h"
 #include "prompt.h"

@@ -1,5 +1,5 @@
 /* cmd_cot.c - `multidecode cot`: k chains of thought from one prompt, forked with k
- * distinct first tokens and grown together in one forest (engine/cot.h), printed at the
+ * distinct first tokens and grown together in one forest (engine/strategy/cot.h), printed at the
  * end; optionally a self-consistency vote over an answer extracted from each chain.
  *
  * Chain i samples with seed S + i (S = --seed), so chain 0 is what `generate --seed S`
@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/cot.h"
-#include "../engine/forest.h"
-#include "../engine/step.h"
+#include "strategy/cot.h"
+#include "forest/forest.h"
+#include "forest/step.h"
 #include "app.h"
 #include "prompt.h"
 #include "session_replay.h"

@@ -5,25 +5,25 @@
  * until -n tokens, an end-of-generation token, or a full context. Text goes to stdout as
  * whole UTF-8 characters; statistics go to stderr. When the model has a chat template
  * (or with --chat) the prompt is the user's message: it is rendered with the template
- * (engine/chat.h) and only the answer is printed; with --raw, without a template, or
+ * (engine/tok/chat.h) and only the answer is printed; with --raw, without a template, or
  * without -p, the prompt is the text as given, echoed.
  *
  * Branches: the prompt is one root chain; k branches with seeds seed, seed + 1, ... grow
- * from its last token (engine/grow.h), all advanced by one forest step per token, and
+ * from its last token (engine/strategy/grow.h), all advanced by one forest step per token, and
  * each is printed at the end. Branch i makes exactly the tokens that linear decoding
  * with --seed seed+i makes, since its leaf sees the same keys as the linear sequence.
  *
  * Drafts (--draft, --lookahead W,N,G): greedy decoding accelerated by tree-verified drafts
- * (engine/spec.h); the tokens are those of plain greedy decoding, several per step when
+ * (engine/spec/spec.h); the tokens are those of plain greedy decoding, several per step when
  * the drafts are right. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/forest.h"
-#include "../engine/grow.h"
-#include "../engine/step.h"
+#include "forest/forest.h"
+#include "strategy/grow.h"
+#include "forest/step.h"
 #include "app.h"
 #include "prompt.h"
 #include "spec_opts.h"

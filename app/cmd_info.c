@@ -3,9 +3,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../engine/chat.h"
-#include "../engine/model.h"
-#include "../engine/tok.h"
+#include "tok/chat.h"
+#include "model/model.h"
+#include "tok/tok.h"
 #include "app.h"
 #include "prompt.h"
 

@@ -1,23 +1,23 @@
 /* cmd_margins.c - `multidecode margins`: Writing in the Margins (Russak et al. 2024) over
- * one forest (engine/margins.h). A long context is cut into chunks of N tokens; each chunk
+ * one forest (engine/strategy/margins.h). A long context is cut into chunks of N tokens; each chunk
  * gets a branch that writes a short note about the question, all notes growing together,
  * one forest step per token; then a final branch answers the question with the notes
  * merged into its context. The notes are shown, then the answer.
  *
- * Prompts: the note and answer requests of engine/margins.h (margins_note_prompt,
+ * Prompts: the note and answer requests of engine/strategy/margins.h (margins_note_prompt,
  * margins_answer_prompt), rendered as a user message with a chat template (the model's,
  * unless --raw) or used as they are without one. The tokens the prompts share
  * (the question part) are stored and computed once. --rope-gap G (EXPERIMENTAL) answers
  * without re-prefilling the notes: the answer reads every note branch's K/V where it is
- * (chunk, note request and note side by side) at positions shifted by G (engine/merge.h);
+ * (chunk, note request and note side by side) at positions shifted by G (engine/strategy/merge.h);
  * its answers differ from the exact merge's. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/margins.h"
-#include "../engine/step.h"
+#include "strategy/margins.h"
+#include "forest/step.h"
 #include "app.h"
 #include "prompt.h"
 #include "session_replay.h"

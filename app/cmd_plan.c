@@ -3,7 +3,7 @@
  *
  * The forest: one root chain per -p prompt (sharing nothing), or with --context a shared
  * context chain with every -p continuing under it. Each step is run by the grow policy
- * (engine/grow.h) with --branches k sampled branches per prompt; the first step computes
+ * (engine/strategy/grow.h) with --branches k sampled branches per prompt; the first step computes
  * the prompts (prefill), each later one the branches' newest tokens. For every step this
  * prints the plan the step ran: the packed order (row, node id, parent id, token text,
  * RoPE position, KV slot, whether the row returns logits) and the attention mask as a grid
@@ -12,7 +12,7 @@
  * JSON object. Node ids are the forest's array indices (stable for the whole run).
  *
  * With --lookahead W,N,G (or --draft) the steps are those of exact speculative greedy
- * decoding (engine/spec.h) from the prompt instead: each plan shows the tip, the draft
+ * decoding (engine/spec/spec.h) from the prompt instead: each plan shows the tip, the draft
  * tree and lookahead decoding's window (level l, column i at position tip + i + l) with
  * their roles, then the tokens the step accepted. */
 #include <getopt.h>
@@ -20,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/forest.h"
-#include "../engine/grow.h"
-#include "../engine/spec.h"
-#include "../engine/step.h"
+#include "forest/forest.h"
+#include "strategy/grow.h"
+#include "spec/spec.h"
+#include "forest/step.h"
 #include "app.h"
 #include "prompt.h"
 #include "spec_opts.h"

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../engine/session.h"
+#include "session/session.h"
 #include "app.h"
 #include "prompt.h"
 #include "session_opts.h"

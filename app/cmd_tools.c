@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../engine/llama2c.h"
-#include "../engine/mkmodel.h"
+#include "convert/llama2c.h"
+#include "convert/mkmodel.h"
 #include "app.h"
 
 int cmd_convert_llama2c(int argc, char **argv) {

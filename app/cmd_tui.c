@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../engine/forest.h"
+#include "forest/forest.h"
 #include "../ui/screen.h"
 #include "../ui/tui.h"
 #include "app.h"

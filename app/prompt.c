@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/infile.h"
+#include "base/infile.h"
 #include "app.h"
 
 /* ---- common options ---- */

@@ -4,7 +4,7 @@
  * the tokens of grown branches, and writing token text safely (escaped for one terminal
  * line or for a JSON string).
  *
- * Not here: the forest and its steps (engine/forest.h, engine/step.h, engine/grow.h);
+ * Not here: the forest and its steps (engine/forest/forest.h, engine/forest/step.h, engine/strategy/grow.h);
  * this is app-level glue over them. Functions that can fail return a status code (or
  * NULL) with err set, for the command to pass to app_fail. */
 #ifndef MD_PROMPT_H
@@ -15,10 +15,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../engine/chat.h"
-#include "../engine/model.h"
-#include "../engine/sample.h"
-#include "../engine/tok.h"
+#include "tok/chat.h"
+#include "model/model.h"
+#include "forest/sample.h"
+#include "tok/tok.h"
 
 /* ---- common options ---- */
 

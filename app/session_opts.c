@@ -1,5 +1,5 @@
 /* session_opts.c - the --save / --load glue between the decoding commands and
- * engine/session.h: option handling and the model identity of a loaded model. */
+ * engine/session/session.h: option handling and the model identity of a loaded model. */
 #include "session_opts.h"
 
 int app_session_opt(app_session_opts *o, int ch, const char *arg) {

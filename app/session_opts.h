@@ -7,17 +7,17 @@
  * (all nodes pending: the next step recomputes them) instead of a fresh one, and, when
  * o.save is set, calls app_session_save at the end. The option codes are above 255, so
  * they never collide with a command's short options. Not here: the session format
- * (engine/session.h). */
+ * (engine/session/session.h). */
 #ifndef MD_SESSION_OPTS_H
 #define MD_SESSION_OPTS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../engine/forest.h"
-#include "../engine/model.h"
-#include "../engine/session.h"
-#include "../engine/tok.h"
+#include "forest/forest.h"
+#include "model/model.h"
+#include "session/session.h"
+#include "tok/tok.h"
 
 enum { APP_SESSION_OPT_SAVE = 0x5301, APP_SESSION_OPT_LOAD, APP_SESSION_OPT_FORCE };
 

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/merge.h"
-#include "../engine/step.h"
+#include "strategy/merge.h"
+#include "forest/step.h"
 #include "app.h"
 
 st_code app_session_settings(session_settings *s, const char *cmd, const char *mpath,

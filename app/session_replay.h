@@ -7,7 +7,7 @@
  *
  * In a replay a branch's generated part is the run of scored nodes (logprob not NAN) at
  * the bottom of its root-to-leaf path; the rest is prompt text. Not here: the session
- * format (engine/session.h), option parsing (session_opts.h). */
+ * format (engine/session/session.h), option parsing (session_opts.h). */
 #ifndef MD_SESSION_REPLAY_H
 #define MD_SESSION_REPLAY_H
 

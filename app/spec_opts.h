@@ -1,5 +1,5 @@
 /* spec_opts.h - the command-line options of exact speculative greedy decoding
- * (engine/spec.h), shared by generate, plan and bench spec: --draft turns it on with
+ * (engine/spec/spec.h), shared by generate, plan and bench spec: --draft turns it on with
  * prompt-lookup and n-gram-pool drafts, --lookahead W,N,G adds lookahead decoding's
  * window, and the rest tune the drafts. */
 #ifndef MD_SPEC_OPTS_H
@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "../engine/spec.h"
+#include "spec/spec.h"
 
 enum { SPEC_OPT_DRAFT = 1000, SPEC_OPT_LEN, SPEC_OPT_N, SPEC_OPT_ROWS, SPEC_OPT_LA, SPEC_OPT_FIXED,
        SPEC_OPT_LA_ALWAYS };

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
-#include "status.h"
+#include "base/status.h"
 
 typedef struct kern_mat {
     uint32_t type;      /* DT_* weight type */

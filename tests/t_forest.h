@@ -8,7 +8,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 
-#include "../engine/forest.h"
+#include "forest/forest.h"
 
 /* Writes a violation into why (cap bytes) unless one is there already; returns false, so
  * checks read `ok = t_forest_fail(...)`. */

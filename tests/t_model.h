@@ -6,9 +6,9 @@
 #ifndef MD_T_MODEL_H
 #define MD_T_MODEL_H
 
-#include "../engine/mkmodel.h"
-#include "../engine/model.h"
-#include "../engine/sample.h"
+#include "convert/mkmodel.h"
+#include "model/model.h"
+#include "forest/sample.h"
 
 /* A context of n_slots slots computing at most max_rows rows at once (0: the default). */
 static inline model_ctx *t_new_ctx_rows(const model *m, int32_t n_slots, int32_t max_rows) {

@@ -5,8 +5,8 @@
 
 #include <unistd.h>
 
-#include "../engine/gguf.h"
-#include "../engine/tok.h"
+#include "gguf/gguf.h"
+#include "tok/tok.h"
 #include "t.h"
 
 /* The tokenizer of the GGUF file rel ("models/stories260K.gguf"), read from ./rel when it

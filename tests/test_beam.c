@@ -1,7 +1,7 @@
 /* test_beam.c - beam search over the shared-KV forest against a reference beam search that
  * scores every hypothesis by decoding its whole token path linearly in its own context.
  *
- * The reference (written here, independently of engine/beam.c) follows the same published
+ * The reference (written here, independently of engine/strategy/beam.c) follows the same published
  * rules (beam.h): 2B candidates per hypothesis, candidates ordered by cumulative sum then
  * hypothesis index then token id, end tokens ranked below B finish a hypothesis, the
  * finished list is transformers' BeamHypotheses, and the three early-stopping modes.
@@ -14,9 +14,9 @@
  * leaked). B = 1 equals greedy decoding. The CLI (when built): `beam` says "ended by
  * budget" as generate and cot do, and `generate --branches` prints each branch after the
  * prompt, as plain generate does; a mistyped option prints the error and one usage line. */
-#include "../engine/beam.h"
-#include "../engine/mkmodel.h"
-#include "../engine/sample.h"
+#include "strategy/beam.h"
+#include "convert/mkmodel.h"
+#include "forest/sample.h"
 #include "t.h"
 #include "t_model.h"
 #include "t_run.h"

@@ -1,4 +1,4 @@
-/* test_chat.c - tests of the chat templates (engine/chat.h): each family rendered for a
+/* test_chat.c - tests of the chat templates (engine/tok/chat.h): each family rendered for a
  * system + user + assistant + user conversation against the output of the official Jinja
  * template; edge cases of the templates (empty conversations, trimming, folding, dropped
  * roles); detection from the real tokenizer.chat_template texts of five models and from
@@ -17,8 +17,8 @@
  * system message are what Gemma 3's official template does (system text + "\n\n" before
  * the first user turn's content), produced by rendering the gemma-2b-it template with the
  * system text so folded by hand. */
-#include "../engine/chat.h"
-#include "../engine/gguf.h"
+#include "tok/chat.h"
+#include "gguf/gguf.h"
 #include "t.h"
 #include "t_run.h"
 

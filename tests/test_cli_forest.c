@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <sys/wait.h>
 
-#include "../engine/gguf.h"
-#include "../engine/tok.h"
+#include "gguf/gguf.h"
+#include "tok/tok.h"
 #include "t.h"
 #include "t_run.h"
 

@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "../engine/gguf.h"
-#include "../kernels/dtype.h"
+#include "gguf/gguf.h"
+#include "kernels/dtype.h"
 #include "t.h"
 #include "t_run.h"
 

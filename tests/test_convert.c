@@ -16,11 +16,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../engine/gguf.h"
-#include "../engine/llama2c.h"
-#include "../engine/mkmodel.h"
-#include "../engine/tok.h"
-#include "../kernels/dtype.h"
+#include "gguf/gguf.h"
+#include "convert/llama2c.h"
+#include "convert/mkmodel.h"
+#include "tok/tok.h"
+#include "kernels/dtype.h"
 #include "t.h"
 
 /* ---- helpers ---- */

@@ -10,8 +10,8 @@
  * linear decoding; forest invariants and rows per step after every step; a stop string
  * cuts a chain exactly where its text first ends with it; answers are extracted and
  * voted as documented. */
-#include "../engine/cot.h"
-#include "../engine/mkmodel.h"
+#include "strategy/cot.h"
+#include "convert/mkmodel.h"
 #include "t.h"
 #include "t_model.h"
 

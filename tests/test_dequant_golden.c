@@ -13,7 +13,7 @@
 #include <float.h>
 #include <stdint.h>
 
-#include "../kernels/dtype.h"
+#include "kernels/dtype.h"
 #include "t.h"
 
 #define DQ_GOLDEN "tests/golden/dequant.txt"

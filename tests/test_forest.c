@@ -12,10 +12,10 @@
  * Runs on random-weight models of several shapes and types (F32, F16, Q8_0, Q4_K; GQA
  * 1/2/4; head dims 32-128; tied and untied), on stories260K and on SmolLM2 when present.
  * `test_forest --seeds N` runs N seeds per model (default: a fixed few). */
-#include "../engine/forest.h"
-#include "../engine/mkmodel.h"
-#include "../engine/sample.h"
-#include "../engine/step.h"
+#include "forest/forest.h"
+#include "convert/mkmodel.h"
+#include "forest/sample.h"
+#include "forest/step.h"
 #include "t.h"
 #include "t_model.h"
 

@@ -8,8 +8,8 @@
 #include <inttypes.h>
 #include <stdint.h>
 
-#include "../engine/gguf.h"
-#include "../kernels/dtype.h"
+#include "gguf/gguf.h"
+#include "kernels/dtype.h"
 #include "t.h"
 
 /* ---- helpers ---- */

@@ -3,9 +3,9 @@
  * (../shared/models/stories260K_greedy200.expected.txt), produced three ways: through the
  * library, through `multidecode generate` on the GGUF, and through `generate` on the GGUF
  * that `convert-llama2c` makes from stories260K.bin + tok512.bin. Skips without fixtures. */
-#include "../engine/model.h"
-#include "../engine/sample.h"
-#include "../engine/tok.h"
+#include "model/model.h"
+#include "forest/sample.h"
+#include "tok/tok.h"
 #include "t.h"
 #include "t_run.h"
 

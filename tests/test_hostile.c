@@ -10,10 +10,10 @@
 #include <stdint.h>
 #include <sys/wait.h>
 
-#include "../engine/gguf.h"
-#include "../engine/mkmodel.h"
-#include "../engine/model.h"
-#include "../kernels/kern_impl.h"
+#include "gguf/gguf.h"
+#include "convert/mkmodel.h"
+#include "model/model.h"
+#include "kernels/kern_impl.h"
 #include "t.h"
 #include "t_run.h"
 

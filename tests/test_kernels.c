@@ -32,9 +32,9 @@
  *   add                   0     one float add either way */
 #include <stdint.h>
 
-#include "../kernels/kern.h"
-#include "../kernels/pool.h"
-#include "../kernels/vec.h"
+#include "kernels/kern.h"
+#include "kernels/pool.h"
+#include "kernels/vec.h"
 #include "t.h"
 
 /* ---- data ---- */

@@ -10,7 +10,7 @@
  * (its output is only measured, in test_merge). */
 #include <string.h>
 
-#include "../engine/margins.h"
+#include "strategy/margins.h"
 #include "t.h"
 #include "t_model.h"
 

@@ -15,11 +15,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "../engine/cot.h"
-#include "../engine/merge.h"
-#include "../engine/mkmodel.h"
-#include "../engine/prefill.h"
-#include "../engine/step.h"
+#include "strategy/cot.h"
+#include "strategy/merge.h"
+#include "convert/mkmodel.h"
+#include "forest/prefill.h"
+#include "forest/step.h"
 #include "t.h"
 #include "t_model.h"
 

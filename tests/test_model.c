@@ -3,9 +3,9 @@
  * branch exactly its linear logits, the cpu backend agrees with ref, bad batches are
  * refused without side effects, and bad model files get clear errors. Models are
  * random-weight GGUFs from mkmodel. */
-#include "../engine/gguf.h"
-#include "../engine/mkmodel.h"
-#include "../engine/model.h"
+#include "gguf/gguf.h"
+#include "convert/mkmodel.h"
+#include "model/model.h"
 #include "t.h"
 
 static char tmpdir[] = "/tmp/md_test_model_XXXXXX";

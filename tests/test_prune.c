@@ -6,8 +6,8 @@
  * brute-force reference of which leaves survive, and a random KV cap. */
 #include <math.h>
 
-#include "../engine/forest.h"
-#include "../engine/prune.h"
+#include "forest/forest.h"
+#include "forest/prune.h"
 #include "t.h"
 
 static void check(forest *f, const char *what) {

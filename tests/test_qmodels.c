@@ -33,9 +33,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../engine/model.h"
-#include "../engine/sample.h"
-#include "../engine/sha256.h"
+#include "model/model.h"
+#include "forest/sample.h"
+#include "session/sha256.h"
 #include "t.h"
 #include "t_golden.h"
 

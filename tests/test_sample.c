@@ -5,7 +5,7 @@
  * settings, the token and the RNG state afterwards must be the same; likewise with a
  * repetition penalty, and for greedy. Also checks sample_log_softmax and sample_argmax on
  * small cases. */
-#include "../engine/sample.h"
+#include "forest/sample.h"
 
 #include <math.h>
 #include <stdlib.h>

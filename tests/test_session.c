@@ -6,17 +6,17 @@
  * refused with ST_ERR_FORMAT naming the problem, the file untouched; every truncation; a
  * few thousand random byte edits that must never crash: run it under ASan), a model
  * mismatch (ST_ERR_ARG naming both models, and the override), and the Markdown export of a
- * small known forest. Uses random-weight models from engine/mkmodel.h. */
+ * small known forest. Uses random-weight models from engine/convert/mkmodel.h. */
 #include <dirent.h>
 #include <jansson.h>
 #include <sys/stat.h>
 #include <time.h>
 
-#include "../engine/forest.h"
-#include "../engine/mkmodel.h"
-#include "../engine/session.h"
-#include "../engine/sha256.h"
-#include "../engine/step.h"
+#include "forest/forest.h"
+#include "convert/mkmodel.h"
+#include "session/session.h"
+#include "session/sha256.h"
+#include "forest/step.h"
 #include "t.h"
 
 typedef struct rng { uint64_t s; } rng;

@@ -12,8 +12,8 @@
 #include <signal.h>
 #include <sys/stat.h>
 
-#include "../engine/forest.h"
-#include "../engine/session.h"
+#include "forest/forest.h"
+#include "session/session.h"
 #include "t.h"
 
 static char tmpdir[64];

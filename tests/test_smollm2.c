@@ -23,8 +23,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../engine/model.h"
-#include "../engine/sample.h"
+#include "model/model.h"
+#include "forest/sample.h"
 #include "t.h"
 #include "t_golden.h"
 

@@ -26,13 +26,13 @@
  * `make soak` runs 100,000 operations under ASan + UBSan. */
 #include <time.h>
 
-#include "../engine/forest.h"
-#include "../engine/merge.h"
-#include "../engine/mkmodel.h"
-#include "../engine/prune.h"
-#include "../engine/session.h"
-#include "../engine/step.h"
-#include "../engine/tok.h"
+#include "forest/forest.h"
+#include "strategy/merge.h"
+#include "convert/mkmodel.h"
+#include "forest/prune.h"
+#include "session/session.h"
+#include "forest/step.h"
+#include "tok/tok.h"
 #include "t.h"
 #include "t_forest.h"
 #include "t_model.h"

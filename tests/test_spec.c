@@ -13,13 +13,13 @@
  * SmolLM2 when present; the forest's invariants are checked after every step. */
 #include <string.h>
 
-#include "../engine/forest.h"
-#include "../engine/lookahead.h"
-#include "../engine/ngram.h"
-#include "../engine/sample.h"
-#include "../engine/spec.h"
-#include "../engine/step.h"
-#include "../engine/tok.h"
+#include "forest/forest.h"
+#include "spec/lookahead.h"
+#include "spec/ngram.h"
+#include "forest/sample.h"
+#include "spec/spec.h"
+#include "forest/step.h"
+#include "tok/tok.h"
 #include "t.h"
 #include "t_model.h"
 

@@ -1,9 +1,9 @@
-/* test_tok.c - tests of the tokenizer (engine/tok.h): BPE merge order, byte and unk
+/* test_tok.c - tests of the tokenizer (engine/tok/tok.h): BPE merge order, byte and unk
  * fallback, special-token splitting and the dummy prefix on small hand-made vocabularies;
  * all of llama.cpp's SentencePiece test vectors on the Llama 2 vocabulary; the stories260K
  * tokenizer; decode(encode(s)) == s round trips; the streaming detokenizer (held-back
  * UTF-8, U+FFFD, buffer sizing); and the GGUF error paths, on GGUF images built here. */
-#include "../engine/tok.h"
+#include "tok/tok.h"
 #include "t.h"
 #include "t_tok.h"
 

@@ -1,11 +1,11 @@
-/* test_tok_bpe.c - tests of the byte-level BPE tokenizer (model "gpt2": engine/tok_bpe.c,
- * engine/tok_pretok.c): merge order by rank, the byte-to-unicode table, decoding and
+/* test_tok_bpe.c - tests of the byte-level BPE tokenizer (model "gpt2": engine/tok/tok_bpe.c,
+ * engine/tok/tok_pretok.c): merge order by rank, the byte-to-unicode table, decoding and
  * streaming, end-of-generation tokens and the error paths on a small hand-made vocabulary;
  * then, on SmolLM2-135M-Instruct's vocabulary (models/, fetched by tools/fetch-model.sh;
  * skipped when absent), every string of the Hugging Face goldens (tests/golden/bpe_*.txt,
  * written by tests/oracle/gen_bpe_golden.py) for the smollm, gpt2, llama3 and qwen2
  * pre-tokenizers, decode(encode(s)) == s round trips and streaming decoding. */
-#include "../engine/tok.h"
+#include "tok/tok.h"
 #include "t.h"
 
 #include <stdint.h>
@@ -79,7 +79,7 @@ static void check_enc(const tok *t, const char *s, bool special, const int32_t *
     free(got);
 }
 
-/* GPT-2's byte-to-unicode table, written out independently of engine/tok_bpe.c: the
+/* GPT-2's byte-to-unicode table, written out independently of engine/tok/tok_bpe.c: the
  * printable Latin-1 bytes keep their code point, the rest take 256, 257, ... in order. */
 static void byte_table(uint32_t cp[256]) {
     int next = 256;

@@ -8,7 +8,7 @@
  * decoding x spelled byte by byte gives. Run under `make asan` this is also the check
  * that no input writes outside the tokenizer's work areas. The pre-tokenizer's words must
  * tile the text. */
-#include "../engine/tok_impl.h"
+#include "tok/tok_impl.h"
 #include "t.h"
 #include "t_tok.h"
 

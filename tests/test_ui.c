@@ -10,8 +10,8 @@
 #include <ncursesw/curses.h>
 #include <time.h>
 
-#include "../engine/forest.h"
-#include "../engine/step.h"
+#include "forest/forest.h"
+#include "forest/step.h"
 #include "../ui/action.h"
 #include "../ui/ask_margins.h"
 #include "../ui/command.h"

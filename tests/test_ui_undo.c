@@ -4,7 +4,7 @@
  * clearing the redo list, a prune inside a subtree pruned later undone in order (the
  * inner entry follows the restored nodes' new ids), and the forest's invariants after
  * every change. */
-#include "../engine/forest.h"
+#include "forest/forest.h"
 #include "../ui/undo.h"
 #include "t.h"
 

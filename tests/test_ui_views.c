@@ -8,8 +8,8 @@
 #include <ncursesw/curses.h>
 #include <time.h>
 
-#include "../engine/forest.h"
-#include "../engine/step.h"
+#include "forest/forest.h"
+#include "forest/step.h"
 #include "../ui/forest_view.h"
 #include "../ui/mask_view.h"
 #include "../ui/status.h"

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Writes engine/unicode_tables.h: the code point classes the byte-level BPE pre-tokenizers
+"""Writes engine/tok/unicode_tables.h: the code point classes the byte-level BPE pre-tokenizers
 need (letter \\p{L}, number \\p{N}, white space \\s), as one sorted table of runs.
 
 Each entry is (first code point << 2) | class, and a run lasts until the next entry starts,
 so a lookup is one binary search. Classes come from Python's unicodedata (general category
 L* / N*) and the Unicode White_Space property (listed here: unicodedata does not expose it).
-Run from the repository root: python3 tools/gen_unicode_tables.py > engine/unicode_tables.h
+Run from the repository root: python3 tools/gen_unicode_tables.py > engine/tok/unicode_tables.h
 """
 import sys
 import unicodedata

@@ -2,25 +2,25 @@
  * the selected node as a chat user turn (the model's template, handed in by app/ as a
  * ui_chat) followed by the assistant's header, so the model answers it; a model without
  * a template gets the text as it is. :margins runs Writing in the Margins
- * (engine/margins.h) over the selected branch's text as a strategy the worker steps one
+ * (engine/strategy/margins.h) over the selected branch's text as a strategy the worker steps one
  * forest step at a time: the notes grow together, and when the last one is done the
  * answer's prompt (the notes joined) is added and grown.
  *
  * The text forms (ui_turn_form, ui_turn_text) are plain C, unit-tested; the rest runs on
  * the worker's thread under its lock. Not here: the job queue and the lock (worker.c),
- * the wording of the margins requests (engine/margins.h), chat rendering (engine/chat.h). */
+ * the wording of the margins requests (engine/strategy/margins.h), chat rendering (engine/tok/chat.h). */
 #ifndef MD_UI_ASK_MARGINS_H
 #define MD_UI_ASK_MARGINS_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../engine/chat.h"
-#include "../engine/forest.h"
-#include "../engine/margins.h"
-#include "../engine/sample.h"
-#include "../engine/step.h"
-#include "../engine/tok.h"
+#include "tok/chat.h"
+#include "forest/forest.h"
+#include "strategy/margins.h"
+#include "forest/sample.h"
+#include "forest/step.h"
+#include "tok/tok.h"
 
 /* The model's chat template, as app/ found it. */
 typedef struct ui_chat {

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../kernels/status.h"
+#include "base/status.h"
 
 typedef enum {
     UI_CMD_NONE = 0, /* an empty line */

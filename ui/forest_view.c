@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../engine/grow.h"
+#include "strategy/grow.h"
 #include "uline.h"
 
 void fv_init(forest_view *v, bool utf8) {

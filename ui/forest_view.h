@@ -19,8 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../engine/forest.h"
-#include "../engine/tok.h"
+#include "forest/forest.h"
+#include "tok/tok.h"
 
 enum {
     FV_BRANCHES = 1 << 0,  /* the last node's children have lines of their own */

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../engine/infile.h"
+#include "base/infile.h"
 
 static const struct { const char *name; int key; } ui_named_keys[] = {
     {"Space", ' '},         {"Tab", '\t'},          {"Enter", '\n'},       {"Esc", 27},

@@ -24,9 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../engine/forest.h"
-#include "../engine/step.h"
-#include "../engine/tok.h"
+#include "forest/forest.h"
+#include "forest/step.h"
+#include "tok/tok.h"
 
 #define MV_MAX_ROWS 512
 #define MV_MAX_COLS 1024

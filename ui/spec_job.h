@@ -1,7 +1,7 @@
 /* spec_job.h - :draft and :lookahead as a strategy the worker steps: exact greedy decoding
  * from the selected node with drafts (prompt lookup and an n-gram pool of the text so
  * far) verified as a tree in each forest step, and with :lookahead also lookahead
- * decoding's Jacobi window in the same step (engine/spec.h). The accepted tokens stay in
+ * decoding's Jacobi window in the same step (engine/spec/spec.h). The accepted tokens stay in
  * the forest as one ordinary chain under the start node, token for token what plain
  * greedy decoding gives; the rejected drafts and the window are pruned every step.
  *
@@ -14,15 +14,15 @@
  * each row's role (tip, draft, window cell "la l,i") snapshotted (ui_spec_capture); after
  * acceptance the drafts read accepted or rejected. Runs on the worker's thread under its
  * lock (the lock is released during forward passes by the plan's hooks, as for every
- * strategy). Not here: the job queue (worker.c), the verification itself (engine/spec.c). */
+ * strategy). Not here: the job queue (worker.c), the verification itself (engine/spec/spec.c). */
 #ifndef MD_UI_SPEC_JOB_H
 #define MD_UI_SPEC_JOB_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../engine/spec.h"
-#include "../engine/tok.h"
+#include "spec/spec.h"
+#include "tok/tok.h"
 #include "mask_view.h"
 
 /* The TUI's row cost for the adaptive draft policy (spec_policy.h): fixed rather than

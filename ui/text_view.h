@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../engine/forest.h"
-#include "../engine/tok.h"
+#include "forest/forest.h"
+#include "tok/tok.h"
 
 #define TV_MAX_ALTS 16
 

@@ -4,7 +4,7 @@
 #ifndef MD_UI_TUI_H
 #define MD_UI_TUI_H
 
-#include "../kernels/status.h"
+#include "base/status.h"
 #include "worker.h"
 
 typedef struct ui_tui_params {

@@ -47,7 +47,7 @@ static inline void ui_line_char_w(ui_line *l, const char *c, size_t n, int w) {
 static inline void ui_line_char(ui_line *l, const char *c, size_t n) { ui_line_char_w(l, c, n, 1); }
 
 /* The length of the UTF-8 character at p (1..4) and its code point in *cp; 0 when the
- * bytes there are not a well-formed character (the same ranges as engine/tok.c's
+ * bytes there are not a well-formed character (the same ranges as engine/tok/tok.c's
  * assembler: no overlong forms, surrogates or code points past U+10FFFF). */
 static inline size_t ui_utf8_char(const unsigned char *p, unsigned *cp) {
     unsigned c = p[0];

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "../engine/forest.h"
+#include "forest/forest.h"
 
 #define UI_UNDO_MAX 32 /* entries kept; the oldest is forgotten beyond */
 

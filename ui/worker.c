@@ -11,12 +11,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "../engine/beam.h"
-#include "../engine/cot.h"
-#include "../engine/grow.h"
-#include "../engine/merge.h"
-#include "../engine/session.h"
-#include "../engine/step.h"
+#include "strategy/beam.h"
+#include "strategy/cot.h"
+#include "strategy/grow.h"
+#include "strategy/merge.h"
+#include "session/session.h"
+#include "forest/step.h"
 #include "spec_job.h"
 #include "undo.h"
 

@@ -23,10 +23,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../engine/forest.h"
-#include "../engine/model.h"
-#include "../engine/sample.h"
-#include "../engine/tok.h"
+#include "forest/forest.h"
+#include "model/model.h"
+#include "forest/sample.h"
+#include "tok/tok.h"
 #include "ask_margins.h"
 #include "mask_view.h"
 #include "status.h"

@@ -1,4 +1,4 @@
-/* fuzz_chat.c - fuzz harness for the chat template renderer (engine/chat.h).
+/* fuzz_chat.c - fuzz harness for the chat template renderer (engine/tok/chat.h).
  *
  * Input: one flags byte, then NUL-separated fields: a template text (given to chat_detect
  * and chat_default_system, and used as the default system message), then role, content,
@@ -9,7 +9,7 @@
 
 #include <stdbool.h>
 
-#include "../../engine/chat.h"
+#include "tok/chat.h"
 
 #define FUZZ_MAX_INPUT (1 << 16)
 #define FUZZ_MAX_MSGS 64

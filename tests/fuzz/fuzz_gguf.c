@@ -5,9 +5,9 @@
  * packed or stored weights) chosen by bits of the input's size. */
 #include "fuzz.h"
 
-#include "../../engine/gguf.h"
-#include "../../engine/model.h"
-#include "../../engine/tok.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "tok/tok.h"
 
 /* Every tensor's bytes lie in the file, so a model's size follows the input's. */
 #define FUZZ_MAX_INPUT (1 << 20)

@@ -1,11 +1,11 @@
-/* fuzz_session.c - fuzz harness for the session loader (engine/session.h): the input is a
+/* fuzz_session.c - fuzz harness for the session loader (engine/session/session.h): the input is a
  * session file's JSON. A file that loads must give a forest whose invariants hold
  * (forest_check), whose per-node metadata can be read, and which exports as Markdown (to
  * /dev/null). Odd and even input sizes alternate between loading with and without a
  * model identity to check against (and force), so both paths run. */
 #include "fuzz.h"
 
-#include "../../engine/session.h"
+#include "session/session.h"
 
 /* JSON a tenth of this size already makes thousands of nodes; bigger inputs only slow
  * the fuzzer down. */

@@ -9,8 +9,8 @@
 
 #include <stdbool.h>
 
-#include "../../engine/gguf.h"
-#include "../../engine/tok.h"
+#include "gguf/gguf.h"
+#include "tok/tok.h"
 #include "fuzz.h"
 
 /* Encoding time grows faster than the text; a longer text finds nothing a short one

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """gen_bpe_golden.py - writes tests/golden/bpe_*.txt: a few hundred varied strings and the
 token ids that Hugging Face `tokenizers` (a byte-level BPE nobody here wrote) gives them,
-for tests/test_tok_bpe.c to compare engine/tok_bpe.c and engine/tok_pretok.c against.
+for tests/test_tok_bpe.c to compare engine/tok/tok_bpe.c and engine/tok/tok_pretok.c against.
 
 The HF tokenizer is built from the GGUF file's own vocabulary (tokenizer.ggml.tokens) and
 merges (tokenizer.ggml.merges), read with gguf-py, with the pre-tokenizer that each name
@@ -139,7 +139,7 @@ def main():
     file_pre = r.fields["tokenizer.ggml.pre"].contents()
     vocab = {}
     for i, t in enumerate(tokens):
-        vocab[t] = i  # a piece listed twice: the later id, as engine/tok.c does
+        vocab[t] = i  # a piece listed twice: the later id, as engine/tok/tok.c does
     pairs = [tuple(m.split(" ", 1)) for m in merges]
     strings = cases()
     today = datetime.date.today().isoformat()

@@ -1,0 +1,80 @@
+/* mkmodel.h - writes random-weight llama-architecture GGUF models for tests and benchmarks.
+ *
+ * The weights are a pure function of the parameters (seed included): the same params give
+ * a byte-identical file. They are scaled so that activations stay in a sane range through
+ * many layers and the logits are varied (not all equal, argmax changing with the input):
+ * matrices uniform in +-1/sqrt(n_in), norm gains 1 +- 0.1, embeddings of standard deviation
+ * 1/sqrt(n_embd) (small, as trained ones are, so that a tied classifier does not just
+ * predict the input token), and a classifier scaled for logits of standard deviation
+ * about 2 (through the output norm's gain of 2 when tied). Random models still fall
+ * into repeating one token after a few greedy steps; that is expected of noise. The file carries a
+ * synthetic SentencePiece ("llama") vocabulary so a model runs end to end: <unk>, <s>,
+ * </s>, the 256 byte tokens <0x00>..<0xFF>, then printable pieces (single characters,
+ * "\u2581"-prefixed letters, letter pairs and triples, ...), every one reachable by
+ * merging two shorter pieces, with distinct scores that favour shorter pieces.
+ *
+ * This is not a model of any language: its text is noise. It exists so tests and
+ * benchmarks can run model shapes whose real weights are not at hand. */
+#ifndef MD_MKMODEL_H
+#define MD_MKMODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kernels/dtype.h" /* the DT_* ids that wtype takes */
+#include "base/status.h"
+
+typedef struct mkmodel_params {
+    int32_t n_vocab;    /* >= MKMODEL_MIN_VOCAB */
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;  /* divides n_head (GQA) */
+    int32_t head_dim;   /* even; 0 = n_embd / n_head. When it differs from that,
+                           llama.attention.key_length / value_length are written */
+    int32_t n_ff;
+    int32_t n_ctx;      /* llama.context_length */
+    float rope_base;    /* llama.rope.freq_base */
+    bool tied;          /* true: no output.weight (the classifier is token_embd) */
+    uint32_t wtype;     /* DT_F32 / DT_F16 / DT_BF16 / DT_Q8_0, or a ggml block type
+                           (DT_Q4_0, Q4_1, Q5_0, Q5_1: rows a multiple of 32; DT_Q4_K,
+                           Q5_K, Q6_K: of 256) for the 2-D weights (token_embd
+                           included); norm vectors stay F32 */
+    uint64_t seed;
+} mkmodel_params;
+
+/* Three control tokens + 256 byte tokens + at least one ordinary piece. */
+#define MKMODEL_MIN_VOCAB 260
+#define MKMODEL_MAX_VOCAB (1 << 20)
+
+/* The "tiny" preset with seed 1: vocab 512, embd 64, 2 layers, 4 heads, 2 KV heads,
+ * ff 192, context 512, untied, F32 (164,160 parameters): fast enough for every test. */
+mkmodel_params mkmodel_default_params(void);
+
+/* Fills *p with a named shape; seed 1 and the wtype listed. ST_OK, or ST_ERR_ARG for an
+ * unknown name (p untouched). Parameter counts include every tensor:
+ *   "tiny"  vocab 512,   embd 64,   2 layers,  4 heads /  2 kv, ff 192,  ctx 512,  untied,
+ *           F32:   164,160
+ *   "25m"   vocab 32000, embd 384,  8 layers,  6 heads /  6 kv, ff 1024, ctx 1024, tied,
+ *           F32:   26,450,304
+ *   "110m"  vocab 32000, embd 768,  12 layers, 12 heads / 12 kv, ff 2048, ctx 1024, tied,
+ *           F32:   109,529,856 (the stories110M shape)
+ *   "1b"    vocab 32000, embd 2048, 22 layers, 32 heads /  4 kv, ff 5632, ctx 2048, untied,
+ *           F16:   1,100,048,384 (the TinyLlama-1.1B shape; 2.2 GB in F16) */
+st_code mkmodel_preset(const char *name, mkmodel_params *p);
+
+/* Checks the parameters: ST_OK, or ST_ERR_ARG with a message naming the bad field (a
+ * count out of range, n_head not a multiple of n_head_kv, an odd head_dim, a row length
+ * that is not a multiple of the weight type's block, an unsupported wtype). */
+st_code mkmodel_check(const mkmodel_params *p, st_err *err);
+
+/* Number of parameters (elements of all tensors) of valid params. */
+int64_t mkmodel_n_params(const mkmodel_params *p);
+
+/* Generates the weights and writes the GGUF to path (through PATH.tmp and a rename).
+ * All tensors are generated in memory before the write and freed after it, so peak
+ * memory is about the file's size. Returns ST_OK; ST_ERR_ARG (see mkmodel_check);
+ * ST_ERR_NOMEM; ST_ERR_IO from the write. */
+st_code mkmodel_write(const mkmodel_params *p, const char *path, st_err *err);
+
+#endif

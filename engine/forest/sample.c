@@ -1,0 +1,206 @@
+/* sample.c - greedy, temperature, top-k, top-p and min-p sampling with a per-sampler
+ * xorshift64* RNG, so that a given seed reproduces a branch exactly, and llama.cpp's
+ * repetition penalty over a token history.
+ *
+ * Candidates are ranked by logit, highest first, ties by lower id (cmp_desc). With top-k
+ * on, only the k best are ever ranked: one pass over the vocabulary keeps them in a
+ * bounded min-heap (O(n log k), and nearly O(n) since most logits lose against the heap's
+ * worst at once), then those k are sorted. Ranking is a total order, so this gives the
+ * same k candidates in the same order as sorting the whole vocabulary would, and hence
+ * the same draws. */
+#include "forest/sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "kernels/vec.h"
+
+typedef struct sample_cand {
+    int32_t id;
+    float logit;
+    float p;
+} sample_cand;
+
+sample_params sample_default_params(void) {
+    return (sample_params){.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .seed = 1,
+                           .repeat_penalty = 1.0f, .repeat_last_n = 64};
+}
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+/* Uniform in [0, 1). */
+static float rng_unit(uint64_t *s) { return (float)(rng_next(s) >> 40) / 16777216.0f; }
+
+int sampler_init(sampler *s, const sample_params *p, int32_t n_vocab) {
+    s->p = *p;
+    /* splitmix the seed so that nearby seeds give unrelated streams; never zero */
+    uint64_t z = p->seed + 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    s->rng = (z ^ (z >> 31)) | 1;
+    s->n_cand = n_vocab;
+    s->cand = malloc(sizeof(sample_cand) * (size_t)(n_vocab > 0 ? n_vocab : 1));
+    return s->cand ? 0 : -1;
+}
+
+void sampler_free(sampler *s) {
+    if (!s) return;
+    free(s->cand);
+    s->cand = NULL;
+}
+
+int32_t sample_argmax(const float *logits, int32_t n) {
+    return (int32_t)vec_argmax(logits, n);
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    float x = ((const sample_cand *)a)->logit, y = ((const sample_cand *)b)->logit;
+    if (x != y) return x < y ? 1 : -1;
+    return ((const sample_cand *)a)->id - ((const sample_cand *)b)->id;
+}
+
+/* a ranks below b (see cmp_desc) */
+static inline bool cand_worse(const sample_cand *a, const sample_cand *b) {
+    return a->logit < b->logit || (a->logit == b->logit && a->id > b->id);
+}
+
+/* Restores the min-heap h[0..k) (worst candidate at the root) below node i. */
+static void heap_down(sample_cand *h, int32_t k, int32_t i) {
+    sample_cand x = h[i];
+    for (;;) {
+        int32_t l = 2 * i + 1;
+        if (l >= k) break;
+        if (l + 1 < k && cand_worse(&h[l + 1], &h[l])) l++;
+        if (!cand_worse(&h[l], &x)) break;
+        h[i] = h[l];
+        i = l;
+    }
+    h[i] = x;
+}
+
+/* Offers candidate x to the heap h[0..k) of the k best so far. Candidates come in
+ * increasing id order, so one whose logit only ties the worst loses the tie. */
+static inline void heap_offer(sample_cand *h, int32_t k, sample_cand x) {
+    if (x.logit > h[0].logit) {
+        h[0] = x;
+        heap_down(h, k, 0);
+    }
+}
+
+/* Turns c[0..n) into its k best (k < n), in c[0..k) in no particular order. */
+static void select_top(sample_cand *c, int32_t n, int32_t k) {
+    for (int32_t i = k / 2 - 1; i >= 0; i--) heap_down(c, k, i);
+    for (int32_t i = k; i < n; i++) heap_offer(c, k, c[i]);
+}
+
+/* The draw over the m ranked candidates c[0..m), best first, of which top-k already
+ * kept at most top_k: temperature, top-p, min-p and one RNG draw. */
+static int32_t sample_ranked(sampler *s, sample_cand *c, int32_t k) {
+    const sample_params *p = &s->p;
+    /* softmax with temperature over the k best */
+    float mx = c[0].logit, sum = 0;
+    for (int32_t i = 0; i < k; i++) sum += c[i].p = expf((c[i].logit - mx) / p->temp);
+    for (int32_t i = 0; i < k; i++) c[i].p /= sum;
+    /* top-p: the smallest prefix whose mass reaches top_p */
+    if (p->top_p < 1.0f) {
+        float acc = 0;
+        for (int32_t i = 0; i < k; i++) {
+            acc += c[i].p;
+            if (acc >= p->top_p) {
+                k = i + 1;
+                break;
+            }
+        }
+    }
+    /* min-p: drop candidates below min_p times the best probability */
+    if (p->min_p > 0) {
+        int32_t keep = 1;
+        while (keep < k && c[keep].p >= p->min_p * c[0].p) keep++;
+        k = keep;
+    }
+    float mass = 0;
+    for (int32_t i = 0; i < k; i++) mass += c[i].p;
+    float r = rng_unit(&s->rng) * mass, acc = 0;
+    for (int32_t i = 0; i < k; i++) {
+        acc += c[i].p;
+        if (r < acc) return c[i].id;
+    }
+    return c[k - 1].id;
+}
+
+/* top-k applied to n candidates: how many are kept */
+static int32_t kept_of(const sample_params *p, int32_t n) {
+    return p->top_k > 0 && p->top_k < n ? p->top_k : n;
+}
+
+/* The draw over candidates c[0..n) holding (id, logit), in id order: ranks them (only
+ * the top_k best when top-k is on) and draws. */
+static int32_t sample_from_cands(sampler *s, sample_cand *c, int32_t n) {
+    const int32_t k = kept_of(&s->p, n);
+    if (k < n) select_top(c, n, k);
+    qsort(c, (size_t)k, sizeof *c, cmp_desc);
+    return sample_ranked(s, c, k);
+}
+
+int32_t sampler_sample(sampler *s, const float *logits, int32_t n) {
+    if (s->p.temp <= 0 || n > s->n_cand || n <= 0) return sample_argmax(logits, n);
+    sample_cand *c = s->cand;
+    const int32_t k = kept_of(&s->p, n);
+    if (k == n) {
+        for (int32_t i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0};
+        return sample_from_cands(s, c, n);
+    }
+    /* top-k straight from the logits, without filling all n candidates first */
+    for (int32_t i = 0; i < k; i++) c[i] = (sample_cand){i, logits[i], 0};
+    for (int32_t i = k / 2 - 1; i >= 0; i--) heap_down(c, k, i);
+    /* (most logits lose against the heap's worst: a vector scan finds the next that does
+     * not, the same comparison heap_offer makes) */
+    for (int32_t i = k; (i += (int32_t)vec_first_above(logits + i, n - i, c[0].logit)) < n; i++)
+        heap_offer(c, k, (sample_cand){i, logits[i], 0});
+    qsort(c, (size_t)k, sizeof *c, cmp_desc);
+    return sample_ranked(s, c, k);
+}
+
+bool sample_uses_history(const sample_params *p) {
+    return p->repeat_penalty != 1.0f && p->repeat_last_n != 0;
+}
+
+int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const int32_t *hist,
+                            int32_t n_hist) {
+    if (!sample_uses_history(&s->p) || n_hist <= 0 || n > s->n_cand)
+        return sampler_sample(s, logits, n);
+    sample_cand *c = s->cand;
+    for (int32_t i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0};
+    /* the window: the last repeat_last_n tokens; .p marks a token already penalised, so
+     * that a token repeated in the window is penalised once (llama.cpp counts them) */
+    int32_t from = s->p.repeat_last_n < 0 || s->p.repeat_last_n >= n_hist
+                       ? 0 : n_hist - s->p.repeat_last_n;
+    float pen = s->p.repeat_penalty;
+    for (int32_t i = from; i < n_hist; i++) {
+        int32_t t = hist[i];
+        if (t < 0 || t >= n || c[t].p != 0) continue;
+        c[t].p = 1;
+        c[t].logit = c[t].logit <= 0 ? c[t].logit * pen : c[t].logit / pen;
+    }
+    if (s->p.temp <= 0) { /* greedy over the penalised logits; first index on ties */
+        int32_t best = 0;
+        for (int32_t i = 1; i < n; i++)
+            if (c[i].logit > c[best].logit) best = i;
+        return best;
+    }
+    for (int32_t i = 0; i < n; i++) c[i].p = 0;
+    return sample_from_cands(s, c, n);
+}
+
+void sample_log_softmax(const float *logits, int32_t n, float *out) {
+    float mx;
+    const double lse = vec_log_sum_exp(logits, n, &mx);
+    for (int32_t i = 0; i < n; i++) out[i] = (float)((double)(logits[i] - mx) - lse);
+}

@@ -1,0 +1,351 @@
+/* step.c - planning and running one forest step, top-k bookkeeping, and compaction. */
+#include "forest/step.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/vec.h"
+
+void step_plan_init(step_plan *p) { memset(p, 0, sizeof *p); }
+
+void step_plan_free(step_plan *p) {
+    if (!p) return;
+    free(p->node);
+    free(p->tokens);
+    free(p->pos);
+    free(p->slot);
+    free(p->seg_off);
+    free(p->segs);
+    free(p->want);
+    free(p->out_node);
+    free(p->logits);
+    free(p->scratch);
+    free(p->lse);
+    free(p->tk_ids);
+    free(p->tk_lv);
+    free(p->tk_n);
+    memset(p, 0, sizeof *p);
+}
+
+/* Grows *arr (of elem bytes each) to hold at least need; false when out of memory. */
+static bool reserve(void **arr, int32_t *cap, int32_t need, size_t elem) {
+    if (need <= *cap) return true;
+    int32_t c = *cap ? *cap : 16;
+    while (c < need) c = c > INT32_MAX / 2 ? need : c * 2;
+    void *n = realloc(*arr, elem * (size_t)c);
+    if (!n) return false;
+    *arr = n;
+    *cap = c;
+    return true;
+}
+
+/* Grows every per-row array to one common capacity of at least rows (+1 for seg_off). */
+static bool reserve_rows(step_plan *p, int32_t rows) {
+    if (rows <= p->cap_rows) return true;
+    int32_t c = p->cap_rows ? p->cap_rows : 16;
+    while (c < rows) c = c > INT32_MAX / 2 ? rows : c * 2;
+    size_t n = (size_t)c + 1;
+#define R(field) ((field##_new = realloc(p->field, n * sizeof *p->field)) ? (p->field = field##_new, 1) : 0)
+    int32_t *node_new, *tokens_new, *pos_new, *slot_new, *seg_off_new;
+    uint8_t *want_new;
+    bool ok = R(node) && R(tokens) && R(pos) && R(slot) && R(seg_off) && R(want);
+#undef R
+    if (ok) p->cap_rows = c;
+    return ok;
+}
+
+/* Appends slots s[0..n) to p->segs as runs of consecutive ascending slots. */
+static bool push_runs(step_plan *p, const int32_t *s, int32_t n) {
+    int32_t total = p->seg_off[p->n_rows];
+    for (int32_t i = 0; i < n;) {
+        int32_t j = i + 1;
+        while (j < n && s[j] == s[j - 1] + 1) j++;
+        if (!reserve((void **)&p->segs, &p->cap_segs, total + 1, sizeof *p->segs)) return false;
+        p->segs[total++] = (kern_seg){s[i], j - i};
+        i = j;
+    }
+    p->seg_off[p->n_rows + 1] = total;
+    return true;
+}
+
+/* Collects the slots row r may see (ancestors' and its own) into p->scratch in path order,
+ * root first. Path order (not slot order) matters: the attention kernels take keys in
+ * the order given, so a leaf sees exactly the key sequence linear decoding of its path
+ * sees, and its result is the same bit for bit, not just up to rounding.
+ * row_of[idx] is the plan row of a pending node (slots of pending ancestors come from the
+ * plan); computed ancestors have their own. */
+static int32_t gather_slots(const forest *f, step_plan *p, const int32_t *row_of, int32_t idx,
+                            bool *ok) {
+    int32_t n = 0;
+    for (int32_t i = idx; i >= 0; i = forest_node_at(f, i)->parent) {
+        const forest_node *nd = forest_node_at(f, i);
+        int32_t s = nd->state == FOREST_COMPUTED ? nd->kv_slot : p->slot[row_of[i]];
+        if (!reserve((void **)&p->scratch, &p->cap_scratch, n + 1, sizeof *p->scratch)) {
+            *ok = false;
+            return 0;
+        }
+        p->scratch[n++] = s;
+    }
+    for (int32_t i = 0, j = n - 1; i < j; i++, j--) {
+        int32_t t = p->scratch[i];
+        p->scratch[i] = p->scratch[j];
+        p->scratch[j] = t;
+    }
+    return n;
+}
+
+void step_plan_cancel(forest *f, step_plan *p) {
+    if (!p->active) return;
+    for (int32_t r = 0; r < p->n_rows; r++)
+        if (forest_node_at(f, p->node[r])->state == FOREST_PENDING) /* not re-scored rows */
+            kv_alloc_release(forest_kv(f), p->slot[r]);
+    p->active = false;
+    p->n_rows = 0;
+    p->n_out = 0;
+}
+
+/* Does node n become a row of the next step? */
+static bool step_row_wanted(const forest_node *n) {
+    return n->state == FOREST_PENDING ||
+           (n->state == FOREST_COMPUTED && (n->flags & FOREST_WANT_LOGITS));
+}
+
+st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
+    ASSERT(!p->active);
+    p->n_rows = 0;
+    p->n_out = 0;
+    int32_t n_pending = forest_n_pending(f);
+    kv_alloc *kv = forest_kv(f);
+    if (n_pending > kv_alloc_n_slots(kv) - kv_alloc_used(kv))
+        return st_set(err, ST_NO_KV_SLOT, "the KV cache is full: %d tokens to compute, %d of %d "
+                      "slots free (prune branches or compact, then retry)", n_pending,
+                      kv_alloc_n_slots(kv) - kv_alloc_used(kv), kv_alloc_n_slots(kv));
+    /* rows: pending nodes, and computed nodes flagged FOREST_WANT_LOGITS (re-scored: run
+     * again in their own slot, which gets the same K/V back) */
+    int32_t n_rows = 0;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
+        n_rows += step_row_wanted(forest_node_at(f, i));
+    if (n_rows == 0) return ST_OK;
+    int32_t cap = forest_capacity(f);
+    int32_t *row_of = malloc(sizeof(int32_t) * (size_t)cap);
+    if (!row_of || !reserve_rows(p, n_rows) ||
+        !reserve((void **)&p->out_node, &p->cap_out, n_rows, sizeof *p->out_node)) {
+        free(row_of);
+        return st_set(err, ST_ERR_NOMEM, "out of memory planning a step");
+    }
+    /* 1. rows in DFS preorder: parents before children */
+    int32_t n = 0;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
+        if (step_row_wanted(forest_node_at(f, i))) {
+            row_of[i] = n;
+            p->node[n++] = i;
+        }
+    ASSERT(n == n_rows);
+    /* 2. slots: the one after the parent's when free, else the start of a free run long
+     *    enough for the pending chain below (its length is bounded by the rows left) */
+    for (int32_t r = 0; r < n; r++) {
+        const forest_node *nd = forest_node_at(f, p->node[r]);
+        int32_t hint = -1;
+        if (nd->parent >= 0) {
+            const forest_node *pa = forest_node_at(f, nd->parent);
+            int32_t ps = pa->state == FOREST_COMPUTED ? pa->kv_slot : p->slot[row_of[nd->parent]];
+            hint = ps + 1;
+        }
+        int32_t run = 1;
+        for (int32_t c = nd->first_child; c >= 0 && run < n - r; c = forest_node_at(f, c)->first_child)
+            run++;
+        p->slot[r] = nd->state == FOREST_COMPUTED ? nd->kv_slot : kv_alloc_take(kv, hint, run);
+        ASSERT(p->slot[r] >= 0); /* free slots were counted above */
+        p->tokens[r] = nd->token;
+        p->pos[r] = nd->depth;
+        p->n_rows = r + 1;
+    }
+    p->active = true;
+    /* 3. attention segments and logits rows */
+    bool ok = true;
+    p->n_rows = 0;
+    p->seg_off[0] = 0;
+    for (int32_t r = 0; r < n && ok; r++) {
+        int32_t idx = p->node[r];
+        int32_t k = gather_slots(f, p, row_of, idx, &ok);
+        ok = ok && push_runs(p, p->scratch, k);
+        p->n_rows = r + 1;
+        const forest_node *nd = forest_node_at(f, idx);
+        bool want = (nd->first_child < 0 && !(nd->flags & FOREST_NO_LOGITS)) ||
+                    (nd->flags & FOREST_WANT_LOGITS);
+        p->want[r] = want;
+        if (want) p->out_node[p->n_out++] = forest_id_at(f, idx);
+    }
+    p->n_rows = n;
+    free(row_of);
+    if (!ok) {
+        step_plan_cancel(f, p);
+        return st_set(err, ST_ERR_NOMEM, "out of memory planning a step");
+    }
+    return ST_OK;
+}
+
+bool step_plan_sees(const step_plan *p, int32_t row, int32_t slot) {
+    for (int32_t i = p->seg_off[row]; i < p->seg_off[row + 1]; i++)
+        if (slot >= p->segs[i].start && slot < p->segs[i].start + p->segs[i].len) return true;
+    return false;
+}
+
+/* The log-sum-exp of a logits row, as mx + log_sum (vec_log_sum_exp, as
+ * sample_log_softmax takes it). */
+typedef struct step_lse {
+    bool ok;        /* computed for this run */
+    float mx;
+    double log_sum;
+} step_lse;
+
+static int32_t out_row(const step_plan *p, forest_id node) {
+    for (int32_t o = 0; o < p->n_out; o++)
+        if (p->out_node[o] == node) return o;
+    return -1;
+}
+
+/* Row o's log-sum-exp, computed on first use after a run. */
+static const step_lse *row_lse(step_plan *p, int32_t o) {
+    step_lse *l = &p->lse[o];
+    if (!l->ok) {
+        const float *lg = p->logits + (size_t)o * p->n_vocab;
+        l->log_sum = vec_log_sum_exp(lg, p->n_vocab, &l->mx);
+        l->ok = true;
+    }
+    return l;
+}
+
+float step_logprob_of(step_plan *p, forest_id node, int32_t t) {
+    int32_t o = out_row(p, node);
+    if (o < 0 || t < 0 || t >= p->n_vocab) return NAN;
+    const step_lse *l = row_lse(p, o);
+    return (float)((double)(p->logits[(size_t)o * p->n_vocab + t] - l->mx) - l->log_sum);
+}
+
+/* The K largest logits of a row of V, largest first, into ids and lv; returns how many
+ * (min(K, V)). */
+static int32_t row_topk(const float *logits, int32_t V, int32_t K, int32_t *ids, float *lv) {
+    int32_t k = 0;
+    for (int32_t i = 0; i < V; i++) {
+        /* once the list is full, only a logit above its last can enter: scan for the next */
+        if (k == K && (i += (int32_t)vec_first_above(logits + i, V - i, lv[K - 1])) >= V) break;
+        const float x = logits[i]; /* enters: the list is not full, or x beats its last */
+        int32_t j = k < K ? k++ : K - 1;
+        while (j > 0 && lv[j - 1] < x) {
+            lv[j] = lv[j - 1];
+            ids[j] = ids[j - 1];
+            j--;
+        }
+        lv[j] = x;
+        ids[j] = i;
+    }
+    return k;
+}
+
+/* One logits row's log-sum-exp and top-k (task o), on the backend's threads, for forests
+ * that keep alternatives (the TUI's): vec_log_sum_exp of one 49152-logit row of SmolLM2
+ * takes 19 us here, over 0.3 ms for a 16-leaf step's rows on one thread. Each task writes
+ * only row o's entries. */
+typedef struct step_tk_job {
+    step_plan *p;
+    int32_t K;
+} step_tk_job;
+
+static void step_tk_task(void *ctx, int32_t o, int32_t thread) {
+    (void)thread;
+    const step_tk_job *j = ctx;
+    step_plan *p = j->p;
+    row_lse(p, o);
+    p->tk_n[o] = row_topk(p->logits + (size_t)o * p->n_vocab, p->n_vocab, j->K,
+                              p->tk_ids + (size_t)o * j->K, p->tk_lv + (size_t)o * j->K);
+}
+
+/* Every out row's log-sum-exp, then its top-k as log-softmax into its node's
+ * alternatives. */
+static void store_topk(forest *f, step_plan *p, model_ctx *c) {
+    const int32_t K = forest_top_k(f);
+    if (K <= 0) return; /* (then each row's log-sum-exp waits until it is asked for) */
+    step_tk_job j = {p, K};
+    kern_backend_parallel(model_ctx_backend(c), p->n_out, step_tk_task, &j);
+    for (int32_t o = 0; o < p->n_out; o++) {
+        const step_lse *l = &p->lse[o];
+        const float lse = l->mx + (float)l->log_sum;
+        float *lv = p->tk_lv + (size_t)o * K;
+        for (int32_t i = 0; i < p->tk_n[o]; i++) lv[i] -= lse;
+        forest_store_topk(f, forest_index(p->out_node[o]), p->tk_ids + (size_t)o * K, lv, p->tk_n[o]);
+    }
+}
+
+st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
+    if (!p->active || p->n_rows == 0) return ST_OK;
+    const model_hparams *hp = model_ctx_hparams(c);
+    int32_t V = hp->n_vocab;
+    int32_t cap = p->cap_logits_rows;
+    if (!reserve((void **)&p->logits, &cap, p->n_out, sizeof(float) * (size_t)V) ||
+        !reserve((void **)&p->lse, &p->cap_lse, p->n_out, sizeof *p->lse) ||
+        !reserve((void **)&p->tk_n, &p->cap_tk_n, p->n_out, sizeof *p->tk_n) ||
+        !reserve((void **)&p->tk_ids, &p->cap_tk_ids, p->n_out * forest_top_k(f), sizeof *p->tk_ids) ||
+        !reserve((void **)&p->tk_lv, &p->cap_tk_lv, p->n_out * forest_top_k(f), sizeof *p->tk_lv)) {
+        step_plan_cancel(f, p);
+        return st_set(err, ST_ERR_NOMEM, "out of memory for %d rows of logits", p->n_out);
+    }
+    p->cap_logits_rows = cap;
+    p->n_vocab = V;
+    model_batch b = {.n_rows = p->n_rows, .tokens = p->tokens, .pos = p->pos, .slot = p->slot,
+                     .seg_off = p->seg_off, .segs = p->segs, .want_logits = p->want};
+    if (p->forward_begin) p->forward_begin(p->forward_ud);
+    st_code rc = model_forward(c, &b, p->logits, err);
+    if (p->forward_end) p->forward_end(p->forward_ud);
+    if (rc) {
+        step_plan_cancel(f, p);
+        return rc;
+    }
+    for (int32_t r = 0; r < p->n_rows; r++) {
+        if (forest_node_at(f, p->node[r])->state == FOREST_PENDING)
+            forest_mark_computed(f, p->node[r], p->slot[r]);
+        else
+            forest_set_flags(f, forest_id_at(f, p->node[r]), 0, FOREST_WANT_LOGITS);
+    }
+    for (int32_t o = 0; o < p->n_out; o++) p->lse[o].ok = false;
+    store_topk(f, p, c);
+    p->active = false;
+    return ST_OK;
+}
+
+st_code step_forest(forest *f, step_plan *p, model_ctx *c, st_err *err) {
+    st_code rc = step_plan_build(f, p, err);
+    if (rc) return rc;
+    return step_run(f, p, c, err);
+}
+
+const float *step_logits_of(const step_plan *p, forest_id node) {
+    int32_t o = out_row(p, node);
+    return o < 0 ? NULL : p->logits + (size_t)o * p->n_vocab;
+}
+
+st_code step_compact(forest *f, model_ctx *c, st_err *err) {
+    kv_alloc *kv = forest_kv(f);
+    int32_t n_slots = kv_alloc_n_slots(kv), cap = forest_capacity(f);
+    int32_t *dst_of_src = malloc(sizeof(int32_t) * (size_t)n_slots);
+    if (!dst_of_src) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    for (int32_t s = 0; s < n_slots; s++) dst_of_src[s] = -1;
+    /* new slots in DFS order, so each chain becomes one run */
+    int32_t next = 0;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i)) {
+        const forest_node *nd = forest_node_at(f, i);
+        if (nd->state == FOREST_COMPUTED) dst_of_src[nd->kv_slot] = next++;
+    }
+    st_code rc = model_kv_permute(c, dst_of_src, err);
+    if (rc == ST_OK) {
+        for (int32_t k = 0; k < cap; k++) {
+            const forest_node *nd = forest_node_at(f, k);
+            if (nd->state == FOREST_COMPUTED) forest_move_slot(f, k, dst_of_src[nd->kv_slot]);
+        }
+        kv_alloc_reset(kv);
+        for (int32_t s = 0; s < next; s++) kv_alloc_take(kv, s, 1);
+    }
+    free(dst_of_src);
+    return rc;
+}

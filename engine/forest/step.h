@@ -1,0 +1,92 @@
+/* step.h - one forward pass over every pending node of a forest.
+ *
+ * step_plan_build orders the pending nodes parents-first (DFS preorder), gives each the
+ * KV slot after its parent's when free (so chains are contiguous), its RoPE position (its
+ * depth), and its attention set: the slots of its computed ancestors, of its pending
+ * ancestors in this batch, and its own, as a short list of contiguous segments in path
+ * order (root first). It
+ * marks which rows return logits: pending leaves (the tips being extended) unless flagged
+ * FOREST_NO_LOGITS, and any node flagged FOREST_WANT_LOGITS. A computed node flagged
+ * FOREST_WANT_LOGITS is re-scored: it runs again as a row in its own KV slot (getting the
+ * same K/V back) so that a strategy can start from any node. step_run runs the model
+ * once over the plan, marks the nodes computed and keeps the logits and each scored
+ * node's top-k alternatives. Choosing the next tokens is the caller's job.
+ *
+ * A plan holds KV slots from build until run or cancel. When the cache cannot hold every
+ * pending node, build returns ST_NO_KV_SLOT and changes nothing; prune or compact, then
+ * build again. */
+#ifndef MD_STEP_H
+#define MD_STEP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "forest/forest.h"
+#include "model/model.h"
+
+typedef struct step_plan {
+    int32_t n_rows;
+    int32_t *node;         /* (n_rows) forest index of each row */
+    int32_t *tokens;       /* (n_rows) */
+    int32_t *pos;          /* (n_rows) RoPE position = depth */
+    int32_t *slot;         /* (n_rows) KV slot each row writes */
+    int32_t *seg_off;      /* (n_rows + 1) */
+    kern_seg *segs;        /* (seg_off[n_rows]) slot runs per row, in path order */
+    uint8_t *want;         /* (n_rows) 1: row returns logits */
+    int32_t n_out;         /* rows returning logits */
+    forest_id *out_node;   /* (n_out) node of each logits row, in row order */
+    float *logits;         /* (n_out, n_vocab) after step_run */
+    int32_t n_vocab;
+    bool active;           /* holds slots (built, not yet run or cancelled) */
+    /* capacities */
+    int32_t cap_rows, cap_segs, cap_out, cap_logits_rows;
+    int32_t *scratch;      /* ancestor slots while building */
+    int32_t cap_scratch;
+    struct step_lse *lse;  /* (n_out) each logits row's log-sum-exp, computed on demand */
+    int32_t cap_lse;
+    int32_t *tk_ids;       /* (n_out, top_k) each row's top-k while step_run stores them */
+    float *tk_lv;
+    int32_t *tk_n;
+    int32_t cap_tk_ids, cap_tk_lv, cap_tk_n;
+    /* Optional: called by step_run just before and just after the model's forward pass,
+     * the long part of a step during which neither the forest nor the plan changes. A
+     * threaded caller (the TUI's worker) uses them to release its forest lock so readers
+     * can draw while the model runs. */
+    void (*forward_begin)(void *ud);
+    void (*forward_end)(void *ud);
+    void *forward_ud;
+} step_plan;
+
+void step_plan_init(step_plan *p);
+void step_plan_free(step_plan *p);
+
+/* Plans the next step (see above). ST_OK with n_rows = 0 when nothing is pending.
+ * ST_NO_KV_SLOT (the forest unchanged) when the cache is too small; ST_ERR_NOMEM. */
+st_code step_plan_build(forest *f, step_plan *p, st_err *err);
+/* Releases a built plan's slots without running it. */
+void step_plan_cancel(forest *f, step_plan *p);
+/* Dense view of the plan's mask: can row r attend to KV slot s? */
+bool step_plan_sees(const step_plan *p, int32_t row, int32_t slot);
+
+/* Runs the model over a built plan. On success the rows' nodes are computed, p->logits
+ * holds the logits of the out rows and each out node's top-k alternatives are stored in
+ * the forest. On failure the plan is cancelled and the forest is unchanged. */
+st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err);
+
+/* build + run. */
+st_code step_forest(forest *f, step_plan *p, model_ctx *c, st_err *err);
+
+/* Logits row of a node scored by the last run, or NULL. */
+const float *step_logits_of(const step_plan *p, forest_id node);
+
+/* log softmax(logits of node)[t] after the last run (t < n_vocab), with the arithmetic
+ * of sample_log_softmax (a double sum, the same bits every time), or NAN when node was
+ * not scored. The row's log-sum-exp is computed once per run and shared by every caller
+ * (and by the top-k alternatives step_run stores), so asking again costs nothing. */
+float step_logprob_of(step_plan *p, forest_id node, int32_t t);
+
+/* Moves every computed node's K/V so that used slots are 0..n-1 in DFS order (chains
+ * become contiguous again after prunes). No plan may be active. ST_ERR_NOMEM. */
+st_code step_compact(forest *f, model_ctx *c, st_err *err);
+
+#endif

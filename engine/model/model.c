@@ -1,0 +1,306 @@
+/* model.c - loading a llama-architecture GGUF: hyperparameters from metadata, weights as
+ * views into the file mapping, every tensor checked for presence, shape and type.
+ *
+ * Nothing is copied except norm vectors stored in F16/BF16 (the kernels take float32
+ * norms). The forward pass is in forward.c. */
+#include "model/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* Reads "<arch>.<name>" as an integer. Missing: *out = def (def < 0 means required). */
+static st_code hp_int(const gguf_ctx *g, const char *arch, const char *name, int64_t def,
+                      int32_t *out, st_err *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, name);
+    int64_t v;
+    st_code rc = gguf_get_i64(g, key, &v, err);
+    if (rc == ST_ERR_NOT_FOUND && def >= 0) {
+        st_clear(err);
+        v = def;
+    } else if (rc != ST_OK) {
+        return rc;
+    }
+    if (v < 0 || v > (1 << 30))
+        return st_set(err, ST_ERR_FORMAT, "metadata %s = %lld is out of range", key, (long long)v);
+    *out = (int32_t)v;
+    return ST_OK;
+}
+
+static st_code hp_float(const gguf_ctx *g, const char *arch, const char *name, double def,
+                        float *out, st_err *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, name);
+    double v;
+    st_code rc = gguf_get_f64(g, key, &v, err);
+    if (rc == ST_ERR_NOT_FOUND) {
+        st_clear(err);
+        v = def;
+    } else if (rc != ST_OK) {
+        return rc;
+    }
+    if (!(v > 0) || v > 1e12)
+        return st_set(err, ST_ERR_FORMAT, "metadata %s = %g is out of range", key, v);
+    *out = (float)v;
+    return ST_OK;
+}
+
+static st_code load_hparams(const gguf_ctx *g, model_hparams *hp, st_err *err) {
+    const char *arch = NULL;
+    if (gguf_get_str(g, "general.architecture", &arch, err) != ST_OK) {
+        st_prefix(err, "not a model file");
+        return err ? err->code : ST_ERR_FORMAT;
+    }
+    if (strcmp(arch, "llama") != 0)
+        return st_set(err, ST_ERR_UNSUPPORTED,
+                      "architecture '%s' is not supported (only 'llama': Llama 2/3, "
+                      "SmolLM2, TinyLlama, Mistral)", arch);
+    st_code rc;
+    if ((rc = hp_int(g, arch, "embedding_length", -1, &hp->n_embd, err)) ||
+        (rc = hp_int(g, arch, "block_count", -1, &hp->n_layer, err)) ||
+        (rc = hp_int(g, arch, "attention.head_count", -1, &hp->n_head, err)) ||
+        (rc = hp_int(g, arch, "feed_forward_length", -1, &hp->n_ff, err)) ||
+        (rc = hp_int(g, arch, "context_length", 2048, &hp->n_ctx_train, err)) ||
+        (rc = hp_float(g, arch, "attention.layer_norm_rms_epsilon", 1e-5, &hp->rms_eps, err)) ||
+        (rc = hp_float(g, arch, "rope.freq_base", 10000.0, &hp->rope_base, err)))
+        return rc;
+    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_ff <= 0)
+        return st_set(err, ST_ERR_FORMAT, "model dimensions must be positive (embd %d, layers %d, "
+                      "heads %d, ffn %d)", hp->n_embd, hp->n_layer, hp->n_head, hp->n_ff);
+    /* The head size is embedding_length / head_count unless key_length gives it. */
+    if (gguf_find_key(g, "llama.attention.key_length") < 0 && hp->n_embd % hp->n_head != 0)
+        return st_set(err, ST_ERR_FORMAT, "embedding_length %d is not a multiple of head_count "
+                      "%d, and no attention.key_length gives the head size", hp->n_embd,
+                      hp->n_head);
+    if ((rc = hp_int(g, arch, "attention.head_count_kv", hp->n_head, &hp->n_head_kv, err)) ||
+        (rc = hp_int(g, arch, "attention.key_length", hp->n_embd / hp->n_head, &hp->head_dim, err)))
+        return rc;
+    int32_t vlen;
+    if ((rc = hp_int(g, arch, "attention.value_length", hp->head_dim, &vlen, err))) return rc;
+    if ((rc = hp_int(g, arch, "rope.dimension_count", hp->head_dim, &hp->rope_dim, err))) return rc;
+    if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
+        return st_set(err, ST_ERR_FORMAT, "head_count %d is not a multiple of head_count_kv %d",
+                      hp->n_head, hp->n_head_kv);
+    if (hp->head_dim <= 0)
+        return st_set(err, ST_ERR_FORMAT, "attention.key_length %d must be positive",
+                      hp->head_dim);
+    if (vlen != hp->head_dim)
+        return st_set(err, ST_ERR_UNSUPPORTED, "key_length %d != value_length %d is not supported",
+                      hp->head_dim, vlen);
+    if (hp->rope_dim <= 0 || hp->rope_dim > hp->head_dim || hp->rope_dim % 2)
+        return st_set(err, ST_ERR_FORMAT, "rope.dimension_count %d must be even and <= head dim %d",
+                      hp->rope_dim, hp->head_dim);
+    if (hp->rope_dim > KERN_ROPE_MAX_DIM)
+        return st_set(err, ST_ERR_UNSUPPORTED, "rope.dimension_count %d is more than the %d "
+                      "this build rotates", hp->rope_dim, KERN_ROPE_MAX_DIM);
+    return ST_OK;
+}
+
+/* Finds tensor `name`, checks it is 2-D (n_in, n_out) or 1-D (n_in) when n_out == 0. */
+static const gguf_tensor *want(const gguf_ctx *g, const char *name, int64_t n_in, int64_t n_out,
+                               st_err *err) {
+    const gguf_tensor *t = gguf_find_tensor(g, name);
+    if (!t) {
+        st_set(err, ST_ERR_FORMAT, "tensor '%s' is missing", name);
+        return NULL;
+    }
+    int64_t n1 = t->n_dims > 1 ? t->ne[1] : 0;
+    bool ok = t->ne[0] == n_in && (n_out == 0 ? t->n_dims == 1 : (t->n_dims == 2 && n1 == n_out));
+    if (!ok) {
+        st_set(err, ST_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld], expected [%lld, %lld]", name,
+               (long long)t->ne[0], (long long)n1, (long long)n_in, (long long)n_out);
+        return NULL;
+    }
+    return t;
+}
+
+static const char *supported_list(void) {
+    return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
+}
+
+static st_code want_mat(const gguf_ctx *g, const char *name, int64_t n_in, int64_t n_out,
+                        kern_mat *m, st_err *err) {
+    const gguf_tensor *t = want(g, name, n_in, n_out, err);
+    if (!t) return err ? err->code : ST_ERR_FORMAT;
+    const dtype_info *d = dtype_get(t->type);
+    if (!d || !d->compute)
+        return st_set(err, ST_ERR_UNSUPPORTED,
+                      "tensor '%s' has type %s, which this build cannot compute with "
+                      "(supported: %s)", name, dtype_name(t->type), supported_list());
+    *m = (kern_mat){.type = t->type, .n_out = n_out, .n_in = n_in, .data = t->data};
+    return ST_OK;
+}
+
+/* A float32 norm vector; F16/BF16 ones are converted into m->f32_copies at *used. */
+static st_code want_vec(model *m, const char *name, int64_t n, const float **out, size_t *used,
+                        st_err *err) {
+    const gguf_tensor *t = want(m->gguf, name, n, 0, err);
+    if (!t) return err ? err->code : ST_ERR_FORMAT;
+    if (t->type == DT_F32) {
+        if ((uintptr_t)t->data % sizeof(float) == 0) {
+            *out = t->data;
+            return ST_OK;
+        }
+    } else if (t->type != DT_F16 && t->type != DT_BF16) {
+        return st_set(err, ST_ERR_UNSUPPORTED, "norm tensor '%s' has type %s (expected F32, F16 "
+                      "or BF16)", name, dtype_name(t->type));
+    }
+    float *dst = m->f32_copies + *used;
+    dtype_dequantize_row(t->type, t->data, dst, n);
+    *used += (size_t)n;
+    *out = dst;
+    return ST_OK;
+}
+
+/* The tokenizer's vocabulary (when the file has one) must have one token per embedding
+ * row: fewer would leave the model sampling ids no text stands for, more would give the
+ * prompt ids without an embedding. llama.cpp refuses both too (it sizes token_embd by
+ * the tokenizer); converters pad a short vocabulary with [PAD] tokens. */
+static st_code check_vocab(const gguf_ctx *g, int32_t n_rows, st_err *err) {
+    int64_t ti = gguf_find_key(g, "tokenizer.ggml.tokens");
+    if (ti < 0 || gguf_kv_type(g, ti) != GGUF_ARRAY) return ST_OK; /* tok.c reports these */
+    uint64_t n = gguf_arr_n(g, ti);
+    if (n == (uint64_t)n_rows) return ST_OK;
+    return st_set(err, ST_ERR_FORMAT, "the tokenizer has %llu tokens but token_embd.weight has "
+                  "%d rows (one a token): the file's vocabulary and weights do not belong "
+                  "together", (unsigned long long)n, n_rows);
+}
+
+static st_code load_weights(model *m, st_err *err) {
+    const model_hparams *hp = &m->hp;
+    const gguf_ctx *g = m->gguf;
+    const gguf_tensor *emb = gguf_find_tensor(g, "token_embd.weight");
+    if (!emb || emb->n_dims != 2)
+        return st_set(err, ST_ERR_FORMAT, "tensor 'token_embd.weight' is missing or not 2-D");
+    m->hp.n_vocab = (int32_t)emb->ne[1];
+    if (emb->ne[1] <= 0 || emb->ne[1] > (1 << 24))
+        return st_set(err, ST_ERR_FORMAT, "vocabulary size %lld is out of range",
+                      (long long)emb->ne[1]);
+    int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
+    int64_t QD = (int64_t)hp->n_head * hp->head_dim, KD = (int64_t)hp->n_head_kv * hp->head_dim;
+    st_code rc = want_mat(g, "token_embd.weight", E, V, &m->tok_embd, err);
+    if (rc) return rc;
+    if ((rc = check_vocab(g, hp->n_vocab, err))) return rc;
+    /* Every layer has 9 tensors: bound block_count by the file's tensors before anything
+     * is sized by it (a small file must not make the loader allocate gigabytes). */
+    int64_t room = (gguf_n_tensors(g) - 2) / 9;
+    if (hp->n_layer > room)
+        return st_set(err, ST_ERR_FORMAT, "llama.block_count is %d, but the file's %lld tensors "
+                      "hold at most %lld layers of 9 (blk.0 .. blk.%lld)", hp->n_layer,
+                      (long long)gguf_n_tensors(g), (long long)(room > 0 ? room : 0),
+                      (long long)(room > 0 ? room - 1 : 0));
+
+    /* room for every norm vector, in case all need converting */
+    m->f32_copies = malloc(sizeof(float) * (size_t)E * (2 * (size_t)hp->n_layer + 1));
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->f32_copies || !m->layers) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    size_t used = 0;
+    if ((rc = want_vec(m, "output_norm.weight", E, &m->out_norm, &used, err))) return rc;
+    if (gguf_find_tensor(g, "output.weight")) {
+        if ((rc = want_mat(g, "output.weight", E, V, &m->output, err))) return rc;
+        m->hp.tied_output = false;
+    } else {
+        m->output = m->tok_embd;
+        m->hp.tied_output = true;
+    }
+    const gguf_tensor *rf = gguf_find_tensor(g, "rope_freqs.weight");
+    if (rf) {
+        if (rf->type != DT_F32 || rf->n_dims != 1 || rf->ne[0] != hp->rope_dim / 2)
+            return st_set(err, ST_ERR_FORMAT, "tensor 'rope_freqs.weight' must be F32 of %d values",
+                          hp->rope_dim / 2);
+        m->rope_freqs = rf->data;
+    }
+    m->weight_bytes = dtype_row_bytes(m->output.type, E) * (uint64_t)V;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        model_layer *L = &m->layers[l];
+        char nm[96];
+#define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s ".weight", (int)l), nm)
+        if ((rc = want_vec(m, NAME("attn_norm"), E, &L->attn_norm, &used, err)) ||
+            (rc = want_mat(g, NAME("attn_q"), E, QD, &L->wq, err)) ||
+            (rc = want_mat(g, NAME("attn_k"), E, KD, &L->wk, err)) ||
+            (rc = want_mat(g, NAME("attn_v"), E, KD, &L->wv, err)) ||
+            (rc = want_mat(g, NAME("attn_output"), QD, E, &L->wo, err)) ||
+            (rc = want_vec(m, NAME("ffn_norm"), E, &L->ffn_norm, &used, err)) ||
+            (rc = want_mat(g, NAME("ffn_gate"), E, F, &L->w_gate, err)) ||
+            (rc = want_mat(g, NAME("ffn_up"), E, F, &L->w_up, err)) ||
+            (rc = want_mat(g, NAME("ffn_down"), F, E, &L->w_down, err)))
+            return rc;
+#undef NAME
+        const kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+            m->weight_bytes += dtype_row_bytes(ms[i]->type, ms[i]->n_in) * (uint64_t)ms[i]->n_out;
+    }
+    return ST_OK;
+}
+
+/* The matrices a forward pass multiplies by, in turn (i < 1 + 7 n_layer): output, then
+ * each layer's. The embeddings only ever give rows; when tied, output's packed copy is
+ * the only one. */
+static kern_mat *model_mat(model *m, int i) {
+    if (i == 0) return &m->output;
+    model_layer *L = &m->layers[(i - 1) / 7];
+    kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    return ms[(i - 1) % 7];
+}
+
+/* Packs every matrix that has a packed form; one that cannot be packed (no memory) is
+ * multiplied as stored (results within float rounding; each matrix always one way, so
+ * a row's results still do not depend on the batch). The stored bytes of a packed
+ * matrix are then read only by other backends, so where they come from the file mapping their
+ * pages are let go (they come back from the file if read): the process does not hold
+ * the model twice. That includes tied embeddings, which packing read whole: the rows
+ * tokens look up come back a page at a time (SmolLM2: 130 -> 101 MB resident). */
+static void pack_weights(model *m) {
+    const char *no = getenv("MD_NO_PACK");
+    if (no && *no && strcmp(no, "0") != 0) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (int i = 0; i < 1 + 7 * m->hp.n_layer; i++) {
+        kern_mat *w = model_mat(m, i);
+        size_t bytes = 0;
+        w->packed = kern_mat_pack(w, &bytes);
+        if (!w->packed) continue;
+        m->packed_bytes += bytes;
+        if (!gguf_mapped(m->gguf)) continue;
+        const uintptr_t a = (uintptr_t)w->data;
+        const uintptr_t e = a + dtype_row_bytes(w->type, w->n_in) * (size_t)w->n_out;
+        const uintptr_t lo = (a + page - 1) / page * page, hi = e / page * page;
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    }
+}
+
+model *model_from_gguf(gguf_ctx *g, st_err *err) {
+    model *m = calloc(1, sizeof *m);
+    if (!m) {
+        gguf_close(g);
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    m->gguf = g;
+    if (load_hparams(g, &m->hp, err) != ST_OK || load_weights(m, err) != ST_OK) {
+        model_free(m);
+        return NULL;
+    }
+    pack_weights(m);
+    return m;
+}
+
+model *model_load(const char *path, st_err *err) {
+    gguf_ctx *g = gguf_open(path, err);
+    if (!g) return NULL;
+    model *m = model_from_gguf(g, err);
+    if (!m) st_prefix(err, "%s", path);
+    return m;
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    for (int i = 0; m->packed_bytes && i < 1 + 7 * m->hp.n_layer; i++)
+        free((void *)model_mat(m, i)->packed);
+    gguf_close(m->gguf);
+    free(m->layers);
+    free(m->f32_copies);
+    free(m);
+}

@@ -1,0 +1,243 @@
+/* session_md.c - the Markdown export of a forest (session_export_markdown in session.h).
+ *
+ * Every node's text is decoded once, in DFS order, by the streaming decoder started from
+ * a copy of its parent's decoder state, so a token reads exactly as it does in its own
+ * root-to-node sequence (a character split across byte tokens lands on the node that
+ * completes it). The outline then prints runs of single-child nodes as list items nested
+ * under their branch point, and each branch section prints only the text the branch adds
+ * to the branches before it. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "session/session.h"
+
+#define MD_TAIL 48 /* bytes of shared text quoted before a branch's own text */
+
+typedef struct md_doc {
+    const forest *f;
+    int32_t cap;       /* forest capacity: the per-index arrays below have this length */
+    char *text;        /* all node texts, back to back */
+    size_t n_text, cap_text;
+    size_t *off;       /* (cap) each node's text in `text` */
+    size_t *len;       /* (cap) */
+    int32_t *owner;    /* (cap) the branch (1-based) that first reaches the node */
+    int32_t *level;    /* (cap) outline nesting level of the node's run */
+} md_doc;
+
+static bool md_append(md_doc *d, const char *s, size_t n) {
+    if (d->n_text + n + 1 > d->cap_text) {
+        size_t cap = d->cap_text ? d->cap_text : 4096;
+        while (cap < d->n_text + n + 1) cap *= 2;
+        char *t = realloc(d->text, cap);
+        if (!t) return false;
+        d->text = t;
+        d->cap_text = cap;
+    }
+    memcpy(d->text + d->n_text, s, n);
+    d->n_text += n;
+    return true;
+}
+
+/* Decodes every live node's own text (see the file comment). */
+static bool md_decode(md_doc *d, const tok *tk) {
+    tok_stream *st = malloc(sizeof *st * (size_t)(d->cap ? d->cap : 1));
+    char small[256], *big = NULL;
+    bool ok = st != NULL;
+    for (int32_t i = forest_dfs_first(d->f); ok && i >= 0; i = forest_dfs_next(d->f, i)) {
+        const forest_node *n = forest_node_at(d->f, i);
+        d->off[i] = d->n_text;
+        if (!tk) {
+            int k = snprintf(small, sizeof small, "%s[%" PRId32 "]", n->parent >= 0 ? " " : "",
+                             n->token);
+            ok = md_append(d, small, (size_t)k);
+            d->len[i] = d->n_text - d->off[i];
+            continue;
+        }
+        if (n->parent >= 0) st[i] = st[n->parent];
+        else tok_stream_init(&st[i]);
+        size_t k = tok_stream_put(tk, &st[i], n->token, small, sizeof small);
+        const char *s = small;
+        if (k >= sizeof small) { /* not consumed: retry with room for it */
+            free(big);
+            if (!(big = malloc(k + 1))) { ok = false; break; }
+            k = tok_stream_put(tk, &st[i], n->token, big, k + 1);
+            s = big;
+        }
+        ok = md_append(d, s, k);
+        if (ok && n->first_child < 0) { /* a leaf: held bytes of a cut character */
+            k = tok_stream_flush(tk, &st[i], small, sizeof small);
+            ok = k < sizeof small && md_append(d, small, k);
+        }
+        d->len[i] = d->n_text - d->off[i];
+    }
+    free(st);
+    free(big);
+    return ok;
+}
+
+/* Text for a list item: on one line, Markdown punctuation escaped, newlines as arrows. */
+static void md_inline(FILE *out, const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '\n') fputs("\u21b5", out);
+        else if (c == '\r' || c == '\t') fputc(' ', out);
+        else if (strchr("\\`*_[]<>#|~", c)) fprintf(out, "\\%c", c);
+        else fputc(c, out);
+    }
+}
+
+/* A fenced block that no backtick run inside the text can close. */
+static void md_block(FILE *out, const char *s, size_t n) {
+    int run = 0, longest = 0;
+    for (size_t i = 0; i < n; i++) {
+        run = s[i] == '`' ? run + 1 : 0;
+        if (run > longest) longest = run;
+    }
+    int fence = longest >= 3 ? longest + 1 : 3;
+    for (int i = 0; i < fence; i++) fputc('`', out);
+    fputs("text\n", out);
+    fwrite(s, 1, n, out);
+    if (n == 0 || s[n - 1] != '\n') fputc('\n', out);
+    for (int i = 0; i < fence; i++) fputc('`', out);
+    fputs("\n\n", out);
+}
+
+static void md_header(FILE *out, const md_doc *d, const session_settings *s,
+                      const session_model_id *mid, int32_t n_trees, int32_t n_leaves) {
+    fputs("# multidecode session\n\n", out);
+    if (mid && (mid->file[0] || mid->sha256[0]))
+        fprintf(out, "Model: `%s` (%" PRIu64 " bytes, sha256 `%.16s`)\n\n",
+                mid->file[0] ? mid->file : "unnamed", mid->size, mid->sha256);
+    if (s)
+        fprintf(out, "Sampler: temperature %g, top-k %d, top-p %g, min-p %g, seed %" PRIu64
+                     "; chat template: %s.\n\n",
+                s->sample.temp, s->sample.top_k, s->sample.top_p, s->sample.min_p,
+                s->sample.seed, s->chat_template[0] ? s->chat_template : "none");
+    fprintf(out, "%d nodes in %d tree%s, %d branch%s.\n\n", forest_n_live(d->f), n_trees,
+            n_trees == 1 ? "" : "s", n_leaves, n_leaves == 1 ? "" : "es");
+}
+
+/* The nested-list outline of every tree. */
+static void md_outline(FILE *out, md_doc *d) {
+    const forest *f = d->f;
+    int32_t tree = 0;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i)) {
+        const forest_node *n = forest_node_at(f, i);
+        /* a run starts at a root and at every child of a node with several children */
+        bool starts = n->parent < 0 || forest_node_at(f, n->parent)->first_child != i ||
+                      n->next_sibling >= 0;
+        if (n->parent < 0) {
+            fprintf(out, "%s## Tree %d", tree ? "\n\n" : "", tree + 1);
+            if (n->depth) fprintf(out, " (starts at position %d)", n->depth);
+            fputs("\n\n", out);
+            tree++;
+        }
+        if (starts) {
+            d->level[i] = n->parent < 0 ? 0 : d->level[n->parent] + 1;
+            if (n->parent >= 0) fputc('\n', out);
+            for (int32_t l = 0; l < d->level[i]; l++) fputs("  ", out);
+            fputs("- ", out);
+        } else {
+            d->level[i] = d->level[n->parent];
+        }
+        md_inline(out, d->text + d->off[i], d->len[i]);
+        if (n->flags & FOREST_BOOKMARK) fputs(" **\u2605 bookmark**", out);
+        if (n->first_child < 0)
+            fprintf(out, " \u2014 *branch %d%s*", d->owner[i],
+                    n->flags & FOREST_FINISHED ? ", finished" : "");
+    }
+    fputs("\n\n", out);
+}
+
+/* One section per branch: what it adds after the part shared with earlier branches. */
+static bool md_branches(FILE *out, md_doc *d, const forest_id *leaves, int32_t n_leaves) {
+    const forest *f = d->f;
+    int32_t maxd = 0;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i)) maxd++;
+    int32_t *path = malloc(sizeof *path * (size_t)(maxd ? maxd : 1));
+    char *own = NULL;
+    if (!path) return false;
+    fputs("## Branches\n\n", out);
+    for (int32_t b = 0; b < n_leaves; b++) {
+        int32_t np = 0, p = forest_index(leaves[b]);
+        while (p >= 0 && d->owner[p] == b + 1) {
+            path[np++] = p;
+            p = forest_node_at(f, p)->parent;
+        }
+        /* path[np-1..0] is the branch's own part; p is where it leaves an earlier one */
+        bool bookmark = false;
+        size_t n_own = 0;
+        for (int32_t j = 0; j < np; j++) {
+            bookmark |= (forest_node_at(f, path[j])->flags & FOREST_BOOKMARK) != 0;
+            n_own += d->len[path[j]];
+        }
+        char *o = realloc(own, n_own + 1);
+        if (!o) break;
+        own = o;
+        n_own = 0;
+        for (int32_t j = np - 1; j >= 0; j--) {
+            memcpy(own + n_own, d->text + d->off[path[j]], d->len[path[j]]);
+            n_own += d->len[path[j]];
+        }
+        const forest_node *leaf = forest_node_at(f, path[0]);
+        fprintf(out, "### Branch %d%s%s\n\n", b + 1, bookmark ? " \u2605 bookmark" : "",
+                leaf->flags & FOREST_FINISHED ? " (finished)" : "");
+        if (p < 0) {
+            fputs("From the root of its tree:\n\n", out);
+        } else {
+            /* the last MD_TAIL bytes of the shared text, cut at a character boundary */
+            char tail[MD_TAIL + 1];
+            size_t nt = 0;
+            for (int32_t q = p; q >= 0 && nt < MD_TAIL; q = forest_node_at(f, q)->parent) {
+                size_t l = d->len[q], take = l < MD_TAIL - nt ? l : MD_TAIL - nt;
+                memmove(tail + take, tail, nt);
+                memcpy(tail, d->text + d->off[q] + l - take, take);
+                nt += take;
+            }
+            size_t s0 = 0;
+            while (s0 < nt && ((unsigned char)tail[s0] & 0xC0) == 0x80) s0++;
+            fprintf(out, "Continues branch %d after \u201c%s", d->owner[p], nt == MD_TAIL ? "\u2026" : "");
+            md_inline(out, tail + s0, nt - s0);
+            fputs("\u201d:\n\n", out);
+        }
+        md_block(out, own, n_own);
+    }
+    free(own);
+    free(path);
+    return true;
+}
+
+st_code session_export_markdown(FILE *out, const forest *f, const tok *tk,
+                                const session_settings *s, const session_model_id *mid,
+                                st_err *err) {
+    md_doc d = {.f = f, .cap = forest_capacity(f)};
+    size_t cap = (size_t)(d.cap ? d.cap : 1);
+    int32_t n_leaves = forest_leaves(f, NULL, 0), n_trees = forest_roots(f, NULL, 0);
+    forest_id *leaves = malloc(sizeof *leaves * (size_t)(n_leaves ? n_leaves : 1));
+    d.off = malloc(sizeof *d.off * cap);
+    d.len = calloc(cap, sizeof *d.len);
+    d.owner = calloc(cap, sizeof *d.owner);
+    d.level = calloc(cap, sizeof *d.level);
+    st_code rc = ST_OK;
+    if (!leaves || !d.off || !d.len || !d.owner || !d.level || !md_decode(&d, tk)) {
+        rc = st_set(err, ST_ERR_NOMEM, "out of memory exporting the session");
+        goto out;
+    }
+    forest_leaves(f, leaves, n_leaves);
+    /* branch numbers: each node belongs to the first leaf (in DFS order) below it */
+    for (int32_t b = 0; b < n_leaves; b++)
+        for (int32_t p = forest_index(leaves[b]); p >= 0 && !d.owner[p];
+             p = forest_node_at(f, p)->parent)
+            d.owner[p] = b + 1;
+    md_header(out, &d, s, mid, n_trees, n_leaves);
+    md_outline(out, &d);
+    if (!md_branches(out, &d, leaves, n_leaves)) {
+        rc = st_set(err, ST_ERR_NOMEM, "out of memory exporting the session");
+        goto out;
+    }
+    if (fflush(out) || ferror(out)) rc = st_set(err, ST_ERR_IO, "cannot write the Markdown export");
+out:
+    free(leaves), free(d.off), free(d.len), free(d.owner), free(d.level), free(d.text);
+    return rc;
+}

@@ -1,0 +1,301 @@
+/* beam.c - beam search as a state machine over forest steps (see beam.h for the rules).
+ *
+ * State between steps: the live hypotheses (a pending leaf each, its cumulative sum and
+ * the previous-list index it came from) and the finished list, kept sorted best first.
+ * A step: compute the leaves, gather each leaf's 2B best tokens, order all candidates,
+ * walk them as transformers' BeamSearchScorer.process does, append the winners, prune
+ * the leaves nobody continues (with ancestors only they used), check the stop rule. */
+#include "strategy/beam.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategy/grow.h" /* GROW_END_BUDGET, the tag of a leaf stopped by the budget */
+#include "forest/sample.h"
+
+typedef struct beam_cand {
+    double sum;     /* cumulative log-probability with this token */
+    int32_t beam;   /* index of the live hypothesis it extends */
+    int32_t token;
+    float lp;       /* the token's log-probability */
+} beam_cand;
+
+typedef struct beam_fin {
+    beam_hyp h;
+    uint64_t seq;   /* insertion order, for ties */
+} beam_fin;
+
+struct beam {
+    beam_params p;
+    const tok *tk;
+    int32_t V;
+    forest_id start;
+    /* live hypotheses, in choice order (B at most) */
+    forest_id *leaf;   /* (B) */
+    double *sum;       /* (B) */
+    int32_t *parent;   /* (B) index in the previous live list; -1 at the start */
+    int32_t n_live;
+    /* the next list while a step builds it */
+    forest_id *nleaf;
+    double *nsum;
+    int32_t *nparent;
+    beam_fin *fin;     /* (B + 1) sorted: score desc, then seq asc */
+    beam_hyp *res;     /* (B) views of fin in order, for beam_result */
+    int32_t n_fin;
+    uint64_t seq;
+    beam_cand *cand;   /* (B * 2B) */
+    beam_cand *top;    /* (2B) one beam's best tokens */
+    float *lsm;        /* (V) log-softmax scratch */
+    int32_t *path;     /* path scratch */
+    int32_t cap_path;
+    int32_t steps, cur_len, kv_peak;
+    bool done;
+};
+
+beam_params beam_default_params(void) {
+    return (beam_params){.width = 4, .max_tokens = 64, .alpha = 1.0f,
+                         .early_stopping = BEAM_STOP_HEURISTIC, .eos = -1};
+}
+
+void beam_free(beam *b) {
+    if (!b) return;
+    for (int32_t i = 0; i < b->n_fin; i++) free(b->fin[i].h.tokens);
+    free(b->leaf), free(b->sum), free(b->parent);
+    free(b->nleaf), free(b->nsum), free(b->nparent);
+    free(b->fin), free(b->res), free(b->cand), free(b->top), free(b->lsm), free(b->path);
+    free(b);
+}
+
+beam *beam_init(forest *f, forest_id from, const beam_params *p, const tok *tk,
+                int32_t n_vocab, st_err *err) {
+    const forest_node *nd = forest_get(f, from);
+    if (!nd) {
+        st_set(err, ST_ERR_ARG, "beam: the start node no longer exists");
+        return NULL;
+    }
+    bool rescore = nd->state == FOREST_COMPUTED;
+    if (p->width < 1 || p->width > (1 << 16) || p->max_tokens < 0 || n_vocab < 1 ||
+        p->early_stopping < BEAM_STOP_HEURISTIC || p->early_stopping > BEAM_STOP_NEVER ||
+        !isfinite(p->alpha)) {
+        st_set(err, ST_ERR_ARG, "beam: bad parameters (width %d, max_tokens %d, alpha %g)",
+               p->width, p->max_tokens, (double)p->alpha);
+        return NULL;
+    }
+    beam *b = calloc(1, sizeof *b);
+    if (!b) {
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    size_t B = (size_t)p->width, K = 2 * B;
+    b->p = *p;
+    b->tk = tk;
+    b->V = n_vocab;
+    b->start = from;
+    b->leaf = malloc(sizeof *b->leaf * B);
+    b->sum = malloc(sizeof *b->sum * B);
+    b->parent = malloc(sizeof *b->parent * B);
+    b->nleaf = malloc(sizeof *b->nleaf * B);
+    b->nsum = malloc(sizeof *b->nsum * B);
+    b->nparent = malloc(sizeof *b->nparent * B);
+    b->fin = calloc(B + 1, sizeof *b->fin);
+    b->res = calloc(B, sizeof *b->res);
+    b->cand = malloc(sizeof *b->cand * B * K);
+    b->top = malloc(sizeof *b->top * K);
+    b->lsm = malloc(sizeof(float) * (size_t)n_vocab);
+    if (!b->leaf || !b->sum || !b->parent || !b->nleaf || !b->nsum || !b->nparent || !b->fin ||
+        !b->res || !b->cand || !b->top || !b->lsm) {
+        beam_free(b);
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    b->leaf[0] = from;
+    b->sum[0] = 0;
+    b->parent[0] = -1;
+    b->n_live = 1;
+    b->done = p->max_tokens == 0;
+    /* a pending node with pending children is not a leaf, and a computed one is re-scored:
+     * ask for its logits either way */
+    if (rescore || forest_n_children(f, from) > 0)
+        forest_set_flags(f, from, FOREST_WANT_LOGITS, 0);
+    return b;
+}
+
+static bool is_end(const beam *b, int32_t t) {
+    return t == b->p.eos || (b->tk && tok_is_eog(b->tk, t));
+}
+
+/* The generated tokens of live hypothesis i (its last cur_len path tokens) into b->path;
+ * returns the path length (the generated part starts at len - cur_len), -1 when out of
+ * memory. One extra entry is left free for an end token. */
+static int32_t live_path(beam *b, const forest *f, int32_t i) {
+    int32_t len = forest_path(f, b->leaf[i], NULL, 0);
+    if (len < 0) return -1;
+    if (len + 1 > b->cap_path) {
+        int32_t *np = realloc(b->path, sizeof(int32_t) * (size_t)(len + 1));
+        if (!np) return -1;
+        b->path = np;
+        b->cap_path = len + 1;
+    }
+    return forest_path(f, b->leaf[i], b->path, len);
+}
+
+/* Adds a finished hypothesis (transformers' BeamHypotheses.add): a full list admits only
+ * a strictly better score and then drops its worst, the earliest added among equals. */
+static st_code fin_add(beam *b, const int32_t *toks, int32_t n, double sum, bool ended,
+                       st_err *err) {
+    int32_t B = b->p.width;
+    double score = sum / pow((double)n, (double)b->p.alpha);
+    if (b->n_fin == B && !(score > b->fin[B - 1].h.score)) return ST_OK;
+    int32_t *copy = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    if (!copy) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    memcpy(copy, toks, sizeof(int32_t) * (size_t)n);
+    int32_t at = b->n_fin;
+    while (at > 0 && b->fin[at - 1].h.score < score) at--; /* after equal scores */
+    memmove(&b->fin[at + 1], &b->fin[at], sizeof *b->fin * (size_t)(b->n_fin - at));
+    b->fin[at] = (beam_fin){{copy, n, sum, score, ended}, b->seq++};
+    b->n_fin++;
+    if (b->n_fin > B) {
+        int32_t w = b->n_fin - 1; /* the worst group ends the list; drop its earliest */
+        while (w > 0 && b->fin[w - 1].h.score == b->fin[b->n_fin - 1].h.score) w--;
+        free(b->fin[w].h.tokens);
+        memmove(&b->fin[w], &b->fin[w + 1], sizeof *b->fin * (size_t)(b->n_fin - 1 - w));
+        b->n_fin--;
+    }
+    for (int32_t i = 0; i < b->n_fin; i++) b->res[i] = b->fin[i].h;
+    return ST_OK;
+}
+
+/* The K best tokens of one log-softmax row (ties: lower id first) into top; returns K. */
+static int32_t best_tokens(const float *lsm, int32_t V, int32_t K, int32_t beam_i,
+                           double base, beam_cand *top) {
+    int32_t k = 0;
+    for (int32_t t = 0; t < V; t++) {
+        float x = lsm[t];
+        if (k == K && !(x > top[K - 1].lp)) continue;
+        int32_t j = k < K ? k++ : K - 1;
+        while (j > 0 && top[j - 1].lp < x) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = (beam_cand){base + (double)x, beam_i, t, x};
+    }
+    return k;
+}
+
+static int cand_cmp(const void *pa, const void *pb) {
+    const beam_cand *a = pa, *b = pb;
+    if (a->sum != b->sum) return a->sum > b->sum ? -1 : 1;
+    if (a->beam != b->beam) return a->beam < b->beam ? -1 : 1;
+    return a->token < b->token ? -1 : a->token > b->token;
+}
+
+/* Prunes node and every ancestor below the start node that leads only to it. */
+static st_code prune_up(beam *b, forest *f, forest_id node, st_err *err) {
+    if (node == b->start) return ST_OK;
+    for (;;) {
+        const forest_node *nd = forest_get(f, node);
+        if (!nd || nd->parent < 0) break;
+        forest_id up = forest_id_at(f, nd->parent);
+        if (up == b->start || forest_n_children(f, up) != 1) break;
+        node = up;
+    }
+    return forest_prune(f, node, err);
+}
+
+st_code beam_step(beam *b, forest *f, step_plan *p, model_ctx *c, st_err *err) {
+    if (b->done) return ST_OK;
+    st_code rc = step_forest(f, p, c, err);
+    if (rc) return rc;
+    int32_t used = kv_alloc_used(forest_kv(f));
+    if (used > b->kv_peak) b->kv_peak = used;
+    int32_t B = b->p.width, K = 2 * B, nc = 0;
+    for (int32_t i = 0; i < b->n_live; i++) {
+        const float *lg = step_logits_of(p, b->leaf[i]);
+        if (!lg) return st_set(err, ST_ERR_ARG, "beam: hypothesis %d's leaf was not scored", i);
+        sample_log_softmax(lg, b->V, b->lsm);
+        int32_t k = best_tokens(b->lsm, b->V, K < b->V ? K : b->V, i, b->sum[i], b->top);
+        memcpy(&b->cand[nc], b->top, sizeof *b->top * (size_t)k);
+        nc += k;
+    }
+    qsort(b->cand, (size_t)nc, sizeof *b->cand, cand_cmp);
+
+    /* walk the first 2B candidates: end tokens ranked < B finish a hypothesis, the first
+     * B others are the next live list */
+    int32_t n_next = 0, limit = nc < K ? nc : K;
+    for (int32_t r = 0; r < limit && n_next < B; r++) {
+        const beam_cand *cd = &b->cand[r];
+        if (is_end(b, cd->token)) {
+            if (r >= B) continue;
+            int32_t len = live_path(b, f, cd->beam);
+            if (len < 0) return st_set(err, ST_ERR_NOMEM, "out of memory");
+            int32_t *gen = b->path + (len - b->cur_len);
+            gen[b->cur_len] = cd->token;
+            if ((rc = fin_add(b, gen, b->cur_len + 1, cd->sum, true, err))) return rc;
+            continue;
+        }
+        b->nleaf[n_next] = b->leaf[cd->beam]; /* the parent, replaced by the child below */
+        b->nsum[n_next] = cd->sum;
+        b->nparent[n_next] = cd->beam;
+        b->top[n_next] = *cd;
+        n_next++;
+    }
+    b->cur_len++;
+    bool done = n_next == 0;
+    if (b->n_fin == B) {
+        if (b->p.early_stopping == BEAM_STOP_EARLY) {
+            done = true;
+        } else {
+            bool bound = b->p.early_stopping == BEAM_STOP_NEVER && b->p.alpha > 0;
+            double len = bound ? (double)b->p.max_tokens : (double)b->cur_len;
+            double best = b->cand[0].sum / pow(len, (double)b->p.alpha);
+            done = done || b->fin[B - 1].h.score >= best;
+        }
+    }
+    for (int32_t j = 0; j < n_next; j++) {
+        forest_id child;
+        rc = forest_append(f, b->nleaf[j], &b->top[j].token, &b->top[j].lp, 1, &child, err);
+        if (rc) return rc;
+        b->nleaf[j] = child;
+    }
+    /* prune the leaves nobody continues, with the ancestors only they used */
+    for (int32_t i = 0; i < b->n_live; i++)
+        if (forest_n_children(f, b->leaf[i]) == 0 && (rc = prune_up(b, f, b->leaf[i], err)))
+            return rc;
+    forest_id *tl = b->leaf;
+    double *ts = b->sum;
+    int32_t *tp = b->parent;
+    b->leaf = b->nleaf, b->sum = b->nsum, b->parent = b->nparent;
+    b->nleaf = tl, b->nsum = ts, b->nparent = tp;
+    b->n_live = n_next;
+    b->steps++;
+    /* at the length limit the live hypotheses are candidates too (transformers' finalize) */
+    if (!done && b->cur_len >= b->p.max_tokens) {
+        for (int32_t i = 0; i < b->n_live; i++) {
+            int32_t len = live_path(b, f, i);
+            if (len < 0) return st_set(err, ST_ERR_NOMEM, "out of memory");
+            rc = fin_add(b, b->path + (len - b->cur_len), b->cur_len, b->sum[i], false, err);
+            if (rc) return rc;
+        }
+        done = true;
+    }
+    if (done) {
+        b->done = true;
+        for (int32_t i = 0; i < b->n_live; i++) {
+            forest_set_flags(f, b->leaf[i], FOREST_FINISHED | FOREST_NO_LOGITS, 0);
+            if (b->cur_len >= b->p.max_tokens) forest_set_tag(f, b->leaf[i], GROW_END_BUDGET);
+        }
+    }
+    return ST_OK;
+}
+
+bool beam_done(const beam *b) { return b->done; }
+int32_t beam_steps(const beam *b) { return b->steps; }
+int32_t beam_cur_len(const beam *b) { return b->cur_len; }
+int32_t beam_kv_peak(const beam *b) { return b->kv_peak; }
+int32_t beam_n_live(const beam *b) { return b->n_live; }
+forest_id beam_live_leaf(const beam *b, int32_t i) { return b->leaf[i]; }
+double beam_live_sum(const beam *b, int32_t i) { return b->sum[i]; }
+int32_t beam_live_parent(const beam *b, int32_t i) { return b->parent[i]; }
+int32_t beam_n_results(const beam *b) { return b->n_fin; }
+const beam_hyp *beam_result(const beam *b, int32_t i) { return &b->res[i]; }

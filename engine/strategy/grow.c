@@ -1,0 +1,214 @@
+/* grow.c - sampling branches forward, one forest step per token, until an
+ * end-of-generation token, a stop string or the budget ends each one. */
+#include "strategy/grow.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+st_code grow_add(grow *g, const forest *f, forest_id from, const sample_params *sp,
+                 int32_t budget, int32_t n_vocab, st_err *err) {
+    if (!forest_get(f, from)) return st_set(err, ST_ERR_ARG, "the start node no longer exists");
+    grow_branch *nb = realloc(g->br, sizeof *nb * (size_t)(g->n + 1));
+    if (!nb) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    g->br = nb;
+    grow_branch *b = &g->br[g->n];
+    memset(b, 0, sizeof *b);
+    b->start = b->leaf = from;
+    b->budget = budget;
+    b->done = budget <= 0;
+    b->stop = -1;
+    if (sampler_init(&b->smp, sp, n_vocab)) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    g->n++;
+    if (!b->done) g->n_active++;
+    return ST_OK;
+}
+
+st_code grow_init(grow *g, const forest *f, forest_id from, int32_t n, const sample_params *sp,
+                  int32_t budget, int32_t n_vocab, st_err *err) {
+    memset(g, 0, sizeof *g);
+    for (int32_t i = 0; i < n; i++) {
+        sample_params p = *sp;
+        p.seed = sp->seed + (uint64_t)i;
+        st_code rc = grow_add(g, f, from, &p, budget, n_vocab, err);
+        if (rc) {
+            grow_free(g);
+            return rc;
+        }
+    }
+    return ST_OK;
+}
+
+static void free_stops(grow *g) {
+    for (int32_t i = 0; i < g->n_stops; i++) free(g->stops[i]);
+    free(g->stops);
+    g->stops = NULL;
+    g->n_stops = g->stop_max = 0;
+}
+
+void grow_free(grow *g) {
+    if (!g) return;
+    for (int32_t i = 0; i < g->n; i++) {
+        sampler_free(&g->br[i].smp);
+        free(g->br[i].tail);
+    }
+    free(g->br);
+    free_stops(g);
+    free(g->hist);
+    memset(g, 0, sizeof *g);
+}
+
+st_code grow_set_stop(grow *g, const char *const *stops, int32_t n, st_err *err) {
+    char **copy = n > 0 ? calloc((size_t)n, sizeof *copy) : NULL;
+    int32_t m = 0, longest = 0;
+    if (n > 0 && !copy) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < n; i++) {
+        size_t len = strlen(stops[i]);
+        if (!len) continue;
+        if (!(copy[m] = strdup(stops[i]))) {
+            for (int32_t j = 0; j < m; j++) free(copy[j]);
+            free(copy);
+            return st_set(err, ST_ERR_NOMEM, "out of memory");
+        }
+        m++;
+        if ((int32_t)len > longest) longest = (int32_t)len;
+    }
+    free_stops(g);
+    g->stops = copy;
+    g->n_stops = m;
+    g->stop_max = longest;
+    /* tails sized for the old strings are rebuilt on the next token */
+    for (int32_t i = 0; i < g->n; i++) {
+        free(g->br[i].tail);
+        g->br[i].tail = NULL;
+        g->br[i].n_tail = 0;
+    }
+    return ST_OK;
+}
+
+/* Appends the text of token t to branch b's tail and returns the index of the stop
+ * string the tail now ends with, or -1. Keeps the last stop_max bytes between calls. */
+static int32_t stop_match(grow *g, grow_branch *b, const forest *f, const tok *tk, int32_t t,
+                          st_err *err, st_code *rc) {
+    *rc = ST_OK;
+    if (!g->n_stops || !tk) return -1;
+    if (!b->tail) {
+        if (!(b->tail = malloc((size_t)g->stop_max + 1))) {
+            *rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+            return -1;
+        }
+        b->n_tail = 0;
+        /* the start token as context, so a first token's leading space reads as in the
+         * running text (SentencePiece drops it only at the start of a stream) */
+        tok_stream_init(&b->ts);
+        const forest_node *st = forest_get(f, b->start);
+        char skip[64];
+        if (st) tok_stream_put(tk, &b->ts, st->token, skip, sizeof skip);
+    }
+    char small[256], *txt = small;
+    size_t need = tok_stream_put(tk, &b->ts, t, small, sizeof small);
+    if (need >= sizeof small) {
+        if (!(txt = malloc(need + 1))) {
+            *rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+            return -1;
+        }
+        tok_stream_put(tk, &b->ts, t, txt, need + 1);
+    }
+    /* tail + txt, of which the last stop_max bytes are all a match can need */
+    size_t tl = (size_t)b->n_tail, total = tl + need, max = (size_t)g->stop_max;
+    char *joined = malloc(total + 1);
+    int32_t hit = -1;
+    if (!joined) {
+        *rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+    } else {
+        memcpy(joined, b->tail, tl);
+        memcpy(joined + tl, txt, need);
+        joined[total] = 0;
+        if (need > 0) /* no new text, no new match */
+            for (int32_t i = 0; i < g->n_stops && hit < 0; i++) {
+                size_t sl = strlen(g->stops[i]);
+                if (sl <= total && !memcmp(joined + total - sl, g->stops[i], sl)) hit = i;
+            }
+        size_t keep = total < max ? total : max;
+        memcpy(b->tail, joined + total - keep, keep);
+        b->n_tail = (int32_t)keep;
+        free(joined);
+    }
+    if (txt != small) free(txt);
+    return hit;
+}
+
+st_code grow_history(grow *g, const forest *f, int32_t i, const int32_t **hist, int32_t *n,
+                     st_err *err) {
+    *hist = NULL;
+    *n = 0;
+    if (!sample_uses_history(&g->br[i].smp.p)) return ST_OK;
+    int32_t len = forest_path(f, g->br[i].leaf, NULL, 0);
+    if (len < 0) return st_set(err, ST_ERR_ARG, "branch %d: its leaf no longer exists", i);
+    if (len > g->cap_hist) {
+        int32_t *nh = realloc(g->hist, sizeof(int32_t) * (size_t)len);
+        if (!nh) return st_set(err, ST_ERR_NOMEM, "out of memory");
+        g->hist = nh;
+        g->cap_hist = len;
+    }
+    *n = forest_path(f, g->br[i].leaf, g->hist, len);
+    *hist = g->hist;
+    return ST_OK;
+}
+
+static void finish(grow *g, grow_branch *b) {
+    b->done = true;
+    g->n_active--;
+}
+
+st_code grow_accept(grow *g, forest *f, int32_t i, int32_t t, float lp, const tok *tk,
+                    grow_emit_fn emit, void *ud, st_err *err) {
+    grow_branch *b = &g->br[i];
+    if (b->done) return ST_OK;
+    if (tk && tok_is_eog(tk, t)) {
+        b->eog = true;
+        finish(g, b);
+        forest_set_flags(f, b->leaf, FOREST_FINISHED, 0);
+        forest_set_tag(f, b->leaf, GROW_END_EOG);
+        return ST_OK;
+    }
+    forest_id leaf;
+    st_code rc = forest_append(f, b->leaf, &t, &lp, 1, &leaf, err);
+    if (rc) return rc;
+    b->leaf = leaf;
+    b->made++;
+    if (emit) emit(ud, i, t, lp);
+    int32_t hit = stop_match(g, b, f, tk, t, err, &rc);
+    if (rc) return rc;
+    if (hit >= 0 || b->made >= b->budget) {
+        b->stop = hit;
+        finish(g, b);
+        /* its last token stays pending and unscored until a later step computes it */
+        forest_set_flags(f, leaf, FOREST_FINISHED | FOREST_NO_LOGITS, 0);
+        forest_set_tag(f, leaf, hit >= 0 ? GROW_END_STOP : GROW_END_BUDGET);
+    }
+    return ST_OK;
+}
+
+st_code grow_step(grow *g, forest *f, step_plan *p, model_ctx *c, const tok *tk,
+                  grow_emit_fn emit, void *ud, int32_t *active, st_err *err) {
+    st_code rc = step_forest(f, p, c, err);
+    if (rc) return rc;
+    int32_t V = p->n_vocab ? p->n_vocab : model_ctx_hparams(c)->n_vocab;
+    /* appending a child does not touch this step's logits, so branches that share a leaf
+     * all read that leaf's logits */
+    for (int32_t i = 0; i < g->n; i++) {
+        grow_branch *b = &g->br[i];
+        if (b->done) continue;
+        const float *lg = step_logits_of(p, b->leaf);
+        if (!lg) return st_set(err, ST_ERR_ARG, "branch %d: its leaf was not scored", i);
+        const int32_t *hist;
+        int32_t nh;
+        if ((rc = grow_history(g, f, i, &hist, &nh, err))) return rc;
+        int32_t t = sampler_sample_hist(&b->smp, lg, V, hist, nh);
+        float lp = step_logprob_of(p, b->leaf, t);
+        if ((rc = grow_accept(g, f, i, t, lp, tk, emit, ud, err))) return rc;
+    }
+    if (active) *active = g->n_active;
+    return ST_OK;
+}

@@ -1,0 +1,356 @@
+/* merge.c - the exact merge (branch texts joined and re-tokenised under the common
+ * ancestor) and the experimental rope-gap merge (a step whose rows also see other
+ * branches' slots, at shifted positions). See merge.h. */
+#include "strategy/merge.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- text ---- */
+
+typedef struct merge_buf {
+    char *s;
+    size_t len, cap;
+} merge_buf;
+
+static bool buf_put(merge_buf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t c = b->cap ? b->cap : 256;
+        while (c < b->len + n + 1) c *= 2;
+        char *ns = realloc(b->s, c);
+        if (!ns) return false;
+        b->s = ns;
+        b->cap = c;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+    return true;
+}
+
+/* Streams token id (id < 0: the flush) into b. */
+static bool buf_token(merge_buf *b, const tok *tk, tok_stream *ts, int32_t id) {
+    char small[64];
+    size_t got = id >= 0 ? tok_stream_put(tk, ts, id, small, sizeof small)
+                         : tok_stream_flush(tk, ts, small, sizeof small);
+    if (got < sizeof small) return buf_put(b, small, got);
+    char *big = malloc(got + 1); /* a very long piece: the stream did not advance */
+    if (!big) return false;
+    got = id >= 0 ? tok_stream_put(tk, ts, id, big, got + 1) : tok_stream_flush(tk, ts, big, got + 1);
+    bool ok = buf_put(b, big, got);
+    free(big);
+    return ok;
+}
+
+/* Appends the text of from (excluded) .. leaf to b; ST_ERR_ARG when from is not an
+ * ancestor of leaf. */
+static st_code branch_text(const forest *f, const tok *tk, forest_id from, forest_id leaf,
+                           merge_buf *b, st_err *err) {
+    const forest_node *lf = forest_get(f, leaf);
+    const forest_node *fr = from == FOREST_NONE ? NULL : forest_get(f, from);
+    if (!lf || (from != FOREST_NONE && !fr)) return st_set(err, ST_ERR_ARG, "merge: a stale node id");
+    int32_t stop = fr ? forest_index(from) : -1, n = 0;
+    for (int32_t i = forest_index(leaf); i != stop; i = forest_node_at(f, i)->parent) {
+        if (i < 0) return st_set(err, ST_ERR_ARG, "merge: a branch's start is not an ancestor of its leaf");
+        n++;
+    }
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    if (!toks) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    int32_t k = n;
+    for (int32_t i = forest_index(leaf); i != stop; i = forest_node_at(f, i)->parent)
+        toks[--k] = forest_node_at(f, i)->token;
+    tok_stream ts;
+    tok_stream_init(&ts);
+    if (fr) ts.prev = fr->token; /* decoded in context: a first word keeps its space */
+    bool ok = true;
+    for (int32_t i = 0; i < n && ok; i++) ok = buf_token(b, tk, &ts, toks[i]);
+    ok = ok && buf_token(b, tk, &ts, -1) && buf_put(b, "", 0);
+    free(toks);
+    return ok ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+}
+
+char *merge_branch_text(const forest *f, const tok *tk, forest_id from, forest_id leaf,
+                        st_err *err) {
+    merge_buf b = {0};
+    if (branch_text(f, tk, from, leaf, &b, err)) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+/* Deepest common ancestor of leaves[0..n), or FOREST_NONE with err set. */
+static forest_id common_ancestor(const forest *f, const forest_id *leaves, int32_t n,
+                                 st_err *err) {
+    if (n < 1) {
+        st_set(err, ST_ERR_ARG, "merge: no branches given");
+        return FOREST_NONE;
+    }
+    forest_id a = leaves[0];
+    for (int32_t i = 0; i < n; i++)
+        if (!forest_get(f, leaves[i])) {
+            st_set(err, ST_ERR_ARG, "merge: branch %d is a stale node id", i);
+            return FOREST_NONE;
+        }
+    for (int32_t i = 1; i < n && a != FOREST_NONE; i++) a = forest_common_ancestor(f, a, leaves[i]);
+    if (a == FOREST_NONE) st_set(err, ST_ERR_ARG, "merge: the branches are in different trees");
+    return a;
+}
+
+char *merge_join_text(const forest *f, const tok *tk, const forest_id *from,
+                      const forest_id *leaves, int32_t n, const char *sep, forest_id *anc,
+                      st_err *err) {
+    forest_id a = common_ancestor(f, leaves, n, err);
+    if (a == FOREST_NONE) return NULL;
+    if (!sep) sep = MERGE_DEFAULT_SEP;
+    merge_buf b = {0};
+    for (int32_t i = 0; i < n; i++) {
+        if ((i > 0 && !buf_put(&b, sep, strlen(sep))) || (b.s == NULL && !buf_put(&b, "", 0))) {
+            free(b.s);
+            st_set(err, ST_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        if (branch_text(f, tk, from ? from[i] : a, leaves[i], &b, err)) {
+            free(b.s);
+            return NULL;
+        }
+    }
+    if (anc) *anc = a;
+    return b.s;
+}
+
+int32_t *merge_encode(const tok *tk, const char *text, int32_t *n, st_err *err) {
+    /* does the encoder put a dummy-prefix space at the start of a text? */
+    int32_t probe[4];
+    int32_t np = tok_encode(tk, "a", 1, false, false, probe, 4);
+    const char *pc = np > 0 ? tok_piece(tk, probe[0]) : NULL;
+    bool dummy = pc && !strncmp(pc, "\xe2\x96\x81", 3);
+    if (dummy && text[0] == ' ') text++;
+    size_t len = strlen(text);
+    int32_t need = tok_encode(tk, text, len, false, false, NULL, 0);
+    int32_t *t = need >= 0 ? malloc(sizeof(int32_t) * (size_t)(need > 0 ? need : 1)) : NULL;
+    if (!t) {
+        st_set(err, ST_ERR_NOMEM, "out of memory tokenising a merge");
+        return NULL;
+    }
+    tok_encode(tk, text, len, false, false, t, need);
+    *n = need;
+    return t;
+}
+
+st_code merge_branches(forest *f, const tok *tk, const forest_id *leaves, int32_t n,
+                       const char *sep, forest_id *out_last, st_err *err) {
+    forest_id anc;
+    char *text = merge_join_text(f, tk, NULL, leaves, n, sep, &anc, err);
+    if (!text) return err->code;
+    int32_t nt = 0;
+    int32_t *toks = merge_encode(tk, text, &nt, err);
+    free(text);
+    if (!toks) return err->code;
+    st_code rc = nt > 0 ? forest_append(f, anc, toks, NULL, nt, out_last, err)
+                        : st_set(err, ST_ERR_ARG, "merge: the joined text is empty");
+    free(toks);
+    return rc;
+}
+
+/* ---- rope-gap merge ---- */
+
+struct merge_gap {
+    forest_id anc, host, first;
+    forest_id *leaves; /* (n) */
+    int32_t n;
+    int32_t gap;
+    /* scratch, grown as needed */
+    int32_t *slots, cap_slots;   /* base slots, then a row's chain */
+    int32_t *row_of, cap_row_of; /* (forest capacity) plan row of a pending node */
+    uint8_t *mark;               /* (forest capacity) node already in the base */
+    int32_t *pos, *seg_off, cap_rows;
+    kern_seg *segs;
+    int32_t cap_segs;
+};
+
+static bool grow_arr(void **a, int32_t *cap, int32_t need, size_t elem) {
+    if (need <= *cap) return true;
+    int32_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *n = realloc(*a, elem * (size_t)c);
+    if (!n) return false;
+    *a = n;
+    *cap = c;
+    return true;
+}
+
+merge_gap *merge_gap_init(forest *f, const forest_id *leaves, int32_t n, int32_t gap,
+                          const int32_t *tokens, int32_t n_tokens, forest_id *out_last,
+                          st_err *err) {
+    if (gap < 0 || n_tokens < 1) {
+        st_set(err, ST_ERR_ARG, "rope-gap merge: need gap >= 0 and at least one token");
+        return NULL;
+    }
+    forest_id anc = common_ancestor(f, leaves, n, err);
+    if (anc == FOREST_NONE) return NULL;
+    int32_t host = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const forest_node *nd = forest_get(f, leaves[i]);
+        if (nd->state != FOREST_COMPUTED) {
+            st_set(err, ST_ERR_ARG, "rope-gap merge: branch %d is not computed yet", i);
+            return NULL;
+        }
+        if (nd->depth > forest_get(f, leaves[host])->depth) host = i;
+    }
+    merge_gap *g = calloc(1, sizeof *g);
+    if (g) g->leaves = malloc(sizeof *g->leaves * (size_t)n);
+    if (!g || !g->leaves) {
+        free(g);
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    memcpy(g->leaves, leaves, sizeof *leaves * (size_t)n);
+    g->n = n;
+    g->gap = gap;
+    g->anc = anc;
+    g->host = leaves[host];
+    forest_id last;
+    if (forest_append(f, g->host, tokens, NULL, n_tokens, &last, err)) {
+        merge_gap_free(g);
+        return NULL;
+    }
+    int32_t i = forest_index(last);
+    for (int32_t k = 1; k < n_tokens; k++) i = forest_node_at(f, i)->parent;
+    g->first = forest_id_at(f, i);
+    if (out_last) *out_last = last;
+    return g;
+}
+
+void merge_gap_free(merge_gap *g) {
+    if (!g) return;
+    free(g->leaves);
+    free(g->slots);
+    free(g->row_of);
+    free(g->mark);
+    free(g->pos);
+    free(g->seg_off);
+    free(g->segs);
+    free(g);
+}
+
+int32_t merge_gap_offset(const merge_gap *g) { return g->gap; }
+forest_id merge_gap_first(const merge_gap *g) { return g->first; }
+
+/* Pushes slots s[0..n) to g->segs as ascending runs from index *k. */
+static bool push_runs(merge_gap *g, const int32_t *s, int32_t n, int32_t *k) {
+    for (int32_t i = 0; i < n;) {
+        int32_t j = i + 1;
+        while (j < n && s[j] == s[j - 1] + 1) j++;
+        if (!grow_arr((void **)&g->segs, &g->cap_segs, *k + 1, sizeof *g->segs)) return false;
+        g->segs[(*k)++] = (kern_seg){s[i], j - i};
+        i = j;
+    }
+    return true;
+}
+
+/* The base slots (A's path, then each chosen branch below A, shared nodes once) into
+ * g->slots; returns how many, -1 when out of memory. */
+static int32_t base_slots(merge_gap *g, const forest *f) {
+    int32_t cap = forest_capacity(f), n = 0, dummy = 0;
+    if (!grow_arr((void **)&g->mark, &dummy, cap, 1)) return -1; /* realloc keeps it */
+    memset(g->mark, 0, (size_t)cap);
+    int32_t a = forest_index(g->anc);
+    /* A's path, root first: count, then fill backwards */
+    int32_t k = 0;
+    for (int32_t i = a; i >= 0; i = forest_node_at(f, i)->parent) k++;
+    if (!grow_arr((void **)&g->slots, &g->cap_slots, k, sizeof *g->slots)) return -1;
+    n = k;
+    for (int32_t i = a; i >= 0; i = forest_node_at(f, i)->parent) {
+        g->slots[--k] = forest_node_at(f, i)->kv_slot;
+        g->mark[i] = 1;
+    }
+    for (int32_t b = 0; b < g->n; b++) {
+        int32_t m = 0, leaf = forest_index(g->leaves[b]);
+        for (int32_t i = leaf; !g->mark[i]; i = forest_node_at(f, i)->parent) m++;
+        if (!grow_arr((void **)&g->slots, &g->cap_slots, n + m, sizeof *g->slots)) return -1;
+        k = n + m;
+        for (int32_t i = leaf; !g->mark[i]; i = forest_node_at(f, i)->parent) {
+            g->slots[--k] = forest_node_at(f, i)->kv_slot;
+            g->mark[i] = 1;
+        }
+        n += m;
+    }
+    return n;
+}
+
+st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_err *err) {
+    for (int32_t i = 0; i < g->n; i++)
+        if (!forest_get(f, g->leaves[i]))
+            return st_set(err, ST_ERR_ARG, "rope-gap merge: branch %d was pruned", i);
+    if (!forest_get(f, g->first))
+        return st_set(err, ST_ERR_ARG, "rope-gap merge: the merged chain was pruned");
+    st_code rc = step_plan_build(f, p, err);
+    if (rc || p->n_rows == 0) return rc;
+    int32_t R = p->n_rows, cap = forest_capacity(f), V = model_ctx_hparams(c)->n_vocab;
+    int32_t nb = base_slots(g, f);
+    bool ok = nb >= 0 && grow_arr((void **)&g->row_of, &g->cap_row_of, cap, sizeof *g->row_of);
+    int32_t crow = g->cap_rows;
+    ok = ok && grow_arr((void **)&g->pos, &crow, R + 1, sizeof *g->pos);
+    crow = g->cap_rows;
+    ok = ok && grow_arr((void **)&g->seg_off, &crow, R + 1, sizeof *g->seg_off);
+    if (ok) g->cap_rows = crow;
+    if (ok && p->cap_logits_rows < p->n_out) { /* room for the logits, as step_run makes */
+        float *nl = realloc(p->logits, sizeof(float) * (size_t)V * (size_t)p->n_out);
+        ok = nl != NULL;
+        if (ok) p->logits = nl, p->cap_logits_rows = p->n_out;
+    }
+    if (!ok) {
+        step_plan_cancel(f, p);
+        return st_set(err, ST_ERR_NOMEM, "out of memory for a rope-gap step");
+    }
+    for (int32_t r = 0; r < R; r++) g->row_of[p->node[r]] = r;
+    int32_t first = forest_index(g->first), fdepth = forest_get(f, g->first)->depth, k = 0;
+    g->seg_off[0] = 0;
+    for (int32_t r = 0; r < R && ok; r++) {
+        /* walk up to the chain's first node: the row is in the rope-gap chain when it is
+         * reached; the chain's slots are gathered on the way, after the base */
+        int32_t m = nb, i = p->node[r];
+        while (i >= 0 && forest_node_at(f, i)->depth >= fdepth && i != first) {
+            if (!(ok = grow_arr((void **)&g->slots, &g->cap_slots, m + 1, sizeof *g->slots))) break;
+            const forest_node *nd = forest_node_at(f, i);
+            g->slots[m++] = nd->state == FOREST_COMPUTED ? nd->kv_slot : p->slot[g->row_of[i]];
+            i = nd->parent;
+        }
+        if (!ok) break;
+        if (i == first) {
+            const forest_node *nd = forest_node_at(f, i);
+            if (!(ok = grow_arr((void **)&g->slots, &g->cap_slots, m + 1, sizeof *g->slots))) break;
+            g->slots[m++] = nd->state == FOREST_COMPUTED ? nd->kv_slot : p->slot[g->row_of[i]];
+            for (int32_t a = nb, b = m - 1; a < b; a++, b--) { /* root-first order */
+                int32_t t = g->slots[a];
+                g->slots[a] = g->slots[b];
+                g->slots[b] = t;
+            }
+            ok = push_runs(g, g->slots, m, &k);
+            g->pos[r] = p->pos[r] + g->gap;
+        } else { /* an ordinary row: the plan's own segments */
+            int32_t s0 = p->seg_off[r], s1 = p->seg_off[r + 1];
+            if ((ok = grow_arr((void **)&g->segs, &g->cap_segs, k + s1 - s0, sizeof *g->segs))) {
+                memcpy(g->segs + k, p->segs + s0, sizeof *g->segs * (size_t)(s1 - s0));
+                k += s1 - s0;
+            }
+            g->pos[r] = p->pos[r];
+        }
+        g->seg_off[r + 1] = k;
+    }
+    if (!ok) {
+        step_plan_cancel(f, p);
+        return st_set(err, ST_ERR_NOMEM, "out of memory for a rope-gap step");
+    }
+    p->n_vocab = V;
+    model_batch b = {.n_rows = R, .tokens = p->tokens, .pos = g->pos, .slot = p->slot,
+                     .seg_off = g->seg_off, .segs = g->segs, .want_logits = p->want};
+    if ((rc = model_forward(c, &b, p->logits, err))) {
+        step_plan_cancel(f, p);
+        return rc;
+    }
+    for (int32_t r = 0; r < R; r++) forest_mark_computed(f, p->node[r], p->slot[r]);
+    p->active = false;
+    return ST_OK;
+}
