@@ -10,6 +10,7 @@
 #include <ncursesw/curses.h>
 #include <time.h>
 
+#include "base/array.h"
 #include "forest/forest.h"
 #include "forest/step.h"
 #include "../ui/action.h"
@@ -23,11 +24,7 @@
 #include "t.h"
 #include "t_model.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
+static double now_ms(void) { return 1e3 * mono_now_s(); }
 
 static void test_actions(void) {
     ui_keymap km;

@@ -8,6 +8,7 @@
 #include <ncursesw/curses.h>
 #include <time.h>
 
+#include "base/array.h"
 #include "forest/forest.h"
 #include "forest/step.h"
 #include "../ui/forest_view.h"
@@ -17,11 +18,7 @@
 #include "../ui/uline.h"
 #include "t.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
+static double now_ms(void) { return 1e3 * mono_now_s(); }
 
 /* Non-ASCII text: columns measured with wcwidth (CJK and emoji 2, combining marks 0, RTL
  * letters 1), bytes that are not UTF-8 escaped; a character split over byte tokens drawn

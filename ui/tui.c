@@ -4,6 +4,7 @@
  * worker's lock with trylock, so a running step never blocks the screen: the last frame
  * stays up until the step lands. Layout (top to bottom): title, panes (forest | text or
  * mask), status line, command line. Below 80x24 only a message is drawn. */
+#include "base/array.h"
 #include "tui.h"
 
 #include <math.h>
@@ -46,12 +47,6 @@ typedef struct tui {
     ui_job confirm_job;
     char confirm_text[1024];
 } tui;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void set_msg(tui *t, const char *m) {
     snprintf(t->msg, sizeof t->msg, "%.*s", (int)sizeof t->msg - 1, m);
@@ -599,7 +594,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
     keypad(t.cmdwin, TRUE);
     ui_cmdline_init(p->history);
     timeout(30);
-    t.last_autosave = now_s();
+    t.last_autosave = mono_now_s();
     t.seen_version = (uint64_t)-1;
     while (!t.quit && !ui_screen_signal()) {
         wint_t wch;
@@ -625,9 +620,9 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
         }
         (void)busy_view;
         double since = ui_worker_unsaved_since(t.w);
-        if (p->autosave && since > 0 && now_s() - since > AUTOSAVE_S && now_s() - t.last_autosave > AUTOSAVE_S) {
+        if (p->autosave && since > 0 && mono_now_s() - since > AUTOSAVE_S && mono_now_s() - t.last_autosave > AUTOSAVE_S) {
             post(&t, save_job(&t, p->autosave));
-            t.last_autosave = now_s();
+            t.last_autosave = mono_now_s();
         }
     }
     /* only when something changed: an untouched run leaves the last autosave alone */
