@@ -457,7 +457,7 @@ static void check_la_capture(model_ctx *c, const tok *tk, const int32_t *prompt,
         if (acc + rej > 0) snprintf(txt, sizeof txt, "; %d/%d drafts accepted, 5 window", acc, acc + rej);
         else snprintf(txt, sizeof txt, "; no drafts, 5 window");
         T_CHECK(strstr(hd, txt) && !strstr(hd, "pruned since"), "header '%s'", hd);
-        mv_legend(mv, txt, sizeof txt, 80);
+        mv_legend(mv, txt, sizeof txt, 80, false);
         T_CHECK(strstr(txt, " role ") && !strstr(txt, "parent"), "legend '%s'", txt);
     }
     step_plan_free(&p);
