@@ -197,7 +197,7 @@ typedef struct strategy_ops {
 /* The table of a kind; NULL for an unknown kind. */
 const strategy_ops *strategy_get(strategy_kind kind);
 /* The table named name ("grow", "cot", "beam", "ask", "margins", "merge", "draft",
- * "lookahead", "steps"); NULL when none has that name. */
+ * "lookahead", "step"); NULL when none has that name. */
 const strategy_ops *strategy_find(const char *name);
 /* The i-th registered table (0..STRAT_N_KINDS-1), NULL past the end: for help lists. */
 const strategy_ops *strategy_at(int32_t i);
@@ -228,6 +228,10 @@ int32_t strategy_scores(const strategy *s, forest_id *ids, double *scores, int32
  * interface gives (a bench reading spec_get_stats): strategy_spec returns the spec
  * driver of a draft / lookahead run, NULL for other kinds. */
 const spec *strategy_spec(const strategy *s);
+/* Likewise the margins state of a margins run (its phase, note and answer nodes, for
+ * margins_note_text), NULL for other kinds. */
+struct margins;
+const struct margins *strategy_margins(const strategy *s);
 
 /* Makes node id a node a strategy can start from: a pending node is computed by the next
  * step with its logits; a computed one is re-scored (FOREST_WANT_LOGITS: it runs again in
