@@ -15,14 +15,7 @@ typedef struct merge_buf {
 } merge_buf;
 
 static bool buf_put(merge_buf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->len + n + 1) c *= 2;
-        char *ns = realloc(b->s, c);
-        if (!ns) return false;
-        b->s = ns;
-        b->cap = c;
-    }
+    if (!ARR_GROW(b->s, b->len + n + 1, b->cap)) return false;
     memcpy(b->s + b->len, s, n);
     b->len += n;
     b->s[b->len] = '\0';
