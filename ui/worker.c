@@ -107,23 +107,14 @@ static void spec_observe(void *ud, const spec *s, const forest *f, const step_pl
     ui_spec_capture(w->mv, s, f, w->tk, p, w->n_steps);
 }
 
-/* A strategy job as the strategy's options (budget 0: the worker's). */
+/* A strategy job's options completed with what the worker owns (job.h). */
 static strategy_opts job_opts(ui_worker *w, const ui_job *j) {
-    static const strategy_kind kinds[] = {
-        [UI_JOB_GROW] = STRAT_GROW, [UI_JOB_COT] = STRAT_COT, [UI_JOB_BEAM] = STRAT_BEAM,
-        [UI_JOB_STEP] = STRAT_STEPS, [UI_JOB_DRAFT] = STRAT_DRAFT, [UI_JOB_LOOKAHEAD] = STRAT_LOOKAHEAD};
-    strategy_opts o = strategy_default_opts(kinds[j->kind]);
-    int32_t asked = j->kind == UI_JOB_GROW || j->kind == UI_JOB_DRAFT ? j->a : j->kind == UI_JOB_LOOKAHEAD ? j->d : j->b;
+    strategy_opts o = j->u.run.opts;
     o.from = j->node;
     o.sample = w->sp;
-    o.budget = asked > 0 ? asked : w->budget;
     o.n_vocab = w->n_vocab;
-    if (j->kind == UI_JOB_COT) o.u.cot.k = j->a;
-    if (j->kind == UI_JOB_BEAM) o.u.beam.width = j->a;
-    if (j->kind == UI_JOB_STEP) o.u.steps.n = j->a > 0 ? j->a : 1;
-    if (j->kind == UI_JOB_DRAFT || j->kind == UI_JOB_LOOKAHEAD) {
-        /* greedy whatever the temperature: only greedy decoding can be verified */
-        o.u.spec.p = j->kind == UI_JOB_DRAFT ? ui_spec_params(0, 0, 0) : ui_spec_params(j->a, j->b, j->c);
+    if (o.budget <= 0) o.budget = w->budget;
+    if (o.kind == STRAT_DRAFT || o.kind == STRAT_LOOKAHEAD) {
         o.u.spec.observe = spec_observe;
         o.u.spec.observe_ud = w;
     }
@@ -140,27 +131,107 @@ static void run_begin(ui_worker *w) {
     w->job_tokens = 0;
 }
 
-static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
-    if (w->run) return st_set(err, ST_ERR_ARG, "a strategy is running: cancel it first (x)");
-    /* a step runs whatever is pending: it needs no node (the first tree may be gone) */
-    if (!forest_get(w->f, j->node) && j->kind != UI_JOB_STEP) return st_set(err, ST_ERR_ARG, "nothing selected");
-    w->note[0] = '\0';
-    if (j->kind == UI_JOB_MARGINS) {
-        int32_t chunk = j->a > 0 ? j->a : UI_MARGINS_CHUNK;
-        if (!(w->mg = ui_margins_start(w->f, w->tk, j->node, j->text ? j->text : "", j->a, &w->chat, &w->sp,
-                                       w->budget, w->n_vocab, err)))
-            return err->code;
-        w->run = w->mg->s;
-        snprintf(w->note, sizeof w->note, "margins: %d note%s on %d-token chunks, then the answer",
-                 (int)w->mg->n_chunks, w->mg->n_chunks > 1 ? "s" : "", (int)chunk);
-        say(w, "%s", w->note);
-    } else {
-        strategy_opts o = job_opts(w, j);
-        strategy_env env = worker_env(w);
-        if (!(w->run = strategy_create(&o, &env, err))) return err->code;
-        if ((j->kind == UI_JOB_DRAFT || j->kind == UI_JOB_LOOKAHEAD) && w->sp.temp > 0)
-            say(w, "%s", "greedy decoding: the temperature does not apply (only greedy can be verified)");
+/* Text as a chat user turn under node, in the form the branch calls for (ask_margins.h):
+ * its tokens (malloc'd), and what the form was into what. */
+static int32_t *turn_tokens(ui_worker *w, forest_id node, const char *text, int32_t *n, char *what, size_t cap,
+                            st_err *err) {
+    int32_t np = node == FOREST_NONE ? 0 : forest_path(w->f, node, NULL, 0);
+    int32_t *path = malloc(sizeof(int32_t) * (size_t)(np > 0 ? np : 1));
+    if (!path) {
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+        return NULL;
     }
+    if (np > 0) forest_path(w->f, node, path, np);
+    int form = ui_turn_form(w->tk, w->chat.kind, path, np > 0 ? np : 0);
+    free(path);
+    ui_turn_form_name(form, w->chat.kind, what, cap);
+    return ui_turn_tokens(w->tk, &w->chat, text ? text : "", form, np <= 0, n, err);
+}
+
+/* The job's node is one its strategy can start from. Steps and merge need none (the
+ * first tree may be gone); ask's FOREST_NONE starts a new conversation. */
+static st_code check_node(ui_worker *w, const ui_job *j, st_err *err) {
+    strategy_kind k = j->u.run.opts.kind;
+    if (k == STRAT_STEPS || k == STRAT_MERGE || forest_get(w->f, j->node)) return ST_OK;
+    if (k == STRAT_ASK && j->node == FOREST_NONE) return ST_OK;
+    return st_set(err, ST_ERR_ARG, k == STRAT_ASK ? "the selected node is gone" : "nothing selected");
+}
+
+static st_code run_create(ui_worker *w, const strategy_opts *o, st_err *err) {
+    strategy_env env = worker_env(w);
+    return (w->run = strategy_create(o, &env, err)) ? ST_OK : err->code;
+}
+
+/* :margins on node's branch about the question text: ui_margins builds the prompts and
+ * owns the strategy. */
+static st_code start_margins(ui_worker *w, const ui_job *j, const strategy_opts *o, st_err *err) {
+    int32_t chunk = j->u.run.chunk > 0 ? j->u.run.chunk : UI_MARGINS_CHUNK;
+    if (!(w->mg = ui_margins_start(w->f, w->tk, j->node, j->text ? j->text : "", chunk, &w->chat, &w->sp,
+                                   o->budget, w->n_vocab, err)))
+        return err->code;
+    w->run = w->mg->s;
+    snprintf(w->note, sizeof w->note, "margins: %d note%s on %d-token chunks, then the answer",
+             (int)w->mg->n_chunks, w->mg->n_chunks > 1 ? "s" : "", (int)chunk);
+    say(w, "%s", w->note);
+    return ST_OK;
+}
+
+/* :merge: the bookmarked nodes (at least two) are merged exactly (merge.h) under their
+ * common ancestor; their bookmarks are cleared (they are used up) and the merged chain,
+ * pending, is prefilled by the next step and grown by the budget. */
+static st_code start_merge(ui_worker *w, strategy_opts *o, st_err *err) {
+    forest_id marks[64];
+    int32_t n = 0;
+    for (int32_t i = forest_dfs_first(w->f); i >= 0 && n < 64; i = forest_dfs_next(w->f, i))
+        if (forest_node_at(w->f, i)->flags & FOREST_BOOKMARK) marks[n++] = forest_id_at(w->f, i);
+    if (n < 2) return st_set(err, ST_ERR_ARG, "merge needs two or more bookmarked branches (m marks one)");
+    o->u.merge.leaves = marks;
+    o->u.merge.n = n;
+    if (run_create(w, o, err)) return err->code;
+    for (int32_t i = 0; i < n; i++) forest_set_flags(w->f, marks[i], 0, FOREST_BOOKMARK);
+    char m[16];
+    snprintf(m, sizeof m, "%d", (int)n);
+    say(w, "merged %s branches: growing the merged text", m);
+    return ST_OK;
+}
+
+/* :ask: the text as a chat user turn under node, answered by the ask strategy; the form
+ * the text took is said while it grows and after. */
+static st_code start_ask(ui_worker *w, const ui_job *j, strategy_opts *o, st_err *err) {
+    char what[128];
+    int32_t n, *t = turn_tokens(w, j->node, j->text, &n, what, sizeof what, err);
+    if (!t) return err->code;
+    const int32_t *prompts[1] = {t};
+    o->u.ask.prompts = prompts;
+    o->u.ask.lens = &n;
+    o->u.ask.n = 1;
+    st_code rc = run_create(w, o, err);
+    free(t);
+    if (rc) return rc;
+    strategy_result r;
+    strategy_result_at(w->run, w->f, 0, &r);
+    w->focus = r.start; /* the turn's last node: the answer grows under it */
+    snprintf(w->note, sizeof w->note, "ask: %s", what);
+    say(w, "%s", w->note);
+    return ST_OK;
+}
+
+/* A job starting a strategy: refused while one runs. */
+static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
+    if (w->run) return st_set(err, ST_ERR_ARG, "%s is running: cancel it first (x)", strategy_ops_of(w->run)->name);
+    st_code rc = check_node(w, j, err);
+    if (rc) return rc;
+    strategy_opts o = job_opts(w, j);
+    w->note[0] = '\0';
+    switch (o.kind) {
+    case STRAT_MARGINS: rc = start_margins(w, j, &o, err); break;
+    case STRAT_MERGE: rc = start_merge(w, &o, err); break;
+    case STRAT_ASK: rc = start_ask(w, j, &o, err); break;
+    default: rc = run_create(w, &o, err); break;
+    }
+    if (rc) return rc;
+    if ((o.kind == STRAT_DRAFT || o.kind == STRAT_LOOKAHEAD) && w->sp.temp > 0)
+        say(w, "%s", "greedy decoding: the temperature does not apply (only greedy can be verified)");
     run_begin(w);
     return ST_OK;
 }
@@ -324,33 +395,6 @@ static st_code set_param(ui_worker *w, const char *key, double v, st_err *err) {
     return ST_OK;
 }
 
-/* :merge: the bookmarked nodes (at least two) are merged exactly (merge.h) under their
- * common ancestor; their bookmarks are cleared (they are used up) and the merged chain,
- * pending, is prefilled by the next step and grown by the budget. */
-static st_code merge_marked(ui_worker *w, st_err *err) {
-    if (w->run) return st_set(err, ST_ERR_ARG, "cancel the running strategy before merging (x)");
-    forest_id marks[64];
-    int32_t n = 0;
-    for (int32_t i = forest_dfs_first(w->f); i >= 0 && n < 64; i = forest_dfs_next(w->f, i))
-        if (forest_node_at(w->f, i)->flags & FOREST_BOOKMARK) marks[n++] = forest_id_at(w->f, i);
-    if (n < 2) return st_set(err, ST_ERR_ARG, "merge needs two or more bookmarked branches (m marks one)");
-    strategy_opts o = strategy_default_opts(STRAT_MERGE);
-    o.sample = w->sp;
-    o.budget = w->budget;
-    o.n_vocab = w->n_vocab;
-    o.u.merge.leaves = marks;
-    o.u.merge.n = n;
-    strategy_env env = worker_env(w);
-    if (!(w->run = strategy_create(&o, &env, err))) return err->code;
-    for (int32_t i = 0; i < n; i++) forest_set_flags(w->f, marks[i], 0, FOREST_BOOKMARK);
-    w->note[0] = '\0';
-    run_begin(w);
-    char m[64];
-    snprintf(m, sizeof m, "%d", (int)n);
-    say(w, "merged %s branches: growing the merged text", m);
-    return ST_OK;
-}
-
 /* The plan the next step would run, shown in the mask view: built on a plan of its own
  * (the strategies' plan keeps its logits) and cancelled at once, so the forest and the
  * KV cache are as before. Runs on the worker's thread, between steps. */
@@ -368,135 +412,131 @@ static st_code preview_next(ui_worker *w, st_err *err) {
     return ST_OK;
 }
 
-/* :ask's tokens: the text in the form the selected branch calls for (ask_margins.h); what
- * the form was goes into note, for the messages. */
-static int32_t *ask_tokens(ui_worker *w, const ui_job *j, int32_t *n, char *note, size_t cap,
-                           st_err *err) {
-    int32_t np = j->node == FOREST_NONE ? 0 : forest_path(w->f, j->node, NULL, 0);
-    int32_t *path = malloc(sizeof(int32_t) * (size_t)(np > 0 ? np : 1));
-    if (!path) {
-        st_set(err, ST_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    if (np > 0) forest_path(w->f, j->node, path, np);
-    int form = ui_turn_form(w->tk, w->chat.kind, path, np > 0 ? np : 0);
-    free(path);
-    int32_t *t = ui_turn_tokens(w->tk, &w->chat, j->text ? j->text : "", form, np <= 0, n, err);
-    char what[128];
-    snprintf(note, cap, "ask: %s", ui_turn_form_name(form, w->chat.kind, what, sizeof what));
+/* Tokens under node (FOREST_NONE: a new root); the last one becomes the selection. */
+static st_code add_tokens(ui_worker *w, forest_id node, const int32_t *t, int32_t n, forest_id *last, st_err *err) {
+    st_code rc = node == FOREST_NONE ? forest_add_root(w->f, t, NULL, n, 0, last, err)
+                                     : forest_append(w->f, node, t, NULL, n, last, err);
+    if (!rc) w->focus = *last;
+    return rc;
+}
+
+/* Typed text as it is: its tokens (malloc'd), BOS first at a new root when the model
+ * wants one. */
+static int32_t *text_tokens(const tok *tk, const char *s, bool root, int32_t *n, st_err *err) {
+    bool bos = root && tok_add_bos(tk);
+    *n = tok_encode(tk, s, strlen(s), bos, false, NULL, 0);
+    int32_t *t = *n > 0 ? malloc(sizeof(int32_t) * (size_t)*n) : NULL;
+    if (*n <= 0) st_set(err, ST_ERR_ARG, "nothing to append");
+    else if (!t) st_set(err, ST_ERR_NOMEM, "out of memory");
+    else tok_encode(tk, s, strlen(s), bos, false, t, *n);
     return t;
 }
 
+/* Typed text under node: in chat mode a user turn (as :ask makes it, not grown), else as
+ * it is. */
+static st_code append_job(ui_worker *w, const ui_job *j, st_err *err) {
+    const forest_node *nd = forest_get(w->f, j->node);
+    if (!nd && j->node != FOREST_NONE) return st_set(err, ST_ERR_ARG, "the selected node is gone");
+    char what[128];
+    int32_t n, *t = w->chat_on ? turn_tokens(w, j->node, j->text, &n, what, sizeof what, err)
+                               : text_tokens(w->tk, j->text ? j->text : "", nd == NULL, &n, err);
+    if (!t) return err->code;
+    forest_id last;
+    st_code rc = add_tokens(w, j->node, t, n, &last, err);
+    free(t);
+    if (!rc && w->chat_on) say(w, "%s: n grows the answer", what);
+    return rc;
+}
+
+/* The alternative token picked in the text pane under node, grown when nothing runs; a
+ * token already there is selected instead of made twice. */
+static st_code fork_job(ui_worker *w, const ui_job *j, st_err *err) {
+    const forest_node *nd = forest_get(w->f, j->node);
+    if (!nd && j->node != FOREST_NONE) return st_set(err, ST_ERR_ARG, "the selected node is gone");
+    for (int32_t c = nd ? nd->first_child : -1; c >= 0; c = forest_node_at(w->f, c)->next_sibling)
+        if (forest_node_at(w->f, c)->token == j->u.fork.token) {
+            w->focus = forest_id_at(w->f, c);
+            say(w, "%s", "that token is already a branch here: selected it");
+            return ST_OK;
+        }
+    forest_id last;
+    st_code rc = add_tokens(w, j->node, &j->u.fork.token, 1, &last, err);
+    if (rc || w->run) return rc; /* running: the token waits for the next grow */
+    ui_job g = ui_job_run(STRAT_GROW, last);
+    return run_start(w, &g, err);
+}
+
+static st_code bookmark_job(ui_worker *w, const ui_job *j, st_err *err) {
+    const forest_node *nd = forest_get(w->f, j->node);
+    if (!nd) return st_set(err, ST_ERR_ARG, "nothing selected");
+    bool on = nd->flags & FOREST_BOOKMARK;
+    forest_set_flags(w->f, j->node, on ? 0 : FOREST_BOOKMARK, on ? FOREST_BOOKMARK : 0);
+    return ST_OK;
+}
+
+static st_code save_job(ui_worker *w, const ui_job *j, st_err *err) {
+    if (!w->save) return st_set(err, ST_ERR_ARG, "saving is not available");
+    if (j->u.save.if_changed && !w->touched) return ST_OK; /* nothing this run made */
+    st_code rc = w->save(w->ud, j->text, w->f, &w->sp, err);
+    if (rc) return rc;
+    w->unsaved_since = 0;
+    if (!j->u.save.autosave) w->modified = false; /* the autosave is replaced by the next run's */
+    say(w, "saved %s", j->text);
+    return ST_OK;
+}
+
+static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
+    if (!w->load) return st_set(err, ST_ERR_ARG, "loading is not available");
+    sample_params sp = w->sp;
+    forest *nf = w->load(w->ud, j->text, &sp, err);
+    if (!nf) return err->code;
+    run_stop(w);
+    ui_undo_clear(&w->undo);
+    forest_free(w->f);
+    w->f = nf;
+    w->sp = sp;
+    mv_init(w->mv);
+    w->unsaved_since = 0;
+    w->modified = w->touched = false;
+    w->n_scores = 0; /* ids of the old forest */
+    say(w, "loaded %s: press s to compute it", j->text);
+    return ST_OK;
+}
+
+static st_code export_job(ui_worker *w, const ui_job *j, st_err *err) {
+    FILE *out = fopen(j->text, "w");
+    if (!out) return st_set(err, ST_ERR_IO, "cannot write %s: %s", j->text, strerror(errno));
+    session_settings s = session_settings_default();
+    s.sample = w->sp;
+    st_code rc = session_export_markdown(out, w->f, w->tk, &s, NULL, err);
+    if (fclose(out) && !rc) rc = st_set(err, ST_ERR_IO, "cannot write %s: %s", j->text, strerror(errno));
+    if (!rc) say(w, "exported %s", j->text);
+    return rc;
+}
+
+/* Pause (toggle) or cancel the running strategy. */
+static st_code pause_job(ui_worker *w, bool cancel, st_err *err) {
+    if (!w->run) return st_set(err, ST_ERR_ARG, "nothing is running");
+    if (cancel) run_stop(w);
+    else w->paused = !w->paused;
+    say(w, "%s", cancel ? "cancelled" : w->paused ? "paused" : "resumed");
+    return ST_OK;
+}
+
 static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
-    st_code rc = ST_OK;
     switch (j->kind) {
-    case UI_JOB_GROW: case UI_JOB_COT: case UI_JOB_BEAM: case UI_JOB_STEP: case UI_JOB_MARGINS:
-    case UI_JOB_DRAFT: case UI_JOB_LOOKAHEAD:
-        return run_start(w, j, err);
-    case UI_JOB_PRUNE: case UI_JOB_UNDO: case UI_JOB_REDO:
-        return prune_job(w, j, err);
-    case UI_JOB_APPEND: case UI_JOB_FORK: case UI_JOB_ASK: {
-        int32_t one = j->a, *t = &one, n = 1;
-        char note[sizeof w->note] = "";
-        const forest_node *nd = forest_get(w->f, j->node);
-        if (!nd && j->node != FOREST_NONE) return st_set(err, ST_ERR_ARG, "the selected node is gone");
-        if (j->kind == UI_JOB_FORK && nd) /* a token already there is selected, not made twice */
-            for (int32_t c = nd->first_child; c >= 0; c = forest_node_at(w->f, c)->next_sibling)
-                if (forest_node_at(w->f, c)->token == j->a) {
-                    w->focus = forest_id_at(w->f, c);
-                    say(w, "%s", "that token is already a branch here: selected it");
-                    return ST_OK;
-                }
-        if (j->kind == UI_JOB_APPEND && w->chat_on) {
-            if (!(t = ask_tokens(w, j, &n, note, sizeof note, err))) return err->code;
-            say(w, "%s: n grows the answer", note + strlen("ask: "));
-        } else if (j->kind == UI_JOB_APPEND) {
-            const char *s = j->text ? j->text : "";
-            n = tok_encode(w->tk, s, strlen(s), nd == NULL && tok_add_bos(w->tk), false, NULL, 0);
-            if (n <= 0) return st_set(err, ST_ERR_ARG, "nothing to append");
-            if (!(t = malloc(sizeof(int32_t) * (size_t)n))) return st_set(err, ST_ERR_NOMEM, "out of memory");
-            tok_encode(w->tk, s, strlen(s), nd == NULL && tok_add_bos(w->tk), false, t, n);
-        } else if (j->kind == UI_JOB_ASK && !(t = ask_tokens(w, j, &n, note, sizeof note, err))) {
-            return err->code;
-        }
-        forest_id last;
-        rc = nd ? forest_append(w->f, j->node, t, NULL, n, &last, err)
-                : forest_add_root(w->f, t, NULL, n, 0, &last, err);
-        if (t != &one) free(t);
-        if (rc) return rc;
-        w->focus = last;
-        if (j->kind == UI_JOB_FORK || j->kind == UI_JOB_ASK || j->b) {
-            ui_job g = {.kind = UI_JOB_GROW, .node = last};
-            bool idle = !w->run;
-            if (idle) rc = run_start(w, &g, err);
-            if (j->kind == UI_JOB_ASK && !rc) { /* the form the text took, while it grows and after */
-                if (idle) snprintf(w->note, sizeof w->note, "%s", note);
-                say(w, "%s", note);
-            }
-        }
-        return rc;
-    }
-    case UI_JOB_BOOKMARK: {
-        const forest_node *nd = forest_get(w->f, j->node);
-        if (!nd) return st_set(err, ST_ERR_ARG, "nothing selected");
-        bool on = nd->flags & FOREST_BOOKMARK;
-        forest_set_flags(w->f, j->node, on ? 0 : FOREST_BOOKMARK, on ? FOREST_BOOKMARK : 0);
-        return ST_OK;
-    }
-    case UI_JOB_SET:
-        return set_param(w, j->text, j->val, err);
-    case UI_JOB_SAVE:
-        if (!w->save) return st_set(err, ST_ERR_ARG, "saving is not available");
-        if (j->c && !w->touched) return ST_OK; /* nothing this run made */
-        if (!(rc = w->save(w->ud, j->text, w->f, &w->sp, err))) {
-            w->unsaved_since = 0;
-            if (!j->b) w->modified = false; /* the autosave is replaced by the next run's */
-            say(w, "saved %s", j->text);
-        }
-        return rc;
-    case UI_JOB_LOAD: {
-        if (!w->load) return st_set(err, ST_ERR_ARG, "loading is not available");
-        sample_params sp = w->sp;
-        forest *nf = w->load(w->ud, j->text, &sp, err);
-        if (!nf) return err->code;
-        run_stop(w);
-        ui_undo_clear(&w->undo);
-        forest_free(w->f);
-        w->f = nf;
-        w->sp = sp;
-        mv_init(w->mv);
-        w->unsaved_since = 0;
-        w->modified = w->touched = false;
-        w->n_scores = 0; /* ids of the old forest */
-        say(w, "loaded %s: press s to compute it", j->text);
-        return ST_OK;
-    }
-    case UI_JOB_EXPORT: {
-        FILE *out = fopen(j->text, "w");
-        if (!out) return st_set(err, ST_ERR_IO, "cannot write %s: %s", j->text, strerror(errno));
-        session_settings s = session_settings_default();
-        s.sample = w->sp;
-        rc = session_export_markdown(out, w->f, w->tk, &s, NULL, err);
-        if (fclose(out) && !rc) rc = st_set(err, ST_ERR_IO, "cannot write %s: %s", j->text, strerror(errno));
-        if (!rc) say(w, "exported %s", j->text);
-        return rc;
-    }
-    case UI_JOB_PAUSE:
-        if (!w->run) return st_set(err, ST_ERR_ARG, "nothing is running");
-        w->paused = !w->paused;
-        say(w, "%s", w->paused ? "paused" : "resumed");
-        return ST_OK;
-    case UI_JOB_CANCEL:
-        if (!w->run) return st_set(err, ST_ERR_ARG, "nothing is running");
-        run_stop(w);
-        say(w, "%s", "cancelled");
-        return ST_OK;
-    case UI_JOB_MERGE:
-        return merge_marked(w, err);
-    case UI_JOB_PREVIEW:
-        return preview_next(w, err);
-    case UI_JOB_QUIT:
-        return ST_OK;
+    case UI_JOB_RUN: return run_start(w, j, err);
+    case UI_JOB_PRUNE: case UI_JOB_UNDO: case UI_JOB_REDO: return prune_job(w, j, err);
+    case UI_JOB_APPEND: return append_job(w, j, err);
+    case UI_JOB_FORK: return fork_job(w, j, err);
+    case UI_JOB_BOOKMARK: return bookmark_job(w, j, err);
+    case UI_JOB_SET: return set_param(w, j->text ? j->text : "", j->u.set.value, err);
+    case UI_JOB_SAVE: return save_job(w, j, err);
+    case UI_JOB_LOAD: return load_job(w, j, err);
+    case UI_JOB_EXPORT: return export_job(w, j, err);
+    case UI_JOB_PAUSE: case UI_JOB_CANCEL: return pause_job(w, j->kind == UI_JOB_CANCEL, err);
+    case UI_JOB_PREVIEW: return preview_next(w, err);
+    case UI_JOB_NONE: case UI_JOB_QUIT: return ST_OK;
     }
     return ST_OK;
 }
