@@ -6,6 +6,7 @@
 #                   "N passed, N failed, N skipped"
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make cuda-check the CUDA kernels compiled for sm_80/sm_90 (needs nvcc), failing on spills
+#   make cuda-test  the CUDA kernel test on the GPU (needs nvcc and a device)
 #   make soak       100,000 random forest operations under ASan + UBSan (SOAK_OPS, SOAK_SEED)
 #   make fuzz       each libFuzzer harness of tests/fuzz/ for FUZZ_TIME seconds (clang)
 #   make fuzz-smoke each harness for about a minute (what CI runs)
@@ -99,6 +100,15 @@ build/cuda/%.o: kernels/cuda/%.cu $(wildcard kernels/cuda/*.h kernels/cuda/*.cuh
 	@echo "NVCC $<"
 	@$(NVCC) $(NVCCFLAGS) -c -o $@ $< > $(@:.o=.ptxas) 2>&1 || { cat $(@:.o=.ptxas); rm -f $@; exit 1; }
 	@awk -f kernels/cuda/ptxas.awk $(@:.o=.ptxas) || { rm -f $@; exit 1; }
+
+# cuda-test: tests/test_cuda_emu_kernels.cc built with nvcc and run on the GPU (it reports
+# itself skipped on a machine without one).
+build/cuda/test_cuda_kernels: tests/test_cuda_emu_kernels.cc $(CU_DEV_OBJ) $(LIB)
+	$(NVCC) -std=c++17 -O2 -I. $(CUDA_ARCH) -x cu -c -o $@.o $<
+	$(NVCC) $(CUDA_ARCH) -o $@ $@.o $(CU_DEV_OBJ) $(LIB) $(subst -pthread,-Xcompiler -pthread,$(LDLIBS))
+
+cuda-test: build/cuda/test_cuda_kernels
+	build/cuda/test_cuda_kernels
 
 test-run: $(CUDA_CHECK)
 
@@ -203,7 +213,7 @@ uninstall:
 clean:
 	rm -rf build build-asan multidecode
 
-.PHONY: all deps test test-run cuda-check asan soak fuzz fuzz-smoke fuzz-build fuzz-bins fuzz-seeds \
+.PHONY: all deps test test-run cuda-check cuda-test asan soak fuzz fuzz-smoke fuzz-build fuzz-bins fuzz-seeds \
 	model run bench clean install uninstall
 
 -include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d) $(FUZZ_NAMES:%=$(BUILD)/bin/fuzz_%.d)

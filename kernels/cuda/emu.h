@@ -18,7 +18,8 @@
  *     are filled before every block with 32-bit words 0xFFA5A5A5 (a NaN as a float, bytes
  *     A5 A5 A5 FF), so a read of shared memory nobody wrote shows up.
  * Atomics are plain read-modify-writes: fibers switch only at barriers and warp
- * operations. Blocks never run side by side, so a kernel that waits for another block
+ * operations. The runtime API's memory, stream and error calls that host code needs are
+ * here too (at the end), synchronous. Blocks never run side by side, so a kernel that waits for another block
  * (a grid-wide spin) hangs here; none of ours does. Device memory is host memory.
  *
  * Kernels declare dynamic shared memory with CU_DYN_SHARED(type, name) and are launched
@@ -549,6 +550,74 @@ inline int __float_as_int(float f) { return (int)(uint32_t)cuemu::bits(f); }
 inline float __uint_as_float(unsigned u) { return cuemu::unbits<float>(u); }
 inline unsigned __float_as_uint(float f) { return (unsigned)cuemu::bits(f); }
 template <class T> inline T __ldg(const T *p) { return *p; }
+
+/* ---- the runtime API's memory, stream and error calls (host side) --------------------
+ * Device memory is host memory and every call completes before it returns, so host code
+ * written for the GPU (allocate, copy, launch, synchronise, check) runs unchanged. */
+
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2
+} cudaError_t;
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost,
+    cudaMemcpyHostToDevice,
+    cudaMemcpyDeviceToHost,
+    cudaMemcpyDeviceToDevice,
+    cudaMemcpyDefault
+};
+#define cudaMemAttachGlobal 1u
+
+inline cudaError_t cudaMalloc(void **p, size_t bytes) {
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+template <class T> inline cudaError_t cudaMalloc(T **p, size_t bytes) {
+    return cudaMalloc(reinterpret_cast<void **>(p), bytes);
+}
+template <class T>
+inline cudaError_t cudaMallocManaged(T **p, size_t bytes, unsigned flags = cudaMemAttachGlobal) {
+    (void)flags;
+    return cudaMalloc(reinterpret_cast<void **>(p), bytes);
+}
+inline cudaError_t cudaFree(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    (void)kind;
+    if (bytes) memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                                   cudaStream_t s = nullptr) {
+    (void)s;
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+inline cudaError_t cudaMemset(void *p, int v, size_t bytes) {
+    memset(p, v, bytes);
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s = nullptr) {
+    (void)s;
+    return cudaMemset(p, v, bytes);
+}
+inline cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    static char tag; /* any non-null handle: streams are all the same here */
+    *s = reinterpret_cast<cudaStream_t>(&tag);
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) { return (void)s, cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { return (void)s, cudaSuccess; }
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaGetLastError() { return cudaSuccess; } /* launch errors abort */
+inline cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceCount(int *n) { return *n = 1, cudaSuccess; }
+inline const char *cudaGetErrorString(cudaError_t e) {
+    return e == cudaSuccess ? "no error" : e == cudaErrorMemoryAllocation ? "out of memory"
+                                                                           : "invalid argument";
+}
 
 #endif /* the emulator */
 #endif
