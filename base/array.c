@@ -1,9 +1,8 @@
-/* array.c - arr_reserve and the monotonic clock (see array.h). */
+/* array.c - arr_reserve and ARR_GROW (see array.h). */
 #include "base/array.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* The capacity after doubling from max(cap, 16) until it reaches need, or 0 when that
  * passes limit or the byte size overflows. */
@@ -56,10 +55,4 @@ bool arr_grow_(void *pa, size_t elem, size_t need, size_t *cap) {
 
 bool arr_grow_i32_(void *pa, size_t elem, int32_t need, int32_t *cap) {
     return grow_at(pa, arr_reserve_i32(load(pa), elem, need, cap));
-}
-
-double mono_now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

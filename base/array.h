@@ -1,4 +1,4 @@
-/* array.h - the one growable-array helper and the one monotonic clock, for every layer.
+/* array.h - the one growable-array helper, for every layer.
  *
  * An array here is a pointer, a count the caller keeps and a capacity this helper keeps:
  *
@@ -29,8 +29,5 @@ void *arr_reserve_i32(void *p, size_t elem, int32_t need, int32_t *cap);
 #define ARR_GROW_I32(a, need, cap) arr_grow_i32_((void *)&(a), sizeof *(a), (need), &(cap))
 bool arr_grow_(void *pa, size_t elem, size_t need, size_t *cap);
 bool arr_grow_i32_(void *pa, size_t elem, int32_t need, int32_t *cap);
-
-/* Seconds on the monotonic clock (for step times, timeouts and benches: never goes back). */
-double mono_now_s(void);
 
 #endif

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "base/array.h"
+#include "base/clock.h"
 
 static void test_growth(void) {
     int32_t *v = NULL, n = 0, cap = 0;

@@ -26,7 +26,7 @@
  * `make soak` runs 100,000 operations under ASan + UBSan. */
 #include <time.h>
 
-#include "base/array.h"
+#include "base/clock.h"
 #include "forest/forest.h"
 #include "strategy/merge.h"
 #include "convert/mkmodel.h"

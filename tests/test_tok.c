@@ -3,7 +3,7 @@
  * all of llama.cpp's SentencePiece test vectors on the Llama 2 vocabulary; the stories260K
  * tokenizer; decode(encode(s)) == s round trips; the streaming detokenizer (held-back
  * UTF-8, U+FFFD, buffer sizing); and the GGUF error paths, on GGUF images built here. */
-#include "base/array.h"
+#include "base/clock.h"
 #include "tok/tok.h"
 #include "t.h"
 #include "t_tok.h"

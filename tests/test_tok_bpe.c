@@ -5,7 +5,7 @@
  * skipped when absent), every string of the Hugging Face goldens (tests/golden/bpe_*.txt,
  * written by tests/oracle/gen_bpe_golden.py) for the smollm, gpt2, llama3 and qwen2
  * pre-tokenizers, decode(encode(s)) == s round trips and streaming decoding. */
-#include "base/array.h"
+#include "base/clock.h"
 #include "tok/tok.h"
 #include "t.h"
 

@@ -10,7 +10,7 @@
 #include <ncursesw/curses.h>
 #include <time.h>
 
-#include "base/array.h"
+#include "base/clock.h"
 #include "forest/forest.h"
 #include "forest/step.h"
 #include "../ui/action.h"

@@ -4,7 +4,7 @@
  * worker's lock with trylock, so a running step never blocks the screen: the last frame
  * stays up until the step lands. Layout (top to bottom): title, panes (forest | text or
  * mask), status line, command line. Below 80x24 only a message is drawn. */
-#include "base/array.h"
+#include "base/clock.h"
 #include "tui.h"
 
 #include <math.h>

@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "base/array.h"
+#include "base/clock.h"
 #include "forest/step.h"
 #include "strategy/strategy.h"
 #include "undo.h"

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "run_summary.h"
 #include "spec_job.h"
 #include "worker_impl.h"
