@@ -129,8 +129,10 @@ void kern_scratch_free(kern_scratch *s) {
 }
 
 /* A host buffer is a calloc block (pages of a large one stay untouched until used, like
- * a KV cache's unused slots) with the pointer given out aligned to 64 bytes and the
- * block's own pointer just below it, for kern_host_buf_free. */
+ * a KV cache's unused slots) with the pointer given out aligned to 64 bytes (a cache
+ * line, one AVX-512 vector: a forest step's attention reads the cache once per row block,
+ * and it matters most there; figures: kernels/README.md) and the block's own pointer
+ * just below it, for kern_host_buf_free. */
 void *kern_host_buf_alloc(kern_backend *b, size_t bytes) {
     const size_t pad = 64 + sizeof(void *);
     char *base = bytes <= b->alloc_limit && bytes <= SIZE_MAX - pad ? calloc(bytes + pad, 1) : NULL;
