@@ -7,7 +7,10 @@
  *
  * Memory: a backend owns every buffer it computes on. Every float pointer an op receives
  * (activations, weights, norm vectors, the KV cache) is memory of the same backend: a
- * buffer from buf_alloc (or a pointer into one), or a matrix from mat_prepare. The small
+ * buffer from buf_alloc (or a pointer into one), or a matrix from mat_prepare. Memory of
+ * one instance serves every instance of the same backend (host memory for ref and cpu;
+ * one device for a device backend), so a model's prepared weights serve all the
+ * contexts it has on that backend (engine/model/prep.c). The small
  * integer arrays that describe a batch (positions, slots, segments) are host memory; a
  * device backend copies them in itself. Host backends (ref, cpu) use host memory for
  * both, so for them any host pointer works (the tests rely on it).
