@@ -5,6 +5,7 @@
 #include "kern_impl.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,7 +15,8 @@ struct kern_backend {
     const kern_ops *ops;
     void *state;            /* what ops->init made */
     int32_t n_threads;
-    size_t alloc_limit;     /* kern_backend_set_alloc_limit */
+    size_t alloc_limit;     /* kern_backend_set_alloc_limit; at most PTRDIFF_MAX (no object
+                             * is larger, and sanitizers abort on larger requests) */
     st_err fail;            /* the first failure an op met since the last kern_backend_sync */
 };
 
@@ -41,7 +43,7 @@ kern_backend *kern_backend_init(const char *name, int32_t n_threads, st_err *err
         return NULL;
     }
     b->ops = ops;
-    b->alloc_limit = SIZE_MAX;
+    b->alloc_limit = PTRDIFF_MAX;
     b->n_threads = n_threads;
     if (ops->init(b, &b->n_threads, &b->state, err) != ST_OK) {
         free(b);
@@ -94,7 +96,9 @@ void *kern_aligned_alloc(size_t bytes) {
     return aligned_alloc(64, (bytes + 63) / 64 * 64); /* (C11 wants a multiple of 64) */
 }
 
-void kern_backend_set_alloc_limit(kern_backend *b, size_t bytes) { b->alloc_limit = bytes; }
+void kern_backend_set_alloc_limit(kern_backend *b, size_t bytes) {
+    b->alloc_limit = bytes < PTRDIFF_MAX ? bytes : PTRDIFF_MAX;
+}
 
 /* Records that op could not get bytes for what; returns NULL. */
 static void *alloc_failed(kern_backend *b, const char *op, const char *what, size_t bytes) {

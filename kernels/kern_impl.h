@@ -30,7 +30,8 @@ void *kern_aligned_alloc(size_t bytes);
 void *kern_backend_alloc(kern_backend *b, const char *op, const char *what, size_t bytes);
 
 /* For tests: every later kern_backend_alloc (buffers, scratch, tables) of more than bytes
- * fails as if memory ran out. SIZE_MAX (the default) means no limit. */
+ * fails as if memory ran out. SIZE_MAX means no limit (the default; requests over
+ * PTRDIFF_MAX always fail). */
 void kern_backend_set_alloc_limit(kern_backend *b, size_t bytes);
 
 /* The host backends' buffers (ops buf_alloc, buf_free, upload, download): zeroed,

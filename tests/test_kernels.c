@@ -803,6 +803,7 @@ static void test_mat_prepare(kern_backend *ref, kern_backend *cpu, uint64_t seed
                 bytes);
         o->mat_release(cpu, &pw);
         T_CHECK(pw.data == NULL && pw.packed == NULL, "mat_release clears");
+        free((void *)old.packed);
         old.packed = NULL;
         kern_backend_ops(cpu)->matmul(cpu, y0, &old, x, R);
         for (uint32_t fl = KERN_MAT_ROWS_ONLY; fl <= KERN_MAT_AS_STORED; fl++) {
@@ -820,7 +821,6 @@ static void test_mat_prepare(kern_backend *ref, kern_backend *cpu, uint64_t seed
         r->matmul(ref, y1, &pw, x, R);
         T_CHECK(memcmp(y0, y1, sizeof(float) * R * n_out) == 0, "ref prepared: same bits");
         r->mat_release(ref, &pw);
-        free((void *)old.packed);
         free((void *)st.data), free(x), free(y0), free(y1);
     }
 }
