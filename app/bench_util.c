@@ -1,5 +1,6 @@
 /* bench_util.c - see bench_util.h. */
 #include "bench_util.h"
+#include "prompt.h"
 
 #include <stdlib.h>
 
@@ -29,7 +30,7 @@ model_ctx *bench_ctx(const model *m, int32_t threads, const char *backend, int64
         st_set(err, ST_ERR_CONTEXT, "this run needs %lld KV slots; shrink it", (long long)n_slots);
         return NULL;
     }
-    model_ctx_params cp = model_ctx_default_params();
+    model_ctx_params cp = prompt_ctx_params();
     cp.n_threads = threads;
     cp.backend = backend;
     cp.n_slots = (int32_t)n_slots;

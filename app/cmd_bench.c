@@ -14,6 +14,7 @@
 #include "forest/sample.h"
 #include "app.h"
 #include "bench_util.h"
+#include "prompt.h"
 
 /* The first line of --help, which a mistyped option prints instead of the whole help. */
 #define BENCH_DECODE_USAGE "usage: multidecode bench decode -m MODEL [options]"
@@ -39,7 +40,7 @@ typedef struct bench_run {
 
 static int bench_one(const model *m, const char *backend, int32_t threads, int32_t n_prompt,
                      int32_t n_gen, int32_t warmup, bench_run *out, st_err *err) {
-    model_ctx_params cp = model_ctx_default_params();
+    model_ctx_params cp = prompt_ctx_params();
     cp.n_threads = threads;
     cp.backend = backend;
     cp.n_slots = n_prompt + n_gen + warmup + 1;

@@ -375,7 +375,7 @@ static void bf_header(const char *bench, const model *m, const bf_opts *o) {
     printf(", \"backend\": \"%s\", \"threads\": %d, \"weight_type\": \"%s\", \"weight_bytes\": %llu, "
            "\"packed_bytes\": %llu, \"n_layer\": %d, \"kv_dim\": %d, \"kv_bytes_per_slot\": %lld,\n",
            o->mo.backend, o->mo.threads, dtype_name(m->layers[0].wq.type),
-           (unsigned long long)m->weight_bytes, (unsigned long long)m->packed_bytes,
+           (unsigned long long)m->weight_bytes, (unsigned long long)model_packed_bytes(m),
            m->hp.n_layer, m->hp.n_head_kv * m->hp.head_dim, (long long)bench_kv_bytes_per_slot(m));
 }
 

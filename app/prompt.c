@@ -86,13 +86,20 @@ int prompt_sample_opt(sample_params *sp, int ch, const char *arg) {
 
 /* ---- model, tokenizer, cache ---- */
 
+model_ctx_params prompt_ctx_params(void) {
+    model_ctx_params cp = model_ctx_default_params();
+    const char *no = getenv("MD_NO_PACK");
+    cp.no_pack = no && *no && strcmp(no, "0") != 0;
+    return cp;
+}
+
 st_code prompt_model_open(prompt_model *pm, const prompt_model_opts *o, st_err *err) {
     memset(pm, 0, sizeof *pm);
     pm->m = model_load(o->path, err);
     if (!pm->m) return err->code;
     pm->tk = tok_from_gguf(pm->m->gguf, err);
     if (pm->tk) {
-        model_ctx_params cp = model_ctx_default_params();
+        model_ctx_params cp = prompt_ctx_params();
         cp.n_threads = o->threads;
         cp.backend = o->backend;
         cp.n_slots = o->n_ctx;

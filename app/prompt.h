@@ -66,6 +66,10 @@ typedef struct prompt_model {
     int32_t n_slots;
 } prompt_model;
 
+/* model_ctx_default_params with what the environment asks of every context: MD_NO_PACK
+ * set (and not "0") computes with the weights as stored (no_pack). */
+model_ctx_params prompt_ctx_params(void);
+
 /* Loads the model and its tokenizer and allocates the KV cache. On failure everything is
  * freed, pm is zeroed and err says why (ST_ERR_IO, ST_ERR_FORMAT, ST_ERR_UNSUPPORTED...). */
 st_code prompt_model_open(prompt_model *pm, const prompt_model_opts *o, st_err *err);

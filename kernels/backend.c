@@ -1,44 +1,40 @@
-/* backend.c - kern_backend: picks an ops table by name and owns what the ops share
- * (a thread pool and a scratch buffer). See kern.h for the public contract and
- * kern_impl.h for what the ops may use. */
+/* backend.c - kern_backend: picks an ops table by name, holds the state its init made and
+ * the sticky error, and the helpers every host backend shares (aligned allocation that
+ * fails as a status, growable scratch, host buffers). See kern.h for the public contract
+ * and kern_impl.h for what the ops may use. */
 #include "kern_impl.h"
 
-#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 struct kern_backend {
     const kern_ops *ops;
+    void *state;            /* what ops->init made */
     int32_t n_threads;
-    pool *pool;
-    void *scratch;          /* 64-byte aligned, scratch_bytes long */
-    size_t scratch_bytes;
-    st_err fail;            /* the first allocation an op could not make since the last
-                             * kern_backend_take_error */
-    struct {                /* the last rope table (kern_backend_rope_table) and its key */
-        int32_t *pos;
-        double *theta;
-        float *cs;
-        int32_t n_rows, np, cap_rows, cap_np;
-    } rope;
+    size_t alloc_limit;     /* kern_backend_set_alloc_limit; at most PTRDIFF_MAX (no object
+                             * is larger, and sanitizers abort on larger requests) */
+    st_err fail;            /* the first failure an op met since the last kern_backend_sync */
 };
+
+/* Every backend this build has, in the order an unknown name's message lists them. */
+static const kern_ops *const backends[] = {&kern_ref_ops, &kern_cpu_ops};
+#define N_BACKENDS (sizeof backends / sizeof backends[0])
 
 kern_backend *kern_backend_init(const char *name, int32_t n_threads, st_err *err) {
     const kern_ops *ops = NULL;
-    if (name && strcmp(name, "ref") == 0) {
-        ops = &kern_ref_ops;
-        n_threads = 1; /* the oracle stays simple: one thread, fixed summation order */
-    } else if (name && strcmp(name, "cpu") == 0) {
-        ops = &kern_cpu_ops;
-        if (n_threads <= 0) {
-            long n = sysconf(_SC_NPROCESSORS_ONLN);
-            n_threads = n > 0 ? (int32_t)(n < 256 ? n : 256) : 1;
-        }
-    } else {
-        st_set(err, ST_ERR_ARG, "unknown compute backend '%s' (known: ref, cpu)",
-               name ? name : "(null)");
+    for (size_t i = 0; name && i < N_BACKENDS; i++)
+        if (strcmp(name, backends[i]->name) == 0) ops = backends[i];
+    if (!ops) {
+        char known[128] = "";
+        for (size_t i = 0; i < N_BACKENDS; i++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
+                     backends[i]->name);
+        st_set(err, ST_ERR_ARG, "unknown compute backend '%s' (known: %s)",
+               name ? name : "(null)", known);
         return NULL;
     }
     kern_backend *b = calloc(1, sizeof *b);
@@ -47,11 +43,9 @@ kern_backend *kern_backend_init(const char *name, int32_t n_threads, st_err *err
         return NULL;
     }
     b->ops = ops;
+    b->alloc_limit = PTRDIFF_MAX;
     b->n_threads = n_threads;
-    b->pool = pool_init(n_threads);
-    if (!b->pool) {
-        st_set(err, ST_ERR_BACKEND, "cannot start %d threads for the %s backend",
-               (int)n_threads, name);
+    if (ops->init(b, &b->n_threads, &b->state, err) != ST_OK) {
         free(b);
         return NULL;
     }
@@ -60,23 +54,41 @@ kern_backend *kern_backend_init(const char *name, int32_t n_threads, st_err *err
 
 void kern_backend_free(kern_backend *b) {
     if (!b) return;
-    pool_free(b->pool);
-    free(b->scratch);
-    free(b->rope.pos);
-    free(b->rope.theta);
-    free(b->rope.cs);
+    b->ops->free(b->state);
     free(b);
 }
 
 const kern_ops *kern_backend_ops(const kern_backend *b) { return b->ops; }
 const char *kern_backend_name(const kern_backend *b) { return b->ops->name; }
 int32_t kern_backend_threads(const kern_backend *b) { return b->n_threads; }
-
-pool *kern_backend_pool(kern_backend *b) { return b->pool; }
+void *kern_backend_state(kern_backend *b) { return b->state; }
 
 void kern_backend_parallel(kern_backend *b, int32_t n_tasks,
                            void (*fn)(void *ctx, int32_t task, int32_t thread), void *ctx) {
-    if (n_tasks > 0) pool_run(b->pool, n_tasks, fn, ctx);
+    if (n_tasks <= 0) return;
+    if (b->ops->parallel) {
+        b->ops->parallel(b, n_tasks, fn, ctx);
+        return;
+    }
+    for (int32_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
+}
+
+void kern_backend_fail(kern_backend *b, st_code code, const char *op, const char *fmt, ...) {
+    if (b->fail.code != ST_OK) return; /* the first failure is the one to report */
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    st_set(&b->fail, code, "%s: %s (%s backend)", op, what, b->ops->name);
+}
+
+st_code kern_backend_sync(kern_backend *b, st_err *err) {
+    if (b->ops->sync) b->ops->sync(b);
+    st_code rc = b->fail.code;
+    if (rc && err) *err = b->fail;
+    st_clear(&b->fail);
+    return rc;
 }
 
 void *kern_aligned_alloc(size_t bytes) {
@@ -84,66 +96,86 @@ void *kern_aligned_alloc(size_t bytes) {
     return aligned_alloc(64, (bytes + 63) / 64 * 64); /* (C11 wants a multiple of 64) */
 }
 
-/* Records an op's failed allocation (the first since the last take) and returns NULL. */
-static void *kern_backend_fail(kern_backend *b, const char *what, size_t bytes) {
-    if (b->fail.code == ST_OK)
-        st_set(&b->fail, ST_ERR_NOMEM, "out of memory: the %s backend could not allocate "
-               "%zu bytes for %s", b->ops->name, bytes, what);
+void kern_backend_set_alloc_limit(kern_backend *b, size_t bytes) {
+    b->alloc_limit = bytes < PTRDIFF_MAX ? bytes : PTRDIFF_MAX;
+}
+
+/* Records that op could not get bytes for what; returns NULL. */
+static void *alloc_failed(kern_backend *b, const char *op, const char *what, size_t bytes) {
+    if (bytes >= (size_t)1 << 20)
+        kern_backend_fail(b, ST_ERR_NOMEM, op, "out of memory for %.1f MiB of %s",
+                          (double)bytes / (1 << 20), what);
+    else
+        kern_backend_fail(b, ST_ERR_NOMEM, op, "out of memory for %zu bytes of %s", bytes, what);
     return NULL;
 }
 
-st_code kern_backend_take_error(kern_backend *b, st_err *err) {
-    st_code rc = b->fail.code;
-    if (rc && err) *err = b->fail;
-    st_clear(&b->fail);
-    return rc;
+void *kern_backend_alloc(kern_backend *b, const char *op, const char *what, size_t bytes) {
+    void *p = bytes <= b->alloc_limit ? kern_aligned_alloc(bytes) : NULL;
+    return p ? p : alloc_failed(b, op, what, bytes);
 }
 
-void *kern_backend_scratch(kern_backend *b, size_t bytes) {
-    if (bytes <= b->scratch_bytes) return b->scratch;
-    size_t n = b->scratch_bytes ? b->scratch_bytes : 4096;
+void *kern_scratch_get(kern_backend *b, kern_scratch *s, const char *op, size_t bytes) {
+    if (bytes <= s->bytes) return s->p;
+    size_t n = s->bytes ? s->bytes : 4096;
     while (n < bytes && n <= SIZE_MAX / 2) n *= 2;
-    void *s = n >= bytes ? kern_aligned_alloc(n) : NULL;
-    if (!s) return kern_backend_fail(b, "scratch", bytes);
-    free(b->scratch);
-    b->scratch = s;
-    b->scratch_bytes = n;
-    return b->scratch;
+    void *p = n >= bytes ? kern_backend_alloc(b, op, "scratch", n) : NULL;
+    if (!p) return n >= bytes ? NULL : alloc_failed(b, op, "scratch", bytes);
+    free(s->p);
+    s->p = p;
+    s->bytes = n;
+    return p;
 }
 
-const float *kern_backend_rope_table(kern_backend *b, const int32_t *pos, int32_t n_rows,
-                                     const double *theta, int32_t np) {
-    if (b->rope.cs && n_rows == b->rope.n_rows && np == b->rope.np &&
-        memcmp(pos, b->rope.pos, sizeof *pos * (size_t)n_rows) == 0 &&
-        memcmp(theta, b->rope.theta, sizeof *theta * (size_t)np) == 0)
-        return b->rope.cs;
-    if (n_rows > b->rope.cap_rows || np > b->rope.cap_np) {
-        const int32_t rows = n_rows > b->rope.cap_rows ? n_rows : b->rope.cap_rows;
-        const int32_t nps = np > b->rope.cap_np ? np : b->rope.cap_np;
-        const size_t cs_bytes = sizeof(float) * 4 * (size_t)nps * (size_t)rows;
-        int32_t *p = malloc(sizeof *p * (size_t)rows);
-        double *t = malloc(sizeof *t * (size_t)nps);
-        float *cs = kern_aligned_alloc(cs_bytes);
-        if (!p || !t || !cs) {
-            free(p), free(t), free(cs);
-            return kern_backend_fail(b, "the rope table", cs_bytes);
-        }
-        free(b->rope.pos), free(b->rope.theta), free(b->rope.cs);
-        b->rope.pos = p, b->rope.theta = t, b->rope.cs = cs;
-        b->rope.cap_rows = rows, b->rope.cap_np = nps;
+void kern_scratch_free(kern_scratch *s) {
+    free(s->p);
+    *s = (kern_scratch){0};
+}
+
+/* A host buffer is a calloc block (pages of a large one stay untouched until used, like
+ * a KV cache's unused slots) with the pointer given out aligned to 64 bytes (a cache
+ * line, one AVX-512 vector: a forest step's attention reads the cache once per row block,
+ * and it matters most there; figures: kernels/README.md) and the block's own pointer
+ * just below it, for kern_host_buf_free. */
+void *kern_host_buf_alloc(kern_backend *b, size_t bytes) {
+    const size_t pad = 64 + sizeof(void *);
+    char *base = bytes <= b->alloc_limit && bytes <= SIZE_MAX - pad ? calloc(bytes + pad, 1) : NULL;
+    if (!base) return alloc_failed(b, "buf_alloc", "a buffer", bytes);
+    void **p = (void **)(((uintptr_t)base + sizeof(void *) + 63) / 64 * 64);
+    p[-1] = base;
+    return p;
+}
+
+void kern_host_buf_free(kern_backend *b, void *buf) {
+    (void)b;
+    if (buf) free(((void **)buf)[-1]);
+}
+
+void kern_host_copy(kern_backend *b, void *dst, const void *src, size_t bytes) {
+    (void)b;
+    if (bytes) memcpy(dst, src, bytes);
+}
+
+void kern_host_kv_store(kern_backend *b, float *cache, int64_t row_len, const int32_t *slot,
+                        const float *x, int32_t n_rows) {
+    (void)b;
+    for (int32_t i = 0; i < n_rows; i++)
+        memcpy(cache + (size_t)slot[i] * (size_t)row_len, x + (size_t)i * (size_t)row_len,
+               sizeof(float) * (size_t)row_len);
+}
+
+void kern_host_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_slots,
+                          int64_t row_len, const int32_t *dst_of_src) {
+    const size_t row = (size_t)row_len, block = (size_t)n_slots * row;
+    float *tmp = kern_backend_alloc(b, "kv_permute", "a copy of one layer's cache",
+                                    block * sizeof(float));
+    if (!tmp) return;
+    for (int64_t l = 0; l < n_blocks; l++) {
+        float *c = cache + (size_t)l * block;
+        memcpy(tmp, c, block * sizeof(float));
+        for (int32_t s = 0; s < n_slots; s++)
+            if (dst_of_src[s] >= 0)
+                memcpy(c + (size_t)dst_of_src[s] * row, tmp + (size_t)s * row, row * sizeof(float));
     }
-    for (int32_t r = 0; r < n_rows; r++) {
-        float *c = b->rope.cs + (size_t)4 * np * r, *s = c + 2 * np;
-        for (int32_t i = 0; i < np; i++) {
-            /* pos * theta in double: at position 1e5 a float angle would be off by ~1e-2 */
-            const double ang = (double)pos[r] * theta[i];
-            c[2 * i] = c[2 * i + 1] = (float)cos(ang);
-            s[2 * i] = (float)sin(ang);
-            s[2 * i + 1] = -s[2 * i];
-        }
-    }
-    memcpy(b->rope.pos, pos, sizeof *pos * (size_t)n_rows);
-    memcpy(b->rope.theta, theta, sizeof *theta * (size_t)np);
-    b->rope.n_rows = n_rows, b->rope.np = np;
-    return b->rope.cs;
+    free(tmp);
 }

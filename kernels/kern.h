@@ -5,6 +5,24 @@
  * thread pool). A backend is picked at run time by name; every op has the same
  * contract in every backend, up to floating-point summation order.
  *
+ * Memory: a backend owns every buffer it computes on. Every float pointer an op receives
+ * (activations, weights, norm vectors, the KV cache) is memory of the same backend: a
+ * buffer from buf_alloc (or a pointer into one), or a matrix from mat_prepare. Memory of
+ * one instance serves every instance of the same backend (host memory for ref and cpu;
+ * one device for a device backend), so a model's prepared weights serve all the
+ * contexts it has on that backend (engine/model/prep.c). The small
+ * integer arrays that describe a batch (positions, slots, segments) are host memory; a
+ * device backend copies them in itself. Host backends (ref, cpu) use host memory for
+ * both, so for them any host pointer works (the tests rely on it).
+ *
+ * Errors: ops return nothing. An op that fails (no memory for its scratch) records the
+ * first failure, naming itself, and returns without writing its output; the caller asks
+ * kern_backend_sync after a pass and discards what the pass wrote.
+ *
+ * Adding a backend: write a kern_ops table (kernels/ref/ref.c is the shortest complete
+ * one; the cpu backend's is in kernels/cpu/ops.c), add it to the list in backend.c, and
+ * run tests/test_kernels.c against ref.
+ *
  * Layout conventions: activations are float32, row-major, one row per batch row
  * (a "row" is one token of the batch). A weight matrix W is (n_out, n_in) row-major
  * in its storage type, as GGUF stores it (ggml ne[0] = n_in, ne[1] = n_out), and
@@ -14,6 +32,7 @@
 #ifndef MD_KERN_H
 #define MD_KERN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dtype.h"
@@ -23,18 +42,13 @@ typedef struct kern_mat {
     uint32_t type;      /* DT_* weight type */
     int64_t n_out;      /* rows of W */
     int64_t n_in;       /* columns of W (a multiple of the type's block) */
-    const void *data;   /* n_out rows of dtype_row_bytes(type, n_in) bytes; borrowed */
-    const void *packed; /* NULL, or kern_mat_pack's copy of data, which the cpu backend
-                           multiplies instead (results within float rounding of the
-                           stored form's, each row the same bits in any batch);
-                           borrowed */
+    const void *data;   /* n_out rows of dtype_row_bytes(type, n_in) bytes, in the backend's
+                           memory once prepared (mat_prepare); borrowed */
+    const void *packed; /* NULL, or the backend's own layout of the rows, which its matmul
+                           reads instead (the cpu backend's repacked rows: results within
+                           float rounding of the stored form's, each row the same bits in
+                           any batch); owned by the backend, set by mat_prepare */
 } kern_mat;
-
-/* The rows of w repacked once for the cpu backend's matmul (kernels/cpu/matmul_pk.c): a
- * malloc'd buffer (free it with free) to set as w->packed, or NULL where this build's cpu
- * backend has no packed form for w's type or memory runs out (w then works as stored).
- * Its size goes to *bytes when not NULL. Every other op, and the ref backend, read data. */
-void *kern_mat_pack(const kern_mat *w, size_t *bytes);
 
 /* A run of contiguous KV-cache slots [start, start + len). */
 typedef struct kern_seg {
@@ -82,8 +96,60 @@ static inline float kern_logprob(float x, kern_lse l) {
 
 #define KERN_MATMUL_N 4 /* most matrices one matmul_n takes */
 
+/* How a matrix will be used, for mat_prepare. */
+#define KERN_MAT_ROWS_ONLY 1u /* only get_row reads it (embeddings): no layout for matmul */
+#define KERN_MAT_AS_STORED 2u /* keep the stored layout (to compare it with the backend's own) */
+
 typedef struct kern_ops {
     const char *name;
+
+    /* ---- state, errors, memory: the backend contract (issue 25) ---- */
+    /* Makes the backend's own state (thread pool, scratch, device handles) for b, which
+     * the ops reach with kern_backend_state (kern_impl.h). *n_threads: in, the threads
+     * asked for (<= 0: one per core); out, the threads it uses. ST_OK, or a code and err
+     * (ST_ERR_NOMEM, ST_ERR_BACKEND) with nothing left to free. */
+    st_code (*init)(kern_backend *b, int32_t *n_threads, void **state, st_err *err);
+    /* Frees what init made (state may be NULL); after the last op. */
+    void (*free)(void *state);
+    /* Waits until every op issued so far has finished, records a failure met meanwhile
+     * (kern_backend_fail) and returns its code. NULL: the ops finish before returning. */
+    st_code (*sync)(kern_backend *b);
+    /* Runs fn(ctx, task, thread) for each task, see kern_backend_parallel. NULL: one
+     * after another on the calling thread (thread 0). */
+    void (*parallel)(kern_backend *b, int32_t n_tasks,
+                     void (*fn)(void *ctx, int32_t task, int32_t thread), void *ctx);
+    /* A zeroed buffer of bytes bytes, 64-byte aligned, or NULL with ST_ERR_NOMEM recorded
+     * ("buf_alloc: out of memory for ..."). Pointers into it may be passed to any op. */
+    void *(*buf_alloc)(kern_backend *b, size_t bytes);
+    /* Frees a buf_alloc buffer; NULL is a no-op. */
+    void (*buf_free)(kern_backend *b, void *buf);
+    /* bytes from host memory src to the backend's dst (a buffer or a pointer into one). */
+    void (*upload)(kern_backend *b, void *dst, const void *src, size_t bytes);
+    /* bytes from the backend's src to host memory dst; the ops before it have finished. */
+    void (*download)(kern_backend *b, void *dst, const void *src, size_t bytes);
+    /* The form of the stored matrix (host memory, e.g. the file mapping, which must
+     * outlive the result) that this backend computes with, into *out: the ref backend
+     * keeps the stored form, the cpu backend adds its repacked rows (unless flags say
+     * KERN_MAT_ROWS_ONLY or KERN_MAT_AS_STORED; a matrix it cannot repack, for want of a
+     * packed form or of memory, stays as stored), a device backend uploads. *bytes (when
+     * not NULL) gets the bytes of backend memory the prepared form owns. ST_OK, or
+     * ST_ERR_NOMEM recorded (*out then needs no release). */
+    st_code (*mat_prepare)(kern_backend *b, kern_mat *out, const kern_mat *stored,
+                           uint32_t flags, size_t *bytes);
+    /* Frees what mat_prepare made for w and clears *w; a cleared w is a no-op. */
+    void (*mat_release)(kern_backend *b, kern_mat *w);
+    /* KV cache rows: row slot[i] of cache (rows of row_len floats) = row i of x, for
+     * i < n_rows (the slots distinct). */
+    void (*kv_store)(kern_backend *b, float *cache, int64_t row_len, const int32_t *slot,
+                     const float *x, int32_t n_rows);
+    /* cache is n_blocks blocks of (n_slots, row_len) floats (every layer's K, then V); in
+     * each, the row in slot s moves to slot dst_of_src[s] (-1: dropped), dst_of_src being
+     * injective on its used entries; a slot nothing moves to keeps its row. It needs one
+     * block of scratch: without it nothing moves and ST_ERR_NOMEM is recorded. */
+    void (*kv_permute)(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_slots,
+                       int64_t row_len, const int32_t *dst_of_src);
+
+    /* ---- compute ---- */
     /* y (n_rows, w->n_out) = x (n_rows, w->n_in) times W transposed. y and x do not alias. */
     void (*matmul)(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows);
     /* matmul of one x by n (1 .. KERN_MATMUL_N) matrices of the same n_in: y[i] = x W[i]
@@ -124,17 +190,17 @@ typedef struct kern_ops {
                      kern_lse *lse, int32_t *ids, float *lp);
 } kern_ops;
 
-/* Creates a backend by name ("ref", "cpu"). n_threads <= 0 means one per core.
- * Returns NULL and sets err (ST_ERR_ARG for an unknown name, ST_ERR_BACKEND when
- * threads cannot start). Free with kern_backend_free. */
+/* Creates a backend by name ("ref", "cpu") through its ops->init. n_threads <= 0 means
+ * one per core. Returns NULL and sets err (ST_ERR_ARG for an unknown name, naming the
+ * known ones; what init reported otherwise). Free with kern_backend_free. */
 kern_backend *kern_backend_init(const char *name, int32_t n_threads, st_err *err);
-/* Frees a backend; NULL is a no-op. */
+/* Frees a backend (its ops->free); NULL is a no-op. Free its buffers and prepared
+ * matrices first. */
 void kern_backend_free(kern_backend *b);
-/* The first failure an op met since the last call, or ST_OK; resets it. The ops have no
- * error path of their own: one that cannot get memory (its scratch, the rope table)
- * records ST_ERR_NOMEM with a message (copied into err) and returns without writing its
- * output, so the caller asks after a pass and discards what the pass wrote. */
-st_code kern_backend_take_error(kern_backend *b, st_err *err);
+/* Waits for the ops issued so far (ops->sync) and returns the first failure an op met
+ * since the last call (ST_ERR_NOMEM: "matmul: out of memory for 12.0 MiB of scratch (cpu
+ * backend)"), copied into err, or ST_OK; then clears it. */
+st_code kern_backend_sync(kern_backend *b, st_err *err);
 /* The ops of a backend (valid while b lives). */
 const kern_ops *kern_backend_ops(const kern_backend *b);
 const char *kern_backend_name(const kern_backend *b);

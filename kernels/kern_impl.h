@@ -1,8 +1,9 @@
 /* kern_impl.h - what a backend's ops may ask of the kern_backend that calls them.
  *
- * Private to kernels/: the engine sees only kern.h. A backend (kernels/backend.c) owns
- * the ops table, a thread pool, one growable scratch buffer and the last rope table; the
- * ops reach them through these functions instead of through globals. */
+ * Private to kernels/ (and the tests): the engine sees only kern.h. A kern_backend holds
+ * the ops table, the state the backend's init made (the cpu backend's pool, scratch and
+ * rope table: kernels/cpu/state.c) and the sticky error; the ops reach them through these
+ * functions instead of through globals. */
 #ifndef MD_KERN_IMPL_H
 #define MD_KERN_IMPL_H
 
@@ -11,29 +12,50 @@
 #include "kern.h"
 #include "pool.h"
 
-/* The backend's thread pool (a pool of one thread for "ref"); valid while b lives. */
-pool *kern_backend_pool(kern_backend *b);
+/* The state b's ops->init made (NULL when it made none); valid while b lives. */
+void *kern_backend_state(kern_backend *b);
+
+/* Records a failure of op `op` ("matmul") for kern_backend_sync when none is recorded
+ * yet; the message reads "op: <fmt>" and ends with the backend's name. */
+void kern_backend_fail(kern_backend *b, st_code code, const char *op, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* A 64-byte-aligned block of at least bytes bytes (rounded up to a multiple of 64, as
  * aligned_alloc requires), for free(); NULL when memory runs out. */
 void *kern_aligned_alloc(size_t bytes);
 
-/* A 64-byte-aligned buffer of at least bytes bytes, owned by b. It stays valid until
- * the next call (which may move it), so an op takes it once per call. The ops have no
- * error path: when memory runs out this returns NULL (the old buffer stays) and records
- * ST_ERR_NOMEM for kern_backend_take_error; the op then returns without writing its
- * output. */
-void *kern_backend_scratch(kern_backend *b, size_t bytes);
+/* kern_aligned_alloc for op `op`, which needs it for `what` ("scratch"): NULL when memory
+ * runs out (or the test limit below is passed), recorded as ST_ERR_NOMEM naming op, what
+ * and the size. The op then returns without writing its output. */
+void *kern_backend_alloc(kern_backend *b, const char *op, const char *what, size_t bytes);
 
-/* The cosines and sines of the rope angles pos[r] * theta[i] (computed in double, then
- * rounded to float), for r < n_rows and i < np, laid out for a rotation of interleaved
- * pairs (x0, x1) as x * C - swap(x) * S: row r is C then S, 2 np floats each, with
- * C = (c0, c0, c1, c1, ...) and S = (s0, -s0, s1, -s1, ...). The table of the last call is
- * kept and returned again while pos and theta hold the same values: the rotations of q
- * and k in every layer of a forward pass share one table instead of each computing the
- * sines anew. Valid until the next call; NULL when memory runs out, recorded as scratch
- * does. */
-const float *kern_backend_rope_table(kern_backend *b, const int32_t *pos, int32_t n_rows,
-                                     const double *theta, int32_t np);
+/* For tests: every later kern_backend_alloc (buffers, scratch, tables) of more than bytes
+ * fails as if memory ran out. SIZE_MAX means no limit (the default; requests over
+ * PTRDIFF_MAX always fail). */
+void kern_backend_set_alloc_limit(kern_backend *b, size_t bytes);
+
+/* The host backends' buffers (ops buf_alloc, buf_free, upload, download): zeroed,
+ * 64-byte-aligned host memory, and memcpy. */
+void *kern_host_buf_alloc(kern_backend *b, size_t bytes);
+void kern_host_buf_free(kern_backend *b, void *buf);
+void kern_host_copy(kern_backend *b, void *dst, const void *src, size_t bytes);
+/* The host backends' kv_store and kv_permute (memcpy; kv_permute's copy of a block from
+ * kern_backend_alloc). */
+void kern_host_kv_store(kern_backend *b, float *cache, int64_t row_len, const int32_t *slot,
+                        const float *x, int32_t n_rows);
+void kern_host_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_slots,
+                          int64_t row_len, const int32_t *dst_of_src);
+
+/* A growable 64-byte-aligned buffer a backend's state may own (zero-initialised). */
+typedef struct kern_scratch {
+    void *p;
+    size_t bytes;
+} kern_scratch;
+
+/* At least bytes bytes of s, for op `op`. Valid until the next call (which may move it),
+ * so an op takes it once per call. When memory runs out this returns NULL (the old
+ * buffer stays) and records ST_ERR_NOMEM naming op (kern_backend_alloc). */
+void *kern_scratch_get(kern_backend *b, kern_scratch *s, const char *op, size_t bytes);
+void kern_scratch_free(kern_scratch *s);
 
 #endif

@@ -241,20 +241,23 @@ static void test_tiny_heads(void) {
     model_free(m);
 }
 
-/* Scratch memory the backend cannot get is a recorded ST_ERR_NOMEM, not an abort; the
- * old buffer stays and the record is taken once. */
+/* Scratch memory the backend cannot get is a recorded ST_ERR_NOMEM naming the op, not an
+ * abort; the old buffer stays and the record is taken once. */
 static void test_scratch_nomem(void) {
     st_err err = {0};
     kern_backend *b = kern_backend_init("cpu", 1, &err);
     T_CHECK(b != NULL, "backend: %s", err.msg);
     if (!b) return;
-    void *small = kern_backend_scratch(b, 100);
+    kern_scratch s = {0};
+    void *small = kern_scratch_get(b, &s, "test_op", 100);
     T_CHECK(small != NULL && (uintptr_t)small % 64 == 0, "100 bytes of scratch, 64-aligned");
-    T_CHECK(kern_backend_scratch(b, SIZE_MAX - 10) == NULL, "SIZE_MAX - 10 bytes: NULL");
-    T_CHECK(kern_backend_take_error(b, &err) == ST_ERR_NOMEM && strstr(err.msg, "scratch"),
-            "the failure is recorded: %s", err.msg);
-    T_CHECK(kern_backend_take_error(b, &err) == ST_OK, "and taken once");
-    T_CHECK(kern_backend_scratch(b, 100) == small, "the old buffer stays");
+    T_CHECK(kern_scratch_get(b, &s, "test_op", SIZE_MAX - 10) == NULL, "SIZE_MAX - 10 bytes: NULL");
+    T_CHECK(kern_backend_sync(b, &err) == ST_ERR_NOMEM && strstr(err.msg, "scratch") &&
+            strncmp(err.msg, "test_op: ", 9) == 0,
+            "the failure is recorded, naming the op: %s", err.msg);
+    T_CHECK(kern_backend_sync(b, &err) == ST_OK, "and taken once");
+    T_CHECK(kern_scratch_get(b, &s, "test_op", 100) == small, "the old buffer stays");
+    kern_scratch_free(&s);
     kern_backend_free(b);
 }
 

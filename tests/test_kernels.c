@@ -32,29 +32,14 @@
  *   add                   0     one float add either way */
 #include <stdint.h>
 
+#include "kernels/cpu/cpu.h"
 #include "kernels/kern.h"
 #include "kernels/pool.h"
 #include "kernels/vec.h"
 #include "t.h"
+#include "t_kern.h"
 
 /* ---- data ---- */
-
-static uint64_t rng_next(uint64_t *s) { /* splitmix64 */
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-static float rng_unif(uint64_t *s) { /* [-1, 1) */
-    return (float)((double)(rng_next(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
-static int32_t rng_int(uint64_t *s, int32_t n) { return (int32_t)(rng_next(s) % (uint64_t)n); }
-
-static float *rand_floats(uint64_t *s, int64_t n, float scale) {
-    float *p = malloc((size_t)(n ? n : 1) * sizeof *p);
-    for (int64_t i = 0; i < n; i++) p[i] = rng_unif(s) * scale;
-    return p;
-}
 
 /* Worst normalised error seen per op, for the summary and for setting bounds. */
 /* The ggml block types; their errors are per type, exact (q8 x) and random activations. */
@@ -106,18 +91,6 @@ static float *q8_exact_floats(uint64_t *s, int64_t n) {
         p[b * 32 + rng_int(s, 32)] = d * (rng_int(s, 2) ? 127.0f : -127.0f);
     }
     return p;
-}
-
-static void *make_weights(uint64_t *s, uint32_t type, int64_t n_out, int64_t n_in) {
-    size_t rb = dtype_row_bytes(type, n_in);
-    uint8_t *w = malloc(rb * (size_t)n_out);
-    float *row = malloc((size_t)n_in * sizeof *row);
-    for (int64_t o = 0; o < n_out; o++) {
-        for (int64_t i = 0; i < n_in; i++) row[i] = rng_unif(s);
-        dtype_quantize_row(type, row, w + o * rb, n_in);
-    }
-    free(row);
-    return w;
 }
 
 /* ---- the oracle against hand-computed values ---- */

@@ -52,6 +52,54 @@ static void fill_tokens(int32_t *t, int32_t n, int32_t vocab, uint32_t seed) {
     }
 }
 
+/* Prepared weights: a second context on one backend shares the first's (no more packed
+ * bytes) and gives the same bits; a no_pack context owns none and stays within bound of
+ * ref. K/V rows go out (model_kv_read) and in (model_kv_write) bit for bit, and
+ * model_kv_permute moves them. */
+static void test_prepared_and_kv(const model *m, const char *what, double bound) {
+    int32_t V = m->hp.n_vocab, n = 9, toks[9];
+    fill_tokens(toks, n, V, 11);
+    float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V), *r = malloc(sizeof(float) * V);
+    model_ctx *c1 = make_ctx(m, "cpu", 512);
+    const uint64_t b1 = model_packed_bytes(m);
+    model_ctx *c2 = make_ctx(m, "cpu", 4);
+    T_CHECK(model_packed_bytes(m) == b1, "%s: a second cpu context shares the prepared weights "
+            "(%llu bytes)", what, (unsigned long long)b1);
+    model_forward_linear(c1, toks, n, 0, a, NULL);
+    model_forward_linear(c2, toks, n, 0, b, NULL);
+    T_CHECK(memcmp(a, b, sizeof(float) * V) == 0, "%s: and gives the same bits", what);
+    model_ctx_params cp = model_ctx_default_params();
+    cp.n_slots = 256;
+    cp.no_pack = true;
+    st_err err = {0};
+    model_ctx *c3 = model_ctx_init(m, &cp, &err), *cr = make_ctx(m, "ref", 512);
+    T_CHECK(c3 && cr && model_packed_bytes(m) == b1, "%s: a no_pack context owns no packed rows",
+            what);
+    if (c3 && cr) {
+        model_forward_linear(c3, toks, n, 0, b, NULL);
+        model_forward_linear(cr, toks, n, 0, r, NULL);
+        T_CHECK(t_nerr(b, r, V) <= bound, "%s: no_pack vs ref nerr %.3g", what, t_nerr(b, r, V));
+    }
+    const model_hparams *hp = &m->hp;
+    const size_t kv = (size_t)hp->n_layer * hp->n_head_kv * hp->head_dim;
+    float *k = malloc(sizeof(float) * kv), *v = malloc(sizeof(float) * kv);
+    float *k2 = malloc(sizeof(float) * kv), *v2 = malloc(sizeof(float) * kv);
+    T_CHECK(model_kv_read(c1, 3, k, v, &err) == ST_OK, "%s: kv_read", what);
+    T_CHECK(model_kv_write(c2, 100, k, v, &err) == ST_OK && model_kv_read(c2, 100, k2, v2, &err) == ST_OK &&
+            memcmp(k, k2, sizeof(float) * kv) == 0 && memcmp(v, v2, sizeof(float) * kv) == 0,
+            "%s: a slot's K/V written into another context reads back the same", what);
+    int32_t *dst = malloc(sizeof(int32_t) * 256);
+    for (int i = 0; i < 256; i++) dst[i] = -1;
+    dst[3] = 50;
+    T_CHECK(model_kv_permute(c1, dst, &err) == ST_OK && model_kv_read(c1, 50, k2, v2, &err) == ST_OK &&
+            memcmp(k, k2, sizeof(float) * kv) == 0 && memcmp(v, v2, sizeof(float) * kv) == 0,
+            "%s: model_kv_permute moves slot 3 to 50", what);
+    T_CHECK(model_kv_read(c1, 256, k2, v2, &err) == ST_ERR_ARG, "%s: slot 256 is outside: %s", what,
+            err.msg);
+    free(k), free(v), free(k2), free(v2), free(dst), free(a), free(b), free(r);
+    model_ctx_free(c1), model_ctx_free(c2), model_ctx_free(c3), model_ctx_free(cr);
+}
+
 /* Prefill in one batch (and in chunks of 3 rows) equals token-by-token decoding. */
 static void test_batch_vs_linear(const model *m, const char *what) {
     int32_t V = m->hp.n_vocab, n = 23, toks[23];
@@ -355,6 +403,7 @@ int main(void) {
         test_batch_vs_linear(m, shapes[i].name);
         test_forest_batch(m, shapes[i].name);
         test_cpu_vs_ref(m, shapes[i].name, shapes[i].bound);
+        test_prepared_and_kv(m, shapes[i].name, shapes[i].bound);
         if (i == 0) test_bad_batches(m);
         model_free(m);
     }

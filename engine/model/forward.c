@@ -6,31 +6,38 @@
  * rotated and stored into their slots before any row attends, so a row may attend to
  * rows earlier in the same batch. Weights are read once per chunk for all its rows. */
 #include "model/model.h"
+#include "model/prep.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* The activations of max_rows rows, one backend buffer each: (field, width). */
+#define ACTS(X)                                                  \
+    X(x, E)      /* residual stream */                           \
+    X(xb, E)     /* normed input */                              \
+    X(q, QD)     /* queries */                                   \
+    X(k, KD)     /* keys */                                      \
+    X(v, KD)     /* values */                                    \
+    X(att, QD)   /* attention output */                          \
+    X(hb, F)     /* ffn gate */                                  \
+    X(hb2, F)    /* ffn up */
+
 struct model_ctx {
     const model *m;
+    const model_prep *w; /* the weights as the backend computes with them; the model's */
     kern_backend *be;
     const kern_ops *ops;
     int32_t n_slots;
     int32_t max_rows;
     size_t kv_dim;
-    float *k_cache;   /* (n_layer, n_slots, kv_dim) */
-    float *v_cache;   /* (n_layer, n_slots, kv_dim) */
-    void *k_mem, *v_mem; /* the blocks the caches are aligned in */
-    /* scratch, (max_rows, width) each */
-    float *x;         /* residual stream, n_embd */
-    float *xb;        /* normed input, n_embd */
-    float *q;         /* queries, n_head * head_dim */
-    float *k;         /* keys, kv_dim */
-    float *v;         /* values, kv_dim */
-    float *att;       /* attention output, n_head * head_dim */
-    float *hb;        /* ffn gate, n_ff */
-    float *hb2;       /* ffn up, n_ff */
-    uint8_t *seen;    /* (n_slots) slot check */
+    float *kv;        /* a buffer: every layer's K cache, then every layer's V cache */
+    float *k_cache;   /* (n_layer, n_slots, kv_dim) into kv */
+    float *v_cache;   /* (n_layer, n_slots, kv_dim) into kv */
+#define ACT_FIELD(name, width) float *name;
+    ACTS(ACT_FIELD)   /* (max_rows, width) each */
+#undef ACT_FIELD
+    uint8_t *seen;    /* (n_slots) slot check, host memory */
 };
 
 model_ctx_params model_ctx_default_params(void) {
@@ -42,53 +49,46 @@ kern_backend *model_ctx_backend(model_ctx *c) { return c->be; }
 const model_hparams *model_ctx_hparams(const model_ctx *c) { return &c->m->hp; }
 
 st_code model_kv_permute(model_ctx *c, const int32_t *dst_of_src, st_err *err) {
-    size_t row = c->kv_dim * sizeof(float), layer = (size_t)c->n_slots * c->kv_dim;
-    float *tmp = malloc(layer * sizeof(float));
-    if (!tmp) return st_set(err, ST_ERR_NOMEM, "out of memory moving the KV cache");
+    c->ops->kv_permute(c->be, c->kv, 2 * (int64_t)c->m->hp.n_layer, c->n_slots,
+                       (int64_t)c->kv_dim, dst_of_src);
+    return kern_backend_sync(c->be, err);
+}
+
+st_code model_kv_read(model_ctx *c, int32_t slot, float *k, float *v, st_err *err) {
+    if (slot < 0 || slot >= c->n_slots)
+        return st_set(err, ST_ERR_ARG, "KV slot %d is outside the cache (%d slots)", slot,
+                      c->n_slots);
+    const size_t row = c->kv_dim, layer = (size_t)c->n_slots * row;
     for (int32_t l = 0; l < c->m->hp.n_layer; l++) {
-        float *caches[2] = {c->k_cache + l * layer, c->v_cache + l * layer};
-        for (int w = 0; w < 2; w++) {
-            memcpy(tmp, caches[w], layer * sizeof(float));
-            for (int32_t s = 0; s < c->n_slots; s++)
-                if (dst_of_src[s] >= 0)
-                    memcpy(caches[w] + (size_t)dst_of_src[s] * c->kv_dim, tmp + (size_t)s * c->kv_dim, row);
-        }
+        c->ops->download(c->be, k + l * row, c->k_cache + l * layer + slot * row, row * sizeof(float));
+        c->ops->download(c->be, v + l * row, c->v_cache + l * layer + slot * row, row * sizeof(float));
     }
-    free(tmp);
-    return ST_OK;
+    return kern_backend_sync(c->be, err);
+}
+
+st_code model_kv_write(model_ctx *c, int32_t slot, const float *k, const float *v, st_err *err) {
+    if (slot < 0 || slot >= c->n_slots)
+        return st_set(err, ST_ERR_ARG, "KV slot %d is outside the cache (%d slots)", slot,
+                      c->n_slots);
+    const size_t row = c->kv_dim, layer = (size_t)c->n_slots * row;
+    for (int32_t l = 0; l < c->m->hp.n_layer; l++) {
+        c->ops->upload(c->be, c->k_cache + l * layer + slot * row, k + l * row, row * sizeof(float));
+        c->ops->upload(c->be, c->v_cache + l * layer + slot * row, v + l * row, row * sizeof(float));
+    }
+    return kern_backend_sync(c->be, err);
 }
 
 void model_ctx_free(model_ctx *c) {
     if (!c) return;
+    if (c->be) {
+        c->ops->buf_free(c->be, c->kv);
+#define ACT_FREE(name, width) c->ops->buf_free(c->be, c->name);
+        ACTS(ACT_FREE)
+#undef ACT_FREE
+    }
     kern_backend_free(c->be);
-    free(c->k_mem);
-    free(c->v_mem);
-    free(c->x);
-    free(c->xb);
-    free(c->q);
-    free(c->k);
-    free(c->v);
-    free(c->att);
-    free(c->hb);
-    free(c->hb2);
     free(c->seen);
     free(c);
-}
-
-/* rows x width floats at a multiple of 64 bytes (a cache line, one AVX-512 vector), so
- * that the kernels' vector loads of a row never straddle two lines. */
-static float *alloc_f(size_t rows, size_t width) {
-    return aligned_alloc(64, (sizeof(float) * rows * width + 63) / 64 * 64);
-}
-
-/* n zeroed floats at a multiple of 64 bytes inside a calloc block (*mem, what to free):
- * calloc leaves a large cache's pages untouched until used, and the alignment matters
- * most here (a forest step's attention reads the cache once per row block; figures:
- * kernels/README.md). */
-static float *alloc_cache(size_t n, void **mem) {
-    *mem = calloc(n * sizeof(float) + 64, 1);
-    if (!*mem) return NULL;
-    return (float *)(((uintptr_t)*mem + 63) / 64 * 64);
 }
 
 model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err) {
@@ -109,30 +109,30 @@ model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err
     c->m = m;
     c->n_slots = n_slots;
     c->max_rows = p->max_rows > 0 ? p->max_rows : 512;
-    c->be = kern_backend_init(p->backend ? p->backend : "cpu", p->n_threads, err);
-    if (!c->be) {
+    const char *name = p->backend ? p->backend : "cpu";
+    c->be = kern_backend_init(name, p->n_threads, err);
+    if (!c->be || !(c->w = model_prep_get(m, name, p->no_pack, err))) {
         model_ctx_free(c);
         return NULL;
     }
     c->ops = kern_backend_ops(c->be);
     c->kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
-    size_t qd = (size_t)hp->n_head * hp->head_dim, R = (size_t)c->max_rows;
+    const size_t E = (size_t)hp->n_embd, QD = (size_t)hp->n_head * hp->head_dim,
+                 KD = c->kv_dim, F = (size_t)hp->n_ff, R = (size_t)c->max_rows;
     size_t cache = (size_t)hp->n_layer * (size_t)n_slots * c->kv_dim;
-    c->k_cache = alloc_cache(cache, &c->k_mem);
-    c->v_cache = alloc_cache(cache, &c->v_mem);
-    c->x = alloc_f(R, hp->n_embd);
-    c->xb = alloc_f(R, hp->n_embd);
-    c->q = alloc_f(R, qd);
-    c->k = alloc_f(R, c->kv_dim);
-    c->v = alloc_f(R, c->kv_dim);
-    c->att = alloc_f(R, qd);
-    c->hb = alloc_f(R, hp->n_ff);
-    c->hb2 = alloc_f(R, hp->n_ff);
+    c->kv = c->ops->buf_alloc(c->be, 2 * cache * sizeof(float));
+    c->k_cache = c->kv;
+    c->v_cache = c->kv ? c->kv + cache : NULL;
+    bool ok = c->kv != NULL;
+#define ACT_ALLOC(name, width) ok = ok && (c->name = c->ops->buf_alloc(c->be, sizeof(float) * R * (width)));
+    ACTS(ACT_ALLOC)
+#undef ACT_ALLOC
     c->seen = calloc((size_t)n_slots, 1);
-    if (!c->k_cache || !c->v_cache || !c->x || !c->xb || !c->q || !c->k || !c->v || !c->att ||
-        !c->hb || !c->hb2 || !c->seen) {
-        st_set(err, ST_ERR_NOMEM, "cannot allocate the KV cache (%d slots, %.1f MiB)", n_slots,
-               2.0 * (double)cache * sizeof(float) / (1 << 20));
+    if (!ok || !c->seen) {
+        kern_backend_sync(c->be, NULL);
+        st_set(err, ST_ERR_NOMEM, "cannot allocate the KV cache (%d slots, %.1f MiB) and the "
+               "activations of %d rows", n_slots, 2.0 * (double)cache * sizeof(float) / (1 << 20),
+               c->max_rows);
         model_ctx_free(c);
         return NULL;
     }
@@ -184,31 +184,28 @@ static st_code check_batch(model_ctx *c, const model_batch *b, st_err *err) {
 
 /* Rows [r0, r0 + n) of the batch through every layer; leaves the residual in c->x. */
 static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_t n) {
-    const model *m = c->m;
-    const model_hparams *hp = &m->hp;
+    const model_prep *w = c->w;
+    const model_hparams *hp = &c->m->hp;
     const kern_ops *o = c->ops;
     kern_backend *be = c->be;
     size_t E = (size_t)hp->n_embd, KD = c->kv_dim;
     size_t layer_stride = (size_t)c->n_slots * KD;
 
-    for (int32_t i = 0; i < n; i++) o->get_row(be, c->x + i * E, &m->tok_embd, b->tokens[r0 + i]);
+    for (int32_t i = 0; i < n; i++) o->get_row(be, c->x + i * E, &w->tok_embd, b->tokens[r0 + i]);
 
     for (int32_t l = 0; l < hp->n_layer; l++) {
-        const model_layer *L = &m->layers[l];
+        const model_layer *L = &w->layers[l];
         float *kc = c->k_cache + l * layer_stride, *vc = c->v_cache + l * layer_stride;
 
         o->rmsnorm(be, c->xb, c->x, L->attn_norm, n, hp->n_embd, hp->rms_eps);
         o->matmul_n(be, 3, (float *const[]){c->q, c->k, c->v},
                     (const kern_mat *const[]){&L->wq, &L->wk, &L->wv}, c->xb, n);
         o->rope(be, c->q, b->pos + r0, n, hp->n_head, hp->head_dim, hp->rope_dim, hp->rope_base,
-                m->rope_freqs);
+                w->rope_freqs);
         o->rope(be, c->k, b->pos + r0, n, hp->n_head_kv, hp->head_dim, hp->rope_dim,
-                hp->rope_base, m->rope_freqs);
-        for (int32_t i = 0; i < n; i++) {
-            size_t s = (size_t)b->slot[r0 + i];
-            memcpy(kc + s * KD, c->k + i * KD, KD * sizeof(float));
-            memcpy(vc + s * KD, c->v + i * KD, KD * sizeof(float));
-        }
+                hp->rope_base, w->rope_freqs);
+        o->kv_store(be, kc, (int64_t)KD, b->slot + r0, c->k, n);
+        o->kv_store(be, vc, (int64_t)KD, b->slot + r0, c->v, n);
         kern_attn a = {
             .n_rows = n, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
             .head_dim = hp->head_dim, .scale = 1.0f / sqrtf((float)hp->head_dim),
@@ -231,8 +228,8 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
 st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err *err) {
     st_code rc = check_batch(c, b, err);
     if (rc) return rc;
-    const model *m = c->m;
-    const model_hparams *hp = &m->hp;
+    const model_prep *wt = c->w;
+    const model_hparams *hp = &c->m->hp;
     float *out = logits;
     int32_t *keep = malloc(sizeof *keep * ((size_t)(b->n_rows < c->max_rows ? b->n_rows : c->max_rows) + 1));
     if (!keep) return st_set(err, ST_ERR_NOMEM, "out of memory for a batch of %d rows", b->n_rows);
@@ -245,12 +242,12 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
             if (!b->want_logits || b->want_logits[r0 + i]) keep[w++] = i;
         if (w == 0) continue;
         c->ops->gather_rows(c->be, c->x, c->x, keep, w, hp->n_embd);
-        c->ops->rmsnorm(c->be, c->xb, c->x, m->out_norm, w, hp->n_embd, hp->rms_eps);
-        c->ops->matmul(c->be, out, &m->output, c->xb, w);
+        c->ops->rmsnorm(c->be, c->xb, c->x, wt->out_norm, w, hp->n_embd, hp->rms_eps);
+        c->ops->matmul(c->be, out, &wt->output, c->xb, w);
         out += (size_t)w * hp->n_vocab;
     }
     free(keep);
-    return kern_backend_take_error(c->be, err); /* an op short of scratch memory */
+    return kern_backend_sync(c->be, err); /* an op short of scratch memory */
 }
 
 st_code model_forward_linear(model_ctx *c, const int32_t *tokens, int32_t n, int32_t start,

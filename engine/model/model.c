@@ -4,12 +4,11 @@
  * Nothing is copied except norm vectors stored in F16/BF16 (the kernels take float32
  * norms). The forward pass is in forward.c. */
 #include "model/model.h"
+#include "model/prep.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 /* Reads "<arch>.<name>" as an integer. Missing: *out = def (def < 0 means required). */
 static st_code hp_int(const gguf_ctx *g, const char *arch, const char *name, int64_t def,
@@ -236,41 +235,6 @@ static st_code load_weights(model *m, st_err *err) {
     return ST_OK;
 }
 
-/* The matrices a forward pass multiplies by, in turn (i < 1 + 7 n_layer): output, then
- * each layer's. The embeddings only ever give rows; when tied, output's packed copy is
- * the only one. */
-static kern_mat *model_mat(model *m, int i) {
-    if (i == 0) return &m->output;
-    model_layer *L = &m->layers[(i - 1) / 7];
-    kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    return ms[(i - 1) % 7];
-}
-
-/* Packs every matrix that has a packed form; one that cannot be packed (no memory) is
- * multiplied as stored (results within float rounding; each matrix always one way, so
- * a row's results still do not depend on the batch). The stored bytes of a packed
- * matrix are then read only by other backends, so where they come from the file mapping their
- * pages are let go (they come back from the file if read): the process does not hold
- * the model twice. That includes tied embeddings, which packing read whole: the rows
- * tokens look up come back a page at a time (SmolLM2: 130 -> 101 MB resident). */
-static void pack_weights(model *m) {
-    const char *no = getenv("MD_NO_PACK");
-    if (no && *no && strcmp(no, "0") != 0) return;
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    for (int i = 0; i < 1 + 7 * m->hp.n_layer; i++) {
-        kern_mat *w = model_mat(m, i);
-        size_t bytes = 0;
-        w->packed = kern_mat_pack(w, &bytes);
-        if (!w->packed) continue;
-        m->packed_bytes += bytes;
-        if (!gguf_mapped(m->gguf)) continue;
-        const uintptr_t a = (uintptr_t)w->data;
-        const uintptr_t e = a + dtype_row_bytes(w->type, w->n_in) * (size_t)w->n_out;
-        const uintptr_t lo = (a + page - 1) / page * page, hi = e / page * page;
-        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
-    }
-}
-
 model *model_from_gguf(gguf_ctx *g, st_err *err) {
     model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -279,11 +243,16 @@ model *model_from_gguf(gguf_ctx *g, st_err *err) {
         return NULL;
     }
     m->gguf = g;
+    m->preps = model_preps_init();
+    if (!m->preps) {
+        model_free(m);
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
     if (load_hparams(g, &m->hp, err) != ST_OK || load_weights(m, err) != ST_OK) {
         model_free(m);
         return NULL;
     }
-    pack_weights(m);
     return m;
 }
 
@@ -297,8 +266,7 @@ model *model_load(const char *path, st_err *err) {
 
 void model_free(model *m) {
     if (!m) return;
-    for (int i = 0; m->packed_bytes && i < 1 + 7 * m->hp.n_layer; i++)
-        free((void *)model_mat(m, i)->packed);
+    model_prep_free_all(m);
     gguf_close(m->gguf);
     free(m->layers);
     free(m->f32_copies);

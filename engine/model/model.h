@@ -9,8 +9,11 @@
  * only slots already in the cache or written by earlier rows. Linear decoding is the
  * special case pos = slot = i with segment [0, i + 1).
  *
- * Weights are borrowed from the GGUF mapping (no copy). The KV cache and scratch
- * buffers live in a model_ctx, one per decoding session. */
+ * The model borrows its weights from the GGUF mapping (no copy); a context computes with
+ * them in the form its backend prepared (kern_ops mat_prepare: the cpu backend's packed
+ * rows), made by the first context on each backend and shared by the later ones. The KV
+ * cache and activations live in the backend's buffers of a model_ctx, one per decoding
+ * session. */
 #ifndef MD_MODEL_H
 #define MD_MODEL_H
 
@@ -57,33 +60,42 @@ typedef struct model {
     model_layer *layers;      /* (n_layer) */
     float *f32_copies;        /* owned float copies of F16/BF16 norm vectors, if any */
     uint64_t weight_bytes;    /* bytes of all weights read per token */
-    uint64_t packed_bytes;    /* bytes of the matrices' packed copies (kern_mat_pack), owned */
+    struct model_preps *preps; /* the weights prepared per backend (prep.c), owned */
 } model;
 
 /* Loads hyperparameters and weights of a llama-architecture GGUF. Takes ownership of g
- * on success and on failure. The matrices the cpu backend has a packed form for are
- * packed once here (kern_mat_pack: faster, results within float rounding of the stored
- * form's) unless the environment sets MD_NO_PACK (to compare the two). NULL + err:
+ * on success and on failure. NULL + err:
  * ST_ERR_UNSUPPORTED naming the architecture or the tensor and its type; ST_ERR_FORMAT
  * naming a missing tensor or a wrong shape. */
 model *model_from_gguf(gguf_ctx *g, st_err *err);
 /* gguf_open + model_from_gguf. */
 model *model_load(const char *path, st_err *err);
-void model_free(model *m); /* NULL is a no-op */
+/* Frees the model and the weights its contexts prepared; its contexts must be freed
+ * first. NULL is a no-op. */
+void model_free(model *m);
+/* Bytes of backend memory the prepared weights of m's contexts own so far (the cpu
+ * backend's packed rows). */
+uint64_t model_packed_bytes(const model *m);
 
 typedef struct model_ctx_params {
     int32_t n_slots;      /* KV cache slots (tokens); 0 = min(n_ctx_train, 4096) */
     int32_t max_rows;     /* rows computed at once (scratch size); 0 = 512 */
     int32_t n_threads;    /* 0 = one per core */
     const char *backend;  /* "cpu" (default when NULL) or "ref" */
+    bool no_pack;         /* compute with the weights as stored, not in the backend's own
+                             layout (the cpu backend's packed rows: faster, results within
+                             float rounding); the app sets it from MD_NO_PACK */
 } model_ctx_params;
 
 model_ctx_params model_ctx_default_params(void);
 
 typedef struct model_ctx model_ctx;
 
-/* Allocates the KV cache (n_layer, n_slots, n_head_kv * head_dim) for K and for V, and
- * scratch for max_rows rows. m is borrowed and must outlive the context. */
+/* Allocates, in the backend's buffers, the KV cache (n_layer, n_slots, n_head_kv *
+ * head_dim) for K and for V and the activations of max_rows rows, and prepares m's
+ * weights for the backend when no context did before (see model.h's top). m is borrowed
+ * and must outlive the context. NULL + err: ST_ERR_ARG (a bad size or backend name),
+ * ST_ERR_NOMEM naming what did not fit, ST_ERR_BACKEND. */
 model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err);
 void model_ctx_free(model_ctx *c); /* NULL is a no-op */
 int32_t model_ctx_n_slots(const model_ctx *c);
@@ -94,6 +106,12 @@ const model_hparams *model_ctx_hparams(const model_ctx *c);
  * (-1: dropped). dst_of_src has n_slots entries and must be injective on its used
  * entries. ST_ERR_NOMEM (nothing moved). */
 st_code model_kv_permute(model_ctx *c, const int32_t *dst_of_src, st_err *err);
+
+/* The K and V rows of one slot, every layer's, from the backend to host memory k and v
+ * (n_layer, n_head_kv * head_dim) each (a session saving the cache), or back
+ * (model_kv_write). ST_ERR_ARG for a slot outside the cache. */
+st_code model_kv_read(model_ctx *c, int32_t slot, float *k, float *v, st_err *err);
+st_code model_kv_write(model_ctx *c, int32_t slot, const float *k, const float *v, st_err *err);
 
 typedef struct model_batch {
     int32_t n_rows;

@@ -394,7 +394,7 @@ static void attn_task(void *ctx, int32_t task, int32_t thread) {
 
 void cpu_attention(kern_backend *b, const kern_attn *a) {
     if (a->n_rows <= 0) return;
-    pool *p = kern_backend_pool(b);
+    pool *p = cpu_pool(b);
     const int32_t n_rep = a->n_head / a->n_head_kv, nt = pool_threads(p);
     ASSERT(n_rep >= 1 && n_rep * a->n_head_kv == a->n_head);
     /* the largest divisor of n_rep that fits a task, then smaller only while there would

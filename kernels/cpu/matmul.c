@@ -448,7 +448,7 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
                   const float *x, int32_t n_rows) {
     ASSERT(n >= 1 && n <= MM_MULTI);
     if (n_rows <= 0) return;
-    pool *p = kern_backend_pool(b);
+    pool *p = cpu_pool(b);
     const int32_t nt = pool_threads(p);
     const int64_t n_in = w[0]->n_in;
     const size_t xs = mm_qx_row_bytes(n_in), xb = xs * (size_t)n_rows;
@@ -479,8 +479,9 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
     const uint8_t *qx[MM_QX_N] = {(const uint8_t *)x};
     const int nq = need[MM_QX_LINEAR] + need[MM_QX_GROUPED] + need[MM_QX_BLK];
     if (nq) {
-        uint8_t *s = kern_backend_scratch(b, nq * xb + prep_bytes * (size_t)nt + 2 * page), *at = s;
-        if (!s) return; /* recorded for kern_backend_take_error */
+        uint8_t *s = cpu_scratch(b, n == 1 ? "matmul" : "matmul_n",
+                                 nq * xb + prep_bytes * (size_t)nt + 2 * page), *at = s;
+        if (!s) return; /* recorded for kern_backend_sync */
         for (int order = MM_QX_LINEAR; order < MM_QX_N; order++) {
             if (!need[order]) continue;
             mm_quant_job q = {x, at, xs, n_in, order};

@@ -4,7 +4,7 @@
  * The small ops are vectorised with simd.h and run on the calling thread unless the
  * input is large enough (SMALL_OP_PAR elements) to repay a trip through the pool; in a
  * decode step they touch a few KB each, far below that. Rope takes its sines and cosines
- * from a table the backend keeps (kern_backend_rope_table), computed once per pass. */
+ * from a table the backend keeps (cpu_rope_table), computed once per pass. */
 #include <math.h>
 #include <string.h>
 
@@ -34,7 +34,7 @@ typedef struct row_job {
 /* Runs fn over rows (j its context), in the pool when there are many elements. */
 static void rows_run(kern_backend *b, int32_t n_rows, int32_t dim, pool_fn fn, void *j) {
     if ((int64_t)n_rows * dim >= SMALL_OP_PAR && n_rows > 1)
-        pool_run(kern_backend_pool(b), n_rows, fn, j);
+        pool_run(cpu_pool(b), n_rows, fn, j);
     else
         for (int32_t r = 0; r < n_rows; r++) fn(j, r, 0);
 }
@@ -77,7 +77,7 @@ static void cpu_softmax(kern_backend *b, float *x, int32_t n_rows, int32_t n) {
 
 typedef struct rope_job {
     float *x;
-    const float *cs;        /* kern_backend_rope_table */
+    const float *cs;        /* cpu_rope_table */
     int32_t n_head, head_dim, rope_dim;
 } rope_job;
 
@@ -118,7 +118,7 @@ static void cpu_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_ro
         if (freq_factors) theta[i] /= freq_factors[i];
     }
     /* the sines come from the backend's table, shared by q, k and every layer of a pass */
-    rope_job j = {x, kern_backend_rope_table(b, pos, n_rows, theta, np), n_head, head_dim,
+    rope_job j = {x, cpu_rope_table(b, pos, n_rows, theta, np), n_head, head_dim,
                   rope_dim};
     if (j.cs) rows_run(b, n_rows, n_head * rope_dim, rope_row, &j); /* else recorded */
 }
@@ -166,7 +166,7 @@ static void ew_task(void *ctx, int32_t t, int32_t thread) {
 }
 
 static void ew_run(kern_backend *b, ew_job *j) {
-    pool *p = kern_backend_pool(b);
+    pool *p = cpu_pool(b);
     if (j->n < SMALL_OP_PAR || pool_threads(p) == 1) {
         j->fn(j->y, j->a, j->b, j->n);
         return;
@@ -190,6 +190,17 @@ static void cpu_add(kern_backend *b, float *y, const float *x, int64_t n) {
 
 const kern_ops kern_cpu_ops = {
     .name = "cpu",
+    .init = cpu_init,
+    .free = cpu_free,
+    .parallel = cpu_parallel,
+    .buf_alloc = kern_host_buf_alloc,
+    .buf_free = kern_host_buf_free,
+    .upload = kern_host_copy,
+    .download = kern_host_copy,
+    .mat_prepare = cpu_mat_prepare,
+    .mat_release = cpu_mat_release,
+    .kv_store = kern_host_kv_store,
+    .kv_permute = kern_host_kv_permute,
     .matmul = cpu_matmul,
     .matmul_n = cpu_matmul_n,
     .get_row = cpu_get_row,

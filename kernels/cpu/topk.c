@@ -64,5 +64,5 @@ static void topk_row(void *ctx, int32_t r, int32_t thread) {
 void cpu_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, int32_t k,
                   kern_lse *lse, int32_t *ids, float *lp) {
     topk_job j = {x, n, k, lse, ids, lp};
-    pool_run(kern_backend_pool(b), n_rows, topk_row, &j);
+    pool_run(cpu_pool(b), n_rows, topk_row, &j);
 }

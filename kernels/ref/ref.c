@@ -3,24 +3,48 @@
  * each op follows its contract in kern.h literally: weights are dequantised with
  * dtype_dequantize_row, sums are taken in double, attention is two passes (scores,
  * then softmax and the weighted sum of values), and rope angles are computed in
- * double. Single-threaded; it never touches the backend's pool or scratch. */
+ * double. Single-threaded and stateless: an op allocates what it needs per call, and
+ * memory is host memory (the host buffers and KV ops of backend.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kern.h"
+#include "../kern_impl.h"
 
-static void *ref_alloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    ASSERT(p != NULL);
-    return p;
+static st_code ref_init(kern_backend *b, int32_t *n_threads, void **state, st_err *err) {
+    (void)b, (void)err;
+    *n_threads = 1; /* the oracle stays simple: one thread, fixed summation order */
+    *state = NULL;
+    return ST_OK;
+}
+
+static void ref_free(void *state) { (void)state; }
+
+/* Memory an op needs; NULL when it runs out (recorded naming op: the op then returns). */
+static void *ref_alloc(kern_backend *b, const char *op, const char *what, size_t bytes) {
+    return kern_backend_alloc(b, op, what, bytes ? bytes : 1);
+}
+
+/* The ref backend computes with the stored form itself. */
+static st_code ref_mat_prepare(kern_backend *b, kern_mat *out, const kern_mat *stored,
+                               uint32_t flags, size_t *bytes) {
+    (void)b, (void)flags;
+    *out = *stored;
+    out->packed = NULL;
+    if (bytes) *bytes = 0;
+    return ST_OK;
+}
+
+static void ref_mat_release(kern_backend *b, kern_mat *w) {
+    (void)b;
+    *w = (kern_mat){0};
 }
 
 static void ref_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x,
                        int32_t n_rows) {
-    (void)b;
     const size_t row_bytes = dtype_row_bytes(w->type, w->n_in);
-    float *wrow = ref_alloc((size_t)w->n_in * sizeof *wrow);
+    float *wrow = ref_alloc(b, "matmul", "a weight row", (size_t)w->n_in * sizeof *wrow);
+    if (!wrow) return;
     for (int64_t o = 0; o < w->n_out; o++) {
         bool ok = dtype_dequantize_row(w->type, (const char *)w->data + o * row_bytes, wrow,
                                        w->n_in);
@@ -82,14 +106,22 @@ static void ref_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_ro
 }
 
 static void ref_attention(kern_backend *b, const kern_attn *a) {
-    (void)b;
     const int32_t hd = a->head_dim, n_rep = a->n_head / a->n_head_kv;
     const int64_t q_stride = (int64_t)a->n_head * hd, kv_stride = (int64_t)a->n_head_kv * hd;
-    double *acc = ref_alloc((size_t)hd * sizeof *acc);
+    int64_t most = 0; /* the most slots a row attends to */
     for (int32_t r = 0; r < a->n_rows; r++) {
         int64_t n_slots = 0;
         for (int32_t s = a->seg_off[r]; s < a->seg_off[r + 1]; s++) n_slots += a->segs[s].len;
-        double *score = ref_alloc((size_t)n_slots * sizeof *score);
+        if (n_slots > most) most = n_slots;
+    }
+    double *acc = ref_alloc(b, "attention", "a row's sums", (size_t)hd * sizeof *acc);
+    double *score = acc ? ref_alloc(b, "attention", "a row's scores", (size_t)most * sizeof *score)
+                        : NULL;
+    if (!score) {
+        free(acc);
+        return;
+    }
+    for (int32_t r = 0; r < a->n_rows; r++) {
         for (int32_t h = 0; h < a->n_head; h++) {
             const float *q = a->q + r * q_stride + (int64_t)h * hd;
             const int64_t kv_off = (int64_t)(h / n_rep) * hd;
@@ -120,8 +152,8 @@ static void ref_attention(kern_backend *b, const kern_attn *a) {
             float *out = a->out + r * q_stride + (int64_t)h * hd;
             for (int32_t i = 0; i < hd; i++) out[i] = sum > 0 ? (float)(acc[i] / sum) : 0.0f;
         }
-        free(score);
     }
+    free(score);
     free(acc);
 }
 
@@ -162,8 +194,8 @@ static void ref_gather_rows(kern_backend *b, float *y, const float *x, const int
  * the largest value not yet taken (the first on ties): O(n k), plain to check. */
 static void ref_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, int32_t k,
                          kern_lse *lse, int32_t *ids, float *lp) {
-    (void)b;
-    bool *taken = ref_alloc((size_t)n * sizeof *taken);
+    bool *taken = ref_alloc(b, "topk_lse", "a row's taken flags", (size_t)n * sizeof *taken);
+    if (!taken) return;
     for (int32_t r = 0; r < n_rows; r++) {
         const float *xr = x + (size_t)r * n;
         float mx = xr[0];
@@ -187,6 +219,16 @@ static void ref_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_
 
 const kern_ops kern_ref_ops = {
     .name = "ref",
+    .init = ref_init,
+    .free = ref_free,
+    .buf_alloc = kern_host_buf_alloc,
+    .buf_free = kern_host_buf_free,
+    .upload = kern_host_copy,
+    .download = kern_host_copy,
+    .mat_prepare = ref_mat_prepare,
+    .mat_release = ref_mat_release,
+    .kv_store = kern_host_kv_store,
+    .kv_permute = kern_host_kv_permute,
     .matmul = ref_matmul,
     .matmul_n = ref_matmul_n,
     .get_row = ref_get_row,

@@ -69,7 +69,6 @@ static void tokenize(const gguf_ctx *g) {
 
 static void run_model(gguf_ctx *g, size_t size) {
     st_err err = {0};
-    setenv("MD_NO_PACK", size & 4 ? "1" : "0", 1);
     model *m = model_from_gguf(g, &err); /* owns g from here, on failure too */
     if (!m) {
         FUZZ_ASSERT(err.code != ST_OK);
@@ -80,6 +79,7 @@ static void run_model(gguf_ctx *g, size_t size) {
     cp.max_rows = 2;
     cp.n_threads = 1;
     cp.backend = size & 8 ? "ref" : "cpu";
+    cp.no_pack = size & 4;
     model_ctx *c = model_ctx_init(m, &cp, &err);
     float *logits = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
     if (c && logits) {

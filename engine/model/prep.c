@@ -1,0 +1,152 @@
+/* prep.c - a model's weights prepared per backend (see prep.h): made on the first context
+ * of each (backend, no_pack) pair, shared by the later ones, freed with the model. */
+#include "model/prep.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+struct model_preps {
+    pthread_mutex_t mu;       /* contexts may be made on several threads */
+    model_prep *list;
+};
+
+struct model_preps *model_preps_init(void) {
+    struct model_preps *p = calloc(1, sizeof *p);
+    if (p && pthread_mutex_init(&p->mu, NULL) != 0) {
+        free(p);
+        p = NULL;
+    }
+    return p;
+}
+
+/* The stored bytes of a matrix the backend repacked are read only by other backends, so
+ * where they come from the file mapping their pages are let go (they come back from the
+ * file if read): the process does not hold the model twice. That includes tied
+ * embeddings, which packing read whole: the rows tokens look up come back a page at a
+ * time (SmolLM2: 130 -> 101 MB resident). */
+static void drop_stored(const model *m, const kern_mat *w) {
+    if (!w->packed || !gguf_mapped(m->gguf)) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = (uintptr_t)w->data;
+    const uintptr_t e = a + dtype_row_bytes(w->type, w->n_in) * (size_t)w->n_out;
+    const uintptr_t lo = (a + page - 1) / page * page, hi = e / page * page;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+static void prep_free(const model *m, model_prep *p) {
+    if (!p || !p->be) {
+        free(p);
+        return;
+    }
+    const kern_ops *o = kern_backend_ops(p->be);
+    for (int32_t l = 0; p->layers && l < m->hp.n_layer; l++) {
+        model_layer *L = &p->layers[l];
+        kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) o->mat_release(p->be, ms[i]);
+    }
+    if (!m->hp.tied_output) o->mat_release(p->be, &p->tok_embd);
+    o->mat_release(p->be, &p->output);
+    o->buf_free(p->be, p->norms);
+    o->buf_free(p->be, (void *)p->rope_freqs);
+    free(p->layers);
+    kern_backend_free(p->be);
+    free(p);
+}
+
+/* One matrix prepared for p's backend (flags: KERN_MAT_*). */
+static st_code prep_mat(const model *m, model_prep *p, kern_mat *out, const kern_mat *stored,
+                        uint32_t flags) {
+    size_t bytes = 0;
+    st_code rc = kern_backend_ops(p->be)->mat_prepare(p->be, out, stored, flags, &bytes);
+    p->bytes += bytes;
+    if (rc == ST_OK) drop_stored(m, out);
+    return rc;
+}
+
+/* A float vector of n copied into p's buffer at dst (upload). */
+static const float *prep_vec(model_prep *p, float *dst, const float *src, int64_t n) {
+    kern_backend_ops(p->be)->upload(p->be, dst, src, sizeof(float) * (size_t)n);
+    return dst;
+}
+
+static st_code prep_make(const model *m, model_prep *p) {
+    const model_hparams *hp = &m->hp;
+    const kern_ops *o = kern_backend_ops(p->be);
+    const uint32_t mul = p->no_pack ? KERN_MAT_AS_STORED : 0;
+    const size_t E = (size_t)hp->n_embd;
+    p->layers = calloc((size_t)hp->n_layer, sizeof *p->layers);
+    p->norms = o->buf_alloc(p->be, sizeof(float) * E * (1 + 2 * (size_t)hp->n_layer));
+    if (!p->layers || !p->norms) return ST_ERR_NOMEM;
+    if (m->rope_freqs) {
+        float *rf = o->buf_alloc(p->be, sizeof(float) * (size_t)(hp->rope_dim / 2));
+        if (!rf) return ST_ERR_NOMEM;
+        p->rope_freqs = prep_vec(p, rf, m->rope_freqs, hp->rope_dim / 2);
+    }
+    p->out_norm = prep_vec(p, p->norms, m->out_norm, hp->n_embd);
+    st_code rc = prep_mat(m, p, &p->output, &m->output, mul);
+    if (rc) return rc;
+    if (hp->tied_output) p->tok_embd = p->output; /* get_row reads the stored rows */
+    else if ((rc = prep_mat(m, p, &p->tok_embd, &m->tok_embd, KERN_MAT_ROWS_ONLY))) return rc;
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const model_layer *S = &m->layers[l];
+        model_layer *L = &p->layers[l];
+        L->attn_norm = prep_vec(p, p->norms + E * (1 + 2 * (size_t)l), S->attn_norm, hp->n_embd);
+        L->ffn_norm = prep_vec(p, p->norms + E * (2 + 2 * (size_t)l), S->ffn_norm, hp->n_embd);
+        if ((rc = prep_mat(m, p, &L->wq, &S->wq, mul)) || (rc = prep_mat(m, p, &L->wk, &S->wk, mul)) ||
+            (rc = prep_mat(m, p, &L->wv, &S->wv, mul)) || (rc = prep_mat(m, p, &L->wo, &S->wo, mul)) ||
+            (rc = prep_mat(m, p, &L->w_gate, &S->w_gate, mul)) ||
+            (rc = prep_mat(m, p, &L->w_up, &S->w_up, mul)) ||
+            (rc = prep_mat(m, p, &L->w_down, &S->w_down, mul)))
+            return rc;
+    }
+    return ST_OK;
+}
+
+const model_prep *model_prep_get(const model *m, const char *name, bool no_pack, st_err *err) {
+    struct model_preps *ps = m->preps;
+    pthread_mutex_lock(&ps->mu);
+    model_prep *p = ps->list;
+    while (p && !(p->no_pack == no_pack && strcmp(kern_backend_name(p->be), name) == 0))
+        p = p->next;
+    if (!p && (p = calloc(1, sizeof *p)) == NULL)
+        st_set(err, ST_ERR_NOMEM, "out of memory preparing the weights");
+    else if (!p->be) {
+        p->no_pack = no_pack;
+        p->be = kern_backend_init(name, 1, err);
+        st_code rc = p->be ? prep_make(m, p) : ST_ERR_ARG;
+        if (p->be && rc && kern_backend_sync(p->be, err) == ST_OK)
+            st_set(err, rc, "out of memory preparing the weights");
+        if (rc) {
+            if (p->be) st_prefix(err, "preparing the weights for the %s backend", name);
+            prep_free(m, p);
+            p = NULL;
+        } else {
+            p->next = ps->list;
+            ps->list = p;
+        }
+    }
+    pthread_mutex_unlock(&ps->mu);
+    return p;
+}
+
+void model_prep_free_all(model *m) {
+    if (!m->preps) return;
+    for (model_prep *p = m->preps->list, *next; p; p = next) {
+        next = p->next;
+        prep_free(m, p);
+    }
+    pthread_mutex_destroy(&m->preps->mu);
+    free(m->preps);
+    m->preps = NULL;
+}
+
+uint64_t model_packed_bytes(const model *m) {
+    uint64_t n = 0;
+    pthread_mutex_lock(&m->preps->mu);
+    for (const model_prep *p = m->preps->list; p; p = p->next) n += p->bytes;
+    pthread_mutex_unlock(&m->preps->mu);
+    return n;
+}

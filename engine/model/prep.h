@@ -1,0 +1,42 @@
+/* prep.h - a model's weights in the form one backend computes with (kern_ops mat_prepare),
+ * and its norm vectors and rope frequencies in that backend's buffers. Private to
+ * engine/model.
+ *
+ * Prepared weights are made when the first context of a (backend, no_pack) pair is
+ * created and kept by the model until model_free, so that two contexts on one model
+ * share one packed copy (SmolLM2-135M Q4_1: 64 MiB) and a bench that makes a context per
+ * run packs once. A backend's buffers serve every instance of that backend (host memory
+ * for ref and cpu; a device backend on one device), so the model keeps the instance that
+ * made them, to free them. */
+#ifndef MD_MODEL_PREP_H
+#define MD_MODEL_PREP_H
+
+#include <stdbool.h>
+
+#include "model/model.h"
+
+typedef struct model_prep {
+    struct model_prep *next;
+    kern_backend *be;         /* the instance that prepared them (one thread), owned */
+    bool no_pack;             /* KERN_MAT_AS_STORED */
+    kern_mat tok_embd;        /* prepared for get_row (KERN_MAT_ROWS_ONLY; == output when tied) */
+    kern_mat output;
+    const float *out_norm;    /* into norms */
+    const float *rope_freqs;  /* a buffer, or NULL */
+    model_layer *layers;      /* (n_layer) prepared matrices, norms into norms */
+    float *norms;             /* a buffer: (1 + 2 n_layer, n_embd) */
+    uint64_t bytes;           /* backend memory the prepared matrices own */
+} model_prep;
+
+/* The model's weights prepared for backend `name` (no_pack: keep the stored layouts),
+ * made now when no context made them before. Valid until model_free. NULL + err
+ * (ST_ERR_NOMEM naming what could not be prepared, or kern_backend_init's codes). */
+const model_prep *model_prep_get(const model *m, const char *name, bool no_pack, st_err *err);
+
+/* The model's empty list of preparations (model_from_gguf); NULL when out of memory. */
+struct model_preps *model_preps_init(void);
+
+/* Frees every preparation of m (model_free). */
+void model_prep_free_all(model *m);
+
+#endif

@@ -1,0 +1,41 @@
+/* t_kern.h - test data for the kernels (header-only, include after t.h): a seeded
+ * splitmix64 generator, random float arrays (malloc'd) and random weight matrices of any
+ * type (malloc'd, quantised from uniform values in [-1, 1)). */
+#ifndef MD_T_KERN_H
+#define MD_T_KERN_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "kernels/dtype.h"
+
+static inline uint64_t rng_next(uint64_t *s) { /* splitmix64 */
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static inline float rng_unif(uint64_t *s) { /* [-1, 1) */
+    return (float)((double)(rng_next(s) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+static inline int32_t rng_int(uint64_t *s, int32_t n) { return (int32_t)(rng_next(s) % (uint64_t)n); }
+
+static inline float *rand_floats(uint64_t *s, int64_t n, float scale) {
+    float *p = malloc((n > 0 && n < ((int64_t)1 << 40) ? (size_t)n : 1) * sizeof *p);
+    for (int64_t i = 0; i < n; i++) p[i] = rng_unif(s) * scale;
+    return p;
+}
+
+static inline void *make_weights(uint64_t *s, uint32_t type, int64_t n_out, int64_t n_in) {
+    size_t rb = dtype_row_bytes(type, n_in);
+    uint8_t *w = malloc(rb * (size_t)n_out);
+    float *row = malloc((size_t)n_in * sizeof *row);
+    for (int64_t o = 0; o < n_out; o++) {
+        for (int64_t i = 0; i < n_in; i++) row[i] = rng_unif(s);
+        dtype_quantize_row(type, row, w + o * rb, n_in);
+    }
+    free(row);
+    return w;
+}
+
+#endif
