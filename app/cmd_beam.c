@@ -17,6 +17,7 @@
 #include "forest/forest.h"
 #include "forest/step.h"
 #include "app.h"
+#include "json_out.h"
 #include "prompt.h"
 #include "session_replay.h"
 
@@ -131,6 +132,42 @@ static st_code beam_save(const prompt_model *pm, forest *f, const beam *b, fores
     return rc;
 }
 
+/* One result: its JSON object, or its text block on stdout (then NULL is returned too). */
+static json_t *beam_result_out(const beam_hyp *h, int32_t rank, const char *text, bool json) {
+    const char *ended = h->ended ? "EOS" : "budget"; /* as generate and cot say */
+    if (!json) {
+        printf("--- %d: score %.4f (logprob %.4f, %d tokens, ended by %s)\n%s\n", rank, h->score,
+               h->sum, h->n, ended, text);
+        return NULL;
+    }
+    json_t *r = json_object();
+    jo_set(&r, "rank", json_integer(rank));
+    jo_set(&r, "score", jo_fixed(h->score, 6));
+    jo_set(&r, "logprob", jo_fixed(h->sum, 6));
+    jo_set(&r, "tokens", jo_ints(h->tokens, h->n));
+    jo_set(&r, "text", jo_str(text));
+    jo_set(&r, "ended", jo_str(ended));
+    return r;
+}
+
+/* The results, best first: a JSON list or text blocks on stdout. ST_ERR_NOMEM. */
+static st_code beam_print(const prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
+                          const beam *b, bool json, st_err *err) {
+    json_t *list = json ? json_array() : NULL;
+    for (int32_t i = 0; i < beam_n_results(b); i++) {
+        const beam_hyp *h = beam_result(b, i);
+        char *text = prompt_continuation(pm->tk, prompt, n_prompt, h->tokens, h->n);
+        if (!text) {
+            json_decref(list);
+            return st_set(err, ST_ERR_NOMEM, "out of memory");
+        }
+        json_t *r = beam_result_out(h, i + 1, text, json);
+        if (json) jo_push(&list, r);
+        free(text);
+    }
+    return json ? jo_print(list, err) : ST_OK;
+}
+
 static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
                         const beam_opts *o, st_err *err) {
     forest *f = forest_init(pm->n_slots, 0);
@@ -175,29 +212,7 @@ static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_promp
     app_progress_end(&pr);
     double t2 = app_now();
 
-    if (o->json) printf("[");
-    for (int32_t i = 0; i < beam_n_results(b); i++) {
-        const beam_hyp *h = beam_result(b, i);
-        char *text = prompt_continuation(pm->tk, prompt, n_prompt, h->tokens, h->n);
-        if (!text) {
-            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        const char *ended = h->ended ? "EOS" : "budget"; /* as generate and cot say */
-        if (o->json) {
-            printf("%s\n {\"rank\": %d, \"score\": %.6f, \"logprob\": %.6f, \"tokens\": [",
-                   i ? "," : "", i + 1, h->score, h->sum);
-            for (int32_t j = 0; j < h->n; j++) printf("%s%d", j ? ", " : "", h->tokens[j]);
-            printf("], \"text\": ");
-            prompt_json_str(stdout, text);
-            printf(", \"ended\": \"%s\"}", ended);
-        } else {
-            printf("--- %d: score %.4f (logprob %.4f, %d tokens, ended by %s)\n%s\n", i + 1,
-                   h->score, h->sum, h->n, ended, text);
-        }
-        free(text);
-    }
-    if (o->json) printf("\n]\n");
+    if ((rc = beam_print(pm, prompt, n_prompt, b, o->json, err))) goto out;
     fflush(stdout);
     if (o->so.save && (rc = beam_save(pm, f, b, last, o, err))) goto out;
     if (!o->quiet) {

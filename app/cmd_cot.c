@@ -14,6 +14,7 @@
 #include "forest/forest.h"
 #include "forest/step.h"
 #include "app.h"
+#include "json_out.h"
 #include "prompt.h"
 #include "session_replay.h"
 
@@ -82,46 +83,78 @@ static st_code cot_save(const prompt_model *pm, const forest *f, const cot *c, i
     return rc;
 }
 
-/* Prints the chains (and the vote); texts[i] and answers[i] are chain i's. */
-static void cot_print(const cot_opts *o, const cot *c, prompt_toks *out, char **texts,
-                      char **answers, int32_t winner, int32_t votes) {
-    if (o->json) printf("{\"chains\": [");
+static const char *cot_ended(const grow_branch *b) {
+    return b->eog ? "EOS" : b->stop >= 0 ? "stop" : b->done ? "budget" : "full";
+}
+
+/* The chains (and the vote) as one JSON object. */
+static st_code cot_print_json(const cot_opts *o, const cot *c, prompt_toks *out, char **texts,
+                              char **answers, int32_t winner, int32_t votes, st_err *err) {
+    json_t *chains = json_array();
     for (int32_t i = 0; i < o->k; i++) {
-        const grow_branch *b = &c->g.br[i];
-        const char *ended = b->eog ? "EOS" : b->stop >= 0 ? "stop" : b->done ? "budget" : "full";
-        unsigned long long seed = (unsigned long long)(o->sp.seed + (uint64_t)i);
-        if (o->json) {
-            printf("%s\n {\"chain\": %d, \"seed\": %llu, \"tokens\": [", i ? "," : "", i, seed);
-            for (int32_t j = 0; j < out[i].n; j++) printf("%s%d", j ? ", " : "", out[i].t[j]);
-            printf("], \"text\": ");
-            prompt_json_str(stdout, texts[i]);
-            printf(", \"ended\": \"%s\"", ended);
-            if (o->vote.kind) {
-                printf(", \"answer\": ");
-                if (answers[i]) prompt_json_str(stdout, answers[i]);
-                else printf("null");
-            }
-            printf("}");
-        } else {
-            printf("--- chain %d (seed %llu, %d tokens, ended by %s", i, seed, out[i].n, ended);
-            if (o->vote.kind) printf("; answer: %s", answers[i] ? answers[i] : "(none)");
-            printf(")\n%s\n", texts[i]);
-        }
+        json_t *ch = json_object();
+        jo_set(&ch, "chain", json_integer(i));
+        jo_set(&ch, "seed", jo_u64(o->sp.seed + (uint64_t)i));
+        jo_set(&ch, "tokens", jo_ints(out[i].t, out[i].n));
+        jo_set(&ch, "text", jo_str(texts[i]));
+        jo_set(&ch, "ended", jo_str(cot_ended(&c->g.br[i])));
+        if (o->vote.kind) jo_set(&ch, "answer", answers[i] ? jo_str(answers[i]) : json_null());
+        jo_push(&chains, ch);
     }
+    json_t *doc = json_object();
+    jo_set(&doc, "chains", chains);
+    if (o->vote.kind) {
+        json_t *v = json_object();
+        jo_set(&v, "answer", winner >= 0 ? jo_str(answers[winner]) : json_null());
+        jo_set(&v, "votes", json_integer(votes));
+        jo_set(&v, "of", json_integer(o->k));
+        jo_set(&doc, "vote", v);
+    }
+    return jo_print(doc, err);
+}
+
+/* Prints the chains (and the vote); texts[i] and answers[i] are chain i's. ST_ERR_NOMEM
+ * (JSON). */
+static st_code cot_print(const cot_opts *o, const cot *c, prompt_toks *out, char **texts,
+                         char **answers, int32_t winner, int32_t votes, st_err *err) {
+    st_code rc = ST_OK;
     if (o->json) {
-        printf("\n]");
-        if (o->vote.kind) {
-            printf(", \"vote\": {\"answer\": ");
-            if (winner >= 0) prompt_json_str(stdout, answers[winner]);
-            else printf("null");
-            printf(", \"votes\": %d, \"of\": %d}", votes, o->k);
-        }
-        printf("}\n");
-    } else if (o->vote.kind) {
+        rc = cot_print_json(o, c, out, texts, answers, winner, votes, err);
+        fflush(stdout);
+        return rc;
+    }
+    for (int32_t i = 0; i < o->k; i++) {
+        unsigned long long seed = (unsigned long long)(o->sp.seed + (uint64_t)i);
+        printf("--- chain %d (seed %llu, %d tokens, ended by %s", i, seed, out[i].n,
+               cot_ended(&c->g.br[i]));
+        if (o->vote.kind) printf("; answer: %s", answers[i] ? answers[i] : "(none)");
+        printf(")\n%s\n", texts[i]);
+    }
+    if (o->vote.kind) {
         if (winner >= 0) printf("=== vote: %s (%d of %d chains)\n", answers[winner], votes, o->k);
         else printf("=== vote: no chain gave an answer\n");
     }
     fflush(stdout);
+    return rc;
+}
+
+/* Each chain's text after the prompt, and with a vote its answer (NULL: none). Fills
+ * texts[0..k) and answers[0..k) with malloc'd strings. ST_ERR_NOMEM. */
+static st_code cot_texts(const prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
+                         const cot_opts *o, const prompt_toks *out, char **texts, char **answers,
+                         st_err *err) {
+    for (int32_t i = 0; i < o->k; i++) {
+        if (!(texts[i] = prompt_continuation(pm->tk, prompt, n_prompt, out[i].t, out[i].n)))
+            return st_set(err, ST_ERR_NOMEM, "out of memory");
+        if (!o->vote.kind) continue;
+        size_t cap = strlen(texts[i]) + 1;
+        if (!(answers[i] = malloc(cap))) return st_set(err, ST_ERR_NOMEM, "out of memory");
+        if (cot_extract(&o->vote, texts[i], answers[i], cap) < 0) {
+            free(answers[i]);
+            answers[i] = NULL;
+        }
+    }
+    return ST_OK;
 }
 
 static st_code cot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
@@ -168,27 +201,11 @@ static st_code cot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt
     double t2 = app_now();
 
     int64_t made = 0;
-    for (int32_t i = 0; i < o->k; i++) {
-        made += out[i].n;
-        if (!(texts[i] = prompt_continuation(pm->tk, prompt, n_prompt, out[i].t, out[i].n))) {
-            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        if (o->vote.kind) {
-            size_t cap = strlen(texts[i]) + 1;
-            if (!(answers[i] = malloc(cap))) {
-                rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-                goto done;
-            }
-            if (cot_extract(&o->vote, texts[i], answers[i], cap) < 0) {
-                free(answers[i]);
-                answers[i] = NULL;
-            }
-        }
-    }
+    for (int32_t i = 0; i < o->k; i++) made += out[i].n;
+    if ((rc = cot_texts(pm, prompt, n_prompt, o, out, texts, answers, err))) goto done;
     int32_t votes = 0, winner = -1;
     if (o->vote.kind) winner = cot_majority((const char *const *)answers, o->k, &votes);
-    cot_print(o, &c, out, texts, answers, winner, votes);
+    if ((rc = cot_print(o, &c, out, texts, answers, winner, votes, err))) goto done;
     if (o->so.save && (rc = cot_save(pm, f, &c, n_prompt, o, err))) goto done;
     if (full)
         fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it with "

@@ -25,6 +25,7 @@
 #include "strategy/grow.h"
 #include "forest/step.h"
 #include "app.h"
+#include "json_out.h"
 #include "prompt.h"
 #include "spec_opts.h"
 
@@ -56,7 +57,7 @@ static void gen_usage(FILE *f) {
 /* Starts the output stream with the prompt: it goes through the stream either way, so that
  * the answer's first token is decoded in context; a chat prompt (template markup) is not
  * echoed. */
-static void gen_echo_prompt(prompt_model *pm, tok_stream *ts, const int32_t *prompt,
+static void gen_echo_prompt(const prompt_model *pm, tok_stream *ts, const int32_t *prompt,
                             int32_t n_prompt, bool chat) {
     char buf[256];
     tok_stream_init(ts);
@@ -215,6 +216,46 @@ out:
     return rc;
 }
 
+/* How branch b ended, as the other commands say it. */
+static const char *gen_ended(const grow_branch *b, bool full) {
+    return b->eog ? "EOS" : b->done ? "budget" : full ? "full context" : "budget";
+}
+
+/* The g->n branches (out[i]: branch i's tokens): a JSON list, or each as the prompt and its
+ * continuation. full: the KV cache filled up. ST_ERR_NOMEM. */
+static st_code gen_branches_print(const prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
+                                  bool chat, const sample_params *sp, const grow *g,
+                                  const prompt_toks *out, bool full, bool json, st_err *err) {
+    json_t *list = json ? json_array() : NULL;
+    for (int32_t i = 0; i < g->n; i++) {
+        char *text = prompt_continuation(pm->tk, prompt, n_prompt, out[i].t, out[i].n);
+        if (!text) {
+            json_decref(list);
+            return st_set(err, ST_ERR_NOMEM, "out of memory");
+        }
+        uint64_t seed = sp->seed + (uint64_t)i;
+        const char *ended = gen_ended(&g->br[i], full);
+        if (json) {
+            json_t *b = json_object();
+            jo_set(&b, "branch", json_integer(i));
+            jo_set(&b, "seed", jo_u64(seed));
+            jo_set(&b, "tokens", jo_ints(out[i].t, out[i].n));
+            jo_set(&b, "text", jo_str(text));
+            jo_set(&b, "ended", jo_str(ended));
+            jo_push(&list, b);
+        } else {
+            /* each branch reads as the prompt and its continuation, as one branch does */
+            printf("--- branch %d (seed %llu, %d tokens, ended by %s)\n", i,
+                   (unsigned long long)seed, g->br[i].made, ended);
+            tok_stream ts;
+            gen_echo_prompt(pm, &ts, prompt, n_prompt, chat);
+            printf("%s\n", text);
+        }
+        free(text);
+    }
+    return json ? jo_print(list, err) : ST_OK;
+}
+
 /* The forest path: k branches from the prompt's last token, one step per token. */
 static st_code gen_branches(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, bool chat,
                             const sample_params *sp, int64_t n_gen, int32_t k, bool json,
@@ -257,36 +298,10 @@ static st_code gen_branches(prompt_model *pm, const int32_t *prompt, int32_t n_p
     }
     double t2 = app_now();
 
-    if (json) printf("[");
     int64_t made = 0;
-    for (int32_t i = 0; i < k; i++) {
-        const grow_branch *b = &g.br[i];
-        const char *ended = b->eog ? "EOS" : b->done ? "budget" : full ? "full context" : "budget";
-        char *text = prompt_continuation(pm->tk, prompt, n_prompt, out[i].t, out[i].n);
-        if (!text) {
-            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        made += b->made;
-        uint64_t seed = sp->seed + (uint64_t)i;
-        if (json) {
-            printf("%s\n {\"branch\": %d, \"seed\": %llu, \"tokens\": [", i ? "," : "", i,
-                   (unsigned long long)seed);
-            for (int32_t j = 0; j < out[i].n; j++) printf("%s%d", j ? ", " : "", out[i].t[j]);
-            printf("], \"text\": ");
-            prompt_json_str(stdout, text);
-            printf(", \"ended\": \"%s\"}", ended);
-        } else {
-            /* each branch reads as the prompt and its continuation, as one branch does */
-            printf("--- branch %d (seed %llu, %d tokens, ended by %s)\n", i, (unsigned long long)seed, b->made,
-                   ended);
-            tok_stream ts;
-            gen_echo_prompt(pm, &ts, prompt, n_prompt, chat);
-            printf("%s\n", text);
-        }
-        free(text);
-    }
-    if (json) printf("\n]\n");
+    for (int32_t i = 0; i < k; i++) made += g.br[i].made;
+    rc = gen_branches_print(pm, prompt, n_prompt, chat, sp, &g, out, full, json, err);
+    if (rc) goto out;
     fflush(stdout);
     if (full)
         fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it "
