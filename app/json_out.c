@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "prompt.h"
 
@@ -45,18 +46,16 @@ void jo_push(json_t **arr, json_t *v) {
     *arr = NULL;
 }
 
-/* The shortest "%.Nf" (N >= 1) that reads back as v: the digits the value was rounded
- * to; "%.17g" for what no fixed form holds. */
+/* The shortest "%.Ng" that reads back as v: the digits the value was rounded to, with
+ * ".0" where that form has no point or exponent, so that a reader still sees a real. */
 static void put_real(double v) {
-    char buf[400];
-    for (int k = 1; k <= 17; k++) {
-        snprintf(buf, sizeof buf, "%.*f", k, v);
-        if (strtod(buf, NULL) == v) {
-            fputs(buf, stdout);
-            return;
-        }
+    char buf[40];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, sizeof buf, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) break;
     }
-    printf("%.17g", v);
+    fputs(buf, stdout);
+    if (!strpbrk(buf, ".e")) fputs(".0", stdout);
 }
 
 static bool is_container(const json_t *v) { return json_is_object(v) || json_is_array(v); }

@@ -1,9 +1,9 @@
 /* json_out.h - the --json output of the commands: a jansson tree, built with the helpers
  * below, written to stdout in one layout (arrays of objects or arrays one element a line,
- * everything else inline). Reals keep the digits the command rounds them to (trailing
- * zeros dropped, always one decimal so a reader sees a real); strings are written byte
- * for byte with control characters escaped, since a token's text may end inside a
- * character. Not here: session files (engine/session/).
+ * everything else inline). Reals keep the digits the command rounds them to, in their
+ * shortest form (no trailing zeros; a point or an exponent always there, so a reader sees
+ * a real); strings are written byte for byte with control characters escaped, since a
+ * token's text may end inside a character. Not here: session files (engine/session/).
  *
  * Building: every helper returns NULL when out of memory, and jo_set / jo_push keep a
  * NULL container NULL (dropping what they were given), so a failure anywhere in a tree
