@@ -26,6 +26,7 @@
  * `make soak` runs 100,000 operations under ASan + UBSan. */
 #include <time.h>
 
+#include "base/array.h"
 #include "forest/forest.h"
 #include "strategy/merge.h"
 #include "convert/mkmodel.h"
@@ -754,8 +755,7 @@ int main(int argc, char **argv) {
     s.tmp = malloc(sizeof(int32_t) * N_SLOTS * 8);
     snprintf(s.file, sizeof s.file, "/tmp/md_soak_%ld.json", (long)getpid());
     step_plan_init(&s.plan);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = mono_now_s();
     long op;
     for (op = 0; op < n_ops; op++) {
         int fails = t_fail;
@@ -773,8 +773,7 @@ int main(int argc, char **argv) {
             break;
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double sec = mono_now_s() - t0;
     fprintf(stderr, "test_soak: %ld operations in %.2f s (%.0f ops/s), %ld exactness checks; "
             "done/refused:", op, sec, op / (sec > 0 ? sec : 1), s.n_exact);
     for (int32_t k = 0; k < OP_N; k++)

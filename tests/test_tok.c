@@ -3,6 +3,7 @@
  * all of llama.cpp's SentencePiece test vectors on the Llama 2 vocabulary; the stories260K
  * tokenizer; decode(encode(s)) == s round trips; the streaming detokenizer (held-back
  * UTF-8, U+FFFD, buffer sizing); and the GGUF error paths, on GGUF images built here. */
+#include "base/array.h"
 #include "tok/tok.h"
 #include "t.h"
 #include "t_tok.h"
@@ -513,12 +514,10 @@ static void test_large_text(const tok *t) {
     }
     size_t len;
     char *text = read_file(path, &len);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = mono_now_s();
     int32_t n;
     int32_t *ids = enc(t, text, len, true, false, &n);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double sec = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double sec = mono_now_s() - t0;
     fprintf(stderr, "encoded %zu bytes into %d tokens in %.3f s (twice: sizing + filling)\n",
             len, n, sec);
     T_CHECK(ids && n > (int32_t)(len / 8) && n < (int32_t)len, "token count %d plausible", n);

@@ -10,6 +10,7 @@
 #include <ncursesw/curses.h>
 #include <time.h>
 
+#include "base/array.h"
 #include "forest/forest.h"
 #include "forest/step.h"
 #include "../ui/action.h"
@@ -21,13 +22,11 @@
 #include "../ui/spec_job.h"
 #include "../ui/worker.h"
 #include "t.h"
+
+#include "strategy/strategy.h"
 #include "t_model.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
+static double now_ms(void) { return 1e3 * mono_now_s(); }
 
 static void test_actions(void) {
     ui_keymap km;
@@ -318,23 +317,25 @@ static void test_model_runs(void) {
     if (um) {
         step_plan p;
         step_plan_init(&p);
+        strategy_env env = {.f = f, .plan = &p, .ctx = c, .tk = tk};
+        const margins *mg = strategy_margins(um->s);
         forest_id run[64];
-        T_CHECK(ui_margins_running(um, run, 64) == um->n_chunks, "every note is growing");
+        T_CHECK(strategy_running(um->s, run, 64) == um->n_chunks, "every note is growing");
         int32_t active = 1, steps = 0;
         st_code rc = ST_OK;
-        while (active > 0 && steps < 40 && !rc) rc = ui_margins_step(um, f, &p, c, tk, &active, &err), steps++;
-        T_CHECK(!rc && active == 0 && margins_done(&um->m), "notes and answer done in %d steps: %s", steps, err.msg);
-        T_CHECK(ui_margins_running(um, run, 64) == 0, "nothing runs after");
+        while (active > 0 && steps < 40 && !rc) rc = strategy_step(um->s, &env, &err), active = !strategy_done(um->s), steps++;
+        T_CHECK(!rc && active == 0 && margins_done(mg), "notes and answer done in %d steps: %s", steps, err.msg);
+        T_CHECK(strategy_running(um->s, run, 64) == 0, "nothing runs after");
         /* the answer's prompt: the raw request around the notes */
-        int32_t np = forest_path(f, um->m.answer_from, NULL, 0);
+        int32_t np = forest_path(f, mg->answer_from, NULL, 0);
         int32_t *pt = malloc(sizeof(int32_t) * (size_t)np);
-        forest_path(f, um->m.answer_from, pt, np);
+        forest_path(f, mg->answer_from, pt, np);
         char txt[4096];
         tok_decode(tk, pt, np, txt, sizeof txt);
         free(pt);
         T_CHECK(strstr(txt, "Question: Who is Lily?\n\nNotes:\n") && strlen(txt) > 8 &&
                 !strcmp(txt + strlen(txt) - 8, "\nAnswer:"), "answer prompt '%s'", txt);
-        char *note = margins_note_text(&um->m, f, tk, 0, &err);
+        char *note = margins_note_text(mg, f, tk, 0, &err);
         T_CHECK(note != NULL, "note 0");
         free(note);
         step_plan_free(&p);
@@ -408,6 +409,18 @@ static void worker_run(model_ctx *c, const tok *tk, const int32_t *prompt, int32
     ui_worker_stop(w);
 }
 
+/* The TUI's observer, as the worker sets it: the step's view for the mask pane. */
+typedef struct la_view {
+    mask_view *mv;
+    const tok *tk;
+    int32_t step;
+} la_view;
+
+static void la_observe(void *ud, const spec *s, const forest *f, const step_plan *p) {
+    la_view *v = ud;
+    ui_spec_capture(v->mv, s, f, v->tk, p, v->step);
+}
+
 /* One lookahead step captured by the observer: roles and positions of the rows, kept
  * after the window and the rejected drafts are pruned. */
 static void check_la_capture(model_ctx *c, const tok *tk, const int32_t *prompt, int32_t np) {
@@ -417,18 +430,29 @@ static void check_la_capture(model_ctx *c, const tok *tk, const int32_t *prompt,
     forest_add_root(f, prompt, NULL, np, 0, &tip, &err);
     spec_params sp = ui_spec_params(3, 3, 2);
     T_CHECK(sp.row_cost == UI_SPEC_ROW_COST && sp.la.w == 3 && sp.la.n == 3 && sp.la.g == 2, "lookahead params");
-    ui_spec *u = ui_spec_start(f, tip, &sp, 16, &err);
-    T_CHECK(u, "ui_spec_start: %s", err.msg);
     mask_view *mv = malloc(sizeof *mv);
     mv_init(mv);
+    la_view lv = {mv, tk, 0};
+    strategy_opts o = strategy_default_opts(STRAT_LOOKAHEAD);
+    o.from = tip, o.budget = 16, o.u.spec.p = sp, o.u.spec.observe = la_observe, o.u.spec.observe_ud = &lv;
     step_plan p;
     step_plan_init(&p);
-    int32_t made = 0, active = 0, steps = 0;
+    strategy_env env = {.f = f, .plan = &p, .ctx = c, .tk = tk};
+    strategy *u = strategy_create(&o, &env, &err);
+    T_CHECK(u, "the lookahead strategy: %s", err.msg);
+    int32_t made = 0, steps = 0;
     bool ok = true;
     /* the prefill step, then a few more: each must show the whole window */
-    for (; u && ok && steps < 4 && !u->done; steps++) {
-        int32_t tip_pos = forest_get(f, spec_tip(u->s))->depth;
-        ok = !ui_spec_step(u, f, &p, c, tk, mv, steps, &made, &active, &err);
+    for (; u && ok && steps < 4 && !strategy_done(u); steps++) {
+        int32_t tip_pos = forest_get(f, spec_tip(strategy_spec(u)))->depth;
+        strategy_progress pr;
+        strategy_get_progress(u, &pr);
+        lv.step = steps;
+        ok = !strategy_step(u, &env, &err);
+        if (mv->spec && mv->step == steps) mv_resolve_drafts(mv, f);
+        made = pr.done;
+        strategy_get_progress(u, &pr);
+        made = pr.done - made;
         T_CHECK(ok && made >= 1 && mv->step == steps && mv->spec, "step %d: %s", steps, err.msg);
         mv_mark_pruned(mv, f);
         int32_t n_win = 0, n_tip = 0, bad = 0, live = 0, acc = 0, rej = 0, tip_row = -1;
@@ -460,12 +484,12 @@ static void check_la_capture(model_ctx *c, const tok *tk, const int32_t *prompt,
         if (acc + rej > 0) snprintf(txt, sizeof txt, "; %d/%d drafts accepted, 5 window", acc, acc + rej);
         else snprintf(txt, sizeof txt, "; no drafts, 5 window");
         T_CHECK(strstr(hd, txt) && !strstr(hd, "pruned since"), "header '%s'", hd);
-        mv_legend(mv, txt, sizeof txt, 80);
+        mv_legend(mv, txt, sizeof txt, 80, false);
         T_CHECK(strstr(txt, " role ") && !strstr(txt, "parent"), "legend '%s'", txt);
     }
     step_plan_free(&p);
     free(mv);
-    ui_spec_free(u);
+    strategy_free(u);
     forest_free(f);
 }
 
@@ -494,27 +518,31 @@ static void test_spec_runs(void) {
     worker_run(c, tk, prompt, np, (ui_job){.kind = UI_JOB_LOOKAHEAD, .a = 5, .b = 4, .c = 4, .d = 7}, ref, 7,
                ":lookahead 5 4 4 7 (a budget inside accepted drafts)");
     check_la_capture(c, tk, prompt, np);
-    /* budgets 1..12 straight through ui_spec_step: a step that accepts more tokens than
+    /* budgets 1..12 straight through the lookahead strategy: a step that accepts more tokens than
      * are left has the rest pruned again */
     int32_t trimmed = 0;
     for (int32_t budget = 1; budget <= 12; budget++) {
         forest *f = forest_init(512, 0);
         forest_id tip;
         forest_add_root(f, prompt, NULL, np, 0, &tip, &err);
-        spec_params sp = ui_spec_params(5, 4, 4);
-        ui_spec *u = ui_spec_start(f, tip, &sp, budget, &err);
+        strategy_opts o = strategy_default_opts(STRAT_LOOKAHEAD);
+        o.from = tip, o.budget = budget, o.u.spec.p = ui_spec_params(5, 4, 4);
         step_plan p;
         step_plan_init(&p);
-        int32_t made = 0, active = 1, steps = 0;
+        strategy_env env = {.f = f, .plan = &p, .ctx = c, .tk = tk};
+        strategy *u = strategy_create(&o, &env, &err);
+        int32_t active = 1, steps = 0;
         st_code rc = u ? ST_OK : err.code;
-        while (!rc && active && steps++ < 64) rc = ui_spec_step(u, f, &p, c, tk, NULL, 0, &made, &active, &err);
-        T_CHECK(!rc && !active && u->made == budget, "budget %d: %d tokens: %s", budget, u ? u->made : -1, err.msg);
-        if (u) trimmed += spec_get_stats(u->s)->emitted > u->made;
+        while (!rc && active && steps++ < 64) rc = strategy_step(u, &env, &err), active = !strategy_done(u);
+        strategy_progress pr = {0};
+        if (u) strategy_get_progress(u, &pr);
+        T_CHECK(!rc && !active && pr.done == budget, "budget %d: %d tokens: %s", budget, u ? pr.done : -1, err.msg);
+        if (u) trimmed += spec_get_stats(strategy_spec(u))->emitted > pr.done;
         char what[32];
         snprintf(what, sizeof what, "budget %d", budget);
         check_chain(f, prompt, np, ref, budget, what);
         step_plan_free(&p);
-        ui_spec_free(u);
+        strategy_free(u);
         forest_free(f);
     }
     T_CHECK(trimmed > 0, "some budget ended inside a step's accepted tokens (%d)", trimmed);

@@ -8,6 +8,7 @@
 #include <ncursesw/curses.h>
 #include <time.h>
 
+#include "base/array.h"
 #include "forest/forest.h"
 #include "forest/step.h"
 #include "../ui/forest_view.h"
@@ -17,11 +18,7 @@
 #include "../ui/uline.h"
 #include "t.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
+static double now_ms(void) { return 1e3 * mono_now_s(); }
 
 /* Non-ASCII text: columns measured with wcwidth (CJK and emoji 2, combining marks 0, RTL
  * letters 1), bytes that are not UTF-8 escaped; a character split over byte tokens drawn
@@ -260,14 +257,16 @@ static void test_mask_view(void) {
     T_CHECK(!strcmp(buf, "step 0: 4 rows, 4 KV slots seen"), "header '%s'", buf);
     /* the grid follows its newest columns until scrolled; scrolling back to them follows
      * again */
-    T_CHECK(mv->left == -1 && mv_first_col(mv, 2) == 2 && mv_first_col(mv, 8) == 0, "follows the last columns");
+    int32_t nd = mv->n_dcols; /* slots 0, 1, 2, 9: four columns and a gap mark */
+    T_CHECK(nd == 5 && mv->dcols[3].n == 0 && mv_cell(mv, 0, 3) == ' ', "drawn columns %d", nd);
+    T_CHECK(mv->left == -1 && mv_first_col(mv, 2) == nd - 2 && mv_first_col(mv, 8) == 0, "follows the last columns");
     mv_hscroll(mv, -1, 2);
-    T_CHECK(mv->left == 1 && mv_first_col(mv, 2) == 1, "scrolled left by one: %d", mv->left);
+    T_CHECK(mv->left == nd - 3 && mv_first_col(mv, 2) == nd - 3, "scrolled left by one: %d", mv->left);
     mv_hscroll(mv, -8, 2);
     T_CHECK(mv->left == 0 && mv_first_col(mv, 2) == 0, "clamped at the first column");
     T_CHECK(mv_first_col(mv, 3) == 0 && mv_first_col(mv, 8) == 0, "a wider grid starts at 0");
     mv_hscroll(mv, 8, 2);
-    T_CHECK(mv->left == -1 && mv_first_col(mv, 2) == 2, "back at the end: following again");
+    T_CHECK(mv->left == -1 && mv_first_col(mv, 2) == nd - 2, "back at the end: following again");
     mv_hscroll(mv, -1, 8);
     T_CHECK(mv->left == -1, "a grid that fits does not scroll");
     /* a preview: the plan cancelled without running leaves the forest as it was */
@@ -290,6 +289,71 @@ static void test_mask_view(void) {
     snprintf(st.job, sizeof st.job, "idle");
     ui_status_format(&st, buf, sizeof buf, 200);
     T_CHECK(strstr(buf, "KV 3 used 7 free") && strstr(buf, "4 rows 1.2ms") && strstr(buf, "3.5 tok/s"), "status '%s'", buf);
+}
+
+/* The grid of a step where three chains grow over one prompt: one column per slot with a
+ * gap mark where slots jump while it fits; too wide, each run of slots the rows see alike
+ * is one column, so every chain's own slots stay in view. The legend says what the marks
+ * mean; a token's spaces are visible. */
+static void test_mask_layout(void) {
+    forest *f = forest_init(64, 0);
+    int32_t prompt[6] = {1, 2, 3, 4, 5, 6}, chain[4] = {7, 8, 9, 10};
+    forest_id root, tip[3], leaf;
+    forest_add_root(f, prompt, NULL, 6, 0, &root, NULL);
+    for (int i = 0; i < 3; i++) forest_append(f, root, chain, NULL, 4, &tip[i], NULL);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    T_CHECK(!step_plan_build(f, &p, &err) && p.n_rows == 18, "prefill plan of 18 rows: %s", err.msg);
+    for (int32_t r = 0; r < p.n_rows; r++) forest_mark_computed(f, p.node[r], p.slot[r]);
+    step_plan_free(&p);
+    step_plan_init(&p);
+    int32_t next = 11;
+    for (int i = 0; i < 3; i++) forest_append(f, tip[i], &next, NULL, 1, &leaf, NULL);
+    T_CHECK(!step_plan_build(f, &p, &err) && p.n_rows == 3, "decode plan of 3 rows: %s", err.msg);
+    mask_view *mv = malloc(sizeof *mv);
+    mv_init(mv);
+    mv_capture(mv, f, NULL, &p, 1);
+    T_CHECK(mv->n_cols == 6 + 3 * 5, "21 slots seen (%d)", mv->n_cols);
+    int32_t gaps = 0;
+    for (int32_t d = 0; d < mv->n_dcols; d++) gaps += mv->dcols[d].n == 0;
+    bool jumps = false;
+    for (int32_t c = 1; c < mv->n_cols; c++) jumps |= mv->cols[c] != mv->cols[c - 1] + 1;
+    T_CHECK(!mv->runs && mv->n_dcols == mv->n_cols + gaps && (gaps > 0) == jumps,
+            "unbounded: one column per slot, %d gap marks", gaps);
+    mv_layout(mv, 12);
+    T_CHECK(mv->runs && mv->n_dcols <= 12, "12 wide: runs (%d columns)", mv->n_dcols);
+    /* every row sees the prompt's run and its own chain's run, and no other chain's */
+    int32_t seen[3] = {0}, shared = 0;
+    for (int32_t d = 0; d < mv->n_dcols; d++) {
+        int32_t k = 0;
+        for (int32_t r = 0; r < 3; r++) k += mv_cell(mv, r, d) == '#';
+        shared += k == 3;
+        for (int32_t r = 0; r < 3; r++) seen[r] += mv_cell(mv, r, d) == '#' && k == 1;
+    }
+    T_CHECK(shared >= 1 && seen[0] >= 1 && seen[1] >= 1 && seen[2] >= 1,
+            "the prompt's run for all rows (%d), each chain's for its row (%d %d %d)", shared, seen[0], seen[1], seen[2]);
+    char buf[256], txt[32];
+    mv_dcol_text(mv, 0, txt, sizeof txt);
+    T_CHECK(!strcmp(txt, "0-5") || mv->cols[0] != 0, "the first column is the prompt's run '%s'", txt);
+    mv_slot_line(mv, 0, 40, buf, sizeof buf, false);
+    T_CHECK((int32_t)strlen(buf) == mv->n_dcols && buf[0] == '=', "slot line '%s'", buf);
+    mv_legend(mv, buf, sizeof buf, 200, false);
+    T_CHECK(strstr(buf, " L token") && strchr(buf, '|') - buf == MV_TEXT_COLS, "legend '%s'", buf);
+    mv_marks(mv, buf, sizeof buf, 80, false);
+    T_CHECK(strstr(buf, "L logits") && strstr(buf, "# sees") && strstr(buf, "= run") &&
+                (strstr(buf, "| skip") != NULL) == (gaps > 0), "marks '%s'", buf);
+    mv_layout(mv, 80);
+    mv_marks(mv, buf, sizeof buf, 80, false);
+    T_CHECK(!mv->runs && !strstr(buf, "run"), "80 wide: one column per slot again, no run mark '%s'", buf);
+    /* a token with spaces: visible in the row text, which stays MV_TEXT_COLS wide */
+    snprintf(mv->rows[0].text, sizeof mv->rows[0].text, " a b");
+    mv_row_text(mv, 0, buf, sizeof buf, 80, false);
+    T_CHECK(strstr(buf, "_a_b") && strlen(buf) == MV_TEXT_COLS, "row text '%s' (%zu)", buf, strlen(buf));
+    step_plan_cancel(f, &p);
+    step_plan_free(&p);
+    free(mv);
+    forest_free(f);
 }
 
 /* Mouse hit-testing and scrolling of the mask pane, and its rows after a prune. */
@@ -362,6 +426,7 @@ int main(void) {
     test_forest_view();
     test_wide_text();
     test_mask_view();
+    test_mask_layout();
     test_mask_mouse_prune();
     return t_done();
 }

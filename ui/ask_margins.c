@@ -90,6 +90,19 @@ static int32_t *request_tokens(const tok *tk, const ui_chat *ch, const char *tex
     return ui_turn_tokens(tk, ch, text, ch->kind == CHAT_NONE ? UI_TURN_RAW : UI_TURN_FIRST, true, n, err);
 }
 
+/* The answer prompt's tokens, once every note is done (strategy_answer_fn). */
+static int32_t *answer_tokens(void *ud, const char *notes, int32_t *n, st_err *err) {
+    const ui_margins *um = ud;
+    char *text = margins_answer_prompt(um->question, notes, um->chat.kind != CHAT_NONE);
+    if (!text) {
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    int32_t *t = request_tokens(um->tk, &um->chat, text, n, err);
+    free(text);
+    return t;
+}
+
 ui_margins *ui_margins_start(forest *f, const tok *tk, forest_id from, const char *question,
                              int32_t chunk, const ui_chat *ch, const sample_params *sp,
                              int32_t budget, int32_t n_vocab, st_err *err) {
@@ -148,15 +161,23 @@ ui_margins *ui_margins_start(forest *f, const tok *tk, forest_id from, const cha
                "(prune something first)", n_ch, need, free_slots > 0 ? free_slots : 0);
         goto fail;
     }
-    if (margins_init(&um->m, f, (const int32_t *const *)ptok, plen, n_ch, sp, budget, n_vocab, err))
-        goto fail;
+    um->chat = *ch;
+    um->tk = tk;
+    um->n_chunks = n_ch;
+    strategy_opts o = strategy_default_opts(STRAT_MARGINS);
+    o.sample = *sp;
+    o.budget = budget;
+    o.n_vocab = n_vocab;
+    o.u.margins.prompts = (const int32_t *const *)ptok;
+    o.u.margins.lens = plen;
+    o.u.margins.n_chunks = n_ch;
+    o.u.margins.answer_budget = budget;
+    o.u.margins.answer = answer_tokens;
+    o.u.margins.answer_ud = um;
+    strategy_env env = {.f = f, .tk = tk};
+    if (!(um->s = strategy_create(&o, &env, err))) goto fail;
     for (int32_t i = 0; i < n_ch; i++) free(ptok[i]);
     free(path);
-    um->chat = *ch;
-    um->sp = *sp;
-    um->sp.seed = sp->seed + (uint64_t)n_ch;
-    um->budget = budget;
-    um->n_chunks = n_ch;
     return um;
 fail:
     for (int32_t i = 0; i < n_ch; i++) free(ptok[i]);
@@ -166,46 +187,9 @@ fail:
     return NULL;
 }
 
-/* The answer's prompt, once every note is done. */
-static st_code start_answer(ui_margins *um, forest *f, const tok *tk, st_err *err) {
-    char *notes = margins_notes_text(&um->m, f, tk, "\n\n", err);
-    if (!notes) return err->code;
-    char *text = margins_answer_prompt(um->question, notes, um->chat.kind != CHAT_NONE);
-    free(notes);
-    if (!text) return st_set(err, ST_ERR_NOMEM, "out of memory");
-    int32_t n = 0, *t = request_tokens(tk, &um->chat, text, &n, err);
-    free(text);
-    if (!t) return err->code;
-    st_code rc = margins_answer(&um->m, f, t, n, &um->sp, um->budget, err);
-    free(t);
-    return rc;
-}
-
-st_code ui_margins_step(ui_margins *um, forest *f, step_plan *p, model_ctx *c, const tok *tk,
-                        int32_t *active, st_err *err) {
-    int32_t act = 0;
-    st_code rc = margins_step(&um->m, f, p, c, tk, NULL, NULL, &act, err);
-    if (rc) return rc;
-    if (um->m.phase == MARGINS_READY) {
-        if ((rc = start_answer(um, f, tk, err))) return rc;
-        act = 1;
-    }
-    *active = um->m.phase == MARGINS_DONE ? 0 : act;
-    return ST_OK;
-}
-
-int32_t ui_margins_running(const ui_margins *um, forest_id *out, int32_t cap) {
-    const grow *g = um->m.phase == MARGINS_NOTES ? &um->m.notes
-                    : um->m.phase == MARGINS_ANSWER ? &um->m.answer : NULL;
-    int32_t n = 0;
-    for (int32_t i = 0; g && i < g->n && n < cap; i++)
-        if (!g->br[i].done) out[n++] = g->br[i].leaf;
-    return n;
-}
-
 void ui_margins_free(ui_margins *um) {
     if (!um) return;
-    margins_free(&um->m);
+    strategy_free(um->s);
     free(um->question);
     free(um);
 }

@@ -2,9 +2,9 @@
  * the selected node as a chat user turn (the model's template, handed in by app/ as a
  * ui_chat) followed by the assistant's header, so the model answers it; a model without
  * a template gets the text as it is. :margins runs Writing in the Margins
- * (engine/strategy/margins.h) over the selected branch's text as a strategy the worker steps one
- * forest step at a time: the notes grow together, and when the last one is done the
- * answer's prompt (the notes joined) is added and grown.
+ * (engine/strategy/margins.h) over the selected branch's text: this file builds its
+ * prompts (chunks of the branch, the chat form) and its answer prompt; the worker steps it
+ * through the strategy interface like every other strategy.
  *
  * The text forms (ui_turn_form, ui_turn_text) are plain C, unit-tested; the rest runs on
  * the worker's thread under its lock. Not here: the job queue and the lock (worker.c),
@@ -18,6 +18,7 @@
 #include "tok/chat.h"
 #include "forest/forest.h"
 #include "strategy/margins.h"
+#include "strategy/strategy.h"
 #include "forest/sample.h"
 #include "forest/step.h"
 #include "tok/tok.h"
@@ -57,13 +58,13 @@ int32_t *ui_turn_tokens(const tok *tk, const ui_chat *ch, const char *text, int 
 #define UI_MARGINS_CHUNK 128      /* default chunk, in tokens */
 #define UI_MARGINS_MAX_CHUNKS 64
 
-/* A running :margins. */
+/* A running :margins: the margins strategy (engine/strategy/strategy.h) with the prompts
+ * built here from the branch's text, and what its answer prompt needs. */
 typedef struct ui_margins {
-    margins m;
+    strategy *s;        /* owned */
     char *question;
     ui_chat chat;
-    sample_params sp;   /* the answer's (seed + the number of chunks) */
-    int32_t budget;     /* tokens per note, and for the answer */
+    const tok *tk;
     int32_t n_chunks;
 } ui_margins;
 
@@ -71,21 +72,15 @@ typedef struct ui_margins {
  * cut into chunks of chunk tokens (0: UI_MARGINS_CHUNK), each chunk's note request
  * (margins_note_prompt) in UI_TURN_FIRST form (UI_TURN_RAW, with BOS, without a template)
  * added to f as new trees sharing their common prefix (margins_init); note i grows with sp
- * and seed sp->seed + i, at most budget tokens. NULL + err: ST_ERR_ARG (from is gone or
- * has no text, more than UI_MARGINS_MAX_CHUNKS chunks), ST_ERR_CONTEXT (the prompts need
- * more KV slots than are free), ST_ERR_NOMEM; f is unchanged then. */
+ * and seed sp->seed + i, at most budget tokens; when the last note is done, the answer's
+ * prompt (margins_answer_prompt around the joined notes, in the notes' form) is added and
+ * grown with seed sp->seed + the number of chunks, at most budget tokens. NULL + err:
+ * ST_ERR_ARG (from is gone or has no text, more than UI_MARGINS_MAX_CHUNKS chunks),
+ * ST_ERR_CONTEXT (the prompts need more KV slots than are free), ST_ERR_NOMEM; f is
+ * unchanged then. */
 ui_margins *ui_margins_start(forest *f, const tok *tk, forest_id from, const char *question,
                              int32_t chunk, const ui_chat *ch, const sample_params *sp,
                              int32_t budget, int32_t n_vocab, st_err *err);
-/* One forest step (p's forward hooks apply): a notes step, or an answer step; the step
- * after which the last note is done also adds the answer's prompt (margins_answer_prompt
- * around the joined notes, in the notes' form). *active gets the branches still running
- * (0: finished). Codes from margins_step / margins_answer (ST_NO_KV_SLOT: nothing
- * changed, the step can be retried). */
-st_code ui_margins_step(ui_margins *um, forest *f, step_plan *p, model_ctx *c, const tok *tk,
-                        int32_t *active, st_err *err);
-/* The leaves growing now; returns how many (writes at most cap). */
-int32_t ui_margins_running(const ui_margins *um, forest_id *out, int32_t cap);
 void ui_margins_free(ui_margins *um); /* NULL is a no-op; leaves the forest as it is */
 
 #endif

@@ -1,5 +1,6 @@
 /* forest_view.c - the forest pane's view model (forest_view.h): the radix-line walk,
  * folding, the cursor and the text of one line. */
+#include "base/array.h"
 #include "forest_view.h"
 
 #include <math.h>
@@ -23,17 +24,6 @@ void fv_free(forest_view *v) {
     fv_init(v, v->utf8);
 }
 
-static bool grow_arr(void **p, int32_t *cap, int32_t need, size_t elem) {
-    if (need <= *cap) return true;
-    int32_t n = *cap ? *cap : 64;
-    while (n < need) n *= 2;
-    void *q = realloc(*p, (size_t)n * elem);
-    if (!q) return false;
-    *p = q;
-    *cap = n;
-    return true;
-}
-
 bool fv_is_folded(const forest_view *v, const forest *f, int32_t idx) {
     const forest_node *nd = forest_node_at(f, idx);
     return idx < v->cap_mark && nd && v->mark[idx].fold == nd->gen + 1;
@@ -55,12 +45,12 @@ static int32_t line_next(const forest_view *v, const forest *f, const forest_nod
 
 st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
     int32_t cap = forest_capacity(f), n_live = forest_n_live(f);
-    if (!grow_arr((void **)&v->stack, &v->cap_stack, n_live + 1, sizeof(int32_t)) ||
-        !grow_arr((void **)&v->lines, &v->cap_lines, n_live + 1, sizeof(fv_line)))
+    if (!ARR_GROW_I32(v->stack, n_live + 1, v->cap_stack) ||
+        !ARR_GROW_I32(v->lines, n_live + 1, v->cap_lines))
         return st_set(err, ST_ERR_NOMEM, "out of memory for the forest view");
     if (cap > v->cap_mark) {
         int32_t old = v->cap_mark;
-        if (!grow_arr((void **)&v->mark, &v->cap_mark, cap, sizeof(fv_mark)))
+        if (!ARR_GROW_I32(v->mark, cap, v->cap_mark))
             return st_set(err, ST_ERR_NOMEM, "out of memory for the forest view");
         memset(v->mark + old, 0, sizeof(fv_mark) * (size_t)(v->cap_mark - old));
     }
@@ -69,7 +59,7 @@ st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
     for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
         if (forest_node_at(f, i)->parent < 0) n_roots++;
     int32_t *stack = v->stack; /* each entry packs start and indent as two ints */
-    if (!grow_arr((void **)&v->stack, &v->cap_stack, 2 * (n_live + 1), sizeof(int32_t)))
+    if (!ARR_GROW_I32(v->stack, 2 * (n_live + 1), v->cap_stack))
         return st_set(err, ST_ERR_NOMEM, "out of memory for the forest view");
     stack = v->stack;
     sp = 2 * n_roots;

@@ -76,7 +76,7 @@ void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p
             if (step_plan_sees(p, pr, v->cols[c])) v->grid[r][c / 8] |= (uint8_t)(1u << (c % 8));
     }
     if (v->top > v->n_rows) v->top = 0;
-    if (v->left > v->n_cols) v->left = -1;
+    mv_layout(v, INT32_MAX);
 }
 
 bool mv_sees(const mask_view *v, int32_t row, int32_t col) {
@@ -112,13 +112,61 @@ void mv_vscroll(mask_view *v, int32_t delta) {
     v->top = top < 0 ? 0 : top > last ? last : top;
 }
 
+/* Whether columns a and b are seen by the same rows. */
+static bool same_rows(const mask_view *v, int32_t a, int32_t b) {
+    for (int32_t r = 0; r < v->n_rows; r++)
+        if (mv_sees(v, r, a) != mv_sees(v, r, b)) return false;
+    return true;
+}
+
+/* Fills v->dcols: one per column, a gap mark where slots jump; with runs, consecutive
+ * slots seen by the same rows share one. Returns the count. */
+static int32_t lay_out(mask_view *v, bool runs) {
+    int32_t n = 0;
+    for (int32_t c = 0; c < v->n_cols; c++) {
+        bool adjacent = c > 0 && v->cols[c] == v->cols[c - 1] + 1;
+        if (c > 0 && !adjacent) v->dcols[n++] = (mv_dcol){c, 0};
+        if (runs && adjacent && same_rows(v, c - 1, c)) v->dcols[n - 1].n++;
+        else v->dcols[n++] = (mv_dcol){c, 1};
+    }
+    return n;
+}
+
+void mv_layout(mask_view *v, int32_t width) {
+    v->n_dcols = lay_out(v, false);
+    v->runs = v->n_dcols > width;
+    if (v->runs) v->n_dcols = lay_out(v, true);
+    if (v->left >= v->n_dcols) v->left = -1;
+}
+
+char mv_cell(const mask_view *v, int32_t r, int32_t d) {
+    if (d < 0 || d >= v->n_dcols || v->dcols[d].n == 0) return ' ';
+    return mv_sees(v, r, v->dcols[d].col) ? '#' : '.';
+}
+
+void mv_slot_line(const mask_view *v, int32_t first, int32_t width, char *out, size_t cap, bool utf8) {
+    ui_line l = ui_line_make(out, cap, width, utf8);
+    for (int32_t d = first < 0 ? 0 : first; d < v->n_dcols; d++) {
+        const mv_dcol *dc = &v->dcols[d];
+        char digit[2] = {(char)('0' + v->cols[dc->col] % 10), 0};
+        ui_line_put(&l, dc->n == 0 ? (utf8 ? "\u00a6" : "|") : dc->n > 1 ? (utf8 ? "\u2261" : "=") : digit);
+    }
+}
+
+void mv_dcol_text(const mask_view *v, int32_t d, char *out, size_t cap) {
+    const mv_dcol *dc = d >= 0 && d < v->n_dcols ? &v->dcols[d] : NULL;
+    if (!dc || dc->n == 0) snprintf(out, cap, "%s", "");
+    else if (dc->n == 1) snprintf(out, cap, "%d", v->cols[dc->col]);
+    else snprintf(out, cap, "%d-%d", v->cols[dc->col], v->cols[dc->col + dc->n - 1]);
+}
+
 int32_t mv_first_col(const mask_view *v, int32_t width) {
-    int32_t last = v->n_cols > width ? v->n_cols - width : 0;
+    int32_t last = v->n_dcols > width ? v->n_dcols - width : 0;
     return v->left < 0 || v->left > last ? last : v->left;
 }
 
 void mv_hscroll(mask_view *v, int32_t delta, int32_t width) {
-    int32_t last = v->n_cols > width ? v->n_cols - width : 0;
+    int32_t last = v->n_dcols > width ? v->n_dcols - width : 0;
     int32_t c = mv_first_col(v, width) + delta;
     c = c < 0 ? 0 : c;
     v->left = c >= last ? -1 : c;
@@ -159,10 +207,40 @@ void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8) 
     }
 }
 
-void mv_legend(const mask_view *v, char *out, size_t cap, int width) {
-    ui_line l = ui_line_make(out, cap, width, false);
-    ui_line_put(&l, v->spec ? " row  node role      pos slot token   mask ('#': row attends to slot)"
-                            : "  row  node parent  pos slot L token    mask ('#': row attends to slot)");
+void mv_legend(const mask_view *v, char *out, size_t cap, int width, bool utf8) {
+    ui_line l = ui_line_make(out, cap, width, utf8);
+    char head[64];
+    if (v->spec) snprintf(head, sizeof head, "%4s %5s %-8s %4s %4s %-8s", "row", "node", "role", "pos", "slot", "token");
+    else snprintf(head, sizeof head, "%4s %5s %6s %4s %4s %s %-8s", "row", "node", "parent", "pos", "slot", "L", "token");
+    ui_line_put(&l, head);
+    ui_line_put(&l, utf8 ? "\u2502" : "|");
+    ui_line_put(&l, "KV slots");
+}
+
+int mv_marks(const mask_view *v, char *out, size_t cap, int width, bool utf8) {
+    bool gaps = false;
+    for (int32_t d = 0; d < v->n_dcols; d++) gaps |= v->dcols[d].n == 0;
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s# sees%s%s", v->spec ? "" : "L logits  ", !v->runs ? "" : utf8 ? "  \u2261 run" : "  = run",
+             !gaps ? "" : utf8 ? "  \u00a6 skip" : "  | skip");
+    ui_line l = ui_line_make(out, cap, width, utf8);
+    ui_line_put(&l, buf);
+    return l.cols;
+}
+
+/* The token text of a row, spaces made visible, in 8 columns. */
+static void row_token(const mv_row *row, char *out, size_t cap, bool utf8) {
+    char vis[96];
+    size_t n = 0;
+    for (const char *c = row->text; *c && n + 3 < sizeof vis; c++) {
+        if (*c != ' ') vis[n++] = *c;
+        else if (utf8) memcpy(vis + n, "\u00b7", 2), n += 2;
+        else vis[n++] = '_';
+    }
+    vis[n] = 0;
+    ui_line t = ui_line_make(out, cap, 8, utf8);
+    ui_line_put(&t, vis);
+    ui_line_pad(&t);
 }
 
 const char *mv_role_text(const mv_row *row, char *buf, size_t cap) {
@@ -176,19 +254,17 @@ void mv_row_text(const mask_view *v, int32_t r, char *out, size_t cap, int width
     ui_line l = ui_line_make(out, cap, width, utf8);
     if (r < 0 || r >= v->n_rows) return;
     const mv_row *row = &v->rows[r];
-    char buf[96], text[16], role[16];
-    ui_line t = ui_line_make(text, sizeof text, 8, utf8);
-    ui_line_put(&t, row->text);
-    ui_line_pad(&t);
+    char buf[96], text[40], role[16];
+    row_token(row, text, sizeof text, utf8);
     if (v->spec) {
         /* the role takes the parent's and the logits' columns; the text is the snapshot,
            shown even when the node is gone (a rejected draft, a window cell) */
         mv_role_text(row, role, sizeof role);
         if (row->role == MV_ROLE_OTHER) snprintf(role, sizeof role, "%s", row->gone ? "-" : row->want ? "L" : "");
-        snprintf(buf, sizeof buf, "%4d %5d %-8.8s %4d %4d %s ", r, row->node, role, row->pos, row->slot,
+        snprintf(buf, sizeof buf, "%4d %5d %-8.8s %4d %4d %s", r, row->node, role, row->pos, row->slot,
                  row->gone && row->role == MV_ROLE_OTHER ? "pruned" : text);
     } else
-        snprintf(buf, sizeof buf, "%4d %5d %6d %4d %4d %s %s ", r, row->node, row->parent, row->pos,
+        snprintf(buf, sizeof buf, "%4d %5d %6d %4d %4d %s %s", r, row->node, row->parent, row->pos,
                  row->slot, row->gone ? "-" : row->want ? "L" : " ", row->gone ? "pruned" : text);
     ui_line_put(&l, buf);
 }

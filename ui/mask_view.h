@@ -53,6 +53,13 @@ enum {
     MV_ROLE_WINDOW,    /* a lookahead window cell (la_level, la_col), pruned after the step */
 };
 
+/* A column of the grid as drawn (mv_layout): n = 1, one KV slot (column col); n > 1, a run
+ * of n consecutive slots that every row sees or misses alike, drawn as one column; n = 0,
+ * a gap mark where slot numbers jump. */
+typedef struct mv_dcol {
+    int32_t col, n;
+} mv_dcol;
+
 typedef struct mask_view {
     mv_row rows[MV_MAX_ROWS];
     int32_t n_rows;         /* rows kept (the last ones) */
@@ -63,8 +70,11 @@ typedef struct mask_view {
     int32_t step;           /* steps run before this one; -1 before any */
     bool preview;           /* the plan of the next step, built and cancelled, not run */
     bool spec;              /* a speculative step: rows carry roles */
+    mv_dcol dcols[2 * MV_MAX_COLS]; /* the columns as drawn (mv_layout) */
+    int32_t n_dcols;
+    bool runs;              /* the layout drew runs of slots as one column each */
     int32_t top;            /* first row shown */
-    int32_t left;           /* first column shown; -1: follow the newest (last) columns */
+    int32_t left;           /* first drawn column shown; -1: follow the newest (last) ones */
 } mask_view;
 
 void mv_init(mask_view *v);
@@ -73,11 +83,25 @@ void mv_init(mask_view *v);
 void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p, int32_t step);
 bool mv_sees(const mask_view *v, int32_t row, int32_t col);
 
-/* The first grid column shown in a grid of width columns: the last columns while
+/* Lays the grid out for width screen columns: one column per slot, with a gap mark where
+ * slot numbers jump; when that is wider than width, each run of consecutive slots that
+ * all rows see or miss alike becomes one column, so every row's own slots stay in view
+ * (k chains of a long thought: the shared prompt and each chain one column each).
+ * mv_capture lays out for an unbounded width. */
+void mv_layout(mask_view *v, int32_t width);
+/* Drawn column d of row r: '#' the row sees its slots, '.' it does not, ' ' a gap. */
+char mv_cell(const mask_view *v, int32_t r, int32_t d);
+/* The slot line above the grid from drawn column first, at most width columns: a slot's
+ * last digit, '≡' ('=' without UTF-8) for a run, '¦' ('|') for a gap. */
+void mv_slot_line(const mask_view *v, int32_t first, int32_t width, char *out, size_t cap, bool utf8);
+/* The slots of drawn column d as text ("17", "0-12", "" for a gap). */
+void mv_dcol_text(const mask_view *v, int32_t d, char *out, size_t cap);
+
+/* The first drawn column shown in a grid of width columns: the last columns while
  * following (left < 0), else left clamped so the grid does not end early. */
 int32_t mv_first_col(const mask_view *v, int32_t width);
-/* Scrolls the grid by delta columns (negative: towards older slots) in a grid of width
- * columns; reaching the last columns follows them again (left = -1). */
+/* Scrolls the grid by delta drawn columns (negative: towards older slots) in a grid of
+ * width columns; reaching the last columns follows them again (left = -1). */
 void mv_hscroll(mask_view *v, int32_t delta, int32_t width);
 
 /* Lines of the pane above the first row: the header, the legend, the slot numbers. */
@@ -96,14 +120,22 @@ int32_t mv_row_at(const mask_view *v, int32_t y, int32_t x, int32_t y0, int32_t 
 /* Scrolls the rows by delta (negative: up), keeping top within 0..n_rows - 1. */
 void mv_vscroll(mask_view *v, int32_t delta);
 
+/* Screen columns of mv_row_text's table; the grid starts after a separator. */
+#define MV_TEXT_COLS 38
+
 /* Text of the table's header and of row r ("row node parent pos slot logits text"; a
- * gone row reads "-" for logits and "pruned" for its text), at most width columns. In a
+ * gone row reads "-" for logits and "pruned" for its text; spaces in a token read '·'
+ * ('_' without UTF-8)), at most width columns. In a
  * speculative step a row reads "row node role pos slot text" and keeps its text when
  * gone (the header counts the drafts accepted and the window's rows). */
 void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8);
 void mv_row_text(const mask_view *v, int32_t r, char *out, size_t cap, int width, bool utf8);
-/* The column legend above the rows, to match mv_row_text. */
-void mv_legend(const mask_view *v, char *out, size_t cap, int width);
+/* The column legend above the rows, to match mv_row_text, and the grid's title. */
+void mv_legend(const mask_view *v, char *out, size_t cap, int width, bool utf8);
+/* What the marks in use mean, e.g. "L logits  # sees  ≡ run  ¦ skip": drawn beside the
+ * slot line (a run only when runs are drawn, a gap only where slots jump), at most width
+ * columns. Returns the columns used. */
+int mv_marks(const mask_view *v, char *out, size_t cap, int width, bool utf8);
 
 /* ---- speculative steps ---- */
 /* Gives row r a role (MV_ROLE_*; level and col for MV_ROLE_WINDOW) and makes the view a

@@ -1,4 +1,5 @@
 /* text_view.c - the text pane's view model (text_view.h). */
+#include "base/array.h"
 #include "text_view.h"
 
 #include <math.h>
@@ -29,12 +30,8 @@ st_code tv_set(text_view *v, const forest *f, forest_id leaf, st_err *err) {
     }
     int32_t n = 1;
     for (const forest_node *p = nd; p->parent >= 0; p = forest_node_at(f, p->parent)) n++;
-    if (n > v->cap) {
-        int32_t *q = realloc(v->idx, sizeof *q * (size_t)n);
-        if (!q) return st_set(err, ST_ERR_NOMEM, "out of memory for the text view");
-        v->idx = q;
-        v->cap = n;
-    }
+    if (!ARR_GROW_I32(v->idx, n, v->cap))
+        return st_set(err, ST_ERR_NOMEM, "out of memory for the text view");
     int32_t old_n = v->n;
     bool same = leaf == v->leaf;
     int32_t at = forest_index(leaf);

@@ -4,6 +4,7 @@
  * worker's lock with trylock, so a running step never blocks the screen: the last frame
  * stays up until the step lands. Layout (top to bottom): title, panes (forest | text or
  * mask), status line, command line. Below 80x24 only a message is drawn. */
+#include "base/array.h"
 #include "tui.h"
 
 #include <math.h>
@@ -46,12 +47,6 @@ typedef struct tui {
     ui_job confirm_job;
     char confirm_text[1024];
 } tui;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void set_msg(tui *t, const char *m) {
     snprintf(t->msg, sizeof t->msg, "%.*s", (int)sizeof t->msg - 1, m);
@@ -201,32 +196,38 @@ static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
 }
 
 static void draw_mask(tui *t, int y0, int x0, int h, int w) {
-    const mask_view *mv = ui_worker_mask(t->w);
+    mask_view *mv = ui_worker_mask_mut(t->w);
+    bool utf8 = ui_screen_utf8();
     char buf[512];
-    mv_header(mv, buf, sizeof buf, w, ui_screen_utf8());
+    mv_header(mv, buf, sizeof buf, w, utf8);
     put_line(y0, x0, buf, A_BOLD);
     if (mv->step < 0) return;
-    mv_legend(mv, buf, sizeof buf, w);
+    mv_legend(mv, buf, sizeof buf, w, utf8);
     put_line(y0 + 1, x0, buf, ui_screen_attr(UI_PAIR_DIM));
-    int tw = 37, gw = w - tw;
+    int tw = MV_TEXT_COLS + 1, gw = w - tw;
     /* the newest slots are the interesting ones: the grid follows its last columns until
-     * scrolled left (h / l) */
+     * scrolled left (h / l); runs of slots become one column when the grid is too wide */
+    mv_layout(mv, gw);
     t->mask_gw = gw;
     int32_t left = mv_first_col(mv, gw);
-    /* slot numbers of the visible columns, last digit only */
-    for (int c = 0; c < gw && left + c < mv->n_cols; c++)
-        mvaddch(y0 + 2, x0 + tw + c, (chtype)('0' + mv->cols[left + c] % 10) | ui_screen_attr(UI_PAIR_DIM));
+    const char *sep = utf8 ? "\u2502" : "|";
+    int mw = mv_marks(mv, buf, sizeof buf, tw - 2, utf8);
+    put_line(y0 + 2, x0 + tw - 2 - mw, buf, ui_screen_attr(UI_PAIR_DIM));
+    put_line(y0 + 2, x0 + tw - 1, sep, ui_screen_attr(UI_PAIR_DIM));
+    mv_slot_line(mv, left, gw, buf, sizeof buf, utf8);
+    put_line(y0 + 2, x0 + tw, buf, ui_screen_attr(UI_PAIR_DIM));
     for (int r = 0; r < h - MV_HEAD_LINES && mv->top + r < mv->n_rows; r++) {
         int32_t row = mv->top + r;
         int y = y0 + MV_HEAD_LINES + r; /* mv_row_at's layout */
-        mv_row_text(mv, row, buf, sizeof buf, tw, ui_screen_utf8());
+        mv_row_text(mv, row, buf, sizeof buf, MV_TEXT_COLS, utf8);
         /* a pruned node's row stays (the step did run it), dimmed: a speculative step's
            rejected drafts and window cells among them */
         int attr = mv->rows[row].gone ? ui_screen_attr(UI_PAIR_DIM) : ui_screen_attr(UI_PAIR_BRANCH0 + mv->rows[row].colour);
         put_line(y, x0, buf, attr);
-        for (int c = 0; c < gw && left + c < mv->n_cols; c++) {
-            bool on = mv_sees(mv, row, left + c);
-            mvaddch(y, x0 + tw + c, on ? ('#' | (chtype)attr) : ('.' | (chtype)ui_screen_attr(UI_PAIR_DIM)));
+        put_line(y, x0 + tw - 1, sep, ui_screen_attr(UI_PAIR_DIM));
+        for (int c = 0; c < gw && left + c < mv->n_dcols; c++) {
+            char cell = mv_cell(mv, row, left + c);
+            mvaddch(y, x0 + tw + c, (chtype)cell | (chtype)(cell == '#' ? attr : ui_screen_attr(UI_PAIR_DIM)));
         }
     }
 }
@@ -599,7 +600,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
     keypad(t.cmdwin, TRUE);
     ui_cmdline_init(p->history);
     timeout(30);
-    t.last_autosave = now_s();
+    t.last_autosave = mono_now_s();
     t.seen_version = (uint64_t)-1;
     while (!t.quit && !ui_screen_signal()) {
         wint_t wch;
@@ -625,9 +626,9 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
         }
         (void)busy_view;
         double since = ui_worker_unsaved_since(t.w);
-        if (p->autosave && since > 0 && now_s() - since > AUTOSAVE_S && now_s() - t.last_autosave > AUTOSAVE_S) {
+        if (p->autosave && since > 0 && mono_now_s() - since > AUTOSAVE_S && mono_now_s() - t.last_autosave > AUTOSAVE_S) {
             post(&t, save_job(&t, p->autosave));
-            t.last_autosave = now_s();
+            t.last_autosave = mono_now_s();
         }
     }
     /* only when something changed: an untouched run leaves the last autosave alone */

@@ -11,18 +11,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "strategy/beam.h"
-#include "strategy/cot.h"
-#include "strategy/grow.h"
-#include "strategy/merge.h"
+#include "strategy/strategy.h"
 #include "session/session.h"
 #include "forest/step.h"
 #include "spec_job.h"
 #include "undo.h"
 
 #define Q_CAP 64
-
-enum { RUN_NONE, RUN_GROW, RUN_COT, RUN_BEAM, RUN_STEPS, RUN_MARGINS, RUN_DRAFT, RUN_LOOKAHEAD };
 
 struct ui_worker {
     pthread_t th;
@@ -43,18 +38,14 @@ struct ui_worker {
     ui_save_fn save;
     ui_load_fn load;
     void *ud;
-    /* the running strategy */
-    int run;
+    /* the running strategy (NULL: idle), driven through strategy.h */
+    strategy *run;
+    ui_margins *mg;            /* :margins: owns run, and what its answer prompt needs */
+    forest_id run_focus;       /* the node the run last asked views to show */
     bool paused;
-    grow g;
-    cot c;
-    beam *b;
-    ui_margins *mg;
-    ui_spec *sj;               /* :draft, :lookahead */
     ui_chat chat;
     bool chat_on;              /* typed text becomes a user turn (needs chat.kind) */
     char note[160];            /* what the job did, added to its "done" */
-    int32_t steps_left, steps_done, steps_goal;
     /* what the UI reads */
     mask_view *mv;
     int32_t n_steps;           /* steps ever run (numbers the mask view) */
@@ -68,7 +59,6 @@ struct ui_worker {
     forest_id score_leaf[UI_MAX_SCORES]; /* the last beam's hypotheses and scores */
     double score[UI_MAX_SCORES];
     int32_t n_scores;
-    float beam_alpha;
     const char *model_name, *backend;
     int32_t threads;
     _Atomic uint64_t version;
@@ -98,95 +88,80 @@ static void changed(ui_worker *w, bool forest_changed) {
 
 static void run_stop(ui_worker *w) {
     double dt = now_s() - w->t_job;
-    if (w->run != RUN_NONE && dt > 0) w->last_tok_s = w->job_tokens / dt;
-    if (w->run == RUN_GROW) grow_free(&w->g);
-    if (w->run == RUN_COT) cot_free(&w->c);
-    if (w->run == RUN_BEAM) beam_free(w->b);
-    if (w->run == RUN_MARGINS) ui_margins_free(w->mg);
-    if (w->run == RUN_DRAFT || w->run == RUN_LOOKAHEAD) ui_spec_free(w->sj);
-    w->b = NULL;
+    if (w->run && dt > 0) w->last_tok_s = w->job_tokens / dt;
+    if (w->mg) ui_margins_free(w->mg); /* with its strategy */
+    else strategy_free(w->run);
     w->mg = NULL;
-    w->sj = NULL;
-    w->run = RUN_NONE;
+    w->run = NULL;
     w->paused = false;
 }
 
-/* Makes node id a node a strategy can start from: a pending node is computed by the next
- * step with its logits; a computed one is re-scored by it (FOREST_WANT_LOGITS: it runs
- * again in its own KV slot), so every strategy starts from the model's own distribution at
- * any node. */
-static st_code start_node(ui_worker *w, forest_id id, forest_id *out, st_err *err) {
-    const forest_node *nd = forest_get(w->f, id);
-    if (!nd) return st_set(err, ST_ERR_ARG, "the selected node is gone");
-    if (nd->state == FOREST_PENDING)
-        forest_set_flags(w->f, id, 0, FOREST_FINISHED | FOREST_NO_LOGITS);
-    else
-        forest_set_flags(w->f, id, FOREST_WANT_LOGITS, FOREST_FINISHED);
-    *out = id;
-    return ST_OK;
+static strategy_env worker_env(ui_worker *w) {
+    return (strategy_env){.f = w->f, .plan = &w->plan, .ctx = w->ctx, .tk = w->tk};
+}
+
+/* The spec driver's observer: the step's plan with its drafts and window still in the
+ * forest, captured for the mask pane. */
+static void spec_observe(void *ud, const spec *s, const forest *f, const step_plan *p) {
+    ui_worker *w = ud;
+    ui_spec_capture(w->mv, s, f, w->tk, p, w->n_steps);
+}
+
+/* A strategy job as the strategy's options (budget 0: the worker's). */
+static strategy_opts job_opts(ui_worker *w, const ui_job *j) {
+    static const strategy_kind kinds[] = {
+        [UI_JOB_GROW] = STRAT_GROW, [UI_JOB_COT] = STRAT_COT, [UI_JOB_BEAM] = STRAT_BEAM,
+        [UI_JOB_STEP] = STRAT_STEPS, [UI_JOB_DRAFT] = STRAT_DRAFT, [UI_JOB_LOOKAHEAD] = STRAT_LOOKAHEAD};
+    strategy_opts o = strategy_default_opts(kinds[j->kind]);
+    int32_t asked = j->kind == UI_JOB_GROW || j->kind == UI_JOB_DRAFT ? j->a : j->kind == UI_JOB_LOOKAHEAD ? j->d : j->b;
+    o.from = j->node;
+    o.sample = w->sp;
+    o.budget = asked > 0 ? asked : w->budget;
+    o.n_vocab = w->n_vocab;
+    if (j->kind == UI_JOB_COT) o.u.cot.k = j->a;
+    if (j->kind == UI_JOB_BEAM) o.u.beam.width = j->a;
+    if (j->kind == UI_JOB_STEP) o.u.steps.n = j->a > 0 ? j->a : 1;
+    if (j->kind == UI_JOB_DRAFT || j->kind == UI_JOB_LOOKAHEAD) {
+        /* greedy whatever the temperature: only greedy decoding can be verified */
+        o.u.spec.p = j->kind == UI_JOB_DRAFT ? ui_spec_params(0, 0, 0) : ui_spec_params(j->a, j->b, j->c);
+        o.u.spec.observe = spec_observe;
+        o.u.spec.observe_ud = w;
+    }
+    return o;
+}
+
+/* Bookkeeping once w->run is set: the rate's clock, the node to show. */
+static void run_begin(ui_worker *w) {
+    strategy_progress pr;
+    strategy_get_progress(w->run, &pr);
+    w->run_focus = pr.focus;
+    if (pr.focus != FOREST_NONE) w->focus = pr.focus;
+    w->t_job = now_s();
+    w->job_tokens = 0;
 }
 
 static st_code run_start(ui_worker *w, const ui_job *j, st_err *err) {
-    if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "a strategy is running: cancel it first (x)");
-    int32_t asked = j->kind == UI_JOB_GROW || j->kind == UI_JOB_DRAFT ? j->a
-                    : j->kind == UI_JOB_LOOKAHEAD ? j->d : j->kind == UI_JOB_MARGINS ? 0 : j->b;
-    int32_t budget = asked > 0 ? asked : w->budget;
-    forest_id from = j->node;
-    st_code rc;
-    const forest_node *nd = forest_get(w->f, j->node);
+    if (w->run) return st_set(err, ST_ERR_ARG, "a strategy is running: cancel it first (x)");
     /* a step runs whatever is pending: it needs no node (the first tree may be gone) */
-    if (!nd && j->kind != UI_JOB_STEP) return st_set(err, ST_ERR_ARG, "nothing selected");
-    if ((j->kind == UI_JOB_GROW || j->kind == UI_JOB_COT || j->kind == UI_JOB_BEAM) &&
-        (rc = start_node(w, j->node, &from, err)))
-        return rc;
-    switch (j->kind) {
-    case UI_JOB_GROW:
-        if ((rc = grow_init(&w->g, w->f, from, 1, &w->sp, budget, w->n_vocab, err))) return rc;
-        w->run = RUN_GROW;
-        w->focus = from;
-        break;
-    case UI_JOB_COT:
-        if ((rc = cot_init(&w->c, w->f, from, j->a, &w->sp, budget, w->n_vocab, err))) return rc;
-        w->run = RUN_COT;
-        break;
-    case UI_JOB_MARGINS:
-        if (!(w->mg = ui_margins_start(w->f, w->tk, j->node, j->text ? j->text : "", j->a, &w->chat,
-                                       &w->sp, budget, w->n_vocab, err)))
+    if (!forest_get(w->f, j->node) && j->kind != UI_JOB_STEP) return st_set(err, ST_ERR_ARG, "nothing selected");
+    w->note[0] = '\0';
+    if (j->kind == UI_JOB_MARGINS) {
+        int32_t chunk = j->a > 0 ? j->a : UI_MARGINS_CHUNK;
+        if (!(w->mg = ui_margins_start(w->f, w->tk, j->node, j->text ? j->text : "", j->a, &w->chat, &w->sp,
+                                       w->budget, w->n_vocab, err)))
             return err->code;
-        w->run = RUN_MARGINS;
-        w->focus = w->mg->m.note_from[0];
-        budget *= 2; /* the notes, then the answer */
+        w->run = w->mg->s;
         snprintf(w->note, sizeof w->note, "margins: %d note%s on %d-token chunks, then the answer",
-                 (int)w->mg->n_chunks, w->mg->n_chunks > 1 ? "s" : "", (int)(j->a > 0 ? j->a : UI_MARGINS_CHUNK));
+                 (int)w->mg->n_chunks, w->mg->n_chunks > 1 ? "s" : "", (int)chunk);
         say(w, "%s", w->note);
-        break;
-    case UI_JOB_DRAFT: case UI_JOB_LOOKAHEAD: {
-        /* greedy whatever the temperature: only greedy decoding can be verified */
-        spec_params sp = j->kind == UI_JOB_DRAFT ? ui_spec_params(0, 0, 0) : ui_spec_params(j->a, j->b, j->c);
-        if (!(w->sj = ui_spec_start(w->f, j->node, &sp, budget, err))) return err->code;
-        w->run = j->kind == UI_JOB_DRAFT ? RUN_DRAFT : RUN_LOOKAHEAD;
-        w->focus = j->node;
-        if (w->sp.temp > 0) say(w, "%s", "greedy decoding: the temperature does not apply (only greedy can be verified)");
-        break;
+    } else {
+        strategy_opts o = job_opts(w, j);
+        strategy_env env = worker_env(w);
+        if (!(w->run = strategy_create(&o, &env, err))) return err->code;
+        if ((j->kind == UI_JOB_DRAFT || j->kind == UI_JOB_LOOKAHEAD) && w->sp.temp > 0)
+            say(w, "%s", "greedy decoding: the temperature does not apply (only greedy can be verified)");
     }
-    case UI_JOB_BEAM: {
-        beam_params bp = beam_default_params();
-        bp.width = j->a;
-        bp.max_tokens = budget;
-        w->beam_alpha = bp.alpha;
-        if (!(w->b = beam_init(w->f, from, &bp, w->tk, w->n_vocab, err))) return err->code;
-        w->run = RUN_BEAM;
-        break;
-    }
-    default:
-        w->steps_left = j->a > 0 ? j->a : 1;
-        w->run = RUN_STEPS;
-    }
-    if (j->kind != UI_JOB_MARGINS) w->note[0] = '\0';
-    w->steps_done = 0;
-    w->steps_goal = j->kind == UI_JOB_STEP ? w->steps_left : budget;
-    w->t_job = now_s();
-    w->job_tokens = 0;
+    run_begin(w);
     return ST_OK;
 }
 
@@ -207,21 +182,22 @@ static void eog_name(ui_worker *w, forest_id leaf, char *out, size_t cap) {
     snprintf(out, cap, "end of text");
 }
 
-/* What a grow or cot run did, for its "done": "+12 tokens, 1 branch; stopped: budget".
- * cot says how many chains it kept ("5 of 6 chains, 1 ended at once"): a chain whose
- * first token ends the text leaves no branch. */
-static void grow_summary(ui_worker *w, const grow *g, bool chains, char *out, size_t cap) {
-    int32_t made = 0, eog = 0, stop = 0, budget = 0, empty = 0;
+/* What a grow-like run did (its results: branches or chains), for its "done": "+12
+ * tokens, 1 branch; stopped: budget". Chains say how many were kept ("5 of 6 chains, 1
+ * ended at once"): a chain whose first token ends the text leaves no branch. */
+static void branch_summary(ui_worker *w, bool chains, char *out, size_t cap) {
+    int32_t n = strategy_n_results(w->run), made = 0, eog = 0, stop = 0, budget = 0, empty = 0;
     forest_id eog_leaf = FOREST_NONE;
-    for (int32_t i = 0; i < g->n; i++) {
-        const grow_branch *b = &g->br[i];
-        made += b->made;
-        if (b->eog) eog++, eog_leaf = b->leaf, empty += b->made == 0;
-        else if (b->stop >= 0) stop++;
+    for (int32_t i = 0; i < n; i++) {
+        strategy_result r;
+        strategy_result_at(w->run, w->f, i, &r);
+        made += r.n_tokens;
+        if (r.end == STRAT_END_EOG) eog++, eog_leaf = r.leaf, empty += r.n_tokens == 0;
+        else if (r.end == STRAT_END_STOP) stop++;
         else budget++;
     }
     char end[96], why[192] = "";
-    if (eog == 1 && g->n == 1) eog_name(w, eog_leaf, end, sizeof end);
+    if (eog == 1 && n == 1) eog_name(w, eog_leaf, end, sizeof end);
     else snprintf(end, sizeof end, "end of text");
     const char *names[3] = {"budget", end, "stop string"};
     int32_t counts[3] = {budget, eog, stop}, kinds = (budget > 0) + (eog > 0) + (stop > 0);
@@ -234,43 +210,37 @@ static void grow_summary(ui_worker *w, const grow *g, bool chains, char *out, si
     char once[48] = "";
     if (empty) snprintf(once, sizeof once, ", %d ended at once", (int)empty);
     if (chains)
-        snprintf(out, cap, "%d of %d chain%s%s, +%d tokens; stopped: %s", (int)(g->n - empty), (int)g->n,
-                 g->n == 1 ? "" : "s", once, (int)made, why);
+        snprintf(out, cap, "%d of %d chain%s%s, +%d tokens; stopped: %s", (int)(n - empty), (int)n,
+                 n == 1 ? "" : "s", once, (int)made, why);
     else
-        snprintf(out, cap, "+%d token%s, %d branch%s; stopped: %s", (int)made, made == 1 ? "" : "s", (int)g->n,
-                 g->n == 1 ? "" : "es", why);
-}
-
-/* The beam's live hypotheses and their scores (sum / length^alpha, as its results are
- * scored) into w->score_*, for the forest pane. */
-static void beam_scores(ui_worker *w) {
-    int32_t len = beam_cur_len(w->b);
-    w->n_scores = 0;
-    for (int32_t i = 0; i < beam_n_live(w->b) && w->n_scores < UI_MAX_SCORES; i++) {
-        w->score_leaf[w->n_scores] = beam_live_leaf(w->b, i);
-        w->score[w->n_scores++] = len > 0 ? beam_live_sum(w->b, i) / pow((double)len, (double)w->beam_alpha) : 0;
-    }
+        snprintf(out, cap, "+%d token%s, %d branch%s; stopped: %s", (int)made, made == 1 ? "" : "s", (int)n,
+                 n == 1 ? "" : "es", why);
 }
 
 /* "2 results, best score -1.23; stopped: budget (1), end of text (1)" */
-static void beam_summary(ui_worker *w, char *out, size_t cap) {
-    beam_scores(w);
-    int32_t n = beam_n_results(w->b), ended = 0;
-    for (int32_t i = 0; i < n; i++) ended += beam_result(w->b, i)->ended;
+static void ranked_summary(ui_worker *w, char *out, size_t cap) {
+    int32_t n = strategy_n_results(w->run), ended = 0;
+    strategy_result best = {0}, r;
+    for (int32_t i = 0; i < n; i++) {
+        strategy_result_at(w->run, w->f, i, &r);
+        ended += r.end == STRAT_END_EOG;
+        if (i == 0) best = r;
+    }
     char why[96];
     if (ended == 0 || ended == n) snprintf(why, sizeof why, "%s", ended ? "end of text" : "budget");
     else snprintf(why, sizeof why, "budget (%d), end of text (%d)", (int)(n - ended), (int)ended);
     if (n == 0) snprintf(out, cap, "no result");
-    else snprintf(out, cap, "%d result%s, best score %.2f; stopped: %s", (int)n, n == 1 ? "" : "s",
-                  beam_result(w->b, 0)->score, why);
+    else snprintf(out, cap, "%d result%s, best score %.2f; stopped: %s", (int)n, n == 1 ? "" : "s", best.score, why);
 }
 
-/* The "done" message of the run that just ended. */
-static void say_done(ui_worker *w) {
+/* The "done" message of the run that just ended: its results summed up as its table
+ * says, then the job's note (or the run's own progress line). */
+static void say_done(ui_worker *w, const strategy_progress *pr) {
     char sum[320] = "";
-    if (w->run == RUN_GROW) grow_summary(w, &w->g, false, sum, sizeof sum);
-    if (w->run == RUN_COT) grow_summary(w, &w->c.g, true, sum, sizeof sum);
-    if (w->run == RUN_BEAM) beam_summary(w, sum, sizeof sum);
+    strategy_summary how = strategy_ops_of(w->run)->summary;
+    if (how == STRAT_SUM_BRANCHES || how == STRAT_SUM_CHAINS) branch_summary(w, how == STRAT_SUM_CHAINS, sum, sizeof sum);
+    if (how == STRAT_SUM_RANKED) ranked_summary(w, sum, sizeof sum);
+    if (how == STRAT_SUM_PROGRESS) snprintf(w->note, sizeof w->note, "%s", pr->text);
     snprintf(w->msg, sizeof w->msg, "done%s%s%s%s%s", sum[0] ? ": " : "", sum, w->note[0] ? " (" : "", w->note,
              w->note[0] ? ")" : "");
     w->msg_no++;
@@ -279,33 +249,9 @@ static void say_done(ui_worker *w) {
 /* One step of the running strategy, under the lock. */
 static void run_step(ui_worker *w) {
     st_err err = {0};
-    st_code rc = ST_OK;
-    int32_t active = 0, made = -1; /* made: tokens kept by a speculative step */
+    strategy_env env = worker_env(w);
     double t0 = now_s();
-    switch (w->run) {
-    case RUN_GROW: rc = grow_step(&w->g, w->f, &w->plan, w->ctx, w->tk, NULL, NULL, &active, &err); break;
-    case RUN_COT: rc = cot_step(&w->c, w->f, &w->plan, w->ctx, w->tk, NULL, NULL, &active, &err); break;
-    case RUN_BEAM:
-        rc = beam_step(w->b, w->f, &w->plan, w->ctx, &err);
-        active = !beam_done(w->b);
-        if (!rc) beam_scores(w);
-        break;
-    case RUN_STEPS:
-        rc = step_forest(w->f, &w->plan, w->ctx, &err);
-        active = --w->steps_left > 0 && forest_n_pending(w->f) > 0;
-        break;
-    case RUN_MARGINS: {
-        bool notes = w->mg->m.phase == MARGINS_NOTES;
-        rc = ui_margins_step(w->mg, w->f, &w->plan, w->ctx, w->tk, &active, &err);
-        if (!rc && notes && w->mg->m.phase == MARGINS_ANSWER) w->focus = w->mg->m.answer_from;
-        break;
-    }
-    case RUN_DRAFT: case RUN_LOOKAHEAD:
-        /* the mask view is captured inside the step, before the drafts are pruned */
-        rc = ui_spec_step(w->sj, w->f, &w->plan, w->ctx, w->tk, w->mv, w->n_steps, &made, &active, &err);
-        if (!rc) ui_spec_describe(w->sj, w->note, sizeof w->note);
-        break;
-    }
+    st_code rc = strategy_step(w->run, &env, &err);
     double t1 = now_s();
     if (rc == ST_NO_KV_SLOT) {
         w->paused = true;
@@ -314,16 +260,24 @@ static void run_step(ui_worker *w) {
         say(w, "stopped: %s", err.msg[0] ? err.msg : st_str(rc));
         run_stop(w);
     } else {
-        w->steps_done = made >= 0 ? w->sj->made : w->steps_done + 1;
+        strategy_progress pr;
+        strategy_get_progress(w->run, &pr);
+        /* a speculative step's view was captured inside the step, before its drafts were
+         * pruned: now they read accepted or rejected */
+        bool captured = w->mv->spec && w->mv->step == w->n_steps;
+        if (captured) mv_resolve_drafts(w->mv, w->f);
         w->n_steps++;
         w->rows = w->plan.n_rows;
         w->step_ms = 1e3 * (t1 - t0);
-        /* a speculative step's rows include rejected drafts: its rate is of tokens kept */
-        w->job_tokens += made >= 0 ? made : w->plan.n_rows;
-        if (w->plan.n_rows > 0 && made < 0) mv_capture(w->mv, w->f, w->tk, &w->plan, w->n_steps - 1);
-        if (made >= 0 && active) say(w, "%s", w->note); /* tokens per step so far */
+        w->job_tokens = (double)pr.tokens;
+        if (w->plan.n_rows > 0 && !captured) mv_capture(w->mv, w->f, w->tk, &w->plan, w->n_steps - 1);
+        if (strategy_ops_of(w->run)->scores)
+            w->n_scores = strategy_scores(w->run, w->score_leaf, w->score, UI_MAX_SCORES);
+        if (pr.focus != w->run_focus && pr.focus != FOREST_NONE) w->focus = w->run_focus = pr.focus;
+        bool active = !strategy_done(w->run);
+        if (pr.tell && active) say(w, "%s", pr.text); /* e.g. tokens per step so far */
         if (!active) {
-            say_done(w);
+            say_done(w, &pr);
             run_stop(w);
         }
     }
@@ -340,7 +294,7 @@ static void say_pruned(ui_worker *w, const char *verb, const ui_prune_info *in, 
 }
 
 static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
-    if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
+    if (w->run) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
     ui_prune_info in;
     forest_id top;
     st_code rc = j->kind == UI_JOB_PRUNE  ? ui_undo_prune(&w->undo, w->f, j->node, &in, err)
@@ -374,19 +328,23 @@ static st_code set_param(ui_worker *w, const char *key, double v, st_err *err) {
  * common ancestor; their bookmarks are cleared (they are used up) and the merged chain,
  * pending, is prefilled by the next step and grown by the budget. */
 static st_code merge_marked(ui_worker *w, st_err *err) {
-    if (w->run != RUN_NONE) return st_set(err, ST_ERR_ARG, "cancel the running strategy before merging (x)");
+    if (w->run) return st_set(err, ST_ERR_ARG, "cancel the running strategy before merging (x)");
     forest_id marks[64];
     int32_t n = 0;
     for (int32_t i = forest_dfs_first(w->f); i >= 0 && n < 64; i = forest_dfs_next(w->f, i))
         if (forest_node_at(w->f, i)->flags & FOREST_BOOKMARK) marks[n++] = forest_id_at(w->f, i);
     if (n < 2) return st_set(err, ST_ERR_ARG, "merge needs two or more bookmarked branches (m marks one)");
-    forest_id last;
-    st_code rc = merge_branches(w->f, w->tk, marks, n, NULL, &last, err);
-    if (rc) return rc;
+    strategy_opts o = strategy_default_opts(STRAT_MERGE);
+    o.sample = w->sp;
+    o.budget = w->budget;
+    o.n_vocab = w->n_vocab;
+    o.u.merge.leaves = marks;
+    o.u.merge.n = n;
+    strategy_env env = worker_env(w);
+    if (!(w->run = strategy_create(&o, &env, err))) return err->code;
     for (int32_t i = 0; i < n; i++) forest_set_flags(w->f, marks[i], 0, FOREST_BOOKMARK);
-    w->focus = last;
-    ui_job g = {.kind = UI_JOB_GROW, .node = last};
-    if ((rc = run_start(w, &g, err))) return rc;
+    w->note[0] = '\0';
+    run_begin(w);
     char m[64];
     snprintf(m, sizeof m, "%d", (int)n);
     say(w, "merged %s branches: growing the merged text", m);
@@ -469,7 +427,7 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
         w->focus = last;
         if (j->kind == UI_JOB_FORK || j->kind == UI_JOB_ASK || j->b) {
             ui_job g = {.kind = UI_JOB_GROW, .node = last};
-            bool idle = w->run == RUN_NONE;
+            bool idle = !w->run;
             if (idle) rc = run_start(w, &g, err);
             if (j->kind == UI_JOB_ASK && !rc) { /* the form the text took, while it grows and after */
                 if (idle) snprintf(w->note, sizeof w->note, "%s", note);
@@ -524,12 +482,12 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
         return rc;
     }
     case UI_JOB_PAUSE:
-        if (w->run == RUN_NONE) return st_set(err, ST_ERR_ARG, "nothing is running");
+        if (!w->run) return st_set(err, ST_ERR_ARG, "nothing is running");
         w->paused = !w->paused;
         say(w, "%s", w->paused ? "paused" : "resumed");
         return ST_OK;
     case UI_JOB_CANCEL:
-        if (w->run == RUN_NONE) return st_set(err, ST_ERR_ARG, "nothing is running");
+        if (!w->run) return st_set(err, ST_ERR_ARG, "nothing is running");
         run_stop(w);
         say(w, "%s", "cancelled");
         return ST_OK;
@@ -553,7 +511,7 @@ static void *worker_main(void *arg) {
     ui_worker *w = arg;
     for (;;) {
         pthread_mutex_lock(&w->qmu);
-        while (w->q_n == 0 && !(w->run != RUN_NONE && !w->paused)) pthread_cond_wait(&w->qcv, &w->qmu);
+        while (w->q_n == 0 && !(w->run && !w->paused)) pthread_cond_wait(&w->qcv, &w->qmu);
         ui_job j = {0};
         bool have = w->q_n > 0;
         if (have) {
@@ -671,7 +629,7 @@ void ui_worker_unlock(ui_worker *w) { pthread_mutex_unlock(&w->mu); }
 const forest *ui_worker_forest(const ui_worker *w) { return w->f; }
 const mask_view *ui_worker_mask(const ui_worker *w) { return w->mv; }
 mask_view *ui_worker_mask_mut(ui_worker *w) { return w->mv; }
-bool ui_worker_busy(const ui_worker *w) { return w->run != RUN_NONE; }
+bool ui_worker_busy(const ui_worker *w) { return w->run != NULL; }
 sample_params ui_worker_sample(const ui_worker *w) { return w->sp; }
 
 forest_id ui_worker_take_focus(ui_worker *w) {
@@ -699,20 +657,10 @@ uint64_t ui_worker_message(const ui_worker *w, char *out, size_t cap) {
 }
 
 int32_t ui_worker_running(const ui_worker *w, forest_id *out, int32_t cap) {
-    const grow *g = w->run == RUN_GROW ? &w->g : w->run == RUN_COT ? &w->c.g : NULL;
-    int32_t n = 0;
-    if (g)
-        for (int32_t i = 0; i < g->n; i++)
-            if (!g->br[i].done && n < cap) out[n++] = g->br[i].leaf;
-    if (w->run == RUN_BEAM)
-        for (int32_t i = 0; i < beam_n_live(w->b) && n < cap; i++) out[n++] = beam_live_leaf(w->b, i);
-    if (w->run == RUN_MARGINS) n = ui_margins_running(w->mg, out, cap);
-    if (w->run == RUN_DRAFT || w->run == RUN_LOOKAHEAD) n = ui_spec_running(w->sj, out, cap);
-    return n;
+    return w->run ? strategy_running(w->run, out, cap) : 0;
 }
 
 void ui_worker_stats(const ui_worker *w, ui_stats *s) {
-    static const char *const names[] = {"idle", "grow", "cot", "beam", "step", "margins", "draft", "lookahead"};
     s->model = w->model_name;
     s->backend = w->backend;
     s->threads = w->threads;
@@ -722,10 +670,14 @@ void ui_worker_stats(const ui_worker *w, ui_stats *s) {
     s->step_ms = w->step_ms;
     s->rows = w->rows;
     double dt = now_s() - w->t_job;
-    s->tok_s = w->run != RUN_NONE && dt > 0 ? w->job_tokens / dt : w->last_tok_s;
+    s->tok_s = w->run && dt > 0 ? w->job_tokens / dt : w->last_tok_s;
     s->mode = w->chat.kind == CHAT_NONE ? NULL : w->chat_on ? "chat" : "raw";
-    if (w->run == RUN_NONE) snprintf(s->job, sizeof s->job, "idle");
-    else
-        snprintf(s->job, sizeof s->job, "%s %d/%d%s", names[w->run], w->steps_done, w->steps_goal,
-                 w->paused ? " paused" : "");
+    strategy_progress pr;
+    if (!w->run) {
+        snprintf(s->job, sizeof s->job, "idle");
+        return;
+    }
+    strategy_get_progress(w->run, &pr);
+    snprintf(s->job, sizeof s->job, "%s %d/%d%s", strategy_ops_of(w->run)->name, pr.done, pr.goal,
+             w->paused ? " paused" : "");
 }

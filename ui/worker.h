@@ -2,7 +2,8 @@
  * queues jobs (grow, cot, beam, margins, draft, lookahead, step, prune, undo, redo, append, ask,
  * fork, bookmark, set, save, load, export, pause, cancel, merge, preview) and draws from
  * the forest while holding the worker's lock. A strategy (grow / cot / beam / margins /
- * draft / lookahead / steps) runs one forest step at a time; queued jobs run
+ * draft / lookahead / steps / merge, all driven through engine/strategy/strategy.h) runs
+ * one forest step at a time; queued jobs run
  * between steps, so a running strategy can be paused or cancelled and the forest pruned
  * while it runs. Every change bumps a version number the UI polls (no lock needed) to
  * know when to redraw; results appear step by step.

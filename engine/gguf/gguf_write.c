@@ -7,6 +7,7 @@
  * assigned there, each aligned, in the order the tensors were added. The alignment is
  * GGUF_DEFAULT_ALIGNMENT unless the caller sets general.alignment (a u32 power of two),
  * and that key is written only when the caller set it. */
+#include "base/array.h"
 #include "gguf/gguf.h"
 
 #include <errno.h>
@@ -51,16 +52,6 @@ void gguf_writer_free(gguf_writer *w) {
 }
 
 /* Grows an array of elem-sized items to hold one more; false when out of memory. */
-static bool grow(void **arr, size_t *cap, size_t n, size_t elem) {
-    if (n < *cap) return true;
-    size_t nc = *cap ? *cap * 2 : 16;
-    void *p = realloc(*arr, nc * elem);
-    if (!p) return false;
-    *arr = p;
-    *cap = nc;
-    return true;
-}
-
 static void put_le(uint8_t *p, uint64_t v, size_t n) {
     for (size_t k = 0; k < n; k++) p[k] = (uint8_t)(v >> (8 * k));
 }
@@ -78,7 +69,7 @@ static st_code set_encoded(gguf_writer *w, const char *key, gguf_type type, uint
             return ST_OK;
         }
     char *k = strdup(key);
-    if (!k || !grow((void **)&w->kv, &w->cap_kv, w->n_kv, sizeof *w->kv)) {
+    if (!k || !ARR_GROW(w->kv, w->n_kv + 1, w->cap_kv)) {
         free(k);
         free(val);
         return ST_ERR_NOMEM;
@@ -204,7 +195,7 @@ st_code gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type,
     t.nbytes = nb;
     for (size_t i = 0; i < w->n_t; i++)
         if (strcmp(w->t[i].name, name) == 0) return ST_ERR_ARG;
-    if (!(t.name = strdup(name)) || !grow((void **)&w->t, &w->cap_t, w->n_t, sizeof *w->t)) {
+    if (!(t.name = strdup(name)) || !ARR_GROW(w->t, w->n_t + 1, w->cap_t)) {
         free(t.name);
         return ST_ERR_NOMEM;
     }

@@ -83,8 +83,8 @@ static float *alloc_f(size_t rows, size_t width) {
 
 /* n zeroed floats at a multiple of 64 bytes inside a calloc block (*mem, what to free):
  * calloc leaves a large cache's pages untouched until used, and the alignment matters
- * most here (a forest step's attention reads the cache once per row block; the plain
- * calloc block sat 16 bytes past a page and the attention bench ran 13-18% slower). */
+ * most here (a forest step's attention reads the cache once per row block; figures:
+ * kernels/README.md). */
 static float *alloc_cache(size_t n, void **mem) {
     *mem = calloc(n * sizeof(float) + 64, 1);
     if (!*mem) return NULL;

@@ -1,6 +1,7 @@
 /* session.c - model identity (SHA-256 of a GGUF file's head and ends), the per-node
  * metadata table, settings, and saving the session JSON with jansson, atomically.
  * Loading is in session_load.c, the Markdown export in session_md.c. */
+#include "base/array.h"
 #include "session/session.h"
 
 #include <errno.h>
@@ -71,7 +72,7 @@ struct session_meta {
     session_meta_ent *ent; /* (cap) by forest index */
     int32_t cap;
     char **names;          /* (n_names) interned strategy names */
-    int32_t n_names;
+    int32_t n_names, cap_names;
 };
 
 session_meta *session_meta_init(void) { return calloc(1, sizeof(session_meta)); }
@@ -87,10 +88,8 @@ void session_meta_free(session_meta *m) {
 static int32_t meta_intern(session_meta *m, const char *name) {
     for (int32_t i = 0; i < m->n_names; i++)
         if (!strcmp(m->names[i], name)) return i;
-    char **nn = realloc(m->names, sizeof *nn * (size_t)(m->n_names + 1));
-    if (!nn) return -1;
-    m->names = nn;
-    if (!(nn[m->n_names] = strdup(name))) return -1;
+    if (!ARR_GROW_I32(m->names, m->n_names + 1, m->cap_names)) return -1;
+    if (!(m->names[m->n_names] = strdup(name))) return -1;
     return m->n_names++;
 }
 
@@ -318,12 +317,9 @@ typedef struct sbuf { char *p; size_t n, cap; bool oom; } sbuf;
 
 static void sbuf_put(sbuf *b, const char *s, size_t n) {
     if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 1 << 16;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) { b->oom = true; return; }
-        b->p = p, b->cap = cap;
+    if (!ARR_GROW(b->p, b->n + n + 1, b->cap)) {
+        b->oom = true;
+        return;
     }
     memcpy(b->p + b->n, s, n);
     b->n += n;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
 #include "session/session.h"
 
 #define MD_TAIL 48 /* bytes of shared text quoted before a branch's own text */
@@ -26,14 +27,7 @@ typedef struct md_doc {
 } md_doc;
 
 static bool md_append(md_doc *d, const char *s, size_t n) {
-    if (d->n_text + n + 1 > d->cap_text) {
-        size_t cap = d->cap_text ? d->cap_text : 4096;
-        while (cap < d->n_text + n + 1) cap *= 2;
-        char *t = realloc(d->text, cap);
-        if (!t) return false;
-        d->text = t;
-        d->cap_text = cap;
-    }
+    if (!ARR_GROW(d->text, d->n_text + n + 1, d->cap_text)) return false;
     memcpy(d->text + d->n_text, s, n);
     d->n_text += n;
     return true;

@@ -7,6 +7,7 @@
  * highest-scoring vocabulary piece is merged, again and again (a max-heap of candidate
  * pairs over a linked list of symbols: O(n log n)). Symbols left that are not pieces are
  * spelled with byte tokens. Decoding is in tok.c. */
+#include "base/array.h"
 #include "tok/tok_impl.h"
 
 #include <stdlib.h>
@@ -170,13 +171,7 @@ typedef struct spm_frags {
 } spm_frags;
 
 static bool spm_frag_add(spm_frags *f, size_t off, size_t len, int32_t id) {
-    if (f->n == f->cap) {
-        size_t cap = f->cap ? 2 * f->cap : 16;
-        spm_frag *v = realloc(f->v, cap * sizeof *v);
-        if (!v) return false;
-        f->v = v;
-        f->cap = cap;
-    }
+    if (!ARR_GROW(f->v, f->n + 1, f->cap)) return false;
     f->v[f->n++] = (spm_frag){ off, len, id };
     return true;
 }

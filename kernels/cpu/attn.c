@@ -17,9 +17,8 @@
  * alone. Groups are split smaller only when there would be fewer tasks than threads
  * (decode of a single row on many cores): a split group loads K and V once per part.
  * With AVX-512 the horizontal sums that end each dot product q.k are taken 16 at a time
- * (four keys by up to four heads, vf_hsum16, by vf_hsum's tree). (An earlier version
- * transposed the chunks rows share and scored them 16 keys a vector with the tree spelled
- * out lane-wise; two loads per multiply-add bound it, and it took a third more time.) */
+ * (four keys by up to four heads, vf_hsum16, by vf_hsum's tree; a transposed layout,
+ * tried first, was bound by loads: kernels/README.md). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -312,11 +311,9 @@ static bool attn_row_step(attn_task_ctx *t, attn_row *rw) {
 
 /* Chunk c of the rows that share it with a neighbour (c < lim[i]): the heads of a run of
  * rows that take the same keys go through it together, np_max at a time, whatever row
- * each belongs to, so a group of 3 heads (SmolLM2's 9 over 3) no longer leaves a quarter
- * of each 4-head pass empty. The 16-row attention of bench attention (30 layers, 32 own
- * keys a row), the two ways taken in turn in one process, 40 reps: 256 shared keys 7.48
- * -> 7.34 ms on 1 thread, 4.17 -> 3.93 on 2; 1000 shared keys 20.44 -> 20.09, 11.74 ->
- * 11.35. Every head still does its own arithmetic in its own order: the same bits. */
+ * each belongs to, so a group of 3 heads (SmolLM2's 9 over 3) does not leave a quarter
+ * of each 4-head pass empty (kernels/README.md). Every head still does its own
+ * arithmetic in its own order: the same bits. */
 static void attn_shared_step(attn_task_ctx *t, attn_row *rows, const int32_t *lim, int32_t nr,
                              int32_t c) {
     attn_head *hl[ATTN_ROWS * ATTN_GROUP];

@@ -352,9 +352,9 @@ typedef struct mm_job {
 /* nw (1 or MM_TW) weight rows from o times every activation row, MM_TX at a time. A
  * prepared type unpacks the rows once into this thread's scratch, where they stay in
  * cache for all activation groups; that is what makes many rows cost little more than
- * one. With a single group (decode) the fused tiles unpack a chunk at a time instead:
- * preparing whole rows first (up to 34 KB a tile, past L1) measured 15-20% slower
- * decode of 1B K-quant models. Both give bitwise the same results. */
+ * one. With a single group (decode) the fused tiles unpack a chunk at a time instead, as
+ * whole prepared rows would leave L1 (kernels/README.md). Both give bitwise the same
+ * results. */
 static void mm_rows(const mm_job *j, int64_t o, int nw, int32_t thread) {
     const uint8_t *w = j->w + o * j->ws;
     if (j->k.fused && j->n_rows <= MM_TX) {
@@ -378,9 +378,8 @@ static void mm_rows(const mm_job *j, int64_t o, int nw, int32_t thread) {
 /* Task `task` of one matrix: its rows_per_task output rows, MM_TW at a time. Its first
  * MM_AHEAD tiles are prefetched together first: the tiles prefetch the ones after them,
  * but a task's first tiles follow another task's (often another thread's, or another
- * matrix's), so without this each of them waited on DRAM a weight row at a time. That
- * made decode (one row, bound by memory) 7% slower; batches of rows, bound by the
- * arithmetic, did not change. */
+ * matrix's), so without this decode waits on DRAM a weight row at a time
+ * (kernels/README.md). */
 static void mm_task(const mm_job *j, int32_t task, int32_t thread) {
     const int64_t o0 = task * j->rows_per_task;
     const int64_t o1 = o0 + j->rows_per_task < j->n_out ? o0 + j->rows_per_task : j->n_out;
@@ -414,22 +413,16 @@ static void mm_quant_task(void *ctx, int32_t row, int32_t thread) {
 
 enum { MM_MULTI = KERN_MATMUL_N };
 
-/* Tasks per thread a matrix is cut into. Decode of one row (SmolLM2-135M Q4_1, 2 threads;
- * bench forest, 1-leaf step, min of 5 interleaved runs) measured 4.36 ms with 8, 4.07 with
- * 4, 3.71 with 2 and 3.55 with 1; 16-row steps did not change. 2 keeps some room for a
- * thread that falls behind (a busy host, unequal cores). Batches past the fused tiles
- * (MM_TASKS_BATCH), bound by arithmetic, take shorter tasks: a task there lasts tens of
- * microseconds, and the thread that starts late (the one that first reads activations
- * the other quantised) left the other waiting for up to a task at the end; see
- * MM_QUANT_POOL_ROWS for the figures. */
+/* Tasks per thread a matrix is cut into: 2 keeps some room for a thread that falls behind
+ * (a busy host, unequal cores). Batches past the fused tiles (MM_TASKS_BATCH), bound by
+ * arithmetic, take shorter tasks, so that the thread that starts late does not leave the
+ * other waiting for up to a task at the end (figures for both: kernels/README.md). */
 #define MM_TASKS 2
 #define MM_TASKS_BATCH 4
 
-/* From this many rows the activations are quantised in the pool, a row a task; fewer go
- * through the pool only when large (decode of a big model). 16 rows of 1536 values took
- * the calling thread 16 us alone, the 16-row matmul of a 576 x 1536 Q4_1 matrix 116.5 us
- * min / 129.6 median on 2 threads; with both changes 101.7 / 120.1 (960 x 576: 59.1 /
- * 71.3 -> 57.3 / 67.0; 300 calls each, the variants taken in turn in one process). */
+/* From this many rows the activations are quantised in the pool, a row a task, rather than
+ * by the calling thread alone; fewer go through the pool only when large (decode of a big
+ * model). Figures: kernels/README.md. */
 #define MM_QUANT_POOL_ROWS 4
 
 /* Several matrices' tasks in one round of the pool: task t belongs to matrix i where
@@ -477,10 +470,8 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
     /* Each thread's prepared rows on pages of their own, a page apart from the next
      * thread's and from the activations: a core's prefetchers, following its stores to
      * the end of its area, fetched the start of the next thread's area, whose stores then
-     * had to take those lines back from the other core. At 9 KB apart (a 16-row 576 x 1536
-     * Q4_1 matmul, 2 threads) the second thread's tasks took 29 us against the first's 17;
-     * pages apart the matmul went from 90-104 to 73-82 us (min of 500 calls). (The
-     * prefetchers do not cross a 4 KB page.) */
+     * had to take those lines back from the other core. (The prefetchers do not cross a
+     * 4 KB page; figures: kernels/README.md.) */
     const size_t page = 4096;
     if (prep_bytes) prep_bytes = (prep_bytes + page - 1) / page * page + page;
     /* one scratch: the quantised rows in each order wanted, then each thread's prepared

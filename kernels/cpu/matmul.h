@@ -46,7 +46,7 @@ typedef const mm_tile_fn mm_tile_row[MM_TX];
 /* How many tiles ahead the block types' tiles prefetch. A tile's rows are unpacked in
  * one go and then multiplied without touching memory, so one tile ahead leaves decode
  * (one activation row, bound by memory bandwidth) waiting on DRAM after each tile; two
- * measured as fast as the old fused loop. (A task's first MM_AHEAD tiles: see mm_task.) */
+ * do not (kernels/README.md). (A task's first MM_AHEAD tiles: see mm_task.) */
 #define MM_AHEAD 2
 
 _Static_assert(MM_TW == 4 && MM_TX == 4, "MM_TILES spells out NW in {1, 4}, NX in 1..4");

@@ -4,9 +4,9 @@
  *
  * The tiles of matmul_quant.c put 16 groups of one weight row in a vector, so every 4
  * int8 dot products end in a float conversion, a scale product and one or two
- * multiply-adds per pair of rows. On Zen 4 the dot products and the float multiplies
- * share two pipes, so that float work capped the tiles at about half the dot products'
- * peak. Here lane o of a vector is weight row o of a block of 16 rows, and an activation
+ * multiply-adds per pair of rows: float work that shares pipes with the dot products
+ * and capped those tiles (kernels/README.md). Here lane o of a vector is weight row o
+ * of a block of 16 rows, and an activation
  * row's 4 values are broadcast to all lanes: the 8 dot products of a 32-value block go
  * into one integer sum per (16 rows, activation row), then one scale product and one or
  * two multiply-adds (3 float instructions per 8 dot products instead of 3 per 4). The
@@ -134,9 +134,8 @@ static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b,
     }
 }
 
-/* How many activation rows one pass takes, and weight o-blocks (16 rows each). Four rows
- * by two o-blocks measured best of 8x1, 4x2 and 6x2 (16 rows of 1536 x 576 Q4_1 in cache,
- * 2.56 dot products per ns against 2.48 and 2.29). */
+/* How many activation rows one pass takes, and weight o-blocks (16 rows each): four rows
+ * by two o-blocks measured best of the shapes tried (kernels/README.md). */
 #define MM_PK_RX 4
 #define MM_PK_OB 2
 
@@ -259,9 +258,7 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
     const bool ioff = type == DT_Q4_0 || type == DT_Q5_0 || type == DT_Q8_0;
     const int sh = type == DT_Q8_0 ? 7 : type == DT_Q5_0 ? 4 : 3;
     /* The next OB o-blocks' weights (the next call's) are fetched while these are
-     * multiplied (the prefetchers stop at 4 KB pages). bench forest's 16-leaf step, 3
-     * interleaved runs: min 15.48 ms without, 13.49 with, 15.86 fetching 1 KB ahead
-     * instead; the 1-leaf step did not move beyond the noise (min 5.44, 4.90, 5.63). */
+     * multiplied (the prefetchers stop at 4 KB pages; figures: kernels/README.md). */
     const size_t ahead = OB * obs;
     const __m512i lo4 = _mm512_set1_epi8(15), bit4 = _mm512_set1_epi8(16);
     __m512 acc[MM_PK_OB][MM_PK_RX];

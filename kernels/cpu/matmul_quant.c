@@ -7,11 +7,10 @@
  * dpbusd's exact int32 sums allow: hence VNNI only), and its tiles start each group's
  * dot product at the activations' xo = -128 * sum q (matmul.h) instead of 0, so the sum
  * is again the exact sum of q_w * q_x and there is no offset term: per pair and chunk 4
- * dot products and 2 float operations, against 4 and 8 for its own block-pair tile
- * (bench forest's 16-leaf step, whose 49152 x 576 output layer is Q8_0, measured 4% faster).
+ * dot products and 2 float operations, against 4 and 8 for its own block-pair tile.
  * The other types without a min whose offset divides 128 (Q4_0 8, Q5_0 16, Q6_K 32) start
- * at xo >> io the same way (mm_int_off): exact, and one float operation fewer (Q4_0's
- * matmuls of 30 SmolLM2-shaped layers, one thread: 16 rows -9%, 1 row -11%).
+ * at xo >> io the same way (mm_int_off): exact, and one float operation fewer (figures
+ * for both: kernels/README.md).
  *
  * A row is walked in chunks of 256 values, 16 groups of 16. The preparer unpacks a
  * chunk (quant_unpack, the code the dequantiser uses, or with AVX-512 faster twins that
@@ -77,8 +76,8 @@ void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq) {
  * they were: per lane the operations and the order of a whole chunk. The activations'
  * registers are the same for every tile of weight rows, so mm_qx_tail_pack builds them
  * once per call and group of MM_TX rows, into the group's first row (tp, matmul.h), and
- * the tiles load them (mm_tail_xload): 7 loads a tile instead of 28 masked broadcasts,
- * 7% off the tile of 576-value rows, 12% off 960 (16 activation rows, one thread). */
+ * the tiles load them (mm_tail_xload): 7 loads a tile instead of 28 masked broadcasts
+ * (kernels/README.md). */
 SIMD_INLINE void mm_tail_x512(int64_t n, const uint8_t *x, size_t xs, int j, __m512i xp[4],
                               __m512 *dg, __m512 *sx, __m512i *xo, const int NX) {
     const int64_t ch = mm_full_chunks(n);
@@ -294,7 +293,7 @@ SIMD_INLINE void mm_tile_grp(int64_t n, const uint8_t *w, size_t ws, const uint8
                 __m512 sx = io >= 0 ? _mm512_setzero_ps() : _mm512_load_ps(mm_qx_sx(xr, n) + 16 * ch);
                 /* (the empty asm keeps these, and each xv below, in a register: folded
                  * into the instructions as memory operands they were loaded once per
-                 * weight row, and loads, not arithmetic, bounded the loop: 7-10% faster) */
+                 * weight row, and loads, not arithmetic, bound the loop) */
                 __asm__("" : "+v"(dg), "+v"(sx));
                 const __m512i p0 = io >= 0 ? mm_xo_at(_mm512_load_si512(mm_qx_xo(xr, n) + 16 * ch), io) : zero;
                 __m512i p[2] = {p0, p0};
@@ -403,8 +402,8 @@ MM_GRP_TILES(mm_tile_io4, 4)
 #if MM_Q8_512
 /* ---- the fused tile, for a few activation rows --------------------------------------
  * With one group of activation rows (decode) nothing is gained by preparing a tile's
- * rows whole first, and the prepared rows (up to 34 KB for 4 rows of 5632) leave L1:
- * decode of 1B K-quant models measured 15-20% slower. This tile prepares one chunk of
+ * rows whole first, and the prepared rows (up to 34 KB for 4 rows of 5632) leave L1
+ * (kernels/README.md). This tile prepares one chunk of
  * its NW rows at a time (1.5 KB, on the stack) and multiplies it at once. Per (weight row,
  * activation row) pair it does mm_tile_grp's operations in mm_tile_grp's order (the
  * chained dot products of the four parts, then the two multiply-adds), so its results

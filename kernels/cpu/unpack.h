@@ -236,7 +236,7 @@ SIMD_INLINE void mm_unpack_q8_512(const uint8_t *p, const int cnb, mm_prep *c) {
 /* quant_unpack of a super block of Q5_K or Q6_K, straight into the grouped order, as
  * mm_unpack_small_512 does for the small types (their portable unpacking of the high
  * bits, then the stores and reloads of quant_chunk, made decode compute-bound; Q4_K,
- * with no high bits, measured 4% faster through quant_unpack). In value order part k
+ * with no high bits, is faster through quant_unpack). In value order part k
  * (values 64k .. 64k + 63) is, for Q5_K, the low then the high nibbles of qs[32k ..
  * 32k + 31], their 5th bits bits 2k and 2k + 1 of qh; for Q6_K, half h = k / 2 of the
  * block, the low (k even) or high (k odd) nibbles of ql[64h .. 64h + 63], their top two

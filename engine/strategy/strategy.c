@@ -1,0 +1,180 @@
+/* strategy.c - the strategy registry and driver (strategy.h), and the plainest strategy:
+ * forest steps over whatever is pending. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategy/strategy_impl.h"
+
+/* ---- steps: run n forest steps, stopping once nothing is pending ---- */
+
+typedef struct steps_run {
+    int32_t left, goal, steps;
+} steps_run;
+
+static void *steps_create(const strategy_opts *o, const strategy_env *env, st_err *err) {
+    (void)env;
+    steps_run *r = strat_calloc(sizeof *r, err);
+    if (r) r->left = r->goal = o->u.steps.n > 0 ? o->u.steps.n : 1;
+    return r;
+}
+
+static st_code steps_step(void *self, const strategy_env *env, st_err *err) {
+    steps_run *r = self;
+    if (r->left == 0) return ST_OK;
+    st_code rc = step_forest(env->f, env->plan, env->ctx, err);
+    if (rc) return rc;
+    r->steps++;
+    r->left--;
+    if (forest_n_pending(env->f) == 0) r->left = 0;
+    return ST_OK;
+}
+
+static bool steps_done(const void *self) { return ((const steps_run *)self)->left == 0; }
+
+static void steps_progress(const void *self, strategy_progress *out) {
+    const steps_run *r = self;
+    out->done = r->steps;
+    out->goal = r->goal;
+}
+
+static int32_t steps_n_results(const void *self) {
+    (void)self;
+    return 0;
+}
+
+static int32_t steps_running(const void *self, forest_id *out, int32_t cap) {
+    (void)self, (void)out, (void)cap;
+    return 0;
+}
+
+const strategy_ops strat_steps_ops = {
+    .name = "step",
+    .kind = STRAT_STEPS,
+    .summary = STRAT_SUM_NONE,
+    .create = steps_create,
+    .step = steps_step,
+    .done = steps_done,
+    .progress = steps_progress,
+    .n_results = steps_n_results,
+    .running = steps_running,
+    .free = free,
+};
+
+/* ---- the registry ---- */
+
+static const strategy_ops *const registry[STRAT_N_KINDS] = {
+    [STRAT_GROW] = &strat_grow_ops,       [STRAT_COT] = &strat_cot_ops,
+    [STRAT_BEAM] = &strat_beam_ops,       [STRAT_ASK] = &strat_ask_ops,
+    [STRAT_MARGINS] = &strat_margins_ops, [STRAT_MERGE] = &strat_merge_ops,
+    [STRAT_DRAFT] = &strat_draft_ops,     [STRAT_LOOKAHEAD] = &strat_lookahead_ops,
+    [STRAT_STEPS] = &strat_steps_ops,
+};
+
+const strategy_ops *strategy_get(strategy_kind kind) {
+    return (int)kind >= 0 && kind < STRAT_N_KINDS ? registry[kind] : NULL;
+}
+
+const strategy_ops *strategy_at(int32_t i) { return i >= 0 && i < STRAT_N_KINDS ? registry[i] : NULL; }
+
+const strategy_ops *strategy_find(const char *name) {
+    for (int32_t i = 0; name && i < STRAT_N_KINDS; i++)
+        if (!strcmp(registry[i]->name, name)) return registry[i];
+    return NULL;
+}
+
+strategy_opts strategy_default_opts(strategy_kind kind) {
+    strategy_opts o = {.kind = kind, .from = FOREST_NONE, .sample = sample_default_params(), .budget = 32};
+    switch (kind) {
+    case STRAT_GROW: o.u.grow.n = 1; break;
+    case STRAT_COT: o.u.cot.k = 4; break;
+    case STRAT_BEAM: o.u.beam = beam_default_params(); break;
+    case STRAT_MARGINS: o.u.margins.gap = -1; break;
+    case STRAT_DRAFT: o.u.spec.p = spec_default_params(); break;
+    case STRAT_LOOKAHEAD:
+        o.u.spec.p = spec_default_params();
+        o.u.spec.p.la.w = 3, o.u.spec.p.la.n = 3, o.u.spec.p.la.g = 2;
+        break;
+    case STRAT_STEPS: o.u.steps.n = 1; break;
+    default: break;
+    }
+    return o;
+}
+
+st_code strategy_start_node(forest *f, forest_id id, st_err *err) {
+    const forest_node *nd = forest_get(f, id);
+    if (!nd) return st_set(err, ST_ERR_ARG, "the selected node is gone");
+    if (nd->state == FOREST_PENDING) forest_set_flags(f, id, 0, FOREST_FINISHED | FOREST_NO_LOGITS);
+    else forest_set_flags(f, id, FOREST_WANT_LOGITS, FOREST_FINISHED);
+    return ST_OK;
+}
+
+/* ---- the driver ---- */
+
+struct strategy {
+    const strategy_ops *ops;
+    void *self;
+    int64_t rows; /* rows of the steps run: the default progress.tokens */
+};
+
+strategy *strategy_create(const strategy_opts *o, const strategy_env *env, st_err *err) {
+    const strategy_ops *ops = strategy_get(o->kind);
+    if (!ops) {
+        st_set(err, ST_ERR_ARG, "unknown strategy %d", (int)o->kind);
+        return NULL;
+    }
+    strategy *s = strat_calloc(sizeof *s, err);
+    if (!s) return NULL;
+    s->ops = ops;
+    if (!(s->self = ops->create(o, env, err))) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void strategy_free(strategy *s) {
+    if (!s) return;
+    s->ops->free(s->self);
+    free(s);
+}
+
+const strategy_ops *strategy_ops_of(const strategy *s) { return s->ops; }
+
+st_code strategy_step(strategy *s, const strategy_env *env, st_err *err) {
+    st_code rc = s->ops->step(s->self, env, err);
+    if (!rc) s->rows += env->plan->n_rows;
+    return rc;
+}
+
+bool strategy_done(const strategy *s) { return s->ops->done(s->self); }
+
+void strategy_get_progress(const strategy *s, strategy_progress *out) {
+    memset(out, 0, sizeof *out);
+    out->tokens = s->rows;
+    out->focus = FOREST_NONE;
+    s->ops->progress(s->self, out);
+}
+
+int32_t strategy_n_results(const strategy *s) { return s->ops->n_results(s->self); }
+
+void strategy_result_at(const strategy *s, const forest *f, int32_t i, strategy_result *out) {
+    s->ops->result(s->self, f, i, out);
+}
+
+int32_t strategy_running(const strategy *s, forest_id *out, int32_t cap) {
+    return s->ops->running(s->self, out, cap);
+}
+
+int32_t strategy_scores(const strategy *s, forest_id *ids, double *scores, int32_t cap) {
+    return s->ops->scores ? s->ops->scores(s->self, ids, scores, cap) : 0;
+}
+
+/* The spec driver sits first in the draft / lookahead state (spec_ops.c). */
+const spec *strategy_spec(const strategy *s) {
+    return s->ops->kind == STRAT_DRAFT || s->ops->kind == STRAT_LOOKAHEAD ? *(spec *const *)s->self : NULL;
+}
+
+/* The margins state sits first in the margins run (margins_ops.c). */
+const struct margins *strategy_margins(const strategy *s) {
+    return s->ops->kind == STRAT_MARGINS ? (const struct margins *)s->self : NULL;
+}

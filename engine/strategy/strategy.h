@@ -1,0 +1,242 @@
+/* strategy.h - one interface for every decoding strategy: a table of operations per
+ * strategy (create from its options, advance one forest step, done, progress, results,
+ * free), so that the CLI commands, the TUI worker and the benches drive grow, cot, beam,
+ * ask, margins, merge, draft, lookahead and plain steps all the same way:
+ *
+ *     strategy_env env = {.f = f, .plan = &plan, .ctx = ctx, .tk = tk};
+ *     strategy_opts o = strategy_default_opts(STRAT_GROW);
+ *     o.from = prompt_last; o.budget = 64;
+ *     strategy *s = strategy_create(&o, &env, &err);        (NULL + err on failure)
+ *     while (s && !strategy_done(s))
+ *         if ((rc = strategy_step(s, &env, &err))) break;   (one forest step each)
+ *     for (int32_t i = 0; i < strategy_n_results(s); i++) strategy_result(s, f, i, &r);
+ *     strategy_free(s);
+ *
+ * The caller owns the forest, the step plan and the model context (strategy_env); a
+ * strategy only decides which nodes to add, keep and prune, and runs its steps through the
+ * plan (so the plan's forward hooks, such as the TUI's unlock, apply to every strategy).
+ * ST_NO_KV_SLOT from strategy_step leaves the strategy and the forest as they were: prune
+ * something, then step again (or stop and read the results).
+ *
+ * ADDING A STRATEGY: read this header, then engine/strategy/grow_ops.c (the smallest
+ * complete implementation: grow wrapped in the table). A new strategy is one file that
+ * defines a `const strategy_ops NAME_ops` table, one STRAT_* value, a member of the options
+ * union below when it takes options of its own, and one line in strategy.c's registry;
+ * no caller changes (the TUI's `:` commands and the CLI find it with strategy_find).
+ *
+ * Not here: how prompts are built and rendered (app/, ui/), the vote over chains
+ * (cot.h), what a view draws. */
+#ifndef MD_STRATEGY_H
+#define MD_STRATEGY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "forest/forest.h"
+#include "forest/sample.h"
+#include "forest/step.h"
+#include "spec/spec.h"
+#include "strategy/beam.h"
+#include "tok/tok.h"
+
+/* Every registered strategy. */
+typedef enum {
+    STRAT_GROW = 0, /* sample n branches from one node (grow.h) */
+    STRAT_COT,      /* k chains with distinct first tokens (cot.h) */
+    STRAT_BEAM,     /* beam search (beam.h) */
+    STRAT_ASK,      /* several prompts sharing their common prefix, answered together */
+    STRAT_MARGINS,  /* notes on chunks, then an answer from them (margins.h) */
+    STRAT_MERGE,    /* exact merge of branches (merge.h), then grow the merged text */
+    STRAT_DRAFT,    /* exact greedy decoding with verified drafts (spec.h) */
+    STRAT_LOOKAHEAD,/* the same with lookahead decoding's window (lookahead.h) */
+    STRAT_STEPS,    /* plain forest steps over whatever is pending */
+    STRAT_N_KINDS
+} strategy_kind;
+
+/* Why a result ended (strategy_result.end). */
+typedef enum {
+    STRAT_RUNNING = 0, /* still growing */
+    STRAT_END_EOG,     /* an end-of-generation token (grow: not kept in the forest) */
+    STRAT_END_BUDGET,  /* its token budget (or beam's max_tokens) */
+    STRAT_END_STOP,    /* a stop string (result.stop says which) */
+} strategy_end;
+
+/* Margins' answer prompt: given the notes' text joined (margins_notes_text with "\n\n"),
+ * the answer prompt's tokens (malloc'd, *n >= 1; caller of the callback frees), or, with
+ * opts.u.margins.gap >= 0, the tail read after the notes (margins_answer_gap). NULL + err
+ * to stop the run with that error. */
+typedef int32_t *(*strategy_answer_fn)(void *ud, const char *notes, int32_t *n, st_err *err);
+
+/* Called for every token a strategy keeps (grow_emit_fn's contract): branch is the
+ * result index (strategy_result i), logprob the token's log-probability. */
+typedef void (*strategy_emit_fn)(void *ud, int32_t branch, int32_t token, float logprob);
+
+/* Options: the common part, then one member per kind (the one named by kind is read).
+ * Start from strategy_default_opts(kind); pointers are borrowed during strategy_create
+ * only, unless a member says otherwise. */
+typedef struct strategy_opts {
+    strategy_kind kind;
+    forest_id from;       /* the node to start from (grow, cot, beam, draft, lookahead: a
+                             pending node is computed by the first step, a computed one
+                             re-scored; ask: the prompts hang under it, FOREST_NONE: new
+                             roots). Unused by margins, merge and steps. */
+    sample_params sample; /* grow, cot, ask, margins, merge: branch i uses seed + i */
+    int32_t budget;       /* tokens per branch at most (>= 1; steps: unused) */
+    const char *const *stops; /* stop strings (grow, cot, ask, merge; see grow_set_stop) */
+    int32_t n_stops;
+    int32_t n_vocab;      /* the model's vocabulary size */
+    union {
+        struct { int32_t n; } grow;      /* branches from `from` (>= 1) */
+        struct { int32_t k; } cot;       /* chains (>= 1) */
+        beam_params beam;                /* width, max_tokens (budget overrides it), ... */
+        struct {
+            const int32_t *const *prompts; /* (n) each question's whole prompt */
+            const int32_t *lens;           /* (n) their lengths, >= 1 */
+            const int32_t *budgets;        /* (n) per-question budgets; NULL: budget */
+            int32_t n;
+        } ask;
+        struct {
+            const int32_t *const *prompts; /* (n_chunks) the note prompts (margins_init) */
+            const int32_t *lens;
+            int32_t n_chunks;
+            int32_t answer_budget;         /* the answer's tokens at most (0: budget) */
+            int32_t gap;                   /* < 0: exact answer; >= 0: rope-gap (EXPERIMENTAL) */
+            strategy_answer_fn answer;     /* NULL: the run ends when the notes are done */
+            void *answer_ud;               /* borrowed for the strategy's life */
+        } margins;
+        struct {
+            const forest_id *leaves;       /* (n >= 2) the branches to merge */
+            int32_t n;
+            const char *sep;               /* NULL: MERGE_DEFAULT_SEP */
+        } merge;
+        struct {
+            spec_params p;                 /* draft: la.w = 0; lookahead: la.w >= 1 */
+            spec_observe_fn observe;       /* NULL: none (spec_set_observer) */
+            void *observe_ud;              /* borrowed for the strategy's life */
+        } spec;
+        struct { int32_t n; } steps;     /* steps to run at most (stops early when nothing
+                                            is pending) */
+    } u;
+} strategy_opts;
+
+/* What a step needs, all borrowed; the same env for every call on one strategy. */
+typedef struct strategy_env {
+    forest *f;
+    step_plan *plan;
+    model_ctx *ctx;
+    const tok *tk;           /* end-of-generation tokens, stop strings, merge text (may
+                                be NULL where a strategy needs none) */
+    strategy_emit_fn emit;   /* may be NULL */
+    void *emit_ud;
+} strategy_env;
+
+/* One result: a branch, chain, hypothesis, note or answer. */
+typedef struct strategy_result {
+    forest_id start;       /* the node it grew from */
+    forest_id leaf;        /* its last node; FOREST_NONE when not in the forest (pruned,
+                              or a beam hypothesis: read tokens) */
+    const int32_t *tokens; /* (n_tokens) when the strategy keeps them (beam: the end token
+                              included when it ended by one); NULL: the path start..leaf */
+    int32_t n_tokens;      /* tokens it generated */
+    double score;          /* beam: sum / len^alpha; others: NAN (the forest's node
+                              log-probabilities give the sum) */
+    strategy_end end;
+    int32_t stop;          /* STRAT_END_STOP: the index of the stop string; else -1 */
+    int32_t eog_token;     /* STRAT_END_EOG: the end token when the strategy knows it; -1 */
+} strategy_result;
+
+/* How a finished run is summed up in a one-line "done" message (the TUI's, a bench's). */
+typedef enum {
+    STRAT_SUM_NONE = 0,  /* nothing (plain steps) */
+    STRAT_SUM_BRANCHES,  /* "+12 tokens, 2 branches; stopped: budget" (grow, ask, merge) */
+    STRAT_SUM_CHAINS,    /* "5 of 6 chains, 1 ended at once, ..." (cot) */
+    STRAT_SUM_RANKED,    /* "2 results, best score -1.23; stopped: ..." (beam) */
+    STRAT_SUM_PROGRESS,  /* the progress text (margins, draft, lookahead) */
+} strategy_summary;
+
+/* Where a run is. */
+typedef struct strategy_progress {
+    int32_t done, goal;  /* units done of those planned, for "grow 3/32": steps, or tokens
+                            kept for strategies whose steps keep several (draft) */
+    int64_t tokens;      /* tokens generated so far (a rate's numerator) */
+    forest_id focus;     /* the node a view should show now (the start, or the answer once
+                            margins starts it); FOREST_NONE: no preference */
+    bool tell;           /* the text changes every step and is worth showing while it runs */
+    char text[160];      /* one line, "draft: 12 tokens in 5 steps, 2.40 tokens/step";
+                            "" when the strategy has nothing to say */
+} strategy_progress;
+
+/* The table. Every function but create receives the strategy's own state (self). */
+typedef struct strategy_ops {
+    const char *name;          /* "grow": the CLI's and the TUI's name */
+    strategy_kind kind;
+    strategy_summary summary;
+    /* The state for options o over env's forest (the forest may get nodes: ask's and
+     * margins' prompts, merge's text). NULL + err; the forest is unchanged then. */
+    void *(*create)(const strategy_opts *o, const strategy_env *env, st_err *err);
+    /* One forest step (on env->plan) and the strategy's decision after it. ST_OK (also
+     * when already done); ST_NO_KV_SLOT with nothing changed; other codes from the step
+     * (then the strategy can only be freed). */
+    st_code (*step)(void *self, const strategy_env *env, st_err *err);
+    bool (*done)(const void *self);
+    void (*progress)(const void *self, strategy_progress *out);
+    int32_t (*n_results)(const void *self);
+    /* Result i (0 <= i < n_results) into *out; pointers in it stay valid until the next
+     * step or free. f is the strategy's forest. */
+    void (*result)(const void *self, const forest *f, int32_t i, strategy_result *out);
+    /* The leaves being extended now (for views); returns how many (writes at most cap). */
+    int32_t (*running)(const void *self, forest_id *out, int32_t cap);
+    /* Leaves with a score to show (beam's live hypotheses); may be NULL (none). */
+    int32_t (*scores)(const void *self, forest_id *ids, double *scores, int32_t cap);
+    void (*free)(void *self); /* NULL is a no-op; leaves the forest as it is */
+} strategy_ops;
+
+/* ---- the registry ---- */
+
+/* The table of a kind; NULL for an unknown kind. */
+const strategy_ops *strategy_get(strategy_kind kind);
+/* The table named name ("grow", "cot", "beam", "ask", "margins", "merge", "draft",
+ * "lookahead", "step"); NULL when none has that name. */
+const strategy_ops *strategy_find(const char *name);
+/* The i-th registered table (0..STRAT_N_KINDS-1), NULL past the end: for help lists. */
+const strategy_ops *strategy_at(int32_t i);
+
+/* ---- driving one ---- */
+
+typedef struct strategy strategy; /* a table and its state */
+
+/* kind's defaults: from FOREST_NONE, sample_default_params(), budget 32, grow.n 1,
+ * cot.k 4, beam_default_params(), margins.gap -1, draft / lookahead: the spec defaults
+ * (lookahead with W 3, N 3, G 2), steps.n 1. */
+strategy_opts strategy_default_opts(strategy_kind kind);
+
+/* A running strategy (ops->create). NULL + err: ST_ERR_ARG (an unknown kind, a stale node,
+ * bad options), ST_ERR_NOMEM, or what the strategy's create reports. */
+strategy *strategy_create(const strategy_opts *o, const strategy_env *env, st_err *err);
+void strategy_free(strategy *s); /* NULL is a no-op; leaves the forest as it is */
+
+const strategy_ops *strategy_ops_of(const strategy *s);
+st_code strategy_step(strategy *s, const strategy_env *env, st_err *err);
+bool strategy_done(const strategy *s);
+void strategy_get_progress(const strategy *s, strategy_progress *out);
+int32_t strategy_n_results(const strategy *s);
+void strategy_result_at(const strategy *s, const forest *f, int32_t i, strategy_result *out);
+int32_t strategy_running(const strategy *s, forest_id *out, int32_t cap);
+int32_t strategy_scores(const strategy *s, forest_id *ids, double *scores, int32_t cap);
+/* The state behind the table, for a caller that knows the kind and needs more than the
+ * interface gives (a bench reading spec_get_stats): strategy_spec returns the spec
+ * driver of a draft / lookahead run, NULL for other kinds. */
+const spec *strategy_spec(const strategy *s);
+/* Likewise the margins state of a margins run (its phase, note and answer nodes, for
+ * margins_note_text), NULL for other kinds. */
+struct margins;
+const struct margins *strategy_margins(const strategy *s);
+
+/* Makes node id a node a strategy can start from: a pending node is computed by the next
+ * step with its logits; a computed one is re-scored (FOREST_WANT_LOGITS: it runs again in
+ * its own KV slot), so a strategy starts from the model's own distribution at any node.
+ * ST_ERR_ARG for a stale id. */
+st_code strategy_start_node(forest *f, forest_id id, st_err *err);
+
+#endif

@@ -1,0 +1,26 @@
+/* strategy_impl.h - what the strategy tables (engine/strategy/ *_ops.c, ask.c,
+ * engine/spec/spec_ops.c) share: grow's branches read as results, running leaves and
+ * progress, so that every grow-based strategy (grow, cot, ask, merge, margins) reports
+ * them the same way. Private to the engine's strategy files. */
+#ifndef MD_STRATEGY_IMPL_H
+#define MD_STRATEGY_IMPL_H
+
+#include "strategy/grow.h"
+#include "strategy/strategy.h"
+
+/* Branch i of g as a result (start, leaf, tokens made, end state from its flags). */
+void strat_grow_result(const grow *g, int32_t i, strategy_result *out);
+/* The leaves of g's running branches; returns how many (writes at most cap). */
+int32_t strat_grow_running(const grow *g, forest_id *out, int32_t cap);
+/* Tokens g's branches made so far. */
+int64_t strat_grow_made(const grow *g);
+/* o's stop strings on g (nothing to do without any). */
+st_code strat_grow_stops(grow *g, const strategy_opts *o, st_err *err);
+/* calloc that sets ST_ERR_NOMEM. */
+void *strat_calloc(size_t size, st_err *err);
+
+/* The registered tables (one per strategy file). */
+extern const strategy_ops strat_grow_ops, strat_cot_ops, strat_beam_ops, strat_ask_ops,
+    strat_margins_ops, strat_merge_ops, strat_draft_ops, strat_lookahead_ops, strat_steps_ops;
+
+#endif

@@ -1,0 +1,476 @@
+/* test_strategy.c - every registered strategy driven through the one interface
+ * (engine/strategy/strategy.h) gives what the strategy's own calls give: the same tokens
+ * per branch, chain, hypothesis, note or answer, the same end states and scores, and the
+ * tokens the emit callback saw, on a random tiny model (engine/convert/mkmodel.h). Also:
+ * the registry (names, kinds, defaults) and the refusals of bad options. */
+#include "t.h"
+
+#include "forest/forest.h"
+#include "forest/step.h"
+#include "strategy/cot.h"
+#include "strategy/grow.h"
+#include "strategy/margins.h"
+#include "strategy/merge.h"
+#include "strategy/strategy.h"
+#include "tok/tok.h"
+#include "t_model.h"
+
+#define MAXR 8    /* results compared at most */
+#define MAXT 96   /* tokens per result at most */
+#define SLOTS 1024
+
+typedef struct run_out {
+    int32_t n;
+    int32_t len[MAXR];
+    int32_t tok[MAXR][MAXT];
+    int end[MAXR];
+    double score[MAXR];
+    int32_t emitted[MAXR + 1]; /* tokens the emit callback saw, per branch */
+    bool ok;
+} run_out;
+
+/* One run's engine: a fresh context, forest and plan. */
+typedef struct rig {
+    model_ctx *c;
+    forest *f;
+    step_plan plan;
+    const tok *tk;
+    int32_t V;
+} rig;
+
+static const model *g_m;
+static const tok *g_tk;
+
+static bool rig_init(rig *r) {
+    r->c = t_new_ctx(g_m, SLOTS);
+    r->f = forest_init(SLOTS, 0);
+    step_plan_init(&r->plan);
+    r->tk = g_tk;
+    r->V = g_m->hp.n_vocab;
+    return r->c && r->f;
+}
+
+static void rig_free(rig *r) {
+    step_plan_free(&r->plan);
+    forest_free(r->f);
+    model_ctx_free(r->c);
+}
+
+static const int32_t prompt[] = {1, 300, 317, 331, 300, 317, 345, 280, 290, 300, 317};
+#define NP ((int32_t)(sizeof prompt / sizeof prompt[0]))
+
+static forest_id add_prompt(rig *r, const int32_t *t, int32_t n) {
+    forest_id last = FOREST_NONE;
+    st_err err = {0};
+    forest_add_root(r->f, t, NULL, n, 0, &last, &err);
+    return last;
+}
+
+/* The tokens of start..leaf (start excluded) into out; returns how many, -1 when the
+ * leaf is gone. */
+static int32_t path_tokens(const forest *f, forest_id start, forest_id leaf, int32_t *out) {
+    int32_t buf[SLOTS], n = 0;
+    for (forest_id at = leaf; at != start; n++) {
+        const forest_node *nd = forest_get(f, at);
+        if (!nd || n == SLOTS) return -1;
+        buf[n] = nd->token;
+        at = nd->parent < 0 ? FOREST_NONE : forest_id_at(f, nd->parent);
+        if (at == FOREST_NONE && start != FOREST_NONE) return -1;
+    }
+    for (int32_t i = 0; i < n && i < MAXT; i++) out[i] = buf[n - 1 - i];
+    return n;
+}
+
+static void put(run_out *o, int32_t i, const forest *f, forest_id start, forest_id leaf, const int32_t *toks,
+                int32_t n, int end, double score) {
+    if (i >= MAXR) return;
+    if (o->n < i + 1) o->n = i + 1;
+    if (toks) {
+        o->len[i] = n;
+        memcpy(o->tok[i], toks, sizeof(int32_t) * (size_t)(n < MAXT ? n : MAXT));
+    } else {
+        o->len[i] = path_tokens(f, start, leaf, o->tok[i]);
+    }
+    o->end[i] = end;
+    o->score[i] = score;
+}
+
+static void count_emit(void *ud, int32_t branch, int32_t token, float lp) {
+    (void)token, (void)lp;
+    run_out *o = ud;
+    if (branch >= 0 && branch <= MAXR) o->emitted[branch]++;
+}
+
+static int grow_end(const grow_branch *b) {
+    return !b->done ? STRAT_RUNNING : b->eog ? STRAT_END_EOG : b->stop >= 0 ? STRAT_END_STOP : STRAT_END_BUDGET;
+}
+
+static void put_grow(run_out *o, int32_t base, const forest *f, const grow *g) {
+    for (int32_t i = 0; i < g->n; i++) put(o, base + i, f, g->br[i].start, g->br[i].leaf, NULL, 0, grow_end(&g->br[i]), NAN);
+}
+
+/* ---- through the table ---- */
+
+/* Sets up the forest for a table run (adds the prompt, or what merge needs) and fills o. */
+typedef void (*setup_fn)(rig *r, strategy_opts *o);
+
+static void table_run(strategy_opts o, setup_fn setup, run_out *out, const char *what) {
+    memset(out, 0, sizeof *out);
+    rig r;
+    if (!rig_init(&r)) return;
+    o.n_vocab = r.V;
+    setup(&r, &o);
+    strategy_env env = {.f = r.f, .plan = &r.plan, .ctx = r.c, .tk = r.tk, .emit = count_emit, .emit_ud = out};
+    st_err err = {0};
+    strategy *s = strategy_create(&o, &env, &err);
+    T_CHECK(s != NULL, "%s: create: %s", what, err.msg);
+    st_code rc = ST_OK;
+    int32_t steps = 0;
+    while (s && !rc && !strategy_done(s) && steps++ < 500) rc = strategy_step(s, &env, &err);
+    T_CHECK(s && !rc && strategy_done(s), "%s: ran to the end: %s", what, err.msg);
+    for (int32_t i = 0; s && i < strategy_n_results(s); i++) {
+        strategy_result res;
+        strategy_result_at(s, r.f, i, &res);
+        put(out, i, r.f, res.start, res.leaf, res.tokens, res.n_tokens, res.end, res.score);
+        if (!res.tokens && res.leaf != FOREST_NONE)
+            T_CHECK(out->len[i < MAXR ? i : 0] == res.n_tokens || i >= MAXR, "%s: result %d: n_tokens %d = its path",
+                    what, i, res.n_tokens);
+    }
+    out->ok = s && !rc;
+    T_CHECK(forest_check(r.f, &err) == ST_OK, "%s: forest invariants: %s", what, err.msg);
+    strategy_free(s);
+    rig_free(&r);
+}
+
+static void compare(const run_out *a, const run_out *b, bool emits, const char *what) {
+    bool same = a->ok && b->ok && a->n == b->n && a->n > 0;
+    for (int32_t i = 0; same && i < a->n; i++) {
+        int32_t n = a->len[i] < MAXT ? a->len[i] : MAXT;
+        same = a->len[i] == b->len[i] && !memcmp(a->tok[i], b->tok[i], sizeof(int32_t) * (size_t)(n > 0 ? n : 0)) &&
+               a->end[i] == b->end[i] && (isnan(a->score[i]) ? isnan(b->score[i]) : a->score[i] == b->score[i]);
+        if (!same)
+            fprintf(stderr, "%s: result %d: %d vs %d tokens, end %d vs %d, score %g vs %g\n", what, i, a->len[i],
+                    b->len[i], a->end[i], b->end[i], a->score[i], b->score[i]);
+    }
+    if (getenv("T_VERBOSE")) for (int32_t i = 0; i < a->n; i++) fprintf(stderr, "%s[%d]: %d tokens end %d first %d\n", what, i, a->len[i], a->end[i], a->len[i] > 0 ? a->tok[i][0] : -1);
+    T_CHECK(same, "%s: the table's results equal the direct calls' (%d results)", what, a->n);
+    if (emits) {
+        bool em = true;
+        for (int32_t i = 0; i <= MAXR; i++) em = em && a->emitted[i] == b->emitted[i];
+        T_CHECK(em, "%s: emit saw the same tokens per branch", what);
+    }
+}
+
+/* ---- the direct calls, and the matching table runs ---- */
+
+static sample_params sampling(void) {
+    sample_params sp = sample_default_params();
+    sp.temp = 0.9f;
+    sp.top_k = 40;
+    sp.seed = 11;
+    return sp;
+}
+
+static void setup_prompt(rig *r, strategy_opts *o) { o->from = add_prompt(r, prompt, NP); }
+
+static void check_grow(void) {
+    run_out d = {0}, t;
+    rig r;
+    if (!rig_init(&r)) return;
+    sample_params sp = sampling();
+    grow g;
+    st_err err = {0};
+    st_code rc = grow_init(&g, r.f, add_prompt(&r, prompt, NP), 3, &sp, 40, r.V, &err);
+    while (!rc && g.n_active > 0) rc = grow_step(&g, r.f, &r.plan, r.c, r.tk, count_emit, &d, NULL, &err);
+    put_grow(&d, 0, r.f, &g);
+    d.ok = !rc;
+    grow_free(&g);
+    rig_free(&r);
+    strategy_opts o = strategy_default_opts(STRAT_GROW);
+    o.sample = sp, o.budget = 40, o.u.grow.n = 3;
+    table_run(o, setup_prompt, &t, "grow");
+    compare(&d, &t, true, "grow");
+}
+
+static void check_cot(void) {
+    run_out d = {0}, t;
+    rig r;
+    if (!rig_init(&r)) return;
+    sample_params sp = sampling();
+    cot c;
+    st_err err = {0};
+    static const char *const stop[] = {"a"};
+    st_code rc = cot_init(&c, r.f, add_prompt(&r, prompt, NP), 5, &sp, 30, r.V, &err);
+    if (!rc) rc = cot_set_stop(&c, stop, 1, &err);
+    while (!rc && !cot_done(&c)) rc = cot_step(&c, r.f, &r.plan, r.c, r.tk, count_emit, &d, NULL, &err);
+    put_grow(&d, 0, r.f, &c.g);
+    d.ok = !rc;
+    cot_free(&c);
+    rig_free(&r);
+    strategy_opts o = strategy_default_opts(STRAT_COT);
+    o.sample = sp, o.budget = 30, o.u.cot.k = 5, o.stops = stop, o.n_stops = 1;
+    table_run(o, setup_prompt, &t, "cot");
+    compare(&d, &t, true, "cot (with a stop string)");
+}
+
+static void check_beam(void) {
+    run_out d = {0}, t;
+    rig r;
+    if (!rig_init(&r)) return;
+    beam_params bp = beam_default_params();
+    bp.width = 3, bp.max_tokens = 12;
+    st_err err = {0};
+    beam *b = beam_init(r.f, add_prompt(&r, prompt, NP), &bp, r.tk, r.V, &err);
+    st_code rc = b ? ST_OK : err.code;
+    while (!rc && !beam_done(b)) rc = beam_step(b, r.f, &r.plan, r.c, &err);
+    for (int32_t i = 0; !rc && i < beam_n_results(b); i++) {
+        const beam_hyp *h = beam_result(b, i);
+        put(&d, i, r.f, FOREST_NONE, FOREST_NONE, h->tokens, h->n, h->ended ? STRAT_END_EOG : STRAT_END_BUDGET,
+            h->score);
+    }
+    d.ok = !rc;
+    beam_free(b);
+    rig_free(&r);
+    strategy_opts o = strategy_default_opts(STRAT_BEAM);
+    o.u.beam = bp, o.budget = 12;
+    table_run(o, setup_prompt, &t, "beam");
+    compare(&d, &t, false, "beam");
+}
+
+/* ask: each answer is what growing its own prompt alone gives (seed + i). */
+static const int32_t q0[] = {1, 300, 317, 331, 300, 317, 345, 280, 290, 300, 317, 400, 401};
+static const int32_t q1[] = {1, 300, 317, 331, 300, 317, 345, 280, 290, 300, 317, 402};
+static const int32_t q2[] = {1, 300, 317, 331, 300, 317, 345, 280, 290, 300, 317};
+static const int32_t *const qs[] = {q0, q1, q2};
+static const int32_t qlen[] = {13, 12, 11};
+static const int32_t qbudget[] = {20, 7, 15};
+
+static void setup_none(rig *r, strategy_opts *o) { (void)r, (void)o; }
+
+static void check_ask(void) {
+    run_out d = {0}, t;
+    sample_params sp = sampling();
+    for (int32_t i = 0; i < 3; i++) {
+        rig r;
+        if (!rig_init(&r)) return;
+        sample_params bp = sp;
+        bp.seed = sp.seed + (uint64_t)i;
+        grow g = {0};
+        st_err err = {0};
+        st_code rc = grow_add(&g, r.f, add_prompt(&r, qs[i], qlen[i]), &bp, qbudget[i], r.V, &err);
+        while (!rc && g.n_active > 0) rc = grow_step(&g, r.f, &r.plan, r.c, r.tk, NULL, NULL, NULL, &err);
+        put(&d, i, r.f, g.br[0].start, g.br[0].leaf, NULL, 0, grow_end(&g.br[0]), NAN);
+        d.ok = !rc && (i == 0 || d.ok);
+        grow_free(&g);
+        rig_free(&r);
+    }
+    strategy_opts o = strategy_default_opts(STRAT_ASK);
+    o.sample = sp;
+    o.u.ask.prompts = qs, o.u.ask.lens = qlen, o.u.ask.budgets = qbudget, o.u.ask.n = 3;
+    table_run(o, setup_none, &t, "ask");
+    compare(&d, &t, false, "ask (each answer as its prompt alone)");
+}
+
+/* margins: notes on two chunks, then an answer whose prompt is fixed tokens. */
+static const int32_t n0[] = {1, 300, 317, 331, 300, 317, 345};
+static const int32_t n1[] = {1, 300, 317, 280, 290, 300};
+static const int32_t *const notes_p[] = {n0, n1};
+static const int32_t notes_len[] = {7, 6};
+
+static int32_t *answer_prompt(void *ud, const char *notes, int32_t *n, st_err *err) {
+    (void)ud, (void)notes;
+    static const int32_t a[] = {1, 300, 317, 333, 334};
+    int32_t *t = malloc(sizeof a);
+    if (!t) {
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    memcpy(t, a, sizeof a);
+    *n = 5;
+    return t;
+}
+
+static void check_margins(void) {
+    run_out d = {0}, t;
+    rig r;
+    if (!rig_init(&r)) return;
+    sample_params sp = sampling(), ap = sp;
+    ap.seed = sp.seed + 2;
+    margins m;
+    st_err err = {0};
+    st_code rc = margins_init(&m, r.f, notes_p, notes_len, 2, &sp, 10, r.V, &err);
+    while (!rc && m.phase == MARGINS_NOTES) rc = margins_step(&m, r.f, &r.plan, r.c, r.tk, count_emit, &d, NULL, &err);
+    int32_t n = 0, *a = rc ? NULL : answer_prompt(NULL, "", &n, &err);
+    if (a) rc = margins_answer(&m, r.f, a, n, &ap, 12, &err);
+    free(a);
+    while (!rc && !margins_done(&m)) rc = margins_step(&m, r.f, &r.plan, r.c, r.tk, count_emit, &d, NULL, &err);
+    put_grow(&d, 0, r.f, &m.notes);
+    put_grow(&d, 2, r.f, &m.answer);
+    d.ok = !rc;
+    margins_free(&m);
+    rig_free(&r);
+    strategy_opts o = strategy_default_opts(STRAT_MARGINS);
+    o.sample = sp, o.budget = 10;
+    o.u.margins.prompts = notes_p, o.u.margins.lens = notes_len, o.u.margins.n_chunks = 2;
+    o.u.margins.answer_budget = 12, o.u.margins.answer = answer_prompt;
+    table_run(o, setup_none, &t, "margins");
+    compare(&d, &t, true, "margins (notes, then the answer)");
+}
+
+/* merge: three greedy chains of a cot merged, then grown. */
+static forest_id g_leaves[3];
+
+static void make_chains(rig *r) {
+    sample_params sp = sample_default_params();
+    sp.temp = 0;
+    cot c;
+    st_err err = {0};
+    st_code rc = cot_init(&c, r->f, add_prompt(r, prompt, NP), 3, &sp, 6, r->V, &err);
+    while (!rc && !cot_done(&c)) rc = cot_step(&c, r->f, &r->plan, r->c, r->tk, NULL, NULL, NULL, &err);
+    if (!rc) rc = step_forest(r->f, &r->plan, r->c, &err);
+    for (int32_t i = 0; i < 3; i++) g_leaves[i] = rc ? FOREST_NONE : c.g.br[i].leaf;
+    cot_free(&c);
+}
+
+static void setup_merge(rig *r, strategy_opts *o) {
+    make_chains(r);
+    o->u.merge.leaves = g_leaves;
+    o->u.merge.n = 3;
+}
+
+static void check_merge(void) {
+    run_out d = {0}, t;
+    rig r;
+    if (!rig_init(&r)) return;
+    make_chains(&r);
+    sample_params sp = sampling();
+    forest_id last;
+    grow g = {0};
+    st_err err = {0};
+    st_code rc = merge_branches(r.f, r.tk, g_leaves, 3, NULL, &last, &err);
+    if (!rc) rc = grow_init(&g, r.f, last, 1, &sp, 16, r.V, &err);
+    while (!rc && g.n_active > 0) rc = grow_step(&g, r.f, &r.plan, r.c, r.tk, count_emit, &d, NULL, &err);
+    put_grow(&d, 0, r.f, &g);
+    d.ok = !rc;
+    grow_free(&g);
+    rig_free(&r);
+    strategy_opts o = strategy_default_opts(STRAT_MERGE);
+    o.sample = sp, o.budget = 16;
+    table_run(o, setup_merge, &t, "merge");
+    compare(&d, &t, true, "merge (then grown)");
+}
+
+/* draft / lookahead: the spec driver's own tokens, cut at the budget or an end token. */
+static void check_spec(strategy_kind kind, int32_t budget, const char *what) {
+    run_out d = {0}, t;
+    rig r;
+    if (!rig_init(&r)) return;
+    strategy_opts o = strategy_default_opts(kind);
+    forest_id tip = add_prompt(&r, prompt, NP);
+    st_err err = {0};
+    spec *s = spec_init(&o.u.spec.p, r.f, tip, &err);
+    int32_t *out = s ? malloc(sizeof(int32_t) * (size_t)spec_max_emit(s)) : NULL, got[MAXT], n = 0;
+    st_code rc = s && out ? ST_OK : ST_ERR_NOMEM;
+    bool eog = false;
+    while (!rc && n < budget && !eog) {
+        int32_t k = 0;
+        rc = spec_step(s, r.f, &r.plan, r.c, out, &k, &err);
+        for (int32_t i = 0; !rc && i < k && n < budget && !eog; i++) {
+            eog = tok_is_eog(r.tk, out[i]);
+            if (!eog) got[n++] = out[i];
+        }
+    }
+    put(&d, 0, r.f, FOREST_NONE, FOREST_NONE, got, n, eog ? STRAT_END_EOG : STRAT_END_BUDGET, NAN);
+    d.emitted[0] = n;
+    d.ok = !rc;
+    free(out);
+    spec_free(s);
+    rig_free(&r);
+    o.budget = budget;
+    table_run(o, setup_prompt, &t, what);
+    compare(&d, &t, true, what);
+}
+
+/* steps: the same forest as plain step_forest calls. */
+static void check_steps(void) {
+    rig r;
+    if (!rig_init(&r)) return;
+    add_prompt(&r, prompt, NP);
+    add_prompt(&r, q0, 13);
+    strategy_env env = {.f = r.f, .plan = &r.plan, .ctx = r.c, .tk = r.tk};
+    strategy_opts o = strategy_default_opts(STRAT_STEPS);
+    o.u.steps.n = 3;
+    st_err err = {0};
+    strategy *s = strategy_create(&o, &env, &err);
+    int32_t steps = 0;
+    while (s && !strategy_done(s) && !strategy_step(s, &env, &err)) steps++;
+    strategy_progress pr;
+    if (s) strategy_get_progress(s, &pr);
+    T_CHECK(s && steps == 1 && pr.done == 1 && pr.goal == 3 && forest_n_pending(r.f) == 0 && pr.tokens == NP + 13,
+            "steps: one step computes everything pending, then it stops (%d steps)", steps);
+    T_CHECK(s && strategy_n_results(s) == 0, "steps: no results");
+    strategy_free(s);
+    rig_free(&r);
+}
+
+static void check_registry(void) {
+    static const char *const names[] = {"grow", "cot", "beam", "ask", "margins", "merge", "draft", "lookahead", "step"};
+    int32_t n = 0;
+    for (int32_t i = 0; strategy_at(i); i++, n++) {
+        const strategy_ops *ops = strategy_at(i);
+        T_CHECK((int32_t)ops->kind == i && strategy_get(ops->kind) == ops && strategy_find(ops->name) == ops,
+                "%s: found by kind and by name", ops->name);
+        T_CHECK(ops->create && ops->step && ops->done && ops->progress && ops->n_results && ops->running && ops->free,
+                "%s: the table is complete", ops->name);
+        T_CHECK(strategy_default_opts(ops->kind).kind == ops->kind, "%s: default options", ops->name);
+    }
+    T_CHECK(n == STRAT_N_KINDS && n == (int32_t)(sizeof names / sizeof names[0]), "%d strategies registered", n);
+    for (int32_t i = 0; i < n; i++) T_CHECK(strategy_find(names[i]) != NULL, "%s is registered", names[i]);
+    T_CHECK(!strategy_find("nothing") && !strategy_find(NULL) && !strategy_get(STRAT_N_KINDS), "unknown names");
+
+    rig r;
+    if (!rig_init(&r)) return;
+    strategy_env env = {.f = r.f, .plan = &r.plan, .ctx = r.c, .tk = r.tk};
+    strategy_opts o = strategy_default_opts(STRAT_GROW);
+    o.n_vocab = r.V;
+    st_err err = {0};
+    T_CHECK(!strategy_create(&o, &env, &err) && err.code == ST_ERR_ARG, "grow from no node: %s", err.msg);
+    o.from = add_prompt(&r, prompt, NP);
+    o.u.grow.n = 0;
+    T_CHECK(!strategy_create(&o, &env, &err) && err.code == ST_ERR_ARG, "grow with 0 branches: %s", err.msg);
+    o = strategy_default_opts(STRAT_ASK);
+    T_CHECK(!strategy_create(&o, &env, &err) && err.code == ST_ERR_ARG, "ask without prompts: %s", err.msg);
+    o = strategy_default_opts(STRAT_DRAFT);
+    o.from = forest_dfs_first(r.f) >= 0 ? forest_id_at(r.f, forest_dfs_first(r.f)) : FOREST_NONE;
+    o.budget = 0;
+    T_CHECK(!strategy_create(&o, &env, &err) && err.code == ST_ERR_ARG, "draft with budget 0: %s", err.msg);
+    int32_t live = forest_n_live(r.f);
+    o = strategy_default_opts(STRAT_MERGE);
+    forest_id one = o.from = forest_id_at(r.f, forest_dfs_first(r.f));
+    o.u.merge.leaves = &one, o.u.merge.n = 0;
+    T_CHECK(!strategy_create(&o, &env, &err) && forest_n_live(r.f) == live, "merge of nothing: forest unchanged");
+    rig_free(&r);
+}
+
+int main(void) {
+    mkmodel_params mp = mkmodel_default_params();
+    st_err err = {0};
+    model *m = t_random_model(&mp, &err);
+    tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
+    T_CHECK(m && tk, "random model: %s", err.msg);
+    if (!m || !tk) return t_done();
+    g_m = m, g_tk = tk;
+    check_registry();
+    check_grow();
+    check_cot();
+    check_beam();
+    check_ask();
+    check_margins();
+    check_merge();
+    check_spec(STRAT_DRAFT, 40, "draft");
+    check_spec(STRAT_LOOKAHEAD, 33, "lookahead");
+    check_steps();
+    tok_free(tk);
+    model_free(m);
+    return t_done();
+}
