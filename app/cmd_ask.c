@@ -14,12 +14,12 @@
 #include <string.h>
 
 #include "forest/forest.h"
-#include "strategy/grow.h"
 #include "forest/step.h"
 #include "app.h"
 #include "json_out.h"
 #include "prompt.h"
 #include "session_replay.h"
+#include "strategy_run.h"
 
 #define ASK_MAX_QUESTIONS 256
 
@@ -82,10 +82,8 @@ typedef struct ask_run {
     prompt_toks *out;                    /* (n_q) each answer's tokens */
     forest *f;
     step_plan plan;
-    grow g;
-    int32_t steps;
-    bool full;                           /* stopped by a full KV cache */
-    double t0, t1;
+    strategy *s;                         /* the ask strategy */
+    app_run_stats st;
 } ask_run;
 
 /* --budgets LIST: 0, or 2 after the message. */
@@ -192,49 +190,27 @@ static st_code ask_prompts(ask_run *r, const ask_opts *o, st_err *err) {
     return ST_OK;
 }
 
-/* The forest: the shared prefix once, each question's rest under it, and a branch to grow
- * from each question's end. */
-static st_code ask_forest(ask_run *r, const ask_opts *o, st_err *err) {
-    forest *f = r->f;
-    int32_t lcp = r->lcp;
-    forest_id prefix = FOREST_NONE;
-    st_code rc = ST_OK;
-    if (lcp > 0 && (rc = forest_add_root(f, r->ptok[0], NULL, lcp, 0, &prefix, err))) return rc;
-    for (int32_t i = 0; i < o->n_q; i++) {
-        forest_id from = prefix;
-        int32_t rest = r->n_ptok[i] - lcp;
-        if (rest > 0 && lcp > 0) rc = forest_append(f, prefix, r->ptok[i] + lcp, NULL, rest, &from, err);
-        else if (rest > 0) rc = forest_add_root(f, r->ptok[i], NULL, rest, 0, &from, err);
-        if (rc) return rc;
-        sample_params bp = o->sp;
-        bp.seed = o->sp.seed + (uint64_t)i;
-        if ((rc = grow_add(&r->g, f, from, &bp, (int32_t)o->qbudget[i], r->pm.m->hp.n_vocab, err)))
-            return rc;
-    }
-    /* a question that is all prefix answers from a node that also has children: the step
-     * must still return that node's logits */
-    for (int32_t i = 0; i < o->n_q; i++)
-        if (forest_n_children(f, r->g.br[i].start) > 0)
-            forest_set_flags(f, r->g.br[i].start, FOREST_WANT_LOGITS, 0);
-    return ST_OK;
+/* Answers every question through the ask strategy (the shared prefix once, each
+ * question's rest under it, one forest step per token); a full KV cache stops them all
+ * (r->st.full). */
+static st_code ask_answer(ask_run *r, const ask_opts *o, st_err *err) {
+    int32_t budgets[ASK_MAX_QUESTIONS];
+    for (int32_t i = 0; i < o->n_q; i++) budgets[i] = (int32_t)o->qbudget[i];
+    strategy_env env = {.f = r->f, .plan = &r->plan, .ctx = r->pm.ctx, .tk = r->pm.tk,
+                        .emit = prompt_emit, .emit_ud = r->out};
+    strategy_opts so = strategy_default_opts(STRAT_ASK);
+    so.sample = o->sp, so.budget = (int32_t)o->budget, so.n_vocab = r->pm.m->hp.n_vocab;
+    so.u.ask.prompts = (const int32_t *const *)r->ptok, so.u.ask.lens = r->n_ptok;
+    so.u.ask.budgets = budgets, so.u.ask.n = o->n_q;
+    if (!(r->s = strategy_create(&so, &env, err))) return err->code;
+    return app_strategy_run(r->s, &env, &r->st, NULL, NULL, err);
 }
 
-/* Grows every answer to its end, one forest step per token; a full KV cache stops them
- * all (r->full). */
-static st_code ask_grow(ask_run *r, st_err *err) {
-    r->t0 = app_now();
-    while (r->g.n_active > 0) {
-        st_code rc = grow_step(&r->g, r->f, &r->plan, r->pm.ctx, r->pm.tk, prompt_emit, r->out,
-                               NULL, err);
-        if (rc == ST_NO_KV_SLOT) {
-            r->full = true;
-            break;
-        }
-        if (rc) return rc;
-        r->steps++;
-    }
-    r->t1 = app_now();
-    return ST_OK;
+/* Answer i's result. */
+static strategy_result ask_result(const ask_run *r, int32_t i) {
+    strategy_result res;
+    strategy_result_at(r->s, r->f, i, &res);
+    return res;
 }
 
 static int64_t ask_unshared(const ask_run *r, int32_t n_q) {
@@ -245,8 +221,8 @@ static int64_t ask_unshared(const ask_run *r, int32_t n_q) {
 static st_code ask_print(const ask_run *r, const ask_opts *o, st_err *err) {
     json_t *answers = o->json ? json_array() : NULL;
     for (int32_t i = 0; i < o->n_q; i++) {
-        const grow_branch *b = &r->g.br[i];
-        const char *ended = b->eog ? "EOS" : b->done ? "budget" : r->full ? "full context" : "budget";
+        strategy_result b = ask_result(r, i);
+        const char *ended = app_result_ended(&b, r->st.full);
         char *ans = prompt_continuation(r->pm.tk, r->ptok[i], r->n_ptok[i], r->out[i].t, r->out[i].n);
         if (!ans) {
             json_decref(answers);
@@ -257,7 +233,7 @@ static st_code ask_print(const ask_run *r, const ask_opts *o, st_err *err) {
             jo_set(&a, "question", jo_str(o->qs[i]));
             jo_set(&a, "answer", jo_str(ans));
             jo_set(&a, "prompt_tokens", json_integer(r->n_ptok[i]));
-            jo_set(&a, "tokens", json_integer(b->made));
+            jo_set(&a, "tokens", json_integer(b.n_tokens));
             jo_set(&a, "ended", jo_str(ended));
             jo_push(&answers, a);
         } else {
@@ -276,7 +252,7 @@ static st_code ask_print(const ask_run *r, const ask_opts *o, st_err *err) {
     jo_set(&doc, "kv_slots_used", json_integer(kv_alloc_used(forest_kv(r->f))));
     jo_set(&doc, "kv_slots_unshared", json_integer(ask_unshared(r, o->n_q)));
     jo_set(&doc, "kv_slots", json_integer(r->pm.n_slots));
-    jo_set(&doc, "steps", json_integer(r->steps));
+    jo_set(&doc, "steps", json_integer(r->st.steps));
     jo_set(&doc, "answers", answers);
     return jo_print(doc, err);
 }
@@ -284,11 +260,11 @@ static st_code ask_print(const ask_run *r, const ask_opts *o, st_err *err) {
 /* The statistics line on stderr. */
 static void ask_stats(const ask_run *r, const ask_opts *o) {
     int64_t made = 0;
-    for (int32_t i = 0; i < o->n_q; i++) made += r->g.br[i].made;
-    double dt = r->t1 - r->t0;
+    for (int32_t i = 0; i < o->n_q; i++) made += ask_result(r, i).n_tokens;
+    double dt = r->st.t2 - r->st.t0;
     fprintf(stderr, "ask: %d questions, shared prefix %d tokens (%d prompt tokens in all); "
             "%d steps, %lld answer tokens in %.3f s (%.1f tok/s); KV slots used %d (%lld "
-            "without sharing)\n", o->n_q, r->lcp, r->need, r->steps, (long long)made, dt,
+            "without sharing)\n", o->n_q, r->lcp, r->need, r->st.steps, (long long)made, dt,
             (double)made / (dt + 1e-12), kv_alloc_used(forest_kv(r->f)),
             (long long)ask_unshared(r, o->n_q));
 }
@@ -303,9 +279,9 @@ static st_code ask_save(const ask_run *r, const ask_opts *o, st_err *err) {
     for (int32_t i = 0; i < o->n_q && !rc; i++) {
         snprintf(key, sizeof key, "question_%d", i);
         rc = session_settings_set(&ss, key, o->qs[i], err);
-        if (!rc && forest_get(r->f, r->g.br[i].leaf))
-            rc = app_session_mark(&ss, r->f, r->g.br[i].start, r->g.br[i].leaf, "ask",
-                                  o->sp.seed + (uint64_t)i, err);
+        strategy_result b = ask_result(r, i);
+        if (!rc && forest_get(r->f, b.leaf))
+            rc = app_session_mark(&ss, r->f, b.start, b.leaf, "ask", o->sp.seed + (uint64_t)i, err);
     }
     if (!rc) rc = app_session_save(o->so.save, r->f, r->pm.m, r->pm.tk, &ss, err);
     session_settings_free(&ss);
@@ -325,13 +301,12 @@ static st_code ask_run_all(ask_run *r, ask_opts *o, st_err *err) {
         return st_set(err, ST_ERR_ARG, "--system needs a chat template, and the model has none "
                       "(name one with --chat-template)");
     st_code rc = ask_prompts(r, o, err);
-    if (!rc) rc = ask_forest(r, o, err);
-    if (!rc) rc = ask_grow(r, err);
+    if (!rc) rc = ask_answer(r, o, err);
     return rc;
 }
 
 static void ask_run_free(ask_run *r, int32_t n_q) {
-    grow_free(&r->g);
+    strategy_free(r->s);
     step_plan_free(&r->plan);
     forest_free(r->f);
     prompt_toks_free(r->out, r->out ? n_q : 0);
@@ -355,7 +330,7 @@ int cmd_ask(int argc, char **argv) {
     st_code rc = ask_run_all(&run, &o, &err);
     if (!rc) rc = ask_print(&run, &o, &err);
     fflush(stdout);
-    if (!rc && run.full)
+    if (!rc && run.st.full)
         fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it "
                 "with -c)\n", run.pm.n_slots);
     if (!rc && !o.quiet) ask_stats(&run, &o);
