@@ -23,6 +23,7 @@
 #include "forest/step.h"
 #include "app.h"
 #include "json_out.h"
+#include "strategy_run.h"
 #include "prompt.h"
 
 static const char bs_code[] =
@@ -167,41 +168,44 @@ static st_code bs_plain(prompt_model *pm, const int32_t *prompt, int32_t np, int
     return rc;
 }
 
-/* The speculative driver after the prefilled prompt[0..np-1) (its last token pending). */
+static void bs_collect(void *ud, int32_t branch, int32_t token, float logprob) {
+    (void)branch, (void)logprob;
+    bs_run *r = ud; /* the strategy's budget keeps r->n below n_gen */
+    r->toks[r->n++] = token;
+}
+
+/* The draft or lookahead strategy (strategy.h) after the prefilled prompt[0..np-1) (its
+ * last token pending), as `generate --draft` runs it. */
 static st_code bs_spec(prompt_model *pm, const int32_t *prompt, int32_t np, int32_t n_gen,
                        const spec_params *sp, bs_run *r, st_err *err) {
     forest *f = forest_init(pm->n_slots, 0);
     step_plan p;
     step_plan_init(&p);
-    spec *s = NULL;
-    int32_t *out = NULL;
-    forest_id last, tip;
+    strategy *s = NULL;
+    strategy_env env = {.f = f, .plan = &p, .ctx = pm->ctx, .tk = pm->tk, .emit = bs_collect,
+                        .emit_ud = r};
+    strategy_opts so = strategy_default_opts(sp->la.w > 0 ? STRAT_LOOKAHEAD : STRAT_DRAFT);
+    so.u.spec.p = *sp, so.budget = n_gen, so.n_vocab = pm->m->hp.n_vocab;
+    app_run_stats st = {0};
+    forest_id last;
+    r->n = 0;
     st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
     if (!rc) rc = forest_add_root(f, prompt, NULL, np - 1, 0, &last, err);
     if (!rc) rc = step_forest(f, &p, pm->ctx, err);
-    if (!rc) rc = forest_append(f, last, &prompt[np - 1], NULL, 1, &tip, err);
-    if (!rc && !(s = spec_init(sp, f, tip, err))) rc = err->code;
-    if (!rc && !(out = malloc(sizeof(int32_t) * (size_t)spec_max_emit(s))))
-        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-    double t0 = app_now();
-    r->n = 0;
-    bool eog = false;
-    while (!rc && r->n < n_gen && !eog) {
-        int32_t k = 0;
-        if ((rc = spec_step(s, f, &p, pm->ctx, out, &k, err))) break;
-        for (int32_t i = 0; i < k && r->n < n_gen && !eog; i++)
-            if (!(eog = tok_is_eog(pm->tk, out[i]))) r->toks[r->n++] = out[i];
-    }
-    r->secs = app_now() - t0;
+    if (!rc) rc = forest_append(f, last, &prompt[np - 1], NULL, 1, &so.from, err);
+    if (!rc && !(s = strategy_create(&so, &env, err))) rc = err->code;
+    if (!rc) rc = app_strategy_run(s, &env, &st, NULL, NULL, err);
+    if (!rc && st.full) rc = st_set(err, ST_NO_KV_SLOT, "bench spec: the KV cache is full");
+    r->secs = st.t2 - st.t0;
     if (s) {
-        const spec_stats *st = spec_get_stats(s);
-        r->steps = st->steps;
-        r->draft_rows = st->draft_rows;
-        r->la_rows = st->la_rows;
-        r->row_cost = spec_row_cost(s);
+        const spec *d = strategy_spec(s);
+        const spec_stats *ss = spec_get_stats(d);
+        r->steps = ss->steps;
+        r->draft_rows = ss->draft_rows;
+        r->la_rows = ss->la_rows;
+        r->row_cost = spec_row_cost(d);
     }
-    free(out);
-    spec_free(s);
+    strategy_free(s);
     step_plan_free(&p);
     forest_free(f);
     return rc;

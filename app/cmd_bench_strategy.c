@@ -36,6 +36,7 @@
 #include "json_out.h"
 #include "bench_util.h"
 #include "prompt.h"
+#include "strategy_run.h"
 
 typedef struct bs_opts {
     const char *path, *backend;
@@ -293,6 +294,7 @@ static st_code bb_one(const model *m, const bs_opts *o, const int32_t *prompt, i
 
 /* ---- bench cot ---- */
 
+/* k chains through the cot strategy (strategy.h), as `multidecode cot` runs them. */
 static st_code bc_forest(const model *m, const bs_opts *o, const int32_t *prompt, int32_t k,
                          const sample_params *sp, prompt_toks *out, bs_res *r, st_err *err) {
     int32_t P = o->n_prompt, N = o->n_gen;
@@ -301,24 +303,24 @@ static st_code bc_forest(const model *m, const bs_opts *o, const int32_t *prompt
     forest *f = forest_init(model_ctx_n_slots(c), 0);
     step_plan plan;
     step_plan_init(&plan);
-    cot ct = {0};
-    forest_id last;
+    strategy *s = NULL;
+    strategy_env env = {.f = f, .plan = &plan, .ctx = c, .emit = prompt_emit, .emit_ud = out};
+    strategy_opts co = strategy_default_opts(STRAT_COT);
+    co.sample = *sp, co.budget = N, co.n_vocab = m->hp.n_vocab, co.u.cot.k = k;
+    app_run_stats st;
     st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
-    if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &last, err);
-    if (!rc) rc = cot_init(&ct, f, last, k, sp, N, m->hp.n_vocab, err);
-    double t0 = app_now(), t1 = t0;
-    while (!rc && !cot_done(&ct)) {
-        if ((rc = cot_step(&ct, f, &plan, c, NULL, prompt_emit, out, NULL, err))) break;
-        if (r->steps++ == 0) t1 = app_now();
-        else r->rows += plan.n_rows;
-    }
+    if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &co.from, err);
+    if (!rc && !(s = strategy_create(&co, &env, err))) rc = err->code;
+    if (!rc) rc = app_strategy_run(s, &env, &st, NULL, NULL, err);
+    if (!rc && st.full) rc = st_set(err, ST_NO_KV_SLOT, "bench cot: the KV cache is full");
     if (!rc) {
-        r->prefill_s = t1 - t0;
-        r->decode_s = app_now() - t1;
-        r->steps--;
+        r->prefill_s = st.t1 - st.t0;
+        r->decode_s = st.t2 - st.t1;
+        r->steps = st.steps - 1;
+        r->rows = st.rows;
         r->kv_peak = kv_alloc_used(forest_kv(f));
     }
-    cot_free(&ct);
+    strategy_free(s);
     step_plan_free(&plan);
     forest_free(f);
     model_ctx_free(c);

@@ -22,6 +22,7 @@
 #include "json_out.h"
 #include "prompt.h"
 #include "session_replay.h"
+#include "strategy_run.h"
 
 #define MARGINS_MAX_CHUNKS 1024
 
@@ -121,20 +122,23 @@ typedef struct margins_job {
     int32_t *ctx, n_ctx;               /* the context's tokens */
     int32_t n_ch, *ptok[MARGINS_MAX_CHUNKS], plen[MARGINS_MAX_CHUNKS];
     int32_t *fin, n_fin;               /* the answer's prompt tokens */
-    char *notes, *ans;                 /* the notes as the answer reads them; the answer */
-    sample_params ap;                  /* the answer's sampler */
+    char *ans;                         /* the answer's text */
     forest *f;
     step_plan plan;
-    margins mg;
+    strategy *s;                       /* the margins strategy */
+    const margins *mg;                 /* its state (notes, answer, phase) */
+    prompt_model *pm;
+    const margins_opts *o;
     app_progress pr;
-    int32_t steps, answer_steps, max_rows;
+    app_run_stats st;                  /* the whole run (st.full: the cache filled up) */
+    int32_t steps, answer_steps, max_rows; /* note steps, answer steps */
     int64_t rows;                      /* note rows after the prefill */
-    bool full;                         /* the KV cache filled up during the answer */
-    double t0, t1, t2;
+    int32_t phase;                     /* the phase before the step the tick reports */
+    double t1;                         /* the end of the notes */
 } margins_job;
 
-/* The context's tokens, cut into chunks, each chunk's note prompt, and the notes' forest.
- * ST_ERR_ARG (empty context, too many chunks), ST_ERR_CONTEXT, ST_ERR_NOMEM. */
+/* The context's tokens, cut into chunks, and each chunk's note prompt. ST_ERR_ARG (empty
+ * context, too many chunks), ST_ERR_NOMEM, a tokeniser's codes. */
 static st_code margins_prompts(margins_job *j, prompt_model *pm, const char *context,
                                const margins_opts *o, st_err *err) {
     if (!(j->ctx = prompt_encode_raw(pm->tk, context, false, &j->n_ctx, err))) return err->code;
@@ -153,84 +157,91 @@ static st_code margins_prompts(margins_job *j, prompt_model *pm, const char *con
         free(text);
         if (!j->ptok[i]) return err->code;
     }
-    st_code rc = margins_init(&j->mg, j->f, (const int32_t *const *)j->ptok, j->plen, j->n_ch,
-                              &o->sp, o->note_tokens, pm->m->hp.n_vocab, err);
-    if (rc) return rc;
+    return ST_OK;
+}
+
+/* The answer's prompt from the notes' text (strategy_answer_fn): the exact merge's
+ * prompt, or with --rope-gap the tail read after the notes. */
+static int32_t *margins_answer_tokens(void *ud, const char *notes, int32_t *n, st_err *err) {
+    margins_job *j = ud;
+    free(j->fin);
+    j->fin = NULL;
+    if (j->o->gap >= 0) {
+        if (!(j->fin = gap_tail(j->pm, j->o, j->pc.on ? j->kind : CHAT_NONE, &j->n_fin, err))) return NULL;
+        if (!j->o->quiet)
+            fprintf(stderr, "margins: EXPERIMENTAL rope-gap answer (gap %d): the answer reads the "
+                    "notes' K/V side by side; it differs from the exact merge\n", j->o->gap);
+    } else {
+        char *text = margins_answer_prompt(j->o->question, notes, j->pc.on);
+        j->fin = text ? prompt_tokens(j->pm, &j->pc, text, &j->n_fin, NULL, err) : NULL;
+        if (!text) st_set(err, ST_ERR_NOMEM, "out of memory");
+        free(text);
+        if (!j->fin) return NULL;
+    }
+    /* the strategy frees what it gets; the job keeps its own copy for the report */
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)j->n_fin);
+    if (!t) st_set(err, ST_ERR_NOMEM, "out of memory");
+    else memcpy(t, j->fin, sizeof(int32_t) * (size_t)j->n_fin);
+    *n = j->n_fin;
+    return t;
+}
+
+/* The margins strategy over the note prompts; ST_ERR_CONTEXT when they do not fit. */
+static st_code margins_start(margins_job *j, prompt_model *pm, const margins_opts *o,
+                             const strategy_env *env, st_err *err) {
+    strategy_opts so = strategy_default_opts(STRAT_MARGINS);
+    so.sample = o->sp, so.budget = o->note_tokens, so.n_vocab = pm->m->hp.n_vocab;
+    so.u.margins.prompts = (const int32_t *const *)j->ptok, so.u.margins.lens = j->plen;
+    so.u.margins.n_chunks = j->n_ch, so.u.margins.answer_budget = o->answer_tokens;
+    so.u.margins.gap = o->gap, so.u.margins.answer = margins_answer_tokens;
+    so.u.margins.answer_ud = j;
+    if (!(j->s = strategy_create(&so, env, err))) return err->code;
+    j->mg = strategy_margins(j->s);
     int32_t prompt_slots = kv_alloc_used(forest_kv(j->f)) + forest_n_pending(j->f);
     if (prompt_slots > pm->n_slots)
         return st_set(err, ST_ERR_CONTEXT, "the %d chunk prompts need %d KV slots (a shared "
                       "prefix of %d tokens + %d chunk tokens), more than the KV cache of %d "
-                      "(raise it with -c)", j->n_ch, prompt_slots, j->mg.n_shared,
-                      prompt_slots - j->mg.n_shared, pm->n_slots);
+                      "(raise it with -c)", j->n_ch, prompt_slots, j->mg->n_shared,
+                      prompt_slots - j->mg->n_shared, pm->n_slots);
     return ST_OK;
 }
 
-/* The notes, in parallel, one step per token. ST_NO_KV_SLOT: the cache filled up. */
-static st_code margins_write_notes(margins_job *j, prompt_model *pm, const margins_opts *o,
-                                   st_err *err) {
-    int32_t active = j->n_ch;
-    j->t0 = app_now();
-    while (j->mg.phase == MARGINS_NOTES) {
-        st_code rc = margins_step(&j->mg, j->f, &j->plan, pm->ctx, pm->tk, NULL, NULL, &active, err);
-        if (rc == ST_NO_KV_SLOT)
-            return st_set(err, ST_NO_KV_SLOT, "the KV cache of %d slots is full while writing "
-                          "the notes (raise it with -c)", pm->n_slots);
-        if (rc) return rc;
+/* After each step: the notes' or the answer's counts and progress line. */
+static void margins_tick(void *ud, const strategy *s, const strategy_env *env,
+                         const app_run_stats *st) {
+    (void)s, (void)st;
+    margins_job *j = ud;
+    int32_t rows = env->plan->n_rows, slots = kv_alloc_used(forest_kv(env->f));
+    if (j->phase == MARGINS_NOTES) {
         if (j->steps++ > 0) {
-            j->rows += j->plan.n_rows;
-            if (j->plan.n_rows > j->max_rows) j->max_rows = j->plan.n_rows;
+            j->rows += rows;
+            if (rows > j->max_rows) j->max_rows = rows;
         }
+        j->t1 = app_now();
         app_progress_tick(&j->pr, "margins: note step %d/%d, %d rows, %d notes running, KV %d "
-                          "slots", j->steps, o->note_tokens, j->plan.n_rows, active,
-                          kv_alloc_used(forest_kv(j->f)));
-    }
-    j->t1 = app_now();
-    return ST_OK;
-}
-
-/* Starts the answer's branch: the exact merge of the notes (default) or rope-gap. */
-static st_code margins_start_answer(margins_job *j, prompt_model *pm, const margins_opts *o,
-                                    st_err *err) {
-    if (!(j->notes = margins_notes_text(&j->mg, j->f, pm->tk, "\n\n", err))) return err->code;
-    j->ap = o->sp;
-    j->ap.seed = o->sp.seed + (uint64_t)j->n_ch;
-    if (o->gap < 0) {
-        char *text = margins_answer_prompt(o->question, j->notes, j->pc.on);
-        j->fin = text ? prompt_tokens(pm, &j->pc, text, &j->n_fin, NULL, err) : NULL;
-        if (!text) st_set(err, ST_ERR_NOMEM, "out of memory");
-        free(text);
-        if (!j->fin) return err->code;
-        return margins_answer(&j->mg, j->f, j->fin, j->n_fin, &j->ap, o->answer_tokens, err);
-    }
-    if (!(j->fin = gap_tail(pm, o, j->pc.on ? j->kind : CHAT_NONE, &j->n_fin, err))) return err->code;
-    if (!o->quiet)
-        fprintf(stderr, "margins: EXPERIMENTAL rope-gap answer (gap %d): the answer reads the "
-                "notes' K/V side by side; it differs from the exact merge\n", o->gap);
-    return margins_answer_gap(&j->mg, j->f, &j->plan, pm->ctx, j->fin, j->n_fin, o->gap, &j->ap,
-                              o->answer_tokens, err);
-}
-
-/* Starts and grows the answer to its end or to a full KV cache (j->full), then takes its
- * text. */
-static st_code margins_write_answer(margins_job *j, prompt_model *pm, const margins_opts *o,
-                                    st_err *err) {
-    st_code rc = margins_start_answer(j, pm, o, err);
-    if (rc == ST_NO_KV_SLOT) j->full = true, rc = ST_OK;
-    while (!rc && !j->full && !margins_done(&j->mg)) {
-        rc = margins_step(&j->mg, j->f, &j->plan, pm->ctx, pm->tk, NULL, NULL, NULL, err);
-        if (rc == ST_NO_KV_SLOT) {
-            j->full = true, rc = ST_OK;
-            break;
-        }
-        if (rc) break;
+                          "slots", j->steps, j->o->note_tokens, rows, j->mg->notes.n_active, slots);
+    } else {
         j->answer_steps++;
         app_progress_tick(&j->pr, "margins: answer step %d/%d, KV %d slots", j->answer_steps,
-                          o->answer_tokens, kv_alloc_used(forest_kv(j->f)));
+                          j->o->answer_tokens, slots);
     }
+    j->phase = j->mg->phase;
+}
+
+/* The notes, then the answer, to its end or a full KV cache (j->st.full; while writing the
+ * notes: ST_NO_KV_SLOT); then the answer's text. */
+static st_code margins_write(margins_job *j, prompt_model *pm, const strategy_env *env,
+                             st_err *err) {
+    j->phase = j->mg->phase;
+    app_progress_init(&j->pr, !j->o->quiet);
+    st_code rc = app_strategy_run(j->s, env, &j->st, margins_tick, j, err);
     app_progress_end(&j->pr);
-    j->t2 = app_now();
-    if (!rc && j->mg.answer.n > 0 &&
-        !(j->ans = merge_branch_text(j->f, pm->tk, j->mg.answer_from, j->mg.answer.br[0].leaf, err)))
+    if (!j->steps) j->t1 = j->st.t0;
+    if (!rc && j->st.full && j->mg->phase == MARGINS_NOTES)
+        return st_set(err, ST_NO_KV_SLOT, "the KV cache of %d slots is full while writing the "
+                      "notes (raise it with -c)", pm->n_slots);
+    if (!rc && j->mg->answer.n > 0 &&
+        !(j->ans = merge_branch_text(j->f, pm->tk, j->mg->answer_from, j->mg->answer.br[0].leaf, err)))
         rc = err->code;
     return rc;
 }
@@ -240,12 +251,12 @@ static st_code margins_print(const margins_job *j, const prompt_model *pm, const
                              st_err *err) {
     json_t *notes = o->json ? json_array() : NULL;
     for (int32_t i = 0; i < j->n_ch; i++) {
-        char *t = margins_note_text(&j->mg, j->f, pm->tk, i, err);
+        char *t = margins_note_text(j->mg, j->f, pm->tk, i, err);
         if (!t) {
             json_decref(notes);
             return err->code;
         }
-        const grow_branch *b = &j->mg.notes.br[i];
+        const grow_branch *b = &j->mg->notes.br[i];
         int32_t a = i * o->chunk, z = a + o->chunk < j->n_ctx ? a + o->chunk : j->n_ctx;
         if (o->json) {
             json_t *n = json_object();
@@ -262,8 +273,8 @@ static st_code margins_print(const margins_job *j, const prompt_model *pm, const
         }
         free(t);
     }
-    const grow_branch *ab = j->mg.answer.n > 0 ? &j->mg.answer.br[0] : NULL;
-    const char *ended = ab ? ended_by(ab, j->full) : "full context";
+    const grow_branch *ab = j->mg->answer.n > 0 ? &j->mg->answer.br[0] : NULL;
+    const char *ended = ab ? ended_by(ab, j->st.full) : "full context";
     if (!o->json) {
         printf("=== answer%s (%d tokens, ended by %s)\n%s\n", o->gap < 0 ? "" : " [EXPERIMENTAL rope-gap]",
                ab ? ab->made : 0, ended, j->ans ? j->ans : "");
@@ -280,7 +291,7 @@ static st_code margins_print(const margins_job *j, const prompt_model *pm, const
     jo_set(&doc, "chunks", json_integer(j->n_ch));
     jo_set(&doc, "chunk_tokens", json_integer(o->chunk));
     jo_set(&doc, "context_tokens", json_integer(j->n_ctx));
-    jo_set(&doc, "shared_prefix_tokens", json_integer(j->mg.n_shared));
+    jo_set(&doc, "shared_prefix_tokens", json_integer(j->mg->n_shared));
     jo_set(&doc, "note_steps", json_integer(j->steps));
     jo_set(&doc, "kv_slots_used", json_integer(kv_alloc_used(forest_kv(j->f))));
     jo_set(&doc, "notes", notes);
@@ -293,9 +304,9 @@ static void margins_stats(const margins_job *j, const margins_opts *o) {
     fprintf(stderr, "margins: %d chunks of up to %d tokens (%d context tokens, shared prefix %d); "
             "notes: %d steps in %.3f s (%.1f rows per step after the prefill, at most %d); "
             "answer: %d prompt tokens, %d steps in %.3f s; KV slots used %d\n", j->n_ch, o->chunk,
-            j->n_ctx, j->mg.n_shared, j->steps, j->t1 - j->t0,
+            j->n_ctx, j->mg->n_shared, j->steps, j->t1 - j->st.t0,
             j->steps > 1 ? (double)j->rows / (j->steps - 1) : 0.0, j->max_rows, j->n_fin,
-            j->answer_steps, j->t2 - j->t1, kv_alloc_used(forest_kv(j->f)));
+            j->answer_steps, j->st.t2 - j->t1, kv_alloc_used(forest_kv(j->f)));
 }
 
 /* --save: the forest, the settings, and which note (seed) or the answer made each node. */
@@ -312,11 +323,11 @@ static st_code margins_save(const margins_job *j, const prompt_model *pm, const 
     if (!rc) rc = session_settings_set(&ss, "note_tokens", v, err);
     if (!rc) rc = session_settings_set(&ss, "mode", o->gap < 0 ? "exact" : "rope-gap", err);
     for (int32_t i = 0; i < j->n_ch && !rc; i++)
-        rc = app_session_mark(&ss, j->f, j->mg.note_from[i], j->mg.notes.br[i].leaf,
+        rc = app_session_mark(&ss, j->f, j->mg->note_from[i], j->mg->notes.br[i].leaf,
                               "margins-note", o->sp.seed + (uint64_t)i, err);
-    if (!rc && j->mg.answer.n > 0)
-        rc = app_session_mark(&ss, j->f, j->mg.answer_from, j->mg.answer.br[0].leaf,
-                              "margins-answer", j->ap.seed, err);
+    if (!rc && j->mg->answer.n > 0) /* the answer samples with seed S + chunks */
+        rc = app_session_mark(&ss, j->f, j->mg->answer_from, j->mg->answer.br[0].leaf,
+                              "margins-answer", o->sp.seed + (uint64_t)j->n_ch, err);
     if (!rc) rc = app_session_save(o->so.save, j->f, pm->m, pm->tk, &ss, err);
     session_settings_free(&ss);
     return rc;
@@ -324,9 +335,8 @@ static st_code margins_save(const margins_job *j, const prompt_model *pm, const 
 
 static void margins_job_free(margins_job *j) {
     free(j->ans);
-    free(j->notes);
     free(j->fin);
-    margins_free(&j->mg);
+    strategy_free(j->s);
     step_plan_free(&j->plan);
     forest_free(j->f);
     for (int32_t i = 0; i < j->n_ch; i++) free(j->ptok[i]);
@@ -335,24 +345,25 @@ static void margins_job_free(margins_job *j) {
 
 static st_code margins_run(prompt_model *pm, const char *context, const margins_opts *o,
                            st_err *err) {
-    margins_job j = {.pc = o->pc, .kind = CHAT_NONE};
+    margins_job j = {.pc = o->pc, .kind = CHAT_NONE, .pm = pm, .o = o};
     j.pc.on = !o->pc.raw && (j.pc.tmpl || prompt_model_chat(pm->m->gguf) != CHAT_NONE);
     step_plan_init(&j.plan);
+    strategy_env env = {.f = j.f = forest_init(pm->n_slots, 0), .plan = &j.plan, .ctx = pm->ctx,
+                        .tk = pm->tk};
     st_code rc = ST_OK;
-    if (!(j.f = forest_init(pm->n_slots, 0))) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!j.f) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
     else if (!j.pc.on && j.pc.system)
         rc = st_set(err, ST_ERR_ARG, "--system needs a chat template, and the model has none "
                     "(name one with --chat-template)");
     if (!rc) rc = margins_prompts(&j, pm, context, o, err);
+    if (!rc) rc = margins_start(&j, pm, o, &env, err);
     if (!rc) {
         prompt_report_chat(&j.pc, j.kind, o->quiet);
-        app_progress_init(&j.pr, !o->quiet);
-        rc = margins_write_notes(&j, pm, o, err);
+        rc = margins_write(&j, pm, &env, err);
     }
-    if (!rc) rc = margins_write_answer(&j, pm, o, err);
     if (!rc) rc = margins_print(&j, pm, o, err);
     fflush(stdout);
-    if (!rc && j.full)
+    if (!rc && j.st.full)
         fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it with "
                 "-c)\n", pm->n_slots);
     if (!rc && !o->quiet) margins_stats(&j, o);
