@@ -26,13 +26,13 @@
 void app_progress_init(app_progress *p, bool on) {
     p->on = on;
     p->tty = on && isatty(fileno(stderr));
-    p->t0 = p->last = app_now();
+    p->t0 = p->last = mono_now_s();
     p->shown = false;
 }
 
 void app_progress_tick(app_progress *p, const char *fmt, ...) {
     if (!p->on) return;
-    double now = app_now();
+    double now = mono_now_s();
     if (now - p->last < 1.0) return; /* at most once a second, after the first second */
     p->last = now;
     va_list ap;
@@ -187,7 +187,7 @@ static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_promp
     }
     app_progress pr;
     app_progress_init(&pr, !o->quiet);
-    double t0 = app_now(), t1 = t0;
+    double t0 = mono_now_s(), t1 = t0;
     int64_t rows = 0;
     int32_t max_rows = 0;
     while (!beam_done(b)) {
@@ -200,7 +200,7 @@ static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_promp
         }
         if (rc) goto out;
         if (beam_steps(b) == 1) {
-            t1 = app_now();
+            t1 = mono_now_s();
         } else {
             rows += plan.n_rows;
             if (plan.n_rows > max_rows) max_rows = plan.n_rows;
@@ -210,7 +210,7 @@ static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_promp
                           beam_n_results(b), kv_alloc_used(forest_kv(f)));
     }
     app_progress_end(&pr);
-    double t2 = app_now();
+    double t2 = mono_now_s();
 
     if ((rc = beam_print(pm, prompt, n_prompt, b, o->json, err))) goto out;
     fflush(stdout);

@@ -62,14 +62,14 @@ static int bench_one(const model *m, const char *backend, int32_t threads, int32
     if (model_forward_linear(c, toks, 1, 0, logits, err)) goto done;
     for (int32_t i = 0; i < warmup; i++)
         if (model_forward_linear(c, toks, 1, 1 + i, logits, err)) goto done;
-    double t0 = app_now();
+    double t0 = mono_now_s();
     if (model_forward_linear(c, toks, n_prompt, 0, logits, err)) goto done;
-    double t1 = app_now();
+    double t1 = mono_now_s();
     for (int32_t i = 0; i < n_gen; i++) {
         int32_t next = sample_argmax(logits, V);
         if (model_forward_linear(c, &next, 1, n_prompt + i, logits, err)) goto done;
     }
-    double t2 = app_now();
+    double t2 = mono_now_s();
     *out = (bench_run){.threads = kern_backend_threads(model_ctx_backend(c)),
                        .prompt_s = t1 - t0, .gen_s = t2 - t1};
     rc = 0;

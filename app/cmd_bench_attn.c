@@ -68,12 +68,12 @@ static void ba_rep(kern_backend *be, const ba_shape *s, const kern_attn *call,
     const kern_ops *o = kern_backend_ops(be);
     const int64_t qrow = s->n_head * s->head_dim;
     kern_attn a = *call;
-    double t0 = app_now();
+    double t0 = mono_now_s();
     for (int64_t l = 0; l < s->layers; l++) {
         a.k = k[l], a.v = v[l], a.out = out_s + l * s->rows * qrow;
         o->attention(be, &a);
     }
-    double t1 = app_now();
+    double t1 = mono_now_s();
     *ts = t1 - t0, *ta = 0;
     if (!alone) return;
     for (int64_t r = 0; r < s->rows; r++) /* a row through every layer, as a decode step goes */
@@ -84,7 +84,7 @@ static void ba_rep(kern_backend *be, const ba_shape *s, const kern_attn *call,
             a1.out = out_a + (l * s->rows + r) * qrow;
             o->attention(be, &a1);
         }
-    *ta = app_now() - t1;
+    *ta = mono_now_s() - t1;
     if (memcmp(out_s, out_a, (size_t)(s->layers * s->rows * qrow) * sizeof(float))) *same = false;
 }
 

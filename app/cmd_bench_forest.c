@@ -104,16 +104,16 @@ static st_code bf_forest(const model *m, const bf_opts *o, const bf_job *j, bool
         bp.seed = j->sp.seed + (uint64_t)i;
         if (rc || (rc = grow_add(&g, f, from, &bp, j->gen, m->hp.n_vocab, err))) goto out;
     }
-    double t0 = app_now();
+    double t0 = mono_now_s();
     if ((rc = grow_step(&g, f, &plan, c, NULL, prompt_emit, out, NULL, err))) goto out;
-    double t1 = app_now();
+    double t1 = mono_now_s();
     while (g.n_active > 0) {
-        double ts = app_now();
+        double ts = mono_now_s();
         if ((rc = grow_step(&g, f, &plan, c, NULL, prompt_emit, out, NULL, err))) goto out;
         r->decode_tokens += plan.n_rows;
-        r->step_s[r->steps++] = app_now() - ts;
+        r->step_s[r->steps++] = mono_now_s() - ts;
     }
-    double t2 = app_now();
+    double t2 = mono_now_s();
     r->prefill_s = t1 - t0;
     r->decode_s = t2 - t1;
     r->kv_slots = kv_alloc_used(forest_kv(f));
@@ -159,9 +159,9 @@ static st_code bf_sequential(const model *m, const bf_opts *o, const bf_job *j, 
             rc = st_set(err, ST_ERR_NOMEM, "out of memory");
             break;
         }
-        double t0 = app_now();
+        double t0 = mono_now_s();
         rc = model_forward_linear(c, toks, n, 0, logits, err);
-        double t1 = app_now();
+        double t1 = mono_now_s();
         double ts = t1;
         for (int32_t t = 0; t < j->gen && !rc; t++) {
             int32_t next = sampler_sample(&smp, logits, V);
@@ -170,12 +170,12 @@ static st_code bf_sequential(const model *m, const bf_opts *o, const bf_job *j, 
             toks[n] = next;
             rc = model_forward_linear(c, &toks[n], 1, n, logits, err);
             n++;
-            const double te = app_now();
+            const double te = mono_now_s();
             r->step_s[r->steps++] = te - ts;
             ts = te;
             r->decode_tokens++;
         }
-        double t2 = app_now();
+        double t2 = mono_now_s();
         sampler_free(&smp);
         r->prefill_s += t1 - t0;
         r->decode_s += t2 - t1;

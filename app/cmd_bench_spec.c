@@ -153,7 +153,7 @@ static st_code bs_plain(prompt_model *pm, const int32_t *prompt, int32_t np, int
     float *lg = malloc(sizeof(float) * (size_t)V);
     if (!lg) return st_set(err, ST_ERR_NOMEM, "out of memory");
     st_code rc = model_forward_linear(pm->ctx, prompt, np - 1, 0, lg, err);
-    double t0 = app_now();
+    double t0 = mono_now_s();
     int32_t cur = prompt[np - 1];
     r->n = 0;
     for (int32_t i = 0; !rc && r->n < n_gen; i++) {
@@ -163,7 +163,7 @@ static st_code bs_plain(prompt_model *pm, const int32_t *prompt, int32_t np, int
         if (tok_is_eog(pm->tk, cur)) break;
         r->toks[r->n++] = cur;
     }
-    r->secs = app_now() - t0;
+    r->secs = mono_now_s() - t0;
     free(lg);
     return rc;
 }

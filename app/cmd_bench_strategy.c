@@ -111,11 +111,11 @@ static st_code bb_shared(const model *m, const bs_opts *o, const int32_t *prompt
     bp.alpha = o->alpha;
     if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &last, err);
     if (!rc && !(b = beam_init(f, last, &bp, NULL, m->hp.n_vocab, err))) rc = err->code;
-    double t0 = app_now(), t1 = t0;
+    double t0 = mono_now_s(), t1 = t0;
     while (!rc && !beam_done(b)) {
         if ((rc = beam_step(b, f, &plan, c, err))) break;
         int32_t s = beam_steps(b) - 1;
-        if (s == 0) t1 = app_now();
+        if (s == 0) t1 = mono_now_s();
         else r->rows += plan.n_rows;
         tr->n_live[s] = beam_n_live(b);
         for (int32_t j = 0; j < beam_n_live(b); j++) {
@@ -126,7 +126,7 @@ static st_code bb_shared(const model *m, const bs_opts *o, const int32_t *prompt
     }
     if (!rc) {
         r->prefill_s = t1 - t0;
-        r->decode_s = app_now() - t1;
+        r->decode_s = mono_now_s() - t1;
         r->steps = beam_steps(b) - 1;
         r->kv_peak = beam_kv_peak(b);
         tr->steps = beam_steps(b);
@@ -163,12 +163,12 @@ static st_code bb_copied(const model *m, const bs_opts *o, const int32_t *prompt
                      ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
     int32_t n_live = 1;
     if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &leaf[0], err);
-    double t0 = app_now(), t1 = t0;
+    double t0 = mono_now_s(), t1 = t0;
     for (int32_t s = 0; s < tr->steps && !rc; s++) {
         if ((rc = step_forest(f, &plan, c, err))) break;
         int32_t used = kv_alloc_used(forest_kv(f));
         if (used > r->kv_peak) r->kv_peak = used;
-        if (s == 0) t1 = app_now();
+        if (s == 0) t1 = mono_now_s();
         else r->rows += plan.n_rows;
         memset(taken, 0, (size_t)B);
         for (int32_t j = 0; j < tr->n_live[s] && !rc; j++) {
@@ -198,7 +198,7 @@ static st_code bb_copied(const model *m, const bs_opts *o, const int32_t *prompt
     }
     if (!rc) {
         r->prefill_s = t1 - t0;
-        r->decode_s = app_now() - t1;
+        r->decode_s = mono_now_s() - t1;
         r->steps = tr->steps - 1;
     }
     free(leaf), free(nleaf), free(sum), free(taken), free(lsm), free(buf);
@@ -222,14 +222,14 @@ static st_code bb_redecode(const model *m, const bs_opts *o, const int32_t *prom
     size_t stride = (size_t)(P + N + 1);
     if (!rc) memcpy(seq, prompt, sizeof(int32_t) * (size_t)P);
     int32_t n_live = 1, len = P;
-    double t0 = app_now(), t1 = t0;
+    double t0 = mono_now_s(), t1 = t0;
     for (int32_t s = 0; s < tr->steps && !rc; s++) {
         for (int32_t i = 0; i < n_live && !rc; i++) {
             rc = model_forward_linear(c, seq + i * stride, len, 0, lg + (size_t)i * V, err);
             if (s > 0) r->rows += len;
         }
         if (len > r->kv_peak) r->kv_peak = len;
-        if (s == 0) t1 = app_now();
+        if (s == 0) t1 = mono_now_s();
         for (int32_t j = 0; j < tr->n_live[s] && !rc; j++) {
             int32_t pa = tr->parent[s * B + j], t = tr->token[s * B + j];
             *same = *same && bb_same_sum(lg + (size_t)pa * V, V, lsm, sum[pa], t, tr->sum[s * B + j]);
@@ -245,7 +245,7 @@ static st_code bb_redecode(const model *m, const bs_opts *o, const int32_t *prom
     }
     if (!rc) {
         r->prefill_s = t1 - t0;
-        r->decode_s = app_now() - t1;
+        r->decode_s = mono_now_s() - t1;
         r->steps = tr->steps - 1;
     }
     free(seq), free(nseq), free(sum), free(lg), free(lsm);
@@ -346,9 +346,9 @@ static st_code bc_sequential(const model *m, const bs_opts *o, const int32_t *pr
             rc = st_set(err, ST_ERR_NOMEM, "out of memory");
             break;
         }
-        double t0 = app_now();
+        double t0 = mono_now_s();
         rc = model_forward_linear(c, seq, P, 0, lg, err);
-        double t1 = app_now();
+        double t1 = mono_now_s();
         for (int32_t j = 0; j < i; j++) lg[firsts[j]] = -INFINITY;
         for (int32_t n = 0; n < N && !rc; n++) {
             int32_t t = sampler_sample_hist(&s, lg, V, seq, P + n);
@@ -361,7 +361,7 @@ static st_code bc_sequential(const model *m, const bs_opts *o, const int32_t *pr
         }
         sampler_free(&s);
         r->prefill_s += t1 - t0;
-        r->decode_s += app_now() - t1;
+        r->decode_s += mono_now_s() - t1;
     }
     r->kv_peak = P + N - 1;
     free(seq), free(firsts), free(lg);

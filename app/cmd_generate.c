@@ -105,9 +105,9 @@ static st_code gen_linear(prompt_model *pm, const int32_t *prompt, int32_t n_pro
     char buf[256];
     gen_echo_prompt(pm, &ts, prompt, n_prompt, chat);
 
-    double t0 = app_now();
+    double t0 = mono_now_s();
     if ((rc = model_forward_linear(pm->ctx, toks, n_prompt, 0, logits, err))) goto out;
-    double t1 = app_now();
+    double t1 = mono_now_s();
     int32_t n = n_prompt, made = 0;
     bool full = false;
     while (made < n_gen) {
@@ -130,7 +130,7 @@ static st_code gen_linear(prompt_model *pm, const int32_t *prompt, int32_t n_pro
     if (tok_stream_flush(pm->tk, &ts, buf, sizeof buf) < sizeof buf) fputs(buf, stdout);
     fputc('\n', stdout);
     fflush(stdout);
-    double t2 = app_now();
+    double t2 = mono_now_s();
     if (full) fprintf(stderr, "multidecode: stopped: the context of %d tokens is full\n", n_slots);
     if (!quiet)
         fprintf(stderr, "prompt: %d tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s "

@@ -217,7 +217,7 @@ static void margins_tick(void *ud, const strategy *s, const strategy_env *env,
             j->rows += rows;
             if (rows > j->max_rows) j->max_rows = rows;
         }
-        j->t1 = app_now();
+        j->t1 = mono_now_s();
         app_progress_tick(&j->pr, "margins: note step %d/%d, %d rows, %d notes running, KV %d "
                           "slots", j->steps, j->o->note_tokens, rows, j->mg->notes.n_active, slots);
     } else {

@@ -109,9 +109,9 @@ int app_session_replay(const char *cmd, const app_session_opts *so, const prompt
     /* recompute: every node is pending, one step computes them all (bitwise the logits
      * the run had, step.h) */
     int32_t n_nodes = forest_n_live(f);
-    double t0 = app_now();
+    double t0 = mono_now_s();
     if ((rc = step_forest(f, &plan, pm.ctx, &err))) goto out;
-    double t1 = app_now();
+    double t1 = mono_now_s();
     int32_t n_leaves = forest_leaves(f, NULL, 0);
     leaves = malloc(sizeof *leaves * (size_t)(n_leaves > 0 ? n_leaves : 1));
     if (!leaves) {

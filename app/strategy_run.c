@@ -5,7 +5,7 @@
 
 st_code app_strategy_run(strategy *s, const strategy_env *env, app_run_stats *st,
                          app_run_tick_fn tick, void *ud, st_err *err) {
-    *st = (app_run_stats){.t0 = app_now()};
+    *st = (app_run_stats){.t0 = mono_now_s()};
     st->t1 = st->t0;
     st_code rc = ST_OK;
     while (!strategy_done(s)) {
@@ -17,7 +17,7 @@ st_code app_strategy_run(strategy *s, const strategy_env *env, app_run_stats *st
         if (rc) break;
         int32_t n = env->plan->n_rows;
         if (st->steps++ == 0) {
-            st->t1 = app_now();
+            st->t1 = mono_now_s();
             st->first_rows = n;
         } else {
             st->rows += n;
@@ -25,7 +25,7 @@ st_code app_strategy_run(strategy *s, const strategy_env *env, app_run_stats *st
         }
         if (tick) tick(ud, s, env, st);
     }
-    st->t2 = app_now();
+    st->t2 = mono_now_s();
     return rc;
 }
 
