@@ -243,7 +243,10 @@ static st_code cot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt
     return rc;
 }
 
-int cmd_cot(int argc, char **argv) {
+/* The command line into o, mo, pc and *prompt: -1 to go on, else the exit status (0
+ * after --help, 2 for a bad option). */
+static int cot_parse(int argc, char **argv, cot_opts *o, prompt_model_opts *mo, prompt_chat *pc,
+                     const char **prompt) {
     enum { O_PEN = 1000, O_LASTN, O_STOP, O_VOTE };
     static const struct option lo[] = {
         PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
@@ -253,60 +256,67 @@ int cmd_cot(int argc, char **argv) {
         {"quiet", 0, 0, 'q'}, {"chat", 0, 0, 'C'}, {"system", 1, 0, 'Y'},
         {"chat-template", 1, 0, 'E'}, {"raw", 0, 0, 'R'}, {"help", 0, 0, 'h'},
         SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
-    prompt_model_opts mo = prompt_model_default_opts();
-    cot_opts o = {.k = 8, .budget = 128, .sp = sample_default_params()};
-    const char *prompt = "";
-    prompt_chat pc = {0};
     int64_t v;
     double fv;
     st_err err = {0};
     int ch, r;
     while ((ch = getopt_long(argc, argv, "m:p:k:n:t:c:qh", lo, NULL)) != -1) {
-        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o.sp, ch, optarg)) >= 0 ||
-            (r = prompt_chat_opt(&pc, ch, optarg)) >= 0) {
+        if ((r = prompt_model_opt(mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o->sp, ch, optarg)) >= 0 ||
+            (r = prompt_chat_opt(pc, ch, optarg)) >= 0) {
             if (r) return r;
             continue;
         }
-        if (app_session_opt(&o.so, ch, optarg) == 0) continue;
+        if (app_session_opt(&o->so, ch, optarg) == 0) continue;
         switch (ch) {
-        case 'p': prompt = optarg; break;
+        case 'p': *prompt = optarg; break;
         case 'k':
             if (app_opt_int("-k", optarg, 1, 1 << 16, &v)) return 2;
-            o.k = (int32_t)v;
+            o->k = (int32_t)v;
             break;
         case 'n':
             if (app_opt_int("-n", optarg, 1, 1 << 24, &v)) return 2;
-            o.budget = (int32_t)v;
+            o->budget = (int32_t)v;
             break;
         case O_PEN:
             if (app_parse_float(optarg, &fv) || fv <= 0)
                 return app_usage_error("bad --repeat-penalty '%s' (want > 0)", optarg);
-            o.sp.repeat_penalty = (float)fv;
+            o->sp.repeat_penalty = (float)fv;
             break;
         case O_LASTN:
             if (app_opt_int("--repeat-last-n", optarg, -1, 1 << 24, &v)) return 2;
-            o.sp.repeat_last_n = (int32_t)v;
+            o->sp.repeat_last_n = (int32_t)v;
             break;
         case O_STOP:
-            if (o.n_stops == COT_MAX_STOPS)
+            if (o->n_stops == COT_MAX_STOPS)
                 return app_usage_error("at most %d --stop strings", COT_MAX_STOPS);
-            o.stops[o.n_stops++] = optarg;
+            o->stops[o->n_stops++] = optarg;
             break;
         case O_VOTE:
-            if (cot_vote_parse(optarg, &o.vote, &err)) return app_usage_error("%s", err.msg);
+            if (cot_vote_parse(optarg, &o->vote, &err)) return app_usage_error("%s", err.msg);
             break;
-        case 'J': o.json = true; break;
-        case 'q': o.quiet = true; break;
+        case 'J': o->json = true; break;
+        case 'q': o->quiet = true; break;
         case 'h': cot_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode cot --help", COT_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!mo.path) return app_usage_error("cot needs a model: -m MODEL");
+    if (!mo->path) return app_usage_error("cot needs a model: -m MODEL");
+    return -1;
+}
+
+int cmd_cot(int argc, char **argv) {
+    prompt_model_opts mo = prompt_model_default_opts();
+    cot_opts o = {.k = 8, .budget = 128, .sp = sample_default_params()};
+    const char *prompt = "";
+    prompt_chat pc = {0};
+    int r = cot_parse(argc, argv, &o, &mo, &pc, &prompt);
+    if (r >= 0) return r;
     if (o.so.load) return app_session_replay("cot", &o.so, &mo, o.json, o.quiet);
     o.model_path = mo.path;
     if ((r = prompt_chat_check(&pc))) return r;
 
+    st_err err = {0};
     prompt_model pm;
     int32_t n_prompt = 0;
     int32_t *toks = prompt_open_with(&pm, &mo, &pc, prompt, 0, "the prompt", o.quiet, &n_prompt,
