@@ -193,7 +193,10 @@ static st_code margins_start(margins_job *j, prompt_model *pm, const margins_opt
     so.sample = o->sp, so.budget = o->note_tokens, so.n_vocab = pm->m->hp.n_vocab;
     so.u.margins.prompts = (const int32_t *const *)j->ptok, so.u.margins.lens = j->plen;
     so.u.margins.n_chunks = j->n_ch, so.u.margins.answer_budget = o->answer_tokens;
-    so.u.margins.gap = o->gap, so.u.margins.answer = margins_answer_tokens;
+    /* -n 0: no answer to grow (the strategy reads an answer budget of 0 as the notes'),
+     * its prompt is still made for the report (margins_write) */
+    so.u.margins.gap = o->gap;
+    so.u.margins.answer = o->answer_tokens > 0 ? margins_answer_tokens : NULL;
     so.u.margins.answer_ud = j;
     if (!(j->s = strategy_create(&so, env, err))) return err->code;
     j->mg = strategy_margins(j->s);
@@ -240,6 +243,13 @@ static st_code margins_write(margins_job *j, prompt_model *pm, const strategy_en
     if (!rc && j->st.full && j->mg->phase == MARGINS_NOTES)
         return st_set(err, ST_NO_KV_SLOT, "the KV cache of %d slots is full while writing the "
                       "notes (raise it with -c)", pm->n_slots);
+    if (!rc && j->o->answer_tokens == 0) { /* the prompt of an answer of no tokens */
+        char *notes = margins_notes_text(j->mg, j->f, pm->tk, "\n\n", err);
+        int32_t n = 0, *t = notes ? margins_answer_tokens(j, notes, &n, err) : NULL;
+        free(notes);
+        free(t);
+        if (!t) return err->code;
+    }
     if (!rc && j->mg->answer.n > 0 &&
         !(j->ans = merge_branch_text(j->f, pm->tk, j->mg->answer_from, j->mg->answer.br[0].leaf, err)))
         rc = err->code;
@@ -274,7 +284,8 @@ static st_code margins_print(const margins_job *j, const prompt_model *pm, const
         free(t);
     }
     const grow_branch *ab = j->mg->answer.n > 0 ? &j->mg->answer.br[0] : NULL;
-    const char *ended = ab ? ended_by(ab, j->st.full) : "full context";
+    const char *ended = ab ? ended_by(ab, j->st.full)
+                           : o->answer_tokens == 0 && !j->st.full ? "budget" : "full context";
     if (!o->json) {
         printf("=== answer%s (%d tokens, ended by %s)\n%s\n", o->gap < 0 ? "" : " [EXPERIMENTAL rope-gap]",
                ab ? ab->made : 0, ended, j->ans ? j->ans : "");
