@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/clock.h" /* mono_now_s, the one monotonic clock */
 #include "base/status.h"
 
 #define MD_VERSION "0.1.0"
@@ -50,8 +51,6 @@ int app_parse_float(const char *s, double *out);
 int app_opt_int(const char *name, const char *s, int64_t lo, int64_t hi, int64_t *out);
 /* The same for a 64-bit unsigned value (seeds): 0 to 2^64 - 1. */
 int app_opt_u64(const char *name, const char *s, uint64_t *out);
-/* Monotonic seconds. */
-double app_now(void);
 
 /* A progress line on stderr for long strategy runs (cmd_beam.c): at most once a second,
  * after the first second; rewritten in place on a terminal, one line each otherwise. */

@@ -14,6 +14,16 @@ double bench_median(double *v, int n) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+json_t *bench_times_json(double prefill_s, double decode_s, int32_t steps) {
+    json_t *o = json_object();
+    jo_set(&o, "prefill_s", jo_fixed(prefill_s, 4));
+    jo_set(&o, "decode_s", jo_fixed(decode_s, 4));
+    jo_set(&o, "total_s", jo_fixed(prefill_s + decode_s, 4));
+    jo_set(&o, "steps", json_integer(steps));
+    jo_set(&o, "step_ms", jo_fixed(steps ? 1e3 * decode_s / steps : 0.0, 3));
+    return o;
+}
+
 int64_t bench_kv_bytes_per_slot(const model *m) {
     return (int64_t)m->hp.n_layer * 2 * m->hp.n_head_kv * m->hp.head_dim * 4;
 }

@@ -1,11 +1,12 @@
 /* bench_util.h - pieces the benchmark commands share (cmd_bench.c, cmd_bench_forest.c,
  * cmd_bench_attn.c, cmd_bench_strategy.c): an LCG, KV bytes per slot, synthetic prompt
- * tokens, a median, and a KV context sized for one run. */
+ * tokens, a median, a KV context sized for one run, and the times of a run as JSON. */
 #ifndef MD_BENCH_UTIL_H
 #define MD_BENCH_UTIL_H
 
 #include <stdint.h>
 
+#include "json_out.h"
 #include "model/model.h"
 
 /* One step of the benches' 64-bit LCG (Knuth's MMIX constants): advances *s, returns it. */
@@ -19,6 +20,10 @@ int64_t bench_kv_bytes_per_slot(const model *m);
 void bench_synth(int32_t *out, int32_t n, int32_t V, uint64_t state);
 /* The median of the n values of v (sorts them). */
 double bench_median(double *v, int n);
+/* The times every bench reports for one way of doing the work: {"prefill_s", "decode_s",
+ * "total_s", "steps", "step_ms"} (seconds to 4 decimals, the mean step to 3); callers add
+ * their own figures. NULL when out of memory. */
+json_t *bench_times_json(double prefill_s, double decode_s, int32_t steps);
 /* A context of n_slots slots; ST_ERR_CONTEXT when a run would need more than 2^24. */
 model_ctx *bench_ctx(const model *m, int32_t threads, const char *backend, int64_t n_slots,
                      st_err *err);

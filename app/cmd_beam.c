@@ -13,10 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "strategy/beam.h"
 #include "forest/forest.h"
 #include "forest/step.h"
 #include "app.h"
+#include "json_out.h"
 #include "prompt.h"
 #include "session_replay.h"
 
@@ -25,13 +27,13 @@
 void app_progress_init(app_progress *p, bool on) {
     p->on = on;
     p->tty = on && isatty(fileno(stderr));
-    p->t0 = p->last = app_now();
+    p->t0 = p->last = mono_now_s();
     p->shown = false;
 }
 
 void app_progress_tick(app_progress *p, const char *fmt, ...) {
     if (!p->on) return;
-    double now = app_now();
+    double now = mono_now_s();
     if (now - p->last < 1.0) return; /* at most once a second, after the first second */
     p->last = now;
     va_list ap;
@@ -131,6 +133,42 @@ static st_code beam_save(const prompt_model *pm, forest *f, const beam *b, fores
     return rc;
 }
 
+/* One result: its JSON object, or its text block on stdout (then NULL is returned too). */
+static json_t *beam_result_out(const beam_hyp *h, int32_t rank, const char *text, bool json) {
+    const char *ended = h->ended ? "EOS" : "budget"; /* as generate and cot say */
+    if (!json) {
+        printf("--- %d: score %.4f (logprob %.4f, %d tokens, ended by %s)\n%s\n", rank, h->score,
+               h->sum, h->n, ended, text);
+        return NULL;
+    }
+    json_t *r = json_object();
+    jo_set(&r, "rank", json_integer(rank));
+    jo_set(&r, "score", jo_fixed(h->score, 6));
+    jo_set(&r, "logprob", jo_fixed(h->sum, 6));
+    jo_set(&r, "tokens", jo_ints(h->tokens, h->n));
+    jo_set(&r, "text", jo_str(text));
+    jo_set(&r, "ended", jo_str(ended));
+    return r;
+}
+
+/* The results, best first: a JSON list or text blocks on stdout. ST_ERR_NOMEM. */
+static st_code beam_print(const prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
+                          const beam *b, bool json, st_err *err) {
+    json_t *list = json ? json_array() : NULL;
+    for (int32_t i = 0; i < beam_n_results(b); i++) {
+        const beam_hyp *h = beam_result(b, i);
+        char *text = prompt_continuation(pm->tk, prompt, n_prompt, h->tokens, h->n);
+        if (!text) {
+            json_decref(list);
+            return st_set(err, ST_ERR_NOMEM, "out of memory");
+        }
+        json_t *r = beam_result_out(h, i + 1, text, json);
+        if (json) jo_push(&list, r);
+        free(text);
+    }
+    return json ? jo_print(list, err) : ST_OK;
+}
+
 static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
                         const beam_opts *o, st_err *err) {
     forest *f = forest_init(pm->n_slots, 0);
@@ -150,7 +188,7 @@ static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_promp
     }
     app_progress pr;
     app_progress_init(&pr, !o->quiet);
-    double t0 = app_now(), t1 = t0;
+    double t0 = mono_now_s(), t1 = t0;
     int64_t rows = 0;
     int32_t max_rows = 0;
     while (!beam_done(b)) {
@@ -163,7 +201,7 @@ static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_promp
         }
         if (rc) goto out;
         if (beam_steps(b) == 1) {
-            t1 = app_now();
+            t1 = mono_now_s();
         } else {
             rows += plan.n_rows;
             if (plan.n_rows > max_rows) max_rows = plan.n_rows;
@@ -173,31 +211,9 @@ static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_promp
                           beam_n_results(b), kv_alloc_used(forest_kv(f)));
     }
     app_progress_end(&pr);
-    double t2 = app_now();
+    double t2 = mono_now_s();
 
-    if (o->json) printf("[");
-    for (int32_t i = 0; i < beam_n_results(b); i++) {
-        const beam_hyp *h = beam_result(b, i);
-        char *text = prompt_continuation(pm->tk, prompt, n_prompt, h->tokens, h->n);
-        if (!text) {
-            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-            goto out;
-        }
-        const char *ended = h->ended ? "EOS" : "budget"; /* as generate and cot say */
-        if (o->json) {
-            printf("%s\n {\"rank\": %d, \"score\": %.6f, \"logprob\": %.6f, \"tokens\": [",
-                   i ? "," : "", i + 1, h->score, h->sum);
-            for (int32_t j = 0; j < h->n; j++) printf("%s%d", j ? ", " : "", h->tokens[j]);
-            printf("], \"text\": ");
-            prompt_json_str(stdout, text);
-            printf(", \"ended\": \"%s\"}", ended);
-        } else {
-            printf("--- %d: score %.4f (logprob %.4f, %d tokens, ended by %s)\n%s\n", i + 1,
-                   h->score, h->sum, h->n, ended, text);
-        }
-        free(text);
-    }
-    if (o->json) printf("\n]\n");
+    if ((rc = beam_print(pm, prompt, n_prompt, b, o->json, err))) goto out;
     fflush(stdout);
     if (o->so.save && (rc = beam_save(pm, f, b, last, o, err))) goto out;
     if (!o->quiet) {

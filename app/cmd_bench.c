@@ -10,9 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "model/model.h"
 #include "forest/sample.h"
 #include "app.h"
+#include "json_out.h"
 #include "bench_util.h"
 #include "prompt.h"
 
@@ -62,14 +64,14 @@ static int bench_one(const model *m, const char *backend, int32_t threads, int32
     if (model_forward_linear(c, toks, 1, 0, logits, err)) goto done;
     for (int32_t i = 0; i < warmup; i++)
         if (model_forward_linear(c, toks, 1, 1 + i, logits, err)) goto done;
-    double t0 = app_now();
+    double t0 = mono_now_s();
     if (model_forward_linear(c, toks, n_prompt, 0, logits, err)) goto done;
-    double t1 = app_now();
+    double t1 = mono_now_s();
     for (int32_t i = 0; i < n_gen; i++) {
         int32_t next = sample_argmax(logits, V);
         if (model_forward_linear(c, &next, 1, n_prompt + i, logits, err)) goto done;
     }
-    double t2 = app_now();
+    double t2 = mono_now_s();
     *out = (bench_run){.threads = kern_backend_threads(model_ctx_backend(c)),
                        .prompt_s = t1 - t0, .gen_s = t2 - t1};
     rc = 0;
@@ -78,6 +80,39 @@ done:
     free(logits);
     model_ctx_free(c);
     return rc;
+}
+
+/* One run's figures: tokens and tokens per second of the prompt and of the generation, and
+ * the weight bytes read per second while generating. */
+static json_t *bench_run_json(const bench_run *r, const model *m, int64_t n_prompt, int64_t n_gen) {
+    double gen_tps = (double)n_gen / r->gen_s;
+    json_t *o = json_object();
+    jo_set(&o, "threads", json_integer(r->threads));
+    jo_set(&o, "prompt_tokens", json_integer(n_prompt));
+    jo_set(&o, "prompt_tok_s", jo_fixed((double)n_prompt / r->prompt_s, 2));
+    jo_set(&o, "gen_tokens", json_integer(n_gen));
+    jo_set(&o, "gen_tok_s", jo_fixed(gen_tps, 2));
+    jo_set(&o, "gen_weight_GBps", jo_fixed(gen_tps * (double)m->weight_bytes / 1e9, 2));
+    return o;
+}
+
+/* The report: the model's shape, then the runs (taken). */
+static json_t *bench_decode_json(const model *m, const char *path, const char *backend, json_t *runs) {
+    const model_hparams *h = &m->hp;
+    json_t *o = json_object();
+    jo_set(&o, "bench", jo_str("decode"));
+    jo_set(&o, "model", jo_str(path));
+    jo_set(&o, "backend", jo_str(backend));
+    jo_set(&o, "weight_bytes", jo_u64(m->weight_bytes));
+    jo_set(&o, "n_layer", json_integer(h->n_layer));
+    jo_set(&o, "n_embd", json_integer(h->n_embd));
+    jo_set(&o, "n_ff", json_integer(h->n_ff));
+    jo_set(&o, "n_head", json_integer(h->n_head));
+    jo_set(&o, "n_head_kv", json_integer(h->n_head_kv));
+    jo_set(&o, "n_vocab", json_integer(h->n_vocab));
+    jo_set(&o, "weight_type", jo_str(dtype_name(m->layers[0].wq.type)));
+    jo_set(&o, "runs", runs);
+    return o;
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -139,28 +174,18 @@ int cmd_bench(int argc, char **argv) {
     st_err err = {0};
     model *m = model_load(path, &err);
     if (!m) return app_fail(&err);
-    const model_hparams *h = &m->hp;
-    printf("{\"bench\": \"decode\", \"model\": \"%s\", \"backend\": \"%s\", \"weight_bytes\": %llu,\n"
-           " \"n_layer\": %d, \"n_embd\": %d, \"n_ff\": %d, \"n_head\": %d, \"n_head_kv\": %d, "
-           "\"n_vocab\": %d, \"weight_type\": \"%s\",\n \"runs\": [",
-           path, backend, (unsigned long long)m->weight_bytes, h->n_layer, h->n_embd, h->n_ff,
-           h->n_head, h->n_head_kv, h->n_vocab, dtype_name(m->layers[0].wq.type));
+    json_t *runs = json_array();
     int rc = 0;
-    for (int i = 0; i < n_t; i++) {
+    for (int i = 0; i < n_t && !rc; i++) {
         bench_run r;
         if (bench_one(m, backend, threads[i], (int32_t)n_prompt, (int32_t)n_gen, (int32_t)warmup,
-                      &r, &err)) {
+                      &r, &err))
             rc = app_fail(&err);
-            break;
-        }
-        double gen_tps = (double)n_gen / r.gen_s;
-        printf("%s\n  {\"threads\": %d, \"prompt_tokens\": %lld, \"prompt_tok_s\": %.2f, "
-               "\"gen_tokens\": %lld, \"gen_tok_s\": %.2f, \"gen_weight_GBps\": %.2f}",
-               i ? "," : "", r.threads, (long long)n_prompt, (double)n_prompt / r.prompt_s,
-               (long long)n_gen, gen_tps, gen_tps * (double)m->weight_bytes / 1e9);
-        fflush(stdout);
+        else
+            jo_push(&runs, bench_run_json(&r, m, n_prompt, n_gen));
     }
-    printf("\n]}\n");
+    /* the runs done so far, also after a failed one */
+    if (jo_print(bench_decode_json(m, path, backend, runs), &err)) rc = app_fail(&err);
     model_free(m);
     return rc;
 }

@@ -18,8 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "model/model.h"
 #include "app.h"
+#include "json_out.h"
 #include "bench_util.h"
 
 #define BA_MAX_REPS 999
@@ -67,12 +69,12 @@ static void ba_rep(kern_backend *be, const ba_shape *s, const kern_attn *call,
     const kern_ops *o = kern_backend_ops(be);
     const int64_t qrow = s->n_head * s->head_dim;
     kern_attn a = *call;
-    double t0 = app_now();
+    double t0 = mono_now_s();
     for (int64_t l = 0; l < s->layers; l++) {
         a.k = k[l], a.v = v[l], a.out = out_s + l * s->rows * qrow;
         o->attention(be, &a);
     }
-    double t1 = app_now();
+    double t1 = mono_now_s();
     *ts = t1 - t0, *ta = 0;
     if (!alone) return;
     for (int64_t r = 0; r < s->rows; r++) /* a row through every layer, as a decode step goes */
@@ -83,8 +85,18 @@ static void ba_rep(kern_backend *be, const ba_shape *s, const kern_attn *call,
             a1.out = out_a + (l * s->rows + r) * qrow;
             o->attention(be, &a1);
         }
-    *ta = app_now() - t1;
+    *ta = mono_now_s() - t1;
     if (memcmp(out_s, out_a, (size_t)(s->layers * s->rows * qrow) * sizeof(float))) *same = false;
+}
+
+/* One way's figures: the median call in ms, (query, key, head) triples per second and the
+ * K/V bytes it reads. */
+static json_t *ba_way_json(double ms, double triples, double kv_bytes) {
+    json_t *o = json_object();
+    jo_set(&o, "ms", jo_fixed(ms, 4));
+    jo_set(&o, "triples_per_s", jo_sig(triples / (ms * 1e-3), 4));
+    jo_set(&o, "kv_bytes", json_integer((json_int_t)kv_bytes));
+    return o;
 }
 
 static int ba_run(const ba_shape *s, int64_t reps, int64_t threads, const char *backend,
@@ -137,19 +149,26 @@ static int ba_run(const ba_shape *s, int64_t reps, int64_t threads, const char *
     const double kv_row = 2.0 * (double)kvd * sizeof(float) * (double)s->layers;
     const double bytes_s = kv_row * (double)slots;
     const double bytes_a = kv_row * (double)s->rows * (double)(s->ctx + s->own);
-    printf("{\"bench\": \"attention\", \"backend\": \"%s\", \"threads\": %d,\n"
-           " \"rows\": %lld, \"context\": %lld, \"own\": %lld, \"layers\": %lld, \"n_head\": %lld, "
-           "\"n_head_kv\": %lld, \"head_dim\": %lld, \"reps\": %lld,\n"
-           " \"shared\": {\"ms\": %.4f, \"triples_per_s\": %.4g, \"kv_bytes\": %.0f},\n",
-           backend, (int)kern_backend_threads(be), (long long)s->rows, (long long)s->ctx,
-           (long long)s->own, (long long)s->layers, (long long)s->n_head, (long long)s->n_head_kv,
-           (long long)s->head_dim, (long long)reps, ms, triples / (ms * 1e-3), bytes_s);
-    if (alone)
-        printf(" \"alone\": {\"ms\": %.4f, \"triples_per_s\": %.4g, \"kv_bytes\": %.0f},\n"
-               " \"alone_over_shared\": %.3f, \"same_bits\": %s}\n",
-               ma, triples / (ma * 1e-3), bytes_a, ma / ms, same ? "true" : "false");
-    else
-        printf(" \"alone\": null, \"alone_over_shared\": null, \"same_bits\": null}\n");
+    json_t *doc = json_object();
+    jo_set(&doc, "bench", jo_str("attention"));
+    jo_set(&doc, "backend", jo_str(backend));
+    jo_set(&doc, "threads", json_integer(kern_backend_threads(be)));
+    jo_set(&doc, "rows", json_integer(s->rows));
+    jo_set(&doc, "context", json_integer(s->ctx));
+    jo_set(&doc, "own", json_integer(s->own));
+    jo_set(&doc, "layers", json_integer(s->layers));
+    jo_set(&doc, "n_head", json_integer(s->n_head));
+    jo_set(&doc, "n_head_kv", json_integer(s->n_head_kv));
+    jo_set(&doc, "head_dim", json_integer(s->head_dim));
+    jo_set(&doc, "reps", json_integer(reps));
+    jo_set(&doc, "shared", ba_way_json(ms, triples, bytes_s));
+    jo_set(&doc, "alone", alone ? ba_way_json(ma, triples, bytes_a) : json_null());
+    jo_set(&doc, "alone_over_shared", alone ? jo_fixed(ma / ms, 3) : json_null());
+    jo_set(&doc, "same_bits", alone ? json_boolean(same) : json_null());
+    if (jo_print(doc, &err)) {
+        rc = app_fail(&err);
+        goto done;
+    }
     if (!same) {
         st_set(&err, ST_ERR_BACKEND, "rows in one call and rows alone got different bits");
         rc = app_fail(&err);

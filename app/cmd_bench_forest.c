@@ -21,10 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "forest/forest.h"
 #include "strategy/grow.h"
 #include "forest/step.h"
 #include "app.h"
+#include "json_out.h"
 #include "bench_util.h"
 
 /* The synthetic-token stream of seed (bench_synth's start state). */
@@ -103,16 +105,16 @@ static st_code bf_forest(const model *m, const bf_opts *o, const bf_job *j, bool
         bp.seed = j->sp.seed + (uint64_t)i;
         if (rc || (rc = grow_add(&g, f, from, &bp, j->gen, m->hp.n_vocab, err))) goto out;
     }
-    double t0 = app_now();
+    double t0 = mono_now_s();
     if ((rc = grow_step(&g, f, &plan, c, NULL, prompt_emit, out, NULL, err))) goto out;
-    double t1 = app_now();
+    double t1 = mono_now_s();
     while (g.n_active > 0) {
-        double ts = app_now();
+        double ts = mono_now_s();
         if ((rc = grow_step(&g, f, &plan, c, NULL, prompt_emit, out, NULL, err))) goto out;
         r->decode_tokens += plan.n_rows;
-        r->step_s[r->steps++] = app_now() - ts;
+        r->step_s[r->steps++] = mono_now_s() - ts;
     }
-    double t2 = app_now();
+    double t2 = mono_now_s();
     r->prefill_s = t1 - t0;
     r->decode_s = t2 - t1;
     r->kv_slots = kv_alloc_used(forest_kv(f));
@@ -158,9 +160,9 @@ static st_code bf_sequential(const model *m, const bf_opts *o, const bf_job *j, 
             rc = st_set(err, ST_ERR_NOMEM, "out of memory");
             break;
         }
-        double t0 = app_now();
+        double t0 = mono_now_s();
         rc = model_forward_linear(c, toks, n, 0, logits, err);
-        double t1 = app_now();
+        double t1 = mono_now_s();
         double ts = t1;
         for (int32_t t = 0; t < j->gen && !rc; t++) {
             int32_t next = sampler_sample(&smp, logits, V);
@@ -169,12 +171,12 @@ static st_code bf_sequential(const model *m, const bf_opts *o, const bf_job *j, 
             toks[n] = next;
             rc = model_forward_linear(c, &toks[n], 1, n, logits, err);
             n++;
-            const double te = app_now();
+            const double te = mono_now_s();
             r->step_s[r->steps++] = te - ts;
             ts = te;
             r->decode_tokens++;
         }
-        double t2 = app_now();
+        double t2 = mono_now_s();
         sampler_free(&smp);
         r->prefill_s += t1 - t0;
         r->decode_s += t2 - t1;
@@ -206,15 +208,17 @@ static void bf_median_step(bf_res *r) {
     if (r->steps > 0) r->step_med_s = bench_median(r->step_s, r->steps), r->step_min_s = r->step_s[0];
 }
 
-static void bf_print(const char *name, const bf_res *r, const model *m, bool exact_kv) {
-    printf("\"%s\": {\"prefill_s\": %.4f, \"decode_s\": %.4f, \"total_s\": %.4f, \"steps\": %d, "
-           "\"step_ms\": %.3f, \"step_ms_median\": %.3f, \"step_ms_min\": %.3f, \"decode_tok_s\": %.1f, "
-           "\"kv_slots\": %lld, \"%s\": %lld, \"kv_bytes\": %lld}", name, r->prefill_s, r->decode_s,
-           r->prefill_s + r->decode_s, r->steps, r->steps ? 1e3 * r->decode_s / r->steps : 0.0,
-           1e3 * r->step_med_s, 1e3 * r->step_min_s,
-           r->decode_s > 0 ? (double)r->decode_tokens / r->decode_s : 0.0, (long long)r->kv_slots,
-           exact_kv ? "kv_slots_expected" : "kv_slots_peak_expected", (long long)r->kv_expected,
-           (long long)(r->kv_slots * bench_kv_bytes_per_slot(m)));
+/* One way's figures: the times, step medians, throughput and KV slots (exact_kv: the
+ * expected count is exact, else a peak). */
+static json_t *bf_res_json(const bf_res *r, const model *m, bool exact_kv) {
+    json_t *o = bench_times_json(r->prefill_s, r->decode_s, r->steps);
+    jo_set(&o, "step_ms_median", jo_fixed(1e3 * r->step_med_s, 3));
+    jo_set(&o, "step_ms_min", jo_fixed(1e3 * r->step_min_s, 3));
+    jo_set(&o, "decode_tok_s", jo_fixed(r->decode_s > 0 ? (double)r->decode_tokens / r->decode_s : 0.0, 1));
+    jo_set(&o, "kv_slots", json_integer(r->kv_slots));
+    jo_set(&o, exact_kv ? "kv_slots_expected" : "kv_slots_peak_expected", json_integer(r->kv_expected));
+    jo_set(&o, "kv_bytes", json_integer(r->kv_slots * bench_kv_bytes_per_slot(m)));
+    return o;
 }
 
 /* One of the three ways into r (its arrays kept, its figures cleared): 0 the forest, 1
@@ -235,117 +239,131 @@ static double bf_min(const double *v, int n) {
     return m;
 }
 
-/* A ratio printed as the median of its n per-repeat values v (sorts them). */
-static void bf_print_ratio(const char *sep, const char *name, double *v, int n) {
-    printf("%s\"%s\": %.2f", sep, name, bench_median(v, n));
-}
-
 /* The ways by index (forest, sequential, copied prefix): their objects' names, and the
  * baselines' names in the ratios. */
 static const char *const bf_way_name[3] = {"forest", "sequential", "copied_prefix"};
 static const char *const bf_ratio_name[3] = {NULL, "sequential", "copied"};
 
+/* What the repeats of one job measured (bf_run3). */
+typedef struct bf_reps {
+    bool run[3];                       /* the ways run */
+    int n;                             /* repeats */
+    double t[3][4][BF_MAX_REPEAT];     /* [way][prefill, decode, step median, step min][repeat] */
+    double q[4][BF_MAX_REPEAT];        /* [sequential, copied: total, decode][repeat] */
+    double tot[3][BF_MAX_REPEAT];      /* [way][repeat]: prefill + decode */
+    bool same, kv_same;                /* same tokens, same KV slots in every run */
+} bf_reps;
+
+/* Each repeat's value of the baselines' total ratios (before the medians sort them), and
+ * each way's total per repeat. */
+static void bf_runs_json(json_t **o, const bf_reps *p) {
+    json_t *ratios = json_object(), *totals = json_object();
+    char name[64];
+    for (int w = 0; w < 3; w++) {
+        if (!p->run[w]) continue;
+        json_t *t = json_array();
+        for (int rep = 0; rep < p->n; rep++) jo_push(&t, jo_fixed(p->tot[w][rep], 6));
+        jo_set(&totals, bf_way_name[w], t);
+        if (!w) continue;
+        json_t *q = json_array();
+        for (int rep = 0; rep < p->n; rep++) jo_push(&q, jo_fixed(p->q[2 * (w - 1)][rep], 2));
+        snprintf(name, sizeof name, "%s_over_forest_total", bf_ratio_name[w]);
+        jo_set(&ratios, name, q);
+    }
+    jo_set(o, "ratio_runs", ratios);
+    jo_set(o, "total_s_runs", totals);
+}
+
+/* The baselines over the forest: medians of the repeats' ratios (best: of the fastest
+ * runs). */
+static json_t *bf_ratios_json(const bf_reps *p, const bf_res *rs, bool best) {
+    json_t *o = json_object();
+    double v[BF_MAX_REPEAT];
+    char name[64];
+    for (int w = 1; w < 3; w++) {
+        if (!p->run[w]) continue;
+        snprintf(name, sizeof name, "%s_over_forest_total", bf_ratio_name[w]);
+        memcpy(v, p->q[2 * (w - 1)], sizeof v);
+        jo_set(&o, name, jo_fixed(best ? bf_min(p->tot[w], p->n) / bf_min(p->tot[0], p->n)
+                                       : bench_median(v, p->n), 2));
+        snprintf(name, sizeof name, "%s_over_forest_decode", bf_ratio_name[w]);
+        memcpy(v, p->q[2 * (w - 1) + 1], sizeof v);
+        jo_set(&o, name, jo_fixed(best ? bf_min(p->t[w][1], p->n) / bf_min(p->t[0][1], p->n)
+                                       : bench_median(v, p->n), 2));
+        if (w == 2 && !best)
+            jo_set(&o, "copied_over_forest_kv",
+                   jo_fixed((double)rs[2].kv_slots / (double)rs[0].kv_slots, 2));
+    }
+    return o;
+}
+
+/* The job's report into *o: the repeats, each way's median figures, whether the ways
+ * agree, and the ratios. rs[w] get the medians. */
+static void bf_report(json_t **o, const model *m, const bf_reps *p, bf_res *rs) {
+    const bool base = p->run[1] || p->run[2];
+    double v[BF_MAX_REPEAT];
+    jo_set(o, "repeats", json_integer(p->n));
+    if (base && p->n > 1) bf_runs_json(o, p);
+    for (int w = 0; w < 3; w++) {
+        if (!p->run[w]) continue;
+        memcpy(v, p->t[w][0], sizeof v), rs[w].prefill_s = bench_median(v, p->n);
+        memcpy(v, p->t[w][1], sizeof v), rs[w].decode_s = bench_median(v, p->n);
+        memcpy(v, p->t[w][2], sizeof v), rs[w].step_med_s = bench_median(v, p->n);
+        rs[w].step_min_s = bf_min(p->t[w][3], p->n);
+        jo_set(o, bf_way_name[w], bf_res_json(&rs[w], m, w != 1));
+    }
+    bool kv_exact = p->kv_same && rs[0].kv_slots == rs[0].kv_expected &&
+                    (!p->run[2] || rs[2].kv_slots == rs[2].kv_expected);
+    jo_set(o, "kv_exact", json_boolean(kv_exact));
+    jo_set(o, "same_tokens", json_boolean(p->same));
+    jo_set(o, "ratios", bf_ratios_json(p, rs, false));
+    if (base && p->n > 1) jo_set(o, "ratios_best", bf_ratios_json(p, rs, true));
+}
+
 /* Runs the job the three ways, o->repeat times in turn (forest, sequential, copied, forest,
- * ...: a slow spell of the machine then falls on all three), and prints one JSON object (no
- * newline): each way's times are the medians over the repeats, each ratio the median of
- * the repeats' ratios. With repeats it also lists each way's total per repeat and the
+ * ...: a slow spell of the machine then falls on all three), and adds the report to *o:
+ * each way's times are the medians over the repeats, each ratio the median of the
+ * repeats' ratios. With repeats it also lists each way's total per repeat and the
  * best-of-repeats ratios, each way's fastest total over the forest's fastest: a spell
  * that slows the forest's short run but not a baseline's long one (or the reverse) moves
  * a repeat's ratio by a quarter on a shared machine, and the fastest run of each way is
  * the one least touched by others. r_forest gets the forest figures for the caller's
  * ratios. */
-static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, const char *head,
+static st_code bf_run3(const model *m, const bf_opts *o, const bf_job *j, json_t **obj,
                        bf_res *r_forest, st_err *err) {
     size_t nt = (size_t)j->n_seq * (size_t)j->gen;
-    const int nrep = o->repeat;
-    const bool run[3] = {true, o->sequential, o->copied}, base = run[1] || run[2];
+    bf_reps p = {.run = {true, o->sequential, o->copied}, .n = o->repeat, .same = true,
+                 .kv_same = true};
     bf_res rs[3], cur = {0}; /* the first repeat's runs; a later repeat's run */
     memset(rs, 0, sizeof rs);
-    double t[3][4][BF_MAX_REPEAT];    /* [way][prefill, decode, step median, step min][repeat] */
-    double q[4][BF_MAX_REPEAT];           /* [sequential, copied: total, decode][repeat] */
-    double tot[3][BF_MAX_REPEAT];         /* [way][repeat]: prefill + decode */
-    bool same = true, kv_same = true;
     st_code rc = ST_OK;
-    bool mem = nrep == 1 || bf_res_alloc(&cur, nt); /* cur: for repeats after the first */
+    bool mem = p.n == 1 || bf_res_alloc(&cur, nt); /* cur: for repeats after the first */
     for (int w = 0; w < 3; w++)
-        if (run[w]) mem = bf_res_alloc(&rs[w], nt) && mem;
+        if (p.run[w]) mem = bf_res_alloc(&rs[w], nt) && mem;
     if (!mem) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-    for (int rep = 0; rep < nrep && !rc; rep++) {
+    for (int rep = 0; rep < p.n && !rc; rep++) {
         for (int w = 0; w < 3 && !rc; w++) {
-            if (!run[w]) continue;
+            if (!p.run[w]) continue;
             bf_res *r = rep == 0 ? &rs[w] : &cur;
             if ((rc = bf_way(m, o, j, w, r, err))) break;
-            t[w][0][rep] = r->prefill_s, t[w][1][rep] = r->decode_s, t[w][2][rep] = r->step_med_s;
-            t[w][3][rep] = r->step_min_s;
-            tot[w][rep] = r->prefill_s + r->decode_s;
+            p.t[w][0][rep] = r->prefill_s, p.t[w][1][rep] = r->decode_s;
+            p.t[w][2][rep] = r->step_med_s, p.t[w][3][rep] = r->step_min_s;
+            p.tot[w][rep] = r->prefill_s + r->decode_s;
             if (rep > 0) {
-                same = same && !memcmp(cur.tokens, rs[w].tokens, sizeof(int32_t) * nt);
-                kv_same = kv_same && cur.kv_slots == rs[w].kv_slots;
+                p.same = p.same && !memcmp(cur.tokens, rs[w].tokens, sizeof(int32_t) * nt);
+                p.kv_same = p.kv_same && cur.kv_slots == rs[w].kv_slots;
             }
         }
         for (int w = 1; w < 3 && !rc; w++) {
-            if (!run[w]) continue;
-            q[2 * (w - 1)][rep] = tot[w][rep] / tot[0][rep];
-            q[2 * (w - 1) + 1][rep] = t[w][1][rep] / t[0][1][rep];
+            if (!p.run[w]) continue;
+            p.q[2 * (w - 1)][rep] = p.tot[w][rep] / p.tot[0][rep];
+            p.q[2 * (w - 1) + 1][rep] = p.t[w][1][rep] / p.t[0][1][rep];
         }
     }
     if (!rc) {
         for (int w = 1; w < 3; w++)
-            if (run[w]) same = same && !memcmp(rs[0].tokens, rs[w].tokens, sizeof(int32_t) * nt);
-        printf("  {%s, \"repeats\": %d, ", head, nrep);
-        if (base && nrep > 1) { /* each repeat's total ratios, before the medians sort them */
-            printf("\"ratio_runs\": {");
-            for (int w = 1; w < 3; w++) {
-                if (!run[w]) continue;
-                printf("%s\"%s_over_forest_total\": [", w == 2 && run[1] ? ", " : "",
-                       bf_ratio_name[w]);
-                for (int rep = 0; rep < nrep; rep++) printf("%s%.2f", rep ? ", " : "", q[2 * (w - 1)][rep]);
-                printf("]");
-            }
-            printf("},\n   \"total_s_runs\": {");
-            for (int w = 0; w < 3; w++) {
-                if (!run[w]) continue;
-                printf("%s\"%s\": [", w ? ", " : "", bf_way_name[w]);
-                for (int rep = 0; rep < nrep; rep++) printf("%s%.6f", rep ? ", " : "", tot[w][rep]);
-                printf("]");
-            }
-            printf("},\n   ");
-        }
-        for (int w = 0; w < 3; w++) {
-            if (!run[w]) continue;
-            rs[w].prefill_s = bench_median(t[w][0], nrep);
-            rs[w].decode_s = bench_median(t[w][1], nrep);
-            rs[w].step_med_s = bench_median(t[w][2], nrep);
-            rs[w].step_min_s = bf_min(t[w][3], nrep);
-            if (w) printf(",\n   ");
-            bf_print(bf_way_name[w], &rs[w], m, w != 1);
-        }
-        printf(",\n   \"kv_exact\": %s, \"same_tokens\": %s, \"ratios\": {",
-               kv_same && rs[0].kv_slots == rs[0].kv_expected &&
-                       (!run[2] || rs[2].kv_slots == rs[2].kv_expected)
-                   ? "true" : "false", same ? "true" : "false");
-        if (run[1]) {
-            bf_print_ratio("", "sequential_over_forest_total", q[0], nrep);
-            bf_print_ratio(", ", "sequential_over_forest_decode", q[1], nrep);
-        }
-        if (run[2]) {
-            bf_print_ratio(run[1] ? ", " : "", "copied_over_forest_total", q[2], nrep);
-            bf_print_ratio(", ", "copied_over_forest_decode", q[3], nrep);
-            printf(", \"copied_over_forest_kv\": %.2f", (double)rs[2].kv_slots / (double)rs[0].kv_slots);
-        }
-        printf("}");
-        if (base && nrep > 1) {
-            printf(",\n   \"ratios_best\": {");
-            for (int w = 1; w < 3; w++) {
-                if (!run[w]) continue;
-                const char *name = bf_ratio_name[w];
-                printf("%s\"%s_over_forest_total\": %.2f, \"%s_over_forest_decode\": %.2f",
-                       w == 2 && run[1] ? ", " : "", name,
-                       bf_min(tot[w], nrep) / bf_min(tot[0], nrep), name,
-                       bf_min(t[w][1], nrep) / bf_min(t[0][1], nrep));
-            }
-            printf("}");
-        }
+            if (p.run[w]) p.same = p.same && !memcmp(rs[0].tokens, rs[w].tokens, sizeof(int32_t) * nt);
+        bf_report(obj, m, &p, rs);
         bf_res_free(r_forest);
         *r_forest = rs[0];
         rs[0].tokens = NULL;
@@ -369,14 +387,20 @@ static int bf_list(const char *s, int32_t *out, int cap, int64_t lo, int64_t hi)
     return n ? n : -1;
 }
 
-static void bf_header(const char *bench, const model *m, const bf_opts *o) {
-    printf("{\"bench\": \"%s\", \"model\": ", bench);
-    prompt_json_str(stdout, o->mo.path);
-    printf(", \"backend\": \"%s\", \"threads\": %d, \"weight_type\": \"%s\", \"weight_bytes\": %llu, "
-           "\"packed_bytes\": %llu, \"n_layer\": %d, \"kv_dim\": %d, \"kv_bytes_per_slot\": %lld,\n",
-           o->mo.backend, o->mo.threads, dtype_name(m->layers[0].wq.type),
-           (unsigned long long)m->weight_bytes, (unsigned long long)model_packed_bytes(m),
-           m->hp.n_layer, m->hp.n_head_kv * m->hp.head_dim, (long long)bench_kv_bytes_per_slot(m));
+/* The report's head: the bench, the model and how it runs. */
+static json_t *bf_header(const char *bench, const model *m, const bf_opts *o) {
+    json_t *h = json_object();
+    jo_set(&h, "bench", jo_str(bench));
+    jo_set(&h, "model", jo_str(o->mo.path));
+    jo_set(&h, "backend", jo_str(o->mo.backend));
+    jo_set(&h, "threads", json_integer(o->mo.threads));
+    jo_set(&h, "weight_type", jo_str(dtype_name(m->layers[0].wq.type)));
+    jo_set(&h, "weight_bytes", jo_u64(m->weight_bytes));
+    jo_set(&h, "packed_bytes", jo_u64(model_packed_bytes(m)));
+    jo_set(&h, "n_layer", json_integer(m->hp.n_layer));
+    jo_set(&h, "kv_dim", json_integer(m->hp.n_head_kv * m->hp.head_dim));
+    jo_set(&h, "kv_bytes_per_slot", json_integer(bench_kv_bytes_per_slot(m)));
+    return h;
 }
 
 /* Touches every weight once so that page faults are not timed. */
@@ -442,6 +466,20 @@ static void bench_forest_usage(FILE *f) {
                "                       cost grows as k x the prefill; 0 = for every k)\n");
 }
 
+/* The step times of cur against those of the first k's run (k = 1 by default: a single
+ * sequence). */
+static json_t *bf_vs_first_json(const bf_res *base, const bf_res *cur, int32_t k0) {
+    double step_b = base->decode_s / base->steps, step_c = cur->decode_s / cur->steps;
+    double tps_b = (double)base->decode_tokens / base->decode_s;
+    json_t *o = json_object();
+    jo_set(&o, "k", json_integer(k0));
+    jo_set(&o, "step_latency_ratio", jo_fixed(step_c / step_b, 2));
+    jo_set(&o, "step_median_ratio", jo_fixed(cur->step_med_s / base->step_med_s, 2));
+    jo_set(&o, "step_min_ratio", jo_fixed(cur->step_min_s / base->step_min_s, 2));
+    jo_set(&o, "decode_tok_s_ratio", jo_fixed(((double)cur->decode_tokens / cur->decode_s) / tps_b, 2));
+    return o;
+}
+
 int cmd_bench_forest(int argc, char **argv) {
     static const struct option lo[] = {
         BF_COMMON_LONGOPTS, {"context", 1, 0, 'p'}, {"steps", 1, 0, 's'}, {"k", 1, 0, 'k'},
@@ -481,37 +519,37 @@ int cmd_bench_forest(int argc, char **argv) {
     if (!m) return app_fail(&err);
     int32_t *prefix = malloc(sizeof(int32_t) * (size_t)n_prefix);
     bf_res base = {0}, cur = {0};
+    json_t *doc = NULL, *runs = json_array();
     st_code rc = prefix ? bf_warm(m, &o, &err) : st_set(&err, ST_ERR_NOMEM, "out of memory");
     if (!rc) {
         bench_synth(prefix, (int32_t)n_prefix, m->hp.n_vocab, bf_state(1));
-        bf_header("forest", m, &o);
-        printf(" \"prefix_tokens\": %lld, \"steps\": %lld, \"baseline_max_k\": %lld,\n \"runs\": [\n",
-               (long long)n_prefix, (long long)steps, (long long)base_max_k);
+        doc = bf_header("forest", m, &o);
+        jo_set(&doc, "prefix_tokens", json_integer(n_prefix));
+        jo_set(&doc, "steps", json_integer(steps));
+        jo_set(&doc, "baseline_max_k", json_integer(base_max_k));
     }
     for (int i = 0; i < n_k && !rc; i++) {
         bf_job j = {.prefix = prefix, .n_prefix = (int32_t)n_prefix, .n_seq = ks[i],
                     .gen = (int32_t)steps + 1, .sp = sample_default_params()};
-        char head[64];
-        snprintf(head, sizeof head, "\"k\": %d", ks[i]);
-        if (i) printf(",\n");
+        json_t *run = json_object();
+        jo_set(&run, "k", json_integer(ks[i]));
         bf_opts ok = o; /* the baselines only up to --baseline-max-k */
         if (base_max_k > 0 && ks[i] > base_max_k) ok.sequential = ok.copied = false;
-        rc = bf_run3(m, &ok, &j, head, &cur, &err);
-        if (rc) break;
+        if ((rc = bf_run3(m, &ok, &j, &run, &cur, &err))) {
+            json_decref(run);
+            break;
+        }
         if (i == 0) {
             base = cur;
             cur.tokens = NULL;
             cur.step_s = NULL;
         }
-        /* against the first k (k = 1 by default: a single sequence) */
-        double step_b = base.decode_s / base.steps, step_c = cur.decode_s / cur.steps;
-        printf(",\n   \"vs_first_k\": {\"k\": %d, \"step_latency_ratio\": %.2f, "
-               "\"step_median_ratio\": %.2f, \"step_min_ratio\": %.2f, \"decode_tok_s_ratio\": %.2f}}",
-               ks[0], step_c / step_b, cur.step_med_s / base.step_med_s, cur.step_min_s / base.step_min_s,
-               ((double)cur.decode_tokens / cur.decode_s) / ((double)base.decode_tokens / base.decode_s));
-        fflush(stdout);
+        jo_set(&run, "vs_first_k", bf_vs_first_json(&base, &cur, ks[0]));
+        jo_push(&runs, run);
     }
-    if (!rc) printf("\n]}\n");
+    jo_set(&doc, "runs", runs);
+    if (!rc) rc = jo_print(doc, &err);
+    else json_decref(doc);
     bf_res_free(&base);
     bf_res_free(&cur);
     free(prefix);
@@ -578,6 +616,7 @@ int cmd_bench_ask(int argc, char **argv) {
     int32_t **qp = malloc(sizeof(int32_t *) * (size_t)max_n);
     int32_t *qn = malloc(sizeof(int32_t) * (size_t)max_n);
     bf_res res = {0};
+    json_t *doc = NULL, *runs = json_array();
     st_code rc = ctx && qtok && qp && qn ? bf_warm(m, &o, &err)
                                          : st_set(&err, ST_ERR_NOMEM, "out of memory");
     if (!rc) {
@@ -587,24 +626,25 @@ int cmd_bench_ask(int argc, char **argv) {
             qn[i] = (int32_t)n_qtok;
             bench_synth(qp[i], (int32_t)n_qtok, m->hp.n_vocab, bf_state(100 + (uint64_t)i));
         }
-        bf_header("ask", m, &o);
-        printf(" \"context_tokens\": %lld, \"question_tokens\": %lld, \"answer_tokens\": %lld, "
-               "\"sampling\": \"greedy\",\n \"runs\": [\n", (long long)n_ctx, (long long)n_qtok,
-               (long long)n_ans);
+        doc = bf_header("ask", m, &o);
+        jo_set(&doc, "context_tokens", json_integer(n_ctx));
+        jo_set(&doc, "question_tokens", json_integer(n_qtok));
+        jo_set(&doc, "answer_tokens", json_integer(n_ans));
+        jo_set(&doc, "sampling", jo_str("greedy"));
     }
     for (int i = 0; i < n_n && !rc; i++) {
         sample_params sp = sample_default_params();
         sp.temp = 0;
         bf_job j = {.prefix = ctx, .n_prefix = (int32_t)n_ctx, .n_seq = ns[i],
                     .suffix = n_qtok ? qp : NULL, .n_suffix = qn, .gen = (int32_t)n_ans, .sp = sp};
-        char head[64];
-        snprintf(head, sizeof head, "\"questions\": %d", ns[i]);
-        if (i) printf(",\n");
-        rc = bf_run3(m, &o, &j, head, &res, &err);
-        if (!rc) printf("}");
-        fflush(stdout);
+        json_t *run = json_object();
+        jo_set(&run, "questions", json_integer(ns[i]));
+        rc = bf_run3(m, &o, &j, &run, &res, &err);
+        jo_push(&runs, run);
     }
-    if (!rc) printf("\n]}\n");
+    jo_set(&doc, "runs", runs);
+    if (!rc) rc = jo_print(doc, &err);
+    else json_decref(doc);
     bf_res_free(&res);
     free(ctx);
     free(qtok);

@@ -17,11 +17,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "forest/forest.h"
 #include "forest/sample.h"
 #include "spec/spec.h"
 #include "forest/step.h"
 #include "app.h"
+#include "json_out.h"
+#include "strategy_run.h"
 #include "prompt.h"
 
 static const char bs_code[] =
@@ -151,7 +154,7 @@ static st_code bs_plain(prompt_model *pm, const int32_t *prompt, int32_t np, int
     float *lg = malloc(sizeof(float) * (size_t)V);
     if (!lg) return st_set(err, ST_ERR_NOMEM, "out of memory");
     st_code rc = model_forward_linear(pm->ctx, prompt, np - 1, 0, lg, err);
-    double t0 = app_now();
+    double t0 = mono_now_s();
     int32_t cur = prompt[np - 1];
     r->n = 0;
     for (int32_t i = 0; !rc && r->n < n_gen; i++) {
@@ -161,61 +164,190 @@ static st_code bs_plain(prompt_model *pm, const int32_t *prompt, int32_t np, int
         if (tok_is_eog(pm->tk, cur)) break;
         r->toks[r->n++] = cur;
     }
-    r->secs = app_now() - t0;
+    r->secs = mono_now_s() - t0;
     free(lg);
     return rc;
 }
 
-/* The speculative driver after the prefilled prompt[0..np-1) (its last token pending). */
+static void bs_collect(void *ud, int32_t branch, int32_t token, float logprob) {
+    (void)branch, (void)logprob;
+    bs_run *r = ud; /* the strategy's budget keeps r->n below n_gen */
+    r->toks[r->n++] = token;
+}
+
+/* The draft or lookahead strategy (strategy.h) after the prefilled prompt[0..np-1) (its
+ * last token pending), as `generate --draft` runs it. */
 static st_code bs_spec(prompt_model *pm, const int32_t *prompt, int32_t np, int32_t n_gen,
                        const spec_params *sp, bs_run *r, st_err *err) {
     forest *f = forest_init(pm->n_slots, 0);
     step_plan p;
     step_plan_init(&p);
-    spec *s = NULL;
-    int32_t *out = NULL;
-    forest_id last, tip;
+    strategy *s = NULL;
+    strategy_env env = {.f = f, .plan = &p, .ctx = pm->ctx, .tk = pm->tk, .emit = bs_collect,
+                        .emit_ud = r};
+    strategy_opts so = strategy_default_opts(sp->la.w > 0 ? STRAT_LOOKAHEAD : STRAT_DRAFT);
+    so.u.spec.p = *sp, so.budget = n_gen, so.n_vocab = pm->m->hp.n_vocab;
+    app_run_stats st = {0};
+    forest_id last;
+    r->n = 0;
     st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
     if (!rc) rc = forest_add_root(f, prompt, NULL, np - 1, 0, &last, err);
     if (!rc) rc = step_forest(f, &p, pm->ctx, err);
-    if (!rc) rc = forest_append(f, last, &prompt[np - 1], NULL, 1, &tip, err);
-    if (!rc && !(s = spec_init(sp, f, tip, err))) rc = err->code;
-    if (!rc && !(out = malloc(sizeof(int32_t) * (size_t)spec_max_emit(s))))
-        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-    double t0 = app_now();
-    r->n = 0;
-    bool eog = false;
-    while (!rc && r->n < n_gen && !eog) {
-        int32_t k = 0;
-        if ((rc = spec_step(s, f, &p, pm->ctx, out, &k, err))) break;
-        for (int32_t i = 0; i < k && r->n < n_gen && !eog; i++)
-            if (!(eog = tok_is_eog(pm->tk, out[i]))) r->toks[r->n++] = out[i];
-    }
-    r->secs = app_now() - t0;
+    if (!rc) rc = forest_append(f, last, &prompt[np - 1], NULL, 1, &so.from, err);
+    if (!rc && !(s = strategy_create(&so, &env, err))) rc = err->code;
+    if (!rc) rc = app_strategy_run(s, &env, &st, NULL, NULL, err);
+    if (!rc && st.full) rc = st_set(err, ST_NO_KV_SLOT, "bench spec: the KV cache is full");
+    r->secs = st.t2 - st.t0;
     if (s) {
-        const spec_stats *st = spec_get_stats(s);
-        r->steps = st->steps;
-        r->draft_rows = st->draft_rows;
-        r->la_rows = st->la_rows;
-        r->row_cost = spec_row_cost(s);
+        const spec *d = strategy_spec(s);
+        const spec_stats *ss = spec_get_stats(d);
+        r->steps = ss->steps;
+        r->draft_rows = ss->draft_rows;
+        r->la_rows = ss->la_rows;
+        r->row_cost = spec_row_cost(d);
     }
-    free(out);
-    spec_free(s);
+    strategy_free(s);
     step_plan_free(&p);
     forest_free(f);
     return rc;
 }
 
-static void bs_print_run(const char *setting, const bs_run *r, const bs_run *plain, bool same,
-                         bool first) {
-    printf("%s\n    {\"setting\": \"%s\", \"tokens\": %d, \"steps\": %lld, \"tokens_per_step\": %.3f, "
-           "\"draft_rows\": %lld, \"window_rows\": %lld, \"seconds\": %.4f, \"tok_s\": %.2f, "
-           "\"speedup\": %.3f, \"row_cost\": %.3f, \"same_as_plain\": %s}", first ? "" : ",", setting, r->n,
-           (long long)r->steps, r->steps ? (double)r->n / (double)r->steps : 0.0,
-           (long long)r->draft_rows, (long long)r->la_rows, r->secs,
-           r->n / (r->secs + 1e-12), plain->secs / (r->secs + 1e-12) * ((double)r->n / (plain->n ? plain->n : 1)),
-           r->row_cost, same ? "true" : "false");
-    fflush(stdout);
+/* One setting's fastest run against plain greedy's. */
+static json_t *bs_run_json(const char *setting, const bs_run *r, const bs_run *plain, bool same) {
+    json_t *o = json_object();
+    jo_set(&o, "setting", jo_str(setting));
+    jo_set(&o, "tokens", json_integer(r->n));
+    jo_set(&o, "steps", json_integer(r->steps));
+    jo_set(&o, "tokens_per_step", jo_fixed(r->steps ? (double)r->n / (double)r->steps : 0.0, 3));
+    jo_set(&o, "draft_rows", json_integer(r->draft_rows));
+    jo_set(&o, "window_rows", json_integer(r->la_rows));
+    jo_set(&o, "seconds", jo_fixed(r->secs, 4));
+    jo_set(&o, "tok_s", jo_fixed(r->n / (r->secs + 1e-12), 2));
+    jo_set(&o, "speedup", jo_fixed(plain->secs / (r->secs + 1e-12) *
+                                   ((double)r->n / (plain->n ? plain->n : 1)), 3));
+    jo_set(&o, "row_cost", jo_fixed(r->row_cost, 3));
+    jo_set(&o, "same_as_plain", json_boolean(same));
+    return o;
+}
+
+/* The bench's settings and scratch: setting 0 is plain greedy, setting i > 0 is
+ * names[i - 1] with sps[i - 1]; best[i] keeps setting i's fastest run of a task. */
+typedef struct bs_bench {
+    prompt_model pm;
+    char *names[64];
+    spec_params sps[64];
+    int n_sets;
+    int64_t n_gen, repeats;
+    bool raw;
+    bs_run run, best[65];
+    bool same[65];            /* setting i made plain greedy's tokens every time */
+} bs_bench;
+
+/* Task t's prompt tokens (malloc'd): chat-templated when the task is a chat and the
+ * model has a template. *chat says which. NULL with err set. */
+static int32_t *bs_task_prompt(bs_bench *b, int t, int32_t *np, bool *chat, st_err *err) {
+    prompt_chat pc = {.on = !b->raw && bs_tasks[t].chat, .raw = b->raw || !bs_tasks[t].chat};
+    chat_kind kind = CHAT_NONE;
+    int32_t *prompt = prompt_tokens(&b->pm, &pc, bs_tasks[t].text, np, &kind, err);
+    if (!prompt && pc.on) { /* no chat template: the text as it is */
+        pc.on = false;
+        prompt = prompt_tokens(&b->pm, &pc, bs_tasks[t].text, np, &kind, err);
+    }
+    *chat = kind != CHAT_NONE;
+    return prompt;
+}
+
+/* Every setting run b->repeats times on one prompt, interleaved; each keeps its fastest
+ * run, and must make plain greedy's tokens every time. */
+static st_code bs_settings(bs_bench *b, const int32_t *prompt, int32_t np, st_err *err) {
+    st_code rc = ST_OK;
+    for (int i = 0; i <= b->n_sets; i++) {
+        b->best[i].secs = -1;
+        b->same[i] = true;
+    }
+    for (int64_t rep = 0; rep < b->repeats && !rc; rep++)
+        for (int i = 0; i <= b->n_sets && !rc; i++) {
+            bs_run *run = &b->run, *best = &b->best[i];
+            run->steps = run->draft_rows = run->la_rows = 0;
+            run->row_cost = 0;
+            rc = i == 0 ? bs_plain(&b->pm, prompt, np, (int32_t)b->n_gen, run, err)
+                        : bs_spec(&b->pm, prompt, np, (int32_t)b->n_gen, &b->sps[i - 1], run, err);
+            if (rc) break;
+            if (i > 0) b->same[i] = b->same[i] && run->n == b->best[0].n &&
+                                    !memcmp(run->toks, b->best[0].toks, sizeof(int32_t) * (size_t)run->n);
+            if (best->secs < 0 || run->secs < best->secs) {
+                int32_t *keep = best->toks;
+                *best = *run;
+                best->toks = keep;
+                memcpy(keep, run->toks, sizeof(int32_t) * (size_t)run->n);
+            }
+        }
+    return rc;
+}
+
+/* Task t: its report appended to *tasks. ST_ERR_CONTEXT when it does not fit. */
+static st_code bs_task(bs_bench *b, int t, json_t **tasks, st_err *err) {
+    int32_t np = 0;
+    bool chat = false;
+    int32_t *prompt = bs_task_prompt(b, t, &np, &chat, err);
+    if (!prompt) return err->code;
+    st_code rc = ST_OK;
+    if (np < 2 || np + b->n_gen + 64 > b->pm.n_slots)
+        rc = st_set(err, ST_ERR_CONTEXT, "task %s: %d prompt tokens + %lld do not fit %d "
+                    "KV slots (raise -c or lower -n)", bs_tasks[t].name, np, (long long)b->n_gen,
+                    b->pm.n_slots);
+    if (!rc) rc = bs_settings(b, prompt, np, err);
+    free(prompt);
+    if (rc) return rc;
+    json_t *task = json_object(), *runs = json_array();
+    for (int i = 0; i <= b->n_sets; i++)
+        jo_push(&runs, bs_run_json(i ? b->names[i - 1] : "plain", &b->best[i], &b->best[0], b->same[i]));
+    jo_set(&task, "task", jo_str(bs_tasks[t].name));
+    jo_set(&task, "prompt_tokens", json_integer(np));
+    jo_set(&task, "chat", json_boolean(chat));
+    jo_set(&task, "repeats", json_integer(b->repeats));
+    jo_set(&task, "runs", runs);
+    jo_push(tasks, task);
+    return ST_OK;
+}
+
+/* Opens the model, runs the tasks named in `tasks` and prints the report. */
+static st_code bs_bench_run(const prompt_model_opts *mo, const char *tasks, char *const *names,
+                            const spec_params *sps, int n_sets, int64_t n_gen, int64_t repeats,
+                            bool raw, st_err *err) {
+    bs_bench *b = calloc(1, sizeof *b);
+    if (!b) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    *b = (bs_bench){.n_sets = n_sets, .n_gen = n_gen, .repeats = repeats, .raw = raw};
+    memcpy(b->names, names, sizeof(char *) * (size_t)n_sets);
+    memcpy(b->sps, sps, sizeof(spec_params) * (size_t)n_sets);
+    if (prompt_model_open(&b->pm, mo, err)) {
+        free(b);
+        return err->code;
+    }
+    b->run.toks = malloc(sizeof(int32_t) * (size_t)n_gen);
+    st_code rc = b->run.toks ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    for (int i = 0; i <= n_sets && !rc; i++)
+        if (!(b->best[i].toks = malloc(sizeof(int32_t) * (size_t)n_gen)))
+            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+    json_t *list = json_array();
+    for (int t = 0; t < BS_N_TASKS && !rc; t++)
+        if (strstr(tasks, bs_tasks[t].name)) rc = bs_task(b, t, &list, err);
+    if (!rc) {
+        json_t *doc = json_object();
+        jo_set(&doc, "bench", jo_str("spec"));
+        jo_set(&doc, "model", jo_str(mo->path));
+        jo_set(&doc, "threads", json_integer(kern_backend_threads(model_ctx_backend(b->pm.ctx))));
+        jo_set(&doc, "max_tokens", json_integer(n_gen));
+        jo_set(&doc, "tasks", list);
+        rc = jo_print(doc, err);
+    } else {
+        json_decref(list);
+    }
+    for (int i = 0; i <= n_sets; i++) free(b->best[i].toks);
+    free(b->run.toks);
+    prompt_model_close(&b->pm);
+    free(b);
+    return rc;
 }
 
 int cmd_bench_spec(int argc, char **argv) {
@@ -265,76 +397,7 @@ int cmd_bench_spec(int argc, char **argv) {
         names[n_sets++] = tkn;
     }
     st_err err = {0};
-    prompt_model pm;
-    if (prompt_model_open(&pm, &mo, &err)) {
-        free(sets);
-        return app_fail(&err);
-    }
-    bs_run run = {0}, best[65] = {{0}};
-    bool same[65];
-    run.toks = malloc(sizeof(int32_t) * (size_t)n_gen);
-    st_code rc = run.toks ? ST_OK : st_set(&err, ST_ERR_NOMEM, "out of memory");
-    for (int i = 0; i <= n_sets && !rc; i++)
-        if (!(best[i].toks = malloc(sizeof(int32_t) * (size_t)n_gen)))
-            rc = st_set(&err, ST_ERR_NOMEM, "out of memory");
-    printf("{\"bench\": \"spec\", \"model\": ");
-    prompt_json_str(stdout, mo.path);
-    printf(", \"threads\": %d, \"max_tokens\": %lld, \"tasks\": [",
-           kern_backend_threads(model_ctx_backend(pm.ctx)), (long long)n_gen);
-    int n_done = 0;
-    for (int t = 0; t < BS_N_TASKS && !rc; t++) {
-        if (!strstr(tasks, bs_tasks[t].name)) continue;
-        prompt_chat pc = {.on = !raw && bs_tasks[t].chat, .raw = raw || !bs_tasks[t].chat};
-        int32_t np = 0;
-        chat_kind kind = CHAT_NONE;
-        int32_t *prompt = prompt_tokens(&pm, &pc, bs_tasks[t].text, &np, &kind, &err);
-        if (!prompt && pc.on) { /* no chat template: the text as it is */
-            pc.on = false;
-            prompt = prompt_tokens(&pm, &pc, bs_tasks[t].text, &np, &kind, &err);
-        }
-        if (!prompt) {
-            rc = err.code;
-            break;
-        }
-        if (np < 2 || np + n_gen + 64 > pm.n_slots)
-            rc = st_set(&err, ST_ERR_CONTEXT, "task %s: %d prompt tokens + %lld do not fit %d "
-                        "KV slots (raise -c or lower -n)", bs_tasks[t].name, np, (long long)n_gen,
-                        pm.n_slots);
-        if (!rc)
-            printf("%s\n  {\"task\": \"%s\", \"prompt_tokens\": %d, \"chat\": %s, \"repeats\": %lld, "
-                   "\"runs\": [", n_done++ ? "," : "", bs_tasks[t].name, np,
-                   kind != CHAT_NONE ? "true" : "false", (long long)repeats);
-        /* every setting run `repeats` times, interleaved; each keeps its fastest run, and
-         * must make plain greedy's tokens every time */
-        for (int i = 0; i <= n_sets; i++) {
-            best[i].secs = -1;
-            same[i] = true;
-        }
-        for (int64_t rep = 0; rep < repeats && !rc; rep++)
-            for (int i = 0; i <= n_sets && !rc; i++) {
-                run.steps = run.draft_rows = run.la_rows = 0;
-                run.row_cost = 0;
-                rc = i == 0 ? bs_plain(&pm, prompt, np, (int32_t)n_gen, &run, &err)
-                            : bs_spec(&pm, prompt, np, (int32_t)n_gen, &sps[i - 1], &run, &err);
-                if (rc) break;
-                if (i > 0) same[i] = same[i] && run.n == best[0].n &&
-                                     !memcmp(run.toks, best[0].toks, sizeof(int32_t) * (size_t)run.n);
-                if (best[i].secs < 0 || run.secs < best[i].secs) {
-                    int32_t *keep = best[i].toks;
-                    best[i] = run;
-                    best[i].toks = keep;
-                    memcpy(keep, run.toks, sizeof(int32_t) * (size_t)run.n);
-                }
-            }
-        for (int i = 0; i <= n_sets && !rc; i++)
-            bs_print_run(i ? names[i - 1] : "plain", &best[i], &best[0], same[i], i == 0);
-        if (!rc) printf("]}");
-        free(prompt);
-    }
-    if (!rc) printf("\n]}\n");
-    for (int i = 0; i <= n_sets; i++) free(best[i].toks);
-    free(run.toks);
+    st_code rc = bs_bench_run(&mo, tasks, names, sps, n_sets, n_gen, repeats, raw, &err);
     free(sets);
-    prompt_model_close(&pm);
     return rc ? app_fail(&err) : 0;
 }

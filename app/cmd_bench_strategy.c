@@ -27,14 +27,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "strategy/beam.h"
 #include "strategy/cot.h"
 #include "forest/forest.h"
 #include "forest/sample.h"
 #include "forest/step.h"
 #include "app.h"
+#include "json_out.h"
 #include "bench_util.h"
 #include "prompt.h"
+#include "strategy_run.h"
 
 typedef struct bs_opts {
     const char *path, *backend;
@@ -55,15 +58,30 @@ typedef struct bs_res {
 } bs_res;
 
 
-static void bs_print(const char *name, const bs_res *r, const model *m) {
-    printf("\"%s\": {\"prefill_s\": %.4f, \"decode_s\": %.4f, \"total_s\": %.4f, \"steps\": %d, "
-           "\"step_ms\": %.3f, \"rows\": %lld, \"kv_peak_slots\": %lld, \"kv_peak_bytes\": %lld",
-           name, r->prefill_s, r->decode_s, r->prefill_s + r->decode_s, r->steps,
-           r->steps ? 1e3 * r->decode_s / r->steps : 0.0, (long long)r->rows,
-           (long long)r->kv_peak, (long long)(r->kv_peak * bench_kv_bytes_per_slot(m)));
-    if (r->copy_slots)
-        printf(", \"copy_bytes\": %lld", (long long)(r->copy_slots * bench_kv_bytes_per_slot(m)));
-    printf("}");
+/* One way's figures: the times, rows, peak KV and (copied) the bytes a copy would move. */
+static json_t *bs_res_json(const bs_res *r, const model *m) {
+    json_t *o = bench_times_json(r->prefill_s, r->decode_s, r->steps);
+    jo_set(&o, "rows", json_integer(r->rows));
+    jo_set(&o, "kv_peak_slots", json_integer(r->kv_peak));
+    jo_set(&o, "kv_peak_bytes", json_integer(r->kv_peak * bench_kv_bytes_per_slot(m)));
+    if (r->copy_slots) jo_set(&o, "copy_bytes", json_integer(r->copy_slots * bench_kv_bytes_per_slot(m)));
+    return o;
+}
+
+/* A baseline's time ratios over the first way's run r0 into o: "<name>_over_<first>_total"
+ * and "_decode". */
+static void bs_ratios(json_t **o, const char *name, const char *first, const bs_res *r,
+                      const bs_res *r0) {
+    char key[64];
+    snprintf(key, sizeof key, "%s_over_%s_total", name, first);
+    jo_set(o, key, jo_fixed((r->prefill_s + r->decode_s) / (r0->prefill_s + r0->decode_s), 2));
+    snprintf(key, sizeof key, "%s_over_%s_decode", name, first);
+    jo_set(o, key, jo_fixed(r->decode_s / r0->decode_s, 2));
+}
+
+/* r's peak KV slots over r0's. */
+static json_t *bs_kv_ratio(const bs_res *r, const bs_res *r0) {
+    return jo_fixed((double)r->kv_peak / (double)r0->kv_peak, 2);
 }
 
 /* ---- bench beam ---- */
@@ -94,11 +112,11 @@ static st_code bb_shared(const model *m, const bs_opts *o, const int32_t *prompt
     bp.alpha = o->alpha;
     if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &last, err);
     if (!rc && !(b = beam_init(f, last, &bp, NULL, m->hp.n_vocab, err))) rc = err->code;
-    double t0 = app_now(), t1 = t0;
+    double t0 = mono_now_s(), t1 = t0;
     while (!rc && !beam_done(b)) {
         if ((rc = beam_step(b, f, &plan, c, err))) break;
         int32_t s = beam_steps(b) - 1;
-        if (s == 0) t1 = app_now();
+        if (s == 0) t1 = mono_now_s();
         else r->rows += plan.n_rows;
         tr->n_live[s] = beam_n_live(b);
         for (int32_t j = 0; j < beam_n_live(b); j++) {
@@ -109,7 +127,7 @@ static st_code bb_shared(const model *m, const bs_opts *o, const int32_t *prompt
     }
     if (!rc) {
         r->prefill_s = t1 - t0;
-        r->decode_s = app_now() - t1;
+        r->decode_s = mono_now_s() - t1;
         r->steps = beam_steps(b) - 1;
         r->kv_peak = beam_kv_peak(b);
         tr->steps = beam_steps(b);
@@ -146,12 +164,12 @@ static st_code bb_copied(const model *m, const bs_opts *o, const int32_t *prompt
                      ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
     int32_t n_live = 1;
     if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &leaf[0], err);
-    double t0 = app_now(), t1 = t0;
+    double t0 = mono_now_s(), t1 = t0;
     for (int32_t s = 0; s < tr->steps && !rc; s++) {
         if ((rc = step_forest(f, &plan, c, err))) break;
         int32_t used = kv_alloc_used(forest_kv(f));
         if (used > r->kv_peak) r->kv_peak = used;
-        if (s == 0) t1 = app_now();
+        if (s == 0) t1 = mono_now_s();
         else r->rows += plan.n_rows;
         memset(taken, 0, (size_t)B);
         for (int32_t j = 0; j < tr->n_live[s] && !rc; j++) {
@@ -181,7 +199,7 @@ static st_code bb_copied(const model *m, const bs_opts *o, const int32_t *prompt
     }
     if (!rc) {
         r->prefill_s = t1 - t0;
-        r->decode_s = app_now() - t1;
+        r->decode_s = mono_now_s() - t1;
         r->steps = tr->steps - 1;
     }
     free(leaf), free(nleaf), free(sum), free(taken), free(lsm), free(buf);
@@ -205,14 +223,14 @@ static st_code bb_redecode(const model *m, const bs_opts *o, const int32_t *prom
     size_t stride = (size_t)(P + N + 1);
     if (!rc) memcpy(seq, prompt, sizeof(int32_t) * (size_t)P);
     int32_t n_live = 1, len = P;
-    double t0 = app_now(), t1 = t0;
+    double t0 = mono_now_s(), t1 = t0;
     for (int32_t s = 0; s < tr->steps && !rc; s++) {
         for (int32_t i = 0; i < n_live && !rc; i++) {
             rc = model_forward_linear(c, seq + i * stride, len, 0, lg + (size_t)i * V, err);
             if (s > 0) r->rows += len;
         }
         if (len > r->kv_peak) r->kv_peak = len;
-        if (s == 0) t1 = app_now();
+        if (s == 0) t1 = mono_now_s();
         for (int32_t j = 0; j < tr->n_live[s] && !rc; j++) {
             int32_t pa = tr->parent[s * B + j], t = tr->token[s * B + j];
             *same = *same && bb_same_sum(lg + (size_t)pa * V, V, lsm, sum[pa], t, tr->sum[s * B + j]);
@@ -228,7 +246,7 @@ static st_code bb_redecode(const model *m, const bs_opts *o, const int32_t *prom
     }
     if (!rc) {
         r->prefill_s = t1 - t0;
-        r->decode_s = app_now() - t1;
+        r->decode_s = mono_now_s() - t1;
         r->steps = tr->steps - 1;
     }
     free(seq), free(nseq), free(sum), free(lg), free(lsm);
@@ -236,8 +254,9 @@ static st_code bb_redecode(const model *m, const bs_opts *o, const int32_t *prom
     return rc;
 }
 
+/* One width's three runs, their report appended to *runs. */
 static st_code bb_one(const model *m, const bs_opts *o, const int32_t *prompt, int32_t B,
-                      st_err *err) {
+                      json_t **runs, st_err *err) {
     int32_t N = o->n_gen;
     bs_trace tr = {.B = B};
     tr.parent = malloc(sizeof(int32_t) * (size_t)N * (size_t)B);
@@ -253,25 +272,22 @@ static st_code bb_one(const model *m, const bs_opts *o, const int32_t *prompt, i
     if (!rc && o->base_a) rc = bb_copied(m, o, prompt, &tr, &rs[1], &same_a, err);
     if (!rc && o->base_b) rc = bb_redecode(m, o, prompt, &tr, &rs[2], &same_b, err);
     if (!rc) {
-        double ts = rs[0].prefill_s + rs[0].decode_s;
-        printf("  {\"B\": %d, ", B);
-        bs_print("shared", &rs[0], m);
-        if (o->base_a) printf(",\n   "), bs_print("copied", &rs[1], m);
-        if (o->base_b) printf(",\n   "), bs_print("redecode", &rs[2], m);
-        printf(",\n   \"same_scores\": %s, \"ratios\": {", same_a && same_b ? "true" : "false");
-        const char *sep = "";
+        json_t *run = json_object(), *ratios = json_object();
+        jo_set(&run, "B", json_integer(B));
+        jo_set(&run, "shared", bs_res_json(&rs[0], m));
+        if (o->base_a) jo_set(&run, "copied", bs_res_json(&rs[1], m));
+        if (o->base_b) jo_set(&run, "redecode", bs_res_json(&rs[2], m));
+        jo_set(&run, "same_scores", json_boolean(same_a && same_b));
         if (o->base_a) {
-            printf("\"copied_over_shared_total\": %.2f, \"copied_over_shared_decode\": %.2f, "
-                   "\"copied_over_shared_kv\": %.2f", (rs[1].prefill_s + rs[1].decode_s) / ts,
-                   rs[1].decode_s / rs[0].decode_s, (double)rs[1].kv_peak / (double)rs[0].kv_peak);
-            sep = ", ";
+            bs_ratios(&ratios, "copied", "shared", &rs[1], &rs[0]);
+            jo_set(&ratios, "copied_over_shared_kv", bs_kv_ratio(&rs[1], &rs[0]));
         }
-        if (o->base_b)
-            printf("%s\"redecode_over_shared_total\": %.2f, \"redecode_over_shared_decode\": %.2f, "
-                   "\"redecode_over_shared_kv\": %.2f", sep, (rs[2].prefill_s + rs[2].decode_s) / ts,
-                   rs[2].decode_s / rs[0].decode_s, (double)rs[2].kv_peak / (double)rs[0].kv_peak);
-        printf("}}");
-        fflush(stdout);
+        if (o->base_b) {
+            bs_ratios(&ratios, "redecode", "shared", &rs[2], &rs[0]);
+            jo_set(&ratios, "redecode_over_shared_kv", bs_kv_ratio(&rs[2], &rs[0]));
+        }
+        jo_set(&run, "ratios", ratios);
+        jo_push(runs, run);
     }
     free(tr.parent), free(tr.token), free(tr.sum), free(tr.n_live);
     return rc;
@@ -279,6 +295,7 @@ static st_code bb_one(const model *m, const bs_opts *o, const int32_t *prompt, i
 
 /* ---- bench cot ---- */
 
+/* k chains through the cot strategy (strategy.h), as `multidecode cot` runs them. */
 static st_code bc_forest(const model *m, const bs_opts *o, const int32_t *prompt, int32_t k,
                          const sample_params *sp, prompt_toks *out, bs_res *r, st_err *err) {
     int32_t P = o->n_prompt, N = o->n_gen;
@@ -287,24 +304,24 @@ static st_code bc_forest(const model *m, const bs_opts *o, const int32_t *prompt
     forest *f = forest_init(model_ctx_n_slots(c), 0);
     step_plan plan;
     step_plan_init(&plan);
-    cot ct = {0};
-    forest_id last;
+    strategy *s = NULL;
+    strategy_env env = {.f = f, .plan = &plan, .ctx = c, .emit = prompt_emit, .emit_ud = out};
+    strategy_opts co = strategy_default_opts(STRAT_COT);
+    co.sample = *sp, co.budget = N, co.n_vocab = m->hp.n_vocab, co.u.cot.k = k;
+    app_run_stats st;
     st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
-    if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &last, err);
-    if (!rc) rc = cot_init(&ct, f, last, k, sp, N, m->hp.n_vocab, err);
-    double t0 = app_now(), t1 = t0;
-    while (!rc && !cot_done(&ct)) {
-        if ((rc = cot_step(&ct, f, &plan, c, NULL, prompt_emit, out, NULL, err))) break;
-        if (r->steps++ == 0) t1 = app_now();
-        else r->rows += plan.n_rows;
-    }
+    if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &co.from, err);
+    if (!rc && !(s = strategy_create(&co, &env, err))) rc = err->code;
+    if (!rc) rc = app_strategy_run(s, &env, &st, NULL, NULL, err);
+    if (!rc && st.full) rc = st_set(err, ST_NO_KV_SLOT, "bench cot: the KV cache is full");
     if (!rc) {
-        r->prefill_s = t1 - t0;
-        r->decode_s = app_now() - t1;
-        r->steps--;
+        r->prefill_s = st.t1 - st.t0;
+        r->decode_s = st.t2 - st.t1;
+        r->steps = st.steps - 1;
+        r->rows = st.rows;
         r->kv_peak = kv_alloc_used(forest_kv(f));
     }
-    cot_free(&ct);
+    strategy_free(s);
     step_plan_free(&plan);
     forest_free(f);
     model_ctx_free(c);
@@ -330,9 +347,9 @@ static st_code bc_sequential(const model *m, const bs_opts *o, const int32_t *pr
             rc = st_set(err, ST_ERR_NOMEM, "out of memory");
             break;
         }
-        double t0 = app_now();
+        double t0 = mono_now_s();
         rc = model_forward_linear(c, seq, P, 0, lg, err);
-        double t1 = app_now();
+        double t1 = mono_now_s();
         for (int32_t j = 0; j < i; j++) lg[firsts[j]] = -INFINITY;
         for (int32_t n = 0; n < N && !rc; n++) {
             int32_t t = sampler_sample_hist(&s, lg, V, seq, P + n);
@@ -345,7 +362,7 @@ static st_code bc_sequential(const model *m, const bs_opts *o, const int32_t *pr
         }
         sampler_free(&s);
         r->prefill_s += t1 - t0;
-        r->decode_s += app_now() - t1;
+        r->decode_s += mono_now_s() - t1;
     }
     r->kv_peak = P + N - 1;
     free(seq), free(firsts), free(lg);
@@ -353,8 +370,9 @@ static st_code bc_sequential(const model *m, const bs_opts *o, const int32_t *pr
     return rc;
 }
 
+/* One chain count's runs, their report appended to *runs. */
 static st_code bc_one(const model *m, const bs_opts *o, const int32_t *prompt, int32_t k,
-                      st_err *err) {
+                      json_t **runs, st_err *err) {
     int32_t N = o->n_gen;
     sample_params sp = sample_default_params();
     prompt_toks *out = calloc((size_t)k, sizeof *out);
@@ -369,19 +387,19 @@ static st_code bc_one(const model *m, const bs_opts *o, const int32_t *prompt, i
         for (int32_t i = 0; i < k && o->base_a; i++)
             same = same && out[i].n == N &&
                    !memcmp(out[i].t, seq_toks + (size_t)i * N, sizeof(int32_t) * (size_t)N);
-        printf("  {\"k\": %d, ", k);
-        bs_print("forest", &rs[0], m);
+        json_t *run = json_object();
+        jo_set(&run, "k", json_integer(k));
+        jo_set(&run, "forest", bs_res_json(&rs[0], m));
         if (o->base_a) {
-            printf(",\n   ");
-            bs_print("sequential", &rs[1], m);
-            double tf = rs[0].prefill_s + rs[0].decode_s, ts = rs[1].prefill_s + rs[1].decode_s;
-            printf(",\n   \"same_tokens\": %s, \"ratios\": {\"sequential_over_forest_total\": %.2f, "
-                   "\"sequential_over_forest_decode\": %.2f, \"forest_over_sequential_kv\": %.2f}",
-                   same ? "true" : "false", ts / tf, rs[1].decode_s / rs[0].decode_s,
-                   (double)rs[0].kv_peak / (double)rs[1].kv_peak);
+            json_t *ratios = json_object();
+            jo_set(&run, "sequential", bs_res_json(&rs[1], m));
+            jo_set(&run, "same_tokens", json_boolean(same));
+            bs_ratios(&ratios, "sequential", "forest", &rs[1], &rs[0]);
+            jo_set(&ratios, "forest_over_sequential_kv", bs_kv_ratio(&rs[0], &rs[1]));
+            jo_set(&run, "ratios", ratios);
         }
-        printf(", \"forest_tok_s\": %.1f}", (double)k * N / (rs[0].prefill_s + rs[0].decode_s));
-        fflush(stdout);
+        jo_set(&run, "forest_tok_s", jo_fixed((double)k * N / (rs[0].prefill_s + rs[0].decode_s), 1));
+        jo_push(runs, run);
     }
     prompt_toks_free(out, out ? k : 0);
     free(out);
@@ -427,6 +445,25 @@ static void bs_usage(FILE *f, bool beam) {
     else
         fprintf(f, "  -k, --chains LIST    chain counts (default 4,8,16)\n"
                    "      --no-sequential  skip the sequential baseline\n");
+}
+
+/* The report: the bench, the model, the prompt, then the runs (taken). */
+static json_t *bs_report(const model *m, const bs_opts *o, bool beam, json_t *runs) {
+    json_t *doc = json_object();
+    jo_set(&doc, "bench", jo_str(beam ? "beam" : "cot"));
+    jo_set(&doc, "model", jo_str(o->path));
+    jo_set(&doc, "backend", jo_str(o->backend));
+    jo_set(&doc, "threads", json_integer(o->threads));
+    jo_set(&doc, "weight_type", jo_str(dtype_name(m->layers[0].wq.type)));
+    jo_set(&doc, "n_layer", json_integer(m->hp.n_layer));
+    jo_set(&doc, "kv_bytes_per_slot", json_integer(bench_kv_bytes_per_slot(m)));
+    jo_set(&doc, "prompt_tokens", json_integer(o->n_prompt));
+    jo_set(&doc, "tokens", json_integer(o->n_gen));
+    if (beam)
+        jo_set(&doc, "copy_note", jo_str("copied: copies recomputed in the batch; copy_bytes is "
+                                         "what a memcpy would move"));
+    jo_set(&doc, "runs", runs);
+    return doc;
 }
 
 static int bs_main(int argc, char **argv, bool beam) {
@@ -491,21 +528,13 @@ static int bs_main(int argc, char **argv, bool beam) {
     free(lg);
     if (!rc) {
         bench_synth(prompt, o.n_prompt, m->hp.n_vocab, 0x9E3779B97F4A7C15ULL);
-        printf("{\"bench\": \"%s\", \"model\": ", beam ? "beam" : "cot");
-        prompt_json_str(stdout, o.path);
-        printf(", \"backend\": \"%s\", \"threads\": %d, \"weight_type\": \"%s\", "
-               "\"n_layer\": %d, \"kv_bytes_per_slot\": %lld, \"prompt_tokens\": %d, "
-               "\"tokens\": %d,%s\n \"runs\": [\n", o.backend, o.threads,
-               dtype_name(m->layers[0].wq.type), m->hp.n_layer, (long long)bench_kv_bytes_per_slot(m),
-               o.n_prompt, o.n_gen,
-               beam ? " \"copy_note\": \"copied: copies recomputed in the batch; copy_bytes is "
-                      "what a memcpy would move\"," : "");
     }
-    for (int i = 0; i < o.n_list && !rc; i++) {
-        if (i) printf(",\n");
-        rc = beam ? bb_one(m, &o, prompt, o.list[i], &err) : bc_one(m, &o, prompt, o.list[i], &err);
-    }
-    if (!rc) printf("\n]}\n");
+    json_t *runs = json_array();
+    for (int i = 0; i < o.n_list && !rc; i++)
+        rc = beam ? bb_one(m, &o, prompt, o.list[i], &runs, &err)
+                  : bc_one(m, &o, prompt, o.list[i], &runs, &err);
+    if (!rc) rc = jo_print(bs_report(m, &o, beam, runs), &err);
+    else json_decref(runs);
     free(prompt);
     model_free(m);
     return rc ? app_fail(&err) : 0;

@@ -14,8 +14,10 @@
 #include "forest/forest.h"
 #include "forest/step.h"
 #include "app.h"
+#include "json_out.h"
 #include "prompt.h"
 #include "session_replay.h"
+#include "strategy_run.h"
 
 #define COT_MAX_STOPS 16
 
@@ -63,8 +65,8 @@ typedef struct cot_opts {
 } cot_opts;
 
 /* --save: the forest with the settings and which chain (seed) made each node. */
-static st_code cot_save(const prompt_model *pm, const forest *f, const cot *c, int32_t n_prompt,
-                        const cot_opts *o, st_err *err) {
+static st_code cot_save(const prompt_model *pm, const forest *f, const strategy *c,
+                        int32_t n_prompt, const cot_opts *o, st_err *err) {
     session_settings s;
     char v[32];
     st_code rc = app_session_settings(&s, "cot", o->model_path, &o->sp, o->kind, err);
@@ -74,54 +76,130 @@ static st_code cot_save(const prompt_model *pm, const forest *f, const cot *c, i
     if (!rc) rc = session_settings_set(&s, "tokens", v, err);
     snprintf(v, sizeof v, "%d", n_prompt);
     if (!rc) rc = session_settings_set(&s, "prompt_tokens", v, err);
-    for (int32_t i = 0; i < o->k && !rc; i++)
-        if (forest_get(f, c->g.br[i].leaf))
-            rc = app_session_mark(&s, f, c->from, c->g.br[i].leaf, "cot", o->sp.seed + (uint64_t)i, err);
+    for (int32_t i = 0; i < o->k && !rc; i++) {
+        strategy_result r;
+        strategy_result_at(c, f, i, &r); /* r.start: the prompt's end, where every chain forks */
+        if (forest_get(f, r.leaf))
+            rc = app_session_mark(&s, f, r.start, r.leaf, "cot", o->sp.seed + (uint64_t)i, err);
+    }
     if (!rc) rc = app_session_save(o->so.save, f, pm->m, pm->tk, &s, err);
     session_settings_free(&s);
     return rc;
 }
 
-/* Prints the chains (and the vote); texts[i] and answers[i] are chain i's. */
-static void cot_print(const cot_opts *o, const cot *c, prompt_toks *out, char **texts,
-                      char **answers, int32_t winner, int32_t votes) {
-    if (o->json) printf("{\"chains\": [");
+/* How chain i ended ("full": still running when the KV cache filled up). */
+static const char *cot_ended(const strategy *c, const forest *f, int32_t i) {
+    strategy_result r;
+    strategy_result_at(c, f, i, &r);
+    return r.end == STRAT_RUNNING ? "full" : app_result_ended(&r, false);
+}
+
+/* The chains (and the vote) as one JSON object. */
+static st_code cot_print_json(const cot_opts *o, const strategy *c, const forest *f,
+                              prompt_toks *out, char **texts, char **answers, int32_t winner,
+                              int32_t votes, st_err *err) {
+    json_t *chains = json_array();
     for (int32_t i = 0; i < o->k; i++) {
-        const grow_branch *b = &c->g.br[i];
-        const char *ended = b->eog ? "EOS" : b->stop >= 0 ? "stop" : b->done ? "budget" : "full";
-        unsigned long long seed = (unsigned long long)(o->sp.seed + (uint64_t)i);
-        if (o->json) {
-            printf("%s\n {\"chain\": %d, \"seed\": %llu, \"tokens\": [", i ? "," : "", i, seed);
-            for (int32_t j = 0; j < out[i].n; j++) printf("%s%d", j ? ", " : "", out[i].t[j]);
-            printf("], \"text\": ");
-            prompt_json_str(stdout, texts[i]);
-            printf(", \"ended\": \"%s\"", ended);
-            if (o->vote.kind) {
-                printf(", \"answer\": ");
-                if (answers[i]) prompt_json_str(stdout, answers[i]);
-                else printf("null");
-            }
-            printf("}");
-        } else {
-            printf("--- chain %d (seed %llu, %d tokens, ended by %s", i, seed, out[i].n, ended);
-            if (o->vote.kind) printf("; answer: %s", answers[i] ? answers[i] : "(none)");
-            printf(")\n%s\n", texts[i]);
-        }
+        json_t *ch = json_object();
+        jo_set(&ch, "chain", json_integer(i));
+        jo_set(&ch, "seed", jo_u64(o->sp.seed + (uint64_t)i));
+        jo_set(&ch, "tokens", jo_ints(out[i].t, out[i].n));
+        jo_set(&ch, "text", jo_str(texts[i]));
+        jo_set(&ch, "ended", jo_str(cot_ended(c, f, i)));
+        if (o->vote.kind) jo_set(&ch, "answer", answers[i] ? jo_str(answers[i]) : json_null());
+        jo_push(&chains, ch);
     }
+    json_t *doc = json_object();
+    jo_set(&doc, "chains", chains);
+    if (o->vote.kind) {
+        json_t *v = json_object();
+        jo_set(&v, "answer", winner >= 0 ? jo_str(answers[winner]) : json_null());
+        jo_set(&v, "votes", json_integer(votes));
+        jo_set(&v, "of", json_integer(o->k));
+        jo_set(&doc, "vote", v);
+    }
+    return jo_print(doc, err);
+}
+
+/* Prints the chains (and the vote); texts[i] and answers[i] are chain i's. ST_ERR_NOMEM
+ * (JSON). */
+static st_code cot_print(const cot_opts *o, const strategy *c, const forest *f, prompt_toks *out,
+                         char **texts, char **answers, int32_t winner, int32_t votes, st_err *err) {
+    st_code rc = ST_OK;
     if (o->json) {
-        printf("\n]");
-        if (o->vote.kind) {
-            printf(", \"vote\": {\"answer\": ");
-            if (winner >= 0) prompt_json_str(stdout, answers[winner]);
-            else printf("null");
-            printf(", \"votes\": %d, \"of\": %d}", votes, o->k);
-        }
-        printf("}\n");
-    } else if (o->vote.kind) {
+        rc = cot_print_json(o, c, f, out, texts, answers, winner, votes, err);
+        fflush(stdout);
+        return rc;
+    }
+    for (int32_t i = 0; i < o->k; i++) {
+        unsigned long long seed = (unsigned long long)(o->sp.seed + (uint64_t)i);
+        printf("--- chain %d (seed %llu, %d tokens, ended by %s", i, seed, out[i].n,
+               cot_ended(c, f, i));
+        if (o->vote.kind) printf("; answer: %s", answers[i] ? answers[i] : "(none)");
+        printf(")\n%s\n", texts[i]);
+    }
+    if (o->vote.kind) {
         if (winner >= 0) printf("=== vote: %s (%d of %d chains)\n", answers[winner], votes, o->k);
         else printf("=== vote: no chain gave an answer\n");
     }
     fflush(stdout);
+    return rc;
+}
+
+/* Each chain's text after the prompt, and with a vote its answer (NULL: none). Fills
+ * texts[0..k) and answers[0..k) with malloc'd strings. ST_ERR_NOMEM. */
+static st_code cot_texts(const prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
+                         const cot_opts *o, const prompt_toks *out, char **texts, char **answers,
+                         st_err *err) {
+    for (int32_t i = 0; i < o->k; i++) {
+        if (!(texts[i] = prompt_continuation(pm->tk, prompt, n_prompt, out[i].t, out[i].n)))
+            return st_set(err, ST_ERR_NOMEM, "out of memory");
+        if (!o->vote.kind) continue;
+        size_t cap = strlen(texts[i]) + 1;
+        if (!(answers[i] = malloc(cap))) return st_set(err, ST_ERR_NOMEM, "out of memory");
+        if (cot_extract(&o->vote, texts[i], answers[i], cap) < 0) {
+            free(answers[i]);
+            answers[i] = NULL;
+        }
+    }
+    return ST_OK;
+}
+
+/* The progress line after a step: the chains still running. */
+typedef struct cot_tick_ud {
+    app_progress pr;
+    int32_t budget;
+} cot_tick_ud;
+
+static void cot_tick(void *ud, const strategy *s, const strategy_env *env, const app_run_stats *st) {
+    cot_tick_ud *u = ud;
+    int32_t active = 0;
+    for (int32_t i = 0; i < strategy_n_results(s); i++) {
+        strategy_result r;
+        strategy_result_at(s, env->f, i, &r);
+        active += r.end == STRAT_RUNNING;
+    }
+    app_progress_tick(&u->pr, "cot: step %d/%d, %d rows, %d chains running, KV %d slots",
+                      st->steps, u->budget, env->plan->n_rows, active,
+                      kv_alloc_used(forest_kv(env->f)));
+}
+
+/* The chains through the cot strategy from the prompt's last token, to their ends or a
+ * full KV cache. */
+static st_code cot_grow(prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
+                        const cot_opts *o, const strategy_env *env, strategy **c,
+                        app_run_stats *st, st_err *err) {
+    strategy_opts co = strategy_default_opts(STRAT_COT);
+    co.sample = o->sp, co.budget = o->budget, co.n_vocab = pm->m->hp.n_vocab, co.u.cot.k = o->k;
+    co.stops = o->stops, co.n_stops = o->n_stops;
+    st_code rc = forest_add_root(env->f, prompt, NULL, n_prompt, 0, &co.from, err);
+    if (rc) return rc;
+    if (!(*c = strategy_create(&co, env, err))) return err->code;
+    cot_tick_ud u = {.budget = o->budget};
+    app_progress_init(&u.pr, !o->quiet);
+    rc = app_strategy_run(*c, env, st, cot_tick, &u, err);
+    app_progress_end(&u.pr);
+    return rc;
 }
 
 static st_code cot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
@@ -131,79 +209,33 @@ static st_code cot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt
     char **texts = calloc((size_t)o->k, sizeof *texts), **answers = calloc((size_t)o->k, sizeof *answers);
     step_plan plan;
     step_plan_init(&plan);
-    cot c = {0};
-    st_code rc = ST_OK;
-    forest_id last;
-    bool full = false;
-    if (!f || !out || !texts || !answers) {
-        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    if ((rc = forest_add_root(f, prompt, NULL, n_prompt, 0, &last, err))) goto done;
-    if ((rc = cot_init(&c, f, last, o->k, &o->sp, o->budget, pm->m->hp.n_vocab, err))) goto done;
-    if ((rc = cot_set_stop(&c, o->stops, o->n_stops, err))) goto done;
-    app_progress pr;
-    app_progress_init(&pr, !o->quiet);
-    double t0 = app_now(), t1 = t0;
-    int32_t steps = 0, max_rows = 0, active = o->k;
-    int64_t rows = 0;
-    while (!cot_done(&c)) {
-        rc = cot_step(&c, f, &plan, pm->ctx, pm->tk, prompt_emit, out, &active, err);
-        if (rc == ST_NO_KV_SLOT) { /* the cache is full: report what the chains made */
-            full = true;
-            rc = ST_OK;
-            break;
-        }
-        if (rc) goto done;
-        if (steps++ == 0) {
-            t1 = app_now();
-        } else {
-            rows += plan.n_rows;
-            if (plan.n_rows > max_rows) max_rows = plan.n_rows;
-        }
-        app_progress_tick(&pr, "cot: step %d/%d, %d rows, %d chains running, KV %d slots",
-                          steps, o->budget, plan.n_rows, active, kv_alloc_used(forest_kv(f)));
-    }
-    app_progress_end(&pr);
-    double t2 = app_now();
-
-    int64_t made = 0;
-    for (int32_t i = 0; i < o->k; i++) {
-        made += out[i].n;
-        if (!(texts[i] = prompt_continuation(pm->tk, prompt, n_prompt, out[i].t, out[i].n))) {
-            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        if (o->vote.kind) {
-            size_t cap = strlen(texts[i]) + 1;
-            if (!(answers[i] = malloc(cap))) {
-                rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-                goto done;
-            }
-            if (cot_extract(&o->vote, texts[i], answers[i], cap) < 0) {
-                free(answers[i]);
-                answers[i] = NULL;
-            }
-        }
-    }
+    strategy *c = NULL;
+    strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk, .emit = prompt_emit,
+                        .emit_ud = out};
+    app_run_stats st = {0};
     int32_t votes = 0, winner = -1;
-    if (o->vote.kind) winner = cot_majority((const char *const *)answers, o->k, &votes);
-    cot_print(o, &c, out, texts, answers, winner, votes);
-    if (o->so.save && (rc = cot_save(pm, f, &c, n_prompt, o, err))) goto done;
-    if (full)
+    st_code rc = f && out && texts && answers ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) rc = cot_grow(pm, prompt, n_prompt, o, &env, &c, &st, err);
+    if (!rc) rc = cot_texts(pm, prompt, n_prompt, o, out, texts, answers, err);
+    if (!rc && o->vote.kind) winner = cot_majority((const char *const *)answers, o->k, &votes);
+    if (!rc) rc = cot_print(o, c, f, out, texts, answers, winner, votes, err);
+    if (!rc && o->so.save) rc = cot_save(pm, f, c, n_prompt, o, err);
+    if (!rc && st.full)
         fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it with "
                 "-c)\n", pm->n_slots);
-    if (!o->quiet)
+    if (!rc && !o->quiet) {
+        int64_t made = 0;
+        for (int32_t i = 0; i < o->k; i++) made += out[i].n;
         fprintf(stderr, "cot k=%d: %d steps (prompt %d tokens in %.3f s; then %.1f rows per step "
                 "on average, at most %d); generated %lld tokens in %.3f s (%.1f tok/s in all); "
-                "KV slots used %d\n", o->k, steps, n_prompt, t1 - t0,
-                steps > 1 ? (double)rows / (steps - 1) : 0.0, max_rows, (long long)made, t2 - t0,
-                (double)made / (t2 - t0 + 1e-12), kv_alloc_used(forest_kv(f)));
-done:
+                "KV slots used %d\n", o->k, st.steps, n_prompt, st.t1 - st.t0,
+                app_run_mean_rows(&st), st.max_rows, (long long)made, st.t2 - st.t0,
+                (double)made / (st.t2 - st.t0 + 1e-12), kv_alloc_used(forest_kv(f)));
+    }
     for (int32_t i = 0; texts && answers && i < o->k; i++) free(texts[i]), free(answers[i]);
     free(texts);
     free(answers);
-    cot_free(&c);
+    strategy_free(c);
     step_plan_free(&plan);
     prompt_toks_free(out, out ? o->k : 0);
     free(out);
@@ -211,7 +243,10 @@ done:
     return rc;
 }
 
-int cmd_cot(int argc, char **argv) {
+/* The command line into o, mo, pc and *prompt: -1 to go on, else the exit status (0
+ * after --help, 2 for a bad option). */
+static int cot_parse(int argc, char **argv, cot_opts *o, prompt_model_opts *mo, prompt_chat *pc,
+                     const char **prompt) {
     enum { O_PEN = 1000, O_LASTN, O_STOP, O_VOTE };
     static const struct option lo[] = {
         PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
@@ -221,60 +256,67 @@ int cmd_cot(int argc, char **argv) {
         {"quiet", 0, 0, 'q'}, {"chat", 0, 0, 'C'}, {"system", 1, 0, 'Y'},
         {"chat-template", 1, 0, 'E'}, {"raw", 0, 0, 'R'}, {"help", 0, 0, 'h'},
         SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
-    prompt_model_opts mo = prompt_model_default_opts();
-    cot_opts o = {.k = 8, .budget = 128, .sp = sample_default_params()};
-    const char *prompt = "";
-    prompt_chat pc = {0};
     int64_t v;
     double fv;
     st_err err = {0};
     int ch, r;
     while ((ch = getopt_long(argc, argv, "m:p:k:n:t:c:qh", lo, NULL)) != -1) {
-        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o.sp, ch, optarg)) >= 0 ||
-            (r = prompt_chat_opt(&pc, ch, optarg)) >= 0) {
+        if ((r = prompt_model_opt(mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o->sp, ch, optarg)) >= 0 ||
+            (r = prompt_chat_opt(pc, ch, optarg)) >= 0) {
             if (r) return r;
             continue;
         }
-        if (app_session_opt(&o.so, ch, optarg) == 0) continue;
+        if (app_session_opt(&o->so, ch, optarg) == 0) continue;
         switch (ch) {
-        case 'p': prompt = optarg; break;
+        case 'p': *prompt = optarg; break;
         case 'k':
             if (app_opt_int("-k", optarg, 1, 1 << 16, &v)) return 2;
-            o.k = (int32_t)v;
+            o->k = (int32_t)v;
             break;
         case 'n':
             if (app_opt_int("-n", optarg, 1, 1 << 24, &v)) return 2;
-            o.budget = (int32_t)v;
+            o->budget = (int32_t)v;
             break;
         case O_PEN:
             if (app_parse_float(optarg, &fv) || fv <= 0)
                 return app_usage_error("bad --repeat-penalty '%s' (want > 0)", optarg);
-            o.sp.repeat_penalty = (float)fv;
+            o->sp.repeat_penalty = (float)fv;
             break;
         case O_LASTN:
             if (app_opt_int("--repeat-last-n", optarg, -1, 1 << 24, &v)) return 2;
-            o.sp.repeat_last_n = (int32_t)v;
+            o->sp.repeat_last_n = (int32_t)v;
             break;
         case O_STOP:
-            if (o.n_stops == COT_MAX_STOPS)
+            if (o->n_stops == COT_MAX_STOPS)
                 return app_usage_error("at most %d --stop strings", COT_MAX_STOPS);
-            o.stops[o.n_stops++] = optarg;
+            o->stops[o->n_stops++] = optarg;
             break;
         case O_VOTE:
-            if (cot_vote_parse(optarg, &o.vote, &err)) return app_usage_error("%s", err.msg);
+            if (cot_vote_parse(optarg, &o->vote, &err)) return app_usage_error("%s", err.msg);
             break;
-        case 'J': o.json = true; break;
-        case 'q': o.quiet = true; break;
+        case 'J': o->json = true; break;
+        case 'q': o->quiet = true; break;
         case 'h': cot_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode cot --help", COT_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!mo.path) return app_usage_error("cot needs a model: -m MODEL");
+    if (!mo->path) return app_usage_error("cot needs a model: -m MODEL");
+    return -1;
+}
+
+int cmd_cot(int argc, char **argv) {
+    prompt_model_opts mo = prompt_model_default_opts();
+    cot_opts o = {.k = 8, .budget = 128, .sp = sample_default_params()};
+    const char *prompt = "";
+    prompt_chat pc = {0};
+    int r = cot_parse(argc, argv, &o, &mo, &pc, &prompt);
+    if (r >= 0) return r;
     if (o.so.load) return app_session_replay("cot", &o.so, &mo, o.json, o.quiet);
     o.model_path = mo.path;
     if ((r = prompt_chat_check(&pc))) return r;
 
+    st_err err = {0};
     prompt_model pm;
     int32_t n_prompt = 0;
     int32_t *toks = prompt_open_with(&pm, &mo, &pc, prompt, 0, "the prompt", o.quiet, &n_prompt,

@@ -21,12 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "forest/forest.h"
 #include "strategy/grow.h"
 #include "forest/step.h"
 #include "app.h"
+#include "json_out.h"
 #include "prompt.h"
 #include "spec_opts.h"
+#include "strategy_run.h"
 
 /* The first line of --help, which a mistyped option prints instead of the whole help. */
 #define GEN_USAGE "usage: multidecode generate -m MODEL [-p PROMPT] [options]"
@@ -56,7 +59,7 @@ static void gen_usage(FILE *f) {
 /* Starts the output stream with the prompt: it goes through the stream either way, so that
  * the answer's first token is decoded in context; a chat prompt (template markup) is not
  * echoed. */
-static void gen_echo_prompt(prompt_model *pm, tok_stream *ts, const int32_t *prompt,
+static void gen_echo_prompt(const prompt_model *pm, tok_stream *ts, const int32_t *prompt,
                             int32_t n_prompt, bool chat) {
     char buf[256];
     tok_stream_init(ts);
@@ -103,9 +106,9 @@ static st_code gen_linear(prompt_model *pm, const int32_t *prompt, int32_t n_pro
     char buf[256];
     gen_echo_prompt(pm, &ts, prompt, n_prompt, chat);
 
-    double t0 = app_now();
+    double t0 = mono_now_s();
     if ((rc = model_forward_linear(pm->ctx, toks, n_prompt, 0, logits, err))) goto out;
-    double t1 = app_now();
+    double t1 = mono_now_s();
     int32_t n = n_prompt, made = 0;
     bool full = false;
     while (made < n_gen) {
@@ -128,7 +131,7 @@ static st_code gen_linear(prompt_model *pm, const int32_t *prompt, int32_t n_pro
     if (tok_stream_flush(pm->tk, &ts, buf, sizeof buf) < sizeof buf) fputs(buf, stdout);
     fputc('\n', stdout);
     fflush(stdout);
-    double t2 = app_now();
+    double t2 = mono_now_s();
     if (full) fprintf(stderr, "multidecode: stopped: the context of %d tokens is full\n", n_slots);
     if (!quiet)
         fprintf(stderr, "prompt: %d tokens in %.3f s (%.1f tok/s); generated: %d tokens in %.3f s "
@@ -142,165 +145,157 @@ out:
     return rc;
 }
 
-/* The draft path: speculative greedy decoding, streamed. */
+/* The decoded text of the tokens kept, written as they come. */
+typedef struct gen_stream {
+    const tok *tk;
+    tok_stream ts;
+} gen_stream;
+
+static void gen_stream_emit(void *ud, int32_t branch, int32_t token, float logprob) {
+    (void)branch, (void)logprob;
+    gen_stream *g = ud;
+    char buf[256];
+    if (tok_stream_put(g->tk, &g->ts, token, buf, sizeof buf) < sizeof buf) fputs(buf, stdout);
+}
+
+static void gen_flush_tick(void *ud, const strategy *s, const strategy_env *env,
+                           const app_run_stats *st) {
+    (void)ud, (void)s, (void)env, (void)st;
+    fflush(stdout);
+}
+
+/* The statistics line of a speculative run (stats of the spec driver d). */
+static void gen_spec_stats(const spec_opts *so, const spec *d, const app_run_stats *st, int64_t made) {
+    const spec_stats *ss = spec_get_stats(d);
+    char what[160];
+    double dt = st->t2 - st->t0;
+    fprintf(stderr, "drafts: %s; %lld steps, %.2f tokens per step (%lld draft tokens accepted "
+            "of %lld draft rows, %lld window rows; a row costs %.2f of a one-row step); "
+            "first step (prefill) %.3f s; %lld tokens in %.3f s (%.1f tok/s)\n",
+            spec_opts_describe(so, what, sizeof what), (long long)ss->steps,
+            (double)ss->emitted / (double)(ss->steps ? ss->steps : 1), (long long)ss->accepted,
+            (long long)ss->draft_rows, (long long)ss->la_rows, spec_row_cost(d), st->t1 - st->t0,
+            (long long)made, dt, (double)made / (dt + 1e-12));
+}
+
+/* --draft / --lookahead: exact greedy decoding through the draft or lookahead strategy,
+ * the text printed as the steps accept it. */
 static st_code gen_spec(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, bool chat,
                         const spec_opts *so, int64_t n_gen, bool quiet, st_err *err) {
     forest *f = forest_init(pm->n_slots, 0);
     step_plan plan;
     step_plan_init(&plan);
-    spec *s = NULL;
-    int32_t *out = NULL;
-    st_code rc = ST_OK;
-    forest_id tip;
-    if (!f) {
-        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    if ((rc = forest_add_root(f, prompt, NULL, n_prompt, 0, &tip, err))) goto out;
-    if (!(s = spec_init(&so->sp, f, tip, err))) {
-        rc = err->code;
-        goto out;
-    }
-    if (!(out = malloc(sizeof(int32_t) * (size_t)spec_max_emit(s)))) {
-        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    tok_stream ts;
-    char buf[256];
-    gen_echo_prompt(pm, &ts, prompt, n_prompt, chat);
-    double t0 = app_now(), t1 = t0;
+    strategy *s = NULL;
+    gen_stream gs = {.tk = pm->tk};
+    strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk,
+                        .emit = gen_stream_emit, .emit_ud = &gs};
+    strategy_opts o = strategy_default_opts(so->sp.la.w > 0 ? STRAT_LOOKAHEAD : STRAT_DRAFT);
+    o.u.spec.p = so->sp, o.budget = (int32_t)n_gen, o.n_vocab = pm->m->hp.n_vocab;
+    app_run_stats st = {0};
     int64_t made = 0;
-    bool full = false, eog = false;
-    while (made < n_gen && !eog) {
-        int32_t k = 0;
-        rc = spec_step(s, f, &plan, pm->ctx, out, &k, err);
-        if (rc == ST_NO_KV_SLOT) {
-            full = true;
-            rc = ST_OK;
-            break;
-        }
-        if (rc) goto out;
-        if (spec_get_stats(s)->steps == 1) t1 = app_now();
-        for (int32_t i = 0; i < k && made < n_gen; i++) {
-            if (tok_is_eog(pm->tk, out[i])) {
-                eog = true;
-                break;
-            }
-            made++;
-            if (tok_stream_put(pm->tk, &ts, out[i], buf, sizeof buf) < sizeof buf) fputs(buf, stdout);
-        }
+    st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) rc = forest_add_root(f, prompt, NULL, n_prompt, 0, &o.from, err);
+    /* -n 0: the prompt alone, with no strategy to run */
+    if (!rc && n_gen > 0 && !(s = strategy_create(&o, &env, err))) rc = err->code;
+    if (!rc) {
+        gen_echo_prompt(pm, &gs.ts, prompt, n_prompt, chat);
+        if (s) rc = app_strategy_run(s, &env, &st, gen_flush_tick, NULL, err);
+        char buf[256];
+        if (tok_stream_flush(pm->tk, &gs.ts, buf, sizeof buf) < sizeof buf) fputs(buf, stdout);
+        fputc('\n', stdout);
         fflush(stdout);
     }
-    if (tok_stream_flush(pm->tk, &ts, buf, sizeof buf) < sizeof buf) fputs(buf, stdout);
-    fputc('\n', stdout);
-    fflush(stdout);
-    double t2 = app_now();
-    if (full) fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full\n", pm->n_slots);
-    if (!quiet) {
-        const spec_stats *st = spec_get_stats(s);
-        char what[160];
-        fprintf(stderr, "drafts: %s; %lld steps, %.2f tokens per step (%lld draft tokens accepted "
-                "of %lld draft rows, %lld window rows; a row costs %.2f of a one-row step); "
-                "first step (prefill) %.3f s; %lld tokens in %.3f s (%.1f tok/s)\n",
-                spec_opts_describe(so, what, sizeof what), (long long)st->steps,
-                (double)st->emitted / (double)(st->steps ? st->steps : 1), (long long)st->accepted,
-                (long long)st->draft_rows, (long long)st->la_rows, spec_row_cost(s), t1 - t0,
-                (long long)made, t2 - t0, (double)made / (t2 - t0 + 1e-12));
+    if (s) {
+        strategy_progress pg;
+        strategy_get_progress(s, &pg);
+        made = pg.tokens;
     }
-out:
-    free(out);
-    spec_free(s);
+    if (!rc && st.full) fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full\n", pm->n_slots);
+    if (!rc && !quiet && s) gen_spec_stats(so, strategy_spec(s), &st, made);
+    strategy_free(s);
     step_plan_free(&plan);
     forest_free(f);
     return rc;
 }
 
-/* The forest path: k branches from the prompt's last token, one step per token. */
-static st_code gen_branches(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, bool chat,
-                            const sample_params *sp, int64_t n_gen, int32_t k, bool json,
-                            bool quiet, st_err *err) {
-    int32_t V = pm->m->hp.n_vocab;
-    forest *f = forest_init(pm->n_slots, 0);
-    prompt_toks *out = calloc((size_t)k, sizeof *out);
-    step_plan plan;
-    step_plan_init(&plan);
-    grow g = {0};
-    st_code rc = ST_OK;
-    forest_id last;
-    if (!f || !out) {
-        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    if ((rc = forest_add_root(f, prompt, NULL, n_prompt, 0, &last, err))) goto out;
-    if ((rc = grow_init(&g, f, last, k, sp, (int32_t)n_gen, V, err))) goto out;
-
-    double t0 = app_now(), t1 = t0;
-    int32_t steps = 0, max_rows = 0;
-    int64_t rows = 0, first_rows = 0;
-    bool full = false;
-    while (g.n_active > 0) {
-        rc = grow_step(&g, f, &plan, pm->ctx, pm->tk, prompt_emit, out, NULL, err);
-        if (rc == ST_NO_KV_SLOT) { /* the cache is full: report what the branches made */
-            full = true;
-            rc = ST_OK;
-            break;
-        }
-        if (rc) goto out;
-        if (steps == 0) {
-            t1 = app_now();
-            first_rows = plan.n_rows;
-        } else {
-            rows += plan.n_rows;
-            if (plan.n_rows > max_rows) max_rows = plan.n_rows;
-        }
-        steps++;
-    }
-    double t2 = app_now();
-
-    if (json) printf("[");
-    int64_t made = 0;
-    for (int32_t i = 0; i < k; i++) {
-        const grow_branch *b = &g.br[i];
-        const char *ended = b->eog ? "EOS" : b->done ? "budget" : full ? "full context" : "budget";
+/* The k branches (out[i]: branch i's tokens) of strategy s: a JSON list, or each as the
+ * prompt and its continuation. full: the KV cache filled up. ST_ERR_NOMEM. */
+static st_code gen_branches_print(const prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
+                                  bool chat, const sample_params *sp, const strategy *s,
+                                  const forest *f, const prompt_toks *out, bool full, bool json,
+                                  st_err *err) {
+    json_t *list = json ? json_array() : NULL;
+    for (int32_t i = 0; i < strategy_n_results(s); i++) {
         char *text = prompt_continuation(pm->tk, prompt, n_prompt, out[i].t, out[i].n);
         if (!text) {
-            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-            goto out;
+            json_decref(list);
+            return st_set(err, ST_ERR_NOMEM, "out of memory");
         }
-        made += b->made;
+        strategy_result r;
+        strategy_result_at(s, f, i, &r);
         uint64_t seed = sp->seed + (uint64_t)i;
+        const char *ended = app_result_ended(&r, full);
         if (json) {
-            printf("%s\n {\"branch\": %d, \"seed\": %llu, \"tokens\": [", i ? "," : "", i,
-                   (unsigned long long)seed);
-            for (int32_t j = 0; j < out[i].n; j++) printf("%s%d", j ? ", " : "", out[i].t[j]);
-            printf("], \"text\": ");
-            prompt_json_str(stdout, text);
-            printf(", \"ended\": \"%s\"}", ended);
+            json_t *b = json_object();
+            jo_set(&b, "branch", json_integer(i));
+            jo_set(&b, "seed", jo_u64(seed));
+            jo_set(&b, "tokens", jo_ints(out[i].t, out[i].n));
+            jo_set(&b, "text", jo_str(text));
+            jo_set(&b, "ended", jo_str(ended));
+            jo_push(&list, b);
         } else {
             /* each branch reads as the prompt and its continuation, as one branch does */
-            printf("--- branch %d (seed %llu, %d tokens, ended by %s)\n", i, (unsigned long long)seed, b->made,
-                   ended);
+            printf("--- branch %d (seed %llu, %d tokens, ended by %s)\n", i,
+                   (unsigned long long)seed, r.n_tokens, ended);
             tok_stream ts;
             gen_echo_prompt(pm, &ts, prompt, n_prompt, chat);
             printf("%s\n", text);
         }
         free(text);
     }
-    if (json) printf("\n]\n");
+    return json ? jo_print(list, err) : ST_OK;
+}
+
+/* The forest path: k branches from the prompt's last token (the grow strategy), one step
+ * per token. */
+static st_code gen_branches(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, bool chat,
+                            const sample_params *sp, int64_t n_gen, int32_t k, bool json,
+                            bool quiet, st_err *err) {
+    forest *f = forest_init(pm->n_slots, 0);
+    prompt_toks *out = calloc((size_t)k, sizeof *out);
+    step_plan plan;
+    step_plan_init(&plan);
+    strategy *s = NULL;
+    strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk, .emit = prompt_emit,
+                        .emit_ud = out};
+    strategy_opts o = strategy_default_opts(STRAT_GROW);
+    o.sample = *sp, o.budget = (int32_t)n_gen, o.n_vocab = pm->m->hp.n_vocab, o.u.grow.n = k;
+    app_run_stats st;
+    st_code rc = f && out ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) rc = forest_add_root(f, prompt, NULL, n_prompt, 0, &o.from, err);
+    if (!rc && !(s = strategy_create(&o, &env, err))) rc = err->code;
+    if (!rc) rc = app_strategy_run(s, &env, &st, NULL, NULL, err);
+    if (!rc) rc = gen_branches_print(pm, prompt, n_prompt, chat, sp, s, f, out, st.full, json, err);
     fflush(stdout);
-    if (full)
+    if (!rc && st.full)
         fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it "
                 "with -c)\n", pm->n_slots);
-    if (!quiet)
+    if (!rc && !quiet) {
+        int64_t made = 0;
+        for (int32_t i = 0; i < k; i++) {
+            strategy_result r;
+            strategy_result_at(s, f, i, &r);
+            made += r.n_tokens;
+        }
         fprintf(stderr, "%d branches: %d steps (prefill %lld rows in %.3f s; then %.1f rows per "
                 "step on average, at most %d); generated %lld tokens in %.3f s (%.1f tok/s in "
-                "all); KV slots used %d\n", k, steps, (long long)first_rows, t1 - t0,
-                steps > 1 ? (double)rows / (steps - 1) : 0.0, max_rows, (long long)made, t2 - t0,
-                (double)made / (t2 - t0 + 1e-12), kv_alloc_used(forest_kv(f)));
-out:
-    grow_free(&g);
+                "all); KV slots used %d\n", k, st.steps, (long long)st.first_rows, st.t1 - st.t0,
+                app_run_mean_rows(&st), st.max_rows, (long long)made, st.t2 - st.t0,
+                (double)made / (st.t2 - st.t0 + 1e-12), kv_alloc_used(forest_kv(f)));
+    }
+    strategy_free(s);
     step_plan_free(&plan);
-    prompt_toks_free(out, k);
+    prompt_toks_free(out, out ? k : 0);
     free(out);
     forest_free(f);
     return rc;

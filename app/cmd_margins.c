@@ -16,11 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "strategy/margins.h"
 #include "forest/step.h"
 #include "app.h"
+#include "json_out.h"
 #include "prompt.h"
 #include "session_replay.h"
+#include "strategy_run.h"
 
 #define MARGINS_MAX_CHUNKS 1024
 
@@ -112,223 +115,272 @@ static const char *ended_by(const grow_branch *b, bool full) {
     return b->eog ? "EOS" : b->done ? "budget" : full ? "full context" : "budget";
 }
 
-static st_code margins_run(prompt_model *pm, const char *context, const margins_opts *o,
-                           st_err *err) {
-    prompt_chat pc = o->pc;
-    pc.on = !o->pc.raw && (pc.tmpl || prompt_model_chat(pm->m->gguf) != CHAT_NONE);
-    chat_kind kind = CHAT_NONE;
-    int32_t n_ctx = 0, n_ch = 0, *ptok[MARGINS_MAX_CHUNKS] = {0}, plen[MARGINS_MAX_CHUNKS] = {0};
-    int32_t *ctx = prompt_encode_raw(pm->tk, context, false, &n_ctx, err), *fin = NULL;
-    forest *f = forest_init(pm->n_slots, 0);
+/* What a run makes: the context's tokens, every chunk's note prompt, the forest that
+ * grows the notes and then the answer, and what the statistics line reports. */
+typedef struct margins_job {
+    prompt_chat pc;                    /* the options' with .on decided for the model */
+    chat_kind kind;                    /* the template the prompts use (with pc.on) */
+    int32_t *ctx, n_ctx;               /* the context's tokens */
+    int32_t n_ch, *ptok[MARGINS_MAX_CHUNKS], plen[MARGINS_MAX_CHUNKS];
+    int32_t *fin, n_fin;               /* the answer's prompt tokens */
+    char *ans;                         /* the answer's text */
+    forest *f;
     step_plan plan;
-    step_plan_init(&plan);
-    margins mg = {0};
-    char *notes = NULL;
-    session_settings ss = session_settings_default();
-    st_code rc = ST_OK;
-    if (!ctx || !f) {
-        rc = ctx ? st_set(err, ST_ERR_NOMEM, "out of memory") : err->code;
-        goto done;
-    }
-    if (!pc.on && pc.system) {
-        rc = st_set(err, ST_ERR_ARG, "--system needs a chat template, and the model has none "
-                    "(name one with --chat-template)");
-        goto done;
-    }
-    if (n_ctx == 0) {
-        rc = st_set(err, ST_ERR_ARG, "the context file is empty");
-        goto done;
-    }
-    n_ch = (n_ctx + o->chunk - 1) / o->chunk;
-    if (n_ch > MARGINS_MAX_CHUNKS) {
-        rc = st_set(err, ST_ERR_ARG, "%d chunks of %d tokens; at most %d (raise --chunk)", n_ch,
-                    o->chunk, MARGINS_MAX_CHUNKS);
-        goto done;
-    }
-    /* each chunk's note prompt */
-    int32_t need = 0;
-    for (int32_t i = 0; i < n_ch; i++) {
-        int32_t at = i * o->chunk, len = n_ctx - at < o->chunk ? n_ctx - at : o->chunk;
-        char *ct = tok_decode_str(pm->tk, ctx + at, len); /* a stream from the chunk start */
-        char *text = ct ? margins_note_prompt(o->question, ct, pc.on) : NULL;
-        free(ct);
-        ptok[i] = text ? prompt_tokens(pm, &pc, text, &plen[i], &kind, err) : NULL;
-        if (!text) st_set(err, ST_ERR_NOMEM, "out of memory");
-        free(text);
-        if (!ptok[i]) {
-            rc = err->code;
-            goto done;
-        }
-        need += plen[i];
-    }
-    if ((rc = margins_init(&mg, f, (const int32_t *const *)ptok, plen, n_ch, &o->sp,
-                           o->note_tokens, pm->m->hp.n_vocab, err)))
-        goto done;
-    int32_t prompt_slots = kv_alloc_used(forest_kv(f)) + forest_n_pending(f);
-    if (prompt_slots > pm->n_slots) {
-        rc = st_set(err, ST_ERR_CONTEXT, "the %d chunk prompts need %d KV slots (a shared prefix "
-                    "of %d tokens + %d chunk tokens), more than the KV cache of %d (raise it with "
-                    "-c)", n_ch, prompt_slots, mg.n_shared, prompt_slots - mg.n_shared, pm->n_slots);
-        goto done;
-    }
-    prompt_report_chat(&pc, kind, o->quiet);
-
-    /* the notes, in parallel */
+    strategy *s;                       /* the margins strategy */
+    const margins *mg;                 /* its state (notes, answer, phase) */
+    prompt_model *pm;
+    const margins_opts *o;
     app_progress pr;
-    app_progress_init(&pr, !o->quiet);
-    double t0 = app_now();
-    int32_t steps = 0, active = n_ch, max_rows = 0;
-    int64_t rows = 0;
-    bool full = false;
-    while (mg.phase == MARGINS_NOTES) {
-        rc = margins_step(&mg, f, &plan, pm->ctx, pm->tk, NULL, NULL, &active, err);
-        if (rc == ST_NO_KV_SLOT) {
-            full = true;
-            break;
-        }
-        if (rc) goto done;
-        if (steps++ > 0) {
-            rows += plan.n_rows;
-            if (plan.n_rows > max_rows) max_rows = plan.n_rows;
-        }
-        app_progress_tick(&pr, "margins: note step %d/%d, %d rows, %d notes running, KV %d slots",
-                          steps, o->note_tokens, plan.n_rows, active, kv_alloc_used(forest_kv(f)));
-    }
-    double t1 = app_now();
-    if (full) {
-        rc = st_set(err, ST_NO_KV_SLOT, "the KV cache of %d slots is full while writing the notes "
-                    "(raise it with -c)", pm->n_slots);
-        goto done;
-    }
-    if (!(notes = margins_notes_text(&mg, f, pm->tk, "\n\n", err))) {
-        rc = err->code;
-        goto done;
-    }
-    /* the answer: exact merge of the notes (default) or rope-gap */
-    sample_params ap = o->sp;
-    ap.seed = o->sp.seed + (uint64_t)n_ch;
-    int32_t n_fin = 0;
-    if (o->gap < 0) {
-        char *text = margins_answer_prompt(o->question, notes, pc.on);
-        fin = text ? prompt_tokens(pm, &pc, text, &n_fin, NULL, err) : NULL;
+    app_run_stats st;                  /* the whole run (st.full: the cache filled up) */
+    int32_t steps, answer_steps, max_rows; /* note steps, answer steps */
+    int64_t rows;                      /* note rows after the prefill */
+    int32_t phase;                     /* the phase before the step the tick reports */
+    double t1;                         /* the end of the notes */
+} margins_job;
+
+/* The context's tokens, cut into chunks, and each chunk's note prompt. ST_ERR_ARG (empty
+ * context, too many chunks), ST_ERR_NOMEM, a tokeniser's codes. */
+static st_code margins_prompts(margins_job *j, prompt_model *pm, const char *context,
+                               const margins_opts *o, st_err *err) {
+    if (!(j->ctx = prompt_encode_raw(pm->tk, context, false, &j->n_ctx, err))) return err->code;
+    if (j->n_ctx == 0) return st_set(err, ST_ERR_ARG, "the context file is empty");
+    j->n_ch = (j->n_ctx + o->chunk - 1) / o->chunk;
+    if (j->n_ch > MARGINS_MAX_CHUNKS)
+        return st_set(err, ST_ERR_ARG, "%d chunks of %d tokens; at most %d (raise --chunk)",
+                      j->n_ch, o->chunk, MARGINS_MAX_CHUNKS);
+    for (int32_t i = 0; i < j->n_ch; i++) {
+        int32_t at = i * o->chunk, len = j->n_ctx - at < o->chunk ? j->n_ctx - at : o->chunk;
+        char *ct = tok_decode_str(pm->tk, j->ctx + at, len); /* a stream from the chunk start */
+        char *text = ct ? margins_note_prompt(o->question, ct, j->pc.on) : NULL;
+        free(ct);
+        j->ptok[i] = text ? prompt_tokens(pm, &j->pc, text, &j->plen[i], &j->kind, err) : NULL;
         if (!text) st_set(err, ST_ERR_NOMEM, "out of memory");
         free(text);
-        if (!fin) {
-            rc = err->code;
-            goto done;
-        }
-        rc = margins_answer(&mg, f, fin, n_fin, &ap, o->answer_tokens, err);
-    } else {
-        if (!(fin = gap_tail(pm, o, pc.on ? kind : CHAT_NONE, &n_fin, err))) {
-            rc = err->code;
-            goto done;
-        }
-        if (!o->quiet)
-            fprintf(stderr, "margins: EXPERIMENTAL rope-gap answer (gap %d): the answer reads the "
-                    "notes' K/V side by side; it differs from the exact merge\n", o->gap);
-        rc = margins_answer_gap(&mg, f, &plan, pm->ctx, fin, n_fin, o->gap, &ap, o->answer_tokens, err);
+        if (!j->ptok[i]) return err->code;
     }
-    if (rc == ST_NO_KV_SLOT) full = true, rc = ST_OK;
-    if (rc) goto done;
-    int32_t answer_steps = 0;
-    while (!full && !margins_done(&mg)) {
-        rc = margins_step(&mg, f, &plan, pm->ctx, pm->tk, NULL, NULL, NULL, err);
-        if (rc == ST_NO_KV_SLOT) {
-            full = true, rc = ST_OK;
-            break;
-        }
-        if (rc) goto done;
-        answer_steps++;
-        app_progress_tick(&pr, "margins: answer step %d/%d, KV %d slots", answer_steps,
-                          o->answer_tokens, kv_alloc_used(forest_kv(f)));
-    }
-    app_progress_end(&pr);
-    double t2 = app_now();
-    char *ans = NULL;
-    if (mg.answer.n > 0 &&
-        !(ans = merge_branch_text(f, pm->tk, mg.answer_from, mg.answer.br[0].leaf, err))) {
-        rc = err->code;
-        goto done;
-    }
+    return ST_OK;
+}
 
-    /* show the notes, then the answer */
-    if (o->json) {
-        printf("{\"question\": ");
-        prompt_json_str(stdout, o->question);
-        printf(", \"template\": \"%s\", \"mode\": \"%s\", \"chunks\": %d, \"chunk_tokens\": %d, "
-               "\"context_tokens\": %d, \"shared_prefix_tokens\": %d, \"note_steps\": %d, "
-               "\"kv_slots_used\": %d,\n \"notes\": [", pc.on ? chat_name(kind) : "none",
-               o->gap < 0 ? "exact" : "rope-gap (experimental)", n_ch, o->chunk, n_ctx, mg.n_shared,
-               steps, kv_alloc_used(forest_kv(f)));
+/* The answer's prompt from the notes' text (strategy_answer_fn): the exact merge's
+ * prompt, or with --rope-gap the tail read after the notes. */
+static int32_t *margins_answer_tokens(void *ud, const char *notes, int32_t *n, st_err *err) {
+    margins_job *j = ud;
+    free(j->fin);
+    j->fin = NULL;
+    if (j->o->gap >= 0) {
+        if (!(j->fin = gap_tail(j->pm, j->o, j->pc.on ? j->kind : CHAT_NONE, &j->n_fin, err))) return NULL;
+        if (!j->o->quiet)
+            fprintf(stderr, "margins: EXPERIMENTAL rope-gap answer (gap %d): the answer reads the "
+                    "notes' K/V side by side; it differs from the exact merge\n", j->o->gap);
+    } else {
+        char *text = margins_answer_prompt(j->o->question, notes, j->pc.on);
+        j->fin = text ? prompt_tokens(j->pm, &j->pc, text, &j->n_fin, NULL, err) : NULL;
+        if (!text) st_set(err, ST_ERR_NOMEM, "out of memory");
+        free(text);
+        if (!j->fin) return NULL;
     }
-    for (int32_t i = 0; i < n_ch; i++) {
-        char *t = margins_note_text(&mg, f, pm->tk, i, err);
-        if (!t) {
-            free(ans);
-            rc = err->code;
-            goto done;
+    /* the strategy frees what it gets; the job keeps its own copy for the report */
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)j->n_fin);
+    if (!t) st_set(err, ST_ERR_NOMEM, "out of memory");
+    else memcpy(t, j->fin, sizeof(int32_t) * (size_t)j->n_fin);
+    *n = j->n_fin;
+    return t;
+}
+
+/* The margins strategy over the note prompts; ST_ERR_CONTEXT when they do not fit. */
+static st_code margins_start(margins_job *j, prompt_model *pm, const margins_opts *o,
+                             const strategy_env *env, st_err *err) {
+    strategy_opts so = strategy_default_opts(STRAT_MARGINS);
+    so.sample = o->sp, so.budget = o->note_tokens, so.n_vocab = pm->m->hp.n_vocab;
+    so.u.margins.prompts = (const int32_t *const *)j->ptok, so.u.margins.lens = j->plen;
+    so.u.margins.n_chunks = j->n_ch, so.u.margins.answer_budget = o->answer_tokens;
+    /* -n 0: no answer to grow (the strategy reads an answer budget of 0 as the notes'),
+     * its prompt is still made for the report (margins_write) */
+    so.u.margins.gap = o->gap;
+    so.u.margins.answer = o->answer_tokens > 0 ? margins_answer_tokens : NULL;
+    so.u.margins.answer_ud = j;
+    if (!(j->s = strategy_create(&so, env, err))) return err->code;
+    j->mg = strategy_margins(j->s);
+    int32_t prompt_slots = kv_alloc_used(forest_kv(j->f)) + forest_n_pending(j->f);
+    if (prompt_slots > pm->n_slots)
+        return st_set(err, ST_ERR_CONTEXT, "the %d chunk prompts need %d KV slots (a shared "
+                      "prefix of %d tokens + %d chunk tokens), more than the KV cache of %d "
+                      "(raise it with -c)", j->n_ch, prompt_slots, j->mg->n_shared,
+                      prompt_slots - j->mg->n_shared, pm->n_slots);
+    return ST_OK;
+}
+
+/* After each step: the notes' or the answer's counts and progress line. */
+static void margins_tick(void *ud, const strategy *s, const strategy_env *env,
+                         const app_run_stats *st) {
+    (void)s, (void)st;
+    margins_job *j = ud;
+    int32_t rows = env->plan->n_rows, slots = kv_alloc_used(forest_kv(env->f));
+    if (j->phase == MARGINS_NOTES) {
+        if (j->steps++ > 0) {
+            j->rows += rows;
+            if (rows > j->max_rows) j->max_rows = rows;
         }
-        const grow_branch *b = &mg.notes.br[i];
-        int32_t a = i * o->chunk, z = a + o->chunk < n_ctx ? a + o->chunk : n_ctx;
+        j->t1 = mono_now_s();
+        app_progress_tick(&j->pr, "margins: note step %d/%d, %d rows, %d notes running, KV %d "
+                          "slots", j->steps, j->o->note_tokens, rows, j->mg->notes.n_active, slots);
+    } else {
+        j->answer_steps++;
+        app_progress_tick(&j->pr, "margins: answer step %d/%d, KV %d slots", j->answer_steps,
+                          j->o->answer_tokens, slots);
+    }
+    j->phase = j->mg->phase;
+}
+
+/* The notes, then the answer, to its end or a full KV cache (j->st.full; while writing the
+ * notes: ST_NO_KV_SLOT); then the answer's text. */
+static st_code margins_write(margins_job *j, prompt_model *pm, const strategy_env *env,
+                             st_err *err) {
+    j->phase = j->mg->phase;
+    app_progress_init(&j->pr, !j->o->quiet);
+    st_code rc = app_strategy_run(j->s, env, &j->st, margins_tick, j, err);
+    app_progress_end(&j->pr);
+    if (!j->steps) j->t1 = j->st.t0;
+    if (!rc && j->st.full && j->mg->phase == MARGINS_NOTES)
+        return st_set(err, ST_NO_KV_SLOT, "the KV cache of %d slots is full while writing the "
+                      "notes (raise it with -c)", pm->n_slots);
+    if (!rc && j->o->answer_tokens == 0) { /* the prompt of an answer of no tokens */
+        char *notes = margins_notes_text(j->mg, j->f, pm->tk, "\n\n", err);
+        int32_t n = 0, *t = notes ? margins_answer_tokens(j, notes, &n, err) : NULL;
+        free(notes);
+        free(t);
+        if (!t) return err->code;
+    }
+    if (!rc && j->mg->answer.n > 0 &&
+        !(j->ans = merge_branch_text(j->f, pm->tk, j->mg->answer_from, j->mg->answer.br[0].leaf, err)))
+        rc = err->code;
+    return rc;
+}
+
+/* The notes, then the answer: text blocks, or one JSON object. ST_ERR_NOMEM. */
+static st_code margins_print(const margins_job *j, const prompt_model *pm, const margins_opts *o,
+                             st_err *err) {
+    json_t *notes = o->json ? json_array() : NULL;
+    for (int32_t i = 0; i < j->n_ch; i++) {
+        char *t = margins_note_text(j->mg, j->f, pm->tk, i, err);
+        if (!t) {
+            json_decref(notes);
+            return err->code;
+        }
+        const grow_branch *b = &j->mg->notes.br[i];
+        int32_t a = i * o->chunk, z = a + o->chunk < j->n_ctx ? a + o->chunk : j->n_ctx;
         if (o->json) {
-            printf("%s\n  {\"chunk\": %d, \"from_token\": %d, \"to_token\": %d, \"tokens\": %d, "
-                   "\"ended\": \"%s\", \"note\": ", i ? "," : "", i, a, z, b->made, ended_by(b, false));
-            prompt_json_str(stdout, t);
-            printf("}");
+            json_t *n = json_object();
+            jo_set(&n, "chunk", json_integer(i));
+            jo_set(&n, "from_token", json_integer(a));
+            jo_set(&n, "to_token", json_integer(z));
+            jo_set(&n, "tokens", json_integer(b->made));
+            jo_set(&n, "ended", jo_str(ended_by(b, false)));
+            jo_set(&n, "note", jo_str(t));
+            jo_push(&notes, n);
         } else {
             printf("--- note %d (context tokens %d..%d; %d tokens, ended by %s)\n%s\n", i, a, z,
                    b->made, ended_by(b, false), t);
         }
         free(t);
     }
-    const grow_branch *ab = mg.answer.n > 0 ? &mg.answer.br[0] : NULL;
-    if (o->json) {
-        printf("\n ],\n \"answer\": {\"text\": ");
-        prompt_json_str(stdout, ans ? ans : "");
-        printf(", \"prompt_tokens\": %d, \"tokens\": %d, \"ended\": \"%s\"}}\n", n_fin,
-               ab ? ab->made : 0, ab ? ended_by(ab, full) : "full context");
-    } else {
+    const grow_branch *ab = j->mg->answer.n > 0 ? &j->mg->answer.br[0] : NULL;
+    const char *ended = ab ? ended_by(ab, j->st.full)
+                           : o->answer_tokens == 0 && !j->st.full ? "budget" : "full context";
+    if (!o->json) {
         printf("=== answer%s (%d tokens, ended by %s)\n%s\n", o->gap < 0 ? "" : " [EXPERIMENTAL rope-gap]",
-               ab ? ab->made : 0, ab ? ended_by(ab, full) : "full context", ans ? ans : "");
+               ab ? ab->made : 0, ended, j->ans ? j->ans : "");
+        return ST_OK;
     }
+    json_t *answer = json_object(), *doc = json_object();
+    jo_set(&answer, "text", jo_str(j->ans));
+    jo_set(&answer, "prompt_tokens", json_integer(j->n_fin));
+    jo_set(&answer, "tokens", json_integer(ab ? ab->made : 0));
+    jo_set(&answer, "ended", jo_str(ended));
+    jo_set(&doc, "question", jo_str(o->question));
+    jo_set(&doc, "template", jo_str(j->pc.on ? chat_name(j->kind) : "none"));
+    jo_set(&doc, "mode", jo_str(o->gap < 0 ? "exact" : "rope-gap (experimental)"));
+    jo_set(&doc, "chunks", json_integer(j->n_ch));
+    jo_set(&doc, "chunk_tokens", json_integer(o->chunk));
+    jo_set(&doc, "context_tokens", json_integer(j->n_ctx));
+    jo_set(&doc, "shared_prefix_tokens", json_integer(j->mg->n_shared));
+    jo_set(&doc, "note_steps", json_integer(j->steps));
+    jo_set(&doc, "kv_slots_used", json_integer(kv_alloc_used(forest_kv(j->f))));
+    jo_set(&doc, "notes", notes);
+    jo_set(&doc, "answer", answer);
+    return jo_print(doc, err);
+}
+
+/* The statistics line on stderr. */
+static void margins_stats(const margins_job *j, const margins_opts *o) {
+    fprintf(stderr, "margins: %d chunks of up to %d tokens (%d context tokens, shared prefix %d); "
+            "notes: %d steps in %.3f s (%.1f rows per step after the prefill, at most %d); "
+            "answer: %d prompt tokens, %d steps in %.3f s; KV slots used %d\n", j->n_ch, o->chunk,
+            j->n_ctx, j->mg->n_shared, j->steps, j->t1 - j->st.t0,
+            j->steps > 1 ? (double)j->rows / (j->steps - 1) : 0.0, j->max_rows, j->n_fin,
+            j->answer_steps, j->st.t2 - j->t1, kv_alloc_used(forest_kv(j->f)));
+}
+
+/* --save: the forest, the settings, and which note (seed) or the answer made each node. */
+static st_code margins_save(const margins_job *j, const prompt_model *pm, const margins_opts *o,
+                            st_err *err) {
+    session_settings ss;
+    char v[64];
+    st_code rc = app_session_settings(&ss, "margins", o->model_path, &o->sp,
+                                      j->pc.on ? j->kind : CHAT_NONE, err);
+    if (!rc) rc = session_settings_set(&ss, "question", o->question, err);
+    snprintf(v, sizeof v, "%d", o->chunk);
+    if (!rc) rc = session_settings_set(&ss, "chunk", v, err);
+    snprintf(v, sizeof v, "%d", o->note_tokens);
+    if (!rc) rc = session_settings_set(&ss, "note_tokens", v, err);
+    if (!rc) rc = session_settings_set(&ss, "mode", o->gap < 0 ? "exact" : "rope-gap", err);
+    for (int32_t i = 0; i < j->n_ch && !rc; i++)
+        rc = app_session_mark(&ss, j->f, j->mg->note_from[i], j->mg->notes.br[i].leaf,
+                              "margins-note", o->sp.seed + (uint64_t)i, err);
+    if (!rc && j->mg->answer.n > 0) /* the answer samples with seed S + chunks */
+        rc = app_session_mark(&ss, j->f, j->mg->answer_from, j->mg->answer.br[0].leaf,
+                              "margins-answer", o->sp.seed + (uint64_t)j->n_ch, err);
+    if (!rc) rc = app_session_save(o->so.save, j->f, pm->m, pm->tk, &ss, err);
+    session_settings_free(&ss);
+    return rc;
+}
+
+static void margins_job_free(margins_job *j) {
+    free(j->ans);
+    free(j->fin);
+    strategy_free(j->s);
+    step_plan_free(&j->plan);
+    forest_free(j->f);
+    for (int32_t i = 0; i < j->n_ch; i++) free(j->ptok[i]);
+    free(j->ctx);
+}
+
+static st_code margins_run(prompt_model *pm, const char *context, const margins_opts *o,
+                           st_err *err) {
+    margins_job j = {.pc = o->pc, .kind = CHAT_NONE, .pm = pm, .o = o};
+    j.pc.on = !o->pc.raw && (j.pc.tmpl || prompt_model_chat(pm->m->gguf) != CHAT_NONE);
+    step_plan_init(&j.plan);
+    strategy_env env = {.f = j.f = forest_init(pm->n_slots, 0), .plan = &j.plan, .ctx = pm->ctx,
+                        .tk = pm->tk};
+    st_code rc = ST_OK;
+    if (!j.f) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+    else if (!j.pc.on && j.pc.system)
+        rc = st_set(err, ST_ERR_ARG, "--system needs a chat template, and the model has none "
+                    "(name one with --chat-template)");
+    if (!rc) rc = margins_prompts(&j, pm, context, o, err);
+    if (!rc) rc = margins_start(&j, pm, o, &env, err);
+    if (!rc) {
+        prompt_report_chat(&j.pc, j.kind, o->quiet);
+        rc = margins_write(&j, pm, &env, err);
+    }
+    if (!rc) rc = margins_print(&j, pm, o, err);
     fflush(stdout);
-    free(ans);
-    if (full)
+    if (!rc && j.st.full)
         fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it with "
                 "-c)\n", pm->n_slots);
-    if (!o->quiet)
-        fprintf(stderr, "margins: %d chunks of up to %d tokens (%d context tokens, shared prefix %d); "
-                "notes: %d steps in %.3f s (%.1f rows per step after the prefill, at most %d); "
-                "answer: %d prompt tokens, %d steps in %.3f s; KV slots used %d\n", n_ch, o->chunk,
-                n_ctx, mg.n_shared, steps, t1 - t0, steps > 1 ? (double)rows / (steps - 1) : 0.0,
-                max_rows, n_fin, answer_steps, t2 - t1, kv_alloc_used(forest_kv(f)));
-    if (o->so.save) {
-        char v[64];
-        if ((rc = app_session_settings(&ss, "margins", o->model_path, &o->sp,
-                                       pc.on ? kind : CHAT_NONE, err)))
-            goto done;
-        rc = session_settings_set(&ss, "question", o->question, err);
-        snprintf(v, sizeof v, "%d", o->chunk);
-        if (!rc) rc = session_settings_set(&ss, "chunk", v, err);
-        snprintf(v, sizeof v, "%d", o->note_tokens);
-        if (!rc) rc = session_settings_set(&ss, "note_tokens", v, err);
-        if (!rc) rc = session_settings_set(&ss, "mode", o->gap < 0 ? "exact" : "rope-gap", err);
-        for (int32_t i = 0; i < n_ch && !rc; i++)
-            rc = app_session_mark(&ss, f, mg.note_from[i], mg.notes.br[i].leaf, "margins-note",
-                                  o->sp.seed + (uint64_t)i, err);
-        if (!rc && ab)
-            rc = app_session_mark(&ss, f, mg.answer_from, ab->leaf, "margins-answer", ap.seed, err);
-        if (!rc) rc = app_session_save(o->so.save, f, pm->m, pm->tk, &ss, err);
-    }
-done:
-    session_settings_free(&ss);
-    free(notes);
-    free(fin);
-    margins_free(&mg);
-    step_plan_free(&plan);
-    forest_free(f);
-    for (int32_t i = 0; i < n_ch; i++) free(ptok[i]);
-    free(ctx);
+    if (!rc && !o->quiet) margins_stats(&j, o);
+    if (!rc && o->so.save) rc = margins_save(&j, pm, o, err);
+    margins_job_free(&j);
     return rc;
 }
 

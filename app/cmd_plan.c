@@ -25,6 +25,7 @@
 #include "spec/spec.h"
 #include "forest/step.h"
 #include "app.h"
+#include "json_out.h"
 #include "prompt.h"
 #include "spec_opts.h"
 
@@ -150,64 +151,119 @@ static void plan_print_text(const forest *f, const tok *tk, const step_plan *p, 
     if (smp->n) putchar('\n');
 }
 
-static void plan_print_json(const forest *f, const tok *tk, const step_plan *p, int32_t step,
-                            const int32_t *cols, int32_t n_cols, const plan_sampled *smp,
-                            const grow *g, int32_t k, const spec *sp) {
+/* One step as a JSON object: its rows, its mask (the slots each row sees) and the tokens
+ * the branches sampled from it. */
+static json_t *plan_step_json(const forest *f, const tok *tk, const step_plan *p, int32_t step,
+                              const int32_t *cols, int32_t n_cols, const plan_sampled *smp,
+                              const grow *g, int32_t k, const spec *sp) {
     char text[256], rb[32];
-    printf("%s\n  {\"step\": %d, \"rows\": [", step ? "," : "", step);
+    json_t *rows = json_array(), *mask = json_array(), *sampled = json_array(), *st = json_object();
     for (int32_t r = 0; r < p->n_rows; r++) {
-        const forest_node *nd = forest_node_at(f, p->node[r]);
+        json_t *row = json_object(), *sees = json_array();
         node_text(f, tk, p->node[r], text, sizeof text);
-        printf("%s\n    {\"row\": %d, \"id\": %d, \"parent\": %d, \"token\": %d, \"text\": ",
-               r ? "," : "", r, p->node[r], nd->parent, p->tokens[r]);
-        prompt_json_str(stdout, text);
-        printf(", \"pos\": %d, \"slot\": %d, \"logits\": %s", p->pos[r], p->slot[r],
-               p->want[r] ? "true" : "false");
-        if (sp) printf(", \"role\": \"%s\"", plan_role(sp, f, p->node[r], rb, sizeof rb));
-        printf("}");
-    }
-    printf("],\n   \"mask\": [");
-    for (int32_t r = 0; r < p->n_rows; r++) {
-        printf("%s[", r ? ", " : "");
-        int32_t n = 0;
+        jo_set(&row, "row", json_integer(r));
+        jo_set(&row, "id", json_integer(p->node[r]));
+        jo_set(&row, "parent", json_integer(forest_node_at(f, p->node[r])->parent));
+        jo_set(&row, "token", json_integer(p->tokens[r]));
+        jo_set(&row, "text", jo_str(text));
+        jo_set(&row, "pos", json_integer(p->pos[r]));
+        jo_set(&row, "slot", json_integer(p->slot[r]));
+        jo_set(&row, "logits", json_boolean(p->want[r]));
+        if (sp) jo_set(&row, "role", jo_str(plan_role(sp, f, p->node[r], rb, sizeof rb)));
+        jo_push(&rows, row);
         for (int32_t c = 0; c < n_cols; c++)
-            if (step_plan_sees(p, r, cols[c])) printf("%s%d", n++ ? ", " : "", cols[c]);
-        printf("]");
+            if (step_plan_sees(p, r, cols[c])) jo_push(&sees, json_integer(cols[c]));
+        jo_push(&mask, sees);
     }
-    printf("],\n   \"sampled\": [");
     for (int32_t i = 0; i < smp->n; i++) {
         int32_t b = smp->branch[i];
+        json_t *x = json_object();
         node_text(f, tk, forest_index(g->br[b].leaf), text, sizeof text);
-        printf("%s{\"prompt\": %d, \"branch\": %d, \"token\": %d, \"text\": ", i ? ", " : "",
-               b / k, b % k, smp->token[i]);
-        prompt_json_str(stdout, text);
-        printf("}");
+        jo_set(&x, "prompt", json_integer(b / k));
+        jo_set(&x, "branch", json_integer(b % k));
+        jo_set(&x, "token", json_integer(smp->token[i]));
+        jo_set(&x, "text", jo_str(text));
+        jo_push(&sampled, x);
     }
-    printf("]"); /* the caller closes the object */
+    jo_set(&st, "step", json_integer(step));
+    jo_set(&st, "rows", rows);
+    jo_set(&st, "mask", mask);
+    jo_set(&st, "sampled", sampled);
+    return st;
 }
 
-/* The observer of a speculative step: prints its plan before acceptance prunes it. */
+/* The observer of a speculative step: shows its plan before acceptance prunes it (text
+ * printed, or the step's JSON object kept in cur). */
 typedef struct plan_spec_ud {
     const tok *tk;
     int32_t *cols;        /* (n_slots) */
     int32_t n_slots, step, max_cols;
     bool json;
+    json_t *cur;          /* the step's object (json) */
 } plan_spec_ud;
 
 static void plan_spec_observe(void *ud, const spec *sp, const forest *f, const step_plan *p) {
     plan_spec_ud *u = ud;
     plan_sampled none = {0};
     int32_t n_cols = plan_columns(p, u->n_slots, u->cols);
-    if (u->json) plan_print_json(f, u->tk, p, u->step, u->cols, n_cols, &none, NULL, 1, sp);
+    json_decref(u->cur);
+    if (u->json) u->cur = plan_step_json(f, u->tk, p, u->step, u->cols, n_cols, &none, NULL, 1, sp);
     else plan_print_text(f, u->tk, p, u->step, u->cols, n_cols, u->max_cols, &none, NULL, 1, sp);
+}
+
+/* The k tokens a speculative step emitted after token prev: a JSON list (json), or
+ * printed on the current line (then NULL). */
+static json_t *plan_emitted(const tok *tk, int32_t prev, const int32_t *out, int32_t k, bool json) {
+    char buf[128];
+    json_t *list = json ? json_array() : NULL;
+    if (!json) printf("emitted %d token%s (%d accepted from drafts):", k, k == 1 ? "" : "s", k - 1);
+    for (int32_t i = 0; i < k; i++) {
+        prompt_token_text(tk, prev, out[i], buf, sizeof buf);
+        prev = out[i];
+        if (json) {
+            json_t *e = json_object();
+            jo_set(&e, "token", json_integer(out[i]));
+            jo_set(&e, "text", jo_str(buf));
+            jo_push(&list, e);
+        } else {
+            putchar(' ');
+            prompt_show_str(stdout, buf, 16);
+        }
+    }
+    if (!json) putchar('\n');
+    return list;
+}
+
+/* The speculative steps, up to `steps` or the end of text: each shows its plan (through
+ * the observer) and what it emitted; JSON steps are appended to *list. */
+static st_code plan_spec_steps(prompt_model *pm, forest *f, spec *sp, plan_spec_ud *u,
+                               int32_t steps, int32_t *out, json_t **list, st_err *err) {
+    step_plan plan;
+    step_plan_init(&plan);
+    st_code rc = ST_OK;
+    for (u->step = 0; u->step < steps; u->step++) {
+        int32_t k = 0;
+        int32_t prev = forest_get(f, spec_tip(sp))->token;
+        if ((rc = spec_step(sp, f, &plan, pm->ctx, out, &k, err))) break;
+        json_t *emitted = plan_emitted(pm->tk, prev, out, k, u->json);
+        if (u->json) {
+            jo_set(&u->cur, "emitted", emitted);
+            jo_push(list, u->cur);
+            u->cur = NULL;
+        }
+        if (tok_is_eog(pm->tk, out[k - 1])) {
+            u->step++;
+            break;
+        }
+    }
+    step_plan_free(&plan);
+    return rc;
 }
 
 /* --draft / --lookahead: the steps of speculative greedy decoding from one prompt. */
 static st_code plan_spec(prompt_model *pm, const char *text, const spec_opts *so, int32_t steps,
                          int32_t max_cols, bool json, st_err *err) {
     forest *f = forest_init(pm->n_slots, 0);
-    step_plan plan;
-    step_plan_init(&plan);
     spec *sp = NULL;
     int32_t n = 0, *out = NULL;
     plan_spec_ud u = {.tk = pm->tk, .n_slots = pm->n_slots, .max_cols = max_cols, .json = json};
@@ -225,215 +281,240 @@ static st_code plan_spec(prompt_model *pm, const char *text, const spec_opts *so
         rc = st_set(err, ST_ERR_NOMEM, "out of memory");
     if (rc) goto out;
     spec_set_observer(sp, plan_spec_observe, &u);
-    char what[160], buf[128];
+    char what[160];
     spec_opts_describe(so, what, sizeof what);
-    if (json) {
-        printf("{\"model_kv_slots\": %d, \"drafts\": ", pm->n_slots);
-        prompt_json_str(stdout, what);
-        printf(", \"prompt_tokens\": %d,\n \"steps\": [", n);
-    } else {
+    if (!json)
         printf("speculative greedy decoding: %s; prompt of %d tokens; KV cache %d slots\n"
                "(la L,I = lookahead window level L, column I: position tip + I + L)\n", what, n,
                pm->n_slots);
-    }
-    for (u.step = 0; u.step < steps; u.step++) {
-        int32_t k = 0;
-        int32_t prev = forest_get(f, spec_tip(sp))->token;
-        if ((rc = spec_step(sp, f, &plan, pm->ctx, out, &k, err))) break;
-        if (json) printf(", \"emitted\": [");
-        else printf("emitted %d token%s (%d accepted from drafts):", k, k == 1 ? "" : "s", k - 1);
-        for (int32_t i = 0; i < k; i++) {
-            prompt_token_text(pm->tk, prev, out[i], buf, sizeof buf);
-            prev = out[i];
-            if (json) {
-                printf("%s{\"token\": %d, \"text\": ", i ? ", " : "", out[i]);
-                prompt_json_str(stdout, buf);
-                printf("}");
-            } else {
-                putchar(' ');
-                prompt_show_str(stdout, buf, 16);
-            }
-        }
-        printf(json ? "]}" : "\n");
-        if (tok_is_eog(pm->tk, out[k - 1])) {
-            u.step++;
-            break;
-        }
-    }
-    if (!rc) {
-        if (json) printf("],\n \"kv_slots_used\": %d}\n", kv_alloc_used(forest_kv(f)));
-        else printf("\n%d step%s run; KV slots in use: %d of %d\n", u.step, u.step == 1 ? "" : "s",
-                    kv_alloc_used(forest_kv(f)), pm->n_slots);
+    json_t *list = json ? json_array() : NULL;
+    if ((rc = plan_spec_steps(pm, f, sp, &u, steps, out, &list, err))) {
+        json_decref(list);
+    } else if (json) {
+        json_t *doc = json_object();
+        jo_set(&doc, "model_kv_slots", json_integer(pm->n_slots));
+        jo_set(&doc, "drafts", jo_str(what));
+        jo_set(&doc, "prompt_tokens", json_integer(n));
+        jo_set(&doc, "steps", list);
+        jo_set(&doc, "kv_slots_used", json_integer(kv_alloc_used(forest_kv(f))));
+        rc = jo_print(doc, err);
+    } else {
+        printf("\n%d step%s run; KV slots in use: %d of %d\n", u.step, u.step == 1 ? "" : "s",
+               kv_alloc_used(forest_kv(f)), pm->n_slots);
     }
     fflush(stdout);
 out:
+    json_decref(u.cur);
     free(t);
     free(out);
     free(u.cols);
     spec_free(sp);
-    step_plan_free(&plan);
     forest_free(f);
     return rc;
 }
 
-int cmd_plan(int argc, char **argv) {
+typedef struct plan_opts {
+    prompt_model_opts mo;
+    spec_opts so;
+    sample_params sp;
+    const char *prompts[PLAN_MAX_PROMPTS], *context;
+    int32_t n_prompts;
+    int64_t k, steps, max_cols;
+    bool json;
+} plan_opts;
+
+/* The grow-mode run: the forest, its branches, and what the steps report. */
+typedef struct plan_job {
+    forest *f;
+    step_plan plan;
+    grow g;
+    plan_sampled smp;
+    int32_t *cols;                          /* (n_slots) */
+    int32_t n_trees, n_tokens, n_tok_prompt[PLAN_MAX_PROMPTS];
+} plan_job;
+
+/* The command line: -1 to go on, else the exit status (0 after --help, 2 for a bad
+ * option). */
+static int plan_parse(int argc, char **argv, plan_opts *o) {
     static const struct option lo[] = {
         PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
         {"prompt", 1, 0, 'p'}, {"context", 1, 0, 'X'}, {"branches", 1, 0, 'k'},
         {"steps", 1, 0, 's'},  {"max-cols", 1, 0, 'W'}, {"json", 0, 0, 'J'},
         SPEC_LONGOPTS,         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
-    prompt_model_opts mo = prompt_model_default_opts();
-    spec_opts so = spec_default_opts();
-    sample_params sp = sample_default_params();
-    const char *prompts[PLAN_MAX_PROMPTS], *context = NULL;
-    int32_t n_prompts = 0;
-    int64_t k = 2, steps = 3, max_cols = 120;
-    bool json = false;
     int ch, r;
     while ((ch = getopt_long(argc, argv, "m:p:t:c:k:s:h", lo, NULL)) != -1) {
-        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&sp, ch, optarg)) >= 0 ||
-            (r = spec_opt(&so, ch, optarg)) >= 0) {
+        if ((r = prompt_model_opt(&o->mo, ch, optarg)) >= 0 ||
+            (r = prompt_sample_opt(&o->sp, ch, optarg)) >= 0 || (r = spec_opt(&o->so, ch, optarg)) >= 0) {
             if (r) return r;
             continue;
         }
         switch (ch) {
         case 'p':
-            if (n_prompts == PLAN_MAX_PROMPTS)
+            if (o->n_prompts == PLAN_MAX_PROMPTS)
                 return app_usage_error("at most %d prompts", PLAN_MAX_PROMPTS);
-            prompts[n_prompts++] = optarg;
+            o->prompts[o->n_prompts++] = optarg;
             break;
-        case 'X': context = optarg; break;
+        case 'X': o->context = optarg; break;
         case 'k':
-            if (app_opt_int("--branches", optarg, 1, 256, &k)) return 2;
+            if (app_opt_int("--branches", optarg, 1, 256, &o->k)) return 2;
             break;
         case 's':
-            if (app_opt_int("--steps", optarg, 1, 4096, &steps)) return 2;
+            if (app_opt_int("--steps", optarg, 1, 4096, &o->steps)) return 2;
             break;
         case 'W':
-            if (app_opt_int("--max-cols", optarg, 1, 100000, &max_cols)) return 2;
+            if (app_opt_int("--max-cols", optarg, 1, 100000, &o->max_cols)) return 2;
             break;
-        case 'J': json = true; break;
+        case 'J': o->json = true; break;
         case 'h': plan_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode plan --help", PLAN_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!mo.path) return app_usage_error("plan needs a model: -m MODEL");
-    if (so.on && (n_prompts > 1 || context))
+    if (!o->mo.path) return app_usage_error("plan needs a model: -m MODEL");
+    if (o->so.on && (o->n_prompts > 1 || o->context))
         return app_usage_error("--draft / --lookahead show one prompt's decoding: one -p, no --context");
+    return -1;
+}
 
-    st_err err = {0};
-    prompt_model pm;
-    if (prompt_model_open(&pm, &mo, &err)) return app_fail(&err);
-    if (so.on) {
-        st_code src = plan_spec(&pm, n_prompts ? prompts[0] : "", &so, (int32_t)steps,
-                                (int32_t)max_cols, json, &err);
-        prompt_model_close(&pm);
-        return src ? app_fail(&err) : 0;
-    }
-    forest *f = forest_init(pm.n_slots, 0);
-    step_plan plan;
-    step_plan_init(&plan);
-    grow g = {0};
-    int32_t n_trees = n_prompts ? n_prompts : 1, n_br = n_trees * (int32_t)k;
-    plan_sampled smp = {malloc(sizeof(int32_t) * (size_t)n_br), malloc(sizeof(int32_t) * (size_t)n_br), 0};
-    int32_t *cols = NULL;
-    forest_id from[PLAN_MAX_PROMPTS], ctx_last = FOREST_NONE;
-    int32_t n_tokens = 0, n_tok_prompt[PLAN_MAX_PROMPTS] = {0};
+/* --context: the shared chain every prompt continues; *last gets its last node. */
+static st_code plan_context(plan_job *j, prompt_model *pm, const char *context, forest_id *last,
+                            st_err *err) {
+    int32_t n = 0;
+    int32_t *t = prompt_encode_raw(pm->tk, context, tok_add_bos(pm->tk), &n, err);
+    if (!t) return err->code;
     st_code rc = ST_OK;
-    if (!f || !smp.branch || !smp.token) {
-        rc = st_set(&err, ST_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    /* the forest: a shared context chain with the prompts under it, or one root each */
-    if (context) {
+    if (n == 0) rc = st_set(err, ST_ERR_ARG, "the context is empty and the model has no BOS");
+    if (!rc && !(rc = prompt_check_fits(n, pm->n_slots, "the context", err)))
+        rc = forest_add_root(j->f, t, NULL, n, 0, last, err);
+    free(t);
+    j->n_tokens = n;
+    return rc;
+}
+
+/* The forest: a shared context chain with the prompts under it, or one root each; then k
+ * branches to grow from every prompt. */
+static st_code plan_forest(plan_job *j, prompt_model *pm, const plan_opts *o, st_err *err) {
+    forest_id from[PLAN_MAX_PROMPTS], ctx_last = FOREST_NONE;
+    st_code rc = o->context ? plan_context(j, pm, o->context, &ctx_last, err) : ST_OK;
+    for (int32_t i = 0; i < j->n_trees && !rc; i++) {
+        const char *text = o->n_prompts ? o->prompts[i] : "";
         int32_t n = 0;
-        int32_t *t = prompt_encode_raw(pm.tk, context, tok_add_bos(pm.tk), &n, &err);
-        if (!t) goto fail;
-        if (n == 0) rc = st_set(&err, ST_ERR_ARG, "the context is empty and the model has no BOS");
-        if (!rc && !(rc = prompt_check_fits(n, pm.n_slots, "the context", &err)))
-            rc = forest_add_root(f, t, NULL, n, 0, &ctx_last, &err);
-        free(t);
-        if (rc) goto out;
-        n_tokens = n;
-    }
-    for (int32_t i = 0; i < n_trees; i++) {
-        const char *text = n_prompts ? prompts[i] : "";
-        int32_t n = 0;
-        int32_t *t = context ? prompt_encode_raw(pm.tk, text, false, &n, &err)
-                             : prompt_tokens(&pm, NULL, text, &n, NULL, &err);
-        if (!t) goto fail;
-        n_tok_prompt[i] = n;
-        n_tokens += n;
-        if (!(rc = prompt_check_fits(n_tokens, pm.n_slots, "the forest's prompts", &err))) {
+        int32_t *t = o->context ? prompt_encode_raw(pm->tk, text, false, &n, err)
+                                : prompt_tokens(pm, NULL, text, &n, NULL, err);
+        if (!t) return err->code;
+        j->n_tok_prompt[i] = n;
+        j->n_tokens += n;
+        if (!(rc = prompt_check_fits(j->n_tokens, pm->n_slots, "the forest's prompts", err))) {
             if (n == 0) from[i] = ctx_last; /* an empty prompt branches from the context */
-            else if (context) rc = forest_append(f, ctx_last, t, NULL, n, &from[i], &err);
-            else rc = forest_add_root(f, t, NULL, n, 0, &from[i], &err);
+            else if (o->context) rc = forest_append(j->f, ctx_last, t, NULL, n, &from[i], err);
+            else rc = forest_add_root(j->f, t, NULL, n, 0, &from[i], err);
         }
         free(t);
-        if (rc) goto out;
     }
-    for (int32_t i = 0; i < n_trees; i++)
-        for (int32_t j = 0; j < k; j++) {
-            sample_params bp = sp;
-            bp.seed = sp.seed + (uint64_t)(i * k + j);
-            if ((rc = grow_add(&g, f, from[i], &bp, (int32_t)steps, pm.m->hp.n_vocab, &err))) goto out;
+    for (int32_t i = 0; i < j->n_trees && !rc; i++)
+        for (int32_t b = 0; b < o->k && !rc; b++) {
+            sample_params bp = o->sp;
+            bp.seed = o->sp.seed + (uint64_t)(i * o->k + b);
+            rc = grow_add(&j->g, j->f, from[i], &bp, (int32_t)o->steps, pm->m->hp.n_vocab, err);
         }
     /* an empty prompt grows from the context's last node, which has the other prompts as
      * children: the step must still return its logits */
-    for (int32_t i = 0; i < g.n; i++)
-        if (forest_n_children(f, g.br[i].start) > 0) forest_set_flags(f, g.br[i].start, FOREST_WANT_LOGITS, 0);
-    if (!(cols = malloc(sizeof(int32_t) * (size_t)pm.n_slots))) {
-        rc = st_set(&err, ST_ERR_NOMEM, "out of memory");
-        goto out;
-    }
+    for (int32_t i = 0; i < j->g.n && !rc; i++)
+        if (forest_n_children(j->f, j->g.br[i].start) > 0)
+            forest_set_flags(j->f, j->g.br[i].start, FOREST_WANT_LOGITS, 0);
+    return rc;
+}
 
-    if (json) {
-        printf("{\"model\": ");
-        prompt_json_str(stdout, mo.path);
-        printf(", \"kv_slots\": %d, \"branches\": %lld, \"context\": ", pm.n_slots, (long long)k);
-        if (context) prompt_json_str(stdout, context);
-        else printf("null");
-        printf(", \"prompts\": [");
-        for (int32_t i = 0; i < n_trees; i++) {
-            printf("%s{\"text\": ", i ? ", " : "");
-            prompt_json_str(stdout, n_prompts ? prompts[i] : "");
-            printf(", \"tokens\": %d}", n_tok_prompt[i]);
-        }
-        printf("],\n \"steps\": [");
-    } else {
+/* The document's head (JSON): the model, the cache, the context and the prompts. */
+static json_t *plan_head_json(const plan_job *j, const prompt_model *pm, const plan_opts *o) {
+    json_t *doc = json_object(), *prompts = json_array();
+    for (int32_t i = 0; i < j->n_trees; i++) {
+        json_t *p = json_object();
+        jo_set(&p, "text", jo_str(o->n_prompts ? o->prompts[i] : ""));
+        jo_set(&p, "tokens", json_integer(j->n_tok_prompt[i]));
+        jo_push(&prompts, p);
+    }
+    jo_set(&doc, "model", jo_str(o->mo.path));
+    jo_set(&doc, "kv_slots", json_integer(pm->n_slots));
+    jo_set(&doc, "branches", json_integer(o->k));
+    jo_set(&doc, "context", o->context ? jo_str(o->context) : json_null());
+    jo_set(&doc, "prompts", prompts);
+    return doc;
+}
+
+/* Runs the steps, showing each (text printed as it goes, JSON appended to *list); returns
+ * the number of steps run in *done. */
+static st_code plan_grow_steps(plan_job *j, prompt_model *pm, const plan_opts *o, json_t **list,
+                               int32_t *done, st_err *err) {
+    int32_t k = (int32_t)o->k;
+    *done = 0;
+    for (int32_t s = 0; s < o->steps && j->g.n_active > 0; s++) {
+        j->smp.n = 0;
+        st_code rc = grow_step(&j->g, j->f, &j->plan, pm->ctx, pm->tk, plan_emit, &j->smp, NULL, err);
+        if (rc) return rc;
+        int32_t n_cols = plan_columns(&j->plan, pm->n_slots, j->cols);
+        if (o->json)
+            jo_push(list, plan_step_json(j->f, pm->tk, &j->plan, s, j->cols, n_cols, &j->smp, &j->g, k, NULL));
+        else
+            plan_print_text(j->f, pm->tk, &j->plan, s, j->cols, n_cols, (int32_t)o->max_cols,
+                            &j->smp, &j->g, k, NULL);
+        (*done)++;
+    }
+    return ST_OK;
+}
+
+/* Grow mode: the forest of the prompts, then every step shown. */
+static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
+    plan_job j = {.f = forest_init(pm->n_slots, 0), .n_trees = o->n_prompts ? o->n_prompts : 1};
+    step_plan_init(&j.plan);
+    size_t n_br = (size_t)j.n_trees * (size_t)o->k;
+    j.smp.branch = malloc(sizeof(int32_t) * n_br);
+    j.smp.token = malloc(sizeof(int32_t) * n_br);
+    j.cols = malloc(sizeof(int32_t) * (size_t)pm->n_slots);
+    json_t *list = o->json ? json_array() : NULL;
+    int32_t done = 0;
+    st_code rc = ST_OK;
+    if (!j.f || !j.smp.branch || !j.smp.token || !j.cols)
+        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) rc = plan_forest(&j, pm, o, err);
+    if (!rc && !o->json)
         printf("forest: %s%d prompt%s (%d tokens in all), %lld branch%s per prompt; KV cache %d "
-               "slots\n", context ? "a shared context with " : "", n_trees, n_trees > 1 ? "s" : "",
-               n_tokens, (long long)k, k > 1 ? "es" : "", pm.n_slots);
+               "slots\n", o->context ? "a shared context with " : "", j.n_trees,
+               j.n_trees > 1 ? "s" : "", j.n_tokens, (long long)o->k, o->k > 1 ? "es" : "",
+               pm->n_slots);
+    if (!rc) rc = plan_grow_steps(&j, pm, o, &list, &done, err);
+    if (!rc && o->json) {
+        json_t *doc = plan_head_json(&j, pm, o);
+        jo_set(&doc, "steps", list);
+        list = NULL;
+        jo_set(&doc, "kv_slots_used", json_integer(kv_alloc_used(forest_kv(j.f))));
+        rc = jo_print(doc, err);
+    } else if (!rc) {
+        printf("\n%d step%s run; KV slots in use: %d of %d\n", done, done == 1 ? "" : "s",
+               kv_alloc_used(forest_kv(j.f)), pm->n_slots);
     }
-    int32_t done_steps = 0;
-    for (int32_t s = 0; s < steps && g.n_active > 0; s++) {
-        smp.n = 0;
-        if ((rc = grow_step(&g, f, &plan, pm.ctx, pm.tk, plan_emit, &smp, NULL, &err))) break;
-        int32_t n_cols = plan_columns(&plan, pm.n_slots, cols);
-        if (json) {
-            plan_print_json(f, pm.tk, &plan, s, cols, n_cols, &smp, &g, (int32_t)k, NULL);
-            printf("}");
-        } else {
-            plan_print_text(f, pm.tk, &plan, s, cols, n_cols, (int32_t)max_cols, &smp, &g,
-                            (int32_t)k, NULL);
-        }
-        done_steps++;
-    }
-    if (json) printf("],\n \"kv_slots_used\": %d}\n", kv_alloc_used(forest_kv(f)));
-    else printf("\n%d step%s run; KV slots in use: %d of %d\n", done_steps, done_steps == 1 ? "" : "s",
-                kv_alloc_used(forest_kv(f)), pm.n_slots);
     fflush(stdout);
-    goto out;
-fail:
-    rc = err.code;
-out:
-    free(cols);
-    free(smp.branch);
-    free(smp.token);
-    grow_free(&g);
-    step_plan_free(&plan);
-    forest_free(f);
+    json_decref(list);
+    free(j.cols);
+    free(j.smp.branch);
+    free(j.smp.token);
+    grow_free(&j.g);
+    step_plan_free(&j.plan);
+    forest_free(j.f);
+    return rc;
+}
+
+int cmd_plan(int argc, char **argv) {
+    plan_opts o = {.mo = prompt_model_default_opts(), .so = spec_default_opts(),
+                   .sp = sample_default_params(), .k = 2, .steps = 3, .max_cols = 120};
+    int r = plan_parse(argc, argv, &o);
+    if (r >= 0) return r;
+    st_err err = {0};
+    prompt_model pm;
+    if (prompt_model_open(&pm, &o.mo, &err)) return app_fail(&err);
+    st_code rc = o.so.on ? plan_spec(&pm, o.n_prompts ? o.prompts[0] : "", &o.so, (int32_t)o.steps,
+                                     (int32_t)o.max_cols, o.json, &err)
+                         : plan_grow(&pm, &o, &err);
     prompt_model_close(&pm);
     return rc ? app_fail(&err) : 0;
 }

@@ -111,76 +111,105 @@ static forest *tui_load(void *ud, const char *path, sample_params *sp, st_err *e
     return f;
 }
 
-int cmd_tui(int argc, char **argv) {
+typedef struct tui_opts {
+    prompt_model_opts mo;
+    sample_params sp;
+    const char *load, *text; /* --load FILE, the PROMPT argument (NULL: none) */
+    int64_t budget;
+    bool raw;
+} tui_opts;
+
+/* The command line: -1 to go on, else the exit status (0 after --help, 2 for a bad
+ * option). */
+static int tui_parse(int argc, char **argv, tui_opts *o) {
     static const struct option lo[] = {PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
                                        {"load", 1, 0, 'L'}, {"budget", 1, 0, 'N'}, {"raw", 0, 0, 'R'},
                                        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    prompt_model_opts mo = prompt_model_default_opts();
-    sample_params sp = sample_default_params();
-    const char *load = NULL;
-    int64_t budget = 32;
-    bool raw = false;
     int ch, r;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "m:t:c:h", lo, NULL)) != -1) {
-        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&sp, ch, optarg)) >= 0) {
+        if ((r = prompt_model_opt(&o->mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o->sp, ch, optarg)) >= 0) {
             if (r) return r;
             continue;
         }
         switch (ch) {
-        case 'L': load = optarg; break;
-        case 'R': raw = true; break;
+        case 'L': o->load = optarg; break;
+        case 'R': o->raw = true; break;
         case 'N':
-            if (app_opt_int("--budget", optarg, 1, 1 << 20, &budget)) return 2;
+            if (app_opt_int("--budget", optarg, 1, 1 << 20, &o->budget)) return 2;
             break;
         case 'h': tui_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode tui --help", TUI_USAGE);
         }
     }
     if (optind + 1 < argc) return app_usage_error("one PROMPT at most (quote it)");
-    const char *text = optind < argc ? argv[optind] : NULL;
-    if (!mo.path) return app_usage_error("the TUI needs a model: -m MODEL");
+    o->text = optind < argc ? argv[optind] : NULL;
+    if (!o->mo.path) return app_usage_error("the TUI needs a model: -m MODEL");
     if (!isatty(0) || !isatty(1)) return app_usage_error("the TUI needs a terminal");
+    return -1;
+}
 
-    char state[4096] = "", config[4096] = "", autosave[4200], history[4200], logf[4200], keys[4200];
-    bool have_state = app_dir("XDG_STATE_HOME", ".local/state", state, sizeof state);
-    bool have_config = app_dir("XDG_CONFIG_HOME", ".config", config, sizeof config);
-    char last[4200];
-    autosave_name(state, 0, autosave, sizeof autosave);
-    autosave_name(state, 1, last, sizeof last);
-    snprintf(history, sizeof history, "%s/history", state);
-    snprintf(logf, sizeof logf, "%s/tui.log", state);
-    snprintf(keys, sizeof keys, "%s/keys", config);
-
-    st_err err = {0};
-    tui_app a = {.model_path = mo.path};
-    if (prompt_model_open(&a.pm, &mo, &err)) return app_fail(&err);
+/* The forest the TUI starts with (a --load session, the prompt, or none) and its first
+ * status line into hello. NULL + err. */
+static forest *tui_first_forest(tui_app *a, tui_opts *o, char *hello, size_t cap, st_err *err) {
     forest *f = NULL;
-    char hello[512] = "";
-    if (load) {
+    if (o->load) {
         session_settings s = session_settings_default();
-        f = app_session_load(load, a.pm.m, mo.path, a.pm.n_slots, false, &s, &err);
-        if (f) sp = s.sample;
+        f = app_session_load(o->load, a->pm.m, o->mo.path, a->pm.n_slots, false, &s, err);
+        if (f) o->sp = s.sample;
         session_settings_free(&s);
-        snprintf(hello, sizeof hello, "loaded %s: press s to compute it", load);
-    } else if ((f = forest_init(a.pm.n_slots, TUI_TOPK)) && text) {
+        snprintf(hello, cap, "loaded %s: press s to compute it", o->load);
+    } else if ((f = forest_init(a->pm.n_slots, TUI_TOPK)) && o->text) {
         /* the prompt is typed text: a user turn when the model has a chat template */
-        prompt_chat pc = {.on = !raw && prompt_model_chat(a.pm.m->gguf) != CHAT_NONE};
+        prompt_chat pc = {.on = !o->raw && prompt_model_chat(a->pm.m->gguf) != CHAT_NONE};
         int32_t n = 0;
-        int32_t *t = prompt_tokens(&a.pm, &pc, text, &n, NULL, &err);
-        st_code rc = t ? forest_add_root(f, t, NULL, n, 0, NULL, &err) : err.code;
+        int32_t *t = prompt_tokens(&a->pm, &pc, o->text, &n, NULL, err);
+        st_code rc = t ? forest_add_root(f, t, NULL, n, 0, NULL, err) : err->code;
         free(t);
         if (rc) forest_free(f), f = NULL;
-        snprintf(hello, sizeof hello, "n grows the selected branch, c forks 4 chains, v shows the mask, ? help");
+        snprintf(hello, cap, "n grows the selected branch, c forks 4 chains, v shows the mask, ? help");
     } else if (f)
-        snprintf(hello, sizeof hello, "press a to type a prompt, ? for help");
+        snprintf(hello, cap, "press a to type a prompt, ? for help");
+    if (!f && !err->code) st_set(err, ST_ERR_NOMEM, "out of memory");
+    return f;
+}
+
+/* Where the TUI keeps its files: the state folder's autosaves, history and log, the
+ * config folder's keys. */
+typedef struct tui_paths {
+    bool have_state, have_config;
+    char state[4096], config[4096];
+    char autosave[4200], last[4200], history[4200], log[4200], keys[4200];
+} tui_paths;
+
+static void tui_paths_init(tui_paths *t) {
+    t->have_state = app_dir("XDG_STATE_HOME", ".local/state", t->state, sizeof t->state);
+    t->have_config = app_dir("XDG_CONFIG_HOME", ".config", t->config, sizeof t->config);
+    autosave_name(t->state, 0, t->autosave, sizeof t->autosave);
+    autosave_name(t->state, 1, t->last, sizeof t->last);
+    snprintf(t->history, sizeof t->history, "%s/history", t->state);
+    snprintf(t->log, sizeof t->log, "%s/tui.log", t->state);
+    snprintf(t->keys, sizeof t->keys, "%s/keys", t->config);
+}
+
+int cmd_tui(int argc, char **argv) {
+    tui_opts o = {.mo = prompt_model_default_opts(), .sp = sample_default_params(), .budget = 32};
+    int r = tui_parse(argc, argv, &o);
+    if (r >= 0) return r;
+    tui_paths tp;
+    tui_paths_init(&tp);
+
+    st_err err = {0};
+    tui_app a = {.model_path = o.mo.path};
+    if (prompt_model_open(&a.pm, &o.mo, &err)) return app_fail(&err);
+    char hello[512] = "";
+    forest *f = tui_first_forest(&a, &o, hello, sizeof hello, &err);
     if (!f) {
-        if (!err.code) st_set(&err, ST_ERR_NOMEM, "out of memory");
         prompt_model_close(&a.pm);
         return app_fail(&err);
     }
-    if (have_state) autosave_rotate(state); /* after a --load, which may name the autosave */
-    if (!load && have_state && access(last, R_OK) == 0)
+    if (tp.have_state) autosave_rotate(tp.state); /* after a --load, which may name the autosave */
+    if (!o.load && tp.have_state && access(tp.last, R_OK) == 0)
         snprintf(hello + strlen(hello), sizeof hello - strlen(hello),
                  " | last session: :load restores it");
     /* the chat template :ask and :margins render with, and its default system message */
@@ -189,22 +218,22 @@ int cmd_tui(int argc, char **argv) {
     size_t n_sys = chat_default_system(jinja, NULL, 0);
     char *chat_system = n_sys > 0 ? malloc(n_sys + 1) : NULL;
     if (chat_system) chat_default_system(jinja, chat_system, n_sys + 1);
-    const char *slash = strrchr(mo.path, '/');
+    const char *slash = strrchr(o.mo.path, '/');
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     ui_tui_params p = {
-        .wp = {.ctx = a.pm.ctx, .tk = a.pm.tk, .f = f, .sp = sp, .budget = (int32_t)budget,
+        .wp = {.ctx = a.pm.ctx, .tk = a.pm.tk, .f = f, .sp = o.sp, .budget = (int32_t)o.budget,
                .save = tui_save, .load = tui_load, .ud = &a,
-               .model_name = slash ? slash + 1 : mo.path, .backend = mo.backend,
-               .threads = mo.threads ? mo.threads : (int32_t)(nproc > 0 ? nproc : 1),
-               .chat = {.kind = prompt_model_chat(a.pm.m->gguf), .system = chat_system}, .raw = raw},
-        .autosave = have_state ? autosave : NULL,
-        .last_session = have_state ? last : NULL,
-        .history = have_state ? history : NULL,
-        .log = have_state ? logf : NULL,
+               .model_name = slash ? slash + 1 : o.mo.path, .backend = o.mo.backend,
+               .threads = o.mo.threads ? o.mo.threads : (int32_t)(nproc > 0 ? nproc : 1),
+               .chat = {.kind = prompt_model_chat(a.pm.m->gguf), .system = chat_system}, .raw = o.raw},
+        .autosave = tp.have_state ? tp.autosave : NULL,
+        .last_session = tp.have_state ? tp.last : NULL,
+        .history = tp.have_state ? tp.history : NULL,
+        .log = tp.have_state ? tp.log : NULL,
         .keys_default = access("assets/keys", R_OK) == 0 ? "assets/keys"
                         : access(MD_DATADIR "/keys", R_OK) == 0 ? MD_DATADIR "/keys"
                                                                  : NULL,
-        .keys_user = have_config ? keys : NULL,
+        .keys_user = tp.have_config ? tp.keys : NULL,
         .hello = hello,
     };
     st_code rc = ui_tui_run(&p, &err);

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "app.h"
 #include "prompt.h"
@@ -93,12 +92,6 @@ int app_opt_u64(const char *name, const char *s, uint64_t *out) {
                                (unsigned long long)UINT64_MAX);
     *out = v;
     return 0;
-}
-
-double app_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 int main(int argc, char **argv) {

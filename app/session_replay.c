@@ -1,5 +1,6 @@
 /* session_replay.c - settings for --save and the --load replay of the decoding commands
  * (see session_replay.h). */
+#include "base/clock.h"
 #include "session_replay.h"
 
 #include <math.h>
@@ -10,6 +11,7 @@
 #include "strategy/merge.h"
 #include "forest/step.h"
 #include "app.h"
+#include "json_out.h"
 
 st_code app_session_settings(session_settings *s, const char *cmd, const char *mpath,
                              const sample_params *sp, chat_kind kind, st_err *err) {
@@ -49,6 +51,46 @@ static const char *tail_of(const char *s, size_t max) {
     return p;
 }
 
+/* Branch k of a replay, ending at leaf: its object appended to *list, or with list NULL
+ * its text on stdout. ST_ERR_NOMEM. */
+static st_code replay_branch(const forest *f, const tok *tk, const session_settings *s, int32_t k,
+                             forest_id leaf, json_t **list, st_err *err) {
+    forest_id pe = prompt_end(f, leaf);
+    char *ptxt = pe == FOREST_NONE ? NULL : merge_branch_text(f, tk, FOREST_NONE, pe, err);
+    char *gtxt = merge_branch_text(f, tk, pe, leaf, err);
+    if ((pe != FOREST_NONE && !ptxt) || !gtxt) {
+        free(ptxt), free(gtxt);
+        return err->code;
+    }
+    int32_t depth = forest_path(f, leaf, NULL, 0);
+    int32_t n_gen = depth - (pe == FOREST_NONE ? 0 : forest_path(f, pe, NULL, 0));
+    bool fin = forest_get(f, leaf)->flags & FOREST_FINISHED;
+    const char *strategy = NULL;
+    session_meta_get(s->meta, f, leaf, &strategy, NULL);
+    if (list) {
+        json_t *b = json_object();
+        jo_set(&b, "branch", json_integer(k));
+        jo_set(&b, "tokens", json_integer(depth));
+        jo_set(&b, "generated", json_integer(n_gen));
+        jo_set(&b, "finished", json_boolean(fin));
+        jo_set(&b, "strategy", jo_str(strategy));
+        jo_set(&b, "prompt", jo_str(ptxt));
+        jo_set(&b, "text", jo_str(gtxt));
+        jo_push(list, b);
+    } else {
+        printf("--- branch %d (%d tokens, %d generated%s%s%s)\n", k, depth, n_gen,
+               fin ? ", finished" : "", strategy ? ", by " : "", strategy ? strategy : "");
+        if (ptxt) {
+            printf("... ");
+            prompt_show_str(stdout, tail_of(ptxt, 80), 0);
+            printf("\n");
+        }
+        printf("%s\n", gtxt);
+    }
+    free(ptxt), free(gtxt);
+    return ST_OK;
+}
+
 int app_session_replay(const char *cmd, const app_session_opts *so, const prompt_model_opts *mo,
                        bool json, bool quiet) {
     st_err err = {0};
@@ -68,9 +110,9 @@ int app_session_replay(const char *cmd, const app_session_opts *so, const prompt
     /* recompute: every node is pending, one step computes them all (bitwise the logits
      * the run had, step.h) */
     int32_t n_nodes = forest_n_live(f);
-    double t0 = app_now();
+    double t0 = mono_now_s();
     if ((rc = step_forest(f, &plan, pm.ctx, &err))) goto out;
-    double t1 = app_now();
+    double t1 = mono_now_s();
     int32_t n_leaves = forest_leaves(f, NULL, 0);
     leaves = malloc(sizeof *leaves * (size_t)(n_leaves > 0 ? n_leaves : 1));
     if (!leaves) {
@@ -78,50 +120,21 @@ int app_session_replay(const char *cmd, const app_session_opts *so, const prompt
         goto out;
     }
     forest_leaves(f, leaves, n_leaves);
+    json_t *list = json ? json_array() : NULL;
+    for (int32_t k = 0; k < n_leaves && !rc; k++)
+        rc = replay_branch(f, pm.tk, &s, k, leaves[k], json ? &list : NULL, &err);
+    if (rc) {
+        json_decref(list);
+        goto out;
+    }
     if (json) {
-        printf("{\"session\": ");
-        prompt_json_str(stdout, so->load);
-        printf(", \"command\": ");
-        prompt_json_str(stdout, saved_cmd ? saved_cmd : "");
-        printf(", \"nodes\": %d, \"branches\": [", n_nodes);
+        json_t *doc = json_object();
+        jo_set(&doc, "session", jo_str(so->load));
+        jo_set(&doc, "command", jo_str(saved_cmd));
+        jo_set(&doc, "nodes", json_integer(n_nodes));
+        jo_set(&doc, "branches", list);
+        if ((rc = jo_print(doc, &err))) goto out;
     }
-    for (int32_t k = 0; k < n_leaves; k++) {
-        forest_id pe = prompt_end(f, leaves[k]);
-        char *ptxt = pe == FOREST_NONE ? NULL : merge_branch_text(f, pm.tk, FOREST_NONE, pe, &err);
-        char *gtxt = merge_branch_text(f, pm.tk, pe, leaves[k], &err);
-        if ((pe != FOREST_NONE && !ptxt) || !gtxt) {
-            free(ptxt), free(gtxt);
-            rc = err.code;
-            goto out;
-        }
-        int32_t depth = forest_path(f, leaves[k], NULL, 0);
-        int32_t n_gen = depth - (pe == FOREST_NONE ? 0 : forest_path(f, pe, NULL, 0));
-        const forest_node *nd = forest_get(f, leaves[k]);
-        bool fin = nd->flags & FOREST_FINISHED;
-        const char *strategy = NULL;
-        session_meta_get(s.meta, f, leaves[k], &strategy, NULL);
-        if (json) {
-            printf("%s\n {\"branch\": %d, \"tokens\": %d, \"generated\": %d, \"finished\": %s, "
-                   "\"strategy\": ", k ? "," : "", k, depth, n_gen, fin ? "true" : "false");
-            prompt_json_str(stdout, strategy ? strategy : "");
-            printf(", \"prompt\": ");
-            prompt_json_str(stdout, ptxt ? ptxt : "");
-            printf(", \"text\": ");
-            prompt_json_str(stdout, gtxt);
-            printf("}");
-        } else {
-            printf("--- branch %d (%d tokens, %d generated%s%s%s)\n", k, depth, n_gen,
-                   fin ? ", finished" : "", strategy ? ", by " : "", strategy ? strategy : "");
-            if (ptxt) {
-                printf("... ");
-                prompt_show_str(stdout, tail_of(ptxt, 80), 0);
-                printf("\n");
-            }
-            printf("%s\n", gtxt);
-        }
-        free(ptxt), free(gtxt);
-    }
-    if (json) printf("\n]}\n");
     fflush(stdout);
     if (!quiet)
         fprintf(stderr, "%s --load: session '%s': %d nodes recomputed in one step (%d rows) in "

@@ -1,0 +1,44 @@
+/* strategy_run.c - the commands' strategy loop (see strategy_run.h). */
+#include "base/clock.h"
+#include "strategy_run.h"
+
+#include "app.h"
+
+st_code app_strategy_run(strategy *s, const strategy_env *env, app_run_stats *st,
+                         app_run_tick_fn tick, void *ud, st_err *err) {
+    *st = (app_run_stats){.t0 = mono_now_s()};
+    st->t1 = st->t0;
+    st_code rc = ST_OK;
+    while (!strategy_done(s)) {
+        if ((rc = strategy_step(s, env, err)) == ST_NO_KV_SLOT) {
+            st->full = true;
+            rc = ST_OK;
+            break;
+        }
+        if (rc) break;
+        int32_t n = env->plan->n_rows;
+        if (st->steps++ == 0) {
+            st->t1 = mono_now_s();
+            st->first_rows = n;
+        } else {
+            st->rows += n;
+            if (n > st->max_rows) st->max_rows = n;
+        }
+        if (tick) tick(ud, s, env, st);
+    }
+    st->t2 = mono_now_s();
+    return rc;
+}
+
+double app_run_mean_rows(const app_run_stats *st) {
+    return st->steps > 1 ? (double)st->rows / (st->steps - 1) : 0.0;
+}
+
+const char *app_result_ended(const strategy_result *r, bool full) {
+    switch (r->end) {
+    case STRAT_END_EOG: return "EOS";
+    case STRAT_END_STOP: return "stop";
+    case STRAT_END_BUDGET: return "budget";
+    default: return full ? "full context" : "budget";
+    }
+}

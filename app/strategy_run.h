@@ -1,0 +1,38 @@
+/* strategy_run.h - how the commands drive a strategy (engine/strategy/strategy.h): step it
+ * to its end, counting what the statistics lines report, stopping when the KV cache is
+ * full, with a progress hook after each step. Not here: building prompts (prompt.h),
+ * printing results (each command). */
+#ifndef MD_STRATEGY_RUN_H
+#define MD_STRATEGY_RUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "strategy/strategy.h"
+
+/* What a run's statistics line reports. */
+typedef struct app_run_stats {
+    double t0, t1, t2;          /* start, end of the first step (the prefill), end: seconds */
+    int32_t steps;              /* steps run */
+    int64_t first_rows, rows;   /* rows of the first step; of all later steps */
+    int32_t max_rows;           /* the most rows of one later step */
+    bool full;                  /* stopped by a full KV cache (ST_NO_KV_SLOT) */
+} app_run_stats;
+
+/* Called after each step (st counts it already). */
+typedef void (*app_run_tick_fn)(void *ud, const strategy *s, const strategy_env *env,
+                                const app_run_stats *st);
+
+/* Steps s until it is done, filling *st. A full KV cache ends the run with st->full set
+ * and ST_OK; other step errors are returned. tick may be NULL. */
+st_code app_strategy_run(strategy *s, const strategy_env *env, app_run_stats *st,
+                         app_run_tick_fn tick, void *ud, st_err *err);
+
+/* Later rows per step on average (0 with one step). */
+double app_run_mean_rows(const app_run_stats *st);
+
+/* "EOS", "stop", "budget" or, for a result still running, full ? "full context" :
+ * "budget": how a result ended, as the commands print it. */
+const char *app_result_ended(const strategy_result *r, bool full);
+
+#endif
