@@ -1,5 +1,6 @@
-/* cmd_bench_spec.c - `multidecode bench spec`: exact speculative greedy decoding (drafts
- * verified as a tree, lookahead decoding) against plain greedy decoding, JSON out.
+/* cmd_bench_spec.c - `multidecode bench spec`: exact speculative decoding (drafts
+ * verified as a tree, lookahead decoding) against plain decoding, greedy and sampled,
+ * JSON out.
  *
  * Three tasks: code completion (a Python class as plain text, for the model to go on
  * writing: code repeats its own patterns), and, as user messages in the model's chat
@@ -11,7 +12,10 @@
  * one run, side by side. Each run reports steps, tokens per step, draft and window rows,
  * seconds, tokens/s, the speedup over plain, and whether its tokens equal plain greedy's
  * (they must: the methods are exact). Each setting runs --repeat times, interleaved with
- * the others, and its fastest run is reported. */
+ * the others, and its fastest run is reported. Sampled cases (--temps, default 0, 0.7
+ * and 1: the default top-k, top-p and min-p, seed 1) run the same way against plain
+ * sampling, whose tokens they must equal too (the same seed draws the same tokens);
+ * each run says its temperature. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,7 +90,9 @@ static void bs_usage(FILE *f) {
             "                       lookup, +always runs the window at every step)\n"
             "      --raw            prompts as plain text, no chat template\n"
             "      --repeat N       runs of every setting, interleaved; the fastest counts\n"
-            "                       (default 3: timings on a shared machine wander)\n",
+            "                       (default 3: timings on a shared machine wander)\n"
+            "      --temps LIST     comma-separated temperatures, each against plain decoding\n"
+            "                       at it (default 0,0.7,1; 0 = greedy)\n",
             bs_default_settings);
 }
 
@@ -136,6 +142,20 @@ static bool bs_parse_setting(const char *s, spec_params *sp) {
     return true;
 }
 
+/* Parses "0,0.7,1" into t[0..cap); the count, 0 when malformed. */
+static int bs_parse_temps(const char *s, double *t, int cap) {
+    int n = 0;
+    for (;;) {
+        char *end;
+        double v = strtod(s, &end);
+        if (end == s || v < 0 || v > 10 || n == cap) return 0;
+        t[n++] = v;
+        if (!*end) return n;
+        if (*end != ',') return 0;
+        s = end + 1;
+    }
+}
+
 typedef struct bs_run {
     int32_t *toks;
     int32_t n;
@@ -144,12 +164,18 @@ typedef struct bs_run {
     double row_cost; /* the policy's row cost at the end (0: plain) */
 } bs_run;
 
-/* Plain greedy: one token per forward pass after the prefilled prompt[0..np-1). */
+/* Plain decoding (greedy at temp 0): one token per forward pass after the prefilled
+ * prompt[0..np-1), drawn as `generate` draws. */
 static st_code bs_plain(prompt_model *pm, const int32_t *prompt, int32_t np, int32_t n_gen,
-                        bs_run *r, st_err *err) {
+                        const sample_params *smp, bs_run *r, st_err *err) {
     int32_t V = pm->m->hp.n_vocab;
     float *lg = malloc(sizeof(float) * (size_t)V);
-    if (!lg) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    sampler sm = {0};
+    if (!lg || sampler_init(&sm, smp, V)) {
+        free(lg);
+        sampler_free(&sm);
+        return st_set(err, ST_ERR_NOMEM, "out of memory");
+    }
     st_code rc = model_forward_linear(pm->ctx, prompt, np - 1, 0, lg, err);
     double t0 = app_now();
     int32_t cur = prompt[np - 1];
@@ -157,11 +183,12 @@ static st_code bs_plain(prompt_model *pm, const int32_t *prompt, int32_t np, int
     for (int32_t i = 0; !rc && r->n < n_gen; i++) {
         if ((rc = model_forward_linear(pm->ctx, &cur, 1, np - 1 + i, lg, err))) break;
         r->steps++;
-        cur = sample_argmax(lg, V);
+        cur = sampler_sample(&sm, lg, V);
         if (tok_is_eog(pm->tk, cur)) break;
         r->toks[r->n++] = cur;
     }
     r->secs = app_now() - t0;
+    sampler_free(&sm);
     free(lg);
     return rc;
 }
@@ -206,11 +233,11 @@ static st_code bs_spec(prompt_model *pm, const int32_t *prompt, int32_t np, int3
     return rc;
 }
 
-static void bs_print_run(const char *setting, const bs_run *r, const bs_run *plain, bool same,
-                         bool first) {
-    printf("%s\n    {\"setting\": \"%s\", \"tokens\": %d, \"steps\": %lld, \"tokens_per_step\": %.3f, "
+static void bs_print_run(const char *setting, double temp, const bs_run *r, const bs_run *plain,
+                         bool same, bool first) {
+    printf("%s\n    {\"setting\": \"%s\", \"temp\": %g, \"tokens\": %d, \"steps\": %lld, \"tokens_per_step\": %.3f, "
            "\"draft_rows\": %lld, \"window_rows\": %lld, \"seconds\": %.4f, \"tok_s\": %.2f, "
-           "\"speedup\": %.3f, \"row_cost\": %.3f, \"same_as_plain\": %s}", first ? "" : ",", setting, r->n,
+           "\"speedup\": %.3f, \"row_cost\": %.3f, \"same_as_plain\": %s}", first ? "" : ",", setting, temp, r->n,
            (long long)r->steps, r->steps ? (double)r->n / (double)r->steps : 0.0,
            (long long)r->draft_rows, (long long)r->la_rows, r->secs,
            r->n / (r->secs + 1e-12), plain->secs / (r->secs + 1e-12) * ((double)r->n / (plain->n ? plain->n : 1)),
@@ -219,16 +246,17 @@ static void bs_print_run(const char *setting, const bs_run *r, const bs_run *pla
 }
 
 int cmd_bench_spec(int argc, char **argv) {
-    enum { O_TASKS = 1000, O_SETTINGS, O_RAW, O_BACKEND, O_REPEAT };
+    enum { O_TASKS = 1000, O_SETTINGS, O_RAW, O_BACKEND, O_REPEAT, O_TEMPS };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'},     {"threads", 1, 0, 't'},        {"tokens", 1, 0, 'n'},
         {"tasks", 1, 0, O_TASKS}, {"settings", 1, 0, O_SETTINGS}, {"raw", 0, 0, O_RAW},
-        {"backend", 1, 0, O_BACKEND}, {"repeat", 1, 0, O_REPEAT}, {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
+        {"backend", 1, 0, O_BACKEND}, {"repeat", 1, 0, O_REPEAT}, {"temps", 1, 0, O_TEMPS}, {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
     prompt_model_opts mo = prompt_model_default_opts();
     const char *tasks = "code,summary,story", *settings = bs_default_settings;
     int64_t n_gen = 128, v, repeats = 3;
     bool raw = false;
-    int ch;
+    double temps[8] = {0, 0.7, 1.0};
+    int n_temps = 3, ch;
     while ((ch = getopt_long(argc, argv, "m:t:n:h", lo, NULL)) != -1) {
         switch (ch) {
         case 'm': mo.path = optarg; break;
@@ -246,6 +274,10 @@ int cmd_bench_spec(int argc, char **argv) {
             if (app_opt_int("--repeat", optarg, 1, 100, &repeats)) return 2;
             break;
         case O_BACKEND: mo.backend = optarg; break;
+        case O_TEMPS:
+            if (!(n_temps = bs_parse_temps(optarg, temps, 8)))
+                return app_usage_error("bad --temps '%s' (want up to 8 numbers 0..10, e.g. 0,0.7,1)", optarg);
+            break;
         case 'h': bs_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode bench spec --help", BENCH_SPEC_USAGE);
         }
@@ -304,30 +336,36 @@ int cmd_bench_spec(int argc, char **argv) {
             printf("%s\n  {\"task\": \"%s\", \"prompt_tokens\": %d, \"chat\": %s, \"repeats\": %lld, "
                    "\"runs\": [", n_done++ ? "," : "", bs_tasks[t].name, np,
                    kind != CHAT_NONE ? "true" : "false", (long long)repeats);
-        /* every setting run `repeats` times, interleaved; each keeps its fastest run, and
-         * must make plain greedy's tokens every time */
-        for (int i = 0; i <= n_sets; i++) {
-            best[i].secs = -1;
-            same[i] = true;
-        }
-        for (int64_t rep = 0; rep < repeats && !rc; rep++)
-            for (int i = 0; i <= n_sets && !rc; i++) {
-                run.steps = run.draft_rows = run.la_rows = 0;
-                run.row_cost = 0;
-                rc = i == 0 ? bs_plain(&pm, prompt, np, (int32_t)n_gen, &run, &err)
-                            : bs_spec(&pm, prompt, np, (int32_t)n_gen, &sps[i - 1], &run, &err);
-                if (rc) break;
-                if (i > 0) same[i] = same[i] && run.n == best[0].n &&
-                                     !memcmp(run.toks, best[0].toks, sizeof(int32_t) * (size_t)run.n);
-                if (best[i].secs < 0 || run.secs < best[i].secs) {
-                    int32_t *keep = best[i].toks;
-                    best[i] = run;
-                    best[i].toks = keep;
-                    memcpy(keep, run.toks, sizeof(int32_t) * (size_t)run.n);
-                }
+        /* per temperature, every setting run `repeats` times, interleaved; each keeps its
+         * fastest run, and must make plain decoding's tokens every time */
+        for (int ti = 0; ti < n_temps && !rc; ti++) {
+            spec_params st[64];
+            sample_params smp = sample_default_params();
+            smp.temp = (float)temps[ti];
+            for (int i = 0; i <= n_sets; i++) {
+                best[i].secs = -1;
+                same[i] = true;
+                if (i) st[i - 1] = sps[i - 1], st[i - 1].samp = smp;
             }
-        for (int i = 0; i <= n_sets && !rc; i++)
-            bs_print_run(i ? names[i - 1] : "plain", &best[i], &best[0], same[i], i == 0);
+            for (int64_t rep = 0; rep < repeats && !rc; rep++)
+                for (int i = 0; i <= n_sets && !rc; i++) {
+                    run.steps = run.draft_rows = run.la_rows = 0;
+                    run.row_cost = 0;
+                    rc = i == 0 ? bs_plain(&pm, prompt, np, (int32_t)n_gen, &smp, &run, &err)
+                                : bs_spec(&pm, prompt, np, (int32_t)n_gen, &st[i - 1], &run, &err);
+                    if (rc) break;
+                    if (i > 0) same[i] = same[i] && run.n == best[0].n &&
+                                         !memcmp(run.toks, best[0].toks, sizeof(int32_t) * (size_t)run.n);
+                    if (best[i].secs < 0 || run.secs < best[i].secs) {
+                        int32_t *keep = best[i].toks;
+                        best[i] = run;
+                        best[i].toks = keep;
+                        memcpy(keep, run.toks, sizeof(int32_t) * (size_t)run.n);
+                    }
+                }
+            for (int i = 0; i <= n_sets && !rc; i++)
+                bs_print_run(i ? names[i - 1] : "plain", temps[ti], &best[i], &best[0], same[i], !ti && !i);
+        }
         if (!rc) printf("]}");
         free(prompt);
     }
