@@ -1,5 +1,6 @@
-/* cmd_bench_spec.c - `multidecode bench spec`: exact speculative greedy decoding (drafts
- * verified as a tree, lookahead decoding) against plain greedy decoding, JSON out.
+/* cmd_bench_spec.c - `multidecode bench spec`: exact speculative decoding (drafts
+ * verified as a tree, lookahead decoding) against plain decoding, greedy and sampled,
+ * JSON out.
  *
  * Three tasks: code completion (a Python class as plain text, for the model to go on
  * writing: code repeats its own patterns), and, as user messages in the model's chat
@@ -11,7 +12,10 @@
  * one run, side by side. Each run reports steps, tokens per step, draft and window rows,
  * seconds, tokens/s, the speedup over plain, and whether its tokens equal plain greedy's
  * (they must: the methods are exact). Each setting runs --repeat times, interleaved with
- * the others, and its fastest run is reported. */
+ * the others, and its fastest run is reported. Sampled cases (--temps, default 0, 0.7
+ * and 1: the default top-k, top-p and min-p, seed 1) run the same way against plain
+ * sampling, whose tokens they must equal too (the same seed draws the same tokens);
+ * each run says its temperature. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,8 +93,24 @@ static void bs_usage(FILE *f) {
             "                       lookup, +always runs the window at every step)\n"
             "      --raw            prompts as plain text, no chat template\n"
             "      --repeat N       runs of every setting, interleaved; the fastest counts\n"
-            "                       (default 3: timings on a shared machine wander)\n",
+            "                       (default 3: timings on a shared machine wander)\n"
+            "      --temps LIST     comma-separated temperatures, each against plain decoding\n"
+            "                       at it (default 0,0.7,1; 0 = greedy)\n",
             bs_default_settings);
+}
+
+/* Parses "0,0.7,1" into t[0..cap); the count, 0 when malformed. */
+static int bs_parse_temps(const char *s, double *t, int cap) {
+    int n = 0;
+    for (;;) {
+        char *end;
+        double v = strtod(s, &end);
+        if (end == s || v < 0 || v > 10 || n == cap) return 0;
+        t[n++] = v;
+        if (!*end) return n;
+        if (*end != ',') return 0;
+        s = end + 1;
+    }
 }
 
 /* Parses one setting; false when malformed. */
@@ -147,12 +167,18 @@ typedef struct bs_run {
     double row_cost; /* the policy's row cost at the end (0: plain) */
 } bs_run;
 
-/* Plain greedy: one token per forward pass after the prefilled prompt[0..np-1). */
+/* Plain decoding (greedy at temp 0): one token per forward pass after the prefilled
+ * prompt[0..np-1), drawn as `generate` draws. */
 static st_code bs_plain(prompt_model *pm, const int32_t *prompt, int32_t np, int32_t n_gen,
-                        bs_run *r, st_err *err) {
+                        const sample_params *smp, bs_run *r, st_err *err) {
     int32_t V = pm->m->hp.n_vocab;
     float *lg = malloc(sizeof(float) * (size_t)V);
-    if (!lg) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    sampler sm = {0};
+    if (!lg || sampler_init(&sm, smp, V)) {
+        free(lg);
+        sampler_free(&sm);
+        return st_set(err, ST_ERR_NOMEM, "out of memory");
+    }
     st_code rc = model_forward_linear(pm->ctx, prompt, np - 1, 0, lg, err);
     double t0 = mono_now_s();
     int32_t cur = prompt[np - 1];
@@ -160,11 +186,12 @@ static st_code bs_plain(prompt_model *pm, const int32_t *prompt, int32_t np, int
     for (int32_t i = 0; !rc && r->n < n_gen; i++) {
         if ((rc = model_forward_linear(pm->ctx, &cur, 1, np - 1 + i, lg, err))) break;
         r->steps++;
-        cur = sample_argmax(lg, V);
+        cur = sampler_sample(&sm, lg, V);
         if (tok_is_eog(pm->tk, cur)) break;
         r->toks[r->n++] = cur;
     }
     r->secs = mono_now_s() - t0;
+    sampler_free(&sm);
     free(lg);
     return rc;
 }
@@ -212,10 +239,11 @@ static st_code bs_spec(prompt_model *pm, const int32_t *prompt, int32_t np, int3
     return rc;
 }
 
-/* One setting's fastest run against plain greedy's. */
-static json_t *bs_run_json(const char *setting, const bs_run *r, const bs_run *plain, bool same) {
+/* One setting's fastest run at temperature temp against plain decoding's. */
+static json_t *bs_run_json(const char *setting, double temp, const bs_run *r, const bs_run *plain, bool same) {
     json_t *o = json_object();
     jo_set(&o, "setting", jo_str(setting));
+    jo_set(&o, "temp", json_real(temp));
     jo_set(&o, "tokens", json_integer(r->n));
     jo_set(&o, "steps", json_integer(r->steps));
     jo_set(&o, "tokens_per_step", jo_fixed(r->steps ? (double)r->n / (double)r->steps : 0.0, 3));
@@ -239,6 +267,8 @@ typedef struct bs_bench {
     int n_sets;
     int64_t n_gen, repeats;
     bool raw;
+    double temps[8];          /* each run at every one of these temperatures */
+    int n_temps;
     bs_run run, best[65];
     bool same[65];            /* setting i made plain greedy's tokens every time */
 } bs_bench;
@@ -259,19 +289,22 @@ static int32_t *bs_task_prompt(bs_bench *b, int t, int32_t *np, bool *chat, st_e
 
 /* Every setting run b->repeats times on one prompt, interleaved; each keeps its fastest
  * run, and must make plain greedy's tokens every time. */
-static st_code bs_settings(bs_bench *b, const int32_t *prompt, int32_t np, st_err *err) {
+static st_code bs_settings(bs_bench *b, const int32_t *prompt, int32_t np, const sample_params *smp,
+                           st_err *err) {
     st_code rc = ST_OK;
+    spec_params st[64];
     for (int i = 0; i <= b->n_sets; i++) {
         b->best[i].secs = -1;
         b->same[i] = true;
+        if (i) st[i - 1] = b->sps[i - 1], st[i - 1].samp = *smp;
     }
     for (int64_t rep = 0; rep < b->repeats && !rc; rep++)
         for (int i = 0; i <= b->n_sets && !rc; i++) {
             bs_run *run = &b->run, *best = &b->best[i];
             run->steps = run->draft_rows = run->la_rows = 0;
             run->row_cost = 0;
-            rc = i == 0 ? bs_plain(&b->pm, prompt, np, (int32_t)b->n_gen, run, err)
-                        : bs_spec(&b->pm, prompt, np, (int32_t)b->n_gen, &b->sps[i - 1], run, err);
+            rc = i == 0 ? bs_plain(&b->pm, prompt, np, (int32_t)b->n_gen, smp, run, err)
+                        : bs_spec(&b->pm, prompt, np, (int32_t)b->n_gen, &st[i - 1], run, err);
             if (rc) break;
             if (i > 0) b->same[i] = b->same[i] && run->n == b->best[0].n &&
                                     !memcmp(run->toks, b->best[0].toks, sizeof(int32_t) * (size_t)run->n);
@@ -296,12 +329,21 @@ static st_code bs_task(bs_bench *b, int t, json_t **tasks, st_err *err) {
         rc = st_set(err, ST_ERR_CONTEXT, "task %s: %d prompt tokens + %lld do not fit %d "
                     "KV slots (raise -c or lower -n)", bs_tasks[t].name, np, (long long)b->n_gen,
                     b->pm.n_slots);
-    if (!rc) rc = bs_settings(b, prompt, np, err);
+    json_t *runs = json_array();
+    for (int ti = 0; ti < b->n_temps && !rc; ti++) {
+        sample_params smp = sample_default_params();
+        smp.temp = (float)b->temps[ti];
+        if ((rc = bs_settings(b, prompt, np, &smp, err))) break;
+        for (int i = 0; i <= b->n_sets; i++)
+            jo_push(&runs, bs_run_json(i ? b->names[i - 1] : "plain", b->temps[ti], &b->best[i], &b->best[0],
+                                       b->same[i]));
+    }
     free(prompt);
-    if (rc) return rc;
-    json_t *task = json_object(), *runs = json_array();
-    for (int i = 0; i <= b->n_sets; i++)
-        jo_push(&runs, bs_run_json(i ? b->names[i - 1] : "plain", &b->best[i], &b->best[0], b->same[i]));
+    if (rc) {
+        json_decref(runs);
+        return rc;
+    }
+    json_t *task = json_object();
     jo_set(&task, "task", jo_str(bs_tasks[t].name));
     jo_set(&task, "prompt_tokens", json_integer(np));
     jo_set(&task, "chat", json_boolean(chat));
@@ -312,18 +354,10 @@ static st_code bs_task(bs_bench *b, int t, json_t **tasks, st_err *err) {
 }
 
 /* Opens the model, runs the tasks named in `tasks` and prints the report. */
-static st_code bs_bench_run(const prompt_model_opts *mo, const char *tasks, char *const *names,
-                            const spec_params *sps, int n_sets, int64_t n_gen, int64_t repeats,
-                            bool raw, st_err *err) {
-    bs_bench *b = calloc(1, sizeof *b);
-    if (!b) return st_set(err, ST_ERR_NOMEM, "out of memory");
-    *b = (bs_bench){.n_sets = n_sets, .n_gen = n_gen, .repeats = repeats, .raw = raw};
-    memcpy(b->names, names, sizeof(char *) * (size_t)n_sets);
-    memcpy(b->sps, sps, sizeof(spec_params) * (size_t)n_sets);
-    if (prompt_model_open(&b->pm, mo, err)) {
-        free(b);
-        return err->code;
-    }
+static st_code bs_bench_run(bs_bench *b, const prompt_model_opts *mo, const char *tasks, st_err *err) {
+    int n_sets = b->n_sets;
+    int64_t n_gen = b->n_gen;
+    if (prompt_model_open(&b->pm, mo, err)) return err->code;
     b->run.toks = malloc(sizeof(int32_t) * (size_t)n_gen);
     st_code rc = b->run.toks ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
     for (int i = 0; i <= n_sets && !rc; i++)
@@ -346,21 +380,21 @@ static st_code bs_bench_run(const prompt_model_opts *mo, const char *tasks, char
     for (int i = 0; i <= n_sets; i++) free(b->best[i].toks);
     free(b->run.toks);
     prompt_model_close(&b->pm);
-    free(b);
     return rc;
 }
 
 int cmd_bench_spec(int argc, char **argv) {
-    enum { O_TASKS = 1000, O_SETTINGS, O_RAW, O_BACKEND, O_REPEAT };
+    enum { O_TASKS = 1000, O_SETTINGS, O_RAW, O_BACKEND, O_REPEAT, O_TEMPS };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'},     {"threads", 1, 0, 't'},        {"tokens", 1, 0, 'n'},
         {"tasks", 1, 0, O_TASKS}, {"settings", 1, 0, O_SETTINGS}, {"raw", 0, 0, O_RAW},
-        {"backend", 1, 0, O_BACKEND}, {"repeat", 1, 0, O_REPEAT}, {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
+        {"backend", 1, 0, O_BACKEND}, {"repeat", 1, 0, O_REPEAT}, {"temps", 1, 0, O_TEMPS}, {"help", 0, 0, 'h'},       {0, 0, 0, 0}};
     prompt_model_opts mo = prompt_model_default_opts();
     const char *tasks = "code,summary,story", *settings = bs_default_settings;
     int64_t n_gen = 128, v, repeats = 3;
     bool raw = false;
-    int ch;
+    double temps[8] = {0, 0.7, 1.0};
+    int n_temps = 3, ch;
     while ((ch = getopt_long(argc, argv, "m:t:n:h", lo, NULL)) != -1) {
         switch (ch) {
         case 'm': mo.path = optarg; break;
@@ -376,6 +410,10 @@ int cmd_bench_spec(int argc, char **argv) {
         case O_RAW: raw = true; break;
         case O_REPEAT:
             if (app_opt_int("--repeat", optarg, 1, 100, &repeats)) return 2;
+            break;
+        case O_TEMPS:
+            if (!(n_temps = bs_parse_temps(optarg, temps, 8)))
+                return app_usage_error("bad --temps '%s' (want up to 8 numbers 0..10, e.g. 0,0.7,1)", optarg);
             break;
         case O_BACKEND: mo.backend = optarg; break;
         case 'h': bs_usage(stdout); return 0;
@@ -397,7 +435,16 @@ int cmd_bench_spec(int argc, char **argv) {
         names[n_sets++] = tkn;
     }
     st_err err = {0};
-    st_code rc = bs_bench_run(&mo, tasks, names, sps, n_sets, n_gen, repeats, raw, &err);
+    bs_bench *b = calloc(1, sizeof *b);
+    st_code rc = b ? ST_OK : st_set(&err, ST_ERR_NOMEM, "out of memory");
+    if (b) {
+        *b = (bs_bench){.n_sets = n_sets, .n_gen = n_gen, .repeats = repeats, .raw = raw, .n_temps = n_temps};
+        memcpy(b->names, names, sizeof(char *) * (size_t)n_sets);
+        memcpy(b->sps, sps, sizeof(spec_params) * (size_t)n_sets);
+        memcpy(b->temps, temps, sizeof(double) * (size_t)n_temps);
+        rc = bs_bench_run(b, &mo, tasks, &err);
+    }
+    free(b);
     free(sets);
     return rc ? app_fail(&err) : 0;
 }

@@ -13,9 +13,10 @@
  * each is printed at the end. Branch i makes exactly the tokens that linear decoding
  * with --seed seed+i makes, since its leaf sees the same keys as the linear sequence.
  *
- * Drafts (--draft, --lookahead W,N,G): greedy decoding accelerated by tree-verified drafts
- * (engine/spec/spec.h); the tokens are those of plain greedy decoding, several per step when
- * the drafts are right. */
+ * Drafts (--draft, --lookahead W,N,G): decoding accelerated by tree-verified drafts
+ * (engine/spec/spec.h), greedy unless --temp is given; the tokens are those of plain
+ * greedy decoding (or of linear sampling with the same parameters and seed), several per
+ * step when the drafts are right. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,8 +179,9 @@ static void gen_spec_stats(const spec_opts *so, const spec *d, const app_run_sta
             (long long)made, dt, (double)made / (dt + 1e-12));
 }
 
-/* --draft / --lookahead: exact greedy decoding through the draft or lookahead strategy,
- * the text printed as the steps accept it. */
+/* --draft / --lookahead: speculative decoding through the draft or lookahead strategy,
+ * greedy or sampling (so->sp.samp) with plain decoding's tokens, the text printed as the
+ * steps accept it. */
 static st_code gen_spec(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, bool chat,
                         const spec_opts *so, int64_t n_gen, bool quiet, st_err *err) {
     forest *f = forest_init(pm->n_slots, 0);
@@ -316,7 +318,9 @@ int cmd_generate(int argc, char **argv) {
     prompt_chat pc = {0};
     sample_params sp = sample_default_params();
     int ch, r;
+    bool temp_given = false; /* --draft samples only when asked to (greedy by default) */
     while ((ch = getopt_long(argc, argv, "m:p:n:t:c:qh", lo, NULL)) != -1) {
+        temp_given |= ch == 'T';
         if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&sp, ch, optarg)) >= 0 ||
             (r = prompt_chat_opt(&pc, ch, optarg)) >= 0 || (r = spec_opt(&so, ch, optarg)) >= 0) {
             if (r) return r;
@@ -340,7 +344,8 @@ int cmd_generate(int argc, char **argv) {
     if (!mo.path) return app_usage_error("generate needs a model: -m MODEL");
     if ((r = prompt_chat_check(&pc))) return r;
     if (json && branches < 2) return app_usage_error("--json goes with --branches K (K >= 2)");
-    if (so.on && branches > 1) return app_usage_error("--draft and --lookahead decode one greedy sequence: not with --branches");
+    if (so.on && branches > 1) return app_usage_error("--draft and --lookahead decode one sequence: not with --branches");
+    if (so.on && temp_given) so.sp.samp = sp;
 
     st_err err = {0};
     prompt_model pm;

@@ -12,9 +12,9 @@
  * JSON object. Node ids are the forest's array indices (stable for the whole run).
  *
  * With --lookahead W,N,G (or --draft) the steps are those of exact speculative greedy
- * decoding (engine/spec/spec.h) from the prompt instead: each plan shows the tip, the draft
- * tree and lookahead decoding's window (level l, column i at position tip + i + l) with
- * their roles, then the tokens the step accepted. */
+ * decoding (sampling with --temp; engine/spec/spec.h) from the prompt instead: each plan
+ * shows the tip, the draft tree and lookahead decoding's window (level l, column i at
+ * position tip + i + l) with their roles, then the tokens the step accepted. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,7 +50,8 @@ static void plan_usage(FILE *f) {
             "      --temp T         temperature; 0 = greedy (default 0.8)\n"
             PROMPT_SAMPLE_HELP
             "With --draft or --lookahead, the steps of exact speculative greedy decoding\n"
-            "from the (single) prompt, each row labelled tip, draft or la L,I:\n"
+            "(sampling with --temp) from the (single) prompt, each row labelled tip, draft\n"
+            "or la L,I:\n"
             SPEC_HELP,
             PLAN_MAX_PROMPTS);
 }
@@ -342,7 +343,9 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
         {"steps", 1, 0, 's'},  {"max-cols", 1, 0, 'W'}, {"json", 0, 0, 'J'},
         SPEC_LONGOPTS,         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     int ch, r;
+    bool temp_given = false; /* --draft samples only when asked to (greedy by default) */
     while ((ch = getopt_long(argc, argv, "m:p:t:c:k:s:h", lo, NULL)) != -1) {
+        temp_given |= ch == 'T';
         if ((r = prompt_model_opt(&o->mo, ch, optarg)) >= 0 ||
             (r = prompt_sample_opt(&o->sp, ch, optarg)) >= 0 || (r = spec_opt(&o->so, ch, optarg)) >= 0) {
             if (r) return r;
@@ -373,6 +376,7 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
     if (!o->mo.path) return app_usage_error("plan needs a model: -m MODEL");
     if (o->so.on && (o->n_prompts > 1 || o->context))
         return app_usage_error("--draft / --lookahead show one prompt's decoding: one -p, no --context");
+    if (o->so.on && temp_given) o->so.sp.samp = o->sp;
     return -1;
 }
 

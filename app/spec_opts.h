@@ -1,4 +1,4 @@
-/* spec_opts.h - the command-line options of exact speculative greedy decoding
+/* spec_opts.h - the command-line options of exact speculative decoding
  * (engine/spec/spec.h), shared by generate, plan and bench spec: --draft turns it on with
  * prompt-lookup and n-gram-pool drafts, --lookahead W,N,G adds lookahead decoding's
  * window, and the rest tune the drafts. */
@@ -18,10 +18,11 @@ enum { SPEC_OPT_DRAFT = 1000, SPEC_OPT_LEN, SPEC_OPT_N, SPEC_OPT_ROWS, SPEC_OPT_
         {"lookahead", 1, 0, SPEC_OPT_LA}, {"draft-fixed", 0, 0, SPEC_OPT_FIXED},           \
         {"lookahead-always", 0, 0, SPEC_OPT_LA_ALWAYS}
 #define SPEC_HELP                                                                          \
-    "      --draft          exact speculative greedy decoding: drafts from prompt lookup\n" \
-    "                       and an n-gram pool of the text so far, verified as a tree in\n" \
-    "                       one forest step; the output equals plain greedy (implies\n"     \
-    "                       --temp 0)\n"                                                    \
+    "      --draft          exact speculative decoding: drafts from prompt lookup and an\n" \
+    "                       n-gram pool of the text so far, verified as a tree in one\n"    \
+    "                       forest step. Greedy (the output equals plain greedy) unless\n"  \
+    "                       --temp T > 0 is given: then exact speculative sampling, the\n"  \
+    "                       very tokens of plain sampling with the same --seed\n"           \
     "      --lookahead W,N,G  add lookahead decoding's window (W columns, N-grams, at\n"    \
     "                       most G pool drafts per step; implies --draft). The window\n"   \
     "                       runs while its n-grams pay for its rows (and now and then)\n"   \

@@ -494,7 +494,8 @@ static void test_bench(void) {
 
 /* `generate --draft` / `--lookahead` print exactly what greedy `generate` prints; `plan
  * --lookahead` shows the window at positions tip + i + l; `bench spec` runs every
- * setting with the same tokens as plain greedy. */
+ * setting with the same tokens as plain greedy (and as plain sampling at 0.7); with
+ * --temp 0.7 the draft commands print plain sampling's text. */
 static void test_spec_cli(void) {
     const char *prompt = "Tom had a red ball. Tom had a red ball. Tom";
     int st;
@@ -507,6 +508,16 @@ static void test_spec_cli(void) {
                          prompt, modes[i]);
         T_CHECK(st == 0 && !strcmp(out, ref), "generate %s prints greedy's text (exit %d):\n%s\nvs\n%s",
                 modes[i], st, out, ref);
+        free(out);
+    }
+    free(ref);
+    /* sampled: the very tokens of plain sampling with the same seed */
+    ref = t_runf(&st, "%s generate -m %s -p '%s' -n 40 --temp 0.7 --seed 9 -q 2>/dev/null", bin, model_path, prompt);
+    for (int i = 0; i < 2; i++) {
+        char *out = t_runf(&st, "%s generate -m %s -p '%s' -n 40 --temp 0.7 --seed 9 %s -q 2>/dev/null", bin,
+                           model_path, prompt, modes[i]);
+        T_CHECK(st == 0 && !strcmp(out, ref), "generate %s --temp 0.7 prints plain sampling's text (exit %d):\n%s\n"
+                "vs\n%s", modes[i], st, out, ref);
         free(out);
     }
     free(ref);
@@ -536,7 +547,7 @@ static void test_spec_cli(void) {
     T_CHECK(jlen(jkey(jat(steps, 1), "emitted")) >= 1, "each step emits at least one token");
     j_free(j);
     free(out);
-    out = t_runf(&st, "%s bench spec -m %s -n 24 --raw --tasks code,story --settings 'draft;la:2,3,2+draft'",
+    out = t_runf(&st, "%s bench spec -m %s -n 24 --raw --tasks code,story --settings 'draft;la:2,3,2+draft' --temps 0,0.7",
                bin, model_path);
     j = j_read(out);
     const jv *tasks = j ? jkey(j, "tasks") : &j_none;
@@ -546,8 +557,8 @@ static void test_spec_cli(void) {
             runs++;
             same += jnum(jkey(jat(jkey(jat(tasks, t), "runs"), r), "same_as_plain")) == 1;
         }
-    T_CHECK(st == 0 && jlen(tasks) == 2 && runs == 6 && same == 6,
-            "bench spec: exit %d, %d tasks, %d of %d runs equal plain greedy", st, jlen(tasks), same, runs);
+    T_CHECK(st == 0 && jlen(tasks) == 2 && runs == 12 && same == 12,
+            "bench spec: exit %d, %d tasks, %d of %d runs equal plain decoding (greedy and at 0.7)", st, jlen(tasks), same, runs);
     j_free(j);
     free(out);
     out = t_runf(&st, "%s generate -m %s --lookahead 3,1,2 2>&1", bin, model_path);

@@ -101,10 +101,10 @@ static void select_top(sample_cand *c, int32_t n, int32_t k) {
     for (int32_t i = k; i < n; i++) heap_offer(c, k, c[i]);
 }
 
-/* The draw over the m ranked candidates c[0..m), best first, of which top-k already
- * kept at most top_k: temperature, top-p, min-p and one RNG draw. */
-static int32_t sample_ranked(sampler *s, sample_cand *c, int32_t k) {
-    const sample_params *p = &s->p;
+/* The distribution over the k ranked candidates c[0..k), best first, of which top-k
+ * already kept at most top_k: temperature, top-p, min-p. Sets c[i].p (unnormalised) and
+ * returns how many are kept; *mass gets their total. */
+static int32_t ranked_probs(const sample_params *p, sample_cand *c, int32_t k, float *mass) {
     /* softmax with temperature over the k best */
     float mx = c[0].logit, sum = 0;
     for (int32_t i = 0; i < k; i++) sum += c[i].p = expf((c[i].logit - mx) / p->temp);
@@ -126,8 +126,16 @@ static int32_t sample_ranked(sampler *s, sample_cand *c, int32_t k) {
         while (keep < k && c[keep].p >= p->min_p * c[0].p) keep++;
         k = keep;
     }
-    float mass = 0;
-    for (int32_t i = 0; i < k; i++) mass += c[i].p;
+    float m = 0;
+    for (int32_t i = 0; i < k; i++) m += c[i].p;
+    *mass = m;
+    return k;
+}
+
+/* The draw over the ranked candidates c[0..k) (ranked_probs' input): one RNG draw. */
+static int32_t sample_ranked(sampler *s, sample_cand *c, int32_t k) {
+    float mass;
+    k = ranked_probs(&s->p, c, k, &mass);
     float r = rng_unit(&s->rng) * mass, acc = 0;
     for (int32_t i = 0; i < k; i++) {
         acc += c[i].p;
@@ -173,10 +181,10 @@ bool sample_uses_history(const sample_params *p) {
     return p->repeat_penalty != 1.0f && p->repeat_last_n != 0;
 }
 
-int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const int32_t *hist,
-                            int32_t n_hist) {
-    if (!sample_uses_history(&s->p) || n_hist <= 0 || n > s->n_cand)
-        return sampler_sample(s, logits, n);
+/* The candidates c[0..n) with llama.cpp's repetition penalty over the window of
+ * hist[0..n_hist) (.p zero again after); returns the first best penalised logit's id. */
+static int32_t penalised_cands(sampler *s, const float *logits, int32_t n, const int32_t *hist,
+                               int32_t n_hist) {
     sample_cand *c = s->cand;
     for (int32_t i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0};
     /* the window: the last repeat_last_n tokens; .p marks a token already penalised, so
@@ -190,15 +198,46 @@ int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const in
         c[t].p = 1;
         c[t].logit = c[t].logit <= 0 ? c[t].logit * pen : c[t].logit / pen;
     }
-    if (s->p.temp <= 0) { /* greedy over the penalised logits; first index on ties */
-        int32_t best = 0;
-        for (int32_t i = 1; i < n; i++)
-            if (c[i].logit > c[best].logit) best = i;
-        return best;
+    int32_t best = 0;
+    for (int32_t i = 0; i < n; i++) {
+        c[i].p = 0;
+        if (c[i].logit > c[best].logit) best = i;
     }
-    for (int32_t i = 0; i < n; i++) c[i].p = 0;
-    return sample_from_cands(s, c, n);
+    return best;
 }
+
+int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const int32_t *hist,
+                            int32_t n_hist) {
+    if (!sample_uses_history(&s->p) || n_hist <= 0 || n > s->n_cand)
+        return sampler_sample(s, logits, n);
+    sample_cand *c = s->cand;
+    int32_t best = penalised_cands(s, logits, n, hist, n_hist);
+    return s->p.temp <= 0 ? best : sample_from_cands(s, c, n);
+}
+
+int32_t sampler_dist(sampler *s, const float *logits, int32_t n, const int32_t *hist,
+                     int32_t n_hist, int32_t *ids, float *probs) {
+    if (n <= 0 || n > s->n_cand) return 0;
+    sample_cand *c = s->cand;
+    int32_t best = 0;
+    if (sample_uses_history(&s->p) && n_hist > 0) best = penalised_cands(s, logits, n, hist, n_hist);
+    else if (s->p.temp <= 0) best = sample_argmax(logits, n);
+    else for (int32_t i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0};
+    if (s->p.temp <= 0) {
+        ids[0] = best, probs[0] = 1;
+        return 1;
+    }
+    /* the same ranking and filters as a draw (sample_from_cands, sample_ranked) */
+    int32_t k = kept_of(&s->p, n);
+    if (k < n) select_top(c, n, k);
+    qsort(c, (size_t)k, sizeof *c, cmp_desc);
+    float mass;
+    k = ranked_probs(&s->p, c, k, &mass);
+    for (int32_t i = 0; i < k; i++) ids[i] = c[i].id, probs[i] = c[i].p / mass;
+    return k;
+}
+
+double sampler_uniform(sampler *s) { return (double)(rng_next(&s->rng) >> 11) * 0x1p-53; }
 
 void sample_log_softmax(const float *logits, int32_t n, float *out) {
     kern_lse l;

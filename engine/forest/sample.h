@@ -45,6 +45,15 @@ int32_t sampler_sample(sampler *s, const float *logits, int32_t n);
  * not modified. */
 int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const int32_t *hist,
                             int32_t n_hist);
+/* The distribution sampler_sample_hist draws from for these logits and history (hist may
+ * be NULL when n_hist is 0 or the penalty is off): the kept tokens, most likely first, in
+ * ids[0..k) with their probabilities in probs[0..k) (summing to 1); returns k (1 with
+ * probability 1 when greedy; 0 when n is out of range). ids and probs need n entries.
+ * No RNG draw: for callers that choose by another rule (exact speculative sampling). */
+int32_t sampler_dist(sampler *s, const float *logits, int32_t n, const int32_t *hist,
+                     int32_t n_hist, int32_t *ids, float *probs);
+/* A uniform draw in [0, 1) from the sampler's RNG (53 bits). */
+double sampler_uniform(sampler *s);
 /* True when the parameters ask for a repetition penalty (so callers can skip gathering a
  * history otherwise). */
 bool sample_uses_history(const sample_params *p);

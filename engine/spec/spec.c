@@ -126,29 +126,49 @@ int32_t spec_tree_unpack(const spec_tree *t, const step_plan *p, forest_id tip, 
     return len + 1;
 }
 
-st_code spec_tree_accept(spec_tree *t, forest *f, const step_plan *p, forest_id tip,
-                         int32_t *acc, int32_t *n_acc, forest_id *last, st_err *err) {
-    uint8_t keep_small[256], *keep = t->n_nodes <= 256 ? keep_small : calloc((size_t)t->n_nodes, 1);
+/* How acceptance picks the token after a node: greedy (smp NULL), or a draw from the
+ * target with the sampler (spec_sample.h's rule for one-hot drafts, in the form that
+ * draws as plain sampling does), after the history hist[0..n_hist) followed by the
+ * tokens accepted so far (hist has room for them). */
+typedef struct spec_walk {
+    sampler *smp;
+    int32_t *hist;
+    int32_t n_hist;
+} spec_walk;
+
+/* The token after node id (tree node at; -1: the tip) into *tok, n tokens accepted so
+ * far; returns the child of at that it names, -1 when none, -2 when id was not scored. */
+static int32_t spec_next(const spec_tree *t, const step_plan *p, spec_walk *w, int32_t at,
+                         forest_id id, int32_t n, int32_t *tok) {
+    const float *lg = step_logits_of(p, id);
+    if (!lg) return -2;
+    *tok = w->smp ? sampler_sample_hist(w->smp, lg, p->n_vocab, w->hist, w->n_hist + n)
+                  : sample_argmax(lg, p->n_vocab);
+    return spec_child(t, at, *tok);
+}
+
+/* Walks the tree from the tip, accepting while the chosen token is a child (see
+ * spec_tree_accept). */
+static st_code spec_tree_walk(spec_tree *t, forest *f, const step_plan *p, forest_id tip, spec_walk *w,
+                              int32_t *acc, int32_t *n_acc, forest_id *last, st_err *err) {
+    uint8_t keep_small[256], *keep = t->n_nodes <= 256 ? keep_small : malloc((size_t)t->n_nodes);
     if (!keep) return st_set(err, ST_ERR_NOMEM, "out of memory accepting a draft");
     memset(keep, 0, (size_t)t->n_nodes);
-    int32_t n = 0, at = -1;
-    forest_id id = tip;
-    int32_t g = spec_greedy(p, tip);
     st_code rc = ST_OK;
-    if (g < 0) {
+    int32_t n = 0, at = -1, g;
+    forest_id id = tip;
+    int32_t k = spec_next(t, p, w, at, id, n, &g);
+    if (k == -2) {
         rc = st_set(err, ST_ERR_ARG, "draft tree: the tip was not scored by the last step");
         goto out;
     }
-    for (;;) {
-        int32_t k = spec_child(t, at, g);
-        if (k < 0) break;
-        int32_t gk = spec_greedy(p, t->fid[k]);
-        if (gk < 0) break; /* not scored (cannot happen for a packed tree): stop here */
+    /* a child that was not scored (cannot happen for a packed tree) ends the walk there */
+    for (; k >= 0 && step_logits_of(p, t->fid[k]); k = spec_next(t, p, w, at, id, n, &g)) {
+        if (w->hist) w->hist[w->n_hist + n] = g;
         acc[n++] = g;
         keep[k] = 1;
         at = k;
         id = t->fid[k];
-        g = gk;
     }
     acc[n++] = g;
     spec_tree_prune(t, f, keep);
@@ -157,6 +177,12 @@ st_code spec_tree_accept(spec_tree *t, forest *f, const step_plan *p, forest_id 
 out:
     if (keep != keep_small) free(keep);
     return rc;
+}
+
+st_code spec_tree_accept(spec_tree *t, forest *f, const step_plan *p, forest_id tip,
+                         int32_t *acc, int32_t *n_acc, forest_id *last, st_err *err) {
+    spec_walk w = {0};
+    return spec_tree_walk(t, f, p, tip, &w, acc, n_acc, last, err);
 }
 
 /* ---- the driver ---- */
@@ -200,13 +226,18 @@ struct spec {
     double la_gain;         /* adaptive lookahead: tokens per window step it alone found */
     int32_t la_idle;        /* steps since the window last ran while it did not pay */
     int32_t la_runs;        /* steps the window ran */
+    sampler smp;            /* sampling: the target and its RNG (made when the first
+                               step tells the vocabulary size: smp.cand NULL until then) */
 };
 
 spec_params spec_default_params(void) {
-    return (spec_params){.draft_len = 8, .n_drafts = 4, .max_rows = 16, .key_min = 1,
-                         .key_max = 4, .pool_n = 4, .adaptive = true, .row_cost = 0,
-                         .la_adaptive = true,
-                         .la = {.w = 0, .n = 4, .g = 4, .seed = 1}};
+    spec_params sp = {.draft_len = 8, .n_drafts = 4, .max_rows = 16, .key_min = 1,
+                      .key_max = 4, .pool_n = 4, .adaptive = true, .row_cost = 0,
+                      .la_adaptive = true,
+                      .la = {.w = 0, .n = 4, .g = 4, .seed = 1},
+                      .samp = sample_default_params()};
+    sp.samp.temp = 0;
+    return sp;
 }
 
 void spec_free(spec *s) {
@@ -221,6 +252,7 @@ void spec_free(spec *s) {
     free(s->cd);
     free(s->ent);
     free(s->acc);
+    sampler_free(&s->smp);
     free(s);
 }
 
@@ -424,17 +456,37 @@ static bool spec_la_worth(spec *s) {
     return ++s->la_idle % every == 0;
 }
 
+/* Room for n more history tokens. */
+static bool spec_reserve_hist(spec *s, int32_t n) {
+    if (s->n_hist + n <= s->cap_hist) return true;
+    int32_t c = (s->n_hist + n) * 2;
+    int32_t *h = realloc(s->hist, sizeof(int32_t) * (size_t)c);
+    if (!h) return false;
+    s->hist = h;
+    s->cap_hist = c;
+    return true;
+}
+
 static bool spec_push_hist(spec *s, const int32_t *t, int32_t n) {
-    if (s->n_hist + n > s->cap_hist) {
-        int32_t c = (s->n_hist + n) * 2;
-        int32_t *h = realloc(s->hist, sizeof(int32_t) * (size_t)c);
-        if (!h) return false;
-        s->hist = h;
-        s->cap_hist = c;
-    }
+    if (!spec_reserve_hist(s, n)) return false;
     memcpy(s->hist + s->n_hist, t, sizeof(int32_t) * (size_t)n);
     s->n_hist += n;
     return true;
+}
+
+/* Acceptance after the step: greedy, or by the sampling rule with the history (the
+ * tokens it accepts are written after s->hist's end as it goes, for the repetition
+ * penalty; spec_push_hist makes them part of it). */
+static st_code spec_accept(spec *s, forest *f, const step_plan *p, int32_t *n, forest_id *last,
+                           st_err *err) {
+    if (s->sp.samp.temp <= 0) return spec_tree_accept(&s->tree, f, p, s->tip, s->acc, n, last, err);
+    if ((!s->smp.cand && sampler_init(&s->smp, &s->sp.samp, p->n_vocab)) ||
+        !spec_reserve_hist(s, s->tree.n_nodes + 1)) {
+        spec_tree_prune(&s->tree, f, NULL);
+        return st_set(err, ST_ERR_NOMEM, "out of memory for speculative sampling");
+    }
+    spec_walk w = {.smp = &s->smp, .hist = s->hist, .n_hist = s->n_hist};
+    return spec_tree_walk(&s->tree, f, p, s->tip, &w, s->acc, n, last, err);
 }
 
 static double spec_now(void) {
@@ -473,7 +525,7 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
     s->la_packed = false;
     int32_t n = 0;
     forest_id last;
-    if ((rc = spec_tree_accept(&s->tree, f, p, s->tip, s->acc, &n, &last, err))) return rc;
+    if ((rc = spec_accept(s, f, p, &n, &last, err))) return rc;
     int32_t la_found = spec_learn(s, n - 1);
     if (use_la) {
         s->la_gain = s->la_runs ? 0.8 * s->la_gain + 0.2 * la_found : la_found;

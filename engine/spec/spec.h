@@ -1,4 +1,5 @@
-/* spec.h - exact acceleration of greedy decoding: drafts verified as a tree in one step.
+/* spec.h - exact acceleration of greedy decoding and of sampling: drafts verified as a
+ * tree in one step.
  *
  * Pack / unpack. M candidate continuations (drafts) of the current tip are deduplicated
  * into a prefix tree (a shared prefix is one node), packed under the tip as pending forest
@@ -14,7 +15,13 @@
  * n-gram pool of the text so far (ngram.h), optionally lookahead decoding's Jacobi window
  * in the same step (lookahead.h), which feeds the pool. It emits tokens; the caller stops
  * at end-of-generation or its budget (tokens after either are simply not used).
- * Not here: sampling at a temperature (only greedy decoding can be verified this way). */
+ *
+ * Sampling (spec_params.samp.temp > 0): exact speculative sampling (spec_sample.h) with
+ * the drafts as deterministic (one-hot) proposals. The walk down the tree draws each
+ * token with the sampler, as plain sampling does, and goes on while the token is a child:
+ * the tokens are exactly those of plain sampling with the same parameters and seed
+ * (sampler_sample_hist over the path's history), several per step when the drafts are
+ * likely. */
 #ifndef MD_SPEC_H
 #define MD_SPEC_H
 
@@ -22,6 +29,7 @@
 #include <stdint.h>
 
 #include "forest/forest.h"
+#include "forest/sample.h"
 #include "spec/lookahead.h"
 #include "spec/ngram.h"
 #include "spec/spec_policy.h"
@@ -78,6 +86,9 @@ typedef struct spec_params {
                            now and then regardless, to keep learning); false: always */
     bool logprobs;      /* give accepted and new tokens their log-probability (a
                            log-sum-exp over the vocabulary per token: for views) */
+    sample_params samp; /* temp <= 0 (the default): greedy, as plain greedy decoding;
+                           > 0: exact speculative sampling from this target (its seed
+                           seeds the driver's RNG) */
 } spec_params;
 
 spec_params spec_default_params(void);
@@ -93,7 +104,7 @@ typedef struct spec_stats {
 
 typedef struct spec spec;
 
-/* A driver for greedy decoding after `tip`, a pending or computed node of f (usually the
+/* A driver for greedy decoding (or sampling, sp->samp) after `tip`, a pending or computed node of f (usually the
  * prompt's last token, still pending: the first step then prefills the prompt with the
  * first drafts). The history for prompt lookup is tip's root-to-tip path. NULL with err
  * set on bad parameters (ST_ERR_ARG) or no memory. */
