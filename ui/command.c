@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* Argument shapes. */
-enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND, ARG_LA };
+enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND, ARG_LA, ARG_INT34 };
 
 static const struct {
     const char *name;
@@ -27,6 +27,8 @@ static const struct {
     {"append", UI_CMD_APPEND, ARG_TEXT, ":append TEXT        append TEXT under the selection"},
     {"prune", UI_CMD_PRUNE, ARG_NONE, ":prune              prune the selected subtree"},
     {"merge", UI_CMD_MERGE, ARG_NONE, ":merge              merge bookmarked branches"},
+    {"judge", UI_CMD_JUDGE, ARG_TEXT_OPT, ":judge [QUESTION]    score the bookmarked branches (else the selection's siblings) in one step"},
+    {"tot", UI_CMD_TOT, ARG_INT34, ":tot K B D [TOKENS]  tree of thoughts: K per node, keep B, D levels"},
     {"step", UI_CMD_STEP, ARG_INT01, ":step [N]            run N engine steps"},
     {"save", UI_CMD_SAVE, ARG_TEXT_OPT, ":save [FILE]         save the session (no FILE: the autosave)"},
     {"load", UI_CMD_LOAD, ARG_TEXT_OPT, ":load [FILE]         load a session (no FILE: the last run's); asks first when work is unsaved"},
@@ -104,8 +106,8 @@ st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
     case ARG_NONE:
         if (next_word(&s, w, sizeof w)) goto bad;
         break;
-    case ARG_INT01: case ARG_INT12: case ARG_INT02: {
-        int lo = args == ARG_INT12, hi = args == ARG_INT01 ? 1 : 2, n = 0;
+    case ARG_INT01: case ARG_INT12: case ARG_INT02: case ARG_INT34: {
+        int lo = args == ARG_INT34 ? 3 : args == ARG_INT12, hi = args == ARG_INT34 ? 4 : args == ARG_INT01 ? 1 : 2, n = 0;
         while (next_word(&s, w, sizeof w)) {
             if (n == hi || !parse_int(w, ints[n])) goto bad;
             n++;

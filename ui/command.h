@@ -27,6 +27,8 @@ typedef enum {
     UI_CMD_APPEND,   /* text: appended under the selected node */
     UI_CMD_PRUNE,
     UI_CMD_MERGE,
+    UI_CMD_JUDGE,    /* text = the judge's question ("": the default) */
+    UI_CMD_TOT,      /* a = k, b = kept, c = depth, d = tokens per thought (0: budget) */
     UI_CMD_STEP,     /* a = steps (default 1) */
     UI_CMD_SAVE,     /* text: file ("" = the autosave file); a leading ~/ is $HOME */
     UI_CMD_LOAD,     /* text: file ("" = the last run's autosave), ~/ as for save */

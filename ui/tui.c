@@ -335,6 +335,8 @@ static void run_command(tui *t, const char *line) {
     case UI_CMD_APPEND: post(t, (ui_job){.kind = UI_JOB_APPEND, .node = sel, .text = c.text}); break;
     case UI_CMD_PRUNE: post(t, (ui_job){.kind = UI_JOB_PRUNE, .node = sel}); break;
     case UI_CMD_MERGE: post(t, (ui_job){.kind = UI_JOB_MERGE}); break;
+    case UI_CMD_JUDGE: post(t, (ui_job){.kind = UI_JOB_JUDGE, .node = sel, .text = c.text}); break;
+    case UI_CMD_TOT: post(t, (ui_job){.kind = UI_JOB_TOT, .node = sel, .a = c.a, .b = c.b, .c = c.c, .d = c.d}); break;
     case UI_CMD_STEP: post(t, (ui_job){.kind = UI_JOB_STEP, .a = c.a ? c.a : 1}); break;
     case UI_CMD_SAVE: if (file) post(t, save_job(t, file)); break;
     case UI_CMD_LOAD:

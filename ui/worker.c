@@ -14,6 +14,7 @@
 #include "strategy/strategy.h"
 #include "session/session.h"
 #include "forest/step.h"
+#include "judge_job.h"
 #include "spec_job.h"
 #include "undo.h"
 
@@ -351,6 +352,20 @@ static st_code merge_marked(ui_worker *w, st_err *err) {
     return ST_OK;
 }
 
+/* :judge and :tot (judge_job.h). */
+static st_code judge_start(ui_worker *w, const ui_job *j, st_err *err) {
+    if (w->run) return st_set(err, ST_ERR_ARG, "a strategy is running: cancel it first (x)");
+    strategy_env env = worker_env(w);
+    ui_judge_env je = {.tk = w->tk, .chat = &w->chat, .chat_on = w->chat_on, .sp = w->sp, .budget = w->budget,
+                       .n_vocab = w->n_vocab};
+    if (!(w->run = ui_judge_start(&env, &je, j->node, j->text, j->kind == UI_JOB_TOT, j->a, j->b, j->c, j->d, w->note,
+                                  sizeof w->note, err)))
+        return err->code;
+    run_begin(w);
+    say(w, "%s", w->note);
+    return ST_OK;
+}
+
 /* The plan the next step would run, shown in the mask view: built on a plan of its own
  * (the strategies' plan keeps its logits) and cancelled at once, so the forest and the
  * KV cache are as before. Runs on the worker's thread, between steps. */
@@ -493,6 +508,8 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
         return ST_OK;
     case UI_JOB_MERGE:
         return merge_marked(w, err);
+    case UI_JOB_JUDGE: case UI_JOB_TOT:
+        return judge_start(w, j, err);
     case UI_JOB_PREVIEW:
         return preview_next(w, err);
     case UI_JOB_QUIT:

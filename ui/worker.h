@@ -59,6 +59,8 @@ typedef enum {
     UI_JOB_PAUSE,    /* toggle */
     UI_JOB_CANCEL,
     UI_JOB_MERGE,    /* the bookmarked nodes merged under their common ancestor, then grown */
+    UI_JOB_JUDGE,    /* node, text = question: the judge over ui_judge_branches (judge_job.h) */
+    UI_JOB_TOT,      /* node, a = k, b = kept, c = depth, d = tokens (0: budget): tree of thoughts */
     UI_JOB_PREVIEW,  /* the mask view shows the plan the next step would run (not run) */
     UI_JOB_QUIT,     /* ends the thread after the jobs queued before it */
 } ui_job_kind;
