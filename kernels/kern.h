@@ -62,6 +62,22 @@ typedef struct kern_attn {
 
 typedef struct kern_backend kern_backend;
 
+/* ---- outputs: what a step brings back of its logits ---- */
+
+/* A row's log-sum-exp, kept as mx + log_sum: mx its largest value, log_sum the log of
+ * sum exp(x[i] - mx), in double. */
+typedef struct kern_lse {
+    float mx;
+    double log_sum;
+} kern_lse;
+
+/* log softmax(row)[i] from x = row[i] and the row's log-sum-exp: the one formula every
+ * log-probability of the project goes through (the topk_lse op, the step's, the
+ * samplers', the strategies'), so that they agree bit for bit given the same lse. */
+static inline float kern_logprob(float x, kern_lse l) {
+    return (float)((double)(x - l.mx) - l.log_sum);
+}
+
 #define KERN_ROPE_MAX_DIM 1024 /* most dims of a head that rope rotates */
 
 #define KERN_MATMUL_N 4 /* most matrices one matmul_n takes */
@@ -94,6 +110,18 @@ typedef struct kern_ops {
     void (*add)(kern_backend *b, float *y, const float *x, int64_t n);
     /* Softmax of each of n_rows rows of n values, in place. */
     void (*softmax)(kern_backend *b, float *x, int32_t n_rows, int32_t n);
+    /* ---- outputs ---- */
+    /* y[i] = x[idx[i]], rows of width floats, i < n. y may equal x when idx[i] >= i for
+     * every i (rows moved forward in place, as a batch keeps its rows that want logits). */
+    void (*gather_rows)(kern_backend *b, float *y, const float *x, const int32_t *idx,
+                        int32_t n, int32_t width);
+    /* For each of n_rows rows of n values (n >= 1, at least one finite, no NaN): lse[r]
+     * its log-sum-exp and, when k > 0, its min(k, n) largest values, largest first, ties to
+     * the lower index, as ids[r * k + i] and log-probabilities lp[r * k + i] =
+     * kern_logprob(row[id], lse[r]); entries past n get id -1 and lp -INFINITY. ids and lp
+     * may be NULL when k is 0. */
+    void (*topk_lse)(kern_backend *b, const float *x, int32_t n_rows, int32_t n, int32_t k,
+                     kern_lse *lse, int32_t *ids, float *lp);
 } kern_ops;
 
 /* Creates a backend by name ("ref", "cpu"). n_threads <= 0 means one per core.

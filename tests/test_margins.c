@@ -145,13 +145,27 @@ static void run(const model *m, const tok *tk, const setup *s, bool rope_gap) {
         T_CHECK(margins_answer_gap(&mg, f, &p, c, tail, nt, 8, &sp, ANS, &err) == ST_OK,
                 "rope-gap answer: %s", err.msg);
     }
+    /* each answer token's log-probability is bitwise the step's own (its top-1, greedy) */
+    p.top_k = 1;
+    bool lp_same = true;
+    int32_t n_lp = 0;
     while (!margins_done(&mg)) {
+        forest_id prev = mg.answer.br[0].leaf;
         st_code rc = margins_step(&mg, f, &p, c, tk, NULL, NULL, NULL, &err);
         if (rc) {
             T_CHECK(0, "answer step: %s", err.msg);
             break;
         }
+        const forest_node *nd = forest_get(f, mg.answer.br[0].leaf);
+        const int32_t *ids;
+        const float *lp;
+        if (mg.answer.br[0].leaf != prev && nd && step_topk_of(&p, prev, &ids, &lp) == 1) {
+            n_lp++;
+            lp_same = lp_same && ids[0] == nd->token && lp[0] == nd->logprob &&
+                      lp[0] == step_logprob_of(&p, prev, nd->token);
+        }
     }
+    T_CHECK(n_lp > 0 && lp_same, "%s: the answer's %d log-probabilities are bitwise the step's", name, n_lp);
     st_err e2 = {0};
     T_CHECK(forest_check(f, &e2) == ST_OK, "%s: invariants at the end: %s", name, e2.msg);
     T_CHECK(mg.answer.br[0].made > 0 || mg.answer.br[0].eog, "%s: an answer", name);

@@ -11,7 +11,8 @@
  * model and on stories260K, greedy continuations after a fixed suffix are compared with
  * those of the exact merge (token agreement by position, identical continuations), for
  * gaps 0, 16, 32 and 64, next to a control (one branch alone, no merge), printed on
- * stderr as "rope-gap vs exact: ..." and "control: ...". */
+ * stderr as "rope-gap vs exact: ..." and "control: ...". The rope-gap step is also checked
+ * to be a step (hooks, top-k alternatives, re-scored rows). */
 #include <math.h>
 #include <string.h>
 
@@ -259,6 +260,48 @@ static void test_gap_single(const model *m, const tok *tk, const int32_t *prompt
     model_ctx_free(lc);
 }
 
+static void count_hook(void *ud) { (*(int32_t *)ud)++; }
+
+/* The rope-gap step is a step in every way but its rows' placement: the forward hooks
+ * run, the forest's top-k alternatives are stored, and a re-scored node (computed,
+ * flagged FOREST_WANT_LOGITS) runs again in its own slot at its shifted position and gets
+ * bitwise the logits it had (it reached forest_mark_computed's assert before). */
+static void test_gap_is_step(const model *m, const tok *tk, const int32_t *prompt, int32_t P,
+                             const char *name) {
+    enum { K = 4 };
+    int32_t V = m->hp.n_vocab, hooks = 0;
+    model_ctx *c = t_new_ctx(m, 512);
+    forest *f = forest_init(512, K);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    forest_id leaves[2], fork, last;
+    T_CHECK(make_branches(f, &p, c, tk, V, prompt, P, 2, 6, leaves, &fork), "branches");
+    int32_t t[3] = {7 % V, 11 % V, 13 % V};
+    merge_gap *g = merge_gap_init(f, leaves, 2, 16, t, 3, &last, &err);
+    p.forward_begin = count_hook;
+    p.forward_end = count_hook;
+    p.forward_ud = &hooks; /* (both hooks count here) */
+    T_CHECK(g && merge_gap_step(g, f, &p, c, &err) == ST_OK, "%s: rope-gap step: %s", name, err.msg);
+    T_CHECK(hooks == 2, "%s: the rope-gap step calls the forward hooks (%d calls)", name, hooks);
+    int32_t ids[K];
+    T_CHECK(forest_topk(f, last, ids, NULL, K) == K, "%s: the rope-gap step stores top-k alternatives", name);
+    const float *lg = step_logits_of(&p, last);
+    float *before = malloc(sizeof(float) * (size_t)V);
+    if (lg) memcpy(before, lg, sizeof(float) * (size_t)V);
+    forest_set_flags(f, last, FOREST_WANT_LOGITS, 0);
+    T_CHECK(g && merge_gap_step(g, f, &p, c, &err) == ST_OK, "%s: re-scoring step: %s", name, err.msg);
+    lg = step_logits_of(&p, last);
+    T_CHECK(lg && !memcmp(lg, before, sizeof(float) * (size_t)V),
+            "%s: a re-scored rope-gap node gets bitwise its logits back", name);
+    check_inv(f, "a re-scoring rope-gap step");
+    free(before);
+    merge_gap_free(g);
+    step_plan_free(&p);
+    forest_free(f);
+    model_ctx_free(c);
+}
+
 static void report(const gap_stats *s, const char *name, int32_t gap) {
     fprintf(stderr, "rope-gap vs exact: %s gap %d: %d prompts, %d/%d tokens agree by position "
             "(%.0f%%), first token agrees in %d, identical continuations %d\n", name, gap,
@@ -276,6 +319,7 @@ static void run_model(const model *m, const tok *tk, const char *name, const cha
         lens[i] = tok_encode(tk, texts[i], strlen(texts[i]), true, false, prompts[i], 64);
     test_prefill(m, name);
     test_gap_single(m, tk, prompts[0], lens[0], name);
+    test_gap_is_step(m, tk, prompts[1], lens[1], name);
     int32_t gaps[4] = {0, 16, 32, 64};
     for (int32_t gi = 0; gi < 4; gi++) {
         gap_stats gs = {0};

@@ -19,9 +19,7 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The branch colour of node idx: that of the first node of its radix line (a root or a
- * child of a branching node), so every token of one line shares a colour. */
-static uint8_t branch_colour(const forest *f, int32_t idx) {
+uint8_t mv_branch_colour(const forest *f, int32_t idx) {
     const forest_node *nd = forest_node_at(f, idx);
     while (nd->parent >= 0) {
         const forest_node *p = forest_node_at(f, nd->parent);
@@ -68,7 +66,7 @@ void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p
         row->pos = p->pos[pr];
         row->slot = p->slot[pr];
         row->want = p->want[pr];
-        row->colour = branch_colour(f, idx);
+        row->colour = mv_branch_colour(f, idx);
         row->role = MV_ROLE_NONE;
         row->la_level = row->la_col = 0;
         fv_token_text(f, tk, idx, row->text, sizeof row->text);

@@ -82,6 +82,9 @@ void mv_init(mask_view *v);
  * NULL. step numbers the step. Clears preview (the worker sets it for a preview). */
 void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p, int32_t step);
 bool mv_sees(const mask_view *v, int32_t row, int32_t col);
+/* The branch colour (0..5) of node idx: that of the first node of its radix line (a root
+ * or a child of a branching node), so every token of one line shares a colour. */
+uint8_t mv_branch_colour(const forest *f, int32_t idx);
 
 /* Lays the grid out for width screen columns: one column per slot, with a gap mark where
  * slot numbers jump; when that is wider than width, each run of consecutive slots that

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "kernels/kern.h"
 #include "kernels/vec.h"
 
 typedef struct sample_cand {
@@ -200,7 +201,7 @@ int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const in
 }
 
 void sample_log_softmax(const float *logits, int32_t n, float *out) {
-    float mx;
-    const double lse = vec_log_sum_exp(logits, n, &mx);
-    for (int32_t i = 0; i < n; i++) out[i] = (float)((double)(logits[i] - mx) - lse);
+    kern_lse l;
+    l.log_sum = vec_log_sum_exp(logits, n, &l.mx);
+    for (int32_t i = 0; i < n; i++) out[i] = kern_logprob(logits[i], l);
 }

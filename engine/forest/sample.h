@@ -48,8 +48,9 @@ int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const in
 /* True when the parameters ask for a repetition penalty (so callers can skip gathering a
  * history otherwise). */
 bool sample_uses_history(const sample_params *p);
-/* out[i] = log softmax(logits)[i] for i < n (out may not alias logits): vec_log_sum_exp, in
- * double; the same input gives the same bits on every call. */
+/* out[i] = log softmax(logits)[i] for i < n (out may not alias logits): kern_logprob with
+ * vec_log_sum_exp's lse, the bits of the cpu backend's topk_lse and step_logprob_of; the
+ * same input gives the same bits on every call. */
 void sample_log_softmax(const float *logits, int32_t n, float *out);
 /* Index of the largest logit (first on ties; NaNs never win, see vec_argmax). */
 int32_t sample_argmax(const float *logits, int32_t n);

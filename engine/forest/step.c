@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/vec.h"
 
 void step_plan_init(step_plan *p) { memset(p, 0, sizeof *p); }
 
@@ -22,9 +21,9 @@ void step_plan_free(step_plan *p) {
     free(p->logits);
     free(p->scratch);
     free(p->lse);
+    free(p->lse_ok);
     free(p->tk_ids);
-    free(p->tk_lv);
-    free(p->tk_n);
+    free(p->tk_lp);
     memset(p, 0, sizeof *p);
 }
 
@@ -192,14 +191,6 @@ bool step_plan_sees(const step_plan *p, int32_t row, int32_t slot) {
     return false;
 }
 
-/* The log-sum-exp of a logits row, as mx + log_sum (vec_log_sum_exp, as
- * sample_log_softmax takes it). */
-typedef struct step_lse {
-    bool ok;        /* computed for this run */
-    float mx;
-    double log_sum;
-} step_lse;
-
 static int32_t out_row(const step_plan *p, forest_id node) {
     for (int32_t o = 0; o < p->n_out; o++)
         if (p->out_node[o] == node) return o;
@@ -207,94 +198,68 @@ static int32_t out_row(const step_plan *p, forest_id node) {
 }
 
 /* Row o's log-sum-exp, computed on first use after a run. */
-static const step_lse *row_lse(step_plan *p, int32_t o) {
-    step_lse *l = &p->lse[o];
-    if (!l->ok) {
-        const float *lg = p->logits + (size_t)o * p->n_vocab;
-        l->log_sum = vec_log_sum_exp(lg, p->n_vocab, &l->mx);
-        l->ok = true;
+static kern_lse row_lse(step_plan *p, int32_t o) {
+    if (!p->lse_ok[o]) {
+        kern_backend_ops(p->be)->topk_lse(p->be, p->logits + (size_t)o * p->n_vocab, 1,
+                                          p->n_vocab, 0, &p->lse[o], NULL, NULL);
+        p->lse_ok[o] = 1;
     }
-    return l;
+    return p->lse[o];
 }
 
 float step_logprob_of(step_plan *p, forest_id node, int32_t t) {
     int32_t o = out_row(p, node);
     if (o < 0 || t < 0 || t >= p->n_vocab) return NAN;
-    const step_lse *l = row_lse(p, o);
-    return (float)((double)(p->logits[(size_t)o * p->n_vocab + t] - l->mx) - l->log_sum);
+    return kern_logprob(p->logits[(size_t)o * p->n_vocab + t], row_lse(p, o));
 }
 
-/* The K largest logits of a row of V, largest first, into ids and lv; returns how many
- * (min(K, V)). */
-static int32_t row_topk(const float *logits, int32_t V, int32_t K, int32_t *ids, float *lv) {
-    int32_t k = 0;
-    for (int32_t i = 0; i < V; i++) {
-        /* once the list is full, only a logit above its last can enter: scan for the next */
-        if (k == K && (i += (int32_t)vec_first_above(logits + i, V - i, lv[K - 1])) >= V) break;
-        const float x = logits[i]; /* enters: the list is not full, or x beats its last */
-        int32_t j = k < K ? k++ : K - 1;
-        while (j > 0 && lv[j - 1] < x) {
-            lv[j] = lv[j - 1];
-            ids[j] = ids[j - 1];
-            j--;
-        }
-        lv[j] = x;
-        ids[j] = i;
-    }
-    return k;
+int32_t step_topk_of(const step_plan *p, forest_id node, const int32_t **ids, const float **lp) {
+    int32_t o = p->tk_k > 0 ? out_row(p, node) : -1;
+    if (o < 0) return 0;
+    if (ids) *ids = p->tk_ids + (size_t)o * p->tk_k;
+    if (lp) *lp = p->tk_lp + (size_t)o * p->tk_k;
+    return p->tk_k < p->n_vocab ? p->tk_k : p->n_vocab;
 }
 
-/* One logits row's log-sum-exp and top-k (task o), on the backend's threads, for forests
- * that keep alternatives (the TUI's): vec_log_sum_exp of one 49152-logit row of SmolLM2
- * takes 19 us here, over 0.3 ms for a 16-leaf step's rows on one thread. Each task writes
- * only row o's entries. */
-typedef struct step_tk_job {
-    step_plan *p;
-    int32_t K;
-} step_tk_job;
-
-static void step_tk_task(void *ctx, int32_t o, int32_t thread) {
-    (void)thread;
-    const step_tk_job *j = ctx;
-    step_plan *p = j->p;
-    row_lse(p, o);
-    p->tk_n[o] = row_topk(p->logits + (size_t)o * p->n_vocab, p->n_vocab, j->K,
-                              p->tk_ids + (size_t)o * j->K, p->tk_lv + (size_t)o * j->K);
-}
-
-/* Every out row's log-sum-exp, then its top-k as log-softmax into its node's
- * alternatives. */
-static void store_topk(forest *f, step_plan *p, model_ctx *c) {
-    const int32_t K = forest_top_k(f);
-    if (K <= 0) return; /* (then each row's log-sum-exp waits until it is asked for) */
-    step_tk_job j = {p, K};
-    kern_backend_parallel(model_ctx_backend(c), p->n_out, step_tk_task, &j);
-    for (int32_t o = 0; o < p->n_out; o++) {
-        const step_lse *l = &p->lse[o];
-        const float lse = l->mx + (float)l->log_sum;
-        float *lv = p->tk_lv + (size_t)o * K;
-        for (int32_t i = 0; i < p->tk_n[o]; i++) lv[i] -= lse;
-        forest_store_topk(f, forest_index(p->out_node[o]), p->tk_ids + (size_t)o * K, lv, p->tk_n[o]);
-    }
+/* Every out row's log-sum-exp and top-k in one op on the backend, when the caller or the
+ * forest wants top-k; the forest's share goes into each node's alternatives. */
+static void store_topk(forest *f, step_plan *p) {
+    const int32_t K = p->tk_k, KF = forest_top_k(f) < K ? forest_top_k(f) : K;
+    if (K <= 0 || p->n_out == 0) return; /* (then each row's lse waits until asked for) */
+    kern_backend_ops(p->be)->topk_lse(p->be, p->logits, p->n_out, p->n_vocab, K, p->lse,
+                                      p->tk_ids, p->tk_lp);
+    memset(p->lse_ok, 1, (size_t)p->n_out);
+    const int32_t n = KF < p->n_vocab ? KF : p->n_vocab;
+    for (int32_t o = 0; o < p->n_out && KF > 0; o++)
+        forest_store_topk(f, forest_index(p->out_node[o]), p->tk_ids + (size_t)o * K,
+                          p->tk_lp + (size_t)o * K, n);
 }
 
 st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
+    const int32_t *pos = p->pos_override ? p->pos_override : p->pos;
+    const int32_t *seg_off = p->seg_off_override ? p->seg_off_override : p->seg_off;
+    const kern_seg *segs = p->segs_override ? p->segs_override : p->segs;
+    p->pos_override = p->seg_off_override = NULL;
+    p->segs_override = NULL;
     if (!p->active || p->n_rows == 0) return ST_OK;
     const model_hparams *hp = model_ctx_hparams(c);
     int32_t V = hp->n_vocab;
+    int32_t K = forest_top_k(f) > p->top_k ? forest_top_k(f) : p->top_k;
     int32_t cap = p->cap_logits_rows;
     if (!reserve((void **)&p->logits, &cap, p->n_out, sizeof(float) * (size_t)V) ||
         !reserve((void **)&p->lse, &p->cap_lse, p->n_out, sizeof *p->lse) ||
-        !reserve((void **)&p->tk_n, &p->cap_tk_n, p->n_out, sizeof *p->tk_n) ||
-        !reserve((void **)&p->tk_ids, &p->cap_tk_ids, p->n_out * forest_top_k(f), sizeof *p->tk_ids) ||
-        !reserve((void **)&p->tk_lv, &p->cap_tk_lv, p->n_out * forest_top_k(f), sizeof *p->tk_lv)) {
+        !reserve((void **)&p->lse_ok, &p->cap_lse_ok, p->n_out, sizeof *p->lse_ok) ||
+        !reserve((void **)&p->tk_ids, &p->cap_tk_ids, p->n_out * K, sizeof *p->tk_ids) ||
+        !reserve((void **)&p->tk_lp, &p->cap_tk_lp, p->n_out * K, sizeof *p->tk_lp)) {
         step_plan_cancel(f, p);
         return st_set(err, ST_ERR_NOMEM, "out of memory for %d rows of logits", p->n_out);
     }
     p->cap_logits_rows = cap;
     p->n_vocab = V;
-    model_batch b = {.n_rows = p->n_rows, .tokens = p->tokens, .pos = p->pos, .slot = p->slot,
-                     .seg_off = p->seg_off, .segs = p->segs, .want_logits = p->want};
+    p->tk_k = 0;
+    p->be = model_ctx_backend(c);
+    model_batch b = {.n_rows = p->n_rows, .tokens = p->tokens, .pos = pos, .slot = p->slot,
+                     .seg_off = seg_off, .segs = segs, .want_logits = p->want};
     if (p->forward_begin) p->forward_begin(p->forward_ud);
     st_code rc = model_forward(c, &b, p->logits, err);
     if (p->forward_end) p->forward_end(p->forward_ud);
@@ -308,8 +273,9 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
         else
             forest_set_flags(f, forest_id_at(f, p->node[r]), 0, FOREST_WANT_LOGITS);
     }
-    for (int32_t o = 0; o < p->n_out; o++) p->lse[o].ok = false;
-    store_topk(f, p, c);
+    if (p->n_out > 0) memset(p->lse_ok, 0, (size_t)p->n_out);
+    p->tk_k = K;
+    store_topk(f, p);
     p->active = false;
     return ST_OK;
 }

@@ -10,7 +10,9 @@
  * FOREST_WANT_LOGITS is re-scored: it runs again as a row in its own KV slot (getting the
  * same K/V back) so that a strategy can start from any node. step_run runs the model
  * once over the plan, marks the nodes computed and keeps the logits and each scored
- * node's top-k alternatives. Choosing the next tokens is the caller's job.
+ * node's top-k alternatives. Choosing the next tokens is the caller's job: from the top-k
+ * ids and log-probabilities (step_topk_of, what a device backend brings back), or from
+ * the full logits rows (step_logits_of) where a sampler needs the whole distribution.
  *
  * A plan holds KV slots from build until run or cancel. When the cache cannot hold every
  * pending node, build returns ST_NO_KV_SLOT and changes nothing; prune or compact, then
@@ -42,12 +44,16 @@ typedef struct step_plan {
     int32_t cap_rows, cap_segs, cap_out, cap_logits_rows;
     int32_t *scratch;      /* ancestor slots while building */
     int32_t cap_scratch;
-    struct step_lse *lse;  /* (n_out) each logits row's log-sum-exp, computed on demand */
-    int32_t cap_lse;
-    int32_t *tk_ids;       /* (n_out, top_k) each row's top-k while step_run stores them */
-    float *tk_lv;
-    int32_t *tk_n;
-    int32_t cap_tk_ids, cap_tk_lv, cap_tk_n;
+    int32_t top_k;         /* the caller's: top-k ids wanted per logits row (0: none);
+                              a run computes max(top_k, forest_top_k) (step_topk_of) */
+    kern_lse *lse;         /* (n_out) each logits row's log-sum-exp (kern topk_lse op) */
+    uint8_t *lse_ok;       /* (n_out) lse[o] computed for the last run */
+    int32_t cap_lse, cap_lse_ok;
+    int32_t tk_k;          /* top-k per row of the last run (0: none) */
+    int32_t *tk_ids;       /* (n_out, tk_k) each row's top-k, best first */
+    float *tk_lp;          /* (n_out, tk_k) their log-probabilities */
+    int32_t cap_tk_ids, cap_tk_lp;
+    kern_backend *be;      /* the backend of the last run (its context's, borrowed) */
     /* Optional: called by step_run just before and just after the model's forward pass,
      * the long part of a step during which neither the forest nor the plan changes. A
      * threaded caller (the TUI's worker) uses them to release its forest lock so readers
@@ -55,6 +61,14 @@ typedef struct step_plan {
     void (*forward_begin)(void *ud);
     void (*forward_end)(void *ud);
     void *forward_ud;
+    /* Optional, for one run (step_run clears them): positions (n_rows) and attention
+     * segments (seg_off (n_rows + 1) into segs) that replace the plan's in the model's
+     * batch, for a strategy that places rows otherwise than by depth and ancestry (the
+     * rope-gap merge shifts a chain's positions and lets it see other branches). Rows,
+     * tokens, slots and logits rows stay the plan's. Borrowed until the run returns. */
+    const int32_t *pos_override;
+    const int32_t *seg_off_override;
+    const kern_seg *segs_override;
 } step_plan;
 
 void step_plan_init(step_plan *p);
@@ -79,11 +93,18 @@ st_code step_forest(forest *f, step_plan *p, model_ctx *c, st_err *err);
 /* Logits row of a node scored by the last run, or NULL. */
 const float *step_logits_of(const step_plan *p, forest_id node);
 
-/* log softmax(logits of node)[t] after the last run (t < n_vocab), with the arithmetic
- * of sample_log_softmax (a double sum, the same bits every time), or NAN when node was
- * not scored. The row's log-sum-exp is computed once per run and shared by every caller
- * (and by the top-k alternatives step_run stores), so asking again costs nothing. */
+/* log softmax(logits of node)[t] after the last run (t < n_vocab), or NAN when node was
+ * not scored: kern_logprob with the row's log-sum-exp from the backend's topk_lse op,
+ * computed once per run and shared by every caller and by the top-k (step_topk_of), so
+ * asking again costs nothing and gives the same bits (on the cpu backend also those of
+ * sample_log_softmax). */
 float step_logprob_of(step_plan *p, forest_id node, int32_t t);
+
+/* The top-k of node's logits row in the last run: *ids and *lp (either may be NULL)
+ * point at its ids, best first (ties to the lower id), and their log-probabilities (the
+ * bits of step_logprob_of); returns how many: min(max(p->top_k, forest_top_k), n_vocab),
+ * 0 when node was not scored or no top-k was asked for. Valid until the next run. */
+int32_t step_topk_of(const step_plan *p, forest_id node, const int32_t **ids, const float **lp);
 
 /* Moves every computed node's K/V so that used slots are 0..n-1 in DFS order (chains
  * become contiguous again after prunes). No plan may be active. ST_ERR_NOMEM. */

@@ -233,23 +233,23 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
     if (rc) return rc;
     const model *m = c->m;
     const model_hparams *hp = &m->hp;
-    size_t E = (size_t)hp->n_embd;
     float *out = logits;
+    int32_t *keep = malloc(sizeof *keep * ((size_t)(b->n_rows < c->max_rows ? b->n_rows : c->max_rows) + 1));
+    if (!keep) return st_set(err, ST_ERR_NOMEM, "out of memory for a batch of %d rows", b->n_rows);
     for (int32_t r0 = 0; r0 < b->n_rows; r0 += c->max_rows) {
         int32_t n = b->n_rows - r0 < c->max_rows ? b->n_rows - r0 : c->max_rows;
         forward_chunk(c, b, r0, n);
         /* gather the rows that want logits, then norm + classifier on those only */
         int32_t w = 0;
-        for (int32_t i = 0; i < n; i++) {
-            if (b->want_logits && !b->want_logits[r0 + i]) continue;
-            if (w != i) memcpy(c->x + w * E, c->x + i * E, E * sizeof(float));
-            w++;
-        }
+        for (int32_t i = 0; i < n; i++)
+            if (!b->want_logits || b->want_logits[r0 + i]) keep[w++] = i;
         if (w == 0) continue;
+        c->ops->gather_rows(c->be, c->x, c->x, keep, w, hp->n_embd);
         c->ops->rmsnorm(c->be, c->xb, c->x, m->out_norm, w, hp->n_embd, hp->rms_eps);
         c->ops->matmul(c->be, out, &m->output, c->xb, w);
         out += (size_t)w * hp->n_vocab;
     }
+    free(keep);
     return kern_backend_take_error(c->be, err); /* an op short of scratch memory */
 }
 

@@ -1,7 +1,6 @@
 /* margins.c - Writing in the Margins as a state machine over the forest (see margins.h). */
 #include "strategy/margins.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,15 +115,6 @@ char *margins_answer_prompt(const char *question, const char *notes, bool chat) 
                 : cat5("Question: ", question, "\n\nNotes:\n", notes, "\n\nAnswer:");
 }
 
-/* log softmax(logits)[t], as grow records a token's log-probability */
-static float logprob_of(const float *logits, int32_t n, int32_t t) {
-    float mx = logits[0];
-    for (int32_t i = 1; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
-    double s = 0;
-    for (int32_t i = 0; i < n; i++) s += exp((double)(logits[i] - mx));
-    return (float)((double)(logits[t] - mx) - log(s));
-}
-
 /* One rope-gap step of the answer: what grow_step does, over merge_gap_step. */
 static st_code gap_answer_step(margins *m, forest *f, step_plan *p, model_ctx *c, const tok *tk,
                                grow_emit_fn emit, void *ud, st_err *err) {
@@ -137,7 +127,7 @@ static st_code gap_answer_step(margins *m, forest *f, step_plan *p, model_ctx *c
     int32_t nh;
     if ((rc = grow_history(&m->answer, f, 0, &hist, &nh, err))) return rc;
     int32_t t = sampler_sample_hist(&b->smp, lg, p->n_vocab, hist, nh);
-    return grow_accept(&m->answer, f, 0, t, logprob_of(lg, p->n_vocab, t), tk, emit, ud, err);
+    return grow_accept(&m->answer, f, 0, t, step_logprob_of(p, b->leaf, t), tk, emit, ud, err);
 }
 
 typedef struct shift_ud {

@@ -287,7 +287,7 @@ st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_e
         return st_set(err, ST_ERR_ARG, "rope-gap merge: the merged chain was pruned");
     st_code rc = step_plan_build(f, p, err);
     if (rc || p->n_rows == 0) return rc;
-    int32_t R = p->n_rows, cap = forest_capacity(f), V = model_ctx_hparams(c)->n_vocab;
+    int32_t R = p->n_rows, cap = forest_capacity(f);
     int32_t nb = base_slots(g, f);
     bool ok = nb >= 0 && grow_arr((void **)&g->row_of, &g->cap_row_of, cap, sizeof *g->row_of);
     int32_t crow = g->cap_rows;
@@ -295,11 +295,6 @@ st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_e
     crow = g->cap_rows;
     ok = ok && grow_arr((void **)&g->seg_off, &crow, R + 1, sizeof *g->seg_off);
     if (ok) g->cap_rows = crow;
-    if (ok && p->cap_logits_rows < p->n_out) { /* room for the logits, as step_run makes */
-        float *nl = realloc(p->logits, sizeof(float) * (size_t)V * (size_t)p->n_out);
-        ok = nl != NULL;
-        if (ok) p->logits = nl, p->cap_logits_rows = p->n_out;
-    }
     if (!ok) {
         step_plan_cancel(f, p);
         return st_set(err, ST_ERR_NOMEM, "out of memory for a rope-gap step");
@@ -343,14 +338,9 @@ st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_e
         step_plan_cancel(f, p);
         return st_set(err, ST_ERR_NOMEM, "out of memory for a rope-gap step");
     }
-    p->n_vocab = V;
-    model_batch b = {.n_rows = R, .tokens = p->tokens, .pos = g->pos, .slot = p->slot,
-                     .seg_off = g->seg_off, .segs = g->segs, .want_logits = p->want};
-    if ((rc = model_forward(c, &b, p->logits, err))) {
-        step_plan_cancel(f, p);
-        return rc;
-    }
-    for (int32_t r = 0; r < R; r++) forest_mark_computed(f, p->node[r], p->slot[r]);
-    p->active = false;
-    return ST_OK;
+    /* the step itself (its hooks, top-k and re-scored rows) with these rows' placement */
+    p->pos_override = g->pos;
+    p->seg_off_override = g->seg_off;
+    p->segs_override = g->segs;
+    return step_run(f, p, c, err);
 }

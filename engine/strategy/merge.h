@@ -83,11 +83,11 @@ merge_gap *merge_gap_init(forest *f, const forest_id *leaves, int32_t n, int32_t
                           st_err *err);
 void merge_gap_free(merge_gap *g); /* NULL is a no-op; leaves the forest as it is */
 
-/* One forest step (step_plan_build, then model_forward on the plan with the rope-gap
- * rows' attention segments and positions changed as above), leaving the plan as
- * step_run does: step_logits_of(p, node) gives the logits of its scored rows. No top-k
- * alternatives are stored for this step. ST_ERR_ARG when a chosen branch was pruned;
- * ST_NO_KV_SLOT / ST_ERR_NOMEM from the plan (nothing changed). */
+/* One forest step: step_plan_build, then step_run with the rope-gap rows' attention
+ * segments and positions changed as above (the plan's overrides), so it is a step in
+ * every other way (forward hooks, top-k alternatives, re-scored rows):
+ * step_logits_of(p, node) gives the logits of its scored rows. ST_ERR_ARG when a chosen
+ * branch was pruned; ST_NO_KV_SLOT / ST_ERR_NOMEM from the plan (nothing changed). */
 st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_err *err);
 
 /* The position offset (gap) and the first node of the chain. */

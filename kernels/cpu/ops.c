@@ -199,4 +199,6 @@ const kern_ops kern_cpu_ops = {
     .swiglu = cpu_swiglu,
     .add = cpu_add,
     .softmax = cpu_softmax,
+    .gather_rows = cpu_gather_rows,
+    .topk_lse = cpu_topk_lse,
 };

@@ -151,6 +151,40 @@ static void ref_softmax(kern_backend *b, float *x, int32_t n_rows, int32_t n) {
     }
 }
 
+static void ref_gather_rows(kern_backend *b, float *y, const float *x, const int32_t *idx,
+                            int32_t n, int32_t width) {
+    (void)b;
+    for (int32_t i = 0; i < n; i++)
+        memmove(y + (size_t)i * width, x + (size_t)idx[i] * width, sizeof(float) * (size_t)width);
+}
+
+/* The log-sum-exp in double with libm's exp, then the top k by repeated selection of
+ * the largest value not yet taken (the first on ties): O(n k), plain to check. */
+static void ref_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, int32_t k,
+                         kern_lse *lse, int32_t *ids, float *lp) {
+    (void)b;
+    bool *taken = ref_alloc((size_t)n * sizeof *taken);
+    for (int32_t r = 0; r < n_rows; r++) {
+        const float *xr = x + (size_t)r * n;
+        float mx = xr[0];
+        for (int32_t i = 1; i < n; i++)
+            if (xr[i] > mx) mx = xr[i];
+        double sum = 0;
+        for (int32_t i = 0; i < n; i++) sum += exp((double)(xr[i] - mx));
+        lse[r] = (kern_lse){mx, log(sum)};
+        memset(taken, 0, (size_t)n * sizeof *taken);
+        for (int32_t j = 0; j < k; j++) {
+            int32_t best = -1;
+            for (int32_t i = 0; i < n; i++)
+                if (!taken[i] && (best < 0 || xr[i] > xr[best])) best = i;
+            ids[(size_t)r * k + j] = best;
+            lp[(size_t)r * k + j] = best < 0 ? -INFINITY : kern_logprob(xr[best], lse[r]);
+            if (best >= 0) taken[best] = true;
+        }
+    }
+    free(taken);
+}
+
 const kern_ops kern_ref_ops = {
     .name = "ref",
     .matmul = ref_matmul,
@@ -162,4 +196,6 @@ const kern_ops kern_ref_ops = {
     .swiglu = ref_swiglu,
     .add = ref_add,
     .softmax = ref_softmax,
+    .gather_rows = ref_gather_rows,
+    .topk_lse = ref_topk_lse,
 };

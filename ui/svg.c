@@ -1,0 +1,235 @@
+/* svg.c - the forest and a step's attention mask as one SVG picture (svg.h). */
+#include "svg.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "forest_view.h"
+#include "uline.h"
+
+/* A palette that stays distinct on a projector and for most colour-blind readers (Tol). */
+static const char *const colours[6] = {"#4477AA", "#EE6677", "#228833", "#CCBB44", "#66CCEE", "#AA3377"};
+
+enum {
+    FONT = 14,       /* px of the text */
+    BOX_W = 96,      /* a tree node's box */
+    BOX_H = 44,
+    GAP_X = 24,      /* between depths */
+    GAP_Y = 10,      /* between leaves */
+    CELL = 16,       /* a mask cell */
+    GAP_CELL = 6,    /* the column of a gap mark */
+    LABEL_W = 220,   /* the mask rows' labels */
+    HEAD_H = 70,     /* the mask's column labels */
+    MARGIN = 20,
+};
+
+/* Writes s as XML text: markup characters escaped, control bytes and bytes that are not
+ * UTF-8 as \xNN, so any token gives a well-formed file. */
+static void put_text(FILE *fp, const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        unsigned cp;
+        size_t n = ui_utf8_char(p, &cp);
+        if (n == 0 || cp < 0x20 || cp == 0x7F) {
+            fprintf(fp, "\\x%02X", *p);
+            p++;
+            continue;
+        }
+        if (cp == '<') fputs("&lt;", fp);
+        else if (cp == '>') fputs("&gt;", fp);
+        else if (cp == '&') fputs("&amp;", fp);
+        else if (cp == '"') fputs("&quot;", fp);
+        else fwrite(p, 1, n, fp);
+        p += n;
+    }
+}
+
+static void text_at(FILE *fp, int x, int y, int size, const char *anchor, const char *extra, const char *s) {
+    fprintf(fp, "<text x=\"%d\" y=\"%d\" font-size=\"%d\" text-anchor=\"%s\"%s>", x, y, size, anchor,
+            extra ? extra : "");
+    put_text(fp, s);
+    fputs("</text>\n", fp);
+}
+
+/* ---- the tree ---- */
+
+typedef struct tree_layout {
+    int32_t *row;        /* (capacity) each live node's row: that of its first leaf */
+    int32_t n_rows, min_depth, max_depth, n_drawn, n_live;
+    uint8_t *in_step;    /* (capacity) the node is a row of the captured step */
+} tree_layout;
+
+static bool tree_lay_out(const forest *f, const mask_view *mv, tree_layout *t) {
+    int32_t cap = forest_capacity(f);
+    t->row = calloc((size_t)(cap > 0 ? cap : 1), sizeof *t->row);
+    t->in_step = calloc((size_t)(cap > 0 ? cap : 1), 1);
+    if (!t->row || !t->in_step) return false;
+    t->n_rows = t->n_drawn = 0;
+    t->n_live = forest_n_live(f);
+    t->min_depth = INT32_MAX, t->max_depth = 0;
+    for (int32_t i = forest_dfs_first(f); i >= 0 && t->n_drawn < SVG_MAX_NODES; i = forest_dfs_next(f, i)) {
+        const forest_node *nd = forest_node_at(f, i);
+        t->row[i] = t->n_rows;
+        t->n_rows += nd->first_child < 0; /* preorder: a node shares its first leaf's row */
+        t->min_depth = nd->depth < t->min_depth ? nd->depth : t->min_depth;
+        t->max_depth = nd->depth > t->max_depth ? nd->depth : t->max_depth;
+        t->n_drawn++;
+    }
+    if (t->n_drawn < t->n_live) t->n_rows++; /* a partly drawn branch ends the last row */
+    for (int32_t r = 0; mv && mv->step >= 0 && r < mv->n_rows; r++)
+        if (!mv->rows[r].gone && forest_get(f, mv->rows[r].id)) t->in_step[mv->rows[r].node] = 1;
+    return true;
+}
+
+static int node_x(const tree_layout *t, int32_t depth) { return MARGIN + (depth - t->min_depth) * (BOX_W + GAP_X); }
+static int node_y(int y0, int32_t row) { return y0 + row * (BOX_H + GAP_Y); }
+
+static void draw_node(FILE *fp, const forest *f, const tok *tk, const tree_layout *t, int32_t i, int y0) {
+    const forest_node *nd = forest_node_at(f, i);
+    int x = node_x(t, nd->depth), y = node_y(y0, t->row[i]);
+    if (nd->parent >= 0) {
+        const forest_node *p = forest_node_at(f, nd->parent);
+        fprintf(fp, "<line class=\"edge\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n",
+                node_x(t, p->depth) + BOX_W, node_y(y0, t->row[nd->parent]) + BOX_H / 2, x, y + BOX_H / 2);
+    }
+    const char *c = colours[mv_branch_colour(f, i)];
+    fprintf(fp, "<g class=\"node\" data-pos=\"%d\" data-slot=\"%d\">\n", nd->depth, nd->kv_slot);
+    fprintf(fp, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"5\" fill=\"%s\" fill-opacity=\"0.18\" "
+                "stroke=\"%s\" stroke-width=\"%d\"%s/>\n",
+            x, y, BOX_W, BOX_H, c, c, t->in_step[i] ? 3 : 1, nd->state == FOREST_PENDING ? " stroke-dasharray=\"4 3\"" : "");
+    char tok_text[64], buf[64];
+    fv_token_text(f, tk, i, tok_text, sizeof tok_text);
+    char shown[40];
+    ui_line l = ui_line_make(shown, sizeof shown, 11, true);
+    ui_line_put(&l, tok_text);
+    text_at(fp, x + BOX_W / 2, y + 18, FONT, "middle", " class=\"token\" xml:space=\"preserve\"", shown);
+    if (nd->kv_slot >= 0) snprintf(buf, sizeof buf, "p%d s%d", nd->depth, nd->kv_slot);
+    else snprintf(buf, sizeof buf, "p%d s-", nd->depth);
+    if (isfinite(nd->logprob)) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, sizeof buf - n, " %.0f%%", 100.0 * exp((double)nd->logprob));
+    }
+    text_at(fp, x + BOX_W / 2, y + 36, FONT - 3, "middle", " class=\"where\" fill=\"#444\"", buf);
+    fputs("</g>\n", fp);
+}
+
+static int tree_height(const tree_layout *t) {
+    return FONT + 14 + t->n_rows * (BOX_H + GAP_Y) + (t->n_drawn < t->n_live ? FONT + 6 : 0);
+}
+
+/* Draws the tree from y0; returns its height. */
+static int draw_tree(FILE *fp, const forest *f, const tok *tk, const tree_layout *t, int y0) {
+    text_at(fp, MARGIN, y0 + FONT, FONT + 2, "start", " font-weight=\"bold\"",
+            "The forest: token, RoPE position p, KV slot s (- pending), probability");
+    y0 += FONT + 14;
+    int32_t k = 0;
+    for (int32_t i = forest_dfs_first(f); i >= 0 && k < t->n_drawn; i = forest_dfs_next(f, i), k++)
+        draw_node(fp, f, tk, t, i, y0);
+    if (t->n_drawn < t->n_live) {
+        char note[96];
+        snprintf(note, sizeof note, "(%d more nodes not drawn)", t->n_live - t->n_drawn);
+        text_at(fp, MARGIN, y0 + t->n_rows * (BOX_H + GAP_Y) + FONT, FONT, "start", NULL, note);
+    }
+    return tree_height(t);
+}
+
+/* ---- the mask ---- */
+
+static int dcol_w(const mv_dcol *d) { return d->n == 0 ? GAP_CELL : CELL; }
+
+static int mask_width(const mask_view *mv) {
+    int w = 0;
+    for (int32_t d = 0; d < mv->n_dcols; d++) w += dcol_w(&mv->dcols[d]);
+    return LABEL_W + w;
+}
+
+static void draw_mask_head(FILE *fp, mask_view *mv, int y0) {
+    char buf[160];
+    snprintf(buf, sizeof buf, "Step %d: the attention mask (%d rows, %d KV slots; a row sees the filled cells)",
+             mv->step, mv->n_rows_total, mv->n_cols_total);
+    text_at(fp, MARGIN, y0 + FONT, FONT + 2, "start", " font-weight=\"bold\"", buf);
+    int x = MARGIN + LABEL_W;
+    for (int32_t d = 0; d < mv->n_dcols; d++) {
+        mv_dcol_text(mv, d, buf, sizeof buf);
+        if (mv->dcols[d].n > 0) {
+            fprintf(fp, "<text class=\"slot\" font-size=\"%d\" transform=\"translate(%d,%d) rotate(-60)\">",
+                    FONT - 3, x + CELL / 2 + 4, y0 + HEAD_H - 4);
+            put_text(fp, buf);
+            fputs("</text>\n", fp);
+        }
+        x += dcol_w(&mv->dcols[d]);
+    }
+}
+
+static void draw_mask_row(FILE *fp, const mask_view *mv, int32_t r, int y) {
+    const mv_row *row = &mv->rows[r];
+    char label[96];
+    snprintf(label, sizeof label, "%s   p%d s%d%s", row->gone ? "(pruned)" : row->text, row->pos, row->slot,
+             row->want ? " L" : "");
+    text_at(fp, MARGIN + LABEL_W - 8, y + CELL - 3, FONT - 1, "end", " class=\"rowlabel\" xml:space=\"preserve\"", label);
+    const char *c = colours[row->colour % 6];
+    int x = MARGIN + LABEL_W;
+    for (int32_t d = 0; d < mv->n_dcols; d++) {
+        const mv_dcol *dc = &mv->dcols[d];
+        if (dc->n > 0) {
+            bool on = mv_cell(mv, r, d) == '#';
+            fprintf(fp, "<rect class=\"%s\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" stroke=\"#fff\"/>\n",
+                    on ? "on" : "off", x, y, CELL, CELL, on ? c : "#e8e8e8");
+        }
+        x += dcol_w(dc);
+    }
+}
+
+static int mask_height(const mask_view *mv) { return HEAD_H + mv->n_rows * CELL + FONT + 16; }
+
+/* Draws the mask from y0; returns its height. */
+static int draw_mask(FILE *fp, mask_view *mv, int y0) {
+    draw_mask_head(fp, mv, y0);
+    int y = y0 + HEAD_H;
+    for (int32_t r = 0; r < mv->n_rows; r++, y += CELL) draw_mask_row(fp, mv, r, y);
+    char key[160];
+    snprintf(key, sizeof key, "L: the row returns logits.%s%s", mv->runs ? "  A column a-b: a run of slots every row sees alike." : "",
+             "  A narrow blank column: slot numbers jump.");
+    text_at(fp, MARGIN, y + FONT + 8, FONT - 2, "start", " fill=\"#444\"", key);
+    return mask_height(mv);
+}
+
+st_code svg_write(FILE *fp, const forest *f, const tok *tk, mask_view *mv, int parts, st_err *err) {
+    bool mask = (parts & SVG_MASK) && mv && mv->step >= 0, tree = parts & SVG_TREE;
+    tree_layout t = {0};
+    if (tree && !tree_lay_out(f, mv, &t)) {
+        free(t.row), free(t.in_step);
+        return st_set(err, ST_ERR_NOMEM, "out of memory laying out the picture");
+    }
+    if (mask) mv_layout(mv, SVG_MAX_COLS);
+    int tw = tree ? node_x(&t, t.max_depth) + BOX_W + MARGIN : 0, mw = mask ? mask_width(mv) + MARGIN * 2 : 0;
+    int th = tree ? tree_height(&t) : 0, mh = mask ? mask_height(mv) : 0;
+    int w = tw > mw ? tw : mw, h = MARGIN * 2 + th + (tree && mask ? MARGIN : 0) + mh;
+    fprintf(fp, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+                "font-family=\"DejaVu Sans Mono, Menlo, Consolas, monospace\">\n"
+                "<rect width=\"100%%\" height=\"100%%\" fill=\"#fff\"/>\n",
+            w > 200 ? w : 200, h, w > 200 ? w : 200, h);
+    int y = MARGIN;
+    if (tree) y += draw_tree(fp, f, tk, &t, y) + MARGIN;
+    if (mask) draw_mask(fp, mv, y);
+    fputs("</svg>\n", fp);
+    free(t.row), free(t.in_step);
+    if (fflush(fp) != 0 || ferror(fp)) return st_set(err, ST_ERR_IO, "writing the picture failed: %s", strerror(errno));
+    return ST_OK;
+}
+
+st_code svg_save(const char *path, const forest *f, const tok *tk, mask_view *mv, int parts, st_err *err) {
+    FILE *fp = fopen(path, "w");
+    if (!fp) return st_set(err, ST_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    st_code rc = svg_write(fp, f, tk, mv, parts, err);
+    if (fclose(fp) != 0 && rc == ST_OK) rc = st_set(err, ST_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    if (rc != ST_OK) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        st_set(err, rc, "%s (%s)", msg, path);
+    }
+    return rc;
+}
