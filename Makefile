@@ -5,6 +5,8 @@
 #   make test       install what is missing, build and run every test; the last line is
 #                   "N passed, N failed, N skipped"
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make cuda-check the CUDA kernels compiled for sm_80/sm_90 (needs nvcc), failing on spills
+#   make cuda-test  the CUDA kernel test on the GPU (needs nvcc and a device)
 #   make soak       100,000 random forest operations under ASan + UBSan (SOAK_OPS, SOAK_SEED)
 #   make fuzz       each libFuzzer harness of tests/fuzz/ for FUZZ_TIME seconds (clang)
 #   make fuzz-smoke each harness for about a minute (what CI runs)
@@ -58,6 +60,59 @@ $(BUILD)/%.o: %.c
 $(BUILD)/tests/%: tests/%.c $(LIB) $(BUILD)/multidecode
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# ---- CUDA: kernels/cuda/ (issue 26) ----
+# The .cu kernels build two ways. Emulated: as C++ with the project's CUDA-on-CPU
+# emulation (kernels/cuda/emu.h) into $(BUILD)/emu/, linked into the tests/test_cuda_emu*.cc
+# binaries that make test runs on every machine (only a C++17 compiler needed). Device:
+# when nvcc exists and CUDA is not 0, cuda-check compiles them for sm_80 and sm_90 plus
+# PTX into build/cuda/ (also under make asan: nvcc gets no sanitizer flags), prints each
+# sm_90 kernel's resource use and fails when one spills registers; make test runs it.
+# Nothing is linked into the program yet: the CUDA backend waits for the backend contract.
+CUDA      ?= 1
+NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+NVCCFLAGS ?= -std=c++17 -O3 -I. -Xptxas -v $(CUDA_ARCH)
+EMU_CXXFLAGS := -std=c++17 $(OPT) -g -Wall -Wextra -Werror -ffp-contract=off -MMD -MP -I. \
+                $(EXTRA_CFLAGS)
+CU_SRC       := $(wildcard kernels/cuda/*.cu)
+CU_EMU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/emu/%.o)
+CU_DEV_OBJ   := $(CU_SRC:kernels/cuda/%.cu=build/cuda/%.o)
+EMU_TEST_BIN := $(patsubst tests/%.cc,$(BUILD)/tests/%,$(wildcard tests/test_cuda_emu*.cc))
+TEST_BIN     += $(EMU_TEST_BIN)
+CUDA_CHECK   := $(if $(filter-out 0,$(CUDA)),$(if $(NVCC),cuda-check))
+
+$(BUILD)/emu/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -x c++ -c -o $@ $<
+
+$(EMU_TEST_BIN): $(BUILD)/tests/%: tests/%.cc $(CU_EMU_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(CU_EMU_OBJ) $(LIB) $(LDLIBS)
+
+# cuda-check: the kernels compiled for the GPU, failing on register spills.
+cuda-check: $(if $(NVCC),$(CU_DEV_OBJ))
+	@$(if $(NVCC),echo "cuda-check: $(words $(CU_DEV_OBJ)) files for sm_80 + sm_90 + PTX without spills",echo "cuda-check: no nvcc found (set NVCC=/path/to/nvcc)"; false)
+
+build/cuda/%.o: kernels/cuda/%.cu $(wildcard kernels/cuda/*.h kernels/cuda/*.cuh)
+	@mkdir -p $(dir $@)
+	@echo "NVCC $<"
+	@$(NVCC) $(NVCCFLAGS) -c -o $@ $< > $(@:.o=.ptxas) 2>&1 || { cat $(@:.o=.ptxas); rm -f $@; exit 1; }
+	@awk -f kernels/cuda/ptxas.awk $(@:.o=.ptxas) || { rm -f $@; exit 1; }
+
+# cuda-test: tests/test_cuda_emu_kernels.cc built with nvcc and run on the GPU (it reports
+# itself skipped on a machine without one).
+build/cuda/test_cuda_kernels: tests/test_cuda_emu_kernels.cc $(CU_DEV_OBJ) $(LIB)
+	$(NVCC) -std=c++17 -O2 -I. $(CUDA_ARCH) -x cu -c -o $@.o $<
+	$(NVCC) $(CUDA_ARCH) -o $@ $@.o $(CU_DEV_OBJ) $(LIB) $(subst -pthread,-Xcompiler -pthread,$(LDLIBS))
+
+cuda-test: build/cuda/test_cuda_kernels
+	build/cuda/test_cuda_kernels
+
+test-run: $(CUDA_CHECK)
+
+-include $(CU_EMU_OBJ:.o=.d) $(EMU_TEST_BIN:=.d)
 
 # deps: install the Debian packages the build and tests need (or say which command does).
 deps:
@@ -158,7 +213,7 @@ uninstall:
 clean:
 	rm -rf build build-asan multidecode
 
-.PHONY: all deps test test-run asan soak fuzz fuzz-smoke fuzz-build fuzz-bins fuzz-seeds \
+.PHONY: all deps test test-run cuda-check cuda-test asan soak fuzz fuzz-smoke fuzz-build fuzz-bins fuzz-seeds \
 	model run bench clean install uninstall
 
 -include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d) $(FUZZ_NAMES:%=$(BUILD)/bin/fuzz_%.d)

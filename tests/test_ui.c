@@ -95,10 +95,11 @@ static void test_keys(void) {
 static void test_commands(void) {
     ui_cmd c;
     st_err err = {0};
-    T_CHECK(!ui_cmd_parse(":grow 32", &c, &err) && c.kind == UI_CMD_GROW && c.a == 32, "grow");
-    T_CHECK(!ui_cmd_parse(":grow", &c, &err) && c.kind == UI_CMD_GROW && c.a == 0, "grow default");
-    T_CHECK(!ui_cmd_parse(":cot 8", &c, &err) && c.kind == UI_CMD_COT && c.a == 8 && c.b == 0, "cot");
-    T_CHECK(!ui_cmd_parse("  :beam 4 64 ", &c, &err) && c.kind == UI_CMD_BEAM && c.a == 4 && c.b == 64, "beam");
+    const lookahead_params *la = &c.job.u.run.opts.u.spec.p.la;
+    T_CHECK(!ui_cmd_parse(":grow 32", &c, &err) && c.kind == UI_CMD_GROW && c.job.u.run.opts.budget == 32, "grow");
+    T_CHECK(!ui_cmd_parse(":grow", &c, &err) && c.kind == UI_CMD_GROW && c.job.u.run.opts.budget == 0, "grow default");
+    T_CHECK(!ui_cmd_parse(":cot 8", &c, &err) && c.kind == UI_CMD_COT && c.job.u.run.opts.u.cot.k == 8 && c.job.u.run.opts.budget == 0, "cot");
+    T_CHECK(!ui_cmd_parse("  :beam 4 64 ", &c, &err) && c.kind == UI_CMD_BEAM && c.job.u.run.opts.u.beam.width == 4 && c.job.u.run.opts.budget == 64, "beam");
     T_CHECK(!ui_cmd_parse(":ask What is 2+2?", &c, &err) && c.kind == UI_CMD_ASK && !strcmp(c.text, "What is 2+2?"), "ask");
     T_CHECK(!ui_cmd_parse(":set temp 0.7", &c, &err) && c.kind == UI_CMD_SET && !strcmp(c.key, "temp") && fabs(c.val - 0.7) < 1e-12, "set");
     T_CHECK(!ui_cmd_parse(":set chat off", &c, &err) && c.kind == UI_CMD_SET && !strcmp(c.key, "chat") && c.val == 0,
@@ -133,12 +134,12 @@ static void test_commands(void) {
     T_CHECK(ui_cmd_parse(":ask", &c, &err) == ST_ERR_ARG, "ask needs text");
     T_CHECK(ui_cmd_parse(":quit now", &c, &err) == ST_ERR_ARG, "quit takes nothing");
     /* :margins [CHUNK] QUESTION */
-    T_CHECK(!ui_cmd_parse(":margins 64 Who is Lily?", &c, &err) && c.kind == UI_CMD_MARGINS && c.a == 64 &&
-            !strcmp(c.text, "Who is Lily?"), "margins with a chunk: %d '%s'", c.a, c.text);
-    T_CHECK(!ui_cmd_parse(":margins  Who is Lily? ", &c, &err) && c.kind == UI_CMD_MARGINS && c.a == 0 &&
+    T_CHECK(!ui_cmd_parse(":margins 64 Who is Lily?", &c, &err) && c.kind == UI_CMD_MARGINS && c.job.u.run.chunk == 64 &&
+            !strcmp(c.text, "Who is Lily?"), "margins with a chunk: %d '%s'", c.job.u.run.chunk, c.text);
+    T_CHECK(!ui_cmd_parse(":margins  Who is Lily? ", &c, &err) && c.kind == UI_CMD_MARGINS && c.job.u.run.chunk == 0 &&
             !strcmp(c.text, "Who is Lily? "), "margins, default chunk: '%s'", c.text);
-    T_CHECK(!ui_cmd_parse(":margins 2+2?", &c, &err) && c.a == 0 && !strcmp(c.text, "2+2?"), "a question that is not a number");
-    T_CHECK(!ui_cmd_parse(":ma 8 why", &c, &err) && c.kind == UI_CMD_MARGINS && c.a == 8 && !strcmp(c.text, "why"), ":ma is :margins");
+    T_CHECK(!ui_cmd_parse(":margins 2+2?", &c, &err) && c.job.u.run.chunk == 0 && !strcmp(c.text, "2+2?"), "a question that is not a number");
+    T_CHECK(!ui_cmd_parse(":ma 8 why", &c, &err) && c.kind == UI_CMD_MARGINS && c.job.u.run.chunk == 8 && !strcmp(c.text, "why"), ":ma is :margins");
     T_CHECK(!ui_cmd_parse(":me", &c, &err) && c.kind == UI_CMD_MERGE, ":me is still :merge");
     T_CHECK(ui_cmd_parse(":m", &c, &err) == ST_ERR_ARG && strstr(err.msg, "ambiguous"), ":m is ambiguous now");
     T_CHECK(ui_cmd_parse(":margins", &c, &err) == ST_ERR_ARG && strstr(err.msg, "usage: :margins [CHUNK] QUESTION") &&
@@ -149,17 +150,17 @@ static void test_commands(void) {
         found += !strcmp(ui_cmd_name(i), "margins") && strstr(ui_cmd_usage(i), ":margins [CHUNK] QUESTION") != NULL;
     T_CHECK(found == 1, "margins is in the table completion and help read");
     /* :draft [TOKENS], :lookahead W N G [TOKENS] */
-    T_CHECK(!ui_cmd_parse(":draft", &c, &err) && c.kind == UI_CMD_DRAFT && c.a == 0, "draft default");
-    T_CHECK(!ui_cmd_parse(":draft 64", &c, &err) && c.kind == UI_CMD_DRAFT && c.a == 64, "draft 64");
-    T_CHECK(!ui_cmd_parse(":d 8", &c, &err) && c.kind == UI_CMD_DRAFT && c.a == 8, ":d is :draft");
+    T_CHECK(!ui_cmd_parse(":draft", &c, &err) && c.kind == UI_CMD_DRAFT && c.job.u.run.opts.budget == 0, "draft default");
+    T_CHECK(!ui_cmd_parse(":draft 64", &c, &err) && c.kind == UI_CMD_DRAFT && c.job.u.run.opts.budget == 64, "draft 64");
+    T_CHECK(!ui_cmd_parse(":d 8", &c, &err) && c.kind == UI_CMD_DRAFT && c.job.u.run.opts.budget == 8, ":d is :draft");
     T_CHECK(ui_cmd_parse(":draft 0", &c, &err) == ST_ERR_ARG && strstr(err.msg, "usage: :draft [TOKENS]") &&
             c.kind == UI_CMD_NONE, "draft 0: '%s'", err.msg);
     T_CHECK(ui_cmd_parse(":draft 8 9", &c, &err) == ST_ERR_ARG && ui_cmd_parse(":draft many", &c, &err) == ST_ERR_ARG,
             "draft takes one number");
-    T_CHECK(!ui_cmd_parse(":lookahead 3 3 2 4", &c, &err) && c.kind == UI_CMD_LOOKAHEAD && c.a == 3 && c.b == 3 &&
-            c.c == 2 && c.d == 4, "lookahead W N G TOKENS");
-    T_CHECK(!ui_cmd_parse(":lookahead 5 4 0", &c, &err) && c.kind == UI_CMD_LOOKAHEAD && c.a == 5 && c.b == 4 &&
-            c.c == 0 && c.d == 0, "lookahead, G 0, default tokens");
+    T_CHECK(!ui_cmd_parse(":lookahead 3 3 2 4", &c, &err) && c.kind == UI_CMD_LOOKAHEAD && la->w == 3 && la->n == 3 &&
+            la->g == 2 && c.job.u.run.opts.budget == 4, "lookahead W N G TOKENS");
+    T_CHECK(!ui_cmd_parse(":lookahead 5 4 0", &c, &err) && c.kind == UI_CMD_LOOKAHEAD && la->w == 5 && la->n == 4 &&
+            la->g == 0 && c.job.u.run.opts.budget == 0, "lookahead, G 0, default tokens");
     T_CHECK(!ui_cmd_parse(":look 2 2 1", &c, &err) && c.kind == UI_CMD_LOOKAHEAD, ":look is :lookahead");
     T_CHECK(!ui_cmd_parse(":loa", &c, &err) && c.kind == UI_CMD_LOAD && ui_cmd_parse(":l", &c, &err) == ST_ERR_ARG &&
             strstr(err.msg, "ambiguous"),
@@ -348,6 +349,94 @@ out:
     model_free(m);
 }
 
+/* ---- :ask through the worker ---- */
+
+/* Waits (at most 60 s) until the worker's message number is past no and, with idle,
+ * nothing runs; the message into msg, its number returned. */
+static uint64_t wait_message(ui_worker *w, uint64_t no, bool idle, char *msg, size_t cap) {
+    double t0 = now_ms();
+    for (;;) {
+        ui_worker_lock(w);
+        bool busy = ui_worker_busy(w);
+        uint64_t now = ui_worker_message(w, msg, cap);
+        ui_worker_unlock(w);
+        if ((now != no && !(idle && busy)) || now_ms() - t0 > 60e3) return now;
+        usleep(2000);
+    }
+}
+
+/* :ask is the ask strategy: refused while another strategy runs (the forest as it was,
+ * the running one untouched); once that is cancelled it appends the turn and answers. */
+static void test_ask_job(void) {
+    st_err err = {0};
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    if (!open_stories(&m, &tk, &c, 1024)) goto out;
+    forest *f = forest_init(1024, 8);
+    int32_t prompt[2] = {tok_bos(tk), 300};
+    forest_id leaf;
+    forest_add_root(f, prompt, NULL, 2, 0, &leaf, &err);
+    sample_params sp = sample_default_params();
+    sp.temp = 0;
+    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = 6, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = ui_worker_start(&wp, &err);
+    T_CHECK(w, "worker: %s", err.msg);
+    if (!w) {
+        forest_free(f);
+        goto out;
+    }
+    char msg[1024];
+    ui_job grow = ui_job_run(STRAT_GROW, leaf), pause = {.kind = UI_JOB_PAUSE};
+    grow.u.run.opts.budget = 500;
+    /* the lock held: the worker takes the pause before the grow's first step */
+    ui_worker_lock(w);
+    uint64_t no = ui_worker_message(w, msg, sizeof msg);
+    ui_worker_post(w, &grow);
+    ui_worker_post(w, &pause);
+    ui_worker_unlock(w);
+    no = wait_message(w, no, false, msg, sizeof msg);
+    T_CHECK(!strcmp(msg, "paused"), "grow paused: '%s'", msg);
+    ui_worker_lock(w);
+    int32_t nodes = forest_n_live(ui_worker_forest(w));
+    ui_worker_unlock(w);
+    ui_job ask = ui_job_run(STRAT_ASK, leaf);
+    ask.text = "Who is there?";
+    ui_worker_post(w, &ask);
+    no = wait_message(w, no, false, msg, sizeof msg);
+    ui_stats st;
+    ui_worker_lock(w);
+    ui_worker_stats(w, &st);
+    T_CHECK(strstr(msg, "grow is running: cancel it first (x)") && ui_worker_busy(w) && !strncmp(st.job, "grow ", 5) &&
+            forest_n_live(ui_worker_forest(w)) == nodes,
+            "ask refused while grow runs: '%s', job '%s', %d nodes (%d before)", msg, st.job,
+            forest_n_live(ui_worker_forest(w)), nodes);
+    ui_worker_unlock(w);
+    ui_job cancel = {.kind = UI_JOB_CANCEL};
+    ui_worker_post(w, &cancel);
+    no = wait_message(w, no, true, msg, sizeof msg);
+    ui_worker_lock(w);
+    nodes = forest_n_live(ui_worker_forest(w));
+    ui_worker_unlock(w);
+    ui_worker_post(w, &ask);
+    no = wait_message(w, no, true, msg, sizeof msg);
+    while (!strncmp(msg, "ask: ", 5)) no = wait_message(w, no, true, msg, sizeof msg); /* the form, then done */
+    int32_t n_turn = 0;
+    int32_t *turn = ui_turn_tokens(tk, &(ui_chat){CHAT_NONE, NULL}, "Who is there?", UI_TURN_RAW, false, &n_turn, &err);
+    free(turn);
+    ui_worker_lock(w);
+    int32_t grown = forest_n_live(ui_worker_forest(w)) - nodes - n_turn;
+    T_CHECK(!strncmp(msg, "done: +", 7) && strstr(msg, "1 branch") && strstr(msg, "(ask: raw text") && grown >= 1 &&
+                grown <= 6 && !ui_worker_busy(w),
+            "ask after the cancel: '%s', %d tokens grown", msg, grown);
+    ui_worker_unlock(w);
+    ui_worker_stop(w);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 /* ---- :draft and :lookahead ---- */
 
 
@@ -367,6 +456,16 @@ static void check_chain(const forest *f, const int32_t *prompt, int32_t np, cons
     T_CHECK(!forest_check(f, &err), "%s: forest invariants: %s", what, err.msg);
     const forest_node *last = nl == 1 ? forest_get(f, leaf[0]) : NULL;
     T_CHECK(last && (last->flags & FOREST_FINISHED), "%s: the last node is marked finished", what);
+}
+
+/* :draft (w = 0) or :lookahead W N G as the parser builds it, budget TOKENS (0: the
+ * worker's). */
+static ui_job draft_job(int32_t w, int32_t n, int32_t g, int32_t tokens) {
+    ui_job j = ui_job_run(w ? STRAT_LOOKAHEAD : STRAT_DRAFT, FOREST_NONE);
+    strategy_opts *o = &j.u.run.opts;
+    if (w) o->u.spec.p.la.w = w, o->u.spec.p.la.n = n, o->u.spec.p.la.g = g;
+    o->budget = tokens;
+    return j;
 }
 
 /* Posts job j to a worker over a fresh forest holding the prompt, waits until it is done
@@ -511,11 +610,11 @@ static void test_spec_runs(void) {
             T_SKIP("greedy decoding ends early: the chains are checked only when it runs 48 tokens");
             goto out;
         }
-    worker_run(c, tk, prompt, np, (ui_job){.kind = UI_JOB_DRAFT, .a = 40}, ref, 40, ":draft 40");
-    worker_run(c, tk, prompt, np, (ui_job){.kind = UI_JOB_DRAFT}, ref, 32, ":draft (the budget, 32)");
-    worker_run(c, tk, prompt, np, (ui_job){.kind = UI_JOB_LOOKAHEAD, .a = 3, .b = 3, .c = 2, .d = 48}, ref, 48,
+    worker_run(c, tk, prompt, np, draft_job(0, 0, 0, 40), ref, 40, ":draft 40");
+    worker_run(c, tk, prompt, np, draft_job(0, 0, 0, 0), ref, 32, ":draft (the budget, 32)");
+    worker_run(c, tk, prompt, np, draft_job(3, 3, 2, 48), ref, 48,
                ":lookahead 3 3 2 48");
-    worker_run(c, tk, prompt, np, (ui_job){.kind = UI_JOB_LOOKAHEAD, .a = 5, .b = 4, .c = 4, .d = 7}, ref, 7,
+    worker_run(c, tk, prompt, np, draft_job(5, 4, 4, 7), ref, 7,
                ":lookahead 5 4 4 7 (a budget inside accepted drafts)");
     check_la_capture(c, tk, prompt, np);
     /* budgets 1..12 straight through the lookahead strategy: a step that accepts more tokens than
@@ -558,6 +657,7 @@ int main(void) {
     test_commands();
     test_ask_turns();
     test_model_runs();
+    test_ask_job();
     test_spec_runs();
     return t_done();
 }

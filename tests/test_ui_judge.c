@@ -14,9 +14,10 @@
 static void check_parse(void) {
     ui_cmd c;
     st_err err = {0};
-    T_CHECK(ui_cmd_parse(":tot 3 2 4", &c, &err) == ST_OK && c.kind == UI_CMD_TOT && c.a == 3 && c.b == 2 && c.c == 4 &&
-                c.d == 0, ":tot K B D");
-    T_CHECK(ui_cmd_parse(":tot 3 2 4 16", &c, &err) == ST_OK && c.d == 16, ":tot K B D TOKENS");
+    const strategy_opts *o = &c.job.u.run.opts;
+    T_CHECK(ui_cmd_parse(":tot 3 2 4", &c, &err) == ST_OK && c.kind == UI_CMD_TOT && o->u.tot.k == 3 &&
+                o->u.tot.b == 2 && o->u.tot.d == 4 && o->budget == 0, ":tot K B D");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 16", &c, &err) == ST_OK && o->budget == 16, ":tot K B D TOKENS");
     T_CHECK(ui_cmd_parse(":tot 3 2", &c, &err) == ST_ERR_ARG && strstr(err.msg, ":tot K B D"), ":tot K B: %s", err.msg);
     T_CHECK(ui_cmd_parse(":judge", &c, &err) == ST_OK && c.kind == UI_CMD_JUDGE && !c.text[0], ":judge alone");
     T_CHECK(ui_cmd_parse(":judge Is it kind?", &c, &err) == ST_OK && !strcmp(c.text, "Is it kind?"), ":judge QUESTION");
@@ -51,11 +52,15 @@ int main(void) {
     T_CHECK(n == 2 && marked && br[0] == la && br[1] == lc, "the bookmarked branches: %d", n);
 
     ui_chat ch = {CHAT_NONE, NULL};
-    ui_judge_env je = {.tk = tk, .chat = &ch, .sp = sample_default_params(), .budget = 3, .n_vocab = m->hp.n_vocab};
+    ui_judge_env je = {.tk = tk, .chat = &ch};
     strategy_env env = {.f = f, .plan = &plan, .ctx = c, .tk = tk};
     char note[160];
     for (int tot = 0; tot < 2; tot++) {
-        strategy *s = ui_judge_start(&env, &je, tot ? la : mid, "", tot, 2, 2, 2, 0, note, sizeof note, &err);
+        /* the options as the worker completes a :judge or :tot 2 2 2 job (budget 3) */
+        strategy_opts o = strategy_default_opts(tot ? STRAT_TOT : STRAT_JUDGE);
+        o.from = tot ? la : mid, o.sample = sample_default_params(), o.n_vocab = m->hp.n_vocab, o.budget = 3;
+        if (tot) o.u.tot.k = o.u.tot.b = o.u.tot.d = 2;
+        strategy *s = ui_judge_start(&env, &je, &o, "", note, sizeof note, &err);
         int32_t steps = 0;
         while (s && !strategy_done(s) && !strategy_step(s, &env, &err)) steps++;
         forest_id ids[8];

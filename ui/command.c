@@ -11,34 +11,38 @@
 /* Argument shapes. */
 enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND, ARG_LA, ARG_INT34 };
 
+/* Each command: its name, its argument shape, the job it posts (UI_JOB_RUN: the strategy
+ * strat) and its usage line. */
 static const struct {
     const char *name;
     ui_cmd_kind kind;
     int args;
+    ui_job_kind job;
+    strategy_kind strat;
     const char *usage;
 } ui_cmds[] = {
-    {"grow", UI_CMD_GROW, ARG_INT01, ":grow [TOKENS]      grow the selected branch"},
-    {"cot", UI_CMD_COT, ARG_INT12, ":cot K [TOKENS]      K chains of thought from the selected node"},
-    {"beam", UI_CMD_BEAM, ARG_INT12, ":beam WIDTH [TOKENS] beam search from the selected leaf"},
-    {"ask", UI_CMD_ASK, ARG_TEXT, ":ask TEXT           TEXT as a chat user turn under the selection, grown"},
-    {"margins", UI_CMD_MARGINS, ARG_INT_TEXT, ":margins [CHUNK] QUESTION  notes on each CHUNK tokens of the branch, then an answer"},
-    {"draft", UI_CMD_DRAFT, ARG_INT01, ":draft [TOKENS]      exact greedy from the selection, drafts verified in the forest"},
-    {"lookahead", UI_CMD_LOOKAHEAD, ARG_LA, ":lookahead W N G [TOKENS]  :draft plus lookahead's W x (N-1) window, G pool drafts"},
-    {"append", UI_CMD_APPEND, ARG_TEXT, ":append TEXT        append TEXT under the selection"},
-    {"prune", UI_CMD_PRUNE, ARG_NONE, ":prune              prune the selected subtree"},
-    {"merge", UI_CMD_MERGE, ARG_NONE, ":merge              merge bookmarked branches"},
-    {"judge", UI_CMD_JUDGE, ARG_TEXT_OPT, ":judge [QUESTION]    score the bookmarked branches (else the selection's siblings) in one step"},
-    {"tot", UI_CMD_TOT, ARG_INT34, ":tot K B D [TOKENS]  tree of thoughts: K per node, keep B, D levels"},
-    {"step", UI_CMD_STEP, ARG_INT01, ":step [N]            run N engine steps"},
-    {"save", UI_CMD_SAVE, ARG_TEXT_OPT, ":save [FILE]         save the session (no FILE: the autosave)"},
-    {"load", UI_CMD_LOAD, ARG_TEXT_OPT, ":load [FILE]         load a session (no FILE: the last run's); asks first when work is unsaved"},
-    {"export", UI_CMD_EXPORT, ARG_TEXT, ":export FILE         the tree's texts as Markdown"},
-    {"set", UI_CMD_SET, ARG_SET, ":set [NAME VALUE]    temp top_k top_p min_p seed budget; chat on|off (alone: show them)"},
-    {"bind", UI_CMD_BIND, ARG_BIND, ":bind KEY ACTION     bind a key (see the help for names)"},
-    {"pause", UI_CMD_PAUSE, ARG_NONE, ":pause               pause or resume the strategy"},
-    {"cancel", UI_CMD_CANCEL, ARG_NONE, ":cancel              cancel the strategy"},
-    {"help", UI_CMD_HELP, ARG_NONE, ":help                the help screen"},
-    {"quit", UI_CMD_QUIT, ARG_NONE, ":quit                autosave and quit"},
+    {"grow", UI_CMD_GROW, ARG_INT01, UI_JOB_RUN, STRAT_GROW, ":grow [TOKENS]      grow the selected branch"},
+    {"cot", UI_CMD_COT, ARG_INT12, UI_JOB_RUN, STRAT_COT, ":cot K [TOKENS]      K chains of thought from the selected node"},
+    {"beam", UI_CMD_BEAM, ARG_INT12, UI_JOB_RUN, STRAT_BEAM, ":beam WIDTH [TOKENS] beam search from the selected leaf"},
+    {"ask", UI_CMD_ASK, ARG_TEXT, UI_JOB_RUN, STRAT_ASK, ":ask TEXT           TEXT as a chat user turn under the selection, grown"},
+    {"margins", UI_CMD_MARGINS, ARG_INT_TEXT, UI_JOB_RUN, STRAT_MARGINS, ":margins [CHUNK] QUESTION  notes on each CHUNK tokens of the branch, then an answer"},
+    {"draft", UI_CMD_DRAFT, ARG_INT01, UI_JOB_RUN, STRAT_DRAFT, ":draft [TOKENS]      exact greedy from the selection, drafts verified in the forest"},
+    {"lookahead", UI_CMD_LOOKAHEAD, ARG_LA, UI_JOB_RUN, STRAT_LOOKAHEAD, ":lookahead W N G [TOKENS]  :draft plus lookahead's W x (N-1) window, G pool drafts"},
+    {"append", UI_CMD_APPEND, ARG_TEXT, UI_JOB_APPEND, 0, ":append TEXT        append TEXT under the selection"},
+    {"prune", UI_CMD_PRUNE, ARG_NONE, UI_JOB_PRUNE, 0, ":prune              prune the selected subtree"},
+    {"merge", UI_CMD_MERGE, ARG_NONE, UI_JOB_RUN, STRAT_MERGE, ":merge              merge bookmarked branches"},
+    {"judge", UI_CMD_JUDGE, ARG_TEXT_OPT, UI_JOB_RUN, STRAT_JUDGE, ":judge [QUESTION]    score the bookmarked branches (else the selection's siblings) in one step"},
+    {"tot", UI_CMD_TOT, ARG_INT34, UI_JOB_RUN, STRAT_TOT, ":tot K B D [TOKENS]  tree of thoughts: K per node, keep B, D levels"},
+    {"step", UI_CMD_STEP, ARG_INT01, UI_JOB_RUN, STRAT_STEPS, ":step [N]            run N engine steps"},
+    {"save", UI_CMD_SAVE, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":save [FILE]         save the session (no FILE: the autosave)"},
+    {"load", UI_CMD_LOAD, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":load [FILE]         load a session (no FILE: the last run's); asks first when work is unsaved"},
+    {"export", UI_CMD_EXPORT, ARG_TEXT, UI_JOB_EXPORT, 0, ":export FILE         the tree's texts as Markdown"},
+    {"set", UI_CMD_SET, ARG_SET, UI_JOB_NONE, 0, ":set [NAME VALUE]    temp top_k top_p min_p seed budget; chat on|off (alone: show them)"},
+    {"bind", UI_CMD_BIND, ARG_BIND, UI_JOB_NONE, 0, ":bind KEY ACTION     bind a key (see the help for names)"},
+    {"pause", UI_CMD_PAUSE, ARG_NONE, UI_JOB_PAUSE, 0, ":pause               pause or resume the strategy"},
+    {"cancel", UI_CMD_CANCEL, ARG_NONE, UI_JOB_CANCEL, 0, ":cancel              cancel the strategy"},
+    {"help", UI_CMD_HELP, ARG_NONE, UI_JOB_NONE, 0, ":help                the help screen"},
+    {"quit", UI_CMD_QUIT, ARG_NONE, UI_JOB_NONE, 0, ":quit                autosave and quit"},
 };
 #define N_CMDS ((int32_t)(sizeof ui_cmds / sizeof ui_cmds[0]))
 
@@ -79,104 +83,143 @@ static bool parse_int_from(const char *w, long lo, int32_t *out) {
 
 static bool parse_int(const char *w, int32_t *out) { return parse_int_from(w, 1, out); }
 
+/* The command a (possibly shortened) name names: its index, or -1 + err. */
+static int32_t find_cmd(const char *name, st_err *err) {
+    int32_t hit = -1, n_prefix = 0;
+    for (int32_t i = 0; i < N_CMDS; i++) {
+        if (!strcmp(name, ui_cmds[i].name)) return i;
+        if (!strncmp(name, ui_cmds[i].name, strlen(name)) && n_prefix++ == 0) hit = i;
+    }
+    if (hit < 0) st_set(err, ST_ERR_ARG, "unknown command ':%s' (:help lists them)", name);
+    else if (n_prefix > 1) st_set(err, ST_ERR_ARG, "ambiguous command ':%s'", name);
+    return n_prefix > 1 ? -1 : hit;
+}
+
+/* The numbers a command took (0: not given), into its job's options. */
+static void put_numbers(ui_cmd *c, const int32_t *v) {
+    strategy_opts *o = &c->job.u.run.opts;
+    switch (c->kind) {
+    case UI_CMD_GROW: case UI_CMD_DRAFT: o->budget = v[0]; break;
+    case UI_CMD_COT: o->u.cot.k = v[0], o->budget = v[1]; break;
+    case UI_CMD_BEAM: o->u.beam.width = v[0], o->budget = v[1]; break;
+    case UI_CMD_TOT: o->u.tot.k = v[0], o->u.tot.b = v[1], o->u.tot.d = v[2], o->budget = v[3]; break;
+    case UI_CMD_STEP: o->u.steps.n = v[0] > 0 ? v[0] : 1; break;
+    case UI_CMD_MARGINS: c->job.u.run.chunk = v[0]; break;
+    case UI_CMD_LOOKAHEAD:
+        o->u.spec.p.la.w = v[0], o->u.spec.p.la.n = v[1], o->u.spec.p.la.g = v[2], o->budget = v[3];
+        break;
+    default: break;
+    }
+}
+
+/* Text to the end of the line into c->text; a file name's leading ~/ is the home folder,
+ * as in a shell. */
+static st_code put_text(ui_cmd *c, const char *s, st_err *err) {
+    bool file = c->kind == UI_CMD_SAVE || c->kind == UI_CMD_LOAD || c->kind == UI_CMD_EXPORT;
+    const char *home = getenv("HOME");
+    if (file && !strncmp(s, "~/", 2) && home && *home) {
+        if (snprintf(c->text, sizeof c->text, "%s%s", home, s + 1) >= (int)sizeof c->text)
+            return st_set(err, ST_ERR_ARG, "file name too long");
+    } else
+        snprintf(c->text, sizeof c->text, "%s", s);
+    return ST_OK;
+}
+
+/* :set NAME VALUE: false for a malformed line; an unknown name or a bad chat value is an
+ * error of its own (*rc). */
+static bool parse_set(const char *s, ui_cmd *c, st_code *rc, st_err *err) {
+    char w[1024], *end;
+    if (!next_word(&s, c->key, sizeof c->key)) return true; /* :set alone shows the settings */
+    if (!next_word(&s, w, sizeof w)) return false;
+    if (!ui_cmd_is_setting(c->key)) {
+        *rc = st_set(err, ST_ERR_ARG, "unknown setting '%s' (temp top_k top_p min_p seed budget chat)", c->key);
+        return true;
+    }
+    if (!strcmp(c->key, "chat")) { /* on: typed text becomes a user turn; off: raw text */
+        if (strcmp(w, "on") && strcmp(w, "off")) {
+            *rc = st_set(err, ST_ERR_ARG, "usage: :set chat on|off");
+            return true;
+        }
+        c->val = !strcmp(w, "on");
+    } else {
+        c->val = strtod(w, &end);
+        if (end == w || *end || c->val != c->val) return false;
+    }
+    return !next_word(&s, w, sizeof w);
+}
+
+/* The arguments s of a command of shape args into c: false for a malformed line; *rc gets
+ * the errors with a message of their own. */
+static bool parse_args(const char *s, int args, ui_cmd *c, st_code *rc, st_err *err) {
+    char w[1024];
+    int32_t v[4] = {0};
+    int n = 0;
+    switch (args) {
+    case ARG_NONE:
+        return !next_word(&s, w, sizeof w);
+    case ARG_INT01: case ARG_INT12: case ARG_INT02: case ARG_INT34: {
+        int lo = args == ARG_INT34 ? 3 : args == ARG_INT12, hi = args == ARG_INT34 ? 4 : args == ARG_INT01 ? 1 : 2;
+        for (; next_word(&s, w, sizeof w); n++)
+            if (n == hi || !parse_int(w, &v[n])) return false;
+        put_numbers(c, v);
+        return n >= lo;
+    }
+    case ARG_TEXT: case ARG_TEXT_OPT:
+        while (isspace((unsigned char)*s)) s++;
+        if (!*s && args == ARG_TEXT) return false;
+        *rc = put_text(c, s, err);
+        return true;
+    case ARG_INT_TEXT: { /* an optional number, then text: ":margins 64 Who?" */
+        const char *at = s;
+        if (next_word(&s, w, sizeof w) && !parse_int(w, &v[0])) s = at;
+        while (isspace((unsigned char)*s)) s++;
+        if (!*s) return false;
+        put_numbers(c, v);
+        snprintf(c->text, sizeof c->text, "%s", s);
+        return true;
+    }
+    case ARG_SET:
+        return parse_set(s, c, rc, err);
+    case ARG_LA: /* W N G [TOKENS]: G may be 0 (the window only feeds the pool) */
+        for (; next_word(&s, w, sizeof w); n++)
+            if (n == 4 || !parse_int_from(w, n == 2 ? 0 : 1, &v[n])) return false;
+        if (n < 3) return false;
+        if (v[1] < 2 || v[1] > 16 || v[2] > 1024 || (int64_t)v[0] * v[1] > 4096)
+            *rc = st_set(err, ST_ERR_ARG, "lookahead: want W >= 1, 2 <= N <= 16, 0 <= G <= 1024 and "
+                         "W x N <= 4096 (e.g. :lookahead 5 4 4)");
+        put_numbers(c, v);
+        return true;
+    case ARG_BIND:
+        return next_word(&s, c->key, sizeof c->key) && next_word(&s, c->text, sizeof c->text) &&
+               !next_word(&s, w, sizeof w);
+    }
+    return true;
+}
+
 st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
     memset(c, 0, sizeof *c);
     while (isspace((unsigned char)*line)) line++;
     if (!*line) return ST_OK;
     if (*line != ':') { /* plain text: append it */
         c->kind = UI_CMD_APPEND;
+        c->job.kind = UI_JOB_APPEND;
         snprintf(c->text, sizeof c->text, "%s", line);
         return ST_OK;
     }
     const char *s = line + 1;
-    char name[32], w[1024];
+    char name[32];
     if (!next_word(&s, name, sizeof name)) return ST_OK;
-    int32_t i = 0, hit = -1, n_prefix = 0;
-    for (i = 0; i < N_CMDS; i++) {
-        if (!strcmp(name, ui_cmds[i].name)) { hit = i; n_prefix = 1; break; }
-        if (!strncmp(name, ui_cmds[i].name, strlen(name)) && n_prefix++ == 0) hit = i;
-    }
-    if (hit < 0) return st_set(err, ST_ERR_ARG, "unknown command ':%s' (:help lists them)", name);
-    if (n_prefix > 1) return st_set(err, ST_ERR_ARG, "ambiguous command ':%s'", name);
+    int32_t hit = find_cmd(name, err);
+    if (hit < 0) return err->code;
     c->kind = ui_cmds[hit].kind;
+    if (ui_cmds[hit].job == UI_JOB_RUN) c->job = ui_job_run(ui_cmds[hit].strat, FOREST_NONE);
+    else c->job.kind = ui_cmds[hit].job;
+    st_code rc = ST_OK;
+    if (parse_args(s, ui_cmds[hit].args, c, &rc, err) && !rc) return ST_OK;
+    memset(c, 0, sizeof *c); /* kind UI_CMD_NONE, no job */
+    if (rc) return rc;
     const char *usage = ui_cmds[hit].usage;
-    int32_t *ints[4] = {&c->a, &c->b, &c->c, &c->d};
-    int args = ui_cmds[hit].args;
-    switch (args) {
-    case ARG_NONE:
-        if (next_word(&s, w, sizeof w)) goto bad;
-        break;
-    case ARG_INT01: case ARG_INT12: case ARG_INT02: case ARG_INT34: {
-        int lo = args == ARG_INT34 ? 3 : args == ARG_INT12, hi = args == ARG_INT34 ? 4 : args == ARG_INT01 ? 1 : 2, n = 0;
-        while (next_word(&s, w, sizeof w)) {
-            if (n == hi || !parse_int(w, ints[n])) goto bad;
-            n++;
-        }
-        if (n < lo) goto bad;
-        break;
-    }
-    case ARG_TEXT: case ARG_TEXT_OPT: {
-        while (isspace((unsigned char)*s)) s++;
-        if (!*s && args == ARG_TEXT) goto bad;
-        /* a file name's leading ~/ is the home folder, as in a shell */
-        bool file = c->kind == UI_CMD_SAVE || c->kind == UI_CMD_LOAD || c->kind == UI_CMD_EXPORT;
-        const char *home = getenv("HOME");
-        if (file && !strncmp(s, "~/", 2) && home && *home) {
-            if (snprintf(c->text, sizeof c->text, "%s%s", home, s + 1) >= (int)sizeof c->text)
-                return st_set(err, ST_ERR_ARG, "file name too long");
-        } else
-            snprintf(c->text, sizeof c->text, "%s", s);
-        break;
-    }
-    case ARG_INT_TEXT: { /* an optional number, then text: ":margins 64 Who?" */
-        const char *at = s;
-        if (next_word(&s, w, sizeof w) && !parse_int(w, &c->a)) s = at;
-        while (isspace((unsigned char)*s)) s++;
-        if (!*s) goto bad;
-        snprintf(c->text, sizeof c->text, "%s", s);
-        break;
-    }
-    case ARG_SET: {
-        char *end;
-        if (!next_word(&s, c->key, sizeof c->key)) break; /* :set alone shows the settings */
-        if (!next_word(&s, w, sizeof w)) goto bad;
-        if (!ui_cmd_is_setting(c->key))
-            return st_set(err, ST_ERR_ARG, "unknown setting '%s' (temp top_k top_p min_p seed budget chat)", c->key);
-        if (!strcmp(c->key, "chat")) { /* on: typed text becomes a user turn; off: raw text */
-            if (strcmp(w, "on") && strcmp(w, "off")) return st_set(err, ST_ERR_ARG, "usage: :set chat on|off");
-            c->val = !strcmp(w, "on");
-        } else {
-            c->val = strtod(w, &end);
-            if (end == w || *end || c->val != c->val) goto bad;
-        }
-        if (next_word(&s, w, sizeof w)) goto bad;
-        break;
-    }
-    case ARG_LA: { /* W N G [TOKENS]: G may be 0 (the window only feeds the pool) */
-        int n = 0;
-        while (next_word(&s, w, sizeof w)) {
-            if (n == 4 || !parse_int_from(w, n == 2 ? 0 : 1, ints[n])) goto bad;
-            n++;
-        }
-        if (n < 3) goto bad;
-        if (c->b < 2 || c->b > 16 || c->c > 1024 || (int64_t)c->a * c->b > 4096) {
-            c->kind = UI_CMD_NONE;
-            return st_set(err, ST_ERR_ARG, "lookahead: want W >= 1, 2 <= N <= 16, 0 <= G <= 1024 and "
-                          "W x N <= 4096 (e.g. :lookahead 5 4 4)");
-        }
-        break;
-    }
-    case ARG_BIND:
-        if (!next_word(&s, c->key, sizeof c->key) || !next_word(&s, c->text, sizeof c->text)) goto bad;
-        if (next_word(&s, w, sizeof w)) goto bad;
-        break;
-    }
-    return ST_OK;
-bad:
-    c->kind = UI_CMD_NONE;
-    {
-        const char *gap = strstr(usage, "  "); /* the usage form ends where its help starts */
-        int n = gap ? (int)(gap - usage) : (int)strlen(usage);
-        return st_set(err, ST_ERR_ARG, "usage: %.*s", n, usage);
-    }
+    const char *gap = strstr(usage, "  "); /* the usage form ends where its help starts */
+    int n = gap ? (int)(gap - usage) : (int)strlen(usage);
+    return st_set(err, ST_ERR_ARG, "usage: %.*s", n, usage);
 }

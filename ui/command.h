@@ -1,9 +1,11 @@
 /* command.h - the command line's language: ":grow 32", ":cot 8", ":beam 4 64", ":ask
- * TEXT", ":margins [CHUNK] QUESTION", ":draft 64", ":lookahead 5 4 4 64", ":append TEXT", ":prune", ":merge", ":step", ":save FILE", ":load FILE",
+ * TEXT", ":margins [CHUNK] QUESTION", ":draft 64", ":lookahead 5 4 4 64", ":append TEXT",
+ * ":prune", ":merge", ":judge", ":tot 3 2 3", ":step", ":save FILE", ":load FILE",
  * ":export FILE", ":set temp 0.7", ":bind KEY ACTION", ":pause", ":cancel", ":help",
  * ":quit". A line not starting with ':' is text to append under the selected node.
  * Parsing is plain C (unit-tested): a line becomes a ui_cmd or a message saying what is
- * wrong. Not here: running a command (tui.c, worker.c). */
+ * wrong; a command that runs something as it is comes with its job (job.h). Not here:
+ * running a command (tui.c, worker.c). */
 #ifndef MD_UI_COMMAND_H
 #define MD_UI_COMMAND_H
 
@@ -12,40 +14,45 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "job.h"
 
 typedef enum {
     UI_CMD_NONE = 0, /* an empty line */
-    UI_CMD_GROW,     /* a = tokens (0: the `budget` setting) */
-    UI_CMD_COT,      /* a = k, b = tokens (0: budget) */
-    UI_CMD_BEAM,     /* a = width, b = max tokens (0: budget) */
-    UI_CMD_ASK,      /* text: a user turn (with the model's chat template) appended under
+    UI_CMD_GROW,     /* job: grow [TOKENS] (budget 0: the `budget` setting) */
+    UI_CMD_COT,      /* job: cot.k chains of [TOKENS] */
+    UI_CMD_BEAM,     /* job: beam.width, [TOKENS] as max tokens */
+    UI_CMD_ASK,      /* job: ask; text: a user turn (with the model's chat template) under
                         the selected node, then grown */
-    UI_CMD_MARGINS,  /* a = chunk tokens (0: the default), text = the question */
-    UI_CMD_DRAFT,    /* a = tokens (0: budget): exact greedy, drafts verified in the forest */
-    UI_CMD_LOOKAHEAD,/* a = W >= 1, b = N (2..16), c = G >= 0 (W x N <= 4096), d = tokens
-                        (0: budget): the same plus lookahead decoding's window */
-    UI_CMD_APPEND,   /* text: appended under the selected node */
-    UI_CMD_PRUNE,
-    UI_CMD_MERGE,
-    UI_CMD_JUDGE,    /* text = the judge's question ("": the default) */
-    UI_CMD_TOT,      /* a = k, b = kept, c = depth, d = tokens per thought (0: budget) */
-    UI_CMD_STEP,     /* a = steps (default 1) */
+    UI_CMD_MARGINS,  /* job: margins, u.run.chunk = [CHUNK] (0: the default); text = the
+                        question */
+    UI_CMD_DRAFT,    /* job: draft [TOKENS]: exact greedy, drafts verified in the forest */
+    UI_CMD_LOOKAHEAD,/* job: lookahead, spec.p.la = W >= 1, N (2..16), G >= 0 (W x N <=
+                        4096), [TOKENS]: the same plus lookahead decoding's window */
+    UI_CMD_APPEND,   /* job: append text under the selected node */
+    UI_CMD_PRUNE,    /* job: prune */
+    UI_CMD_MERGE,    /* job: merge */
+    UI_CMD_JUDGE,    /* job: judge; text = the judge's question ("": the default) */
+    UI_CMD_TOT,      /* job: tot.k, tot.b kept, tot.d levels, [TOKENS] per thought */
+    UI_CMD_STEP,     /* job: steps.n = [N] (default 1) */
     UI_CMD_SAVE,     /* text: file ("" = the autosave file); a leading ~/ is $HOME */
     UI_CMD_LOAD,     /* text: file ("" = the last run's autosave), ~/ as for save */
-    UI_CMD_EXPORT,   /* text: Markdown file, ~/ as for save */
+    UI_CMD_EXPORT,   /* job: export; text: Markdown file, ~/ as for save */
     UI_CMD_SET,      /* key = setting, val = value; key "": show the settings */
     UI_CMD_BIND,     /* key = KEY, text = ACTION */
-    UI_CMD_PAUSE,
-    UI_CMD_CANCEL,
+    UI_CMD_PAUSE,    /* job: pause */
+    UI_CMD_CANCEL,   /* job: cancel */
     UI_CMD_HELP,
     UI_CMD_QUIT,
 } ui_cmd_kind;
 
 typedef struct ui_cmd {
     ui_cmd_kind kind;
-    int32_t a, b, c, d;
-    double val;
-    char key[32];
+    ui_job job;     /* what the command posts as it is, with the selection as its node and
+                       text as its text (job.node and job.text are left to the caller);
+                       UI_JOB_NONE for the commands the TUI does itself (save, load, set,
+                       bind, help, quit) */
+    double val;     /* :set's value */
+    char key[32];   /* :set's name, :bind's key */
     char text[1024];
 } ui_cmd;
 

@@ -29,25 +29,23 @@ int32_t ui_judge_branches(const forest *f, forest_id sel, forest_id *out, int32_
     return n;
 }
 
-strategy *ui_judge_start(const strategy_env *env, const ui_judge_env *je, forest_id sel, const char *question, bool tot,
-                         int32_t k, int32_t b, int32_t d, int32_t tokens, char *note, size_t cap, st_err *err) {
+strategy *ui_judge_start(const strategy_env *env, const ui_judge_env *je, const strategy_opts *opts,
+                         const char *question, char *note, size_t cap, st_err *err) {
     judge_prompt jp;
     chat_kind kind = je->chat_on ? je->chat->kind : CHAT_NONE;
     if (judge_tokens(je->tk, kind, je->chat->system, question && *question ? question : NULL, NULL, NULL, &jp, err))
         return NULL;
-    strategy_opts o = strategy_default_opts(tot ? STRAT_TOT : STRAT_JUDGE);
-    o.n_vocab = je->n_vocab;
+    strategy_opts o = *opts;
     forest_id br[UI_JUDGE_MAX];
     bool marked = false;
     static const char *const newline[] = {"\n"};
-    if (tot) {
-        o.from = sel, o.sample = je->sp, o.budget = tokens > 0 ? tokens : je->budget;
+    if (o.kind == STRAT_TOT) {
         o.stops = newline, o.n_stops = 1;
-        o.u.tot.k = k, o.u.tot.b = b, o.u.tot.d = d, o.u.tot.prompt = &jp;
-        snprintf(note, cap, "tot: %d thoughts per node, keep %d, %d levels, %d tokens per thought", (int)k, (int)b,
-                 (int)d, (int)o.budget);
+        o.u.tot.prompt = &jp;
+        snprintf(note, cap, "tot: %d thoughts per node, keep %d, %d levels, %d tokens per thought", (int)o.u.tot.k,
+                 (int)o.u.tot.b, (int)o.u.tot.d, (int)o.budget);
     } else {
-        o.u.judge.n = ui_judge_branches(env->f, sel, br, UI_JUDGE_MAX, &marked);
+        o.u.judge.n = ui_judge_branches(env->f, o.from, br, UI_JUDGE_MAX, &marked);
         o.u.judge.branches = br, o.u.judge.prompt = &jp;
         snprintf(note, cap, "judging %d %s branch%s in one step", (int)o.u.judge.n, marked ? "bookmarked" : "sibling",
                  o.u.judge.n == 1 ? "" : "es");

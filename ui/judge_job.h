@@ -20,21 +20,20 @@
  * and *marked whether they are the bookmarks. */
 int32_t ui_judge_branches(const forest *f, forest_id sel, forest_id *out, int32_t cap, bool *marked);
 
-/* What a judge or tot run needs from the worker. */
+/* What a judge or tot run needs from the worker besides the job's options. */
 typedef struct ui_judge_env {
     const tok *tk;
     const ui_chat *chat;
     bool chat_on;           /* judge as a chat user turn (needs chat->kind) */
-    sample_params sp;       /* tot's sampling */
-    int32_t budget;         /* tot's tokens per thought when the job gives none */
-    int32_t n_vocab;
 } ui_judge_env;
 
-/* :judge [QUESTION] over ui_judge_branches(sel) (question "" or NULL: the default), or,
- * with tot, :tot K B D [TOKENS] from sel (thoughts end at a newline). The strategy
- * (strategy_free it) or NULL + err: ST_ERR_ARG (nothing to judge, bad numbers), what
- * judge_tokens and strategy_create report. *note gets a line for the message bar. */
-strategy *ui_judge_start(const strategy_env *env, const ui_judge_env *je, forest_id sel, const char *question, bool tot,
-                         int32_t k, int32_t b, int32_t d, int32_t tokens, char *note, size_t cap, st_err *err);
+/* The judge or tot strategy of a :judge [QUESTION] or :tot K B D [TOKENS] job: o is its
+ * options (job.h) completed by the worker (from = the selection, sample, n_vocab, budget:
+ * tot's tokens per thought); :judge scores ui_judge_branches(o->from), :tot runs from
+ * o->from with thoughts ending at a newline; question "" or NULL: the default. The
+ * strategy (strategy_free it) or NULL + err: ST_ERR_ARG (nothing to judge, bad numbers),
+ * what judge_tokens and strategy_create report. *note gets a line for the message bar. */
+strategy *ui_judge_start(const strategy_env *env, const ui_judge_env *je, const strategy_opts *o,
+                         const char *question, char *note, size_t cap, st_err *err);
 
 #endif

@@ -61,7 +61,20 @@ static void post(tui *t, ui_job j) {
  * run's autosave replaces it). */
 static ui_job save_job(const tui *t, const char *path) {
     bool autosave = t->p->autosave && !strcmp(path, t->p->autosave);
-    return (ui_job){.kind = UI_JOB_SAVE, .text = path, .b = autosave};
+    return (ui_job){.kind = UI_JOB_SAVE, .text = path, .u.save.autosave = autosave};
+}
+
+/* The keys' cot and beam: k chains, a beam of width, from node. */
+static ui_job cot_job(forest_id node, int32_t k) {
+    ui_job j = ui_job_run(STRAT_COT, node);
+    j.u.run.opts.u.cot.k = k;
+    return j;
+}
+
+static ui_job beam_job(forest_id node, int32_t width) {
+    ui_job j = ui_job_run(STRAT_BEAM, node);
+    j.u.run.opts.u.beam.width = width;
+    return j;
 }
 
 /* Views follow the forest (under the lock). */
@@ -319,25 +332,15 @@ static void run_command(tui *t, const char *line) {
         set_msg(t, err.msg);
         return;
     }
-    forest_id sel = selected(t);
+    if (c.job.kind != UI_JOB_NONE) { /* a job as the command gave it, at the selection */
+        c.job.node = selected(t);
+        c.job.text = c.text[0] ? c.text : NULL;
+        post(t, c.job);
+        t->dirty = true;
+        return;
+    }
     const char *file = c.text[0] ? c.text : c.kind == UI_CMD_LOAD ? t->p->last_session : t->p->autosave;
     switch (c.kind) {
-    case UI_CMD_NONE: break;
-    case UI_CMD_GROW: post(t, (ui_job){.kind = UI_JOB_GROW, .node = sel, .a = c.a}); break;
-    case UI_CMD_COT: post(t, (ui_job){.kind = UI_JOB_COT, .node = sel, .a = c.a, .b = c.b}); break;
-    case UI_CMD_BEAM: post(t, (ui_job){.kind = UI_JOB_BEAM, .node = sel, .a = c.a, .b = c.b}); break;
-    case UI_CMD_ASK: post(t, (ui_job){.kind = UI_JOB_ASK, .node = sel, .text = c.text}); break;
-    case UI_CMD_MARGINS: post(t, (ui_job){.kind = UI_JOB_MARGINS, .node = sel, .a = c.a, .text = c.text}); break;
-    case UI_CMD_DRAFT: post(t, (ui_job){.kind = UI_JOB_DRAFT, .node = sel, .a = c.a}); break;
-    case UI_CMD_LOOKAHEAD:
-        post(t, (ui_job){.kind = UI_JOB_LOOKAHEAD, .node = sel, .a = c.a, .b = c.b, .c = c.c, .d = c.d});
-        break;
-    case UI_CMD_APPEND: post(t, (ui_job){.kind = UI_JOB_APPEND, .node = sel, .text = c.text}); break;
-    case UI_CMD_PRUNE: post(t, (ui_job){.kind = UI_JOB_PRUNE, .node = sel}); break;
-    case UI_CMD_MERGE: post(t, (ui_job){.kind = UI_JOB_MERGE}); break;
-    case UI_CMD_JUDGE: post(t, (ui_job){.kind = UI_JOB_JUDGE, .node = sel, .text = c.text}); break;
-    case UI_CMD_TOT: post(t, (ui_job){.kind = UI_JOB_TOT, .node = sel, .a = c.a, .b = c.b, .c = c.c, .d = c.d}); break;
-    case UI_CMD_STEP: post(t, (ui_job){.kind = UI_JOB_STEP, .a = c.a ? c.a : 1}); break;
     case UI_CMD_SAVE: if (file) post(t, save_job(t, file)); break;
     case UI_CMD_LOAD:
         if (!file) set_msg(t, "no last session to restore: :load FILE");
@@ -349,7 +352,6 @@ static void run_command(tui *t, const char *line) {
         } else
             post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file});
         break;
-    case UI_CMD_EXPORT: post(t, (ui_job){.kind = UI_JOB_EXPORT, .text = c.text}); break;
     case UI_CMD_SET:
         if (!c.key[0]) { /* the current values */
             ui_worker_lock(t->w);
@@ -357,7 +359,7 @@ static void run_command(tui *t, const char *line) {
             ui_worker_unlock(t->w);
             break;
         }
-        post(t, (ui_job){.kind = UI_JOB_SET, .text = c.key, .val = c.val});
+        post(t, (ui_job){.kind = UI_JOB_SET, .text = c.key, .u.set.value = c.val});
         if (!strcmp(c.key, "chat"))
             snprintf(t->msg, sizeof t->msg, "chat %s: typed text goes in %s", c.val ? "on" : "off",
                      c.val ? "as a user turn" : "as it is");
@@ -370,10 +372,9 @@ static void run_command(tui *t, const char *line) {
         else ui_keymap_bind(&t->km, k, a);
         break;
     }
-    case UI_CMD_PAUSE: post(t, (ui_job){.kind = UI_JOB_PAUSE}); break;
-    case UI_CMD_CANCEL: post(t, (ui_job){.kind = UI_JOB_CANCEL}); break;
     case UI_CMD_HELP: t->help = true; break;
     case UI_CMD_QUIT: t->quit = true; break;
+    default: break; /* the rest post their jobs */
     }
     t->dirty = true;
 }
@@ -402,16 +403,16 @@ static void do_action(tui *t, int a) {
         t->mask = !t->mask;
         if (t->focus != UI_VIEW_FOREST) t->focus = t->mask ? UI_VIEW_MASK : UI_VIEW_TEXT;
         break;
-    case UI_ACT_STEP: post(t, (ui_job){.kind = UI_JOB_STEP, .a = 1}); break;
+    case UI_ACT_STEP: post(t, ui_job_run(STRAT_STEPS, FOREST_NONE)); break;
     case UI_ACT_PREVIEW:
         t->mask = true;
         if (t->focus != UI_VIEW_FOREST) t->focus = UI_VIEW_MASK;
         post(t, (ui_job){.kind = UI_JOB_PREVIEW});
         break;
-    case UI_ACT_MERGE: post(t, (ui_job){.kind = UI_JOB_MERGE}); break;
-    case UI_ACT_GROW: post(t, (ui_job){.kind = UI_JOB_GROW, .node = sel}); break;
-    case UI_ACT_COT: post(t, (ui_job){.kind = UI_JOB_COT, .node = sel, .a = 4}); break;
-    case UI_ACT_BEAM: post(t, (ui_job){.kind = UI_JOB_BEAM, .node = sel, .a = 2}); break;
+    case UI_ACT_MERGE: post(t, ui_job_run(STRAT_MERGE, FOREST_NONE)); break;
+    case UI_ACT_GROW: post(t, ui_job_run(STRAT_GROW, sel)); break;
+    case UI_ACT_COT: post(t, cot_job(sel, 4)); break;
+    case UI_ACT_BEAM: post(t, beam_job(sel, 2)); break;
     case UI_ACT_PAUSE: post(t, (ui_job){.kind = UI_JOB_PAUSE}); break;
     case UI_ACT_CANCEL: post(t, (ui_job){.kind = UI_JOB_CANCEL}); break;
     case UI_ACT_PRUNE: post(t, (ui_job){.kind = UI_JOB_PRUNE, .node = forest_id_at(f, t->fv.n_lines ? t->fv.lines[t->fv.cursor].start : -1)}); break;
@@ -464,7 +465,7 @@ static void do_action(tui *t, int a) {
         float lps[TV_MAX_ALTS];
         forest_id parent;
         int32_t n = tv_alts(&t->tv, f, ids, lps, TV_MAX_ALTS, &parent);
-        if (t->tv.alt < n) post(t, (ui_job){.kind = UI_JOB_FORK, .node = parent, .a = ids[t->tv.alt]});
+        if (t->tv.alt < n) post(t, (ui_job){.kind = UI_JOB_FORK, .node = parent, .u.fork.token = ids[t->tv.alt]});
         else set_msg(t, "no alternative here");
         break;
     }
@@ -634,7 +635,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
         }
     }
     /* only when something changed: an untouched run leaves the last autosave alone */
-    if (p->autosave) post(&t, (ui_job){.kind = UI_JOB_SAVE, .text = p->autosave, .b = 1, .c = 1});
+    if (p->autosave) post(&t, (ui_job){.kind = UI_JOB_SAVE, .text = p->autosave, .u.save = {.autosave = true, .if_changed = true}});
     ui_worker_stop(t.w); /* runs the save, then ends the thread */
     ui_cmdline_end();
     delwin(t.cmdwin);

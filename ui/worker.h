@@ -1,12 +1,12 @@
 /* worker.h - the engine's thread. The worker is the only mutator of the forest: the UI
- * queues jobs (grow, cot, beam, margins, draft, lookahead, step, prune, undo, redo, append, ask,
- * fork, bookmark, set, save, load, export, pause, cancel, merge, preview) and draws from
- * the forest while holding the worker's lock. A strategy (grow / cot / beam / margins /
- * draft / lookahead / steps / merge, all driven through engine/strategy/strategy.h) runs
- * one forest step at a time; queued jobs run
- * between steps, so a running strategy can be paused or cancelled and the forest pruned
- * while it runs. Every change bumps a version number the UI polls (no lock needed) to
- * know when to redraw; results appear step by step.
+ * queues jobs (job.h: a strategy and its options, or prune, undo, redo, append, fork,
+ * bookmark, set, save, load, export, pause, cancel, preview) and draws from the forest
+ * while holding the worker's lock. A strategy (any of engine/strategy/strategy.h, driven
+ * through its table) runs one forest step at a time; one runs at a time (a job starting
+ * another while one runs is refused with a message saying to cancel it first). Queued
+ * jobs run between steps, so a running strategy can be paused or cancelled while it
+ * runs. Every change bumps a version number the UI polls (no lock needed) to know when
+ * to redraw; results appear step by step.
  *
  * Locking: one mutex guards the forest, the last step's mask view, the statistics and
  * the messages. The worker holds it while a step is built and sampled and releases it
@@ -29,49 +29,9 @@
 #include "forest/sample.h"
 #include "tok/tok.h"
 #include "ask_margins.h"
+#include "job.h"
 #include "mask_view.h"
 #include "status.h"
-
-typedef enum {
-    UI_JOB_GROW,     /* node, a = tokens (0: budget) */
-    UI_JOB_COT,      /* node, a = k, b = tokens */
-    UI_JOB_BEAM,     /* node, a = width, b = tokens */
-    UI_JOB_STEP,     /* a = steps */
-    UI_JOB_PRUNE,    /* node */
-    UI_JOB_UNDO,     /* restore the last pruned subtree (pending); again: the one before */
-    UI_JOB_REDO,     /* prune again what the last undo restored */
-    UI_JOB_APPEND,   /* node, text (in chat mode a user turn, as :ask makes it); b = 1: then
-                        grow it */
-    UI_JOB_ASK,      /* node, text: as a chat user turn (ask_margins.h), then grown */
-    UI_JOB_MARGINS,  /* node (the branch to take notes on), a = chunk (0: default), text =
-                        the question */
-    UI_JOB_DRAFT,    /* node, a = tokens (0: budget): exact greedy with verified drafts */
-    UI_JOB_LOOKAHEAD,/* node, a = W, b = N, c = G, d = tokens (0: budget): the same plus
-                        lookahead decoding's window */
-    UI_JOB_FORK,     /* node (parent), a = token; then grow it */
-    UI_JOB_BOOKMARK, /* node: toggle */
-    UI_JOB_SET,      /* text = setting name, val ("chat": 1 on, 0 off) */
-    UI_JOB_SAVE,     /* text = path; b = 1: the autosave (the work still counts as unsaved);
-                        c = 1: only when the forest changed since the start or the last
-                        load */
-    UI_JOB_LOAD,     /* text = path */
-    UI_JOB_EXPORT,   /* text = path (Markdown) */
-    UI_JOB_PAUSE,    /* toggle */
-    UI_JOB_CANCEL,
-    UI_JOB_MERGE,    /* the bookmarked nodes merged under their common ancestor, then grown */
-    UI_JOB_JUDGE,    /* node, text = question: the judge over ui_judge_branches (judge_job.h) */
-    UI_JOB_TOT,      /* node, a = k, b = kept, c = depth, d = tokens (0: budget): tree of thoughts */
-    UI_JOB_PREVIEW,  /* the mask view shows the plan the next step would run (not run) */
-    UI_JOB_QUIT,     /* ends the thread after the jobs queued before it */
-} ui_job_kind;
-
-typedef struct ui_job {
-    ui_job_kind kind;
-    forest_id node;
-    int32_t a, b, c, d;
-    double val;
-    const char *text; /* copied by ui_worker_post */
-} ui_job;
 
 typedef st_code (*ui_save_fn)(void *ud, const char *path, const forest *f, const sample_params *sp,
                               st_err *err);

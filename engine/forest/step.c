@@ -1,4 +1,5 @@
 /* step.c - planning and running one forest step, top-k bookkeeping, and compaction. */
+#include "base/array.h"
 #include "forest/step.h"
 
 #include <math.h>
@@ -28,17 +29,6 @@ void step_plan_free(step_plan *p) {
 }
 
 /* Grows *arr (of elem bytes each) to hold at least need; false when out of memory. */
-static bool reserve(void **arr, int32_t *cap, int32_t need, size_t elem) {
-    if (need <= *cap) return true;
-    int32_t c = *cap ? *cap : 16;
-    while (c < need) c = c > INT32_MAX / 2 ? need : c * 2;
-    void *n = realloc(*arr, elem * (size_t)c);
-    if (!n) return false;
-    *arr = n;
-    *cap = c;
-    return true;
-}
-
 /* Grows every per-row array to one common capacity of at least rows (+1 for seg_off). */
 static bool reserve_rows(step_plan *p, int32_t rows) {
     if (rows <= p->cap_rows) return true;
@@ -60,7 +50,7 @@ static bool push_runs(step_plan *p, const int32_t *s, int32_t n) {
     for (int32_t i = 0; i < n;) {
         int32_t j = i + 1;
         while (j < n && s[j] == s[j - 1] + 1) j++;
-        if (!reserve((void **)&p->segs, &p->cap_segs, total + 1, sizeof *p->segs)) return false;
+        if (!ARR_GROW_I32(p->segs, total + 1, p->cap_segs)) return false;
         p->segs[total++] = (kern_seg){s[i], j - i};
         i = j;
     }
@@ -80,7 +70,7 @@ static int32_t gather_slots(const forest *f, step_plan *p, const int32_t *row_of
     for (int32_t i = idx; i >= 0; i = forest_node_at(f, i)->parent) {
         const forest_node *nd = forest_node_at(f, i);
         int32_t s = nd->state == FOREST_COMPUTED ? nd->kv_slot : p->slot[row_of[i]];
-        if (!reserve((void **)&p->scratch, &p->cap_scratch, n + 1, sizeof *p->scratch)) {
+        if (!ARR_GROW_I32(p->scratch, n + 1, p->cap_scratch)) {
             *ok = false;
             return 0;
         }
@@ -129,7 +119,7 @@ st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
     int32_t cap = forest_capacity(f);
     int32_t *row_of = malloc(sizeof(int32_t) * (size_t)cap);
     if (!row_of || !reserve_rows(p, n_rows) ||
-        !reserve((void **)&p->out_node, &p->cap_out, n_rows, sizeof *p->out_node)) {
+        !ARR_GROW_I32(p->out_node, n_rows, p->cap_out)) {
         free(row_of);
         return st_set(err, ST_ERR_NOMEM, "out of memory planning a step");
     }
@@ -245,16 +235,17 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
     const model_hparams *hp = model_ctx_hparams(c);
     int32_t V = hp->n_vocab;
     int32_t K = forest_top_k(f) > p->top_k ? forest_top_k(f) : p->top_k;
-    int32_t cap = p->cap_logits_rows;
-    if (!reserve((void **)&p->logits, &cap, p->n_out, sizeof(float) * (size_t)V) ||
-        !reserve((void **)&p->lse, &p->cap_lse, p->n_out, sizeof *p->lse) ||
-        !reserve((void **)&p->lse_ok, &p->cap_lse_ok, p->n_out, sizeof *p->lse_ok) ||
-        !reserve((void **)&p->tk_ids, &p->cap_tk_ids, p->n_out * K, sizeof *p->tk_ids) ||
-        !reserve((void **)&p->tk_lp, &p->cap_tk_lp, p->n_out * K, sizeof *p->tk_lp)) {
+    int32_t cap = p->n_vocab == V ? p->cap_logits_rows : 0; /* rows of the last vocabulary's size */
+    float *logits = arr_reserve_i32(p->logits, sizeof(float) * (size_t)V, p->n_out, &cap);
+    if (logits) p->logits = logits, p->cap_logits_rows = cap;
+    if (!logits ||
+        !ARR_GROW_I32(p->lse, p->n_out, p->cap_lse) ||
+        !ARR_GROW_I32(p->lse_ok, p->n_out, p->cap_lse_ok) ||
+        !ARR_GROW_I32(p->tk_ids, p->n_out * K, p->cap_tk_ids) ||
+        !ARR_GROW_I32(p->tk_lp, p->n_out * K, p->cap_tk_lp)) {
         step_plan_cancel(f, p);
         return st_set(err, ST_ERR_NOMEM, "out of memory for %d rows of logits", p->n_out);
     }
-    p->cap_logits_rows = cap;
     p->n_vocab = V;
     p->tk_k = 0;
     p->be = model_ctx_backend(c);

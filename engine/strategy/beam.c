@@ -5,6 +5,7 @@
  * A step: compute the leaves, gather each leaf's 2B best tokens, order all candidates,
  * walk them as transformers' BeamSearchScorer.process does, append the winners, prune
  * the leaves nobody continues (with ancestors only they used), check the stop rule. */
+#include "base/array.h"
 #include "strategy/beam.h"
 
 #include <math.h>
@@ -131,12 +132,7 @@ static bool is_end(const beam *b, int32_t t) {
 static int32_t live_path(beam *b, const forest *f, int32_t i) {
     int32_t len = forest_path(f, b->leaf[i], NULL, 0);
     if (len < 0) return -1;
-    if (len + 1 > b->cap_path) {
-        int32_t *np = realloc(b->path, sizeof(int32_t) * (size_t)(len + 1));
-        if (!np) return -1;
-        b->path = np;
-        b->cap_path = len + 1;
-    }
+    if (!ARR_GROW_I32(b->path, len + 1, b->cap_path)) return -1;
     return forest_path(f, b->leaf[i], b->path, len);
 }
 

@@ -1,5 +1,6 @@
 /* grow.c - sampling branches forward, one forest step per token, until an
  * end-of-generation token, a stop string or the budget ends each one. */
+#include "base/array.h"
 #include "strategy/grow.h"
 
 #include <math.h>
@@ -145,12 +146,7 @@ st_code grow_history(grow *g, const forest *f, int32_t i, const int32_t **hist, 
     if (!sample_uses_history(&g->br[i].smp.p)) return ST_OK;
     int32_t len = forest_path(f, g->br[i].leaf, NULL, 0);
     if (len < 0) return st_set(err, ST_ERR_ARG, "branch %d: its leaf no longer exists", i);
-    if (len > g->cap_hist) {
-        int32_t *nh = realloc(g->hist, sizeof(int32_t) * (size_t)len);
-        if (!nh) return st_set(err, ST_ERR_NOMEM, "out of memory");
-        g->hist = nh;
-        g->cap_hist = len;
-    }
+    if (!ARR_GROW_I32(g->hist, len, g->cap_hist)) return st_set(err, ST_ERR_NOMEM, "out of memory");
     *n = forest_path(f, g->br[i].leaf, g->hist, len);
     *hist = g->hist;
     return ST_OK;

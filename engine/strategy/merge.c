@@ -1,6 +1,7 @@
 /* merge.c - the exact merge (branch texts joined and re-tokenised under the common
  * ancestor) and the experimental rope-gap merge (a step whose rows also see other
  * branches' slots, at shifted positions). See merge.h. */
+#include "base/array.h"
 #include "strategy/merge.h"
 
 #include <stdlib.h>
@@ -14,14 +15,7 @@ typedef struct merge_buf {
 } merge_buf;
 
 static bool buf_put(merge_buf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->len + n + 1) c *= 2;
-        char *ns = realloc(b->s, c);
-        if (!ns) return false;
-        b->s = ns;
-        b->cap = c;
-    }
+    if (!ARR_GROW(b->s, b->len + n + 1, b->cap)) return false;
     memcpy(b->s + b->len, s, n);
     b->len += n;
     b->s[b->len] = '\0';
@@ -169,17 +163,6 @@ struct merge_gap {
     int32_t cap_segs;
 };
 
-static bool grow_arr(void **a, int32_t *cap, int32_t need, size_t elem) {
-    if (need <= *cap) return true;
-    int32_t c = *cap ? *cap : 64;
-    while (c < need) c *= 2;
-    void *n = realloc(*a, elem * (size_t)c);
-    if (!n) return false;
-    *a = n;
-    *cap = c;
-    return true;
-}
-
 merge_gap *merge_gap_init(forest *f, const forest_id *leaves, int32_t n, int32_t gap,
                           const int32_t *tokens, int32_t n_tokens, forest_id *out_last,
                           st_err *err) {
@@ -242,7 +225,7 @@ static bool push_runs(merge_gap *g, const int32_t *s, int32_t n, int32_t *k) {
     for (int32_t i = 0; i < n;) {
         int32_t j = i + 1;
         while (j < n && s[j] == s[j - 1] + 1) j++;
-        if (!grow_arr((void **)&g->segs, &g->cap_segs, *k + 1, sizeof *g->segs)) return false;
+        if (!ARR_GROW_I32(g->segs, *k + 1, g->cap_segs)) return false;
         g->segs[(*k)++] = (kern_seg){s[i], j - i};
         i = j;
     }
@@ -252,14 +235,16 @@ static bool push_runs(merge_gap *g, const int32_t *s, int32_t n, int32_t *k) {
 /* The base slots (A's path, then each chosen branch below A, shared nodes once) into
  * g->slots; returns how many, -1 when out of memory. */
 static int32_t base_slots(merge_gap *g, const forest *f) {
-    int32_t cap = forest_capacity(f), n = 0, dummy = 0;
-    if (!grow_arr((void **)&g->mark, &dummy, cap, 1)) return -1; /* realloc keeps it */
+    int32_t cap = forest_capacity(f), n = 0;
+    uint8_t *mark = realloc(g->mark, (size_t)(cap > 0 ? cap : 1)); /* one flag per node index */
+    if (!mark) return -1;
+    g->mark = mark;
     memset(g->mark, 0, (size_t)cap);
     int32_t a = forest_index(g->anc);
     /* A's path, root first: count, then fill backwards */
     int32_t k = 0;
     for (int32_t i = a; i >= 0; i = forest_node_at(f, i)->parent) k++;
-    if (!grow_arr((void **)&g->slots, &g->cap_slots, k, sizeof *g->slots)) return -1;
+    if (!ARR_GROW_I32(g->slots, k, g->cap_slots)) return -1;
     n = k;
     for (int32_t i = a; i >= 0; i = forest_node_at(f, i)->parent) {
         g->slots[--k] = forest_node_at(f, i)->kv_slot;
@@ -268,7 +253,7 @@ static int32_t base_slots(merge_gap *g, const forest *f) {
     for (int32_t b = 0; b < g->n; b++) {
         int32_t m = 0, leaf = forest_index(g->leaves[b]);
         for (int32_t i = leaf; !g->mark[i]; i = forest_node_at(f, i)->parent) m++;
-        if (!grow_arr((void **)&g->slots, &g->cap_slots, n + m, sizeof *g->slots)) return -1;
+        if (!ARR_GROW_I32(g->slots, n + m, g->cap_slots)) return -1;
         k = n + m;
         for (int32_t i = leaf; !g->mark[i]; i = forest_node_at(f, i)->parent) {
             g->slots[--k] = forest_node_at(f, i)->kv_slot;
@@ -289,11 +274,11 @@ st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_e
     if (rc || p->n_rows == 0) return rc;
     int32_t R = p->n_rows, cap = forest_capacity(f);
     int32_t nb = base_slots(g, f);
-    bool ok = nb >= 0 && grow_arr((void **)&g->row_of, &g->cap_row_of, cap, sizeof *g->row_of);
+    bool ok = nb >= 0 && ARR_GROW_I32(g->row_of, cap, g->cap_row_of);
     int32_t crow = g->cap_rows;
-    ok = ok && grow_arr((void **)&g->pos, &crow, R + 1, sizeof *g->pos);
+    ok = ok && ARR_GROW_I32(g->pos, R + 1, crow);
     crow = g->cap_rows;
-    ok = ok && grow_arr((void **)&g->seg_off, &crow, R + 1, sizeof *g->seg_off);
+    ok = ok && ARR_GROW_I32(g->seg_off, R + 1, crow);
     if (ok) g->cap_rows = crow;
     if (!ok) {
         step_plan_cancel(f, p);
@@ -307,7 +292,7 @@ st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_e
          * reached; the chain's slots are gathered on the way, after the base */
         int32_t m = nb, i = p->node[r];
         while (i >= 0 && forest_node_at(f, i)->depth >= fdepth && i != first) {
-            if (!(ok = grow_arr((void **)&g->slots, &g->cap_slots, m + 1, sizeof *g->slots))) break;
+            if (!(ok = ARR_GROW_I32(g->slots, m + 1, g->cap_slots))) break;
             const forest_node *nd = forest_node_at(f, i);
             g->slots[m++] = nd->state == FOREST_COMPUTED ? nd->kv_slot : p->slot[g->row_of[i]];
             i = nd->parent;
@@ -315,7 +300,7 @@ st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_e
         if (!ok) break;
         if (i == first) {
             const forest_node *nd = forest_node_at(f, i);
-            if (!(ok = grow_arr((void **)&g->slots, &g->cap_slots, m + 1, sizeof *g->slots))) break;
+            if (!(ok = ARR_GROW_I32(g->slots, m + 1, g->cap_slots))) break;
             g->slots[m++] = nd->state == FOREST_COMPUTED ? nd->kv_slot : p->slot[g->row_of[i]];
             for (int32_t a = nb, b = m - 1; a < b; a++, b--) { /* root-first order */
                 int32_t t = g->slots[a];
@@ -326,7 +311,7 @@ st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_e
             g->pos[r] = p->pos[r] + g->gap;
         } else { /* an ordinary row: the plan's own segments */
             int32_t s0 = p->seg_off[r], s1 = p->seg_off[r + 1];
-            if ((ok = grow_arr((void **)&g->segs, &g->cap_segs, k + s1 - s0, sizeof *g->segs))) {
+            if ((ok = ARR_GROW_I32(g->segs, k + s1 - s0, g->cap_segs))) {
                 memcpy(g->segs + k, p->segs + s0, sizeof *g->segs * (size_t)(s1 - s0));
                 k += s1 - s0;
             }

@@ -1,0 +1,62 @@
+/* cu.h - the host-side launchers of the CUDA kernels in kernels/cuda/ (the .cu files), callable from C
+ * and C++. Every pointer is a device pointer (host memory under the emulator, emu.h);
+ * nothing here allocates, copies or synchronises: each call queues one kernel on stream s
+ * (NULL: the default stream) and returns. Launch errors show up in the caller's next
+ * cudaGetLastError / stream synchronisation. Each op has the contract of its kern_ops
+ * twin in kernels/kern.h (ref/ is the oracle); what differs is stated per function.
+ *
+ * These are the pieces the CUDA backend is made of; the backend (buffers, prepared
+ * weights, KV cache, outputs) waits for the backend contract of kern.h. */
+#ifndef MD_CUDA_CU_H
+#define MD_CUDA_CU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* the CUDA runtime's cudaStream_t, spelled so that C can name it */
+typedef struct CUstream_st *cu_stream;
+
+/* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for n_rows rows of dim (one block a row, float
+ * sums); y may equal x. */
+void cu_rmsnorm(float *y, const float *x, const float *w, int32_t n_rows, int32_t dim,
+                float eps, cu_stream s);
+
+/* kern_ops.rope: pairs (2i, 2i+1) of the first rope_dim dims of every head turn by
+ * pos[r] * base^(-2i/rope_dim) / freq_factors[i] (freq_factors may be NULL), angles and
+ * products in double as ref does. x is (n_rows, n_head * head_dim); pos (n_rows). */
+void cu_rope(float *x, const int32_t *pos, int32_t n_rows, int32_t n_head, int32_t head_dim,
+             int32_t rope_dim, float base, const float *freq_factors, cu_stream s);
+
+/* y[i] = silu(gate[i]) * up[i] in float, i < n; y may equal gate. */
+void cu_swiglu(float *y, const float *gate, const float *up, int64_t n, cu_stream s);
+
+/* y[i] += x[i], i < n. */
+void cu_add(float *y, const float *x, int64_t n, cu_stream s);
+
+/* out (n_rows, n_in) = rows rows[0 .. n_rows) of w, a (?, n_in) matrix of DT_* type as
+ * GGUF stores it, dequantised to float with dtype_dequantize_row's arithmetic (the same
+ * bits). rows is a device array. False (nothing queued) for a type without a kernel
+ * (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K and Q6_K have one). */
+bool cu_get_rows(float *out, uint32_t type, const void *w, int64_t n_in, const int32_t *rows,
+                 int32_t n_rows, cu_stream s);
+
+#define CU_TOPK_MAX 64 /* most entries cu_topk_lse keeps per row */
+
+/* For each of n_rows rows of n_vocab logits: its k largest (ties: the lower id first),
+ * largest first, as ids and log-probabilities logit - (mx + (float)log_sum), with mx the
+ * row's largest logit and log_sum = log(sum exp(logit - mx)) (float exps summed in double),
+ * the step's own arithmetic (engine/forest/step.c). ids and logprobs are (n_rows, k); mx
+ * and log_sum (n_rows) may be NULL. Returns the entries written per row,
+ * min(k, n_vocab, CU_TOPK_MAX). Rows holding NaN give unspecified entries. */
+int32_t cu_topk_lse(const float *logits, int32_t n_rows, int32_t n_vocab, int32_t k,
+                    int32_t *ids, float *logprobs, float *mx, double *log_sum, cu_stream s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

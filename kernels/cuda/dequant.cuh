@@ -1,0 +1,107 @@
+/* dequant.cuh - one weight value of a GGUF row on the GPU: dq<TYPE>(row, i) is value i of a
+ * row of DT_TYPE blocks as stored, for F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+ * Q5_K and Q6_K (block layouts: kernels/quant.h and dtype.h). The block types give the
+ * unpacked form of quant.h, value = s * (u - off) + m, computed with the same unfused float
+ * operations as quant.c's dequantiser, so both give the same bits. Only the bit layouts
+ * are here; the loops that read rows live in the kernels. */
+#ifndef MD_CUDA_DEQUANT_CUH
+#define MD_CUDA_DEQUANT_CUH
+
+#include "kernels/cuda/common.cuh"
+
+namespace cu {
+
+/* the arithmetic of quant.c's dequantiser */
+__device__ __forceinline__ float dq_value(float s, int u, int off, float m) {
+    return __fadd_rn(__fmul_rn(s, (float)(u - off)), m);
+}
+
+/* Q4_0, Q4_1, Q5_0, Q5_1: blocks of 32, value j of a block its low (j < 16) or high nibble
+ * of qs[j % 16], plus bit j of qh as the 5th bit */
+template <int TYPE> __device__ __forceinline__ float dq_small(const uint8_t *row, int64_t i) {
+    constexpr bool has_m = TYPE == DT_Q4_1 || TYPE == DT_Q5_1;
+    constexpr bool five = TYPE == DT_Q5_0 || TYPE == DT_Q5_1;
+    constexpr int bb = 2 + 2 * has_m + 4 * five + 16, qs_at = bb - 16;
+    constexpr int off = TYPE == DT_Q4_0 ? 8 : TYPE == DT_Q5_0 ? 16 : 0;
+    const uint8_t *p = row + i / 32 * bb;
+    const int j = (int)(i % 32), q = p[qs_at + j % 16];
+    int u = j < 16 ? q & 15 : q >> 4;
+    if (five) u |= (p[2 + 2 * has_m + j / 8] >> (j % 8) & 1) << 4;
+    return dq_value(h2f(ld16(p)), u, off, has_m ? h2f(ld16(p + 2)) : 0.0f);
+}
+
+/* Q4_K, Q5_K: super blocks of 256 in 8 sub-blocks of 32 with 6-bit scales and mins */
+template <int TYPE> __device__ __forceinline__ float dq_k45(const uint8_t *row, int64_t i) {
+    constexpr bool five = TYPE == DT_Q5_K;
+    const uint8_t *p = row + i / 256 * (five ? 176 : 144);
+    const int r = (int)(i % 256), sub = r / 32, l = r % 32;
+    const uint8_t *sc6 = p + 4;
+    int sc, mn;
+    if (sub < 4) {
+        sc = sc6[sub] & 63;
+        mn = sc6[sub + 4] & 63;
+    } else {
+        sc = (sc6[sub + 4] & 15) | (sc6[sub - 4] >> 6) << 4;
+        mn = (sc6[sub + 4] >> 4) | (sc6[sub] >> 6) << 4;
+    }
+    const int q = p[(five ? 48 : 16) + 32 * (sub / 2) + l];
+    int u = sub % 2 ? q >> 4 : q & 15;
+    if (five) u |= (p[16 + l] >> sub & 1) << 4;
+    const float s = __fmul_rn((float)sc, h2f(ld16(p)));
+    const float m = -__fmul_rn((float)mn, h2f(ld16(p + 2)));
+    return dq_value(s, u, 0, m);
+}
+
+/* Q6_K: super blocks of 256, 16 sub-blocks of 16 with int8 scales, 6-bit quants */
+__device__ __forceinline__ float dq_q6k(const uint8_t *row, int64_t i) {
+    const uint8_t *p = row + i / 256 * 210;
+    const int r = (int)(i % 256), h = r / 128, k = r % 128 / 32, l = r % 32;
+    const int lo = p[64 * h + 32 * (k % 2) + l] >> 4 * (k / 2) & 15;
+    const int hi = p[128 + 32 * h + l] >> 2 * k & 3;
+    const float s = __fmul_rn((float)(int8_t)p[192 + r / 16], h2f(ld16(p + 208)));
+    return dq_value(s, lo | hi << 4, 32, 0.0f);
+}
+
+template <int TYPE> __device__ __forceinline__ float dq(const uint8_t *row, int64_t i) {
+    if constexpr (TYPE == DT_F32) {
+        return reinterpret_cast<const float *>(row)[i];
+    } else if constexpr (TYPE == DT_F16) {
+        return h2f(reinterpret_cast<const uint16_t *>(row)[i]);
+    } else if constexpr (TYPE == DT_BF16) {
+        return bf2f(reinterpret_cast<const uint16_t *>(row)[i]);
+    } else if constexpr (TYPE == DT_Q8_0) {
+        const uint8_t *p = row + i / 32 * 34;
+        return __fmul_rn(h2f(ld16(p)), (float)(int8_t)p[2 + i % 32]);
+    } else if constexpr (TYPE == DT_Q4_K || TYPE == DT_Q5_K) {
+        return dq_k45<TYPE>(row, i);
+    } else if constexpr (TYPE == DT_Q6_K) {
+        return dq_q6k(row, i);
+    } else {
+        static_assert(TYPE == DT_Q4_0 || TYPE == DT_Q4_1 || TYPE == DT_Q5_0 || TYPE == DT_Q5_1,
+                      "a weight type without a device dequantiser");
+        return dq_small<TYPE>(row, i);
+    }
+}
+
+/* Calls Fn<TYPE>::run(a...) for a run-time type id; false when the type has no device
+ * dequantiser. The one place that lists the types, for every launch templated on one. */
+template <template <int> class Fn, class... A> inline bool with_type(uint32_t type, A... a) {
+    switch (type) {
+    case DT_F32: Fn<DT_F32>::run(a...); return true;
+    case DT_F16: Fn<DT_F16>::run(a...); return true;
+    case DT_BF16: Fn<DT_BF16>::run(a...); return true;
+    case DT_Q8_0: Fn<DT_Q8_0>::run(a...); return true;
+    case DT_Q4_0: Fn<DT_Q4_0>::run(a...); return true;
+    case DT_Q4_1: Fn<DT_Q4_1>::run(a...); return true;
+    case DT_Q5_0: Fn<DT_Q5_0>::run(a...); return true;
+    case DT_Q5_1: Fn<DT_Q5_1>::run(a...); return true;
+    case DT_Q4_K: Fn<DT_Q4_K>::run(a...); return true;
+    case DT_Q5_K: Fn<DT_Q5_K>::run(a...); return true;
+    case DT_Q6_K: Fn<DT_Q6_K>::run(a...); return true;
+    default: return false;
+    }
+}
+
+} /* namespace cu */
+
+#endif

@@ -1,0 +1,623 @@
+/* emu.h - the project's CUDA-on-CPU emulation, so that the .cu kernels of kernels/cuda/
+ * run (and are tested) on machines without a GPU. Under nvcc this header only defines the
+ * launch and dynamic-shared-memory macros; under a plain C++17 compiler it is a small CUDA
+ * of its own, with no dependency.
+ *
+ * How it runs a launch: one block at a time, blocks in x, y, z order; every CUDA thread of
+ * the block is a user-level fiber (ucontext) with a 64 KiB stack (256 KiB under ASan, with
+ * a guard page below; stacks are reused across blocks and launches). A fiber runs until
+ * it exits or waits at __syncthreads or at a warp operation, then the next one runs. The
+ * emulator is strict where CUDA leaves behaviour undefined, and aborts with a message
+ * naming the kernel:
+ *   - __syncthreads is a counted barrier that every thread of the block must reach at the
+ *     same call site; one that exited or waits elsewhere is a divergent barrier.
+ *   - warps are 32 consecutive threads (x fastest); __shfl*_sync and __syncwarp need every
+ *     lane named in the mask to call the same operation with the same mask, the caller's
+ *     own lane in it, and a source lane inside the mask.
+ *   - __shared__ variables (in an ELF section of their own) and the dynamic shared memory
+ *     are filled before every block with 32-bit words 0xFFA5A5A5 (a NaN as a float, bytes
+ *     A5 A5 A5 FF), so a read of shared memory nobody wrote shows up.
+ * Atomics are plain read-modify-writes: fibers switch only at barriers and warp
+ * operations. The runtime API's memory, stream and error calls that host code needs are
+ * here too (at the end), synchronous. Blocks never run side by side, so a kernel that waits for another block
+ * (a grid-wide spin) hangs here; none of ours does. Device memory is host memory.
+ *
+ * Kernels declare dynamic shared memory with CU_DYN_SHARED(type, name) and are launched
+ * with CU_LAUNCH(kernel, grid, block, smem, stream, args...), the same text for nvcc
+ * (where it is <<<grid, block, smem, stream>>>) and for the emulator. The emulator keeps
+ * its state in globals (the running block, the fibers): CUDA's threadIdx and blockIdx are
+ * globals in spirit, and a launch is not reentrant (nor thread-safe: one host thread
+ * launches at a time). */
+#ifndef MD_CUDA_EMU_H
+#define MD_CUDA_EMU_H
+
+#if defined(__CUDACC__)
+
+#include <cuda_runtime.h>
+
+#define CU_EMU 0
+#define CU_LAUNCH(kern, grid, block, smem, stream, ...)                                    \
+    kern<<<(grid), (block), (smem), (stream)>>>(__VA_ARGS__)
+#define CU_DYN_SHARED(type, name)                                                          \
+    extern __shared__ __align__(16) unsigned char cu_dyn_smem_[];                          \
+    type *name = reinterpret_cast<type *>(cu_dyn_smem_)
+
+#else /* the emulator */
+
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CUEMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CUEMU_ASAN 1
+#endif
+#endif
+#ifdef CUEMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+#define CU_EMU 1
+
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+struct uint3 {
+    unsigned x, y, z;
+};
+typedef struct CUstream_st *cudaStream_t;
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+#define __shared__ static __attribute__((section("cuemu_shared"), aligned(16)))
+#define warpSize 32
+
+#define CU_DYN_SHARED(type, name) type *name = reinterpret_cast<type *>(cuemu::st.dyn_smem)
+#define CU_LAUNCH(kern, grid, block, smem, stream, ...)                                    \
+    cuemu::launch(#kern, dim3(grid), dim3(block), (size_t)(smem), (stream), kern, __VA_ARGS__)
+
+/* every __shared__ variable of the program lies between these (the linker defines them
+ * when the section exists; weak, so a program without any is fine) */
+extern "C" char __start_cuemu_shared[] __attribute__((weak));
+extern "C" char __stop_cuemu_shared[] __attribute__((weak));
+
+namespace cuemu {
+
+constexpr int WARP = 32;
+constexpr uint32_t POISON = 0xFFA5A5A5u;
+#ifdef CUEMU_ASAN
+constexpr size_t STACK = 256 << 10;
+#else
+constexpr size_t STACK = 64 << 10;
+#endif
+
+enum fstate { READY, AT_BARRIER, AT_WARP, DONE };
+enum wop { W_SHFL, W_SYNCWARP };
+
+struct fiber {
+    ucontext_t ctx;
+    char *stack; /* usable part, STACK bytes above a guard page */
+    uint3 tid;
+    fstate state;
+    const char *file; /* where it waits */
+    int line;
+    wop op;
+    unsigned mask;
+    int src;            /* lane whose value it reads; -1: its own */
+    uint64_t val, result;
+    void *fake_stack;   /* ASan's bookkeeping for this fiber's stack */
+};
+
+struct state {
+    const char *kernel;   /* the running launch's kernel, NULL between launches */
+    std::function<void()> body;
+    dim3 grid, block;
+    uint3 block_idx;
+    std::vector<fiber> fibers; /* the stacks persist; the rest is reset per block */
+    fiber *cur;
+    ucontext_t sched;
+    void *sched_fake;
+    const void *sched_bottom;
+    size_t sched_size;
+    unsigned char *dyn_smem;
+    size_t dyn_bytes, dyn_cap;
+};
+inline state st;
+
+#define threadIdx (cuemu::st.cur->tid)
+#define blockIdx (cuemu::st.block_idx)
+#define blockDim (cuemu::st.block)
+#define gridDim (cuemu::st.grid)
+
+[[noreturn]] __attribute__((format(printf, 1, 2))) inline void fail(const char *fmt, ...) {
+    fflush(stdout);
+    fprintf(stderr, "cuda emulator: kernel %s, block (%u,%u,%u): ", st.kernel ? st.kernel : "?",
+            st.block_idx.x, st.block_idx.y, st.block_idx.z);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+inline int n_threads() { return (int)(st.block.x * st.block.y * st.block.z); }
+inline int lane_of(const fiber *f) { return (int)(f - st.fibers.data()) % WARP; }
+
+/* ---- switching: the scheduler and the fibers, with ASan told about each stack switch */
+
+inline void to_fiber(fiber *f) {
+    st.cur = f;
+#ifdef CUEMU_ASAN
+    __sanitizer_start_switch_fiber(&st.sched_fake, f->stack, STACK);
+#endif
+    if (swapcontext(&st.sched, &f->ctx) != 0) fail("swapcontext failed");
+#ifdef CUEMU_ASAN
+    __sanitizer_finish_switch_fiber(st.sched_fake, nullptr, nullptr);
+#endif
+}
+
+/* Back to the scheduler from the running fiber (which has set its state). */
+inline void to_sched() {
+    fiber *f = st.cur;
+#ifdef CUEMU_ASAN
+    /* a finished fiber's fake stack is dropped (nullptr), a waiting one's kept */
+    __sanitizer_start_switch_fiber(f->state == DONE ? nullptr : &f->fake_stack,
+                                   st.sched_bottom, st.sched_size);
+#endif
+    if (swapcontext(&f->ctx, &st.sched) != 0) fail("swapcontext failed");
+#ifdef CUEMU_ASAN
+    __sanitizer_finish_switch_fiber(f->fake_stack, nullptr, nullptr);
+#endif
+}
+
+inline void fiber_main() {
+#ifdef CUEMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &st.sched_bottom, &st.sched_size);
+#endif
+    st.body();
+    st.cur->state = DONE;
+    to_sched();
+    fail("a finished thread was resumed");
+}
+
+/* ---- shared memory poison ---- */
+
+/* Fills [p, p + bytes) with the poison words. Not instrumented: the __shared__ section
+ * holds ASan's redzones between the variables, which nobody reads. */
+__attribute__((no_sanitize("address"))) inline void poison(void *p, size_t bytes) {
+    unsigned char *b = (unsigned char *)p;
+    const uint32_t w = POISON;
+    for (size_t i = 0; i < bytes; i++) b[i] = (unsigned char)(w >> 8 * (i % 4));
+}
+
+/* ---- the block barrier ---- */
+
+inline void syncthreads(const char *file, int line) {
+    fiber *f = st.cur;
+    f->state = AT_BARRIER;
+    f->file = file;
+    f->line = line;
+    to_sched();
+}
+
+/* Called when no fiber is ready and some have not finished: releases a barrier every
+ * thread reached at one call site, else aborts describing who waits where. */
+inline void stalled() {
+    const int n = n_threads();
+    fiber *first = nullptr;
+    int at_bar = 0, done = 0, same = 0;
+    for (fiber &f : st.fibers) {
+        if (&f - st.fibers.data() >= n) break;
+        if (f.state == DONE) done++;
+        if (f.state != AT_BARRIER) continue;
+        if (!first) first = &f;
+        at_bar++;
+        same += f.line == first->line && strcmp(f.file, first->file) == 0;
+    }
+    if (first && at_bar == n && same == n) {
+        for (int i = 0; i < n; i++) st.fibers[i].state = READY;
+        return;
+    }
+    for (int i = 0; i < n; i++) { /* a warp operation that never completed */
+        const fiber &f = st.fibers[i];
+        if (f.state == AT_WARP && !first)
+            fail("thread %d waits in a warp operation (%s:%d, mask 0x%08x) for lanes that "
+                 "exited or never call it",
+                 i, f.file, f.line, f.mask);
+    }
+    if (!first) fail("stalled with no thread at a barrier (emulator bug)");
+    for (int i = 0; i < n; i++) {
+        const fiber &f = st.fibers[i];
+        if (f.state == AT_BARRIER && (f.line != first->line || strcmp(f.file, first->file)))
+            fail("divergent __syncthreads: thread %d waits at %s:%d, thread %d at %s:%d",
+                 (int)(first - st.fibers.data()), first->file, first->line, i, f.file, f.line);
+    }
+    fail("divergent __syncthreads at %s:%d: reached by %d of %d threads (%d exited, %d in a "
+         "warp operation)",
+         first->file, first->line, at_bar, n, done, n - at_bar - done);
+}
+
+/* ---- warp operations ---- */
+
+/* Completes the operation of the running fiber's group when every lane of its mask has
+ * posted; else parks the fiber until the last lane does. Returns the fiber's result. */
+inline uint64_t warp_op(wop op, unsigned mask, int src, uint64_t val, const char *name,
+                        const char *file, int line) {
+    fiber *f = st.cur;
+    const int lane = lane_of(f);
+    fiber *warp = f - lane;
+    const int base = (int)(warp - st.fibers.data());
+    const int n_lanes = n_threads() - base < WARP ? n_threads() - base : WARP;
+    if (!(mask >> lane & 1))
+        fail("%s at %s:%d: lane %d calls it with mask 0x%08x, which leaves the lane out", name,
+             file, line, lane, mask);
+    if (n_lanes < WARP && mask >> n_lanes)
+        fail("%s at %s:%d: mask 0x%08x names lanes this warp lacks (it has %d)", name, file,
+             line, mask, n_lanes);
+    if (src >= 0 && !(mask >> src & 1))
+        fail("%s at %s:%d: lane %d reads lane %d, outside mask 0x%08x", name, file, line, lane,
+             src, mask);
+    f->op = op;
+    f->mask = mask;
+    f->src = src;
+    f->val = val;
+    f->file = file;
+    f->line = line;
+    f->state = AT_WARP;
+    bool all = true;
+    for (int l = 0; l < n_lanes; l++) {
+        if (!(mask >> l & 1)) continue;
+        const fiber &o = warp[l];
+        if (o.state == DONE)
+            fail("%s at %s:%d: mask 0x%08x names lane %d, which has exited", name, file, line,
+                 mask, l);
+        if (o.state != AT_WARP) {
+            all = false;
+            continue;
+        }
+        if (o.mask != mask || o.op != op)
+            fail("%s at %s:%d (lane %d, mask 0x%08x) meets lane %d in another warp operation "
+                 "(%s:%d, mask 0x%08x)",
+                 name, file, line, lane, mask, l, o.file, o.line, o.mask);
+    }
+    if (all) {
+        for (int l = 0; l < n_lanes; l++) {
+            if (!(mask >> l & 1)) continue;
+            fiber &o = warp[l];
+            o.result = o.src < 0 ? o.val : warp[o.src].val;
+            o.state = READY;
+        }
+        return f->result;
+    }
+    to_sched();
+    return f->result;
+}
+
+template <class T> inline uint64_t bits(T v) {
+    static_assert(sizeof(T) <= 8, "a shuffled value is at most 8 bytes");
+    uint64_t u = 0;
+    memcpy(&u, &v, sizeof v);
+    return u;
+}
+template <class T> inline T unbits(uint64_t u) {
+    T v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* The lane read by a shuffle within segments of width lanes: segment start + s, or -1
+ * (its own value) when s falls outside the caller's segment. */
+inline int seg_lane(int lane, int width, int s, const char *name) {
+    if (width <= 0 || width > WARP || (width & (width - 1)))
+        fail("%s: width %d is not a power of two up to 32", name, width);
+    const int start = lane & ~(width - 1);
+    return s >= 0 && s < width ? start + s : -1;
+}
+
+/* ---- launch ---- */
+
+inline void make_fiber(fiber *f) {
+    if (!f->stack) {
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        void *m = mmap(nullptr, STACK + page, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (m == MAP_FAILED) fail("no memory for a thread's stack");
+        mprotect(m, page, PROT_NONE); /* an overflow faults instead of corrupting */
+        f->stack = (char *)m + page;
+    }
+#ifdef CUEMU_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(f->stack, STACK);
+#endif
+    if (getcontext(&f->ctx) != 0) fail("getcontext failed");
+    f->ctx.uc_stack.ss_sp = f->stack;
+    f->ctx.uc_stack.ss_size = STACK;
+    f->ctx.uc_link = nullptr;
+    makecontext(&f->ctx, fiber_main, 0);
+    f->state = READY;
+    f->fake_stack = nullptr;
+}
+
+inline void run_block() {
+    const int n = n_threads();
+    if (__start_cuemu_shared && __stop_cuemu_shared)
+        poison(__start_cuemu_shared, (size_t)(__stop_cuemu_shared - __start_cuemu_shared));
+    poison(st.dyn_smem, st.dyn_bytes);
+    for (int i = 0; i < n; i++) {
+        fiber *f = &st.fibers[i];
+        make_fiber(f);
+        f->tid = uint3{(unsigned)i % st.block.x, (unsigned)i / st.block.x % st.block.y,
+                       (unsigned)i / (st.block.x * st.block.y)};
+    }
+    for (;;) {
+        bool ran = false, all_done = true;
+        for (int i = 0; i < n; i++) {
+            if (st.fibers[i].state == READY) {
+                to_fiber(&st.fibers[i]);
+                ran = true;
+            }
+            all_done = all_done && st.fibers[i].state == DONE;
+        }
+        if (all_done) return;
+        if (!ran) stalled();
+    }
+}
+
+/* Runs body as kernel `name` over grid x block, with smem bytes of dynamic shared
+ * memory. Returns when every block has finished (launches are synchronous here). */
+inline void run(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                std::function<void()> body) {
+    (void)stream;
+    if (st.kernel) fail("launch of %s from inside a kernel", name);
+    st.kernel = name;
+    st.block_idx = uint3{0, 0, 0};
+    const long n = (long)block.x * block.y * block.z;
+    if (n < 1 || n > 1024 || block.z > 64)
+        fail("block (%u,%u,%u) has %ld threads; CUDA allows 1 to 1024", block.x, block.y,
+             block.z, n);
+    if (grid.x < 1 || grid.y < 1 || grid.z < 1 || grid.y > 65535 || grid.z > 65535)
+        fail("grid (%u,%u,%u) is out of CUDA's range", grid.x, grid.y, grid.z);
+    if (smem > 227 << 10) fail("%zu bytes of dynamic shared memory (most: 227 KiB)", smem);
+    if (st.fibers.size() < (size_t)n) st.fibers.resize((size_t)n); /* stacks: none yet */
+    if (smem > st.dyn_cap) {
+        free(st.dyn_smem);
+        st.dyn_smem = (unsigned char *)aligned_alloc(64, (smem + 63) / 64 * 64);
+        if (!st.dyn_smem) fail("no memory for %zu bytes of shared memory", smem);
+        st.dyn_cap = smem;
+    }
+    st.dyn_bytes = smem;
+    st.grid = grid;
+    st.block = block;
+    st.body = std::move(body);
+    for (unsigned z = 0; z < grid.z; z++)
+        for (unsigned y = 0; y < grid.y; y++)
+            for (unsigned x = 0; x < grid.x; x++) {
+                st.block_idx = uint3{x, y, z};
+                run_block();
+            }
+    st.body = nullptr;
+    st.cur = nullptr;
+    st.kernel = nullptr;
+}
+
+/* CU_LAUNCH's emulated form: the arguments are converted to the kernel's parameter types
+ * once, as CUDA does, and every thread gets its own copy of them. */
+template <class... P, class... A>
+inline void launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                   void (*kern)(P...), A &&...a) {
+    static_assert(sizeof...(P) == sizeof...(A), "kernel launched with a wrong argument count");
+    std::tuple<std::decay_t<P>...> args(std::forward<A>(a)...);
+    run(name, grid, block, smem, stream, [&] { std::apply(kern, args); });
+}
+
+} /* namespace cuemu */
+
+/* ---- the CUDA device API ------------------------------------------------------------ */
+
+inline void __syncthreads(const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+    cuemu::syncthreads(file, line);
+}
+
+inline void __syncwarp(unsigned mask = 0xffffffffu, const char *file = __builtin_FILE(),
+                       int line = __builtin_LINE()) {
+    cuemu::warp_op(cuemu::W_SYNCWARP, mask, -1, 0, "__syncwarp", file, line);
+}
+
+template <class T>
+inline T __shfl_sync(unsigned mask, T var, int src_lane, int width = 32,
+                     const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+    const int lane = cuemu::lane_of(cuemu::st.cur);
+    int src = cuemu::seg_lane(lane, width, ((src_lane % width) + width) % width, "__shfl_sync");
+    return cuemu::unbits<T>(cuemu::warp_op(cuemu::W_SHFL, mask, src, cuemu::bits(var),
+                                           "__shfl_sync", file, line));
+}
+
+template <class T>
+inline T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32,
+                         const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+    const int lane = cuemu::lane_of(cuemu::st.cur);
+    const int start = cuemu::seg_lane(lane, width, 0, "__shfl_xor_sync"), s = lane ^ lane_mask;
+    /* CUDA: a lane may read earlier segments but gets its own value for later ones */
+    const int src = s < 0 || s >= start + width ? -1 : s;
+    return cuemu::unbits<T>(cuemu::warp_op(cuemu::W_SHFL, mask, src, cuemu::bits(var),
+                                           "__shfl_xor_sync", file, line));
+}
+
+template <class T>
+inline T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32,
+                          const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+    const int lane = cuemu::lane_of(cuemu::st.cur);
+    const int start = lane & ~(width - 1);
+    int src = cuemu::seg_lane(lane, width, lane - start + (int)delta, "__shfl_down_sync");
+    return cuemu::unbits<T>(cuemu::warp_op(cuemu::W_SHFL, mask, src, cuemu::bits(var),
+                                           "__shfl_down_sync", file, line));
+}
+
+template <class T>
+inline T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32,
+                        const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+    const int lane = cuemu::lane_of(cuemu::st.cur);
+    const int start = lane & ~(width - 1);
+    int src = cuemu::seg_lane(lane, width, lane - start - (int)delta, "__shfl_up_sync");
+    return cuemu::unbits<T>(cuemu::warp_op(cuemu::W_SHFL, mask, src, cuemu::bits(var),
+                                           "__shfl_up_sync", file, line));
+}
+
+/* Atomics: fibers never switch inside one, so a plain read-modify-write is atomic. */
+template <class T> inline T __cuemu_atomic_add(T *p, T v) {
+    T old = *p;
+    *p = old + v;
+    return old;
+}
+inline int atomicAdd(int *p, int v) { return __cuemu_atomic_add(p, v); }
+inline unsigned atomicAdd(unsigned *p, unsigned v) { return __cuemu_atomic_add(p, v); }
+inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v) {
+    return __cuemu_atomic_add(p, v);
+}
+inline float atomicAdd(float *p, float v) { return __cuemu_atomic_add(p, v); }
+inline double atomicAdd(double *p, double v) { return __cuemu_atomic_add(p, v); }
+template <class T> inline T __cuemu_atomic_max(T *p, T v) {
+    T old = *p;
+    *p = v > old ? v : old;
+    return old;
+}
+template <class T> inline T __cuemu_atomic_min(T *p, T v) {
+    T old = *p;
+    *p = v < old ? v : old;
+    return old;
+}
+inline int atomicMax(int *p, int v) { return __cuemu_atomic_max(p, v); }
+inline unsigned atomicMax(unsigned *p, unsigned v) { return __cuemu_atomic_max(p, v); }
+inline long long atomicMax(long long *p, long long v) { return __cuemu_atomic_max(p, v); }
+inline int atomicMin(int *p, int v) { return __cuemu_atomic_min(p, v); }
+inline unsigned atomicMin(unsigned *p, unsigned v) { return __cuemu_atomic_min(p, v); }
+inline long long atomicMin(long long *p, long long v) { return __cuemu_atomic_min(p, v); }
+template <class T> inline T __cuemu_atomic_exch(T *p, T v) {
+    T old = *p;
+    *p = v;
+    return old;
+}
+inline int atomicExch(int *p, int v) { return __cuemu_atomic_exch(p, v); }
+inline unsigned atomicExch(unsigned *p, unsigned v) { return __cuemu_atomic_exch(p, v); }
+inline float atomicExch(float *p, float v) { return __cuemu_atomic_exch(p, v); }
+template <class T> inline T __cuemu_atomic_cas(T *p, T cmp, T v) {
+    T old = *p;
+    if (old == cmp) *p = v;
+    return old;
+}
+inline int atomicCAS(int *p, int c, int v) { return __cuemu_atomic_cas(p, c, v); }
+inline unsigned atomicCAS(unsigned *p, unsigned c, unsigned v) {
+    return __cuemu_atomic_cas(p, c, v);
+}
+inline unsigned long long atomicCAS(unsigned long long *p, unsigned long long c,
+                                    unsigned long long v) {
+    return __cuemu_atomic_cas(p, c, v);
+}
+
+/* Math and bit casts the kernels use; the _rn forms are what they are in C (the kernels
+ * spell them out on the GPU so nvcc does not fuse a multiply and an add). */
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline float __expf(float x) { return expf(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline float __int_as_float(int i) { return cuemu::unbits<float>((uint32_t)i); }
+inline int __float_as_int(float f) { return (int)(uint32_t)cuemu::bits(f); }
+inline float __uint_as_float(unsigned u) { return cuemu::unbits<float>(u); }
+inline unsigned __float_as_uint(float f) { return (unsigned)cuemu::bits(f); }
+template <class T> inline T __ldg(const T *p) { return *p; }
+
+/* ---- the runtime API's memory, stream and error calls (host side) --------------------
+ * Device memory is host memory and every call completes before it returns, so host code
+ * written for the GPU (allocate, copy, launch, synchronise, check) runs unchanged. */
+
+typedef enum cudaError {
+    cudaSuccess = 0,
+    cudaErrorInvalidValue = 1,
+    cudaErrorMemoryAllocation = 2
+} cudaError_t;
+enum cudaMemcpyKind {
+    cudaMemcpyHostToHost,
+    cudaMemcpyHostToDevice,
+    cudaMemcpyDeviceToHost,
+    cudaMemcpyDeviceToDevice,
+    cudaMemcpyDefault
+};
+#define cudaMemAttachGlobal 1u
+
+inline cudaError_t cudaMalloc(void **p, size_t bytes) {
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+template <class T> inline cudaError_t cudaMalloc(T **p, size_t bytes) {
+    return cudaMalloc(reinterpret_cast<void **>(p), bytes);
+}
+template <class T>
+inline cudaError_t cudaMallocManaged(T **p, size_t bytes, unsigned flags = cudaMemAttachGlobal) {
+    (void)flags;
+    return cudaMalloc(reinterpret_cast<void **>(p), bytes);
+}
+inline cudaError_t cudaFree(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    (void)kind;
+    if (bytes) memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
+                                   cudaStream_t s = nullptr) {
+    (void)s;
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+inline cudaError_t cudaMemset(void *p, int v, size_t bytes) {
+    memset(p, v, bytes);
+    return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s = nullptr) {
+    (void)s;
+    return cudaMemset(p, v, bytes);
+}
+inline cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    static char tag; /* any non-null handle: streams are all the same here */
+    *s = reinterpret_cast<cudaStream_t>(&tag);
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) { return (void)s, cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { return (void)s, cudaSuccess; }
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaGetLastError() { return cudaSuccess; } /* launch errors abort */
+inline cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceCount(int *n) { return *n = 1, cudaSuccess; }
+inline const char *cudaGetErrorString(cudaError_t e) {
+    return e == cudaSuccess ? "no error" : e == cudaErrorMemoryAllocation ? "out of memory"
+                                                                           : "invalid argument";
+}
+
+#endif /* the emulator */
+#endif

@@ -1,0 +1,83 @@
+/* ops.cu - the row and element-wise ops of a forward pass on the GPU: RMSNorm (one block a
+ * row, float sums reduced by warp shuffles), RoPE (one thread a rotated pair, in double like
+ * ref), SwiGLU and the residual add (grid-stride loops). Contracts: cu.h. */
+#include "kernels/cuda/common.cuh"
+
+namespace {
+
+constexpr int NORM_THREADS = 256;
+constexpr int EW_THREADS = 256;
+
+__global__ void __launch_bounds__(NORM_THREADS)
+k_rmsnorm(float *y, const float *x, const float *w, int dim, float eps) {
+    __shared__ float red[32];
+    const float *xr = x + (int64_t)blockIdx.x * dim;
+    float *yr = y + (int64_t)blockIdx.x * dim;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+    ss = cu::block_sum(ss, red);
+    const float scale = 1.0f / sqrtf(ss / (float)dim + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) yr[i] = xr[i] * scale * w[i];
+}
+
+/* thread t rotates pair t % half of head t / half; angles as ref computes them, the
+ * products unfused (_rn) so the GPU rounds as the CPU does */
+__global__ void k_rope(float *x, const int32_t *pos, int64_t n_pairs, int n_head, int head_dim,
+                       int rope_dim, float base, const float *freq_factors) {
+    const int half = rope_dim / 2;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < n_pairs;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        const int i = (int)(t % half);
+        const int64_t rh = t / half; /* row * n_head + head */
+        float *v = x + rh * head_dim;
+        double theta = pow((double)base, -2.0 * i / rope_dim);
+        if (freq_factors) theta /= freq_factors[i];
+        const double ang = (double)pos[rh / n_head] * theta;
+        const double c = cos(ang), s = sin(ang);
+        const double x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = (float)__dsub_rn(__dmul_rn(x0, c), __dmul_rn(x1, s));
+        v[2 * i + 1] = (float)__dadd_rn(__dmul_rn(x0, s), __dmul_rn(x1, c));
+    }
+}
+
+__global__ void k_swiglu(float *y, const float *gate, const float *up, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float g = gate[i];
+        y[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}
+
+__global__ void k_add(float *y, const float *x, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += x[i];
+}
+
+} /* namespace */
+
+extern "C" void cu_rmsnorm(float *y, const float *x, const float *w, int32_t n_rows,
+                           int32_t dim, float eps, cu_stream s) {
+    if (n_rows <= 0 || dim <= 0) return;
+    CU_LAUNCH(k_rmsnorm, n_rows, NORM_THREADS, 0, s, y, x, w, dim, eps);
+}
+
+extern "C" void cu_rope(float *x, const int32_t *pos, int32_t n_rows, int32_t n_head,
+                        int32_t head_dim, int32_t rope_dim, float base,
+                        const float *freq_factors, cu_stream s) {
+    const int64_t n_pairs = (int64_t)n_rows * n_head * (rope_dim / 2);
+    if (n_pairs <= 0) return;
+    CU_LAUNCH(k_rope, cu::grid_for(n_pairs, EW_THREADS), EW_THREADS, 0, s, x, pos, n_pairs,
+              n_head, head_dim, rope_dim, base, freq_factors);
+}
+
+extern "C" void cu_swiglu(float *y, const float *gate, const float *up, int64_t n,
+                          cu_stream s) {
+    if (n <= 0) return;
+    CU_LAUNCH(k_swiglu, cu::grid_for(n, EW_THREADS), EW_THREADS, 0, s, y, gate, up, n);
+}
+
+extern "C" void cu_add(float *y, const float *x, int64_t n, cu_stream s) {
+    if (n <= 0) return;
+    CU_LAUNCH(k_add, cu::grid_for(n, EW_THREADS), EW_THREADS, 0, s, y, x, n);
+}

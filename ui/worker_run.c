@@ -1,0 +1,227 @@
+/* worker_run.c - the strategy a TUI job starts (worker_impl.h): its options completed
+ * with what the worker owns, the inputs only the worker can build (ask's turn, margins'
+ * prompts, merge's bookmarked leaves, judge's branches and prompt), one forest step at a
+ * time through strategy.h, and the "done" message when it ends. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "judge_job.h"
+#include "run_summary.h"
+#include "spec_job.h"
+#include "worker_impl.h"
+
+void worker_run_stop(ui_worker *w) {
+    double dt = mono_now_s() - w->t_job;
+    if (w->run && dt > 0) w->last_tok_s = w->job_tokens / dt;
+    if (w->mg) ui_margins_free(w->mg); /* with its strategy */
+    else strategy_free(w->run);
+    w->mg = NULL;
+    w->run = NULL;
+    w->paused = false;
+}
+
+static strategy_env worker_env(ui_worker *w) {
+    return (strategy_env){.f = w->f, .plan = &w->plan, .ctx = w->ctx, .tk = w->tk};
+}
+
+/* The spec driver's observer: the step's plan with its drafts and window still in the
+ * forest, captured for the mask pane. */
+static void spec_observe(void *ud, const spec *s, const forest *f, const step_plan *p) {
+    ui_worker *w = ud;
+    ui_spec_capture(w->mv, s, f, w->tk, p, w->n_steps);
+}
+
+/* A strategy job's options completed with what the worker owns (job.h). */
+static strategy_opts job_opts(ui_worker *w, const ui_job *j) {
+    strategy_opts o = j->u.run.opts;
+    o.from = j->node;
+    o.sample = w->sp;
+    o.n_vocab = w->n_vocab;
+    if (o.budget <= 0) o.budget = w->budget;
+    if (o.kind == STRAT_DRAFT || o.kind == STRAT_LOOKAHEAD) {
+        o.u.spec.observe = spec_observe;
+        o.u.spec.observe_ud = w;
+    }
+    return o;
+}
+
+/* Bookkeeping once w->run is set: the rate's clock, the node to show. */
+static void run_begin(ui_worker *w) {
+    strategy_progress pr;
+    strategy_get_progress(w->run, &pr);
+    w->run_focus = pr.focus;
+    if (pr.focus != FOREST_NONE) w->focus = pr.focus;
+    w->t_job = mono_now_s();
+    w->job_tokens = 0;
+}
+
+/* Text as a chat user turn under node, in the form the branch calls for (ask_margins.h):
+ * its tokens (malloc'd), and what the form was into what. */
+int32_t *worker_turn_tokens(ui_worker *w, forest_id node, const char *text, int32_t *n, char *what, size_t cap,
+                            st_err *err) {
+    int32_t np = node == FOREST_NONE ? 0 : forest_path(w->f, node, NULL, 0);
+    int32_t *path = malloc(sizeof(int32_t) * (size_t)(np > 0 ? np : 1));
+    if (!path) {
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    if (np > 0) forest_path(w->f, node, path, np);
+    int form = ui_turn_form(w->tk, w->chat.kind, path, np > 0 ? np : 0);
+    free(path);
+    ui_turn_form_name(form, w->chat.kind, what, cap);
+    return ui_turn_tokens(w->tk, &w->chat, text ? text : "", form, np <= 0, n, err);
+}
+
+/* The job's node is one its strategy can start from. Steps, merge and judge (of the
+ * bookmarks) need none (the first tree may be gone); ask's FOREST_NONE starts a new
+ * conversation. */
+static st_code check_node(ui_worker *w, const ui_job *j, st_err *err) {
+    strategy_kind k = j->u.run.opts.kind;
+    if (k == STRAT_STEPS || k == STRAT_MERGE || k == STRAT_JUDGE || forest_get(w->f, j->node)) return ST_OK;
+    if (k == STRAT_ASK && j->node == FOREST_NONE) return ST_OK;
+    return st_set(err, ST_ERR_ARG, k == STRAT_ASK ? "the selected node is gone" : "nothing selected");
+}
+
+static st_code run_create(ui_worker *w, const strategy_opts *o, st_err *err) {
+    strategy_env env = worker_env(w);
+    return (w->run = strategy_create(o, &env, err)) ? ST_OK : err->code;
+}
+
+/* :margins on node's branch about the question text: ui_margins builds the prompts and
+ * owns the strategy. */
+static st_code start_margins(ui_worker *w, const ui_job *j, const strategy_opts *o, st_err *err) {
+    int32_t chunk = j->u.run.chunk > 0 ? j->u.run.chunk : UI_MARGINS_CHUNK;
+    if (!(w->mg = ui_margins_start(w->f, w->tk, j->node, j->text ? j->text : "", chunk, &w->chat, &w->sp,
+                                   o->budget, w->n_vocab, err)))
+        return err->code;
+    w->run = w->mg->s;
+    snprintf(w->note, sizeof w->note, "margins: %d note%s on %d-token chunks, then the answer",
+             (int)w->mg->n_chunks, w->mg->n_chunks > 1 ? "s" : "", (int)chunk);
+    say(w, "%s", w->note);
+    return ST_OK;
+}
+
+/* :merge: the bookmarked nodes (at least two) are merged exactly (merge.h) under their
+ * common ancestor; their bookmarks are cleared (they are used up) and the merged chain,
+ * pending, is prefilled by the next step and grown by the budget. */
+static st_code start_merge(ui_worker *w, strategy_opts *o, st_err *err) {
+    forest_id marks[64];
+    int32_t n = 0;
+    for (int32_t i = forest_dfs_first(w->f); i >= 0 && n < 64; i = forest_dfs_next(w->f, i))
+        if (forest_node_at(w->f, i)->flags & FOREST_BOOKMARK) marks[n++] = forest_id_at(w->f, i);
+    if (n < 2) return st_set(err, ST_ERR_ARG, "merge needs two or more bookmarked branches (m marks one)");
+    o->u.merge.leaves = marks;
+    o->u.merge.n = n;
+    if (run_create(w, o, err)) return err->code;
+    for (int32_t i = 0; i < n; i++) forest_set_flags(w->f, marks[i], 0, FOREST_BOOKMARK);
+    char m[16];
+    snprintf(m, sizeof m, "%d", (int)n);
+    say(w, "merged %s branches: growing the merged text", m);
+    return ST_OK;
+}
+
+/* :judge and :tot: judge_job.h picks the branches and builds the judge's prompt. */
+static st_code start_judge(ui_worker *w, const ui_job *j, const strategy_opts *o, st_err *err) {
+    strategy_env env = worker_env(w);
+    ui_judge_env je = {.tk = w->tk, .chat = &w->chat, .chat_on = w->chat_on};
+    if (!(w->run = ui_judge_start(&env, &je, o, j->text, w->note, sizeof w->note, err))) return err->code;
+    say(w, "%s", w->note);
+    return ST_OK;
+}
+
+/* :ask: the text as a chat user turn under node, answered by the ask strategy; the form
+ * the text took is said while it grows and after. */
+static st_code start_ask(ui_worker *w, const ui_job *j, strategy_opts *o, st_err *err) {
+    char what[128];
+    int32_t n, *t = worker_turn_tokens(w, j->node, j->text, &n, what, sizeof what, err);
+    if (!t) return err->code;
+    const int32_t *prompts[1] = {t};
+    o->u.ask.prompts = prompts;
+    o->u.ask.lens = &n;
+    o->u.ask.n = 1;
+    st_code rc = run_create(w, o, err);
+    free(t);
+    if (rc) return rc;
+    strategy_result r;
+    strategy_result_at(w->run, w->f, 0, &r);
+    w->focus = r.start; /* the turn's last node: the answer grows under it */
+    snprintf(w->note, sizeof w->note, "ask: %s", what);
+    say(w, "%s", w->note);
+    return ST_OK;
+}
+
+/* A job starting a strategy: refused while one runs. */
+st_code worker_run_start(ui_worker *w, const ui_job *j, st_err *err) {
+    if (w->run) return st_set(err, ST_ERR_ARG, "%s is running: cancel it first (x)", strategy_ops_of(w->run)->name);
+    st_code rc = check_node(w, j, err);
+    if (rc) return rc;
+    strategy_opts o = job_opts(w, j);
+    w->note[0] = '\0';
+    switch (o.kind) {
+    case STRAT_MARGINS: rc = start_margins(w, j, &o, err); break;
+    case STRAT_MERGE: rc = start_merge(w, &o, err); break;
+    case STRAT_ASK: rc = start_ask(w, j, &o, err); break;
+    case STRAT_JUDGE: case STRAT_TOT: rc = start_judge(w, j, &o, err); break;
+    default: rc = run_create(w, &o, err); break;
+    }
+    if (rc) return rc;
+    if ((o.kind == STRAT_DRAFT || o.kind == STRAT_LOOKAHEAD) && w->sp.temp > 0)
+        say(w, "%s", "greedy decoding: the temperature does not apply (only greedy can be verified)");
+    run_begin(w);
+    return ST_OK;
+}
+
+/* The "done" message of the run that just ended: its results summed up as its table
+ * says, then the job's note (or the run's own progress line). */
+static void say_done(ui_worker *w, const strategy_progress *pr) {
+    char sum[320];
+    ui_run_summary(w->run, w->f, w->tk, w->chat.kind != CHAT_NONE, sum, sizeof sum);
+    if (strategy_ops_of(w->run)->summary == STRAT_SUM_PROGRESS) snprintf(w->note, sizeof w->note, "%s", pr->text);
+    snprintf(w->msg, sizeof w->msg, "done%s%s%s%s%s", sum[0] ? ": " : "", sum, w->note[0] ? " (" : "", w->note,
+             w->note[0] ? ")" : "");
+    w->msg_no++;
+}
+
+/* After a step the strategy took: the statistics, the mask view, beam's scores, the
+ * node to show, and its end. */
+static void step_done(ui_worker *w, double ms) {
+    strategy_progress pr;
+    strategy_get_progress(w->run, &pr);
+    /* a speculative step's view was captured inside the step, before its drafts were
+     * pruned: now they read accepted or rejected */
+    bool captured = w->mv->spec && w->mv->step == w->n_steps;
+    if (captured) mv_resolve_drafts(w->mv, w->f);
+    w->n_steps++;
+    w->rows = w->plan.n_rows;
+    w->step_ms = ms;
+    w->job_tokens = (double)pr.tokens;
+    if (w->plan.n_rows > 0 && !captured) mv_capture(w->mv, w->f, w->tk, &w->plan, w->n_steps - 1);
+    if (strategy_ops_of(w->run)->scores)
+        w->n_scores = strategy_scores(w->run, w->score_leaf, w->score, UI_MAX_SCORES);
+    if (pr.focus != w->run_focus && pr.focus != FOREST_NONE) w->focus = w->run_focus = pr.focus;
+    bool active = !strategy_done(w->run);
+    if (pr.tell && active) say(w, "%s", pr.text); /* e.g. tokens per step so far */
+    if (!active) {
+        say_done(w, &pr);
+        worker_run_stop(w);
+    }
+}
+
+/* One step of the running strategy, under the lock. A full KV cache pauses it (the
+ * strategy is as it was: prune, then resume); another error ends it. */
+void worker_run_step(ui_worker *w) {
+    st_err err = {0};
+    strategy_env env = worker_env(w);
+    double t0 = mono_now_s();
+    st_code rc = strategy_step(w->run, &env, &err);
+    if (rc == ST_NO_KV_SLOT) {
+        w->paused = true;
+        say(w, "%s: prune something (d), then resume (p)", err.msg[0] ? err.msg : "the KV cache is full");
+    } else if (rc) {
+        say(w, "stopped: %s", err.msg[0] ? err.msg : st_str(rc));
+        worker_run_stop(w);
+    } else
+        step_done(w, 1e3 * (mono_now_s() - t0));
+    changed(w, true);
+}
+
