@@ -33,6 +33,10 @@ int cmd_cot(int argc, char **argv);
 int cmd_bench_beam(int argc, char **argv);
 int cmd_bench_cot(int argc, char **argv);
 int cmd_bench_spec(int argc, char **argv);
+/* `judge` (cmd_judge.c) and `tot` (cmd_tot.c): judging branches in one step, and tree of
+ * thoughts over it. */
+int cmd_judge(int argc, char **argv);
+int cmd_tot(int argc, char **argv);
 /* `margins` (cmd_margins.c): Writing in the Margins over one forest. */
 int cmd_margins(int argc, char **argv);
 /* `tui` and `multidecode -m MODEL ...` (cmd_tui.c): the interactive explorer. */

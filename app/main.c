@@ -21,6 +21,8 @@ static const command commands[] = {
     {"generate", cmd_generate, "generate text from a prompt (or --branches K continuations at once)"},
     {"ask", cmd_ask, "answer several questions over one shared context, in parallel"},
     {"cot", cmd_cot, "k chains of thought with distinct first tokens, grown together; vote"},
+    {"judge", cmd_judge, "the model judges branches (given, or k chains grown) in one step; best first"},
+    {"tot", cmd_tot, "tree of thoughts: grow k thoughts per kept node, judge them together, keep b"},
     {"beam", cmd_beam, "beam search over one shared KV cache; print the B best with scores"},
     {"margins", cmd_margins, "notes on every chunk of a long text in parallel, then an answer"},
     {"plan", cmd_plan, "show how forest steps are packed: order, positions, slots, masks"},

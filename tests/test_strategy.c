@@ -414,7 +414,7 @@ static void check_steps(void) {
 }
 
 static void check_registry(void) {
-    static const char *const names[] = {"grow", "cot", "beam", "ask", "margins", "merge", "draft", "lookahead", "step"};
+    static const char *const names[] = {"grow", "cot", "beam", "ask", "margins", "merge", "draft", "lookahead", "step", "judge", "tot"};
     int32_t n = 0;
     for (int32_t i = 0; strategy_at(i); i++, n++) {
         const strategy_ops *ops = strategy_at(i);

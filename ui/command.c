@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* Argument shapes. */
-enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND, ARG_LA };
+enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND, ARG_LA, ARG_INT34 };
 
 /* Each command: its name, its argument shape, the job it posts (UI_JOB_RUN: the strategy
  * strat) and its usage line. */
@@ -31,6 +31,8 @@ static const struct {
     {"append", UI_CMD_APPEND, ARG_TEXT, UI_JOB_APPEND, 0, ":append TEXT        append TEXT under the selection"},
     {"prune", UI_CMD_PRUNE, ARG_NONE, UI_JOB_PRUNE, 0, ":prune              prune the selected subtree"},
     {"merge", UI_CMD_MERGE, ARG_NONE, UI_JOB_RUN, STRAT_MERGE, ":merge              merge bookmarked branches"},
+    {"judge", UI_CMD_JUDGE, ARG_TEXT_OPT, UI_JOB_RUN, STRAT_JUDGE, ":judge [QUESTION]    score the bookmarked branches (else the selection's siblings) in one step"},
+    {"tot", UI_CMD_TOT, ARG_INT34, UI_JOB_RUN, STRAT_TOT, ":tot K B D [TOKENS]  tree of thoughts: K per node, keep B, D levels"},
     {"step", UI_CMD_STEP, ARG_INT01, UI_JOB_RUN, STRAT_STEPS, ":step [N]            run N engine steps"},
     {"save", UI_CMD_SAVE, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":save [FILE]         save the session (no FILE: the autosave)"},
     {"load", UI_CMD_LOAD, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":load [FILE]         load a session (no FILE: the last run's); asks first when work is unsaved"},
@@ -100,6 +102,7 @@ static void put_numbers(ui_cmd *c, const int32_t *v) {
     case UI_CMD_GROW: case UI_CMD_DRAFT: o->budget = v[0]; break;
     case UI_CMD_COT: o->u.cot.k = v[0], o->budget = v[1]; break;
     case UI_CMD_BEAM: o->u.beam.width = v[0], o->budget = v[1]; break;
+    case UI_CMD_TOT: o->u.tot.k = v[0], o->u.tot.b = v[1], o->u.tot.d = v[2], o->budget = v[3]; break;
     case UI_CMD_STEP: o->u.steps.n = v[0] > 0 ? v[0] : 1; break;
     case UI_CMD_MARGINS: c->job.u.run.chunk = v[0]; break;
     case UI_CMD_LOOKAHEAD:
@@ -154,8 +157,8 @@ static bool parse_args(const char *s, int args, ui_cmd *c, st_code *rc, st_err *
     switch (args) {
     case ARG_NONE:
         return !next_word(&s, w, sizeof w);
-    case ARG_INT01: case ARG_INT12: case ARG_INT02: {
-        int lo = args == ARG_INT12, hi = args == ARG_INT01 ? 1 : 2;
+    case ARG_INT01: case ARG_INT12: case ARG_INT02: case ARG_INT34: {
+        int lo = args == ARG_INT34 ? 3 : args == ARG_INT12, hi = args == ARG_INT34 ? 4 : args == ARG_INT01 ? 1 : 2;
         for (; next_word(&s, w, sizeof w); n++)
             if (n == hi || !parse_int(w, &v[n])) return false;
         put_numbers(c, v);

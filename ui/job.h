@@ -36,8 +36,10 @@ typedef enum {
  * to the job's node, opts.sample and opts.n_vocab to its own, opts.budget when it is 0
  * to the `budget` setting, and builds what points into the forest: ask's prompt (text as
  * a chat user turn under node, FOREST_NONE: a new root), margins' prompts (notes on
- * node's branch about the question text), merge's leaves (the bookmarked nodes), the
- * draft / lookahead observer (the mask pane). Merge and steps need no node. */
+ * node's branch about the question text), merge's leaves (the bookmarked nodes), judge's
+ * branches and the judge / tot prompt (text: the question; judge_job.h), the draft /
+ * lookahead observer (the mask pane). Merge, judge (of the bookmarks) and steps need no
+ * node. */
 typedef struct ui_run {
     strategy_opts opts;
     int32_t chunk; /* margins: tokens per chunk (0: UI_MARGINS_CHUNK) */

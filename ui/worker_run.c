@@ -1,11 +1,12 @@
 /* worker_run.c - the strategy a TUI job starts (worker_impl.h): its options completed
  * with what the worker owns, the inputs only the worker can build (ask's turn, margins'
- * prompts, merge's bookmarked leaves), one forest step at a time through strategy.h,
- * and the "done" message when it ends. */
+ * prompts, merge's bookmarked leaves, judge's branches and prompt), one forest step at a
+ * time through strategy.h, and the "done" message when it ends. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "judge_job.h"
 #include "run_summary.h"
 #include "spec_job.h"
 #include "worker_impl.h"
@@ -72,11 +73,12 @@ int32_t *worker_turn_tokens(ui_worker *w, forest_id node, const char *text, int3
     return ui_turn_tokens(w->tk, &w->chat, text ? text : "", form, np <= 0, n, err);
 }
 
-/* The job's node is one its strategy can start from. Steps and merge need none (the
- * first tree may be gone); ask's FOREST_NONE starts a new conversation. */
+/* The job's node is one its strategy can start from. Steps, merge and judge (of the
+ * bookmarks) need none (the first tree may be gone); ask's FOREST_NONE starts a new
+ * conversation. */
 static st_code check_node(ui_worker *w, const ui_job *j, st_err *err) {
     strategy_kind k = j->u.run.opts.kind;
-    if (k == STRAT_STEPS || k == STRAT_MERGE || forest_get(w->f, j->node)) return ST_OK;
+    if (k == STRAT_STEPS || k == STRAT_MERGE || k == STRAT_JUDGE || forest_get(w->f, j->node)) return ST_OK;
     if (k == STRAT_ASK && j->node == FOREST_NONE) return ST_OK;
     return st_set(err, ST_ERR_ARG, k == STRAT_ASK ? "the selected node is gone" : "nothing selected");
 }
@@ -119,6 +121,15 @@ static st_code start_merge(ui_worker *w, strategy_opts *o, st_err *err) {
     return ST_OK;
 }
 
+/* :judge and :tot: judge_job.h picks the branches and builds the judge's prompt. */
+static st_code start_judge(ui_worker *w, const ui_job *j, const strategy_opts *o, st_err *err) {
+    strategy_env env = worker_env(w);
+    ui_judge_env je = {.tk = w->tk, .chat = &w->chat, .chat_on = w->chat_on};
+    if (!(w->run = ui_judge_start(&env, &je, o, j->text, w->note, sizeof w->note, err))) return err->code;
+    say(w, "%s", w->note);
+    return ST_OK;
+}
+
 /* :ask: the text as a chat user turn under node, answered by the ask strategy; the form
  * the text took is said while it grows and after. */
 static st_code start_ask(ui_worker *w, const ui_job *j, strategy_opts *o, st_err *err) {
@@ -151,6 +162,7 @@ st_code worker_run_start(ui_worker *w, const ui_job *j, st_err *err) {
     case STRAT_MARGINS: rc = start_margins(w, j, &o, err); break;
     case STRAT_MERGE: rc = start_merge(w, &o, err); break;
     case STRAT_ASK: rc = start_ask(w, j, &o, err); break;
+    case STRAT_JUDGE: case STRAT_TOT: rc = start_judge(w, j, &o, err); break;
     default: rc = run_create(w, &o, err); break;
     }
     if (rc) return rc;

@@ -50,28 +50,25 @@ st_code cot_set_stop(cot *c, const char *const *stops, int32_t n, st_err *err) {
 
 bool cot_done(const cot *c) { return c->forked && c->g.n_active == 0; }
 
-/* The fork: chain i draws its first token from the logits without the tokens chains
- * 0..i-1 drew, then takes it as grow would. */
-static st_code cot_fork(cot *c, forest *f, const float *lg, const tok *tk, grow_emit_fn emit,
-                        void *ud, st_err *err) {
-    int32_t V = c->n_vocab;
-    float *masked = c->scratch;
+st_code cot_fork_branches(grow *g, forest *f, int32_t i0, int32_t k, const float *lg, int32_t V, float *scratch,
+                          int32_t *first, const tok *tk, grow_emit_fn emit, void *ud, st_err *err) {
+    float *masked = scratch;
     memcpy(masked, lg, sizeof(float) * (size_t)V);
-    for (int32_t i = 0; i < c->k; i++) {
+    for (int32_t i = 0; i < k; i++) {
         const int32_t *hist;
         int32_t nh;
-        st_code rc = grow_history(&c->g, f, i, &hist, &nh, err);
+        st_code rc = grow_history(g, f, i0 + i, &hist, &nh, err);
         if (rc) return rc;
-        int32_t t = sampler_sample_hist(&c->g.br[i].smp, masked, V, hist, nh);
+        int32_t t = sampler_sample_hist(&g->br[i0 + i].smp, masked, V, hist, nh);
         if (masked[t] == -INFINITY) /* a draw can only land on a removed token by rounding */
             t = sample_argmax(masked, V);
         masked[t] = -INFINITY;
-        c->first[i] = t;
+        first[i] = t;
     }
     /* log-probabilities of the true distribution, for the forest and the callback */
     sample_log_softmax(lg, V, masked);
-    for (int32_t i = 0; i < c->k; i++) {
-        st_code rc = grow_accept(&c->g, f, i, c->first[i], masked[c->first[i]], tk, emit, ud, err);
+    for (int32_t i = 0; i < k; i++) {
+        st_code rc = grow_accept(g, f, i0 + i, first[i], masked[first[i]], tk, emit, ud, err);
         if (rc) return rc;
     }
     return ST_OK;
@@ -85,7 +82,8 @@ st_code cot_step(cot *c, forest *f, step_plan *p, model_ctx *ctx, const tok *tk,
         const float *lg = step_logits_of(p, c->from);
         if (!lg) return st_set(err, ST_ERR_ARG, "cot: the fork node was not scored");
         forest_set_flags(f, c->from, 0, FOREST_WANT_LOGITS);
-        if ((rc = cot_fork(c, f, lg, tk, emit, ud, err))) return rc;
+        if ((rc = cot_fork_branches(&c->g, f, 0, c->k, lg, c->n_vocab, c->scratch, c->first, tk, emit, ud, err)))
+            return rc;
         c->forked = true;
     } else if (c->g.n_active > 0) {
         if ((rc = grow_step(&c->g, f, p, ctx, tk, emit, ud, NULL, err))) return rc;

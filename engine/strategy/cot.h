@@ -54,6 +54,14 @@ st_code cot_step(cot *c, forest *f, step_plan *p, model_ctx *ctx, const tok *tk,
                  grow_emit_fn emit, void *ud, int32_t *active, st_err *err);
 
 bool cot_done(const cot *c);
+
+/* The fork itself, for a strategy that forks several nodes in one step (tot.h): branches
+ * g->br[i0 .. i0 + k), all starting at the node whose logits lg (n_vocab V) are, draw
+ * their first tokens as the chains above do (branch i0 + j without the tokens of
+ * i0..i0 + j - 1) and take them (grow_accept). first (k) gets the tokens; scratch holds V
+ * floats. Codes from grow_history / grow_accept. */
+st_code cot_fork_branches(grow *g, forest *f, int32_t i0, int32_t k, const float *lg, int32_t V, float *scratch,
+                          int32_t *first, const tok *tk, grow_emit_fn emit, void *ud, st_err *err);
 /* Tokens chain i made (below the fork node) into out (cap entries); returns how many it
  * has (may exceed cap), -1 for a pruned leaf. */
 int32_t cot_chain_tokens(const cot *c, const forest *f, int32_t i, int32_t *out, int32_t cap);

@@ -67,7 +67,8 @@ static const strategy_ops *const registry[STRAT_N_KINDS] = {
     [STRAT_BEAM] = &strat_beam_ops,       [STRAT_ASK] = &strat_ask_ops,
     [STRAT_MARGINS] = &strat_margins_ops, [STRAT_MERGE] = &strat_merge_ops,
     [STRAT_DRAFT] = &strat_draft_ops,     [STRAT_LOOKAHEAD] = &strat_lookahead_ops,
-    [STRAT_STEPS] = &strat_steps_ops,
+    [STRAT_STEPS] = &strat_steps_ops,     [STRAT_JUDGE] = &strat_judge_ops,
+    [STRAT_TOT] = &strat_tot_ops,
 };
 
 const strategy_ops *strategy_get(strategy_kind kind) {
@@ -95,6 +96,10 @@ strategy_opts strategy_default_opts(strategy_kind kind) {
         o.u.spec.p.la.w = 3, o.u.spec.p.la.n = 3, o.u.spec.p.la.g = 2;
         break;
     case STRAT_STEPS: o.u.steps.n = 1; break;
+    case STRAT_TOT:
+        o.u.tot.k = 3, o.u.tot.b = 2, o.u.tot.d = 3;
+        o.budget = 24;
+        break;
     default: break;
     }
     return o;

@@ -38,6 +38,7 @@
 #include "forest/step.h"
 #include "spec/spec.h"
 #include "strategy/beam.h"
+#include "strategy/judge.h"
 #include "tok/tok.h"
 
 /* Every registered strategy. */
@@ -51,6 +52,8 @@ typedef enum {
     STRAT_DRAFT,    /* exact greedy decoding with verified drafts (spec.h) */
     STRAT_LOOKAHEAD,/* the same with lookahead decoding's window (lookahead.h) */
     STRAT_STEPS,    /* plain forest steps over whatever is pending */
+    STRAT_JUDGE,    /* the model judges branches in one step (judge.h) */
+    STRAT_TOT,      /* tree of thoughts: breadth-first search judged per level (tot.h) */
     STRAT_N_KINDS
 } strategy_kind;
 
@@ -117,6 +120,17 @@ typedef struct strategy_opts {
         } spec;
         struct { int32_t n; } steps;     /* steps to run at most (stops early when nothing
                                             is pending) */
+        struct {
+            const forest_id *branches;     /* (n >= 1) the branches to judge */
+            int32_t n;
+            const judge_prompt *prompt;    /* the judge (judge_tokens); copied */
+        } judge;
+        struct {
+            int32_t k, b, d;               /* thoughts per kept node, kept per level, levels */
+            const judge_prompt *prompt;    /* the judge of every level; copied. The thought
+                                              delimiters are `stops`, the tokens per
+                                              thought at most `budget` */
+        } tot;
     } u;
 } strategy_opts;
 
@@ -197,7 +211,7 @@ typedef struct strategy_ops {
 /* The table of a kind; NULL for an unknown kind. */
 const strategy_ops *strategy_get(strategy_kind kind);
 /* The table named name ("grow", "cot", "beam", "ask", "margins", "merge", "draft",
- * "lookahead", "step"); NULL when none has that name. */
+ * "lookahead", "step", "judge", "tot"); NULL when none has that name. */
 const strategy_ops *strategy_find(const char *name);
 /* The i-th registered table (0..STRAT_N_KINDS-1), NULL past the end: for help lists. */
 const strategy_ops *strategy_at(int32_t i);
@@ -208,7 +222,7 @@ typedef struct strategy strategy; /* a table and its state */
 
 /* kind's defaults: from FOREST_NONE, sample_default_params(), budget 32, grow.n 1,
  * cot.k 4, beam_default_params(), margins.gap -1, draft / lookahead: the spec defaults
- * (lookahead with W 3, N 3, G 2), steps.n 1. */
+ * (lookahead with W 3, N 3, G 2), steps.n 1, tot: k 3, b 2, d 3, budget 24. */
 strategy_opts strategy_default_opts(strategy_kind kind);
 
 /* A running strategy (ops->create). NULL + err: ST_ERR_ARG (an unknown kind, a stale node,

@@ -1,0 +1,293 @@
+/* cmd_judge.c - `multidecode judge`: the model judges branches in one forest step
+ * (engine/strategy/judge.h). The branches are given (--branch TEXT after a shared -p
+ * PROMPT) or grown first as k chains of thought (-k K: the cot strategy); each gets the
+ * judge under it, one step computes every judge, and the branches are printed best score
+ * first. With --vote, the answers are tallied twice: a plain majority, and a vote where
+ * each chain weighs P(yes) / (P(yes) + P(no)) = 1 / (1 + exp(-score)) (its judge's
+ * log-odds turned back into a probability). */
+#include <getopt.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "app.h"
+#include "forest/forest.h"
+#include "forest/step.h"
+#include "judge_opts.h"
+#include "prompt.h"
+#include "strategy/cot.h"
+#include "strategy/judge.h"
+#include "strategy/merge.h"
+#include "strategy/strategy.h"
+
+#define JUDGE_MAX_BRANCHES 256
+#define JUDGE_USAGE "usage: multidecode judge -m MODEL [-p PROMPT] (-b TEXT ... | -k K) [options]"
+
+static void judge_usage(FILE *f) {
+    fprintf(f, JUDGE_USAGE "\n\n"
+               "The model judges branches: a short question appended under each branch, every one\n"
+               "computed in ONE forest step; a branch's score is log P(yes) - log P(no) at its\n"
+               "judge's end (the log-odds of the yes answer; with --no '' just log P(yes)). The\n"
+               "branches are printed best first.\n\n" PROMPT_MODEL_HELP
+               "  -p, --prompt TEXT    the context every branch continues (default empty)\n"
+               "  -b, --branch TEXT    a branch: text continuing the prompt (repeatable)\n"
+               "  -k, --chains K       instead: grow K chains of thought from the prompt (cot)\n"
+               "  -n, --tokens N       tokens per chain at most (with -k; default 128)\n"
+               "      --temp T         temperature for -k; 0 = greedy (default 0.8)\n" PROMPT_SAMPLE_HELP
+               JUDGE_OPTS_HELP
+               "      --vote PATTERN   last-number or marker:TEXT: majority and judge-weighted vote\n"
+               "      --json           one JSON object: {branches: [{rank, score, p_yes, text,\n"
+               "                       answer}], vote, weighted_vote}\n"
+               "  -q, --quiet          no statistics on stderr\n"
+               "      --chat           -p is a user message (chat template); the judge is a user turn\n"
+               "      --system TEXT    system message for --chat (implies --chat)\n"
+               "      --chat-template NAME  template to use instead of the model's (implies --chat)\n"
+               "      --raw            never apply a chat template (the default without --chat)\n");
+}
+
+typedef struct judge_opts {
+    const char *prompt;
+    app_judge_opts jo;
+    const char *branches[JUDGE_MAX_BRANCHES];
+    int32_t n_branches, k, budget;
+    sample_params sp;
+    cot_vote_spec vote;
+    bool json, quiet;
+} judge_opts;
+
+/* What the run gives to print. */
+typedef struct judged {
+    int32_t n;
+    char **text, **answer; /* (n) best first; answer NULL when none */
+    double *score;
+    int32_t winner, votes, wwinner; /* majority's and weighted vote's chain, -1: none */
+    double wweight, wtotal;
+    double t_grow, t_judge;
+    int32_t judge_rows;
+} judged;
+
+static void judged_free(judged *j) {
+    for (int32_t i = 0; j->text && j->answer && i < j->n; i++) free(j->text[i]), free(j->answer[i]);
+    free(j->text), free(j->answer), free(j->score);
+}
+
+static double p_yes(double score) { return 1.0 / (1.0 + exp(-score)); }
+
+/* The weighted vote: the answer whose chains' p_yes sum is the largest. */
+static void weighted_vote(judged *j) {
+    j->wwinner = -1, j->wweight = 0, j->wtotal = 0;
+    for (int32_t i = 0; i < j->n; i++) {
+        if (!j->answer[i]) continue;
+        j->wtotal += p_yes(j->score[i]);
+        double w = 0;
+        for (int32_t k = 0; k < j->n; k++)
+            if (j->answer[k] && !strcmp(j->answer[k], j->answer[i])) w += p_yes(j->score[k]);
+        if (w > j->wweight) j->wweight = w, j->wwinner = i;
+    }
+}
+
+/* The branches under `at`: the given texts appended, or k chains grown from it. */
+static st_code make_branches(prompt_model *pm, forest *f, step_plan *plan, forest_id at, const judge_opts *o,
+                             forest_id *out, int32_t *n, st_err *err) {
+    *n = 0;
+    if (o->k == 0) {
+        for (int32_t i = 0; i < o->n_branches; i++) {
+            int32_t nt;
+            int32_t *t = merge_encode(pm->tk, o->branches[i], &nt, err);
+            if (!t) return ST_ERR_NOMEM;
+            st_code rc = nt > 0 ? forest_append(f, at, t, NULL, nt, &out[(*n)++], err)
+                                : st_set(err, ST_ERR_ARG, "branch %d has no tokens", i + 1);
+            free(t);
+            if (rc) return rc;
+        }
+        return ST_OK;
+    }
+    strategy_env env = {.f = f, .plan = plan, .ctx = pm->ctx, .tk = pm->tk};
+    strategy_opts so = strategy_default_opts(STRAT_COT);
+    so.from = at, so.sample = o->sp, so.budget = o->budget, so.n_vocab = pm->m->hp.n_vocab;
+    so.u.cot.k = o->k;
+    strategy *s = strategy_create(&so, &env, err);
+    st_code rc = s ? ST_OK : err->code;
+    while (!rc && !strategy_done(s)) rc = strategy_step(s, &env, err);
+    for (int32_t i = 0; !rc && i < strategy_n_results(s); i++) {
+        strategy_result r;
+        strategy_result_at(s, f, i, &r);
+        if (r.leaf != FOREST_NONE && r.leaf != at) out[(*n)++] = r.leaf; /* a chain that ended at once has none */
+    }
+    strategy_free(s);
+    return rc;
+}
+
+static st_code judge_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, chat_kind kind,
+                         const judge_opts *o, judged *out, st_err *err) {
+    forest *f = forest_init(pm->n_slots, 0);
+    step_plan plan;
+    step_plan_init(&plan);
+    judge_prompt jp = {0};
+    forest_id at, br[JUDGE_MAX_BRANCHES];
+    int32_t nb = 0;
+    strategy *s = NULL;
+    st_code rc = f ? forest_add_root(f, prompt, NULL, n_prompt, 0, &at, err) : st_set(err, ST_ERR_NOMEM, "out of memory");
+    double t0 = mono_now_s();
+    if (!rc) rc = make_branches(pm, f, &plan, at, o, br, &nb, err);
+    if (!rc && nb == 0) rc = st_set(err, ST_ERR_ARG, "no branch to judge (every chain ended at once)");
+    if (!rc) rc = app_judge_tokens(pm, kind, &o->jo, &jp, err);
+    double t1 = mono_now_s();
+    if (!rc) {
+        strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk};
+        strategy_opts so = strategy_default_opts(STRAT_JUDGE);
+        so.n_vocab = pm->m->hp.n_vocab;
+        so.u.judge.branches = br, so.u.judge.n = nb, so.u.judge.prompt = &jp;
+        s = strategy_create(&so, &env, err);
+        rc = s ? strategy_step(s, &env, err) : err->code;
+        if (rc == ST_NO_KV_SLOT) rc = st_set(err, ST_ERR_CONTEXT, "the judges do not fit the KV cache of %d slots "
+                                             "(raise it with -c)", pm->n_slots);
+    }
+    out->t_grow = t1 - t0, out->t_judge = mono_now_s() - t1, out->judge_rows = plan.n_rows;
+    out->n = nb;
+    out->text = calloc((size_t)nb, sizeof *out->text), out->answer = calloc((size_t)nb, sizeof *out->answer);
+    out->score = calloc((size_t)nb, sizeof *out->score);
+    if (!rc && (!out->text || !out->answer || !out->score)) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; !rc && i < nb; i++) {
+        strategy_result r;
+        strategy_result_at(s, f, i, &r);
+        out->score[i] = r.score;
+        if (!(out->text[i] = merge_branch_text(f, pm->tk, at, r.leaf, err))) rc = err->code;
+        size_t cap = out->text[i] ? strlen(out->text[i]) + 1 : 0;
+        if (!rc && o->vote.kind && (out->answer[i] = malloc(cap)) &&
+            cot_extract(&o->vote, out->text[i], out->answer[i], cap) < 0)
+            free(out->answer[i]), out->answer[i] = NULL;
+    }
+    if (!rc && o->vote.kind) {
+        out->winner = cot_majority((const char *const *)out->answer, nb, &out->votes);
+        weighted_vote(out);
+    }
+    strategy_free(s);
+    judge_tokens_free(&jp);
+    step_plan_free(&plan);
+    forest_free(f);
+    return rc;
+}
+
+static json_t *vote_json(const judged *j, int32_t winner, json_t *count, const char *key) {
+    json_t *v = json_object();
+    json_object_set_new(v, "answer", winner >= 0 ? json_string(j->answer[winner]) : json_null());
+    json_object_set_new(v, key, count);
+    json_object_set_new(v, "of", json_integer(j->n));
+    return v;
+}
+
+static void judge_print(const judge_opts *o, const judged *j) {
+    if (o->json) {
+        json_t *root = json_object(), *arr = json_array();
+        for (int32_t i = 0; i < j->n; i++) {
+            json_t *b = json_object();
+            json_object_set_new(b, "rank", json_integer(i + 1));
+            json_object_set_new(b, "score", json_real(j->score[i]));
+            json_object_set_new(b, "p_yes", json_real(p_yes(j->score[i])));
+            json_object_set_new(b, "text", json_string(j->text[i]));
+            if (o->vote.kind) json_object_set_new(b, "answer", j->answer[i] ? json_string(j->answer[i]) : json_null());
+            json_array_append_new(arr, b);
+        }
+        json_object_set_new(root, "branches", arr);
+        if (o->vote.kind) {
+            json_object_set_new(root, "vote", vote_json(j, j->winner, json_integer(j->votes), "votes"));
+            json_object_set_new(root, "weighted_vote", vote_json(j, j->wwinner, json_real(j->wweight), "weight"));
+        }
+        char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        if (s) puts(s);
+        free(s);
+        json_decref(root);
+        return;
+    }
+    for (int32_t i = 0; i < j->n; i++) {
+        printf("--- #%d score %+.4f (p_yes %.3f)", i + 1, j->score[i], p_yes(j->score[i]));
+        if (o->vote.kind) printf("; answer: %s", j->answer[i] ? j->answer[i] : "(none)");
+        printf("\n%s\n", j->text[i]);
+    }
+    if (o->vote.kind && j->winner >= 0)
+        printf("=== vote: %s (%d of %d)\n=== judge-weighted vote: %s (weight %.3f of %.3f)\n", j->answer[j->winner],
+               j->votes, j->n, j->answer[j->wwinner], j->wweight, j->wtotal);
+    else if (o->vote.kind)
+        printf("=== vote: no branch gave an answer\n");
+}
+
+/* The options; returns -1 to go on, else the exit status. */
+static int judge_parse(int argc, char **argv, judge_opts *o, prompt_model_opts *mo, prompt_chat *pc) {
+    enum { O_VOTE = 1000 };
+    static const struct option lo[] = {
+        PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS, PROMPT_CHAT_LONGOPTS,
+        {"prompt", 1, 0, 'p'}, {"branch", 1, 0, 'b'}, {"chains", 1, 0, 'k'}, {"tokens", 1, 0, 'n'},
+        JUDGE_OPTS_LONGOPTS,
+        {"vote", 1, 0, O_VOTE}, {"json", 0, 0, 'J'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int ch, r;
+    int64_t v;
+    st_err err = {0};
+    while ((ch = getopt_long(argc, argv, "m:p:b:k:n:j:t:c:qh", lo, NULL)) != -1) {
+        if ((r = prompt_model_opt(mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o->sp, ch, optarg)) >= 0 ||
+            (r = prompt_chat_opt(pc, ch, optarg)) >= 0 || (r = app_judge_opt(&o->jo, ch, optarg)) >= 0) {
+            if (r) return r;
+            continue;
+        }
+        switch (ch) {
+        case 'p': o->prompt = optarg; break;
+        case 'b':
+            if (o->n_branches == JUDGE_MAX_BRANCHES) return app_usage_error("at most %d branches", JUDGE_MAX_BRANCHES);
+            o->branches[o->n_branches++] = optarg;
+            break;
+        case 'k':
+            if (app_opt_int("-k", optarg, 1, JUDGE_MAX_BRANCHES, &v)) return 2;
+            o->k = (int32_t)v;
+            break;
+        case 'n':
+            if (app_opt_int("-n", optarg, 1, 1 << 24, &v)) return 2;
+            o->budget = (int32_t)v;
+            break;
+        case O_VOTE:
+            if (cot_vote_parse(optarg, &o->vote, &err)) return app_usage_error("%s", err.msg);
+            break;
+        case 'J': o->json = true; break;
+        case 'q': o->quiet = true; break;
+        case 'h': judge_usage(stdout); return 0;
+        default: return app_usage_error("%s; see multidecode judge --help", JUDGE_USAGE);
+        }
+    }
+    if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!mo->path) return app_usage_error("judge needs a model: -m MODEL");
+    if ((o->k > 0) == (o->n_branches > 0)) return app_usage_error("judge needs branches: -b TEXT (repeatable) or -k K");
+    return prompt_chat_check(pc) ? 2 : -1;
+}
+
+int cmd_judge(int argc, char **argv) {
+    prompt_model_opts mo = prompt_model_default_opts();
+    judge_opts o = {.prompt = "", .budget = 128, .sp = sample_default_params()};
+    prompt_chat pc = {0};
+    int r = judge_parse(argc, argv, &o, &mo, &pc);
+    if (r >= 0) {
+        app_judge_opts_free(&o.jo);
+        return r;
+    }
+    prompt_model pm;
+    int32_t n_prompt = 0;
+    chat_kind kind = CHAT_NONE;
+    st_err err = {0};
+    int32_t *toks = prompt_open_with(&pm, &mo, &pc, o.prompt, 0, "the prompt", o.quiet, &n_prompt, &kind, &err);
+    if (!toks) {
+        app_judge_opts_free(&o.jo);
+        return app_fail(&err);
+    }
+    judged j = {0};
+    st_code rc = judge_run(&pm, toks, n_prompt, kind, &o, &j, &err);
+    if (!rc) judge_print(&o, &j);
+    if (!rc && !o.quiet)
+        fprintf(stderr, "judge: %d branches%s in %.3f s; judged in one step of %d rows in %.3f s\n", (int)j.n,
+                o.k ? " grown" : " added", j.t_grow, (int)j.judge_rows, j.t_judge);
+    judged_free(&j);
+    free(toks);
+    app_judge_opts_free(&o.jo);
+    prompt_model_close(&pm);
+    return rc ? app_fail(&err) : 0;
+}

@@ -1,0 +1,217 @@
+/* judge.c - judging branches in one forest step (judge.h): the judge's tokens, attaching
+ * the judge chains, the step that reads the answers' log-probabilities, and the ranking. */
+#include "strategy/judge.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategy/merge.h"
+
+/* ---- the judge's tokens ---- */
+
+void judge_tokens_free(judge_prompt *j) {
+    if (!j) return;
+    free(j->prompt);
+    free(j->yes);
+    free(j->no);
+    memset(j, 0, sizeof *j);
+}
+
+/* Tokens of a rendered chat text (special tokens parsed, no BOS); NULL + err. */
+static int32_t *encode_special(const tok *tk, const char *text, int32_t *n, st_err *err) {
+    int32_t need = tok_encode(tk, text, strlen(text), false, true, NULL, 0);
+    int32_t *t = need >= 0 ? malloc(sizeof(int32_t) * (size_t)(need + 1)) : NULL;
+    if (!t) {
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    *n = tok_encode(tk, text, strlen(text), false, true, t, need);
+    return t;
+}
+
+static st_code need_tokens(int32_t n, const char *what, const char *text, st_err *err) {
+    return n >= 1 ? ST_OK : st_set(err, ST_ERR_ARG, "judge: the %s '%s' has no tokens", what, text);
+}
+
+st_code judge_tokens(const tok *tk, chat_kind k, const char *default_system, const char *question,
+                     const char *yes, const char *no, judge_prompt *out, st_err *err) {
+    memset(out, 0, sizeof *out);
+    if (!question) question = JUDGE_DEFAULT_QUESTION;
+    bool chat = k != CHAT_NONE;
+    if (!yes) yes = chat ? "Yes" : " yes";
+    if (!no) no = chat ? "No" : " no";
+    char *text = NULL;
+    if (chat) {
+        size_t len = chat_user_turn(k, default_system, question, false, NULL, 0);
+        if ((text = malloc(len + 1))) chat_user_turn(k, default_system, question, false, text, len + 1);
+    } else {
+        size_t len = strlen(question) + 16;
+        if ((text = malloc(len))) snprintf(text, len, "\n%s\nAnswer:", question);
+    }
+    st_code rc = text ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) {
+        out->prompt = chat ? encode_special(tk, text, &out->n_prompt, err) : merge_encode(tk, text, &out->n_prompt, err);
+        rc = out->prompt ? need_tokens(out->n_prompt, "question", question, err) : ST_ERR_NOMEM;
+    }
+    if (!rc) rc = (out->yes = merge_encode(tk, yes, &out->n_yes, err)) ? need_tokens(out->n_yes, "answer", yes, err)
+                                                                          : ST_ERR_NOMEM;
+    if (!rc) rc = (out->no = merge_encode(tk, no, &out->n_no, err)) ? ST_OK : ST_ERR_NOMEM;
+    free(text);
+    if (rc) judge_tokens_free(out);
+    return rc;
+}
+
+static int32_t *dup_tokens(const int32_t *t, int32_t n) {
+    int32_t *d = malloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+    if (d && n > 0) memcpy(d, t, sizeof(int32_t) * (size_t)n);
+    return d;
+}
+
+st_code judge_tokens_copy(judge_prompt *dst, const judge_prompt *src, st_err *err) {
+    *dst = (judge_prompt){.prompt = dup_tokens(src->prompt, src->n_prompt), .n_prompt = src->n_prompt,
+                          .yes = dup_tokens(src->yes, src->n_yes), .n_yes = src->n_yes,
+                          .no = dup_tokens(src->no, src->n_no), .n_no = src->n_no};
+    if (dst->prompt && dst->yes && dst->no) return ST_OK;
+    judge_tokens_free(dst);
+    return st_set(err, ST_ERR_NOMEM, "out of memory");
+}
+
+/* ---- attach, step, read ---- */
+
+void judge_free(judge *jg) {
+    if (!jg) return;
+    free(jg->branch);
+    free(jg->top);
+    free(jg->last);
+    free(jg->ans);
+    free(jg->score);
+    memset(jg, 0, sizeof *jg);
+}
+
+void judge_detach(judge *jg, forest *f) {
+    for (int32_t i = 0; jg->attached && i < jg->n; i++)
+        if (forest_get(f, jg->top[i])) forest_prune(f, jg->top[i], NULL);
+    jg->attached = false;
+}
+
+static st_code grow_arrays(judge *jg, int32_t n, st_err *err) {
+    judge_free(jg);
+    jg->branch = malloc(sizeof(forest_id) * (size_t)n);
+    jg->top = malloc(sizeof(forest_id) * (size_t)n);
+    jg->last = malloc(sizeof(forest_id) * (size_t)n);
+    jg->ans = malloc(sizeof(forest_id) * (size_t)n * 2);
+    jg->score = malloc(sizeof(double) * (size_t)n);
+    if (!jg->branch || !jg->top || !jg->last || !jg->ans || !jg->score) {
+        judge_free(jg);
+        return st_set(err, ST_ERR_NOMEM, "out of memory");
+    }
+    jg->n = n;
+    return ST_OK;
+}
+
+/* The first node of the chain under parent whose last node is last. */
+static forest_id chain_top(const forest *f, forest_id parent, forest_id last) {
+    forest_id at = last;
+    for (;;) {
+        const forest_node *nd = forest_get(f, at);
+        forest_id up = forest_id_at(f, nd->parent);
+        if (up == parent) return at;
+        at = up;
+    }
+}
+
+/* Appends answer a's prefix (all but its last token) under the judge's last node, every
+ * node asking for logits; *last = FOREST_NONE for a one-token answer. */
+static st_code attach_answer(forest *f, forest_id under, const int32_t *a, int32_t n, forest_id *last,
+                             st_err *err) {
+    *last = FOREST_NONE;
+    if (n < 2) return ST_OK;
+    st_code rc = forest_append(f, under, a, NULL, n - 1, last, err);
+    for (forest_id at = *last; !rc && at != under; at = forest_id_at(f, forest_get(f, at)->parent))
+        forest_set_flags(f, at, FOREST_WANT_LOGITS, 0);
+    return rc;
+}
+
+st_code judge_attach(judge *jg, forest *f, const judge_prompt *jp, const forest_id *branches, int32_t n,
+                     bool want_branch_logits, st_err *err) {
+    if (n < 1 || jp->n_prompt < 1 || jp->n_yes < 1)
+        return st_set(err, ST_ERR_ARG, "judge: %s", n < 1 ? "no branches to judge" : "an empty judge");
+    for (int32_t i = 0; i < n; i++)
+        if (!forest_get(f, branches[i])) return st_set(err, ST_ERR_ARG, "judge: branch %d no longer exists", i);
+    st_code rc = grow_arrays(jg, n, err);
+    if (rc) return rc;
+    jg->attached = true;
+    for (int32_t i = 0; i < n; i++) jg->top[i] = FOREST_NONE, jg->score[i] = NAN;
+    for (int32_t i = 0; i < n && !rc; i++) {
+        jg->branch[i] = branches[i];
+        rc = forest_append(f, branches[i], jp->prompt, NULL, jp->n_prompt, &jg->last[i], err);
+        if (rc) break;
+        jg->top[i] = chain_top(f, branches[i], jg->last[i]);
+        forest_set_flags(f, jg->last[i], FOREST_WANT_LOGITS, FOREST_NO_LOGITS);
+        rc = attach_answer(f, jg->last[i], jp->yes, jp->n_yes, &jg->ans[2 * i], err);
+        if (!rc) rc = attach_answer(f, jg->last[i], jp->no, jp->n_no, &jg->ans[2 * i + 1], err);
+    }
+    if (rc) {
+        judge_detach(jg, f);
+        return rc;
+    }
+    /* a branch's own logits: a pending one is computed as a row anyway, a computed one is
+     * re-scored in its slot */
+    for (int32_t i = 0; want_branch_logits && i < n; i++) forest_set_flags(f, branches[i], FOREST_WANT_LOGITS, 0);
+    return ST_OK;
+}
+
+/* log P(a | path to `from`) over the tokens a[0..n), the first read at from, the others
+ * at the answer prefix's nodes (whose last node is pre). */
+static double answer_logprob(const forest *f, step_plan *p, forest_id from, forest_id pre, const int32_t *a,
+                             int32_t n) {
+    double lp = step_logprob_of(p, from, a[0]);
+    forest_id at = pre;
+    for (int32_t j = n - 1; j >= 1; j--) {
+        lp += step_logprob_of(p, at, a[j]);
+        at = forest_id_at(f, forest_get(f, at)->parent);
+    }
+    return lp;
+}
+
+static void clear_branch_logits(judge *jg, forest *f) {
+    for (int32_t i = 0; i < jg->n; i++) {
+        const forest_node *nd = forest_get(f, jg->branch[i]);
+        if (nd && nd->state == FOREST_COMPUTED) forest_set_flags(f, jg->branch[i], 0, FOREST_WANT_LOGITS);
+    }
+}
+
+st_code judge_step(judge *jg, forest *f, step_plan *p, model_ctx *c, const judge_prompt *jp, st_err *err) {
+    st_code rc = step_forest(f, p, c, err);
+    if (rc) {
+        judge_detach(jg, f);
+        clear_branch_logits(jg, f);
+        return rc;
+    }
+    for (int32_t i = 0; i < jg->n; i++) {
+        double s = answer_logprob(f, p, jg->last[i], jg->ans[2 * i], jp->yes, jp->n_yes);
+        if (jp->n_no > 0) s -= answer_logprob(f, p, jg->last[i], jg->ans[2 * i + 1], jp->no, jp->n_no);
+        jg->score[i] = s;
+    }
+    judge_detach(jg, f);
+    jg->scored = true;
+    return ST_OK;
+}
+
+/* ---- ranking ---- */
+
+/* x ranks before y: higher scores first, NAN last. */
+static bool before(double x, double y) {
+    return isnan(y) ? !isnan(x) : !isnan(x) && x > y;
+}
+
+void judge_rank(const double *score, int32_t *idx, int32_t n) {
+    /* insertion sort: stable (ties keep their order) and n is a handful of branches */
+    for (int32_t i = 1; i < n; i++) {
+        int32_t v = idx[i], j = i;
+        for (; j > 0 && before(score[v], score[idx[j - 1]]); j--) idx[j] = idx[j - 1];
+        idx[j] = v;
+    }
+}

@@ -1,0 +1,288 @@
+/* tot.c - tree of thoughts behind the strategy interface (strategy.h, STRAT_TOT): a
+ * breadth-first search over thoughts where every candidate of a level is grown, judged and
+ * pruned together over one shared KV cache.
+ *
+ * A thought is a grown chain that ends at a delimiter (the options' stop strings: a
+ * newline, a sentence end), at the token budget, or at an end of text. Level L: every kept
+ * node that can go on (not ended by an end of text) forks k thoughts with distinct first
+ * tokens (cot_fork_branches, from logits the previous step already returned), all grown
+ * together one step per token; then ONE judge step (judge.h) scores every new thought,
+ * and the best b of the new thoughts and of the kept thoughts that had ended the text are
+ * kept; every other branch is pruned back to the nearest kept path (its slots freed). After
+ * d levels (or when nothing can go on) the results are the kept leaves, best first: the
+ * answer is the first one's text.
+ *
+ * Steps: one to compute the start node, per level up to `budget` grow steps, one judge
+ * step (which also returns the logits the next level forks from). Thought j of the search
+ * samples with seed sp.seed + j (j counts thoughts across levels), so a run repeats
+ * exactly. Not here: depth-first search with backtracking (not built), the judge's
+ * wording (judge_tokens). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "strategy/cot.h"
+#include "strategy/judge.h"
+#include "strategy/strategy_impl.h"
+
+enum { TOT_START, TOT_GROW, TOT_JUDGE, TOT_DONE };
+
+/* One candidate of a level: a thought below a kept node. */
+typedef struct tot_cand {
+    forest_id top, leaf; /* the thought's first and last node */
+    double score;
+    bool ended;          /* ended by an end of text: judged once, never expanded */
+} tot_cand;
+
+typedef struct tot_run {
+    forest_id from;
+    int32_t k, b, d, budget, n_vocab;
+    sample_params sp;
+    judge_prompt jp;
+    char **stops;
+    int32_t n_stops;
+    int phase;
+    int32_t level;       /* levels judged so far */
+    tot_cand *kept;      /* (n_kept <= b) best first */
+    int32_t n_kept;
+    tot_cand *cand;      /* (n_cand) this level's: new thoughts, then kept ones that ended */
+    int32_t n_cand, cap_cand;
+    grow g;              /* this level's thoughts; thought i is g.br[i] */
+    judge jg;
+    int32_t *first, *order;
+    double *cscore;      /* (n_cand) scores for ranking */
+    float *scratch;      /* (n_vocab) */
+    int64_t thoughts, judged, pruned_nodes;
+    int32_t steps;
+} tot_run;
+
+static void tot_free(void *self) {
+    tot_run *r = self;
+    if (!r) return;
+    judge_tokens_free(&r->jp);
+    for (int32_t i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    free(r->stops);
+    free(r->kept);
+    free(r->cand);
+    grow_free(&r->g);
+    judge_free(&r->jg);
+    free(r->first);
+    free(r->order);
+    free(r->cscore);
+    free(r->scratch);
+    free(r);
+}
+
+static void *tot_create(const strategy_opts *o, const strategy_env *env, st_err *err) {
+    int32_t k = o->u.tot.k, b = o->u.tot.b, d = o->u.tot.d;
+    if (k < 1 || b < 1 || d < 1 || k > o->n_vocab || !o->u.tot.prompt) {
+        st_set(err, ST_ERR_ARG, "tot: k %d, b %d, d %d (want each at least 1, k at most the vocabulary)%s", k, b,
+               d, o->u.tot.prompt ? "" : "; no judge prompt");
+        return NULL;
+    }
+    tot_run *r = strat_calloc(sizeof *r, err);
+    if (!r) return NULL;
+    *r = (tot_run){.from = o->from, .k = k, .b = b, .d = d, .budget = o->budget, .n_vocab = o->n_vocab,
+                   .sp = o->sample};
+    r->kept = malloc(sizeof *r->kept * (size_t)b);
+    r->first = malloc(sizeof(int32_t) * (size_t)k);
+    r->scratch = malloc(sizeof(float) * (size_t)o->n_vocab);
+    r->stops = o->n_stops > 0 ? calloc((size_t)o->n_stops, sizeof *r->stops) : NULL;
+    bool ok = r->kept && r->first && r->scratch && (o->n_stops == 0 || r->stops);
+    for (int32_t i = 0; ok && i < o->n_stops; i++, r->n_stops++) ok = (r->stops[i] = strdup(o->stops[i])) != NULL;
+    if (!ok) st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!ok || strategy_start_node(env->f, o->from, err) || judge_tokens_copy(&r->jp, o->u.tot.prompt, err)) {
+        tot_free(r);
+        return NULL;
+    }
+    r->kept[0] = (tot_cand){.top = FOREST_NONE, .leaf = o->from, .score = NAN};
+    r->n_kept = 1;
+    return r;
+}
+
+static st_code add_cand(tot_run *r, tot_cand c, st_err *err) {
+    if (r->n_cand == r->cap_cand) {
+        int32_t cap = r->cap_cand ? 2 * r->cap_cand : 16;
+        tot_cand *nc = realloc(r->cand, sizeof *nc * (size_t)cap);
+        if (nc) r->cand = nc;
+        int32_t *no = nc ? realloc(r->order, sizeof(int32_t) * (size_t)cap) : NULL;
+        if (no) r->order = no;
+        double *ns = no ? realloc(r->cscore, sizeof(double) * (size_t)cap) : NULL;
+        if (ns) r->cscore = ns;
+        if (!ns) return st_set(err, ST_ERR_NOMEM, "out of memory");
+        r->cap_cand = cap;
+    }
+    r->cand[r->n_cand++] = c;
+    return ST_OK;
+}
+
+/* The next level: k thoughts forked under every kept node that can go on, from the logits
+ * the last step returned for it. */
+static st_code expand(tot_run *r, const strategy_env *env, st_err *err) {
+    grow_free(&r->g);
+    st_code rc = r->n_stops > 0 ? grow_set_stop(&r->g, (const char *const *)r->stops, r->n_stops, err) : ST_OK;
+    for (int32_t j = 0; j < r->n_kept && !rc; j++) {
+        if (r->kept[j].ended) continue;
+        const float *lg = step_logits_of(env->plan, r->kept[j].leaf);
+        if (!lg) return st_set(err, ST_ERR_ARG, "tot: kept node %d was not scored", j);
+        int32_t i0 = r->g.n;
+        for (int32_t i = 0; i < r->k && !rc; i++) {
+            sample_params p = r->sp;
+            p.seed = r->sp.seed + (uint64_t)r->thoughts++;
+            rc = grow_add(&r->g, env->f, r->kept[j].leaf, &p, r->budget, r->n_vocab, err);
+        }
+        if (!rc)
+            rc = cot_fork_branches(&r->g, env->f, i0, r->k, lg, r->n_vocab, r->scratch, r->first, env->tk, env->emit,
+                                   env->emit_ud, err);
+    }
+    r->phase = r->g.n_active > 0 ? TOT_GROW : TOT_JUDGE;
+    return rc;
+}
+
+/* The first node of branch i's thought (the child of its start on its path). */
+static forest_id thought_top(const forest *f, const grow_branch *br) {
+    forest_id at = br->leaf;
+    for (;;) {
+        forest_id up = forest_id_at(f, forest_get(f, at)->parent);
+        if (up == br->start) return at;
+        at = up;
+    }
+}
+
+/* Removes cand's thought and the single-child chain above it, up to the nearest node that
+ * still has other children (or the search's start). */
+static void prune_cand(tot_run *r, forest *f, const tot_cand *c) {
+    forest_id cut = c->top;
+    for (;;) {
+        forest_id up = forest_id_at(f, forest_get(f, cut)->parent);
+        if (up == r->from || forest_n_children(f, up) != 1) break;
+        cut = up;
+    }
+    const forest_node *nd = forest_get(f, cut), *lf = forest_get(f, c->leaf);
+    r->pruned_nodes += lf->depth - nd->depth + 1;
+    forest_prune(f, cut, NULL);
+}
+
+/* The candidates of this level: the new thoughts (a thought whose first token ended the
+ * text has none), then the kept ones that had ended the text; returns how many are new. */
+static int32_t gather(tot_run *r, const forest *f, st_err *err) {
+    r->n_cand = 0;
+    for (int32_t i = 0; i < r->g.n; i++) {
+        const grow_branch *br = &r->g.br[i];
+        if (br->made > 0 && add_cand(r, (tot_cand){.top = thought_top(f, br), .leaf = br->leaf, .score = NAN,
+                                                   .ended = br->eog}, err))
+            return -1;
+    }
+    int32_t n_new = r->n_cand;
+    for (int32_t j = 0; j < r->n_kept; j++)
+        if (r->kept[j].ended && add_cand(r, r->kept[j], err)) return -1;
+    return n_new;
+}
+
+/* The judge step over this level's new thoughts, then the best b of all candidates kept
+ * and the rest pruned. */
+static st_code judge_level(tot_run *r, const strategy_env *env, st_err *err) {
+    int32_t n_new = gather(r, env->f, err);
+    if (n_new < 0) return ST_ERR_NOMEM;
+    if (n_new > 0) {
+        forest_id *ids = malloc(sizeof *ids * (size_t)n_new);
+        if (!ids) return st_set(err, ST_ERR_NOMEM, "out of memory");
+        for (int32_t i = 0; i < n_new; i++) ids[i] = r->cand[i].leaf;
+        st_code rc = judge_attach(&r->jg, env->f, &r->jp, ids, n_new, r->level + 1 < r->d, err);
+        free(ids);
+        if (!rc) rc = judge_step(&r->jg, env->f, env->plan, env->ctx, &r->jp, err);
+        if (rc) return rc; /* the next try gathers again */
+        for (int32_t i = 0; i < n_new; i++) r->cand[i].score = r->jg.score[i];
+        r->judged += n_new;
+    }
+    r->level++;
+    if (n_new == 0) { /* no new thought: the kept ones stay, and nothing can go on */
+        r->phase = TOT_DONE;
+        return ST_OK;
+    }
+    for (int32_t i = 0; i < r->n_cand; i++) r->order[i] = i, r->cscore[i] = r->cand[i].score;
+    judge_rank(r->cscore, r->order, r->n_cand);
+    r->n_kept = r->n_cand < r->b ? r->n_cand : r->b;
+    for (int32_t i = 0; i < r->n_kept; i++) r->kept[i] = r->cand[r->order[i]];
+    for (int32_t i = r->n_kept; i < r->n_cand; i++) prune_cand(r, env->f, &r->cand[r->order[i]]);
+    bool more = false;
+    for (int32_t i = 0; i < r->n_kept; i++) more |= !r->kept[i].ended;
+    if (r->level < r->d && more) return expand(r, env, err);
+    r->phase = TOT_DONE;
+    return ST_OK;
+}
+
+static st_code tot_step(void *self, const strategy_env *env, st_err *err) {
+    tot_run *r = self;
+    st_code rc = ST_OK;
+    switch (r->phase) {
+    case TOT_START: /* the start node's logits */
+        if ((rc = step_forest(env->f, env->plan, env->ctx, err))) return rc;
+        rc = expand(r, env, err);
+        break;
+    case TOT_GROW:
+        rc = grow_step(&r->g, env->f, env->plan, env->ctx, env->tk, env->emit, env->emit_ud, NULL, err);
+        if (!rc && r->g.n_active == 0) r->phase = TOT_JUDGE;
+        break;
+    case TOT_JUDGE: rc = judge_level(r, env, err); break;
+    default: return ST_OK;
+    }
+    if (!rc) r->steps++;
+    return rc;
+}
+
+static bool tot_done(const void *self) { return ((const tot_run *)self)->phase == TOT_DONE; }
+
+static void tot_progress(const void *self, strategy_progress *out) {
+    const tot_run *r = self;
+    out->done = r->level;
+    out->goal = r->d;
+    out->focus = r->n_kept > 0 && r->level > 0 ? r->kept[0].leaf : r->from;
+    out->tell = true;
+    snprintf(out->text, sizeof out->text, "tot: level %d/%d, %lld thoughts judged, %lld nodes pruned, best %+.3f",
+             (int)r->level, (int)r->d, (long long)r->judged, (long long)r->pruned_nodes,
+             r->level > 0 ? r->kept[0].score : NAN);
+}
+
+static int32_t tot_n_results(const void *self) {
+    const tot_run *r = self;
+    return r->level > 0 ? r->n_kept : 0;
+}
+
+static void tot_result(const void *self, const forest *f, int32_t i, strategy_result *out) {
+    const tot_run *r = self;
+    const tot_cand *c = &r->kept[i];
+    const forest_node *leaf = forest_get(f, c->leaf), *st = forest_get(f, r->from);
+    *out = (strategy_result){.start = r->from, .leaf = leaf ? c->leaf : FOREST_NONE,
+                             .n_tokens = leaf && st ? leaf->depth - st->depth : 0, .score = c->score,
+                             .end = c->ended ? STRAT_END_EOG : STRAT_END_STOP, .stop = -1, .eog_token = -1};
+}
+
+static int32_t tot_running(const void *self, forest_id *out, int32_t cap) {
+    const tot_run *r = self;
+    return r->phase == TOT_GROW ? strat_grow_running(&r->g, out, cap) : 0;
+}
+
+static int32_t tot_scores(const void *self, forest_id *ids, double *scores, int32_t cap) {
+    const tot_run *r = self;
+    int32_t n = 0;
+    for (int32_t i = 0; r->level > 0 && i < r->n_kept && n < cap; i++, n++)
+        ids[n] = r->kept[i].leaf, scores[n] = r->kept[i].score;
+    return n;
+}
+
+const strategy_ops strat_tot_ops = {
+    .name = "tot",
+    .kind = STRAT_TOT,
+    .summary = STRAT_SUM_PROGRESS,
+    .create = tot_create,
+    .step = tot_step,
+    .done = tot_done,
+    .progress = tot_progress,
+    .n_results = tot_n_results,
+    .result = tot_result,
+    .running = tot_running,
+    .scores = tot_scores,
+    .free = tot_free,
+};

@@ -1,0 +1,81 @@
+/* test_ui_judge.c - :judge and :tot in the TUI's terms: the command lines parse, :judge
+ * picks the bookmarked branches or else the leaves below the selection's fork point, and
+ * ui_judge_start's runs end with a score for every branch (the scores the forest pane
+ * shows), on a random tiny model. */
+#include "t.h"
+
+#include <math.h>
+
+#include "../ui/command.h"
+#include "forest/step.h"
+#include "../ui/judge_job.h"
+#include "t_model.h"
+
+static void check_parse(void) {
+    ui_cmd c;
+    st_err err = {0};
+    const strategy_opts *o = &c.job.u.run.opts;
+    T_CHECK(ui_cmd_parse(":tot 3 2 4", &c, &err) == ST_OK && c.kind == UI_CMD_TOT && o->u.tot.k == 3 &&
+                o->u.tot.b == 2 && o->u.tot.d == 4 && o->budget == 0, ":tot K B D");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 16", &c, &err) == ST_OK && o->budget == 16, ":tot K B D TOKENS");
+    T_CHECK(ui_cmd_parse(":tot 3 2", &c, &err) == ST_ERR_ARG && strstr(err.msg, ":tot K B D"), ":tot K B: %s", err.msg);
+    T_CHECK(ui_cmd_parse(":judge", &c, &err) == ST_OK && c.kind == UI_CMD_JUDGE && !c.text[0], ":judge alone");
+    T_CHECK(ui_cmd_parse(":judge Is it kind?", &c, &err) == ST_OK && !strcmp(c.text, "Is it kind?"), ":judge QUESTION");
+}
+
+int main(void) {
+    check_parse();
+    mkmodel_params mp = mkmodel_default_params();
+    st_err err = {0};
+    model *m = t_random_model(&mp, &err);
+    tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
+    T_CHECK(m && tk, "random model: %s", err.msg);
+    if (!m || !tk) return t_done();
+    model_ctx *c = t_new_ctx(m, 512);
+    forest *f = forest_init(512, 0);
+    step_plan plan;
+    step_plan_init(&plan);
+    static const int32_t p[] = {1, 300, 317, 331}, a[] = {400, 401}, b[] = {410}, cc[] = {420, 421, 422};
+    forest_id at, la, lb, lc, mid;
+    forest_add_root(f, p, NULL, 4, 0, &at, &err);
+    forest_append(f, at, a, NULL, 2, &la, &err);
+    forest_append(f, at, b, NULL, 1, &lb, &err);
+    forest_append(f, at, cc, NULL, 3, &lc, &err);
+    mid = forest_id_at(f, forest_get(f, lc)->parent);
+    forest_id br[8];
+    bool marked;
+    int32_t n = ui_judge_branches(f, mid, br, 8, &marked);
+    T_CHECK(n == 3 && !marked && br[0] == la && br[1] == lb && br[2] == lc, "the selection's siblings: %d", n);
+    forest_set_flags(f, la, FOREST_BOOKMARK, 0);
+    forest_set_flags(f, lc, FOREST_BOOKMARK, 0);
+    n = ui_judge_branches(f, mid, br, 8, &marked);
+    T_CHECK(n == 2 && marked && br[0] == la && br[1] == lc, "the bookmarked branches: %d", n);
+
+    ui_chat ch = {CHAT_NONE, NULL};
+    ui_judge_env je = {.tk = tk, .chat = &ch};
+    strategy_env env = {.f = f, .plan = &plan, .ctx = c, .tk = tk};
+    char note[160];
+    for (int tot = 0; tot < 2; tot++) {
+        /* the options as the worker completes a :judge or :tot 2 2 2 job (budget 3) */
+        strategy_opts o = strategy_default_opts(tot ? STRAT_TOT : STRAT_JUDGE);
+        o.from = tot ? la : mid, o.sample = sample_default_params(), o.n_vocab = m->hp.n_vocab, o.budget = 3;
+        if (tot) o.u.tot.k = o.u.tot.b = o.u.tot.d = 2;
+        strategy *s = ui_judge_start(&env, &je, &o, "", note, sizeof note, &err);
+        int32_t steps = 0;
+        while (s && !strategy_done(s) && !strategy_step(s, &env, &err)) steps++;
+        forest_id ids[8];
+        double sc[8];
+        int32_t ns = s ? strategy_scores(s, ids, sc, 8) : 0, live = 0;
+        for (int32_t i = 0; i < ns; i++) live += forest_get(f, ids[i]) && !isnan(sc[i]);
+        T_CHECK(s && strategy_done(s) && ns == 2 && live == 2, "%s: %d scored branches in %d steps (%s) %s",
+                tot ? ":tot 2 2 2" : ":judge", ns, steps, note, err.msg);
+        strategy_free(s);
+    }
+    T_CHECK(forest_check(f, &err) == ST_OK && forest_n_pending(f) == 0, "the forest is sound after both %s", err.msg);
+    step_plan_free(&plan);
+    forest_free(f);
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+    return t_done();
+}

@@ -1,0 +1,39 @@
+/* judge_job.h - what the worker builds for :judge and :tot: the branches :judge scores
+ * (the bookmarked ones when there are two or more, else every leaf below the fork point
+ * at or above the selection: a cot's chains, a beam's hypotheses, the selection's
+ * siblings), the judge's tokens in the form chat mode gives (a user turn after the branch
+ * with the model's template, plain text without), and the judge or tot strategy over
+ * them (engine/strategy/judge.h, engine/strategy/tot.c). Runs on the worker's thread
+ * under its lock. Not here: the job queue, the scores' display (tui.c). */
+#ifndef MD_UI_JUDGE_JOB_H
+#define MD_UI_JUDGE_JOB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ask_margins.h"
+#include "strategy/strategy.h"
+
+#define UI_JUDGE_MAX 64 /* branches :judge scores at most */
+
+/* The branches :judge scores for selection sel into out (cap entries); returns how many,
+ * and *marked whether they are the bookmarks. */
+int32_t ui_judge_branches(const forest *f, forest_id sel, forest_id *out, int32_t cap, bool *marked);
+
+/* What a judge or tot run needs from the worker besides the job's options. */
+typedef struct ui_judge_env {
+    const tok *tk;
+    const ui_chat *chat;
+    bool chat_on;           /* judge as a chat user turn (needs chat->kind) */
+} ui_judge_env;
+
+/* The judge or tot strategy of a :judge [QUESTION] or :tot K B D [TOKENS] job: o is its
+ * options (job.h) completed by the worker (from = the selection, sample, n_vocab, budget:
+ * tot's tokens per thought); :judge scores ui_judge_branches(o->from), :tot runs from
+ * o->from with thoughts ending at a newline; question "" or NULL: the default. The
+ * strategy (strategy_free it) or NULL + err: ST_ERR_ARG (nothing to judge, bad numbers),
+ * what judge_tokens and strategy_create report. *note gets a line for the message bar. */
+strategy *ui_judge_start(const strategy_env *env, const ui_judge_env *je, const strategy_opts *o,
+                         const char *question, char *note, size_t cap, st_err *err);
+
+#endif
