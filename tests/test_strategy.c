@@ -271,6 +271,48 @@ static void check_ask(void) {
     compare(&d, &t, false, "ask (each answer as its prompt alone)");
 }
 
+/* grow from several starts (plan's k branches per prompt): a context chain with one
+ * prompt under it and an empty one (its start, the context's last node, also has the other
+ * prompt as a child); branch s * n + b is what growing its start's text alone gives with
+ * seed + s * n + b. */
+static const int32_t gs_ctx[] = {1, 300, 317, 331, 300};
+static const int32_t gs_q[] = {317, 345, 280};
+static const int32_t gs_alone0[] = {1, 300, 317, 331, 300, 317, 345, 280};
+static forest_id gs_starts[2];
+
+static void setup_starts(rig *r, strategy_opts *o) {
+    st_err err = {0};
+    forest_id ctx_last = add_prompt(r, gs_ctx, 5);
+    forest_append(r->f, ctx_last, gs_q, NULL, 3, &gs_starts[0], &err);
+    gs_starts[1] = ctx_last;
+    o->u.grow.starts = gs_starts, o->u.grow.n_starts = 2;
+}
+
+static void check_grow_starts(void) {
+    run_out d = {0}, t;
+    sample_params sp = sampling();
+    const int32_t n = 2;
+    for (int32_t i = 0; i < 2 * n; i++) {
+        rig r;
+        if (!rig_init(&r)) return;
+        sample_params bp = sp;
+        bp.seed = sp.seed + (uint64_t)i;
+        grow g = {0};
+        st_err err = {0};
+        forest_id from = i < n ? add_prompt(&r, gs_alone0, 8) : add_prompt(&r, gs_ctx, 5);
+        st_code rc = grow_add(&g, r.f, from, &bp, 17, r.V, &err);
+        while (!rc && g.n_active > 0) rc = grow_step(&g, r.f, &r.plan, r.c, r.tk, NULL, NULL, NULL, &err);
+        put(&d, i, r.f, g.br[0].start, g.br[0].leaf, NULL, 0, grow_end(&g.br[0]), NAN);
+        d.ok = !rc && (i == 0 || d.ok);
+        grow_free(&g);
+        rig_free(&r);
+    }
+    strategy_opts o = strategy_default_opts(STRAT_GROW);
+    o.sample = sp, o.budget = 17, o.u.grow.n = n;
+    table_run(o, setup_starts, &t, "grow from several starts");
+    compare(&d, &t, false, "grow from several starts (each branch as its start's text alone)");
+}
+
 /* margins: notes on two chunks, then an answer whose prompt is fixed tokens. */
 static const int32_t n0[] = {1, 300, 317, 331, 300, 317, 345};
 static const int32_t n1[] = {1, 300, 317, 280, 290, 300};
@@ -462,6 +504,7 @@ int main(void) {
     g_m = m, g_tk = tk;
     check_registry();
     check_grow();
+    check_grow_starts();
     check_cot();
     check_beam();
     check_ask();

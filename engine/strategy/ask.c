@@ -62,10 +62,7 @@ static st_code ask_build(ask_run *r, const strategy_opts *o, forest *f, forest_i
         if (budget > r->goal) r->goal = budget;
         if ((rc = grow_add(&r->g, f, start, &bp, budget, o->n_vocab, err))) return rc;
     }
-    /* a question that is all prefix answers from a node that also has children: the step
-     * must still return that node's logits */
-    for (int32_t i = 0; i < r->g.n; i++)
-        if (forest_n_children(f, r->g.br[i].start) > 0) forest_set_flags(f, r->g.br[i].start, FOREST_WANT_LOGITS, 0);
+    strat_grow_want_starts(&r->g, f); /* a question that is all prefix */
     return strat_grow_stops(&r->g, o, err);
 }
 

@@ -7,7 +7,7 @@
 #include "strategy/strategy_impl.h"
 
 typedef struct beam_run {
-    beam *b;
+    beam *b; /* first: strategy_beam reads it */
     forest_id from;
     float alpha;
     int32_t budget;

@@ -35,6 +35,11 @@ int64_t strat_grow_made(const grow *g) {
     return n;
 }
 
+void strat_grow_want_starts(const grow *g, forest *f) {
+    for (int32_t i = 0; i < g->n; i++)
+        if (forest_n_children(f, g->br[i].start) > 0) forest_set_flags(f, g->br[i].start, FOREST_WANT_LOGITS, 0);
+}
+
 st_code strat_grow_stops(grow *g, const strategy_opts *o, st_err *err) {
     return o->n_stops > 0 ? grow_set_stop(g, o->stops, o->n_stops, err) : ST_OK;
 }
@@ -54,6 +59,18 @@ static void grow_run_free(void *self) {
     free(r);
 }
 
+/* n branches from start, the first with seed + first (o->u.grow.n branches each). */
+static st_code grow_run_add(grow_run *r, forest *f, forest_id start, const strategy_opts *o,
+                            int32_t first, st_err *err) {
+    st_code rc = strategy_start_node(f, start, err);
+    for (int32_t b = 0; b < o->u.grow.n && !rc; b++) {
+        sample_params sp = o->sample;
+        sp.seed = o->sample.seed + (uint64_t)(first + b);
+        rc = grow_add(&r->g, f, start, &sp, o->budget, o->n_vocab, err);
+    }
+    return rc;
+}
+
 static void *grow_run_create(const strategy_opts *o, const strategy_env *env, st_err *err) {
     if (o->u.grow.n < 1) {
         st_set(err, ST_ERR_ARG, "grow: %d branches (want at least 1)", o->u.grow.n);
@@ -61,11 +78,15 @@ static void *grow_run_create(const strategy_opts *o, const strategy_env *env, st
     }
     grow_run *r = strat_calloc(sizeof *r, err);
     if (!r) return NULL;
-    r->from = o->from;
+    const forest_id *starts = o->u.grow.starts ? o->u.grow.starts : &o->from;
+    int32_t n_starts = o->u.grow.starts ? o->u.grow.n_starts : 1;
+    r->from = n_starts > 0 ? starts[0] : FOREST_NONE;
     r->budget = o->budget;
-    if (strategy_start_node(env->f, o->from, err) ||
-        grow_init(&r->g, env->f, o->from, o->u.grow.n, &o->sample, o->budget, o->n_vocab, err) ||
-        strat_grow_stops(&r->g, o, err)) {
+    st_code rc = n_starts > 0 ? ST_OK : st_set(err, ST_ERR_ARG, "grow: no node to start from");
+    for (int32_t s = 0; s < n_starts && !rc; s++)
+        rc = grow_run_add(r, env->f, starts[s], o, s * o->u.grow.n, err);
+    if (!rc) strat_grow_want_starts(&r->g, env->f);
+    if (rc || strat_grow_stops(&r->g, o, err)) {
         grow_run_free(r);
         return NULL;
     }

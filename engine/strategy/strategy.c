@@ -179,6 +179,11 @@ const spec *strategy_spec(const strategy *s) {
     return s->ops->kind == STRAT_DRAFT || s->ops->kind == STRAT_LOOKAHEAD ? *(spec *const *)s->self : NULL;
 }
 
+/* The beam search sits first in the beam run (beam_ops.c). */
+const beam *strategy_beam(const strategy *s) {
+    return s->ops->kind == STRAT_BEAM ? *(beam *const *)s->self : NULL;
+}
+
 /* The margins state sits first in the margins run (margins_ops.c). */
 const struct margins *strategy_margins(const strategy *s) {
     return s->ops->kind == STRAT_MARGINS ? (const struct margins *)s->self : NULL;

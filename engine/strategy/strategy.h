@@ -90,7 +90,14 @@ typedef struct strategy_opts {
     int32_t n_stops;
     int32_t n_vocab;      /* the model's vocabulary size */
     union {
-        struct { int32_t n; } grow;      /* branches from `from` (>= 1) */
+        struct {
+            int32_t n;                     /* branches per start (>= 1) */
+            const forest_id *starts;       /* (n_starts) nodes to grow n branches from each
+                                              (plan: k branches from every prompt): branch
+                                              s * n + b from starts[s] with seed + s * n + b;
+                                              NULL: `from` alone */
+            int32_t n_starts;
+        } grow;
         struct { int32_t k; } cot;       /* chains (>= 1) */
         beam_params beam;                /* width, max_tokens (budget overrides it), ... */
         struct {
@@ -242,6 +249,10 @@ int32_t strategy_scores(const strategy *s, forest_id *ids, double *scores, int32
  * interface gives (a bench reading spec_get_stats): strategy_spec returns the spec
  * driver of a draft / lookahead run, NULL for other kinds. */
 const spec *strategy_spec(const strategy *s);
+/* Likewise the beam search of a beam run (its live hypotheses, their parents and the KV
+ * peak, which a bench replays; the finished hypotheses' log-probability sums, which
+ * strategy_result leaves out), NULL for other kinds. */
+const beam *strategy_beam(const strategy *s);
 /* Likewise the margins state of a margins run (its phase, note and answer nodes, for
  * margins_note_text), NULL for other kinds. */
 struct margins;

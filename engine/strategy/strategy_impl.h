@@ -16,6 +16,10 @@ int32_t strat_grow_running(const grow *g, forest_id *out, int32_t cap);
 int64_t strat_grow_made(const grow *g);
 /* o's stop strings on g (nothing to do without any). */
 st_code strat_grow_stops(grow *g, const strategy_opts *o, st_err *err);
+/* Gives the starts of g's branches that also have children FOREST_WANT_LOGITS: a branch
+ * may grow from a node other prompts continue (an empty prompt under a shared context),
+ * and the step must still return that node's logits. */
+void strat_grow_want_starts(const grow *g, forest *f);
 /* calloc that sets ST_ERR_NOMEM. */
 void *strat_calloc(size_t size, st_err *err);
 
