@@ -15,12 +15,14 @@
 
 #include "base/clock.h"
 #include "strategy/beam.h"
+#include "strategy/strategy.h"
 #include "forest/forest.h"
 #include "forest/step.h"
 #include "app.h"
 #include "json_out.h"
 #include "prompt.h"
 #include "session_replay.h"
+#include "strategy_run.h"
 
 /* ---- progress ---- */
 
@@ -91,34 +93,35 @@ typedef struct beam_opts {
 
 /* --save: the forest as the search left it (live and unpruned hypotheses), the settings,
  * and each result's score and tokens (results that ended may have been pruned). */
-static st_code beam_save(const prompt_model *pm, forest *f, const beam *b, forest_id from,
+static st_code beam_save(const prompt_model *pm, forest *f, const strategy *s, forest_id from,
                          const beam_opts *o, st_err *err) {
-    session_settings s;
+    session_settings ss;
     char key[48], v[64];
-    st_code rc = app_session_settings(&s, "beam", o->model_path, NULL, o->kind, err);
+    st_code rc = app_session_settings(&ss, "beam", o->model_path, NULL, o->kind, err);
     snprintf(v, sizeof v, "%d", o->bp.width);
-    if (!rc) rc = session_settings_set(&s, "beams", v, err);
+    if (!rc) rc = session_settings_set(&ss, "beams", v, err);
     snprintf(v, sizeof v, "%d", o->bp.max_tokens);
-    if (!rc) rc = session_settings_set(&s, "tokens", v, err);
+    if (!rc) rc = session_settings_set(&ss, "tokens", v, err);
     snprintf(v, sizeof v, "%g", o->bp.alpha);
-    if (!rc) rc = session_settings_set(&s, "alpha", v, err);
-    for (int32_t i = 0; i < beam_n_results(b) && !rc; i++) {
-        const beam_hyp *h = beam_result(b, i);
-        size_t cap = 16 + 12 * (size_t)h->n, len = 0;
+    if (!rc) rc = session_settings_set(&ss, "alpha", v, err);
+    for (int32_t i = 0; i < strategy_n_results(s) && !rc; i++) {
+        strategy_result h;
+        strategy_result_at(s, f, i, &h);
+        size_t cap = 16 + 12 * (size_t)h.n_tokens, len = 0;
         char *toks = malloc(cap);
         if (!toks) {
             rc = st_set(err, ST_ERR_NOMEM, "out of memory");
             break;
         }
         toks[0] = '\0';
-        for (int32_t j = 0; j < h->n; j++)
-            len += (size_t)snprintf(toks + len, cap - len, "%s%d", j ? " " : "", h->tokens[j]);
+        for (int32_t j = 0; j < h.n_tokens; j++)
+            len += (size_t)snprintf(toks + len, cap - len, "%s%d", j ? " " : "", h.tokens[j]);
         snprintf(key, sizeof key, "result_%d_tokens", i + 1);
-        rc = session_settings_set(&s, key, toks, err);
+        rc = session_settings_set(&ss, key, toks, err);
         free(toks);
         snprintf(key, sizeof key, "result_%d_score", i + 1);
-        snprintf(v, sizeof v, "%.9g", h->score);
-        if (!rc) rc = session_settings_set(&s, key, v, err);
+        snprintf(v, sizeof v, "%.9g", h.score);
+        if (!rc) rc = session_settings_set(&ss, key, v, err);
     }
     int32_t n_leaves = forest_leaves(f, NULL, 0);
     forest_id *lv = malloc(sizeof *lv * (size_t)(n_leaves > 0 ? n_leaves : 1));
@@ -126,26 +129,28 @@ static st_code beam_save(const prompt_model *pm, forest *f, const beam *b, fores
     if (!rc) forest_leaves(f, lv, n_leaves);
     for (int32_t i = 0; i < n_leaves && !rc; i++)
         if (lv[i] != from && forest_common_ancestor(f, lv[i], from) == from)
-            rc = app_session_mark(&s, f, from, lv[i], "beam", 0, err);
+            rc = app_session_mark(&ss, f, from, lv[i], "beam", 0, err);
     free(lv);
-    if (!rc) rc = app_session_save(o->so.save, f, pm->m, pm->tk, &s, err);
-    session_settings_free(&s);
+    if (!rc) rc = app_session_save(o->so.save, f, pm->m, pm->tk, &ss, err);
+    session_settings_free(&ss);
     return rc;
 }
 
-/* One result: its JSON object, or its text block on stdout (then NULL is returned too). */
-static json_t *beam_result_out(const beam_hyp *h, int32_t rank, const char *text, bool json) {
-    const char *ended = h->ended ? "EOS" : "budget"; /* as generate and cot say */
+/* One result (logprob: its sum of log-probabilities): its JSON object, or its text block
+ * on stdout (then NULL is returned too). */
+static json_t *beam_result_out(const strategy_result *h, double logprob, int32_t rank,
+                               const char *text, bool json) {
+    const char *ended = app_result_ended(h, false); /* as generate and cot say */
     if (!json) {
         printf("--- %d: score %.4f (logprob %.4f, %d tokens, ended by %s)\n%s\n", rank, h->score,
-               h->sum, h->n, ended, text);
+               logprob, h->n_tokens, ended, text);
         return NULL;
     }
     json_t *r = json_object();
     jo_set(&r, "rank", json_integer(rank));
     jo_set(&r, "score", jo_fixed(h->score, 6));
-    jo_set(&r, "logprob", jo_fixed(h->sum, 6));
-    jo_set(&r, "tokens", jo_ints(h->tokens, h->n));
+    jo_set(&r, "logprob", jo_fixed(logprob, 6));
+    jo_set(&r, "tokens", jo_ints(h->tokens, h->n_tokens));
     jo_set(&r, "text", jo_str(text));
     jo_set(&r, "ended", jo_str(ended));
     return r;
@@ -153,79 +158,69 @@ static json_t *beam_result_out(const beam_hyp *h, int32_t rank, const char *text
 
 /* The results, best first: a JSON list or text blocks on stdout. ST_ERR_NOMEM. */
 static st_code beam_print(const prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
-                          const beam *b, bool json, st_err *err) {
+                          const strategy *s, const forest *f, bool json, st_err *err) {
     json_t *list = json ? json_array() : NULL;
-    for (int32_t i = 0; i < beam_n_results(b); i++) {
-        const beam_hyp *h = beam_result(b, i);
-        char *text = prompt_continuation(pm->tk, prompt, n_prompt, h->tokens, h->n);
+    for (int32_t i = 0; i < strategy_n_results(s); i++) {
+        strategy_result h;
+        strategy_result_at(s, f, i, &h);
+        char *text = prompt_continuation(pm->tk, prompt, n_prompt, h.tokens, h.n_tokens);
         if (!text) {
             json_decref(list);
             return st_set(err, ST_ERR_NOMEM, "out of memory");
         }
-        json_t *r = beam_result_out(h, i + 1, text, json);
+        /* the interface's results carry the score; the sum is beam's own */
+        json_t *r = beam_result_out(&h, beam_result(strategy_beam(s), i)->sum, i + 1, text, json);
         if (json) jo_push(&list, r);
         free(text);
     }
     return json ? jo_print(list, err) : ST_OK;
 }
 
+/* The progress line after each step. */
+static bool beam_tick(void *ud, const strategy *s, const strategy_env *env, const app_run_stats *st) {
+    const beam *b = strategy_beam(s);
+    strategy_progress p;
+    strategy_get_progress(s, &p);
+    app_progress_tick(ud, "beam: step %d/%d, %d rows, %d live, %d ended, KV %d slots", st->steps, p.goal,
+                      env->plan->n_rows, beam_n_live(b), beam_n_results(b), kv_alloc_used(forest_kv(env->f)));
+    return true;
+}
+
+/* The statistics line on stderr. */
+static void beam_stats(const app_run_stats *st, int32_t width, int32_t n_prompt, int32_t kv_peak) {
+    fprintf(stderr, "beam B=%d: %d steps in %.3f s (prompt %d tokens in %.3f s; then %.1f "
+            "rows per step on average, at most %d; %.1f ms per step); KV peak %d slots\n",
+            width, st->steps, st->t2 - st->t0, n_prompt, st->t1 - st->t0, app_run_mean_rows(st),
+            st->max_rows, st->steps > 1 ? 1e3 * (st->t2 - st->t1) / (st->steps - 1) : 0.0, kv_peak);
+}
+
+/* The search through the beam strategy (strategy.h), then its results, --save and the
+ * statistics. */
 static st_code beam_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
                         const beam_opts *o, st_err *err) {
     forest *f = forest_init(pm->n_slots, 0);
     step_plan plan;
     step_plan_init(&plan);
-    beam *b = NULL;
-    st_code rc = ST_OK;
-    forest_id last;
-    if (!f) {
-        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    if ((rc = forest_add_root(f, prompt, NULL, n_prompt, 0, &last, err))) goto out;
-    if (!(b = beam_init(f, last, &o->bp, pm->tk, pm->m->hp.n_vocab, err))) {
-        rc = err->code;
-        goto out;
-    }
+    strategy *s = NULL;
+    strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk};
+    strategy_opts so = strategy_default_opts(STRAT_BEAM);
+    so.u.beam = o->bp, so.budget = o->bp.max_tokens, so.n_vocab = pm->m->hp.n_vocab;
+    app_run_stats st;
     app_progress pr;
     app_progress_init(&pr, !o->quiet);
-    double t0 = mono_now_s(), t1 = t0;
-    int64_t rows = 0;
-    int32_t max_rows = 0;
-    while (!beam_done(b)) {
-        rc = beam_step(b, f, &plan, pm->ctx, err);
-        if (rc == ST_NO_KV_SLOT) {
-            app_progress_end(&pr);
-            rc = st_set(err, ST_NO_KV_SLOT, "the KV cache of %d slots is full after %d steps "
-                        "(raise it with -c)", pm->n_slots, beam_steps(b));
-            goto out;
-        }
-        if (rc) goto out;
-        if (beam_steps(b) == 1) {
-            t1 = mono_now_s();
-        } else {
-            rows += plan.n_rows;
-            if (plan.n_rows > max_rows) max_rows = plan.n_rows;
-        }
-        app_progress_tick(&pr, "beam: step %d/%d, %d rows, %d live, %d ended, KV %d slots",
-                          beam_steps(b), o->bp.max_tokens, plan.n_rows, beam_n_live(b),
-                          beam_n_results(b), kv_alloc_used(forest_kv(f)));
-    }
+    st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) rc = forest_add_root(f, prompt, NULL, n_prompt, 0, &so.from, err);
+    if (!rc && !(s = strategy_create(&so, &env, err))) rc = err->code;
+    if (!rc) rc = app_strategy_run(s, &env, &st, beam_tick, &pr, err);
     app_progress_end(&pr);
-    double t2 = mono_now_s();
-
-    if ((rc = beam_print(pm, prompt, n_prompt, b, o->json, err))) goto out;
+    if (!rc && st.full)
+        rc = st_set(err, ST_NO_KV_SLOT, "the KV cache of %d slots is full after %d steps "
+                    "(raise it with -c)", pm->n_slots, st.steps);
+    if (!rc) rc = beam_print(pm, prompt, n_prompt, s, f, o->json, err);
     fflush(stdout);
-    if (o->so.save && (rc = beam_save(pm, f, b, last, o, err))) goto out;
-    if (!o->quiet) {
-        int32_t steps = beam_steps(b);
-        fprintf(stderr, "beam B=%d: %d steps in %.3f s (prompt %d tokens in %.3f s; then %.1f "
-                "rows per step on average, at most %d; %.1f ms per step); KV peak %d slots\n",
-                o->bp.width, steps, t2 - t0, n_prompt, t1 - t0,
-                steps > 1 ? (double)rows / (steps - 1) : 0.0, max_rows,
-                steps > 1 ? 1e3 * (t2 - t1) / (steps - 1) : 0.0, beam_kv_peak(b));
-    }
-out:
-    beam_free(b);
+    if (!rc && o->so.save) rc = beam_save(pm, f, s, so.from, o, err);
+    if (!rc && !o->quiet) beam_stats(&st, o->bp.width, n_prompt, beam_kv_peak(strategy_beam(s)));
+    strategy_free(s);
     step_plan_free(&plan);
     forest_free(f);
     return rc;

@@ -95,6 +95,22 @@ typedef struct bs_trace {
     int32_t *n_live;         /* (steps) */
 } bs_trace;
 
+/* Records step s's live hypotheses into the trace (the tick of the shared run). */
+static bool bb_trace_tick(void *ud, const strategy *s, const strategy_env *env, const app_run_stats *st) {
+    bs_trace *tr = ud;
+    const beam *b = strategy_beam(s);
+    int32_t k = st->steps - 1, B = tr->B;
+    tr->n_live[k] = beam_n_live(b);
+    for (int32_t j = 0; j < beam_n_live(b); j++) {
+        tr->parent[k * B + j] = beam_live_parent(b, j);
+        tr->token[k * B + j] = forest_get(env->f, beam_live_leaf(b, j))->token;
+        tr->sum[k * B + j] = beam_live_sum(b, j);
+    }
+    return true;
+}
+
+/* The shared way: the beam strategy (strategy.h), as `multidecode beam` runs it, its
+ * choices recorded for the baselines to replay. */
 static st_code bb_shared(const model *m, const bs_opts *o, const int32_t *prompt, int32_t B,
                          bs_trace *tr, bs_res *r, st_err *err) {
     int32_t P = o->n_prompt, N = o->n_gen;
@@ -103,36 +119,25 @@ static st_code bb_shared(const model *m, const bs_opts *o, const int32_t *prompt
     forest *f = forest_init(model_ctx_n_slots(c), 0);
     step_plan plan;
     step_plan_init(&plan);
-    beam *b = NULL;
+    strategy *s = NULL;
+    strategy_env env = {.f = f, .plan = &plan, .ctx = c};
+    strategy_opts bo = strategy_default_opts(STRAT_BEAM);
+    bo.u.beam.width = B, bo.u.beam.alpha = o->alpha, bo.budget = N, bo.n_vocab = m->hp.n_vocab;
+    app_run_stats st;
     st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
-    forest_id last;
-    beam_params bp = beam_default_params();
-    bp.width = B;
-    bp.max_tokens = N;
-    bp.alpha = o->alpha;
-    if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &last, err);
-    if (!rc && !(b = beam_init(f, last, &bp, NULL, m->hp.n_vocab, err))) rc = err->code;
-    double t0 = mono_now_s(), t1 = t0;
-    while (!rc && !beam_done(b)) {
-        if ((rc = beam_step(b, f, &plan, c, err))) break;
-        int32_t s = beam_steps(b) - 1;
-        if (s == 0) t1 = mono_now_s();
-        else r->rows += plan.n_rows;
-        tr->n_live[s] = beam_n_live(b);
-        for (int32_t j = 0; j < beam_n_live(b); j++) {
-            tr->parent[s * B + j] = beam_live_parent(b, j);
-            tr->token[s * B + j] = forest_get(f, beam_live_leaf(b, j))->token;
-            tr->sum[s * B + j] = beam_live_sum(b, j);
-        }
-    }
+    if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &bo.from, err);
+    if (!rc && !(s = strategy_create(&bo, &env, err))) rc = err->code;
+    if (!rc) rc = app_strategy_run(s, &env, &st, bb_trace_tick, tr, err);
+    if (!rc && st.full) rc = err->code; /* the step's own message */
     if (!rc) {
-        r->prefill_s = t1 - t0;
-        r->decode_s = mono_now_s() - t1;
-        r->steps = beam_steps(b) - 1;
-        r->kv_peak = beam_kv_peak(b);
-        tr->steps = beam_steps(b);
+        r->prefill_s = st.t1 - st.t0;
+        r->decode_s = st.t2 - st.t1;
+        r->steps = st.steps - 1;
+        r->rows = st.rows;
+        r->kv_peak = beam_kv_peak(strategy_beam(s));
+        tr->steps = st.steps;
     }
-    beam_free(b);
+    strategy_free(s);
     step_plan_free(&plan);
     forest_free(f);
     model_ctx_free(c);
@@ -146,7 +151,9 @@ static bool bb_same_sum(const float *lg, int32_t V, float *lsm, double base, int
     return base + (double)lsm[token] == want;
 }
 
-/* The copied-KV way, replaying tr: hypothesis j is root chain leaf[j]. */
+/* The copied-KV way, replaying tr: hypothesis j is root chain leaf[j]. A baseline, not a
+ * strategy: it replays the shared run's choices in another forest layout (whole prefixes
+ * per hypothesis) rather than deciding anything, so it steps the forest itself. */
 static st_code bb_copied(const model *m, const bs_opts *o, const int32_t *prompt,
                          const bs_trace *tr, bs_res *r, bool *same, st_err *err) {
     int32_t P = o->n_prompt, N = o->n_gen, B = tr->B, V = m->hp.n_vocab;
@@ -209,7 +216,8 @@ static st_code bb_copied(const model *m, const bs_opts *o, const int32_t *prompt
     return rc;
 }
 
-/* The redecode way, replaying tr: each step decodes every hypothesis's path anew. */
+/* The redecode way, replaying tr: each step decodes every hypothesis's path anew (linear
+ * decodes without a forest: by definition outside the strategy interface). */
 static st_code bb_redecode(const model *m, const bs_opts *o, const int32_t *prompt,
                            const bs_trace *tr, bs_res *r, bool *same, st_err *err) {
     int32_t P = o->n_prompt, N = o->n_gen, B = tr->B, V = m->hp.n_vocab;
@@ -329,7 +337,8 @@ static st_code bc_forest(const model *m, const bs_opts *o, const int32_t *prompt
 }
 
 /* k linear decodes, one after the other; chain i draws its first token without the
- * first tokens of chains 0..i-1 (as cot does). */
+ * first tokens of chains 0..i-1 (as cot does). The baseline: linear decodes without a
+ * forest, by definition outside the strategy interface. */
 static st_code bc_sequential(const model *m, const bs_opts *o, const int32_t *prompt, int32_t k,
                              const sample_params *sp, int32_t *toks, bs_res *r, st_err *err) {
     int32_t P = o->n_prompt, N = o->n_gen, V = m->hp.n_vocab;

@@ -171,7 +171,7 @@ typedef struct cot_tick_ud {
     int32_t budget;
 } cot_tick_ud;
 
-static void cot_tick(void *ud, const strategy *s, const strategy_env *env, const app_run_stats *st) {
+static bool cot_tick(void *ud, const strategy *s, const strategy_env *env, const app_run_stats *st) {
     cot_tick_ud *u = ud;
     int32_t active = 0;
     for (int32_t i = 0; i < strategy_n_results(s); i++) {
@@ -182,6 +182,7 @@ static void cot_tick(void *ud, const strategy *s, const strategy_env *env, const
     app_progress_tick(&u->pr, "cot: step %d/%d, %d rows, %d chains running, KV %d slots",
                       st->steps, u->budget, env->plan->n_rows, active,
                       kv_alloc_used(forest_kv(env->f)));
+    return true;
 }
 
 /* The chains through the cot strategy from the prompt's last token, to their ends or a

@@ -159,10 +159,11 @@ static void gen_stream_emit(void *ud, int32_t branch, int32_t token, float logpr
     if (tok_stream_put(g->tk, &g->ts, token, buf, sizeof buf) < sizeof buf) fputs(buf, stdout);
 }
 
-static void gen_flush_tick(void *ud, const strategy *s, const strategy_env *env,
+static bool gen_flush_tick(void *ud, const strategy *s, const strategy_env *env,
                            const app_run_stats *st) {
     (void)ud, (void)s, (void)env, (void)st;
     fflush(stdout);
+    return true;
 }
 
 /* The statistics line of a speculative run (stats of the spec driver d). */

@@ -211,7 +211,7 @@ static st_code margins_start(margins_job *j, prompt_model *pm, const margins_opt
 }
 
 /* After each step: the notes' or the answer's counts and progress line. */
-static void margins_tick(void *ud, const strategy *s, const strategy_env *env,
+static bool margins_tick(void *ud, const strategy *s, const strategy_env *env,
                          const app_run_stats *st) {
     (void)s, (void)st;
     margins_job *j = ud;
@@ -230,6 +230,7 @@ static void margins_tick(void *ud, const strategy *s, const strategy_env *env,
                           j->o->answer_tokens, slots);
     }
     j->phase = j->mg->phase;
+    return true;
 }
 
 /* The notes, then the answer, to its end or a full KV cache (j->st.full; while writing the

@@ -24,7 +24,7 @@ st_code app_strategy_run(strategy *s, const strategy_env *env, app_run_stats *st
             st->rows += n;
             if (n > st->max_rows) st->max_rows = n;
         }
-        if (tick) tick(ud, s, env, st);
+        if (tick && !tick(ud, s, env, st)) break;
     }
     st->t2 = mono_now_s();
     return rc;

@@ -19,12 +19,13 @@ typedef struct app_run_stats {
     bool full;                  /* stopped by a full KV cache (ST_NO_KV_SLOT) */
 } app_run_stats;
 
-/* Called after each step (st counts it already). */
-typedef void (*app_run_tick_fn)(void *ud, const strategy *s, const strategy_env *env,
+/* Called after each step (st counts it already); false ends the run there (a command
+ * that shows a set number of steps). */
+typedef bool (*app_run_tick_fn)(void *ud, const strategy *s, const strategy_env *env,
                                 const app_run_stats *st);
 
-/* Steps s until it is done, filling *st. A full KV cache ends the run with st->full set
- * and ST_OK; other step errors are returned. tick may be NULL. */
+/* Steps s until it is done or tick says stop, filling *st. A full KV cache ends the run
+ * with st->full set and ST_OK; other step errors are returned. tick may be NULL. */
 st_code app_strategy_run(strategy *s, const strategy_env *env, app_run_stats *st,
                          app_run_tick_fn tick, void *ud, st_err *err);
 
