@@ -2,8 +2,8 @@
  * one batch (teaching).
  *
  * The forest: one root chain per -p prompt (sharing nothing), or with --context a shared
- * context chain with every -p continuing under it. Each step is run by the grow policy
- * (engine/strategy/grow.h) with --branches k sampled branches per prompt; the first step computes
+ * context chain with every -p continuing under it. Each step is run by the grow strategy
+ * (engine/strategy/strategy.h) with --branches k sampled branches per prompt; the first step computes
  * the prompts (prefill), each later one the branches' newest tokens. For every step this
  * prints the plan the step ran: the packed order (row, node id, parent id, token text,
  * RoPE position, KV slot, whether the row returns logits) and the attention mask as a grid
@@ -12,7 +12,8 @@
  * JSON object. Node ids are the forest's array indices (stable for the whole run).
  *
  * With --lookahead W,N,G (or --draft) the steps are those of exact speculative greedy
- * decoding (sampling with --temp; engine/spec/spec.h) from the prompt instead: each plan
+ * decoding (sampling with --temp; the draft / lookahead strategies, engine/spec/spec.h)
+ * from the prompt instead: each plan
  * shows the tip, the draft tree and lookahead decoding's window (level l, column i at
  * position tip + i + l) with their roles, then the tokens the step accepted. */
 #include <getopt.h>
@@ -21,13 +22,14 @@
 #include <string.h>
 
 #include "forest/forest.h"
-#include "strategy/grow.h"
+#include "strategy/strategy.h"
 #include "spec/spec.h"
 #include "forest/step.h"
 #include "app.h"
 #include "json_out.h"
 #include "prompt.h"
 #include "spec_opts.h"
+#include "strategy_run.h"
 
 #define PLAN_MAX_PROMPTS 64
 
@@ -105,9 +107,16 @@ static const char *plan_role(const spec *sp, const forest *f, int32_t idx, char 
     }
 }
 
+/* The leaf of the grow strategy's branch b (where its newest token is). */
+static int32_t branch_leaf(const strategy *g, const forest *f, int32_t b) {
+    strategy_result r;
+    strategy_result_at(g, f, b, &r);
+    return forest_index(r.leaf);
+}
+
 static void plan_print_text(const forest *f, const tok *tk, const step_plan *p, int32_t step,
                             const int32_t *cols, int32_t n_cols, int32_t max_cols,
-                            const plan_sampled *smp, const grow *g, int32_t k, const spec *sp) {
+                            const plan_sampled *smp, const strategy *g, int32_t k, const spec *sp) {
     char text[128], rb[32];
     printf("\nstep %d: %d rows, %d return logits%s\n", step, p->n_rows, p->n_out,
            step == 0 ? " (the prefill)" : "");
@@ -146,7 +155,7 @@ static void plan_print_text(const forest *f, const tok *tk, const step_plan *p, 
     for (int32_t i = 0; i < smp->n; i++) {
         int32_t b = smp->branch[i];
         printf("%s prompt %d branch %d: ", i ? ";" : "sampled:", b / k, b % k);
-        node_text(f, tk, forest_index(g->br[b].leaf), text, sizeof text);
+        node_text(f, tk, branch_leaf(g, f, b), text, sizeof text);
         prompt_show_str(stdout, text, 16);
     }
     if (smp->n) putchar('\n');
@@ -156,7 +165,7 @@ static void plan_print_text(const forest *f, const tok *tk, const step_plan *p, 
  * the branches sampled from it. */
 static json_t *plan_step_json(const forest *f, const tok *tk, const step_plan *p, int32_t step,
                               const int32_t *cols, int32_t n_cols, const plan_sampled *smp,
-                              const grow *g, int32_t k, const spec *sp) {
+                              const strategy *g, int32_t k, const spec *sp) {
     char text[256], rb[32];
     json_t *rows = json_array(), *mask = json_array(), *sampled = json_array(), *st = json_object();
     for (int32_t r = 0; r < p->n_rows; r++) {
@@ -179,7 +188,7 @@ static json_t *plan_step_json(const forest *f, const tok *tk, const step_plan *p
     for (int32_t i = 0; i < smp->n; i++) {
         int32_t b = smp->branch[i];
         json_t *x = json_object();
-        node_text(f, tk, forest_index(g->br[b].leaf), text, sizeof text);
+        node_text(f, tk, branch_leaf(g, f, b), text, sizeof text);
         jo_set(&x, "prompt", json_integer(b / k));
         jo_set(&x, "branch", json_integer(b % k));
         jo_set(&x, "token", json_integer(smp->token[i]));
@@ -194,13 +203,16 @@ static json_t *plan_step_json(const forest *f, const tok *tk, const step_plan *p
 }
 
 /* The observer of a speculative step: shows its plan before acceptance prunes it (text
- * printed, or the step's JSON object kept in cur). */
+ * printed, or the step's JSON object kept in cur); the tick then shows what it emitted. */
 typedef struct plan_spec_ud {
     const tok *tk;
     int32_t *cols;        /* (n_slots) */
-    int32_t n_slots, step, max_cols;
+    int32_t n_slots, step, max_cols, steps;
     bool json;
     json_t *cur;          /* the step's object (json) */
+    json_t *list;         /* the steps' objects (json) */
+    prompt_toks out;      /* the tokens the step emitted */
+    int32_t prev;         /* the token before them */
 } plan_spec_ud;
 
 static void plan_spec_observe(void *ud, const spec *sp, const forest *f, const step_plan *p) {
@@ -235,81 +247,101 @@ static json_t *plan_emitted(const tok *tk, int32_t prev, const int32_t *out, int
     return list;
 }
 
-/* The speculative steps, up to `steps` or the end of text: each shows its plan (through
- * the observer) and what it emitted; JSON steps are appended to *list. */
-static st_code plan_spec_steps(prompt_model *pm, forest *f, spec *sp, plan_spec_ud *u,
-                               int32_t steps, int32_t *out, json_t **list, st_err *err) {
-    step_plan plan;
-    step_plan_init(&plan);
-    st_code rc = ST_OK;
-    for (u->step = 0; u->step < steps; u->step++) {
-        int32_t k = 0;
-        int32_t prev = forest_get(f, spec_tip(sp))->token;
-        if ((rc = spec_step(sp, f, &plan, pm->ctx, out, &k, err))) break;
-        json_t *emitted = plan_emitted(pm->tk, prev, out, k, u->json);
-        if (u->json) {
-            jo_set(&u->cur, "emitted", emitted);
-            jo_push(list, u->cur);
-            u->cur = NULL;
-        }
-        if (tok_is_eog(pm->tk, out[k - 1])) {
-            u->step++;
-            break;
-        }
+/* After each speculative step: what it emitted; the run ends after --steps steps or at an
+ * end-of-generation token (the strategy runs without the tokenizer, so that it keeps and
+ * emits every token the step accepted, the end token included, as the plan shows them). */
+static bool plan_spec_tick(void *ud, const strategy *s, const strategy_env *env, const app_run_stats *st) {
+    (void)s, (void)env;
+    plan_spec_ud *u = ud;
+    const int32_t *out = u->out.t;
+    int32_t k = u->out.n;
+    json_t *emitted = plan_emitted(u->tk, u->prev, out, k, u->json);
+    if (u->json) {
+        jo_set(&u->cur, "emitted", emitted);
+        jo_push(&u->list, u->cur);
+        u->cur = NULL;
     }
-    step_plan_free(&plan);
-    return rc;
+    u->step = st->steps;
+    u->prev = out[k - 1];
+    u->out.n = 0;
+    return st->steps < u->steps && !tok_is_eog(u->tk, out[k - 1]);
+}
+
+/* The speculative strategy from the prompt's last node, stepped by the plan: no budget
+ * but the steps, no window adaptation (every step shows the window). */
+static strategy *plan_spec_create(const spec_opts *so, strategy_env *env, forest_id tip, plan_spec_ud *u,
+                                  st_err *err) {
+    strategy_opts o = strategy_default_opts(so->sp.la.w > 0 ? STRAT_LOOKAHEAD : STRAT_DRAFT);
+    o.from = tip;
+    o.budget = INT32_MAX;
+    o.u.spec.p = so->sp;
+    o.u.spec.p.la_adaptive = false;
+    o.u.spec.observe = plan_spec_observe;
+    o.u.spec.observe_ud = u;
+    env->emit = prompt_emit;
+    env->emit_ud = &u->out;
+    return strategy_create(&o, env, err);
+}
+
+/* The document (JSON) or the closing line of a speculative run. */
+static st_code plan_spec_end(const prompt_model *pm, forest *f, plan_spec_ud *u, const char *what, int32_t n,
+                             st_err *err) {
+    if (!u->json) {
+        printf("\n%d step%s run; KV slots in use: %d of %d\n", u->step, u->step == 1 ? "" : "s",
+               kv_alloc_used(forest_kv(f)), pm->n_slots);
+        return ST_OK;
+    }
+    json_t *doc = json_object();
+    jo_set(&doc, "model_kv_slots", json_integer(pm->n_slots));
+    jo_set(&doc, "drafts", jo_str(what));
+    jo_set(&doc, "prompt_tokens", json_integer(n));
+    jo_set(&doc, "steps", u->list);
+    u->list = NULL;
+    jo_set(&doc, "kv_slots_used", json_integer(kv_alloc_used(forest_kv(f))));
+    return jo_print(doc, err);
 }
 
 /* --draft / --lookahead: the steps of speculative greedy decoding from one prompt. */
 static st_code plan_spec(prompt_model *pm, const char *text, const spec_opts *so, int32_t steps,
                          int32_t max_cols, bool json, st_err *err) {
     forest *f = forest_init(pm->n_slots, 0);
-    spec *sp = NULL;
-    int32_t n = 0, *out = NULL;
-    plan_spec_ud u = {.tk = pm->tk, .n_slots = pm->n_slots, .max_cols = max_cols, .json = json};
+    step_plan plan;
+    step_plan_init(&plan);
+    strategy *s = NULL;
+    strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx};
+    app_run_stats st;
+    int32_t n = 0;
+    plan_spec_ud u = {.tk = pm->tk, .n_slots = pm->n_slots, .max_cols = max_cols, .steps = steps,
+                      .json = json, .list = json ? json_array() : NULL};
     int32_t *t = prompt_tokens(pm, NULL, text, &n, NULL, err);
     st_code rc = t ? ST_OK : err->code;
     forest_id tip;
     if (!rc && !f) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
     if (!rc) rc = prompt_check_fits(n, pm->n_slots, "the prompt", err);
     if (!rc) rc = forest_add_root(f, t, NULL, n, 0, &tip, err);
-    spec_params spp = so->sp;
-    spp.la_adaptive = false; /* every step shows the window */
-    if (!rc && !(sp = spec_init(&spp, f, tip, err))) rc = err->code;
-    if (!rc && (!(u.cols = malloc(sizeof(int32_t) * (size_t)pm->n_slots)) ||
-                !(out = malloc(sizeof(int32_t) * (size_t)spec_max_emit(sp)))))
+    if (!rc && !(s = plan_spec_create(so, &env, tip, &u, err))) rc = err->code;
+    if (!rc && !(u.cols = malloc(sizeof(int32_t) * (size_t)pm->n_slots)))
         rc = st_set(err, ST_ERR_NOMEM, "out of memory");
     if (rc) goto out;
-    spec_set_observer(sp, plan_spec_observe, &u);
     char what[160];
     spec_opts_describe(so, what, sizeof what);
     if (!json)
         printf("speculative greedy decoding: %s; prompt of %d tokens; KV cache %d slots\n"
                "(la L,I = lookahead window level L, column I: position tip + I + L)\n", what, n,
                pm->n_slots);
-    json_t *list = json ? json_array() : NULL;
-    if ((rc = plan_spec_steps(pm, f, sp, &u, steps, out, &list, err))) {
-        json_decref(list);
-    } else if (json) {
-        json_t *doc = json_object();
-        jo_set(&doc, "model_kv_slots", json_integer(pm->n_slots));
-        jo_set(&doc, "drafts", jo_str(what));
-        jo_set(&doc, "prompt_tokens", json_integer(n));
-        jo_set(&doc, "steps", list);
-        jo_set(&doc, "kv_slots_used", json_integer(kv_alloc_used(forest_kv(f))));
-        rc = jo_print(doc, err);
-    } else {
-        printf("\n%d step%s run; KV slots in use: %d of %d\n", u.step, u.step == 1 ? "" : "s",
-               kv_alloc_used(forest_kv(f)), pm->n_slots);
-    }
+    u.prev = t[n - 1];
+    rc = app_strategy_run(s, &env, &st, plan_spec_tick, &u, err);
+    if (!rc && st.full) rc = err->code; /* the step's own message */
+    if (!rc) rc = plan_spec_end(pm, f, &u, what, n, err);
     fflush(stdout);
 out:
     json_decref(u.cur);
+    json_decref(u.list);
     free(t);
-    free(out);
+    prompt_toks_free(&u.out, 1);
     free(u.cols);
-    spec_free(sp);
+    strategy_free(s);
+    step_plan_free(&plan);
     forest_free(f);
     return rc;
 }
@@ -328,10 +360,15 @@ typedef struct plan_opts {
 typedef struct plan_job {
     forest *f;
     step_plan plan;
-    grow g;
+    strategy_env env;
+    strategy *s;                            /* grow: k branches from every prompt */
+    forest_id from[PLAN_MAX_PROMPTS];       /* the prompts' last nodes */
     plan_sampled smp;
     int32_t *cols;                          /* (n_slots) */
     int32_t n_trees, n_tokens, n_tok_prompt[PLAN_MAX_PROMPTS];
+    const prompt_model *pm;                 /* for the tick */
+    const plan_opts *o;
+    json_t *list;                           /* the steps' objects (--json) */
 } plan_job;
 
 /* The command line: -1 to go on, else the exit status (0 after --help, 2 for a bad
@@ -398,7 +435,7 @@ static st_code plan_context(plan_job *j, prompt_model *pm, const char *context, 
 /* The forest: a shared context chain with the prompts under it, or one root each; then k
  * branches to grow from every prompt. */
 static st_code plan_forest(plan_job *j, prompt_model *pm, const plan_opts *o, st_err *err) {
-    forest_id from[PLAN_MAX_PROMPTS], ctx_last = FOREST_NONE;
+    forest_id *from = j->from, ctx_last = FOREST_NONE;
     st_code rc = o->context ? plan_context(j, pm, o->context, &ctx_last, err) : ST_OK;
     for (int32_t i = 0; i < j->n_trees && !rc; i++) {
         const char *text = o->n_prompts ? o->prompts[i] : "";
@@ -415,18 +452,15 @@ static st_code plan_forest(plan_job *j, prompt_model *pm, const plan_opts *o, st
         }
         free(t);
     }
-    for (int32_t i = 0; i < j->n_trees && !rc; i++)
-        for (int32_t b = 0; b < o->k && !rc; b++) {
-            sample_params bp = o->sp;
-            bp.seed = o->sp.seed + (uint64_t)(i * o->k + b);
-            rc = grow_add(&j->g, j->f, from[i], &bp, (int32_t)o->steps, pm->m->hp.n_vocab, err);
-        }
-    /* an empty prompt grows from the context's last node, which has the other prompts as
-     * children: the step must still return its logits */
-    for (int32_t i = 0; i < j->g.n && !rc; i++)
-        if (forest_n_children(j->f, j->g.br[i].start) > 0)
-            forest_set_flags(j->f, j->g.br[i].start, FOREST_WANT_LOGITS, 0);
-    return rc;
+    if (rc) return rc;
+    /* branch i * k + b grows from prompt i with seed + i * k + b; an empty prompt's
+     * branches grow from the context's last node (grow returns its logits too) */
+    strategy_opts so = strategy_default_opts(STRAT_GROW);
+    so.sample = o->sp, so.budget = (int32_t)o->steps, so.n_vocab = pm->m->hp.n_vocab;
+    so.u.grow.n = (int32_t)o->k, so.u.grow.starts = from, so.u.grow.n_starts = j->n_trees;
+    j->env = (strategy_env){.f = j->f, .plan = &j->plan, .ctx = pm->ctx, .tk = pm->tk, .emit = plan_emit,
+                            .emit_ud = &j->smp};
+    return (j->s = strategy_create(&so, &j->env, err)) ? ST_OK : err->code;
 }
 
 /* The document's head (JSON): the model, the cache, the context and the prompts. */
@@ -446,37 +480,32 @@ static json_t *plan_head_json(const plan_job *j, const prompt_model *pm, const p
     return doc;
 }
 
-/* Runs the steps, showing each (text printed as it goes, JSON appended to *list); returns
- * the number of steps run in *done. */
-static st_code plan_grow_steps(plan_job *j, prompt_model *pm, const plan_opts *o, json_t **list,
-                               int32_t *done, st_err *err) {
-    int32_t k = (int32_t)o->k;
-    *done = 0;
-    for (int32_t s = 0; s < o->steps && j->g.n_active > 0; s++) {
-        j->smp.n = 0;
-        st_code rc = grow_step(&j->g, j->f, &j->plan, pm->ctx, pm->tk, plan_emit, &j->smp, NULL, err);
-        if (rc) return rc;
-        int32_t n_cols = plan_columns(&j->plan, pm->n_slots, j->cols);
-        if (o->json)
-            jo_push(list, plan_step_json(j->f, pm->tk, &j->plan, s, j->cols, n_cols, &j->smp, &j->g, k, NULL));
-        else
-            plan_print_text(j->f, pm->tk, &j->plan, s, j->cols, n_cols, (int32_t)o->max_cols,
-                            &j->smp, &j->g, k, NULL);
-        (*done)++;
-    }
-    return ST_OK;
+/* After each step: its plan and what the branches sampled (text printed as it goes, JSON
+ * appended to j->list). The budget is the steps, so grow ends the run. */
+static bool plan_grow_tick(void *ud, const strategy *s, const strategy_env *env, const app_run_stats *st) {
+    plan_job *j = ud;
+    const plan_opts *o = j->o;
+    int32_t k = (int32_t)o->k, step = st->steps - 1;
+    int32_t n_cols = plan_columns(env->plan, j->pm->n_slots, j->cols);
+    if (o->json)
+        jo_push(&j->list, plan_step_json(env->f, j->pm->tk, env->plan, step, j->cols, n_cols, &j->smp, s, k, NULL));
+    else
+        plan_print_text(env->f, j->pm->tk, env->plan, step, j->cols, n_cols, (int32_t)o->max_cols, &j->smp, s, k,
+                        NULL);
+    j->smp.n = 0;
+    return true;
 }
 
 /* Grow mode: the forest of the prompts, then every step shown. */
 static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
-    plan_job j = {.f = forest_init(pm->n_slots, 0), .n_trees = o->n_prompts ? o->n_prompts : 1};
+    plan_job j = {.f = forest_init(pm->n_slots, 0), .n_trees = o->n_prompts ? o->n_prompts : 1, .pm = pm,
+                  .o = o, .list = o->json ? json_array() : NULL};
     step_plan_init(&j.plan);
     size_t n_br = (size_t)j.n_trees * (size_t)o->k;
     j.smp.branch = malloc(sizeof(int32_t) * n_br);
     j.smp.token = malloc(sizeof(int32_t) * n_br);
     j.cols = malloc(sizeof(int32_t) * (size_t)pm->n_slots);
-    json_t *list = o->json ? json_array() : NULL;
-    int32_t done = 0;
+    app_run_stats st = {0};
     st_code rc = ST_OK;
     if (!j.f || !j.smp.branch || !j.smp.token || !j.cols)
         rc = st_set(err, ST_ERR_NOMEM, "out of memory");
@@ -486,11 +515,13 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
                "slots\n", o->context ? "a shared context with " : "", j.n_trees,
                j.n_trees > 1 ? "s" : "", j.n_tokens, (long long)o->k, o->k > 1 ? "es" : "",
                pm->n_slots);
-    if (!rc) rc = plan_grow_steps(&j, pm, o, &list, &done, err);
+    if (!rc) rc = app_strategy_run(j.s, &j.env, &st, plan_grow_tick, &j, err);
+    if (!rc && st.full) rc = err->code; /* the step's own message */
+    int32_t done = st.steps;
     if (!rc && o->json) {
         json_t *doc = plan_head_json(&j, pm, o);
-        jo_set(&doc, "steps", list);
-        list = NULL;
+        jo_set(&doc, "steps", j.list);
+        j.list = NULL;
         jo_set(&doc, "kv_slots_used", json_integer(kv_alloc_used(forest_kv(j.f))));
         rc = jo_print(doc, err);
     } else if (!rc) {
@@ -498,11 +529,11 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
                kv_alloc_used(forest_kv(j.f)), pm->n_slots);
     }
     fflush(stdout);
-    json_decref(list);
+    json_decref(j.list);
     free(j.cols);
     free(j.smp.branch);
     free(j.smp.token);
-    grow_free(&j.g);
+    strategy_free(j.s);
     step_plan_free(&j.plan);
     forest_free(j.f);
     return rc;
