@@ -23,11 +23,12 @@
 
 #include "base/clock.h"
 #include "forest/forest.h"
-#include "strategy/grow.h"
+#include "strategy/strategy.h"
 #include "forest/step.h"
 #include "app.h"
 #include "json_out.h"
 #include "bench_util.h"
+#include "strategy_run.h"
 
 /* The synthetic-token stream of seed (bench_synth's start state). */
 static inline uint64_t bf_state(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ULL + 12345; }
@@ -65,7 +66,45 @@ typedef struct bf_res {
 static int32_t bf_suffix_len(const bf_job *j, int32_t i) { return j->suffix ? j->n_suffix[i] : 0; }
 
 
-/* The job in one forest: shared (one prefix chain) or copied (a prefix per sequence). */
+/* Times each step after the prefill (the tick of a forest run). */
+typedef struct bf_clock {
+    bf_res *r;
+    double last; /* when the previous step ended */
+} bf_clock;
+
+static bool bf_step_tick(void *ud, const strategy *s, const strategy_env *env, const app_run_stats *st) {
+    (void)s, (void)env;
+    bf_clock *k = ud;
+    double now = mono_now_s();
+    if (st->steps > 1) k->r->step_s[k->r->steps++] = now - k->last;
+    k->last = now;
+    return true;
+}
+
+/* The prefix and the suffixes into f, shared (one prefix chain, the suffixes under it) or
+ * copied (a root per sequence with its own copy of the prefix); starts[i] gets sequence
+ * i's last node. buf has room for the prefix and the longest suffix. */
+static st_code bf_layout(forest *f, const bf_job *j, bool share, int32_t *buf, forest_id *starts,
+                         st_err *err) {
+    forest_id pl = FOREST_NONE;
+    st_code rc = share ? forest_add_root(f, j->prefix, NULL, j->n_prefix, 0, &pl, err) : ST_OK;
+    for (int32_t i = 0; i < j->n_seq && !rc; i++) {
+        int32_t ns = bf_suffix_len(j, i);
+        starts[i] = pl;
+        if (share && ns > 0) {
+            rc = forest_append(f, pl, j->suffix[i], NULL, ns, &starts[i], err);
+        } else if (!share) {
+            memcpy(buf, j->prefix, sizeof(int32_t) * (size_t)j->n_prefix);
+            if (ns) memcpy(buf + j->n_prefix, j->suffix[i], sizeof(int32_t) * (size_t)ns);
+            rc = forest_add_root(f, buf, NULL, j->n_prefix + ns, 0, &starts[i], err);
+        }
+    }
+    return rc;
+}
+
+/* The job in one forest through the grow strategy (strategy.h; sequence i grows from its
+ * own start with seed + i): shared, or copied, the copied-prefix baseline being the same
+ * strategy over a forest that shares nothing. */
 static st_code bf_forest(const model *m, const bf_opts *o, const bf_job *j, bool share,
                          bf_res *r, st_err *err) {
     int64_t sum_suf = 0;
@@ -81,58 +120,43 @@ static st_code bf_forest(const model *m, const bf_opts *o, const bf_job *j, bool
     forest *f = forest_init(model_ctx_n_slots(c), 0);
     prompt_toks *out = calloc((size_t)j->n_seq, sizeof *out);
     int32_t *buf = malloc(sizeof(int32_t) * (size_t)(j->n_prefix + max_suf));
+    forest_id *starts = malloc(sizeof *starts * (size_t)j->n_seq);
     step_plan plan;
     step_plan_init(&plan);
-    grow g = {0};
-    st_code rc = ST_OK;
-    if (!f || !out || !buf) {
-        rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-        goto out;
+    strategy *s = NULL;
+    strategy_env env = {.f = f, .plan = &plan, .ctx = c, .emit = prompt_emit, .emit_ud = out};
+    strategy_opts go = strategy_default_opts(STRAT_GROW);
+    go.sample = j->sp, go.budget = j->gen, go.n_vocab = m->hp.n_vocab;
+    go.u.grow.starts = starts, go.u.grow.n_starts = j->n_seq;
+    app_run_stats st;
+    bf_clock clock = {.r = r};
+    st_code rc = f && out && buf && starts ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) rc = bf_layout(f, j, share, buf, starts, err);
+    if (!rc && !(s = strategy_create(&go, &env, err))) rc = err->code;
+    if (!rc) rc = app_strategy_run(s, &env, &st, bf_step_tick, &clock, err);
+    if (!rc && st.full) rc = err->code; /* the step's own message */
+    if (!rc) {
+        r->prefill_s = st.t1 - st.t0;
+        r->decode_s = st.t2 - st.t1;
+        r->decode_tokens = st.rows;
+        r->kv_slots = kv_alloc_used(forest_kv(f));
+        for (int32_t i = 0; i < j->n_seq; i++)
+            for (int32_t t = 0; t < j->gen; t++)
+                r->tokens[(size_t)i * j->gen + t] = t < out[i].n ? out[i].t[t] : -1;
     }
-    forest_id pl = FOREST_NONE;
-    if (share && (rc = forest_add_root(f, j->prefix, NULL, j->n_prefix, 0, &pl, err))) goto out;
-    for (int32_t i = 0; i < j->n_seq; i++) {
-        forest_id from = pl;
-        int32_t ns = bf_suffix_len(j, i);
-        if (share && ns > 0) {
-            rc = forest_append(f, pl, j->suffix[i], NULL, ns, &from, err);
-        } else if (!share) {
-            memcpy(buf, j->prefix, sizeof(int32_t) * (size_t)j->n_prefix);
-            if (ns) memcpy(buf + j->n_prefix, j->suffix[i], sizeof(int32_t) * (size_t)ns);
-            rc = forest_add_root(f, buf, NULL, j->n_prefix + ns, 0, &from, err);
-        }
-        sample_params bp = j->sp;
-        bp.seed = j->sp.seed + (uint64_t)i;
-        if (rc || (rc = grow_add(&g, f, from, &bp, j->gen, m->hp.n_vocab, err))) goto out;
-    }
-    double t0 = mono_now_s();
-    if ((rc = grow_step(&g, f, &plan, c, NULL, prompt_emit, out, NULL, err))) goto out;
-    double t1 = mono_now_s();
-    while (g.n_active > 0) {
-        double ts = mono_now_s();
-        if ((rc = grow_step(&g, f, &plan, c, NULL, prompt_emit, out, NULL, err))) goto out;
-        r->decode_tokens += plan.n_rows;
-        r->step_s[r->steps++] = mono_now_s() - ts;
-    }
-    double t2 = mono_now_s();
-    r->prefill_s = t1 - t0;
-    r->decode_s = t2 - t1;
-    r->kv_slots = kv_alloc_used(forest_kv(f));
-    for (int32_t i = 0; i < j->n_seq; i++)
-        for (int32_t t = 0; t < j->gen; t++)
-            r->tokens[(size_t)i * j->gen + t] = t < out[i].n ? out[i].t[t] : -1;
-out:
-    grow_free(&g);
+    strategy_free(s);
     step_plan_free(&plan);
-    prompt_toks_free(out, j->n_seq);
+    prompt_toks_free(out, out ? j->n_seq : 0);
     free(out);
     free(buf);
+    free(starts);
     forest_free(f);
     model_ctx_free(c);
     return rc;
 }
 
-/* The job as n_seq linear decodes, one after the other, each with its own prefill. */
+/* The job as n_seq linear decodes, one after the other, each with its own prefill (the
+ * baseline without a forest, by definition outside the strategy interface). */
 static st_code bf_sequential(const model *m, const bf_opts *o, const bf_job *j, bf_res *r,
                              st_err *err) {
     int32_t max_suf = 0, V = m->hp.n_vocab;
