@@ -99,50 +99,54 @@ static json_t *ba_way_json(double ms, double triples, double kv_bytes) {
     return o;
 }
 
-static int ba_run(const ba_shape *s, int64_t reps, int64_t threads, const char *backend,
-                  bool alone) {
-    st_err err = {0};
-    kern_backend *be = kern_backend_init(backend, (int32_t)threads, &err);
-    if (!be) return app_fail(&err);
+/* The bench's buffers: random q, K and V (from a fixed seed, in that order), the outputs
+ * of both ways, each row's segments (the context, then its own keys) and the times. */
+typedef struct ba_data {
+    float **k, **v;          /* (layers) each (slots, kv_dim) */
+    float *q, *out_s, *out_a;
+    int32_t *off;            /* (rows + 1) */
+    kern_seg *segs;          /* (2 rows) */
+    double *ts, *ta;         /* (reps) */
+} ba_data;
+
+static void ba_data_free(ba_data *d, const ba_shape *s) {
+    for (int64_t l = 0; d->k && d->v && l < s->layers; l++) free(d->k[l]), free(d->v[l]);
+    free(d->k), free(d->v), free(d->q), free(d->out_s), free(d->out_a), free(d->off), free(d->segs);
+    free(d->ts), free(d->ta);
+}
+
+/* d's buffers for shape s; false when memory runs out (free d then). */
+static bool ba_data_init(ba_data *d, const ba_shape *s, int64_t reps) {
     const int64_t slots = s->ctx + s->rows * s->own, kvd = s->n_head_kv * s->head_dim;
     const int64_t qn = s->rows * s->n_head * s->head_dim;
     uint64_t seed = 42;
-    float **k = calloc((size_t)s->layers, sizeof *k), **v = calloc((size_t)s->layers, sizeof *v);
-    float *q = ba_rand(qn, 6.0f, &seed);
-    float *out_s = malloc((size_t)(s->layers * qn) * sizeof(float));
-    float *out_a = malloc((size_t)(s->layers * qn) * sizeof(float));
-    int32_t *off = malloc((size_t)(s->rows + 1) * sizeof *off);
-    kern_seg *segs = malloc((size_t)(2 * s->rows) * sizeof *segs);
-    double *ts = malloc((size_t)reps * sizeof *ts), *ta = malloc((size_t)reps * sizeof *ta);
-    bool ok = k && v && q && out_s && out_a && off && segs && ts && ta;
+    *d = (ba_data){0};
+    d->k = calloc((size_t)s->layers, sizeof *d->k), d->v = calloc((size_t)s->layers, sizeof *d->v);
+    d->q = ba_rand(qn, 6.0f, &seed);
+    d->out_s = malloc((size_t)(s->layers * qn) * sizeof(float));
+    d->out_a = malloc((size_t)(s->layers * qn) * sizeof(float));
+    d->off = malloc((size_t)(s->rows + 1) * sizeof *d->off);
+    d->segs = malloc((size_t)(2 * s->rows) * sizeof *d->segs);
+    d->ts = malloc((size_t)reps * sizeof *d->ts), d->ta = malloc((size_t)reps * sizeof *d->ta);
+    bool ok = d->k && d->v && d->q && d->out_s && d->out_a && d->off && d->segs && d->ts && d->ta;
     for (int64_t l = 0; ok && l < s->layers; l++) {
-        k[l] = ba_rand(slots * kvd, 2.0f, &seed);
-        v[l] = ba_rand(slots * kvd, 2.0f, &seed);
-        ok = k[l] && v[l];
+        d->k[l] = ba_rand(slots * kvd, 2.0f, &seed);
+        d->v[l] = ba_rand(slots * kvd, 2.0f, &seed);
+        ok = d->k[l] && d->v[l];
     }
-    int rc = 0;
-    if (!ok) {
-        st_set(&err, ST_ERR_NOMEM, "out of memory for %lld layers of %lld KV slots",
-               (long long)s->layers, (long long)slots);
-        rc = app_fail(&err);
-        goto done;
+    for (int64_t r = 0; ok && r < s->rows; r++) { /* the context, then the row's own keys */
+        d->off[r] = (int32_t)(2 * r);
+        d->segs[2 * r] = (kern_seg){0, (int32_t)s->ctx};
+        d->segs[2 * r + 1] = (kern_seg){(int32_t)(s->ctx + r * s->own), (int32_t)s->own};
     }
-    for (int64_t r = 0; r < s->rows; r++) { /* the context, then the row's own keys */
-        off[r] = (int32_t)(2 * r);
-        segs[2 * r] = (kern_seg){0, (int32_t)s->ctx};
-        segs[2 * r + 1] = (kern_seg){(int32_t)(s->ctx + r * s->own), (int32_t)s->own};
-    }
-    off[s->rows] = (int32_t)(2 * s->rows);
-    bool same = true;
-    double t_s, t_a;
-    const kern_attn call = {.n_rows = (int32_t)s->rows, .n_head = (int32_t)s->n_head,
-                            .n_head_kv = (int32_t)s->n_head_kv, .head_dim = (int32_t)s->head_dim,
-                            .scale = 1.0f / sqrtf((float)s->head_dim), .q = q, .seg_off = off,
-                            .segs = segs};
-    ba_rep(be, s, &call, k, v, out_s, out_a, alone, &t_s, &t_a, &same); /* warm up */
-    for (int64_t i = 0; i < reps; i++)
-        ba_rep(be, s, &call, k, v, out_s, out_a, alone, &ts[i], &ta[i], &same);
-    const double ms = bench_median(ts, (int)reps) * 1e3, ma = bench_median(ta, (int)reps) * 1e3;
+    if (ok) d->off[s->rows] = (int32_t)(2 * s->rows);
+    return ok;
+}
+
+/* The report: the shape, and each way's median ms (ms shared, ma alone), rate and bytes. */
+static json_t *ba_report(const ba_shape *s, int64_t reps, const char *backend, int32_t threads, double ms,
+                         double ma, bool alone, bool same) {
+    const int64_t slots = s->ctx + s->rows * s->own, kvd = s->n_head_kv * s->head_dim;
     const double triples = (double)s->layers * (double)s->rows * (double)s->n_head *
                            (double)(s->ctx + s->own);
     /* bytes of K and V each way reads from the cache: the shared context once per call */
@@ -152,7 +156,7 @@ static int ba_run(const ba_shape *s, int64_t reps, int64_t threads, const char *
     json_t *doc = json_object();
     jo_set(&doc, "bench", jo_str("attention"));
     jo_set(&doc, "backend", jo_str(backend));
-    jo_set(&doc, "threads", json_integer(kern_backend_threads(be)));
+    jo_set(&doc, "threads", json_integer(threads));
     jo_set(&doc, "rows", json_integer(s->rows));
     jo_set(&doc, "context", json_integer(s->ctx));
     jo_set(&doc, "own", json_integer(s->own));
@@ -165,19 +169,36 @@ static int ba_run(const ba_shape *s, int64_t reps, int64_t threads, const char *
     jo_set(&doc, "alone", alone ? ba_way_json(ma, triples, bytes_a) : json_null());
     jo_set(&doc, "alone_over_shared", alone ? jo_fixed(ma / ms, 3) : json_null());
     jo_set(&doc, "same_bits", alone ? json_boolean(same) : json_null());
-    if (jo_print(doc, &err)) {
-        rc = app_fail(&err);
-        goto done;
+    return doc;
+}
+
+static int ba_run(const ba_shape *s, int64_t reps, int64_t threads, const char *backend,
+                  bool alone) {
+    st_err err = {0};
+    kern_backend *be = kern_backend_init(backend, (int32_t)threads, &err);
+    if (!be) return app_fail(&err);
+    ba_data d;
+    st_code rc = ST_OK;
+    if (!ba_data_init(&d, s, reps))
+        rc = st_set(&err, ST_ERR_NOMEM, "out of memory for %lld layers of %lld KV slots",
+                    (long long)s->layers, (long long)(s->ctx + s->rows * s->own));
+    bool same = true;
+    double t_s, t_a;
+    const kern_attn call = {.n_rows = (int32_t)s->rows, .n_head = (int32_t)s->n_head,
+                            .n_head_kv = (int32_t)s->n_head_kv, .head_dim = (int32_t)s->head_dim,
+                            .scale = 1.0f / sqrtf((float)s->head_dim), .q = d.q, .seg_off = d.off,
+                            .segs = d.segs};
+    if (!rc) ba_rep(be, s, &call, d.k, d.v, d.out_s, d.out_a, alone, &t_s, &t_a, &same); /* warm up */
+    for (int64_t i = 0; i < reps && !rc; i++)
+        ba_rep(be, s, &call, d.k, d.v, d.out_s, d.out_a, alone, &d.ts[i], &d.ta[i], &same);
+    if (!rc) {
+        const double ms = bench_median(d.ts, (int)reps) * 1e3, ma = bench_median(d.ta, (int)reps) * 1e3;
+        rc = jo_print(ba_report(s, reps, backend, kern_backend_threads(be), ms, ma, alone, same), &err);
     }
-    if (!same) {
-        st_set(&err, ST_ERR_BACKEND, "rows in one call and rows alone got different bits");
-        rc = app_fail(&err);
-    }
-done:
-    for (int64_t l = 0; k && v && l < s->layers; l++) free(k[l]), free(v[l]);
-    free(k), free(v), free(q), free(out_s), free(out_a), free(off), free(segs), free(ts), free(ta);
+    if (!rc && !same) rc = st_set(&err, ST_ERR_BACKEND, "rows in one call and rows alone got different bits");
+    ba_data_free(&d, s);
     kern_backend_free(be);
-    return rc;
+    return rc ? app_fail(&err) : 0;
 }
 
 int cmd_bench_attention(int argc, char **argv) {

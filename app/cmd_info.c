@@ -24,21 +24,8 @@ static void print_padded(const char *s, int width) {
     if (n < width) printf("%*s", width - n, "");
 }
 
-int cmd_info(int argc, char **argv) {
-    static const struct option lo[] = {{"tensors", 0, 0, 'a'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    bool all = false;
-    int ch;
-    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        if (ch == 'a') all = true;
-        else if (ch == 'h') { info_usage(stdout); return 0; }
-        else return app_usage_error("%s; see multidecode info --help", INFO_USAGE);
-    }
-    if (optind != argc - 1) return app_usage_error("info needs exactly one MODEL argument");
-    const char *path = argv[optind];
-    st_err err = {0};
-    gguf_ctx *g = gguf_open(path, &err);
-    if (!g) return app_fail(&err);
-
+/* The file's format line and its metadata. */
+static void info_metadata(const gguf_ctx *g, const char *path) {
     printf("file: %s\nformat: GGUF v%u, %zu bytes, alignment %u, %lld metadata keys, %lld tensors\n",
            path, gguf_version(g), gguf_file_size(g), gguf_alignment(g), (long long)gguf_n_kv(g),
            (long long)gguf_n_tensors(g));
@@ -50,8 +37,10 @@ int cmd_info(int argc, char **argv) {
         print_padded(gguf_kv_key(g, i), 44);
         printf(" %s\n", buf);
     }
+}
 
-    /* tensors: a count and byte total per type, or every tensor */
+/* The tensors: a count and byte total per type, after every tensor when all. */
+static void info_tensors(const gguf_ctx *g, bool all) {
     uint64_t bytes[DT_COUNT] = {0};
     int64_t count[DT_COUNT] = {0};
     printf("\ntensors:\n");
@@ -71,7 +60,11 @@ int cmd_info(int argc, char **argv) {
             printf("  %-6s %5lld tensors, %10.2f MiB%s\n", dtype_name((uint32_t)i),
                    (long long)count[i], bytes[i] / 1048576.0,
                    dtype_get((uint32_t)i)->compute ? "" : "  (not supported for compute)");
+}
 
+/* The tokenizer (or why there is none usable) and the chat template. */
+static void info_tokenizer(const gguf_ctx *g) {
+    st_err err = {0};
     tok *tk = tok_from_gguf(g, &err);
     if (tk) {
         printf("\ntokenizer: ");
@@ -84,8 +77,6 @@ int cmd_info(int argc, char **argv) {
         prompt_show_bare(stdout, err.msg);
         printf(")\n");
     }
-    st_clear(&err);
-
     const char *jinja = NULL;
     if (gguf_get_str(g, "tokenizer.chat_template", &jinja, NULL) != ST_OK) jinja = NULL;
     chat_kind ck = chat_detect(jinja);
@@ -93,23 +84,45 @@ int cmd_info(int argc, char **argv) {
         printf("chat template: %s (detected from tokenizer.chat_template)\n", chat_name(ck));
     else
         printf("chat template: none%s\n", jinja ? " (tokenizer.chat_template not recognised)" : "");
+}
 
-    model *m = model_from_gguf(g, &err); /* takes g */
-    int rc = 0;
-    if (m) {
-        const model_hparams *h = &m->hp;
-        printf("\nmodel: llama, %d layers, embd %d, ffn %d, heads %d (kv %d, dim %d), rope dim %d "
-               "base %g, rms eps %g, vocab %d, context %d, output %s\n"
-               "weights read per token: %.2f MiB\n",
-               h->n_layer, h->n_embd, h->n_ff, h->n_head, h->n_head_kv, h->head_dim, h->rope_dim,
-               h->rope_base, h->rms_eps, h->n_vocab, h->n_ctx_train,
-               h->tied_output ? "tied to token_embd" : "separate", m->weight_bytes / 1048576.0);
-        model_free(m);
-    } else {
+/* The model's hyperparameters (takes g); 1 when it cannot run. */
+static int info_model(gguf_ctx *g) {
+    st_err err = {0};
+    model *m = model_from_gguf(g, &err);
+    if (!m) {
         printf("\nmodel: cannot run: ");
         prompt_show_bare(stdout, err.msg);
         printf("\n");
-        rc = 1;
+        return 1;
     }
-    return rc;
+    const model_hparams *h = &m->hp;
+    printf("\nmodel: llama, %d layers, embd %d, ffn %d, heads %d (kv %d, dim %d), rope dim %d "
+           "base %g, rms eps %g, vocab %d, context %d, output %s\n"
+           "weights read per token: %.2f MiB\n",
+           h->n_layer, h->n_embd, h->n_ff, h->n_head, h->n_head_kv, h->head_dim, h->rope_dim,
+           h->rope_base, h->rms_eps, h->n_vocab, h->n_ctx_train,
+           h->tied_output ? "tied to token_embd" : "separate", m->weight_bytes / 1048576.0);
+    model_free(m);
+    return 0;
+}
+
+int cmd_info(int argc, char **argv) {
+    static const struct option lo[] = {{"tensors", 0, 0, 'a'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    bool all = false;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        if (ch == 'a') all = true;
+        else if (ch == 'h') { info_usage(stdout); return 0; }
+        else return app_usage_error("%s; see multidecode info --help", INFO_USAGE);
+    }
+    if (optind != argc - 1) return app_usage_error("info needs exactly one MODEL argument");
+    const char *path = argv[optind];
+    st_err err = {0};
+    gguf_ctx *g = gguf_open(path, &err);
+    if (!g) return app_fail(&err);
+    info_metadata(g, path);
+    info_tensors(g, all);
+    info_tokenizer(g);
+    return info_model(g);
 }
