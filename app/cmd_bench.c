@@ -115,77 +115,92 @@ static json_t *bench_decode_json(const model *m, const char *path, const char *b
     return o;
 }
 
-int cmd_bench(int argc, char **argv) {
-    /* the forest benchmarks live in cmd_bench_forest.c */
-    if (argc >= 2 && !strcmp(argv[1], "forest")) return cmd_bench_forest(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "ask")) return cmd_bench_ask(argc - 1, argv + 1);
-    /* the attention kernel alone: cmd_bench_attn.c */
-    if (argc >= 2 && !strcmp(argv[1], "attention")) return cmd_bench_attention(argc - 1, argv + 1);
-    /* the strategy benchmarks live in cmd_bench_strategy.c */
-    if (argc >= 2 && !strcmp(argv[1], "beam")) return cmd_bench_beam(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "cot")) return cmd_bench_cot(argc - 1, argv + 1);
-    /* exact speculative decoding lives in cmd_bench_spec.c */
-    if (argc >= 2 && !strcmp(argv[1], "spec")) return cmd_bench_spec(argc - 1, argv + 1);
-    if (argc < 2 || strcmp(argv[1], "decode") != 0) {
-        if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-            bench_usage(stdout);
-            return 0;
-        }
-        bench_usage(stderr);
-        return 2;
-    }
-    argc--;
-    argv++;
+/* bench decode's options. */
+typedef struct bench_decode_opts {
+    const char *path, *backend;
+    int64_t n_prompt, n_gen, warmup;
+    int32_t threads[16];
+    int n_t;
+} bench_decode_opts;
+
+/* The command line (after "decode"): -1 to go on, else the exit status. */
+static int bench_decode_parse(int argc, char **argv, bench_decode_opts *o) {
     static const struct option lo[] = {
         {"model", 1, 0, 'm'}, {"prompt", 1, 0, 'p'}, {"tokens", 1, 0, 'n'},
         {"threads", 1, 0, 't'}, {"backend", 1, 0, 'B'}, {"warmup", 1, 0, 'W'},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    const char *path = NULL, *backend = "cpu", *tlist = "1,2";
-    int64_t n_prompt = 128, n_gen = 64, warmup = 2;
+    const char *tlist = "1,2";
     int ch;
     while ((ch = getopt_long(argc, argv, "m:p:n:t:h", lo, NULL)) != -1) {
         switch (ch) {
-        case 'm': path = optarg; break;
+        case 'm': o->path = optarg; break;
         case 'p':
-            if (app_opt_int("-p", optarg, 1, 1 << 20, &n_prompt)) return 2;
+            if (app_opt_int("-p", optarg, 1, 1 << 20, &o->n_prompt)) return 2;
             break;
         case 'n':
-            if (app_opt_int("-n", optarg, 1, 1 << 20, &n_gen)) return 2;
+            if (app_opt_int("-n", optarg, 1, 1 << 20, &o->n_gen)) return 2;
             break;
         case 't': tlist = optarg; break;
-        case 'B': backend = optarg; break;
+        case 'B': o->backend = optarg; break;
         case 'W':
-            if (app_opt_int("--warmup", optarg, 0, 1000, &warmup)) return 2;
+            if (app_opt_int("--warmup", optarg, 0, 1000, &o->warmup)) return 2;
             break;
         case 'h': bench_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode bench decode --help", BENCH_DECODE_USAGE);
         }
     }
-    if (!path) return app_usage_error("bench decode needs a model: -m MODEL");
-    int32_t threads[16];
-    int n_t = 0;
+    if (!o->path) return app_usage_error("bench decode needs a model: -m MODEL");
     char tl[128];
     snprintf(tl, sizeof tl, "%s", tlist);
-    for (char *tokp = strtok(tl, ","); tokp && n_t < 16; tokp = strtok(NULL, ",")) {
+    for (char *tokp = strtok(tl, ","); tokp && o->n_t < 16; tokp = strtok(NULL, ",")) {
         int64_t v;
         if (app_opt_int("thread count", tokp, 1, 1024, &v)) return 2;
-        threads[n_t++] = (int32_t)v;
+        o->threads[o->n_t++] = (int32_t)v;
     }
+    return -1;
+}
+
+static int bench_decode(int argc, char **argv) {
+    bench_decode_opts o = {.backend = "cpu", .n_prompt = 128, .n_gen = 64, .warmup = 2};
+    int rc = bench_decode_parse(argc, argv, &o);
+    if (rc >= 0) return rc;
     st_err err = {0};
-    model *m = model_load(path, &err);
+    model *m = model_load(o.path, &err);
     if (!m) return app_fail(&err);
     json_t *runs = json_array();
-    int rc = 0;
-    for (int i = 0; i < n_t && !rc; i++) {
+    rc = 0;
+    for (int i = 0; i < o.n_t && !rc; i++) {
         bench_run r;
-        if (bench_one(m, backend, threads[i], (int32_t)n_prompt, (int32_t)n_gen, (int32_t)warmup,
+        if (bench_one(m, o.backend, o.threads[i], (int32_t)o.n_prompt, (int32_t)o.n_gen, (int32_t)o.warmup,
                       &r, &err))
             rc = app_fail(&err);
         else
-            jo_push(&runs, bench_run_json(&r, m, n_prompt, n_gen));
+            jo_push(&runs, bench_run_json(&r, m, o.n_prompt, o.n_gen));
     }
     /* the runs done so far, also after a failed one */
-    if (jo_print(bench_decode_json(m, path, backend, runs), &err)) rc = app_fail(&err);
+    if (jo_print(bench_decode_json(m, o.path, o.backend, runs), &err)) rc = app_fail(&err);
     model_free(m);
     return rc;
+}
+
+/* The benches by name: decode here, the others in their files (cmd_bench_forest.c,
+ * cmd_bench_attn.c, cmd_bench_strategy.c, cmd_bench_spec.c). */
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} bench_subs[] = {
+    {"forest", cmd_bench_forest}, {"ask", cmd_bench_ask},   {"attention", cmd_bench_attention},
+    {"beam", cmd_bench_beam},     {"cot", cmd_bench_cot},   {"spec", cmd_bench_spec},
+    {"decode", bench_decode},
+};
+
+int cmd_bench(int argc, char **argv) {
+    for (size_t i = 0; argc >= 2 && i < sizeof bench_subs / sizeof bench_subs[0]; i++)
+        if (!strcmp(argv[1], bench_subs[i].name)) return bench_subs[i].run(argc - 1, argv + 1);
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        bench_usage(stdout);
+        return 0;
+    }
+    bench_usage(stderr);
+    return 2;
 }

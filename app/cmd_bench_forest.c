@@ -504,62 +504,61 @@ static json_t *bf_vs_first_json(const bf_res *base, const bf_res *cur, int32_t k
     return o;
 }
 
-int cmd_bench_forest(int argc, char **argv) {
+/* bench forest's command line. */
+typedef struct bff_opts {
+    bf_opts o;
+    int64_t n_prefix, steps, base_max_k;
+    int32_t ks[32];
+    int n_k;
+} bff_opts;
+
+/* -1 to go on, else the exit status. */
+static int bench_forest_parse(int argc, char **argv, bff_opts *p) {
     static const struct option lo[] = {
         BF_COMMON_LONGOPTS, {"context", 1, 0, 'p'}, {"steps", 1, 0, 's'}, {"k", 1, 0, 'k'},
         {"baseline-max-k", 1, 0, 'K'}, {0, 0, 0, 0}};
-    bf_opts o = {.mo = prompt_model_default_opts(), .sequential = true, .copied = true,
-                 .repeat = 1};
-    int64_t n_prefix = 256, steps = 16, base_max_k = 16;
-    int32_t ks[32];
-    int n_k = bf_list("1,2,4,8,16,32,64", ks, 32, 1, 1 << 16);
+    p->n_k = bf_list("1,2,4,8,16,32,64", p->ks, 32, 1, 1 << 16);
     int ch, r;
     while ((ch = getopt_long(argc, argv, "m:t:p:s:k:h", lo, NULL)) != -1) {
-        if ((r = bf_common_opt(&o, ch, optarg)) >= 0) {
+        if ((r = bf_common_opt(&p->o, ch, optarg)) >= 0) {
             if (r) return r;
             continue;
         }
         switch (ch) {
         case 'p':
-            if (app_opt_int("--context", optarg, 1, 1 << 20, &n_prefix)) return 2;
+            if (app_opt_int("--context", optarg, 1, 1 << 20, &p->n_prefix)) return 2;
             break;
         case 's':
-            if (app_opt_int("--steps", optarg, 1, 1 << 16, &steps)) return 2;
+            if (app_opt_int("--steps", optarg, 1, 1 << 16, &p->steps)) return 2;
             break;
         case 'k':
-            if ((n_k = bf_list(optarg, ks, 32, 1, 1 << 16)) < 0) return app_usage_error("bad --k '%s'", optarg);
+            if ((p->n_k = bf_list(optarg, p->ks, 32, 1, 1 << 16)) < 0) return app_usage_error("bad --k '%s'", optarg);
             break;
         case 'K':
-            if (app_opt_int("--baseline-max-k", optarg, 0, 1 << 16, &base_max_k)) return 2;
+            if (app_opt_int("--baseline-max-k", optarg, 0, 1 << 16, &p->base_max_k)) return 2;
             break;
         case 'h': bench_forest_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode bench forest --help", BENCH_FOREST_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!o.mo.path) return app_usage_error("bench forest needs a model: -m MODEL");
-    st_err err = {0};
-    model *m = model_load(o.mo.path, &err);
-    if (!m) return app_fail(&err);
-    int32_t *prefix = malloc(sizeof(int32_t) * (size_t)n_prefix);
+    if (!p->o.mo.path) return app_usage_error("bench forest needs a model: -m MODEL");
+    return -1;
+}
+
+/* Every k's runs appended to *runs, each with its step times against the first k's. */
+static st_code bench_forest_runs(const model *m, const bff_opts *p, const int32_t *prefix, json_t **runs,
+                                 st_err *err) {
     bf_res base = {0}, cur = {0};
-    json_t *doc = NULL, *runs = json_array();
-    st_code rc = prefix ? bf_warm(m, &o, &err) : st_set(&err, ST_ERR_NOMEM, "out of memory");
-    if (!rc) {
-        bench_synth(prefix, (int32_t)n_prefix, m->hp.n_vocab, bf_state(1));
-        doc = bf_header("forest", m, &o);
-        jo_set(&doc, "prefix_tokens", json_integer(n_prefix));
-        jo_set(&doc, "steps", json_integer(steps));
-        jo_set(&doc, "baseline_max_k", json_integer(base_max_k));
-    }
-    for (int i = 0; i < n_k && !rc; i++) {
-        bf_job j = {.prefix = prefix, .n_prefix = (int32_t)n_prefix, .n_seq = ks[i],
-                    .gen = (int32_t)steps + 1, .sp = sample_default_params()};
+    st_code rc = ST_OK;
+    for (int i = 0; i < p->n_k && !rc; i++) {
+        bf_job j = {.prefix = prefix, .n_prefix = (int32_t)p->n_prefix, .n_seq = p->ks[i],
+                    .gen = (int32_t)p->steps + 1, .sp = sample_default_params()};
         json_t *run = json_object();
-        jo_set(&run, "k", json_integer(ks[i]));
-        bf_opts ok = o; /* the baselines only up to --baseline-max-k */
-        if (base_max_k > 0 && ks[i] > base_max_k) ok.sequential = ok.copied = false;
-        if ((rc = bf_run3(m, &ok, &j, &run, &cur, &err))) {
+        jo_set(&run, "k", json_integer(p->ks[i]));
+        bf_opts ok = p->o; /* the baselines only up to --baseline-max-k */
+        if (p->base_max_k > 0 && p->ks[i] > p->base_max_k) ok.sequential = ok.copied = false;
+        if ((rc = bf_run3(m, &ok, &j, &run, &cur, err))) {
             json_decref(run);
             break;
         }
@@ -568,14 +567,36 @@ int cmd_bench_forest(int argc, char **argv) {
             cur.tokens = NULL;
             cur.step_s = NULL;
         }
-        jo_set(&run, "vs_first_k", bf_vs_first_json(&base, &cur, ks[0]));
-        jo_push(&runs, run);
+        jo_set(&run, "vs_first_k", bf_vs_first_json(&base, &cur, p->ks[0]));
+        jo_push(runs, run);
+    }
+    bf_res_free(&base);
+    bf_res_free(&cur);
+    return rc;
+}
+
+int cmd_bench_forest(int argc, char **argv) {
+    bff_opts p = {.o = {.mo = prompt_model_default_opts(), .sequential = true, .copied = true, .repeat = 1},
+                  .n_prefix = 256, .steps = 16, .base_max_k = 16};
+    int r = bench_forest_parse(argc, argv, &p);
+    if (r >= 0) return r;
+    st_err err = {0};
+    model *m = model_load(p.o.mo.path, &err);
+    if (!m) return app_fail(&err);
+    int32_t *prefix = malloc(sizeof(int32_t) * (size_t)p.n_prefix);
+    json_t *doc = NULL, *runs = json_array();
+    st_code rc = prefix ? bf_warm(m, &p.o, &err) : st_set(&err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) {
+        bench_synth(prefix, (int32_t)p.n_prefix, m->hp.n_vocab, bf_state(1));
+        doc = bf_header("forest", m, &p.o);
+        jo_set(&doc, "prefix_tokens", json_integer(p.n_prefix));
+        jo_set(&doc, "steps", json_integer(p.steps));
+        jo_set(&doc, "baseline_max_k", json_integer(p.base_max_k));
+        rc = bench_forest_runs(m, &p, prefix, &runs, &err);
     }
     jo_set(&doc, "runs", runs);
     if (!rc) rc = jo_print(doc, &err);
     else json_decref(doc);
-    bf_res_free(&base);
-    bf_res_free(&cur);
     free(prefix);
     model_free(m);
     return rc ? app_fail(&err) : 0;
@@ -596,84 +617,118 @@ static void bench_ask_usage(FILE *f) {
                "  -n, --answer N       answer tokens per question (default 64)\n");
 }
 
-int cmd_bench_ask(int argc, char **argv) {
+/* bench ask's command line. */
+typedef struct bfa_opts {
+    bf_opts o;
+    int64_t n_ctx, n_qtok, n_ans;
+    int32_t ns[32];
+    int n_n;
+} bfa_opts;
+
+/* -1 to go on, else the exit status. */
+static int bench_ask_parse(int argc, char **argv, bfa_opts *p) {
     static const struct option lo[] = {
         BF_COMMON_LONGOPTS, {"context", 1, 0, 'p'}, {"questions", 1, 0, 'N'},
         {"question-tokens", 1, 0, 'q'}, {"answer", 1, 0, 'n'}, {0, 0, 0, 0}};
-    bf_opts o = {.mo = prompt_model_default_opts(), .sequential = true, .copied = true,
-                 .repeat = 1};
-    int64_t n_ctx = 1000, n_qtok = 16, n_ans = 64;
-    int32_t ns[32];
-    int n_n = bf_list("1,4,16", ns, 32, 1, 4096);
+    p->n_n = bf_list("1,4,16", p->ns, 32, 1, 4096);
     int ch, r;
     while ((ch = getopt_long(argc, argv, "m:t:p:N:q:n:h", lo, NULL)) != -1) {
-        if ((r = bf_common_opt(&o, ch, optarg)) >= 0) {
+        if ((r = bf_common_opt(&p->o, ch, optarg)) >= 0) {
             if (r) return r;
             continue;
         }
         switch (ch) {
         case 'p':
-            if (app_opt_int("--context", optarg, 1, 1 << 20, &n_ctx)) return 2;
+            if (app_opt_int("--context", optarg, 1, 1 << 20, &p->n_ctx)) return 2;
             break;
         case 'N':
-            if ((n_n = bf_list(optarg, ns, 32, 1, 4096)) < 0) return app_usage_error("bad --questions '%s'", optarg);
+            if ((p->n_n = bf_list(optarg, p->ns, 32, 1, 4096)) < 0)
+                return app_usage_error("bad --questions '%s'", optarg);
             break;
         case 'q':
-            if (app_opt_int("--question-tokens", optarg, 0, 1 << 16, &n_qtok)) return 2;
+            if (app_opt_int("--question-tokens", optarg, 0, 1 << 16, &p->n_qtok)) return 2;
             break;
         case 'n':
-            if (app_opt_int("--answer", optarg, 1, 1 << 16, &n_ans)) return 2;
+            if (app_opt_int("--answer", optarg, 1, 1 << 16, &p->n_ans)) return 2;
             break;
         case 'h': bench_ask_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode bench ask --help", BENCH_ASK_USAGE);
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!o.mo.path) return app_usage_error("bench ask needs a model: -m MODEL");
-    st_err err = {0};
-    model *m = model_load(o.mo.path, &err);
-    if (!m) return app_fail(&err);
+    if (!p->o.mo.path) return app_usage_error("bench ask needs a model: -m MODEL");
+    return -1;
+}
+
+/* The synthetic context and questions (as many as the largest count): ctx, and question
+ * i at qp[i] (qn[i] tokens, all in qtok). */
+typedef struct bfa_data {
+    int32_t *ctx, *qtok, **qp, *qn;
+} bfa_data;
+
+static void bfa_data_free(bfa_data *d) { free(d->ctx), free(d->qtok), free(d->qp), free(d->qn); }
+
+static st_code bfa_data_init(bfa_data *d, const bfa_opts *p, int32_t n_vocab, st_err *err) {
     int32_t max_n = 0;
-    for (int i = 0; i < n_n; i++) max_n = ns[i] > max_n ? ns[i] : max_n;
-    int32_t *ctx = malloc(sizeof(int32_t) * (size_t)n_ctx);
-    int32_t *qtok = malloc(sizeof(int32_t) * (size_t)(max_n * n_qtok + 1));
-    int32_t **qp = malloc(sizeof(int32_t *) * (size_t)max_n);
-    int32_t *qn = malloc(sizeof(int32_t) * (size_t)max_n);
-    bf_res res = {0};
-    json_t *doc = NULL, *runs = json_array();
-    st_code rc = ctx && qtok && qp && qn ? bf_warm(m, &o, &err)
-                                         : st_set(&err, ST_ERR_NOMEM, "out of memory");
-    if (!rc) {
-        bench_synth(ctx, (int32_t)n_ctx, m->hp.n_vocab, bf_state(1));
-        for (int32_t i = 0; i < max_n; i++) {
-            qp[i] = qtok + (size_t)i * n_qtok;
-            qn[i] = (int32_t)n_qtok;
-            bench_synth(qp[i], (int32_t)n_qtok, m->hp.n_vocab, bf_state(100 + (uint64_t)i));
-        }
-        doc = bf_header("ask", m, &o);
-        jo_set(&doc, "context_tokens", json_integer(n_ctx));
-        jo_set(&doc, "question_tokens", json_integer(n_qtok));
-        jo_set(&doc, "answer_tokens", json_integer(n_ans));
-        jo_set(&doc, "sampling", jo_str("greedy"));
+    for (int i = 0; i < p->n_n; i++) max_n = p->ns[i] > max_n ? p->ns[i] : max_n;
+    d->ctx = malloc(sizeof(int32_t) * (size_t)p->n_ctx);
+    d->qtok = malloc(sizeof(int32_t) * (size_t)(max_n * p->n_qtok + 1));
+    d->qp = malloc(sizeof(int32_t *) * (size_t)max_n);
+    d->qn = malloc(sizeof(int32_t) * (size_t)max_n);
+    if (!d->ctx || !d->qtok || !d->qp || !d->qn) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    bench_synth(d->ctx, (int32_t)p->n_ctx, n_vocab, bf_state(1));
+    for (int32_t i = 0; i < max_n; i++) {
+        d->qp[i] = d->qtok + (size_t)i * p->n_qtok;
+        d->qn[i] = (int32_t)p->n_qtok;
+        bench_synth(d->qp[i], (int32_t)p->n_qtok, n_vocab, bf_state(100 + (uint64_t)i));
     }
-    for (int i = 0; i < n_n && !rc; i++) {
+    return ST_OK;
+}
+
+/* Every question count's runs (greedy answers) appended to *runs. */
+static st_code bench_ask_runs(const model *m, const bfa_opts *p, const bfa_data *d, json_t **runs,
+                              st_err *err) {
+    bf_res res = {0};
+    st_code rc = ST_OK;
+    for (int i = 0; i < p->n_n && !rc; i++) {
         sample_params sp = sample_default_params();
         sp.temp = 0;
-        bf_job j = {.prefix = ctx, .n_prefix = (int32_t)n_ctx, .n_seq = ns[i],
-                    .suffix = n_qtok ? qp : NULL, .n_suffix = qn, .gen = (int32_t)n_ans, .sp = sp};
+        bf_job j = {.prefix = d->ctx, .n_prefix = (int32_t)p->n_ctx, .n_seq = p->ns[i],
+                    .suffix = p->n_qtok ? d->qp : NULL, .n_suffix = d->qn, .gen = (int32_t)p->n_ans,
+                    .sp = sp};
         json_t *run = json_object();
-        jo_set(&run, "questions", json_integer(ns[i]));
-        rc = bf_run3(m, &o, &j, &run, &res, &err);
-        jo_push(&runs, run);
+        jo_set(&run, "questions", json_integer(p->ns[i]));
+        rc = bf_run3(m, &p->o, &j, &run, &res, err);
+        jo_push(runs, run);
+    }
+    bf_res_free(&res);
+    return rc;
+}
+
+int cmd_bench_ask(int argc, char **argv) {
+    bfa_opts p = {.o = {.mo = prompt_model_default_opts(), .sequential = true, .copied = true, .repeat = 1},
+                  .n_ctx = 1000, .n_qtok = 16, .n_ans = 64};
+    int r = bench_ask_parse(argc, argv, &p);
+    if (r >= 0) return r;
+    st_err err = {0};
+    model *m = model_load(p.o.mo.path, &err);
+    if (!m) return app_fail(&err);
+    bfa_data d = {0};
+    json_t *doc = NULL, *runs = json_array();
+    st_code rc = bfa_data_init(&d, &p, m->hp.n_vocab, &err);
+    if (!rc) rc = bf_warm(m, &p.o, &err);
+    if (!rc) {
+        doc = bf_header("ask", m, &p.o);
+        jo_set(&doc, "context_tokens", json_integer(p.n_ctx));
+        jo_set(&doc, "question_tokens", json_integer(p.n_qtok));
+        jo_set(&doc, "answer_tokens", json_integer(p.n_ans));
+        jo_set(&doc, "sampling", jo_str("greedy"));
+        rc = bench_ask_runs(m, &p, &d, &runs, &err);
     }
     jo_set(&doc, "runs", runs);
     if (!rc) rc = jo_print(doc, &err);
     else json_decref(doc);
-    bf_res_free(&res);
-    free(ctx);
-    free(qtok);
-    free(qp);
-    free(qn);
+    bfa_data_free(&d);
     model_free(m);
     return rc ? app_fail(&err) : 0;
 }

@@ -475,7 +475,8 @@ static json_t *bs_report(const model *m, const bs_opts *o, bool beam, json_t *ru
     return doc;
 }
 
-static int bs_main(int argc, char **argv, bool beam) {
+/* The command line: -1 to go on, else the exit status. */
+static int bs_parse(int argc, char **argv, bool beam, bs_opts *o) {
     enum { O_NOA = 1000, O_NOB, O_ALPHA, O_BACKEND };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'}, {"threads", 1, 0, 't'}, {"backend", 1, 0, O_BACKEND},
@@ -483,61 +484,70 @@ static int bs_main(int argc, char **argv, bool beam) {
         {"chains", 1, 0, 'k'}, {"alpha", 1, 0, O_ALPHA}, {"no-copied", 0, 0, O_NOA},
         {"no-sequential", 0, 0, O_NOA}, {"no-redecode", 0, 0, O_NOB}, {"help", 0, 0, 'h'},
         {0, 0, 0, 0}};
-    bs_opts o = {.backend = "cpu", .n_prompt = beam ? 32 : 64, .n_gen = beam ? 32 : 128,
-                 .base_a = true, .base_b = beam, .alpha = 1.0f};
-    bs_parse_list(beam ? "2,4,8,16" : "4,8,16", &o);
+    bs_parse_list(beam ? "2,4,8,16" : "4,8,16", o);
     int64_t v;
     double fv;
     int ch;
     while ((ch = getopt_long(argc, argv, beam ? "m:t:p:n:B:h" : "m:t:p:n:k:h", lo, NULL)) != -1) {
         switch (ch) {
-        case 'm': o.path = optarg; break;
-        case O_BACKEND: o.backend = optarg; break;
+        case 'm': o->path = optarg; break;
+        case O_BACKEND: o->backend = optarg; break;
         case 't':
             if (app_opt_int("-t", optarg, 1, 1024, &v)) return 2;
-            o.threads = (int32_t)v;
+            o->threads = (int32_t)v;
             break;
         case 'p':
             if (app_opt_int("-p", optarg, 1, 1 << 16, &v)) return 2;
-            o.n_prompt = (int32_t)v;
+            o->n_prompt = (int32_t)v;
             break;
         case 'n':
             if (app_opt_int("-n", optarg, 1, 1 << 16, &v)) return 2;
-            o.n_gen = (int32_t)v;
+            o->n_gen = (int32_t)v;
             break;
         case 'B':
         case 'k':
-            if (bs_parse_list(optarg, &o)) return app_usage_error("bad list '%s'", optarg);
+            if (bs_parse_list(optarg, o)) return app_usage_error("bad list '%s'", optarg);
             break;
         case O_ALPHA:
             if (app_parse_float(optarg, &fv)) return app_usage_error("bad --alpha '%s' (want a finite number)", optarg);
-            o.alpha = (float)fv;
+            o->alpha = (float)fv;
             break;
-        case O_NOA: o.base_a = false; break;
-        case O_NOB: o.base_b = false; break;
+        case O_NOA: o->base_a = false; break;
+        case O_NOB: o->base_b = false; break;
         case 'h': bs_usage(stdout, beam); return 0;
         default: bs_usage(stderr, beam); return 2;
         }
     }
     if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!o.path) return app_usage_error("bench %s needs a model: -m MODEL", beam ? "beam" : "cot");
+    if (!o->path) return app_usage_error("bench %s needs a model: -m MODEL", beam ? "beam" : "cot");
+    return -1;
+}
+
+/* Touches the weights once so that page faults are not timed, and learns the threads
+ * ("0" = one per core). */
+static st_code bs_warm(const model *m, bs_opts *o, st_err *err) {
+    model_ctx *c = bench_ctx(m, o->threads, o->backend, 2, err);
+    float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
+    st_code rc = c && lg ? ST_OK : c ? st_set(err, ST_ERR_NOMEM, "out of memory") : err->code;
+    int32_t t1 = 1;
+    if (!rc) rc = model_forward_linear(c, &t1, 1, 0, lg, err);
+    if (!rc) o->threads = kern_backend_threads(model_ctx_backend(c));
+    model_ctx_free(c);
+    free(lg);
+    return rc;
+}
+
+static int bs_main(int argc, char **argv, bool beam) {
+    bs_opts o = {.backend = "cpu", .n_prompt = beam ? 32 : 64, .n_gen = beam ? 32 : 128,
+                 .base_a = true, .base_b = beam, .alpha = 1.0f};
+    int r = bs_parse(argc, argv, beam, &o);
+    if (r >= 0) return r;
     st_err err = {0};
     model *m = model_load(o.path, &err);
     if (!m) return app_fail(&err);
     int32_t *prompt = malloc(sizeof(int32_t) * (size_t)o.n_prompt);
-    st_code rc = prompt ? ST_OK : st_set(&err, ST_ERR_NOMEM, "out of memory");
-    /* warm up: touch the weights once so page faults are not timed; learn the threads */
-    model_ctx *c = rc ? NULL : bench_ctx(m, o.threads, o.backend, 2, &err);
-    float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
-    if (!rc && (!c || !lg)) rc = c ? st_set(&err, ST_ERR_NOMEM, "out of memory") : err.code;
-    int32_t t1 = 1;
-    if (!rc) rc = model_forward_linear(c, &t1, 1, 0, lg, &err);
-    if (!rc) o.threads = kern_backend_threads(model_ctx_backend(c));
-    model_ctx_free(c);
-    free(lg);
-    if (!rc) {
-        bench_synth(prompt, o.n_prompt, m->hp.n_vocab, 0x9E3779B97F4A7C15ULL);
-    }
+    st_code rc = prompt ? bs_warm(m, &o, &err) : st_set(&err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) bench_synth(prompt, o.n_prompt, m->hp.n_vocab, 0x9E3779B97F4A7C15ULL);
     json_t *runs = json_array();
     for (int i = 0; i < o.n_list && !rc; i++)
         rc = beam ? bb_one(m, &o, prompt, o.list[i], &runs, &err)
