@@ -433,6 +433,57 @@ static void check_spec(strategy_kind kind, int32_t budget, const char *what) {
     compare(&d, &t, true, what);
 }
 
+/* What plan --draft relies on: without a tokenizer and with no budget in reach, the draft
+ * strategy emits every token each spec_step accepted (an end token included) and leaves
+ * the forest as the driver alone does. */
+typedef struct raw_emit {
+    int32_t n, t[512];
+} raw_emit;
+
+static void raw_put(void *ud, int32_t branch, int32_t token, float lp) {
+    (void)branch, (void)lp;
+    raw_emit *e = ud;
+    if (e->n < 512) e->t[e->n++] = token;
+}
+
+static void check_spec_raw(void) {
+    enum { STEPS = 12 };
+    raw_emit d = {0}, t = {0};
+    int32_t d_used = -1, t_used = -2, d_k[STEPS] = {0}, t_k[STEPS] = {0};
+    rig r;
+    if (!rig_init(&r)) return;
+    strategy_opts o = strategy_default_opts(STRAT_LOOKAHEAD);
+    st_err err = {0};
+    spec *sp = spec_init(&o.u.spec.p, r.f, add_prompt(&r, prompt, NP), &err);
+    int32_t *out = sp ? malloc(sizeof(int32_t) * (size_t)spec_max_emit(sp)) : NULL;
+    st_code rc = sp && out ? ST_OK : ST_ERR_NOMEM;
+    for (int32_t i = 0; i < STEPS && !rc; i++) {
+        rc = spec_step(sp, r.f, &r.plan, r.c, out, &d_k[i], &err);
+        for (int32_t j = 0; !rc && j < d_k[i]; j++) raw_put(&d, 0, out[j], 0);
+    }
+    d_used = rc ? -1 : kv_alloc_used(forest_kv(r.f));
+    free(out);
+    spec_free(sp);
+    rig_free(&r);
+    if (!rig_init(&r)) return;
+    strategy_env env = {.f = r.f, .plan = &r.plan, .ctx = r.c, .emit = raw_put, .emit_ud = &t};
+    o.from = add_prompt(&r, prompt, NP), o.budget = INT32_MAX, o.n_vocab = r.V;
+    strategy *s = strategy_create(&o, &env, &err);
+    rc = s ? ST_OK : err.code;
+    for (int32_t i = 0; i < STEPS && !rc && !strategy_done(s); i++) {
+        int32_t before = t.n;
+        rc = strategy_step(s, &env, &err);
+        t_k[i] = t.n - before;
+    }
+    if (!rc) t_used = kv_alloc_used(forest_kv(r.f));
+    strategy_free(s);
+    rig_free(&r);
+    T_CHECK(!rc && d.n == t.n && !memcmp(d.t, t.t, sizeof(int32_t) * (size_t)d.n) && !memcmp(d_k, t_k, sizeof d_k) &&
+                d_used == t_used,
+            "lookahead without a tokenizer: every step's tokens as spec_step emits them (%d vs %d tokens, KV %d vs %d)",
+            d.n, t.n, d_used, t_used);
+}
+
 /* steps: the same forest as plain step_forest calls. */
 static void check_steps(void) {
     rig r;
@@ -512,6 +563,7 @@ int main(void) {
     check_merge();
     check_spec(STRAT_DRAFT, 40, "draft");
     check_spec(STRAT_LOOKAHEAD, 33, "lookahead");
+    check_spec_raw();
     check_steps();
     tok_free(tk);
     model_free(m);

@@ -120,7 +120,9 @@ typedef struct strategy_opts {
             int32_t n;
             const char *sep;               /* NULL: MERGE_DEFAULT_SEP */
         } merge;
-        struct {
+        struct {                           /* env.tk NULL: no end-token stop, so every
+                                              token a step accepts is kept and emitted
+                                              (plan shows the driver's steps so) */
             spec_params p;                 /* draft: la.w = 0; lookahead: la.w >= 1 */
             spec_observe_fn observe;       /* NULL: none (spec_set_observer) */
             void *observe_ud;              /* borrowed for the strategy's life */
