@@ -453,6 +453,7 @@ static void check_spec_raw(void) {
     rig r;
     if (!rig_init(&r)) return;
     strategy_opts o = strategy_default_opts(STRAT_LOOKAHEAD);
+    o.u.spec.p.adaptive = o.u.spec.p.la_adaptive = false; /* no timing in the choices */
     st_err err = {0};
     spec *sp = spec_init(&o.u.spec.p, r.f, add_prompt(&r, prompt, NP), &err);
     int32_t *out = sp ? malloc(sizeof(int32_t) * (size_t)spec_max_emit(sp)) : NULL;
