@@ -199,27 +199,28 @@ static st_code prune_up(beam *b, forest *f, forest_id node, st_err *err) {
     return forest_prune(f, node, err);
 }
 
-st_code beam_step(beam *b, forest *f, step_plan *p, model_ctx *c, st_err *err) {
-    if (b->done) return ST_OK;
-    st_code rc = step_forest(f, p, c, err);
-    if (rc) return rc;
-    int32_t used = kv_alloc_used(forest_kv(f));
-    if (used > b->kv_peak) b->kv_peak = used;
-    int32_t B = b->p.width, K = 2 * B, nc = 0;
+/* Every live hypothesis's 2B best tokens as candidates, ordered (see beam.h); returns
+ * how many, -1 when a leaf has no logits in the step. */
+static int32_t beam_candidates(beam *b, const step_plan *p) {
+    int32_t K = 2 * b->p.width, nc = 0;
     for (int32_t i = 0; i < b->n_live; i++) {
         const float *lg = step_logits_of(p, b->leaf[i]);
-        if (!lg) return st_set(err, ST_ERR_ARG, "beam: hypothesis %d's leaf was not scored", i);
+        if (!lg) return -1 - i;
         sample_log_softmax(lg, b->V, b->lsm);
         int32_t k = best_tokens(b->lsm, b->V, K < b->V ? K : b->V, i, b->sum[i], b->top);
         memcpy(&b->cand[nc], b->top, sizeof *b->top * (size_t)k);
         nc += k;
     }
     qsort(b->cand, (size_t)nc, sizeof *b->cand, cand_cmp);
+    return nc;
+}
 
-    /* walk the first 2B candidates: end tokens ranked < B finish a hypothesis, the first
-     * B others are the next live list */
-    int32_t n_next = 0, limit = nc < K ? nc : K;
-    for (int32_t r = 0; r < limit && n_next < B; r++) {
+/* Walks the first 2B of nc candidates: end tokens ranked < B finish a hypothesis, the
+ * first B others are the next live list (nleaf: their parents' leaves for now, nsum,
+ * nparent, top). *n_next gets how many. */
+static st_code beam_walk(beam *b, const forest *f, int32_t nc, int32_t *n_next, st_err *err) {
+    int32_t B = b->p.width, limit = nc < 2 * B ? nc : 2 * B, n = 0;
+    for (int32_t r = 0; r < limit && n < B; r++) {
         const beam_cand *cd = &b->cand[r];
         if (is_end(b, cd->token)) {
             if (r >= B) continue;
@@ -227,34 +228,45 @@ st_code beam_step(beam *b, forest *f, step_plan *p, model_ctx *c, st_err *err) {
             if (len < 0) return st_set(err, ST_ERR_NOMEM, "out of memory");
             int32_t *gen = b->path + (len - b->cur_len);
             gen[b->cur_len] = cd->token;
-            if ((rc = fin_add(b, gen, b->cur_len + 1, cd->sum, true, err))) return rc;
+            st_code rc = fin_add(b, gen, b->cur_len + 1, cd->sum, true, err);
+            if (rc) return rc;
             continue;
         }
-        b->nleaf[n_next] = b->leaf[cd->beam]; /* the parent, replaced by the child below */
-        b->nsum[n_next] = cd->sum;
-        b->nparent[n_next] = cd->beam;
-        b->top[n_next] = *cd;
-        n_next++;
+        b->nleaf[n] = b->leaf[cd->beam]; /* the parent, replaced by the child later */
+        b->nsum[n] = cd->sum;
+        b->nparent[n] = cd->beam;
+        b->top[n] = *cd;
+        n++;
     }
-    b->cur_len++;
+    *n_next = n;
+    return ST_OK;
+}
+
+/* Whether the search stops after this step (beam.h's early_stopping rules), before the
+ * length limit: n_next live hypotheses go on. */
+static bool beam_stops(const beam *b, int32_t n_next) {
+    int32_t B = b->p.width;
     bool done = n_next == 0;
     if (b->n_fin == B) {
-        if (b->p.early_stopping == BEAM_STOP_EARLY) {
-            done = true;
-        } else {
-            bool bound = b->p.early_stopping == BEAM_STOP_NEVER && b->p.alpha > 0;
-            double len = bound ? (double)b->p.max_tokens : (double)b->cur_len;
-            double best = b->cand[0].sum / pow(len, (double)b->p.alpha);
-            done = done || b->fin[B - 1].h.score >= best;
-        }
+        if (b->p.early_stopping == BEAM_STOP_EARLY) return true;
+        bool bound = b->p.early_stopping == BEAM_STOP_NEVER && b->p.alpha > 0;
+        double len = bound ? (double)b->p.max_tokens : (double)b->cur_len;
+        double best = b->cand[0].sum / pow(len, (double)b->p.alpha);
+        done = done || b->fin[B - 1].h.score >= best;
     }
+    return done;
+}
+
+/* The next live list into the forest: the children appended, the leaves nobody continues
+ * pruned with the ancestors only they used, the lists swapped. */
+static st_code beam_advance(beam *b, forest *f, int32_t n_next, st_err *err) {
+    st_code rc;
     for (int32_t j = 0; j < n_next; j++) {
         forest_id child;
         rc = forest_append(f, b->nleaf[j], &b->top[j].token, &b->top[j].lp, 1, &child, err);
         if (rc) return rc;
         b->nleaf[j] = child;
     }
-    /* prune the leaves nobody continues, with the ancestors only they used */
     for (int32_t i = 0; i < b->n_live; i++)
         if (forest_n_children(f, b->leaf[i]) == 0 && (rc = prune_up(b, f, b->leaf[i], err)))
             return rc;
@@ -264,24 +276,41 @@ st_code beam_step(beam *b, forest *f, step_plan *p, model_ctx *c, st_err *err) {
     b->leaf = b->nleaf, b->sum = b->nsum, b->parent = b->nparent;
     b->nleaf = tl, b->nsum = ts, b->nparent = tp;
     b->n_live = n_next;
+    return ST_OK;
+}
+
+/* Ends the search: at the length limit the live hypotheses are candidates too
+ * (transformers' finalize) unless it already stopped; the live leaves are finished. */
+static st_code beam_finish(beam *b, forest *f, bool stopped, st_err *err) {
+    bool at_limit = b->cur_len >= b->p.max_tokens;
+    for (int32_t i = 0; !stopped && i < b->n_live; i++) {
+        int32_t len = live_path(b, f, i);
+        if (len < 0) return st_set(err, ST_ERR_NOMEM, "out of memory");
+        st_code rc = fin_add(b, b->path + (len - b->cur_len), b->cur_len, b->sum[i], false, err);
+        if (rc) return rc;
+    }
+    b->done = true;
+    for (int32_t i = 0; i < b->n_live; i++) {
+        forest_set_flags(f, b->leaf[i], FOREST_FINISHED | FOREST_NO_LOGITS, 0);
+        if (at_limit) forest_set_tag(f, b->leaf[i], GROW_END_BUDGET);
+    }
+    return ST_OK;
+}
+
+st_code beam_step(beam *b, forest *f, step_plan *p, model_ctx *c, st_err *err) {
+    if (b->done) return ST_OK;
+    st_code rc = step_forest(f, p, c, err);
+    if (rc) return rc;
+    int32_t used = kv_alloc_used(forest_kv(f));
+    if (used > b->kv_peak) b->kv_peak = used;
+    int32_t nc = beam_candidates(b, p), n_next = 0;
+    if (nc < 0) return st_set(err, ST_ERR_ARG, "beam: hypothesis %d's leaf was not scored", -1 - nc);
+    if ((rc = beam_walk(b, f, nc, &n_next, err))) return rc;
+    b->cur_len++;
+    bool stopped = beam_stops(b, n_next);
+    if ((rc = beam_advance(b, f, n_next, err))) return rc;
     b->steps++;
-    /* at the length limit the live hypotheses are candidates too (transformers' finalize) */
-    if (!done && b->cur_len >= b->p.max_tokens) {
-        for (int32_t i = 0; i < b->n_live; i++) {
-            int32_t len = live_path(b, f, i);
-            if (len < 0) return st_set(err, ST_ERR_NOMEM, "out of memory");
-            rc = fin_add(b, b->path + (len - b->cur_len), b->cur_len, b->sum[i], false, err);
-            if (rc) return rc;
-        }
-        done = true;
-    }
-    if (done) {
-        b->done = true;
-        for (int32_t i = 0; i < b->n_live; i++) {
-            forest_set_flags(f, b->leaf[i], FOREST_FINISHED | FOREST_NO_LOGITS, 0);
-            if (b->cur_len >= b->p.max_tokens) forest_set_tag(f, b->leaf[i], GROW_END_BUDGET);
-        }
-    }
+    if (stopped || b->cur_len >= b->p.max_tokens) return beam_finish(b, f, stopped, err);
     return ST_OK;
 }
 
