@@ -444,5 +444,22 @@ int main(int argc, char **argv) {
     } else {
         T_SKIP("%s absent (make model fetches it)", smol);
     }
+    /* Gemma 3 270M (make model MODEL=gemma3): its paths stay under its 512-token window */
+    const char *gemma = "models/gemma-3-270m-q4_k_m.gguf";
+    if (access(gemma, R_OK) == 0) {
+        st_err err = {0};
+        model *m = model_load(gemma, &err);
+        T_CHECK(m != NULL, "Gemma 3: %s", err.msg);
+        if (m) {
+            T_CHECK(m->hp.arch == MODEL_ARCH_GEMMA3 && m->hp.n_layer == 18 && m->hp.n_head == 4 &&
+                        m->hp.n_head_kv == 1 && m->hp.head_dim == 256 && m->hp.n_swa == 512 &&
+                        !model_layer_is_swa(&m->hp, 5) && model_layer_is_swa(&m->hp, 4),
+                    "Gemma 3 270M hyperparameters");
+            run_case(m, 300, "Gemma 3");
+            model_free(m);
+        }
+    } else {
+        T_SKIP("%s absent (make model MODEL=gemma3 fetches it)", gemma);
+    }
     return t_done();
 }
