@@ -27,6 +27,8 @@
 #include "forest/step.h"
 #include "app.h"
 #include "json_out.h"
+#include "../ui/mask_view.h"
+#include "../ui/svg.h"
 #include "prompt.h"
 #include "spec_opts.h"
 #include "strategy_run.h"
@@ -49,6 +51,10 @@ static void plan_usage(FILE *f) {
             "      --max-cols N     widest mask grid drawn; wider ones show their last N\n"
             "                       columns (default 120)\n"
             "      --json           one JSON object instead of tables\n"
+            "      --svg FILE       a picture for slides: the forest as a tree (tokens, RoPE\n"
+            "                       positions, KV slots, probabilities) and the last step's\n"
+            "                       attention mask, as SVG (--steps 1: the prefill's mask)\n"
+            "      --svg-mask FILE  the last step's mask alone, as SVG\n"
             "      --temp T         temperature; 0 = greedy (default 0.8)\n"
             PROMPT_SAMPLE_HELP
             "With --draft or --lookahead, the steps of exact speculative greedy decoding\n"
@@ -354,6 +360,7 @@ typedef struct plan_opts {
     int32_t n_prompts;
     int64_t k, steps, max_cols;
     bool json;
+    const char *svg, *svg_mask; /* pictures to write (ui/svg.h), or NULL */
 } plan_opts;
 
 /* The grow-mode run: the forest, its branches, and what the steps report. */
@@ -366,6 +373,7 @@ typedef struct plan_job {
     plan_sampled smp;
     int32_t *cols;                          /* (n_slots) */
     int32_t n_trees, n_tokens, n_tok_prompt[PLAN_MAX_PROMPTS];
+    mask_view *mv;                          /* the last step, for the pictures (or NULL) */
     const prompt_model *pm;                 /* for the tick */
     const plan_opts *o;
     json_t *list;                           /* the steps' objects (--json) */
@@ -378,6 +386,7 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
         PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
         {"prompt", 1, 0, 'p'}, {"context", 1, 0, 'X'}, {"branches", 1, 0, 'k'},
         {"steps", 1, 0, 's'},  {"max-cols", 1, 0, 'W'}, {"json", 0, 0, 'J'},
+        {"svg", 1, 0, 0x200},  {"svg-mask", 1, 0, 0x201},
         SPEC_LONGOPTS,         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     int ch, r;
     bool temp_given = false; /* --draft samples only when asked to (greedy by default) */
@@ -405,6 +414,8 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
             if (app_opt_int("--max-cols", optarg, 1, 100000, &o->max_cols)) return 2;
             break;
         case 'J': o->json = true; break;
+        case 0x200: o->svg = optarg; break;
+        case 0x201: o->svg_mask = optarg; break;
         case 'h': plan_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode plan --help", PLAN_USAGE);
         }
@@ -413,6 +424,8 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
     if (!o->mo.path) return app_usage_error("plan needs a model: -m MODEL");
     if (o->so.on && (o->n_prompts > 1 || o->context))
         return app_usage_error("--draft / --lookahead show one prompt's decoding: one -p, no --context");
+    if (o->so.on && (o->svg || o->svg_mask))
+        return app_usage_error("--svg draws the grow mode's forest: not with --draft / --lookahead");
     if (o->so.on && temp_given) o->so.sp.samp = o->sp;
     return -1;
 }
@@ -487,6 +500,7 @@ static bool plan_grow_tick(void *ud, const strategy *s, const strategy_env *env,
     const plan_opts *o = j->o;
     int32_t k = (int32_t)o->k, step = st->steps - 1;
     int32_t n_cols = plan_columns(env->plan, j->pm->n_slots, j->cols);
+    if (j->mv) mv_capture(j->mv, env->f, j->pm->tk, env->plan, step);
     if (o->json)
         jo_push(&j->list, plan_step_json(env->f, j->pm->tk, env->plan, step, j->cols, n_cols, &j->smp, s, k, NULL));
     else
@@ -494,6 +508,13 @@ static bool plan_grow_tick(void *ud, const strategy *s, const strategy_env *env,
                         NULL);
     j->smp.n = 0;
     return true;
+}
+
+/* The pictures --svg and --svg-mask ask for. */
+static st_code plan_pictures(const plan_job *j, const prompt_model *pm, const plan_opts *o, st_err *err) {
+    st_code rc = o->svg ? svg_save(o->svg, j->f, pm->tk, j->mv, SVG_TREE | SVG_MASK, err) : ST_OK;
+    if (!rc && o->svg_mask) rc = svg_save(o->svg_mask, j->f, pm->tk, j->mv, SVG_MASK, err);
+    return rc;
 }
 
 /* Grow mode: the forest of the prompts, then every step shown. */
@@ -505,9 +526,11 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
     j.smp.branch = malloc(sizeof(int32_t) * n_br);
     j.smp.token = malloc(sizeof(int32_t) * n_br);
     j.cols = malloc(sizeof(int32_t) * (size_t)pm->n_slots);
+    bool pictures = o->svg || o->svg_mask;
+    if (pictures && (j.mv = malloc(sizeof *j.mv))) mv_init(j.mv);
     app_run_stats st = {0};
     st_code rc = ST_OK;
-    if (!j.f || !j.smp.branch || !j.smp.token || !j.cols)
+    if (!j.f || !j.smp.branch || !j.smp.token || !j.cols || (pictures && !j.mv))
         rc = st_set(err, ST_ERR_NOMEM, "out of memory");
     if (!rc) rc = plan_forest(&j, pm, o, err);
     if (!rc && !o->json)
@@ -518,6 +541,7 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
     if (!rc) rc = app_strategy_run(j.s, &j.env, &st, plan_grow_tick, &j, err);
     if (!rc && st.full) rc = err->code; /* the step's own message */
     int32_t done = st.steps;
+    if (!rc && pictures) rc = plan_pictures(&j, pm, o, err);
     if (!rc && o->json) {
         json_t *doc = plan_head_json(&j, pm, o);
         jo_set(&doc, "steps", j.list);
@@ -531,6 +555,7 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
     fflush(stdout);
     json_decref(j.list);
     free(j.cols);
+    free(j.mv);
     free(j.smp.branch);
     free(j.smp.token);
     strategy_free(j.s);
