@@ -57,6 +57,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -617,9 +618,40 @@ enum cudaMemcpyKind {
 };
 #define cudaMemAttachGlobal 1u
 
+enum cudaMemoryType {
+    cudaMemoryTypeUnregistered = 0,
+    cudaMemoryTypeHost = 1,
+    cudaMemoryTypeDevice = 2,
+    cudaMemoryTypeManaged = 3
+};
+struct cudaPointerAttributes {
+    cudaMemoryType type;
+    int device;
+    void *devicePointer;
+    void *hostPointer;
+};
+
+namespace cuemu {
+/* the "device" blocks cudaMalloc gave out, start -> bytes, so that cudaPointerGetAttributes
+ * tells them from other host memory as the driver does */
+inline std::map<uintptr_t, size_t> dev_blocks;
+} /* namespace cuemu */
+
 inline cudaError_t cudaMalloc(void **p, size_t bytes) {
-    *p = malloc(bytes ? bytes : 1);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    /* 256-byte aligned, as the driver's allocations are */
+    *p = bytes <= SIZE_MAX - 255 ? aligned_alloc(256, (bytes + 255) / 256 * 256 + 256 * !bytes)
+                                 : nullptr;
+    if (!*p) return cudaErrorMemoryAllocation;
+    cuemu::dev_blocks[(uintptr_t)*p] = bytes ? bytes : 1;
+    return cudaSuccess;
+}
+inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
+    const uintptr_t u = (uintptr_t)p;
+    auto it = cuemu::dev_blocks.upper_bound(u);
+    const bool dev = it != cuemu::dev_blocks.begin() && (--it, u < it->first + it->second);
+    *a = cudaPointerAttributes{dev ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered, 0,
+                               dev ? (void *)p : nullptr, dev ? nullptr : (void *)p};
+    return cudaSuccess;
 }
 template <class T> inline cudaError_t cudaMalloc(T **p, size_t bytes) {
     return cudaMalloc(reinterpret_cast<void **>(p), bytes);
@@ -630,6 +662,7 @@ inline cudaError_t cudaMallocManaged(T **p, size_t bytes, unsigned flags = cudaM
     return cudaMalloc(reinterpret_cast<void **>(p), bytes);
 }
 inline cudaError_t cudaFree(void *p) {
+    cuemu::dev_blocks.erase((uintptr_t)p);
     free(p);
     return cudaSuccess;
 }
@@ -662,6 +695,7 @@ inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; } /* launch errors abort */
 inline cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int *n) { return *n = 1, cudaSuccess; }
+inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
 inline const char *cudaGetErrorString(cudaError_t e) {
     return e == cudaSuccess ? "no error" : e == cudaErrorMemoryAllocation ? "out of memory"
                                                                            : "invalid argument";

@@ -1,6 +1,6 @@
 /* ops.cu - the row and element-wise ops of a forward pass on the GPU: RMSNorm (one block a
  * row, float sums reduced by warp shuffles), RoPE (one thread a rotated pair, in double like
- * ref), SwiGLU and the residual add (grid-stride loops). Contracts: cu.h. */
+ * ref), SwiGLU and the residual add (grid-stride loops), softmax (one block a row). Contracts: cu.h. */
 #include "kernels/cuda/common.cuh"
 
 namespace {
@@ -48,6 +48,18 @@ __global__ void k_swiglu(float *y, const float *gate, const float *up, int64_t n
     }
 }
 
+__global__ void __launch_bounds__(NORM_THREADS) k_softmax(float *x, int n) {
+    __shared__ float red[32];
+    float *xr = x + (int64_t)blockIdx.x * n;
+    float mx = -INFINITY;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) mx = fmaxf(mx, xr[i]);
+    mx = cu::block_max(mx, red, -INFINITY);
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) sum += expf(xr[i] - mx);
+    sum = cu::block_sum(sum, red);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) xr[i] = expf(xr[i] - mx) / sum;
+}
+
 __global__ void k_add(float *y, const float *x, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
@@ -80,4 +92,9 @@ extern "C" void cu_swiglu(float *y, const float *gate, const float *up, int64_t 
 extern "C" void cu_add(float *y, const float *x, int64_t n, cu_stream s) {
     if (n <= 0) return;
     CU_LAUNCH(k_add, cu::grid_for(n, EW_THREADS), EW_THREADS, 0, s, y, x, n);
+}
+
+extern "C" void cu_softmax(float *x, int32_t n_rows, int32_t n, cu_stream s) {
+    if (n_rows <= 0 || n <= 0) return;
+    CU_LAUNCH(k_softmax, n_rows, NORM_THREADS, 0, s, x, n);
 }
