@@ -10,7 +10,8 @@
  * With the cpu and ref backends the logits are in fact bitwise equal, and that is
  * asserted too.
  * Runs on random-weight models of several shapes and types (F32, F16, Q8_0, Q4_K; GQA
- * 1/2/4; head dims 32-128; tied and untied), on stories260K and on SmolLM2 when present.
+ * 1/2/4; head dims 32-128; tied and untied; the llama, qwen2, qwen3 and gemma3
+ * architectures), on stories260K and on SmolLM2 when present.
  * `test_forest --seeds N` runs N seeds per model (default: a fixed few). */
 #include "forest/forest.h"
 #include "convert/mkmodel.h"
@@ -370,14 +371,20 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--seeds")) n_seeds = atoi(argv[2]);
     char dir[] = "/tmp/md_test_forest_XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    struct { const char *name; uint32_t type; int32_t embd, heads, kv_heads, head_dim; bool tied; } shapes[] = {
-        {"f32 gqa1 hd32 tied", DT_F32, 128, 4, 4, 32, true},
-        {"f32 gqa2 hd64 untied", DT_F32, 128, 4, 2, 64, false},
-        {"f16 gqa4 hd32", DT_F16, 128, 8, 2, 32, true},
-        {"q8_0 gqa2 hd128", DT_Q8_0, 256, 4, 2, 128, false},
-        {"f32 gqa2 hd128", DT_F32, 256, 4, 2, 128, false},
-        {"q8_0 gqa2 hd32", DT_Q8_0, 128, 4, 2, 32, false},
-        {"q4_k gqa2 hd64", DT_Q4_K, 256, 4, 2, 64, true},
+    struct { const char *name; uint32_t type; int32_t embd, heads, kv_heads, head_dim; bool tied;
+             const char *arch; } shapes[] = {
+        {"f32 gqa1 hd32 tied", DT_F32, 128, 4, 4, 32, true, NULL},
+        {"f32 gqa2 hd64 untied", DT_F32, 128, 4, 2, 64, false, NULL},
+        {"f16 gqa4 hd32", DT_F16, 128, 8, 2, 32, true, NULL},
+        {"q8_0 gqa2 hd128", DT_Q8_0, 256, 4, 2, 128, false, NULL},
+        {"f32 gqa2 hd128", DT_F32, 256, 4, 2, 128, false, NULL},
+        {"q8_0 gqa2 hd32", DT_Q8_0, 128, 4, 2, 32, false, NULL},
+        {"q4_k gqa2 hd64", DT_Q4_K, 256, 4, 2, 64, true, NULL},
+        /* the other families (issue 28): biases, Q/K head norms, post-norms, GeGLU,
+         * NeoX rope, scaled embeddings; every layer global here (no window) */
+        {"qwen2 f32 gqa2 hd32 tied", DT_F32, 128, 4, 2, 32, true, "qwen2"},
+        {"qwen3 q8_0 gqa2 hd64", DT_Q8_0, 128, 4, 2, 64, false, "qwen3"},
+        {"gemma3 f32 gqa4 hd64 tied", DT_F32, 128, 4, 1, 64, true, "gemma3"},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         mkmodel_params mp = mkmodel_default_params();
@@ -388,6 +395,7 @@ int main(int argc, char **argv) {
         mp.head_dim = shapes[i].head_dim;
         mp.n_ff = 2 * shapes[i].embd;
         mp.tied = shapes[i].tied;
+        mp.arch = shapes[i].arch;
         mp.n_ctx = 2048;
         mp.seed = 40 + i;
         char path[128];
@@ -435,6 +443,23 @@ int main(int argc, char **argv) {
         }
     } else {
         T_SKIP("%s absent (make model fetches it)", smol);
+    }
+    /* Gemma 3 270M (make model MODEL=gemma3): its paths stay under its 512-token window */
+    const char *gemma = "models/gemma-3-270m-q4_k_m.gguf";
+    if (access(gemma, R_OK) == 0) {
+        st_err err = {0};
+        model *m = model_load(gemma, &err);
+        T_CHECK(m != NULL, "Gemma 3: %s", err.msg);
+        if (m) {
+            T_CHECK(m->hp.arch == MODEL_ARCH_GEMMA3 && m->hp.n_layer == 18 && m->hp.n_head == 4 &&
+                        m->hp.n_head_kv == 1 && m->hp.head_dim == 256 && m->hp.n_swa == 512 &&
+                        !model_layer_is_swa(&m->hp, 5) && model_layer_is_swa(&m->hp, 4),
+                    "Gemma 3 270M hyperparameters");
+            run_case(m, 300, "Gemma 3");
+            model_free(m);
+        }
+    } else {
+        T_SKIP("%s absent (make model MODEL=gemma3 fetches it)", gemma);
     }
     return t_done();
 }
