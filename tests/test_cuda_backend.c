@@ -11,8 +11,9 @@
  * largest seen printed on stderr at the end:
  *   matmul (float32 products and sums against ref's double)   1e-5
  *   attention (float scores, expf, float sums)                 1e-5
- *   rmsnorm 1e-5, swiglu 1e-6, softmax 1e-5, rope 1e-6 (0 under the emulator)
- *   get_row, add, gather_rows, kv ops                          0 (bitwise)
+ *   rmsnorm 1e-5, swiglu and geglu 1e-6, softmax 1e-5, rope and rope_neox 1e-6 (0 under
+ *   the emulator)
+ *   get_row, add, add_bias, scale, gather_rows, kv ops         0 (bitwise)
  *   topk_lse: ids exact; mx exact; log_sum within 1e-6; lp within 1e-5 * max(1, |lse|)
  * Batch invariance: a row's matmul result is the same bits alone as in a batch of up to
  * CU_FEW_ROWS rows (and in any batch under the emulator, whose product runs in the
@@ -225,6 +226,24 @@ static void test_small_ops(uint64_t seed) {
     C->upload(cu, dy, x, (size_t)rows * nh * hd * sizeof(float));
     C->rope(cu, dy, pos, rows, nh, hd, 6, 10000.0f, dff);
     check_small("rope", y, dy, (size_t)rows * nh * hd, cu_emulated() ? 0 : 1e-6);
+    memcpy(y, x, (size_t)rows * nh * hd * sizeof(float));
+    R->rope_neox(ref, y, pos, rows, nh, hd, 8, 10000.0f, NULL);
+    C->upload(cu, dy, x, (size_t)rows * nh * hd * sizeof(float));
+    C->rope_neox(cu, dy, pos, rows, nh, hd, 8, 10000.0f, NULL);
+    check_small("rope_neox", y, dy, (size_t)rows * nh * hd, cu_emulated() ? 0 : 1e-6);
+    R->geglu(ref, y, x, u, (int64_t)n);
+    C->geglu(cu, dy, dx, du, (int64_t)n);
+    check_small("geglu", y, dy, n, 1e-6);
+    memcpy(y, x, n * sizeof(float));
+    R->add_bias(ref, y, w, rows, dim);
+    C->upload(cu, dy, x, n * sizeof(float));
+    C->add_bias(cu, dy, dw, rows, dim);
+    check_small("add_bias", y, dy, n, 0);
+    memcpy(y, x, n * sizeof(float));
+    R->scale(ref, y, 1.7f, (int64_t)n);
+    C->upload(cu, dy, x, n * sizeof(float));
+    C->scale(cu, dy, 1.7f, (int64_t)n);
+    check_small("scale", y, dy, n, 0);
     /* gather_rows in place (idx[i] >= i) and to another buffer: bitwise */
     const int32_t idx[3] = {1, 1, 4};
     for (int inplace = 0; inplace < 2; inplace++) {

@@ -397,6 +397,17 @@ void cuda_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows, in
     LAUNCHED(b, "rope");
 }
 
+void cuda_rope_neox(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
+                    int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
+                    const float *freq_factors) {
+    if (n_rows <= 0) return;
+    const int32_t *dp = static_cast<const int32_t *>(
+        to_device(b, "rope_neox", pos, sizeof(int32_t) * (size_t)n_rows));
+    if (!dp) return;
+    cu_rope_neox(x, dp, n_rows, n_head, head_dim, rope_dim, base, freq_factors, STREAM);
+    LAUNCHED(b, "rope_neox");
+}
+
 void cuda_attention(kern_backend *b, const kern_attn *a) {
     if (a->n_rows <= 0) return;
     if (a->head_dim > CU_ATTN_MAX_HD) {
@@ -417,6 +428,21 @@ void cuda_attention(kern_backend *b, const kern_attn *a) {
 void cuda_swiglu(kern_backend *b, float *y, const float *gate, const float *up, int64_t n) {
     cu_swiglu(y, gate, up, n, STREAM);
     LAUNCHED(b, "swiglu");
+}
+
+void cuda_geglu(kern_backend *b, float *y, const float *gate, const float *up, int64_t n) {
+    cu_geglu(y, gate, up, n, STREAM);
+    LAUNCHED(b, "geglu");
+}
+
+void cuda_add_bias(kern_backend *b, float *y, const float *bias, int32_t n_rows, int32_t dim) {
+    cu_add_bias(y, bias, n_rows, dim, STREAM);
+    LAUNCHED(b, "add_bias");
+}
+
+void cuda_scale(kern_backend *b, float *y, float f, int64_t n) {
+    cu_scale(y, f, n, STREAM);
+    LAUNCHED(b, "scale");
 }
 
 void cuda_add(kern_backend *b, float *y, const float *x, int64_t n) {
@@ -536,6 +562,10 @@ kern_ops make_ops() {
     o.softmax = cuda_softmax;
     o.gather_rows = cuda_gather_rows;
     o.topk_lse = cuda_topk_lse;
+    o.rope_neox = cuda_rope_neox;
+    o.add_bias = cuda_add_bias;
+    o.scale = cuda_scale;
+    o.geglu = cuda_geglu;
     return o;
 }
 

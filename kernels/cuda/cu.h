@@ -34,6 +34,19 @@ void cu_rmsnorm(float *y, const float *x, const float *w, int32_t n_rows, int32_
 void cu_rope(float *x, const int32_t *pos, int32_t n_rows, int32_t n_head, int32_t head_dim,
              int32_t rope_dim, float base, const float *freq_factors, cu_stream s);
 
+/* kern_ops.rope_neox: cu_rope turning the pairs (i, i + rope_dim / 2) of each head. */
+void cu_rope_neox(float *x, const int32_t *pos, int32_t n_rows, int32_t n_head, int32_t head_dim,
+                  int32_t rope_dim, float base, const float *freq_factors, cu_stream s);
+
+/* y[i] = gelu(gate[i]) * up[i] in float (tanh form), i < n; y may equal gate. */
+void cu_geglu(float *y, const float *gate, const float *up, int64_t n, cu_stream s);
+
+/* y[r][i] += bias[i] for n_rows rows of dim. */
+void cu_add_bias(float *y, const float *bias, int32_t n_rows, int32_t dim, cu_stream s);
+
+/* y[i] *= f, i < n. */
+void cu_scale(float *y, float f, int64_t n, cu_stream s);
+
 /* y[i] = silu(gate[i]) * up[i] in float, i < n; y may equal gate. */
 void cu_swiglu(float *y, const float *gate, const float *up, int64_t n, cu_stream s);
 
