@@ -1,6 +1,6 @@
 # multidecode - one Makefile for the program, its tests and its benchmarks.
 #
-#   make            build ./multidecode (CPU backends; CUDA too when nvcc is present, later)
+#   make            build ./multidecode (CPU backends; CUDA too when nvcc is present)
 #   make run        install what is missing, fetch the default model if missing, open the TUI
 #   make test       install what is missing, build and run every test; the last line is
 #                   "N passed, N failed, N skipped"
@@ -47,7 +47,7 @@ multidecode: $(BUILD)/multidecode
 	cp $< $@
 
 $(BUILD)/multidecode: $(APP_OBJ) $(LIB)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(APP_OBJ) $(PROG_CU_OBJ) $(LIB) $(LDLIBS) $(PROG_CU_LIBS)
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -62,13 +62,16 @@ $(BUILD)/tests/%: tests/%.c $(LIB) $(BUILD)/multidecode
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # ---- CUDA: kernels/cuda/ (issue 26) ----
-# The .cu kernels build two ways. Emulated: as C++ with the project's CUDA-on-CPU
-# emulation (kernels/cuda/emu.h) into $(BUILD)/emu/, linked into the tests/test_cuda_emu*.cc
-# binaries that make test runs on every machine (only a C++17 compiler needed). Device:
-# when nvcc exists and CUDA is not 0, cuda-check compiles them for sm_80 and sm_90 plus
-# PTX into build/cuda/ (also under make asan: nvcc gets no sanitizer flags), prints each
-# sm_90 kernel's resource use and fails when one spills registers; make test runs it.
-# Nothing is linked into the program yet: the CUDA backend waits for the backend contract.
+# The .cu sources (the kernels and the backend, kernels/cuda/backend.cu) build two ways.
+# Emulated: as C++ with the project's CUDA-on-CPU emulation (kernels/cuda/emu.h) into
+# $(BUILD)/emu/, linked into the tests/test_cuda_emu*.cc binaries and the C tests
+# tests/test_cuda_*.c (the cuda backend against ref, the forest through it) that make test
+# runs on every machine (only a C++17 compiler needed); the program itself never has the
+# emulated backend. Device: when nvcc exists and CUDA is not 0, they compile for sm_80 and
+# sm_90 plus PTX into build/cuda/ (also under make asan: nvcc gets no sanitizer flags), and
+# the program links them with cuBLAS and the static CUDA runtime: --backend cuda. cuda-check
+# prints each sm_90 kernel's resource use and fails when one spills registers; make test
+# runs it.
 CUDA      ?= 1
 NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -82,6 +85,14 @@ CU_DEV_OBJ   := $(CU_SRC:kernels/cuda/%.cu=build/cuda/%.o)
 EMU_TEST_BIN := $(patsubst tests/%.cc,$(BUILD)/tests/%,$(wildcard tests/test_cuda_emu*.cc))
 TEST_BIN     += $(EMU_TEST_BIN)
 CUDA_CHECK   := $(if $(filter-out 0,$(CUDA)),$(if $(NVCC),cuda-check))
+CU_C_TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_cuda_*.c))
+# the program with the device backend: its objects, cuBLAS (found beside nvcc, its path
+# kept in the binary) and the static runtime
+CUDA_LIBDIR  ?= $(patsubst %/bin/nvcc,%,$(NVCC))/lib64
+PROG_CU_OBJ  := $(if $(CUDA_CHECK),$(CU_DEV_OBJ))
+CU_LINK      := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcudart_static -ldl -lrt -lstdc++
+PROG_CU_LIBS := $(if $(CUDA_CHECK),$(CU_LINK))
+$(BUILD)/multidecode: $(PROG_CU_OBJ)
 
 $(BUILD)/emu/%.o: %.cu
 	@mkdir -p $(dir $@)
@@ -90,6 +101,16 @@ $(BUILD)/emu/%.o: %.cu
 $(EMU_TEST_BIN): $(BUILD)/tests/%: tests/%.cc $(CU_EMU_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -o $@ $< $(CU_EMU_OBJ) $(LIB) $(LDLIBS)
+
+# the C tests of the cuda backend, linked with its emulated build
+$(CU_C_TEST_BIN): $(BUILD)/tests/%: tests/%.c $(CU_EMU_OBJ) $(LIB) $(BUILD)/multidecode
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(CU_EMU_OBJ) $(LIB) $(LDLIBS) -lstdc++
+
+# the same tests linked with the device build, for a GPU (tools/gpu-check.sh)
+build/cuda/tests/%: tests/%.c $(CU_DEV_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(CU_DEV_OBJ) $(LIB) $(LDLIBS) $(CU_LINK)
 
 # cuda-check: the kernels compiled for the GPU, failing on register spills.
 cuda-check: $(if $(NVCC),$(CU_DEV_OBJ))
@@ -101,18 +122,20 @@ build/cuda/%.o: kernels/cuda/%.cu $(wildcard kernels/cuda/*.h kernels/cuda/*.cuh
 	@$(NVCC) $(NVCCFLAGS) -c -o $@ $< > $(@:.o=.ptxas) 2>&1 || { cat $(@:.o=.ptxas); rm -f $@; exit 1; }
 	@awk -f kernels/cuda/ptxas.awk $(@:.o=.ptxas) || { rm -f $@; exit 1; }
 
-# cuda-test: tests/test_cuda_emu_kernels.cc built with nvcc and run on the GPU (it reports
-# itself skipped on a machine without one).
+# cuda-test: tests/test_cuda_emu_kernels.cc built with nvcc, and the cuda backend's C tests
+# linked with the device build, run on the GPU (each reports itself skipped without one).
 build/cuda/test_cuda_kernels: tests/test_cuda_emu_kernels.cc $(CU_DEV_OBJ) $(LIB)
 	$(NVCC) -std=c++17 -O2 -I. $(CUDA_ARCH) -x cu -c -o $@.o $<
-	$(NVCC) $(CUDA_ARCH) -o $@ $@.o $(CU_DEV_OBJ) $(LIB) $(subst -pthread,-Xcompiler -pthread,$(LDLIBS))
+	$(NVCC) $(CUDA_ARCH) -o $@ $@.o $(CU_DEV_OBJ) $(LIB) $(subst -pthread,-Xcompiler -pthread,$(LDLIBS)) -lcublas
 
-cuda-test: build/cuda/test_cuda_kernels
+CU_DEV_TEST_BIN := $(CU_C_TEST_BIN:$(BUILD)/tests/%=build/cuda/tests/%)
+cuda-test: build/cuda/test_cuda_kernels $(CU_DEV_TEST_BIN)
 	build/cuda/test_cuda_kernels
+	@for t in $(CU_DEV_TEST_BIN); do echo "== $$t"; $$t || exit 1; done
 
 test-run: $(CUDA_CHECK)
 
--include $(CU_EMU_OBJ:.o=.d) $(EMU_TEST_BIN:=.d)
+-include $(CU_EMU_OBJ:.o=.d) $(EMU_TEST_BIN:=.d) $(CU_C_TEST_BIN:=.d)
 
 # deps: install the Debian packages the build and tests need (or say which command does).
 deps:

@@ -20,19 +20,29 @@ struct kern_backend {
     st_err fail;            /* the first failure an op met since the last kern_backend_sync */
 };
 
-/* Every backend this build has, in the order an unknown name's message lists them. */
-static const kern_ops *const backends[] = {&kern_ref_ops, &kern_cpu_ops};
+/* Every backend this build may have, in the order an unknown name's message lists them;
+ * NULL where it lacks one. The cuda backend (kernels/cuda/backend.cu) is linked only into
+ * builds that have it (the program built with nvcc, the emulated test binaries), so it is
+ * a weak reference: NULL elsewhere. */
+extern const kern_ops kern_cuda_ops __attribute__((weak));
+static const kern_ops *const backends[] = {&kern_ref_ops, &kern_cpu_ops, &kern_cuda_ops};
 #define N_BACKENDS (sizeof backends / sizeof backends[0])
 
 kern_backend *kern_backend_init(const char *name, int32_t n_threads, st_err *err) {
     const kern_ops *ops = NULL;
     for (size_t i = 0; name && i < N_BACKENDS; i++)
-        if (strcmp(name, backends[i]->name) == 0) ops = backends[i];
+        if (backends[i] && strcmp(name, backends[i]->name) == 0) ops = backends[i];
+    if (!ops && name && strcmp(name, "cuda") == 0) {
+        st_set(err, ST_ERR_UNSUPPORTED, "this build has no CUDA backend: rebuild with nvcc on "
+               "PATH (make CUDA=1), or use --backend cpu");
+        return NULL;
+    }
     if (!ops) {
         char known[128] = "";
         for (size_t i = 0; i < N_BACKENDS; i++)
-            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "",
-                     backends[i]->name);
+            if (backends[i])
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
+                         known[0] ? ", " : "", backends[i]->name);
         st_set(err, ST_ERR_ARG, "unknown compute backend '%s' (known: %s)",
                name ? name : "(null)", known);
         return NULL;
@@ -108,6 +118,10 @@ static void *alloc_failed(kern_backend *b, const char *op, const char *what, siz
     else
         kern_backend_fail(b, ST_ERR_NOMEM, op, "out of memory for %zu bytes of %s", bytes, what);
     return NULL;
+}
+
+bool kern_backend_alloc_allowed(const kern_backend *b, size_t bytes) {
+    return bytes <= b->alloc_limit;
 }
 
 void *kern_backend_alloc(kern_backend *b, const char *op, const char *what, size_t bytes) {

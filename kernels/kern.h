@@ -231,5 +231,7 @@ void kern_backend_parallel(kern_backend *b, int32_t n_tasks,
 /* Backend tables; each backend's file defines one. */
 extern const kern_ops kern_ref_ops;
 extern const kern_ops kern_cpu_ops;
+/* kernels/cuda/backend.cu: only in builds linked with it (backend.c refers to it weakly). */
+extern const kern_ops kern_cuda_ops;
 
 #endif

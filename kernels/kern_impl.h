@@ -7,6 +7,7 @@
 #ifndef MD_KERN_IMPL_H
 #define MD_KERN_IMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "kern.h"
@@ -33,6 +34,10 @@ void *kern_backend_alloc(kern_backend *b, const char *op, const char *what, size
  * fails as if memory ran out. SIZE_MAX means no limit (the default; requests over
  * PTRDIFF_MAX always fail). */
 void kern_backend_set_alloc_limit(kern_backend *b, size_t bytes);
+
+/* Whether a request of bytes is within the limit above, for a backend whose memory is not
+ * kern_backend_alloc's (a device): it fails over-limit requests the same way. */
+bool kern_backend_alloc_allowed(const kern_backend *b, size_t bytes);
 
 /* The host backends' buffers (ops buf_alloc, buf_free, upload, download): zeroed,
  * 64-byte-aligned host memory, and memcpy. */

@@ -18,6 +18,13 @@ extern "C" {
 #include <cuda_fp16.h>
 #endif
 
+/* a loop the device compiler should unroll (the emulator's compiler decides itself) */
+#if CU_EMU
+#define CU_UNROLL
+#else
+#define CU_UNROLL _Pragma("unroll")
+#endif
+
 namespace cu {
 
 constexpr unsigned FULL = 0xffffffffu;

@@ -5,8 +5,8 @@
  * cudaGetLastError / stream synchronisation. Each op has the contract of its kern_ops
  * twin in kernels/kern.h (ref/ is the oracle); what differs is stated per function.
  *
- * These are the pieces the CUDA backend is made of; the backend (buffers, prepared
- * weights, KV cache, outputs) waits for the backend contract of kern.h. */
+ * These are the pieces the CUDA backend (backend.cu: buffers, prepared weights, the KV
+ * cache, outputs, errors) is made of. */
 #ifndef MD_CUDA_CU_H
 #define MD_CUDA_CU_H
 
@@ -20,6 +20,9 @@ extern "C" {
 /* the CUDA runtime's cudaStream_t, spelled so that C can name it */
 typedef struct CUstream_st *cu_stream;
 
+/* Whether these kernels run under the CPU emulator (emu.h) rather than on a GPU. */
+bool cu_emulated(void);
+
 /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for n_rows rows of dim (one block a row, float
  * sums); y may equal x. */
 void cu_rmsnorm(float *y, const float *x, const float *w, int32_t n_rows, int32_t dim,
@@ -30,6 +33,19 @@ void cu_rmsnorm(float *y, const float *x, const float *w, int32_t n_rows, int32_
  * products in double as ref does. x is (n_rows, n_head * head_dim); pos (n_rows). */
 void cu_rope(float *x, const int32_t *pos, int32_t n_rows, int32_t n_head, int32_t head_dim,
              int32_t rope_dim, float base, const float *freq_factors, cu_stream s);
+
+/* kern_ops.rope_neox: cu_rope turning the pairs (i, i + rope_dim / 2) of each head. */
+void cu_rope_neox(float *x, const int32_t *pos, int32_t n_rows, int32_t n_head, int32_t head_dim,
+                  int32_t rope_dim, float base, const float *freq_factors, cu_stream s);
+
+/* y[i] = gelu(gate[i]) * up[i] in float (tanh form), i < n; y may equal gate. */
+void cu_geglu(float *y, const float *gate, const float *up, int64_t n, cu_stream s);
+
+/* y[r][i] += bias[i] for n_rows rows of dim. */
+void cu_add_bias(float *y, const float *bias, int32_t n_rows, int32_t dim, cu_stream s);
+
+/* y[i] *= f, i < n. */
+void cu_scale(float *y, float f, int64_t n, cu_stream s);
 
 /* y[i] = silu(gate[i]) * up[i] in float, i < n; y may equal gate. */
 void cu_swiglu(float *y, const float *gate, const float *up, int64_t n, cu_stream s);
@@ -44,14 +60,57 @@ void cu_add(float *y, const float *x, int64_t n, cu_stream s);
 bool cu_get_rows(float *out, uint32_t type, const void *w, int64_t n_in, const int32_t *rows,
                  int32_t n_rows, cu_stream s);
 
+/* cu_get_rows of the consecutive rows row0 .. row0 + n_rows - 1 (no index array): a
+ * weight row for get_row, a tile of a matrix for the many-row product. */
+bool cu_dequant_rows(float *out, uint32_t type, const void *w, int64_t n_in, int64_t row0,
+                     int32_t n_rows, cu_stream s);
+
+#define CU_FEW_ROWS 16 /* most activation rows cu_matmul_few takes */
+
+/* y (n_rows, n_out) = x (n_rows, n_in) times W transposed, W (n_out, n_in) of DT_* type as
+ * stored, for 1 .. CU_FEW_ROWS rows: one warp an output row, weights dequantised as read
+ * (dq), float products and sums; each lane sums the values of its index mod 32 in order,
+ * then one lane sums the 32 partials in lane order, so a row's result is the same bits in
+ * any batch. False (nothing queued) for a type without a kernel (cu_get_rows' list). */
+bool cu_matmul_few(float *y, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
+                   const float *x, int32_t n_rows, cu_stream s);
+
+/* Softmax of each of n_rows rows of n values in place (float; one block a row). */
+void cu_softmax(float *x, int32_t n_rows, int32_t n, cu_stream s);
+
+#define CU_ATTN_MAX_HD 256 /* largest head_dim cu_attention takes */
+
+/* kern_ops.attention with device arrays: seg_off (n_rows + 1) indexes segs, slots of the
+ * cache rows (n_head_kv * head_dim floats). One block a (head, row) walks the row's keys
+ * in order in tiles of 128: float scores, online softmax (expf), float sums; a row
+ * without keys gets zeros. head_dim <= CU_ATTN_MAX_HD. */
+void cu_attention(float *out, const float *q, const float *k, const float *v,
+                  const int32_t *seg_off, const int32_t *segs, int32_t n_rows, int32_t n_head,
+                  int32_t n_head_kv, int32_t head_dim, float scale, cu_stream s);
+
+/* Row slot[i] of cache (rows of row_len floats) = row i of x, i < n_rows; slot a device
+ * array. */
+void cu_kv_store(float *cache, int64_t row_len, const int32_t *slot, const float *x,
+                 int32_t n_rows, cu_stream s);
+
+/* Row s of src (n_slots rows of row_len) to row dst_of_src[s] of dst when that is >= 0
+ * (dst_of_src a device array; src and dst do not overlap). */
+void cu_kv_move(float *dst, const float *src, const int32_t *dst_of_src, int32_t n_slots,
+                int64_t row_len, cu_stream s);
+
+/* y[i] = x[idx[i]], rows of width floats, i < n (idx a device array), one row after
+ * another, so y may equal x when idx[i] >= i. */
+void cu_gather_rows(float *y, const float *x, const int32_t *idx, int32_t n, int32_t width,
+                    cu_stream s);
+
 #define CU_TOPK_MAX 64 /* most entries cu_topk_lse keeps per row */
 
 /* For each of n_rows rows of n_vocab logits: its k largest (ties: the lower id first),
- * largest first, as ids and log-probabilities logit - (mx + (float)log_sum), with mx the
- * row's largest logit and log_sum = log(sum exp(logit - mx)) (float exps summed in double),
- * the step's own arithmetic (engine/forest/step.c). ids and logprobs are (n_rows, k); mx
- * and log_sum (n_rows) may be NULL. Returns the entries written per row,
- * min(k, n_vocab, CU_TOPK_MAX). Rows holding NaN give unspecified entries. */
+ * largest first, as ids and log-probabilities kern_logprob(logit, {mx, log_sum}), with mx
+ * the row's largest logit and log_sum = log(sum exp(logit - mx)) (float exps summed in
+ * double). ids and logprobs are (n_rows, k); mx and log_sum (n_rows) may be NULL; k may be
+ * 0 (only mx and log_sum). Returns the entries written per row, min(k, n_vocab,
+ * CU_TOPK_MAX). Rows holding NaN give unspecified entries. */
 int32_t cu_topk_lse(const float *logits, int32_t n_rows, int32_t n_vocab, int32_t k,
                     int32_t *ids, float *logprobs, float *mx, double *log_sum, cu_stream s);
 

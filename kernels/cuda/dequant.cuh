@@ -102,6 +102,13 @@ template <template <int> class Fn, class... A> inline bool with_type(uint32_t ty
     }
 }
 
+template <int TYPE> struct no_launch {
+    static void run() {}
+};
+
+/* Whether the type has a device dequantiser (and so every kernel templated on one). */
+inline bool has_type(uint32_t type) { return with_type<no_launch>(type); }
+
 } /* namespace cu */
 
 #endif

@@ -4,7 +4,9 @@
  * of its own, with no dependency.
  *
  * How it runs a launch: one block at a time, blocks in x, y, z order; every CUDA thread of
- * the block is a user-level fiber (ucontext) with a 64 KiB stack (256 KiB under ASan, with
+ * the block is a user-level fiber (a hand-written register switch on x86-64, ucontext
+ * elsewhere: glibc's swapcontext makes a signal-mask system call per switch, 30 times the
+ * cost) with a 64 KiB stack (256 KiB under ASan, with
  * a guard page below; stacks are reused across blocks and launches). A fiber runs until
  * it exits or waits at __syncthreads or at a warp operation, then the next one runs. The
  * emulator is strict where CUDA leaves behaviour undefined, and aborts with a message
@@ -55,6 +57,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -114,8 +117,35 @@ constexpr size_t STACK = 64 << 10;
 enum fstate { READY, AT_BARRIER, AT_WARP, DONE };
 enum wop { W_SHFL, W_SYNCWARP };
 
+/* A fiber's saved machine state: on x86-64 its stack pointer (the callee-saved registers
+ * and the resume address lie on its stack), elsewhere a ucontext. */
+#if defined(__x86_64__)
+#define CUEMU_FAST_SWITCH 1
+struct fctx {
+    void *sp;
+};
+/* Saves the callee-saved registers on the current stack, stores the stack pointer in
+ * *from, loads to and returns into what it saved (a weak symbol: every translation unit
+ * that includes this header defines the same one). */
+extern "C" void cuemu_switch(void **from, void *to);
+asm(".text\n"
+    ".weak cuemu_switch\n"
+    ".type cuemu_switch, @function\n"
+    "cuemu_switch:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  movq %rsp, (%rdi)\n"
+    "  movq %rsi, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n"
+    ".size cuemu_switch, .-cuemu_switch\n");
+#else
+struct fctx {
+    ucontext_t uc;
+};
+#endif
+
 struct fiber {
-    ucontext_t ctx;
+    fctx ctx;
     char *stack; /* usable part, STACK bytes above a guard page */
     uint3 tid;
     fstate state;
@@ -135,7 +165,7 @@ struct state {
     uint3 block_idx;
     std::vector<fiber> fibers; /* the stacks persist; the rest is reset per block */
     fiber *cur;
-    ucontext_t sched;
+    fctx sched;
     void *sched_fake;
     const void *sched_bottom;
     size_t sched_size;
@@ -166,12 +196,20 @@ inline int lane_of(const fiber *f) { return (int)(f - st.fibers.data()) % WARP; 
 
 /* ---- switching: the scheduler and the fibers, with ASan told about each stack switch */
 
+inline void switch_to(fctx *from, fctx *to) {
+#ifdef CUEMU_FAST_SWITCH
+    cuemu_switch(&from->sp, to->sp);
+#else
+    if (swapcontext(&from->uc, &to->uc) != 0) fail("swapcontext failed");
+#endif
+}
+
 inline void to_fiber(fiber *f) {
     st.cur = f;
 #ifdef CUEMU_ASAN
     __sanitizer_start_switch_fiber(&st.sched_fake, f->stack, STACK);
 #endif
-    if (swapcontext(&st.sched, &f->ctx) != 0) fail("swapcontext failed");
+    switch_to(&st.sched, &f->ctx);
 #ifdef CUEMU_ASAN
     __sanitizer_finish_switch_fiber(st.sched_fake, nullptr, nullptr);
 #endif
@@ -185,7 +223,7 @@ inline void to_sched() {
     __sanitizer_start_switch_fiber(f->state == DONE ? nullptr : &f->fake_stack,
                                    st.sched_bottom, st.sched_size);
 #endif
-    if (swapcontext(&f->ctx, &st.sched) != 0) fail("swapcontext failed");
+    switch_to(&f->ctx, &st.sched);
 #ifdef CUEMU_ASAN
     __sanitizer_finish_switch_fiber(f->fake_stack, nullptr, nullptr);
 #endif
@@ -349,11 +387,22 @@ inline void make_fiber(fiber *f) {
 #ifdef CUEMU_ASAN
     ASAN_UNPOISON_MEMORY_REGION(f->stack, STACK);
 #endif
-    if (getcontext(&f->ctx) != 0) fail("getcontext failed");
-    f->ctx.uc_stack.ss_sp = f->stack;
-    f->ctx.uc_stack.ss_size = STACK;
-    f->ctx.uc_link = nullptr;
-    makecontext(&f->ctx, fiber_main, 0);
+#ifdef CUEMU_FAST_SWITCH
+    /* what cuemu_switch pops: six zeroed registers, then fiber_main as the return address,
+     * above it a null return address of fiber_main's own (which never returns), placed so
+     * that fiber_main starts with the stack aligned as after a call */
+    void **top = (void **)(f->stack + STACK);
+    top[-1] = nullptr;
+    top[-2] = (void *)&fiber_main;
+    for (int i = 3; i <= 8; i++) top[-i] = nullptr;
+    f->ctx.sp = top - 8;
+#else
+    if (getcontext(&f->ctx.uc) != 0) fail("getcontext failed");
+    f->ctx.uc.uc_stack.ss_sp = f->stack;
+    f->ctx.uc.uc_stack.ss_size = STACK;
+    f->ctx.uc.uc_link = nullptr;
+    makecontext(&f->ctx.uc, fiber_main, 0);
+#endif
     f->state = READY;
     f->fake_stack = nullptr;
 }
@@ -569,9 +618,40 @@ enum cudaMemcpyKind {
 };
 #define cudaMemAttachGlobal 1u
 
+enum cudaMemoryType {
+    cudaMemoryTypeUnregistered = 0,
+    cudaMemoryTypeHost = 1,
+    cudaMemoryTypeDevice = 2,
+    cudaMemoryTypeManaged = 3
+};
+struct cudaPointerAttributes {
+    cudaMemoryType type;
+    int device;
+    void *devicePointer;
+    void *hostPointer;
+};
+
+namespace cuemu {
+/* the "device" blocks cudaMalloc gave out, start -> bytes, so that cudaPointerGetAttributes
+ * tells them from other host memory as the driver does */
+inline std::map<uintptr_t, size_t> dev_blocks;
+} /* namespace cuemu */
+
 inline cudaError_t cudaMalloc(void **p, size_t bytes) {
-    *p = malloc(bytes ? bytes : 1);
-    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+    /* 256-byte aligned, as the driver's allocations are */
+    *p = bytes <= SIZE_MAX - 255 ? aligned_alloc(256, (bytes + 255) / 256 * 256 + 256 * !bytes)
+                                 : nullptr;
+    if (!*p) return cudaErrorMemoryAllocation;
+    cuemu::dev_blocks[(uintptr_t)*p] = bytes ? bytes : 1;
+    return cudaSuccess;
+}
+inline cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
+    const uintptr_t u = (uintptr_t)p;
+    auto it = cuemu::dev_blocks.upper_bound(u);
+    const bool dev = it != cuemu::dev_blocks.begin() && (--it, u < it->first + it->second);
+    *a = cudaPointerAttributes{dev ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered, 0,
+                               dev ? (void *)p : nullptr, dev ? nullptr : (void *)p};
+    return cudaSuccess;
 }
 template <class T> inline cudaError_t cudaMalloc(T **p, size_t bytes) {
     return cudaMalloc(reinterpret_cast<void **>(p), bytes);
@@ -582,6 +662,7 @@ inline cudaError_t cudaMallocManaged(T **p, size_t bytes, unsigned flags = cudaM
     return cudaMalloc(reinterpret_cast<void **>(p), bytes);
 }
 inline cudaError_t cudaFree(void *p) {
+    cuemu::dev_blocks.erase((uintptr_t)p);
     free(p);
     return cudaSuccess;
 }
@@ -614,6 +695,7 @@ inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; } /* launch errors abort */
 inline cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int *n) { return *n = 1, cudaSuccess; }
+inline cudaError_t cudaSetDevice(int d) { return d == 0 ? cudaSuccess : cudaErrorInvalidValue; }
 inline const char *cudaGetErrorString(cudaError_t e) {
     return e == cudaSuccess ? "no error" : e == cudaErrorMemoryAllocation ? "out of memory"
                                                                            : "invalid argument";

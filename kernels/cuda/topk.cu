@@ -40,7 +40,7 @@ k_topk_lse(const float *logits, int n_vocab, int k, int stride, int32_t *ids, fl
     for (int i = threadIdx.x; i < n_vocab; i += blockDim.x) {
         const float v = x[i];
         mx = fmaxf(mx, v);
-        if (cnt == k && !(v > tv[k - 1])) continue;
+        if (k == 0 || (cnt == k && !(v > tv[k - 1]))) continue;
         int j = cnt < k ? cnt++ : k - 1;
         for (; j > 0 && tv[j - 1] < v; j--) tv[j] = tv[j - 1], ti[j] = ti[j - 1];
         tv[j] = v;
@@ -50,7 +50,6 @@ k_topk_lse(const float *logits, int n_vocab, int k, int stride, int32_t *ids, fl
     double sum = 0.0;
     for (int i = threadIdx.x; i < n_vocab; i += blockDim.x) sum += (double)expf(x[i] - mx);
     const double log_sum = log(cu::block_sum(sum, dred));
-    const float lse = __fadd_rn(mx, (float)log_sum);
     if (threadIdx.x == 0) {
         if (mx_out) mx_out[blockIdx.x] = mx;
         if (log_sum_out) log_sum_out[blockIdx.x] = log_sum;
@@ -70,7 +69,8 @@ k_topk_lse(const float *logits, int n_vocab, int k, int stride, int32_t *ids, fl
         if (head < cnt && ti[head] == id) head++;
         if (threadIdx.x == 0) {
             ids[(int64_t)blockIdx.x * stride + r] = id;
-            logprobs[(int64_t)blockIdx.x * stride + r] = __fsub_rn(v, lse);
+            logprobs[(int64_t)blockIdx.x * stride + r] =
+                (float)__dsub_rn((double)__fsub_rn(v, mx), log_sum); /* kern_logprob */
         }
     }
 }
@@ -80,8 +80,9 @@ k_topk_lse(const float *logits, int n_vocab, int k, int stride, int32_t *ids, fl
 extern "C" int32_t cu_topk_lse(const float *logits, int32_t n_rows, int32_t n_vocab, int32_t k,
                                int32_t *ids, float *logprobs, float *mx, double *log_sum,
                                cu_stream s) {
-    const int32_t kk = k < n_vocab ? (k < CU_TOPK_MAX ? k : CU_TOPK_MAX) : n_vocab;
-    if (n_rows <= 0 || n_vocab <= 0 || kk <= 0) return kk > 0 ? kk : 0;
+    int32_t kk = k < n_vocab ? (k < CU_TOPK_MAX ? k : CU_TOPK_MAX) : n_vocab;
+    if (kk < 0) kk = 0;
+    if (n_rows <= 0 || n_vocab <= 0 || (kk == 0 && !mx && !log_sum)) return kk;
     CU_LAUNCH(k_topk_lse, n_rows, TOPK_THREADS, 0, s, logits, n_vocab, kk, k, ids, logprobs,
               mx, log_sum);
     return kk;

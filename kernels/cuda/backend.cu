@@ -1,0 +1,576 @@
+/* backend.cu - kern_cuda_ops: the CUDA backend, every op of kern.h on one device. Buffers
+ * and prepared weights are device memory (cudaMalloc; the GGUF blocks uploaded as stored),
+ * the ops are the kernels of cu.h queued on the legacy default stream (so that every
+ * instance, the model's weight preparer and each context, sees the others' work in
+ * order), and every CUDA and cuBLAS status is checked: the first failure is recorded
+ * naming the op, the call, its file and line, and sync returns it.
+ *
+ * Products: up to CU_FEW_ROWS activation rows go through cu_matmul_few (the blocks read
+ * as stored); more through product(), which dequantises W to float32 in tiles of at most
+ * PRODUCT_TILE_BYTES and multiplies by cuBLAS SGEMM (float32 throughout, no TF32). Under
+ * the emulator (emu.h, no cuBLAS) product() multiplies on the host in the order of the
+ * few-row kernel, so a row's result is the same bits in any batch there.
+ *
+ * Host memory where the engine passes it: the batch's integer arrays (positions, slots,
+ * segments, gather indices, kv_permute's map) are copied in through a small cache keyed
+ * by content (a forward pass passes the same arrays to every layer); matmul's y and
+ * topk_lse's x may be host memory (the step's logits are, today), staged through device
+ * scratch; topk_lse's lse, ids and lp are host memory. */
+#include <string.h>
+
+#include <algorithm>
+#include <new>
+#include <numeric>
+#include <vector>
+
+#include "kernels/cuda/dequant.cuh"
+
+#define _Noreturn [[noreturn]] /* base/status.h is C11 */
+extern "C" {
+#include "kernels/kern_impl.h"
+#include "kernels/vec.h"
+}
+
+#if !CU_EMU
+#include <cublas_v2.h>
+#endif
+
+namespace {
+
+constexpr size_t PRODUCT_TILE_BYTES = (size_t)64 << 20;
+constexpr int N_SMALL = 8; /* host arrays kept on the device at once */
+
+enum { S_W, S_OUT, S_IN, S_TOPK, N_SCRATCH }; /* device scratch buffers, by use */
+
+struct dev_buf {
+    void *p;
+    size_t bytes;
+};
+
+struct small_copy {
+    std::vector<unsigned char> host; /* what dev holds */
+    dev_buf dev;
+    uint64_t used; /* when last handed out (the least recent is replaced) */
+};
+
+struct cuda_state {
+#if !CU_EMU
+    cublasHandle_t blas;
+#endif
+    dev_buf scratch[N_SCRATCH];
+    small_copy small[N_SMALL];
+    uint64_t small_clock;
+    std::vector<std::pair<uintptr_t, uintptr_t>> own; /* this instance's buffers [start, end) */
+};
+
+const cu_stream STREAM = nullptr;
+
+cuda_state *state_of(kern_backend *b) { return static_cast<cuda_state *>(kern_backend_state(b)); }
+
+/* The name of the call in a CU_OK / BLAS_OK expression: its text up to the parenthesis. */
+int call_len(const char *call) {
+    const char *p = strchr(call, '(');
+    return p ? (int)(p - call) : (int)strlen(call);
+}
+
+bool cu_ok(kern_backend *b, const char *op, cudaError_t e, const char *call, const char *file,
+           int line) {
+    if (e == cudaSuccess) return true;
+    kern_backend_fail(b, e == cudaErrorMemoryAllocation ? ST_ERR_NOMEM : ST_ERR_BACKEND, op,
+                      "%.*s failed: %s (%s:%d)", call_len(call), call, cudaGetErrorString(e),
+                      file, line);
+    return false;
+}
+#define CU_OK(b, op, call) cu_ok((b), (op), (call), #call, __FILE__, __LINE__)
+
+#if !CU_EMU
+bool blas_ok(kern_backend *b, const char *op, cublasStatus_t e, const char *call,
+             const char *file, int line) {
+    if (e == CUBLAS_STATUS_SUCCESS) return true;
+    kern_backend_fail(b, e == CUBLAS_STATUS_ALLOC_FAILED ? ST_ERR_NOMEM : ST_ERR_BACKEND, op,
+                      "%.*s failed: %s (%s:%d)", call_len(call), call, cublasGetStatusString(e),
+                      file, line);
+    return false;
+}
+#define BLAS_OK(b, op, call) blas_ok((b), (op), (call), #call, __FILE__, __LINE__)
+#endif
+
+/* After an op's launches: a launch error (bad configuration, no kernel image for this
+ * device) recorded naming the op. */
+#define LAUNCHED(b, op) CU_OK(b, op, cudaGetLastError())
+
+/* bytes of device memory for op's `what`, or NULL with ST_ERR_NOMEM recorded as the host
+ * backends word it ("matmul: out of memory for 12.0 MiB of device scratch"), the CUDA
+ * error named. Honours kern_backend_set_alloc_limit. */
+void *dev_alloc(kern_backend *b, const char *op, const char *what, size_t bytes) {
+    void *p = nullptr;
+    const cudaError_t e = kern_backend_alloc_allowed(b, bytes) ? cudaMalloc(&p, bytes ? bytes : 1)
+                                                               : cudaErrorMemoryAllocation;
+    if (e == cudaSuccess) return p;
+    if (e != cudaErrorMemoryAllocation) cudaGetLastError(); /* (not sticky: clear it) */
+    if (bytes >= (size_t)1 << 20)
+        kern_backend_fail(b, ST_ERR_NOMEM, op, "out of memory for %.1f MiB of %s (cudaMalloc: %s)",
+                          (double)bytes / (1 << 20), what, cudaGetErrorString(e));
+    else
+        kern_backend_fail(b, ST_ERR_NOMEM, op, "out of memory for %zu bytes of %s (cudaMalloc: %s)",
+                          bytes, what, cudaGetErrorString(e));
+    return nullptr;
+}
+
+/* d grown to at least bytes (doubling), or NULL recorded; its contents do not survive a
+ * growth (cudaFree waits for the kernels that use the old block). */
+void *grow(kern_backend *b, const char *op, dev_buf *d, size_t bytes) {
+    if (bytes <= d->bytes && d->p) return d->p;
+    size_t n = std::max(bytes, std::max((size_t)4096, d->bytes * 2));
+    if (!kern_backend_alloc_allowed(b, n)) n = bytes;
+    if (d->p) CU_OK(b, op, cudaFree(d->p));
+    *d = dev_buf{nullptr, 0};
+    void *p = dev_alloc(b, op, "device scratch", n);
+    if (p) *d = dev_buf{p, n};
+    return p;
+}
+
+void *scratch(kern_backend *b, const char *op, int which, size_t bytes) {
+    return grow(b, op, &state_of(b)->scratch[which], bytes);
+}
+
+/* A device copy of bytes of host memory (a batch's small arrays), valid until N_SMALL - 1
+ * other arrays have been asked for (the least recently asked for is replaced); NULL
+ * recorded when memory runs out. */
+const void *to_device(kern_backend *b, const char *op, const void *host, size_t bytes) {
+    cuda_state *s = state_of(b);
+    const unsigned char *h = static_cast<const unsigned char *>(host);
+    small_copy *lru = &s->small[0];
+    for (small_copy &c : s->small) {
+        if (c.dev.p && c.host.size() == bytes && (bytes == 0 || memcmp(c.host.data(), h, bytes) == 0)) {
+            c.used = ++s->small_clock;
+            return c.dev.p;
+        }
+        if (c.used < lru->used) lru = &c;
+    }
+    small_copy &c = *lru; /* never one handed out since the last replacement */
+    c.used = ++s->small_clock;
+    c.host.clear();
+    if (!grow(b, op, &c.dev, bytes)) return nullptr;
+    if (bytes && !CU_OK(b, op, cudaMemcpyAsync(c.dev.p, host, bytes, cudaMemcpyHostToDevice, STREAM)))
+        return nullptr;
+    c.host.assign(h, h + bytes);
+    return c.dev.p;
+}
+
+/* Whether p is device memory: one of this instance's buffers, else as the driver says. */
+bool on_device(kern_backend *b, const void *p) {
+    const uintptr_t u = (uintptr_t)p;
+    for (const auto &r : state_of(b)->own)
+        if (u >= r.first && u < r.second) return true;
+    cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+/* ---- state, memory ---- */
+
+st_code cuda_init(kern_backend *b, int32_t *n_threads, void **state, st_err *err) {
+    (void)b;
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaSuccess && n == 0) e = cudaErrorInvalidValue;
+    if (e == cudaSuccess) e = cudaSetDevice(0);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return st_set(err, ST_ERR_BACKEND, "no usable CUDA device (%s): use --backend cpu",
+                      n == 0 && e == cudaErrorInvalidValue ? "none found" : cudaGetErrorString(e));
+    }
+    cuda_state *s = new (std::nothrow) cuda_state();
+    if (!s) return st_set(err, ST_ERR_NOMEM, "out of memory creating the cuda backend");
+#if !CU_EMU
+    const cublasStatus_t be = cublasCreate(&s->blas);
+    if (be != CUBLAS_STATUS_SUCCESS) {
+        delete s;
+        return st_set(err, ST_ERR_BACKEND, "cublasCreate failed: %s (use --backend cpu)",
+                      cublasGetStatusString(be));
+    }
+    cublasSetStream(s->blas, STREAM);
+#endif
+    *n_threads = 1; /* the host thread only queues work */
+    *state = s;
+    return ST_OK;
+}
+
+void cuda_free(void *state) {
+    cuda_state *s = static_cast<cuda_state *>(state);
+    if (!s) return;
+    cudaDeviceSynchronize();
+    for (dev_buf &d : s->scratch) cudaFree(d.p);
+    for (small_copy &c : s->small) cudaFree(c.dev.p);
+#if !CU_EMU
+    cublasDestroy(s->blas);
+#endif
+    delete s;
+}
+
+st_code cuda_sync(kern_backend *b) {
+    if (!CU_OK(b, "sync", cudaStreamSynchronize(STREAM))) return ST_ERR_BACKEND;
+    return CU_OK(b, "sync", cudaGetLastError()) ? ST_OK : ST_ERR_BACKEND;
+}
+
+void *cuda_buf_alloc(kern_backend *b, size_t bytes) {
+    void *p = dev_alloc(b, "buf_alloc", "a buffer", bytes);
+    if (!p) return nullptr;
+    if (!CU_OK(b, "buf_alloc", cudaMemset(p, 0, bytes))) {
+        cudaFree(p);
+        return nullptr;
+    }
+    state_of(b)->own.emplace_back((uintptr_t)p, (uintptr_t)p + bytes);
+    return p;
+}
+
+void cuda_buf_free(kern_backend *b, void *buf) {
+    if (!buf) return;
+    auto &own = state_of(b)->own;
+    own.erase(std::remove_if(own.begin(), own.end(),
+                             [buf](const std::pair<uintptr_t, uintptr_t> &r) {
+                                 return r.first == (uintptr_t)buf;
+                             }),
+              own.end());
+    CU_OK(b, "buf_free", cudaFree(buf));
+}
+
+void cuda_upload(kern_backend *b, void *dst, const void *src, size_t bytes) {
+    if (bytes) CU_OK(b, "upload", cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+void cuda_download(kern_backend *b, void *dst, const void *src, size_t bytes) {
+    if (bytes) CU_OK(b, "download", cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+st_code cuda_mat_prepare(kern_backend *b, kern_mat *out, const kern_mat *stored, uint32_t flags,
+                         size_t *bytes) {
+    (void)flags; /* every use reads the stored blocks */
+    if (bytes) *bytes = 0;
+    *out = kern_mat{};
+    if (!cu::has_type(stored->type)) {
+        kern_backend_fail(b, ST_ERR_UNSUPPORTED, "mat_prepare",
+                          "weight type %s has no CUDA kernel", dtype_name(stored->type));
+        return ST_ERR_UNSUPPORTED;
+    }
+    const size_t n = dtype_row_bytes(stored->type, stored->n_in) * (size_t)stored->n_out;
+    void *p = dev_alloc(b, "mat_prepare", "a weight matrix", n);
+    if (!p) return ST_ERR_NOMEM;
+    if (!CU_OK(b, "mat_prepare", cudaMemcpy(p, stored->data, n, cudaMemcpyHostToDevice))) {
+        cudaFree(p);
+        return ST_ERR_BACKEND;
+    }
+    *out = *stored;
+    out->data = p;
+    out->packed = nullptr;
+    if (bytes) *bytes = n;
+    return ST_OK;
+}
+
+void cuda_mat_release(kern_backend *b, kern_mat *w) {
+    if (w->data) CU_OK(b, "mat_release", cudaFree(const_cast<void *>(w->data)));
+    *w = kern_mat{};
+}
+
+void cuda_kv_store(kern_backend *b, float *cache, int64_t row_len, const int32_t *slot,
+                   const float *x, int32_t n_rows) {
+    if (n_rows <= 0) return;
+    const int32_t *ds = static_cast<const int32_t *>(
+        to_device(b, "kv_store", slot, sizeof(int32_t) * (size_t)n_rows));
+    if (!ds) return;
+    cu_kv_store(cache, row_len, ds, x, n_rows, STREAM);
+    LAUNCHED(b, "kv_store");
+}
+
+void cuda_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_slots,
+                     int64_t row_len, const int32_t *dst_of_src) {
+    const size_t block = (size_t)n_slots * (size_t)row_len;
+    if (block == 0 || n_blocks <= 0) return;
+    float *tmp = static_cast<float *>(
+        dev_alloc(b, "kv_permute", "a copy of one layer's cache", block * sizeof(float)));
+    const int32_t *dd = tmp ? static_cast<const int32_t *>(to_device(
+                                  b, "kv_permute", dst_of_src, sizeof(int32_t) * (size_t)n_slots))
+                            : nullptr;
+    for (int64_t l = 0; dd && l < n_blocks; l++) {
+        float *c = cache + (size_t)l * block;
+        if (!CU_OK(b, "kv_permute", cudaMemcpyAsync(tmp, c, block * sizeof(float),
+                                                    cudaMemcpyDeviceToDevice, STREAM)))
+            break;
+        cu_kv_move(c, tmp, dd, n_slots, row_len, STREAM);
+    }
+    LAUNCHED(b, "kv_permute");
+    if (tmp) CU_OK(b, "kv_permute", cudaFree(tmp));
+}
+
+/* ---- products ---- */
+
+/* y (n_rows, ldy) at its first column = x (n_rows, k) times a (n, k) transposed: cuBLAS
+ * SGEMM on the device; under the emulator a host loop in cu_matmul_few's order (lane
+ * partials of index mod 32, then the 32 partials in order). */
+void gemm(kern_backend *b, float *y, int64_t ldy, const float *a, int64_t n, const float *x,
+          int32_t n_rows, int64_t k) {
+#if CU_EMU
+    (void)b;
+    for (int32_t r = 0; r < n_rows; r++)
+        for (int64_t o = 0; o < n; o++) {
+            float part[32] = {0};
+            for (int64_t i = 0; i < k; i++) part[i % 32] += a[o * k + i] * x[r * k + i];
+            float s = 0.0f;
+            for (float p : part) s += p;
+            y[r * ldy + o] = s;
+        }
+#else
+    const float one = 1.0f, zero = 0.0f;
+    BLAS_OK(b, "matmul",
+            cublasSgemm(state_of(b)->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)n_rows, (int)k,
+                        &one, a, (int)k, x, (int)k, &zero, y, (int)ldy));
+#endif
+}
+
+/* Many rows: W dequantised to float32 a tile of rows at a time (F32 read in place), each
+ * tile's columns of y by gemm. */
+void product(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
+    const int64_t n_out = w->n_out, n_in = w->n_in;
+    const bool f32 = w->type == DT_F32;
+    const int64_t tile =
+        f32 ? n_out
+            : std::max<int64_t>(1, std::min<int64_t>(n_out, (int64_t)(PRODUCT_TILE_BYTES /
+                                                                      (sizeof(float) * n_in))));
+    float *wt = f32 ? nullptr
+                    : static_cast<float *>(scratch(b, "matmul", S_W, sizeof(float) * tile * n_in));
+    if (!f32 && !wt) return;
+    for (int64_t o0 = 0; o0 < n_out; o0 += tile) {
+        const int64_t nc = std::min(tile, n_out - o0);
+        const float *a = f32 ? static_cast<const float *>(w->data) + o0 * n_in : wt;
+        if (!f32) cu_dequant_rows(wt, w->type, w->data, n_in, o0, (int32_t)nc, STREAM);
+        gemm(b, y + o0, n_out, a, nc, x, n_rows, n_in);
+    }
+}
+
+void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
+    if (n_rows <= 0 || w->n_out <= 0) return;
+    const size_t y_bytes = sizeof(float) * (size_t)n_rows * (size_t)w->n_out;
+    float *yd = on_device(b, y) ? y : static_cast<float *>(scratch(b, "matmul", S_OUT, y_bytes));
+    if (!yd) return;
+    if (!cu::has_type(w->type)) {
+        kern_backend_fail(b, ST_ERR_UNSUPPORTED, "matmul", "weight type %s has no CUDA kernel",
+                          dtype_name(w->type));
+        return;
+    }
+    if (n_rows <= CU_FEW_ROWS) cu_matmul_few(yd, w->type, w->data, w->n_out, w->n_in, x, n_rows, STREAM);
+    else product(b, yd, w, x, n_rows);
+    if (LAUNCHED(b, "matmul") && yd != y)
+        CU_OK(b, "matmul", cudaMemcpy(y, yd, y_bytes, cudaMemcpyDeviceToHost));
+}
+
+void cuda_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
+                   const float *x, int32_t n_rows) {
+    for (int32_t i = 0; i < n; i++) cuda_matmul(b, y[i], w[i], x, n_rows);
+}
+
+void cuda_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
+    if (!cu_dequant_rows(out, w->type, w->data, w->n_in, row, 1, STREAM))
+        kern_backend_fail(b, ST_ERR_UNSUPPORTED, "get_row", "weight type %s has no CUDA kernel",
+                          dtype_name(w->type));
+    LAUNCHED(b, "get_row");
+}
+
+/* ---- row and element-wise ops ---- */
+
+void cuda_rmsnorm(kern_backend *b, float *y, const float *x, const float *w, int32_t n_rows,
+                  int32_t dim, float eps) {
+    cu_rmsnorm(y, x, w, n_rows, dim, eps, STREAM);
+    LAUNCHED(b, "rmsnorm");
+}
+
+void cuda_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows, int32_t n_head,
+               int32_t head_dim, int32_t rope_dim, float base, const float *freq_factors) {
+    if (n_rows <= 0) return;
+    const int32_t *dp =
+        static_cast<const int32_t *>(to_device(b, "rope", pos, sizeof(int32_t) * (size_t)n_rows));
+    if (!dp) return;
+    cu_rope(x, dp, n_rows, n_head, head_dim, rope_dim, base, freq_factors, STREAM);
+    LAUNCHED(b, "rope");
+}
+
+void cuda_rope_neox(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
+                    int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
+                    const float *freq_factors) {
+    if (n_rows <= 0) return;
+    const int32_t *dp = static_cast<const int32_t *>(
+        to_device(b, "rope_neox", pos, sizeof(int32_t) * (size_t)n_rows));
+    if (!dp) return;
+    cu_rope_neox(x, dp, n_rows, n_head, head_dim, rope_dim, base, freq_factors, STREAM);
+    LAUNCHED(b, "rope_neox");
+}
+
+void cuda_attention(kern_backend *b, const kern_attn *a) {
+    if (a->n_rows <= 0) return;
+    if (a->head_dim > CU_ATTN_MAX_HD) {
+        kern_backend_fail(b, ST_ERR_UNSUPPORTED, "attention",
+                          "head_dim %d is over the CUDA kernel's %d", a->head_dim, CU_ATTN_MAX_HD);
+        return;
+    }
+    const size_t n_segs = (size_t)a->seg_off[a->n_rows];
+    const void *off = to_device(b, "attention", a->seg_off, sizeof(int32_t) * ((size_t)a->n_rows + 1));
+    const void *segs = off ? to_device(b, "attention", a->segs, sizeof(kern_seg) * n_segs) : nullptr;
+    if (!segs) return;
+    cu_attention(a->out, a->q, a->k, a->v, static_cast<const int32_t *>(off),
+                 static_cast<const int32_t *>(segs), a->n_rows, a->n_head, a->n_head_kv,
+                 a->head_dim, a->scale, STREAM);
+    LAUNCHED(b, "attention");
+}
+
+void cuda_swiglu(kern_backend *b, float *y, const float *gate, const float *up, int64_t n) {
+    cu_swiglu(y, gate, up, n, STREAM);
+    LAUNCHED(b, "swiglu");
+}
+
+void cuda_geglu(kern_backend *b, float *y, const float *gate, const float *up, int64_t n) {
+    cu_geglu(y, gate, up, n, STREAM);
+    LAUNCHED(b, "geglu");
+}
+
+void cuda_add_bias(kern_backend *b, float *y, const float *bias, int32_t n_rows, int32_t dim) {
+    cu_add_bias(y, bias, n_rows, dim, STREAM);
+    LAUNCHED(b, "add_bias");
+}
+
+void cuda_scale(kern_backend *b, float *y, float f, int64_t n) {
+    cu_scale(y, f, n, STREAM);
+    LAUNCHED(b, "scale");
+}
+
+void cuda_add(kern_backend *b, float *y, const float *x, int64_t n) {
+    cu_add(y, x, n, STREAM);
+    LAUNCHED(b, "add");
+}
+
+void cuda_softmax(kern_backend *b, float *x, int32_t n_rows, int32_t n) {
+    cu_softmax(x, n_rows, n, STREAM);
+    LAUNCHED(b, "softmax");
+}
+
+/* ---- outputs ---- */
+
+void cuda_gather_rows(kern_backend *b, float *y, const float *x, const int32_t *idx, int32_t n,
+                      int32_t width) {
+    if (n <= 0) return;
+    const int32_t *di = static_cast<const int32_t *>(
+        to_device(b, "gather_rows", idx, sizeof(int32_t) * (size_t)n));
+    if (!di) return;
+    cu_gather_rows(y, x, di, n, width, STREAM);
+    LAUNCHED(b, "gather_rows");
+}
+
+/* Top-k past CU_TOPK_MAX, on the host from the rows in host memory: the k largest by
+ * (value, lower id), each kern_logprob against the device's lse. */
+void host_topk(const float *x, int32_t n_rows, int32_t n, int32_t k, const kern_lse *lse,
+               int32_t *ids, float *lp) {
+    std::vector<int32_t> id((size_t)n);
+    const int32_t kk = std::min(k, n);
+    for (int32_t r = 0; r < n_rows; r++) {
+        const float *xr = x + (size_t)r * n;
+        std::iota(id.begin(), id.end(), 0);
+        std::partial_sort(id.begin(), id.begin() + kk, id.end(), [xr](int32_t a, int32_t c) {
+            return xr[a] > xr[c] || (xr[a] == xr[c] && a < c);
+        });
+        for (int32_t i = 0; i < kk; i++) {
+            ids[(size_t)r * k + i] = id[i];
+            lp[(size_t)r * k + i] = kern_logprob(xr[id[i]], lse[r]);
+        }
+    }
+}
+
+void cuda_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, int32_t k,
+                   kern_lse *lse, int32_t *ids, float *lp) {
+    if (n_rows <= 0 || n <= 0) return;
+    const size_t x_bytes = sizeof(float) * (size_t)n_rows * (size_t)n;
+    const bool host_x = !on_device(b, x);
+    const float *xd = x;
+    if (host_x) {
+        float *s = static_cast<float *>(scratch(b, "topk_lse", S_IN, x_bytes));
+        if (!s || !CU_OK(b, "topk_lse", cudaMemcpyAsync(s, x, x_bytes, cudaMemcpyHostToDevice, STREAM)))
+            return;
+        xd = s;
+    }
+    const int32_t kd = k <= CU_TOPK_MAX ? k : 0; /* on the device; past it, on the host */
+    const size_t nr = (size_t)n_rows, pairs = nr * (size_t)kd;
+    /* one scratch: log_sum (double), mx, ids, lp */
+    char *d = static_cast<char *>(scratch(b, "topk_lse", S_TOPK, nr * 12 + pairs * 8));
+    if (!d) return;
+    double *d_ls = reinterpret_cast<double *>(d);
+    float *d_mx = reinterpret_cast<float *>(d + nr * 8);
+    int32_t *d_ids = reinterpret_cast<int32_t *>(d + nr * 12);
+    float *d_lp = reinterpret_cast<float *>(d + nr * 12 + pairs * 4);
+    const int32_t got = cu_topk_lse(xd, n_rows, n, kd, d_ids, d_lp, d_mx, d_ls, STREAM);
+    if (!LAUNCHED(b, "topk_lse")) return;
+    std::vector<double> ls(nr);
+    std::vector<float> mx(nr);
+    if (!CU_OK(b, "topk_lse", cudaMemcpy(ls.data(), d_ls, nr * 8, cudaMemcpyDeviceToHost)) ||
+        !CU_OK(b, "topk_lse", cudaMemcpy(mx.data(), d_mx, nr * 4, cudaMemcpyDeviceToHost)))
+        return;
+    for (size_t r = 0; r < nr; r++) lse[r] = kern_lse{mx[r], ls[r]};
+    if (k <= 0) return;
+    int32_t filled = got;
+    if (kd > 0) {
+        if (!CU_OK(b, "topk_lse", cudaMemcpy(ids, d_ids, pairs * 4, cudaMemcpyDeviceToHost)) ||
+            !CU_OK(b, "topk_lse", cudaMemcpy(lp, d_lp, pairs * 4, cudaMemcpyDeviceToHost)))
+            return;
+    } else {
+        std::vector<float> hx;
+        const float *xh = x;
+        if (!host_x) {
+            hx.resize(nr * (size_t)n);
+            if (!CU_OK(b, "topk_lse", cudaMemcpy(hx.data(), x, x_bytes, cudaMemcpyDeviceToHost)))
+                return;
+            xh = hx.data();
+        }
+        host_topk(xh, n_rows, n, k, lse, ids, lp);
+        filled = std::min(k, n);
+    }
+    for (size_t r = 0; r < nr; r++)
+        for (int32_t i = filled; i < k; i++) ids[r * k + i] = -1, lp[r * k + i] = -INFINITY;
+}
+
+kern_ops make_ops() {
+    kern_ops o = {};
+    o.name = "cuda";
+    o.init = cuda_init;
+    o.free = cuda_free;
+    o.sync = cuda_sync;
+    o.buf_alloc = cuda_buf_alloc;
+    o.buf_free = cuda_buf_free;
+    o.upload = cuda_upload;
+    o.download = cuda_download;
+    o.mat_prepare = cuda_mat_prepare;
+    o.mat_release = cuda_mat_release;
+    o.kv_store = cuda_kv_store;
+    o.kv_permute = cuda_kv_permute;
+    o.matmul = cuda_matmul;
+    o.matmul_n = cuda_matmul_n;
+    o.get_row = cuda_get_row;
+    o.rmsnorm = cuda_rmsnorm;
+    o.rope = cuda_rope;
+    o.attention = cuda_attention;
+    o.swiglu = cuda_swiglu;
+    o.add = cuda_add;
+    o.softmax = cuda_softmax;
+    o.gather_rows = cuda_gather_rows;
+    o.topk_lse = cuda_topk_lse;
+    o.rope_neox = cuda_rope_neox;
+    o.add_bias = cuda_add_bias;
+    o.scale = cuda_scale;
+    o.geglu = cuda_geglu;
+    return o;
+}
+
+} /* namespace */
+
+extern "C" const kern_ops kern_cuda_ops = make_ops();
+
+extern "C" bool cu_emulated(void) { return CU_EMU; }

@@ -1,0 +1,63 @@
+/* matmul.cu - the few-row product on the GPU: y = x W^T for 1 .. CU_FEW_ROWS activation
+ * rows, reading W's GGUF blocks as stored. One warp an output row; each lane walks the row
+ * at its index mod 32, dequantising each weight once for every activation row of its
+ * group (MMV_R at a time), and the lanes' partials meet in shared memory, summed in lane
+ * order by one lane per activation row (one warp barrier instead of a shuffle tree per
+ * row). Contract: cu.h. */
+#include "kernels/cuda/dequant.cuh"
+
+namespace {
+
+constexpr int MMV_WARPS = 8; /* output rows per block */
+constexpr int MMV_R = 8;     /* activation rows per block (grid.y groups of them) */
+
+template <int TYPE>
+__global__ void __launch_bounds__(MMV_WARPS * 32)
+k_matmul_few(float *y, const uint8_t *w, int64_t n_out, int64_t n_in, size_t row_bytes,
+             const float *x, int n_rows) {
+    __shared__ float part[MMV_WARPS][MMV_R][33]; /* (33: lanes on distinct banks) */
+    const int lane = threadIdx.x % 32, wi = threadIdx.x / 32;
+    const int64_t o = (int64_t)blockIdx.x * MMV_WARPS + wi;
+    const int r0 = blockIdx.y * MMV_R;
+    const int nr = n_rows - r0 < MMV_R ? n_rows - r0 : MMV_R;
+    float acc[MMV_R];
+CU_UNROLL
+    for (int r = 0; r < MMV_R; r++) acc[r] = 0.0f;
+    if (o < n_out) {
+        const uint8_t *row = w + (size_t)o * row_bytes;
+        const float *xr = x + (int64_t)r0 * n_in;
+        for (int64_t i = lane; i < n_in; i += 32) {
+            const float wv = cu::dq<TYPE>(row, i);
+CU_UNROLL
+            for (int r = 0; r < MMV_R; r++)
+                if (r < nr) acc[r] += wv * xr[r * n_in + i];
+        }
+    }
+CU_UNROLL
+    for (int r = 0; r < MMV_R; r++) part[wi][r][lane] = acc[r];
+    __syncwarp();
+    if (o < n_out && lane < nr) {
+        float s = 0.0f;
+        for (int l = 0; l < 32; l++) s += part[wi][lane][l];
+        y[(int64_t)(r0 + lane) * n_out + o] = s;
+    }
+}
+
+template <int TYPE> struct matmul_few {
+    static void run(float *y, const void *w, int64_t n_out, int64_t n_in, const float *x,
+                    int32_t n_rows, cu_stream s) {
+        const dim3 grid((unsigned)((n_out + MMV_WARPS - 1) / MMV_WARPS),
+                        (unsigned)((n_rows + MMV_R - 1) / MMV_R));
+        CU_LAUNCH(k_matmul_few<TYPE>, grid, MMV_WARPS * 32, 0, s, y,
+                  static_cast<const uint8_t *>(w), n_out, n_in, dtype_row_bytes(TYPE, n_in), x,
+                  (int)n_rows);
+    }
+};
+
+} /* namespace */
+
+extern "C" bool cu_matmul_few(float *y, uint32_t type, const void *w, int64_t n_out,
+                              int64_t n_in, const float *x, int32_t n_rows, cu_stream s) {
+    if (n_out <= 0 || n_in <= 0 || n_rows <= 0) return cu::has_type(type);
+    return cu::with_type<matmul_few>(type, y, w, n_out, n_in, x, n_rows, s);
+}

@@ -1,0 +1,344 @@
+/* test_cuda_backend.c - every op of the cuda backend (kernels/cuda/backend.cu) against the
+ * ref backend on small shapes: odd sizes, every weight type with a device kernel, 1 to 64
+ * rows (both the few-row kernel and the many-row product), attention segments that start
+ * and end inside a 128-key tile; the backend contract's buffer and KV checks
+ * (t_backend.h); host memory where the engine passes it (matmul's y, topk_lse's x); errors
+ * (no memory, an unsupported type) named. Every value goes through upload and download,
+ * so the same binary runs under the emulator (make test) and on a GPU (tools/gpu-check.sh);
+ * without a device it reports itself skipped.
+ *
+ * Error measure: t_nerr = max|cuda - ref| / max|ref| over an op's output. Bounds, with the
+ * largest seen printed on stderr at the end:
+ *   matmul (float32 products and sums against ref's double)   1e-5
+ *   attention (float scores, expf, float sums)                 1e-5
+ *   rmsnorm 1e-5, swiglu and geglu 1e-6, softmax 1e-5, rope and rope_neox 1e-6 (0 under
+ *   the emulator)
+ *   get_row, add, add_bias, scale, gather_rows, kv ops         0 (bitwise)
+ *   topk_lse: ids exact; mx exact; log_sum within 1e-6; lp within 1e-5 * max(1, |lse|)
+ * Batch invariance: a row's matmul result is the same bits alone as in a batch of up to
+ * CU_FEW_ROWS rows (and in any batch under the emulator, whose product runs in the
+ * few-row kernel's order; cuBLAS on a GPU sums in its own). */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/cuda/cu.h"
+#include "kernels/kern.h"
+#include "kernels/vec.h"
+#include "t.h"
+#include "t_kern.h"
+#include "t_backend.h"
+
+static kern_backend *ref, *cu;
+static const kern_ops *R, *C;
+static double seen_mm, seen_attn, seen_small;
+
+/* A device copy of n floats of host memory. */
+static float *dev(const float *h, size_t n) {
+    float *d = C->buf_alloc(cu, n * sizeof(float) + 4);
+    if (d && h) C->upload(cu, d, h, n * sizeof(float));
+    return d;
+}
+
+/* n floats of device memory back in a malloc'd host array. */
+static float *host(const float *d, size_t n) {
+    float *h = malloc(n * sizeof(float) + 4);
+    C->download(cu, h, d, n * sizeof(float));
+    return h;
+}
+
+static void check_sync(const char *what) {
+    st_err err = {0};
+    T_CHECK(kern_backend_sync(cu, &err) == ST_OK, "%s: %s", what, err.msg);
+}
+
+static void test_matmul(uint64_t seed) {
+    static const uint32_t types[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_1,
+                                     DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    static const int32_t rowss[] = {1, 2, 7, 8, 9, 16, 17, 33, 64};
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        const uint32_t t = types[ti];
+        const int64_t blk = dtype_get(t)->block;
+        const int64_t n_ins[] = {blk == 1 ? 40 : blk, blk == 1 ? 77 : 3 * blk};
+        for (int ii = 0; ii < 2; ii++) {
+            const int64_t n_in = n_ins[ii], n_out = ii ? 67 : 13;
+            kern_mat st = {t, n_out, n_in, make_weights(&seed, t, n_out, n_in), NULL}, w;
+            T_CHECK(C->mat_prepare(cu, &w, &st, 0, NULL) == ST_OK, "mat_prepare %s", dtype_name(t));
+            float *x = rand_floats(&seed, 64 * n_in, 1.0f), *want = malloc(sizeof(float) * 64 * n_out);
+            float *dx = dev(x, 64 * n_in), *dy = dev(NULL, 64 * n_out);
+            R->matmul(ref, want, &st, x, 64);
+            C->matmul(cu, dy, &w, dx, 1); /* row 0 alone */
+            float *alone = host(dy, n_out);
+            for (size_t ri = 0; ri < sizeof rowss / sizeof *rowss; ri++) {
+                const int32_t n = rowss[ri];
+                C->matmul(cu, dy, &w, dx, n);
+                float *got = host(dy, (size_t)n * n_out);
+                const double e = t_nerr(got, want, (long)(n * n_out));
+                if (e > seen_mm) seen_mm = e;
+                T_CHECK(e <= 1e-5, "matmul %s %ldx%ld, %d rows: nerr %.3g", dtype_name(t),
+                        (long)n_out, (long)n_in, n, e);
+                if (n <= CU_FEW_ROWS || cu_emulated())
+                    T_CHECK(memcmp(got, alone, sizeof(float) * n_out) == 0,
+                            "matmul %s, %d rows: row 0 not the bits of itself alone", dtype_name(t), n);
+                free(got);
+            }
+            /* y in host memory (staged), and matmul_n: the bits of separate calls */
+            float *hy = malloc(sizeof(float) * 17 * n_out), *dy2 = dev(NULL, 17 * n_out);
+            C->matmul(cu, hy, &w, dx, 17);
+            C->matmul(cu, dy, &w, dx, 17);
+            float *got = host(dy, 17 * (size_t)n_out);
+            T_CHECK(memcmp(hy, got, sizeof(float) * 17 * n_out) == 0, "matmul %s into host memory",
+                    dtype_name(t));
+            C->matmul_n(cu, 2, (float *const[]){dy2, dy}, (const kern_mat *const[]){&w, &w}, dx, 3);
+            float *g2 = host(dy2, 3 * (size_t)n_out), *g1 = host(dy, 3 * (size_t)n_out);
+            T_CHECK(memcmp(g1, got, sizeof(float) * 3 * n_out) == 0 &&
+                    memcmp(g2, got, sizeof(float) * 3 * n_out) == 0, "matmul_n %s", dtype_name(t));
+            /* get_row: the dequantiser's bits */
+            float *row = malloc(sizeof(float) * n_in), *drow = dev(NULL, n_in);
+            R->get_row(ref, row, &st, n_out - 1);
+            C->get_row(cu, drow, &w, n_out - 1);
+            float *grow = host(drow, n_in);
+            T_CHECK(memcmp(row, grow, sizeof(float) * n_in) == 0, "get_row %s", dtype_name(t));
+            check_sync(dtype_name(t));
+            C->mat_release(cu, &w);
+            T_CHECK(w.data == NULL, "mat_release clears");
+            C->buf_free(cu, dx), C->buf_free(cu, dy), C->buf_free(cu, dy2), C->buf_free(cu, drow);
+            free(x), free(want), free(alone), free(hy), free(got), free(g1), free(g2), free(row), free(grow);
+            free((void *)st.data);
+        }
+    }
+}
+
+/* Random segments for n_rows rows over n_slots slots: row r gets 0-4 disjoint runs whose
+ * lengths (1 .. 300) put their ends anywhere in a 128-key tile; row 0 gets none. */
+static int32_t make_segs(uint64_t *s, int32_t n_rows, int32_t n_slots, int32_t *off, kern_seg *segs) {
+    int32_t k = 0;
+    for (int32_t r = 0; r < n_rows; r++) {
+        off[r] = k;
+        const int32_t n = r == 0 ? 0 : 1 + rng_int(s, 4);
+        int32_t at = rng_int(s, 20);
+        for (int32_t i = 0; i < n && at < n_slots; i++) {
+            const int32_t len = 1 + rng_int(s, at + 300 < n_slots ? 300 : n_slots - at);
+            segs[k++] = (kern_seg){at, len};
+            at += len + rng_int(s, 40);
+        }
+    }
+    off[n_rows] = k;
+    return k;
+}
+
+static void test_attention(uint64_t seed) {
+    static const int32_t shapes[][3] = {{1, 1, 2}, {4, 2, 32}, {3, 1, 40}, {8, 2, 64}, {2, 2, 128},
+                                        {2, 1, 256}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        const int32_t nh = shapes[si][0], nkv = shapes[si][1], hd = shapes[si][2];
+        for (int32_t n_rows = 1; n_rows <= 64; n_rows *= 4) {
+            const int32_t n_slots = 900;
+            int32_t off[65];
+            kern_seg segs[65 * 4];
+            make_segs(&seed, n_rows, n_slots, off, segs);
+            const size_t qn = (size_t)n_rows * nh * hd, kn = (size_t)n_slots * nkv * hd;
+            float *q = rand_floats(&seed, (int64_t)qn, 1.0f), *k = rand_floats(&seed, (int64_t)kn, 1.0f);
+            float *v = rand_floats(&seed, (int64_t)kn, 1.0f), *want = malloc(qn * sizeof(float));
+            float *dq = dev(q, qn), *dk = dev(k, kn), *dv = dev(v, kn), *dout = dev(NULL, qn);
+            kern_attn a = {.n_rows = n_rows, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
+                           .scale = 1.0f / sqrtf((float)hd), .q = q, .k = k, .v = v,
+                           .seg_off = off, .segs = segs, .out = want};
+            R->attention(ref, &a);
+            a.q = dq, a.k = dk, a.v = dv, a.out = dout;
+            C->attention(cu, &a);
+            float *got = host(dout, qn);
+            const double e = t_nerr(got, want, (long)qn);
+            if (e > seen_attn) seen_attn = e;
+            T_CHECK(e <= 1e-5 && got[0] == 0.0f, "attention %d/%d heads, hd %d, %d rows: nerr %.3g",
+                    nh, nkv, hd, n_rows, e);
+            check_sync("attention");
+            C->buf_free(cu, dq), C->buf_free(cu, dk), C->buf_free(cu, dv), C->buf_free(cu, dout);
+            free(q), free(k), free(v), free(want), free(got);
+        }
+    }
+}
+
+/* The batch arrays' device cache: an array found there is not the one the next copy
+ * replaces. Here attention's seg_off is found (kv_store copied the same ints in first,
+ * then 7 other arrays), and its segs are copied next: with the oldest-copied entry
+ * replaced, that was seg_off's (the forest test crashed on it). */
+static void test_small_cache(uint64_t seed) {
+    const int32_t n_rows = 16, nh = 4, nkv = 2, hd = 32, n_slots = 900;
+    int32_t off[17];
+    kern_seg segs[16 * 4];
+    make_segs(&seed, n_rows, n_slots, off, segs);
+    const size_t qn = (size_t)n_rows * nh * hd, kn = (size_t)n_slots * nkv * hd;
+    float *q = rand_floats(&seed, (int64_t)qn, 1.0f), *k = rand_floats(&seed, (int64_t)kn, 1.0f);
+    float *want = malloc(qn * sizeof(float)), *ones = rand_floats(&seed, 17, 1.0f);
+    float *dq = dev(q, qn), *dk = dev(k, kn), *dout = dev(NULL, qn), *scr = dev(NULL, n_slots);
+    kern_attn a = {.n_rows = n_rows, .n_head = nh, .n_head_kv = nkv, .head_dim = hd, .scale = 0.2f,
+                   .q = q, .k = k, .v = k, .seg_off = off, .segs = segs, .out = want};
+    R->attention(ref, &a);
+    C->kv_store(cu, scr, 1, off, ones, n_rows + 1);
+    for (int32_t i = 0; i < 7; i++) C->kv_store(cu, scr, 1, &i, ones, 1);
+    a.q = dq, a.k = dk, a.v = dk, a.out = dout;
+    C->attention(cu, &a);
+    float *got = host(dout, qn);
+    T_CHECK(t_nerr(got, want, (long)qn) <= 1e-5, "attention after its seg_off was cached: nerr %.3g",
+            t_nerr(got, want, (long)qn));
+    check_sync("small cache");
+    C->buf_free(cu, dq), C->buf_free(cu, dk), C->buf_free(cu, dout), C->buf_free(cu, scr);
+    free(q), free(k), free(want), free(ones), free(got);
+}
+
+/* One small op on device copies of (a, b) against ref on host copies; bound on nerr. */
+static void check_small(const char *what, const float *want, const float *d, size_t n, double bound) {
+    float *got = host(d, n);
+    const double e = t_nerr(got, want, (long)n);
+    if (bound > 0 && e > seen_small) seen_small = e;
+    T_CHECK(bound > 0 ? e <= bound : memcmp(got, want, n * sizeof(float)) == 0, "%s: nerr %.3g", what, e);
+    free(got);
+}
+
+static void test_small_ops(uint64_t seed) {
+    const int32_t rows = 5, dim = 333, nh = 3, hd = 10;
+    const size_t n = (size_t)rows * dim;
+    float *x = rand_floats(&seed, (int64_t)n, 3.0f), *w = rand_floats(&seed, dim, 1.0f);
+    float *u = rand_floats(&seed, (int64_t)n, 2.0f), *y = malloc(n * sizeof(float));
+    float *dx = dev(x, n), *dw = dev(w, dim), *du = dev(u, n), *dy = dev(NULL, n);
+    R->rmsnorm(ref, y, x, w, rows, dim, 1e-5f);
+    C->rmsnorm(cu, dy, dx, dw, rows, dim, 1e-5f);
+    check_small("rmsnorm", y, dy, n, 1e-5);
+    R->swiglu(ref, y, x, u, (int64_t)n);
+    C->swiglu(cu, dy, dx, du, (int64_t)n);
+    check_small("swiglu", y, dy, n, 1e-6);
+    memcpy(y, x, n * sizeof(float));
+    R->add(ref, y, u, (int64_t)n);
+    C->upload(cu, dy, x, n * sizeof(float));
+    C->add(cu, dy, du, (int64_t)n);
+    check_small("add", y, dy, n, 0);
+    memcpy(y, x, n * sizeof(float));
+    R->softmax(ref, y, rows, dim);
+    C->upload(cu, dy, x, n * sizeof(float));
+    C->softmax(cu, dy, rows, dim);
+    check_small("softmax", y, dy, n, 1e-5);
+    /* rope: rows of 3 heads of 10, rope_dim 6, freq factors, positions up to 6000 */
+    const int32_t pos[5] = {0, 1, 77, 5999, 4096};
+    float ff[3] = {1.0f, 1.5f, 0.7f}, *dff = dev(ff, 3);
+    memcpy(y, x, (size_t)rows * nh * hd * sizeof(float));
+    R->rope(ref, y, pos, rows, nh, hd, 6, 10000.0f, ff);
+    C->upload(cu, dy, x, (size_t)rows * nh * hd * sizeof(float));
+    C->rope(cu, dy, pos, rows, nh, hd, 6, 10000.0f, dff);
+    check_small("rope", y, dy, (size_t)rows * nh * hd, cu_emulated() ? 0 : 1e-6);
+    memcpy(y, x, (size_t)rows * nh * hd * sizeof(float));
+    R->rope_neox(ref, y, pos, rows, nh, hd, 8, 10000.0f, NULL);
+    C->upload(cu, dy, x, (size_t)rows * nh * hd * sizeof(float));
+    C->rope_neox(cu, dy, pos, rows, nh, hd, 8, 10000.0f, NULL);
+    check_small("rope_neox", y, dy, (size_t)rows * nh * hd, cu_emulated() ? 0 : 1e-6);
+    R->geglu(ref, y, x, u, (int64_t)n);
+    C->geglu(cu, dy, dx, du, (int64_t)n);
+    check_small("geglu", y, dy, n, 1e-6);
+    memcpy(y, x, n * sizeof(float));
+    R->add_bias(ref, y, w, rows, dim);
+    C->upload(cu, dy, x, n * sizeof(float));
+    C->add_bias(cu, dy, dw, rows, dim);
+    check_small("add_bias", y, dy, n, 0);
+    memcpy(y, x, n * sizeof(float));
+    R->scale(ref, y, 1.7f, (int64_t)n);
+    C->upload(cu, dy, x, n * sizeof(float));
+    C->scale(cu, dy, 1.7f, (int64_t)n);
+    check_small("scale", y, dy, n, 0);
+    /* gather_rows in place (idx[i] >= i) and to another buffer: bitwise */
+    const int32_t idx[3] = {1, 1, 4};
+    for (int inplace = 0; inplace < 2; inplace++) {
+        for (int i = 0; i < 3; i++) memcpy(y + i * dim, x + idx[i] * dim, dim * sizeof(float));
+        C->upload(cu, dx, x, n * sizeof(float));
+        C->gather_rows(cu, inplace ? dx : dy, dx, idx, 3, dim);
+        check_small(inplace ? "gather_rows in place" : "gather_rows", y, inplace ? dx : dy, 3 * dim, 0);
+    }
+    check_sync("small ops");
+    C->buf_free(cu, dx), C->buf_free(cu, dw), C->buf_free(cu, du), C->buf_free(cu, dy), C->buf_free(cu, dff);
+    free(x), free(w), free(u), free(y);
+}
+
+static void test_topk(uint64_t seed) {
+    const int32_t ns[] = {1, 7, 300, 4099}, ks[] = {0, 1, 5, 64, 100};
+    for (size_t ni = 0; ni < 4; ni++)
+        for (size_t ki = 0; ki < 5; ki++)
+            for (int on_host = 0; on_host < 2; on_host++) {
+                const int32_t n = ns[ni], k = ks[ki], rows = 3;
+                float *x = rand_floats(&seed, (int64_t)rows * n, 8.0f);
+                for (int32_t i = 0; i < n; i++) x[i] = (float)(int)(x[i] * 2) / 2; /* ties */
+                float *dx = on_host ? x : dev(x, (size_t)rows * n);
+                kern_lse lw[3], lg[3];
+                int32_t iw[300], ig[300];
+                float pw[300], pg[300];
+                R->topk_lse(ref, x, rows, n, k, lw, iw, pw);
+                C->topk_lse(cu, dx, rows, n, k, lg, k ? ig : NULL, k ? pg : NULL);
+                bool ok = true;
+                for (int32_t r = 0; r < rows; r++) {
+                    ok = ok && lg[r].mx == lw[r].mx && fabs(lg[r].log_sum - lw[r].log_sum) <= 1e-6;
+                    const double sc = fmax(1.0, fabs(lw[r].mx + lw[r].log_sum));
+                    for (int32_t i = 0; i < k; i++)
+                        ok = ok && ig[r * k + i] == iw[r * k + i] &&
+                             (iw[r * k + i] < 0 ? pg[r * k + i] == -INFINITY
+                                                : fabs(pg[r * k + i] - pw[r * k + i]) <= 1e-5 * sc);
+                }
+                T_CHECK(ok, "topk_lse n %d k %d, x in %s memory", n, k, on_host ? "host" : "device");
+                check_sync("topk_lse");
+                if (!on_host) C->buf_free(cu, dx);
+                free(x);
+            }
+}
+
+/* Failures: a type without a kernel, a product without memory for its tile (nothing
+ * written), each named once by sync. */
+static void test_errors(uint64_t seed) {
+    st_err err = {0};
+    kern_backend *cu0 = cu; /* a fresh instance: no scratch grown by the tests before */
+    cu = kern_backend_init("cuda", 0, &err);
+    kern_mat st = {DT_Q2_K, 4, 256, NULL, NULL}, w;
+    T_CHECK(C->mat_prepare(cu, &w, &st, 0, NULL) == ST_ERR_UNSUPPORTED &&
+            kern_backend_sync(cu, &err) == ST_ERR_UNSUPPORTED && strstr(err.msg, "mat_prepare: ") &&
+            strstr(err.msg, "Q2_K"), "mat_prepare of Q2_K: %s", err.msg);
+    kern_mat sq = {DT_Q8_0, 32, 256, make_weights(&seed, DT_Q8_0, 32, 256), NULL};
+    T_CHECK(C->mat_prepare(cu, &w, &sq, 0, NULL) == ST_OK, "mat_prepare Q8_0");
+    float *x = rand_floats(&seed, 20 * 256, 1.0f), *y = malloc(sizeof(float) * 20 * 32);
+    for (int i = 0; i < 20 * 32; i++) y[i] = 7.0f;
+    float *dx = dev(x, 20 * 256), *dy = dev(y, 20 * 32);
+    kern_backend_set_alloc_limit(cu, 1000);
+    C->matmul(cu, dy, &w, dx, 20);
+    float *got = host(dy, 20 * 32);
+    T_CHECK(kern_backend_sync(cu, &err) == ST_ERR_NOMEM && strncmp(err.msg, "matmul: out of memory", 21) == 0 &&
+            strstr(err.msg, "cuda") && got[0] == 7.0f && got[639] == 7.0f,
+            "matmul without memory for its tile: nothing written, %s", err.msg);
+    T_CHECK(kern_backend_sync(cu, &err) == ST_OK, "reported once");
+    kern_backend_set_alloc_limit(cu, SIZE_MAX);
+    C->mat_release(cu, &w);
+    C->buf_free(cu, dx), C->buf_free(cu, dy);
+    free(x), free(y), free(got), free((void *)sq.data);
+    kern_backend_free(cu);
+    cu = cu0;
+}
+
+int main(void) {
+    st_err err = {0};
+    cu = kern_backend_init("cuda", 0, &err);
+    if (!cu) {
+        T_CHECK(err.code == ST_ERR_BACKEND && strstr(err.msg, "use --backend cpu"),
+                "no device: the message says what to do: %s", err.msg);
+        T_SKIP("no CUDA device: %s", err.msg);
+        return t_done();
+    }
+    ref = kern_backend_init("ref", 1, &err);
+    R = kern_backend_ops(ref), C = kern_backend_ops(cu);
+    test_buffers(cu);
+    test_kv_ops(cu, 33);
+    test_matmul(61);
+    test_attention(62);
+    test_small_cache(66);
+    test_small_ops(63);
+    test_topk(64);
+    test_errors(65);
+    fprintf(stderr, "cuda backend (%s): max nerr seen: matmul %.3g, attention %.3g, small ops %.3g\n",
+            cu_emulated() ? "emulated" : "device", seen_mm, seen_attn, seen_small);
+    kern_backend_free(cu);
+    kern_backend_free(ref);
+    return t_done();
+}
