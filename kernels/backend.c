@@ -73,16 +73,6 @@ const char *kern_backend_name(const kern_backend *b) { return b->ops->name; }
 int32_t kern_backend_threads(const kern_backend *b) { return b->n_threads; }
 void *kern_backend_state(kern_backend *b) { return b->state; }
 
-void kern_backend_parallel(kern_backend *b, int32_t n_tasks,
-                           void (*fn)(void *ctx, int32_t task, int32_t thread), void *ctx) {
-    if (n_tasks <= 0) return;
-    if (b->ops->parallel) {
-        b->ops->parallel(b, n_tasks, fn, ctx);
-        return;
-    }
-    for (int32_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
-}
-
 void kern_backend_fail(kern_backend *b, st_code code, const char *op, const char *fmt, ...) {
     if (b->fail.code != ST_OK) return; /* the first failure is the one to report */
     char what[400];

@@ -114,10 +114,6 @@ typedef struct kern_ops {
     /* Waits until every op issued so far has finished, records a failure met meanwhile
      * (kern_backend_fail) and returns its code. NULL: the ops finish before returning. */
     st_code (*sync)(kern_backend *b);
-    /* Runs fn(ctx, task, thread) for each task, see kern_backend_parallel. NULL: one
-     * after another on the calling thread (thread 0). */
-    void (*parallel)(kern_backend *b, int32_t n_tasks,
-                     void (*fn)(void *ctx, int32_t task, int32_t thread), void *ctx);
     /* A zeroed buffer of bytes bytes, 64-byte aligned, or NULL with ST_ERR_NOMEM recorded
      * ("buf_alloc: out of memory for ..."). Pointers into it may be passed to any op. */
     void *(*buf_alloc)(kern_backend *b, size_t bytes);
@@ -221,12 +217,6 @@ st_code kern_backend_sync(kern_backend *b, st_err *err);
 const kern_ops *kern_backend_ops(const kern_backend *b);
 const char *kern_backend_name(const kern_backend *b);
 int32_t kern_backend_threads(const kern_backend *b);
-/* Calls fn(ctx, task, thread) for every task in [0, n_tasks) on the backend's threads (the
- * caller's among them; thread < kern_backend_threads(b), unique among tasks running at
- * once) and returns when all are done: for work beside the ops that splits into
- * independent tasks (a step's per-row top-k). fn must not call back into b. */
-void kern_backend_parallel(kern_backend *b, int32_t n_tasks,
-                           void (*fn)(void *ctx, int32_t task, int32_t thread), void *ctx);
 
 /* Backend tables; each backend's file defines one. */
 extern const kern_ops kern_ref_ops;

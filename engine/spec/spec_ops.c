@@ -159,30 +159,14 @@ static int32_t spec_run_running(const void *self, forest_id *out, int32_t cap) {
     return 1;
 }
 
-const strategy_ops strat_draft_ops = {
-    .name = "draft",
-    .kind = STRAT_DRAFT,
-    .summary = STRAT_SUM_PROGRESS,
-    .create = spec_run_create,
-    .step = spec_run_step,
-    .done = spec_run_done,
-    .progress = spec_run_progress,
-    .n_results = spec_run_n_results,
-    .result = spec_run_result,
-    .running = spec_run_running,
-    .free = spec_run_free,
-};
+/* Draft and lookahead are one driver: the tables differ in name and kind only. */
+#define SPEC_RUN_OPS(NAME, KIND)                                                             \
+    {                                                                                        \
+        .name = NAME, .kind = KIND, .summary = STRAT_SUM_PROGRESS, .create = spec_run_create, \
+        .step = spec_run_step, .done = spec_run_done, .progress = spec_run_progress,          \
+        .n_results = spec_run_n_results, .result = spec_run_result,                         \
+        .running = spec_run_running, .free = spec_run_free,                                 \
+    }
 
-const strategy_ops strat_lookahead_ops = {
-    .name = "lookahead",
-    .kind = STRAT_LOOKAHEAD,
-    .summary = STRAT_SUM_PROGRESS,
-    .create = spec_run_create,
-    .step = spec_run_step,
-    .done = spec_run_done,
-    .progress = spec_run_progress,
-    .n_results = spec_run_n_results,
-    .result = spec_run_result,
-    .running = spec_run_running,
-    .free = spec_run_free,
-};
+const strategy_ops strat_draft_ops = SPEC_RUN_OPS("draft", STRAT_DRAFT);
+const strategy_ops strat_lookahead_ops = SPEC_RUN_OPS("lookahead", STRAT_LOOKAHEAD);

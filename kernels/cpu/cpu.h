@@ -22,10 +22,9 @@ void *kern_mat_pack(const kern_mat *w, size_t *bytes);
 
 /* ---- the backend's state (state.c) ---- */
 
-/* kern_ops init / free / parallel: a thread pool of *n_threads (<= 0: one per core). */
+/* kern_ops init / free: a thread pool of *n_threads (<= 0: one per core). */
 st_code cpu_init(kern_backend *b, int32_t *n_threads, void **state, st_err *err);
 void cpu_free(void *state);
-void cpu_parallel(kern_backend *b, int32_t n_tasks, pool_fn fn, void *ctx);
 
 /* kern_ops mat_prepare / mat_release: the stored form plus its repacked rows (kern_mat_pack)
  * where there is one. */

@@ -260,7 +260,6 @@ const kern_ops kern_cpu_ops = {
     .name = "cpu",
     .init = cpu_init,
     .free = cpu_free,
-    .parallel = cpu_parallel,
     .buf_alloc = kern_host_buf_alloc,
     .buf_free = kern_host_buf_free,
     .upload = kern_host_copy,

@@ -49,10 +49,6 @@ void cpu_free(void *state) {
 
 pool *cpu_pool(kern_backend *b) { return ((cpu_state *)kern_backend_state(b))->pool; }
 
-void cpu_parallel(kern_backend *b, int32_t n_tasks, pool_fn fn, void *ctx) {
-    pool_run(cpu_pool(b), n_tasks, fn, ctx);
-}
-
 void *cpu_scratch(kern_backend *b, const char *op, size_t bytes) {
     return kern_scratch_get(b, &((cpu_state *)kern_backend_state(b))->scratch, op, bytes);
 }
