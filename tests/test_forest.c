@@ -370,14 +370,19 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--seeds")) n_seeds = atoi(argv[2]);
     char dir[] = "/tmp/md_test_forest_XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    struct { const char *name; uint32_t type; int32_t embd, heads, kv_heads, head_dim; bool tied; } shapes[] = {
-        {"f32 gqa1 hd32 tied", DT_F32, 128, 4, 4, 32, true},
-        {"f32 gqa2 hd64 untied", DT_F32, 128, 4, 2, 64, false},
-        {"f16 gqa4 hd32", DT_F16, 128, 8, 2, 32, true},
-        {"q8_0 gqa2 hd128", DT_Q8_0, 256, 4, 2, 128, false},
-        {"f32 gqa2 hd128", DT_F32, 256, 4, 2, 128, false},
-        {"q8_0 gqa2 hd32", DT_Q8_0, 128, 4, 2, 32, false},
-        {"q4_k gqa2 hd64", DT_Q4_K, 256, 4, 2, 64, true},
+    /* swa, pattern: a sliding window forced on (model_hparams_set_window), with paths
+     * longer than it; the leaves must still equal their paths decoded alone */
+    struct { const char *name; uint32_t type; int32_t embd, heads, kv_heads, head_dim; bool tied;
+             int32_t swa, pattern; } shapes[] = {
+        {"f32 gqa1 hd32 tied", DT_F32, 128, 4, 4, 32, true, 0, 0},
+        {"f32 gqa2 hd64 untied", DT_F32, 128, 4, 2, 64, false, 0, 0},
+        {"f16 gqa4 hd32", DT_F16, 128, 8, 2, 32, true, 0, 0},
+        {"q8_0 gqa2 hd128", DT_Q8_0, 256, 4, 2, 128, false, 0, 0},
+        {"f32 gqa2 hd128", DT_F32, 256, 4, 2, 128, false, 0, 0},
+        {"q8_0 gqa2 hd32", DT_Q8_0, 128, 4, 2, 32, false, 0, 0},
+        {"q4_k gqa2 hd64", DT_Q4_K, 256, 4, 2, 64, true, 0, 0},
+        {"f32 gqa2 hd64 window 8 on layer 0", DT_F32, 128, 4, 2, 64, false, 8, 2},
+        {"q8_0 gqa2 hd32 window 5 on all", DT_Q8_0, 128, 4, 2, 32, false, 5, 0},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         mkmodel_params mp = mkmodel_default_params();
@@ -397,6 +402,7 @@ int main(int argc, char **argv) {
         if (mkmodel_write(&mp, path, &err) == ST_OK) m = model_load(path, &err);
         T_CHECK(m != NULL, "model %s: %s", shapes[i].name, err.msg);
         if (!m) continue;
+        model_hparams_set_window(&m->hp, shapes[i].swa, shapes[i].pattern);
         if (i == 0) {
             test_position_rule(m);
             test_topk_alternatives(m);

@@ -191,6 +191,9 @@ static st_code load_weights(model *m, st_err *err) {
                       "hold at most %lld layers of 9 (blk.0 .. blk.%lld)", hp->n_layer,
                       (long long)gguf_n_tensors(g), (long long)(room > 0 ? room : 0),
                       (long long)(room > 0 ? room - 1 : 0));
+    if (hp->n_layer > MODEL_MAX_LAYERS)
+        return st_set(err, ST_ERR_UNSUPPORTED, "the model has %d layers; at most %d are supported",
+                      hp->n_layer, MODEL_MAX_LAYERS);
 
     /* room for every norm vector, in case all need converting */
     m->f32_copies = malloc(sizeof(float) * (size_t)E * (2 * (size_t)hp->n_layer + 1));

@@ -23,6 +23,8 @@
 #include "kernels/kern.h"
 #include "gguf/gguf.h"
 
+#define MODEL_MAX_LAYERS 512 /* most layers a model may have (swa_layer's size) */
+
 typedef struct model_hparams {
     int32_t n_vocab;
     int32_t n_embd;       /* embedding length */
@@ -36,7 +38,22 @@ typedef struct model_hparams {
     float rope_base;      /* theta base, 10000 by default */
     float rms_eps;
     bool tied_output;     /* no output.weight: the classifier is token_embd */
+    /* Sliding-window attention: on a windowed layer the row at position P attends only to
+     * the keys of its path at positions (P - n_swa, P]; the other layers see the whole
+     * path. 0: no windowed layer (swa_layer is then all 0). */
+    int32_t n_swa;
+    uint8_t swa_layer[MODEL_MAX_LAYERS]; /* (n_layer) 1: layer l is windowed */
 } model_hparams;
+
+/* Sets the window of hp: n_swa keys on the windowed layers, which are every layer when
+ * pattern is 0, else every layer but each pattern-th (l % pattern == pattern - 1 stays
+ * global: Gemma 3's 5 local to 1 global is pattern 6). n_swa 0 clears it. */
+static inline void model_hparams_set_window(model_hparams *hp, int32_t n_swa, int32_t pattern) {
+    hp->n_swa = n_swa > 0 ? n_swa : 0;
+    for (int32_t l = 0; l < MODEL_MAX_LAYERS; l++)
+        hp->swa_layer[l] = hp->n_swa > 0 && l < hp->n_layer &&
+                           (pattern <= 0 || l % pattern != pattern - 1);
+}
 
 typedef struct model_layer {
     const float *attn_norm;   /* (n_embd) */
@@ -62,6 +79,11 @@ typedef struct model {
     uint64_t weight_bytes;    /* bytes of all weights read per token */
     struct model_preps *preps; /* the weights prepared per backend (prep.c), owned */
 } model;
+
+/* The window in words, into out (cap bytes): "window 512 on layers 0-4,6-10; layers 5,11
+ * global", "window 8 on layers 0-1", or "" without one. Returns the length it needs
+ * (snprintf's rule). */
+int model_window_text(const model_hparams *hp, char *out, size_t cap);
 
 /* Loads hyperparameters and weights of a llama-architecture GGUF. Takes ownership of g
  * on success and on failure. NULL + err:
@@ -121,17 +143,24 @@ typedef struct model_batch {
     const int32_t *seg_off;     /* (n_rows + 1) row r: segs[seg_off[r] .. seg_off[r+1]) */
     const kern_seg *segs;       /* slot segments; each row's must include its own slot */
     const uint8_t *want_logits; /* (n_rows) nonzero: write this row's logits; NULL: all */
+    /* The segments windowed layers read (hparams n_swa > 0; ignored otherwise): row r's
+     * keys at positions within its window, in the same order, its own slot included
+     * (step.h's step_plan_window builds them for a forest step). */
+    const int32_t *seg_off_swa; /* (n_rows + 1) */
+    const kern_seg *segs_swa;
 } model_batch;
 
 /* Runs the model over the batch (in chunks of max_rows when larger). Writes the logits
  * of the requested rows, in row order, to logits (n_wanted, n_vocab). Returns ST_OK,
- * ST_ERR_ARG (bad token id, slot, position or segment; nothing is computed), or
+ * ST_ERR_ARG (bad token id, slot, position or segment, windowed segments missing on a
+ * model with windowed layers; nothing is computed), or
  * ST_ERR_NOMEM (the backend could not get scratch memory; the batch's KV slots and logits
  * then hold garbage). */
 st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err *err);
 
 /* Linear decoding helper: runs tokens[0..n) at positions/slots start..start+n-1, each
- * attending to slots [0, own + 1), and writes the last row's logits (n_vocab). */
+ * attending to slots [0, own + 1) (on windowed layers the last n_swa of them), and
+ * writes the last row's logits (n_vocab). */
 st_code model_forward_linear(model_ctx *c, const int32_t *tokens, int32_t n, int32_t start,
                              float *logits, st_err *err);
 
