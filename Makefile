@@ -180,9 +180,10 @@ fuzz: fuzz-build fuzz-seeds
 fuzz-smoke:
 	$(MAKE) fuzz FUZZ_TIME=60
 
-# model: the default model (SmolLM2-135M-Instruct) under models/.
+# model: the default model (SmolLM2-135M-Instruct) under models/; MODEL=gemma3 fetches
+# Gemma 3 270M instead (tools/fetch-model.sh lists them).
 model:
-	sh tools/fetch-model.sh
+	sh tools/fetch-model.sh $(MODEL)
 
 # run: the TUI on the default model.
 run: deps

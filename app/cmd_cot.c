@@ -48,6 +48,7 @@ static void cot_usage(FILE *f) {
             "      --system TEXT    system message for --chat (implies --chat)\n"
             "      --chat-template NAME  template to use instead of the model's (implies --chat)\n"
             "      --raw            never apply a chat template (the default without --chat)\n"
+            "      --think on|off   the template's thinking switch (Qwen3; default on)\n"
             SESSION_OPTS_HELP
             "                       (--load shows a saved session's chains, recomputed)\n");
 }
@@ -255,7 +256,7 @@ static int cot_parse(int argc, char **argv, cot_opts *o, prompt_model_opts *mo, 
         {"stop", 1, 0, O_STOP}, {"vote", 1, 0, O_VOTE}, {"json", 0, 0, 'J'},
         {"quiet", 0, 0, 'q'}, {"chat", 0, 0, 'C'}, {"system", 1, 0, 'Y'},
         {"chat-template", 1, 0, 'E'}, {"raw", 0, 0, 'R'}, {"help", 0, 0, 'h'},
-        SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
+        {"think", 1, 0, PROMPT_OPT_THINK}, SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
     int64_t v;
     double fv;
     st_err err = {0};

@@ -50,6 +50,7 @@ static void gen_usage(FILE *f) {
             "      --chat-template NAME  template to use instead of the model's (implies\n"
             "                       --chat): chatml, llama3, llama2, zephyr or gemma\n"
             "      --raw            never apply a chat template: -p is raw text\n"
+            "      --think on|off   the template's thinking switch (Qwen3; default on)\n"
             "      --branches K     K continuations (seeds S, S+1, ...) grown together in one\n"
             "                       forest, one step per token, printed at the end (default 1)\n"
             "      --json           with --branches: a JSON list of {branch, seed, tokens,\n"
@@ -308,7 +309,7 @@ int cmd_generate(int argc, char **argv) {
         PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
         {"prompt", 1, 0, 'p'}, {"tokens", 1, 0, 'n'}, {"quiet", 0, 0, 'q'},
         {"chat", 0, 0, 'C'},  {"system", 1, 0, 'Y'}, {"chat-template", 1, 0, 'E'},
-        {"raw", 0, 0, 'R'},   {"branches", 1, 0, 'b'}, {"json", 0, 0, 'J'},
+        {"raw", 0, 0, 'R'},   {"think", 1, 0, PROMPT_OPT_THINK}, {"branches", 1, 0, 'b'}, {"json", 0, 0, 'J'},
         SPEC_LONGOPTS,        {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
     prompt_model_opts mo = prompt_model_default_opts();
     spec_opts so = spec_default_opts();

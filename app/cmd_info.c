@@ -98,12 +98,15 @@ int cmd_info(int argc, char **argv) {
     int rc = 0;
     if (m) {
         const model_hparams *h = &m->hp;
-        printf("\nmodel: llama, %d layers, embd %d, ffn %d, heads %d (kv %d, dim %d), rope dim %d "
+        char feat[320];
+        printf("\nmodel: %s, %d layers, embd %d, ffn %d, heads %d (kv %d, dim %d), rope dim %d "
                "base %g, rms eps %g, vocab %d, context %d, output %s\n"
+               "architecture: %s\n"
                "weights read per token: %.2f MiB\n",
-               h->n_layer, h->n_embd, h->n_ff, h->n_head, h->n_head_kv, h->head_dim, h->rope_dim,
+               model_arch_name(h->arch), h->n_layer, h->n_embd, h->n_ff, h->n_head, h->n_head_kv, h->head_dim, h->rope_dim,
                h->rope_base, h->rms_eps, h->n_vocab, h->n_ctx_train,
-               h->tied_output ? "tied to token_embd" : "separate", m->weight_bytes / 1048576.0);
+               h->tied_output ? "tied to token_embd" : "separate",
+               model_arch_features(h, feat, sizeof feat), m->weight_bytes / 1048576.0);
         model_free(m);
     } else {
         printf("\nmodel: cannot run: ");

@@ -45,7 +45,8 @@ static void judge_usage(FILE *f) {
                "      --chat           -p is a user message (chat template); the judge is a user turn\n"
                "      --system TEXT    system message for --chat (implies --chat)\n"
                "      --chat-template NAME  template to use instead of the model's (implies --chat)\n"
-               "      --raw            never apply a chat template (the default without --chat)\n");
+               "      --raw            never apply a chat template (the default without --chat)\n"
+               "      --think on|off   the template's thinking switch (Qwen3; default on)\n");
 }
 
 typedef struct judge_opts {

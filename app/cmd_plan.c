@@ -31,6 +31,8 @@
 #include "forest/step.h"
 #include "app.h"
 #include "json_out.h"
+#include "../ui/mask_view.h"
+#include "../ui/svg.h"
 #include "prompt.h"
 #include "spec_opts.h"
 
@@ -56,6 +58,10 @@ static void plan_usage(FILE *f) {
             "                       keys on every layer, or on all but each P-th (to see how\n"
             "                       a window cuts the mask; a model trained without one\n"
             "                       predicts worse with it)\n"
+            "      --svg FILE       a picture for slides: the forest as a tree (tokens, RoPE\n"
+            "                       positions, KV slots, probabilities) and the last step's\n"
+            "                       attention mask, as SVG (--steps 1: the prefill's mask)\n"
+            "      --svg-mask FILE  the last step's mask alone, as SVG\n"
             "      --temp T         temperature; 0 = greedy (default 0.8)\n"
             PROMPT_SAMPLE_HELP
             "With --draft or --lookahead, the steps of exact speculative greedy decoding\n"
@@ -356,6 +362,7 @@ typedef struct plan_opts {
     int64_t k, steps, max_cols;
     int64_t window, window_pattern; /* --window N[,P]: forced on (0: the model's own) */
     bool json;
+    const char *svg, *svg_mask; /* pictures to write (ui/svg.h), or NULL */
 } plan_opts;
 
 /* The grow-mode run: the forest, its branches, and what the steps report. */
@@ -366,6 +373,7 @@ typedef struct plan_job {
     plan_sampled smp;
     int32_t *cols;                          /* (n_slots) */
     int32_t n_trees, n_tokens, n_tok_prompt[PLAN_MAX_PROMPTS];
+    mask_view *mv;                          /* the last step, for the pictures (or NULL) */
 } plan_job;
 
 /* --window N[,P]: 1 (after the usage error) when it does not parse. */
@@ -378,7 +386,7 @@ static int plan_window_opt(const char *arg, plan_opts *o) {
     n[len] = '\0';
     o->window_pattern = 0;
     return app_opt_int("--window", n, 1, 1 << 24, &o->window) ||
-           (comma && app_opt_int("--window's layer pattern", comma + 1, 2, MODEL_MAX_LAYERS,
+           (comma && app_opt_int("--window's layer pattern", comma + 1, 2, 1 << 16,
                                  &o->window_pattern));
 }
 
@@ -390,6 +398,7 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
         {"prompt", 1, 0, 'p'}, {"context", 1, 0, 'X'}, {"branches", 1, 0, 'k'},
         {"steps", 1, 0, 's'},  {"max-cols", 1, 0, 'W'}, {"json", 0, 0, 'J'},
         {"window", 1, 0, 'w'},
+        {"svg", 1, 0, 0x200},  {"svg-mask", 1, 0, 0x201},
         SPEC_LONGOPTS,         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     int ch, r;
     bool temp_given = false; /* --draft samples only when asked to (greedy by default) */
@@ -420,6 +429,8 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
         case 'w':
             if (plan_window_opt(optarg, o)) return 2;
             break;
+        case 0x200: o->svg = optarg; break;
+        case 0x201: o->svg_mask = optarg; break;
         case 'h': plan_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode plan --help", PLAN_USAGE);
         }
@@ -428,6 +439,8 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
     if (!o->mo.path) return app_usage_error("plan needs a model: -m MODEL");
     if (o->so.on && (o->n_prompts > 1 || o->context))
         return app_usage_error("--draft / --lookahead show one prompt's decoding: one -p, no --context");
+    if (o->so.on && (o->svg || o->svg_mask))
+        return app_usage_error("--svg draws the grow mode's forest: not with --draft / --lookahead");
     if (o->so.on && temp_given) o->so.sp.samp = o->sp;
     return -1;
 }
@@ -510,6 +523,7 @@ static st_code plan_grow_steps(plan_job *j, prompt_model *pm, const plan_opts *o
         st_code rc = grow_step(&j->g, j->f, &j->plan, pm->ctx, pm->tk, plan_emit, &j->smp, NULL, err);
         if (rc) return rc;
         int32_t n_cols = plan_columns(&j->plan, pm->n_slots, j->cols);
+        if (j->mv) mv_capture(j->mv, j->f, pm->tk, &j->plan, s);
         if (o->json)
             jo_push(list, plan_step_json(j->f, pm->tk, &j->plan, s, j->cols, n_cols, &j->smp, &j->g, k, NULL));
         else
@@ -520,6 +534,13 @@ static st_code plan_grow_steps(plan_job *j, prompt_model *pm, const plan_opts *o
     return ST_OK;
 }
 
+/* The pictures --svg and --svg-mask ask for. */
+static st_code plan_pictures(const plan_job *j, const prompt_model *pm, const plan_opts *o, st_err *err) {
+    st_code rc = o->svg ? svg_save(o->svg, j->f, pm->tk, j->mv, SVG_TREE | SVG_MASK, err) : ST_OK;
+    if (!rc && o->svg_mask) rc = svg_save(o->svg_mask, j->f, pm->tk, j->mv, SVG_MASK, err);
+    return rc;
+}
+
 /* Grow mode: the forest of the prompts, then every step shown. */
 static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
     plan_job j = {.f = forest_init(pm->n_slots, 0), .n_trees = o->n_prompts ? o->n_prompts : 1};
@@ -528,10 +549,12 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
     j.smp.branch = malloc(sizeof(int32_t) * n_br);
     j.smp.token = malloc(sizeof(int32_t) * n_br);
     j.cols = malloc(sizeof(int32_t) * (size_t)pm->n_slots);
+    bool pictures = o->svg || o->svg_mask;
+    if (pictures && (j.mv = malloc(sizeof *j.mv))) mv_init(j.mv);
     json_t *list = o->json ? json_array() : NULL;
     int32_t done = 0;
     st_code rc = ST_OK;
-    if (!j.f || !j.smp.branch || !j.smp.token || !j.cols)
+    if (!j.f || !j.smp.branch || !j.smp.token || !j.cols || (pictures && !j.mv))
         rc = st_set(err, ST_ERR_NOMEM, "out of memory");
     if (!rc) rc = plan_forest(&j, pm, o, err);
     if (!rc && !o->json)
@@ -540,6 +563,7 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
                j.n_trees > 1 ? "s" : "", j.n_tokens, (long long)o->k, o->k > 1 ? "es" : "",
                pm->n_slots);
     if (!rc) rc = plan_grow_steps(&j, pm, o, &list, &done, err);
+    if (!rc && pictures) rc = plan_pictures(&j, pm, o, err);
     if (!rc && o->json) {
         json_t *doc = plan_head_json(&j, pm, o);
         jo_set(&doc, "steps", list);
@@ -553,6 +577,7 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
     fflush(stdout);
     json_decref(list);
     free(j.cols);
+    free(j.mv);
     free(j.smp.branch);
     free(j.smp.token);
     grow_free(&j.g);

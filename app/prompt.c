@@ -45,13 +45,19 @@ int prompt_chat_opt(prompt_chat *pc, int ch, const char *arg) {
         pc->on = true;
         return 0;
     case 'R': pc->raw = true; return 0;
+    case PROMPT_OPT_THINK:
+        if (strcmp(arg, "on") != 0 && strcmp(arg, "off") != 0)
+            return app_usage_error("bad --think '%s' (want on or off)", arg);
+        pc->think_off = strcmp(arg, "off") == 0;
+        pc->on = true;
+        return 0;
     default: return -1;
     }
 }
 
 int prompt_chat_check(const prompt_chat *pc) {
     if (pc->raw && (pc->on || pc->tmpl || pc->system))
-        return app_usage_error("--raw excludes --chat, --system and --chat-template");
+        return app_usage_error("--raw excludes --chat, --system, --chat-template and --think");
     return 0;
 }
 
@@ -169,10 +175,21 @@ static char *chat_text(const gguf_ctx *g, const prompt_chat *pc, const char *use
     size_t n_msgs = 0;
     if (pc->system) msgs[n_msgs++] = (chat_msg){"system", pc->system};
     msgs[n_msgs++] = (chat_msg){"user", user};
+    if (pc->think_off && !chat_has_think_switch(jinja)) {
+        free(dflt);
+        st_set(err, ST_ERR_ARG, "--think off needs a chat template with a thinking switch "
+               "(Qwen3's); this model's has none");
+        return NULL;
+    }
+    const char *think = pc->think_off ? chat_think_off_text() : "";
     size_t need = chat_apply_with_default(k, dflt, msgs, n_msgs, true, NULL, 0);
-    char *text = malloc(need + 1);
-    if (text) chat_apply_with_default(k, dflt, msgs, n_msgs, true, text, need + 1);
-    else st_set(err, ST_ERR_NOMEM, "out of memory");
+    char *text = malloc(need + strlen(think) + 1);
+    if (text) {
+        chat_apply_with_default(k, dflt, msgs, n_msgs, true, text, need + 1);
+        strcpy(text + need, think);
+    } else {
+        st_set(err, ST_ERR_NOMEM, "out of memory");
+    }
     free(dflt);
     *kind = k;
     return text;

@@ -82,14 +82,18 @@ typedef struct prompt_chat {
     bool raw;           /* --raw: never apply a template */
     const char *tmpl;   /* template name (chat_from_name); NULL: the model's own */
     const char *system; /* system message; NULL: the template's default, if it has one */
+    bool think_off;     /* --think off: the template's thinking switch off (Qwen3) */
 } prompt_chat;
 
-/* getopt_long entries of the chat options (--chat, --system, --chat-template, --raw). */
+#define PROMPT_OPT_THINK 0x154 /* --think's getopt value: no short option */
+/* getopt_long entries of the chat options (--chat, --system, --chat-template, --raw,
+ * --think on|off). */
 #define PROMPT_CHAT_LONGOPTS                                                        \
     {"chat", 0, 0, 'C'}, {"system", 1, 0, 'Y'}, {"chat-template", 1, 0, 'E'},      \
-        {"raw", 0, 0, 'R'}
-/* Handles option ch (one of C Y E R): --system and --chat-template imply --chat. Returns
- * 0 when handled, 2 after printing a usage error, -1 when ch is not one of them. */
+        {"raw", 0, 0, 'R'}, {"think", 1, 0, PROMPT_OPT_THINK}
+/* Handles option ch (one of C Y E R, PROMPT_OPT_THINK): --system, --chat-template and
+ * --think imply --chat. Returns 0 when handled, 2 after printing a usage error, -1 when
+ * ch is not one of them. */
 int prompt_chat_opt(prompt_chat *pc, int ch, const char *arg);
 /* After parsing: 2 (usage error printed) when --raw was combined with the others. */
 int prompt_chat_check(const prompt_chat *pc);

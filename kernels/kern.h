@@ -190,6 +190,22 @@ typedef struct kern_ops {
      * may be NULL when k is 0. */
     void (*topk_lse)(kern_backend *b, const float *x, int32_t n_rows, int32_t n, int32_t k,
                      kern_lse *lse, int32_t *ids, float *lp);
+
+    /* ---- model families beyond llama (issue 28): Qwen2, Qwen3, Gemma 3 ----
+     * A backend without them (NULL) cannot run those architectures; model_ctx_init says
+     * so instead of calling them. */
+    /* Like rope, but rotating the pairs (i, i + rope_dim / 2) of each head (GPT-NeoX
+     * layout: Qwen, Gemma), pair i by angle pos[r] * theta_i as rope defines it. */
+    void (*rope_neox)(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
+                      int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
+                      const float *freq_factors);
+    /* y[r][i] += bias[i] for n_rows rows of dim (the Q, K, V biases of Qwen2). */
+    void (*add_bias)(kern_backend *b, float *y, const float *bias, int32_t n_rows, int32_t dim);
+    /* y[i] *= s, i < n (Gemma's embeddings times sqrt(n_embd)). */
+    void (*scale)(kern_backend *b, float *y, float s, int64_t n);
+    /* y[i] = gelu(gate[i]) * up[i], i < n, gelu in its tanh form
+     * 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))); y may equal gate. */
+    void (*geglu)(kern_backend *b, float *y, const float *gate, const float *up, int64_t n);
 } kern_ops;
 
 /* Creates a backend by name ("ref", "cpu") through its ops->init. n_threads <= 0 means

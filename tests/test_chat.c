@@ -380,7 +380,22 @@ static void test_model(void) {
     free(out);
 }
 
+/* Qwen3's thinking switch: found in its template, and the answer after </think>. */
+static void test_think(void) {
+    const char *qwen3 = "{%- if enable_thinking is defined and enable_thinking is false %}"
+                        "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}<|im_start|>";
+    T_CHECK(chat_has_think_switch(qwen3), "Qwen3's template has the thinking switch");
+    T_CHECK(!chat_has_think_switch("<|im_start|>") && !chat_has_think_switch(NULL),
+            "ChatML without it, or no template: no switch");
+    T_CHECK(!strcmp(chat_think_off_text(), "<think>\n\n</think>\n\n"), "think-off text");
+    const char *r = "<think>a</think>b</think>\n42";
+    T_CHECK(!strcmp(chat_after_think(r), "\n42"), "after the last </think>: '%s'",
+            chat_after_think(r));
+    T_CHECK(!strcmp(chat_after_think("plain 7"), "plain 7"), "no </think>: all of the text");
+}
+
 int main(void) {
+    test_think();
     test_families();
     test_edges();
     test_default_system();

@@ -228,6 +228,8 @@ static void test_vote(void) {
         {"3 apples and 4 pears, so 7.", "7"}, {"total 1,200.50 dollars", "1200.5"},
         {"x = -12 then 3.0", "3"}, {"no digits here", NULL}, {"abc-5", "5"},
         {"the answer is -5", "-5"}, {"2.500", "2.5"}, {"in 2024, 17 cats", "17"},
+        /* a reasoning model's answer is what follows its last </think> (Qwen3) */
+        {"<think>try 41, no: 40</think>\n\n42", "42"}, {"<think>maybe 41</think>forty-two", NULL},
     };
     bool ok = true;
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
@@ -241,6 +243,8 @@ static void test_vote(void) {
     T_CHECK(cot_extract(&v, "Answer: 3\nthinking\nAnswer:  blue whale. \nmore", out, sizeof out) > 0 &&
                 !strcmp(out, "blue whale"), "marker: the last occurrence, to the end of its line");
     T_CHECK(cot_extract(&v, "no marker", out, sizeof out) < 0, "marker absent: no answer");
+    T_CHECK(cot_extract(&v, "<think>Answer: 3</think>I cannot tell", out, sizeof out) < 0,
+            "marker: a marker inside <think> .. </think> is not the answer");
     const char *ans[] = {"4", NULL, "5", "5", "4", "6"};
     int32_t votes;
     int32_t w = cot_majority(ans, 6, &votes);

@@ -10,7 +10,8 @@
  * With the cpu and ref backends the logits are in fact bitwise equal, and that is
  * asserted too.
  * Runs on random-weight models of several shapes and types (F32, F16, Q8_0, Q4_K; GQA
- * 1/2/4; head dims 32-128; tied and untied), on stories260K and on SmolLM2 when present.
+ * 1/2/4; head dims 32-128; tied and untied; the llama, qwen2, qwen3 and gemma3
+ * architectures), on stories260K and on SmolLM2 when present.
  * `test_forest --seeds N` runs N seeds per model (default: a fixed few). */
 #include "forest/forest.h"
 #include "convert/mkmodel.h"
@@ -370,19 +371,26 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--seeds")) n_seeds = atoi(argv[2]);
     char dir[] = "/tmp/md_test_forest_XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    /* swa, pattern: a sliding window forced on (model_hparams_set_window), with paths
-     * longer than it; the leaves must still equal their paths decoded alone */
+    /* swa, pattern: a sliding window (gemma3: written in the file; llama: forced on by
+     * model_hparams_set_window), with paths longer than it: the leaves must still equal
+     * their paths decoded alone */
     struct { const char *name; uint32_t type; int32_t embd, heads, kv_heads, head_dim; bool tied;
-             int32_t swa, pattern; } shapes[] = {
-        {"f32 gqa1 hd32 tied", DT_F32, 128, 4, 4, 32, true, 0, 0},
-        {"f32 gqa2 hd64 untied", DT_F32, 128, 4, 2, 64, false, 0, 0},
-        {"f16 gqa4 hd32", DT_F16, 128, 8, 2, 32, true, 0, 0},
-        {"q8_0 gqa2 hd128", DT_Q8_0, 256, 4, 2, 128, false, 0, 0},
-        {"f32 gqa2 hd128", DT_F32, 256, 4, 2, 128, false, 0, 0},
-        {"q8_0 gqa2 hd32", DT_Q8_0, 128, 4, 2, 32, false, 0, 0},
-        {"q4_k gqa2 hd64", DT_Q4_K, 256, 4, 2, 64, true, 0, 0},
-        {"f32 gqa2 hd64 window 8 on layer 0", DT_F32, 128, 4, 2, 64, false, 8, 2},
-        {"q8_0 gqa2 hd32 window 5 on all", DT_Q8_0, 128, 4, 2, 32, false, 5, 0},
+             const char *arch; int32_t swa, pattern; } shapes[] = {
+        {"f32 gqa1 hd32 tied", DT_F32, 128, 4, 4, 32, true, NULL, 0, 0},
+        {"f32 gqa2 hd64 untied", DT_F32, 128, 4, 2, 64, false, NULL, 0, 0},
+        {"f16 gqa4 hd32", DT_F16, 128, 8, 2, 32, true, NULL, 0, 0},
+        {"q8_0 gqa2 hd128", DT_Q8_0, 256, 4, 2, 128, false, NULL, 0, 0},
+        {"f32 gqa2 hd128", DT_F32, 256, 4, 2, 128, false, NULL, 0, 0},
+        {"q8_0 gqa2 hd32", DT_Q8_0, 128, 4, 2, 32, false, NULL, 0, 0},
+        {"q4_k gqa2 hd64", DT_Q4_K, 256, 4, 2, 64, true, NULL, 0, 0},
+        /* the other families (issue 28): biases, Q/K head norms, post-norms, GeGLU,
+         * NeoX rope, scaled embeddings; every layer global here (no window) */
+        {"qwen2 f32 gqa2 hd32 tied", DT_F32, 128, 4, 2, 32, true, "qwen2", 0, 0},
+        {"qwen3 q8_0 gqa2 hd64", DT_Q8_0, 128, 4, 2, 64, false, "qwen3", 0, 0},
+        {"gemma3 f32 gqa4 hd64 tied", DT_F32, 128, 4, 1, 64, true, "gemma3", 0, 0},
+        {"gemma3 f32 gqa4 hd64 window 8", DT_F32, 128, 4, 1, 64, true, "gemma3", 8, 0},
+        {"f32 gqa2 hd64 window 8 on layer 0", DT_F32, 128, 4, 2, 64, false, NULL, 8, 2},
+        {"q8_0 gqa2 hd32 window 5 on all", DT_Q8_0, 128, 4, 2, 32, false, NULL, 5, 0},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         mkmodel_params mp = mkmodel_default_params();
@@ -393,6 +401,8 @@ int main(int argc, char **argv) {
         mp.head_dim = shapes[i].head_dim;
         mp.n_ff = 2 * shapes[i].embd;
         mp.tied = shapes[i].tied;
+        mp.arch = shapes[i].arch;
+        if (shapes[i].arch) mp.n_swa = shapes[i].swa;
         mp.n_ctx = 2048;
         mp.seed = 40 + i;
         char path[128];
@@ -402,7 +412,7 @@ int main(int argc, char **argv) {
         if (mkmodel_write(&mp, path, &err) == ST_OK) m = model_load(path, &err);
         T_CHECK(m != NULL, "model %s: %s", shapes[i].name, err.msg);
         if (!m) continue;
-        model_hparams_set_window(&m->hp, shapes[i].swa, shapes[i].pattern);
+        if (!shapes[i].arch) model_hparams_set_window(&m->hp, shapes[i].swa, shapes[i].pattern);
         if (i == 0) {
             test_position_rule(m);
             test_topk_alternatives(m);
@@ -441,6 +451,23 @@ int main(int argc, char **argv) {
         }
     } else {
         T_SKIP("%s absent (make model fetches it)", smol);
+    }
+    /* Gemma 3 270M (make model MODEL=gemma3): its paths stay under its 512-token window */
+    const char *gemma = "models/gemma-3-270m-q4_k_m.gguf";
+    if (access(gemma, R_OK) == 0) {
+        st_err err = {0};
+        model *m = model_load(gemma, &err);
+        T_CHECK(m != NULL, "Gemma 3: %s", err.msg);
+        if (m) {
+            T_CHECK(m->hp.arch == MODEL_ARCH_GEMMA3 && m->hp.n_layer == 18 && m->hp.n_head == 4 &&
+                        m->hp.n_head_kv == 1 && m->hp.head_dim == 256 && m->hp.n_swa == 512 &&
+                        !model_layer_is_swa(&m->hp, 5) && model_layer_is_swa(&m->hp, 4),
+                    "Gemma 3 270M hyperparameters");
+            run_case(m, 300, "Gemma 3");
+            model_free(m);
+        }
+    } else {
+        T_SKIP("%s absent (make model MODEL=gemma3 fetches it)", gemma);
     }
     return t_done();
 }

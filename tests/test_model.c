@@ -331,6 +331,32 @@ static void test_bad_models(void) {
     st_clear(&err);
     T_CHECK(!model_load(tmp_path("does-not-exist.gguf"), &err) && err.code == ST_ERR_IO,
             "a missing file is ST_ERR_IO: %s", err.msg);
+    /* an unknown architecture's message names the supported ones */
+    edit neox = {"gptneox", NULL, NULL, 0, 0};
+    copy_gguf(src, tmp_path("bad.gguf"), &neox);
+    st_clear(&err);
+    model_free(model_load(tmp_path("bad.gguf"), &err));
+    T_CHECK(strstr(err.msg, "llama, qwen2, qwen3, gemma3") != NULL,
+            "unsupported architecture names the supported ones: %s", err.msg);
+    /* a family's own tensors are required: qwen2's biases, gemma3's post-norms */
+    const struct { const char *arch, *drop; } fam[] = {
+        {"qwen2", "blk.1.attn_k.bias"}, {"qwen3", "blk.0.attn_q_norm.weight"},
+        {"gemma3", "blk.1.post_ffw_norm.weight"}};
+    for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
+        p.arch = fam[i].arch;
+        T_CHECK(mkmodel_write(&p, src, &err) == ST_OK, "mkmodel %s: %s", fam[i].arch, err.msg);
+        model *m = model_load(src, &err);
+        T_CHECK(m && m->hp.arch != MODEL_ARCH_LLAMA && !strcmp(model_arch_name(m->hp.arch),
+                fam[i].arch), "%s loads as itself: %s", fam[i].arch, err.msg);
+        model_free(m);
+        edit e = {NULL, fam[i].drop, NULL, 0, 0};
+        copy_gguf(src, tmp_path("bad.gguf"), &e);
+        st_clear(&err);
+        m = model_load(tmp_path("bad.gguf"), &err);
+        T_CHECK(!m && err.code == ST_ERR_FORMAT && strstr(err.msg, fam[i].drop),
+                "%s without %s: %s", fam[i].arch, fam[i].drop, err.msg);
+        model_free(m);
+    }
 }
 
 /* Llama-3 rope frequency factors: factors of 1 change nothing, factors of 4 change the

@@ -13,6 +13,7 @@
 #include "../ui/mask_view.h"
 #include "../ui/svg.h"
 #include "../ui/uline.h"
+#include "t_run.h"
 
 /* Well-formed enough for our output: valid UTF-8, tags balanced and named alike, entities
  * known, no '<' or '&' raw in text. Returns NULL or what is wrong. */
@@ -94,6 +95,47 @@ static void python_parses(const char *svg) {
     unlink(path);
 }
 
+/* `plan --svg` and `--svg-mask` write the pictures of a real run: well-formed, one box per
+ * node (2 prompt tokens under a 3-token context, 2 branches of 3 tokens each), the mask
+ * of the last step; not with --draft. */
+static void test_plan_svg(void) {
+    char bin[4096], model[4096];
+    if (!t_cli_setup(bin, sizeof bin, model, sizeof model)) return;
+    char dir[] = "/tmp/md-plan-svg-XXXXXX";
+    if (!mkdtemp(dir)) return;
+    int st;
+    char *out = t_runf(&st, "%s plan -m %s --context 'Lily liked' -p 'The' -k 2 -s 3 --svg %s/a.svg "
+                       "--svg-mask %s/m.svg >/dev/null 2>&1", bin, model, dir, dir);
+    free(out);
+    char path[256];
+    snprintf(path, sizeof path, "%s/a.svg", dir);
+    FILE *fp = fopen(path, "r");
+    char *svg = NULL;
+    size_t len = 0;
+    if (fp) {
+        FILE *mem = open_memstream(&svg, &len);
+        int ch;
+        while ((ch = fgetc(fp)) != EOF) fputc(ch, mem);
+        fclose(mem);
+        fclose(fp);
+    }
+    const char *bad = svg ? xml_check(svg) : "missing";
+    T_CHECK(st == 0 && !bad, "plan --svg: exit %d, %s", st, bad ? bad : "well-formed");
+    int nodes = svg ? count(svg, "class=\"node\"") : 0, rows = svg ? count(svg, "class=\"rowlabel\"") : 0;
+    T_CHECK(nodes > 4 && rows == 2, "%d node boxes, %d mask rows (the last step: 2 branches)", nodes, rows);
+    if (svg) python_parses(svg);
+    free(svg);
+    snprintf(path, sizeof path, "%s/m.svg", dir);
+    T_CHECK(access(path, R_OK) == 0, "--svg-mask wrote %s", path);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/a.svg", dir);
+    unlink(path);
+    out = t_runf(&st, "%s plan -m %s --draft --svg %s/d.svg 2>&1", bin, model, dir);
+    T_CHECK(st == 2 && strstr(out, "--svg"), "--svg with --draft: exit %d '%s'", st, out);
+    free(out);
+    rmdir(dir);
+}
+
 int main(void) {
     forest *f = forest_init(64, 0);
     int32_t prompt[4] = {1, 2, 3, 4}, chain[3] = {5, 6, 7};
@@ -149,5 +191,6 @@ int main(void) {
     step_plan_free(&p);
     free(mv);
     forest_free(f);
+    test_plan_svg();
     return t_done();
 }

@@ -437,6 +437,101 @@ out:
     model_free(m);
 }
 
+/* Reads a whole file into a malloc'd string (NULL when missing). */
+static char *slurp(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, fp) != (size_t)n) n = 0;
+    if (s) s[n] = 0;
+    fclose(fp);
+    return s;
+}
+
+static int count_of(const char *s, const char *needle) {
+    int n = 0;
+    for (const char *p = s ? strstr(s, needle) : NULL; p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+/* :export FILE.svg draws the forest and the last step's mask; "mask" or "tree" after the
+ * name draws one part; before any step the mask alone is refused; other names stay
+ * Markdown. */
+static void test_export_svg(void) {
+    st_err err = {0};
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    if (!open_stories(&m, &tk, &c, 256)) goto out;
+    forest *f = forest_init(256, 8);
+    int32_t prompt[2] = {tok_bos(tk), 300};
+    forest_id leaf;
+    forest_add_root(f, prompt, NULL, 2, 0, &leaf, &err);
+    sample_params sp = sample_default_params();
+    sp.temp = 0;
+    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = 4, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = ui_worker_start(&wp, &err);
+    T_CHECK(w, "worker: %s", err.msg);
+    if (!w) {
+        forest_free(f);
+        goto out;
+    }
+    char dir[] = "/tmp/md-export-XXXXXX", path[256], msg[1024];
+    T_CHECK(mkdtemp(dir) != NULL, "temp dir");
+    ui_worker_lock(w);
+    uint64_t no = ui_worker_message(w, msg, sizeof msg);
+    ui_worker_unlock(w);
+    ui_job ex = {.kind = UI_JOB_EXPORT, .text = path};
+    snprintf(path, sizeof path, "%s/early.svg mask", dir);
+    ui_worker_post(w, &ex);
+    no = wait_message(w, no, true, msg, sizeof msg);
+    T_CHECK(strstr(msg, "no step to draw yet"), "the mask before any step: '%s'", msg);
+    ui_job cot = ui_job_run(STRAT_COT, leaf);
+    cot.u.run.opts.u.cot.k = 3;
+    cot.u.run.opts.budget = 3;
+    ui_worker_post(w, &cot);
+    no = wait_message(w, no, true, msg, sizeof msg);
+    snprintf(path, sizeof path, "%s/both.svg", dir);
+    ui_worker_post(w, &ex);
+    no = wait_message(w, no, true, msg, sizeof msg);
+    char *svg = slurp(path);
+    ui_worker_lock(w);
+    int32_t live = forest_n_live(ui_worker_forest(w));
+    ui_worker_unlock(w);
+    T_CHECK(svg && !strncmp(svg, "<?xml", 5) && strstr(svg, "</svg>") && count_of(svg, "class=\"node\"") == live &&
+                count_of(svg, "class=\"on\"") > 0 && strstr(msg, "exported"),
+            "%s: %d node boxes for %d nodes, %d mask cells; '%s'", path, count_of(svg, "class=\"node\""), live,
+            count_of(svg, "class=\"on\""), msg);
+    free(svg);
+    snprintf(path, sizeof path, "%s/mask.svg mask", dir);
+    ui_worker_post(w, &ex);
+    no = wait_message(w, no, true, msg, sizeof msg);
+    snprintf(path, sizeof path, "%s/mask.svg", dir);
+    svg = slurp(path);
+    T_CHECK(svg && !strstr(svg, "class=\"node\"") && strstr(svg, "class=\"on\""), "the mask alone: '%s'", msg);
+    free(svg);
+    snprintf(path, sizeof path, "%s/texts.md", dir);
+    ui_worker_post(w, &ex);
+    no = wait_message(w, no, true, msg, sizeof msg);
+    svg = slurp(path);
+    T_CHECK(svg && !strstr(svg, "<svg"), "other names stay Markdown");
+    free(svg);
+    ui_worker_stop(w);
+    const char *names[] = {"both.svg", "mask.svg", "texts.md"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 /* ---- :draft and :lookahead ---- */
 
 
@@ -658,6 +753,7 @@ int main(void) {
     test_ask_turns();
     test_model_runs();
     test_ask_job();
+    test_export_svg();
     test_spec_runs();
     return t_done();
 }

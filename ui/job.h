@@ -25,7 +25,7 @@ typedef enum {
     UI_JOB_SET,      /* text = setting name, u.set.value ("chat": 1 on, 0 off) */
     UI_JOB_SAVE,     /* text = path, u.save */
     UI_JOB_LOAD,     /* text = path */
-    UI_JOB_EXPORT,   /* text = path (Markdown) */
+    UI_JOB_EXPORT,   /* text = path (Markdown; "PATH.svg [tree|mask]": svg.h's picture) */
     UI_JOB_PAUSE,    /* toggle */
     UI_JOB_CANCEL,
     UI_JOB_PREVIEW,  /* the mask view shows the plan the next step would run (not run) */

@@ -59,13 +59,24 @@ typedef struct tree_layout {
     int32_t *row;        /* (capacity) each live node's row: that of its first leaf */
     int32_t n_rows, min_depth, max_depth, n_drawn, n_live;
     uint8_t *in_step;    /* (capacity) the node is a row of the captured step */
+    uint8_t *colour;     /* (capacity) palette index: one per radix line, in tree order */
 } tree_layout;
 
 static bool tree_lay_out(const forest *f, const mask_view *mv, tree_layout *t) {
     int32_t cap = forest_capacity(f);
     t->row = calloc((size_t)(cap > 0 ? cap : 1), sizeof *t->row);
     t->in_step = calloc((size_t)(cap > 0 ? cap : 1), 1);
-    if (!t->row || !t->in_step) return false;
+    t->colour = calloc((size_t)(cap > 0 ? cap : 1), 1);
+    if (!t->row || !t->in_step || !t->colour) return false;
+    /* each radix line (a root, or a child of a branching node) takes the next colour, so
+     * neighbouring branches never share one */
+    int32_t next = 0;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i)) {
+        const forest_node *nd = forest_node_at(f, i);
+        const forest_node *p = nd->parent >= 0 ? forest_node_at(f, nd->parent) : NULL;
+        bool starts = !p || forest_node_at(f, p->first_child)->next_sibling >= 0;
+        t->colour[i] = starts ? (uint8_t)(next++ % 6) : t->colour[nd->parent];
+    }
     t->n_rows = t->n_drawn = 0;
     t->n_live = forest_n_live(f);
     t->min_depth = INT32_MAX, t->max_depth = 0;
@@ -94,7 +105,7 @@ static void draw_node(FILE *fp, const forest *f, const tok *tk, const tree_layou
         fprintf(fp, "<line class=\"edge\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n",
                 node_x(t, p->depth) + BOX_W, node_y(y0, t->row[nd->parent]) + BOX_H / 2, x, y + BOX_H / 2);
     }
-    const char *c = colours[mv_branch_colour(f, i)];
+    const char *c = colours[t->colour[i]];
     fprintf(fp, "<g class=\"node\" data-pos=\"%d\" data-slot=\"%d\">\n", nd->depth, nd->kv_slot);
     fprintf(fp, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"5\" fill=\"%s\" fill-opacity=\"0.18\" "
                 "stroke=\"%s\" stroke-width=\"%d\"%s/>\n",
@@ -163,13 +174,14 @@ static void draw_mask_head(FILE *fp, mask_view *mv, int y0) {
     }
 }
 
-static void draw_mask_row(FILE *fp, const mask_view *mv, int32_t r, int y) {
+static void draw_mask_row(FILE *fp, const forest *f, const tree_layout *t, const mask_view *mv, int32_t r, int y) {
     const mv_row *row = &mv->rows[r];
     char label[96];
     snprintf(label, sizeof label, "%s   p%d s%d%s", row->gone ? "(pruned)" : row->text, row->pos, row->slot,
              row->want ? " L" : "");
     text_at(fp, MARGIN + LABEL_W - 8, y + CELL - 3, FONT - 1, "end", " class=\"rowlabel\" xml:space=\"preserve\"", label);
-    const char *c = colours[row->colour % 6];
+    bool live = !row->gone && forest_get(f, row->id);
+    const char *c = colours[live ? t->colour[row->node] : row->colour % 6];
     int x = MARGIN + LABEL_W;
     for (int32_t d = 0; d < mv->n_dcols; d++) {
         const mv_dcol *dc = &mv->dcols[d];
@@ -189,10 +201,10 @@ static int mask_height(const mask_view *mv) {
 }
 
 /* Draws the mask from y0; returns its height. */
-static int draw_mask(FILE *fp, mask_view *mv, int y0) {
+static int draw_mask(FILE *fp, const forest *f, const tree_layout *t, mask_view *mv, int y0) {
     draw_mask_head(fp, mv, y0);
     int y = y0 + HEAD_H;
-    for (int32_t r = 0; r < mv->n_rows; r++, y += CELL) draw_mask_row(fp, mv, r, y);
+    for (int32_t r = 0; r < mv->n_rows; r++, y += CELL) draw_mask_row(fp, f, t, mv, r, y);
     char key[320];
     snprintf(key, sizeof key, "L: the row returns logits.%s%s", mv->runs ? "  A column a-b: a run of slots every row sees alike." : "",
              "  A narrow blank column: slot numbers jump.");
@@ -208,8 +220,8 @@ static int draw_mask(FILE *fp, mask_view *mv, int y0) {
 st_code svg_write(FILE *fp, const forest *f, const tok *tk, mask_view *mv, int parts, st_err *err) {
     bool mask = (parts & SVG_MASK) && mv && mv->step >= 0, tree = parts & SVG_TREE;
     tree_layout t = {0};
-    if (tree && !tree_lay_out(f, mv, &t)) {
-        free(t.row), free(t.in_step);
+    if (!tree_lay_out(f, mv, &t)) {
+        free(t.row), free(t.in_step), free(t.colour);
         return st_set(err, ST_ERR_NOMEM, "out of memory laying out the picture");
     }
     if (mask) mv_layout(mv, SVG_MAX_COLS);
@@ -223,9 +235,9 @@ st_code svg_write(FILE *fp, const forest *f, const tok *tk, mask_view *mv, int p
             w > 200 ? w : 200, h, w > 200 ? w : 200, h);
     int y = MARGIN;
     if (tree) y += draw_tree(fp, f, tk, &t, y) + MARGIN;
-    if (mask) draw_mask(fp, mv, y);
+    if (mask) draw_mask(fp, f, &t, mv, y);
     fputs("</svg>\n", fp);
-    free(t.row), free(t.in_step);
+    free(t.row), free(t.in_step), free(t.colour);
     if (fflush(fp) != 0 || ferror(fp)) return st_set(err, ST_ERR_IO, "writing the picture failed: %s", strerror(errno));
     return ST_OK;
 }

@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/clock.h"
 #include "session/session.h"
+#include "svg.h"
 #include "worker_impl.h"
 
 /* ---- jobs ---- */
@@ -162,7 +164,34 @@ static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
     return ST_OK;
 }
 
+/* The parts an ":export FILE.svg [tree|mask]" path asks for (cutting the word from path),
+ * or 0 for any other file (Markdown). */
+static int svg_parts(char *path) {
+    size_t n = strlen(path);
+    int parts = SVG_TREE | SVG_MASK;
+    if (n > 5 && (!strcmp(path + n - 5, " tree") || !strcmp(path + n - 5, " mask"))) {
+        parts = path[n - 4] == 't' ? SVG_TREE : SVG_MASK;
+        path[n -= 5] = '\0';
+    }
+    return n >= 4 && !strcasecmp(path + n - 4, ".svg") ? parts : 0;
+}
+
+/* The forest and the last step's mask as a picture (svg.h). */
+static st_code export_svg(ui_worker *w, const char *text, st_err *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s", text);
+    int parts = svg_parts(path);
+    if ((parts & SVG_MASK) && !(parts & SVG_TREE) && w->mv->step < 0)
+        return st_set(err, ST_ERR_ARG, "no step to draw yet: press s to run one");
+    st_code rc = svg_save(path, w->f, w->tk, w->mv, parts, err);
+    if (!rc) say(w, "exported %s", text); /* the path as typed, with its part word */
+    return rc;
+}
+
 static st_code export_job(ui_worker *w, const ui_job *j, st_err *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s", j->text);
+    if (svg_parts(path)) return export_svg(w, j->text, err);
     FILE *out = fopen(j->text, "w");
     if (!out) return st_set(err, ST_ERR_IO, "cannot write %s: %s", j->text, strerror(errno));
     session_settings s = session_settings_default();

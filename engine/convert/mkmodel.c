@@ -1,4 +1,4 @@
-/* mkmodel.c - random-weight llama GGUF generator (see mkmodel.h).
+/* mkmodel.c - random-weight GGUF generator of the llama family (see mkmodel.h).
  *
  * Sections: parameters (presets, checks, counts); the synthetic vocabulary; weights
  * (one splitmix64 stream per tensor, so a tensor's values do not depend on the order or
@@ -56,7 +56,32 @@ static int32_t mk_head_dim(const mkmodel_params *p) {
     return p->head_dim ? p->head_dim : p->n_embd / p->n_head;
 }
 
+/* The architectures and the tensors each adds to a llama layer. */
+typedef struct mk_arch {
+    const char *name;
+    bool bias, qk_norm, post_norms;
+} mk_arch;
+
+static const mk_arch mk_archs[] = {
+    {"llama", false, false, false},
+    {"qwen2", true, false, false},
+    {"qwen3", false, true, false},
+    {"gemma3", false, true, true},
+};
+
+static const mk_arch *mk_arch_of(const mkmodel_params *p) {
+    const char *name = p->arch ? p->arch : "llama";
+    for (size_t i = 0; i < sizeof mk_archs / sizeof mk_archs[0]; i++)
+        if (strcmp(mk_archs[i].name, name) == 0) return &mk_archs[i];
+    return NULL;
+}
+
 st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
+    if (!mk_arch_of(p))
+        return st_set(err, ST_ERR_ARG, "mkmodel: architecture '%s' is not one of llama, qwen2, "
+                      "qwen3, gemma3", p->arch);
+    if (p->n_swa < 0)
+        return st_set(err, ST_ERR_ARG, "mkmodel: n_swa %" PRId32 " is negative", p->n_swa);
     const struct { const char *name; int32_t v, lo, hi; } r[] = {
         {"n_vocab", p->n_vocab, MKMODEL_MIN_VOCAB, MKMODEL_MAX_VOCAB},
         {"n_embd", p->n_embd, 1, 1 << 16},
@@ -127,8 +152,34 @@ static void mk_add(mk_tensor *t, int *n, const char *name, int64_t ne0, int64_t 
     x->data = NULL;
 }
 
-/* Lists the model's tensors (without data) into t (room for 9 * n_layer + 3); returns
- * how many. The order and names follow llama.cpp's GGUF files. */
+#define MK_MAX_PER_LAYER 16 /* tensors of a layer, every architecture's extras included */
+
+/* Lists the model's tensors (without data) into t (room for MK_MAX_PER_LAYER * n_layer +
+ * 3); returns how many. The order and names follow llama.cpp's GGUF files. */
+/* The vectors an architecture adds to layer l (mk_arch), appended at t[n]; returns the
+ * new count. Biases are small (+-0.1); norm gains are 1 +- 0.1 as stored (Gemma's files
+ * hold 1 + w, see engine/model/model.c). */
+static int mk_list_extras(const mkmodel_params *p, mk_tensor *t, int n, int l) {
+    const mk_arch *a = mk_arch_of(p);
+    int64_t e = p->n_embd, hd = mk_head_dim(p), q = p->n_head * hd, kv = p->n_head_kv * hd;
+    const struct { bool on; const char *suffix; int64_t ne0; float center, spread; } x[] = {
+        {a->bias, "attn_q.bias", q, 0.0f, 0.1f},
+        {a->bias, "attn_k.bias", kv, 0.0f, 0.1f},
+        {a->bias, "attn_v.bias", kv, 0.0f, 0.1f},
+        {a->qk_norm, "attn_q_norm.weight", hd, 1.0f, 0.1f},
+        {a->qk_norm, "attn_k_norm.weight", hd, 1.0f, 0.1f},
+        {a->post_norms, "post_attention_norm.weight", e, 1.0f, 0.1f},
+        {a->post_norms, "post_ffw_norm.weight", e, 1.0f, 0.1f},
+    };
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) {
+        if (!x[i].on) continue;
+        char name[48];
+        snprintf(name, sizeof name, "blk.%d.%s", l, x[i].suffix);
+        mk_add(t, &n, name, x[i].ne0, 1, DT_F32, x[i].center, x[i].spread);
+    }
+    return n;
+}
+
 static int mk_list(const mkmodel_params *p, mk_tensor *t) {
     int64_t e = p->n_embd, hd = mk_head_dim(p), q = p->n_head * hd, kv = p->n_head_kv * hd;
     int64_t ff = p->n_ff, v = p->n_vocab;
@@ -161,6 +212,7 @@ static int mk_list(const mkmodel_params *p, mk_tensor *t) {
             mk_add(t, &n, name, b[i].ne0, b[i].ne1, b[i].ne1 > 1 ? wt : DT_F32,
                    b[i].center, b[i].spread);
         }
+        n = mk_list_extras(p, t, n, l);
     }
     return n;
 }
@@ -168,7 +220,10 @@ static int mk_list(const mkmodel_params *p, mk_tensor *t) {
 int64_t mkmodel_n_params(const mkmodel_params *p) {
     int64_t e = p->n_embd, hd = mk_head_dim(p), q = p->n_head * hd, kv = p->n_head_kv * hd;
     /* per layer: q + output, k + v, gate + up + down, two norms (as mk_list lays out) */
-    int64_t layer = 2 * e * q + 2 * e * kv + 3 * e * p->n_ff + 2 * e;
+    const mk_arch *a = mk_arch_of(p);
+    int64_t layer = 2 * e * q + 2 * e * kv + 3 * e * p->n_ff + 2 * e +
+                    (a->bias ? q + 2 * kv : 0) + (a->qk_norm ? 2 * hd : 0) +
+                    (a->post_norms ? 2 * e : 0);
     return (int64_t)p->n_vocab * e * (p->tied ? 1 : 2) + e + p->n_layer * layer;
 }
 
@@ -343,24 +398,31 @@ static uint32_t mk_file_type(uint32_t wtype) {
 
 static st_code mk_set_meta(gguf_writer *w, const mkmodel_params *p, const mk_vocab *v) {
     int32_t hd = mk_head_dim(p);
+    const char *arch = mk_arch_of(p)->name;
     st_code rc = ST_OK;
+    char key[96];
 #define MK_SET(call) do { if (rc == ST_OK) rc = (call); } while (0)
-    MK_SET(gguf_writer_set_str(w, "general.architecture", "llama"));
+#define KEY(s) (snprintf(key, sizeof key, "%s." s, arch), key)
+    MK_SET(gguf_writer_set_str(w, "general.architecture", arch));
     MK_SET(gguf_writer_set_str(w, "general.name", "mkmodel random weights"));
     MK_SET(gguf_writer_set_u32(w, "general.file_type", mk_file_type(p->wtype)));
-    MK_SET(gguf_writer_set_u32(w, "llama.context_length", (uint32_t)p->n_ctx));
-    MK_SET(gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)p->n_embd));
-    MK_SET(gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)p->n_ff));
-    MK_SET(gguf_writer_set_u32(w, "llama.block_count", (uint32_t)p->n_layer));
-    MK_SET(gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)p->n_head));
-    MK_SET(gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)p->n_head_kv));
+    MK_SET(gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)p->n_ctx));
+    MK_SET(gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)p->n_embd));
+    MK_SET(gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)p->n_ff));
+    MK_SET(gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)p->n_layer));
+    MK_SET(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)p->n_head));
+    MK_SET(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)p->n_head_kv));
     if (p->n_embd != p->n_head * hd) {
-        MK_SET(gguf_writer_set_u32(w, "llama.attention.key_length", (uint32_t)hd));
-        MK_SET(gguf_writer_set_u32(w, "llama.attention.value_length", (uint32_t)hd));
+        MK_SET(gguf_writer_set_u32(w, KEY("attention.key_length"), (uint32_t)hd));
+        MK_SET(gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)hd));
     }
-    MK_SET(gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)hd));
-    MK_SET(gguf_writer_set_f32(w, "llama.rope.freq_base", p->rope_base));
-    MK_SET(gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f));
+    MK_SET(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hd));
+    MK_SET(gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_base));
+    MK_SET(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f));
+    if (mk_arch_of(p)->post_norms)
+        MK_SET(gguf_writer_set_u32(w, KEY("attention.sliding_window"),
+                                   (uint32_t)(p->n_swa > 0 ? p->n_swa : p->n_ctx)));
+#undef KEY
     MK_SET(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"));
     MK_SET(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", v->ptr, NULL,
                                    (uint64_t)p->n_vocab));
@@ -380,7 +442,7 @@ static st_code mk_set_meta(gguf_writer *w, const mkmodel_params *p, const mk_voc
 st_code mkmodel_write(const mkmodel_params *p, const char *path, st_err *err) {
     st_code rc = mkmodel_check(p, err);
     if (rc != ST_OK) return rc;
-    mk_tensor *t = calloc((size_t)p->n_layer * 9 + 3, sizeof *t);
+    mk_tensor *t = calloc((size_t)p->n_layer * MK_MAX_PER_LAYER + 3, sizeof *t);
     mk_vocab voc = {0};
     gguf_writer *w = gguf_writer_init();
     int n = 0;

@@ -1,4 +1,7 @@
-/* mkmodel.h - writes random-weight llama-architecture GGUF models for tests and benchmarks.
+/* mkmodel.h - writes random-weight GGUF models for tests and benchmarks, of the llama
+ * architecture or of qwen2 (Q/K/V biases), qwen3 (Q/K head norms) and gemma3 (Q/K head
+ * norms, post-norms, a sliding window), with the tensors and "<arch>.*" keys llama.cpp's
+ * converter writes for each (Gemma's norm gains stored as 1 + w, as it stores them).
  *
  * The weights are a pure function of the parameters (seed included): the same params give
  * a byte-identical file. They are scaled so that activations stay in a sane range through
@@ -25,6 +28,7 @@
 #include "base/status.h"
 
 typedef struct mkmodel_params {
+    const char *arch;   /* "llama" (NULL means it), "qwen2", "qwen3" or "gemma3" */
     int32_t n_vocab;    /* >= MKMODEL_MIN_VOCAB */
     int32_t n_embd;
     int32_t n_layer;
@@ -40,6 +44,8 @@ typedef struct mkmodel_params {
                            (DT_Q4_0, Q4_1, Q5_0, Q5_1: rows a multiple of 32; DT_Q4_K,
                            Q5_K, Q6_K: of 256) for the 2-D weights (token_embd
                            included); norm vectors stay F32 */
+    int32_t n_swa;      /* gemma3: attention.sliding_window; 0 = n_ctx (no key is ever
+                           outside the window) */
     uint64_t seed;
 } mkmodel_params;
 
@@ -63,8 +69,8 @@ mkmodel_params mkmodel_default_params(void);
  *           F16:   1,100,048,384 (the TinyLlama-1.1B shape; 2.2 GB in F16) */
 st_code mkmodel_preset(const char *name, mkmodel_params *p);
 
-/* Checks the parameters: ST_OK, or ST_ERR_ARG with a message naming the bad field (a
- * count out of range, n_head not a multiple of n_head_kv, an odd head_dim, a row length
+/* Checks the parameters: ST_OK, or ST_ERR_ARG with a message naming the bad field (an
+ * unknown arch, a count out of range, n_head not a multiple of n_head_kv, an odd head_dim, a row length
  * that is not a multiple of the weight type's block, an unsupported wtype). */
 st_code mkmodel_check(const mkmodel_params *p, st_err *err);
 

@@ -91,6 +91,25 @@ void model_ctx_free(model_ctx *c) {
     free(c);
 }
 
+/* The ops hp's architecture calls beyond llama's exist in backend o (kern.h: a backend
+ * may not have them yet); false + ST_ERR_UNSUPPORTED naming the first missing one. */
+static bool check_ops(const kern_ops *o, const model_hparams *hp, st_err *err) {
+    const struct { bool need; bool have; const char *op; } ops[] = {
+        {hp->rope_neox, o->rope_neox != NULL, "rope_neox"},
+        {hp->qkv_bias, o->add_bias != NULL, "add_bias"},
+        {hp->embd_scale != 1.0f, o->scale != NULL, "scale"},
+        {hp->act == MODEL_ACT_GELU_TANH, o->geglu != NULL, "geglu"},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (ops[i].need && !ops[i].have) {
+            st_set(err, ST_ERR_UNSUPPORTED, "the %s backend cannot run architecture %s yet (it "
+                   "has no %s op); use --backend cpu", o->name, model_arch_name(hp->arch),
+                   ops[i].op);
+            return false;
+        }
+    return true;
+}
+
 model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err) {
     model_ctx_params dp = model_ctx_default_params();
     if (!p) p = &dp;
@@ -116,6 +135,10 @@ model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err
         return NULL;
     }
     c->ops = kern_backend_ops(c->be);
+    if (!check_ops(c->ops, hp, err)) {
+        model_ctx_free(c);
+        return NULL;
+    }
     c->kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
     const size_t E = (size_t)hp->n_embd, QD = (size_t)hp->n_head * hp->head_dim,
                  KD = c->kv_dim, F = (size_t)hp->n_ff, R = (size_t)c->max_rows;
@@ -201,36 +224,57 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
     size_t layer_stride = (size_t)c->n_slots * KD;
 
     for (int32_t i = 0; i < n; i++) o->get_row(be, c->x + i * E, &w->tok_embd, b->tokens[r0 + i]);
+    if (hp->embd_scale != 1.0f) o->scale(be, c->x, hp->embd_scale, (int64_t)n * hp->n_embd);
+    /* the architecture's choices, fixed for the pass (arch.c) */
+    void (*rope)(kern_backend *, float *, const int32_t *, int32_t, int32_t, int32_t, int32_t,
+                 float, const float *) = hp->rope_neox ? o->rope_neox : o->rope;
+    void (*act)(kern_backend *, float *, const float *, const float *, int64_t) =
+        hp->act == MODEL_ACT_GELU_TANH ? o->geglu : o->swiglu;
 
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const model_layer *L = &w->layers[l];
         float *kc = c->k_cache + l * layer_stride, *vc = c->v_cache + l * layer_stride;
+        const bool swa = model_layer_is_swa(hp, l);
+        const float base = swa ? hp->rope_base_swa : hp->rope_base;
 
         o->rmsnorm(be, c->xb, c->x, L->attn_norm, n, hp->n_embd, hp->rms_eps);
         o->matmul_n(be, 3, (float *const[]){c->q, c->k, c->v},
                     (const kern_mat *const[]){&L->wq, &L->wk, &L->wv}, c->xb, n);
-        o->rope(be, c->q, b->pos + r0, n, hp->n_head, hp->head_dim, hp->rope_dim, hp->rope_base,
-                w->rope_freqs);
-        o->rope(be, c->k, b->pos + r0, n, hp->n_head_kv, hp->head_dim, hp->rope_dim,
-                hp->rope_base, w->rope_freqs);
+        if (L->bq) {
+            o->add_bias(be, c->q, L->bq, n, hp->n_head * hp->head_dim);
+            o->add_bias(be, c->k, L->bk, n, (int32_t)KD);
+            o->add_bias(be, c->v, L->bv, n, (int32_t)KD);
+        }
+        if (L->q_norm) { /* every head of every row is a row of head_dim here */
+            o->rmsnorm(be, c->q, c->q, L->q_norm, n * hp->n_head, hp->head_dim, hp->rms_eps);
+            o->rmsnorm(be, c->k, c->k, L->k_norm, n * hp->n_head_kv, hp->head_dim, hp->rms_eps);
+        }
+        rope(be, c->q, b->pos + r0, n, hp->n_head, hp->head_dim, hp->rope_dim, base,
+             w->rope_freqs);
+        rope(be, c->k, b->pos + r0, n, hp->n_head_kv, hp->head_dim, hp->rope_dim, base,
+             w->rope_freqs);
         o->kv_store(be, kc, (int64_t)KD, b->slot + r0, c->k, n);
         o->kv_store(be, vc, (int64_t)KD, b->slot + r0, c->v, n);
         kern_attn a = {
             .n_rows = n, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
-            .head_dim = hp->head_dim, .scale = 1.0f / sqrtf((float)hp->head_dim),
+            .head_dim = hp->head_dim, .scale = hp->attn_scale,
             .q = c->q, .k = kc, .v = vc, .seg_off = b->seg_off + r0, .segs = b->segs,
             .out = c->att,
         };
-        if (hp->swa_layer[l]) a.seg_off = b->seg_off_swa + r0, a.segs = b->segs_swa;
+        if (swa) a.seg_off = b->seg_off_swa + r0, a.segs = b->segs_swa;
         o->attention(be, &a);
         o->matmul(be, c->xb, &L->wo, c->att, n);
+        if (L->post_attn_norm)
+            o->rmsnorm(be, c->xb, c->xb, L->post_attn_norm, n, hp->n_embd, hp->rms_eps);
         o->add(be, c->x, c->xb, (int64_t)n * hp->n_embd);
 
         o->rmsnorm(be, c->xb, c->x, L->ffn_norm, n, hp->n_embd, hp->rms_eps);
         o->matmul_n(be, 2, (float *const[]){c->hb, c->hb2},
                     (const kern_mat *const[]){&L->w_gate, &L->w_up}, c->xb, n);
-        o->swiglu(be, c->hb, c->hb, c->hb2, (int64_t)n * hp->n_ff);
+        act(be, c->hb, c->hb, c->hb2, (int64_t)n * hp->n_ff);
         o->matmul(be, c->xb, &L->w_down, c->hb, n);
+        if (L->post_ffn_norm)
+            o->rmsnorm(be, c->xb, c->xb, L->post_ffn_norm, n, hp->n_embd, hp->rms_eps);
         o->add(be, c->x, c->xb, (int64_t)n * hp->n_embd);
     }
 }

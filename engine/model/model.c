@@ -1,11 +1,14 @@
-/* model.c - loading a llama-architecture GGUF: hyperparameters from metadata, weights as
- * views into the file mapping, every tensor checked for presence, shape and type.
+/* model.c - loading a GGUF of a supported architecture (arch.c): hyperparameters from
+ * the "<arch>.*" metadata, weights as views into the file mapping, every tensor checked
+ * for presence, shape and type.
  *
- * Nothing is copied except norm vectors stored in F16/BF16 (the kernels take float32
- * norms). The forward pass is in forward.c. */
+ * Nothing is copied except norm and bias vectors stored in F16/BF16 (the kernels take
+ * float32 vectors). The forward pass is in forward.c. */
 #include "model/model.h"
+#include "model/arch.h"
 #include "model/prep.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,16 +50,59 @@ static st_code hp_float(const gguf_ctx *g, const char *arch, const char *name, d
     return ST_OK;
 }
 
+/* Rope scaling other than none is not implemented: refuse rather than decode wrongly. */
+static st_code check_rope_scaling(const gguf_ctx *g, const char *arch, st_err *err) {
+    char key[96];
+    const char *type = NULL;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    if (gguf_find_key(g, key) < 0 || gguf_get_str(g, key, &type, NULL) != ST_OK) return ST_OK;
+    if (strcmp(type, "none") == 0) return ST_OK;
+    float factor = 1.0f;
+    st_code rc = hp_float(g, arch, "rope.scaling.factor", 1.0, &factor, err);
+    if (rc) return rc;
+    if (factor == 1.0f) return ST_OK;
+    return st_set(err, ST_ERR_UNSUPPORTED, "%s = '%s' (factor %g) is not supported", key, type,
+                  (double)factor);
+}
+
+/* What the family adds: embedding and attention scales, sliding windows. */
+static st_code load_family_hparams(const gguf_ctx *g, const char *arch, const arch_desc *ad,
+                                   model_hparams *hp, st_err *err) {
+    hp->embd_scale = ad->embd_scaled ? sqrtf((float)hp->n_embd) : 1.0f;
+    hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if (ad->arch == MODEL_ARCH_GEMMA3 && hp->n_layer == 62) /* the 27B model, see arch.c */
+        hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    if (ad->swa_pattern > 0) {
+        st_code rc = hp_int(g, arch, "attention.sliding_window", 0, &hp->n_swa, err);
+        if (rc) return rc;
+        hp->swa_pattern = hp->n_swa > 0 ? ad->swa_pattern : 0;
+        hp->rope_base_swa = ad->rope_base_swa;
+    }
+    char key[96];
+    snprintf(key, sizeof key, "%s.final_logit_softcapping", arch);
+    if (gguf_find_key(g, key) >= 0)
+        return st_set(err, ST_ERR_UNSUPPORTED, "%s (logit soft-capping) is not supported", key);
+    /* llama files were loaded without this check before; it guards the new families */
+    return ad->arch == MODEL_ARCH_LLAMA ? ST_OK : check_rope_scaling(g, arch, err);
+}
+
 static st_code load_hparams(const gguf_ctx *g, model_hparams *hp, st_err *err) {
     const char *arch = NULL;
     if (gguf_get_str(g, "general.architecture", &arch, err) != ST_OK) {
         st_prefix(err, "not a model file");
         return err ? err->code : ST_ERR_FORMAT;
     }
-    if (strcmp(arch, "llama") != 0)
+    const arch_desc *ad = arch_find(arch);
+    if (!ad)
         return st_set(err, ST_ERR_UNSUPPORTED,
-                      "architecture '%s' is not supported (only 'llama': Llama 2/3, "
-                      "SmolLM2, TinyLlama, Mistral)", arch);
+                      "architecture '%s' is not supported (supported: %s; llama covers "
+                      "Llama 2/3, SmolLM2, TinyLlama, Mistral)", arch, model_arch_names());
+    hp->arch = ad->arch;
+    hp->rope_neox = ad->rope_neox;
+    hp->qkv_bias = ad->qkv_bias;
+    hp->qk_norm = ad->qk_norm;
+    hp->post_norms = ad->post_norms;
+    hp->act = ad->act;
     st_code rc;
     if ((rc = hp_int(g, arch, "embedding_length", -1, &hp->n_embd, err)) ||
         (rc = hp_int(g, arch, "block_count", -1, &hp->n_layer, err)) ||
@@ -70,7 +116,9 @@ static st_code load_hparams(const gguf_ctx *g, model_hparams *hp, st_err *err) {
         return st_set(err, ST_ERR_FORMAT, "model dimensions must be positive (embd %d, layers %d, "
                       "heads %d, ffn %d)", hp->n_embd, hp->n_layer, hp->n_head, hp->n_ff);
     /* The head size is embedding_length / head_count unless key_length gives it. */
-    if (gguf_find_key(g, "llama.attention.key_length") < 0 && hp->n_embd % hp->n_head != 0)
+    char klen[96];
+    snprintf(klen, sizeof klen, "%s.attention.key_length", arch);
+    if (gguf_find_key(g, klen) < 0 && hp->n_embd % hp->n_head != 0)
         return st_set(err, ST_ERR_FORMAT, "embedding_length %d is not a multiple of head_count "
                       "%d, and no attention.key_length gives the head size", hp->n_embd,
                       hp->n_head);
@@ -95,7 +143,7 @@ static st_code load_hparams(const gguf_ctx *g, model_hparams *hp, st_err *err) {
     if (hp->rope_dim > KERN_ROPE_MAX_DIM)
         return st_set(err, ST_ERR_UNSUPPORTED, "rope.dimension_count %d is more than the %d "
                       "this build rotates", hp->rope_dim, KERN_ROPE_MAX_DIM);
-    return ST_OK;
+    return load_family_hparams(g, arch, ad, hp, err);
 }
 
 /* Finds tensor `name`, checks it is 2-D (n_in, n_out) or 1-D (n_in) when n_out == 0. */
@@ -133,7 +181,7 @@ static st_code want_mat(const gguf_ctx *g, const char *name, int64_t n_in, int64
     return ST_OK;
 }
 
-/* A float32 norm vector; F16/BF16 ones are converted into m->f32_copies at *used. */
+/* A float32 norm or bias vector; F16/BF16 ones are converted into m->f32_copies at *used. */
 static st_code want_vec(model *m, const char *name, int64_t n, const float **out, size_t *used,
                         st_err *err) {
     const gguf_tensor *t = want(m->gguf, name, n, 0, err);
@@ -144,8 +192,8 @@ static st_code want_vec(model *m, const char *name, int64_t n, const float **out
             return ST_OK;
         }
     } else if (t->type != DT_F16 && t->type != DT_BF16) {
-        return st_set(err, ST_ERR_UNSUPPORTED, "norm tensor '%s' has type %s (expected F32, F16 "
-                      "or BF16)", name, dtype_name(t->type));
+        return st_set(err, ST_ERR_UNSUPPORTED, "vector tensor '%s' has type %s (expected F32, "
+                      "F16 or BF16)", name, dtype_name(t->type));
     }
     float *dst = m->f32_copies + *used;
     dtype_dequantize_row(t->type, t->data, dst, n);
@@ -168,6 +216,43 @@ static st_code check_vocab(const gguf_ctx *g, int32_t n_rows, st_err *err) {
                   "together", (unsigned long long)n, n_rows);
 }
 
+size_t model_vec_floats(const model_hparams *hp) {
+    const size_t E = (size_t)hp->n_embd, hd = (size_t)hp->head_dim;
+    const size_t QD = (size_t)hp->n_head * hd, KD = (size_t)hp->n_head_kv * hd;
+    const size_t layer = 2 * E + (hp->qkv_bias ? QD + 2 * KD : 0) + (hp->qk_norm ? 2 * hd : 0) +
+                         (hp->post_norms ? 2 * E : 0);
+    return E + (size_t)hp->n_layer * layer;
+}
+
+/* The tensors a family adds to layer l's llama block (arch.h). */
+static st_code load_family_tensors(model *m, int32_t l, model_layer *L, size_t *used,
+                                   st_err *err) {
+    const model_hparams *hp = &m->hp;
+    const int64_t E = hp->n_embd, hd = hp->head_dim;
+    const int64_t QD = (int64_t)hp->n_head * hd, KD = (int64_t)hp->n_head_kv * hd;
+    char nm[96];
+    st_code rc = ST_OK;
+#define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s, (int)l), nm)
+    if (hp->qkv_bias &&
+        ((rc = want_vec(m, NAME("attn_q.bias"), QD, &L->bq, used, err)) ||
+         (rc = want_vec(m, NAME("attn_k.bias"), KD, &L->bk, used, err)) ||
+         (rc = want_vec(m, NAME("attn_v.bias"), KD, &L->bv, used, err))))
+        return rc;
+    /* Gemma 3's files store its norms' gains as 1 + w already: llama.cpp's converter adds
+     * the 1 (convert_hf_to_gguf.py, Gemma3Model.norm_shift and modify_tensors: "Gemma3RMSNorm
+     * adds 1.0 to the norm value"), so every norm here is the plain x * gain. */
+    if (hp->qk_norm &&
+        ((rc = want_vec(m, NAME("attn_q_norm.weight"), hd, &L->q_norm, used, err)) ||
+         (rc = want_vec(m, NAME("attn_k_norm.weight"), hd, &L->k_norm, used, err))))
+        return rc;
+    if (hp->post_norms &&
+        ((rc = want_vec(m, NAME("post_attention_norm.weight"), E, &L->post_attn_norm, used, err)) ||
+         (rc = want_vec(m, NAME("post_ffw_norm.weight"), E, &L->post_ffn_norm, used, err))))
+        return rc;
+#undef NAME
+    return ST_OK;
+}
+
 static st_code load_weights(model *m, st_err *err) {
     const model_hparams *hp = &m->hp;
     const gguf_ctx *g = m->gguf;
@@ -183,20 +268,20 @@ static st_code load_weights(model *m, st_err *err) {
     st_code rc = want_mat(g, "token_embd.weight", E, V, &m->tok_embd, err);
     if (rc) return rc;
     if ((rc = check_vocab(g, hp->n_vocab, err))) return rc;
-    /* Every layer has 9 tensors: bound block_count by the file's tensors before anything
-     * is sized by it (a small file must not make the loader allocate gigabytes). */
-    int64_t room = (gguf_n_tensors(g) - 2) / 9;
+    /* Every layer has 9 tensors or more: bound block_count by the file's tensors before
+     * anything is sized by it (a small file must not make the loader allocate gigabytes). */
+    const int per_layer = 9 + (hp->qkv_bias ? 3 : 0) + (hp->qk_norm ? 2 : 0) +
+                          (hp->post_norms ? 2 : 0);
+    int64_t room = (gguf_n_tensors(g) - 2) / per_layer;
     if (hp->n_layer > room)
-        return st_set(err, ST_ERR_FORMAT, "llama.block_count is %d, but the file's %lld tensors "
-                      "hold at most %lld layers of 9 (blk.0 .. blk.%lld)", hp->n_layer,
-                      (long long)gguf_n_tensors(g), (long long)(room > 0 ? room : 0),
+        return st_set(err, ST_ERR_FORMAT, "%s.block_count is %d, but the file's %lld tensors "
+                      "hold at most %lld layers of %d (blk.0 .. blk.%lld)",
+                      model_arch_name(hp->arch), hp->n_layer, (long long)gguf_n_tensors(g),
+                      (long long)(room > 0 ? room : 0), per_layer,
                       (long long)(room > 0 ? room - 1 : 0));
-    if (hp->n_layer > MODEL_MAX_LAYERS)
-        return st_set(err, ST_ERR_UNSUPPORTED, "the model has %d layers; at most %d are supported",
-                      hp->n_layer, MODEL_MAX_LAYERS);
 
-    /* room for every norm vector, in case all need converting */
-    m->f32_copies = malloc(sizeof(float) * (size_t)E * (2 * (size_t)hp->n_layer + 1));
+    /* room for every norm and bias vector, in case all need converting */
+    m->f32_copies = malloc(sizeof(float) * model_vec_floats(hp));
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->f32_copies || !m->layers) return st_set(err, ST_ERR_NOMEM, "out of memory");
     size_t used = 0;
@@ -230,6 +315,7 @@ static st_code load_weights(model *m, st_err *err) {
             (rc = want_mat(g, NAME("ffn_up"), E, F, &L->w_up, err)) ||
             (rc = want_mat(g, NAME("ffn_down"), F, E, &L->w_down, err)))
             return rc;
+        if ((rc = load_family_tensors(m, l, L, &used, err))) return rc;
 #undef NAME
         const kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
         for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)

@@ -1,4 +1,5 @@
-/* model.h - a Llama-architecture model: hyperparameters and weights from a GGUF file,
+/* model.h - a decoder-only transformer (the llama architecture and its relatives Qwen2,
+ * Qwen3 and Gemma 3): hyperparameters and weights from a GGUF file,
  * and the forward pass over a batch of rows that each carry their own position and
  * their own list of KV-cache slots to attend to.
  *
@@ -23,9 +24,23 @@
 #include "kernels/kern.h"
 #include "gguf/gguf.h"
 
-#define MODEL_MAX_LAYERS 512 /* most layers a model may have (swa_layer's size) */
+/* The architectures this build runs (general.architecture); model_arch_names lists them. */
+typedef enum model_arch {
+    MODEL_ARCH_LLAMA,   /* "llama": Llama 2/3, SmolLM2, TinyLlama, Mistral */
+    MODEL_ARCH_QWEN2,   /* "qwen2": Qwen2, Qwen2.5 (biases on Q, K, V) */
+    MODEL_ARCH_QWEN3,   /* "qwen3": Qwen3 dense (RMSNorm on Q and K per head) */
+    MODEL_ARCH_GEMMA3,  /* "gemma3": Gemma 3 text (post-norms, GELU, sliding windows) */
+    MODEL_ARCH_N
+} model_arch;
+
+/* The feed-forward's gate activation. */
+typedef enum model_act {
+    MODEL_ACT_SILU,      /* SwiGLU: silu(gate) * up */
+    MODEL_ACT_GELU_TANH, /* GeGLU: gelu(gate) * up, gelu in its tanh form */
+} model_act;
 
 typedef struct model_hparams {
+    model_arch arch;
     int32_t n_vocab;
     int32_t n_embd;       /* embedding length */
     int32_t n_layer;
@@ -38,25 +53,54 @@ typedef struct model_hparams {
     float rope_base;      /* theta base, 10000 by default */
     float rms_eps;
     bool tied_output;     /* no output.weight: the classifier is token_embd */
-    /* Sliding-window attention: on a windowed layer the row at position P attends only to
-     * the keys of its path at positions (P - n_swa, P]; the other layers see the whole
-     * path. 0: no windowed layer (swa_layer is then all 0). */
-    int32_t n_swa;
-    uint8_t swa_layer[MODEL_MAX_LAYERS]; /* (n_layer) 1: layer l is windowed */
+    /* What the architecture adds to the llama block (model_arch_features fills them). */
+    bool rope_neox;       /* rotate pairs (i, i + rope_dim / 2), not (2i, 2i + 1) */
+    bool qkv_bias;        /* Q, K and V have bias vectors (attn_q.bias, ...) */
+    bool qk_norm;         /* RMSNorm over each head of Q and K before RoPE */
+    bool post_norms;      /* RMSNorm on the attention's and the FFN's outputs before the
+                             residual adds (post_attention_norm, post_ffw_norm) */
+    model_act act;
+    float embd_scale;     /* token embeddings are multiplied by it (Gemma: sqrt(n_embd)) */
+    float attn_scale;     /* softmax scale of q.k: 1 / sqrt(head_dim) unless the family says */
+    /* Sliding-window attention (Gemma 3). A layer l is local when n_swa > 0 and
+     * swa_pattern > 0 and (l % swa_pattern) < swa_pattern - 1 (every swa_pattern-th layer
+     * global); a local layer's row sees the keys of its path whose position is within
+     * n_swa of its own (pos - key_pos < n_swa) and rotates with rope_base_swa. */
+    int32_t n_swa;        /* window in tokens; 0: every layer is global */
+    int32_t swa_pattern;  /* 0: no local layers */
+    float rope_base_swa;  /* RoPE base of the local layers */
 } model_hparams;
 
-/* Sets the window of hp: n_swa keys on the windowed layers, which are every layer when
- * pattern is 0, else every layer but each pattern-th (l % pattern == pattern - 1 stays
- * global: Gemma 3's 5 local to 1 global is pattern 6). n_swa 0 clears it. */
+/* True when layer l of a model with hp uses a sliding window (see model_hparams). */
+static inline bool model_layer_is_swa(const model_hparams *hp, int32_t l) {
+    return hp->n_swa > 0 && hp->swa_pattern > 0 && l % hp->swa_pattern < hp->swa_pattern - 1;
+}
+
+/* Forces a window of n_swa keys on hp (tests, and `plan --window` to teach what a window
+ * does): on every layer when pattern is 0, else on all but each pattern-th (pattern 2:
+ * layers 0, 2, 4, ... local). A model without local layers gets its global RoPE base on
+ * them. n_swa 0 removes the window. */
 static inline void model_hparams_set_window(model_hparams *hp, int32_t n_swa, int32_t pattern) {
     hp->n_swa = n_swa > 0 ? n_swa : 0;
-    for (int32_t l = 0; l < MODEL_MAX_LAYERS; l++)
-        hp->swa_layer[l] = hp->n_swa > 0 && l < hp->n_layer &&
-                           (pattern <= 0 || l % pattern != pattern - 1);
+    hp->swa_pattern = hp->n_swa == 0 ? 0 : pattern > 0 ? pattern : hp->n_layer + 1;
+    if (!(hp->rope_base_swa > 0)) hp->rope_base_swa = hp->rope_base;
 }
+
+/* "llama", "qwen2", ... for an architecture; "?" out of range. */
+const char *model_arch_name(model_arch a);
+/* The supported architectures' names, comma-separated ("llama, qwen2, qwen3, gemma3"). */
+const char *model_arch_names(void);
+/* A one-line summary of the features of hp's architecture for `info` (the norms, biases,
+ * activation, RoPE layout and windows), written like snprintf into out; returns out. */
+const char *model_arch_features(const model_hparams *hp, char *out, size_t cap);
 
 typedef struct model_layer {
     const float *attn_norm;   /* (n_embd) */
+    const float *bq, *bk, *bv; /* (n_head * head_dim), (n_head_kv * head_dim) x 2; qkv_bias */
+    const float *q_norm;      /* (head_dim) qk_norm, every head's gain */
+    const float *k_norm;      /* (head_dim) */
+    const float *post_attn_norm; /* (n_embd) post_norms */
+    const float *post_ffn_norm;  /* (n_embd) post_norms */
     kern_mat wq;              /* (n_head * head_dim, n_embd) */
     kern_mat wk;              /* (n_head_kv * head_dim, n_embd) */
     kern_mat wv;              /* (n_head_kv * head_dim, n_embd) */
@@ -85,11 +129,13 @@ typedef struct model {
  * (snprintf's rule). */
 int model_window_text(const model_hparams *hp, char *out, size_t cap);
 
-/* Loads hyperparameters and weights of a llama-architecture GGUF. Takes ownership of g
- * on success and on failure. NULL + err:
- * ST_ERR_UNSUPPORTED naming the architecture or the tensor and its type; ST_ERR_FORMAT
- * naming a missing tensor or a wrong shape. */
+/* Loads hyperparameters and weights of a GGUF of a supported architecture (model_arch).
+ * Takes ownership of g on success and on failure. NULL + err:
+ * ST_ERR_UNSUPPORTED naming the architecture (and the supported ones) or the tensor and
+ * its type; ST_ERR_FORMAT naming a missing tensor or a wrong shape. */
 model *model_from_gguf(gguf_ctx *g, st_err *err);
+/* Floats of all of a model's norm and bias vectors (each layer's and the output norm). */
+size_t model_vec_floats(const model_hparams *hp);
 /* gguf_open + model_from_gguf. */
 model *model_load(const char *path, st_err *err);
 /* Frees the model and the weights its contexts prepared; its contexts must be freed
@@ -117,7 +163,8 @@ typedef struct model_ctx model_ctx;
  * head_dim) for K and for V and the activations of max_rows rows, and prepares m's
  * weights for the backend when no context did before (see model.h's top). m is borrowed
  * and must outlive the context. NULL + err: ST_ERR_ARG (a bad size or backend name),
- * ST_ERR_NOMEM naming what did not fit, ST_ERR_BACKEND. */
+ * ST_ERR_NOMEM naming what did not fit, ST_ERR_BACKEND, ST_ERR_UNSUPPORTED (the backend
+ * lacks an op m's architecture needs). */
 model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err);
 void model_ctx_free(model_ctx *c); /* NULL is a no-op */
 int32_t model_ctx_n_slots(const model_ctx *c);

@@ -66,9 +66,13 @@ static st_code prep_mat(const model *m, model_prep *p, kern_mat *out, const kern
     return rc;
 }
 
-/* A float vector of n copied into p's buffer at dst (upload). */
-static const float *prep_vec(model_prep *p, float *dst, const float *src, int64_t n) {
+/* A float vector of n copied into p's buffer at *at (upload), which moves past it; NULL
+ * stays NULL (a tensor the architecture does not have). */
+static const float *prep_vec(model_prep *p, float **at, const float *src, int64_t n) {
+    if (!src) return NULL;
+    float *dst = *at;
     kern_backend_ops(p->be)->upload(p->be, dst, src, sizeof(float) * (size_t)n);
+    *at += n;
     return dst;
 }
 
@@ -76,16 +80,16 @@ static st_code prep_make(const model *m, model_prep *p) {
     const model_hparams *hp = &m->hp;
     const kern_ops *o = kern_backend_ops(p->be);
     const uint32_t mul = p->no_pack ? KERN_MAT_AS_STORED : 0;
-    const size_t E = (size_t)hp->n_embd;
     p->layers = calloc((size_t)hp->n_layer, sizeof *p->layers);
-    p->norms = o->buf_alloc(p->be, sizeof(float) * E * (1 + 2 * (size_t)hp->n_layer));
+    p->norms = o->buf_alloc(p->be, sizeof(float) * model_vec_floats(hp));
     if (!p->layers || !p->norms) return ST_ERR_NOMEM;
     if (m->rope_freqs) {
         float *rf = o->buf_alloc(p->be, sizeof(float) * (size_t)(hp->rope_dim / 2));
         if (!rf) return ST_ERR_NOMEM;
-        p->rope_freqs = prep_vec(p, rf, m->rope_freqs, hp->rope_dim / 2);
+        p->rope_freqs = prep_vec(p, &rf, m->rope_freqs, hp->rope_dim / 2);
     }
-    p->out_norm = prep_vec(p, p->norms, m->out_norm, hp->n_embd);
+    float *at = p->norms;
+    p->out_norm = prep_vec(p, &at, m->out_norm, hp->n_embd);
     st_code rc = prep_mat(m, p, &p->output, &m->output, mul);
     if (rc) return rc;
     if (hp->tied_output) p->tok_embd = p->output; /* get_row reads the stored rows */
@@ -93,8 +97,17 @@ static st_code prep_make(const model *m, model_prep *p) {
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const model_layer *S = &m->layers[l];
         model_layer *L = &p->layers[l];
-        L->attn_norm = prep_vec(p, p->norms + E * (1 + 2 * (size_t)l), S->attn_norm, hp->n_embd);
-        L->ffn_norm = prep_vec(p, p->norms + E * (2 + 2 * (size_t)l), S->ffn_norm, hp->n_embd);
+        const int64_t hd = hp->head_dim, QD = (int64_t)hp->n_head * hd,
+                      KD = (int64_t)hp->n_head_kv * hd;
+        L->attn_norm = prep_vec(p, &at, S->attn_norm, hp->n_embd);
+        L->ffn_norm = prep_vec(p, &at, S->ffn_norm, hp->n_embd);
+        L->bq = prep_vec(p, &at, S->bq, QD);
+        L->bk = prep_vec(p, &at, S->bk, KD);
+        L->bv = prep_vec(p, &at, S->bv, KD);
+        L->q_norm = prep_vec(p, &at, S->q_norm, hd);
+        L->k_norm = prep_vec(p, &at, S->k_norm, hd);
+        L->post_attn_norm = prep_vec(p, &at, S->post_attn_norm, hp->n_embd);
+        L->post_ffn_norm = prep_vec(p, &at, S->post_ffn_norm, hp->n_embd);
         if ((rc = prep_mat(m, p, &L->wq, &S->wq, mul)) || (rc = prep_mat(m, p, &L->wk, &S->wk, mul)) ||
             (rc = prep_mat(m, p, &L->wv, &S->wv, mul)) || (rc = prep_mat(m, p, &L->wo, &S->wo, mul)) ||
             (rc = prep_mat(m, p, &L->w_gate, &S->w_gate, mul)) ||

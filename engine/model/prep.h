@@ -24,7 +24,7 @@ typedef struct model_prep {
     const float *out_norm;    /* into norms */
     const float *rope_freqs;  /* a buffer, or NULL */
     model_layer *layers;      /* (n_layer) prepared matrices, norms into norms */
-    float *norms;             /* a buffer: (1 + 2 n_layer, n_embd) */
+    float *norms;             /* a buffer: every norm and bias vector (model_vec_floats) */
     uint64_t bytes;           /* backend memory the prepared matrices own */
 } model_prep;
 

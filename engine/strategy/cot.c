@@ -1,6 +1,7 @@
 /* cot.c - chains of thought: a fork of k distinct first tokens, then grow; and the
  * self-consistency vote (answer extraction and majority). */
 #include "strategy/cot.h"
+#include "tok/chat.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -162,6 +163,7 @@ static int32_t last_number(const char *text, char *buf) {
 int32_t cot_extract(const cot_vote_spec *v, const char *text, char *out, size_t cap) {
     if (cap == 0) return -1;
     out[0] = 0;
+    text = chat_after_think(text); /* a reasoning model answers after its </think> */
     if (v->kind == COT_VOTE_LAST_NUMBER) {
         char *buf = malloc(strlen(text) + 1);
         if (!buf) return -1;

@@ -81,6 +81,8 @@ st_code cot_vote_parse(const char *s, cot_vote_spec *v, st_err *err);
 
 /* The answer of one chain's text, normalised, into out (cap > 0 bytes, NUL-terminated,
  * cut short when it does not fit). Returns its length, or -1 when the text has none.
+ * Only the text after the last "</think>" counts when there is one (a reasoning model's
+ * answer follows its reasoning: chat_after_think).
  *   last-number: the last number in the text (an optional minus, digits with optional
  *     thousands commas, an optional decimal part), commas removed, trailing decimal
  *     zeros and point dropped ("1,200.50" -> "1200.5", "3.0" -> "3");

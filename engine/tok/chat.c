@@ -327,3 +327,19 @@ size_t chat_default_system(const char *jinja, char *out, size_t cap) {
     }
     return out_end(&o);
 }
+
+/* ---- reasoning (Qwen3's <think>) ---- */
+
+bool chat_has_think_switch(const char *jinja) {
+    return jinja && has(jinja, "enable_thinking") && has(jinja, "<think>");
+}
+
+const char *chat_think_off_text(void) { return "<think>\n\n</think>\n\n"; }
+
+const char *chat_after_think(const char *text) {
+    static const char close[] = "</think>";
+    const char *after = text;
+    for (const char *p = text; p && (p = strstr(p, close)) != NULL; p += sizeof close - 1)
+        after = p + sizeof close - 1;
+    return after;
+}

@@ -104,4 +104,19 @@ size_t chat_default_system(const char *jinja, char *out, size_t cap);
 size_t chat_user_turn(chat_kind k, const char *default_system, const char *user, bool first,
                       char *out, size_t cap);
 
+/* ---- reasoning: Qwen3's thinking switch ----
+ * Qwen3's template renders, when the caller sets enable_thinking to false, an empty
+ * reasoning block after the generation prompt, so the model answers at once; otherwise the
+ * model opens <think> itself and reasons first. */
+
+/* True when the template text has the switch (it tests enable_thinking and writes
+ * <think>); NULL gives false. */
+bool chat_has_think_switch(const char *jinja);
+/* What such a template appends to the generation prompt with thinking off:
+ * "<think>\n\n</think>\n\n" (static). */
+const char *chat_think_off_text(void);
+/* The part of a reply after its last "</think>" (the answer), or text itself when it has
+ * none. Points into text. */
+const char *chat_after_think(const char *text);
+
 #endif

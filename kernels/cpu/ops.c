@@ -1,5 +1,5 @@
 /* ops.c - kern_cpu_ops: the CPU backend's table and its small ops (get_row, rmsnorm,
- * rope, swiglu, add, softmax). matmul.c and attn.c hold the two big ones.
+ * rope and rope_neox, swiglu and geglu, add, add_bias, scale, softmax). matmul.c and attn.c hold the two big ones.
  *
  * The small ops are vectorised with simd.h and run on the calling thread unless the
  * input is large enough (SMALL_OP_PAR elements) to repay a trip through the pool; in a
@@ -106,9 +106,26 @@ static void rope_row(void *ctx, int32_t r, int32_t thread) {
     }
 }
 
-static void cpu_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
+/* The NeoX layout: pair i is (i, i + rope_dim / 2), turned by the same table's angle i
+ * (C[2i], S[2i]) with the same rounding as rope_row. */
+static void rope_neox_row(void *ctx, int32_t r, int32_t thread) {
+    (void)thread;
+    const rope_job *j = ctx;
+    const int32_t rd = j->rope_dim, half = rd / 2;
+    const float *c = j->cs + (size_t)2 * rd * r, *s = c + rd;
+    for (int32_t h = 0; h < j->n_head; h++) {
+        float *v = j->x + ((int64_t)r * j->n_head + h) * j->head_dim;
+        for (int32_t i = 0; i < half; i++) {
+            const float x0 = v[i], x1 = v[i + half];
+            v[i] = x0 * c[2 * i] - x1 * s[2 * i];
+            v[i + half] = x1 * c[2 * i + 1] - x0 * s[2 * i + 1];
+        }
+    }
+}
+
+static void rope_any(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
                      int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
-                     const float *freq_factors) {
+                     const float *freq_factors, pool_fn row_fn) {
     const int32_t np = rope_dim / 2;
     ASSERT(np <= ROPE_MAX_PAIRS && rope_dim <= head_dim && rope_dim % 2 == 0);
     if (n_rows <= 0) return;
@@ -120,15 +137,28 @@ static void cpu_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_ro
     /* the sines come from the backend's table, shared by q, k and every layer of a pass */
     rope_job j = {x, cpu_rope_table(b, pos, n_rows, theta, np), n_head, head_dim,
                   rope_dim};
-    if (j.cs) rows_run(b, n_rows, n_head * rope_dim, rope_row, &j); /* else recorded */
+    if (j.cs) rows_run(b, n_rows, n_head * rope_dim, row_fn, &j); /* else recorded */
 }
 
-/* ---- elementwise: swiglu, add ---- */
+static void cpu_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
+                     int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
+                     const float *freq_factors) {
+    rope_any(b, x, pos, n_rows, n_head, head_dim, rope_dim, base, freq_factors, rope_row);
+}
+
+static void cpu_rope_neox(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
+                          int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
+                          const float *freq_factors) {
+    rope_any(b, x, pos, n_rows, n_head, head_dim, rope_dim, base, freq_factors, rope_neox_row);
+}
+
+/* ---- elementwise: swiglu, geglu, add, scale ---- */
 
 typedef struct ew_job {
     float *y;
     const float *a, *b;
     int64_t n, per_task;
+    bool b_whole;           /* b is one value for every span, not an array */
     void (*fn)(float *y, const float *a, const float *b, int64_t n);
 } ew_job;
 
@@ -136,20 +166,31 @@ static inline vf swiglu_vf(vf g, vf u) {
     return vf_mul(vf_div(g, vf_add(vf_set1(1.0f), vf_exp(vf_sub(vf_zero(), g)))), u);
 }
 
+/* gelu(g) u in its tanh form: 0.5 (1 + tanh(z)) = 1 / (1 + e^(-2z)), so g times that. */
+static inline vf geglu_vf(vf g, vf u) {
+    const vf z2 = vf_mul(vf_mul(vf_set1(2.0f * 0.7978845608f), g),
+                         vf_add(vf_set1(1.0f), vf_mul(vf_set1(0.044715f), vf_mul(g, g))));
+    return vf_mul(vf_div(g, vf_add(vf_set1(1.0f), vf_exp(vf_sub(vf_zero(), z2)))), u);
+}
+
 /* The tail goes through the same vector code (padded), never through expf: an element's
  * value must not depend on where it falls in the array, or a row's result would depend on
  * the other rows of its batch (see the bitwise forest test). */
-static void swiglu_span(float *y, const float *g, const float *u, int64_t n) {
-    int64_t i = 0;
-    for (; i + VF_N <= n; i += VF_N) vf_store(y + i, swiglu_vf(vf_load(g + i), vf_load(u + i)));
-    if (i < n) {
-        _Alignas(64) float gt[VF_N] = {0}, ut[VF_N] = {0}, yt[VF_N];
-        memcpy(gt, g + i, sizeof(float) * (size_t)(n - i));
-        memcpy(ut, u + i, sizeof(float) * (size_t)(n - i));
-        vf_store(yt, swiglu_vf(vf_load(gt), vf_load(ut)));
-        memcpy(y + i, yt, sizeof(float) * (size_t)(n - i));
+#define GATED_SPAN(name, fn)                                                               \
+    static void name(float *y, const float *g, const float *u, int64_t n) {                \
+        int64_t i = 0;                                                                     \
+        for (; i + VF_N <= n; i += VF_N) vf_store(y + i, fn(vf_load(g + i), vf_load(u + i))); \
+        if (i < n) {                                                                       \
+            _Alignas(64) float gt[VF_N] = {0}, ut[VF_N] = {0}, yt[VF_N];                   \
+            memcpy(gt, g + i, sizeof(float) * (size_t)(n - i));                            \
+            memcpy(ut, u + i, sizeof(float) * (size_t)(n - i));                            \
+            vf_store(yt, fn(vf_load(gt), vf_load(ut)));                                    \
+            memcpy(y + i, yt, sizeof(float) * (size_t)(n - i));                            \
+        }                                                                                  \
     }
-}
+GATED_SPAN(swiglu_span, swiglu_vf)
+GATED_SPAN(geglu_span, geglu_vf)
+#undef GATED_SPAN
 
 static void add_span(float *y, const float *x, const float *unused, int64_t n) {
     (void)unused;
@@ -158,11 +199,20 @@ static void add_span(float *y, const float *x, const float *unused, int64_t n) {
     for (; i < n; i++) y[i] += x[i];
 }
 
+/* y[i] *= *s: the factor comes through the b pointer of the elementwise skeleton. */
+static void scale_span(float *y, const float *unused, const float *s, int64_t n) {
+    (void)unused;
+    const vf vs = vf_set1(*s);
+    int64_t i = 0;
+    for (; i + VF_N <= n; i += VF_N) vf_store(y + i, vf_mul(vf_load(y + i), vs));
+    for (; i < n; i++) y[i] *= *s;
+}
+
 static void ew_task(void *ctx, int32_t t, int32_t thread) {
     (void)thread;
     const ew_job *j = ctx;
     int64_t i0 = t * j->per_task, n = j->n - i0 < j->per_task ? j->n - i0 : j->per_task;
-    j->fn(j->y + i0, j->a + i0, j->b ? j->b + i0 : NULL, n);
+    j->fn(j->y + i0, j->a ? j->a + i0 : NULL, j->b && !j->b_whole ? j->b + i0 : j->b, n);
 }
 
 static void ew_run(kern_backend *b, ew_job *j) {
@@ -186,6 +236,24 @@ static void cpu_swiglu(kern_backend *b, float *y, const float *gate, const float
 static void cpu_add(kern_backend *b, float *y, const float *x, int64_t n) {
     ew_job j = {.y = y, .a = x, .b = NULL, .n = n, .fn = add_span};
     ew_run(b, &j);
+}
+
+static void cpu_geglu(kern_backend *b, float *y, const float *gate, const float *up,
+                      int64_t n) {
+    ew_job j = {.y = y, .a = gate, .b = up, .n = n, .fn = geglu_span};
+    ew_run(b, &j);
+}
+
+static void cpu_scale(kern_backend *b, float *y, float s, int64_t n) {
+    ew_job j = {.y = y, .a = NULL, .b = &s, .b_whole = true, .n = n, .fn = scale_span};
+    ew_run(b, &j);
+}
+
+/* Row by row: the bias is short (one head group) and the rows few. */
+static void cpu_add_bias(kern_backend *b, float *y, const float *bias, int32_t n_rows,
+                         int32_t dim) {
+    (void)b;
+    for (int32_t r = 0; r < n_rows; r++) add_span(y + (int64_t)r * dim, bias, NULL, dim);
 }
 
 const kern_ops kern_cpu_ops = {
@@ -212,4 +280,8 @@ const kern_ops kern_cpu_ops = {
     .softmax = cpu_softmax,
     .gather_rows = cpu_gather_rows,
     .topk_lse = cpu_topk_lse,
+    .rope_neox = cpu_rope_neox,
+    .add_bias = cpu_add_bias,
+    .scale = cpu_scale,
+    .geglu = cpu_geglu,
 };

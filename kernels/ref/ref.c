@@ -85,10 +85,11 @@ static void ref_rmsnorm(kern_backend *b, float *y, const float *x, const float *
     }
 }
 
-static void ref_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
-                     int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
-                     const float *freq_factors) {
-    (void)b;
+/* Pair i of each head is (v[i * step], v[i * step + off]): (2i, 2i + 1) for rope, (i, i +
+ * rope_dim / 2) for rope_neox. */
+static void rope_pairs(float *x, const int32_t *pos, int32_t n_rows, int32_t n_head,
+                       int32_t head_dim, int32_t rope_dim, float base, const float *freq_factors,
+                       int32_t step, int32_t off) {
     for (int32_t r = 0; r < n_rows; r++) {
         for (int32_t h = 0; h < n_head; h++) {
             float *v = x + ((int64_t)r * n_head + h) * head_dim;
@@ -97,12 +98,26 @@ static void ref_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_ro
                 if (freq_factors) theta /= freq_factors[i];
                 double ang = (double)pos[r] * theta;
                 double c = cos(ang), s = sin(ang);
-                double x0 = v[2 * i], x1 = v[2 * i + 1];
-                v[2 * i] = (float)(x0 * c - x1 * s);
-                v[2 * i + 1] = (float)(x0 * s + x1 * c);
+                double x0 = v[i * step], x1 = v[i * step + off];
+                v[i * step] = (float)(x0 * c - x1 * s);
+                v[i * step + off] = (float)(x0 * s + x1 * c);
             }
         }
     }
+}
+
+static void ref_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
+                     int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
+                     const float *freq_factors) {
+    (void)b;
+    rope_pairs(x, pos, n_rows, n_head, head_dim, rope_dim, base, freq_factors, 2, 1);
+}
+
+static void ref_rope_neox(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
+                          int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
+                          const float *freq_factors) {
+    (void)b;
+    rope_pairs(x, pos, n_rows, n_head, head_dim, rope_dim, base, freq_factors, 1, rope_dim / 2);
 }
 
 static void ref_attention(kern_backend *b, const kern_attn *a) {
@@ -169,6 +184,28 @@ static void ref_swiglu(kern_backend *b, float *y, const float *gate, const float
 static void ref_add(kern_backend *b, float *y, const float *x, int64_t n) {
     (void)b;
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void ref_geglu(kern_backend *b, float *y, const float *gate, const float *up,
+                      int64_t n) {
+    (void)b;
+    for (int64_t i = 0; i < n; i++) {
+        double g = gate[i];
+        y[i] = (float)(0.5 * g * (1.0 + tanh(sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) *
+                       up[i]);
+    }
+}
+
+static void ref_add_bias(kern_backend *b, float *y, const float *bias, int32_t n_rows,
+                         int32_t dim) {
+    (void)b;
+    for (int32_t r = 0; r < n_rows; r++)
+        for (int32_t i = 0; i < dim; i++) y[(int64_t)r * dim + i] += bias[i];
+}
+
+static void ref_scale(kern_backend *b, float *y, float s, int64_t n) {
+    (void)b;
+    for (int64_t i = 0; i < n; i++) y[i] *= s;
 }
 
 static void ref_softmax(kern_backend *b, float *x, int32_t n_rows, int32_t n) {
@@ -240,4 +277,8 @@ const kern_ops kern_ref_ops = {
     .softmax = ref_softmax,
     .gather_rows = ref_gather_rows,
     .topk_lse = ref_topk_lse,
+    .rope_neox = ref_rope_neox,
+    .add_bias = ref_add_bias,
+    .scale = ref_scale,
+    .geglu = ref_geglu,
 };

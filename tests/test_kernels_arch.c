@@ -1,0 +1,122 @@
+/* test_kernels_arch.c - the ops that model families beyond llama need (kern.h's issue-28
+ * block: rope_neox, add_bias, scale, geglu): the ref backend against hand-computed values,
+ * then the cpu backend against ref on random data with 1, 2 and 3 threads, and geglu's
+ * result for an element the same bits wherever it falls in the array (the forest's
+ * bitwise promise).
+ *
+ * Error measure t_nerr as in test_kernels.c; observed values are printed on stderr.
+ *   rope_neox   1e-6  the same angle table as rope, pairs (i, i + rope_dim / 2)
+ *   geglu       1e-6  polynomial exp for the tanh (~2 ulp)
+ *   add_bias    0     one float add either way
+ *   scale       0     one float product either way */
+#include <stdint.h>
+
+#include "kernels/kern.h"
+#include "t.h"
+#include "t_kern.h"
+
+static double seen_rope, seen_geglu;
+
+static void test_ref_values(kern_backend *ref) {
+    const kern_ops *k = kern_backend_ops(ref);
+    T_CHECK(k->rope_neox && k->add_bias && k->scale && k->geglu, "ref has the issue-28 ops");
+    /* rope_neox with head 6, rotated dims 4: pairs (0, 2) and (1, 3); a freq factor of
+     * 2/pi turns pair 0 by 90 degrees at position 1; dims 4, 5 stay */
+    float r[6] = {1, 5, 0, 6, 7, 8}, ff[2] = {(float)(2 / M_PI), 1e30f};
+    int32_t pos1 = 1;
+    k->rope_neox(ref, r, &pos1, 1, 1, 6, 4, 10000.0f, ff);
+    T_CHECK(fabs(r[0]) < 1e-6 && fabs(r[2] - 1) < 1e-6, "ref rope_neox 90 deg: (%g, %g)", r[0],
+            r[2]);
+    T_CHECK(fabs(r[1] - 5) < 1e-6 && fabs(r[3] - 6) < 1e-6, "ref rope_neox pair 1 turned by "
+            "~0: (%g, %g)", r[1], r[3]);
+    T_CHECK(r[4] == 7 && r[5] == 8, "ref rope_neox touched dims past rope_dim");
+    /* geglu: gelu(0) = 0; gelu(1) = 0.8411920; gelu(-3) * 2 = -0.0036374 * 2 */
+    float g[3] = {0, 1, -3}, u[3] = {5, 1, 2}, y[3];
+    k->geglu(ref, y, g, u, 3);
+    T_CHECK(y[0] == 0 && fabs(y[1] - 0.8411920f) < 1e-6 && fabs(y[2] + 0.0072748f) < 1e-6,
+            "ref geglu: %g %g %g", y[0], y[1], y[2]);
+    float b[2] = {1, -2}, x[4] = {1, 2, 3, 4};
+    k->add_bias(ref, x, b, 2, 2);
+    T_CHECK(x[0] == 2 && x[1] == 0 && x[2] == 4 && x[3] == 2, "ref add_bias");
+    k->scale(ref, x, 0.5f, 4);
+    T_CHECK(x[0] == 1 && x[1] == 0 && x[2] == 2 && x[3] == 1, "ref scale");
+}
+
+static void test_against_ref(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
+    const kern_ops *kr = kern_backend_ops(ref), *kc = kern_backend_ops(cpu);
+    /* rope_neox: head size, rotated dims, heads; the last runs in the cpu pool */
+    static const int32_t hds[][3] = {{64, 64, 3}, {256, 256, 4}, {128, 64, 2}, {8, 8, 3},
+                                     {128, 128, 32}};
+    for (size_t i = 0; i < sizeof hds / sizeof *hds; i++) {
+        const int32_t hd = hds[i][0], rd = hds[i][1], nh = hds[i][2], n_rows = 20;
+        const int64_t n = (int64_t)n_rows * nh * hd;
+        float *x0 = rand_floats(&seed, n, 2), *x1 = malloc((size_t)n * sizeof *x1);
+        int32_t pos[20] = {0, 1, 2, 17, 511, 4095, 32767};
+        for (int32_t r = 7; r < n_rows; r++) pos[r] = rng_int(&seed, 32768);
+        memcpy(x1, x0, (size_t)n * sizeof *x1);
+        kr->rope_neox(ref, x0, pos, n_rows, nh, hd, rd, 1000000.0f, NULL);
+        kc->rope_neox(cpu, x1, pos, n_rows, nh, hd, rd, 1000000.0f, NULL);
+        double e = t_nerr(x1, x0, n);
+        if (e > seen_rope) seen_rope = e;
+        T_CHECK(e <= 1e-6, "rope_neox hd %d rd %d: nerr %.3g", hd, rd, e);
+        free(x0), free(x1);
+    }
+    static const int64_t ns[] = {1, 7, 640, 2048 * 17 + 3, 70000};
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+        const int64_t n = ns[i];
+        float *g = rand_floats(&seed, n, 8), *u = rand_floats(&seed, n, 2);
+        float *y0 = malloc((size_t)n * sizeof *y0), *y1 = malloc((size_t)n * sizeof *y1);
+        kr->geglu(ref, y0, g, u, n);
+        kc->geglu(cpu, y1, g, u, n);
+        double e = t_nerr(y1, y0, n);
+        if (e > seen_geglu) seen_geglu = e;
+        T_CHECK(e <= 1e-6, "geglu n %lld: nerr %.3g", (long long)n, e);
+        /* each element alone gives the bits it got in the array */
+        bool same = true;
+        for (int64_t j = 0; j < n && j < 50; j++) {
+            float one;
+            kc->geglu(cpu, &one, g + j, u + j, 1);
+            same &= memcmp(&one, &y1[j], sizeof one) == 0;
+        }
+        T_CHECK(same, "geglu n %lld: an element alone differs from its value in the array",
+                (long long)n);
+        memcpy(y0, g, (size_t)n * sizeof *y0);
+        memcpy(y1, g, (size_t)n * sizeof *y1);
+        kr->scale(ref, y0, 25.298221f, n);
+        kc->scale(cpu, y1, 25.298221f, n);
+        T_CHECK(memcmp(y0, y1, (size_t)n * sizeof *y0) == 0, "scale n %lld differs", (long long)n);
+        free(g), free(u), free(y0), free(y1);
+    }
+    /* huge |gate|: the tanh saturates without NaN */
+    float g[32], u[32], s0[32], s1[32];
+    for (int i = 0; i < 32; i++) g[i] = (float)(i - 16) * 12.0f, u[i] = 1;
+    kr->geglu(ref, s0, g, u, 32);
+    kc->geglu(cpu, s1, g, u, 32);
+    T_CHECK(t_nerr(s1, s0, 32) <= 1e-6, "geglu large gates: nerr %.3g", t_nerr(s1, s0, 32));
+    const int32_t rows = 9, dim = 1024 + 3;
+    float *x0 = rand_floats(&seed, (int64_t)rows * dim, 3), *bias = rand_floats(&seed, dim, 1);
+    float *x1 = malloc(sizeof(float) * (size_t)rows * dim);
+    memcpy(x1, x0, sizeof(float) * (size_t)rows * dim);
+    kr->add_bias(ref, x0, bias, rows, dim);
+    kc->add_bias(cpu, x1, bias, rows, dim);
+    T_CHECK(memcmp(x0, x1, sizeof(float) * (size_t)rows * dim) == 0, "add_bias differs");
+    free(x0), free(x1), free(bias);
+}
+
+int main(void) {
+    st_err err = {0};
+    kern_backend *ref = kern_backend_init("ref", 1, &err);
+    T_CHECK(ref != NULL, "ref backend: %s", err.msg);
+    if (!ref) return t_done();
+    test_ref_values(ref);
+    for (int32_t nt = 1; nt <= 3; nt++) {
+        kern_backend *cpu = kern_backend_init("cpu", nt, &err);
+        T_CHECK(cpu != NULL, "cpu backend with %d threads: %s", (int)nt, err.msg);
+        if (!cpu) continue;
+        test_against_ref(ref, cpu, 2800 + (uint64_t)nt);
+        kern_backend_free(cpu);
+    }
+    kern_backend_free(ref);
+    fprintf(stderr, "max nerr seen: rope_neox %.2g, geglu %.2g\n", seen_rope, seen_geglu);
+    return t_done();
+}
