@@ -271,6 +271,16 @@ static void test_plan_cli(void) {
     T_CHECK(st == 0 && strstr(out, "\"mask_window\"") && strstr(out, "\"n_swa\": 3"),
             "plan --window --json: %.400s", out);
     free(out);
+    char svg[] = "/tmp/md_test_window_XXXXXX";
+    int fd = mkstemp(svg);
+    if (fd >= 0) close(fd);
+    out = t_runf(&st, "%s plan -m %s -p 'Once upon a time there was' -k 2 -s 2 --window 4 --svg %s >/dev/null "
+                 "&& grep -c 'class=\"outwin\"' %s && grep -o 'Sliding window 4 on layers 0-4' %s",
+                 bin, model_path, svg, svg, svg);
+    T_CHECK(st == 0 && atoi(out) > 0 && strstr(out, "Sliding window 4"),
+            "plan --window --svg draws pale cells and says so: %.200s", out);
+    free(out);
+    unlink(svg);
     out = t_runf(&st, "%s plan -m %s -p 'Once upon a time' -k 2 -s 1 --window 0 2>&1", bin, model_path);
     T_CHECK(st == 2, "plan --window 0 is a usage error: %d", st);
     free(out);

@@ -210,7 +210,7 @@ static int draw_mask(FILE *fp, const forest *f, const tree_layout *t, mask_view 
              "  A narrow blank column: slot numbers jump.");
     text_at(fp, MARGIN, y + FONT + 8, FONT - 2, "start", " fill=\"#444\"", key);
     if (mv->n_swa > 0) { /* the grid is the windowed layers' mask */
-        snprintf(key, sizeof key, "Sliding window: %s. The grid is a windowed layer's mask; pale "
+        snprintf(key, sizeof key, "Sliding %s. The grid is a windowed layer's mask; pale "
                  "cells: ancestors outside the row's window, which only global layers see.", mv->window);
         text_at(fp, MARGIN, y + 2 * FONT + 10, FONT - 2, "start", " fill=\"#444\"", key);
     }
