@@ -15,7 +15,12 @@
  * decoding (sampling with --temp; the draft / lookahead strategies, engine/spec/spec.h)
  * from the prompt instead: each plan
  * shows the tip, the draft tree and lookahead decoding's window (level l, column i at
- * position tip + i + l) with their roles, then the tokens the step accepted. */
+ * position tip + i + l) with their roles, then the tokens the step accepted.
+ *
+ * On a model with sliding-window layers (or with --window forcing one on, to see what a
+ * window does) the grid is a windowed layer's mask: ':' marks a row's ancestors outside
+ * its window, which only the global layers see, apart from '.', slots that are not its
+ * ancestors; JSON gives each row's windowed slots too. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +56,10 @@ static void plan_usage(FILE *f) {
             "      --max-cols N     widest mask grid drawn; wider ones show their last N\n"
             "                       columns (default 120)\n"
             "      --json           one JSON object instead of tables\n"
+            "      --window N[,P]   pretend the model attends within a sliding window of N\n"
+            "                       keys on every layer, or on all but each P-th (to see how\n"
+            "                       a window cuts the mask; a model trained without one\n"
+            "                       predicts worse with it)\n"
             "      --svg FILE       a picture for slides: the forest as a tree (tokens, RoPE\n"
             "                       positions, KV slots, probabilities) and the last step's\n"
             "                       attention mask, as SVG (--steps 1: the prefill's mask)\n"
@@ -137,8 +146,13 @@ static void plan_print_text(const forest *f, const tok *tk, const step_plan *p, 
         printf(" (%d)\n", p->tokens[r]);
     }
     int32_t first = n_cols > max_cols ? n_cols - max_cols : 0;
-    printf("mask: %d rows x %d visible KV slots ('#' = the row may attend to that slot)", p->n_rows,
-           n_cols);
+    if (p->n_swa > 0) {
+        model_window_text(p->hp, text, sizeof text);
+        printf("sliding %s: the grid is a windowed layer's mask\n", text);
+    }
+    printf("mask: %d rows x %d visible KV slots ('#' = the row may attend to that slot%s)", p->n_rows,
+           n_cols, p->n_swa > 0 ? "; ':' = an ancestor outside the row's window: only global "
+                                  "layers see it" : "");
     if (first) printf("; the first %d columns (slots %d..%d) are cut", first, cols[0], cols[first - 1]);
     printf("\n");
     /* slot numbers written vertically over their columns */
@@ -155,7 +169,8 @@ static void plan_print_text(const forest *f, const tok *tk, const step_plan *p, 
     }
     for (int32_t r = 0; r < p->n_rows; r++) {
         printf("  row %-3d", r);
-        for (int32_t c = first; c < n_cols; c++) putchar(step_plan_sees(p, r, cols[c]) ? '#' : '.');
+        for (int32_t c = first; c < n_cols; c++)
+            putchar(!step_plan_sees(p, r, cols[c]) ? '.' : step_plan_sees_window(p, r, cols[c]) ? '#' : ':');
         putchar('\n');
     }
     for (int32_t i = 0; i < smp->n; i++) {
@@ -167,6 +182,17 @@ static void plan_print_text(const forest *f, const tok *tk, const step_plan *p, 
     if (smp->n) putchar('\n');
 }
 
+/* The model's sliding window as JSON: {"n_swa", "layers"} (model_window_text), or null. */
+static json_t *plan_window_json(const model_hparams *hp) {
+    if (hp->n_swa <= 0) return json_null();
+    char text[160];
+    model_window_text(hp, text, sizeof text);
+    json_t *w = json_object();
+    jo_set(&w, "n_swa", json_integer(hp->n_swa));
+    jo_set(&w, "layers", jo_str(text));
+    return w;
+}
+
 /* One step as a JSON object: its rows, its mask (the slots each row sees) and the tokens
  * the branches sampled from it. */
 static json_t *plan_step_json(const forest *f, const tok *tk, const step_plan *p, int32_t step,
@@ -174,6 +200,7 @@ static json_t *plan_step_json(const forest *f, const tok *tk, const step_plan *p
                               const strategy *g, int32_t k, const spec *sp) {
     char text[256], rb[32];
     json_t *rows = json_array(), *mask = json_array(), *sampled = json_array(), *st = json_object();
+    json_t *win = p->n_swa > 0 ? json_array() : NULL;
     for (int32_t r = 0; r < p->n_rows; r++) {
         json_t *row = json_object(), *sees = json_array();
         node_text(f, tk, p->node[r], text, sizeof text);
@@ -187,9 +214,13 @@ static json_t *plan_step_json(const forest *f, const tok *tk, const step_plan *p
         jo_set(&row, "logits", json_boolean(p->want[r]));
         if (sp) jo_set(&row, "role", jo_str(plan_role(sp, f, p->node[r], rb, sizeof rb)));
         jo_push(&rows, row);
-        for (int32_t c = 0; c < n_cols; c++)
+        json_t *in = win ? json_array() : NULL;
+        for (int32_t c = 0; c < n_cols; c++) {
             if (step_plan_sees(p, r, cols[c])) jo_push(&sees, json_integer(cols[c]));
+            if (in && step_plan_sees_window(p, r, cols[c])) jo_push(&in, json_integer(cols[c]));
+        }
         jo_push(&mask, sees);
+        if (win) jo_push(&win, in);
     }
     for (int32_t i = 0; i < smp->n; i++) {
         int32_t b = smp->branch[i];
@@ -204,6 +235,7 @@ static json_t *plan_step_json(const forest *f, const tok *tk, const step_plan *p
     jo_set(&st, "step", json_integer(step));
     jo_set(&st, "rows", rows);
     jo_set(&st, "mask", mask);
+    if (win) jo_set(&st, "mask_window", win); /* the windowed layers' mask */
     jo_set(&st, "sampled", sampled);
     return st;
 }
@@ -299,6 +331,7 @@ static st_code plan_spec_end(const prompt_model *pm, forest *f, plan_spec_ud *u,
     }
     json_t *doc = json_object();
     jo_set(&doc, "model_kv_slots", json_integer(pm->n_slots));
+    jo_set(&doc, "window", plan_window_json(&pm->m->hp));
     jo_set(&doc, "drafts", jo_str(what));
     jo_set(&doc, "prompt_tokens", json_integer(n));
     jo_set(&doc, "steps", u->list);
@@ -359,6 +392,7 @@ typedef struct plan_opts {
     const char *prompts[PLAN_MAX_PROMPTS], *context;
     int32_t n_prompts;
     int64_t k, steps, max_cols;
+    int64_t window, window_pattern; /* --window N[,P]: forced on (0: the model's own) */
     bool json;
     const char *svg, *svg_mask; /* pictures to write (ui/svg.h), or NULL */
 } plan_opts;
@@ -379,6 +413,20 @@ typedef struct plan_job {
     json_t *list;                           /* the steps' objects (--json) */
 } plan_job;
 
+/* --window N[,P]: 1 (after the usage error) when it does not parse. */
+static int plan_window_opt(const char *arg, plan_opts *o) {
+    char n[32];
+    const char *comma = strchr(arg, ',');
+    size_t len = comma ? (size_t)(comma - arg) : strlen(arg);
+    if (len >= sizeof n) return app_usage_error("--window: '%s' is not N or N,P", arg) != 0;
+    memcpy(n, arg, len);
+    n[len] = '\0';
+    o->window_pattern = 0;
+    return app_opt_int("--window", n, 1, 1 << 24, &o->window) ||
+           (comma && app_opt_int("--window's layer pattern", comma + 1, 2, 1 << 16,
+                                 &o->window_pattern));
+}
+
 /* The command line: -1 to go on, else the exit status (0 after --help, 2 for a bad
  * option). */
 static int plan_parse(int argc, char **argv, plan_opts *o) {
@@ -386,6 +434,7 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
         PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
         {"prompt", 1, 0, 'p'}, {"context", 1, 0, 'X'}, {"branches", 1, 0, 'k'},
         {"steps", 1, 0, 's'},  {"max-cols", 1, 0, 'W'}, {"json", 0, 0, 'J'},
+        {"window", 1, 0, 'w'},
         {"svg", 1, 0, 0x200},  {"svg-mask", 1, 0, 0x201},
         SPEC_LONGOPTS,         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     int ch, r;
@@ -414,6 +463,9 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
             if (app_opt_int("--max-cols", optarg, 1, 100000, &o->max_cols)) return 2;
             break;
         case 'J': o->json = true; break;
+        case 'w':
+            if (plan_window_opt(optarg, o)) return 2;
+            break;
         case 0x200: o->svg = optarg; break;
         case 0x201: o->svg_mask = optarg; break;
         case 'h': plan_usage(stdout); return 0;
@@ -487,6 +539,7 @@ static json_t *plan_head_json(const plan_job *j, const prompt_model *pm, const p
     }
     jo_set(&doc, "model", jo_str(o->mo.path));
     jo_set(&doc, "kv_slots", json_integer(pm->n_slots));
+    jo_set(&doc, "window", plan_window_json(&pm->m->hp));
     jo_set(&doc, "branches", json_integer(o->k));
     jo_set(&doc, "context", o->context ? jo_str(o->context) : json_null());
     jo_set(&doc, "prompts", prompts);
@@ -572,6 +625,7 @@ int cmd_plan(int argc, char **argv) {
     st_err err = {0};
     prompt_model pm;
     if (prompt_model_open(&pm, &o.mo, &err)) return app_fail(&err);
+    if (o.window > 0) model_hparams_set_window(&pm.m->hp, (int32_t)o.window, (int32_t)o.window_pattern);
     st_code rc = o.so.on ? plan_spec(&pm, o.n_prompts ? o.prompts[0] : "", &o.so, (int32_t)o.steps,
                                      (int32_t)o.max_cols, o.json, &err)
                          : plan_grow(&pm, &o, &err);

@@ -59,7 +59,9 @@ typedef struct kern_seg {
 /* Attention of a batch of rows over KV-cache slot segments (one layer).
  * Row r attends to the slots of segs[seg_off[r]] .. segs[seg_off[r + 1] - 1], in the
  * order given (the softmax does not depend on it); the segments of a row must not
- * overlap. Heads are grouped: query head h reads KV head h / (n_head / n_head_kv). */
+ * overlap. Heads are grouped: query head h reads KV head h / (n_head / n_head_kv).
+ * Sliding-window layers need nothing more: the caller passes each row's windowed
+ * segments (a window is the tail of a row's path, so it is segments again). */
 typedef struct kern_attn {
     int32_t n_rows;
     int32_t n_head;

@@ -44,14 +44,16 @@ static inline model *t_random_model(const mkmodel_params *mp, st_err *err) {
 
 /* Linear decoding of toks[from..n) of a sequence whose first token is at position pos0,
  * in slots from..n-1 of a cache that holds toks[0..from) in slots 0..from-1 (from = 0:
- * a fresh cache); row i sees slots [0, i]. The last row's logits go to last. This is the
+ * a fresh cache); row i sees slots [0, i], on the model's windowed layers slots
+ * (i - n_swa, i]. The last row's logits go to last. This is the
  * reference a forest's leaf must equal bit for bit (test_forest, test_soak). */
 static inline st_code t_linear_from(model_ctx *c, const int32_t *toks, int32_t from, int32_t n,
                                     int32_t pos0, float *last) {
     int32_t *pos = malloc(sizeof(int32_t) * n), *slot = malloc(sizeof(int32_t) * n);
     int32_t *off = malloc(sizeof(int32_t) * (n + 1));
-    kern_seg *seg = malloc(sizeof(kern_seg) * n);
+    kern_seg *seg = malloc(sizeof(kern_seg) * 2 * n); /* n full, n windowed */
     uint8_t *want = calloc(n, 1);
+    const int32_t w = model_ctx_hparams(c)->n_swa;
     toks += from;
     n -= from;
     for (int32_t i = 0; i < n; i++) {
@@ -59,10 +61,11 @@ static inline st_code t_linear_from(model_ctx *c, const int32_t *toks, int32_t f
         slot[i] = from + i;
         off[i] = i;
         seg[i] = (kern_seg){0, from + i + 1};
+        seg[n + i] = w > 0 && from + i + 1 > w ? (kern_seg){from + i + 1 - w, w} : seg[i];
     }
     off[n] = n;
     want[n - 1] = 1;
-    model_batch b = {n, toks, pos, slot, off, seg, want};
+    model_batch b = {n, toks, pos, slot, off, seg, want, off, seg + n};
     st_err err = {0};
     st_code rc = model_forward(c, &b, last, &err);
     if (rc) fprintf(stderr, "linear: %s\n", err.msg);

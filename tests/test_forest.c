@@ -371,20 +371,26 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--seeds")) n_seeds = atoi(argv[2]);
     char dir[] = "/tmp/md_test_forest_XXXXXX";
     if (!mkdtemp(dir)) return 1;
+    /* swa, pattern: a sliding window (gemma3: written in the file; llama: forced on by
+     * model_hparams_set_window), with paths longer than it: the leaves must still equal
+     * their paths decoded alone */
     struct { const char *name; uint32_t type; int32_t embd, heads, kv_heads, head_dim; bool tied;
-             const char *arch; } shapes[] = {
-        {"f32 gqa1 hd32 tied", DT_F32, 128, 4, 4, 32, true, NULL},
-        {"f32 gqa2 hd64 untied", DT_F32, 128, 4, 2, 64, false, NULL},
-        {"f16 gqa4 hd32", DT_F16, 128, 8, 2, 32, true, NULL},
-        {"q8_0 gqa2 hd128", DT_Q8_0, 256, 4, 2, 128, false, NULL},
-        {"f32 gqa2 hd128", DT_F32, 256, 4, 2, 128, false, NULL},
-        {"q8_0 gqa2 hd32", DT_Q8_0, 128, 4, 2, 32, false, NULL},
-        {"q4_k gqa2 hd64", DT_Q4_K, 256, 4, 2, 64, true, NULL},
+             const char *arch; int32_t swa, pattern; } shapes[] = {
+        {"f32 gqa1 hd32 tied", DT_F32, 128, 4, 4, 32, true, NULL, 0, 0},
+        {"f32 gqa2 hd64 untied", DT_F32, 128, 4, 2, 64, false, NULL, 0, 0},
+        {"f16 gqa4 hd32", DT_F16, 128, 8, 2, 32, true, NULL, 0, 0},
+        {"q8_0 gqa2 hd128", DT_Q8_0, 256, 4, 2, 128, false, NULL, 0, 0},
+        {"f32 gqa2 hd128", DT_F32, 256, 4, 2, 128, false, NULL, 0, 0},
+        {"q8_0 gqa2 hd32", DT_Q8_0, 128, 4, 2, 32, false, NULL, 0, 0},
+        {"q4_k gqa2 hd64", DT_Q4_K, 256, 4, 2, 64, true, NULL, 0, 0},
         /* the other families (issue 28): biases, Q/K head norms, post-norms, GeGLU,
          * NeoX rope, scaled embeddings; every layer global here (no window) */
-        {"qwen2 f32 gqa2 hd32 tied", DT_F32, 128, 4, 2, 32, true, "qwen2"},
-        {"qwen3 q8_0 gqa2 hd64", DT_Q8_0, 128, 4, 2, 64, false, "qwen3"},
-        {"gemma3 f32 gqa4 hd64 tied", DT_F32, 128, 4, 1, 64, true, "gemma3"},
+        {"qwen2 f32 gqa2 hd32 tied", DT_F32, 128, 4, 2, 32, true, "qwen2", 0, 0},
+        {"qwen3 q8_0 gqa2 hd64", DT_Q8_0, 128, 4, 2, 64, false, "qwen3", 0, 0},
+        {"gemma3 f32 gqa4 hd64 tied", DT_F32, 128, 4, 1, 64, true, "gemma3", 0, 0},
+        {"gemma3 f32 gqa4 hd64 window 8", DT_F32, 128, 4, 1, 64, true, "gemma3", 8, 0},
+        {"f32 gqa2 hd64 window 8 on layer 0", DT_F32, 128, 4, 2, 64, false, NULL, 8, 2},
+        {"q8_0 gqa2 hd32 window 5 on all", DT_Q8_0, 128, 4, 2, 32, false, NULL, 5, 0},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         mkmodel_params mp = mkmodel_default_params();
@@ -396,6 +402,7 @@ int main(int argc, char **argv) {
         mp.n_ff = 2 * shapes[i].embd;
         mp.tied = shapes[i].tied;
         mp.arch = shapes[i].arch;
+        if (shapes[i].arch) mp.n_swa = shapes[i].swa;
         mp.n_ctx = 2048;
         mp.seed = 40 + i;
         char path[128];
@@ -405,6 +412,7 @@ int main(int argc, char **argv) {
         if (mkmodel_write(&mp, path, &err) == ST_OK) m = model_load(path, &err);
         T_CHECK(m != NULL, "model %s: %s", shapes[i].name, err.msg);
         if (!m) continue;
+        if (!shapes[i].arch) model_hparams_set_window(&m->hp, shapes[i].swa, shapes[i].pattern);
         if (i == 0) {
             test_position_rule(m);
             test_topk_alternatives(m);

@@ -54,6 +54,10 @@ void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p
     if (all) memcpy(v->cols, all + c0, sizeof(int32_t) * (size_t)v->n_cols);
     free(all);
     memset(v->grid, 0, sizeof v->grid);
+    memset(v->outwin, 0, sizeof v->outwin);
+    v->n_swa = p->n_swa;
+    if (p->n_swa > 0) model_window_text(p->hp, v->window, sizeof v->window);
+    else v->window[0] = '\0';
     for (int32_t r = 0; r < v->n_rows; r++) {
         int32_t pr = r0 + r, idx = p->node[pr];
         const forest_node *nd = forest_node_at(f, idx);
@@ -70,8 +74,11 @@ void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p
         row->role = MV_ROLE_NONE;
         row->la_level = row->la_col = 0;
         fv_token_text(f, tk, idx, row->text, sizeof row->text);
-        for (int32_t c = 0; c < v->n_cols; c++)
-            if (step_plan_sees(p, pr, v->cols[c])) v->grid[r][c / 8] |= (uint8_t)(1u << (c % 8));
+        for (int32_t c = 0; c < v->n_cols; c++) {
+            if (!step_plan_sees(p, pr, v->cols[c])) continue;
+            v->grid[r][c / 8] |= (uint8_t)(1u << (c % 8));
+            if (!step_plan_sees_window(p, pr, v->cols[c])) v->outwin[r][c / 8] |= (uint8_t)(1u << (c % 8));
+        }
     }
     if (v->top > v->n_rows) v->top = 0;
     mv_layout(v, INT32_MAX);
@@ -80,6 +87,16 @@ void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p
 bool mv_sees(const mask_view *v, int32_t row, int32_t col) {
     if (row < 0 || row >= v->n_rows || col < 0 || col >= v->n_cols) return false;
     return v->grid[row][col / 8] >> (col % 8) & 1;
+}
+
+bool mv_outside_window(const mask_view *v, int32_t row, int32_t col) {
+    if (!mv_sees(v, row, col)) return false;
+    return v->outwin[row][col / 8] >> (col % 8) & 1;
+}
+
+/* Column col's mark in row r: '#', ':' or '.' (mv_cell). */
+static char mark_of(const mask_view *v, int32_t r, int32_t col) {
+    return !mv_sees(v, r, col) ? '.' : mv_outside_window(v, r, col) ? ':' : '#';
 }
 
 int32_t mv_mark_pruned(mask_view *v, const forest *f) {
@@ -110,10 +127,10 @@ void mv_vscroll(mask_view *v, int32_t delta) {
     v->top = top < 0 ? 0 : top > last ? last : top;
 }
 
-/* Whether columns a and b are seen by the same rows. */
+/* Whether columns a and b are seen by the same rows (and within the same rows' windows). */
 static bool same_rows(const mask_view *v, int32_t a, int32_t b) {
     for (int32_t r = 0; r < v->n_rows; r++)
-        if (mv_sees(v, r, a) != mv_sees(v, r, b)) return false;
+        if (mark_of(v, r, a) != mark_of(v, r, b)) return false;
     return true;
 }
 
@@ -139,7 +156,7 @@ void mv_layout(mask_view *v, int32_t width) {
 
 char mv_cell(const mask_view *v, int32_t r, int32_t d) {
     if (d < 0 || d >= v->n_dcols || v->dcols[d].n == 0) return ' ';
-    return mv_sees(v, r, v->dcols[d].col) ? '#' : '.';
+    return mark_of(v, r, v->dcols[d].col);
 }
 
 void mv_slot_line(const mask_view *v, int32_t first, int32_t width, char *out, size_t cap, bool utf8) {
@@ -203,6 +220,10 @@ void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8) 
         snprintf(buf, sizeof buf, "; %d pruned since", gone);
         ui_line_put(&l, buf);
     }
+    if (v->n_swa > 0) { /* the grid is the windowed layers' mask */
+        snprintf(buf, sizeof buf, "; %s", v->window);
+        ui_line_put(&l, buf);
+    }
 }
 
 void mv_legend(const mask_view *v, char *out, size_t cap, int width, bool utf8) {
@@ -218,8 +239,9 @@ void mv_legend(const mask_view *v, char *out, size_t cap, int width, bool utf8) 
 int mv_marks(const mask_view *v, char *out, size_t cap, int width, bool utf8) {
     bool gaps = false;
     for (int32_t d = 0; d < v->n_dcols; d++) gaps |= v->dcols[d].n == 0;
-    char buf[64];
-    snprintf(buf, sizeof buf, "%s# sees%s%s", v->spec ? "" : "L logits  ", !v->runs ? "" : utf8 ? "  \u2261 run" : "  = run",
+    char buf[96];
+    snprintf(buf, sizeof buf, "%s# sees%s%s%s", v->spec ? "" : "L logits  ",
+             v->n_swa > 0 ? "  : beyond window" : "", !v->runs ? "" : utf8 ? "  \u2261 run" : "  = run",
              !gaps ? "" : utf8 ? "  \u00a6 skip" : "  | skip");
     ui_line l = ui_line_make(out, cap, width, utf8);
     ui_line_put(&l, buf);

@@ -16,7 +16,12 @@
  * role (mv_set_role): the tip, a draft (then accepted or rejected: mv_resolve_drafts),
  * or window cell (level l, column i). Its rows keep the snapshotted token text and role
  * after their nodes are gone, so the step still reads as it ran; their ids are never
- * looked up again either. */
+ * looked up again either.
+ *
+ * On a model with sliding-window layers the grid is the windowed layers' mask: a row's
+ * ancestors outside its window (which only the global layers see) are marked apart from
+ * the slots that are not its ancestors at all, and the header names the layers of each
+ * kind. */
 #ifndef MD_UI_MASK_VIEW_H
 #define MD_UI_MASK_VIEW_H
 
@@ -67,6 +72,10 @@ typedef struct mask_view {
     int32_t cols[MV_MAX_COLS]; /* slot of each column */
     int32_t n_cols, n_cols_total;
     uint8_t grid[MV_MAX_ROWS][MV_MAX_COLS / 8]; /* bit c of row r: row r sees column c */
+    uint8_t outwin[MV_MAX_ROWS][MV_MAX_COLS / 8]; /* ... but only on global layers: the
+                                                      slot is outside the row's window */
+    int32_t n_swa;          /* the step's window (0: none) */
+    char window[128];       /* its layers in words (model_window_text), "" without one */
     int32_t step;           /* steps run before this one; -1 before any */
     bool preview;           /* the plan of the next step, built and cancelled, not run */
     bool spec;              /* a speculative step: rows carry roles */
@@ -82,6 +91,8 @@ void mv_init(mask_view *v);
  * NULL. step numbers the step. Clears preview (the worker sets it for a preview). */
 void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p, int32_t step);
 bool mv_sees(const mask_view *v, int32_t row, int32_t col);
+/* Row row sees column col on the global layers only (outside its window). */
+bool mv_outside_window(const mask_view *v, int32_t row, int32_t col);
 /* The branch colour (0..5) of node idx: that of the first node of its radix line (a root
  * or a child of a branching node), so every token of one line shares a colour. */
 uint8_t mv_branch_colour(const forest *f, int32_t idx);
@@ -92,7 +103,9 @@ uint8_t mv_branch_colour(const forest *f, int32_t idx);
  * (k chains of a long thought: the shared prompt and each chain one column each).
  * mv_capture lays out for an unbounded width. */
 void mv_layout(mask_view *v, int32_t width);
-/* Drawn column d of row r: '#' the row sees its slots, '.' it does not, ' ' a gap. */
+/* Drawn column d of row r: '#' the row sees its slots, '.' it does not (they are not its
+ * ancestors), ':' they are its ancestors outside its window (only global layers see
+ * them), ' ' a gap. */
 char mv_cell(const mask_view *v, int32_t r, int32_t d);
 /* The slot line above the grid from drawn column first, at most width columns: a slot's
  * last digit, '≡' ('=' without UTF-8) for a run, '¦' ('|') for a gap. */
@@ -135,9 +148,9 @@ void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8);
 void mv_row_text(const mask_view *v, int32_t r, char *out, size_t cap, int width, bool utf8);
 /* The column legend above the rows, to match mv_row_text, and the grid's title. */
 void mv_legend(const mask_view *v, char *out, size_t cap, int width, bool utf8);
-/* What the marks in use mean, e.g. "L logits  # sees  ≡ run  ¦ skip": drawn beside the
- * slot line (a run only when runs are drawn, a gap only where slots jump), at most width
- * columns. Returns the columns used. */
+/* What the marks in use mean, e.g. "L logits  # sees  : beyond window  ≡ run  ¦ skip":
+ * drawn beside the slot line (the window only with one, a run only when runs are drawn, a
+ * gap only where slots jump), at most width columns. Returns the columns used. */
 int mv_marks(const mask_view *v, char *out, size_t cap, int width, bool utf8);
 
 /* ---- speculative steps ---- */

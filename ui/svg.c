@@ -186,25 +186,34 @@ static void draw_mask_row(FILE *fp, const forest *f, const tree_layout *t, const
     for (int32_t d = 0; d < mv->n_dcols; d++) {
         const mv_dcol *dc = &mv->dcols[d];
         if (dc->n > 0) {
-            bool on = mv_cell(mv, r, d) == '#';
-            fprintf(fp, "<rect class=\"%s\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" stroke=\"#fff\"/>\n",
-                    on ? "on" : "off", x, y, CELL, CELL, on ? c : "#e8e8e8");
+            const char m = mv_cell(mv, r, d); /* ':' an ancestor outside the window: pale */
+            const bool on = m == '#' || m == ':';
+            fprintf(fp, "<rect class=\"%s\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"%s stroke=\"#fff\"/>\n",
+                    m == ':' ? "outwin" : on ? "on" : "off", x, y, CELL, CELL, on ? c : "#e8e8e8",
+                    m == ':' ? " fill-opacity=\"0.3\"" : "");
         }
         x += dcol_w(dc);
     }
 }
 
-static int mask_height(const mask_view *mv) { return HEAD_H + mv->n_rows * CELL + FONT + 16; }
+static int mask_height(const mask_view *mv) {
+    return HEAD_H + mv->n_rows * CELL + FONT + 16 + (mv->n_swa > 0 ? FONT + 2 : 0);
+}
 
 /* Draws the mask from y0; returns its height. */
 static int draw_mask(FILE *fp, const forest *f, const tree_layout *t, mask_view *mv, int y0) {
     draw_mask_head(fp, mv, y0);
     int y = y0 + HEAD_H;
     for (int32_t r = 0; r < mv->n_rows; r++, y += CELL) draw_mask_row(fp, f, t, mv, r, y);
-    char key[160];
+    char key[320];
     snprintf(key, sizeof key, "L: the row returns logits.%s%s", mv->runs ? "  A column a-b: a run of slots every row sees alike." : "",
              "  A narrow blank column: slot numbers jump.");
     text_at(fp, MARGIN, y + FONT + 8, FONT - 2, "start", " fill=\"#444\"", key);
+    if (mv->n_swa > 0) { /* the grid is the windowed layers' mask */
+        snprintf(key, sizeof key, "Sliding %s. The grid is a windowed layer's mask; pale "
+                 "cells: ancestors outside the row's window, which only global layers see.", mv->window);
+        text_at(fp, MARGIN, y + 2 * FONT + 10, FONT - 2, "start", " fill=\"#444\"", key);
+    }
     return mask_height(mv);
 }
 

@@ -239,8 +239,8 @@ static void draw_mask(tui *t, int y0, int x0, int h, int w) {
         put_line(y, x0, buf, attr);
         put_line(y, x0 + tw - 1, sep, ui_screen_attr(UI_PAIR_DIM));
         for (int c = 0; c < gw && left + c < mv->n_dcols; c++) {
-            char cell = mv_cell(mv, row, left + c);
-            mvaddch(y, x0 + tw + c, (chtype)cell | (chtype)(cell == '#' ? attr : ui_screen_attr(UI_PAIR_DIM)));
+            char cell = mv_cell(mv, row, left + c); /* ':' (outside the window) is seen too */
+            mvaddch(y, x0 + tw + c, (chtype)cell | (chtype)(cell == '#' || cell == ':' ? attr : ui_screen_attr(UI_PAIR_DIM)));
         }
     }
 }

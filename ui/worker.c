@@ -61,6 +61,11 @@ static st_code preview_next(ui_worker *w, st_err *err) {
         step_plan_cancel(w->f, &w->preview);
         return st_set(err, ST_ERR_ARG, "nothing is pending: the next step has no rows (grow, fork or append first)");
     }
+    rc = step_plan_window(&w->preview, model_ctx_hparams(w->ctx), err); /* a run builds its own */
+    if (rc) {
+        step_plan_cancel(w->f, &w->preview);
+        return rc;
+    }
     mv_capture(w->mv, w->f, w->tk, &w->preview, w->n_steps);
     w->mv->preview = true;
     step_plan_cancel(w->f, &w->preview);

@@ -25,6 +25,8 @@ void step_plan_free(step_plan *p) {
     free(p->lse_ok);
     free(p->tk_ids);
     free(p->tk_lp);
+    free(p->seg_off_swa);
+    free(p->segs_swa);
     memset(p, 0, sizeof *p);
 }
 
@@ -104,6 +106,7 @@ st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
     ASSERT(!p->active);
     p->n_rows = 0;
     p->n_out = 0;
+    p->n_swa = 0; /* the windows of the last plan are stale */
     int32_t n_pending = forest_n_pending(f);
     kv_alloc *kv = forest_kv(f);
     if (n_pending > kv_alloc_n_slots(kv) - kv_alloc_used(kv))
@@ -181,6 +184,46 @@ bool step_plan_sees(const step_plan *p, int32_t row, int32_t slot) {
     return false;
 }
 
+/* The windowed segments of rows whose full segments are seg_off/segs: the last w keys of
+ * each row's, its window since a path's positions are consecutive up to its own. */
+static bool build_window(step_plan *p, const int32_t *seg_off, const kern_seg *segs, int32_t w) {
+    if (!ARR_GROW_I32(p->seg_off_swa, p->n_rows + 1, p->cap_seg_off_swa)) return false;
+    int32_t total = 0;
+    p->seg_off_swa[0] = 0;
+    for (int32_t r = 0; r < p->n_rows; r++) {
+        int32_t i = seg_off[r + 1], left = w; /* segs[i..] hold the last w - left keys */
+        while (i > seg_off[r] && left > 0) left -= segs[--i].len;
+        if (!ARR_GROW_I32(p->segs_swa, total + seg_off[r + 1] - i, p->cap_segs_swa)) return false;
+        for (int32_t j = i; j < seg_off[r + 1]; j++) p->segs_swa[total++] = segs[j];
+        if (left < 0) { /* the first kept segment only in part: drop its first -left keys */
+            kern_seg *first = &p->segs_swa[total - (seg_off[r + 1] - i)];
+            first->start -= left;
+            first->len += left;
+        }
+        p->seg_off_swa[r + 1] = total;
+    }
+    return true;
+}
+
+st_code step_plan_window(step_plan *p, const model_hparams *hp, st_err *err) {
+    p->n_swa = 0;
+    if (hp->n_swa <= 0) return ST_OK;
+    if (!build_window(p, p->seg_off, p->segs, hp->n_swa))
+        return st_set(err, ST_ERR_NOMEM, "out of memory for the windowed segments of %d rows",
+                      p->n_rows);
+    p->n_swa = hp->n_swa;
+    p->hp = hp;
+    return ST_OK;
+}
+
+bool step_plan_sees_window(const step_plan *p, int32_t row, int32_t slot) {
+    if (p->n_swa <= 0) return step_plan_sees(p, row, slot);
+    for (int32_t i = p->seg_off_swa[row]; i < p->seg_off_swa[row + 1]; i++)
+        if (slot >= p->segs_swa[i].start && slot < p->segs_swa[i].start + p->segs_swa[i].len)
+            return true;
+    return false;
+}
+
 static int32_t out_row(const step_plan *p, forest_id node) {
     for (int32_t o = 0; o < p->n_out; o++)
         if (p->out_node[o] == node) return o;
@@ -246,11 +289,23 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
         step_plan_cancel(f, p);
         return st_set(err, ST_ERR_NOMEM, "out of memory for %d rows of logits", p->n_out);
     }
+    /* windows from the segments the rows use (a rope-gap step's too: the last n_swa keys) */
+    p->n_swa = 0;
+    if (hp->n_swa > 0) {
+        if (!build_window(p, seg_off, segs, hp->n_swa)) {
+            step_plan_cancel(f, p);
+            return st_set(err, ST_ERR_NOMEM, "out of memory for the windowed segments of %d "
+                          "rows", p->n_rows);
+        }
+        p->n_swa = hp->n_swa;
+        p->hp = hp;
+    }
     p->n_vocab = V;
     p->tk_k = 0;
     p->be = model_ctx_backend(c);
     model_batch b = {.n_rows = p->n_rows, .tokens = p->tokens, .pos = pos, .slot = p->slot,
-                     .seg_off = seg_off, .segs = segs, .want_logits = p->want};
+                     .seg_off = seg_off, .segs = segs, .want_logits = p->want,
+                     .seg_off_swa = p->seg_off_swa, .segs_swa = p->segs_swa};
     if (p->forward_begin) p->forward_begin(p->forward_ud);
     st_code rc = model_forward(c, &b, p->logits, err);
     if (p->forward_end) p->forward_end(p->forward_ud);

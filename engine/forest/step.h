@@ -14,6 +14,14 @@
  * ids and log-probabilities (step_topk_of, what a device backend brings back), or from
  * the full logits rows (step_logits_of) where a sampler needs the whole distribution.
  *
+ * On a model with sliding-window layers (model_hparams n_swa > 0) each row also gets
+ * windowed segments (step_plan_window; step_run builds them): the keys of its path at
+ * positions (pos - n_swa, pos]. Positions along a path are consecutive and end at the
+ * row's own, so these are the last n_swa keys of its segments, in the same order: a leaf
+ * sees the same key sequence as its path decoded alone, and the same bits. Windows only
+ * cut what a row reads: every slot stays allocated (a slot that fell out of every
+ * window is not freed).
+ *
  * A plan holds KV slots from build until run or cancel. When the cache cannot hold every
  * pending node, build returns ST_NO_KV_SLOT and changes nothing; prune or compact, then
  * build again. */
@@ -54,6 +62,13 @@ typedef struct step_plan {
     float *tk_lp;          /* (n_out, tk_k) their log-probabilities */
     int32_t cap_tk_ids, cap_tk_lp;
     kern_backend *be;      /* the backend of the last run (its context's, borrowed) */
+    /* Windowed segments (step_plan_window), for the windowed layers of hp: n_swa 0 when
+     * the plan has none (a model without windows, or not built since step_plan_build). */
+    int32_t n_swa;
+    int32_t *seg_off_swa;  /* (n_rows + 1) */
+    kern_seg *segs_swa;    /* (seg_off_swa[n_rows]) the tail of each row's segments */
+    const model_hparams *hp; /* the model they were built for (borrowed; the model's) */
+    int32_t cap_seg_off_swa, cap_segs_swa;
     /* Optional: called by step_run just before and just after the model's forward pass,
      * the long part of a step during which neither the forest nor the plan changes. A
      * threaded caller (the TUI's worker) uses them to release its forest lock so readers
@@ -81,6 +96,13 @@ st_code step_plan_build(forest *f, step_plan *p, st_err *err);
 void step_plan_cancel(forest *f, step_plan *p);
 /* Dense view of the plan's mask: can row r attend to KV slot s? */
 bool step_plan_sees(const step_plan *p, int32_t row, int32_t slot);
+/* Builds the plan's windowed segments for the windowed layers of hp (its model's
+ * hparams, which must outlive the plan's use of p->hp): each row's keys within its
+ * window. Nothing when hp->n_swa is 0 (p->n_swa becomes 0). step_run does it itself; a
+ * caller showing a plan that it does not run (a preview) calls it. ST_ERR_NOMEM. */
+st_code step_plan_window(step_plan *p, const model_hparams *hp, st_err *err);
+/* On a windowed layer, can row r attend to KV slot s? (step_plan_sees without windows.) */
+bool step_plan_sees_window(const step_plan *p, int32_t row, int32_t slot);
 
 /* Runs the model over a built plan. On success the rows' nodes are computed, p->logits
  * holds the logits of the out rows and each out node's top-k alternatives are stored in

@@ -2,7 +2,7 @@
  *
  * One pass handles any mix of rows: prompt prefill, single-token decode, or a whole
  * forest step. Each row carries its own RoPE position, the KV slot it writes and the slot
- * segments it attends to (see model.h). Per layer, K and V of every row of the chunk are
+ * segments it attends to (see model.h), and on windowed layers its windowed segments. Per layer, K and V of every row of the chunk are
  * rotated and stored into their slots before any row attends, so a row may attend to
  * rows earlier in the same batch. Weights are read once per chunk for all its rows. */
 #include "model/model.h"
@@ -162,10 +162,33 @@ model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err
     return c;
 }
 
+/* Checks row r's segments segs[seg_off[r] .. seg_off[r + 1]) (what: "" or " windowed"):
+ * inside the cache, and its own slot s among them. */
+static st_code check_segs(const model_ctx *c, int32_t r, int32_t s, const int32_t *seg_off,
+                          const kern_seg *segs, const char *what, st_err *err) {
+    if (seg_off[r + 1] < seg_off[r] || seg_off[r] < 0)
+        return st_set(err, ST_ERR_ARG, "row %d: bad%s segment offsets", r, what);
+    bool own = false;
+    for (int32_t i = seg_off[r]; i < seg_off[r + 1]; i++) {
+        kern_seg sg = segs[i];
+        if (sg.start < 0 || sg.len <= 0 || sg.start > c->n_slots - sg.len)
+            return st_set(err, ST_ERR_ARG, "row %d:%s segment [%d, +%d) is outside the cache", r,
+                          what, sg.start, sg.len);
+        own |= s >= sg.start && s < sg.start + sg.len;
+    }
+    if (!own)
+        return st_set(err, ST_ERR_ARG, "row %d: its%s segments do not include its own slot %d", r,
+                      what, s);
+    return ST_OK;
+}
+
 /* Checks a batch before anything is computed, so that a bad batch changes nothing. */
 static st_code check_batch(model_ctx *c, const model_batch *b, st_err *err) {
     const model_hparams *hp = &c->m->hp;
     if (b->n_rows < 0) return st_set(err, ST_ERR_ARG, "negative row count");
+    if (hp->n_swa > 0 && b->n_rows > 0 && (!b->seg_off_swa || !b->segs_swa))
+        return st_set(err, ST_ERR_ARG, "the model has sliding-window layers (window %d): the "
+                      "batch needs windowed segments", hp->n_swa);
     st_code rc = ST_OK;
     int32_t r = 0;
     for (; r < b->n_rows && rc == ST_OK; r++) {
@@ -182,23 +205,9 @@ static st_code check_batch(model_ctx *c, const model_batch *b, st_err *err) {
             rc = st_set(err, ST_ERR_ARG, "row %d: KV slot %d is written by two rows", r, s);
         else
             c->seen[s] = 1;
+        if (!rc) rc = check_segs(c, r, s, b->seg_off, b->segs, "", err);
+        if (!rc && hp->n_swa > 0) rc = check_segs(c, r, s, b->seg_off_swa, b->segs_swa, " windowed", err);
         if (rc) break;
-        if (b->seg_off[r + 1] < b->seg_off[r] || b->seg_off[r] < 0) {
-            rc = st_set(err, ST_ERR_ARG, "row %d: bad segment offsets", r);
-            break;
-        }
-        bool own = false;
-        for (int32_t i = b->seg_off[r]; i < b->seg_off[r + 1]; i++) {
-            kern_seg sg = b->segs[i];
-            if (sg.start < 0 || sg.len <= 0 || sg.start > c->n_slots - sg.len) {
-                rc = st_set(err, ST_ERR_ARG, "row %d: segment [%d, +%d) is outside the cache", r,
-                            sg.start, sg.len);
-                break;
-            }
-            own |= s >= sg.start && s < sg.start + sg.len;
-        }
-        if (!rc && !own)
-            rc = st_set(err, ST_ERR_ARG, "row %d: its segments do not include its own slot %d", r, s);
     }
     for (int32_t i = 0; i < b->n_rows && i <= r; i++)
         if (b->slot[i] >= 0 && b->slot[i] < c->n_slots) c->seen[b->slot[i]] = 0;
@@ -225,7 +234,8 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const model_layer *L = &w->layers[l];
         float *kc = c->k_cache + l * layer_stride, *vc = c->v_cache + l * layer_stride;
-        const float base = model_layer_is_swa(hp, l) ? hp->rope_base_swa : hp->rope_base;
+        const bool swa = model_layer_is_swa(hp, l);
+        const float base = swa ? hp->rope_base_swa : hp->rope_base;
 
         o->rmsnorm(be, c->xb, c->x, L->attn_norm, n, hp->n_embd, hp->rms_eps);
         o->matmul_n(be, 3, (float *const[]){c->q, c->k, c->v},
@@ -251,6 +261,7 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
             .q = c->q, .k = kc, .v = vc, .seg_off = b->seg_off + r0, .segs = b->segs,
             .out = c->att,
         };
+        if (swa) a.seg_off = b->seg_off_swa + r0, a.segs = b->segs_swa;
         o->attention(be, &a);
         o->matmul(be, c->xb, &L->wo, c->att, n);
         if (L->post_attn_norm)
@@ -301,8 +312,9 @@ st_code model_forward_linear(model_ctx *c, const int32_t *tokens, int32_t n, int
                       "(%d tokens)", n, start, c->n_slots);
     int32_t *pos = malloc(sizeof(int32_t) * (size_t)n);
     int32_t *off = malloc(sizeof(int32_t) * ((size_t)n + 1));
-    kern_seg *segs = malloc(sizeof(kern_seg) * (size_t)n);
+    kern_seg *segs = malloc(sizeof(kern_seg) * 2 * (size_t)n); /* n full, then n windowed */
     uint8_t *want = calloc((size_t)n, 1);
+    const int32_t w = c->m->hp.n_swa;
     st_code rc;
     if (!pos || !off || !segs || !want) {
         rc = st_set(err, ST_ERR_NOMEM, "out of memory");
@@ -311,11 +323,13 @@ st_code model_forward_linear(model_ctx *c, const int32_t *tokens, int32_t n, int
             pos[i] = start + i;
             off[i] = i;
             segs[i] = (kern_seg){0, start + i + 1};
+            segs[n + i] = w > 0 && start + i + 1 > w ? (kern_seg){start + i + 1 - w, w} : segs[i];
         }
         off[n] = n;
         want[n - 1] = 1;
         model_batch b = {.n_rows = n, .tokens = tokens, .pos = pos, .slot = pos, .seg_off = off,
-                         .segs = segs, .want_logits = want};
+                         .segs = segs, .want_logits = want, .seg_off_swa = off,
+                         .segs_swa = segs + n};
         rc = model_forward(c, &b, logits, err);
     }
     free(pos);

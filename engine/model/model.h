@@ -76,6 +76,16 @@ static inline bool model_layer_is_swa(const model_hparams *hp, int32_t l) {
     return hp->n_swa > 0 && hp->swa_pattern > 0 && l % hp->swa_pattern < hp->swa_pattern - 1;
 }
 
+/* Forces a window of n_swa keys on hp (tests, and `plan --window` to teach what a window
+ * does): on every layer when pattern is 0, else on all but each pattern-th (pattern 2:
+ * layers 0, 2, 4, ... local). A model without local layers gets its global RoPE base on
+ * them. n_swa 0 removes the window. */
+static inline void model_hparams_set_window(model_hparams *hp, int32_t n_swa, int32_t pattern) {
+    hp->n_swa = n_swa > 0 ? n_swa : 0;
+    hp->swa_pattern = hp->n_swa == 0 ? 0 : pattern > 0 ? pattern : hp->n_layer + 1;
+    if (!(hp->rope_base_swa > 0)) hp->rope_base_swa = hp->rope_base;
+}
+
 /* "llama", "qwen2", ... for an architecture; "?" out of range. */
 const char *model_arch_name(model_arch a);
 /* The supported architectures' names, comma-separated ("llama, qwen2, qwen3, gemma3"). */
@@ -113,6 +123,11 @@ typedef struct model {
     uint64_t weight_bytes;    /* bytes of all weights read per token */
     struct model_preps *preps; /* the weights prepared per backend (prep.c), owned */
 } model;
+
+/* The window in words, into out (cap bytes): "window 512 on layers 0-4,6-10; layers 5,11
+ * global", "window 8 on layers 0-1", or "" without one. Returns the length it needs
+ * (snprintf's rule). */
+int model_window_text(const model_hparams *hp, char *out, size_t cap);
 
 /* Loads hyperparameters and weights of a GGUF of a supported architecture (model_arch).
  * Takes ownership of g on success and on failure. NULL + err:
@@ -175,17 +190,24 @@ typedef struct model_batch {
     const int32_t *seg_off;     /* (n_rows + 1) row r: segs[seg_off[r] .. seg_off[r+1]) */
     const kern_seg *segs;       /* slot segments; each row's must include its own slot */
     const uint8_t *want_logits; /* (n_rows) nonzero: write this row's logits; NULL: all */
+    /* The segments windowed layers read (hparams n_swa > 0; ignored otherwise): row r's
+     * keys at positions within its window, in the same order, its own slot included
+     * (step.h's step_plan_window builds them for a forest step). */
+    const int32_t *seg_off_swa; /* (n_rows + 1) */
+    const kern_seg *segs_swa;
 } model_batch;
 
 /* Runs the model over the batch (in chunks of max_rows when larger). Writes the logits
  * of the requested rows, in row order, to logits (n_wanted, n_vocab). Returns ST_OK,
- * ST_ERR_ARG (bad token id, slot, position or segment; nothing is computed), or
+ * ST_ERR_ARG (bad token id, slot, position or segment, windowed segments missing on a
+ * model with windowed layers; nothing is computed), or
  * ST_ERR_NOMEM (the backend could not get scratch memory; the batch's KV slots and logits
  * then hold garbage). */
 st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err *err);
 
 /* Linear decoding helper: runs tokens[0..n) at positions/slots start..start+n-1, each
- * attending to slots [0, own + 1), and writes the last row's logits (n_vocab). */
+ * attending to slots [0, own + 1) (on windowed layers the last n_swa of them), and
+ * writes the last row's logits (n_vocab). */
 st_code model_forward_linear(model_ctx *c, const int32_t *tokens, int32_t n, int32_t start,
                              float *logits, st_err *err);
 
