@@ -56,6 +56,13 @@ int app_opt_int(const char *name, const char *s, int64_t lo, int64_t hi, int64_t
 /* The same for a 64-bit unsigned value (seeds): 0 to 2^64 - 1. */
 int app_opt_u64(const char *name, const char *s, uint64_t *out);
 
+struct cot_vote_spec;
+/* The output options cot, judge and tot share: --vote (getopt code o_vote), --json ('J'),
+ * --quiet ('q'). 0 when ch was one of them, 2 after a usage error, -1 for any other ch. */
+int app_vote_opt(int ch, int o_vote, const char *arg, struct cot_vote_spec *vote, bool *json, bool *quiet);
+/* After getopt: a usage error (2) for a stray argument or a missing -m MODEL, else -1. */
+int app_opt_end(int argc, char **argv, const char *model, const char *cmd);
+
 /* A progress line on stderr for long strategy runs (cmd_beam.c): at most once a second,
  * after the first second; rewritten in place on a terminal, one line each otherwise. */
 typedef struct app_progress {

@@ -260,11 +260,11 @@ static int cot_parse(int argc, char **argv, cot_opts *o, prompt_model_opts *mo, 
         {"think", 1, 0, PROMPT_OPT_THINK}, SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
     int64_t v;
     double fv;
-    st_err err = {0};
     int ch, r;
     while ((ch = getopt_long(argc, argv, "m:p:k:n:t:c:qh", lo, NULL)) != -1) {
         if ((r = prompt_model_opt(mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o->sp, ch, optarg)) >= 0 ||
-            (r = prompt_chat_opt(pc, ch, optarg)) >= 0) {
+            (r = prompt_chat_opt(pc, ch, optarg)) >= 0 ||
+            (r = app_vote_opt(ch, O_VOTE, optarg, &o->vote, &o->json, &o->quiet)) >= 0) {
             if (r) return r;
             continue;
         }
@@ -293,17 +293,11 @@ static int cot_parse(int argc, char **argv, cot_opts *o, prompt_model_opts *mo, 
                 return app_usage_error("at most %d --stop strings", COT_MAX_STOPS);
             o->stops[o->n_stops++] = optarg;
             break;
-        case O_VOTE:
-            if (cot_vote_parse(optarg, &o->vote, &err)) return app_usage_error("%s", err.msg);
-            break;
-        case 'J': o->json = true; break;
-        case 'q': o->quiet = true; break;
         case 'h': cot_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode cot --help", COT_USAGE);
         }
     }
-    if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!mo->path) return app_usage_error("cot needs a model: -m MODEL");
+    if ((r = app_opt_end(argc, argv, mo->path, "cot")) >= 0) return r;
     return -1;
 }
 

@@ -226,10 +226,10 @@ static int judge_parse(int argc, char **argv, judge_opts *o, prompt_model_opts *
         {"vote", 1, 0, O_VOTE}, {"json", 0, 0, 'J'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int ch, r;
     int64_t v;
-    st_err err = {0};
     while ((ch = getopt_long(argc, argv, "m:p:b:k:n:j:t:c:qh", lo, NULL)) != -1) {
         if ((r = prompt_model_opt(mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o->sp, ch, optarg)) >= 0 ||
-            (r = prompt_chat_opt(pc, ch, optarg)) >= 0 || (r = app_judge_opt(&o->jo, ch, optarg)) >= 0) {
+            (r = prompt_chat_opt(pc, ch, optarg)) >= 0 ||
+            (r = app_vote_opt(ch, O_VOTE, optarg, &o->vote, &o->json, &o->quiet)) >= 0 || (r = app_judge_opt(&o->jo, ch, optarg)) >= 0) {
             if (r) return r;
             continue;
         }
@@ -247,17 +247,11 @@ static int judge_parse(int argc, char **argv, judge_opts *o, prompt_model_opts *
             if (app_opt_int("-n", optarg, 1, 1 << 24, &v)) return 2;
             o->budget = (int32_t)v;
             break;
-        case O_VOTE:
-            if (cot_vote_parse(optarg, &o->vote, &err)) return app_usage_error("%s", err.msg);
-            break;
-        case 'J': o->json = true; break;
-        case 'q': o->quiet = true; break;
         case 'h': judge_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode judge --help", JUDGE_USAGE);
         }
     }
-    if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!mo->path) return app_usage_error("judge needs a model: -m MODEL");
+    if ((r = app_opt_end(argc, argv, mo->path, "judge")) >= 0) return r;
     if ((o->k > 0) == (o->n_branches > 0)) return app_usage_error("judge needs branches: -b TEXT (repeatable) or -k K");
     return prompt_chat_check(pc) ? 2 : -1;
 }

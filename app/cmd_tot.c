@@ -66,10 +66,10 @@ static int tot_parse(int argc, char **argv, tot_opts *o, prompt_model_opts *mo, 
     static const char *const sentence[] = {".", "!", "?", "\n"};
     int ch, r;
     int64_t v;
-    st_err err = {0};
     while ((ch = getopt_long(argc, argv, "m:p:k:b:d:n:j:t:c:qh", lo, NULL)) != -1) {
         if ((r = prompt_model_opt(mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o->sp, ch, optarg)) >= 0 ||
-            (r = prompt_chat_opt(pc, ch, optarg)) >= 0 || (r = app_judge_opt(&o->jo, ch, optarg)) >= 0) {
+            (r = prompt_chat_opt(pc, ch, optarg)) >= 0 ||
+            (r = app_vote_opt(ch, O_VOTE, optarg, &o->vote, &o->json, &o->quiet)) >= 0 || (r = app_judge_opt(&o->jo, ch, optarg)) >= 0) {
             if (r) return r;
             continue;
         }
@@ -91,17 +91,11 @@ static int tot_parse(int argc, char **argv, tot_opts *o, prompt_model_opts *mo, 
                 return app_usage_error("at most %d --delim strings", TOT_MAX_DELIMS);
             }
             break;
-        case O_VOTE:
-            if (cot_vote_parse(optarg, &o->vote, &err)) return app_usage_error("%s", err.msg);
-            break;
-        case 'J': o->json = true; break;
-        case 'q': o->quiet = true; break;
         case 'h': tot_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode tot --help", TOT_USAGE);
         }
     }
-    if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!mo->path) return app_usage_error("tot needs a model: -m MODEL");
+    if ((r = app_opt_end(argc, argv, mo->path, "tot")) >= 0) return r;
     if (o->n_delims == 0) o->delims[o->n_delims++] = "\n";
     return prompt_chat_check(pc) ? 2 : -1;
 }

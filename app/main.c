@@ -1,5 +1,6 @@
 /* main.c - argv to a subcommand. The only place that calls exit(). */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -9,6 +10,7 @@
 
 #include "app.h"
 #include "prompt.h"
+#include "strategy/cot.h"
 
 typedef struct command {
     const char *name;
@@ -94,6 +96,21 @@ int app_opt_u64(const char *name, const char *s, uint64_t *out) {
                                (unsigned long long)UINT64_MAX);
     *out = v;
     return 0;
+}
+
+int app_vote_opt(int ch, int o_vote, const char *arg, struct cot_vote_spec *vote, bool *json, bool *quiet) {
+    st_err err = {0};
+    if (ch == o_vote) return cot_vote_parse(arg, vote, &err) ? app_usage_error("%s", err.msg) : 0;
+    if (ch == 'J') *json = true;
+    else if (ch == 'q') *quiet = true;
+    else return -1;
+    return 0;
+}
+
+int app_opt_end(int argc, char **argv, const char *model, const char *cmd) {
+    if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!model) return app_usage_error("%s needs a model: -m MODEL", cmd);
+    return -1;
 }
 
 int main(int argc, char **argv) {
