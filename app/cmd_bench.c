@@ -31,7 +31,7 @@ static void bench_usage(FILE *f) {
                "  -p, --prompt N       prompt tokens to prefill (default 128)\n"
                "  -n, --tokens N       tokens to generate (default 64)\n"
                "  -t, --threads LIST   comma-separated thread counts (default 1,2)\n"
-               "      --backend NAME   cpu (default) or ref\n"
+               "      --backend NAME   cpu (default), ref, or cuda (a GPU build)\n"
                "      --warmup N       untimed decode steps first (default 2)\n");
 }
 

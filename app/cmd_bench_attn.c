@@ -44,7 +44,7 @@ static void ba_usage(FILE *f) {
                "  -n, --reps N         repetitions (default 20); times are medians\n"
                "  -t, --threads N      CPU threads (default: one per core)\n"
                "      --no-alone       time the rows in one call only (to profile that path)\n"
-               "      --backend NAME   cpu (default) or ref\n");
+               "      --backend NAME   cpu (default), ref, or cuda (a GPU build)\n");
 }
 
 static float *ba_rand(int64_t n, float amp, uint64_t *s) {

@@ -466,7 +466,7 @@ static int bf_common_opt(bf_opts *o, int ch, const char *arg) {
 #define BF_COMMON_HELP                                                                   \
     "  -m, --model PATH     GGUF model file\n"                                           \
     "  -t, --threads N      CPU threads (default: one per core)\n"                       \
-    "      --backend NAME   cpu (default) or ref\n"                                      \
+    "      --backend NAME   cpu (default), ref, or cuda (a GPU build)\n"                                      \
     "      --no-sequential  skip the sequential baseline\n"                              \
     "      --no-copied      skip the copied-prefix baseline\n"                              \
     "      --repeat R       run the forest and the baselines R times in turn (default 1);\n" \

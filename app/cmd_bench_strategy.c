@@ -442,7 +442,7 @@ static void bs_usage(FILE *f, bool beam) {
                    "forest, against k sequential linear decodes. JSON on stdout.\n\n");
     fprintf(f, "  -m, --model PATH     GGUF model file\n"
                "  -t, --threads N      CPU threads (default: one per core)\n"
-               "      --backend NAME   cpu (default) or ref\n"
+               "      --backend NAME   cpu (default), ref, or cuda (a GPU build)\n"
                "  -p, --context N      synthetic prompt tokens (default %d)\n"
                "  -n, --tokens N       tokens per hypothesis / chain (default %d)\n",
             beam ? 32 : 64, beam ? 32 : 128);

@@ -35,7 +35,7 @@
     "  -m, --model PATH     GGUF model file\n"                                             \
     "  -t, --threads N      CPU threads (default: one per core)\n"                         \
     "  -c, --ctx N          KV cache size in tokens (default: min(model context, 4096))\n" \
-    "      --backend NAME   cpu (default) or ref\n"
+    "      --backend NAME   cpu (default), ref, or cuda (a GPU build)\n"
 #define PROMPT_SAMPLE_HELP                                                               \
     "      --top-k K        keep the K most likely tokens (default 40; 0 = off)\n"       \
     "      --top-p P        nucleus sampling mass (default 0.95; 1 = off)\n"             \
