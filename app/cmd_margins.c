@@ -102,12 +102,13 @@ static int32_t *gap_tail(const prompt_model *pm, const margins_opts *o, chat_kin
         st_set(err, ST_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    int32_t need = tok_encode(pm->tk, text, strlen(text), false, special, NULL, 0);
-    int32_t *t = need > 0 ? malloc(sizeof(int32_t) * (size_t)need) : NULL;
-    if (t) tok_encode(pm->tk, text, strlen(text), false, special, t, need);
-    else st_set(err, need > 0 ? ST_ERR_NOMEM : ST_ERR_ARG, "cannot tokenise the answer prompt");
+    int32_t *t = tok_encode_alloc(pm->tk, text, strlen(text), false, special, n, err);
     free(text);
-    *n = need;
+    if (t && *n <= 0) {
+        free(t);
+        st_set(err, ST_ERR_ARG, "cannot tokenise the answer prompt");
+        return NULL;
+    }
     return t;
 }
 

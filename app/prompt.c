@@ -198,16 +198,7 @@ static char *chat_text(const gguf_ctx *g, const prompt_chat *pc, const char *use
 /* Tokenises text into a malloc'd array (at least one element allocated). */
 static int32_t *encode(const tok *tk, const char *text, bool add_bos, bool special, int32_t *n,
                        st_err *err) {
-    size_t len = strlen(text);
-    int32_t need = tok_encode(tk, text, len, add_bos, special, NULL, 0);
-    int32_t *t = need >= 0 ? malloc(sizeof(int32_t) * (size_t)(need > 0 ? need : 1)) : NULL;
-    if (!t) {
-        st_set(err, ST_ERR_NOMEM, "out of memory tokenising the prompt");
-        return NULL;
-    }
-    tok_encode(tk, text, len, add_bos, special, t, need);
-    *n = need;
-    return t;
+    return tok_encode_alloc(tk, text, strlen(text), add_bos, special, n, err);
 }
 
 int32_t *prompt_encode_raw(const tok *tk, const char *text, bool add_bos, int32_t *n,

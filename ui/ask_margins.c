@@ -58,15 +58,15 @@ int32_t *ui_turn_tokens(const tok *tk, const ui_chat *ch, const char *text, int 
     bool bos = form == UI_TURN_RAW ? root && tok_add_bos(tk)
                : form == UI_TURN_FIRST ? tok_add_bos(tk) && !chat_includes_bos(ch->kind)
                                        : false;
-    size_t len = strlen(s);
-    int32_t need = tok_encode(tk, s, len, bos, special, NULL, 0);
-    int32_t *t = need > 0 ? malloc(sizeof(int32_t) * (size_t)need) : NULL;
-    if (t) tok_encode(tk, s, len, bos, special, t, need);
+    int32_t need = 0;
+    int32_t *t = tok_encode_alloc(tk, s, strlen(s), bos, special, &need, err);
     free(s);
-    if (!t) {
-        st_set(err, need > 0 ? ST_ERR_NOMEM : ST_ERR_ARG, need > 0 ? "out of memory" : "nothing to append");
+    if (t && need <= 0) {
+        free(t);
+        st_set(err, ST_ERR_ARG, "nothing to append");
         return NULL;
     }
+    if (!t) return NULL;
     /* a template that writes BOS itself writes it here too: not in mid-sequence (ChatML's
      * <|im_start|> opens its turn even where it is also the BOS token, as in SmolLM2) */
     if (form == UI_TURN_OPEN && chat_includes_bos(ch->kind) && t[0] == tok_bos(tk)) {

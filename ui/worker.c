@@ -84,12 +84,12 @@ static st_code add_tokens(ui_worker *w, forest_id node, const int32_t *t, int32_
 /* Typed text as it is: its tokens (malloc'd), BOS first at a new root when the model
  * wants one. */
 static int32_t *text_tokens(const tok *tk, const char *s, bool root, int32_t *n, st_err *err) {
-    bool bos = root && tok_add_bos(tk);
-    *n = tok_encode(tk, s, strlen(s), bos, false, NULL, 0);
-    int32_t *t = *n > 0 ? malloc(sizeof(int32_t) * (size_t)*n) : NULL;
-    if (*n <= 0) st_set(err, ST_ERR_ARG, "nothing to append");
-    else if (!t) st_set(err, ST_ERR_NOMEM, "out of memory");
-    else tok_encode(tk, s, strlen(s), bos, false, t, *n);
+    int32_t *t = tok_encode_alloc(tk, s, strlen(s), root && tok_add_bos(tk), false, n, err);
+    if (t && *n <= 0) {
+        free(t);
+        st_set(err, ST_ERR_ARG, "nothing to append");
+        return NULL;
+    }
     return t;
 }
 

@@ -21,14 +21,7 @@ void judge_tokens_free(judge_prompt *j) {
 
 /* Tokens of a rendered chat text (special tokens parsed, no BOS); NULL + err. */
 static int32_t *encode_special(const tok *tk, const char *text, int32_t *n, st_err *err) {
-    int32_t need = tok_encode(tk, text, strlen(text), false, true, NULL, 0);
-    int32_t *t = need >= 0 ? malloc(sizeof(int32_t) * (size_t)(need + 1)) : NULL;
-    if (!t) {
-        st_set(err, ST_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    *n = tok_encode(tk, text, strlen(text), false, true, t, need);
-    return t;
+    return tok_encode_alloc(tk, text, strlen(text), false, true, n, err);
 }
 
 static st_code need_tokens(int32_t n, const char *what, const char *text, st_err *err) {

@@ -120,16 +120,7 @@ int32_t *merge_encode(const tok *tk, const char *text, int32_t *n, st_err *err) 
     const char *pc = np > 0 ? tok_piece(tk, probe[0]) : NULL;
     bool dummy = pc && !strncmp(pc, "\xe2\x96\x81", 3);
     if (dummy && text[0] == ' ') text++;
-    size_t len = strlen(text);
-    int32_t need = tok_encode(tk, text, len, false, false, NULL, 0);
-    int32_t *t = need >= 0 ? malloc(sizeof(int32_t) * (size_t)(need > 0 ? need : 1)) : NULL;
-    if (!t) {
-        st_set(err, ST_ERR_NOMEM, "out of memory tokenising a merge");
-        return NULL;
-    }
-    tok_encode(tk, text, len, false, false, t, need);
-    *n = need;
-    return t;
+    return tok_encode_alloc(tk, text, strlen(text), false, false, n, err);
 }
 
 st_code merge_branches(forest *f, const tok *tk, const forest_id *leaves, int32_t n,

@@ -88,6 +88,10 @@ int32_t tok_type(const tok *t, int32_t id); /* -1 for an id out of range */
  * the model has one. parse_special: text like "<s>" becomes the control token. */
 int32_t tok_encode(const tok *t, const char *text, size_t len, bool add_bos, bool parse_special,
                    int32_t *out, int32_t cap);
+/* tok_encode into a malloc'd array (at least one element, so it is never NULL for an
+ * empty text); its count in *n. NULL with ST_ERR_NOMEM in err when memory runs out. */
+int32_t *tok_encode_alloc(const tok *t, const char *text, size_t len, bool add_bos, bool parse_special,
+                          int32_t *n, st_err *err);
 /* Details of tok_encode, as llama.cpp's SentencePiece path does it: the dummy-prefix space
  * is added to a text segment that starts the input or follows a special token, and only
  * to non-empty text. USER-defined pieces are split out of the text even without

@@ -220,6 +220,18 @@ nomem:
 
 /* ---- tok_encode ---- */
 
+int32_t *tok_encode_alloc(const tok *t, const char *text, size_t len, bool add_bos, bool parse_special,
+                          int32_t *n, st_err *err) {
+    int32_t need = tok_encode(t, text, len, add_bos, parse_special, NULL, 0);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(need > 0 ? need : 1));
+    if (!ids) {
+        st_set(err, ST_ERR_NOMEM, "out of memory for %d tokens", need);
+        return NULL;
+    }
+    *n = tok_encode(t, text, len, add_bos, parse_special, ids, need);
+    return ids;
+}
+
 int32_t tok_encode(const tok *t, const char *text, size_t len, bool add_bos, bool parse_special,
                    int32_t *out, int32_t cap) {
     spm_out o = { out, cap > 0 ? cap : 0, 0 };
