@@ -160,6 +160,14 @@ void kern_host_copy(kern_backend *b, void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);
 }
 
+void kern_host_gather_rows(kern_backend *b, float *y, const float *x, const int32_t *idx, int32_t n,
+                           int32_t width) {
+    (void)b;
+    for (int32_t i = 0; i < n; i++)
+        if (y + (size_t)i * width != x + (size_t)idx[i] * width) /* (in place: memmove) */
+            memmove(y + (size_t)i * width, x + (size_t)idx[i] * width, sizeof(float) * (size_t)width);
+}
+
 void kern_host_kv_store(kern_backend *b, float *cache, int64_t row_len, const int32_t *slot,
                         const float *x, int32_t n_rows) {
     (void)b;

@@ -44,6 +44,9 @@ bool kern_backend_alloc_allowed(const kern_backend *b, size_t bytes);
 void *kern_host_buf_alloc(kern_backend *b, size_t bytes);
 void kern_host_buf_free(kern_backend *b, void *buf);
 void kern_host_copy(kern_backend *b, void *dst, const void *src, size_t bytes);
+/* The host backends' gather_rows (memmove; in place allowed). */
+void kern_host_gather_rows(kern_backend *b, float *y, const float *x, const int32_t *idx, int32_t n,
+                           int32_t width);
 /* The host backends' kv_store and kv_permute (memcpy; kv_permute's copy of a block from
  * kern_backend_alloc). */
 void kern_host_kv_store(kern_backend *b, float *cache, int64_t row_len, const int32_t *slot,

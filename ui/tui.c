@@ -611,23 +611,19 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
         if (r == OK) on_key(&t, (int)wch, false);
         else if (r == KEY_CODE_YES) on_key(&t, (int)wch, true);
         uint64_t v = ui_worker_version(t.w);
-        bool busy_view = false;
-        if (v != t.seen_version || t.dirty) {
-            if (ui_worker_trylock(t.w)) {
-                if (v != t.seen_version) {
-                    sync_views(&t);
-                    char m[256];
-                    uint64_t no = ui_worker_message(t.w, m, sizeof m);
-                    if (no != t.seen_msg) t.seen_msg = no, set_msg(&t, m);
-                    t.seen_version = v;
-                }
-                draw(&t);
-                ui_worker_unlock(t.w);
-                t.dirty = false;
-            } else
-                busy_view = true; /* a step is running: keep the last frame */
+        /* a step running holds the lock: the last frame stays until it is done */
+        if ((v != t.seen_version || t.dirty) && ui_worker_trylock(t.w)) {
+            if (v != t.seen_version) {
+                sync_views(&t);
+                char m[256];
+                uint64_t no = ui_worker_message(t.w, m, sizeof m);
+                if (no != t.seen_msg) t.seen_msg = no, set_msg(&t, m);
+                t.seen_version = v;
+            }
+            draw(&t);
+            ui_worker_unlock(t.w);
+            t.dirty = false;
         }
-        (void)busy_view;
         double since = ui_worker_unsaved_since(t.w);
         if (p->autosave && since > 0 && mono_now_s() - since > AUTOSAVE_S && mono_now_s() - t.last_autosave > AUTOSAVE_S) {
             post(&t, save_job(&t, p->autosave));

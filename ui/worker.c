@@ -176,11 +176,9 @@ static int svg_parts(char *path) {
     return n >= 4 && !strcasecmp(path + n - 4, ".svg") ? parts : 0;
 }
 
-/* The forest and the last step's mask as a picture (svg.h). */
-static st_code export_svg(ui_worker *w, const char *text, st_err *err) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s", text);
-    int parts = svg_parts(path);
+/* The forest and the last step's mask as a picture (svg.h) at path; text is the command's
+ * argument as typed, for the message. */
+static st_code export_svg(ui_worker *w, const char *path, int parts, const char *text, st_err *err) {
     if ((parts & SVG_MASK) && !(parts & SVG_TREE) && w->mv->step < 0)
         return st_set(err, ST_ERR_ARG, "no step to draw yet: press s to run one");
     st_code rc = svg_save(path, w->f, w->tk, w->mv, parts, err);
@@ -191,7 +189,8 @@ static st_code export_svg(ui_worker *w, const char *text, st_err *err) {
 static st_code export_job(ui_worker *w, const ui_job *j, st_err *err) {
     char path[4096];
     snprintf(path, sizeof path, "%s", j->text);
-    if (svg_parts(path)) return export_svg(w, j->text, err);
+    int parts = svg_parts(path);
+    if (parts) return export_svg(w, path, parts, j->text, err);
     FILE *out = fopen(j->text, "w");
     if (!out) return st_set(err, ST_ERR_IO, "cannot write %s: %s", j->text, strerror(errno));
     session_settings s = session_settings_default();
@@ -373,7 +372,6 @@ const forest *ui_worker_forest(const ui_worker *w) { return w->f; }
 const mask_view *ui_worker_mask(const ui_worker *w) { return w->mv; }
 mask_view *ui_worker_mask_mut(ui_worker *w) { return w->mv; }
 bool ui_worker_busy(const ui_worker *w) { return w->run != NULL; }
-sample_params ui_worker_sample(const ui_worker *w) { return w->sp; }
 
 forest_id ui_worker_take_focus(ui_worker *w) {
     forest_id f = w->focus;

@@ -96,6 +96,5 @@ uint64_t ui_worker_message(const ui_worker *w, char *out, size_t cap);
  * reading it clears it. */
 forest_id ui_worker_take_focus(ui_worker *w);
 bool ui_worker_busy(const ui_worker *w); /* a strategy is running (or paused) */
-sample_params ui_worker_sample(const ui_worker *w);
 
 #endif

@@ -230,12 +230,13 @@ static int32_t out_row(const step_plan *p, forest_id node) {
     return -1;
 }
 
-/* Row o's log-sum-exp, computed on first use after a run. */
+/* Row o's log-sum-exp, computed on first use after a run: every row's in one op (its
+ * rows in parallel), as the callers read most rows of a step; each row's value is the same
+ * bits as computed alone. */
 static kern_lse row_lse(step_plan *p, int32_t o) {
     if (!p->lse_ok[o]) {
-        kern_backend_ops(p->be)->topk_lse(p->be, p->logits + (size_t)o * p->n_vocab, 1,
-                                          p->n_vocab, 0, &p->lse[o], NULL, NULL);
-        p->lse_ok[o] = 1;
+        kern_backend_ops(p->be)->topk_lse(p->be, p->logits, p->n_out, p->n_vocab, 0, p->lse, NULL, NULL);
+        memset(p->lse_ok, 1, (size_t)p->n_out);
     }
     return p->lse[o];
 }

@@ -38,6 +38,7 @@ struct model_ctx {
     ACTS(ACT_FIELD)   /* (max_rows, width) each */
 #undef ACT_FIELD
     uint8_t *seen;    /* (n_slots) slot check, host memory */
+    int32_t *keep;    /* (max_rows + 1) the rows of a chunk that return logits */
 };
 
 model_ctx_params model_ctx_default_params(void) {
@@ -88,6 +89,7 @@ void model_ctx_free(model_ctx *c) {
     }
     kern_backend_free(c->be);
     free(c->seen);
+    free(c->keep);
     free(c);
 }
 
@@ -151,7 +153,8 @@ model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err
     ACTS(ACT_ALLOC)
 #undef ACT_ALLOC
     c->seen = calloc((size_t)n_slots, 1);
-    if (!ok || !c->seen) {
+    c->keep = malloc(sizeof *c->keep * ((size_t)c->max_rows + 1));
+    if (!ok || !c->seen || !c->keep) {
         kern_backend_sync(c->be, NULL);
         st_set(err, ST_ERR_NOMEM, "cannot allocate the KV cache (%d slots, %.1f MiB) and the "
                "activations of %d rows", n_slots, 2.0 * (double)cache * sizeof(float) / (1 << 20),
@@ -285,8 +288,7 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
     const model_prep *wt = c->w;
     const model_hparams *hp = &c->m->hp;
     float *out = logits;
-    int32_t *keep = malloc(sizeof *keep * ((size_t)(b->n_rows < c->max_rows ? b->n_rows : c->max_rows) + 1));
-    if (!keep) return st_set(err, ST_ERR_NOMEM, "out of memory for a batch of %d rows", b->n_rows);
+    int32_t *keep = c->keep;
     for (int32_t r0 = 0; r0 < b->n_rows; r0 += c->max_rows) {
         int32_t n = b->n_rows - r0 < c->max_rows ? b->n_rows - r0 : c->max_rows;
         forward_chunk(c, b, r0, n);
@@ -300,7 +302,6 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
         c->ops->matmul(c->be, out, &wt->output, c->xb, w);
         out += (size_t)w * hp->n_vocab;
     }
-    free(keep);
     return kern_backend_sync(c->be, err); /* an op short of scratch memory */
 }
 

@@ -9,8 +9,6 @@ void cpu_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, in
 void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
                   const float *x, int32_t n_rows);
 void cpu_attention(kern_backend *b, const kern_attn *a);
-void cpu_gather_rows(kern_backend *b, float *y, const float *x, const int32_t *idx, int32_t n,
-                     int32_t width);
 void cpu_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, int32_t k,
                   kern_lse *lse, int32_t *ids, float *lp);
 

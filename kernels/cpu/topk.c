@@ -9,14 +9,6 @@
 #include "cpu.h"
 #include "../vec.h"
 
-void cpu_gather_rows(kern_backend *b, float *y, const float *x, const int32_t *idx, int32_t n,
-                     int32_t width) {
-    (void)b;
-    for (int32_t i = 0; i < n; i++)
-        if (y + (size_t)i * width != x + (size_t)idx[i] * width) /* (in place: memmove) */
-            memmove(y + (size_t)i * width, x + (size_t)idx[i] * width, sizeof(float) * (size_t)width);
-}
-
 /* The K largest of x[0..n), largest first (ties to the lower index), into ids and v;
  * returns how many (min(K, n)). */
 static int32_t row_topk(const float *x, int32_t n, int32_t K, int32_t *ids, float *v) {

@@ -220,13 +220,6 @@ static void ref_softmax(kern_backend *b, float *x, int32_t n_rows, int32_t n) {
     }
 }
 
-static void ref_gather_rows(kern_backend *b, float *y, const float *x, const int32_t *idx,
-                            int32_t n, int32_t width) {
-    (void)b;
-    for (int32_t i = 0; i < n; i++)
-        memmove(y + (size_t)i * width, x + (size_t)idx[i] * width, sizeof(float) * (size_t)width);
-}
-
 /* The log-sum-exp in double with libm's exp, then the top k by repeated selection of
  * the largest value not yet taken (the first on ties): O(n k), plain to check. */
 static void ref_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, int32_t k,
@@ -275,7 +268,7 @@ const kern_ops kern_ref_ops = {
     .swiglu = ref_swiglu,
     .add = ref_add,
     .softmax = ref_softmax,
-    .gather_rows = ref_gather_rows,
+    .gather_rows = kern_host_gather_rows,
     .topk_lse = ref_topk_lse,
     .rope_neox = ref_rope_neox,
     .add_bias = ref_add_bias,
