@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "app.h"
+#include "json_out.h"
 #include "forest/forest.h"
 #include "forest/step.h"
 #include "judge_opts.h"
@@ -175,35 +176,34 @@ static st_code judge_run(prompt_model *pm, const int32_t *prompt, int32_t n_prom
 
 static json_t *vote_json(const judged *j, int32_t winner, json_t *count, const char *key) {
     json_t *v = json_object();
-    json_object_set_new(v, "answer", winner >= 0 ? json_string(j->answer[winner]) : json_null());
-    json_object_set_new(v, key, count);
-    json_object_set_new(v, "of", json_integer(j->n));
+    jo_set(&v, "answer", winner >= 0 ? jo_str(j->answer[winner]) : json_null());
+    jo_set(&v, key, count);
+    jo_set(&v, "of", json_integer(j->n));
     return v;
 }
 
-static void judge_print(const judge_opts *o, const judged *j) {
-    if (o->json) {
-        json_t *root = json_object(), *arr = json_array();
-        for (int32_t i = 0; i < j->n; i++) {
-            json_t *b = json_object();
-            json_object_set_new(b, "rank", json_integer(i + 1));
-            json_object_set_new(b, "score", json_real(j->score[i]));
-            json_object_set_new(b, "p_yes", json_real(p_yes(j->score[i])));
-            json_object_set_new(b, "text", json_string(j->text[i]));
-            if (o->vote.kind) json_object_set_new(b, "answer", j->answer[i] ? json_string(j->answer[i]) : json_null());
-            json_array_append_new(arr, b);
-        }
-        json_object_set_new(root, "branches", arr);
-        if (o->vote.kind) {
-            json_object_set_new(root, "vote", vote_json(j, j->winner, json_integer(j->votes), "votes"));
-            json_object_set_new(root, "weighted_vote", vote_json(j, j->wwinner, json_real(j->wweight), "weight"));
-        }
-        char *s = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-        if (s) puts(s);
-        free(s);
-        json_decref(root);
-        return;
+/* --json through json_out.h: branch text that ends inside a character stays (jo_str). */
+static st_code judge_print_json(const judge_opts *o, const judged *j, st_err *err) {
+    json_t *root = json_object(), *arr = json_array();
+    for (int32_t i = 0; i < j->n; i++) {
+        json_t *b = json_object();
+        jo_set(&b, "rank", json_integer(i + 1));
+        jo_set(&b, "score", jo_sig(j->score[i], 9));
+        jo_set(&b, "p_yes", jo_sig(p_yes(j->score[i]), 9));
+        jo_set(&b, "text", jo_str(j->text[i]));
+        if (o->vote.kind) jo_set(&b, "answer", j->answer[i] ? jo_str(j->answer[i]) : json_null());
+        jo_push(&arr, b);
     }
+    jo_set(&root, "branches", arr);
+    if (o->vote.kind) {
+        jo_set(&root, "vote", vote_json(j, j->winner, json_integer(j->votes), "votes"));
+        jo_set(&root, "weighted_vote", vote_json(j, j->wwinner, jo_sig(j->wweight, 9), "weight"));
+    }
+    return jo_print(root, err);
+}
+
+static st_code judge_print(const judge_opts *o, const judged *j, st_err *err) {
+    if (o->json) return judge_print_json(o, j, err);
     for (int32_t i = 0; i < j->n; i++) {
         printf("--- #%d score %+.4f (p_yes %.3f)", i + 1, j->score[i], p_yes(j->score[i]));
         if (o->vote.kind) printf("; answer: %s", j->answer[i] ? j->answer[i] : "(none)");
@@ -214,6 +214,7 @@ static void judge_print(const judge_opts *o, const judged *j) {
                j->votes, j->n, j->answer[j->wwinner], j->wweight, j->wtotal);
     else if (o->vote.kind)
         printf("=== vote: no branch gave an answer\n");
+    return ST_OK;
 }
 
 /* The options; returns -1 to go on, else the exit status. */
@@ -276,7 +277,7 @@ int cmd_judge(int argc, char **argv) {
     }
     judged j = {0};
     st_code rc = judge_run(&pm, toks, n_prompt, kind, &o, &j, &err);
-    if (!rc) judge_print(&o, &j);
+    if (!rc) rc = judge_print(&o, &j, &err);
     if (!rc && !o.quiet)
         fprintf(stderr, "judge: %d branches%s in %.3f s; judged in one step of %d rows in %.3f s\n", (int)j.n,
                 o.k ? " grown" : " added", j.t_grow, (int)j.judge_rows, j.t_judge);

@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "app.h"
+#include "json_out.h"
 #include "forest/forest.h"
 #include "forest/step.h"
 #include "judge_opts.h"
@@ -101,7 +102,8 @@ static int tot_parse(int argc, char **argv, tot_opts *o, prompt_model_opts *mo, 
 }
 
 /* The kept leaves best first, their texts below the prompt (and answers). */
-static void tot_print(const tot_opts *o, const strategy *s, const forest *f, const tok *tk, forest_id at) {
+static st_code tot_print(const tot_opts *o, const strategy *s, const forest *f, const tok *tk, forest_id at,
+                         st_err *err) {
     json_t *arr = json_array();
     int32_t n = strategy_n_results(s);
     char *best_answer = NULL;
@@ -113,11 +115,11 @@ static void tot_print(const tot_opts *o, const strategy *s, const forest *f, con
         if (ans && cot_extract(&o->vote, text, ans, strlen(text) + 1) < 0) free(ans), ans = NULL;
         if (o->json) {
             json_t *l = json_object();
-            json_object_set_new(l, "rank", json_integer(i + 1));
-            json_object_set_new(l, "score", json_real(r.score));
-            json_object_set_new(l, "text", json_string(text ? text : ""));
-            if (o->vote.kind) json_object_set_new(l, "answer", ans ? json_string(ans) : json_null());
-            json_array_append_new(arr, l);
+            jo_set(&l, "rank", json_integer(i + 1));
+            jo_set(&l, "score", jo_sig(r.score, 9));
+            jo_set(&l, "text", jo_str(text));
+            if (o->vote.kind) jo_set(&l, "answer", ans ? jo_str(ans) : json_null());
+            jo_push(&arr, l);
         } else {
             printf("--- #%d score %+.4f%s%s\n%s\n", i + 1, r.score, ans ? "; answer: " : "", ans ? ans : "",
                    text ? text : "");
@@ -126,19 +128,18 @@ static void tot_print(const tot_opts *o, const strategy *s, const forest *f, con
         free(text);
         free(ans);
     }
+    st_code rc = ST_OK;
     if (o->json) {
         json_t *root = json_object();
-        json_object_set_new(root, "leaves", arr);
-        json_object_set_new(root, "answer", best_answer ? json_string(best_answer) : json_null());
-        char *js = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-        if (js) puts(js);
-        free(js);
-        json_decref(root);
+        jo_set(&root, "leaves", arr);
+        jo_set(&root, "answer", best_answer ? jo_str(best_answer) : json_null());
+        rc = jo_print(root, err);
     } else {
         json_decref(arr);
         if (o->vote.kind) printf("=== answer: %s\n", best_answer ? best_answer : "(none)");
     }
     free(best_answer);
+    return rc;
 }
 
 static st_code tot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, chat_kind kind, const tot_opts *o,
@@ -174,8 +175,8 @@ static st_code tot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt
         app_progress_tick(&pr, "%s", p.text);
     }
     app_progress_end(&pr);
+    if (!rc) rc = tot_print(o, s, f, pm->tk, at, err);
     if (!rc) {
-        tot_print(o, s, f, pm->tk, at);
         strategy_progress p;
         strategy_get_progress(s, &p);
         if (!o->quiet)
