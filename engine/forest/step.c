@@ -205,15 +205,22 @@ static bool build_window(step_plan *p, const int32_t *seg_off, const kern_seg *s
     return true;
 }
 
-st_code step_plan_window(step_plan *p, const model_hparams *hp, st_err *err) {
+/* The windowed segments of hp's window from the rows' segments (seg_off, segs); none when
+ * the model has no window. */
+static st_code plan_window(step_plan *p, const int32_t *seg_off, const kern_seg *segs,
+                           const model_hparams *hp, st_err *err) {
     p->n_swa = 0;
     if (hp->n_swa <= 0) return ST_OK;
-    if (!build_window(p, p->seg_off, p->segs, hp->n_swa))
+    if (!build_window(p, seg_off, segs, hp->n_swa))
         return st_set(err, ST_ERR_NOMEM, "out of memory for the windowed segments of %d rows",
                       p->n_rows);
     p->n_swa = hp->n_swa;
     p->hp = hp;
     return ST_OK;
+}
+
+st_code step_plan_window(step_plan *p, const model_hparams *hp, st_err *err) {
+    return plan_window(p, p->seg_off, p->segs, hp, err);
 }
 
 bool step_plan_sees_window(const step_plan *p, int32_t row, int32_t slot) {
@@ -291,15 +298,10 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
         return st_set(err, ST_ERR_NOMEM, "out of memory for %d rows of logits", p->n_out);
     }
     /* windows from the segments the rows use (a rope-gap step's too: the last n_swa keys) */
-    p->n_swa = 0;
-    if (hp->n_swa > 0) {
-        if (!build_window(p, seg_off, segs, hp->n_swa)) {
-            step_plan_cancel(f, p);
-            return st_set(err, ST_ERR_NOMEM, "out of memory for the windowed segments of %d "
-                          "rows", p->n_rows);
-        }
-        p->n_swa = hp->n_swa;
-        p->hp = hp;
+    st_code wrc = plan_window(p, seg_off, segs, hp, err);
+    if (wrc) {
+        step_plan_cancel(f, p);
+        return wrc;
     }
     p->n_vocab = V;
     p->tk_k = 0;
