@@ -1,5 +1,5 @@
 /* state.c - the cpu backend's own state (kern_ops init/free): its thread pool, one
- * growable scratch buffer the big ops share, and the last rope table. */
+ * growable scratch buffer the big ops share, and the last two rope tables. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,15 +7,20 @@
 
 #include "cpu.h"
 
+/* A rope table and its key (pos, theta). */
+typedef struct cpu_rope {
+    int32_t *pos;
+    double *theta;
+    float *cs;
+    int32_t n_rows, np, cap_rows, cap_np;
+} cpu_rope;
+
 typedef struct cpu_state {
     pool *pool;
     kern_scratch scratch;
-    struct {                /* the last rope table (cpu_rope_table) and its key */
-        int32_t *pos;
-        double *theta;
-        float *cs;
-        int32_t n_rows, np, cap_rows, cap_np;
-    } rope;
+    cpu_rope rope[2];       /* the last two rope tables (cpu_rope_table): a model whose local
+                               and global layers rotate by different bases uses both */
+    int32_t rope_next;      /* the entry the next new table replaces */
 } cpu_state;
 
 st_code cpu_init(kern_backend *b, int32_t *n_threads, void **state, st_err *err) {
@@ -41,9 +46,7 @@ void cpu_free(void *state) {
     if (!s) return;
     pool_free(s->pool);
     kern_scratch_free(&s->scratch);
-    free(s->rope.pos);
-    free(s->rope.theta);
-    free(s->rope.cs);
+    for (int i = 0; i < 2; i++) free(s->rope[i].pos), free(s->rope[i].theta), free(s->rope[i].cs);
     free(s);
 }
 
@@ -53,16 +56,18 @@ void *cpu_scratch(kern_backend *b, const char *op, size_t bytes) {
     return kern_scratch_get(b, &((cpu_state *)kern_backend_state(b))->scratch, op, bytes);
 }
 
-const float *cpu_rope_table(kern_backend *b, const int32_t *pos, int32_t n_rows,
-                            const double *theta, int32_t np) {
-    cpu_state *st = kern_backend_state(b);
-    if (st->rope.cs && n_rows == st->rope.n_rows && np == st->rope.np &&
-        memcmp(pos, st->rope.pos, sizeof *pos * (size_t)n_rows) == 0 &&
-        memcmp(theta, st->rope.theta, sizeof *theta * (size_t)np) == 0)
-        return st->rope.cs;
-    if (n_rows > st->rope.cap_rows || np > st->rope.cap_np) {
-        const int32_t rows = n_rows > st->rope.cap_rows ? n_rows : st->rope.cap_rows;
-        const int32_t nps = np > st->rope.cap_np ? np : st->rope.cap_np;
+/* Whether entry e holds the table of (pos, theta). */
+static bool rope_matches(const cpu_rope *e, const int32_t *pos, int32_t n_rows, const double *theta, int32_t np) {
+    return e->cs && n_rows == e->n_rows && np == e->np && memcmp(pos, e->pos, sizeof *pos * (size_t)n_rows) == 0 &&
+           memcmp(theta, e->theta, sizeof *theta * (size_t)np) == 0;
+}
+
+/* Fills entry e with the table of (pos, theta), growing it first. */
+static const float *rope_fill(kern_backend *b, cpu_rope *e, const int32_t *pos, int32_t n_rows,
+                              const double *theta, int32_t np) {
+    if (n_rows > e->cap_rows || np > e->cap_np) {
+        const int32_t rows = n_rows > e->cap_rows ? n_rows : e->cap_rows;
+        const int32_t nps = np > e->cap_np ? np : e->cap_np;
         int32_t *p = kern_backend_alloc(b, "rope", "the rope table", sizeof *p * (size_t)rows);
         double *t = p ? kern_backend_alloc(b, "rope", "the rope table", sizeof *t * (size_t)nps)
                       : NULL;
@@ -73,12 +78,12 @@ const float *cpu_rope_table(kern_backend *b, const int32_t *pos, int32_t n_rows,
             free(p), free(t);
             return NULL;
         }
-        free(st->rope.pos), free(st->rope.theta), free(st->rope.cs);
-        st->rope.pos = p, st->rope.theta = t, st->rope.cs = cs;
-        st->rope.cap_rows = rows, st->rope.cap_np = nps;
+        free(e->pos), free(e->theta), free(e->cs);
+        e->pos = p, e->theta = t, e->cs = cs;
+        e->cap_rows = rows, e->cap_np = nps;
     }
     for (int32_t r = 0; r < n_rows; r++) {
-        float *c = st->rope.cs + (size_t)4 * np * r, *s = c + 2 * np;
+        float *c = e->cs + (size_t)4 * np * r, *s = c + 2 * np;
         for (int32_t i = 0; i < np; i++) {
             /* pos * theta in double: at position 1e5 a float angle would be off by ~1e-2 */
             const double ang = (double)pos[r] * theta[i];
@@ -87,10 +92,20 @@ const float *cpu_rope_table(kern_backend *b, const int32_t *pos, int32_t n_rows,
             s[2 * i + 1] = -s[2 * i];
         }
     }
-    memcpy(st->rope.pos, pos, sizeof *pos * (size_t)n_rows);
-    memcpy(st->rope.theta, theta, sizeof *theta * (size_t)np);
-    st->rope.n_rows = n_rows, st->rope.np = np;
-    return st->rope.cs;
+    memcpy(e->pos, pos, sizeof *pos * (size_t)n_rows);
+    memcpy(e->theta, theta, sizeof *theta * (size_t)np);
+    e->n_rows = n_rows, e->np = np;
+    return e->cs;
+}
+
+const float *cpu_rope_table(kern_backend *b, const int32_t *pos, int32_t n_rows,
+                            const double *theta, int32_t np) {
+    cpu_state *st = kern_backend_state(b);
+    for (int i = 0; i < 2; i++)
+        if (rope_matches(&st->rope[i], pos, n_rows, theta, np)) return st->rope[i].cs;
+    cpu_rope *e = &st->rope[st->rope_next];
+    st->rope_next ^= 1;
+    return rope_fill(b, e, pos, n_rows, theta, np);
 }
 
 st_code cpu_mat_prepare(kern_backend *b, kern_mat *out, const kern_mat *stored, uint32_t flags,
