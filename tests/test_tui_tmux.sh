@@ -329,7 +329,11 @@ if [ -f "$SMOL" ]; then
     settle
     k n
     settle
-    capture | tr -d '\n' | grep -q 'France?<|im_end|>↵<|im_start|>assistant↵ *[^ ░]'; check chat-answer $? "no answer after the user turn: $(capture | sed -n 2,5p)"
+    # (each newline, drawn ↵, also breaks the text pane's row)
+    capture | sed -n '2,33p' | LC_ALL=C.UTF-8 sed 's/^[^│]*│//' > "$TMP/pane"
+    grep -A2 'France?<|im_end|>↵$' "$TMP/pane" | sed -n 2p | grep -q '^<|im_start|>assistant↵$' &&
+        grep -A1 '^<|im_start|>assistant↵$' "$TMP/pane" | sed -n 2p | grep -q '^[^ ░]'
+    check chat-answer $? "no answer on its own row after the user turn: $(cat "$TMP/pane" | head -8)"
     k ':set chat off' Enter
     settle
     capture | grep -q '| typing: raw |'; check chat-off $? ":set chat off: $(capture | tail -2)"

@@ -33,6 +33,7 @@ typedef struct tui {
     ui_keymap km;
     forest_view fv;
     text_view tv;
+    tv_layout lay;      /* the text pane's rows, rebuilt at each draw */
     int focus;          /* UI_VIEW_FOREST / TEXT / MASK */
     bool mask, help, quit, dirty;
     bool cmd_is_text;   /* the open command line takes text to append, not a command */
@@ -143,44 +144,29 @@ static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
     }
 }
 
-/* The branch's tokens, wrapped; the cursor token reversed; the tail kept in view. */
+/* The branch's text, wrapped at words (tv_layout); the cursor token reversed; the tail kept
+ * in view. */
 static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
     static const int cls_pair[4] = {UI_PAIR_PROB0, UI_PAIR_PROB1, UI_PAIR_PROB2, UI_PAIR_PROB3};
     text_view *tv = &t->tv;
+    tv_layout *L = &t->lay;
     int alt_h = 7, th = h - alt_h;
     char buf[1024], vis[1024];
-    /* pass 1: the row of the cursor and the number of rows */
-    int row = 0, col = 0, cur_row = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        int first = 0;
-        if (pass == 1) {
-            first = cur_row - th + 1 > 0 ? cur_row - th + 1 : 0;
-            if (row - first >= th && cur_row < row - th + 1) first = cur_row > 0 ? cur_row - 1 : 0;
-        }
-        row = 0, col = 0;
-        tok_stream ts;
-        tv_stream_start(tv, f, t->p->wp.tk, &ts);
-        for (int32_t i = 0, next; i <= tv->n; i = next) {
-            int cls = 3;
-            if (i < tv->n) {
-                cls = tv_class(tv, f, i); /* the cell's first token's */
-                next = tv_cell(tv, f, t->p->wp.tk, &ts, i, buf, sizeof buf);
-            } else {
-                snprintf(buf, sizeof buf, "%s", ui_screen_utf8() ? "\xe2\x96\x91" : "_");
-                next = i + 1;
-            }
-            bool here = tv->cursor >= i && tv->cursor < next;
-            ui_line l = ui_line_make(vis, sizeof vis, w, ui_screen_utf8());
-            ui_line_put(&l, buf);
-            if (col + l.cols > w && col > 0) row++, col = 0;
-            if (here) cur_row = row;
-            if (pass == 1 && row >= first && row - first < th) {
-                int attr = ui_screen_attr(cls_pair[cls]);
-                if (here) attr |= A_REVERSE | (t->focus == UI_VIEW_TEXT ? A_BOLD : 0);
-                put_line(y0 + row - first, x0 + col, vis, attr);
-            }
-            col += l.cols;
-        }
+    st_err err = {0};
+    if (tv_layout_build(L, tv, f, t->p->wp.tk, w, ui_screen_utf8(), ui_screen_utf8() ? "\xe2\x96\x91" : "_", &err))
+        set_msg(t, err.msg);
+    int32_t cur_row = tv_layout_cursor_row(L, tv->cursor);
+    int32_t first = cur_row - th + 1 > 0 ? cur_row - th + 1 : 0;
+    if (L->rows - first >= th && cur_row < L->rows - th + 1) first = cur_row > 0 ? cur_row - 1 : 0;
+    for (int32_t i = 0; i < L->n; i++) {
+        const tv_piece *pc = &L->p[i];
+        if (pc->row < first || pc->row - first >= th) continue;
+        size_t len = pc->len < sizeof buf - 1 ? pc->len : sizeof buf - 1;
+        memcpy(buf, L->text + pc->off, len);
+        buf[len] = '\0';
+        int attr = ui_screen_attr(cls_pair[tv_class(tv, f, pc->tok)]); /* the cell's first token's */
+        if (tv->cursor >= pc->tok && tv->cursor < pc->next) attr |= A_REVERSE | (t->focus == UI_VIEW_TEXT ? A_BOLD : 0);
+        put_line(y0 + pc->row - first, x0 + pc->col, buf, attr);
     }
     /* the alternatives at the cursor */
     int32_t ids[TV_MAX_ALTS];
@@ -637,6 +623,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
     delwin(t.cmdwin);
     fv_free(&t.fv);
     tv_free(&t.tv);
+    tv_layout_free(&t.lay);
     ui_screen_end();
     return ST_OK;
 }
