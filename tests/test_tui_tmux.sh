@@ -324,7 +324,11 @@ if [ -f "$SMOL" ]; then
     restart "$SMOLRUN; echo EXITED rc=\$?; sleep 60"
     T resize-window -t md -x 120 -y 40 2>/dev/null
     up
-    capture | grep -q '| typing: chat |'; check chat-mode $? "no chat mode in the status line: $(capture | tail -2 | head -1)"
+    capture | grep -q ' typing: chat |'; check chat-mode $? "no chat mode in the status line: $(capture | tail -2 | head -1)"
+    # the status line drops whole fields it has no room for (the long model name, which
+    # the title shows) instead of losing its end
+    T capture-pane -p -t md | tail -2 | head -1 | grep -q '^ typing: chat | .* tok/s *$'
+    check status-fits $? "the status line at 120 columns: $(T capture-pane -p -t md | tail -2 | head -1)"
     k ':set temp 0' Enter ':set budget 4' Enter a 'What is the capital of France?' Enter
     settle
     k n
@@ -336,7 +340,7 @@ if [ -f "$SMOL" ]; then
     check chat-answer $? "no answer on its own row after the user turn: $(cat "$TMP/pane" | head -8)"
     k ':set chat off' Enter
     settle
-    capture | grep -q '| typing: raw |'; check chat-off $? ":set chat off: $(capture | tail -2)"
+    capture | grep -q ' typing: raw |'; check chat-off $? ":set chat off: $(capture | tail -2)"
     k q
     sleep 1
     restart "$SMOLRUN --raw 'What is the capital of France?'; echo EXITED rc=\$?; sleep 60"
@@ -344,7 +348,7 @@ if [ -f "$SMOL" ]; then
     up
     k ':set temp 0' Enter n
     settle
-    capture | grep -q '| typing: raw |' && capture | grep -q 'stopped: end of turn <|im_end|>'; check chat-raw-ended $? "--raw, n: $(capture | tail -2)"
+    capture | grep -q ' typing: raw |' && capture | grep -q 'stopped: end of turn <|im_end|>'; check chat-raw-ended $? "--raw, n: $(capture | tail -2)"
     # cot where the end of turn is the best first token: that chain leaves no branch, and
     # done says so
     k c

@@ -289,6 +289,22 @@ static void test_mask_view(void) {
     snprintf(st.job, sizeof st.job, "idle");
     ui_status_format(&st, buf, sizeof buf, 200);
     T_CHECK(strstr(buf, "KV 3 used 7 free") && strstr(buf, "4 rows 1.2ms") && strstr(buf, "3.5 tok/s"), "status '%s'", buf);
+    /* narrower: whole fields go, least needed first (the model, which the title names, then
+     * the threads), never cut inside; the line always fills the width */
+    st.mode = "chat";
+    snprintf(st.job, sizeof st.job, "grow 3/32");
+    struct { int width; const char *want; } narrow[] = {
+        {120, " m.gguf | typing: chat | cpu 2 thr | grow 3/32 | 5 nodes | KV 3 used 7 free | 4 rows 1.2ms | 3.5 tok/s"},
+        {95, " typing: chat | cpu 2 thr | grow 3/32 | 5 nodes | KV 3/10 | 4 rows 1.2ms | 3.5 tok/s"},
+        {80, " typing: chat | grow 3/32 | 5 nodes | KV 3/10 | 4 rows 1.2ms | 3.5 tok/s"},
+        {40, " typing: chat | grow 3/32 | KV 3/10"},
+    };
+    for (size_t i = 0; i < sizeof narrow / sizeof narrow[0]; i++) {
+        ui_status_format(&st, buf, sizeof buf, narrow[i].width);
+        size_t n = strlen(narrow[i].want);
+        T_CHECK(!strncmp(buf, narrow[i].want, n) && strspn(buf + n, " ") == strlen(buf + n) &&
+                    strlen(buf) == (size_t)narrow[i].width, "status at %d: '%s'", narrow[i].width, buf);
+    }
 }
 
 /* The grid of a step where three chains grow over one prompt: one column per slot with a
