@@ -12,8 +12,9 @@
 # the layout does not depend on the machine's speed). Then `make install` and
 # `make uninstall` into a temporary DESTDIR. Also Ctrl-\ (SIGQUIT) and a crash
 # (SIGSEGV): the terminal restored, and for Ctrl-\ the autosave written; a FIFO as the
-# log file does not block the start. Skips without tmux or the shared model.
-# UPDATE_GOLDEN=1 rewrites the golden files. Ends with the usual
+# log file does not block the start. README.md's TUI example must equal the mask screen
+# (tools/readme-tui.sh). Skips without tmux or the shared model.
+# UPDATE_GOLDEN=1 rewrites the golden files and README.md's example. Ends with the usual
 # "N passed, N failed, N skipped" line.
 cd "$(dirname "$0")/.." || exit 1
 P=0; F=0; S=0
@@ -75,6 +76,9 @@ k ':cot 4 6' Enter
 screen cot4
 k v
 screen mask
+# README.md's TUI example is this screen (tools/readme-tui.sh; UPDATE_GOLDEN=1 rewrites it)
+if [ -n "$UPDATE_GOLDEN" ]; then sh tools/readme-tui.sh "$TMP/mask.txt"; fi
+sh tools/readme-tui.sh --check "$TMP/mask.txt"; check readme-example $? "README.md's TUI example is out of date"
 k Tab h h
 screen mask-left
 k l l Tab
