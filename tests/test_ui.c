@@ -107,7 +107,14 @@ static void test_commands(void) {
     T_CHECK(!ui_cmd_parse(":set chat on", &c, &err) && c.val == 1, "set chat on");
     T_CHECK(ui_cmd_parse(":set chat 2", &c, &err) && strstr(err.msg, "chat on|off"), "set chat 2: '%s'", err.msg);
     T_CHECK(!ui_cmd_parse(":save /tmp/x.json", &c, &err) && c.kind == UI_CMD_SAVE && !strcmp(c.text, "/tmp/x.json"), "save");
-    T_CHECK(!ui_cmd_parse(":load", &c, &err) && c.kind == UI_CMD_LOAD && !c.text[0], "load default");
+    T_CHECK(!ui_cmd_parse(":load", &c, &err) && c.kind == UI_CMD_LOAD && !c.text[0] && !c.force, "load default");
+    /* :load! loads a session saved with another model; no other command takes a '!' */
+    T_CHECK(!ui_cmd_parse(":load! /tmp/x.json", &c, &err) && c.kind == UI_CMD_LOAD && c.force &&
+            !strcmp(c.text, "/tmp/x.json"), ":load! FILE: force %d '%s'", c.force, c.text);
+    T_CHECK(!ui_cmd_parse(":loa!", &c, &err) && c.kind == UI_CMD_LOAD && c.force, ":loa! is :load!");
+    T_CHECK(!ui_cmd_parse(":load /tmp/x.json", &c, &err) && !c.force, ":load FILE does not force");
+    T_CHECK(ui_cmd_parse(":grow! 3", &c, &err) == ST_ERR_ARG && strstr(err.msg, "only :load!") && c.kind == UI_CMD_NONE,
+            ":grow!: '%s'", err.msg);
     T_CHECK(!ui_cmd_parse(":q", &c, &err) && c.kind == UI_CMD_QUIT, "prefix :q");
     T_CHECK(!ui_cmd_parse(":prune", &c, &err) && c.kind == UI_CMD_PRUNE, "prune");
     T_CHECK(!ui_cmd_parse(":merge", &c, &err) && c.kind == UI_CMD_MERGE, "merge");

@@ -46,6 +46,18 @@ static void test_wide_text(void) {
         T_CHECK(!strcmp(buf, lines[i].out) && l.cols == lines[i].cols, "line %zu: '%s' (%d columns), want '%s' (%d)",
                 i, buf, l.cols, lines[i].out, lines[i].cols);
     }
+    /* a message over rows: broken after the last space that fits, the spaces skipped; a
+     * word wider than the row cut where the row ends; CJK counted two columns */
+    const char *msg = "the session was saved with model 'stories260K.gguf' \xe6\x97\xa5\xe6\x9c\xac xxxxxxxxxxxxxxxxxxxxxxxxx";
+    const char *rows[] = {"the session was", "saved with model", "'stories260K.gguf'", "\xe6\x97\xa5\xe6\x9c\xac",
+                          "xxxxxxxxxxxxxxxxxxxx", "xxxxx"};
+    const char *at = msg;
+    for (int r = 0; r < 6; r++) {
+        ui_line l = ui_line_make(buf, sizeof buf, 20, true);
+        at += ui_line_put_words(&l, at);
+        T_CHECK(!strcmp(buf, rows[r]), "message row %d: '%s', want '%s'", r, buf, rows[r]);
+    }
+    T_CHECK(!*at, "the message used up: '%s'", at);
     /* byte tokens: 日 = E6 97 A5, 本 = E6 9C AC */
     const char *pieces[9] = {"<unk>", "<s>", "</s>", "a", "b", "<0xE6>", "<0x97>", "<0xA5>", "<0x9C>"};
     int32_t types[9] = {TOK_UNKNOWN, TOK_CONTROL, TOK_CONTROL, TOK_NORMAL, TOK_NORMAL, TOK_BYTE, TOK_BYTE, TOK_BYTE, TOK_BYTE};

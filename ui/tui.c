@@ -26,6 +26,8 @@
 #define MIN_W 80
 #define MIN_H 24
 #define AUTOSAVE_S 30.0
+#define MSG_ROWS 4 /* rows a long message takes, word-wrapped, until the next key */
+#define MSG_CAP 1024
 
 typedef struct tui {
     const ui_tui_params *p;
@@ -39,7 +41,9 @@ typedef struct tui {
     bool cmd_is_text;   /* the open command line takes text to append, not a command */
     int help_top;
     uint64_t seen_version, seen_msg;
-    char msg[256];
+    char msg[MSG_CAP];
+    bool msg_full;      /* the message shown whole (wrapped); after a key only its first row */
+    int pane_h;         /* rows of the panes as last drawn (the message's rows come off) */
     WINDOW *cmdwin;
     int forest_h;       /* rows of the forest pane */
     int mask_gw;        /* columns of the mask grid as last drawn */
@@ -51,6 +55,7 @@ typedef struct tui {
 
 static void set_msg(tui *t, const char *m) {
     snprintf(t->msg, sizeof t->msg, "%.*s", (int)sizeof t->msg - 1, m);
+    t->msg_full = true;
     t->dirty = true;
 }
 
@@ -284,7 +289,28 @@ static void draw(tui *t) {
     ui_line_put(&l, "   ? help  : command  q quit");
     ui_line_pad(&l);
     put_line(0, 0, buf, ui_screen_attr(UI_PAIR_TITLE));
-    int ph = H - 3, fw = W * 2 / 5;
+    /* the message, word-wrapped: whole (up to MSG_ROWS rows) until the next key, then its
+     * first row, ending with '…' when there is more */
+    char mrow[MSG_ROWS][512];
+    int nm = 0;
+    const char *ms = t->msg;
+    int max_rows = ui_cmdline_active() ? 0 : t->msg_full ? MSG_ROWS : 1;
+    while (nm < max_rows && (nm == 0 || *ms)) {
+        ui_line m = ui_line_make(mrow[nm], sizeof mrow[nm], W, ui_screen_utf8());
+        size_t used = ui_line_put_words(&m, ms);
+        if (ms[used] && nm + 1 == max_rows) { /* the last row there is room for: more follows */
+            m = ui_line_make(mrow[nm], sizeof mrow[nm], W - 2, ui_screen_utf8());
+            ui_line_put_words(&m, ms);
+            m.full = false, m.max_cols = W;
+            ui_line_put(&m, ui_screen_utf8() ? " \xe2\x80\xa6" : " ~");
+        }
+        ms += used;
+        nm++;
+        if (!used) break;
+    }
+    int rows = nm > 1 ? nm : 1;
+    int ph = H - 2 - rows, fw = W * 2 / 5;
+    t->pane_h = ph;
     draw_forest(t, f, 1, ph, fw);
     for (int y = 0; y < ph; y++) mvaddstr(1 + y, fw, ui_screen_utf8() ? "\xe2\x94\x82" : "|");
     if (t->mask) draw_mask(t, 1, fw + 1, ph, W - fw - 1);
@@ -292,12 +318,8 @@ static void draw(tui *t) {
     ui_stats st;
     ui_worker_stats(t->w, &st);
     ui_status_format(&st, buf, sizeof buf, W);
-    put_line(H - 2, 0, buf, ui_screen_attr(UI_PAIR_STATUS));
-    if (!ui_cmdline_active()) {
-        ui_line m = ui_line_make(buf, sizeof buf, W, ui_screen_utf8());
-        ui_line_put(&m, t->msg);
-        put_line(H - 1, 0, buf, ui_screen_attr(UI_PAIR_MSG));
-    }
+    put_line(H - 1 - rows, 0, buf, ui_screen_attr(UI_PAIR_STATUS));
+    for (int r = 0; r < nm; r++) put_line(H - rows + r, 0, mrow[r], ui_screen_attr(UI_PAIR_MSG));
     refresh();
     if (ui_cmdline_active()) ui_cmdline_redraw();
 }
@@ -334,9 +356,11 @@ static void run_command(tui *t, const char *line) {
             snprintf(t->confirm_text, sizeof t->confirm_text, "%s", file);
             t->confirm_job = (ui_job){.kind = UI_JOB_LOAD, .text = t->confirm_text};
             t->confirming = true;
-            snprintf(t->msg, sizeof t->msg, "unsaved changes: load %.150s and lose them? (y/n; :save FILE keeps them)", file);
+            t->confirm_job.u.load.force = c.force;
+            snprintf(t->msg, sizeof t->msg, "unsaved changes: load %.900s and lose them? (y/n; :save FILE keeps them)", file);
+            t->msg_full = true;
         } else
-            post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file});
+            post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file, .u.load.force = c.force});
         break;
     case UI_CMD_SET:
         if (!c.key[0]) { /* the current values */
@@ -500,8 +524,8 @@ static void on_mouse(tui *t) {
     if (getmouse(&me) != OK) return;
     ui_worker_lock(t->w);
     const forest *f = ui_worker_forest(t->w);
-    /* the pane layout draw() uses: forest | mask, from line 1 to LINES - 3 */
-    int fw = COLS * 2 / 5, ph = LINES - 3;
+    /* the pane layout draw() used: forest | mask, pane_h rows from line 1 */
+    int fw = COLS * 2 / 5, ph = t->pane_h > 0 ? t->pane_h : LINES - 3;
     bool in_mask = t->mask && me.x > fw && me.y >= 1 && me.y < 1 + ph;
     mask_view *mv = ui_worker_mask_mut(t->w);
     forest_id clicked = FOREST_NONE;
@@ -512,7 +536,7 @@ static void on_mouse(tui *t) {
     } else if (me.bstate & BUTTON1_CLICKED && in_mask) {
         int32_t row = mv_row_at(mv, me.y, me.x, 1, fw + 1, ph, COLS - fw - 1);
         if (row >= 0) clicked = mask_click(t, f, row);
-    } else if (me.bstate & BUTTON1_CLICKED && me.x < fw && me.y >= 1 && me.y < LINES - 2) {
+    } else if (me.bstate & BUTTON1_CLICKED && me.x < fw && me.y >= 1 && me.y < 1 + ph) {
         fv_set_cursor(&t->fv, f, t->fv.top + me.y - 1);
         t->focus = UI_VIEW_FOREST;
     }
@@ -527,6 +551,8 @@ static void on_mouse(tui *t) {
 }
 
 static void on_key(tui *t, int ch, bool is_key) {
+    if (t->msg_full && strlen(t->msg) > (size_t)COLS / 2) t->dirty = true; /* folds to one row */
+    t->msg_full = false;
     if (ui_cmdline_active()) {
         char *line = NULL;
         if (ui_cmdline_feed(ch, is_key, &line)) {
@@ -575,7 +601,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
     if (!ui_screen_start(p->log)) return st_set(err, ST_ERR_IO, "the TUI needs a terminal (stdin and stdout)");
     tui t = {.p = p, .focus = UI_VIEW_FOREST, .dirty = true};
     ui_keymap_defaults(&t.km);
-    char kmsg[256] = "";
+    char kmsg[MSG_CAP] = "";
     if (p->keys_default) ui_keymap_load(&t.km, p->keys_default, kmsg, sizeof kmsg);
     if (!kmsg[0] && p->keys_user) ui_keymap_load(&t.km, p->keys_user, kmsg, sizeof kmsg);
     set_msg(&t, kmsg[0] ? kmsg : p->hello ? p->hello : "");
@@ -601,7 +627,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
         if ((v != t.seen_version || t.dirty) && ui_worker_trylock(t.w)) {
             if (v != t.seen_version) {
                 sync_views(&t);
-                char m[256];
+                char m[MSG_CAP];
                 uint64_t no = ui_worker_message(t.w, m, sizeof m);
                 if (no != t.seen_msg) t.seen_msg = no, set_msg(&t, m);
                 t.seen_version = v;

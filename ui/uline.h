@@ -112,6 +112,30 @@ static inline size_t ui_line_put(ui_line *l, const char *text) {
     return (size_t)((const char *)p - text);
 }
 
+/* Appends what fits of text, breaking after the last space that fits when the next word
+ * does not (a word wider than the line is cut where the line ends); returns the bytes of
+ * text used, the spaces at the break included, so the next line starts there. */
+static inline size_t ui_line_put_words(ui_line *l, const char *text) {
+    size_t len0 = l->len;
+    int cols0 = l->cols;
+    size_t used = ui_line_put(l, text);
+    if (!text[used]) return used;
+    size_t sp = used;
+    while (sp > 0 && text[sp] != ' ') sp--; /* text[used] itself may be the space */
+    char tmp[1024];
+    if (text[sp] == ' ' && sp > 0 && sp < sizeof tmp) { /* again, up to that space */
+        memcpy(tmp, text, sp);
+        tmp[sp] = '\0';
+        l->len = len0, l->cols = cols0, l->full = false;
+        l->s[len0] = '\0';
+        ui_line_put(l, tmp);
+        l->full = true;
+        used = sp;
+    }
+    while (text[used] == ' ') used++;
+    return used;
+}
+
 /* Pads with spaces to the full width. */
 static inline void ui_line_pad(ui_line *l) {
     while (!l->full && l->cols < l->max_cols) ui_line_char(l, " ", 1);
