@@ -18,6 +18,7 @@
 #include "strategy/cot.h"
 #include "strategy/merge.h"
 #include "strategy/strategy.h"
+#include "strategy_run.h"
 
 #define TOT_MAX_DELIMS 16
 #define TOT_USAGE "usage: multidecode tot -m MODEL -p PROMPT [options]"
@@ -38,7 +39,8 @@ static void tot_usage(FILE *f) {
                "                       default a newline; 'sentence': . ! ? or a newline)\n"
                "      --temp T         temperature; 0 = greedy (default 0.7)\n" PROMPT_SAMPLE_HELP JUDGE_OPTS_HELP
                "      --vote PATTERN   last-number or marker:TEXT: each leaf's answer\n"
-               "      --json           one JSON object: {leaves: [{rank, score, text, answer}], answer}\n"
+               "      --json           one JSON object: {leaves: [{rank, score, text, answer}], answer,\n"
+               "                       ended: done or full context}\n"
                "  -q, --quiet          no statistics on stderr\n"
                "      --chat           -p is a user message (chat template); the judge is a user turn\n"
                "      --system TEXT    system message for --chat (implies --chat)\n"
@@ -103,7 +105,7 @@ static int tot_parse(int argc, char **argv, tot_opts *o, prompt_model_opts *mo, 
 
 /* The kept leaves best first, their texts below the prompt (and answers). */
 static st_code tot_print(const tot_opts *o, const strategy *s, const forest *f, const tok *tk, forest_id at,
-                         st_err *err) {
+                         bool full, st_err *err) {
     json_t *arr = json_array();
     int32_t n = strategy_n_results(s);
     char *best_answer = NULL;
@@ -133,6 +135,7 @@ static st_code tot_print(const tot_opts *o, const strategy *s, const forest *f, 
         json_t *root = json_object();
         jo_set(&root, "leaves", arr);
         jo_set(&root, "answer", best_answer ? jo_str(best_answer) : json_null());
+        jo_set(&root, "ended", jo_str(full ? "full context" : "done"));
         rc = jo_print(root, err);
     } else {
         json_decref(arr);
@@ -142,6 +145,9 @@ static st_code tot_print(const tot_opts *o, const strategy *s, const forest *f, 
     return rc;
 }
 
+/* The search on the commands' loop (strategy_run.h). A full KV cache stops it: the best
+ * leaves of the last level judged are printed with the commands' note, or, before any
+ * level was judged, it is an error. */
 static st_code tot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, chat_kind kind, const tot_opts *o,
                        st_err *err) {
     forest *f = forest_init(pm->n_slots, 0);
@@ -150,6 +156,7 @@ static st_code tot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt
     judge_prompt jp = {0};
     strategy *s = NULL;
     forest_id at;
+    app_run_stats st = {0};
     st_code rc = f ? forest_add_root(f, prompt, NULL, n_prompt, 0, &at, err) : st_set(err, ST_ERR_NOMEM, "out of memory");
     if (!rc) rc = app_judge_tokens(pm, kind, &o->jo, &jp, err);
     strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk};
@@ -163,25 +170,17 @@ static st_code tot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt
     }
     app_progress pr;
     app_progress_init(&pr, !o->quiet);
-    double t0 = mono_now_s();
-    int32_t steps = 0;
-    while (!rc && !strategy_done(s)) {
-        if ((rc = strategy_step(s, &env, err)) == ST_NO_KV_SLOT)
-            rc = st_set(err, ST_ERR_CONTEXT, "the search does not fit the KV cache of %d slots (raise it with -c)",
-                        pm->n_slots);
-        steps++;
-        strategy_progress p;
-        strategy_get_progress(s, &p);
-        app_progress_tick(&pr, "%s", p.text);
-    }
+    if (!rc) rc = app_strategy_run(s, &env, &st, app_run_progress_tick, &pr, err);
     app_progress_end(&pr);
-    if (!rc) rc = tot_print(o, s, f, pm->tk, at, err);
-    if (!rc) {
+    if (!rc && st.full && strategy_n_results(s) == 0) rc = app_run_full_error(s, &st, pm->n_slots, err);
+    if (!rc) rc = tot_print(o, s, f, pm->tk, at, st.full, err);
+    fflush(stdout);
+    if (!rc && st.full) app_run_full_note(pm->n_slots);
+    if (!rc && !o->quiet) {
         strategy_progress p;
         strategy_get_progress(s, &p);
-        if (!o->quiet)
-            fprintf(stderr, "%s; %d steps, %lld rows in %.3f s; KV slots used %d\n", p.text, steps,
-                    (long long)p.tokens, mono_now_s() - t0, kv_alloc_used(forest_kv(f)));
+        fprintf(stderr, "%s; %d steps, %lld rows in %.3f s; KV slots used %d\n", p.text, (int)st.steps,
+                (long long)(st.first_rows + st.rows), st.t2 - st.t0, kv_alloc_used(forest_kv(f)));
     }
     strategy_free(s);
     judge_tokens_free(&jp);
