@@ -1,9 +1,11 @@
 /* cmd_tot.c - `multidecode tot`: tree of thoughts (engine/strategy/tot.c) from one prompt:
  * breadth-first, k thoughts per kept node grown together, all judged in one step per
- * level, the best b kept, d levels; prints the kept leaves best first (the first is the
- * answer), optionally with an answer extracted from each. */
+ * level, the best b kept, d levels (or depth-first with backtracking, --mode dfs); prints
+ * the results best first (the first is the answer), optionally with an answer extracted
+ * from each. */
 #include <getopt.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +31,18 @@ static void tot_usage(FILE *f) {
                "thoughts with distinct first tokens, all grown together; a thought ends at a\n"
                "delimiter or after N tokens; then ONE forest step judges every new thought (as\n"
                "`multidecode judge` does) and the best B are kept, the others pruned. D levels;\n"
-               "the answer is the best leaf's text. Depth-first search is not built.\n\n" PROMPT_MODEL_HELP
+               "the answer is the best leaf's text. With --mode dfs, depth-first with backtracking:\n"
+               "the best child is expanded first; children scoring below --threshold are pruned,\n"
+               "at most B kept per node; a node left without children is a dead end and the\n"
+               "search backtracks to the next best node waiting; it stops at the first node D\n"
+               "thoughts deep (the answer) or after 1 + (D-1)*B expansions.\n\n" PROMPT_MODEL_HELP
                "  -p, --prompt TEXT    prompt (default empty: start from BOS)\n"
                "  -k, --thoughts K     thoughts per kept node and level (default 3)\n"
                "  -b, --keep B         thoughts kept per level (default 2)\n"
                "  -d, --depth D        levels (default 3)\n"
+               "      --mode bfs|dfs   breadth-first (default) or depth-first with backtracking\n"
+               "      --threshold S    dfs: prune children whose judge score is below S (default\n"
+               "                       none)\n"
                "  -n, --tokens N       tokens per thought at most (default 24)\n"
                "      --delim TEXT     a thought ends once its text ends with TEXT (repeatable;\n"
                "                       default a newline; 'sentence': . ! ? or a newline)\n"
@@ -56,15 +65,17 @@ typedef struct tot_opts {
     sample_params sp;
     app_judge_opts jo;
     cot_vote_spec vote;
-    bool json, quiet;
+    bool json, quiet, dfs;
+    double threshold;
 } tot_opts;
 
 static int tot_parse(int argc, char **argv, tot_opts *o, prompt_model_opts *mo, prompt_chat *pc) {
-    enum { O_DELIM = 1000, O_VOTE };
+    enum { O_DELIM = 1000, O_VOTE, O_MODE, O_THRESHOLD };
     static const struct option lo[] = {
         PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS, PROMPT_CHAT_LONGOPTS, JUDGE_OPTS_LONGOPTS,
         {"prompt", 1, 0, 'p'}, {"thoughts", 1, 0, 'k'}, {"keep", 1, 0, 'b'}, {"depth", 1, 0, 'd'},
         {"tokens", 1, 0, 'n'}, {"delim", 1, 0, O_DELIM}, {"vote", 1, 0, O_VOTE}, {"json", 0, 0, 'J'},
+        {"mode", 1, 0, O_MODE}, {"threshold", 1, 0, O_THRESHOLD},
         {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     static const char *const sentence[] = {".", "!", "?", "\n"};
     int ch, r;
@@ -94,6 +105,17 @@ static int tot_parse(int argc, char **argv, tot_opts *o, prompt_model_opts *mo, 
                 return app_usage_error("at most %d --delim strings", TOT_MAX_DELIMS);
             }
             break;
+        case O_MODE:
+            if (strcmp(optarg, "bfs") && strcmp(optarg, "dfs")) return app_usage_error("--mode: bfs or dfs, not '%s'", optarg);
+            o->dfs = !strcmp(optarg, "dfs");
+            break;
+        case O_THRESHOLD: {
+            char *end;
+            o->threshold = strtod(optarg, &end);
+            if (end == optarg || *end || isnan(o->threshold))
+                return app_usage_error("--threshold: a number, not '%s'", optarg);
+            break;
+        }
         case 'h': tot_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode tot --help", TOT_USAGE);
         }
@@ -165,6 +187,7 @@ static st_code tot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt
         so.from = at, so.sample = o->sp, so.budget = o->budget, so.n_vocab = pm->m->hp.n_vocab;
         so.stops = o->delims, so.n_stops = o->n_delims;
         so.u.tot.k = o->k, so.u.tot.b = o->b, so.u.tot.d = o->d, so.u.tot.prompt = &jp;
+        so.u.tot.dfs = o->dfs, so.u.tot.threshold = o->threshold;
         s = strategy_create(&so, &env, err);
         rc = s ? ST_OK : err->code;
     }
@@ -191,7 +214,8 @@ static st_code tot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt
 
 int cmd_tot(int argc, char **argv) {
     prompt_model_opts mo = prompt_model_default_opts();
-    tot_opts o = {.prompt = "", .k = 3, .b = 2, .d = 3, .budget = 24, .sp = sample_default_params()};
+    tot_opts o = {.prompt = "", .k = 3, .b = 2, .d = 3, .budget = 24, .sp = sample_default_params(),
+                  .threshold = -INFINITY};
     o.sp.temp = 0.7f;
     prompt_chat pc = {0};
     int r = tot_parse(argc, argv, &o, &mo, &pc);

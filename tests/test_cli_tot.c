@@ -2,7 +2,9 @@
  * cache fills up (small -c): they run on the commands' loop (app/strategy_run.h), so a
  * full cache gives the message every command gives, a clear exit status and no crash; a
  * tot search stopped after a judged level prints its best leaves (text and --json, which
- * says how it ended), one stopped before any has nothing to show and fails. */
+ * says how it ended), one stopped before any has nothing to show and fails. The
+ * breadth-first output is unchanged by the depth-first mode, which gives the same leaves
+ * at depth 1. */
 #include "t.h"
 #include "t_run.h"
 
@@ -65,8 +67,49 @@ static void check_full(void) {
     free(err);
 }
 
+/* Breadth-first output as before depth-first search was added (captured from the
+ * program before), and depth-first with one level and no threshold gives the same leaves:
+ * it judges the start's k thoughts, the best is the answer and the other kept one waits. */
+static void check_modes(void) {
+    static const char *const bfs1 =
+        "{\"leaves\": [\n"
+        " {\"rank\": 1, \"score\": -0.225844324, \"text\": \" there was a boy named Tim. Tim loved playing with "
+        "his toys. One day, he\"},\n"
+        " {\"rank\": 2, \"score\": -0.252780437, \"text\": \" there was a boy named Tim. Tim loved his toys and "
+        "always se\"}\n"
+        "], \"answer\": null, \"ended\": \"done\"}\n";
+    static const char *const bfs2 =
+        "{\"leaves\": [\n"
+        " {\"rank\": 1, \"score\": -0.271823049, \"text\": \", there was a little girl named Lily. One day, Lily "
+        "went to the\"},\n"
+        " {\"rank\": 2, \"score\": -0.277219951, \"text\": \", there was a little girl. She loved to play with "
+        "her to\"}\n"
+        "], \"answer\": null, \"ended\": \"done\"}\n";
+    int status;
+    char *err = NULL, *out = run2(&status, &err, "tot -p 'Once upon a time' -q --json -d 2 -n 12");
+    T_CHECK(out && status == 0 && !strcmp(out, bfs1), "bfs sampled output unchanged: '%s'", out ? out : "");
+    free(out), free(err);
+    out = run2(&status, &err,
+               "tot -p 'Once upon a time' -q --json --temp 0 -d 3 -n 8 -k 3 -b 2 --delim sentence --mode bfs");
+    T_CHECK(out && status == 0 && !strcmp(out, bfs2), "bfs greedy output unchanged: '%s'", out ? out : "");
+    free(out), free(err);
+    char *a = run2(&status, &err, "tot -p 'Mom said' -q --json --temp 0 -d 1 -n 8");
+    free(err);
+    char *b = run2(&status, &err, "tot -p 'Mom said' -q --json --temp 0 -d 1 -n 8 --mode dfs");
+    T_CHECK(a && b && status == 0 && strstr(a, "\"rank\": 2") && !strcmp(a, b), "dfs -d 1 = bfs -d 1: '%s' / '%s'",
+            a ? a : "", b ? b : "");
+    free(a), free(b), free(err);
+    out = run2(&status, &err, "tot -p x --mode sideways");
+    T_CHECK(status == 2 && strstr(err, "--mode: bfs or dfs"), "bad --mode: %d '%s'", status, err ? err : "");
+    free(out), free(err);
+    out = run2(&status, &err, "tot -p x --mode dfs --threshold high");
+    T_CHECK(status == 2 && strstr(err, "--threshold: a number"), "bad --threshold: %d '%s'", status, err ? err : "");
+    free(out), free(err);
+}
+
 int main(void) {
     if (!t_cli_setup(bin, sizeof bin, model, sizeof model)) return t_done();
     check_full();
+    check_modes();
     return t_done();
 }

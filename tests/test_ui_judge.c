@@ -20,6 +20,16 @@ static void check_parse(void) {
                 o->u.tot.b == 2 && o->u.tot.d == 4 && o->budget == 0, ":tot K B D");
     T_CHECK(ui_cmd_parse(":tot 3 2 4 16", &c, &err) == ST_OK && o->budget == 16, ":tot K B D TOKENS");
     T_CHECK(ui_cmd_parse(":tot 3 2", &c, &err) == ST_ERR_ARG && strstr(err.msg, ":tot K B D"), ":tot K B: %s", err.msg);
+    T_CHECK(ui_cmd_parse(":tot 3 2 4", &c, &err) == ST_OK && !o->u.tot.dfs && isinf(o->u.tot.threshold), ":tot is bfs");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 dfs", &c, &err) == ST_OK && o->u.tot.dfs && o->budget == 0 &&
+                isinf(o->u.tot.threshold), ":tot K B D dfs");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 16 dfs -0.5", &c, &err) == ST_OK && o->u.tot.dfs && o->budget == 16 &&
+                o->u.tot.threshold == -0.5, ":tot K B D TOKENS dfs MIN");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 bfs", &c, &err) == ST_OK && !o->u.tot.dfs, ":tot K B D bfs");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 bfs -0.5", &c, &err) == ST_ERR_ARG, ":tot bfs takes no threshold");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 sideways", &c, &err) == ST_ERR_ARG, ":tot with a bad mode");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 dfs x", &c, &err) == ST_ERR_ARG, ":tot with a bad threshold");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 8 9", &c, &err) == ST_ERR_ARG, ":tot with five numbers");
     T_CHECK(ui_cmd_parse(":judge", &c, &err) == ST_OK && c.kind == UI_CMD_JUDGE && !c.text[0], ":judge alone");
     T_CHECK(ui_cmd_parse(":judge Is it kind?", &c, &err) == ST_OK && !strcmp(c.text, "Is it kind?"), ":judge QUESTION");
 }

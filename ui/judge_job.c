@@ -1,6 +1,7 @@
 /* judge_job.c - :judge and :tot for the worker (judge_job.h). */
 #include "judge_job.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -62,8 +63,9 @@ strategy *ui_judge_start(const strategy_env *env, const ui_judge_env *je, const 
     if (o.kind == STRAT_TOT) {
         o.stops = newline, o.n_stops = 1;
         o.u.tot.prompt = &jp;
-        snprintf(note, cap, "tot: %d thoughts per node, keep %d, %d levels, %d tokens per thought", (int)o.u.tot.k,
-                 (int)o.u.tot.b, (int)o.u.tot.d, (int)o.budget);
+        snprintf(note, cap, "tot%s: %d thoughts per node, keep %d, %d levels, %d tokens per thought%s", o.u.tot.dfs ? " dfs" : "",
+                 (int)o.u.tot.k, (int)o.u.tot.b, (int)o.u.tot.d, (int)o.budget,
+                 o.u.tot.dfs && isfinite(o.u.tot.threshold) ? ", scores below the threshold pruned" : "");
     } else {
         if (!(br = ui_judge_branches(env->f, o.from, &o.u.judge.n, &marked, err))) {
             judge_tokens_free(&jp);
