@@ -26,7 +26,7 @@ static const struct {
     {"beam", UI_CMD_BEAM, ARG_INT12, UI_JOB_RUN, STRAT_BEAM, ":beam WIDTH [TOKENS] beam search from the selected leaf"},
     {"ask", UI_CMD_ASK, ARG_TEXT, UI_JOB_RUN, STRAT_ASK, ":ask TEXT           TEXT as a chat user turn under the selection, grown"},
     {"margins", UI_CMD_MARGINS, ARG_INT_TEXT, UI_JOB_RUN, STRAT_MARGINS, ":margins [CHUNK] QUESTION  notes on each CHUNK tokens of the branch, then an answer"},
-    {"draft", UI_CMD_DRAFT, ARG_INT01, UI_JOB_RUN, STRAT_DRAFT, ":draft [TOKENS]      exact greedy from the selection, drafts verified in the forest"},
+    {"draft", UI_CMD_DRAFT, ARG_INT01, UI_JOB_RUN, STRAT_DRAFT, ":draft [TOKENS]      exact decoding from the selection (greedy, or sampling at :set temp), drafts verified in the forest"},
     {"lookahead", UI_CMD_LOOKAHEAD, ARG_LA, UI_JOB_RUN, STRAT_LOOKAHEAD, ":lookahead W N G [TOKENS]  :draft plus lookahead's W x (N-1) window, G pool drafts"},
     {"append", UI_CMD_APPEND, ARG_TEXT, UI_JOB_APPEND, 0, ":append TEXT        append TEXT under the selection"},
     {"prune", UI_CMD_PRUNE, ARG_NONE, UI_JOB_PRUNE, 0, ":prune              prune the selected subtree"},
