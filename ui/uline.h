@@ -99,14 +99,8 @@ static inline size_t ui_line_put(ui_line *l, const char *text) {
             gn += n;
             if (w > 2) w = 2;
         }
-        if (l->cols + w > l->max_cols || l->len + gn + 1 > l->cap) {
-            l->full = true;
-            break;
-        }
-        memcpy(l->s + l->len, g, gn);
-        l->len += gn;
-        l->s[l->len] = '\0';
-        l->cols += w;
+        ui_line_char_w(l, g, gn, w);
+        if (l->full) break;
         p += n;
     }
     return (size_t)((const char *)p - text);
