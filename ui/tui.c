@@ -413,7 +413,7 @@ static void do_action(tui *t, int a) {
         t->mask = !t->mask;
         if (t->focus != UI_VIEW_FOREST) t->focus = t->mask ? UI_VIEW_MASK : UI_VIEW_TEXT;
         break;
-    case UI_ACT_STEP: post(t, ui_job_run(STRAT_STEPS, FOREST_NONE)); break;
+    case UI_ACT_STEP: post(t, ui_job_run(STRAT_STEPS, sel)); break;
     case UI_ACT_PREVIEW:
         t->mask = true;
         if (t->focus != UI_VIEW_FOREST) t->focus = UI_VIEW_MASK;
