@@ -34,6 +34,7 @@ def main():
     ap.add_argument("--bin", default="./multidecode")
     ap.add_argument("--model", default="models/SmolLM2-135M-Instruct.Q4_1.gguf")
     ap.add_argument("--n", type=int, default=20)
+    ap.add_argument("--chat-template", help="for a model file without one (Gemma 3 270M: gemma)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--chains", type=int, default=5)
     ap.add_argument("--tokens", type=int, default=48)
@@ -42,7 +43,8 @@ def main():
     k, b, d, tt = (int(x) for x in a.tot.split(","))
     rng = random.Random(a.seed)
     probs = [(rng.randint(10, 99), rng.randint(10, 99)) for _ in range(a.n)]
-    base = [a.bin, None, "-m", a.model, "--chat", "--temp", "0.7", "--seed", "1", "-q", "--json",
+    chat = ["--chat-template", a.chat_template] if a.chat_template else ["--chat"]
+    base = [a.bin, None, "-m", a.model] + chat + ["--temp", "0.7", "--seed", "1", "-q", "--json",
             "--vote", "last-number"]
     res = {"cot_majority": [0, 0.0], "cot_judge_weighted": [0, 0.0], "tot": [0, 0.0]}
     for x, y in probs:
