@@ -1,7 +1,8 @@
 /* test_ui_judge.c - :judge and :tot in the TUI's terms: the command lines parse, :judge
  * picks the bookmarked branches or else the leaves below the selection's fork point, and
- * ui_judge_start's runs end with a score for every branch (the scores the forest pane
- * shows), on a random tiny model. */
+ * ui_judge_start's runs end with a score for every branch, and through the worker every
+ * judged branch keeps its score (the forest pane shows it) past later runs, on a random
+ * tiny model. */
 #include "t.h"
 
 #include <math.h>
@@ -10,7 +11,11 @@
 #include "../ui/command.h"
 #include "forest/step.h"
 #include "../ui/judge_job.h"
+#include "../ui/worker.h"
 #include "t_model.h"
+
+#include <time.h>
+#include <unistd.h>
 
 static void check_parse(void) {
     ui_cmd c;
@@ -57,6 +62,68 @@ static void check_many(void) {
     forest_free(f);
 }
 
+/* Posts j and waits (at most 60 s) until the worker has said something and nothing runs;
+ * false on a timeout. */
+static bool run_job(ui_worker *w, ui_job j) {
+    char msg[256];
+    ui_worker_lock(w);
+    uint64_t no = ui_worker_message(w, msg, sizeof msg);
+    ui_worker_post(w, &j);
+    ui_worker_unlock(w);
+    for (time_t t0 = time(NULL); time(NULL) - t0 < 60; usleep(2000)) {
+        ui_worker_lock(w);
+        bool idle = ui_worker_message(w, msg, sizeof msg) != no && !ui_worker_busy(w);
+        ui_worker_unlock(w);
+        if (idle) return true;
+    }
+    fprintf(stderr, "still running after 60 s: %s\n", msg);
+    return false;
+}
+
+/* How many of ids have a score the forest pane shows. */
+static int32_t n_scored(ui_worker *w, const forest_id *ids, int32_t n) {
+    int32_t k = 0;
+    double v;
+    ui_worker_lock(w);
+    for (int32_t i = 0; i < n; i++) k += ui_worker_score_of(w, ids[i], &v) && !isnan(v);
+    ui_worker_unlock(w);
+    return k;
+}
+
+/* :judge through the worker on more branches than the old list held (64): every branch
+ * keeps its score, and still has it after a later run (a grow elsewhere). */
+static void check_worker_scores(model *m, tok *tk) {
+    enum { NB = 70 };
+    st_err err = {0};
+    model_ctx *c = t_new_ctx(m, 2048);
+    forest *f = forest_init(2048, 0);
+    static const int32_t p[] = {1, 300, 317};
+    forest_id at, leaf[NB], other;
+    bool ok = c && f && !forest_add_root(f, p, NULL, 3, 0, &at, &err) &&
+              !forest_add_root(f, p, NULL, 2, 0, &other, &err);
+    for (int32_t i = 0; ok && i < NB; i++) {
+        int32_t t = 400 + i;
+        ok = !forest_append(f, at, &t, NULL, 1, &leaf[i], &err);
+    }
+    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sample_default_params(), .budget = 2,
+                           .model_name = "m", .backend = "cpu"};
+    ui_worker *w = ok ? ui_worker_start(&wp, &err) : NULL;
+    T_CHECK(w, "worker: %s", err.msg);
+    if (!w) {
+        forest_free(f);
+        model_ctx_free(c);
+        return;
+    }
+    ui_job judge = ui_job_run(STRAT_JUDGE, leaf[0]);
+    judge.text = "Good?"; /* a short judge: 70 of them fit the cache */
+    T_CHECK(run_job(w, judge) && n_scored(w, leaf, NB) == NB,
+            ":judge of %d branches: %d scored", NB, n_scored(w, leaf, NB));
+    T_CHECK(run_job(w, ui_job_run(STRAT_GROW, other)) && n_scored(w, leaf, NB) == NB,
+            "after a grow: %d of %d still scored", n_scored(w, leaf, NB), NB);
+    ui_worker_stop(w);
+    model_ctx_free(c);
+}
+
 int main(void) {
     check_parse();
     check_many();
@@ -66,6 +133,7 @@ int main(void) {
     tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
     T_CHECK(m && tk, "random model: %s", err.msg);
     if (!m || !tk) return t_done();
+    check_worker_scores(m, tk);
     model_ctx *c = t_new_ctx(m, 512);
     forest *f = forest_init(512, 0);
     step_plan plan;

@@ -102,10 +102,8 @@ static int branch_pair(int32_t start) {
 }
 
 static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
-    forest_id running[64], scored[UI_MAX_SCORES];
-    double score[UI_MAX_SCORES];
+    forest_id running[64];
     int32_t nr = ui_worker_running(t->w, running, 64);
-    int32_t ns = ui_worker_scores(t->w, scored, score, UI_MAX_SCORES);
     fv_scroll(&t->fv, h);
     t->forest_h = h;
     char buf[1024];
@@ -113,10 +111,10 @@ static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
         int32_t i = t->fv.top + r;
         if (i >= t->fv.n_lines) break;
         const fv_line *ln = &t->fv.lines[i];
-        /* a beam hypothesis's line ends with its score */
+        /* a judged branch's or a beam hypothesis's line ends with its score */
         char sc[32] = "";
-        for (int32_t k = 0; k < ns; k++)
-            if (scored[k] == forest_id_at(f, ln->end)) snprintf(sc, sizeof sc, " [%.2f]", score[k]);
+        double score;
+        if (ui_worker_score_of(t->w, forest_id_at(f, ln->end), &score)) snprintf(sc, sizeof sc, " [%.2f]", score);
         int sw = (int)strlen(sc);
         int cls = fv_render(&t->fv, f, t->p->wp.tk, i, running, nr, buf, sizeof buf, w - sw > 8 ? w - sw : w);
         if (sc[0] && w - sw > 8) {

@@ -160,6 +160,7 @@ static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
     w->unsaved_since = 0;
     w->modified = w->touched = false;
     w->n_scores = 0; /* ids of the old forest */
+    ui_scores_free(&w->judged);
     say(w, "loaded %s: press s to compute it", j->text);
     return ST_OK;
 }
@@ -352,6 +353,7 @@ void ui_worker_stop(ui_worker *w) {
     for (int32_t i = 0; i < w->q_n; i++) free((char *)w->q[(w->q_head + i) % Q_CAP].text);
     worker_run_stop(w);
     ui_undo_free(&w->undo);
+    ui_scores_free(&w->judged);
     step_plan_free(&w->plan);
     step_plan_free(&w->preview);
     forest_free(w->f);
@@ -385,11 +387,11 @@ void ui_worker_settings(const ui_worker *w, char *out, size_t cap) {
              (int)w->budget, w->chat.kind == CHAT_NONE ? "(no template)" : w->chat_on ? "on" : "off");
 }
 
-int32_t ui_worker_scores(const ui_worker *w, forest_id *ids, double *scores, int32_t cap) {
-    int32_t n = 0;
-    for (int32_t i = 0; i < w->n_scores && n < cap; i++)
-        if (forest_get(w->f, w->score_leaf[i])) ids[n] = w->score_leaf[i], scores[n++] = w->score[i];
-    return n;
+bool ui_worker_score_of(const ui_worker *w, forest_id id, double *score) {
+    if (ui_scores_get(&w->judged, w->f, id, score)) return true;
+    for (int32_t i = 0; i < w->n_scores; i++)
+        if (w->score_leaf[i] == id && forest_get(w->f, id)) return *score = w->score[i], true;
+    return false;
 }
 
 uint64_t ui_worker_message(const ui_worker *w, char *out, size_t cap) {
