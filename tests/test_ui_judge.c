@@ -10,6 +10,7 @@
 
 #include "../ui/command.h"
 #include "forest/step.h"
+#include "../ui/forest_view.h"
 #include "../ui/judge_job.h"
 #include "../ui/worker.h"
 #include "t_model.h"
@@ -35,6 +36,16 @@ static void check_parse(void) {
     T_CHECK(ui_cmd_parse(":tot 3 2 4 sideways", &c, &err) == ST_ERR_ARG, ":tot with a bad mode");
     T_CHECK(ui_cmd_parse(":tot 3 2 4 dfs x", &c, &err) == ST_ERR_ARG, ":tot with a bad threshold");
     T_CHECK(ui_cmd_parse(":tot 3 2 4 8 9", &c, &err) == ST_ERR_ARG, ":tot with five numbers");
+    T_CHECK(ui_cmd_parse(":keep 3", &c, &err) == ST_OK && c.kind == UI_CMD_KEEP && c.job.kind == UI_JOB_KEEP &&
+                c.job.u.keep.n == 3, ":keep N");
+    T_CHECK(ui_cmd_parse(":keep", &c, &err) == ST_ERR_ARG && ui_cmd_parse(":keep 2 3", &c, &err) == ST_ERR_ARG,
+            ":keep wants one number");
+    T_CHECK(ui_cmd_parse(":sort score", &c, &err) == ST_OK && c.kind == UI_CMD_SORT && c.val == UI_SORT_SCORE &&
+                ui_cmd_parse(":sort prob", &c, &err) == ST_OK && c.val == UI_SORT_PROB &&
+                ui_cmd_parse(":sort made", &c, &err) == ST_OK && c.val == UI_SORT_NONE,
+            ":sort score|prob|made");
+    T_CHECK(ui_cmd_parse(":sort up", &c, &err) == ST_ERR_ARG && ui_cmd_parse(":sort", &c, &err) == ST_ERR_ARG,
+            ":sort with a bad order");
     T_CHECK(ui_cmd_parse(":judge", &c, &err) == ST_OK && c.kind == UI_CMD_JUDGE && !c.text[0], ":judge alone");
     T_CHECK(ui_cmd_parse(":judge Is it kind?", &c, &err) == ST_OK && !strcmp(c.text, "Is it kind?"), ":judge QUESTION");
 }
@@ -90,6 +101,50 @@ static int32_t n_scored(ui_worker *w, const forest_id *ids, int32_t n) {
     return k;
 }
 
+/* The n judged leaves under one fork: :sort score puts the best one's line first under
+ * the fork; :keep 3 leaves the 3 best (and prunes 67 as one undo step: u puts all back). */
+static void check_sort_keep(ui_worker *w, const forest_id *leaf, int32_t n) {
+    double sc[128], v;
+    int32_t best = 0, order[128];
+    st_err err = {0};
+    ui_worker_lock(w);
+    const forest *f = ui_worker_forest(w);
+    for (int32_t i = 0; i < n; i++) ui_worker_score_of(w, leaf[i], &sc[i]), best = sc[i] > sc[best] ? i : best;
+    double *keys = NULL;
+    int32_t cap = 0, live = forest_n_live(f);
+    forest_view fv;
+    fv_init(&fv, false);
+    bool ok = !ui_worker_sort_keys(w, UI_SORT_SCORE, &keys, &cap, &err) && (fv.key = keys) && !fv_rebuild(&fv, f, &err);
+    int32_t first = -1; /* the first line nested under the fork */
+    for (int32_t i = 0; ok && i < fv.n_lines && first < 0; i++)
+        if (fv.lines[i].indent == 1) first = fv.lines[i].start;
+    T_CHECK(ok && first == forest_index(leaf[best]), ":sort score: the best leaf (%d, %.3f) first, got index %d %s",
+            (int)forest_index(leaf[best]), sc[best], (int)first, err.msg);
+    fv_free(&fv);
+    free(keys);
+    ui_worker_unlock(w);
+    char msg[256];
+    ui_job keep = {.kind = UI_JOB_KEEP, .node = leaf[0], .u.keep.n = 3};
+    T_CHECK(run_job(w, keep), ":keep 3 ran");
+    ui_worker_lock(w);
+    ui_worker_message(w, msg, sizeof msg);
+    f = ui_worker_forest(w);
+    for (int32_t i = 0; i < n; i++) order[i] = i;
+    judge_rank(sc, order, n);
+    int32_t alive = 0, top3 = 0;
+    for (int32_t i = 0; i < n; i++) alive += forest_get(f, leaf[i]) != NULL;
+    for (int32_t i = 0; i < 3; i++) top3 += forest_get(f, leaf[order[i]]) && ui_worker_score_of(w, leaf[order[i]], &v);
+    T_CHECK(alive == 3 && top3 == 3 && strstr(msg, "kept the 3 best of 70 scored leaves: pruned 67 branches"),
+            ":keep 3: %d alive, %d of the best 3 (%s)", alive, top3, msg);
+    ui_worker_unlock(w);
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_UNDO}), "undo ran");
+    ui_worker_lock(w);
+    ui_worker_message(w, msg, sizeof msg);
+    T_CHECK(forest_n_live(ui_worker_forest(w)) == live && strstr(msg, "restored 67 nodes (67 branches)"),
+            "one undo puts the 67 back: %d of %d nodes (%s)", forest_n_live(ui_worker_forest(w)), live, msg);
+    ui_worker_unlock(w);
+}
+
 /* :judge through the worker on more branches than the old list held (64): every branch
  * keeps its score, and still has it after a later run (a grow elsewhere). */
 static void check_worker_scores(model *m, tok *tk) {
@@ -120,6 +175,7 @@ static void check_worker_scores(model *m, tok *tk) {
             ":judge of %d branches: %d scored", NB, n_scored(w, leaf, NB));
     T_CHECK(run_job(w, ui_job_run(STRAT_GROW, other)) && n_scored(w, leaf, NB) == NB,
             "after a grow: %d of %d still scored", n_scored(w, leaf, NB), NB);
+    check_sort_keep(w, leaf, NB);
     ui_worker_stop(w);
     model_ctx_free(c);
 }

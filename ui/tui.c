@@ -32,6 +32,9 @@ typedef struct tui {
     ui_worker *w;
     ui_keymap km;
     forest_view fv;
+    ui_sort sort;         /* :sort; its keys by forest index (t->fv.key) */
+    double *keys;
+    int32_t cap_keys;
     text_view tv;
     int focus;          /* UI_VIEW_FOREST / TEXT / MASK */
     bool mask, help, quit, dirty;
@@ -81,6 +84,8 @@ static ui_job beam_job(forest_id node, int32_t width) {
 static void sync_views(tui *t) {
     const forest *f = ui_worker_forest(t->w);
     st_err err = {0};
+    t->fv.key = NULL;
+    if (t->sort && !ui_worker_sort_keys(t->w, t->sort, &t->keys, &t->cap_keys, &err)) t->fv.key = t->keys;
     if (fv_rebuild(&t->fv, f, &err)) set_msg(t, err.msg);
     forest_id focus = ui_worker_take_focus(t->w);
     if (focus != FOREST_NONE) fv_select_node(&t->fv, f, focus);
@@ -370,6 +375,7 @@ static void run_command(tui *t, const char *line) {
         else ui_keymap_bind(&t->km, k, a);
         break;
     }
+    case UI_CMD_SORT: t->sort = (ui_sort)c.val, t->seen_version = (uint64_t)-1; break; /* views rebuilt */
     case UI_CMD_HELP: t->help = true; break;
     case UI_CMD_QUIT: t->quit = true; break;
     default: break; /* the rest post their jobs */
@@ -634,6 +640,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
     ui_cmdline_end();
     delwin(t.cmdwin);
     fv_free(&t.fv);
+    free(t.keys);
     tv_free(&t.tv);
     ui_screen_end();
     return ST_OK;
