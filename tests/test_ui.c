@@ -107,7 +107,14 @@ static void test_commands(void) {
     T_CHECK(!ui_cmd_parse(":set chat on", &c, &err) && c.val == 1, "set chat on");
     T_CHECK(ui_cmd_parse(":set chat 2", &c, &err) && strstr(err.msg, "chat on|off"), "set chat 2: '%s'", err.msg);
     T_CHECK(!ui_cmd_parse(":save /tmp/x.json", &c, &err) && c.kind == UI_CMD_SAVE && !strcmp(c.text, "/tmp/x.json"), "save");
-    T_CHECK(!ui_cmd_parse(":load", &c, &err) && c.kind == UI_CMD_LOAD && !c.text[0], "load default");
+    T_CHECK(!ui_cmd_parse(":load", &c, &err) && c.kind == UI_CMD_LOAD && !c.text[0] && !c.force, "load default");
+    /* :load! loads a session saved with another model; no other command takes a '!' */
+    T_CHECK(!ui_cmd_parse(":load! /tmp/x.json", &c, &err) && c.kind == UI_CMD_LOAD && c.force &&
+            !strcmp(c.text, "/tmp/x.json"), ":load! FILE: force %d '%s'", c.force, c.text);
+    T_CHECK(!ui_cmd_parse(":loa!", &c, &err) && c.kind == UI_CMD_LOAD && c.force, ":loa! is :load!");
+    T_CHECK(!ui_cmd_parse(":load /tmp/x.json", &c, &err) && !c.force, ":load FILE does not force");
+    T_CHECK(ui_cmd_parse(":grow! 3", &c, &err) == ST_ERR_ARG && strstr(err.msg, "only :load!") && c.kind == UI_CMD_NONE,
+            ":grow!: '%s'", err.msg);
     T_CHECK(!ui_cmd_parse(":q", &c, &err) && c.kind == UI_CMD_QUIT, "prefix :q");
     T_CHECK(!ui_cmd_parse(":prune", &c, &err) && c.kind == UI_CMD_PRUNE, "prune");
     T_CHECK(!ui_cmd_parse(":merge", &c, &err) && c.kind == UI_CMD_MERGE, "merge");
@@ -429,6 +436,57 @@ static void test_ask_job(void) {
     T_CHECK(!strncmp(msg, "done: +", 7) && strstr(msg, "1 branch") && strstr(msg, "(ask: raw text") && grown >= 1 &&
                 grown <= 6 && !ui_worker_busy(w),
             "ask after the cancel: '%s', %d tokens grown", msg, grown);
+    ui_worker_unlock(w);
+    ui_worker_stop(w);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
+/* Posts j and waits until the worker is idle after saying "done..." (or 60 s). */
+static void run_to_done(ui_worker *w, ui_job j, char *msg, size_t cap) {
+    ui_worker_lock(w);
+    uint64_t no = ui_worker_message(w, msg, cap);
+    ui_worker_post(w, &j);
+    ui_worker_unlock(w);
+    do no = wait_message(w, no, true, msg, cap);
+    while (strncmp(msg, "done", 4) && strncmp(msg, "nothing", 7) && msg[0]);
+}
+
+/* `s` with a branch selected after a grow stopped by its budget: the step computes that
+ * branch end's next-token choices, so the alternatives pane has "(next)" entries (the grow
+ * left its last token pending with no logits wanted). */
+static void test_step_fills_next(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    if (!open_stories(&m, &tk, &c, 512)) goto out;
+    st_err err = {0};
+    forest *f = forest_init(512, 8);
+    int32_t prompt[2] = {tok_bos(tk), 300};
+    forest_id root, leaf = FOREST_NONE;
+    forest_add_root(f, prompt, NULL, 2, 0, &root, &err);
+    sample_params sp = sample_default_params();
+    sp.temp = 0;
+    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = 4, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = ui_worker_start(&wp, &err);
+    T_CHECK(w, "worker: %s", err.msg);
+    if (!w) {
+        forest_free(f);
+        goto out;
+    }
+    char msg[1024];
+    run_to_done(w, ui_job_run(STRAT_GROW, root), msg, sizeof msg);
+    ui_worker_lock(w);
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i)) leaf = forest_id_at(f, i);
+    int32_t before = forest_topk(f, leaf, NULL, NULL, 0);
+    ui_worker_unlock(w);
+    run_to_done(w, ui_job_run(STRAT_STEPS, leaf), msg, sizeof msg);
+    ui_worker_lock(w);
+    int32_t after = forest_topk(f, leaf, NULL, NULL, 0);
+    T_CHECK(before == 0 && after > 0, "the branch end's choices: %d before the step, %d after ('%s')", before, after,
+            msg);
     ui_worker_unlock(w);
     ui_worker_stop(w);
 out:
@@ -788,6 +846,7 @@ int main(void) {
     test_ask_turns();
     test_model_runs();
     test_ask_job();
+    test_step_fills_next();
     test_export_svg();
     test_spec_runs();
     return t_done();

@@ -37,7 +37,7 @@ static const struct {
     {"sort", UI_CMD_SORT, ARG_SORT, UI_JOB_NONE, 0, ":sort score|prob|made  order siblings by best score below, by probability, or as made"},
     {"step", UI_CMD_STEP, ARG_INT01, UI_JOB_RUN, STRAT_STEPS, ":step [N]            run N engine steps"},
     {"save", UI_CMD_SAVE, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":save [FILE]         save the session (no FILE: the autosave)"},
-    {"load", UI_CMD_LOAD, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":load [FILE]         load a session (no FILE: the last run's); asks first when work is unsaved"},
+    {"load", UI_CMD_LOAD, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":load[!] [FILE]      load a session (no FILE: the last run's); asks first when work is unsaved; ! even one saved with another model"},
     {"export", UI_CMD_EXPORT, ARG_TEXT, UI_JOB_EXPORT, 0, ":export FILE         the tree's texts as Markdown; FILE.svg [tree|mask]: a picture of the tree and the last step's mask"},
     {"set", UI_CMD_SET, ARG_SET, UI_JOB_NONE, 0, ":set [NAME VALUE]    temp top_k top_p min_p seed budget; chat on|off (alone: show them)"},
     {"bind", UI_CMD_BIND, ARG_BIND, UI_JOB_NONE, 0, ":bind KEY ACTION     bind a key (see the help for names)"},
@@ -232,8 +232,14 @@ st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
     const char *s = line + 1;
     char name[32];
     if (!next_word(&s, name, sizeof name)) return ST_OK;
+    size_t nn = strlen(name);
+    bool bang = nn > 1 && name[nn - 1] == '!';
+    if (bang) name[nn - 1] = '\0';
     int32_t hit = find_cmd(name, err);
     if (hit < 0) return err->code;
+    if (bang && ui_cmds[hit].kind != UI_CMD_LOAD)
+        return st_set(err, ST_ERR_ARG, "':%s!': only :load! takes a '!' (to load a session saved with another model)", ui_cmds[hit].name);
+    c->force = bang;
     c->kind = ui_cmds[hit].kind;
     if (ui_cmds[hit].job == UI_JOB_RUN) c->job = ui_job_run(ui_cmds[hit].strat, FOREST_NONE);
     else c->job.kind = ui_cmds[hit].job;

@@ -152,6 +152,16 @@ static st_code start_ask(ui_worker *w, const ui_job *j, strategy_opts *o, st_err
     return ST_OK;
 }
 
+/* A step with a branch selected also computes that branch end's next-token choices when
+ * it has none: a grow that stopped left its last token pending without them (or a step
+ * computed it without keeping them), and the alternatives pane shows "(next)" from them. */
+static void want_choices(ui_worker *w, forest_id id) {
+    const forest_node *nd = forest_get(w->f, id);
+    if (!nd || forest_topk(w->f, id, NULL, NULL, 0) > 0) return;
+    if (nd->state == FOREST_PENDING) forest_set_flags(w->f, id, 0, FOREST_NO_LOGITS);
+    else forest_set_flags(w->f, id, FOREST_WANT_LOGITS, 0);
+}
+
 /* A job starting a strategy: refused while one runs. */
 st_code worker_run_start(ui_worker *w, const ui_job *j, st_err *err) {
     if (w->run) return st_set(err, ST_ERR_ARG, "%s is running: cancel it first (x)", strategy_ops_of(w->run)->name);
@@ -159,6 +169,7 @@ st_code worker_run_start(ui_worker *w, const ui_job *j, st_err *err) {
     if (rc) return rc;
     strategy_opts o = job_opts(w, j);
     w->note[0] = '\0';
+    if (o.kind == STRAT_STEPS) want_choices(w, j->node);
     switch (o.kind) {
     case STRAT_MARGINS: rc = start_margins(w, j, &o, err); break;
     case STRAT_MERGE: rc = start_merge(w, &o, err); break;
