@@ -1,7 +1,8 @@
 /* test_ui_judge.c - :judge and :tot in the TUI's terms: the command lines parse, :judge
  * picks the bookmarked branches or else the leaves below the selection's fork point, and
- * ui_judge_start's runs end with a score for every branch (the scores the forest pane
- * shows), on a random tiny model. */
+ * ui_judge_start's runs end with a score for every branch, and through the worker every
+ * judged branch keeps its score (the forest pane shows it) past later runs, on a random
+ * tiny model. */
 #include "t.h"
 
 #include <math.h>
@@ -9,8 +10,13 @@
 
 #include "../ui/command.h"
 #include "forest/step.h"
+#include "../ui/forest_view.h"
 #include "../ui/judge_job.h"
+#include "../ui/worker.h"
 #include "t_model.h"
+
+#include <time.h>
+#include <unistd.h>
 
 static void check_parse(void) {
     ui_cmd c;
@@ -30,6 +36,16 @@ static void check_parse(void) {
     T_CHECK(ui_cmd_parse(":tot 3 2 4 sideways", &c, &err) == ST_ERR_ARG, ":tot with a bad mode");
     T_CHECK(ui_cmd_parse(":tot 3 2 4 dfs x", &c, &err) == ST_ERR_ARG, ":tot with a bad threshold");
     T_CHECK(ui_cmd_parse(":tot 3 2 4 8 9", &c, &err) == ST_ERR_ARG, ":tot with five numbers");
+    T_CHECK(ui_cmd_parse(":keep 3", &c, &err) == ST_OK && c.kind == UI_CMD_KEEP && c.job.kind == UI_JOB_KEEP &&
+                c.job.u.keep.n == 3, ":keep N");
+    T_CHECK(ui_cmd_parse(":keep", &c, &err) == ST_ERR_ARG && ui_cmd_parse(":keep 2 3", &c, &err) == ST_ERR_ARG,
+            ":keep wants one number");
+    T_CHECK(ui_cmd_parse(":sort score", &c, &err) == ST_OK && c.kind == UI_CMD_SORT && c.val == UI_SORT_SCORE &&
+                ui_cmd_parse(":sort prob", &c, &err) == ST_OK && c.val == UI_SORT_PROB &&
+                ui_cmd_parse(":sort made", &c, &err) == ST_OK && c.val == UI_SORT_NONE,
+            ":sort score|prob|made");
+    T_CHECK(ui_cmd_parse(":sort up", &c, &err) == ST_ERR_ARG && ui_cmd_parse(":sort", &c, &err) == ST_ERR_ARG,
+            ":sort with a bad order");
     T_CHECK(ui_cmd_parse(":judge", &c, &err) == ST_OK && c.kind == UI_CMD_JUDGE && !c.text[0], ":judge alone");
     T_CHECK(ui_cmd_parse(":judge Is it kind?", &c, &err) == ST_OK && !strcmp(c.text, "Is it kind?"), ":judge QUESTION");
 }
@@ -57,6 +73,113 @@ static void check_many(void) {
     forest_free(f);
 }
 
+/* Posts j and waits (at most 60 s) until the worker has said something and nothing runs;
+ * false on a timeout. */
+static bool run_job(ui_worker *w, ui_job j) {
+    char msg[256];
+    ui_worker_lock(w);
+    uint64_t no = ui_worker_message(w, msg, sizeof msg);
+    ui_worker_post(w, &j);
+    ui_worker_unlock(w);
+    for (time_t t0 = time(NULL); time(NULL) - t0 < 60; usleep(2000)) {
+        ui_worker_lock(w);
+        bool idle = ui_worker_message(w, msg, sizeof msg) != no && !ui_worker_busy(w);
+        ui_worker_unlock(w);
+        if (idle) return true;
+    }
+    fprintf(stderr, "still running after 60 s: %s\n", msg);
+    return false;
+}
+
+/* How many of ids have a score the forest pane shows. */
+static int32_t n_scored(ui_worker *w, const forest_id *ids, int32_t n) {
+    int32_t k = 0;
+    double v;
+    ui_worker_lock(w);
+    for (int32_t i = 0; i < n; i++) k += ui_worker_score_of(w, ids[i], &v) && !isnan(v);
+    ui_worker_unlock(w);
+    return k;
+}
+
+/* The n judged leaves under one fork: :sort score puts the best one's line first under
+ * the fork; :keep 3 leaves the 3 best (and prunes 67 as one undo step: u puts all back). */
+static void check_sort_keep(ui_worker *w, const forest_id *leaf, int32_t n) {
+    double sc[128], v;
+    int32_t best = 0, order[128];
+    st_err err = {0};
+    ui_worker_lock(w);
+    const forest *f = ui_worker_forest(w);
+    for (int32_t i = 0; i < n; i++) ui_worker_score_of(w, leaf[i], &sc[i]), best = sc[i] > sc[best] ? i : best;
+    double *keys = NULL;
+    int32_t cap = 0, live = forest_n_live(f);
+    forest_view fv;
+    fv_init(&fv, false);
+    bool ok = !ui_worker_sort_keys(w, UI_SORT_SCORE, &keys, &cap, &err) && (fv.key = keys) && !fv_rebuild(&fv, f, &err);
+    int32_t first = -1; /* the first line nested under the fork */
+    for (int32_t i = 0; ok && i < fv.n_lines && first < 0; i++)
+        if (fv.lines[i].indent == 1) first = fv.lines[i].start;
+    T_CHECK(ok && first == forest_index(leaf[best]), ":sort score: the best leaf (%d, %.3f) first, got index %d %s",
+            (int)forest_index(leaf[best]), sc[best], (int)first, err.msg);
+    fv_free(&fv);
+    free(keys);
+    ui_worker_unlock(w);
+    char msg[256];
+    ui_job keep = {.kind = UI_JOB_KEEP, .node = leaf[0], .u.keep.n = 3};
+    T_CHECK(run_job(w, keep), ":keep 3 ran");
+    ui_worker_lock(w);
+    ui_worker_message(w, msg, sizeof msg);
+    f = ui_worker_forest(w);
+    for (int32_t i = 0; i < n; i++) order[i] = i;
+    judge_rank(sc, order, n);
+    int32_t alive = 0, top3 = 0;
+    for (int32_t i = 0; i < n; i++) alive += forest_get(f, leaf[i]) != NULL;
+    for (int32_t i = 0; i < 3; i++) top3 += forest_get(f, leaf[order[i]]) && ui_worker_score_of(w, leaf[order[i]], &v);
+    T_CHECK(alive == 3 && top3 == 3 && strstr(msg, "kept the 3 best of 70 scored leaves: pruned 67 branches"),
+            ":keep 3: %d alive, %d of the best 3 (%s)", alive, top3, msg);
+    ui_worker_unlock(w);
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_UNDO}), "undo ran");
+    ui_worker_lock(w);
+    ui_worker_message(w, msg, sizeof msg);
+    T_CHECK(forest_n_live(ui_worker_forest(w)) == live && strstr(msg, "restored 67 nodes (67 branches)"),
+            "one undo puts the 67 back: %d of %d nodes (%s)", forest_n_live(ui_worker_forest(w)), live, msg);
+    ui_worker_unlock(w);
+}
+
+/* :judge through the worker on more branches than the old list held (64): every branch
+ * keeps its score, and still has it after a later run (a grow elsewhere). */
+static void check_worker_scores(model *m, tok *tk) {
+    enum { NB = 70 };
+    st_err err = {0};
+    model_ctx *c = t_new_ctx(m, 2048);
+    forest *f = forest_init(2048, 0);
+    static const int32_t p[] = {1, 300, 317};
+    forest_id at, leaf[NB], other;
+    bool ok = c && f && !forest_add_root(f, p, NULL, 3, 0, &at, &err) &&
+              !forest_add_root(f, p, NULL, 2, 0, &other, &err);
+    for (int32_t i = 0; ok && i < NB; i++) {
+        int32_t t = 400 + i;
+        ok = !forest_append(f, at, &t, NULL, 1, &leaf[i], &err);
+    }
+    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sample_default_params(), .budget = 2,
+                           .model_name = "m", .backend = "cpu"};
+    ui_worker *w = ok ? ui_worker_start(&wp, &err) : NULL;
+    T_CHECK(w, "worker: %s", err.msg);
+    if (!w) {
+        forest_free(f);
+        model_ctx_free(c);
+        return;
+    }
+    ui_job judge = ui_job_run(STRAT_JUDGE, leaf[0]);
+    judge.text = "Good?"; /* a short judge: 70 of them fit the cache */
+    T_CHECK(run_job(w, judge) && n_scored(w, leaf, NB) == NB,
+            ":judge of %d branches: %d scored", NB, n_scored(w, leaf, NB));
+    T_CHECK(run_job(w, ui_job_run(STRAT_GROW, other)) && n_scored(w, leaf, NB) == NB,
+            "after a grow: %d of %d still scored", n_scored(w, leaf, NB), NB);
+    check_sort_keep(w, leaf, NB);
+    ui_worker_stop(w);
+    model_ctx_free(c);
+}
+
 int main(void) {
     check_parse();
     check_many();
@@ -66,6 +189,7 @@ int main(void) {
     tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
     T_CHECK(m && tk, "random model: %s", err.msg);
     if (!m || !tk) return t_done();
+    check_worker_scores(m, tk);
     model_ctx *c = t_new_ctx(m, 512);
     forest *f = forest_init(512, 0);
     step_plan plan;

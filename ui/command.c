@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* Argument shapes. */
-enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND, ARG_LA, ARG_TOT };
+enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND, ARG_LA, ARG_TOT, ARG_INT11, ARG_SORT };
 
 /* Each command: its name, its argument shape, the job it posts (UI_JOB_RUN: the strategy
  * strat) and its usage line. */
@@ -33,6 +33,8 @@ static const struct {
     {"merge", UI_CMD_MERGE, ARG_NONE, UI_JOB_RUN, STRAT_MERGE, ":merge              merge bookmarked branches"},
     {"judge", UI_CMD_JUDGE, ARG_TEXT_OPT, UI_JOB_RUN, STRAT_JUDGE, ":judge [QUESTION]    score the bookmarked branches (else the selection's siblings) in one step"},
     {"tot", UI_CMD_TOT, ARG_TOT, UI_JOB_RUN, STRAT_TOT, ":tot K B D [TOKENS] [dfs [MIN]]  tree of thoughts: K per node, keep B, D levels; dfs: depth-first, pruning scores below MIN"},
+    {"keep", UI_CMD_KEEP, ARG_INT11, UI_JOB_KEEP, 0, ":keep N              keep the N best scored leaves below the selection, prune the other scored ones"},
+    {"sort", UI_CMD_SORT, ARG_SORT, UI_JOB_NONE, 0, ":sort score|prob|made  order siblings by best score below, by probability, or as made"},
     {"step", UI_CMD_STEP, ARG_INT01, UI_JOB_RUN, STRAT_STEPS, ":step [N]            run N engine steps"},
     {"save", UI_CMD_SAVE, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":save [FILE]         save the session (no FILE: the autosave)"},
     {"load", UI_CMD_LOAD, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":load[!] [FILE]      load a session (no FILE: the last run's); asks first when work is unsaved; ! even one saved with another model"},
@@ -103,6 +105,7 @@ static void put_numbers(ui_cmd *c, const int32_t *v) {
     case UI_CMD_COT: o->u.cot.k = v[0], o->budget = v[1]; break;
     case UI_CMD_BEAM: o->u.beam.width = v[0], o->budget = v[1]; break;
     case UI_CMD_TOT: o->u.tot.k = v[0], o->u.tot.b = v[1], o->u.tot.d = v[2], o->budget = v[3]; break;
+    case UI_CMD_KEEP: c->job.u.keep.n = v[0]; break;
     case UI_CMD_STEP: o->u.steps.n = v[0] > 0 ? v[0] : 1; break;
     case UI_CMD_MARGINS: c->job.u.run.chunk = v[0]; break;
     case UI_CMD_LOOKAHEAD:
@@ -157,8 +160,8 @@ static bool parse_args(const char *s, int args, ui_cmd *c, st_code *rc, st_err *
     switch (args) {
     case ARG_NONE:
         return !next_word(&s, w, sizeof w);
-    case ARG_INT01: case ARG_INT12: case ARG_INT02: {
-        int lo = args == ARG_INT12, hi = args == ARG_INT01 ? 1 : 2;
+    case ARG_INT01: case ARG_INT11: case ARG_INT12: case ARG_INT02: {
+        int lo = args == ARG_INT12 || args == ARG_INT11, hi = args == ARG_INT01 || args == ARG_INT11 ? 1 : 2;
         for (; next_word(&s, w, sizeof w); n++)
             if (n == hi || !parse_int(w, &v[n])) return false;
         put_numbers(c, v);
@@ -193,6 +196,13 @@ static bool parse_args(const char *s, int args, ui_cmd *c, st_code *rc, st_err *
     }
     case ARG_SET:
         return parse_set(s, c, rc, err);
+    case ARG_SORT: { /* the order's name, as ui_sort counts them */
+        static const char *const orders[] = {"made", "score", "prob"};
+        if (!next_word(&s, w, sizeof w)) return false;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(w, orders[i])) return c->val = i, !next_word(&s, w, sizeof w);
+        return false;
+    }
     case ARG_LA: /* W N G [TOKENS]: G may be 0 (the window only feeds the pool) */
         for (; next_word(&s, w, sizeof w); n++)
             if (n == 4 || !parse_int_from(w, n == 2 ? 0 : 1, &v[n])) return false;

@@ -1,6 +1,6 @@
 /* command.h - the command line's language: ":grow 32", ":cot 8", ":beam 4 64", ":ask
  * TEXT", ":margins [CHUNK] QUESTION", ":draft 64", ":lookahead 5 4 4 64", ":append TEXT",
- * ":prune", ":merge", ":judge", ":tot 3 2 3", ":step", ":save FILE", ":load FILE",
+ * ":prune", ":merge", ":judge", ":tot 3 2 3", ":keep 3", ":sort score", ":step", ":save FILE", ":load FILE",
  * ":export FILE", ":set temp 0.7", ":bind KEY ACTION", ":pause", ":cancel", ":help",
  * ":quit". A line not starting with ':' is text to append under the selected node.
  * Parsing is plain C (unit-tested): a line becomes a ui_cmd or a message saying what is
@@ -33,6 +33,8 @@ typedef enum {
     UI_CMD_MERGE,    /* job: merge */
     UI_CMD_JUDGE,    /* job: judge; text = the judge's question ("": the default) */
     UI_CMD_TOT,      /* job: tot.k, tot.b kept, tot.d levels, [TOKENS] per thought */
+    UI_CMD_KEEP,     /* job: keep u.keep.n */
+    UI_CMD_SORT,     /* val = a ui_sort (scores.h): how the forest pane orders siblings */
     UI_CMD_STEP,     /* job: steps.n = [N] (default 1) */
     UI_CMD_SAVE,     /* text: file ("" = the autosave file); a leading ~/ is $HOME */
     UI_CMD_LOAD,     /* text: file ("" = the last run's autosave), ~/ as for save; force

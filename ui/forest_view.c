@@ -18,6 +18,7 @@ void fv_init(forest_view *v, bool utf8) {
 }
 
 void fv_free(forest_view *v) {
+    free(v->sib);
     free(v->lines);
     free(v->mark);
     free(v->stack);
@@ -41,6 +42,30 @@ static int32_t line_next(const forest_view *v, const forest *f, const forest_nod
     if (!single_child(f, nd)) return -1;
     int32_t c = nd->first_child;
     return c < v->cap_mark && v->mark[c].start == forest_node_at(f, c)->gen + 1 ? -1 : c;
+}
+
+/* A child waiting on the walk's stack, with its key and its place there. */
+struct fv_sib {
+    double key;
+    int32_t idx, at;
+};
+
+/* Lower keys first, ties by place: popped from the top, the highest key comes first and
+ * equal keys come as made. */
+static int sib_cmp(const void *a, const void *b) {
+    const struct fv_sib *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->at > y->at) - (x->at < y->at);
+}
+
+/* The n children just pushed (pairs, at pairs[0..2n)) ordered by v->key. */
+static bool order_children(forest_view *v, int32_t *pairs, int32_t n) {
+    if (!v->key || n < 2) return true;
+    if (!ARR_GROW_I32(v->sib, n, v->cap_sib)) return false;
+    for (int32_t i = 0; i < n; i++) v->sib[i] = (struct fv_sib){v->key[pairs[2 * i]], pairs[2 * i], i};
+    qsort(v->sib, (size_t)n, sizeof *v->sib, sib_cmp);
+    for (int32_t i = 0; i < n; i++) pairs[2 * i] = v->sib[i].idx;
+    return true;
 }
 
 st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
@@ -96,6 +121,8 @@ st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
                 int32_t k = sp;
                 for (int32_t c = nd->first_child; c >= 0; c = forest_node_at(f, c)->next_sibling)
                     stack[k - 2] = c, stack[k - 1] = indent + 1, k -= 2;
+                if (!order_children(v, stack + k, ln.n_children))
+                    return st_set(err, ST_ERR_NOMEM, "out of memory for the forest view");
             }
         }
         if (!found && forest_id_at(f, s) == v->cursor_id) v->cursor = n, found = true;
@@ -231,14 +258,14 @@ const char *fv_legend(int32_t i, bool utf8) {
         "  \xe2\x80\xa6  stopped by the budget (n grows it on)   \xe2\x98\x85  bookmarked (m)",
         "  \xe2\x96\xbe \xe2\x96\xb8  branches below, open / folded (Space)   \xc2\xb7  no branches below",
         "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
-        "  [-1.23]  a beam hypothesis's score (log-probability per token)",
+        "  [-1.23]  a judge score (:judge, :tot; kept with the branch) or a beam hypothesis's",
     };
     static const char *const a[] = {
         "  >  growing now          $  ended: end of text (the model ended it)",
         "  ~  stopped by the budget (n grows it on)   *  bookmarked (m)",
         "  - +  branches below, open / folded (Space)",
         "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
-        "  [-1.23]  a beam hypothesis's score (log-probability per token)",
+        "  [-1.23]  a judge score (:judge, :tot; kept with the branch) or a beam hypothesis's",
     };
     if (i < 0 || i >= (int32_t)(sizeof u / sizeof u[0])) return NULL;
     return utf8 ? u[i] : a[i];

@@ -58,6 +58,10 @@ typedef struct forest_view {
     int32_t *stack;        /* scratch for the walk */
     int32_t cap_stack;
     bool utf8;             /* glyphs: UTF-8 or ASCII */
+    const double *key;     /* borrowed, by forest index: siblings ordered by it, higher
+                              first (ties as made); NULL: as made */
+    struct fv_sib *sib;    /* scratch for ordering siblings */
+    int32_t cap_sib;
 } forest_view;
 
 void fv_init(forest_view *v, bool utf8);

@@ -18,6 +18,8 @@ typedef enum {
     UI_JOB_PRUNE,    /* node's subtree */
     UI_JOB_UNDO,     /* restore the last pruned subtree (pending); again: the one before */
     UI_JOB_REDO,     /* prune again what the last undo restored */
+    UI_JOB_KEEP,     /* the u.keep.n best scored leaves below node's fork point stay, the
+                        other scored ones are pruned (one undo step; judge_job.h) */
     UI_JOB_APPEND,   /* text under node (FOREST_NONE: a new root); in chat mode as a user
                         turn, in the form :ask gives it (ask_margins.h) */
     UI_JOB_FORK,     /* u.fork.token under node, then grown (when nothing runs) */
@@ -52,6 +54,7 @@ typedef struct ui_job {
     union {
         ui_run run;
         struct { int32_t token; } fork;
+        struct { int32_t n; } keep;
         struct { double value; } set;
         struct {
             bool autosave;   /* the work still counts as unsaved after it */

@@ -12,12 +12,21 @@
 #include <stdint.h>
 
 #include "ask_margins.h"
+#include "scores.h"
 #include "strategy/strategy.h"
 
 /* The branches :judge scores for selection sel, every one of them (no cap): a malloc'd
  * array of *n ids (the caller frees it; *n may be 0), in the forest's depth-first order,
  * and *marked whether they are the bookmarks. NULL + err (ST_ERR_NOMEM). */
 forest_id *ui_judge_branches(const forest *f, forest_id sel, int32_t *n, bool *marked, st_err *err);
+
+/* :keep N at selection sel: of the leaves below sel's fork point (as :judge picks them
+ * without bookmarks), the n best scored (s) stay, and so do the unscored ones; the others
+ * go. Returns the tops of the subtrees to prune (malloc'd, *n_tops, 0 when nothing goes;
+ * none inside another), *n_scored the scored leaves, *best the best. NULL + err:
+ * ST_ERR_ARG (no scored leaf there), ST_ERR_NOMEM. */
+forest_id *ui_judge_keep(const forest *f, const ui_scores *s, forest_id sel, int32_t n, int32_t *n_tops,
+                         int32_t *n_scored, forest_id *best, st_err *err);
 
 /* What a judge or tot run needs from the worker besides the job's options. */
 typedef struct ui_judge_env {

@@ -34,6 +34,9 @@ typedef struct tui {
     ui_worker *w;
     ui_keymap km;
     forest_view fv;
+    ui_sort sort;         /* :sort; its keys by forest index (t->fv.key) */
+    double *keys;
+    int32_t cap_keys;
     text_view tv;
     tv_layout lay;      /* the text pane's rows, rebuilt at each draw */
     int focus;          /* UI_VIEW_FOREST / TEXT / MASK */
@@ -87,6 +90,8 @@ static ui_job beam_job(forest_id node, int32_t width) {
 static void sync_views(tui *t) {
     const forest *f = ui_worker_forest(t->w);
     st_err err = {0};
+    t->fv.key = NULL;
+    if (t->sort && !ui_worker_sort_keys(t->w, t->sort, &t->keys, &t->cap_keys, &err)) t->fv.key = t->keys;
     if (fv_rebuild(&t->fv, f, &err)) set_msg(t, err.msg);
     forest_id focus = ui_worker_take_focus(t->w);
     if (focus != FOREST_NONE) fv_select_node(&t->fv, f, focus);
@@ -108,10 +113,8 @@ static int branch_pair(int32_t start) {
 }
 
 static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
-    forest_id running[64], scored[UI_MAX_SCORES];
-    double score[UI_MAX_SCORES];
+    forest_id running[64];
     int32_t nr = ui_worker_running(t->w, running, 64);
-    int32_t ns = ui_worker_scores(t->w, scored, score, UI_MAX_SCORES);
     fv_scroll(&t->fv, h);
     t->forest_h = h;
     char buf[1024];
@@ -119,10 +122,10 @@ static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
         int32_t i = t->fv.top + r;
         if (i >= t->fv.n_lines) break;
         const fv_line *ln = &t->fv.lines[i];
-        /* a beam hypothesis's line ends with its score */
+        /* a judged branch's or a beam hypothesis's line ends with its score */
         char sc[32] = "";
-        for (int32_t k = 0; k < ns; k++)
-            if (scored[k] == forest_id_at(f, ln->end)) snprintf(sc, sizeof sc, " [%.2f]", score[k]);
+        double score;
+        if (ui_worker_score_of(t->w, forest_id_at(f, ln->end), &score)) snprintf(sc, sizeof sc, " [%.2f]", score);
         int sw = (int)strlen(sc);
         int cls = fv_render(&t->fv, f, t->p->wp.tk, i, running, nr, buf, sizeof buf, w - sw > 8 ? w - sw : w);
         if (sc[0] && w - sw > 8) {
@@ -382,6 +385,7 @@ static void run_command(tui *t, const char *line) {
         else ui_keymap_bind(&t->km, k, a);
         break;
     }
+    case UI_CMD_SORT: t->sort = (ui_sort)c.val, t->seen_version = (uint64_t)-1; break; /* views rebuilt */
     case UI_CMD_HELP: t->help = true; break;
     case UI_CMD_QUIT: t->quit = true; break;
     default: break; /* the rest post their jobs */
@@ -648,6 +652,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
     ui_cmdline_end();
     delwin(t.cmdwin);
     fv_free(&t.fv);
+    free(t.keys);
     tv_free(&t.tv);
     tv_layout_free(&t.lay);
     ui_screen_end();

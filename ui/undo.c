@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
+
 /* A pruned subtree: nodes in preorder, each with the index (in this list) of its parent,
  * -1 for the top, which hangs under `under` (FOREST_NONE: it was a root). old holds the
  * ids the nodes had, to move later entries' `under` onto the restored nodes. */
@@ -15,6 +17,7 @@ struct ui_undo_entry {
     float *lp;
     uint8_t *bookmark;
     forest_id *old;
+    bool joined; /* undone and redone with the entry before it (one :keep) */
 };
 
 static void entry_free(ui_undo_entry *e) {
@@ -86,9 +89,20 @@ static forest_id near_of(const forest *f, int32_t idx) {
     return k > 0 && k <= 256 ? roots[k - 1] : FOREST_NONE;
 }
 
-static st_code prune_keep(ui_undo *u, forest *f, forest_id id, ui_prune_info *info, st_err *err) {
+/* Forgets the oldest prune (with the entries joined to it) beyond UI_UNDO_MAX. */
+static void trim(ui_undo *u) {
+    int32_t groups = 0, drop = 1;
+    for (int32_t i = 0; i < u->n_undo; i++) groups += !u->undo[i]->joined;
+    if (groups <= UI_UNDO_MAX) return;
+    while (drop < u->n_undo && u->undo[drop]->joined) drop++;
+    for (int32_t i = 0; i < drop; i++) entry_free(u->undo[i]);
+    memmove(u->undo, u->undo + drop, sizeof(u->undo[0]) * (size_t)(u->n_undo - drop));
+    u->n_undo -= drop;
+}
+
+static st_code prune_keep(ui_undo *u, forest *f, forest_id id, bool joined, ui_prune_info *info, st_err *err) {
     if (!forest_get(f, id)) return st_set(err, ST_ERR_ARG, "nothing selected (that branch is gone)");
-    ui_undo_entry *e = entry_keep(f, id);
+    ui_undo_entry *e = ARR_GROW_I32(u->undo, u->n_undo + 1, u->cap_undo) ? entry_keep(f, id) : NULL;
     if (!e) return st_set(err, ST_ERR_NOMEM, "out of memory keeping the branch for undo: nothing pruned");
     forest_id near = near_of(f, forest_index(id));
     st_code rc = forest_prune(f, id, err);
@@ -96,12 +110,9 @@ static st_code prune_keep(ui_undo *u, forest *f, forest_id id, ui_prune_info *in
         entry_free(e);
         return rc;
     }
-    if (u->n_undo == UI_UNDO_MAX) { /* forget the oldest */
-        entry_free(u->undo[0]);
-        memmove(u->undo, u->undo + 1, sizeof(u->undo[0]) * (UI_UNDO_MAX - 1));
-        u->n_undo--;
-    }
+    e->joined = joined;
     u->undo[u->n_undo++] = e;
+    trim(u);
     *info = (ui_prune_info){e->n, e->branches, near};
     return ST_OK;
 }
@@ -110,19 +121,42 @@ void ui_undo_init(ui_undo *u) { memset(u, 0, sizeof *u); }
 
 void ui_undo_clear(ui_undo *u) {
     for (int32_t i = 0; i < u->n_undo; i++) entry_free(u->undo[i]);
-    ui_undo_init(u);
+    u->n_undo = u->n_redo = 0;
 }
 
-void ui_undo_free(ui_undo *u) { ui_undo_clear(u); }
+void ui_undo_free(ui_undo *u) {
+    ui_undo_clear(u);
+    free(u->undo), free(u->redo), free(u->redo_more);
+    memset(u, 0, sizeof *u);
+}
 
 st_code ui_undo_prune(ui_undo *u, forest *f, forest_id id, ui_prune_info *info, st_err *err) {
-    st_code rc = prune_keep(u, f, id, info, err);
+    st_code rc = prune_keep(u, f, id, false, info, err);
     if (!rc) u->n_redo = 0;
     return rc;
 }
 
-st_code ui_undo_undo(ui_undo *u, forest *f, forest_id *top, ui_prune_info *info, st_err *err) {
-    if (u->n_undo == 0) return st_set(err, ST_ERR_ARG, "nothing to undo");
+/* Adds b to the sum a (near: a's, once it has one). */
+static void add_info(ui_prune_info *a, const ui_prune_info *b) {
+    a->near = a->nodes ? a->near : b->near;
+    a->nodes += b->nodes, a->branches += b->branches;
+}
+
+st_code ui_undo_prune_group(ui_undo *u, forest *f, const forest_id *ids, int32_t n, ui_prune_info *info,
+                            st_err *err) {
+    *info = (ui_prune_info){0, 0, FOREST_NONE};
+    for (int32_t i = 0; i < n; i++) {
+        ui_prune_info in = {0, 0, FOREST_NONE};
+        st_code rc = prune_keep(u, f, ids[i], i > 0, &in, err);
+        if (rc) return rc;
+        add_info(info, &in);
+        u->n_redo = 0;
+    }
+    return ST_OK;
+}
+
+/* Puts back the last entry; more: its redo goes with the one pushed before it. */
+static st_code undo_one(ui_undo *u, forest *f, bool more, forest_id *top, ui_prune_info *info, st_err *err) {
     ui_undo_entry *e = u->undo[u->n_undo - 1];
     if (e->under != FOREST_NONE && !forest_get(f, e->under)) {
         u->n_undo--;
@@ -130,7 +164,9 @@ st_code ui_undo_undo(ui_undo *u, forest *f, forest_id *top, ui_prune_info *info,
         return st_set(err, ST_ERR_ARG, "cannot undo: the branch it hung under is gone (pruned by a strategy?)");
     }
     forest_id *ids = malloc(sizeof(forest_id) * (size_t)e->n);
-    if (!ids) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    int32_t cap = u->cap_redo; /* both redo arrays share it */
+    if (!ids || !ARR_GROW_I32(u->redo, u->n_redo + 1, cap) || !ARR_GROW_I32(u->redo_more, u->n_redo + 1, u->cap_redo))
+        return free(ids), st_set(err, ST_ERR_NOMEM, "out of memory");
     st_code rc = ST_OK;
     int32_t i = 0;
     for (; i < e->n && !rc; i++) {
@@ -153,10 +189,7 @@ st_code ui_undo_undo(ui_undo *u, forest *f, forest_id *top, ui_prune_info *info,
                 u->undo[k]->under = ids[i];
                 break;
             }
-    if (u->n_redo == UI_UNDO_MAX) {
-        memmove(u->redo, u->redo + 1, sizeof(u->redo[0]) * (UI_UNDO_MAX - 1));
-        u->n_redo--;
-    }
+    u->redo_more[u->n_redo] = more;
     u->redo[u->n_redo++] = ids[0];
     *top = ids[0];
     *info = (ui_prune_info){e->n, e->branches, ids[0]};
@@ -165,11 +198,33 @@ st_code ui_undo_undo(ui_undo *u, forest *f, forest_id *top, ui_prune_info *info,
     return ST_OK;
 }
 
+st_code ui_undo_undo(ui_undo *u, forest *f, forest_id *top, ui_prune_info *info, st_err *err) {
+    if (u->n_undo == 0) return st_set(err, ST_ERR_ARG, "nothing to undo");
+    *info = (ui_prune_info){0, 0, FOREST_NONE};
+    for (bool more = true, any = false; more && u->n_undo > 0; any = true) {
+        more = u->undo[u->n_undo - 1]->joined;
+        ui_prune_info in = {0, 0, FOREST_NONE};
+        forest_id t = FOREST_NONE;
+        st_code rc = undo_one(u, f, any, &t, &in, err);
+        if (rc) return any ? ST_OK : rc; /* what was put back stays; the rest waits */
+        if (!any) *top = t;
+        add_info(info, &in);
+    }
+    return ST_OK;
+}
+
 st_code ui_undo_redo(ui_undo *u, forest *f, ui_prune_info *info, st_err *err) {
     if (u->n_redo == 0) return st_set(err, ST_ERR_ARG, "nothing to redo");
-    forest_id top = u->redo[--u->n_redo];
-    if (!forest_get(f, top)) return st_set(err, ST_ERR_ARG, "cannot redo: that branch is gone");
-    st_code rc = prune_keep(u, f, top, info, err);
-    if (rc) u->n_redo++; /* still there to redo */
-    return rc;
+    *info = (ui_prune_info){0, 0, FOREST_NONE};
+    for (bool more = true, any = false; more && u->n_redo > 0; any = true) {
+        more = u->redo_more[u->n_redo - 1];
+        forest_id top = u->redo[--u->n_redo];
+        ui_prune_info in = {0, 0, FOREST_NONE};
+        st_code rc = forest_get(f, top) ? prune_keep(u, f, top, any, &in, err)
+                                        : st_set(err, ST_ERR_ARG, "cannot redo: that branch is gone");
+        if (rc && forest_get(f, top)) u->n_redo++; /* still there to redo */
+        if (rc) return any ? ST_OK : rc;
+        add_info(info, &in);
+    }
+    return ST_OK;
 }

@@ -13,19 +13,21 @@
 #ifndef MD_UI_UNDO_H
 #define MD_UI_UNDO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "forest/forest.h"
 
-#define UI_UNDO_MAX 32 /* entries kept; the oldest is forgotten beyond */
+#define UI_UNDO_MAX 32 /* prunes kept (a group counts once); the oldest is forgotten beyond */
 
 typedef struct ui_undo_entry ui_undo_entry;
 
 typedef struct ui_undo {
-    ui_undo_entry *undo[UI_UNDO_MAX]; /* oldest first */
-    int32_t n_undo;
-    forest_id redo[UI_UNDO_MAX];      /* tops of restored subtrees, oldest first */
-    int32_t n_redo;
+    ui_undo_entry **undo;  /* (n_undo) oldest first; an entry may be joined to the one before */
+    int32_t n_undo, cap_undo;
+    forest_id *redo;       /* (n_redo) tops of restored subtrees, oldest first */
+    bool *redo_more;       /* (n_redo) redone with the one before it (a group) */
+    int32_t n_redo, cap_redo;
 } ui_undo;
 
 /* What a prune removed (for the message) and where the selection should go: the next
@@ -44,7 +46,12 @@ void ui_undo_free(ui_undo *u);
 /* Prunes node id and keeps it for undo; clears the redo list. ST_ERR_ARG for a stale id,
  * ST_ERR_NOMEM (nothing pruned). */
 st_code ui_undo_prune(ui_undo *u, forest *f, forest_id id, ui_prune_info *info, st_err *err);
-/* Puts back the last pruned subtree; *top receives its new top node and info its size.
+/* Prunes the n subtrees ids (none inside another) as one step of the history: undo puts
+ * them all back, redo prunes them all again. info sums them (near: the first one's).
+ * ST_ERR_ARG for a stale id, ST_ERR_NOMEM; on failure those pruned stay pruned, undoable. */
+st_code ui_undo_prune_group(ui_undo *u, forest *f, const forest_id *ids, int32_t n, ui_prune_info *info,
+                            st_err *err);
+/* Puts back the last pruned subtree (a group: all of them); *top receives its new top node and info its size.
  * ST_ERR_ARG "nothing to undo" or when its parent is gone (the entry is dropped). */
 st_code ui_undo_undo(ui_undo *u, forest *f, forest_id *top, ui_prune_info *info, st_err *err);
 /* Prunes again what the last undo put back. ST_ERR_ARG "nothing to redo", or when that

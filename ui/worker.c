@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "session/session.h"
+#include "judge_job.h"
 #include "svg.h"
 #include "worker_impl.h"
 
@@ -32,6 +33,26 @@ static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
     if (j->kind == UI_JOB_PRUNE) say_pruned(w, "pruned", &in, ": u undoes");
     else if (j->kind == UI_JOB_UNDO) say_pruned(w, "restored", &in, ": s computes them, U prunes them again");
     else say_pruned(w, "pruned", &in, " again: u undoes");
+    return ST_OK;
+}
+
+/* :keep N: the best scored leaves below the selection stay, the other scored ones go, as
+ * one undo step. */
+static st_code keep_job(ui_worker *w, const ui_job *j, st_err *err) {
+    if (w->run) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
+    int32_t n_tops, n_scored;
+    forest_id best, *tops = ui_judge_keep(w->f, &w->judged, j->node, j->u.keep.n, &n_tops, &n_scored, &best, err);
+    if (!tops) return err->code;
+    ui_prune_info in = {0, 0, FOREST_NONE};
+    st_code rc = ui_undo_prune_group(&w->undo, w->f, tops, n_tops, &in, err);
+    free(tops);
+    if (rc) return rc;
+    w->focus = best;
+    int32_t kept = n_scored - in.branches;
+    snprintf(w->msg, sizeof w->msg, "kept the %d best of %d scored leaves: pruned %d branch%s (%d nodes)%s",
+             (int)kept, (int)n_scored, (int)in.branches, in.branches == 1 ? "" : "es", (int)in.nodes,
+             in.branches ? ": u undoes" : "");
+    w->msg_no++;
     return ST_OK;
 }
 
@@ -160,6 +181,7 @@ static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
     w->unsaved_since = 0;
     w->modified = w->touched = false;
     w->n_scores = 0; /* ids of the old forest */
+    ui_scores_free(&w->judged);
     say(w, j->u.load.force ? "loaded %s (its model check skipped): press s to compute it"
                             : "loaded %s: press s to compute it", j->text);
     return ST_OK;
@@ -215,6 +237,7 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
     switch (j->kind) {
     case UI_JOB_RUN: return worker_run_start(w, j, err);
     case UI_JOB_PRUNE: case UI_JOB_UNDO: case UI_JOB_REDO: return prune_job(w, j, err);
+    case UI_JOB_KEEP: return keep_job(w, j, err);
     case UI_JOB_APPEND: return append_job(w, j, err);
     case UI_JOB_FORK: return fork_job(w, j, err);
     case UI_JOB_BOOKMARK: return bookmark_job(w, j, err);
@@ -353,6 +376,7 @@ void ui_worker_stop(ui_worker *w) {
     for (int32_t i = 0; i < w->q_n; i++) free((char *)w->q[(w->q_head + i) % Q_CAP].text);
     worker_run_stop(w);
     ui_undo_free(&w->undo);
+    ui_scores_free(&w->judged);
     step_plan_free(&w->plan);
     step_plan_free(&w->preview);
     forest_free(w->f);
@@ -386,11 +410,15 @@ void ui_worker_settings(const ui_worker *w, char *out, size_t cap) {
              (int)w->budget, w->chat.kind == CHAT_NONE ? "(no template)" : w->chat_on ? "on" : "off");
 }
 
-int32_t ui_worker_scores(const ui_worker *w, forest_id *ids, double *scores, int32_t cap) {
-    int32_t n = 0;
-    for (int32_t i = 0; i < w->n_scores && n < cap; i++)
-        if (forest_get(w->f, w->score_leaf[i])) ids[n] = w->score_leaf[i], scores[n++] = w->score[i];
-    return n;
+bool ui_worker_score_of(const ui_worker *w, forest_id id, double *score) {
+    if (ui_scores_get(&w->judged, w->f, id, score)) return true;
+    for (int32_t i = 0; i < w->n_scores; i++)
+        if (w->score_leaf[i] == id && forest_get(w->f, id)) return *score = w->score[i], true;
+    return false;
+}
+
+st_code ui_worker_sort_keys(const ui_worker *w, ui_sort order, double **keys, int32_t *cap, st_err *err) {
+    return ui_scores_keys(&w->judged, w->f, order, keys, cap, err);
 }
 
 uint64_t ui_worker_message(const ui_worker *w, char *out, size_t cap) {

@@ -31,6 +31,7 @@
 #include "ask_margins.h"
 #include "job.h"
 #include "mask_view.h"
+#include "scores.h"
 #include "status.h"
 
 typedef st_code (*ui_save_fn)(void *ud, const char *path, const forest *f, const sample_params *sp,
@@ -86,11 +87,13 @@ mask_view *ui_worker_mask_mut(ui_worker *w); /* scroll position only */
 void ui_worker_stats(const ui_worker *w, ui_stats *s);
 /* Leaves a strategy is extending; returns how many (writes at most cap). */
 int32_t ui_worker_running(const ui_worker *w, forest_id *out, int32_t cap);
-/* The hypotheses of the running or last beam search that are still in the forest, with
- * their scores (log-probability per token, as beam.h scores results); returns how many
- * (writes at most cap). */
-#define UI_MAX_SCORES 64
-int32_t ui_worker_scores(const ui_worker *w, forest_id *ids, double *scores, int32_t cap);
+/* Node id's score, into *score: the judge's, kept with the node since a :judge or :tot
+ * scored it (scores.h), else the running or last beam search's for a hypothesis still
+ * in the forest (log-probability per token, as beam.h scores results). False: none. */
+#define UI_MAX_SCORES 64 /* beam hypotheses shown */
+bool ui_worker_score_of(const ui_worker *w, forest_id id, double *score);
+/* The forest pane's sort keys for order (scores.h: ui_scores_keys over the judge scores). */
+st_code ui_worker_sort_keys(const ui_worker *w, ui_sort order, double **keys, int32_t *cap, st_err *err);
 /* The settings :set changes, as "temp 0.8  top_k 40 ... budget 32  chat on". */
 void ui_worker_settings(const ui_worker *w, char *out, size_t cap);
 /* The latest message and its number (0: none yet). */

@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "forest/step.h"
 #include "strategy/strategy.h"
+#include "scores.h"
 #include "undo.h"
 #include "worker.h"
 
@@ -53,6 +54,7 @@ struct ui_worker {
     uint64_t msg_no;
     forest_id focus;
     ui_undo undo;              /* the prune history */
+    ui_scores judged;          /* judge and tot scores, kept with their nodes */
     forest_id score_leaf[UI_MAX_SCORES]; /* the last beam's hypotheses and scores */
     double score[UI_MAX_SCORES];
     int32_t n_scores;

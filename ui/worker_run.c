@@ -198,7 +198,7 @@ static void say_done(ui_worker *w, const strategy_progress *pr) {
     w->msg_no++;
 }
 
-/* After a step the strategy took: the statistics, the mask view, beam's scores, the
+/* After a step the strategy took: the statistics, the mask view, the scores, the
  * node to show, and its end. */
 static void step_done(ui_worker *w, double ms) {
     strategy_progress pr;
@@ -212,7 +212,12 @@ static void step_done(ui_worker *w, double ms) {
     w->step_ms = ms;
     w->job_tokens = (double)pr.tokens;
     if (w->plan.n_rows > 0 && !captured) mv_capture(w->mv, w->f, w->tk, &w->plan, w->n_steps - 1);
-    if (strategy_ops_of(w->run)->scores)
+    /* judge scores stay with their nodes; beam's are the last run's list */
+    strategy_kind kind = strategy_ops_of(w->run)->kind;
+    st_err err = {0};
+    if (kind == STRAT_JUDGE || kind == STRAT_TOT) {
+        if (ui_scores_take(&w->judged, w->f, w->run, &err)) say(w, "%s", err.msg);
+    } else if (strategy_ops_of(w->run)->scores)
         w->n_scores = strategy_scores(w->run, w->score_leaf, w->score, UI_MAX_SCORES);
     if (pr.focus != w->run_focus && pr.focus != FOREST_NONE) w->focus = w->run_focus = pr.focus;
     bool active = !strategy_done(w->run);
