@@ -21,6 +21,7 @@ void step_plan_free(step_plan *p) {
     free(p->out_node);
     free(p->logits);
     free(p->scratch);
+    free(p->row_of);
     free(p->lse);
     free(p->lse_ok);
     free(p->tk_ids);
@@ -119,13 +120,10 @@ st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
     for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
         n_rows += step_row_wanted(forest_node_at(f, i));
     if (n_rows == 0) return ST_OK;
-    int32_t cap = forest_capacity(f);
-    int32_t *row_of = malloc(sizeof(int32_t) * (size_t)cap);
-    if (!row_of || !reserve_rows(p, n_rows) ||
-        !ARR_GROW_I32(p->out_node, n_rows, p->cap_out)) {
-        free(row_of);
+    if (!ARR_GROW_I32(p->row_of, forest_capacity(f), p->cap_row_of) || !reserve_rows(p, n_rows) ||
+        !ARR_GROW_I32(p->out_node, n_rows, p->cap_out))
         return st_set(err, ST_ERR_NOMEM, "out of memory planning a step");
-    }
+    int32_t *row_of = p->row_of;
     /* 1. rows in DFS preorder: parents before children */
     int32_t n = 0;
     for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
@@ -170,7 +168,6 @@ st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
         if (want) p->out_node[p->n_out++] = forest_id_at(f, idx);
     }
     p->n_rows = n;
-    free(row_of);
     if (!ok) {
         step_plan_cancel(f, p);
         return st_set(err, ST_ERR_NOMEM, "out of memory planning a step");

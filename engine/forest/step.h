@@ -52,6 +52,10 @@ typedef struct step_plan {
     int32_t cap_rows, cap_segs, cap_out, cap_logits_rows;
     int32_t *scratch;      /* ancestor slots while building */
     int32_t cap_scratch;
+    int32_t *row_of;       /* (forest capacity) the row of each node that is one, after
+                              step_plan_build (other entries undefined): for a strategy
+                              that rewrites the rows' segments (the rope-gap merge) */
+    int32_t cap_row_of;
     int32_t top_k;         /* the caller's: top-k ids wanted per logits row (0: none);
                               a run computes max(top_k, forest_top_k) (step_topk_of) */
     kern_lse *lse;         /* (n_out) each logits row's log-sum-exp (kern topk_lse op) */
