@@ -176,18 +176,29 @@ void kern_host_kv_store(kern_backend *b, float *cache, int64_t row_len, const in
                sizeof(float) * (size_t)row_len);
 }
 
+bool kern_kv_moves(const int32_t *dst_of_src, int32_t s) {
+    return dst_of_src[s] >= 0 && dst_of_src[s] != s;
+}
+
 void kern_host_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_slots,
                           int64_t row_len, const int32_t *dst_of_src) {
     const size_t row = (size_t)row_len, block = (size_t)n_slots * row;
-    float *tmp = kern_backend_alloc(b, "kv_permute", "a copy of one layer's cache",
-                                    block * sizeof(float));
+    size_t m = 0;
+    for (int32_t s = 0; s < n_slots; s++) m += kern_kv_moves(dst_of_src, s);
+    if (m == 0 || row == 0) return;
+    /* the rows that move, copied out of a block before any is overwritten (a slot may be
+     * both a source and a destination) */
+    float *tmp = kern_backend_alloc(b, "kv_permute", "a copy of the rows that move",
+                                    m * row * sizeof(float));
     if (!tmp) return;
     for (int64_t l = 0; l < n_blocks; l++) {
-        float *c = cache + (size_t)l * block;
-        memcpy(tmp, c, block * sizeof(float));
+        float *c = cache + (size_t)l * block, *t = tmp;
         for (int32_t s = 0; s < n_slots; s++)
-            if (dst_of_src[s] >= 0)
-                memcpy(c + (size_t)dst_of_src[s] * row, tmp + (size_t)s * row, row * sizeof(float));
+            if (kern_kv_moves(dst_of_src, s)) memcpy(t, c + (size_t)s * row, row * sizeof(float)), t += row;
+        t = tmp;
+        for (int32_t s = 0; s < n_slots; s++)
+            if (kern_kv_moves(dst_of_src, s))
+                memcpy(c + (size_t)dst_of_src[s] * row, t, row * sizeof(float)), t += row;
     }
     free(tmp);
 }

@@ -142,8 +142,9 @@ typedef struct kern_ops {
                      const float *x, int32_t n_rows);
     /* cache is n_blocks blocks of (n_slots, row_len) floats (every layer's K, then V); in
      * each, the row in slot s moves to slot dst_of_src[s] (-1: dropped), dst_of_src being
-     * injective on its used entries; a slot nothing moves to keeps its row. It needs one
-     * block of scratch: without it nothing moves and ST_ERR_NOMEM is recorded. */
+     * injective on its used entries; a slot nothing moves to keeps its row. It needs
+     * scratch for the rows that move (dst_of_src[s] not -1 nor s; only those are copied):
+     * without it nothing moves and ST_ERR_NOMEM is recorded. */
     void (*kv_permute)(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_slots,
                        int64_t row_len, const int32_t *dst_of_src);
 

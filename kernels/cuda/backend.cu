@@ -288,19 +288,23 @@ void cuda_kv_store(kern_backend *b, float *cache, int64_t row_len, const int32_t
 
 void cuda_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_slots,
                      int64_t row_len, const int32_t *dst_of_src) {
-    const size_t block = (size_t)n_slots * (size_t)row_len;
-    if (block == 0 || n_blocks <= 0) return;
-    float *tmp = static_cast<float *>(
-        dev_alloc(b, "kv_permute", "a copy of one layer's cache", block * sizeof(float)));
-    const int32_t *dd = tmp ? static_cast<const int32_t *>(to_device(
-                                  b, "kv_permute", dst_of_src, sizeof(int32_t) * (size_t)n_slots))
+    std::vector<int32_t> src, dst; /* the rows that move: from slot src[i] to dst[i] */
+    for (int32_t s = 0; s < n_slots; s++)
+        if (kern_kv_moves(dst_of_src, s)) src.push_back(s), dst.push_back(dst_of_src[s]);
+    const int32_t m = (int32_t)src.size();
+    if (m == 0 || row_len <= 0 || n_blocks <= 0) return;
+    const size_t block = (size_t)n_slots * (size_t)row_len, idx_bytes = sizeof(int32_t) * (size_t)m;
+    float *tmp = static_cast<float *>(dev_alloc(b, "kv_permute", "a copy of the rows that move",
+                                                (size_t)m * (size_t)row_len * sizeof(float)));
+    const int32_t *ds = tmp ? static_cast<const int32_t *>(to_device(b, "kv_permute", src.data(), idx_bytes))
                             : nullptr;
+    const int32_t *dd = ds ? static_cast<const int32_t *>(to_device(b, "kv_permute", dst.data(), idx_bytes))
+                           : nullptr;
+    /* (all of a block's moving rows are read before any is written: a slot may be both) */
     for (int64_t l = 0; dd && l < n_blocks; l++) {
         float *c = cache + (size_t)l * block;
-        if (!CU_OK(b, "kv_permute", cudaMemcpyAsync(tmp, c, block * sizeof(float),
-                                                    cudaMemcpyDeviceToDevice, STREAM)))
-            break;
-        cu_kv_move(c, tmp, dd, n_slots, row_len, STREAM);
+        cu_kv_gather(tmp, c, row_len, ds, m, STREAM);
+        cu_kv_store(c, row_len, dd, tmp, m, STREAM);
     }
     LAUNCHED(b, "kv_permute");
     if (tmp) CU_OK(b, "kv_permute", cudaFree(tmp));
