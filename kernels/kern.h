@@ -32,6 +32,7 @@
 #ifndef MD_KERN_H
 #define MD_KERN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -104,6 +105,10 @@ static inline float kern_logprob(float x, kern_lse l) {
 
 typedef struct kern_ops {
     const char *name;
+    /* Its buffers are device memory, which the host reads only through download (a host
+     * backend's are host memory: false). A caller that needs only a little of a result
+     * (a step's top-k, not its logits rows) may then leave the rest on the device. */
+    bool device;
 
     /* ---- state, errors, memory: the backend contract (issue 25) ---- */
     /* Makes the backend's own state (thread pool, scratch, device handles) for b, which

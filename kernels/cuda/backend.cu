@@ -60,6 +60,7 @@ struct cuda_state {
     dev_buf scratch[N_SCRATCH];
     small_copy small[N_SMALL];
     uint64_t small_clock;
+    uint64_t d2h_bytes; /* copied to the host so far (cu_d2h_bytes) */
     std::vector<std::pair<uintptr_t, uintptr_t>> own; /* this instance's buffers [start, end) */
 };
 
@@ -158,6 +159,12 @@ const void *to_device(kern_backend *b, const char *op, const void *host, size_t 
     return c.dev.p;
 }
 
+/* Every copy from the device to the host: synchronous, and counted (cu_d2h_bytes). */
+cudaError_t d2h(kern_backend *b, void *dst, const void *src, size_t bytes) {
+    state_of(b)->d2h_bytes += bytes;
+    return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+
 /* Whether p is device memory: one of this instance's buffers, else as the driver says. */
 bool on_device(kern_backend *b, const void *p) {
     const uintptr_t u = (uintptr_t)p;
@@ -244,7 +251,7 @@ void cuda_upload(kern_backend *b, void *dst, const void *src, size_t bytes) {
 }
 
 void cuda_download(kern_backend *b, void *dst, const void *src, size_t bytes) {
-    if (bytes) CU_OK(b, "download", cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    if (bytes) CU_OK(b, "download", d2h(b, dst, src, bytes));
 }
 
 st_code cuda_mat_prepare(kern_backend *b, kern_mat *out, const kern_mat *stored, uint32_t flags,
@@ -368,7 +375,7 @@ void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, i
     if (n_rows <= CU_FEW_ROWS) cu_matmul_few(yd, w->type, w->data, w->n_out, w->n_in, x, n_rows, STREAM);
     else product(b, yd, w, x, n_rows);
     if (LAUNCHED(b, "matmul") && yd != y)
-        CU_OK(b, "matmul", cudaMemcpy(y, yd, y_bytes, cudaMemcpyDeviceToHost));
+        CU_OK(b, "matmul", d2h(b, y, yd, y_bytes));
 }
 
 void cuda_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
@@ -515,22 +522,22 @@ void cuda_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, i
     if (!LAUNCHED(b, "topk_lse")) return;
     std::vector<double> ls(nr);
     std::vector<float> mx(nr);
-    if (!CU_OK(b, "topk_lse", cudaMemcpy(ls.data(), d_ls, nr * 8, cudaMemcpyDeviceToHost)) ||
-        !CU_OK(b, "topk_lse", cudaMemcpy(mx.data(), d_mx, nr * 4, cudaMemcpyDeviceToHost)))
+    if (!CU_OK(b, "topk_lse", d2h(b, ls.data(), d_ls, nr * 8)) ||
+        !CU_OK(b, "topk_lse", d2h(b, mx.data(), d_mx, nr * 4)))
         return;
     for (size_t r = 0; r < nr; r++) lse[r] = kern_lse{mx[r], ls[r]};
     if (k <= 0) return;
     int32_t filled = got;
     if (kd > 0) {
-        if (!CU_OK(b, "topk_lse", cudaMemcpy(ids, d_ids, pairs * 4, cudaMemcpyDeviceToHost)) ||
-            !CU_OK(b, "topk_lse", cudaMemcpy(lp, d_lp, pairs * 4, cudaMemcpyDeviceToHost)))
+        if (!CU_OK(b, "topk_lse", d2h(b, ids, d_ids, pairs * 4)) ||
+            !CU_OK(b, "topk_lse", d2h(b, lp, d_lp, pairs * 4)))
             return;
     } else {
         std::vector<float> hx;
         const float *xh = x;
         if (!host_x) {
             hx.resize(nr * (size_t)n);
-            if (!CU_OK(b, "topk_lse", cudaMemcpy(hx.data(), x, x_bytes, cudaMemcpyDeviceToHost)))
+            if (!CU_OK(b, "topk_lse", d2h(b, hx.data(), x, x_bytes)))
                 return;
             xh = hx.data();
         }
@@ -544,6 +551,7 @@ void cuda_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, i
 kern_ops make_ops() {
     kern_ops o = {};
     o.name = "cuda";
+    o.device = true;
     o.init = cuda_init;
     o.free = cuda_free;
     o.sync = cuda_sync;
@@ -578,3 +586,5 @@ kern_ops make_ops() {
 extern "C" const kern_ops kern_cuda_ops = make_ops();
 
 extern "C" bool cu_emulated(void) { return CU_EMU; }
+
+extern "C" uint64_t cu_d2h_bytes(kern_backend *b) { return state_of(b)->d2h_bytes; }

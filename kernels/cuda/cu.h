@@ -23,6 +23,12 @@ typedef struct CUstream_st *cu_stream;
 /* Whether these kernels run under the CPU emulator (emu.h) rather than on a GPU. */
 bool cu_emulated(void);
 
+struct kern_backend;
+/* Bytes the cuda backend b has copied from the device to the host so far (download,
+ * matmul into host memory, topk_lse's results): what a test counts to see that rows
+ * left on the device stay there. */
+uint64_t cu_d2h_bytes(struct kern_backend *b);
+
 /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for n_rows rows of dim (one block a row, float
  * sums); y may equal x. */
 void cu_rmsnorm(float *y, const float *x, const float *w, int32_t n_rows, int32_t dim,
