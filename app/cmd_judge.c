@@ -23,6 +23,7 @@
 #include "strategy/judge.h"
 #include "strategy/merge.h"
 #include "strategy/strategy.h"
+#include "strategy_run.h"
 
 #define JUDGE_MAX_BRANCHES 256
 #define JUDGE_USAGE "usage: multidecode judge -m MODEL [-p PROMPT] (-b TEXT ... | -k K) [options]"
@@ -89,8 +90,19 @@ static void weighted_vote(judged *j) {
     }
 }
 
+/* Steps s on the commands' loop (strategy_run.h) with its progress line; a full KV cache is
+ * an error here, since neither the chains nor the judges can be judged in part. */
+static st_code judge_drive(strategy *s, const strategy_env *env, const judge_opts *o, int32_t n_slots,
+                           app_run_stats *st, st_err *err) {
+    app_progress pr;
+    app_progress_init(&pr, !o->quiet);
+    st_code rc = app_strategy_run(s, env, st, app_run_progress_tick, &pr, err);
+    app_progress_end(&pr);
+    return !rc && st->full ? app_run_full_error(s, st, n_slots, err) : rc;
+}
+
 /* The branches under `at`: the given texts appended, or k chains grown from it. */
-static st_code make_branches(prompt_model *pm, forest *f, step_plan *plan, forest_id at, const judge_opts *o,
+static st_code make_branches(prompt_model *pm, const strategy_env *env, forest_id at, const judge_opts *o,
                              forest_id *out, int32_t *n, st_err *err) {
     *n = 0;
     if (o->k == 0) {
@@ -98,64 +110,40 @@ static st_code make_branches(prompt_model *pm, forest *f, step_plan *plan, fores
             int32_t nt;
             int32_t *t = merge_encode(pm->tk, o->branches[i], &nt, err);
             if (!t) return ST_ERR_NOMEM;
-            st_code rc = nt > 0 ? forest_append(f, at, t, NULL, nt, &out[(*n)++], err)
+            st_code rc = nt > 0 ? forest_append(env->f, at, t, NULL, nt, &out[(*n)++], err)
                                 : st_set(err, ST_ERR_ARG, "branch %d has no tokens", i + 1);
             free(t);
             if (rc) return rc;
         }
         return ST_OK;
     }
-    strategy_env env = {.f = f, .plan = plan, .ctx = pm->ctx, .tk = pm->tk};
     strategy_opts so = strategy_default_opts(STRAT_COT);
     so.from = at, so.sample = o->sp, so.budget = o->budget, so.n_vocab = pm->m->hp.n_vocab;
     so.u.cot.k = o->k;
-    strategy *s = strategy_create(&so, &env, err);
-    st_code rc = s ? ST_OK : err->code;
-    while (!rc && !strategy_done(s)) rc = strategy_step(s, &env, err);
+    strategy *s = strategy_create(&so, env, err);
+    app_run_stats st;
+    st_code rc = s ? judge_drive(s, env, o, pm->n_slots, &st, err) : err->code;
     for (int32_t i = 0; !rc && i < strategy_n_results(s); i++) {
         strategy_result r;
-        strategy_result_at(s, f, i, &r);
+        strategy_result_at(s, env->f, i, &r);
         if (r.leaf != FOREST_NONE && r.leaf != at) out[(*n)++] = r.leaf; /* a chain that ended at once has none */
     }
     strategy_free(s);
     return rc;
 }
 
-static st_code judge_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, chat_kind kind,
-                         const judge_opts *o, judged *out, st_err *err) {
-    forest *f = forest_init(pm->n_slots, 0);
-    step_plan plan;
-    step_plan_init(&plan);
-    judge_prompt jp = {0};
-    forest_id at, br[JUDGE_MAX_BRANCHES];
-    int32_t nb = 0;
-    strategy *s = NULL;
-    st_code rc = f ? forest_add_root(f, prompt, NULL, n_prompt, 0, &at, err) : st_set(err, ST_ERR_NOMEM, "out of memory");
-    double t0 = mono_now_s();
-    if (!rc) rc = make_branches(pm, f, &plan, at, o, br, &nb, err);
-    if (!rc && nb == 0) rc = st_set(err, ST_ERR_ARG, "no branch to judge (every chain ended at once)");
-    if (!rc) rc = app_judge_tokens(pm, kind, &o->jo, &jp, err);
-    double t1 = mono_now_s();
-    if (!rc) {
-        strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk};
-        strategy_opts so = strategy_default_opts(STRAT_JUDGE);
-        so.n_vocab = pm->m->hp.n_vocab;
-        so.u.judge.branches = br, so.u.judge.n = nb, so.u.judge.prompt = &jp;
-        s = strategy_create(&so, &env, err);
-        rc = s ? strategy_step(s, &env, err) : err->code;
-        if (rc == ST_NO_KV_SLOT) rc = st_set(err, ST_ERR_CONTEXT, "the judges do not fit the KV cache of %d slots "
-                                             "(raise it with -c)", pm->n_slots);
-    }
-    out->t_grow = t1 - t0, out->t_judge = mono_now_s() - t1, out->judge_rows = plan.n_rows;
-    out->n = nb;
+/* The judged branches' texts, scores and answers into out, best first. */
+static st_code judge_collect(const strategy *s, const forest *f, const tok *tk, forest_id at, const judge_opts *o,
+                             judged *out, st_err *err) {
+    int32_t nb = out->n;
     out->text = calloc((size_t)nb, sizeof *out->text), out->answer = calloc((size_t)nb, sizeof *out->answer);
     out->score = calloc((size_t)nb, sizeof *out->score);
-    if (!rc && (!out->text || !out->answer || !out->score)) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+    st_code rc = out->text && out->answer && out->score ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
     for (int32_t i = 0; !rc && i < nb; i++) {
         strategy_result r;
         strategy_result_at(s, f, i, &r);
         out->score[i] = r.score;
-        if (!(out->text[i] = merge_branch_text(f, pm->tk, at, r.leaf, err))) rc = err->code;
+        if (!(out->text[i] = merge_branch_text(f, tk, at, r.leaf, err))) rc = err->code;
         size_t cap = out->text[i] ? strlen(out->text[i]) + 1 : 0;
         if (!rc && o->vote.kind && (out->answer[i] = malloc(cap)) &&
             cot_extract(&o->vote, out->text[i], out->answer[i], cap) < 0)
@@ -165,6 +153,36 @@ static st_code judge_run(prompt_model *pm, const int32_t *prompt, int32_t n_prom
         out->winner = cot_majority((const char *const *)out->answer, nb, &out->votes);
         weighted_vote(out);
     }
+    return rc;
+}
+
+static st_code judge_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, chat_kind kind,
+                         const judge_opts *o, judged *out, st_err *err) {
+    forest *f = forest_init(pm->n_slots, 0);
+    step_plan plan;
+    step_plan_init(&plan);
+    strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk};
+    judge_prompt jp = {0};
+    forest_id at, br[JUDGE_MAX_BRANCHES];
+    int32_t nb = 0;
+    strategy *s = NULL;
+    app_run_stats st = {0};
+    st_code rc = f ? forest_add_root(f, prompt, NULL, n_prompt, 0, &at, err) : st_set(err, ST_ERR_NOMEM, "out of memory");
+    double t0 = mono_now_s();
+    if (!rc) rc = make_branches(pm, &env, at, o, br, &nb, err);
+    if (!rc && nb == 0) rc = st_set(err, ST_ERR_ARG, "no branch to judge (every chain ended at once)");
+    if (!rc) rc = app_judge_tokens(pm, kind, &o->jo, &jp, err);
+    double t1 = mono_now_s();
+    if (!rc) {
+        strategy_opts so = strategy_default_opts(STRAT_JUDGE);
+        so.n_vocab = pm->m->hp.n_vocab;
+        so.u.judge.branches = br, so.u.judge.n = nb, so.u.judge.prompt = &jp;
+        s = strategy_create(&so, &env, err);
+        rc = s ? judge_drive(s, &env, o, pm->n_slots, &st, err) : err->code;
+    }
+    out->t_grow = t1 - t0, out->t_judge = mono_now_s() - t1, out->judge_rows = (int32_t)st.first_rows;
+    out->n = nb;
+    if (!rc) rc = judge_collect(s, f, pm->tk, at, o, out, err);
     strategy_free(s);
     judge_tokens_free(&jp);
     step_plan_free(&plan);

@@ -4,7 +4,8 @@
  * Neither runs the model: a session file holds tokens, so both only need the model's
  * tokenizer (for text) and its identity (to check the session belongs to it), read from
  * the GGUF file's header without loading the weights. Without -m, info shows token
- * counts only and export writes token ids. */
+ * counts only and export writes the branch texts the file was saved with (token ids for
+ * a file that has none). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,8 +24,8 @@ static void session_usage(FILE *f) {
                "info     what the session holds: its model, settings and forest; with -m,\n"
                "         whether it was saved with that model\n"
                "export   the tree's texts as Markdown: an outline with shared prefixes shown\n"
-               "         once, then one section per branch (needs -m for text; token ids\n"
-               "         otherwise)\n\n"
+               "         once, then one section per branch (without -m: the texts saved in\n"
+               "         the file, or token ids when it has none)\n\n"
                "  -m, --model PATH     the GGUF model (only its tokenizer and header are read)\n"
                "  -o, --output FILE    write the export to FILE (default: stdout)\n"
                "      --markdown       the export format (the only one)\n"

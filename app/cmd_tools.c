@@ -32,6 +32,7 @@ static void mk_usage(FILE *f) {
                "Writes a GGUF with random weights (deterministic from the seed).\n\n"
                "  --arch A           llama (default), qwen2, qwen3 or gemma3\n"
                "  --swa N            gemma3: sliding window in tokens (default: the context)\n"
+               "  --rope-scale F     linear RoPE scaling by F (gemma3: the global layers only)\n"
                "  --preset NAME      tiny, 25m, 110m or 1b (default tiny); options below override\n"
                "  --type T           weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,\n"
                "                     Q5_K, Q6_K (default F32)\n"
@@ -47,7 +48,7 @@ int cmd_mkmodel(int argc, char **argv) {
         {"embd", 1, 0, 'e'},   {"layers", 1, 0, 'l'},   {"heads", 1, 0, 'H'},
         {"kv-heads", 1, 0, 'k'}, {"head-dim", 1, 0, 'd'}, {"ffn", 1, 0, 'f'},
         {"ctx", 1, 0, 'c'},    {"untied", 0, 0, 'u'},   {"seed", 1, 0, 's'},
-        {"arch", 1, 0, 'A'},   {"swa", 1, 0, 'W'},
+        {"arch", 1, 0, 'A'},   {"swa", 1, 0, 'W'},     {"rope-scale", 1, 0, 'R'},
         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     mkmodel_params p = mkmodel_default_params();
     /* a preset first, wherever it appears, so that other options override it */
@@ -62,6 +63,14 @@ int cmd_mkmodel(int argc, char **argv) {
         case 'P': continue;
         case 'A': p.arch = optarg; continue;
         case 'W': dst = &p.n_swa; break;
+        case 'R': {
+            double f;
+            if (app_parse_float(optarg, &f) || f < 1 || f > 1e6)
+                return app_usage_error("bad --rope-scale '%s' (want a factor from 1 to 1e6)",
+                                       optarg);
+            p.rope_scale = (float)f;
+            continue;
+        }
         case 'T': {
             int32_t t = dtype_from_name(optarg);
             if (t < 0) return app_usage_error("unknown type '%s'", optarg);

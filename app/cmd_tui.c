@@ -102,11 +102,16 @@ static st_code tui_save(void *ud, const char *path, const forest *f, const sampl
     return rc;
 }
 
-static forest *tui_load(void *ud, const char *path, sample_params *sp, st_err *err) {
+static forest *tui_load(void *ud, const char *path, bool force, sample_params *sp, st_err *err) {
     tui_app *a = ud;
     session_settings s = session_settings_default();
-    forest *f = app_session_load(path, a->pm.m, a->model_path, a->pm.n_slots, false, &s, err);
+    forest *f = app_session_load(path, a->pm.m, a->model_path, a->pm.n_slots, force, &s, err);
     if (f) *sp = s.sample;
+    else if (err->code == ST_ERR_ARG && !force) { /* another model's: the TUI's way to force it */
+        char *cli = strstr(err->msg, " (or force loading");
+        size_t n = cli ? (size_t)(cli - err->msg) : strlen(err->msg);
+        snprintf(err->msg + n, sizeof err->msg - n, ", or :load! FILE loads it anyway");
+    }
     session_settings_free(&s);
     return f;
 }

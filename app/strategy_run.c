@@ -2,6 +2,8 @@
 #include "base/clock.h"
 #include "strategy_run.h"
 
+#include <stdio.h>
+
 #include "app.h"
 
 st_code app_strategy_run(strategy *s, const strategy_env *env, app_run_stats *st,
@@ -28,6 +30,23 @@ st_code app_strategy_run(strategy *s, const strategy_env *env, app_run_stats *st
     }
     st->t2 = mono_now_s();
     return rc;
+}
+
+bool app_run_progress_tick(void *ud, const strategy *s, const strategy_env *env, const app_run_stats *st) {
+    strategy_progress p;
+    strategy_get_progress(s, &p);
+    app_progress_tick(ud, "%s: step %d, %d rows, KV %d slots%s%s", strategy_ops_of(s)->name, (int)st->steps,
+                      (int)env->plan->n_rows, (int)kv_alloc_used(forest_kv(env->f)), p.text[0] ? "; " : "", p.text);
+    return true;
+}
+
+void app_run_full_note(int32_t n_slots) {
+    fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it with -c)\n", (int)n_slots);
+}
+
+st_code app_run_full_error(const strategy *s, const app_run_stats *st, int32_t n_slots, st_err *err) {
+    return st_set(err, ST_NO_KV_SLOT, "%s: the KV cache of %d slots is full after %d steps (raise it with -c)",
+                  strategy_ops_of(s)->name, (int)n_slots, (int)st->steps);
 }
 
 double app_run_mean_rows(const app_run_stats *st) {

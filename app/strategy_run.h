@@ -29,6 +29,18 @@ typedef bool (*app_run_tick_fn)(void *ud, const strategy *s, const strategy_env 
 st_code app_strategy_run(strategy *s, const strategy_env *env, app_run_stats *st,
                          app_run_tick_fn tick, void *ud, st_err *err);
 
+/* A tick for ud = an app_progress (app.h): "NAME: step S, R rows, KV U slots[; the
+ * strategy's progress text]" on stderr, at most once a second. */
+bool app_run_progress_tick(void *ud, const strategy *s, const strategy_env *env, const app_run_stats *st);
+
+/* A full KV cache stopped the run (st->full) with results to show: the line every command
+ * prints on stderr after them, "multidecode: stopped: the KV cache of N slots is full
+ * (raise it with -c)". */
+void app_run_full_note(int32_t n_slots);
+/* A full KV cache stopped s's run before it had anything to show: ST_NO_KV_SLOT with
+ * "NAME: the KV cache of N slots is full after S steps (raise it with -c)" for app_fail. */
+st_code app_run_full_error(const strategy *s, const app_run_stats *st, int32_t n_slots, st_err *err);
+
 /* Later rows per step on average (0 with one step). */
 double app_run_mean_rows(const app_run_stats *st);
 

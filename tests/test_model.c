@@ -237,6 +237,7 @@ typedef struct edit {
     const char *arch, *drop, *retype;
     uint32_t type;
     float rope_factor; /* > 0: add rope_freqs.weight with every factor equal to this */
+    const char *scaling; /* a new value for the file's *.rope.scaling.type */
 } edit;
 
 static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
@@ -251,6 +252,7 @@ static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
             const char *s;
             gguf_kv_str(g, i, &s);
             if (e->arch && !strcmp(k, "general.architecture")) s = e->arch;
+            if (e->scaling && strstr(k, ".rope.scaling.type")) s = e->scaling;
             gguf_writer_set_str(w, k, s);
         } else if (t == GGUF_ARRAY && gguf_arr_type(g, i) == GGUF_STRING) {
             uint64_t n = gguf_arr_n(g, i);
@@ -314,9 +316,9 @@ static void test_bad_models(void) {
     snprintf(src, sizeof src, "%s", tmp_path("ok.gguf"));
     T_CHECK(mkmodel_write(&p, src, &err) == ST_OK, "mkmodel: %s", err.msg);
     struct { edit e; st_code want; const char *needle; } cases[] = {
-        {{"gptneox", NULL, NULL, 0, 0}, ST_ERR_UNSUPPORTED, "gptneox"},
-        {{NULL, "blk.1.ffn_up.weight", NULL, 0, 0}, ST_ERR_FORMAT, "blk.1.ffn_up.weight"},
-        {{NULL, NULL, "blk.0.attn_q.weight", DT_Q2_K, 0}, ST_ERR_UNSUPPORTED, "Q2_K"},
+        {{"gptneox", NULL, NULL, 0, 0, NULL}, ST_ERR_UNSUPPORTED, "gptneox"},
+        {{NULL, "blk.1.ffn_up.weight", NULL, 0, 0, NULL}, ST_ERR_FORMAT, "blk.1.ffn_up.weight"},
+        {{NULL, NULL, "blk.0.attn_q.weight", DT_Q2_K, 0, NULL}, ST_ERR_UNSUPPORTED, "Q2_K"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *dst = tmp_path("bad.gguf");
@@ -332,7 +334,7 @@ static void test_bad_models(void) {
     T_CHECK(!model_load(tmp_path("does-not-exist.gguf"), &err) && err.code == ST_ERR_IO,
             "a missing file is ST_ERR_IO: %s", err.msg);
     /* an unknown architecture's message names the supported ones */
-    edit neox = {"gptneox", NULL, NULL, 0, 0};
+    edit neox = {"gptneox", NULL, NULL, 0, 0, NULL};
     copy_gguf(src, tmp_path("bad.gguf"), &neox);
     st_clear(&err);
     model_free(model_load(tmp_path("bad.gguf"), &err));
@@ -349,7 +351,7 @@ static void test_bad_models(void) {
         T_CHECK(m && m->hp.arch != MODEL_ARCH_LLAMA && !strcmp(model_arch_name(m->hp.arch),
                 fam[i].arch), "%s loads as itself: %s", fam[i].arch, err.msg);
         model_free(m);
-        edit e = {NULL, fam[i].drop, NULL, 0, 0};
+        edit e = {NULL, fam[i].drop, NULL, 0, 0, NULL};
         copy_gguf(src, tmp_path("bad.gguf"), &e);
         st_clear(&err);
         m = model_load(tmp_path("bad.gguf"), &err);
@@ -399,6 +401,58 @@ static void test_rope_freqs(void) {
     model_free(m0), model_free(m1), model_free(m4);
 }
 
+/* Linear RoPE scaling by 4 is the same rotation as frequency factors of 4: bitwise the
+ * same logits (llama.cpp's goldens in tests/golden/archmodels check the meaning); other
+ * scaling types are refused, naming the supported ones. */
+static void test_rope_scaling(void) {
+    mkmodel_params p = mkmodel_default_params();
+    mkmodel_preset("tiny", &p);
+    p.seed = 78;
+    st_err err = {0};
+    char plain[600], lin[600];
+    snprintf(plain, sizeof plain, "%s", tmp_path("rs1.gguf"));
+    snprintf(lin, sizeof lin, "%s", tmp_path("rs4.gguf"));
+    T_CHECK(mkmodel_write(&p, plain, &err) == ST_OK, "mkmodel: %s", err.msg);
+    p.rope_scale = 4.0f;
+    T_CHECK(mkmodel_write(&p, lin, &err) == ST_OK, "mkmodel: %s", err.msg);
+    edit e4 = {0};
+    e4.rope_factor = 4.0f;
+    copy_gguf(plain, tmp_path("rsf4.gguf"), &e4);
+    model *m0 = model_load(plain, &err), *ml = model_load(lin, &err);
+    model *mf = model_load(tmp_path("rsf4.gguf"), &err);
+    T_CHECK(m0 && ml && mf && ml->hp.rope_scale == 4.0f && m0->hp.rope_scale == 1.0f,
+            "linear scaling is read: %s", err.msg);
+    if (m0 && ml && mf) {
+        int32_t V = m0->hp.n_vocab, toks[40];
+        fill_tokens(toks, 40, V, 5);
+        float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V);
+        float *c = malloc(sizeof(float) * V);
+        const char *be[] = {"cpu", "ref"};
+        for (int i = 0; i < 2; i++) {
+            model_ctx *c0 = make_ctx(m0, be[i], 64), *cl = make_ctx(ml, be[i], 64);
+            model_ctx *cf = make_ctx(mf, be[i], 64);
+            model_forward_linear(c0, toks, 40, 0, a, NULL);
+            model_forward_linear(cl, toks, 40, 0, b, NULL);
+            model_forward_linear(cf, toks, 40, 0, c, NULL);
+            T_CHECK(memcmp(b, c, sizeof(float) * V) == 0, "%s: scaling by 4 == factors of 4",
+                    be[i]);
+            T_CHECK(t_nerr(b, a, V) > 1e-4, "%s: scaling changes the logits: %.3g", be[i],
+                    t_nerr(b, a, V));
+            model_ctx_free(c0), model_ctx_free(cl), model_ctx_free(cf);
+        }
+        free(a), free(b), free(c);
+    }
+    model_free(m0), model_free(ml), model_free(mf);
+    edit yarn = {0};
+    yarn.scaling = "yarn";
+    copy_gguf(lin, tmp_path("rsy.gguf"), &yarn);
+    st_clear(&err);
+    model *my = model_load(tmp_path("rsy.gguf"), &err);
+    T_CHECK(!my && err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "'yarn'") &&
+            strstr(err.msg, "none, linear"), "yarn is refused clearly: '%s'", err.msg);
+    model_free(my);
+}
+
 int main(void) {
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
@@ -435,6 +489,7 @@ int main(void) {
     }
     test_bad_models();
     test_rope_freqs();
+    test_rope_scaling();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

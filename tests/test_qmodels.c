@@ -39,8 +39,14 @@
 #include "t.h"
 #include "t_golden.h"
 
-#define QM_DIR "tests/golden/qmodels/"
-#define QM_GOLDEN QM_DIR "golden.txt"
+/* Each folder holds a golden.txt and the files it names (at least n_models); the second
+ * one the other architectures (qwen2 and qwen3 in Q8_0 and Q4_K_M, gemma3 with a sliding
+ * window in Q8_0; linear RoPE scaling on qwen2 and gemma3), from gen_quant_models.py
+ * --set arch. */
+static const struct {
+    const char *dir;
+    int32_t n_models;
+} qm_dirs[] = {{"tests/golden/qmodels/", 9}, {"tests/golden/archmodels/", 5}};
 #define QM_TOL_MAX 0.25f  /* any |logit - llama.cpp| (measured: <= 0.136) */
 #define QM_TOL_MEAN 0.05f /* mean |logit - llama.cpp| per file and backend (<= 0.034) */
 #define QM_TIE 0.2f       /* near-tie margin (measured flips: <= 0.116) */
@@ -253,9 +259,9 @@ static void qm_run_backend(const model *m, const qm_model *gm, const char *be, i
 }
 
 /* Everything for one quantised file. */
-static void qm_check_model(const qm_model *gm) {
+static void qm_check_model(const char *dir, const qm_model *gm) {
     char path[256];
-    snprintf(path, sizeof path, "%s%s", QM_DIR, gm->file);
+    snprintf(path, sizeof path, "%s%s", dir, gm->file);
     T_CHECK(qm_file_is(path, gm->bytes, gm->sha), "%s is missing or not the file the goldens "
             "were made from (%ld bytes, sha256 %s)", path, gm->bytes, gm->sha);
     st_err err = {0};
@@ -300,17 +306,25 @@ static void qm_check_model(const qm_model *gm) {
     model_free(m);
 }
 
-int main(void) {
+/* Every model of one golden folder. */
+static void qm_check_dir(const char *dir, int32_t n_models) {
+    char golden[256];
+    snprintf(golden, sizeof golden, "%sgolden.txt", dir);
     qm_golden g;
-    bool parsed = qm_golden_read(QM_GOLDEN, &g);
-    T_CHECK(parsed, "%s could not be read", QM_GOLDEN);
-    T_CHECK(g.n_models >= 9, "%s has %d models, expected >= 9", QM_GOLDEN, g.n_models);
+    bool parsed = qm_golden_read(golden, &g);
+    T_CHECK(parsed, "%s could not be read", golden);
+    T_CHECK(g.n_models >= n_models, "%s has %d models, expected >= %d", golden, g.n_models,
+            n_models);
     if (parsed)
         for (int32_t i = 0; i < g.n_models; i++) {
-            T_CHECK(g.models[i].n_cases >= 4, "%s: %s has %d cases, expected >= 4", QM_GOLDEN,
+            T_CHECK(g.models[i].n_cases >= 4, "%s: %s has %d cases, expected >= 4", golden,
                     g.models[i].type, g.models[i].n_cases);
-            qm_check_model(&g.models[i]);
+            qm_check_model(dir, &g.models[i]);
         }
     qm_golden_free(&g);
+}
+
+int main(void) {
+    for (size_t i = 0; i < sizeof qm_dirs / sizeof qm_dirs[0]; i++) qm_check_dir(qm_dirs[i].dir, qm_dirs[i].n_models);
     return t_done();
 }

@@ -736,6 +736,35 @@ static void test_markdown(void) {
     fclose(out);
     T_CHECK(md && strstr(md, "- \\[1\\] \\[4\\] \\[5\\]"), "ids without a tokenizer:\n%s", md ? md : "");
     free(md);
+    /* a file saved with a tokenizer holds the branch texts: without one, the export is made
+     * of them, the same as with it (`session export` without -m printed token ids) but for
+     * a bookmark inside a run, marked at the run's end */
+    char path[] = "/tmp/md-test-session-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    session_settings s3;
+    forest *g = fd >= 0 && session_save(path, f, &s, NULL, tk, &err) == ST_OK ? session_load(path, NULL, &s3, NULL, &err) : NULL;
+    T_CHECK(g && s3.n_branch_text == 3, "saved and loaded: %s", err.msg);
+    char *md2 = NULL;
+    size_t len2 = 0;
+    md = NULL;
+    if (g) {
+        out = open_memstream(&md, &len);
+        session_export_markdown(out, g, tk, &s3, &id, &err);
+        fclose(out);
+        out = open_memstream(&md2, &len2);
+        T_CHECK(session_export_markdown(out, g, NULL, &s3, &id, &err) == ST_OK, "export from texts: %s", err.msg);
+        fclose(out);
+        const char *b1 = md ? strstr(md, "## Branches") : NULL, *b2 = md2 ? strstr(md2, "## Branches") : NULL;
+        T_CHECK(b1 && b2 && !strcmp(b1, b2) &&
+                    strstr(md2, "- Once upon a time, there was a\n  -  cat. **\xe2\x98\x85 bookmark** \xe2\x80\x94 *branch 1, finished*\n"
+                                "  -  dog\xe2\x86\xb5\\*. \xe2\x80\x94 *branch 2*\n"),
+                "the saved texts' export:\n%s\n--- with the tokenizer:\n%s", md2 ? md2 : "", md ? md : "");
+        session_settings_free(&s3);
+        forest_free(g);
+    }
+    free(md), free(md2);
+    unlink(path);
     forest_free(f);
     tok_free(tk);
 }

@@ -3,7 +3,10 @@
  * with the same scores bit for bit (the thoughts themselves are the k best first tokens,
  * each continued greedily); a deeper search has the right shape after every level (b kept
  * leaves, each `budget` tokens deeper per level, nothing else left in the forest, the
- * pruned nodes' slots freed) and a fixed number of steps. */
+ * pruned nodes' slots freed) and a fixed number of steps. On stories260K, greedy, the
+ * depth-first search expands nodes in the order its rule gives (replayed here from its
+ * trace), backtracks where a threshold leaves a dead end, and answers or gives up as the
+ * rule says. */
 #include "t.h"
 
 #include <math.h>
@@ -13,6 +16,7 @@
 #include "forest/step.h"
 #include "strategy/judge.h"
 #include "strategy/strategy.h"
+#include "strategy/tot.h"
 #include "t_model.h"
 
 #define SLOTS 512
@@ -176,6 +180,120 @@ static void check_shape(int32_t d) {
     rig_free(&r);
 }
 
+/* ---- depth-first on stories260K, greedy ---- */
+
+typedef struct sim_node {
+    forest_id leaf;
+    int32_t level;
+} sim_node;
+
+/* Runs a depth-first search (k 3, b 2, d 3, 8 tokens per thought, sentence ends) with the
+ * threshold, one step at a time, and after every judge step checks the new expansion
+ * against the rule replayed here on a stack of its own: the node expanded is the top of
+ * that stack, its children come best first, the kept ones are the best b at or above the
+ * threshold (still in the forest), the others are gone, a node left without children is
+ * gone, and the kept ones go on the stack best on top. Returns the backtracks seen (an
+ * expansion of a node that is not a child of the one before). */
+static int32_t check_dfs(const model *m, const tok *tk, const char *text, double thr, bool *answered,
+                         const char *what) {
+    enum { DK = 3, DB = 2, DD = 3 };
+    static const char *const sentence[] = {".", "!", "?", "\n"};
+    st_err err = {0};
+    model_ctx *c = t_new_ctx(m, 1024);
+    forest *f = forest_init(1024, 0);
+    step_plan plan;
+    step_plan_init(&plan);
+    judge_prompt j = {0};
+    int32_t pt[32];
+    int32_t np = tok_encode(tk, text, strlen(text), true, false, pt, 32);
+    strategy_env env = {.f = f, .plan = &plan, .ctx = c, .tk = tk};
+    strategy_opts o = strategy_default_opts(STRAT_TOT);
+    o.n_vocab = m->hp.n_vocab, o.sample.temp = 0, o.budget = 8, o.stops = sentence, o.n_stops = 4;
+    o.u.tot.k = DK, o.u.tot.b = DB, o.u.tot.d = DD, o.u.tot.dfs = true, o.u.tot.threshold = thr;
+    o.u.tot.prompt = &j;
+    strategy *s = NULL;
+    if (c && f && !forest_add_root(f, pt, NULL, np, 0, &o.from, &err) &&
+        !judge_tokens(tk, CHAT_NONE, NULL, NULL, NULL, NULL, &j, &err))
+        s = strategy_create(&o, &env, &err);
+    T_CHECK(s != NULL, "%s: created: %s", what, err.msg);
+    sim_node sim[64] = {{o.from, 0}};
+    int32_t n_sim = 1, seen = 0, bad = 0, backtracks = 0;
+    int32_t last_level = -1;
+    while (s && !strategy_done(s) && !bad) {
+        if (strategy_step(s, &env, &err)) {
+            bad = 1;
+            break;
+        }
+        int32_t nv;
+        const tot_visit *v = tot_visits(strategy_tot(s), &nv);
+        const tot_child *kid = tot_children(strategy_tot(s));
+        for (; seen < nv && !bad; seen++) {
+            const tot_visit *x = &v[seen];
+            sim_node top = n_sim > 0 ? sim[--n_sim] : (sim_node){FOREST_NONE, -1};
+            if (x->node != top.leaf || x->level != top.level || top.level >= DD) bad = 2;
+            backtracks += seen > 0 && x->level <= last_level; /* not a child of the one before */
+            last_level = x->level;
+            int32_t kept = 0;
+            for (int32_t i = 0; i < x->n && !bad; i++) {
+                const tot_child *ch = &kid[x->first + i];
+                bool want = kept < DB && ch->score >= thr;
+                if (ch->kept != want || (i > 0 && ch->score > kid[x->first + i - 1].score)) bad = 3;
+                if ((forest_get(f, ch->leaf) != NULL) != want) bad = 4;
+                kept += want;
+            }
+            if (kept == 0 && x->level > 0 && forest_get(f, x->node)) bad = 5; /* a dead end is pruned */
+            for (int32_t i = kept - 1; i >= 0 && n_sim < 64; i--) sim[n_sim++] = (sim_node){kid[x->first + i].leaf, x->level + 1};
+            if (bad) fprintf(stderr, "  %s: expansion %d breaks the rule (%d)\n", what, (int)seen, bad);
+        }
+    }
+    T_CHECK(s && strategy_done(s) && !bad && seen >= 1 && seen <= 1 + (DD - 1) * DB,
+            "%s: %d expansions follow the depth-first rule (%d) %s", what, (int)seen, bad, err.msg);
+    /* the end: the top of the stack is the answer when it is d deep, else there is none
+     * (the stack ran empty, or the expansions ran out) */
+    forest_id ans = s ? tot_answer(strategy_tot(s)) : FOREST_NONE;
+    bool at_depth = n_sim > 0 && sim[n_sim - 1].level == DD;
+    strategy_result r = {0};
+    if (s && strategy_n_results(s) > 0) strategy_result_at(s, f, 0, &r);
+    T_CHECK(at_depth ? ans == sim[n_sim - 1].leaf && r.leaf == ans && forest_get(f, ans)->depth > 0
+                     : ans == FOREST_NONE && (n_sim == 0 || seen == 1 + (DD - 1) * DB),
+            "%s: the answer is the first node %d thoughts deep (%s)", what, DD, at_depth ? "reached" : "none");
+    T_CHECK(forest_check(f, &err) == ST_OK, "%s: forest sound %s", what, err.msg);
+    *answered = at_depth;
+    strategy_free(s);
+    judge_tokens_free(&j);
+    step_plan_free(&plan);
+    forest_free(f);
+    model_ctx_free(c);
+    return backtracks;
+}
+
+static void check_dfs_stories(void) {
+    const char *path = t_shared("models/stories260K.gguf");
+    if (!path) {
+        T_SKIP("stories260K fixture absent");
+        return;
+    }
+    st_err err = {0};
+    model *m = model_load(path, &err);
+    tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
+    T_CHECK(m && tk, "stories260K: %s", err.msg);
+    if (m && tk) {
+        /* no threshold: straight down the best child to depth d */
+        bool ans = false;
+        int32_t bt = check_dfs(m, tk, "Mom said", -INFINITY, &ans, "dfs, no threshold");
+        T_CHECK(bt == 0 && ans, "no threshold: %d backtracks, answer %d", bt, ans);
+        /* level 3 under the best level-2 node scores -0.795 at best: a dead end; the search
+         * backtracks to the other level-2 node (-0.653), whose best child (-0.590) answers */
+        bt = check_dfs(m, tk, "Mom said", -0.75, &ans, "dfs, threshold -0.75");
+        T_CHECK(bt == 1 && ans, "threshold -0.75: %d backtracks (want 1), answer %d", bt, ans);
+        /* a dead end at level 3, the backtrack to level 2 another: the stack runs empty */
+        bt = check_dfs(m, tk, "Tom and Sue went to the park", -0.4, &ans, "dfs, threshold -0.4");
+        T_CHECK(bt == 1 && !ans, "threshold -0.4: %d backtracks (want 1), answer %d (want none)", bt, ans);
+    }
+    tok_free(tk);
+    model_free(m);
+}
+
 int main(void) {
     mkmodel_params mp = mkmodel_default_params();
     st_err err = {0};
@@ -186,5 +304,6 @@ int main(void) {
     check_one_level();
     check_shape(3);
     model_free(m);
+    check_dfs_stories();
     return t_done();
 }

@@ -12,8 +12,9 @@
 # the layout does not depend on the machine's speed). Then `make install` and
 # `make uninstall` into a temporary DESTDIR. Also Ctrl-\ (SIGQUIT) and a crash
 # (SIGSEGV): the terminal restored, and for Ctrl-\ the autosave written; a FIFO as the
-# log file does not block the start. Skips without tmux or the shared model.
-# UPDATE_GOLDEN=1 rewrites the golden files. Ends with the usual
+# log file does not block the start. README.md's TUI example must equal the mask screen
+# (tools/readme-tui.sh). Skips without tmux or the shared model.
+# UPDATE_GOLDEN=1 rewrites the golden files and README.md's example. Ends with the usual
 # "N passed, N failed, N skipped" line.
 cd "$(dirname "$0")/.." || exit 1
 P=0; F=0; S=0
@@ -75,6 +76,9 @@ k ':cot 4 6' Enter
 screen cot4
 k v
 screen mask
+# README.md's TUI example is this screen (tools/readme-tui.sh; UPDATE_GOLDEN=1 rewrites it)
+if [ -n "$UPDATE_GOLDEN" ]; then sh tools/readme-tui.sh "$TMP/mask.txt"; fi
+sh tools/readme-tui.sh --check "$TMP/mask.txt"; check readme-example $? "README.md's TUI example is out of date"
 k Tab h h
 screen mask-left
 k l l Tab
@@ -94,6 +98,7 @@ k ":save $TMP/s.json" Enter
 settle
 grep -q '"multidecode-session"' "$TMP/s.json" 2>/dev/null; check save $? ":save wrote no session"
 NODES=$(capture | grep -o '[0-9]* nodes')
+SNODES=$NODES
 k q
 sleep 1
 capture | grep -q 'EXITED rc=0'; check quit $? "the program did not exit with 0"
@@ -240,7 +245,7 @@ settle
 NODES=$(capture | grep -o '[0-9]* nodes')
 k ':load' Enter
 settle
-capture | tail -1 | grep -q 'unsaved changes: load .*autosave.1.json and lose them? (y/n'; check load-asks $? ":load did not ask: $(capture | tail -1)"
+capture | tail -3 | tr '\n' ' ' | grep -q 'unsaved changes: load .*autosave.1.json and lose them? (y/n'; check load-asks $? ":load did not ask: $(capture | tail -3)"
 k n
 settle
 capture | grep -q "$NODES" && capture | grep -q 'not loaded'; check load-no $? "n did not keep the work: $(capture | tail -2)"
@@ -324,15 +329,23 @@ if [ -f "$SMOL" ]; then
     restart "$SMOLRUN; echo EXITED rc=\$?; sleep 60"
     T resize-window -t md -x 120 -y 40 2>/dev/null
     up
-    capture | grep -q '| typing: chat |'; check chat-mode $? "no chat mode in the status line: $(capture | tail -2 | head -1)"
+    capture | grep -q ' typing: chat |'; check chat-mode $? "no chat mode in the status line: $(capture | tail -2 | head -1)"
+    # the status line drops whole fields it has no room for (the long model name, which
+    # the title shows) instead of losing its end
+    T capture-pane -p -t md | tail -2 | head -1 | grep -q '^ typing: chat | .* tok/s *$'
+    check status-fits $? "the status line at 120 columns: $(T capture-pane -p -t md | tail -2 | head -1)"
     k ':set temp 0' Enter ':set budget 4' Enter a 'What is the capital of France?' Enter
     settle
     k n
     settle
-    capture | tr -d '\n' | grep -q 'France?<|im_end|>↵<|im_start|>assistant↵ *[^ ░]'; check chat-answer $? "no answer after the user turn: $(capture | sed -n 2,5p)"
+    # (each newline, drawn ↵, also breaks the text pane's row)
+    capture | sed -n '2,33p' | LC_ALL=C.UTF-8 sed 's/^[^│]*│//' > "$TMP/pane"
+    grep -A2 'France?<|im_end|>↵$' "$TMP/pane" | sed -n 2p | grep -q '^<|im_start|>assistant↵$' &&
+        grep -A1 '^<|im_start|>assistant↵$' "$TMP/pane" | sed -n 2p | grep -q '^[^ ░]'
+    check chat-answer $? "no answer on its own row after the user turn: $(cat "$TMP/pane" | head -8)"
     k ':set chat off' Enter
     settle
-    capture | grep -q '| typing: raw |'; check chat-off $? ":set chat off: $(capture | tail -2)"
+    capture | grep -q ' typing: raw |'; check chat-off $? ":set chat off: $(capture | tail -2)"
     k q
     sleep 1
     restart "$SMOLRUN --raw 'What is the capital of France?'; echo EXITED rc=\$?; sleep 60"
@@ -340,12 +353,26 @@ if [ -f "$SMOL" ]; then
     up
     k ':set temp 0' Enter n
     settle
-    capture | grep -q '| typing: raw |' && capture | grep -q 'stopped: end of turn <|im_end|>'; check chat-raw-ended $? "--raw, n: $(capture | tail -2)"
+    capture | grep -q ' typing: raw |' && capture | grep -q 'stopped: end of turn <|im_end|>'; check chat-raw-ended $? "--raw, n: $(capture | tail -2)"
     # cot where the end of turn is the best first token: that chain leaves no branch, and
     # done says so
     k c
     settle
     capture | grep -q 'done: 3 of 4 chains, 1 ended at once, +[0-9]* tokens'; check cot-ended-at-once $? "c at the end of the answer: $(capture | tail -1)"
+    k q
+    sleep 1
+    # :load of the stories260K session: the whole refusal, word-wrapped over the bottom
+    # rows (it was cut at 256 characters), says how to force it; :load! does
+    restart "$SMOLRUN; echo EXITED rc=\$?; sleep 60"
+    up
+    k ":load $TMP/s.json" Enter
+    settle
+    capture | tail -4 | tr '\n' ' ' | grep -q "saved with model 'stories260K.gguf' .* but the model in use is 'SmolLM2.*, or :load! FILE loads it anyway *\$"
+    check load-mismatch-whole $? ":load of another model's session: $(capture | tail -4)"
+    k ":load! $TMP/s.json" Enter
+    settle
+    capture | tail -1 | grep -q 'loaded .*s.json (its model check skipped)' && capture | grep -q "$SNODES"
+    check load-force $? ":load!: $(capture | tail -2)"
     k q
     sleep 1
 else

@@ -107,7 +107,14 @@ static void test_commands(void) {
     T_CHECK(!ui_cmd_parse(":set chat on", &c, &err) && c.val == 1, "set chat on");
     T_CHECK(ui_cmd_parse(":set chat 2", &c, &err) && strstr(err.msg, "chat on|off"), "set chat 2: '%s'", err.msg);
     T_CHECK(!ui_cmd_parse(":save /tmp/x.json", &c, &err) && c.kind == UI_CMD_SAVE && !strcmp(c.text, "/tmp/x.json"), "save");
-    T_CHECK(!ui_cmd_parse(":load", &c, &err) && c.kind == UI_CMD_LOAD && !c.text[0], "load default");
+    T_CHECK(!ui_cmd_parse(":load", &c, &err) && c.kind == UI_CMD_LOAD && !c.text[0] && !c.force, "load default");
+    /* :load! loads a session saved with another model; no other command takes a '!' */
+    T_CHECK(!ui_cmd_parse(":load! /tmp/x.json", &c, &err) && c.kind == UI_CMD_LOAD && c.force &&
+            !strcmp(c.text, "/tmp/x.json"), ":load! FILE: force %d '%s'", c.force, c.text);
+    T_CHECK(!ui_cmd_parse(":loa!", &c, &err) && c.kind == UI_CMD_LOAD && c.force, ":loa! is :load!");
+    T_CHECK(!ui_cmd_parse(":load /tmp/x.json", &c, &err) && !c.force, ":load FILE does not force");
+    T_CHECK(ui_cmd_parse(":grow! 3", &c, &err) == ST_ERR_ARG && strstr(err.msg, "only :load!") && c.kind == UI_CMD_NONE,
+            ":grow!: '%s'", err.msg);
     T_CHECK(!ui_cmd_parse(":q", &c, &err) && c.kind == UI_CMD_QUIT, "prefix :q");
     T_CHECK(!ui_cmd_parse(":prune", &c, &err) && c.kind == UI_CMD_PRUNE, "prune");
     T_CHECK(!ui_cmd_parse(":merge", &c, &err) && c.kind == UI_CMD_MERGE, "merge");
@@ -545,7 +552,7 @@ static void check_chain(const forest *f, const int32_t *prompt, int32_t np, cons
     int32_t diff = -1;
     for (int32_t i = 0; len == np + n && i < len && diff < 0; i++)
         if (path[i] != (i < np ? prompt[i] : ref[i - np])) diff = i;
-    T_CHECK(len == np + n && diff < 0, "%s: equals plain greedy decoding (first difference at %d)", what, diff);
+    T_CHECK(len == np + n && diff < 0, "%s: equals plain decoding (first difference at %d)", what, diff);
     T_CHECK(forest_n_live(f) == np + n, "%s: the rejected drafts and the window are gone (%d nodes)", what, forest_n_live(f));
     st_err err = {0};
     T_CHECK(!forest_check(f, &err), "%s: forest invariants: %s", what, err.msg);
@@ -566,11 +573,11 @@ static ui_job draft_job(int32_t w, int32_t n, int32_t g, int32_t tokens) {
 /* Posts job j to a worker over a fresh forest holding the prompt, waits until it is done
  * and checks the chain it left against ref. */
 static void worker_run(model_ctx *c, const tok *tk, const int32_t *prompt, int32_t np, ui_job j,
-                       const int32_t *ref, int32_t n, const char *what) {
+                       const sample_params *sp0, const int32_t *ref, int32_t n, const char *what) {
     st_err err = {0};
     forest *f = forest_init(512, 8);
     forest_add_root(f, prompt, NULL, np, 0, &j.node, &err);
-    sample_params sp = sample_default_params(); /* a temperature: :draft is greedy anyway */
+    sample_params sp = *sp0; /* :set temp: 0 greedy, else exact speculative sampling */
     ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = 32, .model_name = "m", .backend = "cpu"};
     ui_worker *w = ui_worker_start(&wp, &err);
     T_CHECK(w, "%s: worker: %s", what, err.msg);
@@ -687,6 +694,33 @@ static void check_la_capture(model_ctx *c, const tok *tk, const int32_t *prompt,
     forest_free(f);
 }
 
+/* Plain sampling's first n tokens after the prompt (one grown branch with sp's settings
+ * and seed): what :draft at that temperature must give, draw for draw. false, with a
+ * skip, when an end of text comes first. */
+static bool sampled_ref(model_ctx *c, const tok *tk, const int32_t *prompt, int32_t np, const sample_params *sp,
+                        int32_t n, int32_t *ref) {
+    st_err err = {0};
+    forest *f = forest_init(512, 0);
+    step_plan p;
+    step_plan_init(&p);
+    strategy_env env = {.f = f, .plan = &p, .ctx = c, .tk = tk};
+    strategy_opts o = strategy_default_opts(STRAT_GROW);
+    o.sample = *sp, o.budget = n, o.n_vocab = tok_n_vocab(tk);
+    forest_add_root(f, prompt, NULL, np, 0, &o.from, &err);
+    strategy *s = strategy_create(&o, &env, &err);
+    while (s && !strategy_done(s) && !strategy_step(s, &env, &err)) {}
+    strategy_result r = {0};
+    if (s) strategy_result_at(s, f, 0, &r);
+    int32_t path[512], len = r.leaf != FOREST_NONE ? forest_path(f, r.leaf, path, 512) : 0;
+    bool ok = np >= 0 && n >= 0 && len == np + n;
+    if (ok) memcpy(ref, path + np, sizeof(int32_t) * (size_t)n);
+    if (!ok) T_SKIP("sampling ends after %d of %d tokens: the sampled :draft is checked only when it runs %d", len - np, n, n);
+    strategy_free(s);
+    step_plan_free(&p);
+    forest_free(f);
+    return ok;
+}
+
 static void test_spec_runs(void) {
     st_err err = {0};
     model *m;
@@ -705,12 +739,20 @@ static void test_spec_runs(void) {
             T_SKIP("greedy decoding ends early: the chains are checked only when it runs 48 tokens");
             goto out;
         }
-    worker_run(c, tk, prompt, np, draft_job(0, 0, 0, 40), ref, 40, ":draft 40");
-    worker_run(c, tk, prompt, np, draft_job(0, 0, 0, 0), ref, 32, ":draft (the budget, 32)");
-    worker_run(c, tk, prompt, np, draft_job(3, 3, 2, 48), ref, 48,
+    sample_params greedy = sample_default_params(), hot = greedy;
+    greedy.temp = 0, hot.temp = 0.7f, hot.seed = 3;
+    worker_run(c, tk, prompt, np, draft_job(0, 0, 0, 40), &greedy, ref, 40, ":draft 40");
+    worker_run(c, tk, prompt, np, draft_job(0, 0, 0, 0), &greedy, ref, 32, ":draft (the budget, 32)");
+    worker_run(c, tk, prompt, np, draft_job(3, 3, 2, 48), &greedy, ref, 48,
                ":lookahead 3 3 2 48");
-    worker_run(c, tk, prompt, np, draft_job(5, 4, 4, 7), ref, 7,
+    worker_run(c, tk, prompt, np, draft_job(5, 4, 4, 7), &greedy, ref, 7,
                ":lookahead 5 4 4 7 (a budget inside accepted drafts)");
+    /* :set temp 0.7: plain sampling's tokens with the same settings and seed */
+    int32_t hot_ref[64];
+    if (sampled_ref(c, tk, prompt, np, &hot, 40, hot_ref)) {
+        worker_run(c, tk, prompt, np, draft_job(0, 0, 0, 40), &hot, hot_ref, 40, ":draft 40 at temp 0.7");
+        worker_run(c, tk, prompt, np, draft_job(3, 3, 2, 40), &hot, hot_ref, 40, ":lookahead 3 3 2 40 at temp 0.7");
+    }
     check_la_capture(c, tk, prompt, np);
     /* budgets 1..12 straight through the lookahead strategy: a step that accepts more tokens than
      * are left has the rest pruned again */

@@ -5,6 +5,7 @@
 #include "t.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #include "../ui/command.h"
 #include "forest/step.h"
@@ -19,12 +20,46 @@ static void check_parse(void) {
                 o->u.tot.b == 2 && o->u.tot.d == 4 && o->budget == 0, ":tot K B D");
     T_CHECK(ui_cmd_parse(":tot 3 2 4 16", &c, &err) == ST_OK && o->budget == 16, ":tot K B D TOKENS");
     T_CHECK(ui_cmd_parse(":tot 3 2", &c, &err) == ST_ERR_ARG && strstr(err.msg, ":tot K B D"), ":tot K B: %s", err.msg);
+    T_CHECK(ui_cmd_parse(":tot 3 2 4", &c, &err) == ST_OK && !o->u.tot.dfs && isinf(o->u.tot.threshold), ":tot is bfs");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 dfs", &c, &err) == ST_OK && o->u.tot.dfs && o->budget == 0 &&
+                isinf(o->u.tot.threshold), ":tot K B D dfs");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 16 dfs -0.5", &c, &err) == ST_OK && o->u.tot.dfs && o->budget == 16 &&
+                o->u.tot.threshold == -0.5, ":tot K B D TOKENS dfs MIN");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 bfs", &c, &err) == ST_OK && !o->u.tot.dfs, ":tot K B D bfs");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 bfs -0.5", &c, &err) == ST_ERR_ARG, ":tot bfs takes no threshold");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 sideways", &c, &err) == ST_ERR_ARG, ":tot with a bad mode");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 dfs x", &c, &err) == ST_ERR_ARG, ":tot with a bad threshold");
+    T_CHECK(ui_cmd_parse(":tot 3 2 4 8 9", &c, &err) == ST_ERR_ARG, ":tot with five numbers");
     T_CHECK(ui_cmd_parse(":judge", &c, &err) == ST_OK && c.kind == UI_CMD_JUDGE && !c.text[0], ":judge alone");
     T_CHECK(ui_cmd_parse(":judge Is it kind?", &c, &err) == ST_OK && !strcmp(c.text, "Is it kind?"), ":judge QUESTION");
 }
 
+/* More branches than the old fixed arrays held (64 judged of 4096 leaves looked at): every
+ * leaf below the fork is picked, in order, none dropped. */
+static void check_many(void) {
+    enum { N = 5000 };
+    st_err err = {0};
+    forest *f = forest_init(N + 64, 0);
+    static const int32_t p[] = {1, 300};
+    forest_id at, other, first = FOREST_NONE, last = FOREST_NONE;
+    bool ok = f && !forest_add_root(f, p, NULL, 2, 0, &at, &err) && !forest_add_root(f, p, NULL, 2, 0, &other, &err);
+    for (int32_t i = 0; ok && i < N; i++) {
+        int32_t t = 3 + i % 400;
+        ok = !forest_append(f, at, &t, NULL, 1, &last, &err);
+        if (i == 0) first = last;
+    }
+    int32_t n = 0;
+    bool marked = true;
+    forest_id *br = ok ? ui_judge_branches(f, last, &n, &marked, &err) : NULL;
+    T_CHECK(br && n == N && !marked && br[0] == first && br[N - 1] == last,
+            "%d leaves under one fork: %d picked (%s)", N, n, err.msg);
+    free(br);
+    forest_free(f);
+}
+
 int main(void) {
     check_parse();
+    check_many();
     mkmodel_params mp = mkmodel_default_params();
     st_err err = {0};
     model *m = t_random_model(&mp, &err);
@@ -42,14 +77,16 @@ int main(void) {
     forest_append(f, at, b, NULL, 1, &lb, &err);
     forest_append(f, at, cc, NULL, 3, &lc, &err);
     mid = forest_id_at(f, forest_get(f, lc)->parent);
-    forest_id br[8];
     bool marked;
-    int32_t n = ui_judge_branches(f, mid, br, 8, &marked);
-    T_CHECK(n == 3 && !marked && br[0] == la && br[1] == lb && br[2] == lc, "the selection's siblings: %d", n);
+    int32_t n;
+    forest_id *br = ui_judge_branches(f, mid, &n, &marked, &err);
+    T_CHECK(br && n == 3 && !marked && br[0] == la && br[1] == lb && br[2] == lc, "the selection's siblings: %d", n);
+    free(br);
     forest_set_flags(f, la, FOREST_BOOKMARK, 0);
     forest_set_flags(f, lc, FOREST_BOOKMARK, 0);
-    n = ui_judge_branches(f, mid, br, 8, &marked);
-    T_CHECK(n == 2 && marked && br[0] == la && br[1] == lc, "the bookmarked branches: %d", n);
+    br = ui_judge_branches(f, mid, &n, &marked, &err);
+    T_CHECK(br && n == 2 && marked && br[0] == la && br[1] == lc, "the bookmarked branches: %d", n);
+    free(br);
 
     ui_chat ch = {CHAT_NONE, NULL};
     ui_judge_env je = {.tk = tk, .chat = &ch};

@@ -46,6 +46,18 @@ static void test_wide_text(void) {
         T_CHECK(!strcmp(buf, lines[i].out) && l.cols == lines[i].cols, "line %zu: '%s' (%d columns), want '%s' (%d)",
                 i, buf, l.cols, lines[i].out, lines[i].cols);
     }
+    /* a message over rows: broken after the last space that fits, the spaces skipped; a
+     * word wider than the row cut where the row ends; CJK counted two columns */
+    const char *msg = "the session was saved with model 'stories260K.gguf' \xe6\x97\xa5\xe6\x9c\xac xxxxxxxxxxxxxxxxxxxxxxxxx";
+    const char *rows[] = {"the session was", "saved with model", "'stories260K.gguf'", "\xe6\x97\xa5\xe6\x9c\xac",
+                          "xxxxxxxxxxxxxxxxxxxx", "xxxxx"};
+    const char *at = msg;
+    for (int r = 0; r < 6; r++) {
+        ui_line l = ui_line_make(buf, sizeof buf, 20, true);
+        at += ui_line_put_words(&l, at);
+        T_CHECK(!strcmp(buf, rows[r]), "message row %d: '%s', want '%s'", r, buf, rows[r]);
+    }
+    T_CHECK(!*at, "the message used up: '%s'", at);
     /* byte tokens: 日 = E6 97 A5, 本 = E6 9C AC */
     const char *pieces[9] = {"<unk>", "<s>", "</s>", "a", "b", "<0xE6>", "<0x97>", "<0xA5>", "<0x9C>"};
     int32_t types[9] = {TOK_UNKNOWN, TOK_CONTROL, TOK_CONTROL, TOK_NORMAL, TOK_NORMAL, TOK_BYTE, TOK_BYTE, TOK_BYTE, TOK_BYTE};
@@ -289,6 +301,22 @@ static void test_mask_view(void) {
     snprintf(st.job, sizeof st.job, "idle");
     ui_status_format(&st, buf, sizeof buf, 200);
     T_CHECK(strstr(buf, "KV 3 used 7 free") && strstr(buf, "4 rows 1.2ms") && strstr(buf, "3.5 tok/s"), "status '%s'", buf);
+    /* narrower: whole fields go, least needed first (the model, which the title names, then
+     * the threads), never cut inside; the line always fills the width */
+    st.mode = "chat";
+    snprintf(st.job, sizeof st.job, "grow 3/32");
+    struct { int width; const char *want; } narrow[] = {
+        {120, " m.gguf | typing: chat | cpu 2 thr | grow 3/32 | 5 nodes | KV 3 used 7 free | 4 rows 1.2ms | 3.5 tok/s"},
+        {95, " typing: chat | cpu 2 thr | grow 3/32 | 5 nodes | KV 3/10 | 4 rows 1.2ms | 3.5 tok/s"},
+        {80, " typing: chat | grow 3/32 | 5 nodes | KV 3/10 | 4 rows 1.2ms | 3.5 tok/s"},
+        {40, " typing: chat | grow 3/32 | KV 3/10"},
+    };
+    for (size_t i = 0; i < sizeof narrow / sizeof narrow[0]; i++) {
+        ui_status_format(&st, buf, sizeof buf, narrow[i].width);
+        size_t n = strlen(narrow[i].want);
+        T_CHECK(!strncmp(buf, narrow[i].want, n) && strspn(buf + n, " ") == strlen(buf + n) &&
+                    strlen(buf) == (size_t)narrow[i].width, "status at %d: '%s'", narrow[i].width, buf);
+    }
 }
 
 /* How many of a series of widths give mv a layout other than a fresh capture of p laid
@@ -450,9 +478,66 @@ static void test_mask_mouse_prune(void) {
     forest_free(f);
 }
 
+/* The text pane's rows (tv_layout): a newline is drawn as U+21B5 and breaks the row; rows
+ * break after spaces, so a word moves down whole (the space stays at the row's end); a
+ * word wider than the row is broken where the row ends; wide characters count two
+ * columns. Each row is checked as drawn. */
+static void test_text_layout(void) {
+    if (!setlocale(LC_CTYPE, "C.UTF-8") && !setlocale(LC_CTYPE, "en_US.UTF-8")) {
+        T_SKIP("no UTF-8 locale");
+        return;
+    }
+    const char *pieces[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81Once", "\xe2\x96\x81upon", "\xe2\x96\x81" "a",
+                            "\xe2\x96\x81time", ",", "<0x0A>", "L", "ily", "\xe2\x96\x81said",
+                            "\xe2\x96\x81" "abcdefghijklmnopq", "\xe2\x96\x81\xe6\x97\xa5\xe6\x9c\xac\xe6\x97\xa5\xe6\x9c\xac"};
+    int32_t types[14] = {TOK_UNKNOWN, TOK_CONTROL, TOK_CONTROL, TOK_NORMAL, TOK_NORMAL, TOK_NORMAL, TOK_NORMAL,
+                         TOK_NORMAL, TOK_BYTE, TOK_NORMAL, TOK_NORMAL, TOK_NORMAL, TOK_NORMAL, TOK_NORMAL};
+    tok_vocab_desc vd = tok_vocab_desc_default();
+    vd.n_vocab = 14, vd.pieces = pieces, vd.types = types, vd.unk = 0, vd.bos = 1, vd.eos = 2;
+    vd.add_space_prefix = false;
+    st_err err = {0};
+    tok *tk = tok_from_vocab(&vd, &err);
+    T_CHECK(tk != NULL, "vocabulary: %s", err.msg);
+    if (!tk) return;
+    /* "<s> Once upon a time,\nLily said a abcdefghijklmnopq said 日本日本" */
+    int32_t toks[] = {1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 5, 12, 11, 13};
+    int32_t nt = (int32_t)(sizeof toks / sizeof toks[0]);
+    forest *f = forest_init(64, 4);
+    forest_id leaf;
+    forest_add_root(f, toks, NULL, nt, 0, &leaf, NULL);
+    text_view tv;
+    tv_init(&tv);
+    tv_set(&tv, f, leaf, &err);
+    tv_layout L = {0};
+    T_CHECK(tv_layout_build(&L, &tv, f, tk, 12, true, "#", &err) == ST_OK, "layout: %s", err.msg);
+    const char *want[] = {"<s> Once ", "upon a ", "time,\xe2\x86\xb5", "Lily said a ", "abcdefghijkl",
+                          "mnopq said ", "\xe6\x97\xa5\xe6\x9c\xac\xe6\x97\xa5\xe6\x9c\xac#"};
+    int32_t nw = (int32_t)(sizeof want / sizeof want[0]);
+    T_CHECK(L.rows == nw, "%d rows, want %d", (int)L.rows, (int)nw);
+    for (int32_t r = 0; r < L.rows && r < nw; r++) {
+        char row[128] = "";
+        int32_t col = 0;
+        for (int32_t i = 0; i < L.n; i++)
+            if (L.p[i].row == r) {
+                T_CHECK(L.p[i].col == col, "row %d: a piece at column %d, want %d", (int)r, (int)L.p[i].col, (int)col);
+                strncat(row, L.text + L.p[i].off, L.p[i].len);
+                col += L.p[i].cols;
+            }
+        T_CHECK(!strcmp(row, want[r]) && col <= 12, "row %d: '%s' (%d columns), want '%s'", (int)r, row, (int)col, want[r]);
+    }
+    /* the cursor on "ily" (token 8): row 3; on the end mark: the last row */
+    T_CHECK(tv_layout_cursor_row(&L, 8) == 3 && tv_layout_cursor_row(&L, nt) == nw - 1, "cursor rows %d %d",
+            (int)tv_layout_cursor_row(&L, 8), (int)tv_layout_cursor_row(&L, nt));
+    tv_layout_free(&L);
+    tv_free(&tv);
+    forest_free(f);
+    tok_free(tk);
+}
+
 int main(void) {
     test_forest_view();
     test_wide_text();
+    test_text_layout();
     test_mask_view();
     test_mask_layout();
     test_mask_mouse_prune();

@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* Argument shapes. */
-enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND, ARG_LA, ARG_INT34 };
+enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND, ARG_LA, ARG_TOT };
 
 /* Each command: its name, its argument shape, the job it posts (UI_JOB_RUN: the strategy
  * strat) and its usage line. */
@@ -26,16 +26,16 @@ static const struct {
     {"beam", UI_CMD_BEAM, ARG_INT12, UI_JOB_RUN, STRAT_BEAM, ":beam WIDTH [TOKENS] beam search from the selected leaf"},
     {"ask", UI_CMD_ASK, ARG_TEXT, UI_JOB_RUN, STRAT_ASK, ":ask TEXT           TEXT as a chat user turn under the selection, grown"},
     {"margins", UI_CMD_MARGINS, ARG_INT_TEXT, UI_JOB_RUN, STRAT_MARGINS, ":margins [CHUNK] QUESTION  notes on each CHUNK tokens of the branch, then an answer"},
-    {"draft", UI_CMD_DRAFT, ARG_INT01, UI_JOB_RUN, STRAT_DRAFT, ":draft [TOKENS]      exact greedy from the selection, drafts verified in the forest"},
+    {"draft", UI_CMD_DRAFT, ARG_INT01, UI_JOB_RUN, STRAT_DRAFT, ":draft [TOKENS]      exact decoding from the selection (greedy, or sampling at :set temp), drafts verified in the forest"},
     {"lookahead", UI_CMD_LOOKAHEAD, ARG_LA, UI_JOB_RUN, STRAT_LOOKAHEAD, ":lookahead W N G [TOKENS]  :draft plus lookahead's W x (N-1) window, G pool drafts"},
     {"append", UI_CMD_APPEND, ARG_TEXT, UI_JOB_APPEND, 0, ":append TEXT        append TEXT under the selection"},
     {"prune", UI_CMD_PRUNE, ARG_NONE, UI_JOB_PRUNE, 0, ":prune              prune the selected subtree"},
     {"merge", UI_CMD_MERGE, ARG_NONE, UI_JOB_RUN, STRAT_MERGE, ":merge              merge bookmarked branches"},
     {"judge", UI_CMD_JUDGE, ARG_TEXT_OPT, UI_JOB_RUN, STRAT_JUDGE, ":judge [QUESTION]    score the bookmarked branches (else the selection's siblings) in one step"},
-    {"tot", UI_CMD_TOT, ARG_INT34, UI_JOB_RUN, STRAT_TOT, ":tot K B D [TOKENS]  tree of thoughts: K per node, keep B, D levels"},
+    {"tot", UI_CMD_TOT, ARG_TOT, UI_JOB_RUN, STRAT_TOT, ":tot K B D [TOKENS] [dfs [MIN]]  tree of thoughts: K per node, keep B, D levels; dfs: depth-first, pruning scores below MIN"},
     {"step", UI_CMD_STEP, ARG_INT01, UI_JOB_RUN, STRAT_STEPS, ":step [N]            run N engine steps"},
     {"save", UI_CMD_SAVE, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":save [FILE]         save the session (no FILE: the autosave)"},
-    {"load", UI_CMD_LOAD, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":load [FILE]         load a session (no FILE: the last run's); asks first when work is unsaved"},
+    {"load", UI_CMD_LOAD, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":load[!] [FILE]      load a session (no FILE: the last run's); asks first when work is unsaved; ! even one saved with another model"},
     {"export", UI_CMD_EXPORT, ARG_TEXT, UI_JOB_EXPORT, 0, ":export FILE         the tree's texts as Markdown; FILE.svg [tree|mask]: a picture of the tree and the last step's mask"},
     {"set", UI_CMD_SET, ARG_SET, UI_JOB_NONE, 0, ":set [NAME VALUE]    temp top_k top_p min_p seed budget; chat on|off (alone: show them)"},
     {"bind", UI_CMD_BIND, ARG_BIND, UI_JOB_NONE, 0, ":bind KEY ACTION     bind a key (see the help for names)"},
@@ -157,8 +157,8 @@ static bool parse_args(const char *s, int args, ui_cmd *c, st_code *rc, st_err *
     switch (args) {
     case ARG_NONE:
         return !next_word(&s, w, sizeof w);
-    case ARG_INT01: case ARG_INT12: case ARG_INT02: case ARG_INT34: {
-        int lo = args == ARG_INT34 ? 3 : args == ARG_INT12, hi = args == ARG_INT34 ? 4 : args == ARG_INT01 ? 1 : 2;
+    case ARG_INT01: case ARG_INT12: case ARG_INT02: {
+        int lo = args == ARG_INT12, hi = args == ARG_INT01 ? 1 : 2;
         for (; next_word(&s, w, sizeof w); n++)
             if (n == hi || !parse_int(w, &v[n])) return false;
         put_numbers(c, v);
@@ -177,6 +177,19 @@ static bool parse_args(const char *s, int args, ui_cmd *c, st_code *rc, st_err *
         put_numbers(c, v);
         snprintf(c->text, sizeof c->text, "%s", s);
         return true;
+    }
+    case ARG_TOT: { /* K B D [TOKENS] [bfs|dfs [THRESHOLD]] */
+        bool more;
+        while ((more = next_word(&s, w, sizeof w)) && n < 4 && parse_int(w, &v[n])) n++;
+        put_numbers(c, v);
+        strategy_opts *o = &c->job.u.run.opts;
+        if (n < 3 || (more && strcmp(w, "dfs") && strcmp(w, "bfs"))) return false;
+        o->u.tot.dfs = more && !strcmp(w, "dfs");
+        if (!more || !next_word(&s, w, sizeof w)) return true;
+        char *end;
+        o->u.tot.threshold = strtod(w, &end);
+        return o->u.tot.dfs && end != w && !*end && o->u.tot.threshold == o->u.tot.threshold &&
+               !next_word(&s, w, sizeof w);
     }
     case ARG_SET:
         return parse_set(s, c, rc, err);
@@ -209,8 +222,14 @@ st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
     const char *s = line + 1;
     char name[32];
     if (!next_word(&s, name, sizeof name)) return ST_OK;
+    size_t nn = strlen(name);
+    bool bang = nn > 1 && name[nn - 1] == '!';
+    if (bang) name[nn - 1] = '\0';
     int32_t hit = find_cmd(name, err);
     if (hit < 0) return err->code;
+    if (bang && ui_cmds[hit].kind != UI_CMD_LOAD)
+        return st_set(err, ST_ERR_ARG, "':%s!': only :load! takes a '!' (to load a session saved with another model)", ui_cmds[hit].name);
+    c->force = bang;
     c->kind = ui_cmds[hit].kind;
     if (ui_cmds[hit].job == UI_JOB_RUN) c->job = ui_job_run(ui_cmds[hit].strat, FOREST_NONE);
     else c->job.kind = ui_cmds[hit].job;

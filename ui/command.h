@@ -35,7 +35,8 @@ typedef enum {
     UI_CMD_TOT,      /* job: tot.k, tot.b kept, tot.d levels, [TOKENS] per thought */
     UI_CMD_STEP,     /* job: steps.n = [N] (default 1) */
     UI_CMD_SAVE,     /* text: file ("" = the autosave file); a leading ~/ is $HOME */
-    UI_CMD_LOAD,     /* text: file ("" = the last run's autosave), ~/ as for save */
+    UI_CMD_LOAD,     /* text: file ("" = the last run's autosave), ~/ as for save; force
+                        (":load!"): even a session saved with another model */
     UI_CMD_EXPORT,   /* job: export; text: Markdown file, ~/ as for save */
     UI_CMD_SET,      /* key = setting, val = value; key "": show the settings */
     UI_CMD_BIND,     /* key = KEY, text = ACTION */
@@ -52,6 +53,7 @@ typedef struct ui_cmd {
                        UI_JOB_NONE for the commands the TUI does itself (save, load, set,
                        bind, help, quit) */
     double val;     /* :set's value */
+    bool force;     /* the name ended with '!' (:load! only) */
     char key[32];   /* :set's name, :bind's key */
     char text[1024];
 } ui_cmd;

@@ -24,7 +24,7 @@ typedef enum {
     UI_JOB_BOOKMARK, /* node: toggle */
     UI_JOB_SET,      /* text = setting name, u.set.value ("chat": 1 on, 0 off) */
     UI_JOB_SAVE,     /* text = path, u.save */
-    UI_JOB_LOAD,     /* text = path */
+    UI_JOB_LOAD,     /* text = path, u.load */
     UI_JOB_EXPORT,   /* text = path (Markdown; "PATH.svg [tree|mask]": svg.h's picture) */
     UI_JOB_PAUSE,    /* toggle */
     UI_JOB_CANCEL,
@@ -57,6 +57,7 @@ typedef struct ui_job {
             bool autosave;   /* the work still counts as unsaved after it */
             bool if_changed; /* only when the forest changed since the start or the last load */
         } save;
+        struct { bool force; } load; /* even when saved with another model */
     } u;
 } ui_job;
 

@@ -14,11 +14,10 @@
 #include "ask_margins.h"
 #include "strategy/strategy.h"
 
-#define UI_JUDGE_MAX 64 /* branches :judge scores at most */
-
-/* The branches :judge scores for selection sel into out (cap entries); returns how many,
- * and *marked whether they are the bookmarks. */
-int32_t ui_judge_branches(const forest *f, forest_id sel, forest_id *out, int32_t cap, bool *marked);
+/* The branches :judge scores for selection sel, every one of them (no cap): a malloc'd
+ * array of *n ids (the caller frees it; *n may be 0), in the forest's depth-first order,
+ * and *marked whether they are the bookmarks. NULL + err (ST_ERR_NOMEM). */
+forest_id *ui_judge_branches(const forest *f, forest_id sel, int32_t *n, bool *marked, st_err *err);
 
 /* What a judge or tot run needs from the worker besides the job's options. */
 typedef struct ui_judge_env {

@@ -18,6 +18,11 @@ spec_params ui_spec_params(int32_t w, int32_t n, int32_t g) {
     return sp;
 }
 
+void ui_spec_set_sampling(spec_params *p, const sample_params *sp) {
+    p->samp = *sp;
+    if (p->samp.temp < 0) p->samp.temp = 0;
+}
+
 void ui_spec_capture(mask_view *v, const spec *s, const forest *f, const tok *tk, const step_plan *p,
                      int32_t step) {
     mv_capture(v, f, tk, p, step);

@@ -1,6 +1,6 @@
 /* spec_job.h - what the TUI adds to :draft and :lookahead (the "draft" and "lookahead"
  * strategies of engine/strategy/strategy.h, run by the worker like every strategy): their
- * parameters, and the mask pane of their steps. The mask pane (mask_view.h) shows each
+ * parameters (with the TUI's sampling), and the mask pane of their steps. The mask pane (mask_view.h) shows each
  * step's layout as it ran: the spec driver's observer captures the plan after the forward
  * pass and before acceptance prunes, with each row's role (tip, draft, window cell
  * "la l,i") snapshotted (ui_spec_capture); after acceptance the worker marks the drafts
@@ -25,6 +25,12 @@
 /* The parameters of :draft (w == 0) or :lookahead W N G: spec_default_params with the
  * window's W, N, G and the row cost fixed at UI_SPEC_ROW_COST. */
 spec_params ui_spec_params(int32_t w, int32_t n, int32_t g);
+
+/* The sampling of :draft and :lookahead: the TUI's sampler settings (:set temp, top_k,
+ * ...) as the drafts' target, so temp > 0 is exact speculative sampling (engine/spec/
+ * spec_sample.h: the tokens are plain sampling's with the same settings and seed, as
+ * `generate --draft --temp T` gives) and temp 0 greedy decoding. */
+void ui_spec_set_sampling(spec_params *p, const sample_params *sp);
 
 /* The mask view of a speculative step: mv_capture of p, then each row's role from
  * spec_node_role. Call from the observer (before acceptance prunes). */

@@ -124,3 +124,131 @@ int32_t tv_alts(const text_view *v, const forest *f, int32_t *ids, float *lps, i
     if (parent) *parent = pid;
     return forest_topk(f, pid, ids, lps, cap);
 }
+
+/* ---- the pane's lines (tv_layout) ---- */
+
+typedef struct lay {
+    tv_layout *L;
+    int32_t width, row, col;
+    int32_t row_first; /* the first piece on the current row */
+    bool utf8, oom;
+} lay;
+
+void tv_layout_free(tv_layout *L) {
+    free(L->p);
+    free(L->text);
+    memset(L, 0, sizeof *L);
+}
+
+static void lay_newline(lay *c) {
+    c->row++;
+    c->col = 0;
+    c->row_first = c->L->n;
+}
+
+static void lay_push(lay *c, int32_t tok, int32_t next, const char *s, size_t len, int32_t cols,
+                     bool brk) {
+    tv_layout *L = c->L;
+    if (c->oom || !ARR_GROW_I32(L->p, L->n + 1, L->cap) || !ARR_GROW(L->text, L->n_text + len + 1, L->cap_text)) {
+        c->oom = true;
+        return;
+    }
+    memcpy(L->text + L->n_text, s, len);
+    L->p[L->n++] = (tv_piece){tok, next, c->row, c->col, cols, L->n_text, len, brk};
+    L->n_text += len;
+    c->col += cols;
+}
+
+/* The display text of src[0..n) that fits in max_cols into out; returns the bytes of src
+ * used, *cols the columns. */
+static size_t lay_render(const lay *c, const char *src, size_t n, int32_t max_cols, char *out,
+                         size_t cap, int32_t *cols) {
+    char tmp[512];
+    size_t k = n < sizeof tmp - 1 ? n : sizeof tmp - 1;
+    memcpy(tmp, src, k);
+    tmp[k] = '\0';
+    ui_line l = ui_line_make(out, cap, max_cols, c->utf8);
+    size_t used = ui_line_put(&l, tmp);
+    *cols = l.cols;
+    return used;
+}
+
+/* One chunk of a cell: a word with the spaces after it, or text ending with a newline. */
+static void lay_chunk(lay *c, int32_t tok, int32_t next, const char *src, size_t n) {
+    char out[2200];
+    int32_t w;
+    if (n > 500) n = 500; /* a chunk longer than any pane: cut (lay_render's buffer) */
+    lay_render(c, src, n, INT32_MAX, out, sizeof out, &w);
+    bool nl = n && src[n - 1] == '\n', blank = strspn(src, " \t") >= n;
+    tv_layout *L = c->L;
+    if (c->col + w > c->width) {
+        /* where the word this chunk continues starts on the row */
+        int32_t ws = L->n;
+        while (ws > c->row_first && !L->p[ws - 1].brk) ws--;
+        int32_t ws_col = ws < L->n ? L->p[ws].col : c->col;
+        if (blank) { /* spaces at the row's end: what fits, maybe nothing (they show nothing) */
+            n = (size_t)(c->width - c->col);
+            lay_render(c, src, n, (int32_t)n, out, sizeof out, &w);
+            lay_push(c, tok, next, out, strlen(out), w, true);
+            return;
+        }
+        if (ws > c->row_first && c->col - ws_col + w <= c->width) { /* the word moves down */
+            for (int32_t i = ws; i < L->n; i++) L->p[i].row++, L->p[i].col -= ws_col;
+            c->row++;
+            c->col -= ws_col;
+            c->row_first = ws;
+        } else if (ws == L->n && c->col > 0 && w <= c->width) {
+            lay_newline(c); /* a new word: on the next row */
+        } else { /* longer than a row: broken where the row ends */
+            while (c->col + w > c->width && !c->oom) {
+                int32_t wp;
+                size_t used = lay_render(c, src, n, c->width - c->col, out, sizeof out, &wp);
+                if (used == 0 && c->col == 0) used = lay_render(c, src, n, 4, out, sizeof out, &wp);
+                if (used) lay_push(c, tok, next, out, strlen(out), wp, false);
+                lay_newline(c);
+                src += used, n -= used;
+                lay_render(c, src, n, INT32_MAX, out, sizeof out, &w);
+            }
+        }
+    }
+    if (n) lay_push(c, tok, next, out, strlen(out), w, blank || src[n - 1] == ' ' || src[n - 1] == '\t');
+    if (nl) lay_newline(c);
+}
+
+/* A cell's text in chunks: each ends after a newline or after the spaces behind a word. */
+static void lay_cell(lay *c, int32_t tok, int32_t next, const char *s) {
+    while (*s && !c->oom) {
+        size_t n = 0;
+        while (s[n] && s[n] != '\n' && s[n] != ' ' && s[n] != '\t') n++;
+        if (s[n] == '\n') n++;
+        else n += strspn(s + n, " \t");
+        lay_chunk(c, tok, next, s, n);
+        s += n;
+    }
+}
+
+st_code tv_layout_build(tv_layout *L, const text_view *v, const forest *f, const tok *tk,
+                        int32_t width, bool utf8, const char *end_mark, st_err *err) {
+    L->n = 0, L->n_text = 0, L->rows = 0;
+    lay c = {.L = L, .width = width > 4 ? width : 4, .utf8 = utf8};
+    char buf[1024];
+    tok_stream ts;
+    tv_stream_start(v, f, tk, &ts);
+    for (int32_t i = 0, next; i < v->n && !c.oom; i = next) {
+        next = tv_cell(v, f, tk, &ts, i, buf, sizeof buf);
+        lay_cell(&c, i, next, buf);
+    }
+    lay_cell(&c, v->n, v->n + 1, end_mark);
+    if (c.oom) {
+        tv_layout_free(L);
+        return st_set(err, ST_ERR_NOMEM, "out of memory for the text pane");
+    }
+    L->rows = c.row + 1;
+    return ST_OK;
+}
+
+int32_t tv_layout_cursor_row(const tv_layout *L, int32_t cursor) {
+    for (int32_t i = 0; i < L->n; i++)
+        if (cursor >= L->p[i].tok && cursor < L->p[i].next) return L->p[i].row;
+    return 0;
+}

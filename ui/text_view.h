@@ -51,4 +51,33 @@ int32_t tv_cell(const text_view *v, const forest *f, const tok *tk, tok_stream *
 int32_t tv_alts(const text_view *v, const forest *f, int32_t *ids, float *lps, int32_t cap,
                 forest_id *parent);
 
+/* The text pane's lines: the cells (tv_cell) laid out in rows of `width` columns, each
+ * cell cut into pieces. A newline is drawn as U+21B5 ("\\n" in ASCII) and then breaks the
+ * line; lines break after spaces, so a word moves whole to the next row, and a word wider
+ * than the row is broken where the row ends. Pieces hold display text (ui_line's: control
+ * characters visible, columns measured with wcwidth). The last piece is the end mark
+ * (end_mark, "░") with tok == n. */
+typedef struct tv_piece {
+    int32_t tok, next; /* the cell's tokens tok..next-1 */
+    int32_t row, col;  /* where it is drawn */
+    int32_t cols;      /* columns it takes */
+    size_t off, len;   /* its text in the layout's text */
+    bool brk;          /* ends with a space: the row may break after it */
+} tv_piece;
+
+typedef struct tv_layout {
+    tv_piece *p;
+    int32_t n, cap;
+    char *text;        /* every piece's text, back to back (not NUL-separated) */
+    size_t n_text, cap_text;
+    int32_t rows;      /* rows used */
+} tv_layout;
+
+void tv_layout_free(tv_layout *L); /* a zeroed layout is empty; the layout is zeroed */
+/* Lays the branch out (replacing what L held); width > 0. ST_ERR_NOMEM (L emptied). */
+st_code tv_layout_build(tv_layout *L, const text_view *v, const forest *f, const tok *tk,
+                        int32_t width, bool utf8, const char *end_mark, st_err *err);
+/* The row the cursor's first piece is on (0 when empty). */
+int32_t tv_layout_cursor_row(const tv_layout *L, int32_t cursor);
+
 #endif

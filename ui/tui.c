@@ -26,6 +26,8 @@
 #define MIN_W 80
 #define MIN_H 24
 #define AUTOSAVE_S 30.0
+#define MSG_ROWS 4 /* rows a long message takes, word-wrapped, until the next key */
+#define MSG_CAP 1024
 
 typedef struct tui {
     const ui_tui_params *p;
@@ -33,12 +35,15 @@ typedef struct tui {
     ui_keymap km;
     forest_view fv;
     text_view tv;
+    tv_layout lay;      /* the text pane's rows, rebuilt at each draw */
     int focus;          /* UI_VIEW_FOREST / TEXT / MASK */
     bool mask, help, quit, dirty;
     bool cmd_is_text;   /* the open command line takes text to append, not a command */
     int help_top;
     uint64_t seen_version, seen_msg;
-    char msg[256];
+    char msg[MSG_CAP];
+    bool msg_full;      /* the message shown whole (wrapped); after a key only its first row */
+    int pane_h;         /* rows of the panes as last drawn (the message's rows come off) */
     WINDOW *cmdwin;
     int forest_h;       /* rows of the forest pane */
     int mask_gw;        /* columns of the mask grid as last drawn */
@@ -50,6 +55,7 @@ typedef struct tui {
 
 static void set_msg(tui *t, const char *m) {
     snprintf(t->msg, sizeof t->msg, "%.*s", (int)sizeof t->msg - 1, m);
+    t->msg_full = true;
     t->dirty = true;
 }
 
@@ -143,44 +149,29 @@ static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
     }
 }
 
-/* The branch's tokens, wrapped; the cursor token reversed; the tail kept in view. */
+/* The branch's text, wrapped at words (tv_layout); the cursor token reversed; the tail kept
+ * in view. */
 static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
     static const int cls_pair[4] = {UI_PAIR_PROB0, UI_PAIR_PROB1, UI_PAIR_PROB2, UI_PAIR_PROB3};
     text_view *tv = &t->tv;
+    tv_layout *L = &t->lay;
     int alt_h = 7, th = h - alt_h;
     char buf[1024], vis[1024];
-    /* pass 1: the row of the cursor and the number of rows */
-    int row = 0, col = 0, cur_row = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        int first = 0;
-        if (pass == 1) {
-            first = cur_row - th + 1 > 0 ? cur_row - th + 1 : 0;
-            if (row - first >= th && cur_row < row - th + 1) first = cur_row > 0 ? cur_row - 1 : 0;
-        }
-        row = 0, col = 0;
-        tok_stream ts;
-        tv_stream_start(tv, f, t->p->wp.tk, &ts);
-        for (int32_t i = 0, next; i <= tv->n; i = next) {
-            int cls = 3;
-            if (i < tv->n) {
-                cls = tv_class(tv, f, i); /* the cell's first token's */
-                next = tv_cell(tv, f, t->p->wp.tk, &ts, i, buf, sizeof buf);
-            } else {
-                snprintf(buf, sizeof buf, "%s", ui_screen_utf8() ? "\xe2\x96\x91" : "_");
-                next = i + 1;
-            }
-            bool here = tv->cursor >= i && tv->cursor < next;
-            ui_line l = ui_line_make(vis, sizeof vis, w, ui_screen_utf8());
-            ui_line_put(&l, buf);
-            if (col + l.cols > w && col > 0) row++, col = 0;
-            if (here) cur_row = row;
-            if (pass == 1 && row >= first && row - first < th) {
-                int attr = ui_screen_attr(cls_pair[cls]);
-                if (here) attr |= A_REVERSE | (t->focus == UI_VIEW_TEXT ? A_BOLD : 0);
-                put_line(y0 + row - first, x0 + col, vis, attr);
-            }
-            col += l.cols;
-        }
+    st_err err = {0};
+    if (tv_layout_build(L, tv, f, t->p->wp.tk, w, ui_screen_utf8(), ui_screen_utf8() ? "\xe2\x96\x91" : "_", &err))
+        set_msg(t, err.msg);
+    int32_t cur_row = tv_layout_cursor_row(L, tv->cursor);
+    int32_t first = cur_row - th + 1 > 0 ? cur_row - th + 1 : 0;
+    if (L->rows - first >= th && cur_row < L->rows - th + 1) first = cur_row > 0 ? cur_row - 1 : 0;
+    for (int32_t i = 0; i < L->n; i++) {
+        const tv_piece *pc = &L->p[i];
+        if (pc->row < first || pc->row - first >= th) continue;
+        size_t len = pc->len < sizeof buf - 1 ? pc->len : sizeof buf - 1;
+        memcpy(buf, L->text + pc->off, len);
+        buf[len] = '\0';
+        int attr = ui_screen_attr(cls_pair[tv_class(tv, f, pc->tok)]); /* the cell's first token's */
+        if (tv->cursor >= pc->tok && tv->cursor < pc->next) attr |= A_REVERSE | (t->focus == UI_VIEW_TEXT ? A_BOLD : 0);
+        put_line(y0 + pc->row - first, x0 + pc->col, buf, attr);
     }
     /* the alternatives at the cursor */
     int32_t ids[TV_MAX_ALTS];
@@ -298,7 +289,28 @@ static void draw(tui *t) {
     ui_line_put(&l, "   ? help  : command  q quit");
     ui_line_pad(&l);
     put_line(0, 0, buf, ui_screen_attr(UI_PAIR_TITLE));
-    int ph = H - 3, fw = W * 2 / 5;
+    /* the message, word-wrapped: whole (up to MSG_ROWS rows) until the next key, then its
+     * first row, ending with '…' when there is more */
+    char mrow[MSG_ROWS][512];
+    int nm = 0;
+    const char *ms = t->msg;
+    int max_rows = ui_cmdline_active() ? 0 : t->msg_full ? MSG_ROWS : 1;
+    while (nm < max_rows && (nm == 0 || *ms)) {
+        ui_line m = ui_line_make(mrow[nm], sizeof mrow[nm], W, ui_screen_utf8());
+        size_t used = ui_line_put_words(&m, ms);
+        if (ms[used] && nm + 1 == max_rows) { /* the last row there is room for: more follows */
+            m = ui_line_make(mrow[nm], sizeof mrow[nm], W - 2, ui_screen_utf8());
+            ui_line_put_words(&m, ms);
+            m.full = false, m.max_cols = W;
+            ui_line_put(&m, ui_screen_utf8() ? " \xe2\x80\xa6" : " ~");
+        }
+        ms += used;
+        nm++;
+        if (!used) break;
+    }
+    int rows = nm > 1 ? nm : 1;
+    int ph = H - 2 - rows, fw = W * 2 / 5;
+    t->pane_h = ph;
     draw_forest(t, f, 1, ph, fw);
     for (int y = 0; y < ph; y++) mvaddstr(1 + y, fw, ui_screen_utf8() ? "\xe2\x94\x82" : "|");
     if (t->mask) draw_mask(t, 1, fw + 1, ph, W - fw - 1);
@@ -306,12 +318,8 @@ static void draw(tui *t) {
     ui_stats st;
     ui_worker_stats(t->w, &st);
     ui_status_format(&st, buf, sizeof buf, W);
-    put_line(H - 2, 0, buf, ui_screen_attr(UI_PAIR_STATUS));
-    if (!ui_cmdline_active()) {
-        ui_line m = ui_line_make(buf, sizeof buf, W, ui_screen_utf8());
-        ui_line_put(&m, t->msg);
-        put_line(H - 1, 0, buf, ui_screen_attr(UI_PAIR_MSG));
-    }
+    put_line(H - 1 - rows, 0, buf, ui_screen_attr(UI_PAIR_STATUS));
+    for (int r = 0; r < nm; r++) put_line(H - rows + r, 0, mrow[r], ui_screen_attr(UI_PAIR_MSG));
     refresh();
     if (ui_cmdline_active()) ui_cmdline_redraw();
 }
@@ -348,9 +356,11 @@ static void run_command(tui *t, const char *line) {
             snprintf(t->confirm_text, sizeof t->confirm_text, "%s", file);
             t->confirm_job = (ui_job){.kind = UI_JOB_LOAD, .text = t->confirm_text};
             t->confirming = true;
-            snprintf(t->msg, sizeof t->msg, "unsaved changes: load %.150s and lose them? (y/n; :save FILE keeps them)", file);
+            t->confirm_job.u.load.force = c.force;
+            snprintf(t->msg, sizeof t->msg, "unsaved changes: load %.900s and lose them? (y/n; :save FILE keeps them)", file);
+            t->msg_full = true;
         } else
-            post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file});
+            post(t, (ui_job){.kind = UI_JOB_LOAD, .text = file, .u.load.force = c.force});
         break;
     case UI_CMD_SET:
         if (!c.key[0]) { /* the current values */
@@ -514,8 +524,8 @@ static void on_mouse(tui *t) {
     if (getmouse(&me) != OK) return;
     ui_worker_lock(t->w);
     const forest *f = ui_worker_forest(t->w);
-    /* the pane layout draw() uses: forest | mask, from line 1 to LINES - 3 */
-    int fw = COLS * 2 / 5, ph = LINES - 3;
+    /* the pane layout draw() used: forest | mask, pane_h rows from line 1 */
+    int fw = COLS * 2 / 5, ph = t->pane_h > 0 ? t->pane_h : LINES - 3;
     bool in_mask = t->mask && me.x > fw && me.y >= 1 && me.y < 1 + ph;
     mask_view *mv = ui_worker_mask_mut(t->w);
     forest_id clicked = FOREST_NONE;
@@ -526,7 +536,7 @@ static void on_mouse(tui *t) {
     } else if (me.bstate & BUTTON1_CLICKED && in_mask) {
         int32_t row = mv_row_at(mv, me.y, me.x, 1, fw + 1, ph, COLS - fw - 1);
         if (row >= 0) clicked = mask_click(t, f, row);
-    } else if (me.bstate & BUTTON1_CLICKED && me.x < fw && me.y >= 1 && me.y < LINES - 2) {
+    } else if (me.bstate & BUTTON1_CLICKED && me.x < fw && me.y >= 1 && me.y < 1 + ph) {
         fv_set_cursor(&t->fv, f, t->fv.top + me.y - 1);
         t->focus = UI_VIEW_FOREST;
     }
@@ -541,6 +551,8 @@ static void on_mouse(tui *t) {
 }
 
 static void on_key(tui *t, int ch, bool is_key) {
+    if (t->msg_full && strlen(t->msg) > (size_t)COLS / 2) t->dirty = true; /* folds to one row */
+    t->msg_full = false;
     if (ui_cmdline_active()) {
         char *line = NULL;
         if (ui_cmdline_feed(ch, is_key, &line)) {
@@ -589,7 +601,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
     if (!ui_screen_start(p->log)) return st_set(err, ST_ERR_IO, "the TUI needs a terminal (stdin and stdout)");
     tui t = {.p = p, .focus = UI_VIEW_FOREST, .dirty = true};
     ui_keymap_defaults(&t.km);
-    char kmsg[256] = "";
+    char kmsg[MSG_CAP] = "";
     if (p->keys_default) ui_keymap_load(&t.km, p->keys_default, kmsg, sizeof kmsg);
     if (!kmsg[0] && p->keys_user) ui_keymap_load(&t.km, p->keys_user, kmsg, sizeof kmsg);
     set_msg(&t, kmsg[0] ? kmsg : p->hello ? p->hello : "");
@@ -615,7 +627,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
         if ((v != t.seen_version || t.dirty) && ui_worker_trylock(t.w)) {
             if (v != t.seen_version) {
                 sync_views(&t);
-                char m[256];
+                char m[MSG_CAP];
                 uint64_t no = ui_worker_message(t.w, m, sizeof m);
                 if (no != t.seen_msg) t.seen_msg = no, set_msg(&t, m);
                 t.seen_version = v;
@@ -637,6 +649,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
     delwin(t.cmdwin);
     fv_free(&t.fv);
     tv_free(&t.tv);
+    tv_layout_free(&t.lay);
     ui_screen_end();
     return ST_OK;
 }

@@ -68,40 +68,66 @@ static inline size_t ui_utf8_char(const unsigned char *p, unsigned *cp) {
 /* The columns a code point takes on a UTF-8 terminal: wcwidth's, -1 when unprintable. */
 static inline int ui_char_cols(unsigned cp) { return wcwidth((wchar_t)cp); }
 
-/* Appends text; control characters become visible glyphs. */
-static inline void ui_line_put(ui_line *l, const char *text) {
+/* Appends text; control characters become visible glyphs. Each source character goes in
+ * whole or not at all (an escape "<E6>" too); returns the bytes of text that went in, so
+ * that a caller breaking a long word knows where the next line starts. */
+static inline size_t ui_line_put(ui_line *l, const char *text) {
     const unsigned char *p = (const unsigned char *)text;
     while (*p && !l->full) {
-        if (*p < 0x20 || *p == 0x7f) {
-            if (*p == '\n') {
-                if (l->utf8) ui_line_char(l, "\xe2\x86\xb5", 3);
-                else ui_line_char(l, "\\", 1), ui_line_char(l, "n", 1);
-            } else if (*p == '\t') ui_line_char(l, " ", 1);
-            else ui_line_char(l, l->utf8 ? "\xc2\xb7" : ".", l->utf8 ? 2 : 1);
-            p++;
-            continue;
-        }
+        char g[8];
+        size_t gn = 0, n = 1;
+        int w = 1;
         unsigned cp;
-        size_t n = ui_utf8_char(p, &cp);
-        if (n == 0) { /* not UTF-8: the byte, escaped */
-            char esc[8];
-            snprintf(esc, sizeof esc, "<%02X>", *p);
-            for (int i = 0; i < 4; i++) ui_line_char(l, esc + i, 1);
-            p++;
-            continue;
+        if (*p < 0x20 || *p == 0x7f) {
+            const char *s = *p == '\n' ? (l->utf8 ? "\xe2\x86\xb5" : "\\n")
+                            : *p == '\t' ? " " : l->utf8 ? "\xc2\xb7" : ".";
+            gn = strlen(s);
+            memcpy(g, s, gn);
+            w = *p == '\n' && !l->utf8 ? 2 : 1;
+        } else if ((n = ui_utf8_char(p, &cp)) == 0) { /* not UTF-8: the byte, escaped */
+            snprintf(g, sizeof g, "<%02X>", *p);
+            gn = 4, w = 4, n = 1;
+        } else if (n == 1) {
+            g[0] = (char)*p, gn = 1;
+        } else if (!l->utf8) {
+            g[0] = '?', gn = 1; /* ASCII terminals: one '?' per character */
+        } else if ((w = ui_char_cols(cp)) < 0) {
+            memcpy(g, "\xef\xbf\xbd", 3), gn = 3, w = 1;
+        } else {
+            if (w == 0 && l->cols == 0) memcpy(g, "\xe2\x97\x8c", 3), gn = 3, w = 1; /* on U+25CC */
+            memcpy(g + gn, p, n);
+            gn += n;
+            if (w > 2) w = 2;
         }
-        if (n == 1) ui_line_char(l, (const char *)p, 1);
-        else if (!l->utf8) ui_line_char(l, "?", 1); /* ASCII terminals: one '?' per character */
-        else {
-            int w = ui_char_cols(cp);
-            if (w < 0) ui_line_char(l, "\xef\xbf\xbd", 3);
-            else {
-                if (w == 0 && l->cols == 0) ui_line_char(l, "\xe2\x97\x8c", 3); /* U+25CC */
-                ui_line_char_w(l, (const char *)p, n, w > 2 ? 2 : w);
-            }
-        }
+        ui_line_char_w(l, g, gn, w);
+        if (l->full) break;
         p += n;
     }
+    return (size_t)((const char *)p - text);
+}
+
+/* Appends what fits of text, breaking after the last space that fits when the next word
+ * does not (a word wider than the line is cut where the line ends); returns the bytes of
+ * text used, the spaces at the break included, so the next line starts there. */
+static inline size_t ui_line_put_words(ui_line *l, const char *text) {
+    size_t len0 = l->len;
+    int cols0 = l->cols;
+    size_t used = ui_line_put(l, text);
+    if (!text[used]) return used;
+    size_t sp = used;
+    while (sp > 0 && text[sp] != ' ') sp--; /* text[used] itself may be the space */
+    char tmp[1024];
+    if (text[sp] == ' ' && sp > 0 && sp < sizeof tmp) { /* again, up to that space */
+        memcpy(tmp, text, sp);
+        tmp[sp] = '\0';
+        l->len = len0, l->cols = cols0, l->full = false;
+        l->s[len0] = '\0';
+        ui_line_put(l, tmp);
+        l->full = true;
+        used = sp;
+    }
+    while (text[used] == ' ') used++;
+    return used;
 }
 
 /* Pads with spaces to the full width. */

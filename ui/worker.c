@@ -149,7 +149,7 @@ static st_code save_job(ui_worker *w, const ui_job *j, st_err *err) {
 static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
     if (!w->load) return st_set(err, ST_ERR_ARG, "loading is not available");
     sample_params sp = w->sp;
-    forest *nf = w->load(w->ud, j->text, &sp, err);
+    forest *nf = w->load(w->ud, j->text, j->u.load.force, &sp, err);
     if (!nf) return err->code;
     worker_run_stop(w);
     ui_undo_clear(&w->undo);
@@ -160,7 +160,8 @@ static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
     w->unsaved_since = 0;
     w->modified = w->touched = false;
     w->n_scores = 0; /* ids of the old forest */
-    say(w, "loaded %s: press s to compute it", j->text);
+    say(w, j->u.load.force ? "loaded %s (its model check skipped): press s to compute it"
+                            : "loaded %s: press s to compute it", j->text);
     return ST_OK;
 }
 

@@ -35,8 +35,11 @@
 
 typedef st_code (*ui_save_fn)(void *ud, const char *path, const forest *f, const sample_params *sp,
                               st_err *err);
-/* Returns a new forest (every node pending) and fills *sp, or NULL + err. */
-typedef forest *(*ui_load_fn)(void *ud, const char *path, sample_params *sp, st_err *err);
+/* Returns a new forest (every node pending) and fills *sp, or NULL + err (ST_ERR_ARG for a
+ * session saved with another model, unless force: its tokens are checked against this
+ * model's vocabulary either way, so a forced load is safe, if not meaningful). */
+typedef forest *(*ui_load_fn)(void *ud, const char *path, bool force, sample_params *sp,
+                              st_err *err);
 
 typedef struct ui_worker_params {
     model_ctx *ctx;        /* borrowed */

@@ -42,6 +42,7 @@ static strategy_opts job_opts(ui_worker *w, const ui_job *j) {
     if (o.kind == STRAT_DRAFT || o.kind == STRAT_LOOKAHEAD) {
         o.u.spec.observe = spec_observe;
         o.u.spec.observe_ud = w;
+        ui_spec_set_sampling(&o.u.spec.p, &w->sp);
     }
     return o;
 }
@@ -166,8 +167,11 @@ st_code worker_run_start(ui_worker *w, const ui_job *j, st_err *err) {
     default: rc = run_create(w, &o, err); break;
     }
     if (rc) return rc;
-    if ((o.kind == STRAT_DRAFT || o.kind == STRAT_LOOKAHEAD) && w->sp.temp > 0)
-        say(w, "%s", "greedy decoding: the temperature does not apply (only greedy can be verified)");
+    if ((o.kind == STRAT_DRAFT || o.kind == STRAT_LOOKAHEAD) && w->sp.temp > 0) {
+        char t[32];
+        snprintf(t, sizeof t, "%g", (double)w->sp.temp);
+        say(w, "exact speculative sampling at temp %s (:set temp 0 for greedy)", t);
+    }
     run_begin(w);
     return ST_OK;
 }

@@ -106,6 +106,9 @@ st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
     if (hd % 2 != 0)
         return st_set(err, ST_ERR_ARG, "mkmodel: head_dim %" PRId32 " is odd, but RoPE "
                       "rotates pairs", hd);
+    if (!(p->rope_scale >= 0 && p->rope_scale <= 1e6))
+        return st_set(err, ST_ERR_ARG, "mkmodel: rope scale %g is out of range",
+                      (double)p->rope_scale);
     if (!(p->rope_base > 0 && isfinite(p->rope_base)))
         return st_set(err, ST_ERR_ARG, "mkmodel: rope_base %g must be positive",
                       (double)p->rope_base);
@@ -419,6 +422,10 @@ static st_code mk_set_meta(gguf_writer *w, const mkmodel_params *p, const mk_voc
     MK_SET(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hd));
     MK_SET(gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_base));
     MK_SET(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f));
+    if (p->rope_scale > 1.0f) {
+        MK_SET(gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear"));
+        MK_SET(gguf_writer_set_f32(w, KEY("rope.scaling.factor"), p->rope_scale));
+    }
     if (mk_arch_of(p)->post_norms)
         MK_SET(gguf_writer_set_u32(w, KEY("attention.sliding_window"),
                                    (uint32_t)(p->n_swa > 0 ? p->n_swa : p->n_ctx)));

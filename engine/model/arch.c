@@ -47,11 +47,15 @@ const char *model_arch_features(const model_hparams *hp, char *out, size_t cap) 
     if (hp->n_swa > 0 && hp->swa_pattern > 0)
         snprintf(win, sizeof win, "; sliding window %d on %d of every %d layers (rope base %g)",
                  hp->n_swa, hp->swa_pattern - 1, hp->swa_pattern, hp->rope_base_swa);
-    snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s, biases %s, embeddings %s%s; chat: %s",
+    char scale[64] = "";
+    if (hp->rope_scale > 0 && hp->rope_scale != 1.0f)
+        snprintf(scale, sizeof scale, " scaled linearly by 1/%g%s", (double)hp->rope_scale,
+                 win[0] ? " on the global layers" : "");
+    snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s%s, biases %s, embeddings %s%s; chat: %s",
              model_arch_name(hp->arch), hp->qk_norm ? " + Q/K head norms" : "",
              hp->post_norms ? " + post-attention/FFN norms" : "",
              hp->act == MODEL_ACT_GELU_TANH ? "GeGLU (tanh GELU)" : "SwiGLU",
-             hp->rope_neox ? "NeoX pairs (i, i+d/2)" : "adjacent pairs",
+             hp->rope_neox ? "NeoX pairs (i, i+d/2)" : "adjacent pairs", scale,
              hp->qkv_bias ? "on Q, K, V" : "none",
              hp->embd_scale != 1.0f ? "scaled by sqrt(n_embd)" : "as stored", win,
              (unsigned)hp->arch < MODEL_ARCH_N ? archs[hp->arch].chat_note : "?");

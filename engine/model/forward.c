@@ -252,10 +252,9 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
             o->rmsnorm(be, c->q, c->q, L->q_norm, n * hp->n_head, hp->head_dim, hp->rms_eps);
             o->rmsnorm(be, c->k, c->k, L->k_norm, n * hp->n_head_kv, hp->head_dim, hp->rms_eps);
         }
-        rope(be, c->q, b->pos + r0, n, hp->n_head, hp->head_dim, hp->rope_dim, base,
-             w->rope_freqs);
-        rope(be, c->k, b->pos + r0, n, hp->n_head_kv, hp->head_dim, hp->rope_dim, base,
-             w->rope_freqs);
+        const float *ff = swa ? w->rope_freqs_swa : w->rope_freqs;
+        rope(be, c->q, b->pos + r0, n, hp->n_head, hp->head_dim, hp->rope_dim, base, ff);
+        rope(be, c->k, b->pos + r0, n, hp->n_head_kv, hp->head_dim, hp->rope_dim, base, ff);
         o->kv_store(be, kc, (int64_t)KD, b->slot + r0, c->k, n);
         o->kv_store(be, vc, (int64_t)KD, b->slot + r0, c->v, n);
         kern_attn a = {

@@ -50,19 +50,26 @@ static st_code hp_float(const gguf_ctx *g, const char *arch, const char *name, d
     return ST_OK;
 }
 
-/* Rope scaling other than none is not implemented: refuse rather than decode wrongly. */
-static st_code check_rope_scaling(const gguf_ctx *g, const char *arch, st_err *err) {
+/* Linear RoPE scaling (angles divided by the factor) is what Gemma 3 4B+ and older
+ * long-context llamas use; like llama.cpp, a factor without a type means linear, and the
+ * old key rope.scale_linear is read too. Other types are refused rather than decoded
+ * wrongly. Sets hp->rope_scale (1: none). */
+static st_code load_rope_scaling(const gguf_ctx *g, const char *arch, model_hparams *hp,
+                                 st_err *err) {
     char key[96];
-    const char *type = NULL;
+    const char *type = "linear";
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-    if (gguf_find_key(g, key) < 0 || gguf_get_str(g, key, &type, NULL) != ST_OK) return ST_OK;
-    if (strcmp(type, "none") == 0) return ST_OK;
-    float factor = 1.0f;
-    st_code rc = hp_float(g, arch, "rope.scaling.factor", 1.0, &factor, err);
-    if (rc) return rc;
-    if (factor == 1.0f) return ST_OK;
-    return st_set(err, ST_ERR_UNSUPPORTED, "%s = '%s' (factor %g) is not supported", key, type,
-                  (double)factor);
+    if (gguf_find_key(g, key) >= 0 && gguf_get_str(g, key, &type, err) != ST_OK) return err->code;
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
+    const char *name = gguf_find_key(g, key) >= 0 ? "rope.scaling.factor" : "rope.scale_linear";
+    st_code rc = hp_float(g, arch, name, 1.0, &hp->rope_scale, err);
+    if (rc || strcmp(type, "none") == 0 || hp->rope_scale == 1.0f) {
+        hp->rope_scale = 1.0f;
+        return rc;
+    }
+    if (strcmp(type, "linear") == 0) return ST_OK;
+    return st_set(err, ST_ERR_UNSUPPORTED, "%s.rope.scaling.type = '%s' (factor %g) is not "
+                  "supported (supported: none, linear)", arch, type, (double)hp->rope_scale);
 }
 
 /* What the family adds: embedding and attention scales, sliding windows. */
@@ -82,8 +89,7 @@ static st_code load_family_hparams(const gguf_ctx *g, const char *arch, const ar
     snprintf(key, sizeof key, "%s.final_logit_softcapping", arch);
     if (gguf_find_key(g, key) >= 0)
         return st_set(err, ST_ERR_UNSUPPORTED, "%s (logit soft-capping) is not supported", key);
-    /* llama files were loaded without this check before; it guards the new families */
-    return ad->arch == MODEL_ARCH_LLAMA ? ST_OK : check_rope_scaling(g, arch, err);
+    return load_rope_scaling(g, arch, hp, err);
 }
 
 static st_code load_hparams(const gguf_ctx *g, model_hparams *hp, st_err *err) {

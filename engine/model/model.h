@@ -51,6 +51,7 @@ typedef struct model_hparams {
     int32_t rope_dim;     /* rotated dims per head (<= head_dim, even) */
     int32_t n_ctx_train;  /* context length the model was trained for */
     float rope_base;      /* theta base, 10000 by default */
+    float rope_scale;     /* linear RoPE scaling of the global layers: angles / rope_scale */
     float rms_eps;
     bool tied_output;     /* no output.weight: the classifier is token_embd */
     /* What the architecture adds to the llama block (model_arch_features fills them). */

@@ -50,7 +50,8 @@ static void prep_free(const model *m, model_prep *p) {
     if (!m->hp.tied_output) o->mat_release(p->be, &p->tok_embd);
     o->mat_release(p->be, &p->output);
     o->buf_free(p->be, p->norms);
-    o->buf_free(p->be, (void *)p->rope_freqs);
+    if (p->rope_freqs != p->rope_freqs_swa) o->buf_free(p->be, (void *)p->rope_freqs);
+    o->buf_free(p->be, (void *)p->rope_freqs_swa);
     free(p->layers);
     kern_backend_free(p->be);
     free(p);
@@ -76,6 +77,34 @@ static const float *prep_vec(model_prep *p, float **at, const float *src, int64_
     return dst;
 }
 
+/* The frequency factors rope divides its angles by: the file's rope_freqs, times the
+ * linear scaling factor on the global layers (rope_freqs); the local layers of a windowed
+ * model are not scaled (rope_freqs_swa: the file's factors alone), as in llama.cpp. */
+static st_code prep_rope_freqs(const model *m, model_prep *p) {
+    const model_hparams *hp = &m->hp;
+    const kern_ops *o = kern_backend_ops(p->be);
+    const int32_t n = hp->rope_dim / 2;
+    const bool scaled = hp->rope_scale > 0 && hp->rope_scale != 1.0f;
+    if (m->rope_freqs) {
+        float *rf = o->buf_alloc(p->be, sizeof(float) * (size_t)n);
+        if (!rf) return ST_ERR_NOMEM;
+        p->rope_freqs_swa = prep_vec(p, &rf, m->rope_freqs, n);
+    }
+    p->rope_freqs = p->rope_freqs_swa;
+    if (!scaled) return ST_OK;
+    float *ff = malloc(sizeof(float) * (size_t)n);
+    float *rf = o->buf_alloc(p->be, sizeof(float) * (size_t)n);
+    if (!ff || !rf) {
+        free(ff);
+        o->buf_free(p->be, rf);
+        return ST_ERR_NOMEM;
+    }
+    for (int32_t i = 0; i < n; i++) ff[i] = (m->rope_freqs ? m->rope_freqs[i] : 1.0f) * hp->rope_scale;
+    p->rope_freqs = prep_vec(p, &rf, ff, n);
+    free(ff);
+    return ST_OK;
+}
+
 static st_code prep_make(const model *m, model_prep *p) {
     const model_hparams *hp = &m->hp;
     const kern_ops *o = kern_backend_ops(p->be);
@@ -83,11 +112,7 @@ static st_code prep_make(const model *m, model_prep *p) {
     p->layers = calloc((size_t)hp->n_layer, sizeof *p->layers);
     p->norms = o->buf_alloc(p->be, sizeof(float) * model_vec_floats(hp));
     if (!p->layers || !p->norms) return ST_ERR_NOMEM;
-    if (m->rope_freqs) {
-        float *rf = o->buf_alloc(p->be, sizeof(float) * (size_t)(hp->rope_dim / 2));
-        if (!rf) return ST_ERR_NOMEM;
-        p->rope_freqs = prep_vec(p, &rf, m->rope_freqs, hp->rope_dim / 2);
-    }
+    if (prep_rope_freqs(m, p)) return ST_ERR_NOMEM;
     float *at = p->norms;
     p->out_norm = prep_vec(p, &at, m->out_norm, hp->n_embd);
     st_code rc = prep_mat(m, p, &p->output, &m->output, mul);

@@ -22,7 +22,8 @@ typedef struct model_prep {
     kern_mat tok_embd;        /* prepared for get_row (KERN_MAT_ROWS_ONLY; == output when tied) */
     kern_mat output;
     const float *out_norm;    /* into norms */
-    const float *rope_freqs;  /* a buffer, or NULL */
+    const float *rope_freqs;  /* a buffer, or NULL: rope's frequency factors (global layers) */
+    const float *rope_freqs_swa; /* the local layers' (not scaled); may be rope_freqs */
     model_layer *layers;      /* (n_layer) prepared matrices, norms into norms */
     float *norms;             /* a buffer: every norm and bias vector (model_vec_floats) */
     uint64_t bytes;           /* backend memory the prepared matrices own */

@@ -139,6 +139,8 @@ void session_settings_free(session_settings *s) {
     }
     free(s->kv);
     session_meta_free(s->meta);
+    for (int32_t i = 0; i < s->n_branch_text; i++) free(s->branch_text[i]);
+    free(s->branch_text);
     *s = session_settings_default();
 }
 

@@ -119,6 +119,10 @@ typedef struct session_settings {
     session_kv *kv;           /* (n_kv) free-form strategy settings, in insertion order */
     int32_t n_kv;
     session_meta *meta;       /* owned, may be NULL: per-node metadata */
+    char **branch_text;       /* (n_branch_text) owned: the "branches" texts a loaded file
+                                 holds, in its order (the forest's leaves in DFS order);
+                                 the Markdown export falls back on them without a tokenizer */
+    int32_t n_branch_text;
 } session_settings;
 
 /* Default sampler, no template, no keys, no metadata, save_topk true. */

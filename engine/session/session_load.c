@@ -317,6 +317,25 @@ static st_code load_model(const json_t *root, session_model_id *mid, st_err *err
     return ST_OK;
 }
 
+/* The informational "branches" texts into s, when the file has them as saved (an array of
+ * objects with a string "text"); anything else there is ignored, as loading ignores them. */
+static st_code load_branch_texts(const json_t *root, session_settings *s, st_err *err) {
+    const json_t *br = json_object_get(root, "branches");
+    size_t n = json_is_array(br) ? json_array_size(br) : 0;
+    for (size_t i = 0; i < n; i++)
+        if (!json_is_string(json_object_get(json_array_get(br, i), "text"))) return ST_OK;
+    if (n == 0 || n > INT32_MAX / 2) return ST_OK;
+    if (!(s->branch_text = calloc(n, sizeof *s->branch_text)))
+        return st_set(err, ST_ERR_NOMEM, "out of memory loading the session");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *t = json_object_get(json_array_get(br, i), "text");
+        if (!(s->branch_text[i] = strndup(json_string_value(t), json_string_length(t))))
+            return st_set(err, ST_ERR_NOMEM, "out of memory loading the session");
+        s->n_branch_text = (int32_t)i + 1;
+    }
+    return ST_OK;
+}
+
 static st_code load_settings(const json_t *root, session_settings *s, st_err *err) {
     const json_t *set, *smp, *extra;
     const char *tmpl;
@@ -393,7 +412,7 @@ static forest *load_json(const json_t *root, const session_load_params *p, sessi
                session_model_id_str(saved, a, sizeof a), session_model_id_str(p->model, b, sizeof b));
         return NULL;
     }
-    if ((rc = load_settings(root, s, err)) ||
+    if ((rc = load_settings(root, s, err)) || (rc = load_branch_texts(root, s, err)) ||
         (rc = jobj(root, "forest", false, &fo, "the session", err)) ||
         (rc = jint(fo, "n_slots", true, 1, SESSION_MAX_SLOTS, &n_slots, "forest", err)) ||
         (rc = jint(fo, "top_k", true, 0, 255, &top_k, "forest", err)) ||

@@ -5,7 +5,12 @@
  * root-to-node sequence (a character split across byte tokens lands on the node that
  * completes it). The outline then prints runs of single-child nodes as list items nested
  * under their branch point, and each branch section prints only the text the branch adds
- * to the branches before it. */
+ * to the branches before it.
+ *
+ * Without a tokenizer the texts come from the branch texts the file was saved with (one
+ * per leaf): a node with several children ends before the last space of what its leaves'
+ * texts share, so a run's text may start off a token boundary (a word the branches share
+ * the start of is written in each), but every branch reads whole. */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +72,67 @@ static bool md_decode(md_doc *d, const tok *tk) {
     }
     free(st);
     free(big);
+    return ok;
+}
+
+/* A byte of a word: a letter, a digit or part of a character beyond ASCII. */
+static bool md_word_char(char c) {
+    unsigned char u = (unsigned char)c;
+    return u >= 0x80 || (u >= '0' && u <= '9') || ((u | 0x20) >= 'a' && (u | 0x20) <= 'z');
+}
+
+/* The node texts from the saved branch texts (see the file comment): plen[i] is the length
+ * of node i's root-to-node text within its first leaf's text, found children first. */
+static bool md_from_branches(md_doc *d, char *const *text) {
+    int32_t n = 0;
+    for (int32_t i = forest_dfs_first(d->f); i >= 0; i = forest_dfs_next(d->f, i)) n++;
+    int32_t *order = malloc(sizeof *order * (size_t)(n ? n : 1));
+    size_t *plen = malloc(sizeof *plen * (size_t)(d->cap ? d->cap : 1));
+    bool ok = order && plen;
+    n = 0;
+    for (int32_t i = forest_dfs_first(d->f); ok && i >= 0; i = forest_dfs_next(d->f, i)) order[n++] = i;
+    for (int32_t k = n - 1; ok && k >= 0; k--) {
+        int32_t i = order[k];
+        const forest_node *nd = forest_node_at(d->f, i);
+        const char *mine = text[d->owner[i] - 1];
+        if (nd->first_child < 0) {
+            plen[i] = strlen(mine);
+            continue;
+        }
+        size_t l = SIZE_MAX;
+        for (int32_t c = nd->first_child; c >= 0; c = forest_node_at(d->f, c)->next_sibling) {
+            const char *theirs = text[d->owner[c] - 1];
+            size_t m = 0;
+            while (m < plen[c] && mine[m] && mine[m] == theirs[m]) m++;
+            if (m < l) l = m;
+        }
+        /* tokens mostly start with their space: the branches part before a space they
+         * share ("little" + " girl" / " boy"), and never inside a word ("named" + " Tim." /
+         * " Timmy.", not "named Tim" + "." / "my.") */
+        bool in_word = l > 0 && md_word_char(mine[l - 1]);
+        for (int32_t c = nd->first_child; in_word && c >= 0; c = forest_node_at(d->f, c)->next_sibling) {
+            const char *theirs = text[d->owner[c] - 1];
+            if (l < plen[c] && md_word_char(theirs[l])) break;
+            if (forest_node_at(d->f, c)->next_sibling < 0) in_word = false; /* none goes on */
+        }
+        if (l > 0 && mine[l - 1] == ' ') l--;
+        else if (in_word) {
+            size_t sp = l;
+            while (sp > 0 && mine[sp] != ' ') sp--;
+            if (mine[sp] == ' ') l = sp;
+        }
+        while (l > 0 && ((unsigned char)mine[l] & 0xC0) == 0x80) l--; /* not inside a character */
+        plen[i] = l;
+    }
+    for (int32_t k = 0; ok && k < n; k++) {
+        int32_t i = order[k], p = forest_node_at(d->f, i)->parent;
+        size_t from = p >= 0 ? plen[p] : 0;
+        d->off[i] = d->n_text;
+        ok = md_append(d, text[d->owner[i] - 1] + from, plen[i] - from);
+        d->len[i] = d->n_text - d->off[i];
+    }
+    free(order);
+    free(plen);
     return ok;
 }
 
@@ -214,7 +280,7 @@ st_code session_export_markdown(FILE *out, const forest *f, const tok *tk,
     d.owner = calloc(cap, sizeof *d.owner);
     d.level = calloc(cap, sizeof *d.level);
     st_code rc = ST_OK;
-    if (!leaves || !d.off || !d.len || !d.owner || !d.level || !md_decode(&d, tk)) {
+    if (!leaves || !d.off || !d.len || !d.owner || !d.level) {
         rc = st_set(err, ST_ERR_NOMEM, "out of memory exporting the session");
         goto out;
     }
@@ -224,6 +290,12 @@ st_code session_export_markdown(FILE *out, const forest *f, const tok *tk,
         for (int32_t p = forest_index(leaves[b]); p >= 0 && !d.owner[p];
              p = forest_node_at(f, p)->parent)
             d.owner[p] = b + 1;
+    /* without a tokenizer: the texts the file was saved with, when there is one a leaf */
+    bool saved = !tk && s && n_leaves > 0 && s->n_branch_text == n_leaves;
+    if (!(saved ? md_from_branches(&d, s->branch_text) : md_decode(&d, tk))) {
+        rc = st_set(err, ST_ERR_NOMEM, "out of memory exporting the session");
+        goto out;
+    }
     md_header(out, &d, s, mid, n_trees, n_leaves);
     md_outline(out, &d);
     if (!md_branches(out, &d, leaves, n_leaves)) {

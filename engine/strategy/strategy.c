@@ -1,5 +1,6 @@
 /* strategy.c - the strategy registry and driver (strategy.h), and the plainest strategy:
  * forest steps over whatever is pending. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,7 @@ strategy_opts strategy_default_opts(strategy_kind kind) {
     case STRAT_STEPS: o.u.steps.n = 1; break;
     case STRAT_TOT:
         o.u.tot.k = 3, o.u.tot.b = 2, o.u.tot.d = 3;
+        o.u.tot.threshold = -INFINITY;
         o.budget = 24;
         break;
     default: break;
@@ -182,6 +184,11 @@ const spec *strategy_spec(const strategy *s) {
 /* The beam search sits first in the beam run (beam_ops.c). */
 const beam *strategy_beam(const strategy *s) {
     return s->ops->kind == STRAT_BEAM ? *(beam *const *)s->self : NULL;
+}
+
+/* The tot run is the state itself (tot.c). */
+const struct tot_run *strategy_tot(const strategy *s) {
+    return s->ops->kind == STRAT_TOT ? (const struct tot_run *)s->self : NULL;
 }
 
 /* The margins state sits first in the margins run (margins_ops.c). */

@@ -53,7 +53,7 @@ typedef enum {
     STRAT_LOOKAHEAD,/* the same with lookahead decoding's window (lookahead.h) */
     STRAT_STEPS,    /* plain forest steps over whatever is pending */
     STRAT_JUDGE,    /* the model judges branches in one step (judge.h) */
-    STRAT_TOT,      /* tree of thoughts: breadth-first search judged per level (tot.h) */
+    STRAT_TOT,      /* tree of thoughts: breadth- or depth-first search, judged (tot.h) */
     STRAT_N_KINDS
 } strategy_kind;
 
@@ -135,10 +135,14 @@ typedef struct strategy_opts {
             const judge_prompt *prompt;    /* the judge (judge_tokens); copied */
         } judge;
         struct {
-            int32_t k, b, d;               /* thoughts per kept node, kept per level, levels */
+            int32_t k, b, d;               /* thoughts per kept node, kept per level (dfs:
+                                              per expanded node), levels */
             const judge_prompt *prompt;    /* the judge of every level; copied. The thought
                                               delimiters are `stops`, the tokens per
                                               thought at most `budget` */
+            bool dfs;                      /* depth-first with backtracking (tot.c) */
+            double threshold;              /* dfs: a child scoring below it is pruned
+                                              (-INFINITY: none is) */
         } tot;
     } u;
 } strategy_opts;
@@ -231,7 +235,8 @@ typedef struct strategy strategy; /* a table and its state */
 
 /* kind's defaults: from FOREST_NONE, sample_default_params(), budget 32, grow.n 1,
  * cot.k 4, beam_default_params(), margins.gap -1, draft / lookahead: the spec defaults
- * (lookahead with W 3, N 3, G 2), steps.n 1, tot: k 3, b 2, d 3, budget 24. */
+ * (lookahead with W 3, N 3, G 2), steps.n 1, tot: k 3, b 2, d 3, budget 24, breadth-first,
+ * threshold -INFINITY. */
 strategy_opts strategy_default_opts(strategy_kind kind);
 
 /* A running strategy (ops->create). NULL + err: ST_ERR_ARG (an unknown kind, a stale node,
@@ -259,6 +264,10 @@ const beam *strategy_beam(const strategy *s);
  * margins_note_text), NULL for other kinds. */
 struct margins;
 const struct margins *strategy_margins(const strategy *s);
+/* Likewise the tree-of-thoughts run of a tot run (its depth-first trace, tot.h), NULL for
+ * other kinds. */
+struct tot_run;
+const struct tot_run *strategy_tot(const strategy *s);
 
 /* Makes node id a node a strategy can start from: a pending node is computed by the next
  * step with its logits; a computed one is re-scored (FOREST_WANT_LOGITS: it runs again in

@@ -1,30 +1,44 @@
-/* tot.c - tree of thoughts behind the strategy interface (strategy.h, STRAT_TOT): a
- * breadth-first search over thoughts where every candidate of a level is grown, judged and
- * pruned together over one shared KV cache.
+/* tot.c - tree of thoughts behind the strategy interface (strategy.h, STRAT_TOT): a search
+ * over thoughts where the candidates of an expansion are grown, judged and pruned together
+ * over one shared KV cache.
  *
  * A thought is a grown chain that ends at a delimiter (the options' stop strings: a
- * newline, a sentence end), at the token budget, or at an end of text. Level L: every kept
- * node that can go on (not ended by an end of text) forks k thoughts with distinct first
- * tokens (cot_fork_branches, from logits the previous step already returned), all grown
- * together one step per token; then ONE judge step (judge.h) scores every new thought,
- * and the best b of the new thoughts and of the kept thoughts that had ended the text are
- * kept; every other branch is pruned back to the nearest kept path (its slots freed). After
- * d levels (or when nothing can go on) the results are the kept leaves, best first: the
- * answer is the first one's text.
+ * newline, a sentence end), at the token budget, or at an end of text. Expanding a node
+ * forks k thoughts with distinct first tokens under it (cot_fork_branches, from logits the
+ * previous step returned), all grown together one step per token; then ONE judge step
+ * (judge.h) scores every new thought.
  *
- * Steps: one to compute the start node, per level up to `budget` grow steps, one judge
- * step (which also returns the logits the next level forks from). Thought j of the search
+ * Breadth-first (the default): level L expands every kept node that can go on (not ended
+ * by an end of text); the best b of the new thoughts and of the kept thoughts that had
+ * ended the text are kept; every other branch is pruned back to the nearest kept path (its
+ * slots freed). After d levels (or when nothing can go on) the results are the kept
+ * leaves, best first: the answer is the first one's text.
+ *
+ * Depth-first (u.tot.dfs): a stack of judged nodes, the start at first. Pop the top: a
+ * node at depth d, or whose thought ended the text, is the answer and the search stops;
+ * else expand it. Its children scoring at least the threshold, the best b of them, go on
+ * the stack best on top (so the best child is expanded next); the others are pruned. A
+ * node left with no child is a dead end: pruned, and the search backtracks to the next
+ * node on the stack (re-scored by one step, since its logits are no longer the last
+ * step's). At most 1 + (d - 1) * b expansions, the breadth-first search's count; when
+ * they run out or the stack empties there is no answer. Results: the answer, then the
+ * stack from its top. The expansions are traced (tot.h).
+ *
+ * Steps: one to compute the start node, per expansion (breadth-first: per level) up to
+ * `budget` grow steps and one judge step (which also returns the logits the next
+ * expansion forks from), depth-first one more per backtrack. Thought j of the search
  * samples with seed sp.seed + j (j counts thoughts across levels), so a run repeats
- * exactly. Not here: depth-first search with backtracking (not built), the judge's
- * wording (judge_tokens). */
+ * exactly. Not here: the judge's wording (judge_tokens). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/array.h"
 #include "strategy/cot.h"
 #include "strategy/judge.h"
 #include "strategy/strategy_impl.h"
+#include "strategy/tot.h"
 
 enum { TOT_START, TOT_GROW, TOT_JUDGE, TOT_DONE };
 
@@ -32,6 +46,7 @@ enum { TOT_START, TOT_GROW, TOT_JUDGE, TOT_DONE };
 typedef struct tot_cand {
     forest_id top, leaf; /* the thought's first and last node */
     double score;
+    int32_t level;       /* thoughts below the start */
     bool ended;          /* ended by an end of text: judged once, never expanded */
 } tot_cand;
 
@@ -55,6 +70,17 @@ typedef struct tot_run {
     float *scratch;      /* (n_vocab) */
     int64_t thoughts, judged, pruned_nodes;
     int32_t steps;
+    /* depth-first */
+    bool dfs;
+    double threshold;
+    tot_cand *stack;     /* (n_stack) nodes to expand, the next on top (last) */
+    int32_t n_stack, cap_stack;
+    tot_cand answer;     /* leaf FOREST_NONE: none yet */
+    int32_t expansions, max_expansions, backtracks;
+    tot_visit *visits;   /* (n_visits) the trace (tot.h) */
+    int32_t n_visits, cap_visits;
+    tot_child *kids;     /* (n_kids) */
+    int32_t n_kids, cap_kids;
 } tot_run;
 
 static void tot_free(void *self) {
@@ -71,6 +97,9 @@ static void tot_free(void *self) {
     free(r->order);
     free(r->cscore);
     free(r->scratch);
+    free(r->stack);
+    free(r->visits);
+    free(r->kids);
     free(r);
 }
 
@@ -84,7 +113,8 @@ static void *tot_create(const strategy_opts *o, const strategy_env *env, st_err 
     tot_run *r = strat_calloc(sizeof *r, err);
     if (!r) return NULL;
     *r = (tot_run){.from = o->from, .k = k, .b = b, .d = d, .budget = o->budget, .n_vocab = o->n_vocab,
-                   .sp = o->sample};
+                   .sp = o->sample, .dfs = o->u.tot.dfs, .threshold = o->u.tot.threshold,
+                   .answer = {.leaf = FOREST_NONE}, .expansions = 1, .max_expansions = 1 + (d - 1) * b};
     r->kept = malloc(sizeof *r->kept * (size_t)b);
     r->first = malloc(sizeof(int32_t) * (size_t)k);
     r->scratch = malloc(sizeof(float) * (size_t)o->n_vocab);
@@ -159,9 +189,9 @@ static void prune_cand(tot_run *r, forest *f, const tot_cand *c) {
         if (up == r->from || forest_n_children(f, up) != 1) break;
         cut = up;
     }
-    const forest_node *nd = forest_get(f, cut), *lf = forest_get(f, c->leaf);
-    r->pruned_nodes += lf->depth - nd->depth + 1;
+    int32_t before = forest_n_live(f);
     forest_prune(f, cut, NULL);
+    r->pruned_nodes += before - forest_n_live(f);
 }
 
 /* The candidates of this level: the new thoughts (a thought whose first token ended the
@@ -180,29 +210,40 @@ static int32_t gather(tot_run *r, const forest *f, st_err *err) {
     return n_new;
 }
 
-/* The judge step over this level's new thoughts, then the best b of all candidates kept
- * and the rest pruned. */
-static st_code judge_level(tot_run *r, const strategy_env *env, st_err *err) {
+/* The judge step over the new thoughts gathered (want_logits: they also get their own
+ * logits, to be expanded next); returns how many are new, -1 on failure (err set). */
+static int32_t judge_new(tot_run *r, const strategy_env *env, bool want_logits, st_err *err) {
     int32_t n_new = gather(r, env->f, err);
-    if (n_new < 0) return ST_ERR_NOMEM;
-    if (n_new > 0) {
-        forest_id *ids = malloc(sizeof *ids * (size_t)n_new);
-        if (!ids) return st_set(err, ST_ERR_NOMEM, "out of memory");
-        for (int32_t i = 0; i < n_new; i++) ids[i] = r->cand[i].leaf;
-        st_code rc = judge_attach(&r->jg, env->f, &r->jp, ids, n_new, r->level + 1 < r->d, err);
-        free(ids);
-        if (!rc) rc = judge_step(&r->jg, env->f, env->plan, env->ctx, &r->jp, err);
-        if (rc) return rc; /* the next try gathers again */
-        for (int32_t i = 0; i < n_new; i++) r->cand[i].score = r->jg.score[i];
-        r->judged += n_new;
-    }
+    if (n_new <= 0) return n_new;
+    forest_id *ids = malloc(sizeof *ids * (size_t)n_new);
+    if (!ids) return st_set(err, ST_ERR_NOMEM, "out of memory"), -1;
+    for (int32_t i = 0; i < n_new; i++) ids[i] = r->cand[i].leaf;
+    st_code rc = judge_attach(&r->jg, env->f, &r->jp, ids, n_new, want_logits, err);
+    free(ids);
+    if (!rc) rc = judge_step(&r->jg, env->f, env->plan, env->ctx, &r->jp, err);
+    if (rc) return -1; /* the next try gathers again */
+    for (int32_t i = 0; i < n_new; i++) r->cand[i].score = r->jg.score[i];
+    r->judged += n_new;
+    return n_new;
+}
+
+/* The candidates ranked into r->order, best first. */
+static void rank_cands(tot_run *r) {
+    for (int32_t i = 0; i < r->n_cand; i++) r->order[i] = i, r->cscore[i] = r->cand[i].score;
+    judge_rank(r->cscore, r->order, r->n_cand);
+}
+
+/* Breadth-first: the judge step over this level's new thoughts, then the best b of all
+ * candidates kept and the rest pruned. */
+static st_code judge_level(tot_run *r, const strategy_env *env, st_err *err) {
+    int32_t n_new = judge_new(r, env, r->level + 1 < r->d, err);
+    if (n_new < 0) return err->code;
     r->level++;
     if (n_new == 0) { /* no new thought: the kept ones stay, and nothing can go on */
         r->phase = TOT_DONE;
         return ST_OK;
     }
-    for (int32_t i = 0; i < r->n_cand; i++) r->order[i] = i, r->cscore[i] = r->cand[i].score;
-    judge_rank(r->cscore, r->order, r->n_cand);
+    rank_cands(r);
     r->n_kept = r->n_cand < r->b ? r->n_cand : r->b;
     for (int32_t i = 0; i < r->n_kept; i++) r->kept[i] = r->cand[r->order[i]];
     for (int32_t i = r->n_kept; i < r->n_cand; i++) prune_cand(r, env->f, &r->cand[r->order[i]]);
@@ -211,6 +252,75 @@ static st_code judge_level(tot_run *r, const strategy_env *env, st_err *err) {
     if (r->level < r->d && more) return expand(r, env, err);
     r->phase = TOT_DONE;
     return ST_OK;
+}
+
+/* ---- depth-first ---- */
+
+static st_code push_stack(tot_run *r, tot_cand c, st_err *err) {
+    if (!ARR_GROW_I32(r->stack, r->n_stack + 1, r->cap_stack)) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    r->stack[r->n_stack++] = c;
+    return ST_OK;
+}
+
+/* The trace entry of the expansion just judged (kept[0]) and its children, best first
+ * (the first n_keep kept). */
+static st_code trace_visit(tot_run *r, int32_t n_keep, st_err *err) {
+    if (!ARR_GROW_I32(r->visits, r->n_visits + 1, r->cap_visits) ||
+        !ARR_GROW_I32(r->kids, r->n_kids + r->n_cand, r->cap_kids))
+        return st_set(err, ST_ERR_NOMEM, "out of memory");
+    r->visits[r->n_visits++] = (tot_visit){.node = r->kept[0].leaf, .level = r->kept[0].level, .first = r->n_kids,
+                                           .n = r->n_cand};
+    for (int32_t i = 0; i < r->n_cand; i++) {
+        const tot_cand *c = &r->cand[r->order[i]];
+        r->kids[r->n_kids++] = (tot_child){.leaf = c->leaf, .score = c->score, .kept = i < n_keep};
+    }
+    return ST_OK;
+}
+
+/* The next node from the stack: the answer (the search ends), or the next expansion, at
+ * once when the last step returned its logits, else after a step that re-scores it. */
+static st_code dfs_next(tot_run *r, const strategy_env *env, st_err *err) {
+    r->phase = TOT_DONE;
+    if (r->n_stack == 0) return ST_OK;
+    tot_cand c = r->stack[r->n_stack - 1];
+    if (c.level == r->d || c.ended) {
+        r->answer = c;
+        r->n_stack--;
+        return ST_OK;
+    }
+    if (r->expansions == r->max_expansions) return ST_OK;
+    r->n_stack--;
+    r->expansions++;
+    r->kept[0] = c;
+    r->n_kept = 1;
+    r->level = c.level;
+    if (step_logits_of(env->plan, c.leaf)) return expand(r, env, err);
+    r->backtracks++;
+    r->phase = TOT_START;
+    return strategy_start_node(env->f, c.leaf, err);
+}
+
+/* Depth-first: the judge step over the expanded node's thoughts; the best b at or above
+ * the threshold go on the stack, the others are pruned, a node left without children is
+ * pruned as a dead end; then the next node. */
+static st_code judge_dfs(tot_run *r, const strategy_env *env, st_err *err) {
+    const tot_cand cur = r->kept[0];
+    int32_t n_new = judge_new(r, env, cur.level + 1 < r->d, err);
+    if (n_new < 0) return err->code;
+    rank_cands(r);
+    /* ranked best first (NAN last), so the children kept are a prefix */
+    int32_t n_keep = 0;
+    while (n_keep < r->n_cand && n_keep < r->b && r->cand[r->order[n_keep]].score >= r->threshold) n_keep++;
+    for (int32_t i = 0; i < r->n_cand; i++) r->cand[i].level = cur.level + 1;
+    st_code rc = trace_visit(r, n_keep, err);
+    for (int32_t i = n_keep - 1; i >= 0 && !rc; i--) rc = push_stack(r, r->cand[r->order[i]], err); /* best on top */
+    if (rc) return rc;
+    /* a dead end goes with its children (pruning them one by one would take it with the
+     * last, and its ancestors that have no other child) */
+    if (n_keep == 0 && cur.top != FOREST_NONE) prune_cand(r, env->f, &cur);
+    else
+        for (int32_t i = n_keep; i < r->n_cand; i++) prune_cand(r, env->f, &r->cand[r->order[i]]);
+    return dfs_next(r, env, err);
 }
 
 static st_code tot_step(void *self, const strategy_env *env, st_err *err) {
@@ -225,7 +335,7 @@ static st_code tot_step(void *self, const strategy_env *env, st_err *err) {
         rc = grow_step(&r->g, env->f, env->plan, env->ctx, env->tk, env->emit, env->emit_ud, NULL, err);
         if (!rc && r->g.n_active == 0) r->phase = TOT_JUDGE;
         break;
-    case TOT_JUDGE: rc = judge_level(r, env, err); break;
+    case TOT_JUDGE: rc = r->dfs ? judge_dfs(r, env, err) : judge_level(r, env, err); break;
     default: return ST_OK;
     }
     if (!rc) r->steps++;
@@ -236,23 +346,41 @@ static bool tot_done(const void *self) { return ((const tot_run *)self)->phase =
 
 static void tot_progress(const void *self, strategy_progress *out) {
     const tot_run *r = self;
+    out->tell = true;
+    if (r->dfs) {
+        out->done = r->phase == TOT_DONE ? r->max_expansions : r->expansions - (r->phase != TOT_DONE);
+        out->goal = r->max_expansions;
+        out->focus = r->answer.leaf != FOREST_NONE ? r->answer.leaf : r->kept[0].leaf;
+        snprintf(out->text, sizeof out->text,
+                 "tot dfs: %d of %d expansions, depth %d/%d, %d backtracks, %lld thoughts judged, %lld nodes pruned%s",
+                 (int)r->expansions, (int)r->max_expansions, (int)r->kept[0].level, (int)r->d, (int)r->backtracks,
+                 (long long)r->judged, (long long)r->pruned_nodes,
+                 r->phase != TOT_DONE ? "" : r->answer.leaf != FOREST_NONE ? "; answered" : "; no answer");
+        return;
+    }
     out->done = r->level;
     out->goal = r->d;
     out->focus = r->n_kept > 0 && r->level > 0 ? r->kept[0].leaf : r->from;
-    out->tell = true;
     snprintf(out->text, sizeof out->text, "tot: level %d/%d, %lld thoughts judged, %lld nodes pruned, best %+.3f",
              (int)r->level, (int)r->d, (long long)r->judged, (long long)r->pruned_nodes,
              r->level > 0 ? r->kept[0].score : NAN);
 }
 
+/* Depth-first result i: the answer, then the stack from its top. */
+static const tot_cand *dfs_result(const tot_run *r, int32_t i) {
+    bool ans = r->answer.leaf != FOREST_NONE;
+    return ans && i == 0 ? &r->answer : &r->stack[r->n_stack - 1 - (i - ans)];
+}
+
 static int32_t tot_n_results(const void *self) {
     const tot_run *r = self;
+    if (r->dfs) return (r->answer.leaf != FOREST_NONE) + (r->n_visits > 0 ? r->n_stack : 0);
     return r->level > 0 ? r->n_kept : 0;
 }
 
 static void tot_result(const void *self, const forest *f, int32_t i, strategy_result *out) {
     const tot_run *r = self;
-    const tot_cand *c = &r->kept[i];
+    const tot_cand *c = r->dfs ? dfs_result(r, i) : &r->kept[i];
     const forest_node *leaf = forest_get(f, c->leaf), *st = forest_get(f, r->from);
     *out = (strategy_result){.start = r->from, .leaf = leaf ? c->leaf : FOREST_NONE,
                              .n_tokens = leaf && st ? leaf->depth - st->depth : 0, .score = c->score,
@@ -267,10 +395,22 @@ static int32_t tot_running(const void *self, forest_id *out, int32_t cap) {
 static int32_t tot_scores(const void *self, forest_id *ids, double *scores, int32_t cap) {
     const tot_run *r = self;
     int32_t n = 0;
-    for (int32_t i = 0; r->level > 0 && i < r->n_kept && n < cap; i++, n++)
+    if (r->dfs)
+        for (int32_t i = 0; i < tot_n_results(r) && n < cap; i++, n++)
+            ids[n] = dfs_result(r, i)->leaf, scores[n] = dfs_result(r, i)->score;
+    for (int32_t i = 0; !r->dfs && r->level > 0 && i < r->n_kept && n < cap; i++, n++)
         ids[n] = r->kept[i].leaf, scores[n] = r->kept[i].score;
     return n;
 }
+
+const tot_visit *tot_visits(const struct tot_run *r, int32_t *n) {
+    *n = r->n_visits;
+    return r->visits;
+}
+
+const tot_child *tot_children(const struct tot_run *r) { return r->kids; }
+
+forest_id tot_answer(const struct tot_run *r) { return r->answer.leaf; }
 
 const strategy_ops strat_tot_ops = {
     .name = "tot",

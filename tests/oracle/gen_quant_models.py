@@ -22,8 +22,17 @@ types instead of falling back; one layer and the smallest vocabulary mkmodel acc
 keep each file at 0.3-0.5 MB. Untied, so token_embd is stored in the file's main type
 and the embedding lookup of every type is exercised too.
 
+With `--set arch` it writes tests/golden/archmodels/ instead: the other architectures
+mkmodel writes (qwen2 with its Q/K/V biases, qwen3 with its per-head Q/K norms, gemma3
+with its four norms per layer, GELU feed-forward and a sliding window of 8 tokens on five
+local layers before a global sixth, so that every prompt runs past the window), each
+stored by llama.cpp as Q8_0 and Q4_K_M (gemma3: Q8_0); file names are ARCH-TYPE.gguf. qwen2 has
+linear RoPE scaling by 2 (every layer), gemma3 by 4 (its global layer only, as Gemma 3
+4B and larger).
+
 Usage (from the repository root, in the oracle venv, see tests/oracle/README.md):
     make multidecode && python tests/oracle/gen_quant_models.py [-o tests/golden/qmodels]
+    make multidecode && python tests/oracle/gen_quant_models.py --set arch
 """
 import argparse
 import ctypes
@@ -33,7 +42,6 @@ import os
 import subprocess
 import sys
 import tempfile
-from importlib.metadata import version as pkg_version
 
 import numpy as np
 import llama_cpp
@@ -53,6 +61,20 @@ FTYPES = [
     ("Q4_K_S", llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_S),
     ("Q5_K_S", llama_cpp.LLAMA_FTYPE_MOSTLY_Q5_K_S),
     ("Q6_K", llama_cpp.LLAMA_FTYPE_MOSTLY_Q6_K),
+]
+# --set arch: (arch, mkmodel options) and the types llama.cpp stores each in. Row lengths
+# stay 256 for the K-quants; gemma3's pattern makes every sixth layer global, so six
+# layers give five windowed ones and one global.
+ARCH_SHAPE = ["--vocab", "260", "--embd", "256", "--heads", "4", "--kv-heads", "1",
+              "--head-dim", "64", "--ffn", "256", "--ctx", "512", "--seed", "11"]
+ARCH_FAMILIES = [
+    ("qwen2", ["--arch", "qwen2", "--layers", "2", "--untied", "--rope-scale", "2"] + ARCH_SHAPE,
+     ("Q8_0", "Q4_K_M")),
+    ("qwen3", ["--arch", "qwen3", "--layers", "2"] + ARCH_SHAPE, ("Q8_0", "Q4_K_M")),
+    # Q8_0 only: six layers are the biggest file, and Gemma 3 270M's goldens
+    # (gen_smollm2.py --set gemma3) cover its Q4_K_M
+    ("gemma3", ["--arch", "gemma3", "--layers", "6", "--swa", "8", "--rope-scale", "4"]
+     + ARCH_SHAPE, ("Q8_0",)),
 ]
 N_PROMPTS = 4
 PROMPT_LEN = (8, 24)     # inclusive range of random ids after BOS
@@ -110,12 +132,49 @@ def fmt(x):
     return format(x, ".9g")
 
 
+def decode_file(path, label, prompts, n_vocab, lines):
+    """Appends the golden lines of one stored file: its header, tensor types and cases."""
+    types = tensor_types(path)
+    llm = Llama(model_path=path, n_ctx=128, logits_all=True, n_threads=2,
+                n_threads_batch=2, seed=SEED, flash_attn=False,
+                type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32,
+                verbose=False)
+    assert llm.n_vocab() == n_vocab
+    size = os.path.getsize(path)
+    lines.append(f"model {label} {os.path.basename(path)} {size} {sha256(path)}\n")
+    for tn, tt in types:
+        lines.append(f"tensor {tn} {tt}\n")
+    for ci, ids in enumerate(prompts):
+        gen, steps = greedy(llm, ids)
+        lines.append(f"case p{ci}\n")
+        lines.append(f"prompt {len(ids)} " + " ".join(map(str, ids)) + "\n")
+        lines.append(f"gen {len(gen)} length " + " ".join(map(str, gen)) + "\n")
+        for i, pairs in enumerate(steps):
+            lines.append(f"step {i} " + " ".join(f"{t} {fmt(v)}" for t, v in pairs) + "\n")
+        lines.append("end\n")
+    del llm
+    summary = {}
+    for tn, tt in types:
+        summary.setdefault(tt, []).append(tn)
+    print(f"{label}: {size} bytes; " + "; ".join(
+        f"{tt}: {len(v)} tensors" if tt in (label.split("-")[-1], "F32") or len(v) > 3 else
+        f"{tt}: {', '.join(v)}" for tt, v in summary.items()), file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("-o", "--out", default="tests/golden/qmodels")
+    ap.add_argument("--set", choices=("llama", "arch"), default="llama")
+    ap.add_argument("-o", "--out")
     ap.add_argument("--mkmodel", default="./multidecode")
     args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    if args.set == "llama":
+        families = [("", MKMODEL_ARGS, FTYPES)]
+        out_dir = args.out or "tests/golden/qmodels"
+    else:
+        families = [(a + "-", mk, [f for f in FTYPES if f[0] in types])
+                    for a, mk, types in ARCH_FAMILIES]
+        out_dir = args.out or "tests/golden/archmodels"
+    os.makedirs(out_dir, exist_ok=True)
 
     rng = np.random.default_rng(SEED)
     n_vocab = int(MKMODEL_ARGS[MKMODEL_ARGS.index("--vocab") + 1])
@@ -124,55 +183,32 @@ def main():
         n = int(rng.integers(PROMPT_LEN[0], PROMPT_LEN[1] + 1))
         prompts.append([BOS] + [int(x) for x in rng.integers(FIRST_ORDINARY, n_vocab, n)])
 
-    lv = pkg_version("llama-cpp-python")
-    lines = []
+    lv = llama_cpp.__version__  # also when run from the sdist with LLAMA_CPP_LIB_PATH
+    lines, sources = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        f32 = os.path.join(tmp, "f32.gguf")
-        subprocess.run([args.mkmodel, "mkmodel"] + MKMODEL_ARGS + [f32], check=True,
-                       stdout=subprocess.DEVNULL)
-        f32_sha = sha256(f32)
-        for name, ftype in FTYPES:
-            path = os.path.join(args.out, name + ".gguf")
-            quantize(f32, path, ftype)
-            types = tensor_types(path)
-            llm = Llama(model_path=path, n_ctx=128, logits_all=True, n_threads=2,
-                        n_threads_batch=2, seed=SEED, flash_attn=False,
-                        type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32,
-                        verbose=False)
-            assert llm.n_vocab() == n_vocab
-            size = os.path.getsize(path)
-            lines.append(f"model {name} {name}.gguf {size} {sha256(path)}\n")
-            for tn, tt in types:
-                lines.append(f"tensor {tn} {tt}\n")
-            for ci, ids in enumerate(prompts):
-                gen, steps = greedy(llm, ids)
-                lines.append(f"case p{ci}\n")
-                lines.append(f"prompt {len(ids)} " + " ".join(map(str, ids)) + "\n")
-                lines.append(f"gen {len(gen)} length " + " ".join(map(str, gen)) + "\n")
-                for i, pairs in enumerate(steps):
-                    lines.append(f"step {i} " + " ".join(f"{t} {fmt(v)}" for t, v in pairs)
-                                 + "\n")
-                lines.append("end\n")
-            del llm
-            summary = {}
-            for tn, tt in types:
-                summary.setdefault(tt, []).append(tn)
-            print(f"{name}: {size} bytes; " + "; ".join(
-                f"{tt}: {len(v)} tensors" if tt in (name, "F32") or len(v) > 3 else
-                f"{tt}: {', '.join(v)}" for tt, v in summary.items()), file=sys.stderr)
+        for prefix, mkargs, ftypes in families:
+            f32 = os.path.join(tmp, prefix + "src.gguf")
+            subprocess.run([args.mkmodel, "mkmodel"] + mkargs + [f32], check=True,
+                           stdout=subprocess.DEVNULL)
+            sources.append("# F32 source model (not kept): ./multidecode mkmodel "
+                           + " ".join(mkargs) + f"\n#   sha256 {sha256(f32)}\n")
+            for name, ftype in ftypes:
+                path = os.path.join(out_dir, prefix + name + ".gguf")
+                quantize(f32, path, ftype)
+                decode_file(path, prefix + name, prompts, n_vocab, lines)
 
-    with open(os.path.join(args.out, "golden.txt"), "w") as out:
+    cmd = "python tests/oracle/gen_quant_models.py" + (" --set arch" if args.set == "arch" else "")
+    with open(os.path.join(out_dir, "golden.txt"), "w") as out:
         out.write(
-            "# golden.txt - llama.cpp greedy decoding of a random-weight llama quantised by\n"
-            "# llama.cpp to each type; tests/test_qmodels.c replays it through our engine.\n"
+            "# golden.txt - llama.cpp greedy decoding of random-weight models (our mkmodel)\n"
+            "# stored by llama.cpp in each type; tests/test_qmodels.c replays it through our engine.\n"
             f"# source: llama-cpp-python {lv}, llama.cpp commit "
             f"{LLAMA_CPP_COMMIT.get(lv, 'unknown')}, numpy {np.__version__}, "
             f"python {sys.version.split()[0]}\n"
             f"# generated: {datetime.date.today().isoformat()} by "
-            "make multidecode && python tests/oracle/gen_quant_models.py (repository root)\n"
-            "# F32 source model (not kept): ./multidecode mkmodel " + " ".join(MKMODEL_ARGS)
-            + f"\n#   sha256 {f32_sha}\n"
-            "# quantised with llama_model_quantize(llama_model_quantize_default_params(),\n"
+            f"make multidecode && {cmd} (repository root)\n"
+            + "".join(sources) +
+            "# stored with llama_model_quantize(llama_model_quantize_default_params(),\n"
             "#   ftype LLAMA_FTYPE_MOSTLY_<TYPE>); llama.cpp picks each tensor's type (listed).\n"
             "# llama.cpp settings: CPU backend, n_threads 2, n_ctx 128, KV cache F32, flash\n"
             "#   attention off.\n"

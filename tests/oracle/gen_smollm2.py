@@ -11,16 +11,21 @@ token. For every generated token it records the top-5 (id, logit) pairs of the l
 it was picked from. Greedy decoding is done with the
 low-level Llama.eval + Llama.scores, so no sampler code is involved.
 
+With `--set gemma3` it writes tests/golden/gemma3_greedy.txt for Gemma 3 270M (Q4_K_M,
+`make model MODEL=gemma3`) instead: eight raw prompts, two of them TinyStories text longer
+than Gemma's 512-token sliding window (read from ../shared/models), so that the local
+layers' window matters.
+
 Usage (from the repository root, in the oracle venv, see tests/oracle/README.md):
     python tests/oracle/gen_smollm2.py [-m models/SmolLM2-135M-Instruct.Q4_1.gguf]
                                        [-o tests/golden/smollm2_greedy.txt]
+    python tests/oracle/gen_smollm2.py --set gemma3
 """
 import argparse
 import datetime
 import hashlib
 import json
 import sys
-from importlib.metadata import version as pkg_version
 
 import numpy as np
 import llama_cpp
@@ -55,6 +60,31 @@ PROMPTS = [
      "ideas travelled faster than any authority could contain them. Historians still "
      "debate which of these effects mattered most, but almost all agree that"),
 ]
+
+
+# --set gemma3: six of the prompts above, raw only, then two long ones.
+GEMMA_PROMPTS = ("story", "code", "math", "question", "chinese", "paragraph")
+TINYSTORIES = "../shared/models/tinystories_val_subset.txt"
+LONG_CHARS = (3000, 4800)  # about 700 and 1100 Gemma tokens, past its 512-token window
+
+
+def long_prompts(path):
+    """Two prefixes of the TinyStories text, cut at the last space before LONG_CHARS."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read(max(LONG_CHARS) + 100)
+    return [(f"long{n}", text[:text.rindex(" ", 0, n)]) for n in LONG_CHARS]
+
+
+SETS = {
+    "smollm2": dict(model="models/SmolLM2-135M-Instruct.Q4_1.gguf",
+                    out="tests/golden/smollm2_greedy.txt", forms=("raw", "chat"),
+                    title="SmolLM2-135M-Instruct (Q4_1)", eog=("<|im_end|>", "<|endoftext|>"),
+                    n_ctx=2048),
+    "gemma3": dict(model="models/gemma-3-270m-q4_k_m.gguf",
+                   out="tests/golden/gemma3_greedy.txt", forms=("raw",),
+                   title="Gemma 3 270M (Q4_K_M)", eog=("<end_of_turn>", "<eos>"),
+                   n_ctx=1280),  # Llama keeps n_ctx rows of 262,144 logits: 1.3 GB
+}
 
 
 def top_pairs(logits, k):
@@ -95,33 +125,40 @@ def fmt(x):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("-m", "--model", default="models/SmolLM2-135M-Instruct.Q4_1.gguf")
-    ap.add_argument("-o", "--out", default="tests/golden/smollm2_greedy.txt")
+    ap.add_argument("--set", choices=sorted(SETS), default="smollm2")
+    ap.add_argument("-m", "--model")
+    ap.add_argument("-o", "--out")
     args = ap.parse_args()
+    cfg = SETS[args.set]
+    args.model = args.model or cfg["model"]
+    args.out = args.out or cfg["out"]
+    prompts = PROMPTS
+    if args.set == "gemma3":
+        prompts = [p for p in PROMPTS if p[0] in GEMMA_PROMPTS] + long_prompts(TINYSTORIES)
 
-    llm = Llama(model_path=args.model, n_ctx=2048, logits_all=True, n_threads=2,
+    llm = Llama(model_path=args.model, n_ctx=cfg["n_ctx"], logits_all=True, n_threads=2,
                 n_threads_batch=2, seed=SEED, flash_attn=False,
                 type_k=llama_cpp.GGML_TYPE_F32, type_v=llama_cpp.GGML_TYPE_F32, verbose=False)
     eog = {llm.token_eos()}
-    for s in ("<|im_end|>", "<|endoftext|>"):
+    for s in cfg["eog"]:
         ids = llm.tokenize(s.encode(), add_bos=False, special=True)
         if len(ids) == 1:
             eog.add(ids[0])
     eog = sorted(eog)
-    lv = pkg_version("llama-cpp-python")
+    lv = llama_cpp.__version__  # also when run from the sdist with LLAMA_CPP_LIB_PATH
 
     with open(args.out, "w") as out:
         out.write(
-            "# smollm2_greedy.txt - greedy decoding goldens for SmolLM2-135M-Instruct (Q4_1)\n"
+            f"# {args.out.split('/')[-1]} - greedy decoding goldens for {cfg['title']}\n"
             "# from llama.cpp, an independent implementation, via llama-cpp-python.\n"
             f"# source: llama-cpp-python {lv}, llama.cpp commit "
             f"{LLAMA_CPP_COMMIT.get(lv, 'unknown')}, numpy {np.__version__}, "
             f"python {sys.version.split()[0]}\n"
-            "# llama.cpp settings: CPU backend, n_threads 2, n_ctx 2048, KV cache F32 (llama.cpp's\n"
+            f"# llama.cpp settings: CPU backend, n_threads 2, n_ctx {cfg['n_ctx']}, KV cache F32 (llama.cpp's\n"
             "#   default is F16; ours is float), flash attention off\n"
             f"# model: {args.model.split('/')[-1]} sha256 {sha256(args.model)}\n"
             f"# generated: {datetime.date.today().isoformat()} by "
-            "python tests/oracle/gen_smollm2.py (from the repository root)\n"
+            f"python tests/oracle/gen_smollm2.py --set {args.set} (from the repository root)\n"
             "# decoding: llama.cpp tokenizer (add_special as the model says, special tokens\n"
             "#   parsed only in the chat form); Llama.eval, then argmax of Llama.scores (first\n"
             f"#   index on ties), at most {N_GEN} tokens, stopping after an eog token.\n"
@@ -135,8 +172,8 @@ def main():
             "#   end\n"
             "# a '# text:' comment before each case holds the prompt as a JSON string.\n")
         out.write("eog " + " ".join(map(str, eog)) + "\n")
-        for name, text in PROMPTS:
-            for form in ("raw", "chat"):
+        for name, text in prompts:
+            for form in cfg["forms"]:
                 full = text if form == "raw" else CHAT.format(prompt=text)
                 ids = llm.tokenize(full.encode("utf-8"), add_bos=True, special=(form == "chat"))
                 gen, stop, steps = greedy(llm, ids, set(eog))
