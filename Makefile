@@ -26,6 +26,8 @@ PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
 MANDIR  ?= $(PREFIX)/share/man
 DATADIR ?= $(PREFIX)/share/multidecode
+# (the CUDA backend's folder: the program looks in ../lib/multidecode from its own)
+LIBDIR  ?= $(PREFIX)/lib/multidecode
 
 LIB_SRC  := $(wildcard base/*.c kernels/*.c kernels/ref/*.c kernels/cpu/*.c engine/*/*.c ui/*.c)
 APP_SRC  := $(wildcard app/*.c)
@@ -43,11 +45,12 @@ LIB      := $(BUILD)/libmultidecode.a
 # all: the program.
 all: multidecode
 
-multidecode: $(BUILD)/multidecode
+multidecode: $(BUILD)/multidecode $(PROG_CU_LIB)
 	cp $< $@
+	$(if $(PROG_CU_LIB),cp $(PROG_CU_LIB) $(notdir $(PROG_CU_LIB)))
 
 $(BUILD)/multidecode: $(APP_OBJ) $(LIB)
-	$(CC) $(CFLAGS) -o $@ $(APP_OBJ) $(PROG_CU_OBJ) $(LIB) $(LDLIBS) $(PROG_CU_LIBS)
+	$(CC) $(CFLAGS) -o $@ $(APP_OBJ) $(LIB) $(LDLIBS) $(PROG_CU_LIBS)
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -68,31 +71,39 @@ $(BUILD)/tests/%: tests/%.c $(LIB) $(BUILD)/multidecode
 # tests/test_cuda_*.c (the cuda backend against ref, the forest through it) that make test
 # runs on every machine (only a C++17 compiler needed); the program itself never has the
 # emulated backend. Device: when nvcc exists and CUDA is not 0, they compile for sm_80 and
-# sm_90 plus PTX into build/cuda/ (also under make asan: nvcc gets no sanitizer flags), and
-# the program links them with cuBLAS and the static CUDA runtime: --backend cuda. cuda-check
-# prints each sm_90 kernel's resource use and fails when one spills registers; make test
-# runs it.
+# sm_90 plus PTX, position-independent, into build/cuda/pic/ (also under make asan: nvcc
+# gets no sanitizer flags), and are linked with cuBLAS and the static CUDA runtime into
+# $(BUILD)/multidecode-cuda.so, which the program loads (dlopen, kernels/backend.c) only
+# when --backend cuda asks for it, so that no other start pays for loading cuBLAS; it is
+# copied beside ./multidecode and installed into $(LIBDIR). cuda-check prints each sm_90
+# kernel's resource use and fails when one spills registers; make test runs it.
 CUDA      ?= 1
 NVCC      ?= $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
-NVCCFLAGS ?= -std=c++17 -O3 -I. -Xptxas -v $(CUDA_ARCH)
+NVCCFLAGS ?= -std=c++17 -O3 -I. -Xptxas -v $(CUDA_ARCH) -Xcompiler -fPIC
 EMU_CXXFLAGS := -std=c++17 $(OPT) -g -Wall -Wextra -Werror -ffp-contract=off -MMD -MP -I. \
                 $(EXTRA_CFLAGS)
 CU_SRC       := $(wildcard kernels/cuda/*.cu)
 CU_EMU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/emu/%.o)
-CU_DEV_OBJ   := $(CU_SRC:kernels/cuda/%.cu=build/cuda/%.o)
+CU_DEV_OBJ   := $(CU_SRC:kernels/cuda/%.cu=build/cuda/pic/%.o)
 EMU_TEST_BIN := $(patsubst tests/%.cc,$(BUILD)/tests/%,$(wildcard tests/test_cuda_emu*.cc))
 TEST_BIN     += $(EMU_TEST_BIN)
 CUDA_CHECK   := $(if $(filter-out 0,$(CUDA)),$(if $(NVCC),cuda-check))
 CU_C_TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_cuda_*.c))
-# the program with the device backend: its objects, cuBLAS (found beside nvcc, its path
-# kept in the binary) and the static runtime
+# the device backend as a shared object: its objects, cuBLAS (found beside nvcc, its path
+# kept in the object) and the static runtime. The program exports what the backend calls
+# (kern_backend_fail, st_set, dtype_row_bytes, ...: kern_*, st_*, dtype_*, vec_*) and
+# links libdl, nothing of CUDA.
 CUDA_LIBDIR  ?= $(patsubst %/bin/nvcc,%,$(NVCC))/lib64
-PROG_CU_OBJ  := $(if $(CUDA_CHECK),$(CU_DEV_OBJ))
 CU_LINK      := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcudart_static -ldl -lrt -lstdc++
-PROG_CU_LIBS := $(if $(CUDA_CHECK),$(CU_LINK))
-$(BUILD)/multidecode: $(PROG_CU_OBJ)
+PROG_CU_LIB  := $(if $(CUDA_CHECK),$(BUILD)/multidecode-cuda.so)
+PROG_CU_LIBS := $(if $(CUDA_CHECK),-ldl $(foreach p,kern st dtype vec,-Wl,--export-dynamic-symbol='$(p)_*'))
+$(BUILD)/multidecode: | $(PROG_CU_LIB)
+
+$(BUILD)/multidecode-cuda.so: $(CU_DEV_OBJ)
+	@mkdir -p $(dir $@)
+	$(CXX) -shared -o $@ $(CU_DEV_OBJ) $(CU_LINK) -pthread
 
 $(BUILD)/emu/%.o: %.cu
 	@mkdir -p $(dir $@)
@@ -116,7 +127,7 @@ build/cuda/tests/%: tests/%.c $(CU_DEV_OBJ) $(LIB)
 cuda-check: $(if $(NVCC),$(CU_DEV_OBJ))
 	@$(if $(NVCC),echo "cuda-check: $(words $(CU_DEV_OBJ)) files for sm_80 + sm_90 + PTX without spills",echo "cuda-check: no nvcc found (set NVCC=/path/to/nvcc)"; false)
 
-build/cuda/%.o: kernels/cuda/%.cu $(wildcard kernels/cuda/*.h kernels/cuda/*.cuh)
+build/cuda/pic/%.o: kernels/cuda/%.cu $(wildcard kernels/cuda/*.h kernels/cuda/*.cuh)
 	@mkdir -p $(dir $@)
 	@echo "NVCC $<"
 	@$(NVCC) $(NVCCFLAGS) -c -o $@ $< > $(@:.o=.ptxas) 2>&1 || { cat $(@:.o=.ptxas); rm -f $@; exit 1; }
@@ -222,20 +233,22 @@ bench: multidecode
 # key bindings into $(DESTDIR)$(DATADIR) (DESTDIR stages a package).
 $(BUILD)/app/cmd_tui.o: EXTRA_DEFS := -DMD_DATADIR='"$(DATADIR)"'
 
-install: $(BUILD)/multidecode
+install: $(BUILD)/multidecode $(PROG_CU_LIB)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)
 	install -m 755 $(BUILD)/multidecode $(DESTDIR)$(BINDIR)/multidecode
+	$(if $(PROG_CU_LIB),install -d $(DESTDIR)$(LIBDIR) && install -m 755 $(PROG_CU_LIB) $(DESTDIR)$(LIBDIR)/)
 	install -m 644 man/multidecode.1 $(DESTDIR)$(MANDIR)/man1/multidecode.1
 	install -m 644 assets/keys $(DESTDIR)$(DATADIR)/keys
 
 # uninstall: remove the files install wrote (and the data folder when empty).
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/multidecode $(DESTDIR)$(MANDIR)/man1/multidecode.1 $(DESTDIR)$(DATADIR)/keys
-	-rmdir $(DESTDIR)$(DATADIR) 2>/dev/null
+	rm -f $(DESTDIR)$(LIBDIR)/multidecode-cuda.so
+	-rmdir $(DESTDIR)$(DATADIR) $(DESTDIR)$(LIBDIR) 2>/dev/null
 
 # clean: remove build outputs.
 clean:
-	rm -rf build build-asan multidecode
+	rm -rf build build-asan multidecode multidecode-cuda.so
 
 .PHONY: all deps test test-run cuda-check cuda-test asan soak fuzz fuzz-smoke fuzz-build fuzz-bins fuzz-seeds \
 	model run bench clean install uninstall

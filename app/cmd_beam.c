@@ -75,9 +75,7 @@ static void beam_usage(FILE *f) {
             "      --json           a JSON list of {rank, score, logprob, tokens, text, ended}\n"
             "  -q, --quiet          no progress or statistics on stderr\n"
             "      --chat           -p is a user message: apply the model's chat template\n"
-            "      --system TEXT    system message for --chat (implies --chat)\n"
-            "      --chat-template NAME  template to use instead of the model's (implies --chat)\n"
-            "      --raw            never apply a chat template (the default without --chat)\n"
+            PROMPT_CHAT_HELP
             SESSION_OPTS_HELP
             "                       (the forest as the search left it, with the results'\n"
             "                       scores and tokens; --load shows its branches, recomputed)\n");

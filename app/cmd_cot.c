@@ -45,9 +45,7 @@ static void cot_usage(FILE *f) {
             "                       ended, answer}], vote}\n"
             "  -q, --quiet          no progress or statistics on stderr\n"
             "      --chat           -p is a user message: apply the model's chat template\n"
-            "      --system TEXT    system message for --chat (implies --chat)\n"
-            "      --chat-template NAME  template to use instead of the model's (implies --chat)\n"
-            "      --raw            never apply a chat template (the default without --chat)\n"
+            PROMPT_CHAT_HELP
             "      --think on|off   the template's thinking switch (Qwen3; default on)\n"
             SESSION_OPTS_HELP
             "                       (--load shows a saved session's chains, recomputed)\n");

@@ -45,9 +45,7 @@ static void judge_usage(FILE *f) {
                "                       answer}], vote, weighted_vote}\n"
                "  -q, --quiet          no statistics on stderr\n"
                "      --chat           -p is a user message (chat template); the judge is a user turn\n"
-               "      --system TEXT    system message for --chat (implies --chat)\n"
-               "      --chat-template NAME  template to use instead of the model's (implies --chat)\n"
-               "      --raw            never apply a chat template (the default without --chat)\n"
+               PROMPT_CHAT_HELP
                "      --think on|off   the template's thinking switch (Qwen3; default on)\n");
 }
 

@@ -42,6 +42,13 @@
     "      --min-p P        drop tokens below P x the best probability (default 0.05)\n" \
     "      --seed S         sampler seed (default 1)\n"
 
+/* The chat options' help lines that beam, cot, judge and tot share (each says --chat in
+ * its own words above them). */
+#define PROMPT_CHAT_HELP                                                                    \
+    "      --system TEXT    system message for --chat (implies --chat)\n"                  \
+    "      --chat-template NAME  template to use instead of the model's (implies --chat)\n" \
+    "      --raw            never apply a chat template (the default without --chat)\n"
+
 typedef struct prompt_model_opts {
     const char *path;    /* GGUF file; NULL until -m */
     const char *backend; /* "cpu" or "ref" */

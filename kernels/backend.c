@@ -4,12 +4,15 @@
  * and kern_impl.h for what the ops may use. */
 #include "kern_impl.h"
 
+#include <dlfcn.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct kern_backend {
     const kern_ops *ops;
@@ -21,28 +24,67 @@ struct kern_backend {
 };
 
 /* Every backend this build may have, in the order an unknown name's message lists them;
- * NULL where it lacks one. The cuda backend (kernels/cuda/backend.cu) is linked only into
- * builds that have it (the program built with nvcc, the emulated test binaries), so it is
- * a weak reference: NULL elsewhere. */
+ * NULL where it lacks one. The cuda backend (kernels/cuda/backend.cu) is linked into the
+ * emulated test binaries and the device test binaries, so it is a weak reference: NULL
+ * elsewhere. The program has it as a shared object instead (cuda_plugin). */
 extern const kern_ops kern_cuda_ops __attribute__((weak));
 static const kern_ops *const backends[] = {&kern_ref_ops, &kern_cpu_ops, &kern_cuda_ops};
 #define N_BACKENDS (sizeof backends / sizeof backends[0])
+
+/* The program built with nvcc has its cuda backend in multidecode-cuda.so (with cuBLAS and
+ * the CUDA runtime), loaded only when asked for so that no other start pays for loading
+ * them: beside the program (the build tree), else in ../lib/multidecode from its folder
+ * (make install). Writes its path into path (cap bytes) and returns true when one exists. */
+static bool cuda_plugin_path(char *path, size_t cap) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return false;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) return false;
+    *slash = '\0';
+    static const char *const where[] = {"", "/../lib/multidecode"};
+    for (size_t i = 0; i < sizeof where / sizeof *where; i++) {
+        int k = snprintf(path, cap, "%s%s/multidecode-cuda.so", exe, where[i]);
+        if (k > 0 && (size_t)k < cap && access(path, R_OK) == 0) return true;
+    }
+    return false;
+}
+
+/* The cuda backend's ops from its shared object (which stays loaded), or NULL with err
+ * set: no such object (a build without nvcc), or one that does not load (a CUDA library
+ * missing: the loader's message). */
+static const kern_ops *cuda_plugin(st_err *err) {
+    char path[PATH_MAX + 64];
+    if (!cuda_plugin_path(path, sizeof path)) {
+        st_set(err, ST_ERR_UNSUPPORTED, "this build has no CUDA backend: rebuild with nvcc on "
+               "PATH (make CUDA=1), or use --backend cpu");
+        return NULL;
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    const kern_ops *ops = h ? dlsym(h, "kern_cuda_ops") : NULL;
+    if (!ops) {
+        const char *why = dlerror();
+        st_set(err, ST_ERR_UNSUPPORTED, "the CUDA backend %s does not load: %s (use --backend cpu)",
+               path, why ? why : "no kern_cuda_ops in it");
+        if (h) dlclose(h);
+    }
+    return ops;
+}
 
 kern_backend *kern_backend_init(const char *name, int32_t n_threads, st_err *err) {
     const kern_ops *ops = NULL;
     for (size_t i = 0; name && i < N_BACKENDS; i++)
         if (backends[i] && strcmp(name, backends[i]->name) == 0) ops = backends[i];
-    if (!ops && name && strcmp(name, "cuda") == 0) {
-        st_set(err, ST_ERR_UNSUPPORTED, "this build has no CUDA backend: rebuild with nvcc on "
-               "PATH (make CUDA=1), or use --backend cpu");
-        return NULL;
-    }
+    if (!ops && name && strcmp(name, "cuda") == 0 && !(ops = cuda_plugin(err))) return NULL;
     if (!ops) {
-        char known[128] = "";
+        char known[128] = "", path[PATH_MAX + 64];
         for (size_t i = 0; i < N_BACKENDS; i++)
             if (backends[i])
                 snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
                          known[0] ? ", " : "", backends[i]->name);
+        if (!&kern_cuda_ops && cuda_plugin_path(path, sizeof path))
+            snprintf(known + strlen(known), sizeof known - strlen(known), ", cuda");
         st_set(err, ST_ERR_ARG, "unknown compute backend '%s' (known: %s)",
                name ? name : "(null)", known);
         return NULL;
@@ -176,18 +218,29 @@ void kern_host_kv_store(kern_backend *b, float *cache, int64_t row_len, const in
                sizeof(float) * (size_t)row_len);
 }
 
+bool kern_kv_moves(const int32_t *dst_of_src, int32_t s) {
+    return dst_of_src[s] >= 0 && dst_of_src[s] != s;
+}
+
 void kern_host_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_slots,
                           int64_t row_len, const int32_t *dst_of_src) {
     const size_t row = (size_t)row_len, block = (size_t)n_slots * row;
-    float *tmp = kern_backend_alloc(b, "kv_permute", "a copy of one layer's cache",
-                                    block * sizeof(float));
+    size_t m = 0;
+    for (int32_t s = 0; s < n_slots; s++) m += kern_kv_moves(dst_of_src, s);
+    if (m == 0 || row == 0) return;
+    /* the rows that move, copied out of a block before any is overwritten (a slot may be
+     * both a source and a destination) */
+    float *tmp = kern_backend_alloc(b, "kv_permute", "a copy of the rows that move",
+                                    m * row * sizeof(float));
     if (!tmp) return;
     for (int64_t l = 0; l < n_blocks; l++) {
-        float *c = cache + (size_t)l * block;
-        memcpy(tmp, c, block * sizeof(float));
+        float *c = cache + (size_t)l * block, *t = tmp;
         for (int32_t s = 0; s < n_slots; s++)
-            if (dst_of_src[s] >= 0)
-                memcpy(c + (size_t)dst_of_src[s] * row, tmp + (size_t)s * row, row * sizeof(float));
+            if (kern_kv_moves(dst_of_src, s)) memcpy(t, c + (size_t)s * row, row * sizeof(float)), t += row;
+        t = tmp;
+        for (int32_t s = 0; s < n_slots; s++)
+            if (kern_kv_moves(dst_of_src, s))
+                memcpy(c + (size_t)dst_of_src[s] * row, t, row * sizeof(float)), t += row;
     }
     free(tmp);
 }

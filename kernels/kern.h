@@ -32,6 +32,7 @@
 #ifndef MD_KERN_H
 #define MD_KERN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -104,6 +105,10 @@ static inline float kern_logprob(float x, kern_lse l) {
 
 typedef struct kern_ops {
     const char *name;
+    /* Its buffers are device memory, which the host reads only through download (a host
+     * backend's are host memory: false). A caller that needs only a little of a result
+     * (a step's top-k, not its logits rows) may then leave the rest on the device. */
+    bool device;
 
     /* ---- state, errors, memory: the backend contract (issue 25) ---- */
     /* Makes the backend's own state (thread pool, scratch, device handles) for b, which
@@ -142,8 +147,9 @@ typedef struct kern_ops {
                      const float *x, int32_t n_rows);
     /* cache is n_blocks blocks of (n_slots, row_len) floats (every layer's K, then V); in
      * each, the row in slot s moves to slot dst_of_src[s] (-1: dropped), dst_of_src being
-     * injective on its used entries; a slot nothing moves to keeps its row. It needs one
-     * block of scratch: without it nothing moves and ST_ERR_NOMEM is recorded. */
+     * injective on its used entries; a slot nothing moves to keeps its row. It needs
+     * scratch for the rows that move (dst_of_src[s] not -1 nor s; only those are copied):
+     * without it nothing moves and ST_ERR_NOMEM is recorded. */
     void (*kv_permute)(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_slots,
                        int64_t row_len, const int32_t *dst_of_src);
 

@@ -47,8 +47,12 @@ void kern_host_copy(kern_backend *b, void *dst, const void *src, size_t bytes);
 /* The host backends' gather_rows (memmove; in place allowed). */
 void kern_host_gather_rows(kern_backend *b, float *y, const float *x, const int32_t *idx, int32_t n,
                            int32_t width);
-/* The host backends' kv_store and kv_permute (memcpy; kv_permute's copy of a block from
- * kern_backend_alloc). */
+/* Whether kv_permute moves slot s: dst_of_src[s] is another slot (not -1, not s). Every
+ * backend moves only those rows, so compacting a cache where few slots change costs few
+ * row copies, not the whole cache. */
+bool kern_kv_moves(const int32_t *dst_of_src, int32_t s);
+/* The host backends' kv_store and kv_permute (memcpy; kv_permute's copy of the rows that
+ * move from kern_backend_alloc). */
 void kern_host_kv_store(kern_backend *b, float *cache, int64_t row_len, const int32_t *slot,
                         const float *x, int32_t n_rows);
 void kern_host_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_slots,

@@ -46,7 +46,8 @@ static void test_buffers(kern_backend *b) {
 }
 
 /* kv_store and kv_permute against a plain loop over host rows, bitwise; a permutation
- * without memory moves nothing and names kv_permute. */
+ * without memory moves nothing and names kv_permute; one that moves few slots needs
+ * scratch for those rows only. */
 static void test_kv_ops(kern_backend *b, uint64_t seed) {
     const kern_ops *o = kern_backend_ops(b);
     const char *nm = kern_backend_name(b);
@@ -83,6 +84,22 @@ static void test_kv_ops(kern_backend *b, uint64_t seed) {
     o->download(b, got, cache, n * sizeof(float));
     T_CHECK(kern_backend_sync(b, &err) == ST_OK && memcmp(got, want, n * sizeof(float)) == 0,
             "%s: kv_permute moves each block's rows, keeps the rest", nm);
+    /* few slots move (a swap and one more), the rest stay (dst s) or go (-1): only the
+     * three moving rows need scratch, so a limit of three rows is enough */
+    for (int s = 0; s < SL; s++) dst[s] = s % 5 == 4 ? -1 : s;
+    dst[3] = 7, dst[7] = 3, dst[12] = 14;
+    memcpy(before, want, n * sizeof *before);
+    for (int l = 0; l < BLK; l++)
+        for (int s = 0; s < SL; s++)
+            if (dst[s] >= 0)
+                memcpy(want + (l * SL + dst[s]) * ROW, before + (l * SL + s) * ROW, ROW * sizeof(float));
+    kern_backend_set_alloc_limit(b, 3 * ROW * sizeof(float));
+    o->kv_permute(b, cache, BLK, SL, ROW, dst);
+    o->download(b, got, cache, n * sizeof(float));
+    T_CHECK(kern_backend_sync(b, &err) == ST_OK && memcmp(got, want, n * sizeof(float)) == 0,
+            "%s: kv_permute moving 3 of %d slots needs scratch for those rows only: %s", nm, SL,
+            err.msg);
+    kern_backend_set_alloc_limit(b, SIZE_MAX);
     o->buf_free(b, cache), o->buf_free(b, xb);
     free(want), free(got), free(x), free(before);
 }

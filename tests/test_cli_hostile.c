@@ -6,7 +6,7 @@
  * the offset; numeric options out of range are refused naming the range (a seed takes all
  * 64 bits and is never clamped); `info` and `session info` print no control byte from a
  * file (metadata keys, tensor names, setting keys and values, the chat template, the
- * model's name), only escapes.
+ * model's name), only escapes; a start loads no CUDA library.
  * Runs $BUILD/multidecode (BUILD defaults to "build") on stories260K; skips without it. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -152,6 +152,23 @@ static void test_escapes(void) {
     unlink(gg), unlink(sess);
 }
 
+/* The program loads no CUDA library when it starts (a build with nvcc has its cuda
+ * backend in multidecode-cuda.so beside it, loaded for --backend cuda only); asked for
+ * it without a device, or in a build without it, it says to use the cpu and exits 1. */
+static void test_cuda_lazy(void) {
+    int st;
+    char *out = t_runf(&st, "LD_TRACE_LOADED_OBJECTS=1 %s 2>&1", bin);
+    T_CHECK(out && st == 0 && strstr(out, "libc.so") && !strstr(out, "libcublas") &&
+                !strstr(out, "libcudart"),
+            "a start loads no CUDA library: %s", out ? out : "(no output)");
+    free(out);
+    out = t_runf(&st, "timeout 60 %s generate -m %s --backend cuda -p x -n 1 -q 2>&1", bin, model_path);
+    T_CHECK(out && (st == 0 || (st == 1 && strstr(out, "--backend cpu"))),
+            "--backend cuda runs, or says to use the cpu and exits 1 (got %d): %s", st,
+            out ? out : "(no output)");
+    free(out);
+}
+
 int main(void) {
     if (!t_cli_setup(bin, sizeof bin, model_path, sizeof model_path)) return t_done();
     snprintf(tmpdir, sizeof tmpdir, "/tmp/md_test_cli_hostile_XXXXXX");
@@ -160,6 +177,7 @@ int main(void) {
     test_nul_context();
     test_options();
     test_escapes();
+    test_cuda_lazy();
     rmdir(tmpdir);
     return t_done();
 }

@@ -13,10 +13,14 @@
  * logits are in fact the same bits as linear decoding's (a row's arithmetic depends only
  * on its own keys in order), which is reported, not asserted (cuBLAS on a GPU sums a
  * many-row product in its own order). Models: a random tiny one (mkmodel, Q8_0, GQA 2)
- * and stories260K; without a device the test reports itself skipped. */
+ * and stories260K; without a device the test reports itself skipped.
+ * A step that wants only the top-k (step_plan.topk_only) gets the same top-k and
+ * alternatives, bit for bit, with its logits rows left on the device: fewer bytes come
+ * back than one row's. */
 #include "forest/forest.h"
 #include "forest/sample.h"
 #include "forest/step.h"
+#include "kernels/cuda/cu.h"
 #include "t.h"
 #include "t_model.h"
 
@@ -131,6 +135,65 @@ out:
     model_ctx_free(c), model_ctx_free(lc), model_ctx_free(cc);
 }
 
+/* The same forest stepped twice, with full rows and with topk_only, each on its own cuda
+ * context: the same top-k (ids and log-probabilities) and the same alternatives in the
+ * forest, bit for bit; the top-k-only steps bring back less than a row of logits each
+ * (cu_d2h_bytes) and keep no rows. */
+static void topk_only(const model *m, const char *name, uint64_t seed) {
+    const int32_t V = m->hp.n_vocab, n_slots = 256, K = 8;
+    model_ctx *c[2] = {ctx(m, "cuda", n_slots), ctx(m, "cuda", n_slots)};
+    forest *f[2] = {forest_init(n_slots, 4), forest_init(n_slots, 4)};
+    step_plan p[2];
+    int32_t prompt[12], toks[3];
+    for (int32_t i = 0; i < 12; i++) prompt[i] = (int32_t)(lcg(&seed) % (uint64_t)V);
+    uint64_t d2h[2] = {0, 0};
+    st_err err = {0};
+    for (int j = 0; j < 2 && c[0] && c[1]; j++) {
+        step_plan_init(&p[j]);
+        p[j].top_k = K;
+        p[j].topk_only = j == 1;
+        forest_id root;
+        uint64_t s = seed;
+        T_CHECK(forest_add_root(f[j], prompt, NULL, 12, 0, &root, &err) == ST_OK, "root: %s", err.msg);
+        for (int32_t k = 0; k < 4; k++) {
+            for (int32_t i = 0; i < 3; i++) toks[i] = (int32_t)(lcg(&s) % (uint64_t)V);
+            forest_append(f[j], root, toks, NULL, 1 + k % 3, NULL, &err);
+        }
+        const uint64_t before = cu_d2h_bytes(model_ctx_backend(c[j]));
+        T_CHECK(step_forest(f[j], &p[j], c[j], &err) == ST_OK, "%s step: %s", name, err.msg);
+        d2h[j] = cu_d2h_bytes(model_ctx_backend(c[j])) - before;
+    }
+    if (!c[0] || !c[1]) goto out;
+    forest_id leaves[2][16];
+    const int32_t n = forest_leaves(f[0], leaves[0], 16);
+    T_CHECK(n == 4 && forest_leaves(f[1], leaves[1], 16) == n, "%s: 4 leaves each", name);
+    int32_t same = 0, alt_ids[2][4];
+    float alt_lp[2][4];
+    for (int32_t k = 0; k < n; k++) {
+        const int32_t *ids[2];
+        const float *lp[2];
+        const int32_t nk = step_topk_of(&p[0], leaves[0][k], &ids[0], &lp[0]);
+        const bool topk = nk == K && step_topk_of(&p[1], leaves[1][k], &ids[1], &lp[1]) == nk &&
+                          !memcmp(ids[0], ids[1], sizeof(int32_t) * (size_t)nk) &&
+                          !memcmp(lp[0], lp[1], sizeof(float) * (size_t)nk);
+        const int32_t na = forest_topk(f[0], leaves[0][k], alt_ids[0], alt_lp[0], 4);
+        const bool alts = na == 4 && forest_topk(f[1], leaves[1][k], alt_ids[1], alt_lp[1], 4) == na &&
+                          !memcmp(alt_ids[0], alt_ids[1], sizeof alt_ids[0]) &&
+                          !memcmp(alt_lp[0], alt_lp[1], sizeof alt_lp[0]);
+        same += topk && alts && step_logits_of(&p[0], leaves[0][k]) &&
+                !step_logits_of(&p[1], leaves[1][k]) && isnan(step_logprob_of(&p[1], leaves[1][k], 0));
+    }
+    T_CHECK(same == n, "%s: topk_only gives the same top-k and alternatives for %d of %d leaves, no rows",
+            name, same, n);
+    T_CHECK(d2h[0] >= (uint64_t)n * V * sizeof(float) && d2h[1] < (uint64_t)V * sizeof(float),
+            "%s: bytes brought back by a step of %d rows: %llu with full rows, %llu top-k only", name,
+            n, (unsigned long long)d2h[0], (unsigned long long)d2h[1]);
+    step_plan_free(&p[0]), step_plan_free(&p[1]);
+out:
+    forest_free(f[0]), forest_free(f[1]);
+    model_ctx_free(c[0]), model_ctx_free(c[1]);
+}
+
 /* The prompt's greedy continuation: the same tokens on cuda as on cpu. */
 static void greedy_vs_cpu(const model *m, const char *name, int32_t n) {
     int32_t prompt[4] = {1, 403, 407, 261}, a[32], b[32];
@@ -160,6 +223,7 @@ int main(void) {
     model *m = t_random_model(&mp, &err);
     T_CHECK(m != NULL, "tiny model: %s", err.msg);
     if (m) run_model(m, "tiny q8_0 gqa2", 7);
+    if (m) topk_only(m, "tiny q8_0 gqa2", 5);
     model_free(m);
     const char *sp = t_shared("models/stories260K.gguf");
     if (!sp) {
@@ -170,6 +234,7 @@ int main(void) {
     T_CHECK(m != NULL, "stories260K: %s", err.msg);
     if (m) {
         run_model(m, "stories260K", 11);
+        topk_only(m, "stories260K", 13);
         greedy_vs_cpu(m, "stories260K", 24);
     }
     model_free(m);

@@ -284,6 +284,9 @@ static void test_gap_is_step(const model *m, const tok *tk, const int32_t *promp
     p.forward_ud = &hooks; /* (both hooks count here) */
     T_CHECK(g && merge_gap_step(g, f, &p, c, &err) == ST_OK, "%s: rope-gap step: %s", name, err.msg);
     T_CHECK(hooks == 2, "%s: the rope-gap step calls the forward hooks (%d calls)", name, hooks);
+    bool mapped = p.n_rows > 0;
+    for (int32_t r = 0; r < p.n_rows; r++) mapped &= p.row_of[p.node[r]] == r;
+    T_CHECK(mapped, "%s: the plan maps each row's node to its row (the rope-gap step reads it)", name);
     int32_t ids[K];
     T_CHECK(forest_topk(f, last, ids, NULL, K) == K, "%s: the rope-gap step stores top-k alternatives", name);
     const float *lg = step_logits_of(&p, last);

@@ -3,7 +3,8 @@
  * exactly as the sampler did before it learnt to select the top k without a full sort.
  * For many random logit vectors (with ties, -inf and duplicated values), seeds and
  * settings, the token and the RNG state afterwards must be the same; likewise with a
- * repetition penalty, and for greedy. Also checks sample_log_softmax and sample_argmax on
+ * repetition penalty, and for greedy; and sampler_dist gives the distribution the
+ * reference draws from, bitwise. Also checks sample_log_softmax and sample_argmax on
  * small cases. */
 #include "forest/sample.h"
 
@@ -35,8 +36,10 @@ static int ref_cmp(const void *a, const void *b) {
     return x->id - y->id;
 }
 
-/* The reference draw over c[0..n) (id, logit), with *rng advanced as the sampler does. */
-static int32_t ref_draw(const sample_params *p, uint64_t *rng, ref_cand *c, int32_t n) {
+/* The reference draw over c[0..n) (id, logit), with *rng advanced as the sampler does;
+ * c[0..*kept) are left the candidates it drew from, best first, their p summing to *mass. */
+static int32_t ref_draw(const sample_params *p, uint64_t *rng, ref_cand *c, int32_t n,
+                        int32_t *kept, float *mass_out) {
     qsort(c, (size_t)n, sizeof *c, ref_cmp);
     int32_t k = p->top_k > 0 && p->top_k < n ? p->top_k : n;
     float mx = c[0].logit, sum = 0;
@@ -59,6 +62,7 @@ static int32_t ref_draw(const sample_params *p, uint64_t *rng, ref_cand *c, int3
     }
     float mass = 0;
     for (int32_t i = 0; i < k; i++) mass += c[i].p;
+    *kept = k, *mass_out = mass;
     float r = ref_unit(rng) * mass, acc = 0;
     for (int32_t i = 0; i < k; i++) {
         acc += c[i].p;
@@ -67,9 +71,12 @@ static int32_t ref_draw(const sample_params *p, uint64_t *rng, ref_cand *c, int3
     return c[k - 1].id;
 }
 
-/* The reference sampler_sample_hist (penalty off or n_hist 0: sampler_sample). */
+/* The reference sampler_sample_hist (penalty off or n_hist 0: sampler_sample); *kept and
+ * *mass as ref_draw leaves them (*kept 0 when greedy). */
 static int32_t ref_sample(const sample_params *p, uint64_t *rng, const float *logits, int32_t n,
-                          const int32_t *hist, int32_t n_hist, ref_cand *c) {
+                          const int32_t *hist, int32_t n_hist, ref_cand *c, int32_t *kept,
+                          float *mass) {
+    *kept = 0;
     for (int32_t i = 0; i < n; i++) c[i] = (ref_cand){i, logits[i], 0};
     if (sample_uses_history(p) && n_hist > 0) {
         int32_t from = p->repeat_last_n < 0 || p->repeat_last_n >= n_hist
@@ -89,7 +96,21 @@ static int32_t ref_sample(const sample_params *p, uint64_t *rng, const float *lo
             if (c[i].logit > c[best].logit) best = i;
         return best;
     }
-    return ref_draw(p, rng, c, n);
+    return ref_draw(p, rng, c, n, kept, mass);
+}
+
+/* sampler_dist against the reference's distribution for the same logits and history:
+ * the same ids in the same order and probabilities p / mass, bitwise (1 when greedy).
+ * Returns false on a difference. */
+static bool dist_matches(sampler *s, const float *logits, int32_t n, const int32_t *hist,
+                         int32_t n_hist, int32_t want, const ref_cand *rc, int32_t kept,
+                         float mass, int32_t *ids, float *probs) {
+    int32_t k = sampler_dist(s, logits, n, hist, n_hist, ids, probs);
+    if (kept == 0) return k == 1 && ids[0] == want && probs[0] == 1.0f;
+    if (k != kept) return false;
+    for (int32_t i = 0; i < k; i++)
+        if (ids[i] != rc[i].id || probs[i] != rc[i].p / mass) return false;
+    return true;
 }
 
 static uint64_t g_state = 88172645463325252ULL;
@@ -120,8 +141,10 @@ static void test_against_reference(void) {
     int32_t nmax = 49152;
     float *logits = malloc(sizeof(float) * (size_t)nmax);
     ref_cand *rc = malloc(sizeof(ref_cand) * (size_t)nmax);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)nmax);
+    float *probs = malloc(sizeof(float) * (size_t)nmax);
     int32_t hist[300];
-    int bad_tok = 0, bad_rng = 0, runs = 0;
+    int bad_tok = 0, bad_rng = 0, bad_dist = 0, runs = 0;
     for (int it = 0; it < 1500; it++) {
         int32_t n = sizes[rnd() % (sizeof sizes / sizeof *sizes)];
         if (n == 49152 && it % 8) n = 1000 + (int32_t)(rnd() % 3000); /* keep it quick */
@@ -144,7 +167,13 @@ static void test_against_reference(void) {
         }
         uint64_t rng = s.rng;
         for (int draw = 0; draw < 3; draw++) {
-            int32_t want = ref_sample(&p, &rng, logits, n, hist, n_hist, rc);
+            int32_t kept;
+            float mass;
+            int32_t want = ref_sample(&p, &rng, logits, n, hist, n_hist, rc, &kept, &mass);
+            uint64_t before = s.rng;
+            if (draw == 0 && !dist_matches(&s, logits, n, hist, n_hist, want, rc, kept, mass, ids, probs))
+                bad_dist++;
+            if (s.rng != before) bad_rng++; /* sampler_dist draws nothing */
             int32_t got = n_hist ? sampler_sample_hist(&s, logits, n, hist, n_hist)
                                  : sampler_sample(&s, logits, n);
             runs++;
@@ -159,9 +188,12 @@ static void test_against_reference(void) {
     }
     T_CHECK(bad_tok == 0, "%d of %d draws differ from the full-sort reference", bad_tok, runs);
     T_CHECK(bad_rng == 0, "%d of %d draws left a different RNG state", bad_rng, runs);
+    T_CHECK(bad_dist == 0, "%d sampler_dist distributions differ from the reference's", bad_dist);
     T_CHECK(runs > 4000, "only %d draws", runs);
     free(logits);
     free(rc);
+    free(ids);
+    free(probs);
 }
 
 /* Ties at the top-k border go to the lower id, as the full sort puts them. */

@@ -319,6 +319,24 @@ static void test_mask_view(void) {
     }
 }
 
+/* How many of a series of widths give mv a layout other than a fresh capture of p laid
+ * out for that width (mv_layout reuses its last layout where it can). */
+static int32_t stale_layouts(mask_view *mv, const forest *f, const step_plan *p, int32_t step) {
+    static const int32_t widths[] = {80, 12, 12, 80, 4, INT32_MAX, 12, 3, 3};
+    mask_view *fresh = malloc(sizeof *fresh);
+    int32_t bad = 0;
+    for (size_t i = 0; i < sizeof widths / sizeof *widths; i++) {
+        mv_layout(mv, widths[i]);
+        mv_init(fresh);
+        mv_capture(fresh, f, NULL, p, step);
+        mv_layout(fresh, widths[i]);
+        bad += mv->n_dcols != fresh->n_dcols || mv->runs != fresh->runs ||
+               memcmp(mv->dcols, fresh->dcols, sizeof *mv->dcols * (size_t)mv->n_dcols) != 0;
+    }
+    free(fresh);
+    return bad;
+}
+
 /* The grid of a step where three chains grow over one prompt: one column per slot with a
  * gap mark where slots jump while it fits; too wide, each run of slots the rows see alike
  * is one column, so every chain's own slots stay in view. The legend says what the marks
@@ -378,6 +396,16 @@ static void test_mask_layout(void) {
     snprintf(mv->rows[0].text, sizeof mv->rows[0].text, " a b");
     mv_row_text(mv, 0, buf, sizeof buf, 80, false);
     T_CHECK(strstr(buf, "_a_b") && strlen(buf) == MV_TEXT_COLS, "row text '%s' (%zu)", buf, strlen(buf));
+    /* redraws reuse the layout; a new capture (another step) or a width that changes
+     * whether runs are needed lays it out again */
+    T_CHECK(stale_layouts(mv, f, &p, 1) == 0, "each width's layout is a fresh one's");
+    step_plan_cancel(f, &p);
+    forest_append(f, leaf, &next, NULL, 1, NULL, NULL);
+    forest_append(f, tip[1], chain, NULL, 2, NULL, NULL);
+    T_CHECK(!step_plan_build(f, &p, &err) && p.n_rows == 6, "another plan of 6 rows: %s", err.msg);
+    mv_layout(mv, 80); /* (no runs before and after: only the capture says the grid is new) */
+    mv_capture(mv, f, NULL, &p, 2);
+    T_CHECK(stale_layouts(mv, f, &p, 2) == 0, "after a new capture too");
     step_plan_cancel(f, &p);
     step_plan_free(&p);
     free(mv);

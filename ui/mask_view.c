@@ -12,6 +12,7 @@ void mv_init(mask_view *v) {
     memset(v, 0, sizeof *v);
     v->step = -1;
     v->left = -1;
+    v->n_plain = -1;
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -81,6 +82,7 @@ void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p
         }
     }
     if (v->top > v->n_rows) v->top = 0;
+    v->n_plain = -1; /* a new grid: lay it out again */
     mv_layout(v, INT32_MAX);
 }
 
@@ -148,9 +150,16 @@ static int32_t lay_out(mask_view *v, bool runs) {
 }
 
 void mv_layout(mask_view *v, int32_t width) {
-    v->n_dcols = lay_out(v, false);
-    v->runs = v->n_dcols > width;
-    if (v->runs) v->n_dcols = lay_out(v, true);
+    /* the layout depends on the grid and on whether runs are needed only, so a redraw
+     * at the same width (or one as wide) reuses it */
+    if (v->n_plain < 0) {
+        v->n_dcols = v->n_plain = lay_out(v, false);
+        v->runs = false;
+    }
+    if (v->runs != (v->n_plain > width)) {
+        v->runs = !v->runs;
+        v->n_dcols = lay_out(v, v->runs);
+    }
     if (v->left >= v->n_dcols) v->left = -1;
 }
 

@@ -82,6 +82,9 @@ typedef struct mask_view {
     mv_dcol dcols[2 * MV_MAX_COLS]; /* the columns as drawn (mv_layout) */
     int32_t n_dcols;
     bool runs;              /* the layout drew runs of slots as one column each */
+    int32_t n_plain;        /* drawn columns without runs, -1 before the capture is laid
+                               out: a layout is redone only when the capture or the need
+                               for runs (n_plain > width) changes */
     int32_t top;            /* first row shown */
     int32_t left;           /* first drawn column shown; -1: follow the newest (last) ones */
 } mask_view;
@@ -101,7 +104,8 @@ uint8_t mv_branch_colour(const forest *f, int32_t idx);
  * slot numbers jump; when that is wider than width, each run of consecutive slots that
  * all rows see or miss alike becomes one column, so every row's own slots stay in view
  * (k chains of a long thought: the shared prompt and each chain one column each).
- * mv_capture lays out for an unbounded width. */
+ * mv_capture lays out for an unbounded width. A redraw may call it every time: it only
+ * lays out again after a capture or when the width changes whether runs are needed. */
 void mv_layout(mask_view *v, int32_t width);
 /* Drawn column d of row r: '#' the row sees its slots, '.' it does not (they are not its
  * ancestors), ':' they are its ancestors outside its window (only global layers see

@@ -132,49 +132,20 @@ static int32_t ranked_probs(const sample_params *p, sample_cand *c, int32_t k, f
     return k;
 }
 
-/* The draw over the ranked candidates c[0..k) (ranked_probs' input): one RNG draw. */
-static int32_t sample_ranked(sampler *s, sample_cand *c, int32_t k) {
-    float mass;
-    k = ranked_probs(&s->p, c, k, &mass);
-    float r = rng_unit(&s->rng) * mass, acc = 0;
-    for (int32_t i = 0; i < k; i++) {
-        acc += c[i].p;
-        if (r < acc) return c[i].id;
-    }
-    return c[k - 1].id;
-}
-
 /* top-k applied to n candidates: how many are kept */
 static int32_t kept_of(const sample_params *p, int32_t n) {
     return p->top_k > 0 && p->top_k < n ? p->top_k : n;
 }
 
-/* The draw over candidates c[0..n) holding (id, logit), in id order: ranks them (only
- * the top_k best when top-k is on) and draws. */
-static int32_t sample_from_cands(sampler *s, sample_cand *c, int32_t n) {
-    const int32_t k = kept_of(&s->p, n);
-    if (k < n) select_top(c, n, k);
-    qsort(c, (size_t)k, sizeof *c, cmp_desc);
-    return sample_ranked(s, c, k);
-}
-
-int32_t sampler_sample(sampler *s, const float *logits, int32_t n) {
-    if (s->p.temp <= 0 || n > s->n_cand || n <= 0) return sample_argmax(logits, n);
-    sample_cand *c = s->cand;
-    const int32_t k = kept_of(&s->p, n);
-    if (k == n) {
-        for (int32_t i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0};
-        return sample_from_cands(s, c, n);
-    }
-    /* top-k straight from the logits, without filling all n candidates first */
+/* Fills c[0..k) with the k (< n) best of logits[0..n), in no particular order, straight
+ * from the logits: select_top without filling all n candidates first. */
+static void select_top_logits(sample_cand *c, const float *logits, int32_t n, int32_t k) {
     for (int32_t i = 0; i < k; i++) c[i] = (sample_cand){i, logits[i], 0};
     for (int32_t i = k / 2 - 1; i >= 0; i--) heap_down(c, k, i);
     /* (most logits lose against the heap's worst: a vector scan finds the next that does
      * not, the same comparison heap_offer makes) */
     for (int32_t i = k; (i += (int32_t)vec_first_above(logits + i, n - i, c[0].logit)) < n; i++)
         heap_offer(c, k, (sample_cand){i, logits[i], 0});
-    qsort(c, (size_t)k, sizeof *c, cmp_desc);
-    return sample_ranked(s, c, k);
 }
 
 bool sample_uses_history(const sample_params *p) {
@@ -206,34 +177,63 @@ static int32_t penalised_cands(sampler *s, const float *logits, int32_t n, const
     return best;
 }
 
+/* The distribution a draw takes, shared by every draw and by sampler_dist so that they
+ * cannot differ: the repetition penalty (when on and given a history), then top-k,
+ * ranking (cmp_desc), temperature, top-p and min-p. Leaves the kept candidates, best
+ * first, in s->cand[0..k) with unnormalised probabilities and their total in *mass, and
+ * returns k >= 1; returns 0 when greedy, with the token in *best. n is in 1..n_cand. */
+static int32_t sampler_rank(sampler *s, const float *logits, int32_t n, const int32_t *hist,
+                            int32_t n_hist, int32_t *best, float *mass) {
+    sample_cand *c = s->cand;
+    const int32_t k = kept_of(&s->p, n);
+    if (sample_uses_history(&s->p) && n_hist > 0) {
+        *best = penalised_cands(s, logits, n, hist, n_hist);
+        if (s->p.temp <= 0) return 0;
+        if (k < n) select_top(c, n, k);
+    } else if (s->p.temp <= 0) {
+        *best = sample_argmax(logits, n);
+        return 0;
+    } else if (k < n) {
+        select_top_logits(c, logits, n, k);
+    } else {
+        for (int32_t i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0};
+    }
+    qsort(c, (size_t)k, sizeof *c, cmp_desc);
+    return ranked_probs(&s->p, c, k, mass);
+}
+
 int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const int32_t *hist,
                             int32_t n_hist) {
-    if (!sample_uses_history(&s->p) || n_hist <= 0 || n > s->n_cand)
-        return sampler_sample(s, logits, n);
-    sample_cand *c = s->cand;
-    int32_t best = penalised_cands(s, logits, n, hist, n_hist);
-    return s->p.temp <= 0 ? best : sample_from_cands(s, c, n);
+    if (n <= 0 || n > s->n_cand) return sample_argmax(logits, n);
+    int32_t best;
+    float mass;
+    const int32_t k = sampler_rank(s, logits, n, hist, n_hist, &best, &mass);
+    if (k == 0) return best;
+    /* one RNG draw over the kept candidates */
+    const sample_cand *c = s->cand;
+    float r = rng_unit(&s->rng) * mass, acc = 0;
+    for (int32_t i = 0; i < k; i++) {
+        acc += c[i].p;
+        if (r < acc) return c[i].id;
+    }
+    return c[k - 1].id;
+}
+
+int32_t sampler_sample(sampler *s, const float *logits, int32_t n) {
+    return sampler_sample_hist(s, logits, n, NULL, 0);
 }
 
 int32_t sampler_dist(sampler *s, const float *logits, int32_t n, const int32_t *hist,
                      int32_t n_hist, int32_t *ids, float *probs) {
     if (n <= 0 || n > s->n_cand) return 0;
-    sample_cand *c = s->cand;
-    int32_t best = 0;
-    if (sample_uses_history(&s->p) && n_hist > 0) best = penalised_cands(s, logits, n, hist, n_hist);
-    else if (s->p.temp <= 0) best = sample_argmax(logits, n);
-    else for (int32_t i = 0; i < n; i++) c[i] = (sample_cand){i, logits[i], 0};
-    if (s->p.temp <= 0) {
+    int32_t best;
+    float mass;
+    const int32_t k = sampler_rank(s, logits, n, hist, n_hist, &best, &mass);
+    if (k == 0) {
         ids[0] = best, probs[0] = 1;
         return 1;
     }
-    /* the same ranking and filters as a draw (sample_from_cands, sample_ranked) */
-    int32_t k = kept_of(&s->p, n);
-    if (k < n) select_top(c, n, k);
-    qsort(c, (size_t)k, sizeof *c, cmp_desc);
-    float mass;
-    k = ranked_probs(&s->p, c, k, &mass);
-    for (int32_t i = 0; i < k; i++) ids[i] = c[i].id, probs[i] = c[i].p / mass;
+    for (int32_t i = 0; i < k; i++) ids[i] = s->cand[i].id, probs[i] = s->cand[i].p / mass;
     return k;
 }
 

@@ -21,6 +21,7 @@ void step_plan_free(step_plan *p) {
     free(p->out_node);
     free(p->logits);
     free(p->scratch);
+    free(p->row_of);
     free(p->lse);
     free(p->lse_ok);
     free(p->tk_ids);
@@ -119,13 +120,10 @@ st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
     for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
         n_rows += step_row_wanted(forest_node_at(f, i));
     if (n_rows == 0) return ST_OK;
-    int32_t cap = forest_capacity(f);
-    int32_t *row_of = malloc(sizeof(int32_t) * (size_t)cap);
-    if (!row_of || !reserve_rows(p, n_rows) ||
-        !ARR_GROW_I32(p->out_node, n_rows, p->cap_out)) {
-        free(row_of);
+    if (!ARR_GROW_I32(p->row_of, forest_capacity(f), p->cap_row_of) || !reserve_rows(p, n_rows) ||
+        !ARR_GROW_I32(p->out_node, n_rows, p->cap_out))
         return st_set(err, ST_ERR_NOMEM, "out of memory planning a step");
-    }
+    int32_t *row_of = p->row_of;
     /* 1. rows in DFS preorder: parents before children */
     int32_t n = 0;
     for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
@@ -170,7 +168,6 @@ st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
         if (want) p->out_node[p->n_out++] = forest_id_at(f, idx);
     }
     p->n_rows = n;
-    free(row_of);
     if (!ok) {
         step_plan_cancel(f, p);
         return st_set(err, ST_ERR_NOMEM, "out of memory planning a step");
@@ -249,7 +246,7 @@ static kern_lse row_lse(step_plan *p, int32_t o) {
 }
 
 float step_logprob_of(step_plan *p, forest_id node, int32_t t) {
-    int32_t o = out_row(p, node);
+    int32_t o = p->rows_kept ? out_row(p, node) : -1;
     if (o < 0 || t < 0 || t >= p->n_vocab) return NAN;
     return kern_logprob(p->logits[(size_t)o * p->n_vocab + t], row_lse(p, o));
 }
@@ -262,12 +259,13 @@ int32_t step_topk_of(const step_plan *p, forest_id node, const int32_t **ids, co
     return p->tk_k < p->n_vocab ? p->tk_k : p->n_vocab;
 }
 
-/* Every out row's log-sum-exp and top-k in one op on the backend, when the caller or the
- * forest wants top-k; the forest's share goes into each node's alternatives. */
-static void store_topk(forest *f, step_plan *p) {
+/* Every out row's log-sum-exp and top-k in one op on the backend from the rows (p->logits,
+ * or backend memory), when the caller or the forest wants top-k; the forest's share goes
+ * into each node's alternatives. */
+static void store_topk(forest *f, step_plan *p, const float *rows) {
     const int32_t K = p->tk_k, KF = forest_top_k(f) < K ? forest_top_k(f) : K;
     if (K <= 0 || p->n_out == 0) return; /* (then each row's lse waits until asked for) */
-    kern_backend_ops(p->be)->topk_lse(p->be, p->logits, p->n_out, p->n_vocab, K, p->lse,
+    kern_backend_ops(p->be)->topk_lse(p->be, rows, p->n_out, p->n_vocab, K, p->lse,
                                       p->tk_ids, p->tk_lp);
     memset(p->lse_ok, 1, (size_t)p->n_out);
     const int32_t n = KF < p->n_vocab ? KF : p->n_vocab;
@@ -286,33 +284,42 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
     const model_hparams *hp = model_ctx_hparams(c);
     int32_t V = hp->n_vocab;
     int32_t K = forest_top_k(f) > p->top_k ? forest_top_k(f) : p->top_k;
-    int32_t cap = p->n_vocab == V ? p->cap_logits_rows : 0; /* rows of the last vocabulary's size */
-    float *logits = arr_reserve_i32(p->logits, sizeof(float) * (size_t)V, p->n_out, &cap);
-    if (logits) p->logits = logits, p->cap_logits_rows = cap;
-    if (!logits ||
+    kern_backend *be = model_ctx_backend(c);
+    const kern_ops *o = kern_backend_ops(be);
+    /* rows only the top-k is read from stay where a device backend computes them */
+    const bool on_device = p->topk_only && o->device && p->n_out > 0;
+    float *rows;
+    if (on_device) {
+        rows = o->buf_alloc(be, sizeof(float) * (size_t)V * (size_t)p->n_out);
+        if (!rows) kern_backend_sync(be, NULL); /* (reported below, as the host's is) */
+    } else {
+        int32_t cap = p->n_vocab == V ? p->cap_logits_rows : 0; /* rows of the last vocabulary's size */
+        rows = arr_reserve_i32(p->logits, sizeof(float) * (size_t)V, p->n_out, &cap);
+        if (rows) p->logits = rows, p->cap_logits_rows = cap;
+    }
+    st_code rc = ST_OK;
+    if (!rows ||
         !ARR_GROW_I32(p->lse, p->n_out, p->cap_lse) ||
         !ARR_GROW_I32(p->lse_ok, p->n_out, p->cap_lse_ok) ||
         !ARR_GROW_I32(p->tk_ids, p->n_out * K, p->cap_tk_ids) ||
-        !ARR_GROW_I32(p->tk_lp, p->n_out * K, p->cap_tk_lp)) {
-        step_plan_cancel(f, p);
-        return st_set(err, ST_ERR_NOMEM, "out of memory for %d rows of logits", p->n_out);
-    }
+        !ARR_GROW_I32(p->tk_lp, p->n_out * K, p->cap_tk_lp))
+        rc = st_set(err, ST_ERR_NOMEM, "out of memory for %d rows of logits", p->n_out);
     /* windows from the segments the rows use (a rope-gap step's too: the last n_swa keys) */
-    st_code wrc = plan_window(p, seg_off, segs, hp, err);
-    if (wrc) {
-        step_plan_cancel(f, p);
-        return wrc;
+    if (rc == ST_OK) rc = plan_window(p, seg_off, segs, hp, err);
+    if (rc == ST_OK) {
+        p->n_vocab = V;
+        p->tk_k = 0;
+        p->rows_kept = false;
+        p->be = be;
+        model_batch b = {.n_rows = p->n_rows, .tokens = p->tokens, .pos = pos, .slot = p->slot,
+                         .seg_off = seg_off, .segs = segs, .want_logits = p->want,
+                         .seg_off_swa = p->seg_off_swa, .segs_swa = p->segs_swa};
+        if (p->forward_begin) p->forward_begin(p->forward_ud);
+        rc = model_forward(c, &b, rows, err);
+        if (p->forward_end) p->forward_end(p->forward_ud);
     }
-    p->n_vocab = V;
-    p->tk_k = 0;
-    p->be = model_ctx_backend(c);
-    model_batch b = {.n_rows = p->n_rows, .tokens = p->tokens, .pos = pos, .slot = p->slot,
-                     .seg_off = seg_off, .segs = segs, .want_logits = p->want,
-                     .seg_off_swa = p->seg_off_swa, .segs_swa = p->segs_swa};
-    if (p->forward_begin) p->forward_begin(p->forward_ud);
-    st_code rc = model_forward(c, &b, p->logits, err);
-    if (p->forward_end) p->forward_end(p->forward_ud);
     if (rc) {
+        if (on_device && rows) o->buf_free(be, rows);
         step_plan_cancel(f, p);
         return rc;
     }
@@ -324,7 +331,9 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
     }
     if (p->n_out > 0) memset(p->lse_ok, 0, (size_t)p->n_out);
     p->tk_k = K;
-    store_topk(f, p);
+    p->rows_kept = !on_device;
+    store_topk(f, p, rows);
+    if (on_device) o->buf_free(be, rows);
     p->active = false;
     return ST_OK;
 }
@@ -336,7 +345,7 @@ st_code step_forest(forest *f, step_plan *p, model_ctx *c, st_err *err) {
 }
 
 const float *step_logits_of(const step_plan *p, forest_id node) {
-    int32_t o = out_row(p, node);
+    int32_t o = p->rows_kept ? out_row(p, node) : -1;
     return o < 0 ? NULL : p->logits + (size_t)o * p->n_vocab;
 }
 

@@ -52,8 +52,18 @@ typedef struct step_plan {
     int32_t cap_rows, cap_segs, cap_out, cap_logits_rows;
     int32_t *scratch;      /* ancestor slots while building */
     int32_t cap_scratch;
+    int32_t *row_of;       /* (forest capacity) the row of each node that is one, after
+                              step_plan_build (other entries undefined): for a strategy
+                              that rewrites the rows' segments (the rope-gap merge) */
+    int32_t cap_row_of;
     int32_t top_k;         /* the caller's: top-k ids wanted per logits row (0: none);
                               a run computes max(top_k, forest_top_k) (step_topk_of) */
+    bool topk_only;        /* the caller's: it reads the top-k only (step_topk_of, the
+                              forest's alternatives), not the logits rows, so a device
+                              backend leaves the rows on the device and brings back the
+                              top-k alone; step_logits_of then gives NULL and
+                              step_logprob_of NAN. false (the default): full rows */
+    bool rows_kept;        /* the last run's rows are in logits (not left on a device) */
     kern_lse *lse;         /* (n_out) each logits row's log-sum-exp (kern topk_lse op) */
     uint8_t *lse_ok;       /* (n_out) lse[o] computed for the last run */
     int32_t cap_lse, cap_lse_ok;
@@ -112,11 +122,12 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err);
 /* build + run. */
 st_code step_forest(forest *f, step_plan *p, model_ctx *c, st_err *err);
 
-/* Logits row of a node scored by the last run, or NULL. */
+/* Logits row of a node scored by the last run, or NULL (also when a device backend left
+ * the rows on the device: topk_only). */
 const float *step_logits_of(const step_plan *p, forest_id node);
 
 /* log softmax(logits of node)[t] after the last run (t < n_vocab), or NAN when node was
- * not scored: kern_logprob with the row's log-sum-exp from the backend's topk_lse op,
+ * not scored or its row was left on a device (topk_only): kern_logprob with the row's log-sum-exp from the backend's topk_lse op,
  * computed once per run and shared by every caller and by the top-k (step_topk_of), so
  * asking again costs nothing and gives the same bits (on the cpu backend also those of
  * sample_log_softmax). */

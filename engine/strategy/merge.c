@@ -147,7 +147,6 @@ struct merge_gap {
     int32_t gap;
     /* scratch, grown as needed */
     int32_t *slots, cap_slots;   /* base slots, then a row's chain */
-    int32_t *row_of, cap_row_of; /* (forest capacity) plan row of a pending node */
     uint8_t *mark;               /* (forest capacity) node already in the base */
     int32_t *pos, *seg_off, cap_rows;
     kern_seg *segs;
@@ -200,7 +199,6 @@ void merge_gap_free(merge_gap *g) {
     if (!g) return;
     free(g->leaves);
     free(g->slots);
-    free(g->row_of);
     free(g->mark);
     free(g->pos);
     free(g->seg_off);
@@ -263,9 +261,9 @@ st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_e
         return st_set(err, ST_ERR_ARG, "rope-gap merge: the merged chain was pruned");
     st_code rc = step_plan_build(f, p, err);
     if (rc || p->n_rows == 0) return rc;
-    int32_t R = p->n_rows, cap = forest_capacity(f);
+    int32_t R = p->n_rows;
     int32_t nb = base_slots(g, f);
-    bool ok = nb >= 0 && ARR_GROW_I32(g->row_of, cap, g->cap_row_of);
+    bool ok = nb >= 0;
     int32_t crow = g->cap_rows;
     ok = ok && ARR_GROW_I32(g->pos, R + 1, crow);
     crow = g->cap_rows;
@@ -275,7 +273,6 @@ st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_e
         step_plan_cancel(f, p);
         return st_set(err, ST_ERR_NOMEM, "out of memory for a rope-gap step");
     }
-    for (int32_t r = 0; r < R; r++) g->row_of[p->node[r]] = r;
     int32_t first = forest_index(g->first), fdepth = forest_get(f, g->first)->depth, k = 0;
     g->seg_off[0] = 0;
     for (int32_t r = 0; r < R && ok; r++) {
@@ -285,14 +282,14 @@ st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_e
         while (i >= 0 && forest_node_at(f, i)->depth >= fdepth && i != first) {
             if (!(ok = ARR_GROW_I32(g->slots, m + 1, g->cap_slots))) break;
             const forest_node *nd = forest_node_at(f, i);
-            g->slots[m++] = nd->state == FOREST_COMPUTED ? nd->kv_slot : p->slot[g->row_of[i]];
+            g->slots[m++] = nd->state == FOREST_COMPUTED ? nd->kv_slot : p->slot[p->row_of[i]];
             i = nd->parent;
         }
         if (!ok) break;
         if (i == first) {
             const forest_node *nd = forest_node_at(f, i);
             if (!(ok = ARR_GROW_I32(g->slots, m + 1, g->cap_slots))) break;
-            g->slots[m++] = nd->state == FOREST_COMPUTED ? nd->kv_slot : p->slot[g->row_of[i]];
+            g->slots[m++] = nd->state == FOREST_COMPUTED ? nd->kv_slot : p->slot[p->row_of[i]];
             for (int32_t a = nb, b = m - 1; a < b; a++, b--) { /* root-first order */
                 int32_t t = g->slots[a];
                 g->slots[a] = g->slots[b];

@@ -60,6 +60,7 @@ struct cuda_state {
     dev_buf scratch[N_SCRATCH];
     small_copy small[N_SMALL];
     uint64_t small_clock;
+    uint64_t d2h_bytes; /* copied to the host so far (cu_d2h_bytes) */
     std::vector<std::pair<uintptr_t, uintptr_t>> own; /* this instance's buffers [start, end) */
 };
 
@@ -158,6 +159,12 @@ const void *to_device(kern_backend *b, const char *op, const void *host, size_t 
     return c.dev.p;
 }
 
+/* Every copy from the device to the host: synchronous, and counted (cu_d2h_bytes). */
+cudaError_t d2h(kern_backend *b, void *dst, const void *src, size_t bytes) {
+    state_of(b)->d2h_bytes += bytes;
+    return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+
 /* Whether p is device memory: one of this instance's buffers, else as the driver says. */
 bool on_device(kern_backend *b, const void *p) {
     const uintptr_t u = (uintptr_t)p;
@@ -244,7 +251,7 @@ void cuda_upload(kern_backend *b, void *dst, const void *src, size_t bytes) {
 }
 
 void cuda_download(kern_backend *b, void *dst, const void *src, size_t bytes) {
-    if (bytes) CU_OK(b, "download", cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    if (bytes) CU_OK(b, "download", d2h(b, dst, src, bytes));
 }
 
 st_code cuda_mat_prepare(kern_backend *b, kern_mat *out, const kern_mat *stored, uint32_t flags,
@@ -288,19 +295,23 @@ void cuda_kv_store(kern_backend *b, float *cache, int64_t row_len, const int32_t
 
 void cuda_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_slots,
                      int64_t row_len, const int32_t *dst_of_src) {
-    const size_t block = (size_t)n_slots * (size_t)row_len;
-    if (block == 0 || n_blocks <= 0) return;
-    float *tmp = static_cast<float *>(
-        dev_alloc(b, "kv_permute", "a copy of one layer's cache", block * sizeof(float)));
-    const int32_t *dd = tmp ? static_cast<const int32_t *>(to_device(
-                                  b, "kv_permute", dst_of_src, sizeof(int32_t) * (size_t)n_slots))
+    std::vector<int32_t> src, dst; /* the rows that move: from slot src[i] to dst[i] */
+    for (int32_t s = 0; s < n_slots; s++)
+        if (kern_kv_moves(dst_of_src, s)) src.push_back(s), dst.push_back(dst_of_src[s]);
+    const int32_t m = (int32_t)src.size();
+    if (m == 0 || row_len <= 0 || n_blocks <= 0) return;
+    const size_t block = (size_t)n_slots * (size_t)row_len, idx_bytes = sizeof(int32_t) * (size_t)m;
+    float *tmp = static_cast<float *>(dev_alloc(b, "kv_permute", "a copy of the rows that move",
+                                                (size_t)m * (size_t)row_len * sizeof(float)));
+    const int32_t *ds = tmp ? static_cast<const int32_t *>(to_device(b, "kv_permute", src.data(), idx_bytes))
                             : nullptr;
+    const int32_t *dd = ds ? static_cast<const int32_t *>(to_device(b, "kv_permute", dst.data(), idx_bytes))
+                           : nullptr;
+    /* (all of a block's moving rows are read before any is written: a slot may be both) */
     for (int64_t l = 0; dd && l < n_blocks; l++) {
         float *c = cache + (size_t)l * block;
-        if (!CU_OK(b, "kv_permute", cudaMemcpyAsync(tmp, c, block * sizeof(float),
-                                                    cudaMemcpyDeviceToDevice, STREAM)))
-            break;
-        cu_kv_move(c, tmp, dd, n_slots, row_len, STREAM);
+        cu_kv_gather(tmp, c, row_len, ds, m, STREAM);
+        cu_kv_store(c, row_len, dd, tmp, m, STREAM);
     }
     LAUNCHED(b, "kv_permute");
     if (tmp) CU_OK(b, "kv_permute", cudaFree(tmp));
@@ -364,7 +375,7 @@ void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, i
     if (n_rows <= CU_FEW_ROWS) cu_matmul_few(yd, w->type, w->data, w->n_out, w->n_in, x, n_rows, STREAM);
     else product(b, yd, w, x, n_rows);
     if (LAUNCHED(b, "matmul") && yd != y)
-        CU_OK(b, "matmul", cudaMemcpy(y, yd, y_bytes, cudaMemcpyDeviceToHost));
+        CU_OK(b, "matmul", d2h(b, y, yd, y_bytes));
 }
 
 void cuda_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
@@ -511,22 +522,22 @@ void cuda_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, i
     if (!LAUNCHED(b, "topk_lse")) return;
     std::vector<double> ls(nr);
     std::vector<float> mx(nr);
-    if (!CU_OK(b, "topk_lse", cudaMemcpy(ls.data(), d_ls, nr * 8, cudaMemcpyDeviceToHost)) ||
-        !CU_OK(b, "topk_lse", cudaMemcpy(mx.data(), d_mx, nr * 4, cudaMemcpyDeviceToHost)))
+    if (!CU_OK(b, "topk_lse", d2h(b, ls.data(), d_ls, nr * 8)) ||
+        !CU_OK(b, "topk_lse", d2h(b, mx.data(), d_mx, nr * 4)))
         return;
     for (size_t r = 0; r < nr; r++) lse[r] = kern_lse{mx[r], ls[r]};
     if (k <= 0) return;
     int32_t filled = got;
     if (kd > 0) {
-        if (!CU_OK(b, "topk_lse", cudaMemcpy(ids, d_ids, pairs * 4, cudaMemcpyDeviceToHost)) ||
-            !CU_OK(b, "topk_lse", cudaMemcpy(lp, d_lp, pairs * 4, cudaMemcpyDeviceToHost)))
+        if (!CU_OK(b, "topk_lse", d2h(b, ids, d_ids, pairs * 4)) ||
+            !CU_OK(b, "topk_lse", d2h(b, lp, d_lp, pairs * 4)))
             return;
     } else {
         std::vector<float> hx;
         const float *xh = x;
         if (!host_x) {
             hx.resize(nr * (size_t)n);
-            if (!CU_OK(b, "topk_lse", cudaMemcpy(hx.data(), x, x_bytes, cudaMemcpyDeviceToHost)))
+            if (!CU_OK(b, "topk_lse", d2h(b, hx.data(), x, x_bytes)))
                 return;
             xh = hx.data();
         }
@@ -540,6 +551,7 @@ void cuda_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, i
 kern_ops make_ops() {
     kern_ops o = {};
     o.name = "cuda";
+    o.device = true;
     o.init = cuda_init;
     o.free = cuda_free;
     o.sync = cuda_sync;
@@ -574,3 +586,5 @@ kern_ops make_ops() {
 extern "C" const kern_ops kern_cuda_ops = make_ops();
 
 extern "C" bool cu_emulated(void) { return CU_EMU; }
+
+extern "C" uint64_t cu_d2h_bytes(kern_backend *b) { return state_of(b)->d2h_bytes; }

@@ -23,6 +23,12 @@ typedef struct CUstream_st *cu_stream;
 /* Whether these kernels run under the CPU emulator (emu.h) rather than on a GPU. */
 bool cu_emulated(void);
 
+struct kern_backend;
+/* Bytes the cuda backend b has copied from the device to the host so far (download,
+ * matmul into host memory, topk_lse's results): what a test counts to see that rows
+ * left on the device stay there. */
+uint64_t cu_d2h_bytes(struct kern_backend *b);
+
 /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for n_rows rows of dim (one block a row, float
  * sums); y may equal x. */
 void cu_rmsnorm(float *y, const float *x, const float *w, int32_t n_rows, int32_t dim,
@@ -93,10 +99,10 @@ void cu_attention(float *out, const float *q, const float *k, const float *v,
 void cu_kv_store(float *cache, int64_t row_len, const int32_t *slot, const float *x,
                  int32_t n_rows, cu_stream s);
 
-/* Row s of src (n_slots rows of row_len) to row dst_of_src[s] of dst when that is >= 0
- * (dst_of_src a device array; src and dst do not overlap). */
-void cu_kv_move(float *dst, const float *src, const int32_t *dst_of_src, int32_t n_slots,
-                int64_t row_len, cu_stream s);
+/* Row i of y = row slot[i] of cache (rows of row_len floats), i < n_rows; slot a device
+ * array, y and cache do not overlap. */
+void cu_kv_gather(float *y, const float *cache, int64_t row_len, const int32_t *slot,
+                  int32_t n_rows, cu_stream s);
 
 /* y[i] = x[idx[i]], rows of width floats, i < n (idx a device array), one row after
  * another, so y may equal x when idx[i] >= i. */

@@ -1,5 +1,6 @@
-/* kv.cu - moving rows on the GPU: K/V rows into their cache slots, a layer's rows to their
- * new slots when the cache is compacted, and a batch's rows gathered for the classifier.
+/* kv.cu - moving rows on the GPU: K/V rows into their cache slots and out of them (a
+ * compaction moves a layer's rows through both), and a batch's rows gathered for the
+ * classifier.
  * Contracts: cu.h. */
 #include "kernels/cuda/common.cuh"
 
@@ -60,9 +61,9 @@ extern "C" void cu_kv_store(float *cache, int64_t row_len, const int32_t *slot, 
     if (n_rows > 0 && row_len > 0) copy_rows(cache, x, slot, nullptr, n_rows, row_len, s);
 }
 
-extern "C" void cu_kv_move(float *dst, const float *src, const int32_t *dst_of_src,
-                           int32_t n_slots, int64_t row_len, cu_stream s) {
-    if (n_slots > 0 && row_len > 0) copy_rows(dst, src, dst_of_src, nullptr, n_slots, row_len, s);
+extern "C" void cu_kv_gather(float *y, const float *cache, int64_t row_len, const int32_t *slot,
+                             int32_t n_rows, cu_stream s) {
+    if (n_rows > 0 && row_len > 0) copy_rows(y, cache, nullptr, slot, n_rows, row_len, s);
 }
 
 extern "C" void cu_gather_rows(float *y, const float *x, const int32_t *idx, int32_t n,
