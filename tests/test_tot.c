@@ -157,15 +157,14 @@ static void check_shape(int32_t d) {
         level = pr.done; /* a level was judged: check the forest between levels */
         forest_id kept[8], leaves[64];
         int32_t nk = strategy_scores(s, kept, (double[8]){0}, 8), nl = forest_leaves(r.f, leaves, 64);
-        /* after the judge, the next level's first tokens hang under the kept leaves */
+        /* between levels the kept leaves alone: the next level is forked by the next step */
         int32_t depth_ok = 0;
         for (int32_t i = 0; i < nk; i++)
             depth_ok += forest_get(r.f, kept[i])->depth == NP - 1 + level * LEN;
-        bool last = level == d;
-        int32_t want_leaves = last ? B : B * K;
+        int32_t want_leaves = B;
         int32_t used = kv_alloc_used(forest_kv(r.f));
         if (nk == B && depth_ok == B && nl == want_leaves && used == path_nodes(r.f, kept, nk) &&
-            forest_n_live(r.f) == used + (last ? 0 : B * K) && forest_check(r.f, &err) == ST_OK)
+            forest_n_live(r.f) == used && forest_check(r.f, &err) == ST_OK)
             good++;
         else
             fprintf(stderr, "  level %d: %d kept (%d at depth), %d leaves, %d slots used, %d on kept paths, %d live\n",

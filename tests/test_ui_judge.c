@@ -180,8 +180,124 @@ static void check_worker_scores(model *m, tok *tk) {
     model_ctx_free(c);
 }
 
+/* Waits (at most 60 s) until the worker's job line says want ("tot 1/3 paused"); false
+ * on a timeout. */
+static bool wait_job(ui_worker *w, const char *want) {
+    ui_stats st;
+    for (time_t t0 = time(NULL); time(NULL) - t0 < 60; usleep(2000)) {
+        ui_worker_lock(w);
+        ui_worker_stats(w, &st);
+        ui_worker_unlock(w);
+        if (!strcmp(st.job, want)) return true;
+    }
+    fprintf(stderr, "want '%s', the job line says '%s' after 60 s\n", want, st.job);
+    return false;
+}
+
+/* The leaves below at (malloc'd, *n), under the lock. */
+static forest_id *leaves_under(const forest *f, forest_id at, int32_t *n) {
+    forest_id *out = malloc(sizeof *out * (size_t)forest_capacity(f));
+    *n = 0;
+    for (int32_t i = forest_dfs_first(f); out && i >= 0; i = forest_dfs_next(f, i)) {
+        forest_id id = forest_id_at(f, i);
+        if (id != at && forest_n_children(f, id) == 0 && forest_common_ancestor(f, id, at) == at) out[(*n)++] = id;
+    }
+    return out;
+}
+
+static forest_id parent_of(const forest *f, forest_id id) { return forest_id_at(f, forest_get(f, id)->parent); }
+
+/* The tree a paused :tot shows: every leaf below at scored, none pending (the next level
+ * not forked yet), each a thought below one of the nodes of above (FOREST_NONE: at's own
+ * children); returns how many leaves, -1 when one breaks the rule. */
+static int32_t paused_leaves(ui_worker *w, forest_id at, const forest_id *above, int32_t n_above, forest_id *out,
+                             const char *what) {
+    ui_worker_lock(w);
+    const forest *f = ui_worker_forest(w);
+    int32_t n, bad = 0;
+    forest_id *lf = leaves_under(f, at, &n);
+    double v;
+    for (int32_t i = 0; i < n; i++) {
+        bool under = n_above == 0; /* level 1: one chain from a child of at */
+        for (forest_id up = parent_of(f, lf[i]); n_above == 0 && up != at; up = parent_of(f, up))
+            under &= forest_n_children(f, up) == 1;
+        for (int32_t k = 0; k < n_above; k++)
+            under |= above[k] != lf[i] && forest_common_ancestor(f, lf[i], above[k]) == above[k];
+        bad += !under || !ui_worker_score_of(w, lf[i], &v) || isnan(v);
+        out[i] = lf[i];
+    }
+    int32_t pending = forest_n_pending(f);
+    T_CHECK(lf && bad == 0 && pending == 0 && n > 0, "%s: %d leaves, %d not a scored thought of that level, %d pending",
+            what, n, bad, pending);
+    free(lf);
+    ui_worker_unlock(w);
+    return bad || pending ? -1 : n;
+}
+
+/* :tot 3 2 3 on stories260K, greedy, live: p pauses at the end of level 1 (the forest
+ * holds level 1's thoughts, scored, and nothing of level 2), s steps exactly one level
+ * (level 2's thoughts under level 1's), p resumes to the end. */
+static void check_tot_live(void) {
+    const char *path = t_shared("models/stories260K.gguf");
+    if (!path) {
+        T_SKIP("stories260K fixture absent");
+        return;
+    }
+    st_err err = {0};
+    model *m = model_load(path, &err);
+    tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
+    model_ctx *c = m ? t_new_ctx(m, 1024) : NULL;
+    forest *f = forest_init(1024, 0);
+    int32_t n;
+    int32_t *p = tk ? tok_encode_alloc(tk, "Once upon a time", 16, tok_add_bos(tk), false, &n, &err) : NULL;
+    forest_id at;
+    sample_params sp = sample_default_params();
+    sp.temp = 0;
+    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = 8, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = p && c && f && !forest_add_root(f, p, NULL, n, 0, &at, &err) ? ui_worker_start(&wp, &err) : NULL;
+    T_CHECK(w, "stories260K worker: %s", err.msg);
+    free(p);
+    if (!w) {
+        forest_free(f);
+        goto out;
+    }
+    ui_cmd cmd;
+    T_CHECK(ui_cmd_parse(":tot 3 2 3", &cmd, &err) == ST_OK, ":tot parses: %s", err.msg);
+    cmd.job.node = at;
+    ui_job pause = {.kind = UI_JOB_PAUSE};
+    ui_worker_lock(w); /* both queued before the worker can step: the pause lands before level 1 ends */
+    ui_worker_post(w, &cmd.job);
+    ui_worker_post(w, &pause);
+    ui_worker_unlock(w);
+    forest_id l1[64], l2[64];
+    int32_t n1 = wait_job(w, "tot 1/3 paused") ? paused_leaves(w, at, NULL, 0, l1, "paused after level 1") : -1;
+    T_CHECK(n1 == 2, "level 1 kept 2 thoughts: %d", n1);
+    int32_t n2 = -1;
+    if (n1 > 0) {
+        ui_job step = ui_job_run(STRAT_STEPS, at);
+        ui_worker_post(w, &step);
+        n2 = wait_job(w, "tot 2/3 paused") ? paused_leaves(w, at, l1, n1, l2, "one level stepped") : -1;
+        T_CHECK(n2 == 2, "level 2 kept 2 thoughts under level 1's: %d", n2);
+    }
+    if (n2 > 0) {
+        T_CHECK(run_job(w, pause), "resumed to the end");
+        ui_worker_lock(w);
+        int32_t nl;
+        forest_id *lf = leaves_under(ui_worker_forest(w), at, &nl);
+        T_CHECK(nl == 2 && !ui_worker_busy(w), "after the run: %d leaves (want 2)", nl);
+        free(lf);
+        ui_worker_unlock(w);
+    }
+    ui_worker_stop(w);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 int main(void) {
     check_parse();
+    check_tot_live();
     check_many();
     mkmodel_params mp = mkmodel_default_params();
     st_err err = {0};

@@ -227,9 +227,12 @@ static st_code export_job(ui_worker *w, const ui_job *j, st_err *err) {
 /* Pause (toggle) or cancel the running strategy. */
 static st_code pause_job(ui_worker *w, bool cancel, st_err *err) {
     if (!w->run) return st_set(err, ST_ERR_ARG, "nothing is running");
-    if (cancel) worker_run_stop(w);
-    else w->paused = !w->paused;
-    say(w, "%s", cancel ? "cancelled" : w->paused ? "paused" : "resumed");
+    if (!cancel) {
+        worker_run_pause(w);
+        return ST_OK;
+    }
+    worker_run_stop(w);
+    say(w, "%s", "cancelled");
     return ST_OK;
 }
 
@@ -449,5 +452,5 @@ void ui_worker_stats(const ui_worker *w, ui_stats *s) {
     }
     strategy_get_progress(w->run, &pr);
     snprintf(s->job, sizeof s->job, "%s %d/%d%s", strategy_ops_of(w->run)->name, pr.done, pr.goal,
-             w->paused ? " paused" : "");
+             w->paused ? " paused" : w->pause_next ? " pausing" : "");
 }

@@ -41,6 +41,9 @@ struct ui_worker {
     ui_margins *mg;            /* :margins: owns run, and what its answer prompt needs */
     forest_id run_focus;       /* the node the run last asked views to show */
     bool paused;
+    bool pause_next;           /* pause once the run's stage reaches pause_at (a staged run:
+                                  tot pauses between levels) */
+    int32_t pause_at;
     ui_chat chat;
     bool chat_on;              /* typed text becomes a user turn (needs chat.kind) */
     char note[160];            /* what the job did, added to its "done" */
@@ -81,8 +84,14 @@ static inline void changed(ui_worker *w, bool forest_changed) {
  * message saying so), and for a node a strategy cannot start from. The forest is
  * unchanged on failure. */
 st_code worker_run_start(ui_worker *w, const ui_job *j, st_err *err);
-/* One step of w->run (under the lock): statistics, the mask view, its end. */
+/* One step of w->run (under the lock): statistics, the mask view, its end, and a pause
+ * asked for at the end of a stage. */
 void worker_run_step(ui_worker *w);
+/* Pause (p): a staged run (progress.staged) at the end of its stage, or at once when one
+ * is not staged or a pause is already on its way; resume when paused. */
+void worker_run_pause(ui_worker *w);
+/* s while paused: n more stages of a staged run (then paused again), else n steps now. */
+void worker_run_advance(ui_worker *w, int32_t n);
 /* Ends w->run (the rate of its tokens kept for the status line); none running: no-op. */
 void worker_run_stop(ui_worker *w);
 /* text as a chat user turn under node in the form the branch calls for (ask_margins.h):

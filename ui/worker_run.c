@@ -18,7 +18,42 @@ void worker_run_stop(ui_worker *w) {
     else strategy_free(w->run);
     w->mg = NULL;
     w->run = NULL;
-    w->paused = false;
+    w->paused = w->pause_next = false;
+}
+
+/* Pauses at the end of the stage after the current one plus n - 1 more. */
+static void pause_after(ui_worker *w, const strategy_progress *pr, int32_t n) {
+    w->pause_next = true;
+    w->pause_at = pr->stage + n;
+}
+
+void worker_run_pause(ui_worker *w) {
+    strategy_progress pr;
+    strategy_get_progress(w->run, &pr);
+    if (!w->paused && pr.staged && !w->pause_next) {
+        pause_after(w, &pr, 1);
+        char m[96];
+        snprintf(m, sizeof m, "%s %d", pr.stage_unit, (int)pr.stage + 1);
+        say(w, "pausing at the end of %s (p again pauses now)", m);
+        return;
+    }
+    w->paused = !w->paused;
+    w->pause_next = false;
+    say(w, "%s", w->paused ? "paused" : "resumed");
+}
+
+void worker_run_advance(ui_worker *w, int32_t n) {
+    strategy_progress pr;
+    strategy_get_progress(w->run, &pr);
+    if (pr.staged) {
+        pause_after(w, &pr, n);
+        w->paused = false;
+        char m[96];
+        snprintf(m, sizeof m, "%d %s%s", (int)n, pr.stage_unit, n == 1 ? "" : "s");
+        say(w, "stepping %s", m);
+        return;
+    }
+    for (int32_t i = 0; i < n && w->run; i++) worker_run_step(w);
 }
 
 static strategy_env worker_env(ui_worker *w) {
@@ -162,8 +197,13 @@ static void want_choices(ui_worker *w, forest_id id) {
     else forest_set_flags(w->f, id, FOREST_WANT_LOGITS, 0);
 }
 
-/* A job starting a strategy: refused while one runs. */
+/* A job starting a strategy: refused while one runs, but for s while it is paused,
+ * which advances it. */
 st_code worker_run_start(ui_worker *w, const ui_job *j, st_err *err) {
+    if (w->run && w->paused && j->u.run.opts.kind == STRAT_STEPS) {
+        worker_run_advance(w, j->u.run.opts.u.steps.n > 0 ? j->u.run.opts.u.steps.n : 1);
+        return ST_OK;
+    }
     if (w->run) return st_set(err, ST_ERR_ARG, "%s is running: cancel it first (x)", strategy_ops_of(w->run)->name);
     st_code rc = check_node(w, j, err);
     if (rc) return rc;
@@ -222,6 +262,14 @@ static void step_done(ui_worker *w, double ms) {
     if (pr.focus != w->run_focus && pr.focus != FOREST_NONE) w->focus = w->run_focus = pr.focus;
     bool active = !strategy_done(w->run);
     if (pr.tell && active) say(w, "%s", pr.text); /* e.g. tokens per step so far */
+    if (active && w->pause_next && pr.staged && pr.stage >= w->pause_at) {
+        w->paused = true;
+        w->pause_next = false;
+        char m[240];
+        snprintf(m, sizeof m, "%s: paused; s steps one %s, p resumes, x stops here and keeps the tree", pr.text,
+                 pr.stage_unit);
+        say(w, "%s", m);
+    }
     if (!active) {
         say_done(w, &pr);
         worker_run_stop(w);

@@ -190,6 +190,12 @@ typedef struct strategy_progress {
     forest_id focus;     /* the node a view should show now (the start, or the answer once
                             margins starts it); FOREST_NONE: no preference */
     bool tell;           /* the text changes every step and is worth showing while it runs */
+    bool staged;         /* the strategy runs in rounds (tot's levels): stage counts them */
+    int32_t stage;       /* rounds completed (tot: levels judged, dfs: expansions judged);
+                            between two steps where it changed, the forest holds the round's
+                            result and nothing of the next round yet, so a view can pause
+                            there */
+    const char *stage_unit; /* staged: what a round is called ("level"), a static string */
     char text[160];      /* one line, "draft: 12 tokens in 5 steps, 2.40 tokens/step";
                             "" when the strategy has nothing to say */
 } strategy_progress;

@@ -40,7 +40,10 @@
 #include "strategy/strategy_impl.h"
 #include "strategy/tot.h"
 
-enum { TOT_START, TOT_GROW, TOT_JUDGE, TOT_DONE };
+/* TOT_EXPAND: a round (a level, a dfs expansion) was judged and the next one is forked
+ * by the next step, from the logits the judge step returned: between the two, the forest
+ * holds the round's result alone (progress.stage), where a view may pause. */
+enum { TOT_START, TOT_EXPAND, TOT_GROW, TOT_JUDGE, TOT_DONE };
 
 /* One candidate of a level: a thought below a kept node. */
 typedef struct tot_cand {
@@ -249,8 +252,7 @@ static st_code judge_level(tot_run *r, const strategy_env *env, st_err *err) {
     for (int32_t i = r->n_kept; i < r->n_cand; i++) prune_cand(r, env->f, &r->cand[r->order[i]]);
     bool more = false;
     for (int32_t i = 0; i < r->n_kept; i++) more |= !r->kept[i].ended;
-    if (r->level < r->d && more) return expand(r, env, err);
-    r->phase = TOT_DONE;
+    r->phase = r->level < r->d && more ? TOT_EXPAND : TOT_DONE;
     return ST_OK;
 }
 
@@ -294,7 +296,10 @@ static st_code dfs_next(tot_run *r, const strategy_env *env, st_err *err) {
     r->kept[0] = c;
     r->n_kept = 1;
     r->level = c.level;
-    if (step_logits_of(env->plan, c.leaf)) return expand(r, env, err);
+    if (step_logits_of(env->plan, c.leaf)) {
+        r->phase = TOT_EXPAND;
+        return ST_OK;
+    }
     r->backtracks++;
     r->phase = TOT_START;
     return strategy_start_node(env->f, c.leaf, err);
@@ -326,6 +331,7 @@ static st_code judge_dfs(tot_run *r, const strategy_env *env, st_err *err) {
 static st_code tot_step(void *self, const strategy_env *env, st_err *err) {
     tot_run *r = self;
     st_code rc = ST_OK;
+    if (r->phase == TOT_EXPAND && (rc = expand(r, env, err))) return rc;
     switch (r->phase) {
     case TOT_START: /* the start node's logits */
         if ((rc = step_forest(env->f, env->plan, env->ctx, err))) return rc;
@@ -346,7 +352,9 @@ static bool tot_done(const void *self) { return ((const tot_run *)self)->phase =
 
 static void tot_progress(const void *self, strategy_progress *out) {
     const tot_run *r = self;
-    out->tell = true;
+    out->tell = out->staged = true;
+    out->stage = r->dfs ? r->n_visits : r->level;
+    out->stage_unit = r->dfs ? "expansion" : "level";
     if (r->dfs) {
         out->done = r->phase == TOT_DONE ? r->max_expansions : r->expansions - (r->phase != TOT_DONE);
         out->goal = r->max_expansions;
