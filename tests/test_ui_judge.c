@@ -208,35 +208,64 @@ static forest_id *leaves_under(const forest *f, forest_id at, int32_t *n) {
 static forest_id parent_of(const forest *f, forest_id id) { return forest_id_at(f, forest_get(f, id)->parent); }
 
 /* The tree a paused :tot shows: every leaf below at scored, none pending (the next level
- * not forked yet), each a thought below one of the nodes of above (FOREST_NONE: at's own
- * children); returns how many leaves, -1 when one breaks the rule. */
+ * not forked yet); the leaves not dimmed (into out, returned; -1 when one breaks the rule)
+ * each a thought below one of the non-dimmed nodes of above (n_above 0: a child of at's
+ * own chain), *n_dim the dimmed ones (the search's losers, flagged FOREST_DIMMED). */
 static int32_t paused_leaves(ui_worker *w, forest_id at, const forest_id *above, int32_t n_above, forest_id *out,
-                             const char *what) {
+                             int32_t *n_dim, const char *what) {
     ui_worker_lock(w);
     const forest *f = ui_worker_forest(w);
-    int32_t n, bad = 0;
+    int32_t n, bad = 0, nk = 0;
     forest_id *lf = leaves_under(f, at, &n);
     double v;
+    *n_dim = 0;
     for (int32_t i = 0; i < n; i++) {
-        bool under = n_above == 0; /* level 1: one chain from a child of at */
+        bool dim = forest_get(f, lf[i])->flags & FOREST_DIMMED, under = n_above == 0;
         for (forest_id up = parent_of(f, lf[i]); n_above == 0 && up != at; up = parent_of(f, up))
             under &= forest_n_children(f, up) == 1;
         for (int32_t k = 0; k < n_above; k++)
             under |= above[k] != lf[i] && forest_common_ancestor(f, lf[i], above[k]) == above[k];
-        bad += !under || !ui_worker_score_of(w, lf[i], &v) || isnan(v);
-        out[i] = lf[i];
+        bad += (!dim && !under) || !ui_worker_score_of(w, lf[i], &v) || isnan(v);
+        if (dim) ++*n_dim;
+        else out[nk++] = lf[i];
     }
     int32_t pending = forest_n_pending(f);
     T_CHECK(lf && bad == 0 && pending == 0 && n > 0, "%s: %d leaves, %d not a scored thought of that level, %d pending",
             what, n, bad, pending);
     free(lf);
     ui_worker_unlock(w);
-    return bad || pending ? -1 : n;
+    return bad || pending ? -1 : nk;
+}
+
+/* Nodes flagged FOREST_DIMMED in the worker's forest. */
+static int32_t n_dimmed(ui_worker *w) {
+    ui_worker_lock(w);
+    const forest *f = ui_worker_forest(w);
+    int32_t n = 0;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i)) n += !!(forest_node_at(f, i)->flags & FOREST_DIMMED);
+    ui_worker_unlock(w);
+    return n;
+}
+
+/* :tot K B D from node at, paused before the worker can step (both jobs queued under the
+ * lock), so the pause lands before level 1 ends. */
+static void start_paused(ui_worker *w, forest_id at, const char *line) {
+    ui_cmd cmd;
+    st_err err = {0};
+    T_CHECK(ui_cmd_parse(line, &cmd, &err) == ST_OK, "%s parses: %s", line, err.msg);
+    cmd.job.node = at;
+    ui_job pause = {.kind = UI_JOB_PAUSE};
+    ui_worker_lock(w);
+    ui_worker_post(w, &cmd.job);
+    ui_worker_post(w, &pause);
+    ui_worker_unlock(w);
 }
 
 /* :tot 3 2 3 on stories260K, greedy, live: p pauses at the end of level 1 (the forest
- * holds level 1's thoughts, scored, and nothing of level 2), s steps exactly one level
- * (level 2's thoughts under level 1's), p resumes to the end. */
+ * holds level 1's thoughts, scored, the loser dimmed, nothing of level 2), s steps exactly
+ * one level (level 2's thoughts under level 1's kept ones), p resumes to the end, which
+ * prunes the dimmed losers. Then from another prompt, x at level 1 keeps the tree as it
+ * is, its loser still dimmed, and n grows on from a kept thought. */
 static void check_tot_live(void) {
     const char *path = t_shared("models/stories260K.gguf");
     if (!path) {
@@ -248,44 +277,54 @@ static void check_tot_live(void) {
     tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
     model_ctx *c = m ? t_new_ctx(m, 1024) : NULL;
     forest *f = forest_init(1024, 0);
-    int32_t n;
+    int32_t n, n2p, nd;
     int32_t *p = tk ? tok_encode_alloc(tk, "Once upon a time", 16, tok_add_bos(tk), false, &n, &err) : NULL;
-    forest_id at;
+    int32_t *p2 = tk ? tok_encode_alloc(tk, "Mom said", 8, tok_add_bos(tk), false, &n2p, &err) : NULL;
+    forest_id at, at2;
     sample_params sp = sample_default_params();
     sp.temp = 0;
     ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = 8, .model_name = "m", .backend = "cpu"};
-    ui_worker *w = p && c && f && !forest_add_root(f, p, NULL, n, 0, &at, &err) ? ui_worker_start(&wp, &err) : NULL;
+    ui_worker *w = p && p2 && c && f && !forest_add_root(f, p, NULL, n, 0, &at, &err) &&
+                           !forest_add_root(f, p2, NULL, n2p, 0, &at2, &err)
+                       ? ui_worker_start(&wp, &err)
+                       : NULL;
     T_CHECK(w, "stories260K worker: %s", err.msg);
-    free(p);
+    free(p), free(p2);
     if (!w) {
         forest_free(f);
         goto out;
     }
-    ui_cmd cmd;
-    T_CHECK(ui_cmd_parse(":tot 3 2 3", &cmd, &err) == ST_OK, ":tot parses: %s", err.msg);
-    cmd.job.node = at;
-    ui_job pause = {.kind = UI_JOB_PAUSE};
-    ui_worker_lock(w); /* both queued before the worker can step: the pause lands before level 1 ends */
-    ui_worker_post(w, &cmd.job);
-    ui_worker_post(w, &pause);
-    ui_worker_unlock(w);
+    start_paused(w, at, ":tot 3 2 3");
     forest_id l1[64], l2[64];
-    int32_t n1 = wait_job(w, "tot 1/3 paused") ? paused_leaves(w, at, NULL, 0, l1, "paused after level 1") : -1;
-    T_CHECK(n1 == 2, "level 1 kept 2 thoughts: %d", n1);
+    int32_t n1 = wait_job(w, "tot 1/3 paused") ? paused_leaves(w, at, NULL, 0, l1, &nd, "paused after level 1") : -1;
+    T_CHECK(n1 == 2 && nd == 1, "level 1: 2 thoughts kept (%d), 1 dimmed (%d)", n1, nd);
     int32_t n2 = -1;
     if (n1 > 0) {
         ui_job step = ui_job_run(STRAT_STEPS, at);
         ui_worker_post(w, &step);
-        n2 = wait_job(w, "tot 2/3 paused") ? paused_leaves(w, at, l1, n1, l2, "one level stepped") : -1;
-        T_CHECK(n2 == 2, "level 2 kept 2 thoughts under level 1's: %d", n2);
+        n2 = wait_job(w, "tot 2/3 paused") ? paused_leaves(w, at, l1, n1, l2, &nd, "one level stepped") : -1;
+        T_CHECK(n2 == 2 && nd == 1 + 4, "level 2: 2 thoughts kept under level 1's (%d), 1 + 4 dimmed (%d)", n2, nd);
     }
     if (n2 > 0) {
-        T_CHECK(run_job(w, pause), "resumed to the end");
+        T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_PAUSE}), "resumed to the end");
         ui_worker_lock(w);
         int32_t nl;
         forest_id *lf = leaves_under(ui_worker_forest(w), at, &nl);
         T_CHECK(nl == 2 && !ui_worker_busy(w), "after the run: %d leaves (want 2)", nl);
         free(lf);
+        ui_worker_unlock(w);
+        T_CHECK(n_dimmed(w) == 0, "after the run no node is dimmed: %d", n_dimmed(w));
+    }
+    /* x at a level boundary: the tree stays as it is, losers dimmed, and n grows on */
+    start_paused(w, at2, ":tot 3 2 3");
+    n1 = wait_job(w, "tot 1/3 paused") ? paused_leaves(w, at2, NULL, 0, l1, &nd, "second run paused") : -1;
+    T_CHECK(n1 == 2 && nd == 1 && run_job(w, (ui_job){.kind = UI_JOB_CANCEL}), "second run: %d kept, %d dimmed", n1, nd);
+    int32_t n1x = paused_leaves(w, at2, NULL, 0, l1, &nd, "after x");
+    T_CHECK(n1x == 2 && nd == 1 && n_dimmed(w) > 0, "x keeps level 1: %d kept, %d dimmed", n1x, nd);
+    if (n1x > 0) {
+        T_CHECK(run_job(w, ui_job_run(STRAT_GROW, l1[0])), "n after x");
+        ui_worker_lock(w);
+        T_CHECK(forest_n_children(ui_worker_forest(w), l1[0]) == 1, "n grew on from a kept thought");
         ui_worker_unlock(w);
     }
     ui_worker_stop(w);

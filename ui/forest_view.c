@@ -102,6 +102,7 @@ st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
         fv_line ln = {s, s, indent, 1, 0, 0};
         const forest_node *nd = forest_node_at(f, s);
         if (nd->flags & FOREST_BOOKMARK) ln.flags |= FV_BOOKMARK;
+        if (nd->flags & FOREST_DIMMED) ln.flags |= FV_DIMMED;
         v->mark[s].start = nd->gen + 1;
         for (int32_t c; (c = line_next(v, f, nd)) >= 0;) {
             ln.end = c;
@@ -259,6 +260,7 @@ const char *fv_legend(int32_t i, bool utf8) {
         "  \xe2\x96\xbe \xe2\x96\xb8  branches below, open / folded (Space)   \xc2\xb7  no branches below",
         "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
         "  [-1.23]  a judge score (:judge, :tot; kept with the branch) or a beam hypothesis's",
+        "  dim  a branch a running :tot dropped (pruned when it ends; x keeps it)",
     };
     static const char *const a[] = {
         "  >  growing now          $  ended: end of text (the model ended it)",
@@ -266,6 +268,7 @@ const char *fv_legend(int32_t i, bool utf8) {
         "  - +  branches below, open / folded (Space)",
         "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
         "  [-1.23]  a judge score (:judge, :tot; kept with the branch) or a beam hypothesis's",
+        "  dim  a branch a running :tot dropped (pruned when it ends; x keeps it)",
     };
     if (i < 0 || i >= (int32_t)(sizeof u / sizeof u[0])) return NULL;
     return utf8 ? u[i] : a[i];

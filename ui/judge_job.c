@@ -120,6 +120,7 @@ strategy *ui_judge_start(const strategy_env *env, const ui_judge_env *je, const 
     if (o.kind == STRAT_TOT) {
         o.stops = newline, o.n_stops = 1;
         o.u.tot.prompt = &jp;
+        o.u.tot.dim = true; /* the forest pane shows the losers dimmed while the search runs */
         snprintf(note, cap, "tot%s: %d thoughts per node, keep %d, %d levels, %d tokens per thought%s", o.u.tot.dfs ? " dfs" : "",
                  (int)o.u.tot.k, (int)o.u.tot.b, (int)o.u.tot.d, (int)o.budget,
                  o.u.tot.dfs && isfinite(o.u.tot.threshold) ? ", scores below the threshold pruned" : "");

@@ -138,7 +138,7 @@ static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
         bool sel = i == t->fv.cursor;
         /* colour by branch; dimmed below 10% so unlikely branches recede */
         int attr = cls == 3 ? ui_screen_attr(UI_PAIR_PROB3) : ui_screen_attr(branch_pair(ln->start));
-        if (cls == 0) attr |= (int)A_DIM;
+        if (cls == 0 || (ln->flags & FV_DIMMED)) attr |= (int)A_DIM;
         if (sel) attr = ui_screen_attr(UI_PAIR_SEL) | (t->focus == UI_VIEW_FOREST ? (int)A_BOLD : 0);
         put_line(y0 + r, 0, buf, attr);
         /* ... and the percentage shaded by probability (the text pane's scale) */
@@ -147,7 +147,7 @@ static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
             static const int cls_pair[3] = {UI_PAIR_PROB0, UI_PAIR_PROB1, UI_PAIR_PROB2};
             char pc[16];
             snprintf(pc, sizeof pc, "%3.0f%%", 100.0 * exp((double)forest_node_at(f, ln->start)->logprob));
-            put_line(y0 + r, xp, pc, ui_screen_attr(cls_pair[cls]) | A_BOLD);
+            put_line(y0 + r, xp, pc, ui_screen_attr(cls_pair[cls]) | (ln->flags & FV_DIMMED ? A_DIM : A_BOLD));
         }
     }
 }

@@ -33,6 +33,7 @@ enum {
                                    not a leaf (verification), or if it is already computed
                                    (re-scoring: it runs again in its own slot) */
     FOREST_NO_LOGITS = 1 << 3,  /* the next step skips this pending leaf's logits */
+    FOREST_DIMMED = 1 << 4,     /* a search's loser, kept to be shown until it is pruned */
 };
 
 typedef struct forest_node {

@@ -143,6 +143,11 @@ typedef struct strategy_opts {
             bool dfs;                      /* depth-first with backtracking (tot.c) */
             double threshold;              /* dfs: a child scoring below it is pruned
                                               (-INFINITY: none is) */
+            bool dim;                      /* breadth-first: a level's losers stay in the
+                                              forest flagged FOREST_DIMMED, with their
+                                              scores (strategy_scores), for a view to show
+                                              until the run ends or the cache fills; then
+                                              they are pruned. False: pruned at once */
         } tot;
     } u;
 } strategy_opts;

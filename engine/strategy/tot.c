@@ -11,7 +11,9 @@
  * Breadth-first (the default): level L expands every kept node that can go on (not ended
  * by an end of text); the best b of the new thoughts and of the kept thoughts that had
  * ended the text are kept; every other branch is pruned back to the nearest kept path (its
- * slots freed). After d levels (or when nothing can go on) the results are the kept
+ * slots freed); with u.tot.dim (the TUI, which shows the search) the losers stay, flagged
+ * FOREST_DIMMED, until the run ends or the cache fills, and are pruned then in the order
+ * they lost, which leaves the same forest. After d levels (or when nothing can go on) the results are the kept
  * leaves, best first: the answer is the first one's text.
  *
  * Depth-first (u.tot.dfs): a stack of judged nodes, the start at first. Pop the top: a
@@ -65,6 +67,9 @@ typedef struct tot_run {
     tot_cand *kept;      /* (n_kept <= b) best first */
     int32_t n_kept;
     tot_cand *cand;      /* (n_cand) this level's: new thoughts, then kept ones that ended */
+    bool dim;            /* losers dimmed until the end (strategy_opts.u.tot.dim) */
+    tot_cand *dimmed;    /* (n_dimmed) the losers not pruned yet, in the order they lost */
+    int32_t n_dimmed, cap_dimmed;
     int32_t n_cand, cap_cand;
     grow g;              /* this level's thoughts; thought i is g.br[i] */
     judge jg;
@@ -103,6 +108,7 @@ static void tot_free(void *self) {
     free(r->stack);
     free(r->visits);
     free(r->kids);
+    free(r->dimmed);
     free(r);
 }
 
@@ -116,7 +122,7 @@ static void *tot_create(const strategy_opts *o, const strategy_env *env, st_err 
     tot_run *r = strat_calloc(sizeof *r, err);
     if (!r) return NULL;
     *r = (tot_run){.from = o->from, .k = k, .b = b, .d = d, .budget = o->budget, .n_vocab = o->n_vocab,
-                   .sp = o->sample, .dfs = o->u.tot.dfs, .threshold = o->u.tot.threshold,
+                   .sp = o->sample, .dfs = o->u.tot.dfs, .dim = o->u.tot.dim && !o->u.tot.dfs, .threshold = o->u.tot.threshold,
                    .answer = {.leaf = FOREST_NONE}, .expansions = 1, .max_expansions = 1 + (d - 1) * b};
     r->kept = malloc(sizeof *r->kept * (size_t)b);
     r->first = malloc(sizeof(int32_t) * (size_t)k);
@@ -197,6 +203,25 @@ static void prune_cand(tot_run *r, forest *f, const tot_cand *c) {
     r->pruned_nodes += before - forest_n_live(f);
 }
 
+/* A loser kept for a view: its thought flagged FOREST_DIMMED, pruned by prune_dimmed. */
+static st_code dim_cand(tot_run *r, forest *f, const tot_cand *c, st_err *err) {
+    if (!ARR_GROW_I32(r->dimmed, r->n_dimmed + 1, r->cap_dimmed)) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    r->dimmed[r->n_dimmed++] = *c;
+    for (forest_id at = c->leaf;; at = forest_id_at(f, forest_get(f, at)->parent)) {
+        forest_set_flags(f, at, FOREST_DIMMED, 0);
+        if (at == c->top) break;
+    }
+    return ST_OK;
+}
+
+/* The dimmed losers pruned, in the order they lost: the forest is then the one pruning
+ * each at once would have left. */
+static void prune_dimmed(tot_run *r, forest *f) {
+    for (int32_t i = 0; i < r->n_dimmed; i++)
+        if (forest_get(f, r->dimmed[i].top)) prune_cand(r, f, &r->dimmed[i]);
+    r->n_dimmed = 0;
+}
+
 /* The candidates of this level: the new thoughts (a thought whose first token ended the
  * text has none), then the kept ones that had ended the text; returns how many are new. */
 static int32_t gather(tot_run *r, const forest *f, st_err *err) {
@@ -242,17 +267,17 @@ static st_code judge_level(tot_run *r, const strategy_env *env, st_err *err) {
     int32_t n_new = judge_new(r, env, r->level + 1 < r->d, err);
     if (n_new < 0) return err->code;
     r->level++;
-    if (n_new == 0) { /* no new thought: the kept ones stay, and nothing can go on */
-        r->phase = TOT_DONE;
-        return ST_OK;
-    }
-    rank_cands(r);
-    r->n_kept = r->n_cand < r->b ? r->n_cand : r->b;
-    for (int32_t i = 0; i < r->n_kept; i++) r->kept[i] = r->cand[r->order[i]];
-    for (int32_t i = r->n_kept; i < r->n_cand; i++) prune_cand(r, env->f, &r->cand[r->order[i]]);
     bool more = false;
-    for (int32_t i = 0; i < r->n_kept; i++) more |= !r->kept[i].ended;
+    if (n_new > 0) { /* else no new thought: the kept ones stay, and nothing can go on */
+        rank_cands(r);
+        r->n_kept = r->n_cand < r->b ? r->n_cand : r->b;
+        for (int32_t i = 0; i < r->n_kept; i++) r->kept[i] = r->cand[r->order[i]], more |= !r->kept[i].ended;
+        for (int32_t i = r->n_kept; i < r->n_cand; i++)
+            if (!r->dim) prune_cand(r, env->f, &r->cand[r->order[i]]);
+            else if (dim_cand(r, env->f, &r->cand[r->order[i]], err)) return err->code;
+    }
     r->phase = r->level < r->d && more ? TOT_EXPAND : TOT_DONE;
+    if (r->phase == TOT_DONE) prune_dimmed(r, env->f);
     return ST_OK;
 }
 
@@ -344,6 +369,10 @@ static st_code tot_step(void *self, const strategy_env *env, st_err *err) {
     case TOT_JUDGE: rc = r->dfs ? judge_dfs(r, env, err) : judge_level(r, env, err); break;
     default: return ST_OK;
     }
+    if (rc == ST_NO_KV_SLOT && r->n_dimmed > 0) { /* the dimmed losers make room first */
+        prune_dimmed(r, env->f);
+        return tot_step(self, env, err);
+    }
     if (!rc) r->steps++;
     return rc;
 }
@@ -369,9 +398,11 @@ static void tot_progress(const void *self, strategy_progress *out) {
     out->done = r->level;
     out->goal = r->d;
     out->focus = r->n_kept > 0 && r->level > 0 ? r->kept[0].leaf : r->from;
-    snprintf(out->text, sizeof out->text, "tot: level %d/%d, %lld thoughts judged, %lld nodes pruned, best %+.3f",
-             (int)r->level, (int)r->d, (long long)r->judged, (long long)r->pruned_nodes,
-             r->level > 0 ? r->kept[0].score : NAN);
+    int n = snprintf(out->text, sizeof out->text, "tot: level %d/%d, %lld thoughts judged, %lld nodes pruned, best %+.3f",
+                     (int)r->level, (int)r->d, (long long)r->judged, (long long)r->pruned_nodes,
+                     r->level > 0 ? r->kept[0].score : NAN);
+    if (r->n_dimmed > 0 && n > 0 && (size_t)n < sizeof out->text)
+        snprintf(out->text + n, sizeof out->text - (size_t)n, ", %d dimmed", (int)r->n_dimmed);
 }
 
 /* Depth-first result i: the answer, then the stack from its top. */
@@ -408,6 +439,7 @@ static int32_t tot_scores(const void *self, forest_id *ids, double *scores, int3
             ids[n] = dfs_result(r, i)->leaf, scores[n] = dfs_result(r, i)->score;
     for (int32_t i = 0; !r->dfs && r->level > 0 && i < r->n_kept && n < cap; i++, n++)
         ids[n] = r->kept[i].leaf, scores[n] = r->kept[i].score;
+    for (int32_t i = 0; i < r->n_dimmed && n < cap; i++, n++) ids[n] = r->dimmed[i].leaf, scores[n] = r->dimmed[i].score;
     return n;
 }
 
