@@ -266,6 +266,73 @@ static int32_t check_dfs(const model *m, const tok *tk, const char *text, double
     return backtracks;
 }
 
+/* One breadth-first run (k 4, b 1, d 4, 24 tokens per thought, lines) on a cache of slots,
+ * losers dimmed or not: true when it ran to the end; its results' paths hashed with their
+ * scores into *sum, its steps, and the most slots used between two steps. */
+static bool run_bfs(const model *m, const tok *tk, int32_t slots, bool dim, uint64_t *sum, int32_t *steps,
+                    int32_t *peak) {
+    enum { DK = 4, DB = 1, DD = 4, DLEN = 24 };
+    static const char *const line[] = {"\n"};
+    st_err err = {0};
+    model_ctx *c = t_new_ctx(m, 1024);
+    forest *f = forest_init(slots, 0);
+    step_plan plan;
+    step_plan_init(&plan);
+    judge_prompt j = {0};
+    int32_t pt[32], np = tok_encode(tk, "Once upon a time", 16, true, false, pt, 32);
+    strategy_env env = {.f = f, .plan = &plan, .ctx = c, .tk = tk};
+    strategy_opts o = strategy_default_opts(STRAT_TOT);
+    o.n_vocab = m->hp.n_vocab, o.sample.temp = 0, o.budget = DLEN, o.stops = line, o.n_stops = 1;
+    o.u.tot.k = DK, o.u.tot.b = DB, o.u.tot.d = DD, o.u.tot.dim = dim, o.u.tot.prompt = &j;
+    strategy *s = NULL;
+    if (c && f && !forest_add_root(f, pt, NULL, np, 0, &o.from, &err) &&
+        !judge_tokens(tk, CHAT_NONE, NULL, NULL, NULL, NULL, &j, &err))
+        s = strategy_create(&o, &env, &err);
+    *steps = *peak = 0;
+    while (s && !strategy_done(s) && !strategy_step(s, &env, &err)) {
+        ++*steps;
+        int32_t used = kv_alloc_used(forest_kv(f));
+        if (used > *peak) *peak = used;
+    }
+    bool done = s && strategy_done(s);
+    *sum = 14695981039346656037ull;
+    for (int32_t i = 0; done && i < strategy_n_results(s); i++) {
+        strategy_result r;
+        strategy_result_at(s, f, i, &r);
+        int32_t path[256], n = forest_path(f, r.leaf, path, 256);
+        for (int32_t k = 0; k < n; k++) *sum = (*sum ^ (uint32_t)path[k]) * 1099511628211ull;
+        uint64_t b;
+        memcpy(&b, &r.score, sizeof b);
+        *sum = (*sum ^ b) * 1099511628211ull;
+    }
+    strategy_free(s);
+    judge_tokens_free(&j);
+    step_plan_free(&plan);
+    forest_free(f);
+    model_ctx_free(c);
+    return done;
+}
+
+/* Dimmed losers change nothing but when they go: the same results, scores bitwise, and
+ * steps as pruning at once; on the smallest cache the undimmed run fits, the dimmed run
+ * (which would need more) prunes its losers when the cache fills and ends the same. */
+static void check_dim(const model *m, const tok *tk) {
+    uint64_t h0, h1, h2;
+    int32_t s0, s1, s2, p0, p1, p2;
+    bool ok0 = run_bfs(m, tk, 1024, false, &h0, &s0, &p0), ok1 = run_bfs(m, tk, 1024, true, &h1, &s1, &p1);
+    T_CHECK(ok0 && ok1 && h0 == h1 && s0 == s1 && p1 > p0, "dim: same results and %d steps, %d slots at most (%d undimmed)",
+            s1, p1, p0);
+    int32_t lo = 16, hi = 1024; /* the smallest cache the undimmed run fits */
+    while (lo < hi) {
+        int32_t mid = (lo + hi) / 2;
+        if (run_bfs(m, tk, mid, false, &h2, &s2, &p2)) hi = mid;
+        else lo = mid + 1;
+    }
+    bool ok2 = run_bfs(m, tk, lo, true, &h2, &s2, &p2);
+    T_CHECK(ok2 && h2 == h0 && s2 == s0 && lo < p1, "dim on %d slots (it would use %d): %s, same results %d, %d steps",
+            lo, p1, ok2 ? "ran" : "stopped", h2 == h0, s2);
+}
+
 static void check_dfs_stories(void) {
     const char *path = t_shared("models/stories260K.gguf");
     if (!path) {
@@ -288,6 +355,7 @@ static void check_dfs_stories(void) {
         /* a dead end at level 3, the backtrack to level 2 another: the stack runs empty */
         bt = check_dfs(m, tk, "Tom and Sue went to the park", -0.4, &ans, "dfs, threshold -0.4");
         T_CHECK(bt == 1 && !ans, "threshold -0.4: %d backtracks (want 1), answer %d (want none)", bt, ans);
+        check_dim(m, tk);
     }
     tok_free(tk);
     model_free(m);
