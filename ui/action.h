@@ -22,14 +22,14 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(APPEND,      "append",       "a",            UI_VIEW_ALL,    "type text to append under the selected node") \
     X(NEXT_PANE,   "next-pane",    "Tab",          UI_VIEW_ALL,    "move focus: forest / text (forest / mask while the mask is shown)") \
     X(MASK,        "mask",         "v",            UI_VIEW_ALL,    "show or hide the mask pane (last step's batch)") \
-    X(STEP,        "step",         "s",            UI_VIEW_ALL,    "run the engine one step (computes pending nodes)") \
+    X(STEP,        "step",         "s",            UI_VIEW_ALL,    "run one engine step (paused :tot: its next level)") \
     X(PREVIEW,     "preview",      "N",            UI_VIEW_ALL,    "show the next step's plan in the mask pane (not run)") \
     X(GROW,        "grow",         "n",            UI_VIEW_ALL,    "grow the selected branch (:set budget N tokens)") \
     X(COT,         "cot",          "c",            UI_VIEW_ALL,    "4 chains of thought from the selected node") \
     X(BEAM,        "beam",         "b",            UI_VIEW_ALL,    "beam search of width 2 from the selected leaf") \
     X(MERGE,       "merge",        "M",            UI_VIEW_ALL,    "merge the bookmarked branches and grow the result") \
-    X(PAUSE,       "pause",        "p",            UI_VIEW_ALL,    "pause or resume the running strategy") \
-    X(CANCEL,      "cancel",       "x",            UI_VIEW_ALL,    "cancel the running strategy") \
+    X(PAUSE,       "pause",        "p",            UI_VIEW_ALL,    "pause or resume (:tot pauses at the level's end)") \
+    X(CANCEL,      "cancel",       "x",            UI_VIEW_ALL,    "cancel the strategy (:tot keeps its tree so far)") \
     X(PRUNE,       "prune",        "d Delete",     UI_VIEW_FOREST, "prune the selected subtree") \
     X(UNDO,        "undo",         "u",            UI_VIEW_FOREST, "undo the last prune (again: the one before)") \
     X(REDO,        "redo",         "U C-r",        UI_VIEW_FOREST, "redo: prune again what undo restored") \

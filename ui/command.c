@@ -35,7 +35,7 @@ static const struct {
     {"tot", UI_CMD_TOT, ARG_TOT, UI_JOB_RUN, STRAT_TOT, ":tot K B D [TOKENS] [dfs [MIN]]  tree of thoughts: K per node, keep B, D levels; dfs: depth-first, pruning scores below MIN"},
     {"keep", UI_CMD_KEEP, ARG_INT11, UI_JOB_KEEP, 0, ":keep N              keep the N best scored leaves below the selection, prune the other scored ones"},
     {"sort", UI_CMD_SORT, ARG_SORT, UI_JOB_NONE, 0, ":sort score|prob|made  order siblings by best score below, by probability, or as made"},
-    {"step", UI_CMD_STEP, ARG_INT01, UI_JOB_RUN, STRAT_STEPS, ":step [N]            run N engine steps"},
+    {"step", UI_CMD_STEP, ARG_INT01, UI_JOB_RUN, STRAT_STEPS, ":step [N]            run N engine steps (paused :tot: N levels)"},
     {"save", UI_CMD_SAVE, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":save [FILE]         save the session (no FILE: the autosave)"},
     {"load", UI_CMD_LOAD, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":load[!] [FILE]      load a session (no FILE: the last run's); asks first when work is unsaved; ! even one saved with another model"},
     {"export", UI_CMD_EXPORT, ARG_TEXT, UI_JOB_EXPORT, 0, ":export FILE         the tree's texts as Markdown; FILE.svg [tree|mask]: a picture of the tree and the last step's mask"},
