@@ -372,6 +372,22 @@ static uint64_t wait_message(ui_worker *w, uint64_t no, bool idle, char *msg, si
     }
 }
 
+/* A worker over a fresh forest of n_slots holding <s> + token 300 (its root in *root),
+ * decoding greedily with the given budget; NULL (checked) when it cannot start. */
+static ui_worker *greedy_worker(model_ctx *c, const tok *tk, int32_t n_slots, int32_t budget, forest_id *root) {
+    st_err err = {0};
+    forest *f = forest_init(n_slots, 8);
+    int32_t prompt[2] = {tok_bos(tk), 300};
+    forest_add_root(f, prompt, NULL, 2, 0, root, &err);
+    sample_params sp = sample_default_params();
+    sp.temp = 0;
+    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = budget, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = ui_worker_start(&wp, &err);
+    T_CHECK(w, "worker: %s", err.msg);
+    if (!w) forest_free(f);
+    return w;
+}
+
 /* :ask is the ask strategy: refused while another strategy runs (the forest as it was,
  * the running one untouched); once that is cancelled it appends the turn and answers. */
 static void test_ask_job(void) {
@@ -380,19 +396,9 @@ static void test_ask_job(void) {
     tok *tk;
     model_ctx *c;
     if (!open_stories(&m, &tk, &c, 1024)) goto out;
-    forest *f = forest_init(1024, 8);
-    int32_t prompt[2] = {tok_bos(tk), 300};
     forest_id leaf;
-    forest_add_root(f, prompt, NULL, 2, 0, &leaf, &err);
-    sample_params sp = sample_default_params();
-    sp.temp = 0;
-    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = 6, .model_name = "m", .backend = "cpu"};
-    ui_worker *w = ui_worker_start(&wp, &err);
-    T_CHECK(w, "worker: %s", err.msg);
-    if (!w) {
-        forest_free(f);
-        goto out;
-    }
+    ui_worker *w = greedy_worker(c, tk, 1024, 6, &leaf);
+    if (!w) goto out;
     char msg[1024];
     ui_job grow = ui_job_run(STRAT_GROW, leaf), pause = {.kind = UI_JOB_PAUSE};
     grow.u.run.opts.budget = 500;
@@ -462,23 +468,13 @@ static void test_step_fills_next(void) {
     tok *tk;
     model_ctx *c;
     if (!open_stories(&m, &tk, &c, 512)) goto out;
-    st_err err = {0};
-    forest *f = forest_init(512, 8);
-    int32_t prompt[2] = {tok_bos(tk), 300};
     forest_id root, leaf = FOREST_NONE;
-    forest_add_root(f, prompt, NULL, 2, 0, &root, &err);
-    sample_params sp = sample_default_params();
-    sp.temp = 0;
-    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = 4, .model_name = "m", .backend = "cpu"};
-    ui_worker *w = ui_worker_start(&wp, &err);
-    T_CHECK(w, "worker: %s", err.msg);
-    if (!w) {
-        forest_free(f);
-        goto out;
-    }
+    ui_worker *w = greedy_worker(c, tk, 512, 4, &root);
+    if (!w) goto out;
     char msg[1024];
     run_to_done(w, ui_job_run(STRAT_GROW, root), msg, sizeof msg);
     ui_worker_lock(w);
+    const forest *f = ui_worker_forest(w);
     for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i)) leaf = forest_id_at(f, i);
     int32_t before = forest_topk(f, leaf, NULL, NULL, 0);
     ui_worker_unlock(w);

@@ -20,6 +20,17 @@
 
 static double now_ms(void) { return 1e3 * mono_now_s(); }
 
+/* A tokenizer over n pieces: <unk> <s> </s> at 0-2, no space prefix (checked). */
+static tok *tiny_vocab(const char **pieces, const int32_t *types, int32_t n) {
+    tok_vocab_desc vd = tok_vocab_desc_default();
+    vd.n_vocab = n, vd.pieces = pieces, vd.types = types, vd.unk = 0, vd.bos = 1, vd.eos = 2;
+    vd.add_space_prefix = false;
+    st_err err = {0};
+    tok *tk = tok_from_vocab(&vd, &err);
+    T_CHECK(tk != NULL, "vocabulary: %s", err.msg);
+    return tk;
+}
+
 /* Non-ASCII text: columns measured with wcwidth (CJK and emoji 2, combining marks 0, RTL
  * letters 1), bytes that are not UTF-8 escaped; a character split over byte tokens drawn
  * whole in a line and in the text pane, escaped where a token is shown alone. */
@@ -61,12 +72,8 @@ static void test_wide_text(void) {
     /* byte tokens: 日 = E6 97 A5, 本 = E6 9C AC */
     const char *pieces[9] = {"<unk>", "<s>", "</s>", "a", "b", "<0xE6>", "<0x97>", "<0xA5>", "<0x9C>"};
     int32_t types[9] = {TOK_UNKNOWN, TOK_CONTROL, TOK_CONTROL, TOK_NORMAL, TOK_NORMAL, TOK_BYTE, TOK_BYTE, TOK_BYTE, TOK_BYTE};
-    tok_vocab_desc vd = tok_vocab_desc_default();
-    vd.n_vocab = 9, vd.pieces = pieces, vd.types = types, vd.unk = 0, vd.bos = 1, vd.eos = 2;
-    vd.add_space_prefix = false;
     st_err err = {0};
-    tok *tk = tok_from_vocab(&vd, &err);
-    T_CHECK(tk != NULL, "vocabulary: %s", err.msg);
+    tok *tk = tiny_vocab(pieces, types, 9);
     if (!tk) return;
     /* root [a E6 97 A5 b E6], children [9C] and [97 A5 a] */
     forest *f = forest_init(64, 4);
@@ -492,12 +499,8 @@ static void test_text_layout(void) {
                             "\xe2\x96\x81" "abcdefghijklmnopq", "\xe2\x96\x81\xe6\x97\xa5\xe6\x9c\xac\xe6\x97\xa5\xe6\x9c\xac"};
     int32_t types[14] = {TOK_UNKNOWN, TOK_CONTROL, TOK_CONTROL, TOK_NORMAL, TOK_NORMAL, TOK_NORMAL, TOK_NORMAL,
                          TOK_NORMAL, TOK_BYTE, TOK_NORMAL, TOK_NORMAL, TOK_NORMAL, TOK_NORMAL, TOK_NORMAL};
-    tok_vocab_desc vd = tok_vocab_desc_default();
-    vd.n_vocab = 14, vd.pieces = pieces, vd.types = types, vd.unk = 0, vd.bos = 1, vd.eos = 2;
-    vd.add_space_prefix = false;
     st_err err = {0};
-    tok *tk = tok_from_vocab(&vd, &err);
-    T_CHECK(tk != NULL, "vocabulary: %s", err.msg);
+    tok *tk = tiny_vocab(pieces, types, 14);
     if (!tk) return;
     /* "<s> Once upon a time,\nLily said a abcdefghijklmnopq said 日本日本" */
     int32_t toks[] = {1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 5, 12, 11, 13};
