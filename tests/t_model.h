@@ -9,6 +9,26 @@
 #include "convert/mkmodel.h"
 #include "model/model.h"
 #include "forest/sample.h"
+#include "tok/tok.h"
+
+/* stories260K (the shared fixture) and its tokenizer into *m and *tk: false, both NULL,
+ * with a skip when the fixture is absent or a failed check when it does not load. */
+static inline bool t_stories(model **m, tok **tk) {
+    const char *path = t_shared("models/stories260K.gguf");
+    *m = NULL, *tk = NULL;
+    if (!path) {
+        T_SKIP("stories260K fixture absent");
+        return false;
+    }
+    st_err err = {0};
+    *m = model_load(path, &err);
+    *tk = *m ? tok_from_gguf((*m)->gguf, &err) : NULL;
+    T_CHECK(*m && *tk, "stories260K: %s", err.msg);
+    if (*m && *tk) return true;
+    model_free(*m);
+    *m = NULL;
+    return false;
+}
 
 /* A context of n_slots slots computing at most max_rows rows at once (0: the default). */
 static inline model_ctx *t_new_ctx_rows(const model *m, int32_t n_slots, int32_t max_rows) {

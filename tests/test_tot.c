@@ -334,16 +334,9 @@ static void check_dim(const model *m, const tok *tk) {
 }
 
 static void check_dfs_stories(void) {
-    const char *path = t_shared("models/stories260K.gguf");
-    if (!path) {
-        T_SKIP("stories260K fixture absent");
-        return;
-    }
-    st_err err = {0};
-    model *m = model_load(path, &err);
-    tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
-    T_CHECK(m && tk, "stories260K: %s", err.msg);
-    if (m && tk) {
+    model *m;
+    tok *tk;
+    if (t_stories(&m, &tk)) {
         /* no threshold: straight down the best child to depth d */
         bool ans = false;
         int32_t bt = check_dfs(m, tk, "Mom said", -INFINITY, &ans, "dfs, no threshold");

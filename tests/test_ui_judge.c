@@ -261,39 +261,14 @@ static void start_paused(ui_worker *w, forest_id at, const char *line) {
     ui_worker_unlock(w);
 }
 
-/* :tot 3 2 3 on stories260K, greedy, live: p pauses at the end of level 1 (the forest
- * holds level 1's thoughts, scored, the loser dimmed, nothing of level 2), s steps exactly
- * one level (level 2's thoughts under level 1's kept ones), p resumes to the end, which
- * prunes the dimmed losers. Then from another prompt, x at level 1 keeps the tree as it
- * is, its loser still dimmed, and n grows on from a kept thought. */
-static void check_tot_live(void) {
-    const char *path = t_shared("models/stories260K.gguf");
-    if (!path) {
-        T_SKIP("stories260K fixture absent");
-        return;
-    }
-    st_err err = {0};
-    model *m = model_load(path, &err);
-    tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
-    model_ctx *c = m ? t_new_ctx(m, 1024) : NULL;
-    forest *f = forest_init(1024, 0);
-    int32_t n, n2p, nd;
-    int32_t *p = tk ? tok_encode_alloc(tk, "Once upon a time", 16, tok_add_bos(tk), false, &n, &err) : NULL;
-    int32_t *p2 = tk ? tok_encode_alloc(tk, "Mom said", 8, tok_add_bos(tk), false, &n2p, &err) : NULL;
-    forest_id at, at2;
-    sample_params sp = sample_default_params();
-    sp.temp = 0;
-    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = 8, .model_name = "m", .backend = "cpu"};
-    ui_worker *w = p && p2 && c && f && !forest_add_root(f, p, NULL, n, 0, &at, &err) &&
-                           !forest_add_root(f, p2, NULL, n2p, 0, &at2, &err)
-                       ? ui_worker_start(&wp, &err)
-                       : NULL;
-    T_CHECK(w, "stories260K worker: %s", err.msg);
-    free(p), free(p2);
-    if (!w) {
-        forest_free(f);
-        goto out;
-    }
+/* :tot 3 2 3 on stories260K, greedy, live, through worker w with the prompts at and at2:
+ * p pauses at the end of level 1 (the forest holds level 1's thoughts, scored, the loser
+ * dimmed, nothing of level 2), s steps exactly one level (level 2's thoughts under level
+ * 1's kept ones), p resumes to the end, which prunes the dimmed losers. Then from at2, x
+ * at level 1 keeps the tree as it is, its loser still dimmed, and n grows on from a kept
+ * thought. */
+static void tot_live_runs(ui_worker *w, forest_id at, forest_id at2) {
+    int32_t nd;
     start_paused(w, at, ":tot 3 2 3");
     forest_id l1[64], l2[64];
     int32_t n1 = wait_job(w, "tot 1/3 paused") ? paused_leaves(w, at, NULL, 0, l1, &nd, "paused after level 1") : -1;
@@ -327,8 +302,34 @@ static void check_tot_live(void) {
         T_CHECK(forest_n_children(ui_worker_forest(w), l1[0]) == 1, "n grew on from a kept thought");
         ui_worker_unlock(w);
     }
-    ui_worker_stop(w);
-out:
+}
+
+/* The worker tot_live_runs drives, over stories260K and two prompts. */
+static void check_tot_live(void) {
+    model *m;
+    tok *tk;
+    if (!t_stories(&m, &tk)) return;
+    st_err err = {0};
+    model_ctx *c = t_new_ctx(m, 1024);
+    forest *f = forest_init(1024, 0);
+    int32_t n, n2p;
+    int32_t *p = tok_encode_alloc(tk, "Once upon a time", 16, tok_add_bos(tk), false, &n, &err);
+    int32_t *p2 = tok_encode_alloc(tk, "Mom said", 8, tok_add_bos(tk), false, &n2p, &err);
+    forest_id at, at2;
+    sample_params sp = sample_default_params();
+    sp.temp = 0;
+    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = 8, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = p && p2 && c && f && !forest_add_root(f, p, NULL, n, 0, &at, &err) &&
+                           !forest_add_root(f, p2, NULL, n2p, 0, &at2, &err)
+                       ? ui_worker_start(&wp, &err)
+                       : NULL;
+    T_CHECK(w, "stories260K worker: %s", err.msg);
+    free(p), free(p2);
+    if (w) {
+        tot_live_runs(w, at, at2);
+        ui_worker_stop(w); /* with the forest */
+    } else
+        forest_free(f);
     model_ctx_free(c);
     tok_free(tk);
     model_free(m);
