@@ -114,7 +114,7 @@ static void check_sort_keep(ui_worker *w, const forest_id *leaf, int32_t n) {
     int32_t cap = 0, live = forest_n_live(f);
     forest_view fv;
     fv_init(&fv, false);
-    bool ok = !ui_worker_sort_keys(w, UI_SORT_SCORE, &keys, &cap, &err) && (fv.key = keys) && !fv_rebuild(&fv, f, &err);
+    bool ok = !ui_worker_sort_keys(w, UI_SORT_SCORE, &keys, &cap, &err) && (fv.key = keys, fv.n_key = cap, true) && !fv_rebuild(&fv, f, &err);
     int32_t first = -1; /* the first line nested under the fork */
     for (int32_t i = 0; ok && i < fv.n_lines && first < 0; i++)
         if (fv.lines[i].indent == 1) first = fv.lines[i].start;
@@ -247,6 +247,33 @@ static int32_t n_dimmed(ui_worker *w) {
     return n;
 }
 
+/* Text typed under a dimmed loser while the run is paused is refused (the run would prune
+ * it with the loser), and the forest stays as it was. */
+static void check_no_text_under_loser(ui_worker *w) {
+    ui_worker_lock(w);
+    const forest *f = ui_worker_forest(w);
+    forest_id lost = FOREST_NONE;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
+        if (forest_node_at(f, i)->flags & FOREST_DIMMED) lost = forest_id_at(f, i);
+    int32_t before = forest_n_live(f);
+    char msg[256];
+    uint64_t no = ui_worker_message(w, msg, sizeof msg);
+    ui_job j = {.kind = UI_JOB_APPEND, .node = lost, .text = " and"};
+    ui_worker_post(w, &j);
+    ui_worker_unlock(w);
+    for (time_t t0 = time(NULL); time(NULL) - t0 < 60; usleep(2000)) {
+        ui_worker_lock(w);
+        bool said = ui_worker_message(w, msg, sizeof msg) != no;
+        ui_worker_unlock(w);
+        if (said) break;
+    }
+    ui_worker_lock(w);
+    T_CHECK(lost != FOREST_NONE && strstr(msg, "lost") && forest_n_live(ui_worker_forest(w)) == before,
+            "text under a dimmed loser is refused: '%s', %d nodes (%d before)", msg,
+            forest_n_live(ui_worker_forest(w)), before);
+    ui_worker_unlock(w);
+}
+
 /* :tot K B D from node at, paused before the worker can step (both jobs queued under the
  * lock), so the pause lands before level 1 ends. */
 static void start_paused(ui_worker *w, forest_id at, const char *line) {
@@ -273,6 +300,7 @@ static void tot_live_runs(ui_worker *w, forest_id at, forest_id at2) {
     forest_id l1[64], l2[64];
     int32_t n1 = wait_job(w, "tot 1/3 paused") ? paused_leaves(w, at, NULL, 0, l1, &nd, "paused after level 1") : -1;
     T_CHECK(n1 == 2 && nd == 1, "level 1: 2 thoughts kept (%d), 1 dimmed (%d)", n1, nd);
+    if (n1 > 0) check_no_text_under_loser(w);
     int32_t n2 = -1;
     if (n1 > 0) {
         ui_job step = ui_job_run(STRAT_STEPS, at);

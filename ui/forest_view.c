@@ -62,7 +62,10 @@ static int sib_cmp(const void *a, const void *b) {
 static bool order_children(forest_view *v, int32_t *pairs, int32_t n) {
     if (!v->key || n < 2) return true;
     if (!ARR_GROW_I32(v->sib, n, v->cap_sib)) return false;
-    for (int32_t i = 0; i < n; i++) v->sib[i] = (struct fv_sib){v->key[pairs[2 * i]], pairs[2 * i], i};
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t idx = pairs[2 * i];
+        v->sib[i] = (struct fv_sib){idx < v->n_key ? v->key[idx] : -INFINITY, idx, i};
+    }
     qsort(v->sib, (size_t)n, sizeof *v->sib, sib_cmp);
     for (int32_t i = 0; i < n; i++) pairs[2 * i] = v->sib[i].idx;
     return true;

@@ -61,6 +61,8 @@ typedef struct forest_view {
     bool utf8;             /* glyphs: UTF-8 or ASCII */
     const double *key;     /* borrowed, by forest index: siblings ordered by it, higher
                               first (ties as made); NULL: as made */
+    int32_t n_key;         /* entries of key: a node made after they were computed sorts
+                              last instead of reading past them */
     struct fv_sib *sib;    /* scratch for ordering siblings */
     int32_t cap_sib;
 } forest_view;

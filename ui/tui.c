@@ -91,7 +91,8 @@ static void sync_views(tui *t) {
     const forest *f = ui_worker_forest(t->w);
     st_err err = {0};
     t->fv.key = NULL;
-    if (t->sort && !ui_worker_sort_keys(t->w, t->sort, &t->keys, &t->cap_keys, &err)) t->fv.key = t->keys;
+    if (t->sort && !ui_worker_sort_keys(t->w, t->sort, &t->keys, &t->cap_keys, &err))
+        t->fv.key = t->keys, t->fv.n_key = forest_capacity(f);
     if (fv_rebuild(&t->fv, f, &err)) set_msg(t, err.msg);
     forest_id focus = ui_worker_take_focus(t->w);
     if (focus != FOREST_NONE) fv_select_node(&t->fv, f, focus);

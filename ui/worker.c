@@ -114,11 +114,22 @@ static int32_t *text_tokens(const tok *tk, const char *s, bool root, int32_t *n,
     return t;
 }
 
+/* While a run keeps its losers dimmed (:tot), tokens added under one would go with it
+ * when the run prunes them: refused instead. */
+static st_code check_not_dimmed(const ui_worker *w, const forest_node *nd, st_err *err) {
+    for (; w->run && nd; nd = nd->parent >= 0 ? forest_node_at(w->f, nd->parent) : NULL)
+        if (nd->flags & FOREST_DIMMED)
+            return st_set(err, ST_ERR_ARG, "that branch lost and goes when the run ends: pick a kept one, "
+                          "or cancel the run (x) to keep it");
+    return ST_OK;
+}
+
 /* Typed text under node: in chat mode a user turn (as :ask makes it, not grown), else as
  * it is. */
 static st_code append_job(ui_worker *w, const ui_job *j, st_err *err) {
     const forest_node *nd = forest_get(w->f, j->node);
     if (!nd && j->node != FOREST_NONE) return st_set(err, ST_ERR_ARG, "the selected node is gone");
+    if (check_not_dimmed(w, nd, err)) return err->code;
     char what[128];
     int32_t n, *t = w->chat_on ? worker_turn_tokens(w, j->node, j->text, &n, what, sizeof what, err)
                                : text_tokens(w->tk, j->text ? j->text : "", nd == NULL, &n, err);
@@ -135,6 +146,7 @@ static st_code append_job(ui_worker *w, const ui_job *j, st_err *err) {
 static st_code fork_job(ui_worker *w, const ui_job *j, st_err *err) {
     const forest_node *nd = forest_get(w->f, j->node);
     if (!nd && j->node != FOREST_NONE) return st_set(err, ST_ERR_ARG, "the selected node is gone");
+    if (check_not_dimmed(w, nd, err)) return err->code;
     for (int32_t c = nd ? nd->first_child : -1; c >= 0; c = forest_node_at(w->f, c)->next_sibling)
         if (forest_node_at(w->f, c)->token == j->u.fork.token) {
             w->focus = forest_id_at(w->f, c);
