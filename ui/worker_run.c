@@ -192,7 +192,9 @@ static st_code start_ask(ui_worker *w, const ui_job *j, strategy_opts *o, st_err
  * computed it without keeping them), and the alternatives pane shows "(next)" from them. */
 static void want_choices(ui_worker *w, forest_id id) {
     const forest_node *nd = forest_get(w->f, id);
-    if (!nd || forest_topk(w->f, id, NULL, NULL, 0) > 0) return;
+    if (!nd || forest_top_k(w->f) == 0 || forest_n_children(w->f, id) > 0 ||
+        forest_topk(w->f, id, NULL, NULL, 0) > 0)
+        return; /* nothing would be kept, not a branch end, or shown already */
     if (nd->state == FOREST_PENDING) forest_set_flags(w->f, id, 0, FOREST_NO_LOGITS);
     else forest_set_flags(w->f, id, FOREST_WANT_LOGITS, 0);
 }
