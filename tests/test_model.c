@@ -238,6 +238,7 @@ typedef struct edit {
     uint32_t type;
     float rope_factor; /* > 0: add rope_freqs.weight with every factor equal to this */
     const char *scaling; /* a new value for the file's *.rope.scaling.type */
+    double factor;       /* != 0: a new value for its *.rope.scaling.factor */
 } edit;
 
 static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
@@ -271,6 +272,7 @@ static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
         } else if (t == GGUF_F32 || t == GGUF_F64) {
             double d;
             gguf_kv_f64(g, i, &d);
+            if (e->factor != 0 && strstr(k, ".rope.scaling.factor")) d = e->factor;
             gguf_writer_set_f32(w, k, (float)d);
         } else if (t == GGUF_BOOL) {
             bool bv;
@@ -316,9 +318,9 @@ static void test_bad_models(void) {
     snprintf(src, sizeof src, "%s", tmp_path("ok.gguf"));
     T_CHECK(mkmodel_write(&p, src, &err) == ST_OK, "mkmodel: %s", err.msg);
     struct { edit e; st_code want; const char *needle; } cases[] = {
-        {{"gptneox", NULL, NULL, 0, 0, NULL}, ST_ERR_UNSUPPORTED, "gptneox"},
-        {{NULL, "blk.1.ffn_up.weight", NULL, 0, 0, NULL}, ST_ERR_FORMAT, "blk.1.ffn_up.weight"},
-        {{NULL, NULL, "blk.0.attn_q.weight", DT_Q2_K, 0, NULL}, ST_ERR_UNSUPPORTED, "Q2_K"},
+        {{"gptneox", NULL, NULL, 0, 0, NULL, 0}, ST_ERR_UNSUPPORTED, "gptneox"},
+        {{NULL, "blk.1.ffn_up.weight", NULL, 0, 0, NULL, 0}, ST_ERR_FORMAT, "blk.1.ffn_up.weight"},
+        {{NULL, NULL, "blk.0.attn_q.weight", DT_Q2_K, 0, NULL, 0}, ST_ERR_UNSUPPORTED, "Q2_K"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *dst = tmp_path("bad.gguf");
@@ -334,7 +336,7 @@ static void test_bad_models(void) {
     T_CHECK(!model_load(tmp_path("does-not-exist.gguf"), &err) && err.code == ST_ERR_IO,
             "a missing file is ST_ERR_IO: %s", err.msg);
     /* an unknown architecture's message names the supported ones */
-    edit neox = {"gptneox", NULL, NULL, 0, 0, NULL};
+    edit neox = {"gptneox", NULL, NULL, 0, 0, NULL, 0};
     copy_gguf(src, tmp_path("bad.gguf"), &neox);
     st_clear(&err);
     model_free(model_load(tmp_path("bad.gguf"), &err));
@@ -351,7 +353,7 @@ static void test_bad_models(void) {
         T_CHECK(m && m->hp.arch != MODEL_ARCH_LLAMA && !strcmp(model_arch_name(m->hp.arch),
                 fam[i].arch), "%s loads as itself: %s", fam[i].arch, err.msg);
         model_free(m);
-        edit e = {NULL, fam[i].drop, NULL, 0, 0, NULL};
+        edit e = {NULL, fam[i].drop, NULL, 0, 0, NULL, 0};
         copy_gguf(src, tmp_path("bad.gguf"), &e);
         st_clear(&err);
         m = model_load(tmp_path("bad.gguf"), &err);
@@ -451,6 +453,20 @@ static void test_rope_scaling(void) {
     T_CHECK(!my && err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "'yarn'") &&
             strstr(err.msg, "none, linear"), "yarn is refused clearly: '%s'", err.msg);
     model_free(my);
+    /* a factor that would make the angles infinite is refused; type none ignores it */
+    edit tiny = {0}, none = {0};
+    tiny.factor = 1e-30, none.factor = 1e-30, none.scaling = "none";
+    copy_gguf(lin, tmp_path("rst.gguf"), &tiny);
+    st_clear(&err);
+    model *mt = model_load(tmp_path("rst.gguf"), &err);
+    T_CHECK(!mt && err.code == ST_ERR_FORMAT && strstr(err.msg, "out of range"),
+            "a factor of 1e-30 is refused: '%s'", err.msg);
+    model_free(mt);
+    copy_gguf(lin, tmp_path("rsn.gguf"), &none);
+    st_clear(&err);
+    mt = model_load(tmp_path("rsn.gguf"), &err);
+    T_CHECK(mt && mt->hp.rope_scale == 1.0f, "type none ignores the factor: %s", err.msg);
+    model_free(mt);
 }
 
 int main(void) {

@@ -58,18 +58,28 @@ static st_code load_rope_scaling(const gguf_ctx *g, const char *arch, model_hpar
                                  st_err *err) {
     char key[96];
     const char *type = "linear";
+    hp->rope_scale = 1.0f;
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-    if (gguf_find_key(g, key) >= 0 && gguf_get_str(g, key, &type, err) != ST_OK) return err->code;
+    if (gguf_find_key(g, key) >= 0) {
+        st_code rc = gguf_get_str(g, key, &type, err);
+        if (rc) return rc;
+    }
+    if (strcmp(type, "none") == 0) return ST_OK; /* a factor beside it means nothing */
     snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
     const char *name = gguf_find_key(g, key) >= 0 ? "rope.scaling.factor" : "rope.scale_linear";
-    st_code rc = hp_float(g, arch, name, 1.0, &hp->rope_scale, err);
-    if (rc || strcmp(type, "none") == 0 || hp->rope_scale == 1.0f) {
-        hp->rope_scale = 1.0f;
-        return rc;
-    }
-    if (strcmp(type, "linear") == 0) return ST_OK;
-    return st_set(err, ST_ERR_UNSUPPORTED, "%s.rope.scaling.type = '%s' (factor %g) is not "
-                  "supported (supported: none, linear)", arch, type, (double)hp->rope_scale);
+    float f = 1.0f;
+    st_code rc = hp_float(g, arch, name, 1.0, &f, err);
+    if (rc) return rc;
+    if (f == 1.0f) return ST_OK;
+    if (strcmp(type, "linear") != 0)
+        return st_set(err, ST_ERR_UNSUPPORTED, "%s.rope.scaling.type = '%s' (factor %g) is not "
+                      "supported (supported: none, linear)", arch, type, (double)f);
+    /* angles divided by a tiny factor become infinite: no real model is near these */
+    if (!(f >= 1e-3f && f <= 1e6f))
+        return st_set(err, ST_ERR_FORMAT, "%s.%s = %g is out of range (1e-3 to 1e6)", arch, name,
+                      (double)f);
+    hp->rope_scale = f;
+    return ST_OK;
 }
 
 /* What the family adds: embedding and attention scales, sliding windows. */
