@@ -354,6 +354,17 @@ static void check_dfs_stories(void) {
     model_free(m);
 }
 
+/* b and d so large that 1 + (d - 1) b expansions would overflow are refused, by name. */
+static void check_too_deep(void) {
+    rig r;
+    strategy_env env;
+    st_err err = {0};
+    strategy *s = rig_init(&r) ? tot_start(&r, 1000000, &env, &err) : NULL;
+    T_CHECK(!s && err.code == ST_ERR_ARG && strstr(err.msg, "d 1000000"), "depth 1e6 refused: '%s'", err.msg);
+    strategy_free(s);
+    rig_free(&r);
+}
+
 int main(void) {
     mkmodel_params mp = mkmodel_default_params();
     st_err err = {0};
@@ -363,6 +374,7 @@ int main(void) {
     g_m = m;
     check_one_level();
     check_shape(3);
+    check_too_deep();
     model_free(m);
     check_dfs_stories();
     return t_done();

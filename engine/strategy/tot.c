@@ -112,11 +112,14 @@ static void tot_free(void *self) {
     free(r);
 }
 
+#define TOT_MAX_BD 32768
+
 static void *tot_create(const strategy_opts *o, const strategy_env *env, st_err *err) {
     int32_t k = o->u.tot.k, b = o->u.tot.b, d = o->u.tot.d;
-    if (k < 1 || b < 1 || d < 1 || k > o->n_vocab || !o->u.tot.prompt) {
-        st_set(err, ST_ERR_ARG, "tot: k %d, b %d, d %d (want each at least 1, k at most the vocabulary)%s", k, b,
-               d, o->u.tot.prompt ? "" : "; no judge prompt");
+    /* b and d bounded so that 1 + (d - 1) b expansions fit an int32 */
+    if (k < 1 || b < 1 || d < 1 || k > o->n_vocab || b > TOT_MAX_BD || d > TOT_MAX_BD || !o->u.tot.prompt) {
+        st_set(err, ST_ERR_ARG, "tot: k %d, b %d, d %d (want each at least 1, k at most the vocabulary, b and d at "
+               "most %d)%s", k, b, d, TOT_MAX_BD, o->u.tot.prompt ? "" : "; no judge prompt");
         return NULL;
     }
     tot_run *r = strat_calloc(sizeof *r, err);
