@@ -537,8 +537,41 @@ static void test_text_layout(void) {
     tok_free(tk);
 }
 
+/* A cell longer than the layout's 500-byte slices (a letter and 300 combining accents, one
+ * cell since the accents take no column) is laid out whole. */
+static void test_long_cell(void) {
+    if (!setlocale(LC_CTYPE, "C.UTF-8") && !setlocale(LC_CTYPE, "en_US.UTF-8")) {
+        T_SKIP("no UTF-8 locale");
+        return;
+    }
+    const char *pieces[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81" "a", "\xcc\x81"};
+    int32_t types[5] = {TOK_UNKNOWN, TOK_CONTROL, TOK_CONTROL, TOK_NORMAL, TOK_NORMAL};
+    st_err err = {0};
+    tok *tk = tiny_vocab(pieces, types, 5);
+    if (!tk) return;
+    int32_t toks[302] = {1, 3};
+    for (int32_t i = 2; i < 302; i++) toks[i] = 4;
+    forest *f = forest_init(512, 4);
+    forest_id leaf;
+    forest_add_root(f, toks, NULL, 302, 0, &leaf, NULL);
+    text_view tv;
+    tv_init(&tv);
+    tv_set(&tv, f, leaf, &err);
+    tv_layout L = {0};
+    T_CHECK(tv_layout_build(&L, &tv, f, tk, 80, true, "#", &err) == ST_OK, "layout: %s", err.msg);
+    int32_t marks = 0;
+    for (int32_t i = 0; i < L.n; i++)
+        for (size_t k = 0; k < L.p[i].len; k++) marks += (unsigned char)L.text[L.p[i].off + k] == 0xcc;
+    T_CHECK(marks == 300, "a 602-byte cell: %d of 300 accents laid out", (int)marks);
+    tv_layout_free(&L);
+    tv_free(&tv);
+    forest_free(f);
+    tok_free(tk);
+}
+
 int main(void) {
     test_forest_view();
+    test_long_cell();
     test_wide_text();
     test_text_layout();
     test_mask_view();

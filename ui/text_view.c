@@ -173,11 +173,13 @@ static size_t lay_render(const lay *c, const char *src, size_t n, int32_t max_co
     return used;
 }
 
+/* The most bytes of a cell laid out at once (lay_render's buffer holds them). */
+#define TV_SLICE 500
+
 /* One chunk of a cell: a word with the spaces after it, or text ending with a newline. */
 static void lay_chunk(lay *c, int32_t tok, int32_t next, const char *src, size_t n) {
     char out[2200];
     int32_t w;
-    if (n > 500) n = 500; /* a chunk longer than any pane: cut (lay_render's buffer) */
     lay_render(c, src, n, INT32_MAX, out, sizeof out, &w);
     bool nl = n && src[n - 1] == '\n', blank = strspn(src, " \t") >= n;
     tv_layout *L = c->L;
@@ -222,6 +224,10 @@ static void lay_cell(lay *c, int32_t tok, int32_t next, const char *s) {
         while (s[n] && s[n] != '\n' && s[n] != ' ' && s[n] != '\t') n++;
         if (s[n] == '\n') n++;
         else n += strspn(s + n, " \t");
+        if (n > TV_SLICE) { /* longer than lay_render's buffer: in slices, whole characters */
+            n = TV_SLICE;
+            while (n > 1 && ((unsigned char)s[n] & 0xC0) == 0x80) n--;
+        }
         lay_chunk(c, tok, next, s, n);
         s += n;
     }
