@@ -20,7 +20,7 @@ CC      ?= cc
 OPT     ?= -O2
 ARCH    ?= -march=native
 CFLAGS  := -std=c11 -D_GNU_SOURCE $(OPT) $(ARCH) -g -Wall -Wextra -Werror -pthread -MMD -MP -I. -Iengine $(EXTRA_CFLAGS)
-LDLIBS  := -lm -pthread -ljansson -lncursesw -lreadline
+LDLIBS  := -lm -pthread -ldl -ljansson -lncursesw -lreadline
 BUILD   ?= build
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
@@ -98,7 +98,7 @@ CU_C_TEST_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/test_cud
 CUDA_LIBDIR  ?= $(patsubst %/bin/nvcc,%,$(NVCC))/lib64
 CU_LINK      := -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublas -lcudart_static -ldl -lrt -lstdc++
 PROG_CU_LIB  := $(if $(CUDA_CHECK),$(BUILD)/multidecode-cuda.so)
-PROG_CU_LIBS := $(if $(CUDA_CHECK),-ldl $(foreach p,kern st dtype vec,-Wl,--export-dynamic-symbol='$(p)_*'))
+PROG_CU_LIBS := $(if $(CUDA_CHECK),$(foreach p,kern st dtype vec,-Wl,--export-dynamic-symbol='$(p)_*'))
 $(BUILD)/multidecode: | $(PROG_CU_LIB)
 
 $(BUILD)/multidecode-cuda.so: $(CU_DEV_OBJ)

@@ -102,8 +102,10 @@ static bool md_from_branches(md_doc *d, char *const *text) {
         size_t l = SIZE_MAX;
         for (int32_t c = nd->first_child; c >= 0; c = forest_node_at(d->f, c)->next_sibling) {
             const char *theirs = text[d->owner[c] - 1];
-            size_t m = 0;
-            while (m < plen[c] && mine[m] && mine[m] == theirs[m]) m++;
+            size_t m = 0; /* the same leaf's text shares all of it: no comparison, so a
+                             long chain costs its length once, not once per node */
+            if (theirs == mine) m = plen[c];
+            else while (m < plen[c] && mine[m] && mine[m] == theirs[m]) m++;
             if (m < l) l = m;
         }
         /* tokens mostly start with their space: the branches part before a space they
