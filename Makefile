@@ -232,6 +232,7 @@ bench: multidecode
 # install: the program into $(DESTDIR)$(BINDIR), the man page into man1 and the default
 # key bindings into $(DESTDIR)$(DATADIR) (DESTDIR stages a package).
 $(BUILD)/app/cmd_tui.o: EXTRA_DEFS := -DMD_DATADIR='"$(DATADIR)"'
+$(BUILD)/kernels/backend.o: EXTRA_DEFS := -DMD_LIBDIR='"$(LIBDIR)"'
 
 install: $(BUILD)/multidecode $(PROG_CU_LIB)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)

@@ -31,10 +31,15 @@ extern const kern_ops kern_cuda_ops __attribute__((weak));
 static const kern_ops *const backends[] = {&kern_ref_ops, &kern_cpu_ops, &kern_cuda_ops};
 #define N_BACKENDS (sizeof backends / sizeof backends[0])
 
+#ifndef MD_LIBDIR
+#define MD_LIBDIR "/usr/local/lib/multidecode"
+#endif
+
 /* The program built with nvcc has its cuda backend in multidecode-cuda.so (with cuBLAS and
  * the CUDA runtime), loaded only when asked for so that no other start pays for loading
  * them: beside the program (the build tree), else in ../lib/multidecode from its folder
- * (make install). Writes its path into path (cap bytes) and returns true when one exists. */
+ * (make install, moved as a whole), else in the LIBDIR it was installed with. Writes its
+ * path into path (cap bytes) and returns true when one exists. */
 static bool cuda_plugin_path(char *path, size_t cap) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -48,7 +53,8 @@ static bool cuda_plugin_path(char *path, size_t cap) {
         int k = snprintf(path, cap, "%s%s/multidecode-cuda.so", exe, where[i]);
         if (k > 0 && (size_t)k < cap && access(path, R_OK) == 0) return true;
     }
-    return false;
+    int k = snprintf(path, cap, "%s/multidecode-cuda.so", MD_LIBDIR);
+    return k > 0 && (size_t)k < cap && access(path, R_OK) == 0;
 }
 
 /* The cuda backend's ops from its shared object (which stays loaded), or NULL with err
