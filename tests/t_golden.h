@@ -64,4 +64,31 @@ static inline int t_golden_case_line(const char *s, int32_t **prompt, int32_t *n
     return 0;
 }
 
+/* Calls line(ud, s) for each line of path (newline stripped; blank and '#' lines skipped)
+ * until it returns false. done(ud) then says whether the file ended where it may (no case
+ * left open). Prints the malformed line, or why the file could not be read; returns
+ * whether everything was taken. */
+static inline bool t_golden_lines(const char *path, bool (*line)(void *ud, const char *s),
+                                  bool (*done)(void *ud), void *ud) {
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "cannot open %s (tests run from the repository root)\n", path);
+        return false;
+    }
+    char *buf = NULL;
+    size_t cap = 0;
+    int32_t lineno = 0;
+    bool ok = true;
+    while (ok && getline(&buf, &cap, f) >= 0) {
+        lineno++;
+        buf[strcspn(buf, "\r\n")] = '\0';
+        if (*buf != '#' && *buf != '\0') ok = line(ud, buf);
+    }
+    bool ended = ok && done(ud);
+    if (!ended) fprintf(stderr, "%s:%d: malformed: '%.60s'\n", path, lineno, ok ? "EOF" : buf);
+    free(buf);
+    fclose(f);
+    return ended;
+}
+
 #endif

@@ -86,45 +86,41 @@ static void sm_golden_free(sm_golden *g) {
     free(g->cases);
 }
 
+/* The reader's state: the golden being filled and the case being read (NULL between). */
+typedef struct sm_reader {
+    sm_golden *g;
+    int32_t cap_cases;
+    sm_case *c;
+} sm_reader;
+
+static bool sm_line(void *ud, const char *s) {
+    sm_reader *r = ud;
+    if (strncmp(s, "eog ", 4) == 0) return true;
+    if (strncmp(s, "case ", 5) == 0 && !r->c) {
+        sm_golden *g = r->g;
+        if (g->n_cases == r->cap_cases) {
+            r->cap_cases = r->cap_cases ? 2 * r->cap_cases : 32;
+            g->cases = realloc(g->cases, sizeof(sm_case) * (size_t)r->cap_cases);
+        }
+        r->c = &g->cases[g->n_cases++];
+        memset(r->c, 0, sizeof *r->c);
+        return sscanf(s, "case %31s %7s", r->c->name, r->c->form) == 2;
+    }
+    if (!r->c) return false;
+    sm_case *c = r->c;
+    int k = t_golden_case_line(s, &c->prompt, &c->n_prompt, &c->gen, &c->n_gen, &c->steps);
+    if (k == 2) r->c = NULL;
+    return k > 0;
+}
+
+static bool sm_done(void *ud) { return ((sm_reader *)ud)->c == NULL; }
+
 /* Reads the golden file into g (freed with sm_golden_free, also on failure). Returns
  * false, after printing the offending line, when the file is missing or malformed. */
 static bool sm_golden_read(const char *path, sm_golden *g) {
     memset(g, 0, sizeof *g);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "cannot open %s (tests run from the repository root)\n", path);
-        return false;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    int32_t cap_cases = 0, lineno = 0;
-    bool ok = true;
-    sm_case *c = NULL;
-    while (ok && getline(&line, &cap, f) >= 0) {
-        lineno++;
-        char *s = line;
-        s[strcspn(s, "\r\n")] = '\0';
-        if (*s == '#' || *s == '\0' || strncmp(s, "eog ", 4) == 0) continue;
-        if (strncmp(s, "case ", 5) == 0 && !c) {
-            if (g->n_cases == cap_cases) {
-                cap_cases = cap_cases ? 2 * cap_cases : 32;
-                g->cases = realloc(g->cases, sizeof(sm_case) * (size_t)cap_cases);
-            }
-            c = &g->cases[g->n_cases++];
-            memset(c, 0, sizeof *c);
-            ok = sscanf(s, "case %31s %7s", c->name, c->form) == 2;
-        } else if (c) {
-            int r = t_golden_case_line(s, &c->prompt, &c->n_prompt, &c->gen, &c->n_gen, &c->steps);
-            ok = r > 0;
-            if (r == 2) c = NULL;
-        } else {
-            ok = false;
-        }
-    }
-    if (!ok || c) fprintf(stderr, "%s:%d: malformed: '%.60s'\n", path, lineno, ok ? "EOF" : line);
-    free(line);
-    fclose(f);
-    return ok && !c;
+    sm_reader r = {.g = g};
+    return t_golden_lines(path, sm_line, sm_done, &r);
 }
 
 /* How far below its own pick llama.cpp rated token t at this step; INFINITY when t is

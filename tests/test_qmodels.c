@@ -107,48 +107,45 @@ static void qm_golden_free(qm_golden *g) {
     free(g->models);
 }
 
+/* The reader's state: the golden being filled, the model and the case being read. */
+typedef struct qm_reader {
+    qm_golden *g;
+    int32_t cap_models, cap_tensors, cap_cases;
+    qm_model *m;
+    qm_case *c;
+} qm_reader;
+
+static bool qm_line(void *ud, const char *s) {
+    qm_reader *r = ud;
+    qm_model *m = r->m;
+    if (strncmp(s, "model ", 6) == 0 && !r->c) {
+        r->m = m = qm_push((void **)&r->g->models, &r->g->n_models, &r->cap_models, sizeof *m);
+        r->cap_tensors = r->cap_cases = 0;
+        return sscanf(s, "model %15s %63s %ld %64s", m->type, m->file, &m->bytes, m->sha) == 4;
+    }
+    if (strncmp(s, "tensor ", 7) == 0 && m && !r->c && !m->n_cases) {
+        qm_tensor *t = qm_push((void **)&m->tensors, &m->n_tensors, &r->cap_tensors, sizeof *t);
+        return sscanf(s, "tensor %63s %15s", t->name, t->type) == 2;
+    }
+    if (strncmp(s, "case ", 5) == 0 && m && !r->c) {
+        r->c = qm_push((void **)&m->cases, &m->n_cases, &r->cap_cases, sizeof *r->c);
+        return sscanf(s, "case %15s", r->c->name) == 1;
+    }
+    if (!r->c) return false;
+    qm_case *c = r->c;
+    int k = t_golden_case_line(s, &c->prompt, &c->n_prompt, &c->gen, &c->n_gen, &c->steps);
+    if (k == 2) r->c = NULL;
+    return k > 0;
+}
+
+static bool qm_done(void *ud) { return ((qm_reader *)ud)->c == NULL; }
+
 /* Reads the golden file into g (freed with qm_golden_free, also on failure). Returns
  * false, after printing the offending line, when the file is missing or malformed. */
 static bool qm_golden_read(const char *path, qm_golden *g) {
     memset(g, 0, sizeof *g);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        fprintf(stderr, "cannot open %s (tests run from the repository root)\n", path);
-        return false;
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    int32_t cap_models = 0, cap_tensors = 0, cap_cases = 0, lineno = 0;
-    bool ok = true;
-    qm_model *m = NULL;
-    qm_case *c = NULL;
-    while (ok && getline(&line, &cap, f) >= 0) {
-        lineno++;
-        char *s = line;
-        s[strcspn(s, "\r\n")] = '\0';
-        if (*s == '#' || *s == '\0') continue;
-        if (strncmp(s, "model ", 6) == 0 && !c) {
-            m = qm_push((void **)&g->models, &g->n_models, &cap_models, sizeof *m);
-            cap_tensors = cap_cases = 0;
-            ok = sscanf(s, "model %15s %63s %ld %64s", m->type, m->file, &m->bytes, m->sha) == 4;
-        } else if (strncmp(s, "tensor ", 7) == 0 && m && !c && !m->n_cases) {
-            qm_tensor *t = qm_push((void **)&m->tensors, &m->n_tensors, &cap_tensors, sizeof *t);
-            ok = sscanf(s, "tensor %63s %15s", t->name, t->type) == 2;
-        } else if (strncmp(s, "case ", 5) == 0 && m && !c) {
-            c = qm_push((void **)&m->cases, &m->n_cases, &cap_cases, sizeof *c);
-            ok = sscanf(s, "case %15s", c->name) == 1;
-        } else if (c) {
-            int r = t_golden_case_line(s, &c->prompt, &c->n_prompt, &c->gen, &c->n_gen, &c->steps);
-            ok = r > 0;
-            if (r == 2) c = NULL;
-        } else {
-            ok = false;
-        }
-    }
-    if (!ok || c) fprintf(stderr, "%s:%d: malformed: '%.60s'\n", path, lineno, ok ? "EOF" : line);
-    free(line);
-    fclose(f);
-    return ok && !c;
+    qm_reader r = {.g = g};
+    return t_golden_lines(path, qm_line, qm_done, &r);
 }
 
 /* Whether the file at path has the given size and SHA-256 (hex). */
