@@ -142,6 +142,7 @@ static void run_case(const model *m, uint64_t seed, const char *name) {
     }
     snprintf(what, sizeof what, "%s seed %llu: %d leaves scored of %d, worst nerr %.3g", name,
              (unsigned long long)seed, scored, n_leaves, worst);
+    T_CHECK(scored > 0, "%s: no leaf was compared with linear decoding", what);
     T_CHECK(worst <= NERR_BOUND, "%s", what);
     /* Stronger than the bound: the step hands each row its keys in path order and the CPU
      * and ref kernels' arithmetic depends only on that sequence, so the logits are the
