@@ -343,7 +343,7 @@ static void test_buffer(void) {
 static void test_model(void) {
     const char *path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
     if (access(path, R_OK) != 0) {
-        T_SKIP("%s absent (sh tools/fetch-model.sh fetches it)", path);
+        T_MISSING("%s absent (sh tools/fetch-model.sh fetches it)", path);
         return;
     }
     st_err err = {0};
@@ -366,7 +366,7 @@ static void test_model(void) {
     char bin[512];
     snprintf(bin, sizeof bin, "%s/multidecode", build && *build ? build : "build");
     if (access(bin, X_OK) != 0) {
-        T_SKIP("no %s", bin);
+        T_MISSING("no %s", bin);
         return;
     }
     int st;

@@ -229,7 +229,7 @@ int main(void) {
     model_free(m);
     const char *sp = t_shared("models/stories260K.gguf");
     if (!sp) {
-        T_SKIP("stories260K fixture absent");
+        T_MISSING("stories260K fixture absent");
         return t_done();
     }
     m = model_load(sp, &err);

@@ -437,7 +437,7 @@ int main(int argc, char **argv) {
             model_free(m);
         }
     } else {
-        T_SKIP("stories260K fixture absent");
+        T_MISSING("stories260K fixture absent");
     }
     /* the default model (fetched by `make model`; CI fetches it): one seed, it is larger */
     const char *smol = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -451,7 +451,7 @@ int main(int argc, char **argv) {
             model_free(m);
         }
     } else {
-        T_SKIP("%s absent (make model fetches it)", smol);
+        T_MISSING("%s absent (make model fetches it)", smol);
     }
     /* Gemma 3 270M (make model MODEL=gemma3): its paths stay under its 512-token window */
     const char *gemma = "models/gemma-3-270m-q4_k_m.gguf";
@@ -468,7 +468,7 @@ int main(int argc, char **argv) {
             model_free(m);
         }
     } else {
-        T_SKIP("%s absent (make model MODEL=gemma3 fetches it)", gemma);
+        T_MISSING("%s absent (make model MODEL=gemma3 fetches it)", gemma);
     }
     return t_done();
 }

@@ -197,7 +197,7 @@ static void sm_check_set(const sm_set *set) {
         return;
     }
     if (access(set->model, R_OK) != 0) {
-        T_SKIP("%s is absent (tools/fetch-model.sh fetches it): llama.cpp goldens skipped",
+        T_MISSING("%s is absent (tools/fetch-model.sh fetches it): llama.cpp goldens skipped",
                set->model);
         sm_golden_free(&g);
         return;

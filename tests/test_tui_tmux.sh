@@ -22,8 +22,15 @@ MODEL=${MD_SHARED:-../shared}/models/stories260K.gguf
 BIN=$(pwd)/${BUILD:-build}/multidecode
 GOLD=${GOLD:-tests/golden/tui}
 done_() { echo "$P passed, $F failed, $S skipped"; [ "$F" -eq 0 ]; exit $?; }
-if ! command -v tmux >/dev/null 2>&1; then echo "SKIP: no tmux"; S=1; done_; fi
-if [ ! -f "$MODEL" ] || [ ! -x "$BIN" ]; then echo "SKIP: no $MODEL or $BIN"; S=1; done_; fi
+# missing WHAT: a skip, or a failure where MD_REQUIRE_FIXTURES=1 (CI: tests/t.h says why)
+missing() {
+    if [ -n "$MD_REQUIRE_FIXTURES" ] && [ "$MD_REQUIRE_FIXTURES" != 0 ]; then
+        echo "FAIL: $1 (fixture missing, MD_REQUIRE_FIXTURES)"; F=1
+    else echo "SKIP: $1"; S=1; fi
+    done_
+}
+command -v tmux >/dev/null 2>&1 || missing "no tmux"
+{ [ -f "$MODEL" ] && [ -x "$BIN" ]; } || missing "no $MODEL or $BIN"
 
 TMP=$(mktemp -d)
 SOCK="md-tui-test-$$"

@@ -253,7 +253,7 @@ static bool open_stories(model **m, tok **tk, model_ctx **c, int32_t n_slots) {
     *m = NULL, *tk = NULL, *c = NULL;
     const char *path = t_shared("models/stories260K.gguf");
     if (!path) {
-        T_SKIP("stories260K is absent");
+        T_MISSING("stories260K is absent");
         return false;
     }
     st_err err = {0};
