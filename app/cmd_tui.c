@@ -39,6 +39,9 @@ static void tui_usage(FILE *f) {
                "                       user turn (:set chat on|off switches inside)\n"
                "      --load FILE      start from a saved session\n"
                "      --budget N       tokens per grow, chain or draft run (default 32)\n"
+               "      --row-cost C     fix :draft and :lookahead's cost of a row, relative to\n"
+               "                       a one-row step (default: measured), so that which\n"
+               "                       drafts a step packs does not depend on the machine\n"
                "      --temp T         temperature; 0 = greedy (default 0.8)\n"
                PROMPT_SAMPLE_HELP
                "\nfiles: $XDG_STATE_HOME/multidecode/{autosave.json,history,tui.log},\n"
@@ -121,6 +124,7 @@ typedef struct tui_opts {
     sample_params sp;
     const char *load, *text; /* --load FILE, the PROMPT argument (NULL: none) */
     int64_t budget;
+    double row_cost; /* --row-cost C; 0: measured */
     bool raw;
 } tui_opts;
 
@@ -129,6 +133,7 @@ typedef struct tui_opts {
 static int tui_parse(int argc, char **argv, tui_opts *o) {
     static const struct option lo[] = {PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
                                        {"load", 1, 0, 'L'}, {"budget", 1, 0, 'N'}, {"raw", 0, 0, 'R'},
+                                       {"row-cost", 1, 0, 'C'},
                                        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int ch, r;
     optind = 1;
@@ -142,6 +147,10 @@ static int tui_parse(int argc, char **argv, tui_opts *o) {
         case 'R': o->raw = true; break;
         case 'N':
             if (app_opt_int("--budget", optarg, 1, 1 << 20, &o->budget)) return 2;
+            break;
+        case 'C':
+            if (app_parse_float(optarg, &o->row_cost) || o->row_cost <= 0 || o->row_cost > 100)
+                return app_usage_error("bad --row-cost '%s' (want a number above 0, at most 100)", optarg);
             break;
         case 'h': tui_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode tui --help", TUI_USAGE);
@@ -227,6 +236,7 @@ int cmd_tui(int argc, char **argv) {
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     ui_tui_params p = {
         .wp = {.ctx = a.pm.ctx, .tk = a.pm.tk, .f = f, .sp = o.sp, .budget = (int32_t)o.budget,
+               .row_cost = o.row_cost,
                .save = tui_save, .load = tui_load, .ud = &a,
                .model_name = slash ? slash + 1 : o.mo.path, .backend = o.mo.backend,
                .threads = o.mo.threads ? o.mo.threads : (int32_t)(nproc > 0 ? nproc : 1),

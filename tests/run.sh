@@ -1,7 +1,9 @@
 #!/bin/sh
 # Runs each test binary given, shows its output, and sums the "N passed, N failed[, N
-# skipped]" lines they end with. Exits non-zero when any test failed or crashed.
-P=0; F=0; S=0; rc=0
+# skipped]" lines they end with. Exits non-zero when any test failed or crashed. A program
+# that checked nothing (0 passed, 0 failed) is named before the total: skipped entirely
+# when it reported skips, a failure when it reported nothing at all.
+P=0; F=0; S=0; rc=0; whole=""
 for t in "$@"; do
     echo "== $t"
     out=$("$t" 2>&1); code=$?
@@ -15,7 +17,12 @@ for t in "$@"; do
     fi
     P=$((P + p)); F=$((F + f)); S=$((S + ${s:-0}))
     [ "$code" -ne 0 ] && rc=1
+    if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+        if [ "${s:-0}" -eq 0 ]; then echo "!! $t checked nothing"; F=$((F + 1)); rc=1
+        else whole="$whole ${t##*/}"; fi
+    fi
 done
 [ "$F" -ne 0 ] && rc=1
+[ -n "$whole" ] && echo "skipped entirely:$whole"
 echo "$P passed, $F failed, $S skipped"
 exit $rc

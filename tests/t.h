@@ -1,9 +1,12 @@
 /* t.h - the tiny test harness every test file includes (header-only, one per binary).
  *
  * T_CHECK(cond, fmt, ...) counts a pass or prints file:line and a failure message;
- * T_SKIP(fmt, ...) counts a skip; t_done() prints "N passed, N failed, N skipped" as the
- * last line and returns the exit code. t_shared(rel) finds a fixture under ../shared (or
- * $MD_SHARED) and returns NULL when it is absent, so tests can skip. */
+ * T_SKIP(fmt, ...) counts a skip; T_MISSING(fmt, ...) is the skip for an absent fixture
+ * (a shared file, a fetched model, the built program), a failure where
+ * MD_REQUIRE_FIXTURES=1 (CI sets it: there every fixture is fetched, so a missing one is a
+ * broken fetch, not a reason to stay green); t_done() prints "N passed, N failed, N
+ * skipped" as the last line and returns the exit code. t_shared(rel) finds a fixture
+ * under ../shared (or $MD_SHARED) and returns NULL when it is absent. */
 #ifndef MD_T_H
 #define MD_T_H
 
@@ -33,6 +36,25 @@ static int t_pass, t_fail, t_skip;
         fprintf(stderr, "SKIP: ");                                                   \
         fprintf(stderr, __VA_ARGS__);                                                \
         fputc('\n', stderr);                                                         \
+    } while (0)
+
+/* MD_REQUIRE_FIXTURES is set to anything but "" or "0". */
+static inline int t_require_fixtures(void) {
+    const char *e = getenv("MD_REQUIRE_FIXTURES");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+#define T_MISSING(...)                                                               \
+    do {                                                                             \
+        if (t_require_fixtures()) {                                                  \
+            t_fail++;                                                                \
+            fprintf(stderr, "%s:%d: FAIL (fixture missing, MD_REQUIRE_FIXTURES) ",   \
+                    __FILE__, __LINE__);                                             \
+            fprintf(stderr, __VA_ARGS__);                                            \
+            fputc('\n', stderr);                                                     \
+        } else {                                                                     \
+            T_SKIP(__VA_ARGS__);                                                     \
+        }                                                                            \
     } while (0)
 
 static inline int t_done(void) {

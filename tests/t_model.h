@@ -17,7 +17,7 @@ static inline bool t_stories(model **m, tok **tk) {
     const char *path = t_shared("models/stories260K.gguf");
     *m = NULL, *tk = NULL;
     if (!path) {
-        T_SKIP("stories260K fixture absent");
+        T_MISSING("stories260K fixture absent");
         return false;
     }
     st_err err = {0};

@@ -46,7 +46,7 @@ static inline bool t_cli_setup(char *bin, size_t bin_cap, char *model, size_t mo
     snprintf(bin, bin_cap, "%s/multidecode", build && *build ? build : "build");
     const char *m = t_shared("models/stories260K.gguf");
     if (!m || access(bin, X_OK) != 0) {
-        T_SKIP("needs %s and ../shared/models/stories260K.gguf", bin);
+        T_MISSING("needs %s and ../shared/models/stories260K.gguf", bin);
         return false;
     }
     snprintf(model, model_cap, "%s", m);

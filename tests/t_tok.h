@@ -15,7 +15,7 @@
 static inline tok *t_tok_load(const char *rel) {
     const char *path = access(rel, R_OK) == 0 ? rel : t_shared(rel);
     if (!path) {
-        T_SKIP("%s not found", rel);
+        T_MISSING("%s not found", rel);
         return NULL;
     }
     st_err err;

@@ -334,7 +334,7 @@ static void test_cli_words(const char *model_path) {
     char bin[512];
     snprintf(bin, sizeof bin, "%s/multidecode", getenv("BUILD") ? getenv("BUILD") : "build");
     if (access(bin, X_OK)) {
-        T_SKIP("no %s", bin);
+        T_MISSING("no %s", bin);
         return;
     }
     int st;
@@ -394,7 +394,7 @@ int main(void) {
     }
     const char *sp = t_shared("models/stories260K.gguf");
     if (!sp) {
-        T_SKIP("stories260K fixture absent");
+        T_MISSING("stories260K fixture absent");
         return t_done();
     }
     test_cli_words(sp);

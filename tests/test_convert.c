@@ -65,11 +65,11 @@ static int64_t get_i(const gguf_ctx *g, const char *key) {
 static void test_stories260k(const char *dir) {
     char bin[4096], tokp[4096], ref[4096];
     const char *p;
-    if (!(p = t_shared("models/stories260K.bin"))) { T_SKIP("no stories260K.bin"); return; }
+    if (!(p = t_shared("models/stories260K.bin"))) { T_MISSING("no stories260K.bin"); return; }
     snprintf(bin, sizeof bin, "%s", p);
-    if (!(p = t_shared("models/tok512.bin"))) { T_SKIP("no tok512.bin"); return; }
+    if (!(p = t_shared("models/tok512.bin"))) { T_MISSING("no tok512.bin"); return; }
     snprintf(tokp, sizeof tokp, "%s", p);
-    if (!(p = t_shared("models/stories260K.gguf"))) { T_SKIP("no stories260K.gguf"); return; }
+    if (!(p = t_shared("models/stories260K.gguf"))) { T_MISSING("no stories260K.gguf"); return; }
     snprintf(ref, sizeof ref, "%s", p);
 
     tpath outp = path_in(dir, "stories260K.gguf");

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cu.h"
+#include "kernels/cuda/emu_blas.h"
 #include "kernels/kern.h"
 #include "kernels/vec.h"
 #include "t.h"
@@ -287,6 +288,34 @@ static void test_topk(uint64_t seed) {
             }
 }
 
+/* The cuBLAS call of a many-row product, as emu_blas.h records it: y (rows, n_out) row-major
+ * is C (n_out, rows) column-major = W (n_out, n_in) row-major, read as A (n_in, n_out)
+ * transposed, times x (rows, n_in) row-major, read as B (n_in, rows) untransposed. The
+ * values are checked against ref by test_matmul, computed from these arguments. */
+static void test_gemm_args(uint64_t seed) {
+    const int32_t n_out = 13, n_in = 40, rows = 20;
+    kern_mat st = {DT_F32, n_out, n_in, make_weights(&seed, DT_F32, n_out, n_in), NULL}, w;
+    T_CHECK(C->mat_prepare(cu, &w, &st, 0, NULL) == ST_OK, "mat_prepare F32");
+    float *x = rand_floats(&seed, rows * n_in, 1.0f);
+    float *dx = dev(x, rows * n_in), *dy = dev(NULL, rows * n_out);
+    const long before = cublas_emu_log.n_calls;
+    C->matmul(cu, dy, &w, dx, rows);
+    const cublas_emu_call g = cublas_emu_log;
+    T_CHECK(g.n_calls == before + 1, "one Sgemm for %d rows (%ld)", rows, g.n_calls - before);
+    T_CHECK(g.transa == 1 && g.transb == 0, "transposes: A %s, B %s (want T, N)", g.transa ? "T" : "N",
+            g.transb ? "T" : "N");
+    T_CHECK(g.m == n_out && g.n == rows && g.k == n_in, "m n k: %d %d %d (want %d %d %d)", g.m, g.n, g.k,
+            n_out, rows, n_in);
+    T_CHECK(g.lda == n_in && g.ldb == n_in && g.ldc == n_out, "lda ldb ldc: %d %d %d (want %d %d %d)", g.lda,
+            g.ldb, g.ldc, n_in, n_in, n_out);
+    T_CHECK(g.a == w.data && g.b == dx && g.c == dy, "A, B, C are the weights, x and y");
+    st_err err = {0};
+    T_CHECK(kern_backend_sync(cu, &err) == ST_OK, "sync: %s", err.msg);
+    C->mat_release(cu, &w);
+    C->buf_free(cu, dx), C->buf_free(cu, dy);
+    free(x), free((void *)st.data);
+}
+
 /* Failures: a type without a kernel, a product without memory for its tile (nothing
  * written), each named once by sync. */
 static void test_errors(uint64_t seed) {
@@ -330,6 +359,7 @@ int main(void) {
     R = kern_backend_ops(ref), C = kern_backend_ops(cu);
     test_buffers(cu);
     test_kv_ops(cu, 33);
+    test_gemm_args(67); /* (first: wrong arguments make test_matmul read out of bounds) */
     test_matmul(61);
     test_attention(62);
     test_small_cache(66);

@@ -351,7 +351,7 @@ static void test_fixtures(void) {
     st_err err;
     const char *p = t_shared("models/stories260K.gguf");
     if (!p) {
-        T_SKIP("models/stories260K.gguf not found");
+        T_MISSING("models/stories260K.gguf not found");
     } else {
         gguf_ctx *g = gguf_open(p, &err);
         T_CHECK(g != NULL, "open stories260K: %s", err.msg);
@@ -390,7 +390,7 @@ static void test_fixtures(void) {
     }
     p = t_shared("models/ggml-vocab-llama-spm.gguf");
     if (!p) {
-        T_SKIP("models/ggml-vocab-llama-spm.gguf not found");
+        T_MISSING("models/ggml-vocab-llama-spm.gguf not found");
         return;
     }
     gguf_ctx *g = gguf_open(p, &err);

@@ -8,18 +8,13 @@
  * The test feeds the golden prompt ids (our tokenizer is not involved), then at each step
  * takes the argmax of our logits, compares it with llama.cpp's token and feeds llama.cpp's
  * token onwards (teacher forcing), so one disagreement does not hide the rest. A model's
- * part skips when its file is absent (tools/fetch-model.sh fetches it).
+ * part skips when its file is absent (tools/fetch-model.sh fetches it; CI requires both).
  *
- * SmolLM2's tolerances, and why they are not tighter: llama.cpp multiplies Q4_1/Q8_0 weights by
- * activations rounded to int8 blocks (Q8_1/Q8_0), as our cpu backend does with its own
- * rounding; this small model has outlier activations, so a rounding that flips one way
- * or the other moves logits by tenths. tests/oracle/np_llama.py measured it: float
- * numpy forward passes (with and without Q8 rounding) differ from llama.cpp by 0.15-0.17
- * on average and 1.18 at most over these goldens (logits span about +-40), and their
- * greedy picks differ from llama.cpp's only where llama.cpp's top two or three were
- * within 0.29. Hence, per model (sm_sets below): every reported logit within tol_max, the
- * mean error within tol_mean, and our token identical to llama.cpp's unless llama.cpp
- * rated our pick within tie of its own (a near tie either implementation may break). */
+ * Per model (sm_sets below): every reported logit within tol_max, the mean error within
+ * tol_mean, and our token identical to llama.cpp's unless llama.cpp rated our pick within
+ * tie of its own (a near tie either implementation may break). Why each bound is what it
+ * is, with the measurements, is said in one place: tests/oracle/README.md, "Why
+ * test_greedy_models.c's tolerances are what they are". */
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -40,22 +35,9 @@ typedef struct sm_set {
 } sm_set;
 
 static const sm_set sm_sets[] = {
-    /* SmolLM2: measured noise <= 1.18, mean 0.15-0.17. Near ties: the first kernels flipped
-     * picks only where llama.cpp's gap was <= 0.29; the repacked int8 matmul (same mean
-     * error, 0.167) flips one pick at a gap of 0.66 (code/chat step 46: ours 26.26 vs 26.16
-     * for llama.cpp's pick). Since single logits may move by up to 1.18 against llama.cpp,
-     * a gap of 0.66 is within the measured noise; a real error (a wrong layout or scale)
-     * moves logits by several units (see test_qmodels). */
+    /* (tests/oracle/README.md says why these numbers) */
     {"tests/golden/smollm2_greedy.txt", "models/SmolLM2-135M-Instruct.Q4_1.gguf",
      1.5f, 0.35f, 0.75f, 16},
-    /* Gemma 3 270M: logits up to about 30 from a residual stream scaled by sqrt(640) at
-     * the embedding; llama.cpp rounds activations to Q8_K blocks of 256 for its Q4_K/Q6_K
-     * products, we to int8 blocks of 32. Measured: mean |dlogit| 0.243, single logits up
-     * to 3.16 (long4800 step 48; 0.6-1.9 elsewhere); 499 of 512 picks identical, the
-     * other 13 near ties within 0.30. Our ref backend, which does not round activations
-     * at all, differs from llama.cpp as much (code/raw 1.36, math/raw 1.10 at most), so
-     * the gap is llama.cpp's rounding, not ours. The sliding window's meaning is checked
-     * tightly on random models (tests/golden/archmodels, test_qmodels). */
     {"tests/golden/gemma3_greedy.txt", "models/gemma-3-270m-q4_k_m.gguf",
      4.0f, 0.35f, 0.4f, 8},
 };
@@ -197,7 +179,7 @@ static void sm_check_set(const sm_set *set) {
         return;
     }
     if (access(set->model, R_OK) != 0) {
-        T_SKIP("%s is absent (tools/fetch-model.sh fetches it): llama.cpp goldens skipped",
+        T_MISSING("%s is absent (tools/fetch-model.sh fetches it): llama.cpp goldens skipped",
                set->model);
         sm_golden_free(&g);
         return;

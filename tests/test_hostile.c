@@ -274,7 +274,7 @@ int main(void) {
     stories = t_shared("models/stories260K.gguf");
     if (stories) stories = strdup(stories);
     if (!stories || access(bin, X_OK) != 0) {
-        T_SKIP("needs %s and ../shared/models/stories260K.gguf", bin);
+        T_MISSING("needs %s and ../shared/models/stories260K.gguf", bin);
     } else {
         test_plan_many_branches();
     }

@@ -5,8 +5,9 @@ cd "$(dirname "$0")/.." || exit 1
 bin=${BUILD:-build}/multidecode
 p=0; f=0; s=0
 if ! command -v python3 >/dev/null 2>&1 || [ ! -x "$bin" ]; then
-    echo "SKIP: python3 or $bin missing" >&2
-    s=1
+    if [ -n "$MD_REQUIRE_FIXTURES" ] && [ "$MD_REQUIRE_FIXTURES" != 0 ]; then
+        echo "FAIL: python3 or $bin missing (MD_REQUIRE_FIXTURES)" >&2; f=1
+    else echo "SKIP: python3 or $bin missing" >&2; s=1; fi
 else
     if python3 tools/gen-man-commands.py --check "$bin"; then p=$((p + 1)); else f=$((f + 1)); fi
 fi

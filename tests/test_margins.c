@@ -186,7 +186,7 @@ int main(void) {
     if (t_shared("models/tinystories_val_subset.txt"))
         snprintf(tpath, sizeof tpath, "%s", t_shared("models/tinystories_val_subset.txt"));
     if (!spath[0] || !tpath[0]) {
-        T_SKIP("stories260K or the TinyStories text is absent");
+        T_MISSING("stories260K or the TinyStories text is absent");
         return t_done();
     }
     char text[3001];

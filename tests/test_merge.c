@@ -369,7 +369,7 @@ int main(void) {
 
     const char *spath = t_shared("models/stories260K.gguf");
     if (!spath) {
-        T_SKIP("stories260K fixture absent");
+        T_MISSING("stories260K fixture absent");
         return t_done();
     }
     m = model_load(spath, &err);

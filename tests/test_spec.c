@@ -460,7 +460,7 @@ int main(void) {
     };
     const char *sp = t_shared("models/stories260K.gguf");
     if (sp) run_text_model(sp, "stories260K", stories, 3, 48);
-    else T_SKIP("stories260K fixture absent");
+    else T_MISSING("stories260K fixture absent");
 
     static const char *const smol[] = {
         "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n",
@@ -472,7 +472,7 @@ int main(void) {
         fclose(fp);
         run_text_model(smol_path, "SmolLM2", smol, 2, 40);
     } else {
-        T_SKIP("SmolLM2 absent (sh tools/fetch-model.sh)");
+        T_MISSING("SmolLM2 absent (sh tools/fetch-model.sh)");
     }
     return t_done();
 }

@@ -312,7 +312,7 @@ static void test_spm_vectors(const tok *t) {
     path = t_shared("models/ggml-vocab-llama-spm.gguf.out"); /* reuses t_shared's buffer */
     char *out = path ? read_file(path, &no) : NULL;
     if (!inp || !out) {
-        T_SKIP("llama-spm test vectors not found");
+        T_MISSING("llama-spm test vectors not found");
         free(inp);
         free(out);
         return;
@@ -509,7 +509,7 @@ static void test_stream(const tok *t) {
 static void test_large_text(const tok *t) {
     const char *path = t_shared("models/tinystories_val_subset.txt");
     if (!path) {
-        T_SKIP("tinystories_val_subset.txt not found");
+        T_MISSING("tinystories_val_subset.txt not found");
         return;
     }
     size_t len;

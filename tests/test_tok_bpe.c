@@ -358,7 +358,7 @@ static void check_golden(const tok *t, const char *path, const char *pre) {
 static void test_model(void) {
     const char *path = access(MODEL_REL, R_OK) == 0 ? MODEL_REL : t_shared(MODEL_REL);
     if (!path) {
-        T_SKIP("%s absent (sh tools/fetch-model.sh fetches it)", MODEL_REL);
+        T_MISSING("%s absent (sh tools/fetch-model.sh fetches it)", MODEL_REL);
         return;
     }
     st_err err;

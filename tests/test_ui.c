@@ -253,7 +253,7 @@ static bool open_stories(model **m, tok **tk, model_ctx **c, int32_t n_slots) {
     *m = NULL, *tk = NULL, *c = NULL;
     const char *path = t_shared("models/stories260K.gguf");
     if (!path) {
-        T_SKIP("stories260K is absent");
+        T_MISSING("stories260K is absent");
         return false;
     }
     st_err err = {0};
@@ -677,7 +677,7 @@ static void check_la_capture(model_ctx *c, const tok *tk, const int32_t *prompt,
     forest_id tip;
     forest_add_root(f, prompt, NULL, np, 0, &tip, &err);
     spec_params sp = ui_spec_params(3, 3, 2);
-    T_CHECK(sp.row_cost == UI_SPEC_ROW_COST && sp.la.w == 3 && sp.la.n == 3 && sp.la.g == 2, "lookahead params");
+    T_CHECK(sp.row_cost <= 0 && sp.la.w == 3 && sp.la.n == 3 && sp.la.g == 2, "lookahead params");
     mask_view *mv = malloc(sizeof *mv);
     mv_init(mv);
     la_view lv = {mv, tk, 0};

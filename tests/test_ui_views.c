@@ -267,7 +267,12 @@ static void test_mask_view(void) {
     T_CHECK(mv_sees(mv, 0, 0) && !mv_sees(mv, 0, 1), "the root sees itself only");
     T_CHECK(mv_sees(mv, 2, 0) && mv_sees(mv, 2, 1) && mv_sees(mv, 2, s12) && !mv_sees(mv, 2, s13),
             "a child sees its ancestors and itself, not its sibling");
-    T_CHECK(mv->rows[2].colour != mv->rows[3].colour || 1, "colours exist");
+    /* a child of a branching node starts a line of its own colour: the siblings' indices
+     * here (2 and 3) hash to different colours, and each row has its own node's */
+    T_CHECK(mv->rows[2].colour != mv->rows[3].colour, "sibling lines share colour %d", mv->rows[2].colour);
+    bool own = true;
+    for (int32_t i = 0; i < mv->n_rows; i++) own = own && mv->rows[i].colour == mv_branch_colour(f, mv->rows[i].node);
+    T_CHECK(own, "a row's colour is not its node's branch colour");
     T_CHECK(mv->rows[0].colour == mv->rows[1].colour, "one line, one colour");
     char buf[256];
     mv_row_text(mv, 2, buf, sizeof buf, 80, false);

@@ -311,7 +311,7 @@ int main(void) {
     const char *gemma = "models/gemma-3-270m-q4_k_m.gguf";
     st_err err = {0};
     if (access(gemma, R_OK) != 0) {
-        T_SKIP("%s absent (make model MODEL=gemma3 fetches it)", gemma);
+        T_MISSING("%s absent (make model MODEL=gemma3 fetches it)", gemma);
     } else if (!(m = model_load(gemma, &err))) {
         T_CHECK(0, "Gemma 3: %s", err.msg);
     } else {

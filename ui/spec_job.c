@@ -7,7 +7,6 @@
 
 spec_params ui_spec_params(int32_t w, int32_t n, int32_t g) {
     spec_params sp = spec_default_params();
-    sp.row_cost = UI_SPEC_ROW_COST;
     sp.logprobs = true; /* the forest and text panes show every token's probability */
     sp.la_adaptive = false; /* the mask pane shows the window at every step (teaching) */
     if (w > 0) {

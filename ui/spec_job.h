@@ -16,14 +16,10 @@
 #include "tok/tok.h"
 #include "mask_view.h"
 
-/* The TUI's row cost for the adaptive draft policy (spec_policy.h): fixed rather than
- * measured from the steps' timings, so which drafts a step packs - and so the mask pane,
- * the forest's shape during the run and the tmux golden screens - does not depend on the
- * machine's speed. The tokens never depend on it (verification is exact). */
-#define UI_SPEC_ROW_COST 0.25
-
 /* The parameters of :draft (w == 0) or :lookahead W N G: spec_default_params with the
- * window's W, N, G and the row cost fixed at UI_SPEC_ROW_COST. */
+ * window's W, N, G; the adaptive policy's row cost is measured from the steps' timings
+ * (the worker fixes it when the TUI was started with --row-cost, so that a layout, the
+ * tmux test's golden screens among them, does not depend on the machine's speed). */
 spec_params ui_spec_params(int32_t w, int32_t n, int32_t g);
 
 /* The sampling of :draft and :lookahead: the TUI's sampler settings (:set temp, top_k,

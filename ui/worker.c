@@ -326,6 +326,7 @@ static void take_params(ui_worker *w, const ui_worker_params *p) {
     w->n_vocab = model_ctx_hparams(p->ctx)->n_vocab;
     w->sp = p->sp;
     w->budget = p->budget > 0 ? p->budget : 32;
+    w->row_cost = p->row_cost;
     w->save = p->save;
     w->load = p->load;
     w->ud = p->ud;

@@ -48,6 +48,7 @@ typedef struct ui_worker_params {
     forest *f;             /* owned by the worker from start (freed by ui_worker_stop) */
     sample_params sp;
     int32_t budget;        /* default tokens per grow */
+    double row_cost;       /* :draft / :lookahead's row cost (spec.h); <= 0: measured */
     ui_save_fn save;       /* may be NULL */
     ui_load_fn load;       /* may be NULL */
     void *ud;

@@ -33,6 +33,7 @@ struct ui_worker {
     int32_t n_vocab;
     sample_params sp;
     int32_t budget;
+    double row_cost;           /* ui_worker_params.row_cost */
     ui_save_fn save;
     ui_load_fn load;
     void *ud;

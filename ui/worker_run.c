@@ -78,6 +78,7 @@ static strategy_opts job_opts(ui_worker *w, const ui_job *j) {
         o.u.spec.observe = spec_observe;
         o.u.spec.observe_ud = w;
         ui_spec_set_sampling(&o.u.spec.p, &w->sp);
+        if (w->row_cost > 0) o.u.spec.p.row_cost = w->row_cost;
     }
     return o;
 }

@@ -31,7 +31,10 @@ extern "C" {
 #include "kernels/vec.h"
 }
 
-#if !CU_EMU
+#if CU_EMU
+#include "kernels/cuda/emu_blas.h" /* cuBLAS's meaning of the arguments, recorded */
+cublas_emu_call cublas_emu_log;
+#else
 #include <cublas_v2.h>
 #endif
 
@@ -54,9 +57,7 @@ struct small_copy {
 };
 
 struct cuda_state {
-#if !CU_EMU
     cublasHandle_t blas;
-#endif
     dev_buf scratch[N_SCRATCH];
     small_copy small[N_SMALL];
     uint64_t small_clock;
@@ -84,7 +85,6 @@ bool cu_ok(kern_backend *b, const char *op, cudaError_t e, const char *call, con
 }
 #define CU_OK(b, op, call) cu_ok((b), (op), (call), #call, __FILE__, __LINE__)
 
-#if !CU_EMU
 bool blas_ok(kern_backend *b, const char *op, cublasStatus_t e, const char *call,
              const char *file, int line) {
     if (e == CUBLAS_STATUS_SUCCESS) return true;
@@ -94,7 +94,6 @@ bool blas_ok(kern_backend *b, const char *op, cublasStatus_t e, const char *call
     return false;
 }
 #define BLAS_OK(b, op, call) blas_ok((b), (op), (call), #call, __FILE__, __LINE__)
-#endif
 
 /* After an op's launches: a launch error (bad configuration, no kernel image for this
  * device) recorded naming the op. */
@@ -193,7 +192,6 @@ st_code cuda_init(kern_backend *b, int32_t *n_threads, void **state, st_err *err
     }
     cuda_state *s = new (std::nothrow) cuda_state();
     if (!s) return st_set(err, ST_ERR_NOMEM, "out of memory creating the cuda backend");
-#if !CU_EMU
     const cublasStatus_t be = cublasCreate(&s->blas);
     if (be != CUBLAS_STATUS_SUCCESS) {
         delete s;
@@ -201,7 +199,6 @@ st_code cuda_init(kern_backend *b, int32_t *n_threads, void **state, st_err *err
                       cublasGetStatusString(be));
     }
     cublasSetStream(s->blas, STREAM);
-#endif
     *n_threads = 1; /* the host thread only queues work */
     *state = s;
     return ST_OK;
@@ -213,9 +210,7 @@ void cuda_free(void *state) {
     cudaDeviceSynchronize();
     for (dev_buf &d : s->scratch) cudaFree(d.p);
     for (small_copy &c : s->small) cudaFree(c.dev.p);
-#if !CU_EMU
     cublasDestroy(s->blas);
-#endif
     delete s;
 }
 
@@ -320,26 +315,14 @@ void cuda_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_
 /* ---- products ---- */
 
 /* y (n_rows, ldy) at its first column = x (n_rows, k) times a (n, k) transposed: cuBLAS
- * SGEMM on the device; under the emulator a host loop in cu_matmul_few's order (lane
- * partials of index mod 32, then the 32 partials in order). */
+ * SGEMM; under the emulator the same call to emu_blas.h's cublasSgemm, which computes
+ * what cuBLAS would from the arguments, in cu_matmul_few's summation order. */
 void gemm(kern_backend *b, float *y, int64_t ldy, const float *a, int64_t n, const float *x,
           int32_t n_rows, int64_t k) {
-#if CU_EMU
-    (void)b;
-    for (int32_t r = 0; r < n_rows; r++)
-        for (int64_t o = 0; o < n; o++) {
-            float part[32] = {0};
-            for (int64_t i = 0; i < k; i++) part[i % 32] += a[o * k + i] * x[r * k + i];
-            float s = 0.0f;
-            for (float p : part) s += p;
-            y[r * ldy + o] = s;
-        }
-#else
     const float one = 1.0f, zero = 0.0f;
     BLAS_OK(b, "matmul",
             cublasSgemm(state_of(b)->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)n_rows, (int)k,
                         &one, a, (int)k, x, (int)k, &zero, y, (int)ldy));
-#endif
 }
 
 /* Many rows: W dequantised to float32 a tile of rows at a time (F32 read in place), each

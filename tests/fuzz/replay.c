@@ -6,7 +6,9 @@
  *
  * Without arguments it reads tests/fuzz/regress/NAME/ (NAME from the binary's own name,
  * after "replay_"), relative to the current folder, which `make test` sets to the
- * repository root. The empty input always runs first. A finding crashes the process (the
+ * repository root. There: every past finding, and for the harnesses without findings
+ * (session, chat, tok_bpe) the seed corpus tools/fuzz-seeds.py builds (seed-* files), so
+ * that the replay exercises real inputs. The empty input always runs first. A finding crashes the process (the
  * name of the file being run is printed before it runs); otherwise the last line is
  * "N passed, 0 failed" with one pass per input. */
 #include <dirent.h>
