@@ -344,7 +344,7 @@ typedef struct mm_job {
     float *y;
     int64_t n_in, n_out;
     int32_t n_rows;
-    int64_t rows_per_task;  /* a multiple of MM_TW (packed: of 32) */
+    int64_t rows_per_task;  /* a multiple of MM_TW (packed: of 16 MM_PK_OB) */
     uint8_t *prep;          /* per thread, prep_bytes each (64-byte aligned) */
     size_t prep_bytes;
 } mm_job;
@@ -383,7 +383,7 @@ static void mm_rows(const mm_job *j, int64_t o, int nw, int32_t thread) {
 static void mm_task(const mm_job *j, int32_t task, int32_t thread) {
     const int64_t o0 = task * j->rows_per_task;
     const int64_t o1 = o0 + j->rows_per_task < j->n_out ? o0 + j->rows_per_task : j->n_out;
-#if MM_Q8_512
+#if MM_PK
     if (j->k.pk) {
         mm_pk_rows(j->type, j->n_in, j->w, o0, o1, j->x, j->xs, j->n_rows, j->y, j->n_out);
         return;
@@ -510,7 +510,7 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
         /* MM_TASKS (MM_TASKS_BATCH) chunks per thread: more balance uneven progress, but
          * each costs a claim of the pool's shared ticket and a start without prefetched
          * weights */
-        const int unit = j->k.pk ? 32 : MM_TW; /* (packed: two blocks of 16 rows) */
+        const int unit = j->k.pk ? 16 * MM_PK_OB : MM_TW; /* (packed: a tile's o-blocks) */
         const int64_t n_tiles = (j->n_out + unit - 1) / unit;
         const int per = n_rows > MM_TX ? MM_TASKS_BATCH : MM_TASKS;
         int64_t tpt = (n_tiles + per * nt - 1) / (per * nt);
