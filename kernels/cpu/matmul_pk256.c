@@ -37,7 +37,14 @@ SIMD_INLINE void mm_pk2_dot(mm_pk2_sum *a, __m256i u, __m256i x, const int k, co
 #else
     const __m256i m = _mm256_maddubs_epi16(u, x);
     a->s = k % run == 0 ? m : _mm256_add_epi16(a->s, m);
-    if (k % run == run - 1) a->p = _mm256_add_epi32(a->p, _mm256_madd_epi16(a->s, _mm256_set1_epi16(1)));
+    /* (the sums made opaque, so that the compiler cannot reassociate their chains of adds
+     * into trees that keep every product of a block live at once: 16 registers do not
+     * hold them, and the spills cost more than the adds) */
+    __asm__("" : "+x"(a->s));
+    if (k % run == run - 1) {
+        a->p = _mm256_add_epi32(a->p, _mm256_madd_epi16(a->s, _mm256_set1_epi16(1)));
+        __asm__("" : "+x"(a->p));
+    }
 #endif
 }
 
