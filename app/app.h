@@ -22,6 +22,8 @@ int cmd_bench_forest(int argc, char **argv);
 int cmd_bench_ask(int argc, char **argv);
 /* `bench attention` (cmd_bench_attn.c); argv[0] is "attention". */
 int cmd_bench_attention(int argc, char **argv);
+/* `bench memory` (cmd_bench_mem.c): read bandwidth; argv[0] is "memory". */
+int cmd_bench_memory(int argc, char **argv);
 int cmd_convert_llama2c(int argc, char **argv);
 int cmd_mkmodel(int argc, char **argv);
 /* `session info FILE` and `session export FILE --markdown` (cmd_session.c). */

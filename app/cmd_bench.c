@@ -26,7 +26,8 @@ static void bench_usage(FILE *f) {
                "       multidecode bench forest|ask --help  (forest step and ask benchmarks)\n"
                "       multidecode bench beam|cot --help  (beam search and chains of thought)\n"
                "       multidecode bench spec --help  (drafts and lookahead vs plain greedy)\n"
-               "       multidecode bench attention --help  (the attention kernel, shared vs alone)\n\n"
+               "       multidecode bench attention --help  (the attention kernel, shared vs alone)\n"
+               "       multidecode bench memory --help  (read bandwidth: decode's ceiling)\n\n"
                "  -m, --model PATH     GGUF model file\n"
                "  -p, --prompt N       prompt tokens to prefill (default 128)\n"
                "  -n, --tokens N       tokens to generate (default 64)\n"
@@ -191,7 +192,7 @@ static const struct {
 } bench_subs[] = {
     {"forest", cmd_bench_forest}, {"ask", cmd_bench_ask},   {"attention", cmd_bench_attention},
     {"beam", cmd_bench_beam},     {"cot", cmd_bench_cot},   {"spec", cmd_bench_spec},
-    {"decode", bench_decode},
+    {"decode", bench_decode},     {"memory", cmd_bench_memory},
 };
 
 int cmd_bench(int argc, char **argv) {

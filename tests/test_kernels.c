@@ -582,6 +582,43 @@ static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t se
     free(y1), free(x);
 }
 
+/* Weights and activations at the ends of their ranges, where int16 pair sums
+ * (AVX2's maddubs, matmul_pk256.c) come closest to saturating: every group of 16
+ * weights 15 at +-1 and one just past -+1 (quants 0 or the type's top), activations
+ * +-127. Packed and stored against ref. */
+static void test_matmul_extreme(kern_backend *ref, kern_backend *cpu) {
+    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q8_0,
+                                     DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    const int64_t n_in = 512, n_out = 32;
+    float *row = malloc(sizeof(float) * n_in), *x = malloc(sizeof(float) * 4 * n_in);
+    float *y0 = malloc(sizeof(float) * 4 * n_out), *y1 = malloc(sizeof(float) * 4 * n_out);
+    for (int64_t i = 0; i < 4 * n_in; i++) x[i] = i / n_in % 2 ? -127.0f : 127.0f;
+    char what[96];
+    for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
+        const size_t rb = dtype_row_bytes(types[ti], n_in);
+        uint8_t *wd = malloc(rb * (size_t)n_out);
+        for (int64_t o = 0; o < n_out; o++) {
+            const float sg = o % 2 ? -1.0f : 1.0f;
+            for (int64_t i = 0; i < n_in; i++) row[i] = sg * (i % 16 ? 1.0f : -1.0001f);
+            dtype_quantize_row(types[ti], row, wd + o * rb, n_in);
+        }
+        kern_mat w = {types[ti], n_out, n_in, wd, NULL};
+        for (int form = 0; form < 2; form++) {
+            if (form) w.packed = kern_mat_pack(&w, NULL);
+            if (form && !w.packed) break;
+            for (int32_t n_rows = 1; n_rows <= 4; n_rows++) {
+                kern_backend_ops(ref)->matmul(ref, y0, &w, x, n_rows);
+                kern_backend_ops(cpu)->matmul(cpu, y1, &w, x, n_rows);
+                snprintf(what, sizeof what, "%s %s, extreme values, %d rows", dtype_name(w.type),
+                         form ? "packed" : "stored", (int)n_rows);
+                check_err(e_of_type(w.type, false), t_nerr(y1, y0, n_rows * n_out), what);
+            }
+        }
+        free((void *)w.packed), free(wd);
+    }
+    free(row), free(x), free(y0), free(y1);
+}
+
 /* Rows that share a long prefix of keys (leaves under one context, the rows of a
  * prefill) go through its chunks together, row after row while a chunk is in cache; each
  * row must still get exactly the bits it gets alone, and match the ref backend. */
@@ -761,6 +798,7 @@ int main(void) {
         test_attention_shared(ref, cpu, seed + 5);
         test_matmul_n(ref, cpu, seed + 6);
         test_matmul_packed(ref, cpu, seed + 7);
+        test_matmul_extreme(ref, cpu);
         kern_backend_free(cpu);
     }
     kern_backend_free(ref);

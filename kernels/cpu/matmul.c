@@ -141,6 +141,37 @@ static inline __m512i mm_q8_round(__m512 v, __m512 id) {
 }
 #endif
 
+#if SIMD_AVX2
+/* One block of 32 values quantised as the plain C loop below does it (the same bits:
+ * max ignores NaN as fmaxf does, cvtps rounds to nearest even as lrintf does); returns
+ * its scale, the sums of q over its two halves in s[0], s[1]. */
+static inline float mm_q8_block_avx2(const float *xb, int8_t *q, int32_t s[2]) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4], m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(xb + 8 * k);
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), m); /* (a NaN lane keeps m) */
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+    const float id = amax > 0 ? 127.0f / amax : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    __m256i qi[4];
+    for (int k = 0; k < 4; k++)
+        qi[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[k], vid), lo), hi));
+    const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+    _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    for (int e = 0; e < 2; e++) {
+        __m256i t = _mm256_add_epi32(qi[2 * e], qi[2 * e + 1]);
+        __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+        u = _mm_add_epi32(u, _mm_shuffle_epi32(u, 0x4e));
+        s[e] = _mm_cvtsi128_si32(_mm_add_epi32(u, _mm_shuffle_epi32(u, 0xb1)));
+    }
+    return amax / 127.0f;
+}
+#endif
+
 /* Quantises x (n values) into dst in the given order (MM_QX_LINEAR, MM_QX_GROUPED or
  * MM_QX_BLK). */
 static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
@@ -166,6 +197,10 @@ static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
         /* (with VNNI the grouped order's sums are taken after the reordering, a chunk at
          * a time) */
         if (blk || !MM_Q8_512) s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
+#elif SIMD_AVX2
+        int32_t sh[2];
+        const float db = mm_q8_block_avx2(xb, q + b * QK8_0, sh);
+        s0 = sh[0], s1 = sh[1];
 #else
         float amax = 0;
         for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(xb[j]));
@@ -344,7 +379,7 @@ typedef struct mm_job {
     float *y;
     int64_t n_in, n_out;
     int32_t n_rows;
-    int64_t rows_per_task;  /* a multiple of MM_TW (packed: of 32) */
+    int64_t rows_per_task;  /* a multiple of MM_TW (packed: of 16 MM_PK_OB) */
     uint8_t *prep;          /* per thread, prep_bytes each (64-byte aligned) */
     size_t prep_bytes;
 } mm_job;
@@ -383,7 +418,7 @@ static void mm_rows(const mm_job *j, int64_t o, int nw, int32_t thread) {
 static void mm_task(const mm_job *j, int32_t task, int32_t thread) {
     const int64_t o0 = task * j->rows_per_task;
     const int64_t o1 = o0 + j->rows_per_task < j->n_out ? o0 + j->rows_per_task : j->n_out;
-#if MM_Q8_512
+#if MM_PK
     if (j->k.pk) {
         mm_pk_rows(j->type, j->n_in, j->w, o0, o1, j->x, j->xs, j->n_rows, j->y, j->n_out);
         return;
@@ -510,7 +545,7 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
         /* MM_TASKS (MM_TASKS_BATCH) chunks per thread: more balance uneven progress, but
          * each costs a claim of the pool's shared ticket and a start without prefetched
          * weights */
-        const int unit = j->k.pk ? 32 : MM_TW; /* (packed: two blocks of 16 rows) */
+        const int unit = j->k.pk ? 16 * MM_PK_OB : MM_TW; /* (packed: a tile's o-blocks) */
         const int64_t n_tiles = (j->n_out + unit - 1) / unit;
         const int per = n_rows > MM_TX ? MM_TASKS_BATCH : MM_TASKS;
         int64_t tpt = (n_tiles + per * nt - 1) / (per * nt);

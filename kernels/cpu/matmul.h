@@ -77,6 +77,23 @@ _Static_assert(MM_TW == 4 && MM_TX == 4, "MM_TILES spells out NW in {1, 4}, NX i
 #define MM_Q8_512 0
 #endif
 
+/* The packed form (kern_mat_pack, matmul_pk.c) has tiles with AVX-512 VNNI and AVX2. */
+#if MM_Q8_512 || MM_Q8_SIMD
+#define MM_PK 1
+#else
+#define MM_PK 0
+#endif
+
+/* How many activation rows one tile takes, and o-blocks: with AVX-512 four rows by two
+ * o-blocks measured best of the shapes tried (kernels/README.md); AVX2's 16 registers
+ * hold one o-block's (two halves of 8 rows) sums. */
+#define MM_PK_RX 4
+#if MM_Q8_512
+#define MM_PK_OB 2
+#else
+#define MM_PK_OB 1
+#endif
+
 #if MM_Q8_512
 /* y[c * ys + r] = lane 4r + c of s (vf_hsum16's order), r < MM_TW, c < NX */
 SIMD_INLINE void mm_store16(__m512 s, float *y, int64_t ys, const int NX) {
@@ -213,7 +230,7 @@ void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq);
 /* ---- the packed form (kern_mat_pack, matmul_pk.c) --------------------------------
  * Matrices of the block types (Q4_0 .. Q8_0, Q4_K .. Q6_K) whose n_out is a multiple of 16, repacked once at load
  * so that a vector holds 16 weight rows (layout and arithmetic: matmul_pk.c). The
- * activations they read are of the MM_QX_BLK form. AVX-512 VNNI builds only. */
+ * activations they read are of the MM_QX_BLK form. Builds with AVX-512 VNNI or AVX2 (MM_PK). */
 SIMD_INLINE bool mm_pk_type(uint32_t type) {
     return type == DT_Q4_0 || type == DT_Q4_1 || type == DT_Q5_0 || type == DT_Q5_1 ||
            type == DT_Q8_0 || type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K;
