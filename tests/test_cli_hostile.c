@@ -6,7 +6,8 @@
  * the offset; numeric options out of range are refused naming the range (a seed takes all
  * 64 bits and is never clamped); `info` and `session info` print no control byte from a
  * file (metadata keys, tensor names, setting keys and values, the chat template, the
- * model's name), only escapes; a start loads no CUDA library.
+ * model's name), only escapes; a start loads no CUDA library; margins with more chunks
+ * than it holds is refused without a double free.
  * Runs $BUILD/multidecode (BUILD defaults to "build") on stories260K; skips without it. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -169,6 +170,21 @@ static void test_cuda_lazy(void) {
     free(out);
 }
 
+/* margins with more chunks than it holds (a 20,000-byte context cut into 1-token chunks)
+ * refuses the run naming the limit, and frees only what it made (issue 35: a double free
+ * past the 1,024-entry array, exit 134). */
+static void test_margins_chunks(void) {
+    char path[128], args[8192];
+    snprintf(path, sizeof path, "%s/long.txt", tmpdir);
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    for (int i = 0; i < 1000; i++) fputs("Lily saw a dog. ", f);
+    fclose(f);
+    snprintf(args, sizeof args, "margins -m %s --context %s -q Why? --chunk 1", model_path, path);
+    expect(args, 1, "at most 1024 (raise --chunk)", "margins with 16,000 one-token chunks");
+    unlink(path);
+}
+
 int main(void) {
     if (!t_cli_setup(bin, sizeof bin, model_path, sizeof model_path)) return t_done();
     snprintf(tmpdir, sizeof tmpdir, "/tmp/md_test_cli_hostile_XXXXXX");
@@ -178,6 +194,7 @@ int main(void) {
     test_options();
     test_escapes();
     test_cuda_lazy();
+    test_margins_chunks();
     rmdir(tmpdir);
     return t_done();
 }
