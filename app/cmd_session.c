@@ -143,18 +143,10 @@ int cmd_session(int argc, char **argv) {
     } else if (info) {
         session_print_info(path, f, &s, &saved, model_path ? &sm : NULL);
     } else {
-        FILE *out = out_path ? fopen(out_path, "w") : stdout;
-        if (!out) {
-            st_set(&err, ST_ERR_IO, "cannot create '%s'", out_path);
+        const tok *tk = model_path ? sm.tk : NULL;
+        if (out_path ? session_save_markdown(out_path, f, tk, &s, &saved, &err)
+                     : session_export_markdown(stdout, f, tk, &s, &saved, &err))
             rc = app_fail(&err);
-        } else {
-            if (session_export_markdown(out, f, model_path ? sm.tk : NULL, &s, &saved, &err))
-                rc = app_fail(&err);
-            if (out != stdout && fclose(out) && !rc) {
-                st_set(&err, ST_ERR_IO, "cannot write '%s'", out_path);
-                rc = app_fail(&err);
-            }
-        }
     }
     forest_free(f);
     session_settings_free(&s);

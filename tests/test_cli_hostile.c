@@ -7,11 +7,13 @@
  * 64 bits and is never clamped); `info` and `session info` print no control byte from a
  * file (metadata keys, tensor names, setting keys and values, the chat template, the
  * model's name), only escapes; a start loads no CUDA library; margins with more chunks
- * than it holds is refused without a double free.
+ * than it holds is refused without a double free; a file the program writes (--svg, a
+ * model) is refused when it is a FIFO, a device or a link, and never written through a link.
  * Runs $BUILD/multidecode (BUILD defaults to "build") on stories260K; skips without it. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "gguf/gguf.h"
 #include "kernels/dtype.h"
@@ -185,6 +187,62 @@ static void test_margins_chunks(void) {
     unlink(path);
 }
 
+/* Reads up to cap - 1 bytes of path into buf ("" when it cannot be read). */
+static void slurp_small(const char *path, char *buf, size_t cap) {
+    buf[0] = '\0';
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    buf[fread(buf, 1, cap - 1, f)] = '\0';
+    fclose(f);
+}
+
+/* Every file the program writes refuses a target that is not a regular file (a FIFO
+ * blocked `plan --svg` forever; a device was replaced by a file) and never writes through
+ * a link, neither the target nor a link planted at the old temporary name (issue 35). */
+static void test_write_targets(void) {
+    char fifo[128], victim[128], link[128], args[8192], buf[64];
+    snprintf(fifo, sizeof fifo, "%s/out.fifo", tmpdir);
+    snprintf(victim, sizeof victim, "%s/victim", tmpdir);
+    snprintf(link, sizeof link, "%s/link.svg", tmpdir);
+    FILE *v = fopen(victim, "w");
+    if (v) fputs("precious", v), fclose(v);
+    if (mkfifo(fifo, 0600) == 0) {
+        snprintf(args, sizeof args, "plan -m %s -p Once -s 1 --svg %s", model_path, fifo);
+        expect(args, 1, "is a FIFO, not a regular file", "plan --svg FIFO");
+        snprintf(args, sizeof args, "mkmodel %s", fifo);
+        expect(args, 1, "is a FIFO, not a regular file", "mkmodel FIFO");
+        unlink(fifo);
+    }
+    T_CHECK(symlink(victim, link) == 0, "plant a link as the picture");
+    snprintf(args, sizeof args, "plan -m %s -p Once -s 1 --svg %s", model_path, link);
+    expect(args, 1, "is a symbolic link", "plan --svg LINK");
+    slurp_small(victim, buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "precious"), "plan --svg wrote through a link: \"%s\"", buf);
+    unlink(link);
+    char out[128], tmp[140];
+    snprintf(out, sizeof out, "%s/m.gguf", tmpdir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
+    T_CHECK(symlink(victim, tmp) == 0, "plant a link at m.gguf.tmp");
+    snprintf(args, sizeof args, "mkmodel %s", out);
+    expect(args, 0, "", "mkmodel beside a planted link");
+    slurp_small(victim, buf, sizeof buf);
+    T_CHECK(!strcmp(buf, "precious"), "mkmodel wrote through the link at m.gguf.tmp: \"%s\"", buf);
+    unlink(tmp), unlink(out);
+    /* a device node (as root; skipped where mknod is not allowed) stays a device */
+    char dev[128];
+    struct stat sb;
+    snprintf(dev, sizeof dev, "%s/null", tmpdir);
+    if (mknod(dev, S_IFCHR | 0666, makedev(1, 3)) == 0) {
+        snprintf(args, sizeof args, "mkmodel %s", dev);
+        expect(args, 1, "is a character device, not a regular file", "mkmodel onto a device");
+        T_CHECK(lstat(dev, &sb) == 0 && S_ISCHR(sb.st_mode), "the device node was replaced");
+        unlink(dev);
+    } else {
+        T_SKIP("mknod not allowed here");
+    }
+    unlink(victim);
+}
+
 int main(void) {
     if (!t_cli_setup(bin, sizeof bin, model_path, sizeof model_path)) return t_done();
     snprintf(tmpdir, sizeof tmpdir, "/tmp/md_test_cli_hostile_XXXXXX");
@@ -195,6 +253,7 @@ int main(void) {
     test_escapes();
     test_cuda_lazy();
     test_margins_chunks();
+    test_write_targets();
     rmdir(tmpdir);
     return t_done();
 }

@@ -226,12 +226,9 @@ static st_code export_job(ui_worker *w, const ui_job *j, st_err *err) {
     snprintf(path, sizeof path, "%s", j->text);
     int parts = svg_parts(path);
     if (parts) return export_svg(w, path, parts, j->text, err);
-    FILE *out = fopen(j->text, "w");
-    if (!out) return st_set(err, ST_ERR_IO, "cannot write %s: %s", j->text, strerror(errno));
     session_settings s = session_settings_default();
     s.sample = w->sp;
-    st_code rc = session_export_markdown(out, w->f, w->tk, &s, NULL, err);
-    if (fclose(out) && !rc) rc = st_set(err, ST_ERR_IO, "cannot write %s: %s", j->text, strerror(errno));
+    st_code rc = session_save_markdown(j->text, w->f, w->tk, &s, NULL, err);
     if (!rc) say(w, "exported %s", j->text);
     return rc;
 }

@@ -184,4 +184,10 @@ st_code session_export_markdown(FILE *out, const forest *f, const tok *tk,
                                 const session_settings *s, const session_model_id *mid,
                                 st_err *err);
 
+/* session_export_markdown into the file path, written whole through base/outfile.h (a
+ * link or a file that is not regular is refused, path unchanged on failure). */
+st_code session_save_markdown(const char *path, const forest *f, const tok *tk,
+                              const session_settings *s, const session_model_id *mid,
+                              st_err *err);
+
 #endif
