@@ -138,6 +138,7 @@ int cmd_session(int argc, char **argv) {
     session_model_id saved;
     forest *f = session_load(path, &p, &s, &saved, &err);
     int rc = 0;
+    if (f) app_session_warn(path, &s);
     if (!f) {
         rc = app_fail(&err);
     } else if (info) {

@@ -49,5 +49,10 @@ forest *app_session_load(const char *path, const model *m, const char *model_pat
         session_settings_free(s);
         return NULL;
     }
+    if (f) app_session_warn(path, s);
     return f;
+}
+
+void app_session_warn(const char *path, const session_settings *s) {
+    if (s->warning[0]) fprintf(stderr, "multidecode: warning: session '%s': %s\n", path, s->warning);
 }

@@ -187,6 +187,36 @@ static void test_margins_chunks(void) {
     unlink(path);
 }
 
+/* One check for every sampler setting: an option out of range is refused with the message
+ * :set and the session loader give; a session file with such a value (an old autosave)
+ * loads its tree with the setting at its default and a warning (issue 35). */
+static void test_sampler_settings(void) {
+    char args[8192], save[128], bad[128];
+    snprintf(args, sizeof args, "generate -m %s --top-k -5", model_path);
+    expect(args, 2, "'top_k' is -5, want an integer from 0 to 1073741824", "--top-k -5");
+    snprintf(args, sizeof args, "generate -m %s --temp -1", model_path);
+    expect(args, 2, "'temp' is -1, want a finite number, 0 or more", "--temp -1");
+    snprintf(args, sizeof args, "generate -m %s --min-p 1", model_path);
+    expect(args, 2, "'min_p' is 1, want 0 <= P < 1", "--min-p 1");
+    snprintf(save, sizeof save, "%s/s.json", tmpdir);
+    snprintf(bad, sizeof bad, "%s/bad.json", tmpdir);
+    snprintf(args, sizeof args, "cot -m %s -p Once -k 2 -n 3 -q --save %s", model_path, save);
+    expect(args, 0, "", "cot --save");
+    int st;
+    char *out = t_runf(&st, "sed 's/\"top_k\": 40/\"top_k\": -5/' %s > %s && grep -c '\"top_k\": -5' %s",
+                       save, bad, bad);
+    T_CHECK(out && atoi(out) == 1, "a session with top_k -5: %s", out);
+    free(out);
+    snprintf(args, sizeof args, "session info %s", bad);
+    out = run_bounded(&st, args);
+    T_CHECK(out && st == 0 && strstr(out, "'top_k' is -5, want an integer from 0 to 1073741824") &&
+                strstr(out, "top-k 40") && strstr(out, "forest: 8 nodes"),
+            "a session with a bad setting loads, the setting reset with a warning (exit %d): %s",
+            st, out);
+    free(out);
+    unlink(save), unlink(bad);
+}
+
 /* Reads up to cap - 1 bytes of path into buf ("" when it cannot be read). */
 static void slurp_small(const char *path, char *buf, size_t cap) {
     buf[0] = '\0';
@@ -254,6 +284,7 @@ int main(void) {
     test_cuda_lazy();
     test_margins_chunks();
     test_write_targets();
+    test_sampler_settings();
     rmdir(tmpdir);
     return t_done();
 }

@@ -57,12 +57,9 @@ static st_code keep_job(ui_worker *w, const ui_job *j, st_err *err) {
 }
 
 static st_code set_param(ui_worker *w, const char *key, double v, st_err *err) {
-    if (!strcmp(key, "temp")) w->sp.temp = (float)v;
-    else if (!strcmp(key, "top_k")) w->sp.top_k = (int32_t)v;
-    else if (!strcmp(key, "top_p")) w->sp.top_p = (float)v;
-    else if (!strcmp(key, "min_p")) w->sp.min_p = (float)v;
-    else if (!strcmp(key, "seed")) w->sp.seed = (uint64_t)v;
-    else if (!strcmp(key, "budget") && v >= 1 && v <= 1e6) w->budget = (int32_t)v;
+    st_code rc = sample_param_set(&w->sp, key, v, err);
+    if (rc != ST_ERR_NOT_FOUND) return rc;
+    if (!strcmp(key, "budget") && v >= 1 && v <= 1e6) w->budget = (int32_t)v;
     else if (!strcmp(key, "chat")) {
         if (v != 0 && w->chat.kind == CHAT_NONE)
             return st_set(err, ST_ERR_ARG, "the model has no chat template: typed text stays raw");

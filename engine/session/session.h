@@ -123,6 +123,8 @@ typedef struct session_settings {
                                  holds, in its order (the forest's leaves in DFS order);
                                  the Markdown export falls back on them without a tokenizer */
     int32_t n_branch_text;
+    char warning[512];        /* set by session_load: the settings it refused and reset to
+                                 their defaults (sample_param_set's messages), "" for none */
 } session_settings;
 
 /* Default sampler, no template, no keys, no metadata, save_topk true. */
@@ -163,7 +165,9 @@ session_load_params session_load_default_params(void);
  * a regular file, larger than SESSION_MAX_FILE),
  * ST_ERR_FORMAT (damaged: the message names the problem), ST_ERR_ARG (saved for another
  * model: the message names both; p->force loads anyway), ST_ERR_NOMEM. On failure *s and
- * *saved are left as defaults and the file is never touched. */
+ * *saved are left as defaults and the file is never touched. A sampler setting out of the
+ * range sample_param_set accepts is not damage: it keeps its default and s->warning says
+ * so. */
 forest *session_load(const char *path, const session_load_params *p, session_settings *s,
                      session_model_id *saved, st_err *err);
 /* The same from a JSON text in memory (len bytes). */
