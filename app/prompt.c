@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/infile.h"
 #include "app.h"
@@ -348,9 +349,10 @@ void prompt_token_text(const tok *tk, int32_t prev, int32_t id, char *out, size_
 }
 
 /* Writes s with its control bytes escaped (json: \uXXXX, else \xXX); quoted: between
- * double quotes, with the quote and the backslash escaped too. Returns the bytes
- * written. */
-static int put_escaped(FILE *f, const char *s, int max_chars, bool json, bool quoted) {
+ * double quotes, with the quote and the backslash escaped too; lines: newlines and tabs
+ * kept as they are (running text). Returns the bytes written. */
+static int put_escaped(FILE *f, const char *s, int max_chars, bool json, bool quoted,
+                       bool lines) {
     int chars = 0, n = 0;
     if (quoted) n += fputc('"', f) != EOF;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -359,6 +361,7 @@ static int put_escaped(FILE *f, const char *s, int max_chars, bool json, bool qu
             break;
         }
         if (quoted && (*p == '"' || *p == '\\')) n += fprintf(f, "\\%c", *p);
+        else if (lines && (*p == '\n' || *p == '\t')) n += fputc(*p, f) != EOF;
         else if (*p == '\n') n += fprintf(f, "\\n");
         else if (*p == '\t') n += fprintf(f, "\\t");
         else if (*p == '\r') n += fprintf(f, "\\r");
@@ -369,10 +372,15 @@ static int put_escaped(FILE *f, const char *s, int max_chars, bool json, bool qu
     return n;
 }
 
-void prompt_json_str(FILE *f, const char *s) { put_escaped(f, s, 0, true, true); }
+void prompt_json_str(FILE *f, const char *s) { put_escaped(f, s, 0, true, true, false); }
 
 void prompt_show_str(FILE *f, const char *s, int max_chars) {
-    put_escaped(f, s, max_chars, false, true);
+    put_escaped(f, s, max_chars, false, true, false);
 }
 
-int prompt_show_bare(FILE *f, const char *s) { return put_escaped(f, s, 0, false, false); }
+int prompt_show_bare(FILE *f, const char *s) { return put_escaped(f, s, 0, false, false, false); }
+
+void prompt_put_text(FILE *f, const char *s) {
+    if (isatty(fileno(f))) put_escaped(f, s, 0, false, false, true);
+    else fputs(s, f);
+}

@@ -217,6 +217,29 @@ static void test_sampler_settings(void) {
     unlink(save), unlink(bad);
 }
 
+/* generate prints a model's text with its control bytes escaped when stdout is a
+ * terminal (a token piece with an OSC sequence set the terminal's title), and byte for
+ * byte through a pipe (issue 35). The prompt's text goes through the same stream as the
+ * generated tokens, so a prompt with ESC and BEL bytes stands for a hostile vocabulary. */
+static void test_generate_tty(void) {
+    if (access("/usr/bin/script", X_OK) != 0) {
+        T_SKIP("needs script(1) for a terminal");
+        return;
+    }
+    int st;
+    char *out = t_runf(&st, "timeout 20 script -qec \"%s generate -m %s -p \\\"\\$(printf "
+                       "'Once\\033]0;x\\007 upon')\\\" -n 2 -q\" /dev/null 2>&1", bin, model_path);
+    T_CHECK(out && st == 0 && !strchr(out, 0x1b) && !strchr(out, 0x07) &&
+                strstr(out, "Once\\x1b]0;x\\x07 upon"),
+            "generate on a terminal escapes control bytes (exit %d): %s", st, out);
+    free(out);
+    out = t_runf(&st, "timeout 20 %s generate -m %s -p \"$(printf 'Once\\033]0;x\\007 upon')\" "
+                 "-n 2 -q 2>/dev/null", bin, model_path);
+    T_CHECK(out && st == 0 && strstr(out, "Once\x1b]0;x\x07 upon"),
+            "generate through a pipe is byte-exact (exit %d): %s", st, out);
+    free(out);
+}
+
 /* Reads up to cap - 1 bytes of path into buf ("" when it cannot be read). */
 static void slurp_small(const char *path, char *buf, size_t cap) {
     buf[0] = '\0';
@@ -285,6 +308,7 @@ int main(void) {
     test_margins_chunks();
     test_write_targets();
     test_sampler_settings();
+    test_generate_tty();
     rmdir(tmpdir);
     return t_done();
 }
