@@ -90,6 +90,9 @@ static void test_options(void) {
     expect(args, 2, "want an integer from 1 to 1024", "-t beyond 64 bits");
     snprintf(args, sizeof args, "generate -m %s --temp 1e999", model_path);
     expect(args, 2, "bad --temp '1e999'", "--temp overflowing to infinity");
+    /* finite as a double, infinite as the float it is kept in (it failed later, "alpha inf") */
+    snprintf(args, sizeof args, "beam -m %s -p Once --alpha 1e300", model_path);
+    expect(args, 2, "bad --alpha '1e300' (want a finite number)", "--alpha 1e300");
     /* the largest seed is kept whole, not clamped to 2^63 - 1 */
     snprintf(save, sizeof save, "%s/seed.json", tmpdir);
     snprintf(args, sizeof args, "cot -m %s -p Once -k 2 -n 3 -q --seed 18446744073709551615 "
