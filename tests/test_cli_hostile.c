@@ -22,6 +22,14 @@
 
 static char bin[512], model_path[4096], tmpdir[64];
 
+/* The folder of path ("." when it has none), in a static buffer. */
+static const char *dirname_of(const char *path) {
+    static char d[512];
+    const char *slash = strrchr(path, '/');
+    snprintf(d, sizeof d, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    return d;
+}
+
 /* Runs `$bin ARGS 2>&1` bounded in time and (except under ASan, whose shadow memory
  * needs terabytes of address space) in memory; out (caller frees) and exit status. */
 static char *run_bounded(int *st, const char *args) {
@@ -243,6 +251,43 @@ static void test_generate_tty(void) {
     free(out);
 }
 
+/* The cuda backend's shared object is checked before it is loaded (issue 35: a truncated
+ * one crashed the program with SIGBUS inside dlopen), and a missing one is reported with
+ * the places it was looked for. The program is copied into a folder of its own, with a
+ * damaged copy of its plugin beside it. */
+static void test_cuda_plugin(void) {
+    char dir[160], so[200], args[8192];
+    snprintf(dir, sizeof dir, "%s/prog", tmpdir);
+    snprintf(so, sizeof so, "%s/multidecode-cuda.so", dir);
+    int st;
+    char *out = t_runf(&st, "mkdir -p %s && cp %s %s/multidecode 2>&1", dir, bin, dir);
+    free(out);
+    snprintf(args, sizeof args, "%s/multidecode generate -m %s --backend cuda -p x -n 1 -q 2>&1",
+             dir, model_path);
+    out = t_runf(&st, "timeout 20 %s", args);
+    T_CHECK(out && st == 1 && strstr(out, dir) && strstr(out, "multidecode-cuda.so") &&
+                !strstr(out, "this build has no CUDA backend"),
+            "a missing plugin: the message says where it was looked for (exit %d): %s", st, out);
+    free(out);
+    char plugin[600];
+    snprintf(plugin, sizeof plugin, "%s/multidecode-cuda.so", dirname_of(bin));
+    if (access(plugin, R_OK) != 0) {
+        T_SKIP("no %s in this build (no nvcc)", plugin);
+    } else {
+        out = t_runf(&st, "head -c 100000 %s > %s && timeout 20 %s", plugin, so, args);
+        T_CHECK(out && st == 1 && strstr(out, so) && strstr(out, "100000 bytes"),
+                "a truncated plugin is refused naming its size (exit %d): %s", st, out);
+        free(out);
+        out = t_runf(&st, "cp %s %s && printf 'XXXX' | dd of=%s bs=1 seek=5000 conv=notrunc "
+                     "2>/dev/null && timeout 20 %s", plugin, so, so, args);
+        T_CHECK(out && st == 1 && strstr(out, so) && strstr(out, "checksum"),
+                "a damaged plugin of the right size is refused (exit %d): %s", st, out);
+        free(out);
+    }
+    out = t_runf(&st, "rm -rf %s", dir);
+    free(out);
+}
+
 /* Reads up to cap - 1 bytes of path into buf ("" when it cannot be read). */
 static void slurp_small(const char *path, char *buf, size_t cap) {
     buf[0] = '\0';
@@ -312,6 +357,7 @@ int main(void) {
     test_write_targets();
     test_sampler_settings();
     test_generate_tty();
+    test_cuda_plugin();
     rmdir(tmpdir);
     return t_done();
 }
