@@ -49,7 +49,6 @@ forest *app_session_load(const char *path, const model *m, const char *model_pat
         session_settings_free(s);
         return NULL;
     }
-    if (f) app_session_warn(path, s);
     return f;
 }
 

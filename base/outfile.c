@@ -63,8 +63,9 @@ st_code outfile_begin(outfile *o, const char *path, const char *what, st_err *er
     if (fd < 0 || !(o->fp = fdopen(fd, "wb"))) {
         int e = errno;
         if (fd >= 0) close(fd), unlink(o->tmp);
-        rc = st_set(err, ST_ERR_IO, "cannot create %s '%s': %s (the old '%s' is unchanged)",
-                    what, o->tmp, strerror(e), path);
+        /* the target first and the reason right after it: a status line may show no more */
+        rc = st_set(err, ST_ERR_IO, "cannot write %s %s: %s (left unchanged)", what, path,
+                    strerror(e));
         release(o);
         return rc;
     }

@@ -27,7 +27,8 @@ typedef struct outfile {
 /* Checks path (see above) and creates its temporary file: ST_OK with o->fp open for
  * writing; otherwise o->fp is NULL, nothing was created and err says why: ST_ERR_IO
  * ("WHAT 'PATH' is a FIFO, not a regular file: not writing to it", "... is a symbolic
- * link: not writing through it", "cannot create WHAT 'TMP': reason"), ST_ERR_NOMEM. what
+ * link: not writing through it", "cannot write WHAT PATH: reason (left unchanged)"),
+ * ST_ERR_NOMEM. what
  * must outlive o. */
 st_code outfile_begin(outfile *o, const char *path, const char *what, st_err *err);
 
