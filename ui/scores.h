@@ -1,5 +1,5 @@
-/* scores.h - judge scores kept with their nodes: the score :judge or :tot gave a branch
- * stays with the branch's last node across later runs (a table by forest index, stamped
+/* scores.h - scores kept with their nodes: the score :judge or :tot gave a branch, or
+ * beam gave a result, stays with the branch's last node across later runs (a table by forest index, stamped
  * with the node's generation, so a reused index reads unscored), for the forest pane to
  * show on every judged line, to order siblings by (:sort) and to prune by (:keep). No cap
  * on how many. The caller holds whatever lock guards the forest. Not here: drawing

@@ -88,9 +88,9 @@ mask_view *ui_worker_mask_mut(ui_worker *w); /* scroll position only */
 void ui_worker_stats(const ui_worker *w, ui_stats *s);
 /* Leaves a strategy is extending; returns how many (writes at most cap). */
 int32_t ui_worker_running(const ui_worker *w, forest_id *out, int32_t cap);
-/* Node id's score, into *score: the judge's, kept with the node since a :judge or :tot
- * scored it (scores.h), else the running or last beam search's for a hypothesis still
- * in the forest (log-probability per token, as beam.h scores results). False: none. */
+/* Node id's score, into *score: the one kept with the node since a :judge or :tot scored
+ * it or a beam returned it as a result (scores.h), else the running beam search's for a
+ * live hypothesis (log-probability per token, as beam.h scores results). False: none. */
 #define UI_MAX_SCORES 64 /* beam hypotheses shown */
 bool ui_worker_score_of(const ui_worker *w, forest_id id, double *score);
 /* The forest pane's sort keys for order (scores.h: ui_scores_keys over the judge scores). */

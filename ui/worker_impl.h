@@ -59,7 +59,7 @@ struct ui_worker {
     forest_id focus;
     ui_undo undo;              /* the prune history */
     ui_scores judged;          /* judge and tot scores, kept with their nodes */
-    forest_id score_leaf[UI_MAX_SCORES]; /* the last beam's hypotheses and scores */
+    forest_id score_leaf[UI_MAX_SCORES]; /* the running beam's live hypotheses and scores */
     double score[UI_MAX_SCORES];
     int32_t n_scores;
     const char *model_name, *backend;
