@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "forest/forest.h"
@@ -44,6 +45,9 @@ static void tui_usage(FILE *f) {
                "                       drafts a step packs does not depend on the machine\n"
                "      --temp T         temperature; 0 = greedy (default 0.8)\n"
                PROMPT_SAMPLE_HELP
+               "                       (here: a fresh seed each start, and each run draws the\n"
+               "                       next one, said in its done message; --seed S or\n"
+               "                       :set seed S makes the next run repeatable)\n"
                "\nfiles: $XDG_STATE_HOME/multidecode/{autosave.json,history,tui.log},\n"
                "       autosave.1.json .. autosave.4.json there: the runs before (:load\n"
                "       restores the last), $XDG_CONFIG_HOME/multidecode/keys (see assets/keys)\n");
@@ -206,8 +210,18 @@ static void tui_paths_init(tui_paths *t) {
     snprintf(t->keys, sizeof t->keys, "%s/keys", t->config);
 }
 
+/* The sampler a TUI starts with: the defaults with a seed of its own (--seed sets one),
+ * so that two sessions do not repeat each other; each run then draws the next seed. */
+static sample_params tui_sample_params(void) {
+    sample_params sp = sample_default_params();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    sp.seed = sample_next_seed((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + ((uint64_t)getpid() << 40));
+    return sp;
+}
+
 int cmd_tui(int argc, char **argv) {
-    tui_opts o = {.mo = prompt_model_default_opts(), .sp = sample_default_params(), .budget = 32};
+    tui_opts o = {.mo = prompt_model_default_opts(), .sp = tui_sample_params(), .budget = 32};
     int r = tui_parse(argc, argv, &o);
     if (r >= 0) return r;
     tui_paths tp;

@@ -1,7 +1,9 @@
 /* test_ui_runs.c - what a run leaves in the TUI's forest, through the worker thread:
  * beam keeps exactly the hypotheses the strategy returns, with their scores, and they
  * are the CLI's (`beam --json`, run through t_run.h on SmolLM2 with its chat template,
- * where a hypothesis ends by EOS before the budget). */
+ * where a hypothesis ends by EOS before the budget); every run draws a fresh seed (said
+ * in its message, set with :set seed for a run to be repeated) and a branch that repeats
+ * a sibling token for token is not made twice (stories260K). */
 #include <jansson.h>
 #include <math.h>
 #include <time.h>
@@ -139,7 +141,67 @@ out:
     model_free(m);
 }
 
+/* The leaves below node (at most cap, into out); how many. */
+static int32_t leaves_below(ui_worker *w, forest_id node, forest_id *out, int32_t cap) {
+    forest_id lv[256];
+    const forest *f = ui_worker_forest(w);
+    int32_t n_lv = forest_leaves(f, lv, 256), n = 0;
+    for (int32_t i = 0; i < n_lv && i < 256 && n < cap; i++)
+        if (lv[i] != node && forest_common_ancestor(f, node, lv[i]) == node) out[n++] = lv[i];
+    return n;
+}
+
+/* The seed a "done" message names, 0 when none. */
+static unsigned long long seed_of(const char *msg) {
+    const char *s = strstr(msg, "seed ");
+    return s ? strtoull(s + 5, NULL, 10) : 0;
+}
+
+/* :grow from root twice at temp 1: two different branches, each run's seed in its
+ * message; :set seed to the first run's seed, and the third grow repeats the first
+ * branch, which is not made twice. */
+static void test_fresh_seeds(void) {
+    model *m = NULL;
+    tok *tk = NULL;
+    model_ctx *c = NULL;
+    if (!t_stories(&m, &tk) || !(c = t_new_ctx(m, 512))) goto out;
+    st_err err = {0};
+    forest *f = forest_init(512, 8);
+    int32_t prompt[2] = {tok_bos(tk), 300};
+    forest_id root;
+    forest_add_root(f, prompt, NULL, 2, 0, &root, &err);
+    sample_params sp = sample_default_params();
+    sp.temp = 1.0f;
+    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = 16, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = ui_worker_start(&wp, &err);
+    T_CHECK(w, "worker: %s", err.msg);
+    if (!w) {
+        forest_free(f);
+        goto out;
+    }
+    char msg[3][1024];
+    ui_job set = {.kind = UI_JOB_SET, .text = "seed", .u.set.value = 7};
+    ui_worker_post(w, &set);
+    for (int i = 0; i < 3; i++) {
+        if (i == 2) ui_worker_post(w, &set);
+        T_CHECK(run_job(w, cmd_job(":grow", root), msg[i], sizeof msg[i]), "grow %d: %s", i + 1, msg[i]);
+    }
+    T_CHECK(seed_of(msg[0]) == 7 && seed_of(msg[1]) != 7 && seed_of(msg[1]) && seed_of(msg[2]) == 7,
+            "each run says its seed: 7, a fresh one, 7 again: '%s' / '%s' / '%s'", msg[0], msg[1], msg[2]);
+    forest_id lv[8];
+    ui_worker_lock(w);
+    int32_t n = leaves_below(w, root, lv, 8);
+    T_CHECK(n == 2, "the fresh seed's branch differs, the repeated one is not made twice: %d branches", (int)n);
+    ui_worker_unlock(w);
+    ui_worker_stop(w);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 int main(void) {
     test_beam_agrees();
+    test_fresh_seeds();
     return t_done();
 }

@@ -48,6 +48,8 @@ struct ui_worker {
     ui_chat chat;
     bool chat_on;              /* typed text becomes a user turn (needs chat.kind) */
     char note[160];            /* what the job did, added to its "done" */
+    uint64_t run_seed;         /* the seed the running strategy drew (sp.seed is the next's) */
+    bool run_sampled;          /* it ran at temp > 0: its "done" names the seed */
     /* what the UI reads */
     mask_view *mv;
     int32_t n_steps;           /* steps ever run (numbers the mask view) */

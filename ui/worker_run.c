@@ -228,17 +228,24 @@ st_code worker_run_start(ui_worker *w, const ui_job *j, st_err *err) {
         say(w, "exact speculative sampling at temp %s (:set temp 0 for greedy)", t);
     }
     run_begin(w);
+    /* each run draws the next seed, so runs differ; :set seed repeats one */
+    w->run_seed = o.sample.seed;
+    w->run_sampled = o.sample.temp > 0;
+    w->sp.seed = sample_next_seed(w->sp.seed);
     return ST_OK;
 }
 
 /* The "done" message of the run that just ended: its results summed up as its table
  * says, then the job's note (or the run's own progress line). */
 static void say_done(ui_worker *w, const strategy_progress *pr) {
-    char sum[320];
+    char sum[320], seed[48] = "";
     ui_run_summary(w->run, w->f, w->tk, w->chat.kind != CHAT_NONE, sum, sizeof sum);
     if (strategy_ops_of(w->run)->summary == STRAT_SUM_PROGRESS) snprintf(w->note, sizeof w->note, "%s", pr->text);
-    snprintf(w->msg, sizeof w->msg, "done%s%s%s%s%s", sum[0] ? ": " : "", sum, w->note[0] ? " (" : "", w->note,
-             w->note[0] ? ")" : "");
+    if (w->run_sampled)
+        snprintf(seed, sizeof seed, "%sseed %llu", w->note[0] ? "; " : "", (unsigned long long)w->run_seed);
+    bool paren = w->note[0] || seed[0];
+    snprintf(w->msg, sizeof w->msg, "done%s%s%s%s%s%s", sum[0] ? ": " : "", sum, paren ? " (" : "", w->note, seed,
+             paren ? ")" : "");
     w->msg_no++;
 }
 

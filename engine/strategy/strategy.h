@@ -287,7 +287,9 @@ const struct tot_run *strategy_tot(const strategy *s);
  * out, as grow leaves it out); its last node is flagged FOREST_FINISHED, and tagged
  * GROW_END_BUDGET when the budget ended it. The leaves still running (beam's live
  * hypotheses when it stopped early) that are no result's are pruned with the ancestors
- * only they used, never above a start. leaves (n_results entries, may be NULL) receives
+ * only they used, never above a start, and so is a result that repeats another leaf of
+ * its tree token for token (an older branch, or an earlier result: sampling the same text
+ * twice leaves one branch). leaves (n_results entries, may be NULL) receives
  * each result's leaf, FOREST_NONE for one not in the forest. ST_ERR_NOMEM, or the
  * forest's code (the forest then holds the results placed so far). */
 st_code strategy_settle(const strategy *s, forest *f, forest_id *leaves, st_err *err);

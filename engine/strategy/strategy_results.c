@@ -39,9 +39,8 @@ static bool among(forest_id id, const forest_id *ids, int32_t n) {
 
 /* Prunes leaf and its ancestors that lead only to it, stopping below a start or a
  * result's leaf (keep, n_keep). */
-static st_code prune_dropped(forest *f, forest_id leaf, const forest_id *keep, int32_t n_keep,
-                             const forest_id *starts, int32_t n_starts, st_err *err) {
-    if (among(leaf, keep, n_keep) || among(leaf, starts, n_starts)) return ST_OK;
+static st_code prune_up(forest *f, forest_id leaf, const forest_id *keep, int32_t n_keep, const forest_id *starts,
+                        int32_t n_starts, st_err *err) {
     for (;;) {
         const forest_node *nd = forest_get(f, leaf);
         if (!nd || nd->parent < 0) break;
@@ -50,6 +49,45 @@ static st_code prune_dropped(forest *f, forest_id leaf, const forest_id *keep, i
         leaf = up;
     }
     return forest_get(f, leaf) ? forest_prune(f, leaf, err) : ST_OK;
+}
+
+/* Leaves a and b (distinct) spell the same tokens from a common ancestor of theirs up. */
+static bool same_branch(const forest *f, int32_t a, int32_t b) {
+    while (a != b) {
+        if (a < 0 || b < 0) return false; /* other trees */
+        const forest_node *x = forest_node_at(f, a), *y = forest_node_at(f, b);
+        if (x->token != y->token) return false;
+        a = x->parent, b = y->parent;
+    }
+    return true;
+}
+
+/* Result i's leaf (keep[i] of n) repeats another leaf token for token: an older branch,
+ * or an earlier result's (a later result's is judged in its turn). */
+static bool repeats(const forest *f, const forest_id *keep, int32_t i, int32_t n, const forest_id *lv,
+                    int32_t n_lv) {
+    const forest_node *r = forest_get(f, keep[i]);
+    if (!r || r->first_child >= 0) return false;
+    for (int32_t j = 0; j < n_lv; j++) {
+        const forest_node *l = forest_get(f, lv[j]);
+        if (lv[j] == keep[i] || !l || l->depth != r->depth || among(lv[j], keep + i + 1, n - i - 1)) continue;
+        if (same_branch(f, forest_index(keep[i]), forest_index(lv[j]))) return true;
+    }
+    return false;
+}
+
+/* Prunes the results that repeat a branch (repeats), so that sampling the same text
+ * twice leaves one branch. */
+static st_code drop_repeats(forest *f, const forest_id *keep, const forest_id *starts, int32_t n, st_err *err) {
+    int32_t n_lv = forest_leaves(f, NULL, 0);
+    forest_id *lv = malloc(sizeof *lv * (size_t)(n_lv + 1));
+    if (!lv) return st_set(err, ST_ERR_NOMEM, "out of memory placing the results");
+    forest_leaves(f, lv, n_lv);
+    st_code rc = ST_OK;
+    for (int32_t i = 0; i < n && !rc; i++)
+        if (repeats(f, keep, i, n, lv, n_lv)) rc = prune_up(f, keep[i], keep, n, starts, n, err);
+    free(lv);
+    return rc;
 }
 
 st_code strategy_settle(const strategy *s, forest *f, forest_id *leaves, st_err *err) {
@@ -70,7 +108,9 @@ st_code strategy_settle(const strategy *s, forest *f, forest_id *leaves, st_err 
         starts[i] = r.start;
         if (r.leaf == FOREST_NONE && r.tokens && forest_get(f, r.start)) rc = place_tokens(f, &r, &keep[i], err);
     }
-    for (int32_t i = 0; i < n_run && !rc; i++) rc = prune_dropped(f, run[i], keep, n, starts, n, err);
+    for (int32_t i = 0; i < n_run && !rc; i++)
+        if (!among(run[i], keep, n) && !among(run[i], starts, n)) rc = prune_up(f, run[i], keep, n, starts, n, err);
+    if (!rc) rc = drop_repeats(f, keep, starts, n, err);
     for (int32_t i = 0; leaves && i < n; i++) leaves[i] = forest_get(f, keep[i]) ? keep[i] : FOREST_NONE;
     free(keep), free(run);
     return rc;
