@@ -99,21 +99,25 @@ typedef struct tui_app {
     const char *model_path;
 } tui_app;
 
-static st_code tui_save(void *ud, const char *path, const forest *f, const sample_params *sp, st_err *err) {
+static st_code tui_save(void *ud, const char *path, const forest *f, const sample_params *sp, session_meta *meta,
+                        st_err *err) {
     tui_app *a = ud;
     session_settings s = session_settings_default();
     s.sample = *sp;
+    s.meta = meta; /* borrowed: not freed with s */
     snprintf(s.model_path, sizeof s.model_path, "%s", a->model_path);
     st_code rc = (st_code)app_session_save(path, f, a->pm.m, a->pm.tk, &s, err);
+    s.meta = NULL;
     session_settings_free(&s);
     return rc;
 }
 
-static forest *tui_load(void *ud, const char *path, bool force, sample_params *sp, st_err *err) {
+static forest *tui_load(void *ud, const char *path, bool force, sample_params *sp, session_meta **meta,
+                        st_err *err) {
     tui_app *a = ud;
     session_settings s = session_settings_default();
     forest *f = app_session_load(path, a->pm.m, a->model_path, a->pm.n_slots, force, &s, err);
-    if (f) *sp = s.sample;
+    if (f) *sp = s.sample, *meta = s.meta, s.meta = NULL;
     else if (err->code == ST_ERR_ARG && !force) { /* another model's: the TUI's way to force it */
         char *cli = strstr(err->msg, " (or force loading");
         size_t n = cli ? (size_t)(cli - err->msg) : strlen(err->msg);
@@ -167,14 +171,15 @@ static int tui_parse(int argc, char **argv, tui_opts *o) {
     return -1;
 }
 
-/* The forest the TUI starts with (a --load session, the prompt, or none) and its first
- * status line into hello. NULL + err. */
-static forest *tui_first_forest(tui_app *a, tui_opts *o, char *hello, size_t cap, st_err *err) {
+/* The forest the TUI starts with (a --load session, with its scores into *meta, the
+ * prompt, or none) and its first status line into hello. NULL + err. */
+static forest *tui_first_forest(tui_app *a, tui_opts *o, session_meta **meta, char *hello, size_t cap,
+                                st_err *err) {
     forest *f = NULL;
     if (o->load) {
         session_settings s = session_settings_default();
         f = app_session_load(o->load, a->pm.m, o->mo.path, a->pm.n_slots, false, &s, err);
-        if (f) o->sp = s.sample;
+        if (f) o->sp = s.sample, *meta = s.meta, s.meta = NULL;
         session_settings_free(&s);
         snprintf(hello, cap, "loaded %s: press s to compute it", o->load);
     } else if ((f = forest_init(a->pm.n_slots, TUI_TOPK)) && o->text) {
@@ -231,7 +236,8 @@ int cmd_tui(int argc, char **argv) {
     tui_app a = {.model_path = o.mo.path};
     if (prompt_model_open(&a.pm, &o.mo, &err)) return app_fail(&err);
     char hello[512] = "";
-    forest *f = tui_first_forest(&a, &o, hello, sizeof hello, &err);
+    session_meta *meta = NULL;
+    forest *f = tui_first_forest(&a, &o, &meta, hello, sizeof hello, &err);
     if (!f) {
         prompt_model_close(&a.pm);
         return app_fail(&err);
@@ -249,7 +255,7 @@ int cmd_tui(int argc, char **argv) {
     const char *slash = strrchr(o.mo.path, '/');
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     ui_tui_params p = {
-        .wp = {.ctx = a.pm.ctx, .tk = a.pm.tk, .f = f, .sp = o.sp, .budget = (int32_t)o.budget,
+        .wp = {.ctx = a.pm.ctx, .tk = a.pm.tk, .f = f, .meta = meta, .sp = o.sp, .budget = (int32_t)o.budget,
                .row_cost = o.row_cost,
                .save = tui_save, .load = tui_load, .ud = &a,
                .model_name = slash ? slash + 1 : o.mo.path, .backend = o.mo.backend,
@@ -267,6 +273,7 @@ int cmd_tui(int argc, char **argv) {
     };
     st_code rc = ui_tui_run(&p, &err);
     if (rc && rc != ST_OK) forest_free(f); /* the worker never took it */
+    session_meta_free(meta);
     free(chat_system);
     prompt_model_close(&a.pm);
     if (rc) return app_fail(&err);

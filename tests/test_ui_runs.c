@@ -3,7 +3,8 @@
  * are the CLI's (`beam --json`, run through t_run.h on SmolLM2 with its chat template,
  * where a hypothesis ends by EOS before the budget); every run draws a fresh seed (said
  * in its message, set with :set seed for a run to be repeated) and a branch that repeats
- * a sibling token for token is not made twice (stories260K). */
+ * a sibling token for token is not made twice; beam's scores outlast :keep and its undo,
+ * :save and :load, and the Markdown export shows them (stories260K). */
 #include <jansson.h>
 #include <math.h>
 #include <time.h>
@@ -11,6 +12,7 @@
 
 #include "forest/forest.h"
 #include "gguf/gguf.h"
+#include "session/session.h"
 #include "tok/chat.h"
 #include "../ui/command.h"
 #include "../ui/worker.h"
@@ -200,8 +202,106 @@ out:
     model_free(m);
 }
 
+/* The worker's save and load (app/cmd_tui.c's, less the model check): the session with
+ * the scores the worker hands over. */
+static st_code save_cb(void *ud, const char *path, const forest *f, const sample_params *sp, session_meta *meta,
+                       st_err *err) {
+    session_settings s = session_settings_default();
+    s.sample = *sp;
+    s.meta = meta;
+    st_code rc = session_save(path, f, &s, NULL, ud, err);
+    s.meta = NULL;
+    session_settings_free(&s);
+    return rc;
+}
+
+static forest *load_cb(void *ud, const char *path, bool force, sample_params *sp, session_meta **meta, st_err *err) {
+    (void)ud, (void)force;
+    session_settings s = session_settings_default();
+    session_load_params lp = session_load_default_params();
+    forest *f = session_load(path, &lp, &s, NULL, err);
+    if (f) *sp = s.sample, *meta = s.meta, s.meta = NULL;
+    session_settings_free(&s);
+    return f;
+}
+
+/* The scores of the leaves below node, sorted (at most cap); how many. */
+static int32_t scores_below(ui_worker *w, forest_id node, double *out, int32_t cap) {
+    forest_id lv[64];
+    int32_t n = leaves_below(w, node, lv, 64), k = 0;
+    for (int32_t i = 0; i < n && k < cap; i++) k += ui_worker_score_of(w, lv[i], &out[k]);
+    for (int32_t i = 1; i < k; i++)
+        for (int32_t j = i; j > 0 && out[j] > out[j - 1]; j--) {
+            double t = out[j];
+            out[j] = out[j - 1], out[j - 1] = t;
+        }
+    return k;
+}
+
+/* :beam 3 8, then :keep 1 and u: the three scores again; :save, :load: the same three on
+ * the loaded forest's leaves, and :export's Markdown names them. */
+static void test_scores_last(void) {
+    model *m = NULL;
+    tok *tk = NULL;
+    model_ctx *c = NULL;
+    if (!t_stories(&m, &tk) || !(c = t_new_ctx(m, 512))) goto out;
+    st_err err = {0};
+    forest *f = forest_init(512, 8);
+    int32_t prompt[2] = {tok_bos(tk), 300};
+    forest_id root;
+    forest_add_root(f, prompt, NULL, 2, 0, &root, &err);
+    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sample_default_params(), .budget = 8,
+                           .save = save_cb, .load = load_cb, .ud = tk, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = ui_worker_start(&wp, &err);
+    T_CHECK(w, "worker: %s", err.msg);
+    if (!w) {
+        forest_free(f);
+        goto out;
+    }
+    char msg[1024], path[64], md[64];
+    double before[8], after[8];
+    T_CHECK(run_job(w, cmd_job(":beam 3 8", root), msg, sizeof msg), "beam: %s", msg);
+    ui_worker_lock(w);
+    int32_t n = scores_below(w, root, before, 8);
+    ui_worker_unlock(w);
+    T_CHECK(n == 3, "beam 3: %d scored leaves", (int)n);
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_KEEP, .node = root, .u.keep.n = 1}, msg, sizeof msg) &&
+                run_job(w, (ui_job){.kind = UI_JOB_UNDO}, msg, sizeof msg), ":keep 1, u: %s", msg);
+    ui_worker_lock(w);
+    int32_t k = scores_below(w, root, after, 8);
+    ui_worker_unlock(w);
+    T_CHECK(k == n && !memcmp(before, after, sizeof(double) * (size_t)n),
+            "undo after :keep 1 restores the scores: %d of %d, best %.4f (was %.4f)", (int)k, (int)n, k ? after[0] : NAN,
+            before[0]);
+    snprintf(path, sizeof path, "/tmp/test_ui_runs.%d.json", (int)getpid());
+    snprintf(md, sizeof md, "/tmp/test_ui_runs.%d.md", (int)getpid());
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_SAVE, .text = path}, msg, sizeof msg) &&
+                run_job(w, (ui_job){.kind = UI_JOB_LOAD, .text = path}, msg, sizeof msg),
+            ":save, :load: %s", msg);
+    ui_worker_lock(w);
+    forest_id roots[4];
+    k = forest_roots(ui_worker_forest(w), roots, 4) == 1 ? scores_below(w, roots[0], after, 8) : 0;
+    ui_worker_unlock(w);
+    bool same = k == n; /* the file keeps 9 significant digits */
+    for (int32_t i = 0; i < k; i++) same &= fabs(after[i] - before[i]) < 1e-6;
+    T_CHECK(same, ":load restores the scores: %d of %d, best %.4f (was %.4f)", (int)k, (int)n, k ? after[0] : NAN, before[0]);
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_EXPORT, .text = md}, msg, sizeof msg), ":export: %s", msg);
+    FILE *in = fopen(md, "r");
+    char text[16384] = "", want[64];
+    if (in) text[fread(text, 1, sizeof text - 1, in)] = 0, fclose(in);
+    snprintf(want, sizeof want, "[score %.4f]", before[0]);
+    T_CHECK(strstr(text, want) != NULL, "the Markdown export names the best score: '%s' not in\n%.600s", want, text);
+    remove(path), remove(md);
+    ui_worker_stop(w);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 int main(void) {
     test_beam_agrees();
     test_fresh_seeds();
+    test_scores_last();
     return t_done();
 }

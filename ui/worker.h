@@ -34,18 +34,21 @@
 #include "scores.h"
 #include "status.h"
 
+/* meta (borrowed for the call) holds the nodes' scores, saved with them. */
 typedef st_code (*ui_save_fn)(void *ud, const char *path, const forest *f, const sample_params *sp,
-                              st_err *err);
-/* Returns a new forest (every node pending) and fills *sp, or NULL + err (ST_ERR_ARG for a
+                              session_meta *meta, st_err *err);
+/* Returns a new forest (every node pending) and fills *sp and *meta (the nodes' scores;
+ * NULL when the file has none; the caller frees it), or NULL + err (ST_ERR_ARG for a
  * session saved with another model, unless force: its tokens are checked against this
  * model's vocabulary either way, so a forced load is safe, if not meaningful). */
 typedef forest *(*ui_load_fn)(void *ud, const char *path, bool force, sample_params *sp,
-                              st_err *err);
+                              session_meta **meta, st_err *err);
 
 typedef struct ui_worker_params {
     model_ctx *ctx;        /* borrowed */
     const tok *tk;         /* borrowed */
     forest *f;             /* owned by the worker from start (freed by ui_worker_stop) */
+    const session_meta *meta; /* f's scores (a loaded session's), read by start; may be NULL */
     sample_params sp;
     int32_t budget;        /* default tokens per grow */
     double row_cost;       /* :draft / :lookahead's row cost (spec.h); <= 0: measured */
