@@ -17,14 +17,15 @@ struct ui_undo_entry {
     int32_t *token, *parent;
     float *lp;
     double *score;     /* NAN: none */
-    uint8_t *bookmark;
+    uint8_t *flags;    /* FOREST_FINISHED and FOREST_BOOKMARK as they were */
+    uint16_t *tag;
     forest_id *old;
     bool joined; /* undone and redone with the entry before it (one :keep) */
 };
 
 static void entry_free(ui_undo_entry *e) {
     if (!e) return;
-    free(e->token), free(e->parent), free(e->lp), free(e->score), free(e->bookmark), free(e->old);
+    free(e->token), free(e->parent), free(e->lp), free(e->score), free(e->flags), free(e->tag), free(e->old);
     free(e);
 }
 
@@ -48,10 +49,11 @@ static ui_undo_entry *entry_keep(const forest *f, const ui_scores *s, forest_id 
         e->parent = malloc(sizeof(int32_t) * (size_t)n);
         e->lp = malloc(sizeof(float) * (size_t)n);
         e->score = malloc(sizeof(double) * (size_t)n);
-        e->bookmark = malloc((size_t)n);
+        e->flags = malloc((size_t)n);
+        e->tag = malloc(sizeof(uint16_t) * (size_t)n);
         e->old = malloc(sizeof(forest_id) * (size_t)n);
     }
-    if (!e || !map || !e->token || !e->parent || !e->lp || !e->score || !e->bookmark || !e->old) {
+    if (!e || !map || !e->token || !e->parent || !e->lp || !e->score || !e->flags || !e->tag || !e->old) {
         free(map);
         entry_free(e);
         return NULL;
@@ -64,7 +66,8 @@ static ui_undo_entry *entry_keep(const forest *f, const ui_scores *s, forest_id 
         e->token[e->n] = nd->token;
         e->lp[e->n] = nd->logprob;
         if (!s || !ui_scores_get(s, f, forest_id_at(f, at), &e->score[e->n])) e->score[e->n] = NAN;
-        e->bookmark[e->n] = (nd->flags & FOREST_BOOKMARK) != 0;
+        e->flags[e->n] = nd->flags & (FOREST_FINISHED | FOREST_BOOKMARK);
+        e->tag[e->n] = nd->tag;
         e->parent[e->n] = at == root ? -1 : map[nd->parent];
         e->old[e->n] = forest_id_at(f, at);
         e->branches += nd->first_child < 0;
@@ -185,7 +188,8 @@ static st_code undo_one(ui_undo *u, forest *f, bool more, forest_id *top, ui_pru
     }
     u->n_undo--;
     for (i = 0; i < e->n; i++) {
-        if (e->bookmark[i]) forest_set_flags(f, ids[i], FOREST_BOOKMARK, 0);
+        forest_set_flags(f, ids[i], e->flags[i], 0);
+        forest_set_tag(f, ids[i], e->tag[i]);
         if (u->scores && !isnan(e->score[i])) ui_scores_set(u->scores, f, ids[i], e->score[i]);
     }
     /* older entries hanging inside this subtree move to the restored nodes */

@@ -1,7 +1,8 @@
 /* undo.h - the TUI's prune history: every prune made through it keeps the pruned subtree
- * (tokens, log-probabilities, bookmarks, scores) so that undo puts it back (pending: the next
- * step computes it again) and redo prunes it again, many levels each way, as an editor's
- * undo does. A new prune clears what could be redone.
+ * (tokens, log-probabilities, bookmarks, finished marks and tags, scores) so that undo
+ * puts it back (pending: the next step computes it again; appended after its siblings)
+ * and redo prunes it again, many levels each way, as an editor's undo does. A new prune
+ * clears what could be redone.
  *
  * Restored nodes get new ids: entries further down the history that hang under a node of
  * the restored subtree are moved to its new id, so undoing a prune inside a subtree
