@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "forest/forest.h"
@@ -44,6 +45,9 @@ static void tui_usage(FILE *f) {
                "                       drafts a step packs does not depend on the machine\n"
                "      --temp T         temperature; 0 = greedy (default 0.8)\n"
                PROMPT_SAMPLE_HELP
+               "                       (here: a fresh seed each start, and each run draws the\n"
+               "                       next one, said in its done message; --seed S or\n"
+               "                       :set seed S makes the next run repeatable)\n"
                "\nfiles: $XDG_STATE_HOME/multidecode/{autosave.json,history,tui.log},\n"
                "       autosave.1.json .. autosave.4.json there: the runs before (:load\n"
                "       restores the last), $XDG_CONFIG_HOME/multidecode/keys (see assets/keys)\n");
@@ -95,21 +99,25 @@ typedef struct tui_app {
     const char *model_path;
 } tui_app;
 
-static st_code tui_save(void *ud, const char *path, const forest *f, const sample_params *sp, st_err *err) {
+static st_code tui_save(void *ud, const char *path, const forest *f, const sample_params *sp, session_meta *meta,
+                        st_err *err) {
     tui_app *a = ud;
     session_settings s = session_settings_default();
     s.sample = *sp;
+    s.meta = meta; /* borrowed: not freed with s */
     snprintf(s.model_path, sizeof s.model_path, "%s", a->model_path);
     st_code rc = (st_code)app_session_save(path, f, a->pm.m, a->pm.tk, &s, err);
+    s.meta = NULL;
     session_settings_free(&s);
     return rc;
 }
 
-static forest *tui_load(void *ud, const char *path, bool force, sample_params *sp, st_err *err) {
+static forest *tui_load(void *ud, const char *path, bool force, sample_params *sp, session_meta **meta,
+                        st_err *err) {
     tui_app *a = ud;
     session_settings s = session_settings_default();
     forest *f = app_session_load(path, a->pm.m, a->model_path, a->pm.n_slots, force, &s, err);
-    if (f) *sp = s.sample;
+    if (f) *sp = s.sample, *meta = s.meta, s.meta = NULL;
     else if (err->code == ST_ERR_ARG && !force) { /* another model's: the TUI's way to force it */
         char *cli = strstr(err->msg, " (or force loading");
         size_t n = cli ? (size_t)(cli - err->msg) : strlen(err->msg);
@@ -163,14 +171,15 @@ static int tui_parse(int argc, char **argv, tui_opts *o) {
     return -1;
 }
 
-/* The forest the TUI starts with (a --load session, the prompt, or none) and its first
- * status line into hello. NULL + err. */
-static forest *tui_first_forest(tui_app *a, tui_opts *o, char *hello, size_t cap, st_err *err) {
+/* The forest the TUI starts with (a --load session, with its scores into *meta, the
+ * prompt, or none) and its first status line into hello. NULL + err. */
+static forest *tui_first_forest(tui_app *a, tui_opts *o, session_meta **meta, char *hello, size_t cap,
+                                st_err *err) {
     forest *f = NULL;
     if (o->load) {
         session_settings s = session_settings_default();
         f = app_session_load(o->load, a->pm.m, o->mo.path, a->pm.n_slots, false, &s, err);
-        if (f) o->sp = s.sample;
+        if (f) o->sp = s.sample, *meta = s.meta, s.meta = NULL;
         snprintf(hello, cap, "loaded %s%s%.200s: press s to compute it", o->load,
                  f && s.warning[0] ? ", warning: " : "", f ? s.warning : "");
         session_settings_free(&s);
@@ -207,8 +216,18 @@ static void tui_paths_init(tui_paths *t) {
     snprintf(t->keys, sizeof t->keys, "%s/keys", t->config);
 }
 
+/* The sampler a TUI starts with: the defaults with a seed of its own (--seed sets one),
+ * so that two sessions do not repeat each other; each run then draws the next seed. */
+static sample_params tui_sample_params(void) {
+    sample_params sp = sample_default_params();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    sp.seed = sample_next_seed((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + ((uint64_t)getpid() << 40));
+    return sp;
+}
+
 int cmd_tui(int argc, char **argv) {
-    tui_opts o = {.mo = prompt_model_default_opts(), .sp = sample_default_params(), .budget = 32};
+    tui_opts o = {.mo = prompt_model_default_opts(), .sp = tui_sample_params(), .budget = 32};
     int r = tui_parse(argc, argv, &o);
     if (r >= 0) return r;
     tui_paths tp;
@@ -218,7 +237,8 @@ int cmd_tui(int argc, char **argv) {
     tui_app a = {.model_path = o.mo.path};
     if (prompt_model_open(&a.pm, &o.mo, &err)) return app_fail(&err);
     char hello[512] = "";
-    forest *f = tui_first_forest(&a, &o, hello, sizeof hello, &err);
+    session_meta *meta = NULL;
+    forest *f = tui_first_forest(&a, &o, &meta, hello, sizeof hello, &err);
     if (!f) {
         prompt_model_close(&a.pm);
         return app_fail(&err);
@@ -236,7 +256,7 @@ int cmd_tui(int argc, char **argv) {
     const char *slash = strrchr(o.mo.path, '/');
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     ui_tui_params p = {
-        .wp = {.ctx = a.pm.ctx, .tk = a.pm.tk, .f = f, .sp = o.sp, .budget = (int32_t)o.budget,
+        .wp = {.ctx = a.pm.ctx, .tk = a.pm.tk, .f = f, .meta = meta, .sp = o.sp, .budget = (int32_t)o.budget,
                .row_cost = o.row_cost,
                .save = tui_save, .load = tui_load, .ud = &a,
                .model_name = slash ? slash + 1 : o.mo.path, .backend = o.mo.backend,
@@ -254,6 +274,7 @@ int cmd_tui(int argc, char **argv) {
     };
     st_code rc = ui_tui_run(&p, &err);
     if (rc && rc != ST_OK) forest_free(f); /* the worker never took it */
+    session_meta_free(meta);
     free(chat_system);
     prompt_model_close(&a.pm);
     if (rc) return app_fail(&err);

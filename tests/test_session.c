@@ -808,6 +808,54 @@ static void test_markdown(void) {
     tok_free(tk);
 }
 
+/* A score kept with a node (a judge's or beam's) survives save and load, the Markdown
+ * export names it, a file without scores loads unscored, and a score that is not a number
+ * is refused. */
+static void test_scores(void) {
+    st_err err = {0};
+    forest *f = forest_init(16, 0);
+    int32_t t[] = {1, 20, 30, 40};
+    forest_id mid, a;
+    forest_add_root(f, t, NULL, 3, 0, &mid, &err);
+    forest_append(f, mid, t + 3, NULL, 1, &a, &err);
+    session_settings s = session_settings_default(), s2, s3;
+    s.meta = session_meta_init();
+    T_CHECK(!session_meta_set_score(s.meta, f, a, -0.123456789, &err) &&
+                !session_meta_set(s.meta, f, a, "beam", 3, &err) &&
+                session_meta_set_score(s.meta, f, a, NAN, &err) == ST_ERR_ARG,
+            "a finite score and a strategy kept, NAN refused: %s", err.msg);
+    char path[160];
+    snprintf(path, sizeof path, "%s/scores.json", tmpdir);
+    forest *g = !session_save(path, f, &s, NULL, NULL, &err) ? session_load(path, NULL, &s2, NULL, &err) : NULL;
+    forest_id lv[2] = {FOREST_NONE, FOREST_NONE};
+    if (g) forest_leaves(g, lv, 2);
+    double v = 0;
+    const char *strat = NULL;
+    T_CHECK(g && session_meta_get_score(s2.meta, g, lv[0], &v) && fabs(v + 0.123456789) < 1e-8 &&
+                session_meta_get(s2.meta, g, lv[0], &strat, NULL) && !strcmp(strat, "beam") &&
+                !session_meta_get_score(s2.meta, g, forest_id_at(g, forest_get(g, lv[0])->parent), &v),
+            "the leaf's score and strategy loaded, its parent unscored: %s", err.msg);
+    char *md = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&md, &len);
+    if (g) session_export_markdown(out, g, NULL, &s2, NULL, &err);
+    fclose(out);
+    T_CHECK(md && strstr(md, "*[score -0.1235]*") && strstr(md, "### Branch 1 [score -0.1235]"),
+            "the export names the score:\n%s", md ? md : "");
+    free(md);
+    session_meta_free(s.meta);
+    s.meta = NULL; /* an older file: no scores */
+    forest *h = !session_save(path, f, &s, NULL, NULL, &err) ? session_load(path, NULL, &s3, NULL, &err) : NULL;
+    if (h) forest_leaves(h, lv, 2);
+    T_CHECK(h && !session_meta_get_score(s3.meta, h, lv[0], &v), "a file without scores loads unscored: %s", err.msg);
+    json_t *doc = json_load_file(path, 0, NULL);
+    json_object_set_new(node_of(doc, 0), "score", json_string("x"));
+    expect_bad(doc, NULL, ST_ERR_FORMAT, "'score' is not a number", "a bad score");
+    session_settings_free(&s2), session_settings_free(&s3);
+    forest_free(g), forest_free(h), forest_free(f);
+    unlink(path);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/md_test_session_XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
@@ -823,6 +871,7 @@ int main(void) {
     snprintf(pbig, sizeof pbig, "%s/big.gguf", tmpdir);
     if (big) test_identity(big, pbig);
     test_markdown();
+    test_scores();
     if (m && m2) {
         st_err err = {0};
         tok *tk = tok_from_gguf(m->gguf, &err);

@@ -2,8 +2,8 @@
  * prunes undone in turn and redone, what each prune reports (nodes, branches) and where
  * the selection goes (a sibling, else the parent), bookmarks restored, a new prune
  * clearing the redo list, a prune inside a subtree pruned later undone in order (the
- * inner entry follows the restored nodes' new ids), and the forest's invariants after
- * every change. */
+ * inner entry follows the restored nodes' new ids), finished marks, tags and scores put
+ * back, and the forest's invariants after every change. */
 #include "forest/forest.h"
 #include "../ui/undo.h"
 #include "t.h"
@@ -117,8 +117,42 @@ static void test_nested(void) {
     forest_free(f);
 }
 
+/* Undo puts back a branch's marks: finished (the model's end, or the budget's tag) and
+ * its score, on the nodes that had them. */
+static void test_marks(void) {
+    forest_id ids[6];
+    forest *f = tree(ids);
+    ui_scores sc;
+    ui_scores_init(&sc);
+    ui_undo u;
+    ui_undo_init(&u);
+    u.scores = &sc;
+    st_err err = {0};
+    ui_prune_info in;
+    forest_id top, a_top = chain_top(f, ids[1], 2);
+    forest_set_flags(f, ids[4], FOREST_FINISHED, 0);
+    forest_set_flags(f, ids[5], FOREST_FINISHED, 0);
+    forest_set_tag(f, ids[5], 2);
+    ui_scores_set(&sc, f, ids[4], -0.5);
+    T_CHECK(!ui_undo_prune(&u, f, a_top, &in, &err) && !ui_undo_undo(&u, f, &top, &in, &err), "prune A, undo");
+    int32_t fin = 0, tagged = 0, scored = 0;
+    double v;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i)) {
+        const forest_node *nd = forest_node_at(f, i);
+        fin += (nd->flags & FOREST_FINISHED) && (nd->token == 8 || nd->token == 9);
+        tagged += nd->tag == 2 && nd->token == 9;
+        scored += ui_scores_get(&sc, f, forest_id_at(f, i), &v) && v == -0.5 && nd->token == 8;
+    }
+    T_CHECK(fin == 2 && tagged == 1 && scored == 1, "[8] and [9] finished again (%d), [9]'s tag (%d), [8]'s score (%d)",
+            (int)fin, (int)tagged, (int)scored);
+    ui_undo_free(&u);
+    ui_scores_free(&sc);
+    forest_free(f);
+}
+
 int main(void) {
     test_levels();
     test_nested();
+    test_marks();
     return t_done();
 }

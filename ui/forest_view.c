@@ -262,7 +262,7 @@ const char *fv_legend(int32_t i, bool utf8) {
         "  \xe2\x80\xa6  stopped by the budget (n grows it on)   \xe2\x98\x85  bookmarked (m)",
         "  \xe2\x96\xbe \xe2\x96\xb8  branches below, open / folded (Space)   \xc2\xb7  no branches below",
         "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
-        "  [-1.23]  a judge score (:judge, :tot; kept with the branch) or a beam hypothesis's",
+        "  [-1.23]  a score kept with the branch: the judge's (:judge, :tot) or beam's",
         "  dim  a branch a running :tot dropped (pruned when it ends; x keeps it)",
     };
     static const char *const a[] = {
@@ -270,7 +270,7 @@ const char *fv_legend(int32_t i, bool utf8) {
         "  ~  stopped by the budget (n grows it on)   *  bookmarked (m)",
         "  - +  branches below, open / folded (Space)",
         "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
-        "  [-1.23]  a judge score (:judge, :tot; kept with the branch) or a beam hypothesis's",
+        "  [-1.23]  a score kept with the branch: the judge's (:judge, :tot) or beam's",
         "  dim  a branch a running :tot dropped (pruned when it ends; x keeps it)",
     };
     if (i < 0 || i >= (int32_t)(sizeof u / sizeof u[0])) return NULL;

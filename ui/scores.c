@@ -66,6 +66,24 @@ st_code ui_scores_take(ui_scores *s, const forest *f, const strategy *run, st_er
     return ok ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory keeping the scores");
 }
 
+st_code ui_scores_to_meta(const ui_scores *s, const forest *f, session_meta *m, st_err *err) {
+    double v;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
+        if (ui_scores_get(s, f, forest_id_at(f, i), &v) && isfinite(v) &&
+            session_meta_set_score(m, f, forest_id_at(f, i), v, err))
+            return err->code;
+    return ST_OK;
+}
+
+st_code ui_scores_from_meta(ui_scores *s, const forest *f, const session_meta *m, st_err *err) {
+    ui_scores_free(s);
+    double v;
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
+        if (session_meta_get_score(m, f, forest_id_at(f, i), &v) && !ui_scores_set(s, f, forest_id_at(f, i), v))
+            return st_set(err, ST_ERR_NOMEM, "out of memory keeping the scores");
+    return ST_OK;
+}
+
 st_code ui_scores_keys(const ui_scores *s, const forest *f, ui_sort order, double **keys, int32_t *cap, st_err *err) {
     int32_t n = forest_capacity(f);
     if (n > *cap) {

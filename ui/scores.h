@@ -1,5 +1,5 @@
-/* scores.h - judge scores kept with their nodes: the score :judge or :tot gave a branch
- * stays with the branch's last node across later runs (a table by forest index, stamped
+/* scores.h - scores kept with their nodes: the score :judge or :tot gave a branch, or
+ * beam gave a result, stays with the branch's last node across later runs (a table by forest index, stamped
  * with the node's generation, so a reused index reads unscored), for the forest pane to
  * show on every judged line, to order siblings by (:sort) and to prune by (:keep). No cap
  * on how many. The caller holds whatever lock guards the forest. Not here: drawing
@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "forest/forest.h"
+#include "session/session.h"
 #include "strategy/strategy.h"
 
 typedef struct ui_scores {
@@ -29,6 +30,11 @@ bool ui_scores_set(ui_scores *s, const forest *f, forest_id id, double v);
 bool ui_scores_get(const ui_scores *s, const forest *f, forest_id id, double *v);
 /* Every score run reports now (strategy_scores), all of them. ST_ERR_NOMEM. */
 st_code ui_scores_take(ui_scores *s, const forest *f, const strategy *run, st_err *err);
+
+/* The scores into session metadata m (session.h: what a saved session keeps), and back
+ * from a loaded session's m (NULL: none) after forgetting those held. ST_ERR_NOMEM. */
+st_code ui_scores_to_meta(const ui_scores *s, const forest *f, session_meta *m, st_err *err);
+st_code ui_scores_from_meta(ui_scores *s, const forest *f, const session_meta *m, st_err *err);
 
 /* How the forest pane orders siblings (:sort). */
 typedef enum { UI_SORT_NONE = 0, UI_SORT_SCORE, UI_SORT_PROB } ui_sort;

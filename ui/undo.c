@@ -2,6 +2,7 @@
  * new ids, pruned again on redo. */
 #include "undo.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,14 +16,16 @@ struct ui_undo_entry {
     int32_t n, branches;
     int32_t *token, *parent;
     float *lp;
-    uint8_t *bookmark;
+    double *score;     /* NAN: none */
+    uint8_t *flags;    /* FOREST_FINISHED and FOREST_BOOKMARK as they were */
+    uint16_t *tag;
     forest_id *old;
     bool joined; /* undone and redone with the entry before it (one :keep) */
 };
 
 static void entry_free(ui_undo_entry *e) {
     if (!e) return;
-    free(e->token), free(e->parent), free(e->lp), free(e->bookmark), free(e->old);
+    free(e->token), free(e->parent), free(e->lp), free(e->score), free(e->flags), free(e->tag), free(e->old);
     free(e);
 }
 
@@ -35,8 +38,8 @@ static int32_t subtree_next(const forest *f, int32_t root, int32_t at) {
     return at == root ? -1 : forest_node_at(f, at)->next_sibling;
 }
 
-/* The subtree of id, copied; NULL when memory ran out. */
-static ui_undo_entry *entry_keep(const forest *f, forest_id id) {
+/* The subtree of id, copied with its scores (s, may be NULL); NULL when memory ran out. */
+static ui_undo_entry *entry_keep(const forest *f, const ui_scores *s, forest_id id) {
     int32_t root = forest_index(id), n = 0;
     for (int32_t at = root; at >= 0; at = subtree_next(f, root, at)) n++;
     ui_undo_entry *e = calloc(1, sizeof *e);
@@ -45,10 +48,12 @@ static ui_undo_entry *entry_keep(const forest *f, forest_id id) {
         e->token = malloc(sizeof(int32_t) * (size_t)n);
         e->parent = malloc(sizeof(int32_t) * (size_t)n);
         e->lp = malloc(sizeof(float) * (size_t)n);
-        e->bookmark = malloc((size_t)n);
+        e->score = malloc(sizeof(double) * (size_t)n);
+        e->flags = malloc((size_t)n);
+        e->tag = malloc(sizeof(uint16_t) * (size_t)n);
         e->old = malloc(sizeof(forest_id) * (size_t)n);
     }
-    if (!e || !map || !e->token || !e->parent || !e->lp || !e->bookmark || !e->old) {
+    if (!e || !map || !e->token || !e->parent || !e->lp || !e->score || !e->flags || !e->tag || !e->old) {
         free(map);
         entry_free(e);
         return NULL;
@@ -60,7 +65,9 @@ static ui_undo_entry *entry_keep(const forest *f, forest_id id) {
         map[at] = e->n;
         e->token[e->n] = nd->token;
         e->lp[e->n] = nd->logprob;
-        e->bookmark[e->n] = (nd->flags & FOREST_BOOKMARK) != 0;
+        if (!s || !ui_scores_get(s, f, forest_id_at(f, at), &e->score[e->n])) e->score[e->n] = NAN;
+        e->flags[e->n] = nd->flags & (FOREST_FINISHED | FOREST_BOOKMARK);
+        e->tag[e->n] = nd->tag;
         e->parent[e->n] = at == root ? -1 : map[nd->parent];
         e->old[e->n] = forest_id_at(f, at);
         e->branches += nd->first_child < 0;
@@ -102,7 +109,7 @@ static void trim(ui_undo *u) {
 
 static st_code prune_keep(ui_undo *u, forest *f, forest_id id, bool joined, ui_prune_info *info, st_err *err) {
     if (!forest_get(f, id)) return st_set(err, ST_ERR_ARG, "nothing selected (that branch is gone)");
-    ui_undo_entry *e = ARR_GROW_I32(u->undo, u->n_undo + 1, u->cap_undo) ? entry_keep(f, id) : NULL;
+    ui_undo_entry *e = ARR_GROW_I32(u->undo, u->n_undo + 1, u->cap_undo) ? entry_keep(f, u->scores, id) : NULL;
     if (!e) return st_set(err, ST_ERR_NOMEM, "out of memory keeping the branch for undo: nothing pruned");
     forest_id near = near_of(f, forest_index(id));
     st_code rc = forest_prune(f, id, err);
@@ -180,8 +187,11 @@ static st_code undo_one(ui_undo *u, forest *f, bool more, forest_id *top, ui_pru
         return rc;
     }
     u->n_undo--;
-    for (i = 0; i < e->n; i++)
-        if (e->bookmark[i]) forest_set_flags(f, ids[i], FOREST_BOOKMARK, 0);
+    for (i = 0; i < e->n; i++) {
+        forest_set_flags(f, ids[i], e->flags[i], 0);
+        forest_set_tag(f, ids[i], e->tag[i]);
+        if (u->scores && !isnan(e->score[i])) ui_scores_set(u->scores, f, ids[i], e->score[i]);
+    }
     /* older entries hanging inside this subtree move to the restored nodes */
     for (int32_t k = 0; k < u->n_undo; k++)
         for (i = 0; i < e->n; i++)

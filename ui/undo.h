@@ -1,7 +1,8 @@
 /* undo.h - the TUI's prune history: every prune made through it keeps the pruned subtree
- * (tokens, log-probabilities, bookmarks) so that undo puts it back (pending: the next
- * step computes it again) and redo prunes it again, many levels each way, as an editor's
- * undo does. A new prune clears what could be redone.
+ * (tokens, log-probabilities, bookmarks, finished marks and tags, scores) so that undo
+ * puts it back (pending: the next step computes it again; appended after its siblings)
+ * and redo prunes it again, many levels each way, as an editor's undo does. A new prune
+ * clears what could be redone.
  *
  * Restored nodes get new ids: entries further down the history that hang under a node of
  * the restored subtree are moved to its new id, so undoing a prune inside a subtree
@@ -17,12 +18,14 @@
 #include <stdint.h>
 
 #include "forest/forest.h"
+#include "scores.h"
 
 #define UI_UNDO_MAX 32 /* prunes kept (a group counts once); the oldest is forgotten beyond */
 
 typedef struct ui_undo_entry ui_undo_entry;
 
 typedef struct ui_undo {
+    ui_scores *scores;     /* borrowed, may be NULL: the scores kept and put back with nodes */
     ui_undo_entry **undo;  /* (n_undo) oldest first; an entry may be joined to the one before */
     int32_t n_undo, cap_undo;
     forest_id *redo;       /* (n_redo) tops of restored subtrees, oldest first */
@@ -39,7 +42,7 @@ typedef struct ui_prune_info {
 } ui_prune_info;
 
 void ui_undo_init(ui_undo *u);
-/* Forgets the history (after a load). */
+/* Forgets the history (after a load); scores stays. */
 void ui_undo_clear(ui_undo *u);
 void ui_undo_free(ui_undo *u);
 

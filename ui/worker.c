@@ -165,10 +165,20 @@ static st_code bookmark_job(ui_worker *w, const ui_job *j, st_err *err) {
     return ST_OK;
 }
 
+/* The scores as session metadata (scores.h), for a save or an export; NULL + err. */
+static session_meta *scores_meta(const ui_worker *w, st_err *err) {
+    session_meta *m = session_meta_init();
+    if (!m) st_set(err, ST_ERR_NOMEM, "out of memory");
+    else if (ui_scores_to_meta(&w->judged, w->f, m, err)) session_meta_free(m), m = NULL;
+    return m;
+}
+
 static st_code save_job(ui_worker *w, const ui_job *j, st_err *err) {
     if (!w->save) return st_set(err, ST_ERR_ARG, "saving is not available");
     if (j->u.save.if_changed && !w->touched) return ST_OK; /* nothing this run made */
-    st_code rc = w->save(w->ud, j->text, w->f, &w->sp, err);
+    session_meta *meta = scores_meta(w, err);
+    st_code rc = meta ? w->save(w->ud, j->text, w->f, &w->sp, meta, err) : err->code;
+    session_meta_free(meta);
     if (rc) return rc;
     w->unsaved_since = 0;
     if (!j->u.save.autosave) w->modified = false; /* the autosave is replaced by the next run's */
@@ -179,7 +189,8 @@ static st_code save_job(ui_worker *w, const ui_job *j, st_err *err) {
 static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
     if (!w->load) return st_set(err, ST_ERR_ARG, "loading is not available");
     sample_params sp = w->sp;
-    forest *nf = w->load(w->ud, j->text, j->u.load.force, &sp, err);
+    session_meta *meta = NULL;
+    forest *nf = w->load(w->ud, j->text, j->u.load.force, &sp, &meta, err);
     if (!nf) return err->code;
     worker_run_stop(w);
     ui_undo_clear(&w->undo);
@@ -190,7 +201,9 @@ static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
     w->unsaved_since = 0;
     w->modified = w->touched = false;
     w->n_scores = 0; /* ids of the old forest */
-    ui_scores_free(&w->judged);
+    st_code rc = ui_scores_from_meta(&w->judged, w->f, meta, err);
+    session_meta_free(meta);
+    if (rc) return rc;
     say(w, j->u.load.force ? "loaded %s (its model check skipped): press s to compute it"
                             : "loaded %s: press s to compute it", j->text);
     return ST_OK;
@@ -225,7 +238,9 @@ static st_code export_job(ui_worker *w, const ui_job *j, st_err *err) {
     if (parts) return export_svg(w, path, parts, j->text, err);
     session_settings s = session_settings_default();
     s.sample = w->sp;
-    st_code rc = session_save_markdown(j->text, w->f, w->tk, &s, NULL, err);
+    st_code rc = (s.meta = scores_meta(w, err)) ? session_save_markdown(j->text, w->f, w->tk, &s, NULL, err)
+                                                : err->code;
+    session_meta_free(s.meta);
     if (!rc) say(w, "exported %s", j->text);
     return rc;
 }
@@ -350,12 +365,16 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     w->plan.forward_ud = w;
     take_params(w, p);
     ui_undo_init(&w->undo);
-    if (pthread_create(&w->th, NULL, worker_main, w)) {
+    w->undo.scores = &w->judged;
+    bool ok = !ui_scores_from_meta(&w->judged, w->f, p->meta, err);
+    if (ok && pthread_create(&w->th, NULL, worker_main, w))
+        ok = !st_set(err, ST_ERR_IO, "cannot start the engine thread");
+    if (!ok) {
+        ui_scores_free(&w->judged);
         step_plan_free(&w->plan);
         step_plan_free(&w->preview);
         free(w->mv);
         free(w);
-        st_set(err, ST_ERR_IO, "cannot start the engine thread");
         return NULL;
     }
     return w;

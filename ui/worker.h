@@ -34,18 +34,21 @@
 #include "scores.h"
 #include "status.h"
 
+/* meta (borrowed for the call) holds the nodes' scores, saved with them. */
 typedef st_code (*ui_save_fn)(void *ud, const char *path, const forest *f, const sample_params *sp,
-                              st_err *err);
-/* Returns a new forest (every node pending) and fills *sp, or NULL + err (ST_ERR_ARG for a
+                              session_meta *meta, st_err *err);
+/* Returns a new forest (every node pending) and fills *sp and *meta (the nodes' scores;
+ * NULL when the file has none; the caller frees it), or NULL + err (ST_ERR_ARG for a
  * session saved with another model, unless force: its tokens are checked against this
  * model's vocabulary either way, so a forced load is safe, if not meaningful). */
 typedef forest *(*ui_load_fn)(void *ud, const char *path, bool force, sample_params *sp,
-                              st_err *err);
+                              session_meta **meta, st_err *err);
 
 typedef struct ui_worker_params {
     model_ctx *ctx;        /* borrowed */
     const tok *tk;         /* borrowed */
     forest *f;             /* owned by the worker from start (freed by ui_worker_stop) */
+    const session_meta *meta; /* f's scores (a loaded session's), read by start; may be NULL */
     sample_params sp;
     int32_t budget;        /* default tokens per grow */
     double row_cost;       /* :draft / :lookahead's row cost (spec.h); <= 0: measured */
@@ -88,9 +91,9 @@ mask_view *ui_worker_mask_mut(ui_worker *w); /* scroll position only */
 void ui_worker_stats(const ui_worker *w, ui_stats *s);
 /* Leaves a strategy is extending; returns how many (writes at most cap). */
 int32_t ui_worker_running(const ui_worker *w, forest_id *out, int32_t cap);
-/* Node id's score, into *score: the judge's, kept with the node since a :judge or :tot
- * scored it (scores.h), else the running or last beam search's for a hypothesis still
- * in the forest (log-probability per token, as beam.h scores results). False: none. */
+/* Node id's score, into *score: the one kept with the node since a :judge or :tot scored
+ * it or a beam returned it as a result (scores.h), else the running beam search's for a
+ * live hypothesis (log-probability per token, as beam.h scores results). False: none. */
 #define UI_MAX_SCORES 64 /* beam hypotheses shown */
 bool ui_worker_score_of(const ui_worker *w, forest_id id, double *score);
 /* The forest pane's sort keys for order (scores.h: ui_scores_keys over the judge scores). */

@@ -48,6 +48,8 @@ struct ui_worker {
     ui_chat chat;
     bool chat_on;              /* typed text becomes a user turn (needs chat.kind) */
     char note[160];            /* what the job did, added to its "done" */
+    uint64_t run_seed;         /* the seed the running strategy drew (sp.seed is the next's) */
+    bool run_sampled;          /* it ran at temp > 0: its "done" names the seed */
     /* what the UI reads */
     mask_view *mv;
     int32_t n_steps;           /* steps ever run (numbers the mask view) */
@@ -59,7 +61,7 @@ struct ui_worker {
     forest_id focus;
     ui_undo undo;              /* the prune history */
     ui_scores judged;          /* judge and tot scores, kept with their nodes */
-    forest_id score_leaf[UI_MAX_SCORES]; /* the last beam's hypotheses and scores */
+    forest_id score_leaf[UI_MAX_SCORES]; /* the running beam's live hypotheses and scores */
     double score[UI_MAX_SCORES];
     int32_t n_scores;
     const char *model_name, *backend;

@@ -2,6 +2,7 @@
  * with what the worker owns, the inputs only the worker can build (ask's turn, margins'
  * prompts, merge's bookmarked leaves, judge's branches and prompt), one forest step at a
  * time through strategy.h, and the "done" message when it ends. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,18 +228,46 @@ st_code worker_run_start(ui_worker *w, const ui_job *j, st_err *err) {
         say(w, "exact speculative sampling at temp %s (:set temp 0 for greedy)", t);
     }
     run_begin(w);
+    /* each run draws the next seed, so runs differ; :set seed repeats one */
+    w->run_seed = o.sample.seed;
+    w->run_sampled = o.sample.temp > 0;
+    w->sp.seed = sample_next_seed(w->sp.seed);
     return ST_OK;
 }
 
 /* The "done" message of the run that just ended: its results summed up as its table
  * says, then the job's note (or the run's own progress line). */
 static void say_done(ui_worker *w, const strategy_progress *pr) {
-    char sum[320];
+    char sum[320], seed[48] = "";
     ui_run_summary(w->run, w->f, w->tk, w->chat.kind != CHAT_NONE, sum, sizeof sum);
     if (strategy_ops_of(w->run)->summary == STRAT_SUM_PROGRESS) snprintf(w->note, sizeof w->note, "%s", pr->text);
-    snprintf(w->msg, sizeof w->msg, "done%s%s%s%s%s", sum[0] ? ": " : "", sum, w->note[0] ? " (" : "", w->note,
-             w->note[0] ? ")" : "");
+    if (w->run_sampled)
+        snprintf(seed, sizeof seed, "%sseed %llu", w->note[0] ? "; " : "", (unsigned long long)w->run_seed);
+    bool paren = w->note[0] || seed[0];
+    snprintf(w->msg, sizeof w->msg, "done%s%s%s%s%s%s", sum[0] ? ": " : "", sum, paren ? " (" : "", w->note, seed,
+             paren ? ")" : "");
     w->msg_no++;
+}
+
+/* The run's results as the forest's branches (strategy_settle: what the strategy dropped
+ * goes), each with the score it gave (beam's), kept with its leaf as judge scores are. */
+static void keep_results(ui_worker *w) {
+    int32_t n = strategy_n_results(w->run);
+    forest_id *leaves = malloc(sizeof *leaves * (size_t)(n > 0 ? n : 1));
+    st_err err = {0};
+    if (!leaves || strategy_settle(w->run, w->f, leaves, &err)) {
+        say(w, "%s", leaves ? err.msg : "out of memory keeping the results");
+        free(leaves);
+        return;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        strategy_result r;
+        strategy_result_at(w->run, w->f, i, &r);
+        if (leaves[i] != FOREST_NONE && isfinite(r.score) && !ui_scores_set(&w->judged, w->f, leaves[i], r.score))
+            say(w, "%s", "out of memory keeping the scores");
+    }
+    free(leaves);
+    w->n_scores = 0; /* the live list's leaves are results now, or gone */
 }
 
 /* After a step the strategy took: the statistics, the mask view, the scores, the
@@ -255,7 +284,8 @@ static void step_done(ui_worker *w, double ms) {
     w->step_ms = ms;
     w->job_tokens = (double)pr.tokens;
     if (w->plan.n_rows > 0 && !captured) mv_capture(w->mv, w->f, w->tk, &w->plan, w->n_steps - 1);
-    /* judge scores stay with their nodes; beam's are the last run's list */
+    /* judge scores stay with their nodes; a running beam's live ones are a list until its
+     * results are kept (keep_results) */
     strategy_kind kind = strategy_ops_of(w->run)->kind;
     st_err err = {0};
     if (kind == STRAT_JUDGE || kind == STRAT_TOT) {
@@ -275,6 +305,7 @@ static void step_done(ui_worker *w, double ms) {
     }
     if (!active) {
         say_done(w, &pr);
+        keep_results(w);
         worker_run_stop(w);
     }
 }

@@ -55,6 +55,14 @@ st_code sample_param_set(sample_params *p, const char *name, double v, st_err *e
     return ST_OK;
 }
 
+uint64_t sample_next_seed(uint64_t seed) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return z ? z : 1;
+}
+
 static uint64_t rng_next(uint64_t *s) {
     uint64_t x = *s;
     x ^= x >> 12;

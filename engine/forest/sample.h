@@ -27,6 +27,9 @@ typedef struct sample_params {
 /* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, seed 1, repeat_penalty 1 (off),
  * repeat_last_n 64 (as llama.cpp). */
 sample_params sample_default_params(void);
+/* The seed after seed (splitmix64: never 0, far from seed and from seed + i, which a run's
+ * branches use): a session drawing one per run repeats its runs from its first seed. */
+uint64_t sample_next_seed(uint64_t seed);
 
 /* Sets the sampler setting called name ("temp", "top_k", "top_p", "min_p", "seed") to v:
  * the one check of a value a person gives, used by the command-line options, the TUI's

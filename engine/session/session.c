@@ -63,8 +63,10 @@ const char *session_model_id_str(const session_model_id *id, char *buf, size_t c
 
 typedef struct session_meta_ent {
     uint32_t gen;      /* the node's generation when set */
-    int32_t strategy;  /* index into names, -1: no entry */
+    int32_t strategy;  /* index into names, -1: none */
     uint64_t seed;
+    bool has_score;
+    double score;
 } session_meta_ent;
 
 struct session_meta {
@@ -92,36 +94,75 @@ static int32_t meta_intern(session_meta *m, const char *name) {
     return m->n_names++;
 }
 
-st_code session_meta_set(session_meta *m, const forest *f, forest_id id, const char *strategy,
-                         uint64_t seed, st_err *err) {
-    if (!forest_get(f, id)) return st_set(err, ST_ERR_ARG, "metadata for a node that no longer exists");
-    if (strategy && strlen(strategy) > SESSION_MAX_STRATEGY)
-        return st_set(err, ST_ERR_ARG, "strategy name longer than %d bytes", SESSION_MAX_STRATEGY);
+/* The entry of live node id, made (empty) when it has none or held an older node's.
+ * NULL + err: ST_ERR_ARG (stale id), ST_ERR_NOMEM. */
+static session_meta_ent *meta_entry(session_meta *m, const forest *f, forest_id id, st_err *err) {
+    if (!forest_get(f, id)) {
+        st_set(err, ST_ERR_ARG, "metadata for a node that no longer exists");
+        return NULL;
+    }
     int32_t idx = forest_index(id);
     if (idx >= m->cap) {
         int32_t cap = m->cap ? m->cap : 64;
         while (cap <= idx) cap = cap > INT32_MAX / 2 ? INT32_MAX : cap * 2;
         session_meta_ent *e = realloc(m->ent, sizeof *e * (size_t)cap);
-        if (!e) return st_set(err, ST_ERR_NOMEM, "out of memory for node metadata");
+        if (!e) {
+            st_set(err, ST_ERR_NOMEM, "out of memory for node metadata");
+            return NULL;
+        }
         for (int32_t i = m->cap; i < cap; i++) e[i] = (session_meta_ent){.strategy = -1};
         m->ent = e;
         m->cap = cap;
     }
+    session_meta_ent *e = &m->ent[idx];
+    if (e->gen != (uint32_t)(id >> 32)) *e = (session_meta_ent){.gen = (uint32_t)(id >> 32), .strategy = -1};
+    return e;
+}
+
+/* Node id's entry when it has one (of its generation), else NULL. */
+static const session_meta_ent *meta_find(const session_meta *m, const forest *f, forest_id id) {
+    if (!m || !forest_get(f, id)) return NULL;
+    int32_t idx = forest_index(id);
+    return idx < m->cap && m->ent[idx].gen == (uint32_t)(id >> 32) ? &m->ent[idx] : NULL;
+}
+
+st_code session_meta_set(session_meta *m, const forest *f, forest_id id, const char *strategy,
+                         uint64_t seed, st_err *err) {
+    if (!forest_get(f, id)) return st_set(err, ST_ERR_ARG, "metadata for a node that no longer exists");
+    if (strategy && strlen(strategy) > SESSION_MAX_STRATEGY)
+        return st_set(err, ST_ERR_ARG, "strategy name longer than %d bytes", SESSION_MAX_STRATEGY);
     int32_t s = -1;
     if (strategy && *strategy && (s = meta_intern(m, strategy)) < 0)
         return st_set(err, ST_ERR_NOMEM, "out of memory for node metadata");
-    m->ent[idx] = (session_meta_ent){.gen = (uint32_t)(id >> 32), .strategy = s, .seed = seed};
+    session_meta_ent *e = meta_entry(m, f, id, err);
+    if (!e) return err->code;
+    e->strategy = s;
+    e->seed = seed;
     return ST_OK;
 }
 
 bool session_meta_get(const session_meta *m, const forest *f, forest_id id,
                       const char **strategy, uint64_t *seed) {
-    if (!m || !forest_get(f, id)) return false;
-    int32_t idx = forest_index(id);
-    if (idx >= m->cap || m->ent[idx].strategy < 0 || m->ent[idx].gen != (uint32_t)(id >> 32))
-        return false;
-    if (strategy) *strategy = m->names[m->ent[idx].strategy];
-    if (seed) *seed = m->ent[idx].seed;
+    const session_meta_ent *e = meta_find(m, f, id);
+    if (!e || e->strategy < 0) return false;
+    if (strategy) *strategy = m->names[e->strategy];
+    if (seed) *seed = e->seed;
+    return true;
+}
+
+st_code session_meta_set_score(session_meta *m, const forest *f, forest_id id, double score, st_err *err) {
+    if (!isfinite(score)) return st_set(err, ST_ERR_ARG, "a score must be a finite number");
+    session_meta_ent *e = meta_entry(m, f, id, err);
+    if (!e) return err->code;
+    e->has_score = true;
+    e->score = score;
+    return ST_OK;
+}
+
+bool session_meta_get_score(const session_meta *m, const forest *f, forest_id id, double *score) {
+    const session_meta_ent *e = meta_find(m, f, id);
+    if (!e || !e->has_score) return false;
+    *score = e->score;
     return true;
 }
 
@@ -233,6 +274,8 @@ static json_t *save_node(const forest *f, const session_settings *s, int32_t i, 
         jset(o, "strategy", json_string(strat), bad);
         jset(o, "seed", json_u64(seed), bad);
     }
+    double score;
+    if (session_meta_get_score(s->meta, f, id, &score)) jset(o, "score", json_real(score), bad);
     int32_t tk = forest_top_k(f);
     if (s->save_topk && tk > 0) {
         int32_t ids[256];

@@ -19,7 +19,9 @@
  *                people reading the file; ignored when loading),
  *   "forest":   {"n_slots", "top_k", "nodes": [{"id", "parent" (-1 for a root), "token",
  *                "depth", optional "logprob" (absent when unscored), "flags" (["finished",
- *                "bookmark"]), "tag", "strategy", "seed", "topk" ([[token, logprob]...])}]}
+ *                "bookmark"]), "tag", "strategy", "seed", "score" (a judge's or beam's,
+ *                9 significant digits, absent when none; files without it load unscored), "topk" ([[token,
+ *                logprob]...])}]}
  *                with one node per line, in DFS order (loading accepts any order).
  * Floats are written as the shortest decimal that reads back as the same float.
  * Seeds are 64-bit: written as integers when below 2^63, otherwise as decimal strings.
@@ -79,7 +81,7 @@ const char *session_model_id_str(const session_model_id *id, char *buf, size_t c
 
 /* ---- per-node metadata ---- */
 
-/* Which strategy and seed made each node, in a table parallel to the forest and keyed by
+/* Which strategy and seed made each node, and the score a branch's last node was given, in a table parallel to the forest and keyed by
  * forest index; an entry remembers its node's generation, so a pruned node's entry is
  * never read for the node that later reuses its index. Strategy names are short strings
  * ("cot", "beam", "ask", ...), interned. */
@@ -97,6 +99,12 @@ st_code session_meta_set(session_meta *m, const forest *f, forest_id id, const c
  * may be NULL) when there is one; false otherwise. m may be NULL (no entries). */
 bool session_meta_get(const session_meta *m, const forest *f, forest_id id,
                       const char **strategy, uint64_t *seed);
+/* A score for live node id (a judge's or a beam result's, kept with the branch it ends);
+ * kept beside its strategy and seed. ST_ERR_ARG for a stale id or a score that is not
+ * finite, ST_ERR_NOMEM. */
+st_code session_meta_set_score(session_meta *m, const forest *f, forest_id id, double score, st_err *err);
+/* Node id's score into *score: false when it has none. m may be NULL. */
+bool session_meta_get_score(const session_meta *m, const forest *f, forest_id id, double *score);
 
 /* ---- settings ---- */
 
@@ -181,7 +189,8 @@ forest *session_load_mem(const char *json, size_t len, const session_load_params
  * shared prefix appears once and its continuations are nested under it), then one section
  * per root-to-leaf branch ("Branch k") giving the text it adds after the part it shares
  * with earlier branches and naming the branch it continues. Bookmarked nodes are marked
- * with a star and the word "bookmark", finished leaves with "finished". Texts are decoded
+ * with a star and the word "bookmark", finished leaves with "finished", scored nodes (the
+ * settings' meta) with "score S". Texts are decoded
  * with tk's streaming decoder (every node in the context of its ancestors); tk NULL writes
  * token ids instead. mid may be NULL. ST_ERR_IO when writing fails, ST_ERR_NOMEM. */
 st_code session_export_markdown(FILE *out, const forest *f, const tok *tk,

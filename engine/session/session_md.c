@@ -23,6 +23,7 @@
 
 typedef struct md_doc {
     const forest *f;
+    const session_meta *meta; /* the nodes' scores; may be NULL */
     int32_t cap;       /* forest capacity: the per-index arrays below have this length */
     char *text;        /* all node texts, back to back */
     size_t n_text, cap_text;
@@ -206,6 +207,8 @@ static void md_outline(FILE *out, md_doc *d) {
         }
         md_inline(out, d->text + d->off[i], d->len[i]);
         if (n->flags & FOREST_BOOKMARK) fputs(" **\u2605 bookmark**", out);
+        double score;
+        if (session_meta_get_score(d->meta, d->f, forest_id_at(d->f, i), &score)) fprintf(out, " *[score %.4f]*", score);
         if (n->first_child < 0)
             fprintf(out, " \u2014 *branch %d%s*", d->owner[i],
                     n->flags & FOREST_FINISHED ? ", finished" : "");
@@ -244,8 +247,11 @@ static bool md_branches(FILE *out, md_doc *d, const forest_id *leaves, int32_t n
             n_own += d->len[path[j]];
         }
         const forest_node *leaf = forest_node_at(f, path[0]);
-        fprintf(out, "### Branch %d%s%s\n\n", b + 1, bookmark ? " \u2605 bookmark" : "",
-                leaf->flags & FOREST_FINISHED ? " (finished)" : "");
+        double score;
+        char sc[48] = "";
+        if (session_meta_get_score(d->meta, f, leaves[b], &score)) snprintf(sc, sizeof sc, " [score %.4f]", score);
+        fprintf(out, "### Branch %d%s%s%s\n\n", b + 1, bookmark ? " \u2605 bookmark" : "",
+                leaf->flags & FOREST_FINISHED ? " (finished)" : "", sc);
         if (p < 0) {
             fputs("From the root of its tree:\n\n", out);
         } else {
@@ -274,7 +280,7 @@ static bool md_branches(FILE *out, md_doc *d, const forest_id *leaves, int32_t n
 st_code session_export_markdown(FILE *out, const forest *f, const tok *tk,
                                 const session_settings *s, const session_model_id *mid,
                                 st_err *err) {
-    md_doc d = {.f = f, .cap = forest_capacity(f)};
+    md_doc d = {.f = f, .meta = s ? s->meta : NULL, .cap = forest_capacity(f)};
     size_t cap = (size_t)(d.cap ? d.cap : 1);
     int32_t n_leaves = forest_leaves(f, NULL, 0), n_trees = forest_roots(f, NULL, 0);
     forest_id *leaves = malloc(sizeof *leaves * (size_t)(n_leaves ? n_leaves : 1));

@@ -280,6 +280,20 @@ const struct margins *strategy_margins(const strategy *s);
 struct tot_run;
 const struct tot_run *strategy_tot(const strategy *s);
 
+/* After a run is done: its results as branches of the forest, so that a view shows
+ * exactly what the strategy returned (strategy_results.c). A result kept as tokens
+ * (leaf FOREST_NONE: beam's hypotheses) is walked down from its start, sharing the nodes
+ * that have its tokens and appending the rest (pending, unscored; an end token left
+ * out, as grow leaves it out); its last node is flagged FOREST_FINISHED, and tagged
+ * GROW_END_BUDGET when the budget ended it. The leaves still running (beam's live
+ * hypotheses when it stopped early) that are no result's are pruned with the ancestors
+ * only they used, never above a start, and so is a result that repeats another leaf of
+ * its tree token for token (an older branch, or an earlier result: sampling the same text
+ * twice leaves one branch). leaves (n_results entries, may be NULL) receives
+ * each result's leaf, FOREST_NONE for one not in the forest. ST_ERR_NOMEM, or the
+ * forest's code (the forest then holds the results placed so far). */
+st_code strategy_settle(const strategy *s, forest *f, forest_id *leaves, st_err *err);
+
 /* Makes node id a node a strategy can start from: a pending node is computed by the next
  * step with its logits; a computed one is re-scored (FOREST_WANT_LOGITS: it runs again in
  * its own KV slot), so a strategy starts from the model's own distribution at any node.
