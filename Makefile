@@ -186,10 +186,11 @@ FUZZ_JOBS  ?= 1
 FUZZ_SAN   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # fuzz-build: the library with coverage instrumentation and sanitizers, and
-# build/fuzz/bin/fuzz_NAME linked with libFuzzer (a recursive make with BUILD=build/fuzz).
+# build/fuzz/bin/fuzz_NAME linked with libFuzzer (a recursive make with BUILD=build/fuzz;
+# CUDA=0: the harnesses need no cuda backend, so none is compiled for them).
 fuzz-build:
 	@sh tools/deps.sh fuzz
-	$(MAKE) BUILD=build/fuzz CC=$(CLANG) OPT=-O1 \
+	$(MAKE) BUILD=build/fuzz CC=$(CLANG) OPT=-O1 CUDA=0 \
 	  EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $(FUZZ_SAN)" fuzz-bins
 
 # fuzz-bins: only inside fuzz-build, where BUILD is build/fuzz and CC is clang.
@@ -232,7 +233,15 @@ bench: multidecode
 # install: the program into $(DESTDIR)$(BINDIR), the man page into man1 and the default
 # key bindings into $(DESTDIR)$(DATADIR) (DESTDIR stages a package).
 $(BUILD)/app/cmd_tui.o: EXTRA_DEFS := -DMD_DATADIR='"$(DATADIR)"'
-$(BUILD)/kernels/backend.o: EXTRA_DEFS := -DMD_LIBDIR='"$(LIBDIR)"'
+$(BUILD)/kernels/backend.o: EXTRA_DEFS := -DMD_LIBDIR='"$(LIBDIR)"' -I$(BUILD)/gen
+
+# The cuda backend's size and POSIX cksum CRC, which the program checks before it loads
+# the shared object (a truncated one crashed dlopen with SIGBUS); 0 0 without one.
+$(BUILD)/gen/cuda_plugin_sum.h: $(PROG_CU_LIB)
+	@mkdir -p $(dir $@)
+	@set -- $$($(if $(PROG_CU_LIB),cksum < $(PROG_CU_LIB),echo 0 0)); \
+	  printf '#define MD_CUDA_PLUGIN_CRC %sU\n#define MD_CUDA_PLUGIN_SIZE %sULL\n' $$1 $$2 > $@
+$(BUILD)/kernels/backend.o: $(BUILD)/gen/cuda_plugin_sum.h
 
 install: $(BUILD)/multidecode $(PROG_CU_LIB)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(DATADIR)

@@ -48,8 +48,9 @@ int cmd_tui(int argc, char **argv);
 int app_fail(const st_err *err);
 /* Prints "multidecode: <formatted>" to stderr and returns 2 (usage errors). */
 int app_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Parses a whole decimal integer in [lo, hi] / a finite float; returns 0 on success, -1
- * (out untouched) for anything else, an out-of-range number included. */
+/* Parses a whole decimal integer in [lo, hi] / a number finite as a float (1e300 is
+ * not: every caller keeps a float); returns 0 on success, -1 (out untouched) for anything
+ * else, an out-of-range number included. */
 int app_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
 int app_parse_float(const char *s, double *out);
 /* Option name's integer argument s in [lo, hi]: 0, or 2 after printing "bad NAME 'S' (want

@@ -67,7 +67,7 @@ static void gen_echo_prompt(const prompt_model *pm, tok_stream *ts, const int32_
     tok_stream_init(ts);
     for (int32_t i = 0; i < n_prompt; i++)
         if (tok_stream_put(pm->tk, ts, prompt[i], buf, sizeof buf) < sizeof buf && !chat)
-            fputs(buf, stdout);
+            prompt_put_text(stdout, buf);
     fflush(stdout);
 }
 
@@ -118,7 +118,7 @@ static st_code gen_linear(prompt_model *pm, const int32_t *prompt, int32_t n_pro
         made++;
         if (tok_is_eog(pm->tk, next)) break;
         if (tok_stream_put(pm->tk, &ts, next, buf, sizeof buf) < sizeof buf) {
-            fputs(buf, stdout);
+            prompt_put_text(stdout, buf);
             fflush(stdout);
         }
         if (made == n_gen) break;
@@ -130,7 +130,7 @@ static st_code gen_linear(prompt_model *pm, const int32_t *prompt, int32_t n_pro
         if ((rc = model_forward_linear(pm->ctx, &toks[n], 1, n, logits, err))) goto out;
         n++;
     }
-    if (tok_stream_flush(pm->tk, &ts, buf, sizeof buf) < sizeof buf) fputs(buf, stdout);
+    if (tok_stream_flush(pm->tk, &ts, buf, sizeof buf) < sizeof buf) prompt_put_text(stdout, buf);
     fputc('\n', stdout);
     fflush(stdout);
     double t2 = mono_now_s();
@@ -157,7 +157,7 @@ static void gen_stream_emit(void *ud, int32_t branch, int32_t token, float logpr
     (void)branch, (void)logprob;
     gen_stream *g = ud;
     char buf[256];
-    if (tok_stream_put(g->tk, &g->ts, token, buf, sizeof buf) < sizeof buf) fputs(buf, stdout);
+    if (tok_stream_put(g->tk, &g->ts, token, buf, sizeof buf) < sizeof buf) prompt_put_text(stdout, buf);
 }
 
 static bool gen_flush_tick(void *ud, const strategy *s, const strategy_env *env,
@@ -205,7 +205,7 @@ static st_code gen_spec(prompt_model *pm, const int32_t *prompt, int32_t n_promp
         gen_echo_prompt(pm, &gs.ts, prompt, n_prompt, chat);
         if (s) rc = app_strategy_run(s, &env, &st, gen_flush_tick, NULL, err);
         char buf[256];
-        if (tok_stream_flush(pm->tk, &gs.ts, buf, sizeof buf) < sizeof buf) fputs(buf, stdout);
+        if (tok_stream_flush(pm->tk, &gs.ts, buf, sizeof buf) < sizeof buf) prompt_put_text(stdout, buf);
         fputc('\n', stdout);
         fflush(stdout);
     }
@@ -253,7 +253,8 @@ static st_code gen_branches_print(const prompt_model *pm, const int32_t *prompt,
                    (unsigned long long)seed, r.n_tokens, ended);
             tok_stream ts;
             gen_echo_prompt(pm, &ts, prompt, n_prompt, chat);
-            printf("%s\n", text);
+            prompt_put_text(stdout, text);
+            fputc('\n', stdout);
         }
         free(text);
     }

@@ -145,16 +145,19 @@ static st_code margins_prompts(margins_job *j, prompt_model *pm, const char *con
                                const margins_opts *o, st_err *err) {
     if (!(j->ctx = prompt_encode_raw(pm->tk, context, false, &j->n_ctx, err))) return err->code;
     if (j->n_ctx == 0) return st_set(err, ST_ERR_ARG, "the context file is empty");
-    j->n_ch = (j->n_ctx + o->chunk - 1) / o->chunk;
-    if (j->n_ch > MARGINS_MAX_CHUNKS)
+    /* n_ch counts the prompts made so far (what margins_job_free frees), never more than
+     * the arrays hold */
+    int32_t n_ch = (j->n_ctx + o->chunk - 1) / o->chunk;
+    if (n_ch > MARGINS_MAX_CHUNKS)
         return st_set(err, ST_ERR_ARG, "%d chunks of %d tokens; at most %d (raise --chunk)",
-                      j->n_ch, o->chunk, MARGINS_MAX_CHUNKS);
-    for (int32_t i = 0; i < j->n_ch; i++) {
+                      n_ch, o->chunk, MARGINS_MAX_CHUNKS);
+    for (int32_t i = 0; i < n_ch; i++) {
         int32_t at = i * o->chunk, len = j->n_ctx - at < o->chunk ? j->n_ctx - at : o->chunk;
         char *ct = tok_decode_str(pm->tk, j->ctx + at, len); /* a stream from the chunk start */
         char *text = ct ? margins_note_prompt(o->question, ct, j->pc.on) : NULL;
         free(ct);
         j->ptok[i] = text ? prompt_tokens(pm, &j->pc, text, &j->plen[i], &j->kind, err) : NULL;
+        j->n_ch = i + 1;
         if (!text) st_set(err, ST_ERR_NOMEM, "out of memory");
         free(text);
         if (!j->ptok[i]) return err->code;

@@ -138,23 +138,16 @@ int cmd_session(int argc, char **argv) {
     session_model_id saved;
     forest *f = session_load(path, &p, &s, &saved, &err);
     int rc = 0;
+    if (f) app_session_warn(path, &s);
     if (!f) {
         rc = app_fail(&err);
     } else if (info) {
         session_print_info(path, f, &s, &saved, model_path ? &sm : NULL);
     } else {
-        FILE *out = out_path ? fopen(out_path, "w") : stdout;
-        if (!out) {
-            st_set(&err, ST_ERR_IO, "cannot create '%s'", out_path);
+        const tok *tk = model_path ? sm.tk : NULL;
+        if (out_path ? session_save_markdown(out_path, f, tk, &s, &saved, &err)
+                     : session_export_markdown(stdout, f, tk, &s, &saved, &err))
             rc = app_fail(&err);
-        } else {
-            if (session_export_markdown(out, f, model_path ? sm.tk : NULL, &s, &saved, &err))
-                rc = app_fail(&err);
-            if (out != stdout && fclose(out) && !rc) {
-                st_set(&err, ST_ERR_IO, "cannot write '%s'", out_path);
-                rc = app_fail(&err);
-            }
-        }
     }
     forest_free(f);
     session_settings_free(&s);

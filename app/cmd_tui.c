@@ -171,8 +171,9 @@ static forest *tui_first_forest(tui_app *a, tui_opts *o, char *hello, size_t cap
         session_settings s = session_settings_default();
         f = app_session_load(o->load, a->pm.m, o->mo.path, a->pm.n_slots, false, &s, err);
         if (f) o->sp = s.sample;
+        snprintf(hello, cap, "loaded %s%s%.200s: press s to compute it", o->load,
+                 f && s.warning[0] ? ", warning: " : "", f ? s.warning : "");
         session_settings_free(&s);
-        snprintf(hello, cap, "loaded %s: press s to compute it", o->load);
     } else if ((f = forest_init(a->pm.n_slots, TUI_TOPK)) && o->text) {
         /* the prompt is typed text: a user turn when the model has a chat template */
         prompt_chat pc = {.on = !o->raw && prompt_model_chat(a->pm.m->gguf) != CHAT_NONE};

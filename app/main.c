@@ -75,7 +75,7 @@ int app_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
 int app_parse_float(const char *s, double *out) {
     char *end;
     double v = strtod(s, &end);
-    if (end == s || *end || !isfinite(v)) return -1;
+    if (end == s || *end || !isfinite((float)v)) return -1; /* kept as a float */
     *out = v;
     return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/infile.h"
 #include "app.h"
@@ -61,31 +62,23 @@ int prompt_chat_check(const prompt_chat *pc) {
     return 0;
 }
 
+/* Option opt's argument as the sampler setting name (sample_param_set's check and
+ * message). */
+static int sample_opt(sample_params *sp, const char *opt, const char *name, const char *arg) {
+    double v;
+    st_err err = {0};
+    if (app_parse_float(arg, &v)) return app_usage_error("bad %s '%s' (want a number)", opt, arg);
+    if (sample_param_set(sp, name, v, &err)) return app_usage_error("bad %s '%s': %s", opt, arg, err.msg);
+    return 0;
+}
+
 int prompt_sample_opt(sample_params *sp, int ch, const char *arg) {
-    int64_t iv;
-    double fv;
     switch (ch) {
-    case 'T':
-        if (app_parse_float(arg, &fv) || fv < 0) return app_usage_error("bad --temp '%s' (want a number, 0 or more)", arg);
-        sp->temp = (float)fv;
-        return 0;
-    case 'K':
-        if (app_opt_int("--top-k", arg, 0, 1 << 30, &iv)) return 2;
-        sp->top_k = (int32_t)iv;
-        return 0;
-    case 'P':
-        if (app_parse_float(arg, &fv) || fv <= 0 || fv > 1)
-            return app_usage_error("bad --top-p '%s' (want 0 < P <= 1)", arg);
-        sp->top_p = (float)fv;
-        return 0;
-    case 'M':
-        if (app_parse_float(arg, &fv) || fv < 0 || fv >= 1)
-            return app_usage_error("bad --min-p '%s' (want 0 <= P < 1)", arg);
-        sp->min_p = (float)fv;
-        return 0;
-    case 'S':
-        if (app_opt_u64("--seed", arg, &sp->seed)) return 2;
-        return 0;
+    case 'T': return sample_opt(sp, "--temp", "temp", arg);
+    case 'K': return sample_opt(sp, "--top-k", "top_k", arg);
+    case 'P': return sample_opt(sp, "--top-p", "top_p", arg);
+    case 'M': return sample_opt(sp, "--min-p", "min_p", arg);
+    case 'S': return app_opt_u64("--seed", arg, &sp->seed) ? 2 : 0; /* all 64 bits, exactly */
     default: return -1;
     }
 }
@@ -356,9 +349,10 @@ void prompt_token_text(const tok *tk, int32_t prev, int32_t id, char *out, size_
 }
 
 /* Writes s with its control bytes escaped (json: \uXXXX, else \xXX); quoted: between
- * double quotes, with the quote and the backslash escaped too. Returns the bytes
- * written. */
-static int put_escaped(FILE *f, const char *s, int max_chars, bool json, bool quoted) {
+ * double quotes, with the quote and the backslash escaped too; lines: newlines and tabs
+ * kept as they are (running text). Returns the bytes written. */
+static int put_escaped(FILE *f, const char *s, int max_chars, bool json, bool quoted,
+                       bool lines) {
     int chars = 0, n = 0;
     if (quoted) n += fputc('"', f) != EOF;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -367,6 +361,7 @@ static int put_escaped(FILE *f, const char *s, int max_chars, bool json, bool qu
             break;
         }
         if (quoted && (*p == '"' || *p == '\\')) n += fprintf(f, "\\%c", *p);
+        else if (lines && (*p == '\n' || *p == '\t')) n += fputc(*p, f) != EOF;
         else if (*p == '\n') n += fprintf(f, "\\n");
         else if (*p == '\t') n += fprintf(f, "\\t");
         else if (*p == '\r') n += fprintf(f, "\\r");
@@ -377,10 +372,15 @@ static int put_escaped(FILE *f, const char *s, int max_chars, bool json, bool qu
     return n;
 }
 
-void prompt_json_str(FILE *f, const char *s) { put_escaped(f, s, 0, true, true); }
+void prompt_json_str(FILE *f, const char *s) { put_escaped(f, s, 0, true, true, false); }
 
 void prompt_show_str(FILE *f, const char *s, int max_chars) {
-    put_escaped(f, s, max_chars, false, true);
+    put_escaped(f, s, max_chars, false, true, false);
 }
 
-int prompt_show_bare(FILE *f, const char *s) { return put_escaped(f, s, 0, false, false); }
+int prompt_show_bare(FILE *f, const char *s) { return put_escaped(f, s, 0, false, false, false); }
+
+void prompt_put_text(FILE *f, const char *s) {
+    if (isatty(fileno(f))) put_escaped(f, s, 0, false, false, true);
+    else fputs(s, f);
+}

@@ -182,5 +182,9 @@ void prompt_show_str(FILE *f, const char *s, int max_chars);
  * file (a metadata key, a setting, an error message naming one) cannot send escape
  * sequences to the terminal. Returns the bytes written (for padding columns). */
 int prompt_show_bare(FILE *f, const char *s);
+/* A model's text (generated or echoed) to f: on a terminal, its control bytes other than
+ * newline and tab are shown escaped (\r, \xXX), so that a hostile vocabulary cannot send
+ * escape sequences; to a file or a pipe, byte for byte. */
+void prompt_put_text(FILE *f, const char *s);
 
 #endif

@@ -51,3 +51,7 @@ forest *app_session_load(const char *path, const model *m, const char *model_pat
     }
     return f;
 }
+
+void app_session_warn(const char *path, const session_settings *s) {
+    if (s->warning[0]) fprintf(stderr, "multidecode: warning: session '%s': %s\n", path, s->warning);
+}

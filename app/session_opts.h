@@ -53,8 +53,13 @@ int app_session_save(const char *path, const forest *f, const model *m, const to
  * the caller with session_settings_free). NULL + err: ST_ERR_ARG when the session was
  * saved with another model (unless force) naming both, ST_ERR_FORMAT for a damaged file,
  * ST_ERR_CONTEXT when it has more nodes than n_slots (with the -c option to raise),
- * ST_ERR_IO. */
+ * ST_ERR_IO. Settings the file held out of range are at their defaults, said in
+ * s->warning (app_session_warn prints it; the TUI shows it on its status line). */
 forest *app_session_load(const char *path, const model *m, const char *model_path,
                          int32_t n_slots, bool force, session_settings *s, st_err *err);
+
+/* Prints the settings a loaded session had out of range (s->warning) on stderr, as a
+ * warning naming path; nothing when there were none. */
+void app_session_warn(const char *path, const session_settings *s);
 
 #endif

@@ -98,6 +98,7 @@ int app_session_replay(const char *cmd, const app_session_opts *so, const prompt
     if (prompt_model_open(&pm, mo, &err)) return app_fail(&err);
     session_settings s;
     forest *f = app_session_load(so->load, pm.m, mo->path, pm.n_slots, so->force, &s, &err);
+    if (f) app_session_warn(so->load, &s);
     step_plan plan;
     step_plan_init(&plan);
     forest_id *leaves = NULL;

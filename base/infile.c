@@ -8,9 +8,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *kind_of(mode_t m) {
+const char *infile_kind(mode_t m) {
     return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
-           : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a plain file";
+           : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket"
+           : S_ISLNK(m) ? "a symbolic link" : "not a plain file";
 }
 
 int infile_open(const char *path, const char *what, uint64_t *size, st_err *err) {
@@ -25,7 +26,7 @@ int infile_open(const char *path, const char *what, uint64_t *size, st_err *err)
     }
     if (!S_ISREG(sb.st_mode)) {
         st_set(err, ST_ERR_IO, "%s '%s' is %s, not a regular file", what, path,
-               kind_of(sb.st_mode));
+               infile_kind(sb.st_mode));
         close(fd);
         return -1;
     }

@@ -3,12 +3,13 @@
  * terminal device would wait forever; /dev/zero would be read until memory runs out), and
  * a whole-file read stops at a size cap the caller chooses, saying so.
  *
- * Not here: the formats; writing files (session.c writes atomically on its own). */
+ * Not here: the formats; writing files (base/outfile.h). */
 #ifndef MD_INFILE_H
 #define MD_INFILE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "base/status.h"
 
@@ -18,6 +19,10 @@
  * a regular file" (a directory, a device, a socket likewise). what names the file's role
  * ("session", "context file"). */
 int infile_open(const char *path, const char *what, uint64_t *size, st_err *err);
+
+/* What a file of mode m is, for messages: "a directory", "a FIFO", "a character device",
+ * "a block device", "a socket", "a symbolic link" (static strings). */
+const char *infile_kind(mode_t m);
 
 /* Reads the regular file path whole into a malloc'd buffer (caller frees) of *len bytes
  * plus a NUL after them. NULL + err: infile_open's failures; ST_ERR_IO when the file holds

@@ -5,6 +5,8 @@
 #include "kern_impl.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "cuda_plugin_sum.h" /* MD_CUDA_PLUGIN_SIZE, _CRC: written by the Makefile */
 
 struct kern_backend {
     const kern_ops *ops;
@@ -38,35 +42,87 @@ static const kern_ops *const backends[] = {&kern_ref_ops, &kern_cpu_ops, &kern_c
 /* The program built with nvcc has its cuda backend in multidecode-cuda.so (with cuBLAS and
  * the CUDA runtime), loaded only when asked for so that no other start pays for loading
  * them: beside the program (the build tree), else in ../lib/multidecode from its folder
- * (make install, moved as a whole), else in the LIBDIR it was installed with. Writes its
- * path into path (cap bytes) and returns true when one exists. */
-static bool cuda_plugin_path(char *path, size_t cap) {
+ * (make install, moved as a whole), else in the LIBDIR it was installed with. Writes the
+ * first that exists into path (cap bytes) and returns true; otherwise false, with the
+ * places looked at in tried (cap bytes) when it is not NULL. */
+static bool cuda_plugin_path(char *path, size_t cap, char *tried, size_t tried_cap) {
+    char dirs[3][PATH_MAX];
+    int n_dirs = 0;
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return false;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash) return false;
-    *slash = '\0';
-    static const char *const where[] = {"", "/../lib/multidecode"};
-    for (size_t i = 0; i < sizeof where / sizeof *where; i++) {
-        int k = snprintf(path, cap, "%s%s/multidecode-cuda.so", exe, where[i]);
-        if (k > 0 && (size_t)k < cap && access(path, R_OK) == 0) return true;
+    char *slash = n > 0 ? (exe[n] = '\0', strrchr(exe, '/')) : NULL;
+    if (slash) {
+        *slash = '\0';
+        snprintf(dirs[n_dirs++], PATH_MAX, "%s", exe);
+        snprintf(dirs[n_dirs++], PATH_MAX, "%.*s/../lib/multidecode", PATH_MAX - 32, exe);
     }
-    int k = snprintf(path, cap, "%s/multidecode-cuda.so", MD_LIBDIR);
-    return k > 0 && (size_t)k < cap && access(path, R_OK) == 0;
+    snprintf(dirs[n_dirs++], PATH_MAX, "%s", MD_LIBDIR);
+    if (tried) tried[0] = '\0';
+    for (int i = 0; i < n_dirs; i++) {
+        int k = snprintf(path, cap, "%s/multidecode-cuda.so", dirs[i]);
+        if (k > 0 && (size_t)k < cap && access(path, R_OK) == 0) return true;
+        if (tried)
+            snprintf(tried + strlen(tried), tried_cap - strlen(tried), "%s%s",
+                     i == 0 ? "" : i == n_dirs - 1 ? " and " : ", ", dirs[i]);
+    }
+    return false;
+}
+
+/* POSIX cksum's CRC (polynomial 0x04C11DB7, the length folded in at the end): the sum
+ * the Makefile records with cksum(1). */
+static uint32_t cksum_update(uint32_t c, const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        c ^= (uint32_t)p[i] << 24;
+        for (int k = 0; k < 8; k++) c = c & 0x80000000u ? (c << 1) ^ 0x04C11DB7u : c << 1;
+    }
+    return c;
+}
+
+/* ST_OK when the file at path has the size and CRC the build recorded; otherwise
+ * ST_ERR_UNSUPPORTED saying what differs. dlopen maps the file, so a truncated one faults
+ * (SIGBUS) instead of failing: it is read whole first. */
+static st_code cuda_plugin_check(const char *path, st_err *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return st_set(err, ST_ERR_UNSUPPORTED, "cannot open the CUDA backend %s: %s", path,
+                      strerror(errno));
+    unsigned char buf[1 << 16];
+    uint64_t size = 0;
+    uint32_t crc = 0;
+    ssize_t got;
+    while ((got = read(fd, buf, sizeof buf)) > 0) {
+        crc = cksum_update(crc, buf, (size_t)got);
+        size += (uint64_t)got;
+    }
+    close(fd);
+    for (uint64_t len = size; len; len >>= 8) crc = cksum_update(crc, &(unsigned char){len & 0xff}, 1);
+    crc = ~crc;
+    if (got < 0 || size != MD_CUDA_PLUGIN_SIZE)
+        return st_set(err, ST_ERR_UNSUPPORTED, "the CUDA backend %s is %llu bytes, but this "
+                      "build made it %llu bytes: it is truncated or from another build "
+                      "(rebuild or reinstall it, or use --backend cpu)", path,
+                      (unsigned long long)size, (unsigned long long)MD_CUDA_PLUGIN_SIZE);
+    if (crc != MD_CUDA_PLUGIN_CRC)
+        return st_set(err, ST_ERR_UNSUPPORTED, "the CUDA backend %s has checksum %u, but this "
+                      "build made it with %u: it is damaged or from another build (rebuild "
+                      "or reinstall it, or use --backend cpu)", path, (unsigned)crc,
+                      (unsigned)MD_CUDA_PLUGIN_CRC);
+    return ST_OK;
 }
 
 /* The cuda backend's ops from its shared object (which stays loaded), or NULL with err
- * set: no such object (a build without nvcc), or one that does not load (a CUDA library
- * missing: the loader's message). */
+ * set: no such object (said with where it was looked for), one that is not the file this
+ * build made, or one that does not load (a CUDA library missing: the loader's message). */
 static const kern_ops *cuda_plugin(st_err *err) {
-    char path[PATH_MAX + 64];
-    if (!cuda_plugin_path(path, sizeof path)) {
-        st_set(err, ST_ERR_UNSUPPORTED, "this build has no CUDA backend: rebuild with nvcc on "
-               "PATH (make CUDA=1), or use --backend cpu");
+    char path[PATH_MAX + 64], tried[3 * PATH_MAX + 16];
+    if (!cuda_plugin_path(path, sizeof path, tried, sizeof tried)) {
+        st_set(err, ST_ERR_UNSUPPORTED, "no CUDA backend: multidecode-cuda.so is not in %s "
+               "(%s, or use --backend cpu)", tried, MD_CUDA_PLUGIN_SIZE
+               ? "it is built beside the program and installed with it"
+               : "this build made none: rebuild with nvcc on PATH");
         return NULL;
     }
+    if (cuda_plugin_check(path, err)) return NULL;
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     const kern_ops *ops = h ? dlsym(h, "kern_cuda_ops") : NULL;
     if (!ops) {
@@ -89,7 +145,7 @@ kern_backend *kern_backend_init(const char *name, int32_t n_threads, st_err *err
             if (backends[i])
                 snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
                          known[0] ? ", " : "", backends[i]->name);
-        if (!&kern_cuda_ops && cuda_plugin_path(path, sizeof path))
+        if (!&kern_cuda_ops && cuda_plugin_path(path, sizeof path, NULL, 0))
             snprintf(known + strlen(known), sizeof known - strlen(known), ", cuda");
         st_set(err, ST_ERR_ARG, "unknown compute backend '%s' (known: %s)",
                name ? name : "(null)", known);

@@ -239,6 +239,8 @@ typedef struct edit {
     float rope_factor; /* > 0: add rope_freqs.weight with every factor equal to this */
     const char *scaling; /* a new value for the file's *.rope.scaling.type */
     double factor;       /* != 0: a new value for its *.rope.scaling.factor */
+    const char *nan;     /* an F32 tensor (rope_freqs.weight too) whose first value
+                            becomes a NaN */
 } edit;
 
 static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
@@ -288,7 +290,11 @@ static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
     for (int64_t i = 0; i < gguf_n_tensors(g); i++) {
         const gguf_tensor *t = gguf_tensor_at(g, i);
         if (e->drop && !strcmp(t->name, e->drop)) continue;
-        if (e->retype && !strcmp(t->name, e->retype))
+        if (e->nan && !strcmp(t->name, e->nan) && t->type == DT_F32 && t->nbytes <= 1 << 22) {
+            memcpy(junk, t->data, t->nbytes);
+            *(float *)junk = NAN;
+            gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, junk);
+        } else if (e->retype && !strcmp(t->name, e->retype))
             gguf_writer_add_tensor(w, t->name, e->type, t->n_dims, t->ne, junk);
         else
             gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data);
@@ -298,6 +304,7 @@ static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
         int64_t rd = 0;
         gguf_get_i64(g, "llama.rope.dimension_count", &rd, NULL);
         for (int i = 0; i < 256; i++) factors[i] = e->rope_factor;
+        if (e->nan && !strcmp(e->nan, "rope_freqs.weight")) factors[1] = NAN;
         int64_t ne[1] = {rd / 2};
         gguf_writer_add_tensor(w, "rope_freqs.weight", DT_F32, 1, ne, factors);
     }
@@ -306,6 +313,39 @@ static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
     gguf_close(g);
     free(junk);
     return rc;
+}
+
+/* The small tensors read at load (issue 35): a qwen2 bias missing from a model with a
+ * tied classifier is named (it was reported as a wrong block_count: the layer bound
+ * counted the family's tensors), and a NaN in a norm, a bias or rope_freqs is refused
+ * naming the tensor (a NaN rope_freqs.weight gave garbage tokens with no word). */
+static void test_small_tensors(mkmodel_params *p, const char *src) {
+    st_err err = {0};
+    p->arch = "qwen2";
+    p->tied = true;
+    T_CHECK(mkmodel_write(p, src, &err) == ST_OK, "mkmodel qwen2 tied: %s", err.msg);
+    struct { edit e; const char *needle; } cases[] = {
+        {{.drop = "blk.0.attn_k.bias"}, "tensor 'blk.0.attn_k.bias' is missing"},
+        {{.nan = "blk.0.attn_norm.weight"}, "tensor 'blk.0.attn_norm.weight' has a value that is not finite"},
+        {{.nan = "blk.1.attn_v.bias"}, "tensor 'blk.1.attn_v.bias' has a value that is not finite"},
+        {{.nan = "output_norm.weight"}, "tensor 'output_norm.weight' has a value that is not finite"},
+        {{.arch = "llama", .rope_factor = 1, .nan = "rope_freqs.weight"},
+         "tensor 'rope_freqs.weight' has a value that is not finite"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        if (cases[i].e.arch) { /* rope_freqs.weight is llama's (llama.rope.dimension_count) */
+            p->arch = cases[i].e.arch;
+            T_CHECK(mkmodel_write(p, src, &err) == ST_OK, "mkmodel %s: %s", p->arch, err.msg);
+        }
+        T_CHECK(copy_gguf(src, tmp_path("bad.gguf"), &cases[i].e) == ST_OK, "copy %zu", i);
+        st_clear(&err);
+        model *m = model_load(tmp_path("bad.gguf"), &err);
+        T_CHECK(!m && err.code == ST_ERR_FORMAT && strstr(err.msg, cases[i].needle),
+                "small tensors %zu: code %d, message '%s' (want '%s')", i, err.code, err.msg,
+                cases[i].needle);
+        model_free(m);
+    }
+    p->tied = false;
 }
 
 static void test_bad_models(void) {
@@ -318,9 +358,9 @@ static void test_bad_models(void) {
     snprintf(src, sizeof src, "%s", tmp_path("ok.gguf"));
     T_CHECK(mkmodel_write(&p, src, &err) == ST_OK, "mkmodel: %s", err.msg);
     struct { edit e; st_code want; const char *needle; } cases[] = {
-        {{"gptneox", NULL, NULL, 0, 0, NULL, 0}, ST_ERR_UNSUPPORTED, "gptneox"},
-        {{NULL, "blk.1.ffn_up.weight", NULL, 0, 0, NULL, 0}, ST_ERR_FORMAT, "blk.1.ffn_up.weight"},
-        {{NULL, NULL, "blk.0.attn_q.weight", DT_Q2_K, 0, NULL, 0}, ST_ERR_UNSUPPORTED, "Q2_K"},
+        {{"gptneox", NULL, NULL, 0, 0, NULL, 0, NULL}, ST_ERR_UNSUPPORTED, "gptneox"},
+        {{NULL, "blk.1.ffn_up.weight", NULL, 0, 0, NULL, 0, NULL}, ST_ERR_FORMAT, "blk.1.ffn_up.weight"},
+        {{NULL, NULL, "blk.0.attn_q.weight", DT_Q2_K, 0, NULL, 0, NULL}, ST_ERR_UNSUPPORTED, "Q2_K"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *dst = tmp_path("bad.gguf");
@@ -336,7 +376,7 @@ static void test_bad_models(void) {
     T_CHECK(!model_load(tmp_path("does-not-exist.gguf"), &err) && err.code == ST_ERR_IO,
             "a missing file is ST_ERR_IO: %s", err.msg);
     /* an unknown architecture's message names the supported ones */
-    edit neox = {"gptneox", NULL, NULL, 0, 0, NULL, 0};
+    edit neox = {"gptneox", NULL, NULL, 0, 0, NULL, 0, NULL};
     copy_gguf(src, tmp_path("bad.gguf"), &neox);
     st_clear(&err);
     model_free(model_load(tmp_path("bad.gguf"), &err));
@@ -353,7 +393,7 @@ static void test_bad_models(void) {
         T_CHECK(m && m->hp.arch != MODEL_ARCH_LLAMA && !strcmp(model_arch_name(m->hp.arch),
                 fam[i].arch), "%s loads as itself: %s", fam[i].arch, err.msg);
         model_free(m);
-        edit e = {NULL, fam[i].drop, NULL, 0, 0, NULL, 0};
+        edit e = {NULL, fam[i].drop, NULL, 0, 0, NULL, 0, NULL};
         copy_gguf(src, tmp_path("bad.gguf"), &e);
         st_clear(&err);
         m = model_load(tmp_path("bad.gguf"), &err);
@@ -361,6 +401,7 @@ static void test_bad_models(void) {
                 "%s without %s: %s", fam[i].arch, fam[i].drop, err.msg);
         model_free(m);
     }
+    test_small_tensors(&p, src);
 }
 
 /* Llama-3 rope frequency factors: factors of 1 change nothing, factors of 4 change the

@@ -17,6 +17,7 @@
 #include "session/session.h"
 #include "session/sha256.h"
 #include "forest/step.h"
+#include "base/clock.h"
 #include "t.h"
 
 typedef struct rng { uint64_t s; } rng;
@@ -382,6 +383,44 @@ static void test_deep_and_empty(void) {
     forest_free(f);
     session_settings_free(&s2);
     free(toks);
+    unlink(path);
+}
+
+/* A node with 100,000 children is built and loaded in linear time (issue 35: every new
+ * child walked its siblings, so this load took 17 s), the children in creation order. */
+static void test_wide(void) {
+    char path[160];
+    snprintf(path, sizeof path, "%s/wide.json", tmpdir);
+    enum { N = 100000 };
+    forest *f = forest_init(64, 0);
+    st_err err = {0};
+    forest_id root;
+    int32_t one = 1;
+    double t0 = mono_now_s();
+    forest_add_root(f, &one, NULL, 1, 0, &root, &err);
+    for (int32_t i = 0; i < N; i++) {
+        int32_t tok = i % 1000;
+        forest_append(f, root, &tok, NULL, 1, NULL, &err);
+    }
+    double t_build = mono_now_s() - t0;
+    session_settings s = session_settings_default(), s2;
+    T_CHECK(session_save(path, f, &s, NULL, NULL, &err) == ST_OK, "save wide: %s", err.msg);
+    t0 = mono_now_s();
+    forest *g = session_load(path, NULL, &s2, NULL, &err);
+    double t_load = mono_now_s() - t0;
+    fprintf(stderr, "wide: %d children built in %.3f s, loaded in %.3f s\n", N, t_build, t_load);
+    double slack = 1; /* parsing the 5 MB of JSON dominates the load, slower under ASan */
+#ifdef __SANITIZE_ADDRESS__
+    slack = 4;
+#endif
+    T_CHECK(t_build < 0.5 && t_load < 1.5 * slack, "%d children: built in %.2f s, loaded in "
+            "%.2f s", N, t_build, t_load);
+    T_CHECK(g && forest_n_children(g, forest_id_at(g, forest_dfs_first(g))) == N,
+            "load wide: %s", err.msg);
+    if (g) check_same(f, NULL, g, NULL, "wide node");
+    forest_free(g);
+    forest_free(f);
+    session_settings_free(&s2);
     unlink(path);
 }
 
@@ -774,6 +813,7 @@ int main(void) {
     if (!mkdtemp(tmpdir)) return 1;
     test_sha256();
     test_deep_and_empty();
+    test_wide();
     model *m = make_model("a.gguf", 7, 512, 64);
     model *m2 = make_model("b.gguf", 8, 512, 64);
     model *big = make_model("big.gguf", 9, 4096, 256);

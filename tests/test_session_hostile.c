@@ -3,8 +3,9 @@
  * (a cap instead of minutes of quadratic loading), and session_settings_set refuses the
  * key after the last; a FIFO, /dev/zero or a directory given as a session is refused at
  * once, saying what it is (an alarm ends the test if the open blocks), and a file over the
- * size cap is refused before it is read; sampler values outside what the options accept
- * are refused naming the field; a save never follows a link planted where its temporary
+ * size cap is refused before it is read; a sampler value outside what the options accept
+ * is reset to its default with the options' message as a warning, the file still loaded
+ * (issue 35); a save never follows a link planted where its temporary
  * file goes, and leaves no temporary file behind. Every check is by count or message,
  * never by time. */
 #include <fcntl.h>
@@ -108,29 +109,39 @@ static void test_not_regular(void) {
     unlink(big);
 }
 
-/* A document whose sampler field key is set to v must be refused naming key. */
-static void expect_bad_sampler(const char *key, json_t *v) {
+/* A document whose sampler field key is set to v (outside what the options and :set
+ * accept) still loads its tree, with the sampler at its defaults and a warning with the
+ * message the options and :set give (issue 35: the autosave of a TUI run whose :set took
+ * such a value could not be loaded at all). */
+static void expect_reset_sampler(const char *key, json_t *v, const char *msg) {
     json_t *doc = doc_with_extra(0);
     json_object_set_new(json_object_get(json_object_get(doc, "settings"), "sampler"), key, v);
-    session_settings s;
+    session_settings s, s0;
     st_err err = {0};
-    forest *f = load_doc(doc, &s, &err);
-    T_CHECK(!f && err.code == ST_ERR_FORMAT && strstr(err.msg, key),
-            "sampler %s out of range: want ST_ERR_FORMAT naming it, got %d \"%s\"", key, err.code,
-            err.msg);
+    forest *g = load_doc(doc_with_extra(0), &s0, &err), *f = load_doc(doc, &s, &err);
+    sample_params d = sample_default_params();
+    T_CHECK(f && g && forest_n_live(f) == forest_n_live(g) && s.sample.temp == d.temp &&
+                s.sample.top_k == d.top_k && s.sample.top_p == d.top_p &&
+                s.sample.min_p == d.min_p && strstr(s.warning, msg),
+            "sampler %s out of range: want the tree loaded, the default and a warning \"%s\", "
+            "got %d \"%s\" (warning \"%s\")", key, msg, err.code, err.msg, f ? s.warning : "");
     if (f) session_settings_free(&s);
-    forest_free(f);
+    if (g) session_settings_free(&s0);
+    forest_free(f), forest_free(g);
 }
 
 static void test_sampler_ranges(void) {
-    expect_bad_sampler("temp", json_real(-1));
-    expect_bad_sampler("temp", json_real(1e300)); /* finite as a double, infinite as a float */
-    expect_bad_sampler("top_p", json_real(0));
-    expect_bad_sampler("top_p", json_real(1.5));
-    expect_bad_sampler("min_p", json_real(-0.5));
-    expect_bad_sampler("min_p", json_real(1));
-    expect_bad_sampler("top_k", json_integer(-1));
-    expect_bad_sampler("top_k", json_integer(INT32_MAX));
+    expect_reset_sampler("temp", json_real(-1), "'temp' is -1, want a finite number, 0 or more");
+    /* finite as a double, infinite as a float */
+    expect_reset_sampler("temp", json_real(1e300), "'temp' is 1e+300, want a finite number");
+    expect_reset_sampler("top_p", json_real(0), "'top_p' is 0, want 0 < P <= 1");
+    expect_reset_sampler("top_p", json_real(1.5), "'top_p' is 1.5, want 0 < P <= 1");
+    expect_reset_sampler("min_p", json_real(-0.5), "'min_p' is -0.5, want 0 <= P < 1");
+    expect_reset_sampler("min_p", json_real(1), "'min_p' is 1, want 0 <= P < 1");
+    expect_reset_sampler("top_k", json_integer(-5), "'top_k' is -5, want an integer from 0 to "
+                         "1073741824");
+    expect_reset_sampler("top_k", json_integer(INT32_MAX), "'top_k' is 2147483647, want an "
+                         "integer from 0 to 1073741824");
     session_settings s;
     st_err err = {0};
     forest *f = load_doc(doc_with_extra(0), &s, &err);

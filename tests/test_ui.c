@@ -136,6 +136,18 @@ static void test_commands(void) {
     T_CHECK(!ui_cmd_parse(":ask ~/x", &c, &err) && !strcmp(c.text, "~/x"), "not in text: '%s'", c.text);
     T_CHECK(!ui_cmd_parse(":export ~x.md", &c, &err) && !strcmp(c.text, "~x.md"), "only ~/: '%s'", c.text);
     T_CHECK(ui_cmd_parse(":set temp warm", &c, &err) == ST_ERR_ARG, "bad value");
+    /* the sampler's ranges, with the options' and the session loader's message (issue 35:
+     * :set took them, and the autosave could not be loaded again) */
+    T_CHECK(ui_cmd_parse(":set top_k -5", &c, &err) == ST_ERR_ARG &&
+                strstr(err.msg, "'top_k' is -5, want an integer from 0 to 1073741824"), ":set top_k -5: %s", err.msg);
+    T_CHECK(ui_cmd_parse(":set temp -1", &c, &err) == ST_ERR_ARG &&
+                strstr(err.msg, "'temp' is -1, want a finite number, 0 or more"), ":set temp -1: %s", err.msg);
+    T_CHECK(ui_cmd_parse(":set top_p 0", &c, &err) == ST_ERR_ARG &&
+                strstr(err.msg, "'top_p' is 0, want 0 < P <= 1"), ":set top_p 0: %s", err.msg);
+    T_CHECK(ui_cmd_parse(":set min_p 1", &c, &err) == ST_ERR_ARG &&
+                strstr(err.msg, "'min_p' is 1, want 0 <= P < 1"), ":set min_p 1: %s", err.msg);
+    T_CHECK(ui_cmd_parse(":set seed -1", &c, &err) == ST_ERR_ARG, ":set seed -1: %s", err.msg);
+    T_CHECK(!ui_cmd_parse(":set min_p 0", &c, &err) && c.val == 0, ":set min_p 0: %s", err.msg);
     T_CHECK(ui_cmd_parse(":frob", &c, &err) == ST_ERR_ARG && strstr(err.msg, "unknown command"), "unknown");
     T_CHECK(ui_cmd_parse(":p", &c, &err) == ST_ERR_ARG && strstr(err.msg, "ambiguous"), "ambiguous :p");
     T_CHECK(ui_cmd_parse(":ask", &c, &err) == ST_ERR_ARG, "ask needs text");

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "forest/sample.h"
+
 /* Argument shapes. */
 enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND, ARG_LA, ARG_TOT, ARG_INT11, ARG_SORT };
 
@@ -147,6 +149,11 @@ static bool parse_set(const char *s, ui_cmd *c, st_code *rc, st_err *err) {
     } else {
         c->val = strtod(w, &end);
         if (end == w || *end || c->val != c->val) return false;
+        sample_params scratch = sample_default_params(); /* the sampler's own check */
+        if (sample_param_set(&scratch, c->key, c->val, err) == ST_ERR_ARG) {
+            *rc = ST_ERR_ARG;
+            return true;
+        }
     }
     return !next_word(&s, w, sizeof w);
 }

@@ -1,7 +1,6 @@
 /* screen.c - terminal setup and teardown (screen.h). */
 #include "screen.h"
 
-#include <fcntl.h>
 #include <langinfo.h>
 #include <locale.h>
 #include <ncursesw/curses.h>
@@ -9,10 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <term.h>
 #include <termios.h>
 #include <unistd.h>
+
+#include "base/outfile.h"
 
 /* Signals that end the TUI the normal way (their handler sets a flag: the loop ends, the
  * autosave is written, the terminal restored), and crashes (their handler restores the
@@ -82,11 +82,9 @@ bool ui_screen_start(const char *log_path) {
     scr.utf8 = cs && (!strcmp(cs, "UTF-8") || !strcmp(cs, "utf8"));
     if (!isatty(0) || !isatty(1)) return false;
     if (log_path) {
-        /* a FIFO there would block the open (O_NONBLOCK: it fails at once instead) and a
-         * link could point anywhere: only a regular file becomes the log */
-        int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0644);
-        struct stat sb;
-        if (fd >= 0 && (fstat(fd, &sb) || !S_ISREG(sb.st_mode))) close(fd), fd = -1;
+        /* only a regular file becomes the log (base/outfile.h); without one the messages
+         * are not kept, and the TUI runs anyway */
+        int fd = outfile_append(log_path, "log", NULL);
         if (fd >= 0) {
             fflush(stderr);
             scr.saved_stderr = dup(2);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/outfile.h"
 #include "forest_view.h"
 #include "uline.h"
 
@@ -243,14 +244,13 @@ st_code svg_write(FILE *fp, const forest *f, const tok *tk, mask_view *mv, int p
 }
 
 st_code svg_save(const char *path, const forest *f, const tok *tk, mask_view *mv, int parts, st_err *err) {
-    FILE *fp = fopen(path, "w");
-    if (!fp) return st_set(err, ST_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    st_code rc = svg_write(fp, f, tk, mv, parts, err);
-    if (fclose(fp) != 0 && rc == ST_OK) rc = st_set(err, ST_ERR_IO, "cannot write %s: %s", path, strerror(errno));
-    if (rc != ST_OK) {
-        char msg[sizeof err->msg];
-        snprintf(msg, sizeof msg, "%s", err->msg);
-        st_set(err, rc, "%s (%s)", msg, path);
+    outfile o;
+    st_code rc = outfile_begin(&o, path, "picture", err);
+    if (rc) return rc;
+    if ((rc = svg_write(o.fp, f, tk, mv, parts, err))) {
+        outfile_abort(&o);
+        st_prefix(err, "%s", path);
+        return rc;
     }
-    return rc;
+    return outfile_commit(&o, err);
 }

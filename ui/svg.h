@@ -29,7 +29,8 @@ enum { SVG_TREE = 1, SVG_MASK = 2 }; /* the parts to draw (or both) */
  * mv (its layout is changed; skipped when no step was captured) to fp. parts: SVG_TREE,
  * SVG_MASK or both. ST_ERR_IO when the write fails. */
 st_code svg_write(FILE *fp, const forest *f, const tok *tk, mask_view *mv, int parts, st_err *err);
-/* svg_write into the file at path (created or replaced), with a message naming it. */
+/* svg_write into the file at path, created or replaced whole through base/outfile.h (a
+ * link or a file that is not regular is refused), with a message naming it. */
 st_code svg_save(const char *path, const forest *f, const tok *tk, mask_view *mv, int parts,
                  st_err *err);
 

@@ -57,12 +57,9 @@ static st_code keep_job(ui_worker *w, const ui_job *j, st_err *err) {
 }
 
 static st_code set_param(ui_worker *w, const char *key, double v, st_err *err) {
-    if (!strcmp(key, "temp")) w->sp.temp = (float)v;
-    else if (!strcmp(key, "top_k")) w->sp.top_k = (int32_t)v;
-    else if (!strcmp(key, "top_p")) w->sp.top_p = (float)v;
-    else if (!strcmp(key, "min_p")) w->sp.min_p = (float)v;
-    else if (!strcmp(key, "seed")) w->sp.seed = (uint64_t)v;
-    else if (!strcmp(key, "budget") && v >= 1 && v <= 1e6) w->budget = (int32_t)v;
+    st_code rc = sample_param_set(&w->sp, key, v, err);
+    if (rc != ST_ERR_NOT_FOUND) return rc;
+    if (!strcmp(key, "budget") && v >= 1 && v <= 1e6) w->budget = (int32_t)v;
     else if (!strcmp(key, "chat")) {
         if (v != 0 && w->chat.kind == CHAT_NONE)
             return st_set(err, ST_ERR_ARG, "the model has no chat template: typed text stays raw");
@@ -226,12 +223,9 @@ static st_code export_job(ui_worker *w, const ui_job *j, st_err *err) {
     snprintf(path, sizeof path, "%s", j->text);
     int parts = svg_parts(path);
     if (parts) return export_svg(w, path, parts, j->text, err);
-    FILE *out = fopen(j->text, "w");
-    if (!out) return st_set(err, ST_ERR_IO, "cannot write %s: %s", j->text, strerror(errno));
     session_settings s = session_settings_default();
     s.sample = w->sp;
-    st_code rc = session_export_markdown(out, w->f, w->tk, &s, NULL, err);
-    if (fclose(out) && !rc) rc = st_set(err, ST_ERR_IO, "cannot write %s: %s", j->text, strerror(errno));
+    st_code rc = session_save_markdown(j->text, w->f, w->tk, &s, NULL, err);
     if (!rc) say(w, "exported %s", j->text);
     return rc;
 }

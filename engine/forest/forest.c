@@ -69,7 +69,8 @@ static bool grow(forest *f, int32_t need) {
     }
     for (int32_t i = f->cap; i < cap; i++)
         f->nodes[i] = (forest_node){.state = FOREST_FREE, .next_sibling = i + 1 < cap ? i + 1 : -1,
-                                    .parent = -1, .first_child = -1, .kv_slot = -1};
+                                    .parent = -1, .first_child = -1, .last_child = -1,
+                                    .kv_slot = -1};
     /* the new indices go in front of the free list */
     f->nodes[cap - 1].next_sibling = f->free_head;
     f->free_head = f->cap;
@@ -114,15 +115,16 @@ static int32_t new_node(forest *f, int32_t parent, int32_t token, float lp, int3
     forest_node *n = &f->nodes[i];
     f->free_head = n->next_sibling;
     uint32_t gen = n->gen;
-    *n = (forest_node){.token = token, .parent = parent, .first_child = -1, .next_sibling = -1,
-                       .depth = depth, .kv_slot = -1, .logprob = lp, .gen = gen,
+    *n = (forest_node){.token = token, .parent = parent, .first_child = -1, .last_child = -1,
+                       .next_sibling = -1, .depth = depth, .kv_slot = -1, .logprob = lp, .gen = gen,
                        .state = FOREST_PENDING};
     f->topk_n[i] = 0;
     if (parent >= 0) {
         /* append at the end of the parent's child list, so children keep creation order */
-        int32_t *link = &f->nodes[parent].first_child;
-        while (*link >= 0) link = &f->nodes[*link].next_sibling;
-        *link = i;
+        forest_node *p = &f->nodes[parent];
+        if (p->last_child >= 0) f->nodes[p->last_child].next_sibling = i;
+        else p->first_child = i;
+        p->last_child = i;
     } else {
         if (f->last_root >= 0) f->nodes[f->last_root].next_sibling = i;
         else f->first_root = i;
@@ -177,7 +179,8 @@ static void free_subtree(forest *f, int32_t root) {
         if (n->state == FOREST_PENDING) f->n_pending--;
         f->n_live--;
         *n = (forest_node){.state = FOREST_FREE, .gen = n->gen + 1, .parent = -1,
-                           .first_child = -1, .kv_slot = -1, .next_sibling = f->free_head};
+                           .first_child = -1, .last_child = -1, .kv_slot = -1,
+                           .next_sibling = f->free_head};
         f->free_head = cur;
         cur = up;
     }
@@ -195,7 +198,8 @@ st_code forest_prune(forest *f, forest_id id, st_err *err) {
         link = &f->nodes[*link].next_sibling;
     }
     *link = f->nodes[idx].next_sibling;
-    if (parent < 0 && f->last_root == idx) f->last_root = prev;
+    int32_t *last = parent >= 0 ? &f->nodes[parent].last_child : &f->last_root;
+    if (*last == idx) *last = prev;
     f->nodes[idx].next_sibling = -1;
     free_subtree(f, idx);
     return ST_OK;
@@ -343,12 +347,16 @@ st_code forest_check(const forest *f, st_err *err) {
                 break;
             }
         }
-        for (int32_t c = n->first_child; c >= 0; c = f->nodes[c].next_sibling)
+        int32_t last = -1;
+        for (int32_t c = n->first_child; c >= 0; last = c, c = f->nodes[c].next_sibling)
             if (f->nodes[c].parent != i) {
                 rc = st_set(err, ST_ERR_FORMAT, "node %d lists child %d whose parent is %d", i, c,
                             f->nodes[c].parent);
                 break;
             }
+        if (!rc && last != n->last_child)
+            rc = st_set(err, ST_ERR_FORMAT, "node %d: last child %d, recorded %d", i, last,
+                        n->last_child);
         if (rc) break;
         if (n->state == FOREST_COMPUTED) {
             int32_t s = n->kv_slot;

@@ -40,6 +40,7 @@ typedef struct forest_node {
     int32_t token;
     int32_t parent;       /* index, -1 for a root */
     int32_t first_child;  /* index, -1 for none; children are a singly linked list */
+    int32_t last_child;   /* index, -1 for none: a new child is linked in O(1) */
     int32_t next_sibling; /* index, -1 for none */
     int32_t depth;        /* RoPE position: parent's + 1; a root's is its tree offset */
     int32_t kv_slot;      /* -1 while pending */

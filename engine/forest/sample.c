@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/kern.h"
 #include "kernels/vec.h"
@@ -25,6 +26,33 @@ typedef struct sample_cand {
 sample_params sample_default_params(void) {
     return (sample_params){.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .seed = 1,
                            .repeat_penalty = 1.0f, .repeat_last_n = 64};
+}
+
+#define SAMPLE_MAX_TOP_K (1 << 30)
+
+st_code sample_param_set(sample_params *p, const char *name, double v, st_err *err) {
+    const char *want = NULL; /* what the value should be, when it is not */
+    bool whole = v == floor(v);
+    if (!strcmp(name, "temp")) {
+        if (v >= 0 && isfinite((float)v)) p->temp = (float)v; /* finite as the float kept */
+        else want = "a finite number, 0 or more";
+    } else if (!strcmp(name, "top_k")) {
+        if (v >= 0 && v <= SAMPLE_MAX_TOP_K && whole) p->top_k = (int32_t)v;
+        else want = "an integer from 0 to 1073741824";
+    } else if (!strcmp(name, "top_p")) {
+        if (v > 0 && v <= 1) p->top_p = (float)v;
+        else want = "0 < P <= 1";
+    } else if (!strcmp(name, "min_p")) {
+        if (v >= 0 && v < 1) p->min_p = (float)v;
+        else want = "0 <= P < 1";
+    } else if (!strcmp(name, "seed")) {
+        if (v >= 0 && v < 0x1p64 && whole) p->seed = (uint64_t)v;
+        else want = "an integer from 0 to 18446744073709551615";
+    } else {
+        return st_set(err, ST_ERR_NOT_FOUND, "'%s' is not a sampler setting", name);
+    }
+    if (want) return st_set(err, ST_ERR_ARG, "'%s' is %.10g, want %s", name, v, want);
+    return ST_OK;
 }
 
 static uint64_t rng_next(uint64_t *s) {

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/status.h"
+
 typedef struct sample_params {
     float temp;     /* <= 0: greedy */
     int32_t top_k;  /* <= 0: off */
@@ -25,6 +27,14 @@ typedef struct sample_params {
 /* temp 0.8, top_k 40, top_p 0.95, min_p 0.05, seed 1, repeat_penalty 1 (off),
  * repeat_last_n 64 (as llama.cpp). */
 sample_params sample_default_params(void);
+
+/* Sets the sampler setting called name ("temp", "top_k", "top_p", "min_p", "seed") to v:
+ * the one check of a value a person gives, used by the command-line options, the TUI's
+ * :set and the session loader, so that a value refused by one is refused by all, with the
+ * same message. ST_OK; ST_ERR_ARG, p unchanged, for a value out of range ("'top_k' is -5,
+ * want an integer from 0 to 1073741824"; NaN is out of every range); ST_ERR_NOT_FOUND
+ * for another name. */
+st_code sample_param_set(sample_params *p, const char *name, double v, st_err *err);
 
 typedef struct sampler {
     sample_params p;

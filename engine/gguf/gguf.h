@@ -135,7 +135,9 @@ st_code gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *con
  * until gguf_writer_write. ST_ERR_ARG for a bad shape/type or a duplicate name. */
 st_code gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t type,
                                uint32_t n_dims, const int64_t *ne, const void *data);
-/* Writes the file: to PATH.tmp, fsync, rename to PATH. ST_ERR_IO on failure. */
+/* Writes the file through base/outfile.h (a new temporary file beside PATH, fsync,
+ * rename). ST_ERR_IO on failure, PATH unchanged: PATH is a link or not a regular file,
+ * or a write failed. */
 st_code gguf_writer_write(gguf_writer *w, const char *path, st_err *err);
 
 #endif

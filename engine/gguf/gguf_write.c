@@ -1,5 +1,5 @@
 /* gguf_write.c - the GGUF v3 writer: collects metadata and tensors in memory, then
- * writes the whole file at once, atomically (PATH.tmp, fsync, rename).
+ * writes the whole file at once, atomically (base/outfile.h).
  *
  * Each metadata value is kept already encoded (the bytes that follow its type field in
  * the file), so setters of every type share one store and the writer emits all entries
@@ -8,6 +8,7 @@
  * GGUF_DEFAULT_ALIGNMENT unless the caller sets general.alignment (a u32 power of two),
  * and that key is written only when the caller set it. */
 #include "base/array.h"
+#include "base/outfile.h"
 #include "gguf/gguf.h"
 
 #include <errno.h>
@@ -286,33 +287,14 @@ st_code gguf_writer_write(gguf_writer *w, const char *path, st_err *err) {
     if (!align)
         return st_set(err, ST_ERR_ARG,
                       "'%s': general.alignment must be a u32 power of two, 8 or more", path);
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!tmp) return st_set(err, ST_ERR_NOMEM, "'%s': cannot allocate a path", path);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-
-    gguf_wout o = {.f = fopen(tmp, "wb")};
-    const char *step = "create";
-    if (!o.f) {
-        o.err = errno;
-    } else {
-        errno = 0;
-        write_all(w, &o, align);
-        step = "write";
-        if (!o.err && fflush(o.f) != 0) o.err = errno;
-        if (!o.err && fsync(fileno(o.f)) != 0) o.err = errno, step = "sync";
-        if (fclose(o.f) != 0 && !o.err) o.err = errno, step = "close";
-        if (!o.err && rename(tmp, path) != 0) o.err = errno, step = "rename";
-    }
-    st_code rc = ST_OK;
+    outfile out;
+    st_code rc = outfile_begin(&out, path, "GGUF file", err);
+    if (rc) return rc;
+    gguf_wout o = {.f = out.fp};
+    write_all(w, &o, align);
     if (o.err) {
-        if (o.f) remove(tmp);
-        rc = st_set(err, ST_ERR_IO, "cannot %s '%s': %s", step, strcmp(step, "rename") ? tmp : path,
-                    strerror(o.err));
-    } else {
-        st_clear(err);
+        outfile_abort(&out);
+        return st_set(err, ST_ERR_IO, "cannot write GGUF file '%s': %s", path, strerror(o.err));
     }
-    free(tmp);
-    return rc;
+    return outfile_commit(&out, err);
 }

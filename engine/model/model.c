@@ -197,7 +197,18 @@ static st_code want_mat(const gguf_ctx *g, const char *name, int64_t n_in, int64
     return ST_OK;
 }
 
-/* A float32 norm or bias vector; F16/BF16 ones are converted into m->f32_copies at *used. */
+/* ST_ERR_FORMAT naming tensor name when one of v[0..n) is a NaN or an infinity: a norm,
+ * a bias or a RoPE factor read at load turns every token into garbage without a word. */
+static st_code check_finite(const char *name, const float *v, int64_t n, st_err *err) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return st_set(err, ST_ERR_FORMAT, "tensor '%s' has a value that is not finite "
+                          "(%g at %lld)", name, (double)v[i], (long long)i);
+    return ST_OK;
+}
+
+/* A float32 norm or bias vector, every value finite; F16/BF16 ones are converted into
+ * m->f32_copies at *used. */
 static st_code want_vec(model *m, const char *name, int64_t n, const float **out, size_t *used,
                         st_err *err) {
     const gguf_tensor *t = want(m->gguf, name, n, 0, err);
@@ -205,7 +216,7 @@ static st_code want_vec(model *m, const char *name, int64_t n, const float **out
     if (t->type == DT_F32) {
         if ((uintptr_t)t->data % sizeof(float) == 0) {
             *out = t->data;
-            return ST_OK;
+            return check_finite(name, *out, n, err);
         }
     } else if (t->type != DT_F16 && t->type != DT_BF16) {
         return st_set(err, ST_ERR_UNSUPPORTED, "vector tensor '%s' has type %s (expected F32, "
@@ -215,7 +226,7 @@ static st_code want_vec(model *m, const char *name, int64_t n, const float **out
     dtype_dequantize_row(t->type, t->data, dst, n);
     *used += (size_t)n;
     *out = dst;
-    return ST_OK;
+    return check_finite(name, dst, n, err);
 }
 
 /* The tokenizer's vocabulary (when the file has one) must have one token per embedding
@@ -285,13 +296,14 @@ static st_code load_weights(model *m, st_err *err) {
     if (rc) return rc;
     if ((rc = check_vocab(g, hp->n_vocab, err))) return rc;
     /* Every layer has 9 tensors or more: bound block_count by the file's tensors before
-     * anything is sized by it (a small file must not make the loader allocate gigabytes). */
-    const int per_layer = 9 + (hp->qkv_bias ? 3 : 0) + (hp->qk_norm ? 2 : 0) +
-                          (hp->post_norms ? 2 : 0);
+     * anything is sized by it (a small file must not make the loader allocate gigabytes).
+     * Only llama's 9 count, so that a family tensor missing from a file that holds its
+     * layers is named by the layer's own check, not taken for a wrong block_count. */
+    const int per_layer = 9;
     int64_t room = (gguf_n_tensors(g) - 2) / per_layer;
     if (hp->n_layer > room)
         return st_set(err, ST_ERR_FORMAT, "%s.block_count is %d, but the file's %lld tensors "
-                      "hold at most %lld layers of %d (blk.0 .. blk.%lld)",
+                      "hold at most %lld layers of %d or more (blk.0 .. blk.%lld)",
                       model_arch_name(hp->arch), hp->n_layer, (long long)gguf_n_tensors(g),
                       (long long)(room > 0 ? room : 0), per_layer,
                       (long long)(room > 0 ? room - 1 : 0));
@@ -315,6 +327,7 @@ static st_code load_weights(model *m, st_err *err) {
             return st_set(err, ST_ERR_FORMAT, "tensor 'rope_freqs.weight' must be F32 of %d values",
                           hp->rope_dim / 2);
         m->rope_freqs = rf->data;
+        if ((rc = check_finite("rope_freqs.weight", m->rope_freqs, rf->ne[0], err))) return rc;
     }
     m->weight_bytes = dtype_row_bytes(m->output.type, E) * (uint64_t)V;
     for (int32_t l = 0; l < hp->n_layer; l++) {

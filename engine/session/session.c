@@ -1,14 +1,13 @@
 /* session.c - model identity (SHA-256 of a GGUF file's head and ends), the per-node
- * metadata table, settings, and saving the session JSON with jansson, atomically.
+ * metadata table, settings, and saving the session JSON with jansson, atomically (base/outfile.h).
  * Loading is in session_load.c, the Markdown export in session_md.c. */
 #include "base/array.h"
+#include "base/outfile.h"
 #include "session/session.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -367,68 +366,6 @@ static char *session_text(const forest *f, const session_settings *s,
     return b.p;
 }
 
-/* Creates a new file path.tmp.PID.N (the name written to tmp, cap bytes) for writing:
- * O_EXCL, so whatever is already there (a planted link, another save's file, a stale one
- * from a crash) is never opened, and a fresh name is tried instead. -1 with errno set. */
-static int create_unique(const char *path, char *tmp, size_t cap) {
-    static _Atomic unsigned counter;
-    for (int tries = 0; tries < 100; tries++) {
-        snprintf(tmp, cap, "%s.tmp.%ld.%u", path, (long)getpid(), counter++);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd >= 0 || errno != EEXIST) return fd;
-    }
-    return -1;
-}
-
-/* Writes data to path through a new temporary file + fsync + rename + directory fsync. On
- * failure the temporary file is removed and path is as it was. */
-static st_code write_atomic(const char *path, const char *data, size_t n, st_err *err) {
-    size_t plen = strlen(path), tcap = plen + 48;
-    char *tmp = malloc(tcap), *dir = malloc(plen + 1);
-    if (!tmp || !dir) {
-        free(tmp), free(dir);
-        return st_set(err, ST_ERR_NOMEM, "out of memory");
-    }
-    memcpy(dir, path, plen + 1);
-    st_code rc = ST_OK;
-    const char *what = "create";
-    int fd = create_unique(path, tmp, tcap);
-    if (fd < 0) goto fail;
-    what = "write";
-    for (size_t off = 0; off < n;) {
-        ssize_t w = write(fd, data + off, n - off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) goto fail_fd;
-        off += (size_t)w;
-    }
-    what = "fsync";
-    if (fsync(fd)) goto fail_fd;
-    what = "close";
-    if (close(fd)) { fd = -1; goto fail; }
-    fd = -1;
-    what = "rename";
-    if (rename(tmp, path)) goto fail;
-    /* make the rename itself durable; some file systems cannot fsync a directory (EINVAL),
-     * and the file is in place anyway, so this is best effort */
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    free(tmp), free(dir);
-    return ST_OK;
-fail_fd:;
-    int e = errno;
-    close(fd);
-    errno = e;
-fail:
-    rc = st_set(err, ST_ERR_IO, "cannot %s '%s' to save the session: %s (the old '%s' is "
-                "unchanged)", what, tmp, strerror(errno ? errno : EIO), path);
-    if (strcmp(what, "create")) unlink(tmp);
-    free(tmp), free(dir);
-    return rc;
-}
-
 st_code session_save(const char *path, const forest *f, const session_settings *s,
                      const session_model_id *mid, const tok *tk, st_err *err) {
     int32_t nv = mid && mid->n_vocab > 0 ? mid->n_vocab : tk ? tok_n_vocab(tk) : 0;
@@ -445,7 +382,7 @@ st_code session_save(const char *path, const forest *f, const session_settings *
         return st_set(err, bad ? ST_ERR_ARG : ST_ERR_NOMEM,
                       "cannot encode the session as JSON (%s)", bad ? "a setting, a name or "
                       "a text that is not valid UTF-8" : "out of memory");
-    st_code rc = write_atomic(path, text, n, err);
+    st_code rc = outfile_write(path, "session", text, n, err);
     free(text);
     return rc;
 }

@@ -123,6 +123,8 @@ typedef struct session_settings {
                                  holds, in its order (the forest's leaves in DFS order);
                                  the Markdown export falls back on them without a tokenizer */
     int32_t n_branch_text;
+    char warning[512];        /* set by session_load: the settings it refused and reset to
+                                 their defaults (sample_param_set's messages), "" for none */
 } session_settings;
 
 /* Default sampler, no template, no keys, no metadata, save_topk true. */
@@ -163,7 +165,9 @@ session_load_params session_load_default_params(void);
  * a regular file, larger than SESSION_MAX_FILE),
  * ST_ERR_FORMAT (damaged: the message names the problem), ST_ERR_ARG (saved for another
  * model: the message names both; p->force loads anyway), ST_ERR_NOMEM. On failure *s and
- * *saved are left as defaults and the file is never touched. */
+ * *saved are left as defaults and the file is never touched. A sampler setting out of the
+ * range sample_param_set accepts is not damage: it keeps its default and s->warning says
+ * so. */
 forest *session_load(const char *path, const session_load_params *p, session_settings *s,
                      session_model_id *saved, st_err *err);
 /* The same from a JSON text in memory (len bytes). */
@@ -183,5 +187,11 @@ forest *session_load_mem(const char *json, size_t len, const session_load_params
 st_code session_export_markdown(FILE *out, const forest *f, const tok *tk,
                                 const session_settings *s, const session_model_id *mid,
                                 st_err *err);
+
+/* session_export_markdown into the file path, written whole through base/outfile.h (a
+ * link or a file that is not regular is refused, path unchanged on failure). */
+st_code session_save_markdown(const char *path, const forest *f, const tok *tk,
+                              const session_settings *s, const session_model_id *mid,
+                              st_err *err);
 
 #endif

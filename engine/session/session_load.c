@@ -336,34 +336,36 @@ static st_code load_branch_texts(const json_t *root, session_settings *s, st_err
     return ST_OK;
 }
 
+/* The sampler's settings through sample_param_set, the check the options and :set use,
+ * so that a file cannot hand the sampler what a user could not. A value it refuses keeps
+ * its default, with a warning in s->warning: one bad setting (an autosave from a version
+ * that took it) does not lose the tree. A missing or non-numeric field is damage. */
+static st_code load_sampler(const json_t *smp, session_settings *s, st_err *err) {
+    static const char *const keys[] = {"temp", "top_k", "top_p", "min_p"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        double v;
+        st_err bad = {0};
+        st_code rc = jnum(smp, keys[i], true, &v, "sampler", err);
+        if (rc) return rc;
+        if (sample_param_set(&s->sample, keys[i], v, &bad)) {
+            size_t n = strlen(s->warning);
+            snprintf(s->warning + n, sizeof s->warning - n, "%ssampler: %s; using the default",
+                     n ? "; " : "", bad.msg);
+        }
+    }
+    return jseed(smp, "seed", &s->sample.seed, "sampler", err);
+}
+
 static st_code load_settings(const json_t *root, session_settings *s, st_err *err) {
     const json_t *set, *smp, *extra;
     const char *tmpl;
-    double temp, top_p, min_p;
-    int64_t top_k;
     st_code rc;
     if ((rc = jobj(root, "settings", false, &set, "the session", err)) ||
         (rc = jobj(set, "sampler", false, &smp, "settings", err)) ||
-        (rc = jnum(smp, "temp", true, &temp, "sampler", err)) ||
-        (rc = jnum(smp, "top_p", true, &top_p, "sampler", err)) ||
-        (rc = jnum(smp, "min_p", true, &min_p, "sampler", err)) ||
-        (rc = jint(smp, "top_k", true, 0, 1 << 30, &top_k, "sampler", err)) ||
-        (rc = jseed(smp, "seed", &s->sample.seed, "sampler", err)) ||
+        (rc = load_sampler(smp, s, err)) ||
         (rc = jstr(set, "chat_template", true, &tmpl, "settings", err)) ||
         (rc = jobj(set, "extra", false, &extra, "settings", err)))
         return rc;
-    /* the ranges the command-line options accept (app/prompt.c), so that a file cannot
-     * hand the sampler what a user could not */
-    if (!(temp >= 0 && isfinite((float)temp)))
-        return st_set(err, ST_ERR_FORMAT, "sampler: 'temp' is %g, not a finite number >= 0", temp);
-    if (!(top_p > 0 && top_p <= 1))
-        return st_set(err, ST_ERR_FORMAT, "sampler: 'top_p' is %g, not in (0, 1]", top_p);
-    if (!(min_p >= 0 && min_p < 1))
-        return st_set(err, ST_ERR_FORMAT, "sampler: 'min_p' is %g, not in [0, 1)", min_p);
-    s->sample.temp = (float)temp;
-    s->sample.top_p = (float)top_p;
-    s->sample.min_p = (float)min_p;
-    s->sample.top_k = (int32_t)top_k;
     if (strlen(tmpl) >= sizeof s->chat_template)
         return st_set(err, ST_ERR_FORMAT, "settings: 'chat_template' is too long");
     snprintf(s->chat_template, sizeof s->chat_template, "%s", tmpl);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/array.h"
+#include "base/outfile.h"
 #include "session/session.h"
 
 #define MD_TAIL 48 /* bytes of shared text quoted before a branch's own text */
@@ -308,4 +309,17 @@ st_code session_export_markdown(FILE *out, const forest *f, const tok *tk,
 out:
     free(leaves), free(d.off), free(d.len), free(d.owner), free(d.level), free(d.text);
     return rc;
+}
+
+st_code session_save_markdown(const char *path, const forest *f, const tok *tk,
+                              const session_settings *s, const session_model_id *mid,
+                              st_err *err) {
+    outfile o;
+    st_code rc = outfile_begin(&o, path, "export", err);
+    if (rc) return rc;
+    if ((rc = session_export_markdown(o.fp, f, tk, s, mid, err))) {
+        outfile_abort(&o);
+        return rc;
+    }
+    return outfile_commit(&o, err);
 }
