@@ -69,6 +69,11 @@ _Static_assert(MM_TW == 4 && MM_TX == 4, "MM_TILES spells out NW in {1, 4}, NX i
 #if defined(__AVX2__) && defined(__FMA__) && !defined(SIMD_SCALAR)
 #define MM_Q8_SIMD 1
 #endif
+/* MM_Q8_NEON: AArch64 NEON (sdot where __ARM_FEATURE_DOTPROD says the target has it). */
+#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(SIMD_SCALAR)
+#define MM_Q8_NEON 1
+#include <arm_neon.h>
+#endif
 /* With AVX-512 VNNI two blocks share one 512-bit register: half the instructions. (VL,
  * which every VNNI processor has, for the 256-bit forms the unpackers use.) */
 #if SIMD_AVX512 && defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
@@ -77,8 +82,9 @@ _Static_assert(MM_TW == 4 && MM_TX == 4, "MM_TILES spells out NW in {1, 4}, NX i
 #define MM_Q8_512 0
 #endif
 
-/* The packed form (kern_mat_pack, matmul_pk.c) has tiles with AVX-512 VNNI and AVX2. */
-#if MM_Q8_512 || MM_Q8_SIMD
+/* The packed form (kern_mat_pack, matmul_pk.c) has tiles with AVX-512 VNNI
+ * (matmul_pk512.c), AVX2 and NEON (matmul_pkv.c). */
+#if MM_Q8_512 || MM_Q8_SIMD || MM_Q8_NEON
 #define MM_PK 1
 #else
 #define MM_PK 0
@@ -230,7 +236,7 @@ void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq);
 /* ---- the packed form (kern_mat_pack, matmul_pk.c) --------------------------------
  * Matrices of the block types (Q4_0 .. Q8_0, Q4_K .. Q6_K) whose n_out is a multiple of 16, repacked once at load
  * so that a vector holds 16 weight rows (layout and arithmetic: matmul_pk.c). The
- * activations they read are of the MM_QX_BLK form. Builds with AVX-512 VNNI or AVX2 (MM_PK). */
+ * activations they read are of the MM_QX_BLK form. Builds with AVX-512 VNNI, AVX2 or NEON (MM_PK). */
 SIMD_INLINE bool mm_pk_type(uint32_t type) {
     return type == DT_Q4_0 || type == DT_Q4_1 || type == DT_Q5_0 || type == DT_Q5_1 ||
            type == DT_Q8_0 || type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K;

@@ -1,5 +1,5 @@
 /* matmul_pk.h - what the packed form's layout (matmul_pk.c: packing and the row loop)
- * and its tiles (matmul_pk512.c with AVX-512 VNNI, matmul_pk256.c with AVX2) share: the
+ * and its tiles (matmul_pk512.c with AVX-512 VNNI, matmul_pkv.c with AVX2) share: the
  * bytes of a block's quants and scales in an o-block of 16 weight rows, and the table of
  * tiles a level hands to the row loop. Layout and arithmetic: matmul_pk.c. Private to
  * kernels/cpu. */
