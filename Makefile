@@ -5,6 +5,8 @@
 #   make test       install what is missing, build and run every test; the last line is
 #                   "N passed, N failed, N skipped"
 #   make asan       the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test-isa   the kernel, model and forest-exactness tests at every instruction-set
+#                   level: plain C, AVX2, AVX-512 (where the CPU has it), aarch64 NEON (qemu)
 #   make cuda-check the CUDA kernels compiled for sm_80/sm_90 (needs nvcc), failing on spills
 #   make cuda-test  the CUDA kernel test on the GPU (needs nvcc and a device)
 #   make soak       100,000 random forest operations under ASan + UBSan (SOAK_OPS, SOAK_SEED)
@@ -166,6 +168,30 @@ test: deps
 test-run: $(BUILD)/multidecode $(TEST_BIN) $(FUZZ_REPLAY)
 	@BUILD=$(BUILD) sh tests/run.sh $(TEST_BIN) $(FUZZ_REPLAY) tests/test_tui_tmux.sh tests/test_man.sh
 
+# test-isa: ISA_TESTS built and run by tools/test-isa.sh once per instruction-set level,
+# each level in its own build folder (build-isa/LEVEL) with its own CC, ARCH and
+# EXTRA_CFLAGS. They link the library without ui/ and only libc's libraries, so a bare
+# cross toolchain builds them (no curses, readline or jansson for the target).
+ISA_TESTS := test_simd test_kernels test_kernels_arch test_backend test_dequant_golden test_model test_forest test_qmodels
+ISA_BIN   := $(ISA_TESTS:%=$(BUILD)/isa/%)
+ISA_LIB   := $(BUILD)/isa/libcore.a
+test-isa:
+	@sh tools/deps.sh isa
+	@sh tools/test-isa.sh
+
+# isa-bins, print-isa-tests: for tools/test-isa.sh (which sets BUILD, CC, ARCH, EXTRA_CFLAGS).
+isa-bins: $(ISA_BIN)
+print-isa-tests:
+	@echo $(ISA_TESTS)
+
+$(ISA_LIB): $(filter-out $(BUILD)/ui/%,$(LIB_OBJ))
+	@mkdir -p $(dir $@)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(ISA_BIN): $(BUILD)/isa/%: tests/%.c $(ISA_LIB)
+	$(CC) $(CFLAGS) -o $@ $< $(ISA_LIB) -lm -pthread -ldl
+
 # asan: the test suite under ASan + UBSan, in its own build folder.
 SANITIZE := BUILD=build-asan OPT=-O1 \
   EXTRA_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
@@ -258,9 +284,9 @@ uninstall:
 
 # clean: remove build outputs.
 clean:
-	rm -rf build build-asan multidecode multidecode-cuda.so
+	rm -rf build build-asan build-isa multidecode multidecode-cuda.so
 
-.PHONY: all deps test test-run cuda-check cuda-test asan soak fuzz fuzz-smoke fuzz-build fuzz-bins fuzz-seeds \
+.PHONY: all deps test test-run test-isa isa-bins print-isa-tests cuda-check cuda-test asan soak fuzz fuzz-smoke fuzz-build fuzz-bins fuzz-seeds \
 	model run bench clean install uninstall
 
--include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(FUZZ_OBJ:.o=.d) $(FUZZ_NAMES:%=$(BUILD)/bin/fuzz_%.d)
+-include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(ISA_BIN:=.d) $(FUZZ_OBJ:.o=.d) $(FUZZ_NAMES:%=$(BUILD)/bin/fuzz_%.d)

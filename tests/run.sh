@@ -2,11 +2,13 @@
 # Runs each test binary given, shows its output, and sums the "N passed, N failed[, N
 # skipped]" lines they end with. Exits non-zero when any test failed or crashed. A program
 # that checked nothing (0 passed, 0 failed) is named before the total: skipped entirely
-# when it reported skips, a failure when it reported nothing at all.
+# when it reported skips, a failure when it reported nothing at all. An argument may carry
+# the test's own arguments ("build/tests/test_forest --seeds 1"); TEST_RUNNER, when set, is
+# a command each test runs under (qemu-aarch64 -L ...).
 P=0; F=0; S=0; rc=0; whole=""
 for t in "$@"; do
     echo "== $t"
-    out=$("$t" 2>&1); code=$?
+    out=$($TEST_RUNNER $t 2>&1); code=$?
     printf '%s\n' "$out" | tail -n 40
     last=$(printf '%s\n' "$out" | tail -n 1)
     p=$(printf '%s' "$last" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed.*/\1/p')

@@ -4,6 +4,7 @@
 # and fails. Cheap when nothing is missing, so `make run` and `make test` call it every time.
 #   tools/deps.sh          the build, the tests and the model fetch
 #   tools/deps.sh fuzz     also clang and libFuzzer's runtime (make fuzz, make fuzz-smoke)
+#   tools/deps.sh isa      also the aarch64 cross compiler and qemu-user (make test-isa)
 set -eu
 need=""
 have_header() { for h in "$@"; do [ -f "/usr/include/$h" ] && return 0; done; return 1; }
@@ -20,6 +21,10 @@ if [ "${1:-}" = fuzz ]; then
     command -v clang >/dev/null 2>&1 || need="$need clang"
     ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-*.a >/dev/null 2>&1 ||
         need="$need libclang-rt-dev"
+fi
+if [ "${1:-}" = isa ]; then
+    command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || need="$need gcc-aarch64-linux-gnu"
+    command -v qemu-aarch64 >/dev/null 2>&1 || need="$need qemu-user"
 fi
 [ -z "$need" ] && exit 0
 

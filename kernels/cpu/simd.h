@@ -1,8 +1,9 @@
 /* simd.h - the float vector layer the CPU kernels are written against.
  *
  * One type `vf` of VF_N floats and a handful of operations on it, mapped at build time
- * onto AVX-512 (16 lanes), AVX2+FMA (8), SSE2 (4) or plain C (1). Kernels written with
- * these run unchanged on every x86-64 (and elsewhere through the scalar branch); only
+ * onto AVX-512 (16 lanes), AVX2+FMA (8), SSE2 (4), AArch64 NEON (4) or plain C (1).
+ * Kernels written with these run unchanged on every x86-64 and AArch64 (and elsewhere
+ * through the scalar branch); only
  * code that cannot be expressed with them (the int8 dot products of quantised
  * matmuls) has its own #ifdef branches. Tails shorter than VF_N are the caller's job
  * (loop to the last full vector, then finish in scalar C). Private to kernels/cpu. */
@@ -23,11 +24,16 @@
 #define SIMD_AVX2 1
 #elif defined(__SSE2__)
 #define SIMD_SSE2 1
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#define SIMD_NEON 1
 #endif
 #endif
 
 #if defined(__SSE2__)
 #include <immintrin.h>
+#endif
+#if SIMD_NEON
+#include <arm_neon.h>
 #endif
 
 #define SIMD_INLINE static inline __attribute__((always_inline))
@@ -204,6 +210,47 @@ SIMD_INLINE vf vf_load_f16(const uint16_t *p) {
 SIMD_INLINE vf vf_load_bf16(const uint16_t *p) {
     __m128i h = _mm_loadl_epi64((const __m128i *)p);
     return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), h));
+}
+
+#elif SIMD_NEON
+/* ---------------------------------------------------------------- AArch64 NEON */
+/* Max and min are a compare and a select, not vmaxq/vmaxnmq, so that a NaN gives what
+ * x86's maxps/minps and the plain C branch give (the second operand); the horizontal
+ * sum is SSE2's tree (lanes i and i + 2, then i and i + 1), not vaddvq's pairwise one. */
+#define VF_N 4
+typedef float32x4_t vf;
+SIMD_INLINE vf vf_zero(void) { return vdupq_n_f32(0.0f); }
+SIMD_INLINE vf vf_set1(float a) { return vdupq_n_f32(a); }
+SIMD_INLINE vf vf_load(const float *p) { return vld1q_f32(p); }
+SIMD_INLINE void vf_store(float *p, vf v) { vst1q_f32(p, v); }
+SIMD_INLINE vf vf_add(vf a, vf b) { return vaddq_f32(a, b); }
+SIMD_INLINE vf vf_sub(vf a, vf b) { return vsubq_f32(a, b); }
+SIMD_INLINE vf vf_mul(vf a, vf b) { return vmulq_f32(a, b); }
+SIMD_INLINE vf vf_div(vf a, vf b) { return vdivq_f32(a, b); }
+SIMD_INLINE vf vf_fma(vf a, vf b, vf c) { return vfmaq_f32(c, a, b); }
+SIMD_INLINE vf vf_max(vf a, vf b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
+SIMD_INLINE vf vf_min(vf a, vf b) { return vbslq_f32(vcltq_f32(a, b), a, b); }
+SIMD_INLINE vf vf_swap_pairs(vf a) { return vrev64q_f32(a); }
+SIMD_INLINE float vf_hsum(vf v) {
+    float32x2_t s = vadd_f32(vget_low_f32(v), vget_high_f32(v));
+    return vget_lane_f32(s, 0) + vget_lane_f32(s, 1);
+}
+SIMD_INLINE float vf_hmax(vf v) {
+    float32x2_t a = vget_low_f32(v), b = vget_high_f32(v);
+    float32x2_t s = vbsl_f32(vcgt_f32(a, b), a, b);
+    float s0 = vget_lane_f32(s, 0), s1 = vget_lane_f32(s, 1);
+    return s0 > s1 ? s0 : s1;
+}
+SIMD_INLINE vf vf_round(vf v) { return vrndnq_f32(v); }
+SIMD_INLINE vf vf_pow2i(vf n) {
+    int32x4_t e = vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127));
+    return vreinterpretq_f32_s32(vshlq_n_s32(e, 23));
+}
+SIMD_INLINE vf vf_load_f16(const uint16_t *p) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+SIMD_INLINE vf vf_load_bf16(const uint16_t *p) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
 }
 
 #else
