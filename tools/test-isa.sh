@@ -7,13 +7,15 @@
 #   v3       x86-64-v3: AVX2, FMA, F16C
 #   v4       x86-64-v4: AVX-512 (and VNNI when the CPU has it); skipped on a CPU without
 #            AVX-512, which cannot run it
-#   aarch64  NEON: cross-compiled with aarch64-linux-gnu-gcc, run under qemu-aarch64 with
-#            the cross libc (tools/deps.sh isa installs both)
-# ISA_LEVELS="scalar v3" picks levels. Under qemu test_qmodels is not run (a third of
-# the level's time): aarch64's quantised matmul is the plain C path, which the scalar
-# level covers, and test_kernels checks it against ref there. test_forest runs --quick here: one seed per model,
-# not the downloaded models (make test runs it in full at the native level). Prints each level's summary and time, then
-# the summed "N passed, N failed, N skipped" last; exits non-zero when a level failed.
+#   aarch64  NEON (ARMv8.0: the Raspberry Pi 4's), cross-compiled with aarch64-linux-gnu-gcc,
+#            run under qemu-aarch64 with the cross libc (tools/deps.sh isa installs both)
+#   a64dot   NEON with the dot-product extension (ARMv8.2+: Apple's chips, the Pi 5):
+#            its own int8 products, so test_simd and test_kernels only
+# ISA_LEVELS="scalar v3" picks levels. Under qemu test_qmodels is not run (a third of the
+# level's time; test_kernels checks the quantised products against ref there). test_forest
+# runs --quick here: one seed per model, not the downloaded models (make test runs it in
+# full at the native level). Prints each level's summary and time, then the summed
+# "N passed, N failed, N skipped" last; exits non-zero when a level failed.
 cd "$(dirname "$0")/.." || exit 1
 P=0; F=0; S=0; rc=0
 JOBS=${JOBS:-2}
@@ -27,8 +29,9 @@ level() {
     if ! make -s -j"$JOBS" BUILD="$b" "$@" isa-bins; then
         echo "!! test-isa $name: the build failed"; F=$((F + 1)); rc=1; return
     fi
+    tests=$(make -s --no-print-directory BUILD="$b" "$@" print-isa-tests)
     set --
-    for t in $(make -s --no-print-directory BUILD="$b" print-isa-tests); do
+    for t in $tests; do
         case " $SKIP " in *" $t "*) echo "--- test-isa $name: $t not run here"; S=$((S + 1)); continue ;; esac
         case $t in test_forest) set -- "$@" "$b/isa/$t --quick" ;; *) set -- "$@" "$b/isa/$t" ;; esac
     done
@@ -43,7 +46,7 @@ level() {
     [ "$code" -ne 0 ] && rc=1
 }
 
-for l in ${ISA_LEVELS:-scalar v3 v4 aarch64}; do
+for l in ${ISA_LEVELS:-scalar v3 v4 aarch64 a64dot}; do
     RUNNER=""; SKIP=""
     case $l in
     scalar) level scalar ARCH=-march=x86-64 EXTRA_CFLAGS=-DSIMD_SCALAR CUDA=0 ;;
@@ -64,6 +67,10 @@ for l in ${ISA_LEVELS:-scalar v3 v4 aarch64}; do
             echo "!! test-isa aarch64: no aarch64-linux-gnu-gcc or qemu-aarch64 (sh tools/deps.sh isa)"
             F=$((F + 1)); rc=1
         fi ;;
+    a64dot)
+        RUNNER="qemu-aarch64 -cpu max -L /usr/aarch64-linux-gnu"
+        level a64dot CC=aarch64-linux-gnu-gcc ARCH=-march=armv8.2-a+dotprod CUDA=0 \
+            "ISA_TESTS=test_simd test_kernels" ;;
     *) echo "!! test-isa: unknown level $l"; F=$((F + 1)); rc=1 ;;
     esac
 done
