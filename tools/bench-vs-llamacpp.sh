@@ -10,7 +10,8 @@
 # `make BUILD=build-v3 ARCH=-march=x86-64-v3` and pass MD=build-v3/multidecode, and
 # llama.cpp with avx2.
 #   env: MD (./multidecode), THREADS (2), ROUNDS (3), PREFILL (128), GEN (32),
-#        CTX (256: the forests' shared prompt), STEPS (32: each leaf's tokens), KS ("16 64")
+#        CTX (256: the forests' shared prompt), STEPS (32: each leaf's tokens), KS ("16 64";
+#        "none": no forests)
 # Prints a Markdown table; the raw JSON of every run stays in $OUT (default a temp dir).
 set -eu
 llama=${1:?usage: bench-vs-llamacpp.sh LLAMA_BIN MODEL...}
@@ -26,7 +27,7 @@ out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 kl=$(echo "$ks" | tr ' ' ',')
 maxk=0
-for k in $ks; do [ "$k" -gt "$maxk" ] && maxk=$k; done
+[ "$ks" = none ] || for k in $ks; do [ "$k" -gt "$maxk" ] && maxk=$k; done
 i=0
 while [ "$i" -lt "$rounds" ]; do
     i=$((i + 1))
@@ -36,6 +37,7 @@ while [ "$i" -lt "$rounds" ]; do
         n=$((n + 1))
         "$md" bench decode -m "$m" -p "$pp" -n "$tg" -t "$t" >"$out/md-decode.$n.$i.json"
         "$llama/llama-bench" -m "$m" -p "$pp" -n "$tg" -t "$t" -r 1 -o json >"$out/ll-decode.$n.$i.json" 2>/dev/null
+        [ "$ks" = none ] && continue
         "$md" bench forest -m "$m" -t "$t" -p "$ctx" -s "$steps" -k "$kl" --no-sequential \
             --no-copied >"$out/md-forest.$n.$i.json"
         "$llama/llama-batched-bench" -m "$m" -t "$t" -c $((ctx + maxk * steps + 64)) -b 2048 -ub 512 \
