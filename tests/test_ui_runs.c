@@ -159,28 +159,37 @@ static unsigned long long seed_of(const char *msg) {
     return s ? strtoull(s + 5, NULL, 10) : 0;
 }
 
+/* A stories260K worker over a fresh forest whose one root is BOS and token 300 (*root),
+ * started with wp as the caller set it but for ctx, tk, f and ud (the tokenizer, which
+ * save_cb writes the session with); NULL (counted) when it cannot start. *m, *tk, *c
+ * are the caller's to free, NULL where not made. */
+static ui_worker *stories_worker(ui_worker_params *wp, model **m, tok **tk, model_ctx **c,
+                                 forest_id *root) {
+    *m = NULL, *tk = NULL, *c = NULL;
+    if (!t_stories(m, tk) || !(*c = t_new_ctx(*m, 512))) return NULL;
+    st_err err = {0};
+    forest *f = forest_init(512, 8);
+    int32_t prompt[2] = {tok_bos(*tk), 300};
+    forest_add_root(f, prompt, NULL, 2, 0, root, &err);
+    wp->ctx = *c, wp->tk = *tk, wp->f = f, wp->ud = *tk;
+    ui_worker *w = ui_worker_start(wp, &err);
+    T_CHECK(w, "worker: %s", err.msg);
+    if (!w) forest_free(f);
+    return w;
+}
+
 /* :grow from root twice at temp 1: two different branches, each run's seed in its
  * message; :set seed to the first run's seed, and the third grow repeats the first
  * branch, which is not made twice. */
 static void test_fresh_seeds(void) {
-    model *m = NULL;
-    tok *tk = NULL;
-    model_ctx *c = NULL;
-    if (!t_stories(&m, &tk) || !(c = t_new_ctx(m, 512))) goto out;
-    st_err err = {0};
-    forest *f = forest_init(512, 8);
-    int32_t prompt[2] = {tok_bos(tk), 300};
+    model *m;
+    tok *tk;
+    model_ctx *c;
     forest_id root;
-    forest_add_root(f, prompt, NULL, 2, 0, &root, &err);
-    sample_params sp = sample_default_params();
-    sp.temp = 1.0f;
-    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sp, .budget = 16, .model_name = "m", .backend = "cpu"};
-    ui_worker *w = ui_worker_start(&wp, &err);
-    T_CHECK(w, "worker: %s", err.msg);
-    if (!w) {
-        forest_free(f);
-        goto out;
-    }
+    ui_worker_params wp = {.sp = sample_default_params(), .budget = 16, .model_name = "m", .backend = "cpu"};
+    wp.sp.temp = 1.0f;
+    ui_worker *w = stories_worker(&wp, &m, &tk, &c, &root);
+    if (!w) goto out;
     char msg[3][1024];
     ui_job set = {.kind = UI_JOB_SET, .text = "seed", .u.set.value = 7};
     ui_worker_post(w, &set);
@@ -241,23 +250,14 @@ static int32_t scores_below(ui_worker *w, forest_id node, double *out, int32_t c
 /* :beam 3 8, then :keep 1 and u: the three scores again; :save, :load: the same three on
  * the loaded forest's leaves, and :export's Markdown names them. */
 static void test_scores_last(void) {
-    model *m = NULL;
-    tok *tk = NULL;
-    model_ctx *c = NULL;
-    if (!t_stories(&m, &tk) || !(c = t_new_ctx(m, 512))) goto out;
-    st_err err = {0};
-    forest *f = forest_init(512, 8);
-    int32_t prompt[2] = {tok_bos(tk), 300};
+    model *m;
+    tok *tk;
+    model_ctx *c;
     forest_id root;
-    forest_add_root(f, prompt, NULL, 2, 0, &root, &err);
-    ui_worker_params wp = {.ctx = c, .tk = tk, .f = f, .sp = sample_default_params(), .budget = 8,
-                           .save = save_cb, .load = load_cb, .ud = tk, .model_name = "m", .backend = "cpu"};
-    ui_worker *w = ui_worker_start(&wp, &err);
-    T_CHECK(w, "worker: %s", err.msg);
-    if (!w) {
-        forest_free(f);
-        goto out;
-    }
+    ui_worker_params wp = {.sp = sample_default_params(), .budget = 8, .save = save_cb, .load = load_cb,
+                           .model_name = "m", .backend = "cpu"};
+    ui_worker *w = stories_worker(&wp, &m, &tk, &c, &root);
+    if (!w) goto out;
     char msg[1024], path[64], md[64];
     double before[8], after[8];
     T_CHECK(run_job(w, cmd_job(":beam 3 8", root), msg, sizeof msg), "beam: %s", msg);
