@@ -33,8 +33,6 @@ SIMD_INLINE pv pv_set8(int8_t v) { return _mm256_set1_epi8(v); }
 SIMD_INLINE pv pv_set32(int32_t v) { return _mm256_set1_epi32(v); }
 SIMD_INLINE pv pv_and(pv a, pv b) { return _mm256_and_si256(a, b); }
 SIMD_INLINE pv pv_or(pv a, pv b) { return _mm256_or_si256(a, b); }
-SIMD_INLINE pv pv_xor(pv a, pv b) { return _mm256_xor_si256(a, b); }
-SIMD_INLINE pv pv_add32(pv a, pv b) { return _mm256_add_epi32(a, b); }
 #define pv_shl16(a, n) _mm256_slli_epi16(a, n)
 #define pv_shr16(a, n) _mm256_srli_epi16(a, n)
 #define pv_shl32(a, n) _mm256_slli_epi32(a, n)
@@ -62,10 +60,6 @@ SIMD_INLINE pv pv_set8(int8_t v) { return vdupq_n_s8(v); }
 SIMD_INLINE pv pv_set32(int32_t v) { return vreinterpretq_s8_s32(vdupq_n_s32(v)); }
 SIMD_INLINE pv pv_and(pv a, pv b) { return vandq_s8(a, b); }
 SIMD_INLINE pv pv_or(pv a, pv b) { return vorrq_s8(a, b); }
-SIMD_INLINE pv pv_xor(pv a, pv b) { return veorq_s8(a, b); }
-SIMD_INLINE pv pv_add32(pv a, pv b) {
-    return vreinterpretq_s8_s32(vaddq_s32(vreinterpretq_s32_s8(a), vreinterpretq_s32_s8(b)));
-}
 /* (shifts by a vector count, which any n may be: the _n forms want an immediate even in
  * the arms of a conditional that constant folding drops) */
 #define pv_shl16(a, n) vreinterpretq_s8_u16(vshlq_u16(vreinterpretq_u16_s8(a), vdupq_n_s16(n)))
