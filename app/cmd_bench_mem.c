@@ -1,17 +1,17 @@
 /* cmd_bench_mem.c - `multidecode bench memory`: how fast this machine's threads read
  * memory, the ceiling of decode (which reads every weight once per token), so that
  * `bench decode`'s gen_weight_GBps can be read as a fraction of it. Each thread reads its
- * own slice of one buffer far larger than the caches with 32-byte vector loads (GCC's
- * vector extension: the build's widest loads, no intrinsics), a few passes; the fastest
- * pass counts. JSON on stdout. */
+ * own slice of one buffer far larger than the caches (a task of the kernels' thread pool,
+ * as the products are) with 32-byte vector loads (GCC's vector extension: no intrinsics),
+ * a few passes; the fastest pass counts. JSON on stdout. */
 #include <getopt.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "kernels/pool.h"
 #include "app.h"
 #include "json_out.h"
 
@@ -19,36 +19,31 @@
 
 typedef long long mem_vec __attribute__((vector_size(32)));
 
-typedef struct mem_slice {
+typedef struct mem_job {
     const mem_vec *p;
-    size_t n;        /* vectors */
-    long long sink;  /* (kept so the loads are not optimised away) */
-} mem_slice;
+    size_t per;            /* vectors a task reads */
+    long long sink[64];    /* (one per task, so the loads are not optimised away) */
+} mem_job;
 
-/* Four independent accumulators, so the loads are not serialised behind one. */
-static void *mem_read(void *arg) {
-    mem_slice *s = arg;
+/* Task i reads its slice with four independent accumulators, so the loads are not
+ * serialised behind one. */
+static void mem_read(void *ctx, int32_t task, int32_t thread) {
+    (void)thread;
+    mem_job *j = ctx;
+    const mem_vec *p = j->p + (size_t)task * j->per;
     mem_vec a = {0}, b = {0}, c = {0}, d = {0};
-    for (size_t i = 0; i + 4 <= s->n; i += 4) a ^= s->p[i], b ^= s->p[i + 1], c ^= s->p[i + 2], d ^= s->p[i + 3];
+    for (size_t i = 0; i + 4 <= j->per; i += 4) a ^= p[i], b ^= p[i + 1], c ^= p[i + 2], d ^= p[i + 3];
     a ^= b ^ c ^ d;
-    s->sink = a[0] ^ a[1] ^ a[2] ^ a[3];
-    return NULL;
+    j->sink[task] = a[0] ^ a[1] ^ a[2] ^ a[3];
 }
 
-/* One pass of t threads over n vectors at p: seconds, or -1 when a thread cannot start. */
-static double mem_pass(const mem_vec *p, size_t n, int t) {
-    pthread_t th[64];
-    mem_slice sl[64];
+/* One pass of the pool's threads over n vectors at p, a slice each: seconds. */
+static double mem_pass(pool *pl, const mem_vec *p, size_t n) {
+    const int32_t t = pool_threads(pl);
+    mem_job j = {p, n / (size_t)t, {0}};
     const double t0 = mono_now_s();
-    int started = 0;
-    for (int i = 0; i < t; i++) {
-        sl[i] = (mem_slice){p + n / (size_t)t * (size_t)i, n / (size_t)t, 0};
-        if (i > 0 && pthread_create(&th[i], NULL, mem_read, &sl[i])) break;
-        started = i + 1;
-    }
-    if (started == t) mem_read(&sl[0]);
-    for (int i = 1; i < started; i++) pthread_join(th[i], NULL);
-    return started == t ? mono_now_s() - t0 : -1;
+    pool_run(pl, t, mem_read, &j);
+    return mono_now_s() - t0;
 }
 
 static void bench_mem_usage(FILE *f) {
@@ -91,11 +86,13 @@ int cmd_bench_memory(int argc, char **argv) {
             free(p), json_decref(runs);
             return app_usage_error("bad --threads '%s': want a list of counts 1..64", threads);
         }
+        pool *pl = pool_init((int32_t)nt);
         double best = 1e30;
-        for (int64_t i = 0; i < passes; i++) {
-            const double s = mem_pass(p, n, (int)nt);
-            if (s > 0 && s < best) best = s;
+        for (int64_t i = 0; pl && i < passes; i++) {
+            const double s = mem_pass(pl, p, n);
+            if (s < best) best = s;
         }
+        pool_free(pl);
         json_t *r = json_object();
         jo_set(&r, "threads", json_integer(nt));
         jo_set(&r, "read_GBps", jo_fixed(best < 1e30 ? (double)bytes / best / 1e9 : NAN, 2));
