@@ -35,7 +35,6 @@ SIMD_INLINE pv pv_and(pv a, pv b) { return _mm256_and_si256(a, b); }
 SIMD_INLINE pv pv_or(pv a, pv b) { return _mm256_or_si256(a, b); }
 #define pv_shl16(a, n) _mm256_slli_epi16(a, n)
 #define pv_shr16(a, n) _mm256_srli_epi16(a, n)
-#define pv_shl32(a, n) _mm256_slli_epi32(a, n)
 SIMD_INLINE pf pf_zero(void) { return _mm256_setzero_ps(); }
 SIMD_INLINE pf pf_set1(float v) { return _mm256_set1_ps(v); }
 SIMD_INLINE pf pf_mul(pf a, pf b) { return _mm256_mul_ps(a, b); }
@@ -64,7 +63,6 @@ SIMD_INLINE pv pv_or(pv a, pv b) { return vorrq_s8(a, b); }
  * the arms of a conditional that constant folding drops) */
 #define pv_shl16(a, n) vreinterpretq_s8_u16(vshlq_u16(vreinterpretq_u16_s8(a), vdupq_n_s16(n)))
 #define pv_shr16(a, n) vreinterpretq_s8_u16(vshlq_u16(vreinterpretq_u16_s8(a), vdupq_n_s16(-(n))))
-#define pv_shl32(a, n) vreinterpretq_s8_s32(vshlq_s32(vreinterpretq_s32_s8(a), vdupq_n_s32(n)))
 SIMD_INLINE pf pf_zero(void) { return vdupq_n_f32(0); }
 SIMD_INLINE pf pf_set1(float v) { return vdupq_n_f32(v); }
 SIMD_INLINE pf pf_mul(pf a, pf b) { return vmulq_f32(a, b); }
@@ -224,7 +222,7 @@ SIMD_INLINE void pv_start(const uint8_t *x, size_t xs, int64_t np, int64_t b,
         for (int e = 0; e < ne; e++) {
             pv p0 = pv_zero();
             if (type == DT_Q6_K)
-                p0 = pv_shl32(pv_set32(mm_qx_bneg16(x + r * xs, np)[2 * b + e]), 5);
+                p0 = pv_set32(mm_qx_bneg16(x + r * xs, np)[2 * b + e] * 32);
             else if (ioff)
                 p0 = pv_set32(mm_qx_bneg(x + r * xs, np)[b] * (1 << mm_pk_shift(type)));
 #pragma GCC unroll 4
