@@ -112,14 +112,29 @@ static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b,
     }
 }
 
+/* The wide form of an o-block (mm_pk_widen) and its tiles, for batches of more rows than
+ * a tile takes: each o-block's quants unpacked once into the thread's scratch, where its
+ * every group of rows reads them as bytes, instead of unpacking them again per group. */
+size_t mm_pk_wide_bytes(uint32_t type, int64_t n, int32_t n_rows) {
+    if (n_rows <= MM_PK_RX || type == DT_Q8_0 || !mm_pk_wide_tiles(type)) return 0;
+    const int64_t nb = n / 32;
+    return mm_pk_ob_bytes(type, n) - (size_t)nb * mm_pk_qbytes(type) + (size_t)nb * MM_PK_WQB;
+}
+
 void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64_t o1,
-                const uint8_t *x, size_t xs, int32_t n_rows, float *y, int64_t n_out) {
-    mm_pk_row *fns = mm_pk_tiles(type);
+                const uint8_t *x, size_t xs, int32_t n_rows, float *y, int64_t n_out,
+                uint8_t *wide) {
+    const bool widen = wide && mm_pk_wide_bytes(type, n_in, n_rows) > 0;
+    mm_pk_row *fns = widen ? mm_pk_wide_tiles(type) : mm_pk_tiles(type);
     const int64_t nb = n_in / 32, np = mm_qx_np(n_in);
     const size_t obs = mm_pk_ob_bytes(type, n_in);
     for (int64_t o = o0; o < o1; o += 16 * MM_PK_OB) {
         const int ob = o1 - o < 16 * MM_PK_OB ? (int)((o1 - o) / 16) : MM_PK_OB;
         const uint8_t *wo = w + (size_t)(o / 16) * obs;
+        if (widen) { /* (MM_PK_OB is 1 where there are wide tiles) */
+            mm_pk_widen(type, nb, wo, obs, wide);
+            wo = wide;
+        }
         for (int32_t r0 = 0; r0 < n_rows; r0 += MM_PK_RX) {
             const int nr = n_rows - r0 < MM_PK_RX ? n_rows - r0 : MM_PK_RX;
             fns[ob - 1][nr - 1](nb, wo, obs, x + (size_t)r0 * xs, xs, np, y + (int64_t)r0 * n_out + o, n_out);
