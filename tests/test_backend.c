@@ -74,7 +74,7 @@ static void test_mat_prepare(kern_backend *ref, kern_backend *cpu, uint64_t seed
         float *y0 = malloc(sizeof(float) * R * n_out), *y1 = malloc(sizeof(float) * R * n_out);
         kern_mat old = st;
         size_t old_bytes = 0;
-        old.packed = kern_mat_pack(&old, &old_bytes);
+        old.packed = kern_mat_pack(&old, &old_bytes, NULL);
         kern_backend_ops(cpu)->matmul(cpu, y0, &old, x, R);
         const kern_ops *o = kern_backend_ops(cpu);
         kern_mat pw;

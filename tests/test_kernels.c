@@ -491,6 +491,28 @@ static void test_matmul_n(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
     free(y1), free(x);
 }
 
+/* kern_mat_pack on a pool of threads (each packing and zeroing its own o-blocks) makes the
+ * bytes packing alone makes, for every packed type, a matrix of many tasks. */
+static void test_pack_pool(uint64_t seed) {
+    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q8_0,
+                                     DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    pool *p = pool_init(3);
+    T_CHECK(p != NULL, "pool_init(3)");
+    for (size_t ti = 0; p && ti < sizeof types / sizeof *types; ti++) {
+        kern_mat w = {types[ti], 16 * 45, 1024, make_weights(&seed, types[ti], 16 * 45, 1024), NULL};
+        size_t b1 = 0, b3 = 0;
+        void *one = kern_mat_pack(&w, &b1, NULL), *three = kern_mat_pack(&w, &b3, p);
+        if (!one) {
+            T_SKIP("this build has no packed form of %s", dtype_name(types[ti]));
+        } else {
+            T_CHECK(three && b1 == b3 && b1 > (64u << 10) && memcmp(one, three, b1) == 0,
+                    "%s: packed on 3 threads = packed alone (%zu bytes)", dtype_name(types[ti]), b1);
+        }
+        free(one), free(three), free((void *)w.data);
+    }
+    pool_free(p);
+}
+
 /* kern_mat_pack: the packed matrices (16 weight rows a vector, matmul_pk.c: every block
  * type) against ref, as tightly as the stored ones (activations that quantise exactly),
  * for blocks of 16 and 32 weight rows, any number of activation rows (1 .. 4 a pass, and
@@ -508,14 +530,14 @@ static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t se
     for (size_t ti = 0; ti < sizeof none / sizeof *none; ti++) {
         void *wd = make_weights(&seed, none[ti], 16, 256);
         kern_mat w = {none[ti], 16, 256, wd, NULL};
-        void *pk = kern_mat_pack(&w, NULL);
+        void *pk = kern_mat_pack(&w, NULL, NULL);
         T_CHECK(pk == NULL, "%s has no packed form", dtype_name(none[ti]));
         free(pk), free(wd);
     }
     {
         void *wd = make_weights(&seed, DT_Q4_1, 40, 256);
         kern_mat w = {DT_Q4_1, 40, 256, wd, NULL};
-        void *pk = kern_mat_pack(&w, NULL);
+        void *pk = kern_mat_pack(&w, NULL, NULL);
         T_CHECK(pk == NULL, "Q4_1 with 40 rows (not a multiple of 16) has no packed form");
         free(pk), free(wd);
     }
@@ -527,7 +549,7 @@ static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t se
                 if (!dtype_row_ok(types[ti], n_in)) continue;
                 kern_mat w = {types[ti], n_out, n_in, make_weights(&seed, types[ti], n_out, n_in), NULL};
                 size_t bytes = 0;
-                w.packed = kern_mat_pack(&w, &bytes);
+                w.packed = kern_mat_pack(&w, &bytes, NULL);
                 if (!w.packed) {
                     T_SKIP("this build has no packed form of %s", dtype_name(types[ti]));
                     free((void *)w.data);
@@ -566,7 +588,7 @@ static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t se
     float *y[3], *y1 = malloc(sizeof(float) * 17 * 64), *x = rand_floats(&seed, 17 * n_in, 1);
     for (int i = 0; i < 3; i++) {
         w[i] = (kern_mat){mix[i], 64, n_in, make_weights(&seed, mix[i], 64, n_in), NULL};
-        w[i].packed = kern_mat_pack(&w[i], NULL);
+        w[i].packed = kern_mat_pack(&w[i], NULL, NULL);
         y[i] = malloc(sizeof(float) * 17 * 64);
     }
     for (int32_t n_rows = 1; n_rows <= 17; n_rows += 8) {
@@ -604,7 +626,7 @@ static void test_matmul_extreme(kern_backend *ref, kern_backend *cpu) {
         }
         kern_mat w = {types[ti], n_out, n_in, wd, NULL};
         for (int form = 0; form < 2; form++) {
-            if (form) w.packed = kern_mat_pack(&w, NULL);
+            if (form) w.packed = kern_mat_pack(&w, NULL, NULL);
             if (form && !w.packed) break;
             for (int32_t n_rows = 1; n_rows <= 4; n_rows++) {
                 kern_backend_ops(ref)->matmul(ref, y0, &w, x, n_rows);
@@ -784,6 +806,7 @@ int main(void) {
     test_ref_oracle(ref);
     test_backend_api();
     test_pool();
+    test_pack_pool(78);
     test_quant_roundtrip(77);
     for (int32_t nt = 1; nt <= 3; nt++) {
         kern_backend *cpu = kern_backend_init("cpu", nt, &err);

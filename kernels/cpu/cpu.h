@@ -12,11 +12,12 @@ void cpu_attention(kern_backend *b, const kern_attn *a);
 void cpu_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, int32_t k,
                   kern_lse *lse, int32_t *ids, float *lp);
 
-/* The rows of w repacked once for cpu_matmul (matmul_pk.c): a kern_aligned_alloc'd buffer
- * (free it with free) to set as w->packed, or NULL where this build has no packed form for
- * w's type or memory runs out (w then works as stored). Its size goes to *bytes when not
- * NULL. Every other op reads data. */
-void *kern_mat_pack(const kern_mat *w, size_t *bytes);
+/* The rows of w repacked once for cpu_matmul (matmul_pk.c), on the threads of p (NULL:
+ * the caller's alone): a kern_aligned_alloc'd buffer (free it with free) to set as
+ * w->packed, or NULL where this build has no packed form for w's type or memory runs out
+ * (w then works as stored). Its size goes to *bytes when not NULL. Every other op reads
+ * data. */
+void *kern_mat_pack(const kern_mat *w, size_t *bytes, pool *p);
 
 /* ---- the backend's state (state.c) ---- */
 

@@ -420,7 +420,8 @@ static void mm_task(const mm_job *j, int32_t task, int32_t thread) {
     const int64_t o1 = o0 + j->rows_per_task < j->n_out ? o0 + j->rows_per_task : j->n_out;
 #if MM_PK
     if (j->k.pk) {
-        mm_pk_rows(j->type, j->n_in, j->w, o0, o1, j->x, j->xs, j->n_rows, j->y, j->n_out);
+        uint8_t *wide = j->prep_bytes ? j->prep + (size_t)thread * j->prep_bytes : NULL;
+        mm_pk_rows(j->type, j->n_in, j->w, o0, o1, j->x, j->xs, j->n_rows, j->y, j->n_out, wide);
         return;
     }
 #endif
@@ -499,8 +500,10 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
                           .y = y[i], .n_in = n_in, .n_out = w[i]->n_out,
                           .n_rows = n_rows};
         need[k.qx] = true;
-        if (k.prep && MM_TW * mm_prep_row_bytes(n_in) > prep_bytes)
-            prep_bytes = MM_TW * mm_prep_row_bytes(n_in);
+        const size_t pb = k.pk   ? mm_pk_wide_bytes(w[i]->type, n_in, n_rows)
+                          : k.prep ? MM_TW * mm_prep_row_bytes(n_in)
+                                   : 0;
+        if (pb > prep_bytes) prep_bytes = pb;
     }
     /* Each thread's prepared rows on pages of their own, a page apart from the next
      * thread's and from the activations: a core's prefetchers, following its stores to

@@ -250,9 +250,15 @@ SIMD_INLINE size_t mm_pk_ob_bytes(uint32_t type, int64_t n) {
 }
 /* Weight rows o0 .. o1 - 1 (multiples of 16) of a packed matrix at w (n_in columns)
  * times n_rows activation rows of the MM_QX_BLK form at x (xs bytes apart) into y
- * (n_out floats a row). */
+ * (n_out floats a row). wide: NULL, or mm_pk_wide_bytes of this thread's scratch, where
+ * batches of more than MM_PK_RX rows unpack each o-block once for all their rows (the
+ * results are the same bits either way). */
 void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64_t o1,
-                const uint8_t *x, size_t xs, int32_t n_rows, float *y, int64_t n_out);
+                const uint8_t *x, size_t xs, int32_t n_rows, float *y, int64_t n_out,
+                uint8_t *wide);
+/* bytes of scratch mm_pk_rows uses to unpack an o-block of n values for a batch of
+ * n_rows rows; 0 where it does not (one group of rows, or a level without it) */
+size_t mm_pk_wide_bytes(uint32_t type, int64_t n, int32_t n_rows);
 
 /* A block type of kernels/quant.h, prepared for the tiles: mm_prep_fn unpacks nw (1 or
  * MM_TW) weight rows of n values, all their chunks, into the grouped form at dst (one

@@ -112,14 +112,29 @@ static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b,
     }
 }
 
+/* The wide form of an o-block (mm_pk_widen) and its tiles, for batches of more rows than
+ * a tile takes: each o-block's quants unpacked once into the thread's scratch, where its
+ * every group of rows reads them as bytes, instead of unpacking them again per group. */
+size_t mm_pk_wide_bytes(uint32_t type, int64_t n, int32_t n_rows) {
+    if (n_rows <= MM_PK_RX || type == DT_Q8_0 || !mm_pk_wide_tiles(type)) return 0;
+    const int64_t nb = n / 32;
+    return mm_pk_ob_bytes(type, n) - (size_t)nb * mm_pk_qbytes(type) + (size_t)nb * MM_PK_WQB;
+}
+
 void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64_t o1,
-                const uint8_t *x, size_t xs, int32_t n_rows, float *y, int64_t n_out) {
-    mm_pk_row *fns = mm_pk_tiles(type);
+                const uint8_t *x, size_t xs, int32_t n_rows, float *y, int64_t n_out,
+                uint8_t *wide) {
+    const bool widen = wide && mm_pk_wide_bytes(type, n_in, n_rows) > 0;
+    mm_pk_row *fns = widen ? mm_pk_wide_tiles(type) : mm_pk_tiles(type);
     const int64_t nb = n_in / 32, np = mm_qx_np(n_in);
     const size_t obs = mm_pk_ob_bytes(type, n_in);
     for (int64_t o = o0; o < o1; o += 16 * MM_PK_OB) {
         const int ob = o1 - o < 16 * MM_PK_OB ? (int)((o1 - o) / 16) : MM_PK_OB;
         const uint8_t *wo = w + (size_t)(o / 16) * obs;
+        if (widen) { /* (MM_PK_OB is 1 where there are wide tiles) */
+            mm_pk_widen(type, nb, wo, obs, wide);
+            wo = wide;
+        }
         for (int32_t r0 = 0; r0 < n_rows; r0 += MM_PK_RX) {
             const int nr = n_rows - r0 < MM_PK_RX ? n_rows - r0 : MM_PK_RX;
             fns[ob - 1][nr - 1](nb, wo, obs, x + (size_t)r0 * xs, xs, np, y + (int64_t)r0 * n_out + o, n_out);
@@ -129,29 +144,54 @@ void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64
 
 #endif
 
-void *kern_mat_pack(const kern_mat *w, size_t *bytes) {
+#if MM_PK
+/* The o-blocks of a matrix one pool task packs: the stored rows at w, into out. */
+typedef struct mm_pack_job {
+    const kern_mat *w;
+    uint8_t *out;
+    size_t rs, obs;
+    int64_t per; /* o-blocks a task */
+} mm_pack_job;
+
+static void mm_pack_task(void *ctx, int32_t task, int32_t thread) {
+    (void)thread;
+    const mm_pack_job *j = ctx;
+    const kern_mat *w = j->w;
+    const int64_t nb = w->n_in / 32, n_ob = w->n_out / 16, step = mm_blk_n(w->type) / 32;
+    const int64_t ob0 = task * j->per, ob1 = ob0 + j->per < n_ob ? ob0 + j->per : n_ob;
+    /* (zeroed here, not by the caller: the padding, and the high-bit parts the packers or
+     * into; each task's pages are then first touched by the thread that fills them) */
+    memset(j->out + (size_t)ob0 * j->obs, 0, (size_t)(ob1 - ob0) * j->obs);
+    for (int64_t ob = ob0; ob < ob1; ob++) {
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)(16 * ob) * j->rs;
+        uint8_t *dst = j->out + (size_t)ob * j->obs;
+        for (int64_t b = 0; b < nb; b += step)
+            if (step > 1)
+                mm_pk_super(w->type, src, j->rs, b / 8, nb, dst);
+            else
+                mm_pk_block(w->type, src, j->rs, b, nb, dst);
+    }
+}
+#endif
+
+void *kern_mat_pack(const kern_mat *w, size_t *bytes, pool *p) {
 #if MM_PK
     if (!mm_pk_type(w->type) || !dtype_row_ok(w->type, w->n_in) || w->n_in <= 0 || w->n_out <= 0 ||
         w->n_out % 16)
         return NULL;
-    const size_t rs = dtype_row_bytes(w->type, w->n_in), obs = mm_pk_ob_bytes(w->type, w->n_in);
-    const size_t total = obs * (size_t)(w->n_out / 16);
-    uint8_t *out = kern_aligned_alloc(total);
-    if (!out) return NULL;
-    memset(out, 0, total); /* (the padding, and the high-bit parts the packers or into) */
-    const int64_t nb = w->n_in / 32;
-    for (int64_t ob = 0; ob < w->n_out / 16; ob++)
-        for (int64_t b = 0; b < nb; b += mm_blk_n(w->type) / 32)
-            if (mm_blk_n(w->type) > 32)
-                mm_pk_super(w->type, (const uint8_t *)w->data + (size_t)(16 * ob) * rs, rs, b / 8, nb,
-                            out + (size_t)ob * obs);
-            else
-                mm_pk_block(w->type, (const uint8_t *)w->data + (size_t)(16 * ob) * rs, rs, b, nb,
-                        out + (size_t)ob * obs);
+    mm_pack_job j = {w, NULL, dtype_row_bytes(w->type, w->n_in), mm_pk_ob_bytes(w->type, w->n_in), 0};
+    const int64_t n_ob = w->n_out / 16;
+    const size_t total = j.obs * (size_t)n_ob;
+    j.out = kern_aligned_alloc(total);
+    if (!j.out) return NULL;
+    /* a few tasks a thread, for threads that start late; small matrices in one */
+    const int64_t n_tasks = total < (64u << 10) ? 1 : 4 * (int64_t)pool_threads(p);
+    j.per = (n_ob + n_tasks - 1) / n_tasks;
+    pool_run(p, (int32_t)((n_ob + j.per - 1) / j.per), mm_pack_task, &j);
     if (bytes) *bytes = total;
-    return out;
+    return j.out;
 #else
-    (void)w, (void)bytes;
+    (void)w, (void)bytes, (void)p;
     return NULL;
 #endif
 }

@@ -47,6 +47,15 @@ typedef void (*mm_pk_fn)(int64_t nb, const uint8_t *w, size_t obs, const uint8_t
 typedef const mm_pk_fn mm_pk_row[MM_PK_RX];
 mm_pk_row *mm_pk_tiles(uint32_t type);
 
+/* The wide form of an o-block: its quants as bytes, one value each (below 1 << bits),
+ * MM_PK_WQB a block in 8 parts of 64 like Q8_0's (part s, byte 4 o + i: value 4 s + i of
+ * row o), then its scales as packed. mm_pk_widen writes it for the o-block at w (obs
+ * bytes, nb blocks) to dst; the wide tiles (the same sums, in the same order, as
+ * mm_pk_tiles's) read it, with obs as given. NULL where a level has none. */
+#define MM_PK_WQB 512
+void mm_pk_widen(uint32_t type, int64_t nb, const uint8_t *w, size_t obs, uint8_t *dst);
+mm_pk_row *mm_pk_wide_tiles(uint32_t type);
+
 /* Instantiates the tile template tmpl(nb, w, obs, x, xs, np, y, ys, type, R, OB) for
  * type T and every R, OB, and the table mm_pk_tiles hands out. */
 #define MM_PK_FN(tmpl, name, T, r, ob)                                                     \
@@ -68,9 +77,10 @@ mm_pk_row *mm_pk_tiles(uint32_t type);
 #endif
 _Static_assert(MM_PK_RX == 4 && MM_PK_OB <= 2, "MM_PK_TYPE spells out R 1..4, OB 1..2");
 
-/* mm_pk_tiles for a level whose tables MM_PK_TYPE named PREFIX_q4_0 .. PREFIX_q5_k */
-#define MM_PK_TABLES(prefix)                                                               \
-    mm_pk_row *mm_pk_tiles(uint32_t type) {                                                \
+/* fname (mm_pk_tiles, mm_pk_wide_tiles) for a level whose tables MM_PK_TYPE named
+ * PREFIX_q4_0 .. PREFIX_q5_k */
+#define MM_PK_TABLES(prefix, fname)                                                        \
+    mm_pk_row *fname(uint32_t type) {                                                \
         switch (type) {                                                                    \
         case DT_Q4_0: return prefix##_q4_0_fns;                                            \
         case DT_Q4_1: return prefix##_q4_1_fns;                                            \
@@ -82,12 +92,12 @@ _Static_assert(MM_PK_RX == 4 && MM_PK_OB <= 2, "MM_PK_TYPE spells out R 1..4, OB
         default: return prefix##_q8_0_fns;                                                 \
         }                                                                                  \
     }
-#define MM_PK_ALL_TYPES(tmpl, prefix)                                                      \
+#define MM_PK_ALL_TYPES(tmpl, prefix, fname)                                               \
     MM_PK_TYPE(tmpl, prefix##_q4_0, DT_Q4_0) MM_PK_TYPE(tmpl, prefix##_q4_1, DT_Q4_1)      \
     MM_PK_TYPE(tmpl, prefix##_q5_0, DT_Q5_0) MM_PK_TYPE(tmpl, prefix##_q5_1, DT_Q5_1)      \
     MM_PK_TYPE(tmpl, prefix##_q4_k, DT_Q4_K) MM_PK_TYPE(tmpl, prefix##_q5_k, DT_Q5_K)      \
     MM_PK_TYPE(tmpl, prefix##_q6_k, DT_Q6_K) MM_PK_TYPE(tmpl, prefix##_q8_0, DT_Q8_0)      \
-    MM_PK_TABLES(prefix)
+    MM_PK_TABLES(prefix, fname)
 
 #endif
 #endif

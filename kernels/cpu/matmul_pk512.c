@@ -223,6 +223,16 @@ SIMD_INLINE void mm_pk_tile(int64_t nb, const uint8_t *w, size_t obs, const uint
     mm_pk_acc(acc, y, ys, R, OB);
 }
 
-MM_PK_ALL_TYPES(mm_pk_tile, mm_pk512)
+MM_PK_ALL_TYPES(mm_pk_tile, mm_pk512, mm_pk_tiles)
+
+/* (no wide form: a whole o-block is one vector here, unpacked once for MM_PK_RX rows in
+ * registers already) */
+mm_pk_row *mm_pk_wide_tiles(uint32_t type) {
+    (void)type;
+    return NULL;
+}
+void mm_pk_widen(uint32_t type, int64_t nb, const uint8_t *w, size_t obs, uint8_t *dst) {
+    (void)type, (void)nb, (void)w, (void)obs, (void)dst;
+}
 
 #endif

@@ -33,6 +33,7 @@ SIMD_INLINE pv pv_set8(int8_t v) { return _mm256_set1_epi8(v); }
 SIMD_INLINE pv pv_set32(int32_t v) { return _mm256_set1_epi32(v); }
 SIMD_INLINE pv pv_and(pv a, pv b) { return _mm256_and_si256(a, b); }
 SIMD_INLINE pv pv_or(pv a, pv b) { return _mm256_or_si256(a, b); }
+SIMD_INLINE void pv_store(uint8_t *p, pv a) { _mm256_store_si256((__m256i *)p, a); }
 #define pv_shl16(a, n) _mm256_slli_epi16(a, n)
 #define pv_shr16(a, n) _mm256_srli_epi16(a, n)
 SIMD_INLINE pf pf_zero(void) { return _mm256_setzero_ps(); }
@@ -59,6 +60,7 @@ SIMD_INLINE pv pv_set8(int8_t v) { return vdupq_n_s8(v); }
 SIMD_INLINE pv pv_set32(int32_t v) { return vreinterpretq_s8_s32(vdupq_n_s32(v)); }
 SIMD_INLINE pv pv_and(pv a, pv b) { return vandq_s8(a, b); }
 SIMD_INLINE pv pv_or(pv a, pv b) { return vorrq_s8(a, b); }
+SIMD_INLINE void pv_store(uint8_t *p, pv a) { vst1q_s8((int8_t *)p, a); }
 /* (shifts by a vector count, which any n may be: the _n forms want an immediate even in
  * the arms of a conditional that constant folding drops) */
 #define pv_shl16(a, n) vreinterpretq_s8_u16(vshlq_u16(vreinterpretq_u16_s8(a), vdupq_n_s16(n)))
@@ -155,14 +157,34 @@ SIMD_INLINE void pv_dot_q8(pv_sum *a, pv u, pv x, const int k) {
 
 /* ---- the tiles ------------------------------------------------------------------- */
 
+/* Part s's low (values 4 s ..) and high (16 + 4 s ..) values of the quants at q + at,
+ * one byte each. */
+SIMD_INLINE void pv_unpack(const uint8_t *q, int at, const int s, const uint32_t type, pv *ul,
+                           pv *uh) {
+    const int bits = mm_pk_bits(type);
+    const pv v = pv_load(q + 64 * s + at), lo4 = pv_set8(15);
+    *ul = pv_and(v, lo4), *uh = pv_and(pv_shr16(v, 4), lo4);
+    if (bits == 5) { /* the fifth bits, at bits 2s and 2s + 1, to bit 4 */
+        const pv hv = pv_load(q + 256 + at), bit4 = pv_set8(16);
+        *ul = pv_or(*ul, pv_and(pv_to_bit4(hv, 2 * s), bit4));
+        *uh = pv_or(*uh, pv_and(pv_to_bit4(hv, 2 * s + 1), bit4));
+    } else if (bits == 6) { /* the top 2 bits of part s, at bits 4-5 */
+        const pv hv = pv_load(q + 256 + 64 * (s / 2) + at), hi2 = pv_set8(0x30);
+        const pv hl = s % 2 ? hv : pv_shl16(hv, 4);
+        const pv hh = s % 2 ? pv_shr16(hv, 2) : pv_shl16(hv, 2);
+        *ul = pv_or(*ul, pv_and(hl, hi2));
+        *uh = pv_or(*uh, pv_and(hh, hi2));
+    }
+}
+
 /* The products of block b of parts H0 .. H0 + NH - 1 into p[h][r][0] (Q6_K: its two
- * groups of 16 into p[h][r][0] and [1]); part s of the quants at q + 64 s + 4 L (H0 + h). */
+ * groups of 16 into p[h][r][0] and [1]); part s of the quants at q + 64 s + 4 L (H0 + h),
+ * packed, or (WIDE) of the wide form, whose 8 parts hold one value a byte. */
 SIMD_INLINE void pv_block(const uint8_t *q, size_t ahead, const uint8_t *x, size_t xs, int64_t b,
                           pv_sum p[PV_NP][MM_PK_RX][2], const uint32_t type, const int R,
-                          const int H0, const int NH) {
+                          const int H0, const int NH, const int WIDE) {
     const int bits = mm_pk_bits(type);
-    const pv lo4 = pv_set8(15);
-    if (H0 == 0) /* (the other parts' calls find the lines in cache) */
+    if (H0 == 0 && !WIDE) /* (the other parts' calls find the lines in cache) */
         for (int s = 0; s < bits; s++) MM_PREFETCH(q + ahead + 64 * s);
     if (type == DT_Q8_0) {
 #pragma GCC unroll 8
@@ -181,19 +203,11 @@ SIMD_INLINE void pv_block(const uint8_t *q, size_t ahead, const uint8_t *x, size
 #pragma GCC unroll 4
         for (int h = 0; h < NH; h++) {
             const int at = 4 * PV_L * (H0 + h);
-            const pv v = pv_load(q + 64 * s + at);
-            pv ul = pv_and(v, lo4), uh = pv_and(pv_shr16(v, 4), lo4);
-            if (bits == 5) { /* the fifth bits, at bits 2s and 2s + 1, to bit 4 */
-                const pv hv = pv_load(q + 256 + at), bit4 = pv_set8(16);
-                ul = pv_or(ul, pv_and(pv_to_bit4(hv, 2 * s), bit4));
-                uh = pv_or(uh, pv_and(pv_to_bit4(hv, 2 * s + 1), bit4));
-            } else if (bits == 6) { /* the top 2 bits of part s, at bits 4-5 */
-                const pv hv = pv_load(q + 256 + 64 * (s / 2) + at), hi2 = pv_set8(0x30);
-                const pv hl = s % 2 ? hv : pv_shl16(hv, 4);
-                const pv hh = s % 2 ? pv_shr16(hv, 2) : pv_shl16(hv, 2);
-                ul = pv_or(ul, pv_and(hl, hi2));
-                uh = pv_or(uh, pv_and(hh, hi2));
-            }
+            pv ul, uh;
+            if (WIDE)
+                ul = pv_load(q + 64 * s + at), uh = pv_load(q + 64 * (s + 4) + at);
+            else
+                pv_unpack(q, at, s, type, &ul, &uh);
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
                 const pv x0 = pv_x4(x + r * xs, 32 * b + 4 * s);
@@ -248,10 +262,10 @@ SIMD_INLINE void pv_scale_prefetch(const uint8_t *sc, int64_t nb, int64_t b, con
 SIMD_INLINE void pv_scale(const uint8_t *w, size_t obs, int64_t nb, const uint8_t *x, size_t xs,
                           int64_t np, int64_t b, pv_sum p[PV_NP][MM_PK_RX][2],
                           pf acc[PV_NP][MM_PK_RX], const uint32_t type, const int R, const int H0,
-                          const int NH) {
-    const uint8_t *sc = w + nb * mm_pk_qbytes(type);
+                          const int NH, const int WIDE) {
+    const uint8_t *sc = w + nb * (WIDE ? MM_PK_WQB : mm_pk_qbytes(type));
     const int j = (int)(b % 8);
-    if (H0 == 0) /* the next o-block's scales of this block */
+    if (H0 == 0 && !WIDE) /* the next o-block's scales of this block */
         pv_scale_prefetch(sc + obs, nb, b, type);
 #pragma GCC unroll 4
     for (int h = 0; h < NH; h++) {
@@ -287,8 +301,8 @@ SIMD_INLINE void pv_scale(const uint8_t *w, size_t obs, int64_t nb, const uint8_
  * L (H0 + h) + lane]. */
 SIMD_INLINE void pv_parts(int64_t nb, const uint8_t *w, size_t obs, const uint8_t *x, size_t xs,
                           int64_t np, float *y, int64_t ys, const uint32_t type, const int R,
-                          const int H0, const int NH) {
-    const int qb = mm_pk_qbytes(type);
+                          const int H0, const int NH, const int WIDE) {
+    const int qb = WIDE ? MM_PK_WQB : mm_pk_qbytes(type);
     pf acc[PV_NP][MM_PK_RX];
 #pragma GCC unroll 4
     for (int h = 0; h < NH; h++)
@@ -297,8 +311,8 @@ SIMD_INLINE void pv_parts(int64_t nb, const uint8_t *w, size_t obs, const uint8_
     for (int64_t b = 0; b < nb; b++) {
         pv_sum p[PV_NP][MM_PK_RX][2];
         pv_start(x, xs, np, b, p, type, R, NH);
-        pv_block(w + b * qb, obs, x, xs, b, p, type, R, H0, NH);
-        pv_scale(w, obs, nb, x, xs, np, b, p, acc, type, R, H0, NH);
+        pv_block(w + b * qb, obs, x, xs, b, p, type, R, H0, NH, WIDE);
+        pv_scale(w, obs, nb, x, xs, np, b, p, acc, type, R, H0, NH, WIDE);
     }
 #pragma GCC unroll 4
     for (int h = 0; h < NH; h++)
@@ -308,20 +322,56 @@ SIMD_INLINE void pv_parts(int64_t nb, const uint8_t *w, size_t obs, const uint8_
 
 /* One o-block (OB is 1) times R rows: all its parts together for one row (decode, where
  * the weights stream from memory once), PV_NH_MANY at a time for more, whose sums would
- * not fit in the registers together. */
-SIMD_INLINE void pv_tile(int64_t nb, const uint8_t *w, size_t obs, const uint8_t *x, size_t xs,
-                         int64_t np, float *y, int64_t ys, const uint32_t type, const int R,
-                         const int OB) {
-    (void)OB;
+ * not fit in the registers together; packed or (WIDE) in the wide form. */
+SIMD_INLINE void pv_tile_as(int64_t nb, const uint8_t *w, size_t obs, const uint8_t *x, size_t xs,
+                            int64_t np, float *y, int64_t ys, const uint32_t type, const int R,
+                            const int WIDE) {
     if (R == 1) {
-        pv_parts(nb, w, obs, x, xs, np, y, ys, type, R, 0, PV_NP);
+        pv_parts(nb, w, obs, x, xs, np, y, ys, type, R, 0, PV_NP, WIDE);
         return;
     }
 #pragma GCC unroll 4
     for (int h0 = 0; h0 < PV_NP; h0 += PV_NH_MANY)
-        pv_parts(nb, w, obs, x, xs, np, y, ys, type, R, h0, PV_NH_MANY);
+        pv_parts(nb, w, obs, x, xs, np, y, ys, type, R, h0, PV_NH_MANY, WIDE);
+}
+SIMD_INLINE void pv_tile(int64_t nb, const uint8_t *w, size_t obs, const uint8_t *x, size_t xs,
+                         int64_t np, float *y, int64_t ys, const uint32_t type, const int R,
+                         const int OB) {
+    (void)OB;
+    pv_tile_as(nb, w, obs, x, xs, np, y, ys, type, R, 0);
+}
+SIMD_INLINE void pv_tile_wide(int64_t nb, const uint8_t *w, size_t obs, const uint8_t *x,
+                              size_t xs, int64_t np, float *y, int64_t ys, const uint32_t type,
+                              const int R, const int OB) {
+    (void)OB;
+    pv_tile_as(nb, w, obs, x, xs, np, y, ys, type, R, 1);
 }
 
-MM_PK_ALL_TYPES(pv_tile, mm_pkv)
+MM_PK_ALL_TYPES(pv_tile, mm_pkv, mm_pk_tiles)
+MM_PK_ALL_TYPES(pv_tile_wide, mm_pkvw, mm_pk_wide_tiles)
+
+/* The wide form of one block's quants, part by part. */
+SIMD_INLINE void pv_widen_block(const uint8_t *q, uint8_t *dst, const uint32_t type) {
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++)
+#pragma GCC unroll 4
+        for (int h = 0; h < PV_NP; h++) {
+            const int at = 4 * PV_L * h;
+            pv ul, uh;
+            pv_unpack(q, at, s, type, &ul, &uh);
+            pv_store(dst + 64 * s + at, ul);
+            pv_store(dst + 64 * (s + 4) + at, uh);
+        }
+}
+
+void mm_pk_widen(uint32_t type, int64_t nb, const uint8_t *w, size_t obs, uint8_t *dst) {
+    const int qb = mm_pk_qbytes(type);
+    switch (mm_pk_bits(type)) { /* (the bit count a compile-time constant in each loop) */
+    case 4: for (int64_t b = 0; b < nb; b++) pv_widen_block(w + b * qb, dst + b * MM_PK_WQB, DT_Q4_0); break;
+    case 5: for (int64_t b = 0; b < nb; b++) pv_widen_block(w + b * qb, dst + b * MM_PK_WQB, DT_Q5_0); break;
+    default: for (int64_t b = 0; b < nb; b++) pv_widen_block(w + b * qb, dst + b * MM_PK_WQB, DT_Q6_K); break;
+    }
+    memcpy(dst + nb * MM_PK_WQB, w + nb * qb, obs - (size_t)nb * qb); /* the scales */
+}
 
 #endif

@@ -110,11 +110,11 @@ const float *cpu_rope_table(kern_backend *b, const int32_t *pos, int32_t n_rows,
 
 st_code cpu_mat_prepare(kern_backend *b, kern_mat *out, const kern_mat *stored, uint32_t flags,
                         size_t *bytes) {
-    (void)b;
     *out = *stored;
     out->packed = NULL;
     size_t n = 0;
-    if (!(flags & (KERN_MAT_ROWS_ONLY | KERN_MAT_AS_STORED))) out->packed = kern_mat_pack(out, &n);
+    if (!(flags & (KERN_MAT_ROWS_ONLY | KERN_MAT_AS_STORED)))
+        out->packed = kern_mat_pack(out, &n, cpu_pool(b));
     if (bytes) *bytes = out->packed ? n : 0;
     return ST_OK;
 }
