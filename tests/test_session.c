@@ -386,8 +386,16 @@ static void test_deep_and_empty(void) {
     unlink(path);
 }
 
-/* A node with 100,000 children is built and loaded in linear time (issue 35: every new
- * child walked its siblings, so this load took 17 s), the children in creation order. */
+/* CPU seconds of this process: unlike the wall clock, not stretched by the other tests
+ * that make test runs beside this one. */
+static double cpu_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A node with 100,000 children is built and loaded in linear time (when every new child
+ * walked its siblings, this load took 17 s), the children in creation order. */
 static void test_wide(void) {
     char path[160];
     snprintf(path, sizeof path, "%s/wide.json", tmpdir);
@@ -396,24 +404,24 @@ static void test_wide(void) {
     st_err err = {0};
     forest_id root;
     int32_t one = 1;
-    double t0 = mono_now_s();
+    double t0 = cpu_now_s();
     forest_add_root(f, &one, NULL, 1, 0, &root, &err);
     for (int32_t i = 0; i < N; i++) {
         int32_t tok = i % 1000;
         forest_append(f, root, &tok, NULL, 1, NULL, &err);
     }
-    double t_build = mono_now_s() - t0;
+    double t_build = cpu_now_s() - t0;
     session_settings s = session_settings_default(), s2;
     T_CHECK(session_save(path, f, &s, NULL, NULL, &err) == ST_OK, "save wide: %s", err.msg);
-    t0 = mono_now_s();
+    t0 = cpu_now_s();
     forest *g = session_load(path, NULL, &s2, NULL, &err);
-    double t_load = mono_now_s() - t0;
+    double t_load = cpu_now_s() - t0;
     fprintf(stderr, "wide: %d children built in %.3f s, loaded in %.3f s\n", N, t_build, t_load);
-    double slack = 1; /* parsing the 5 MB of JSON dominates the load, slower under ASan */
+    double slack = 2; /* parsing the 5 MB of JSON dominates the load, slower under ASan */
 #ifdef __SANITIZE_ADDRESS__
-    slack = 4;
+    slack = 8;
 #endif
-    T_CHECK(t_build < 0.5 && t_load < 1.5 * slack, "%d children: built in %.2f s, loaded in "
+    T_CHECK(t_build < 1 && t_load < 1.5 * slack, "%d children: built in %.2f s, loaded in "
             "%.2f s", N, t_build, t_load);
     T_CHECK(g && forest_n_children(g, forest_id_at(g, forest_dfs_first(g))) == N,
             "load wide: %s", err.msg);
