@@ -182,6 +182,9 @@ bool tok_pre_next(tok_pre *p, size_t *off, size_t *n) {
     pre_text x = { p->s, p->len };
     size_t i = p->pos, end;
     switch (p->kind) {
+    case TOK_PRE_LINES: /* llama.cpp's gemma4 split "[^\n]+|[\n]+" */
+        for (end = i + 1; end < p->len && (p->s[end] == '\n') == (p->s[i] == '\n');) end++;
+        break;
     case TOK_PRE_LLAMA3: end = pre_llama3(&x, i, 3); break;
     case TOK_PRE_QWEN2: end = pre_llama3(&x, i, 1); break;
     case TOK_PRE_SMOLLM: {
