@@ -170,6 +170,19 @@ static void test_families(void) {
                  "<bos><start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\nHello! "
                  "How can I help?<end_of_turn>\n<start_of_turn>user\nWhat is 2+2?<end_of_turn>\n"
                  "<start_of_turn>model\n");
+    /* jinja2 3.1.6 on llama.cpp's models/templates/google-gemma-4-31B-it.jinja (trim_blocks,
+     * lstrip_blocks, bos_token "<bos>"): the system turn of its own, the empty thought
+     * channel after the generation prompt, answers in a row sharing one model turn */
+    check_render("gemma4 conversation", CHAT_GEMMA4, NULL, CONV, N_CONV, true,
+                 "<bos><|turn>system\nYou are terse.<turn|>\n<|turn>user\nHi there<turn|>\n"
+                 "<|turn>model\nHello! How can I help?<turn|>\n<|turn>user\nWhat is 2+2?<turn|>\n"
+                 "<|turn>model\n<|channel>thought\n<channel|>");
+    check_render("gemma4 no prompt", CHAT_GEMMA4, NULL, CONV + 1, 1, false,
+                 "<bos><|turn>user\nHi there<turn|>\n");
+    const chat_msg twice[] = {{"user", "q"}, {"assistant", "a"}, {"assistant", "b"}};
+    check_render("gemma4 answers in a row", CHAT_GEMMA4, NULL, twice, 3, true,
+                 "<bos><|turn>user\nq<turn|>\n<|turn>model\na<turn|>\nb<turn|>\n<|turn>model\n"
+                 "<|channel>thought\n<channel|>");
     check_render("llama2 without system", CHAT_LLAMA2, NULL, CONV + 1, N_CONV - 1, false,
                  "<s>[INST] Hi there [/INST] Hello! How can I help? </s><s>[INST] What is 2+2? "
                  "[/INST]");
@@ -270,6 +283,7 @@ static void test_detect(void) {
         {J_LLAMA2, CHAT_LLAMA2, "Llama-2"},
         {J_ZEPHYR, CHAT_ZEPHYR, "Zephyr"},
         {J_GEMMA, CHAT_GEMMA, "Gemma"},
+        {"{{- '<|turn>' + role + '\\n' }}{{- '<turn|>\\n' -}}", CHAT_GEMMA4, "Gemma 4"},
         {J_MISTRAL, CHAT_NONE, "Mistral v0.2"},
         {J_PHI3, CHAT_NONE, "Phi-3"},
         {"{% for m in messages %}<|im_start|>{{ m.role }}<|im_sep|>{% endfor %}", CHAT_NONE, "Phi-4"},
@@ -287,8 +301,9 @@ static void test_detect(void) {
 }
 
 static void test_names(void) {
-    static const char *const names[] = {"none", "chatml", "llama3", "llama2", "zephyr", "gemma"};
-    static const bool bos[] = {false, false, true, true, false, true};
+    static const char *const names[] = {"none", "chatml", "llama3", "llama2", "zephyr", "gemma",
+                                        "gemma4"};
+    static const bool bos[] = {false, false, true, true, false, true, true};
     T_CHECK(sizeof names / sizeof names[0] == CHAT_N_KINDS, "one name per kind");
     for (int k = 0; k < CHAT_N_KINDS; k++) {
         T_CHECK(strcmp(chat_name((chat_kind)k), names[k]) == 0, "name of %d: %s", k, chat_name((chat_kind)k));
@@ -301,7 +316,8 @@ static void test_names(void) {
     T_CHECK(strcmp(chat_name((chat_kind)-1), "none") == 0 && strcmp(chat_name(CHAT_N_KINDS), "none") == 0,
             "out of range names");
     /* The BOS a template includes is really at the start of its text. */
-    static const char *const bos_text[] = {"", "", "<|begin_of_text|>", "<s>", "", "<bos>"};
+    static const char *const bos_text[] = {"", "", "<|begin_of_text|>", "<s>", "", "<bos>",
+                                           "<bos>"};
     for (int k = CHAT_NONE + 1; k < CHAT_N_KINDS; k++) {
         if (!bos[k]) continue;
         char *s = render((chat_kind)k, NULL, CONV, N_CONV, true);
