@@ -589,6 +589,23 @@ int main(void) {
     }
     tok_free(t);
 
+    /* Qwen3.5's byte-level BPE: qwen2's split with marks kept inside words */
+    const char *q35 = "models/ggml-vocab-qwen35.gguf";
+    t = t_shared(q35) ? t_tok_load(q35) : NULL;
+    if (t) {
+        T_CHECK(!strcmp(tok_model_name(t), "gpt2"), "qwen35: model %s", tok_model_name(t));
+        test_vectors(t, "qwen35", 50);
+        /* combining marks, which llama.cpp's vectors do not reach: ids from llama.cpp
+         * 0c1e5709's llama_tokenize on this vocabulary (no BOS, no special parsing) */
+        check_enc(t, "नमस्ते दुनिया", false, false,
+                  (int32_t[]){ 60096, 87244, 78368, 30484, 97, 34370, 14925, 99, 72653, 60096,
+                               42311, 107, 23868 }, 13);
+        check_enc(t, " \u00e0\u0300 b", false, false, (int32_t[]){ 3784, 96549, 293 }, 3);
+    } else {
+        T_MISSING("%s not found", q35);
+    }
+    tok_free(t);
+
     t = t_tok_load("models/stories260K.gguf");
     if (t) {
         check_enc(t, "Once upon a time", true, false, (int32_t[]){ 1, 403, 407, 261, 378 }, 5);

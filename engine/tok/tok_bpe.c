@@ -111,7 +111,7 @@ st_code tok_bpe_init(tok *t, const tok_vocab_desc *d, st_err *err) {
     if (pre < 0)
         return st_set(err, ST_ERR_UNSUPPORTED,
                       "tokenizer pre-tokenizer '%.64s' is not supported (known: default, gpt2, "
-                      "llama3, llama-bpe, qwen2, smollm and aliases)", d->pre);
+                      "llama3, llama-bpe, qwen2, qwen35, smollm and aliases)", d->pre);
     if (d->n_merges < 0 || (d->n_merges > 0 && !d->merges))
         return st_set(err, ST_ERR_ARG, "tokenizer: gpt2 model without its merges");
     struct tok_bpe *b = calloc(1, sizeof *b);

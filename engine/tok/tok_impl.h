@@ -64,7 +64,7 @@ bool tok_bpe_raw(const tok *t);
 
 /* ---- pre-tokenizer splits (tok_pretok.c) ---- */
 
-enum { TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_SMOLLM,
+enum { TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_QWEN35, TOK_PRE_SMOLLM,
        TOK_PRE_LINES /* runs of newlines and runs of anything else (gemma4) */ };
 
 /* The split for a tokenizer.ggml.pre name (NULL or "" is "default", the GPT-2 regex),
