@@ -173,16 +173,25 @@ static void test_families(void) {
     /* jinja2 3.1.6 on llama.cpp's models/templates/google-gemma-4-31B-it.jinja (trim_blocks,
      * lstrip_blocks, bos_token "<bos>"): the system turn of its own, the empty thought
      * channel after the generation prompt, answers in a row sharing one model turn */
-    check_render("gemma4 conversation", CHAT_GEMMA4, NULL, CONV, N_CONV, true,
-                 "<bos><|turn>system\nYou are terse.<turn|>\n<|turn>user\nHi there<turn|>\n"
-                 "<|turn>model\nHello! How can I help?<turn|>\n<|turn>user\nWhat is 2+2?<turn|>\n"
-                 "<|turn>model\n<|channel>thought\n<channel|>");
-    check_render("gemma4 no prompt", CHAT_GEMMA4, NULL, CONV + 1, 1, false,
-                 "<bos><|turn>user\nHi there<turn|>\n");
-    const chat_msg twice[] = {{"user", "q"}, {"assistant", "a"}, {"assistant", "b"}};
-    check_render("gemma4 answers in a row", CHAT_GEMMA4, NULL, twice, 3, true,
-                 "<bos><|turn>user\nq<turn|>\n<|turn>model\na<turn|>\nb<turn|>\n<|turn>model\n"
-                 "<|channel>thought\n<channel|>");
+    static const chat_msg twice[] = {{"user", "q"}, {"assistant", "a"}, {"assistant", "b"}};
+    static const struct {
+        const char *what;
+        const chat_msg *m;
+        size_t n;
+        bool gen;
+        const char *want;
+    } g4[] = {
+        {"gemma4 conversation", CONV, N_CONV, true,
+         "<bos><|turn>system\nYou are terse.<turn|>\n<|turn>user\nHi there<turn|>\n<|turn>model\n"
+         "Hello! How can I help?<turn|>\n<|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n"
+         "<|channel>thought\n<channel|>"},
+        {"gemma4 no prompt", CONV + 1, 1, false, "<bos><|turn>user\nHi there<turn|>\n"},
+        {"gemma4 answers in a row", twice, 3, true,
+         "<bos><|turn>user\nq<turn|>\n<|turn>model\na<turn|>\nb<turn|>\n<|turn>model\n"
+         "<|channel>thought\n<channel|>"},
+    };
+    for (size_t i = 0; i < sizeof g4 / sizeof g4[0]; i++)
+        check_render(g4[i].what, CHAT_GEMMA4, NULL, g4[i].m, g4[i].n, g4[i].gen, g4[i].want);
     check_render("llama2 without system", CHAT_LLAMA2, NULL, CONV + 1, N_CONV - 1, false,
                  "<s>[INST] Hi there [/INST] Hello! How can I help? </s><s>[INST] What is 2+2? "
                  "[/INST]");
