@@ -109,6 +109,7 @@ struct chat_style {
     bool basic_roles;       /* only system, user and assistant are written (Zephyr) */
     bool gen_after_message; /* the generation prompt needs a message before it (Zephyr) */
     bool merge_answers;     /* an answer right after an answer opens no new turn (Gemma 4) */
+    const char *late_answer; /* opens each answer after the last user turn, or NULL */
     const char *gen_suffix; /* written after the generation prompt's header, or NULL */
 };
 
@@ -126,6 +127,11 @@ static void put_open(const chat_style *st, const char *role, chat_out *o) {
 static void render_turns(const chat_style *st, const chat_conv *c, bool gen, chat_out *o) {
     size_t n = conv_n(c), since = 0; /* since: first message not yet folded */
     bool answered = false;            /* the last message written was an answer */
+    size_t last_user = 0;             /* answers from here on are late_answer's */
+    for (size_t i = 0; i < n; i++) {
+        chat_msg m = conv_at(c, i);
+        if (role_is(&m, "user")) last_user = i + 1;
+    }
     out_str(o, st->start);
     if (n > 0) out_str(o, st->first);
     for (size_t i = 0; i < n; i++) {
@@ -134,6 +140,7 @@ static void render_turns(const chat_style *st, const chat_conv *c, bool gen, cha
         if ((st->fold_system && role_is(&m, "system")) || (st->basic_roles && !basic)) continue;
         if (!(st->merge_answers && answered && role_is(&m, "assistant"))) put_open(st, m.role, o);
         answered = role_is(&m, "assistant");
+        if (answered && st->late_answer && i >= last_user) out_str(o, st->late_answer);
         if (st->fold_system && role_is(&m, "user")) {
             for (size_t j = since; j < i; j++) {
                 chat_msg s = conv_at(c, j);
@@ -217,6 +224,11 @@ static const chat_style chat_styles[CHAT_N_KINDS] = {
                      .start = "<bos>", .first = "", .open_pre = "<|turn>", .open_post = "\n",
                      .close = "<turn|>\n", .assistant = "model", .trim = true,
                      .merge_answers = true, .gen_suffix = "<|channel>thought\n<channel|>"},
+    /* models/templates/Qwen3.5-4B.jinja in llama.cpp 0c1e5709 */
+    [CHAT_QWEN35] = {.name = "qwen35", .render = render_turns, .start = "", .first = "",
+                     .open_pre = "<|im_start|>", .open_post = "\n", .close = "<|im_end|>\n",
+                     .assistant = "assistant", .trim = true, .gen_suffix = "<think>\n",
+                     .late_answer = "<think>\n\n</think>\n\n"},
 };
 
 static const chat_style *style_of(chat_kind k) {
@@ -288,8 +300,10 @@ chat_kind chat_detect(const char *j) {
     chat_kind named = chat_from_name(j);
     if (named != CHAT_NONE) return named;
     /* Phi-4 puts <|im_sep|> after the role; SmolVLM uses <|im_start|> only as BOS. */
-    if (has(j, "<|im_start|>"))
-        return has(j, "<|im_sep|>") || has(j, "<end_of_utterance>") ? CHAT_NONE : CHAT_CHATML;
+    if (has(j, "<|im_start|>")) {
+        if (has(j, "<|im_sep|>") || has(j, "<end_of_utterance>")) return CHAT_NONE;
+        return has(j, "<|vision_start|>") && has(j, "enable_thinking") ? CHAT_QWEN35 : CHAT_CHATML;
+    }
     if (has(j, "<|start_header_id|>") && has(j, "<|end_header_id|>")) return CHAT_LLAMA3;
     if (has(j, "<start_of_turn>")) return CHAT_GEMMA;
     if (has(j, "<|turn>") && has(j, "<turn|>")) return CHAT_GEMMA4;
@@ -347,7 +361,9 @@ bool chat_has_think_switch(const char *jinja) {
     return jinja && has(jinja, "enable_thinking") && has(jinja, "<think>");
 }
 
-const char *chat_think_off_text(void) { return "<think>\n\n</think>\n\n"; }
+const char *chat_think_off_text(chat_kind k) {
+    return k == CHAT_QWEN35 ? "\n</think>\n\n" : "<think>\n\n</think>\n\n";
+}
 
 const char *chat_after_think(const char *text) {
     static const char close[] = "</think>";

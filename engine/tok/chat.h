@@ -19,6 +19,10 @@
  *                              ... <|turn>model\n<|channel>thought\n<channel|> (thinking off,
  *                              the template's default: an empty thought channel; consecutive
  *                              answers share one model turn; content trimmed)
+ *   QWEN35  Qwen3.5:           ChatML with content trimmed; generation prompt
+ *                              <|im_start|>assistant\n<think>\n (thinking on, its default);
+ *                              an answer after the last user turn opens with an empty
+ *                              <think>\n\n</think>\n\n
  *
  * The rendered text holds special tokens as text ("<|im_start|>", "</s>"): tokenise it
  * with parse_special = true. Some templates write the BOS token's text themselves
@@ -45,6 +49,7 @@ typedef enum {
     CHAT_ZEPHYR,
     CHAT_GEMMA,
     CHAT_GEMMA4,
+    CHAT_QWEN35,
     CHAT_N_KINDS   /* count, for iterating over the names */
 } chat_kind;
 
@@ -59,13 +64,14 @@ typedef struct chat_msg {
 /* The family of a tokenizer.chat_template text, CHAT_NONE when it is NULL or not
  * recognised. A text that is exactly a template name ("chatml") gives that template, as
  * in llama.cpp. Markers: "<|im_start|>" (but not Phi-4's "<|im_sep|>" nor SmolVLM's
- * "<end_of_utterance>"), "<|start_header_id|>" with "<|end_header_id|>", "<start_of_turn>",
+ * "<end_of_utterance>"; with "<|vision_start|>" and enable_thinking it is Qwen3.5's), "<|start_header_id|>" with "<|end_header_id|>", "<start_of_turn>",
  * "<|turn>" with "<turn|>" (Gemma 4),
  * "[INST]" with "<<SYS>>" (Mistral's [INST] templates without <<SYS>> differ and are not
  * taken), "<|user|>" with "<|assistant|>" and eos_token but without Phi-3's "<|end|>". */
 chat_kind chat_detect(const char *jinja);
 
-/* "chatml", "llama3", "llama2", "zephyr", "gemma", "gemma4" (exact, lower case); CHAT_NONE for
+/* "chatml", "llama3", "llama2", "zephyr", "gemma", "gemma4", "qwen35" (exact, lower case);
+ * CHAT_NONE for
  * NULL or any other name. */
 chat_kind chat_from_name(const char *name);
 /* The name chat_from_name takes; "none" for CHAT_NONE or a value out of range. */
@@ -120,9 +126,10 @@ size_t chat_user_turn(chat_kind k, const char *default_system, const char *user,
 /* True when the template text has the switch (it tests enable_thinking and writes
  * <think>); NULL gives false. */
 bool chat_has_think_switch(const char *jinja);
-/* What such a template appends to the generation prompt with thinking off:
- * "<think>\n\n</think>\n\n" (static). */
-const char *chat_think_off_text(void);
+/* What a template of kind k appends to chat_apply's generation prompt to turn thinking
+ * off: "<think>\n\n</think>\n\n", or for Qwen3.5, whose prompt already opened
+ * "<think>\n", "\n</think>\n\n" (static). */
+const char *chat_think_off_text(chat_kind k);
 /* The part of a reply after its last "</think>" (the answer), or text itself when it has
  * none. Points into text. */
 const char *chat_after_think(const char *text);
