@@ -48,7 +48,7 @@ static void gen_usage(FILE *f) {
             "                       (the default when the model has one)\n"
             "      --system TEXT    system message for --chat (implies --chat)\n"
             "      --chat-template NAME  template to use instead of the model's (implies\n"
-            "                       --chat): chatml, llama3, llama2, zephyr or gemma\n"
+            "                       --chat): chatml, llama3, llama2, zephyr, gemma, gemma4, qwen35\n"
             "      --raw            never apply a chat template: -p is raw text\n"
             "      --think on|off   the template's thinking switch (Qwen3; default on)\n"
             "      --branches K     K continuations (seeds S, S+1, ...) grown together in one\n"

@@ -30,8 +30,13 @@ int cmd_convert_llama2c(int argc, char **argv) {
 static void mk_usage(FILE *f) {
     fprintf(f, MKMODEL_USAGE "\n\n"
                "Writes a GGUF with random weights (deterministic from the seed).\n\n"
-               "  --arch A           llama (default), qwen2, qwen3 or gemma3\n"
-               "  --swa N            gemma3: sliding window in tokens (default: the context)\n"
+               "  --arch A           llama (default), qwen2, qwen3, gemma3 or gemma4\n"
+               "  --swa N            gemma3, gemma4: sliding window in tokens (default: the context)\n"
+               "  --swa-pattern P    gemma4: every P-th layer global (default 2)\n"
+               "  --head-dim-swa N   gemma4: the local layers' head size (default head-dim / 2)\n"
+               "  --kv-shared N      gemma4: the last N layers read earlier layers' KV cache\n"
+               "  --ple N            gemma4: per-layer embeddings of width N (default none)\n"
+               "  --softcap F        gemma4: final logit soft-capping at F (default none)\n"
                "  --rope-scale F     linear RoPE scaling by F (gemma3: the global layers only)\n"
                "  --preset NAME      tiny, 25m, 110m or 1b (default tiny); options below override\n"
                "  --type T           weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,\n"
@@ -49,6 +54,8 @@ int cmd_mkmodel(int argc, char **argv) {
         {"kv-heads", 1, 0, 'k'}, {"head-dim", 1, 0, 'd'}, {"ffn", 1, 0, 'f'},
         {"ctx", 1, 0, 'c'},    {"untied", 0, 0, 'u'},   {"seed", 1, 0, 's'},
         {"arch", 1, 0, 'A'},   {"swa", 1, 0, 'W'},     {"rope-scale", 1, 0, 'R'},
+        {"swa-pattern", 1, 0, 'p'}, {"head-dim-swa", 1, 0, 'D'}, {"kv-shared", 1, 0, 'K'},
+        {"ple", 1, 0, 'E'},    {"softcap", 1, 0, 'C'},
         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     mkmodel_params p = mkmodel_default_params();
     /* a preset first, wherever it appears, so that other options override it */
@@ -63,6 +70,17 @@ int cmd_mkmodel(int argc, char **argv) {
         case 'P': continue;
         case 'A': p.arch = optarg; continue;
         case 'W': dst = &p.n_swa; break;
+        case 'p': dst = &p.swa_pattern; break;
+        case 'D': dst = &p.head_dim_swa; break;
+        case 'K': dst = &p.n_kv_shared; break;
+        case 'E': dst = &p.n_embd_ple; break;
+        case 'C': {
+            double f;
+            if (app_parse_float(optarg, &f) || f <= 0 || f > 1e4)
+                return app_usage_error("bad --softcap '%s' (want a cap above 0, up to 1e4)", optarg);
+            p.softcap = (float)f;
+            continue;
+        }
         case 'R': {
             double f;
             if (app_parse_float(optarg, &f) || f < 1 || f > 1e6)

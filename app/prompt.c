@@ -174,7 +174,7 @@ static char *chat_text(const gguf_ctx *g, const prompt_chat *pc, const char *use
                "(Qwen3's); this model's has none");
         return NULL;
     }
-    const char *think = pc->think_off ? chat_think_off_text() : "";
+    const char *think = pc->think_off ? chat_think_off_text(k) : "";
     size_t need = chat_apply_with_default(k, dflt, msgs, n_msgs, true, NULL, 0);
     char *text = malloc(need + strlen(think) + 1);
     if (text) {

@@ -170,6 +170,38 @@ static void test_families(void) {
                  "<bos><start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\nHello! "
                  "How can I help?<end_of_turn>\n<start_of_turn>user\nWhat is 2+2?<end_of_turn>\n"
                  "<start_of_turn>model\n");
+    /* jinja2 3.1.6 (trim_blocks, lstrip_blocks) on llama.cpp's models/templates/
+     * google-gemma-4-31B-it.jinja (bos_token "<bos>": the system turn of its own, the empty
+     * thought channel after the generation prompt, answers in a row sharing one model turn)
+     * and Qwen3.5-4B.jinja (trimmed content, <think> opened, late answers' empty block) */
+    static const chat_msg twice[] = {{"user", "q"}, {"assistant", "a"}, {"assistant", "b"}};
+    static const chat_msg q_sys[] = {{"system", "  S  "}, {"user", " q "}};
+    static const chat_msg q_late[] = {{"user", "q"}, {"assistant", " a "}};
+    static const struct {
+        const char *what;
+        chat_kind k;
+        const chat_msg *m;
+        size_t n;
+        bool gen;
+        const char *want;
+    } g4[] = {
+        {"gemma4 conversation", CHAT_GEMMA4, CONV, N_CONV, true,
+         "<bos><|turn>system\nYou are terse.<turn|>\n<|turn>user\nHi there<turn|>\n<|turn>model\n"
+         "Hello! How can I help?<turn|>\n<|turn>user\nWhat is 2+2?<turn|>\n<|turn>model\n"
+         "<|channel>thought\n<channel|>"},
+        {"gemma4 no prompt", CHAT_GEMMA4, CONV + 1, 1, false, "<bos><|turn>user\nHi there<turn|>\n"},
+        {"qwen35 system", CHAT_QWEN35, q_sys, 2, true,
+         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n"
+         "<think>\n"},
+        {"qwen35 late answer", CHAT_QWEN35, q_late, 2, false,
+         "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\na"
+         "<|im_end|>\n"},
+        {"gemma4 answers in a row", CHAT_GEMMA4, twice, 3, true,
+         "<bos><|turn>user\nq<turn|>\n<|turn>model\na<turn|>\nb<turn|>\n<|turn>model\n"
+         "<|channel>thought\n<channel|>"},
+    };
+    for (size_t i = 0; i < sizeof g4 / sizeof g4[0]; i++)
+        check_render(g4[i].what, g4[i].k, NULL, g4[i].m, g4[i].n, g4[i].gen, g4[i].want);
     check_render("llama2 without system", CHAT_LLAMA2, NULL, CONV + 1, N_CONV - 1, false,
                  "<s>[INST] Hi there [/INST] Hello! How can I help? </s><s>[INST] What is 2+2? "
                  "[/INST]");
@@ -270,6 +302,8 @@ static void test_detect(void) {
         {J_LLAMA2, CHAT_LLAMA2, "Llama-2"},
         {J_ZEPHYR, CHAT_ZEPHYR, "Zephyr"},
         {J_GEMMA, CHAT_GEMMA, "Gemma"},
+        {"{{- '<|turn>' + role + '\\n' }}{{- '<turn|>\\n' -}}", CHAT_GEMMA4, "Gemma 4"},
+        {"<|im_start|>{% if enable_thinking is false %}<|vision_start|>", CHAT_QWEN35, "Qwen3.5"},
         {J_MISTRAL, CHAT_NONE, "Mistral v0.2"},
         {J_PHI3, CHAT_NONE, "Phi-3"},
         {"{% for m in messages %}<|im_start|>{{ m.role }}<|im_sep|>{% endfor %}", CHAT_NONE, "Phi-4"},
@@ -287,8 +321,9 @@ static void test_detect(void) {
 }
 
 static void test_names(void) {
-    static const char *const names[] = {"none", "chatml", "llama3", "llama2", "zephyr", "gemma"};
-    static const bool bos[] = {false, false, true, true, false, true};
+    static const char *const names[] = {"none", "chatml", "llama3", "llama2", "zephyr", "gemma",
+                                        "gemma4", "qwen35"};
+    static const bool bos[] = {false, false, true, true, false, true, true, false};
     T_CHECK(sizeof names / sizeof names[0] == CHAT_N_KINDS, "one name per kind");
     for (int k = 0; k < CHAT_N_KINDS; k++) {
         T_CHECK(strcmp(chat_name((chat_kind)k), names[k]) == 0, "name of %d: %s", k, chat_name((chat_kind)k));
@@ -301,7 +336,8 @@ static void test_names(void) {
     T_CHECK(strcmp(chat_name((chat_kind)-1), "none") == 0 && strcmp(chat_name(CHAT_N_KINDS), "none") == 0,
             "out of range names");
     /* The BOS a template includes is really at the start of its text. */
-    static const char *const bos_text[] = {"", "", "<|begin_of_text|>", "<s>", "", "<bos>"};
+    static const char *const bos_text[] = {"", "", "<|begin_of_text|>", "<s>", "", "<bos>",
+                                           "<bos>", ""};
     for (int k = CHAT_NONE + 1; k < CHAT_N_KINDS; k++) {
         if (!bos[k]) continue;
         char *s = render((chat_kind)k, NULL, CONV, N_CONV, true);
@@ -387,7 +423,18 @@ static void test_think(void) {
     T_CHECK(chat_has_think_switch(qwen3), "Qwen3's template has the thinking switch");
     T_CHECK(!chat_has_think_switch("<|im_start|>") && !chat_has_think_switch(NULL),
             "ChatML without it, or no template: no switch");
-    T_CHECK(!strcmp(chat_think_off_text(), "<think>\n\n</think>\n\n"), "think-off text");
+    T_CHECK(!strcmp(chat_think_off_text(CHAT_CHATML), "<think>\n\n</think>\n\n"), "think-off text");
+    /* Qwen3.5's prompt opens <think> itself: prompt + think-off text is its template's
+     * enable_thinking=false output (jinja2 3.1.6 on llama.cpp's Qwen3.5-4B.jinja) */
+    const chat_msg q[] = {{"user", "q"}, {"assistant", " a "}, {"user", "r"}};
+    char *s = render(CHAT_QWEN35, NULL, q, 3, true);
+    size_t n = strlen(s);
+    s = realloc(s, n + 32);
+    strcpy(s + n, chat_think_off_text(CHAT_QWEN35));
+    T_CHECK(!strcmp(s, "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\na<|im_end|>\n"
+                       "<|im_start|>user\nr<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"),
+            "qwen35 with thinking off: [%s]", s);
+    free(s);
     const char *r = "<think>a</think>b</think>\n42";
     T_CHECK(!strcmp(chat_after_think(r), "\n42"), "after the last </think>: '%s'",
             chat_after_think(r));

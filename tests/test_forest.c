@@ -10,7 +10,7 @@
  * With the cpu and ref backends the logits are in fact bitwise equal, and that is
  * asserted too: a few random shapes run once more on ref.
  * Runs on random-weight models of several shapes and types (F32, F16, Q8_0, Q4_K; GQA
- * 1/2/4; head dims 32-128; tied and untied; the llama, qwen2, qwen3 and gemma3
+ * 1/2/4; head dims 32-128; tied and untied; the llama, qwen2, qwen3, gemma3 and gemma4
  * architectures), on stories260K and on SmolLM2 when present.
  * `test_forest --seeds N` runs N seeds per model (default: a fixed few); `--quick` one
  * seed, six of the shapes (F32 and Q8_0, every family, both kinds of window) and
@@ -370,6 +370,17 @@ static void test_contiguous_growth(const model *m) {
     model_ctx_free(c);
 }
 
+/* What a Gemma 4 shape adds to mkmodel's defaults: 4 layers, local and global in turn,
+ * the last two reading the first two's caches, per-layer embeddings, a logit cap. */
+static void g4_extras(mkmodel_params *mp) {
+    if (!mp->arch || strcmp(mp->arch, "gemma4") != 0) return;
+    mp->n_layer = 4;
+    mp->swa_pattern = 2;
+    mp->n_kv_shared = 2;
+    mp->n_embd_ple = 32;
+    mp->softcap = 10.0f;
+}
+
 /* The random-weight models of every shape (on_ref_only: those marked on_ref; quick: those
  * marked quick), n_seeds forests each (run_case); on the first, the focused tests too. */
 static void run_shapes(int n_seeds, bool on_ref_only, bool quick) {
@@ -396,6 +407,10 @@ static void run_shapes(int n_seeds, bool on_ref_only, bool quick) {
         {"qwen3 q8_0 gqa2 hd64", DT_Q8_0, 128, 4, 2, 64, false, "qwen3", 0, 0, true, true},
         {"gemma3 f32 gqa4 hd64 tied", DT_F32, 128, 4, 1, 64, true, "gemma3", 0, 0, false, false},
         {"gemma3 f32 gqa4 hd64 window 8", DT_F32, 128, 4, 1, 64, true, "gemma3", 8, 0, true, true},
+        /* Gemma 4 (g4_extras): local layers of head 32 with a window, shared KV, per-layer
+         * embeddings, soft-capping */
+        {"gemma4 f32 gqa4 hd64 window 8", DT_F32, 128, 4, 1, 64, true, "gemma4", 8, 0, true, true},
+        {"gemma4 q8_0 gqa2 hd64 window 5", DT_Q8_0, 128, 4, 2, 64, false, "gemma4", 5, 0, false, false},
         {"f32 gqa2 hd64 window 8 on layer 0", DT_F32, 128, 4, 2, 64, false, NULL, 8, 2, false, false},
         {"q8_0 gqa2 hd32 window 5 on all", DT_Q8_0, 128, 4, 2, 32, false, NULL, 5, 0, false, true},
     };
@@ -411,6 +426,7 @@ static void run_shapes(int n_seeds, bool on_ref_only, bool quick) {
         mp.tied = shapes[i].tied;
         mp.arch = shapes[i].arch;
         if (shapes[i].arch) mp.n_swa = shapes[i].swa;
+        g4_extras(&mp);
         mp.n_ctx = 2048;
         mp.seed = 40 + i;
         char path[128];

@@ -81,7 +81,7 @@ static void test_prepared_and_kv(const model *m, const char *what, double bound)
         T_CHECK(t_nerr(b, r, V) <= bound, "%s: no_pack vs ref nerr %.3g", what, t_nerr(b, r, V));
     }
     const model_hparams *hp = &m->hp;
-    const size_t kv = (size_t)hp->n_layer * hp->n_head_kv * hp->head_dim;
+    const size_t kv = (size_t)model_kv_slot_floats(hp);
     float *k = malloc(sizeof(float) * kv), *v = malloc(sizeof(float) * kv);
     float *k2 = malloc(sizeof(float) * kv), *v2 = malloc(sizeof(float) * kv);
     T_CHECK(model_kv_read(c1, 3, k, v, &err) == ST_OK, "%s: kv_read", what);
@@ -265,6 +265,16 @@ static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
             gguf_writer_set_arr_str(w, k, ss, ls, n);
             free(ss);
             free(ls);
+        } else if (t == GGUF_ARRAY && gguf_arr_type(g, i) == GGUF_BOOL) { /* Gemma 4's pattern */
+            uint64_t n = gguf_arr_n(g, i);
+            uint8_t *bs = malloc(n + 1);
+            for (uint64_t j = 0; j < n; j++) {
+                bool bv = false;
+                gguf_arr_bool(g, i, j, &bv);
+                bs[j] = bv;
+            }
+            gguf_writer_set_arr(w, k, GGUF_BOOL, bs, n);
+            free(bs);
         } else if (t == GGUF_ARRAY) {
             uint64_t n = gguf_arr_n(g, i);
             double *d = malloc(sizeof(double) * (n + 1));
@@ -380,12 +390,19 @@ static void test_bad_models(void) {
     copy_gguf(src, tmp_path("bad.gguf"), &neox);
     st_clear(&err);
     model_free(model_load(tmp_path("bad.gguf"), &err));
-    T_CHECK(strstr(err.msg, "llama, qwen2, qwen3, gemma3") != NULL,
+    T_CHECK(strstr(err.msg, "llama, qwen2, qwen3, gemma3, gemma4") != NULL,
             "unsupported architecture names the supported ones: %s", err.msg);
+    /* Qwen3.5 is refused by name, saying what is missing */
+    edit q35 = {"qwen35", NULL, NULL, 0, 0, NULL, 0, NULL};
+    copy_gguf(src, tmp_path("bad.gguf"), &q35);
+    st_clear(&err);
+    model_free(model_load(tmp_path("bad.gguf"), &err));
+    T_CHECK(err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "Qwen3.5") &&
+            strstr(err.msg, "recurrent state"), "qwen35 refused by name: %s", err.msg);
     /* a family's own tensors are required: qwen2's biases, gemma3's post-norms */
     const struct { const char *arch, *drop; } fam[] = {
         {"qwen2", "blk.1.attn_k.bias"}, {"qwen3", "blk.0.attn_q_norm.weight"},
-        {"gemma3", "blk.1.post_ffw_norm.weight"}};
+        {"gemma3", "blk.1.post_ffw_norm.weight"}, {"gemma4", "blk.0.attn_k_norm.weight"}};
     for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
         p.arch = fam[i].arch;
         T_CHECK(mkmodel_write(&p, src, &err) == ST_OK, "mkmodel %s: %s", fam[i].arch, err.msg);
@@ -402,6 +419,35 @@ static void test_bad_models(void) {
         model_free(m);
     }
     test_small_tensors(&p, src);
+}
+
+/* Gemma 4's shapes through the same checks: local heads of 8 beside global heads of 16,
+ * the last two layers reading the first two's caches (the KV rows a slot keeps are the
+ * caching layers' only), per-layer embeddings, soft-capping. */
+static void test_gemma4(void) {
+    mkmodel_params p = mkmodel_default_params();
+    p.arch = "gemma4";
+    p.n_layer = 4;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.head_dim = 16;
+    p.n_swa = 6;
+    p.n_kv_shared = 2;
+    p.n_embd_ple = 8;
+    p.softcap = 10.0f;
+    p.seed = 140;
+    model *m = make_model(&p, "gemma4.gguf");
+    T_CHECK(m != NULL, "gemma4 loads");
+    if (!m) return;
+    T_CHECK(m->hp.head_dim_swa == 8 && m->hp.n_kv_shared == 2 && m->layers[2].kv_src == 0 &&
+                m->layers[3].kv_src == 1 && model_kv_slot_floats(&m->hp) == 2 * 8 + 2 * 16,
+            "gemma4: local heads %d, layer 2 reads %d, layer 3 reads %d, %lld KV floats a slot",
+            m->hp.head_dim_swa, m->layers[2].kv_src, m->layers[3].kv_src,
+            (long long)model_kv_slot_floats(&m->hp));
+    test_batch_vs_linear(m, "gemma4"); /* (test_forest runs its forests, windows and all) */
+    test_cpu_vs_ref(m, "gemma4", 1e-5);
+    test_prepared_and_kv(m, "gemma4", 1e-5);
+    model_free(m);
 }
 
 /* Llama-3 rope frequency factors: factors of 1 change nothing, factors of 4 change the
@@ -544,6 +590,7 @@ int main(void) {
         if (i == 0) test_bad_batches(m);
         model_free(m);
     }
+    test_gemma4();
     test_bad_models();
     test_rope_freqs();
     test_rope_scaling();

@@ -303,16 +303,20 @@ static void test_gguf_errors(void) {
 
 /* ---- the real vocabularies ---- */
 
-/* llama.cpp's test-tokenizer-0: .inp holds the inputs, each followed by
- * "\n__ggml_vocab_test__\n"; line i of .out holds input i's ids, without BOS. */
-static void test_spm_vectors(const tok *t) {
+/* llama.cpp's test-tokenizer-0 for models/ggml-vocab-NAME.gguf: .inp holds the inputs,
+ * each followed by "\n__ggml_vocab_test__\n"; line i of .out holds input i's ids, without
+ * BOS; n_want inputs. */
+static void test_vectors(const tok *t, const char *name, int n_want_vec) {
     size_t ni, no;
-    const char *path = t_shared("models/ggml-vocab-llama-spm.gguf.inp");
+    char rel[128];
+    snprintf(rel, sizeof rel, "models/ggml-vocab-%s.gguf.inp", name);
+    const char *path = t_shared(rel);
     char *inp = path ? read_file(path, &ni) : NULL;
-    path = t_shared("models/ggml-vocab-llama-spm.gguf.out"); /* reuses t_shared's buffer */
+    snprintf(rel, sizeof rel, "models/ggml-vocab-%s.gguf.out", name);
+    path = t_shared(rel); /* reuses t_shared's buffer */
     char *out = path ? read_file(path, &no) : NULL;
     if (!inp || !out) {
-        T_MISSING("llama-spm test vectors not found");
+        T_MISSING("%s test vectors not found", name);
         free(inp);
         free(out);
         return;
@@ -320,8 +324,11 @@ static void test_spm_vectors(const tok *t) {
     const char *sep = "\n__ggml_vocab_test__\n";
     int n_vec = 0, n_ok = 0;
     char *in_at = inp, *out_at = out;
-    for (char *end; (end = strstr(in_at, sep)) != NULL; in_at = end + strlen(sep)) {
-        *end = '\0';
+    /* the last input may end the file without a separator (gemma-4's does) */
+    for (char *end; *in_at; in_at = end) {
+        end = strstr(in_at, sep);
+        if (end) *end = '\0', end += strlen(sep);
+        else end = in_at + strlen(in_at);
         char *eol = strchr(out_at, '\n');
         T_CHECK(eol != NULL, ".out has fewer lines than .inp has inputs");
         if (!eol) break;
@@ -340,16 +347,42 @@ static void test_spm_vectors(const tok *t) {
         if (same) {
             n_ok++;
         } else {
-            fprintf(stderr, "llama-spm vector %d mismatch for \"%s\"\n", n_vec, in_at);
+            fprintf(stderr, "%s vector %d mismatch for \"%s\"\n", name, n_vec, in_at);
             if (got) print_ids("got ", got, n);
             print_ids("want", want, n_want);
         }
         free(got);
     }
-    T_CHECK(n_vec == 46 && *out_at == '\0', "%d vectors read, .out fully used", n_vec);
-    T_CHECK(n_ok == n_vec, "llama-spm vectors: %d of %d match", n_ok, n_vec);
+    T_CHECK(n_vec == n_want_vec && *out_at == '\0', "%s: %d vectors read, .out fully used",
+            name, n_vec);
+    T_CHECK(n_ok == n_vec, "%s vectors: %d of %d match", name, n_ok, n_vec);
     free(inp);
     free(out);
+}
+
+#define GEMMA4_VECTORS 46 /* inputs in ggml-vocab-gemma-4.gguf.inp */
+
+/* Gemma 4 decodes what it encodes, spaces and newline runs included, and ends a turn at
+ * <turn|>. */
+static void test_gemma4_round_trips(const tok *t) {
+    static const char *const strs[] = {
+        "Hello world", "  two  spaces ", "a\nb\n\n\nc\n", "\t tab", "emoji 🦙🚀 and 日本語",
+        "Füße, naïve café", "\U0001F9EC\U0001FAE8 rare", "x",
+    };
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        int32_t n;
+        int32_t *ids = enc(t, strs[i], strlen(strs[i]), false, false, &n);
+        char *back = ids ? dec(t, ids, n) : NULL;
+        T_CHECK(back && strcmp(back, strs[i]) == 0, "gemma-4 round trip \"%s\" -> \"%s\"",
+                strs[i], back ? back : "(null)");
+        free(back);
+        free(ids);
+    }
+    int32_t n;
+    int32_t *ids = enc(t, "<turn|>", 7, false, true, &n);
+    T_CHECK(ids && n == 1 && tok_is_eog(t, ids[0]), "gemma-4: <turn|> is one end-of-generation "
+            "token (n %d)", n);
+    free(ids);
 }
 
 static void test_round_trips(const tok *t) {
@@ -536,10 +569,40 @@ int main(void) {
     if (t) {
         T_CHECK(tok_n_vocab(t) == 32000 && tok_bos(t) == 1 && tok_eos(t) == 2,
                 "llama-spm: %d tokens, bos %d, eos %d", tok_n_vocab(t), tok_bos(t), tok_eos(t));
-        test_spm_vectors(t);
+        test_vectors(t, "llama-spm", 46);
         test_round_trips(t);
         test_stream(t);
         test_large_text(t);
+    }
+    tok_free(t);
+
+    /* Gemma 4's BPE on raw UTF-8 (fetched from llama.cpp's models/ when wanted) */
+    const char *g4 = "models/ggml-vocab-gemma-4.gguf";
+    t = t_shared(g4) ? t_tok_load(g4) : NULL;
+    if (t) {
+        T_CHECK(!strcmp(tok_model_name(t), "gemma4") && tok_bos(t) == 2 && tok_add_bos(t),
+                "gemma-4: model %s, bos %d", tok_model_name(t), tok_bos(t));
+        test_vectors(t, "gemma-4", GEMMA4_VECTORS);
+        test_gemma4_round_trips(t);
+    } else {
+        T_MISSING("%s not found", g4);
+    }
+    tok_free(t);
+
+    /* Qwen3.5's byte-level BPE: qwen2's split with marks kept inside words */
+    const char *q35 = "models/ggml-vocab-qwen35.gguf";
+    t = t_shared(q35) ? t_tok_load(q35) : NULL;
+    if (t) {
+        T_CHECK(!strcmp(tok_model_name(t), "gpt2"), "qwen35: model %s", tok_model_name(t));
+        test_vectors(t, "qwen35", 50);
+        /* combining marks, which llama.cpp's vectors do not reach: ids from llama.cpp
+         * 0c1e5709's llama_tokenize on this vocabulary (no BOS, no special parsing) */
+        check_enc(t, "नमस्ते दुनिया", false, false,
+                  (int32_t[]){ 60096, 87244, 78368, 30484, 97, 34370, 14925, 99, 72653, 60096,
+                               42311, 107, 23868 }, 13);
+        check_enc(t, " \u00e0\u0300 b", false, false, (int32_t[]){ 3784, 96549, 293 }, 3);
+    } else {
+        T_MISSING("%s not found", q35);
     }
     tok_free(t);
 

@@ -174,9 +174,31 @@ static void test_pretok_tiles(int kind, int n_iter) {
     T_CHECK(bad == 0, "pre-tokenizer %d: %d of %d texts not tiled", kind, bad, n_iter);
 }
 
+/* Words of text under pre-tokenizer kind. */
+static int pretok_words(int kind, const char *text) {
+    tok_pre p;
+    size_t off, n;
+    int words = 0;
+    tok_pre_init(&p, kind, text, strlen(text));
+    while (tok_pre_next(&p, &off, &n)) words++;
+    return words;
+}
+
+/* qwen35 keeps combining marks inside words, qwen2 splits at them; gemma4 splits only at
+ * newline runs. */
+static void test_pretok_marks(void) {
+    const char *namaste = " \u0928\u092e\u0938\u094d\u0924\u0947"; /* " namaste", two marks */
+    T_CHECK(pretok_words(tok_pre_kind("qwen35"), namaste) == 1, "qwen35: one word");
+    T_CHECK(pretok_words(tok_pre_kind("qwen2"), namaste) == 3, "qwen2: three words (%d)",
+            pretok_words(tok_pre_kind("qwen2"), namaste));
+    T_CHECK(pretok_words(TOK_PRE_LINES, "a b\n\nc d\n") == 4, "lines: 4 runs");
+}
+
 static void test_bpe(int n_iter) {
-    static const char *const pres[] = { "gpt2", "llama3", "qwen2", "smollm" };
-    for (int i = 0; i < 4; i++) {
+    static const char *const pres[] = { "gpt2", "llama3", "qwen2", "qwen35", "smollm" };
+    test_pretok_marks();
+    test_pretok_tiles(TOK_PRE_LINES, n_iter);
+    for (int i = 0; i < 5; i++) {
         test_pretok_tiles(tok_pre_kind(pres[i]), n_iter);
         tok *t = byte_vocab(pres[i]);
         if (!t) continue;

@@ -5,6 +5,7 @@
  * presence of the others, drawn as center + spread * U(-1, 1) row by row and converted
  * to the weight type with dtype_quantize_row); and the write. */
 #include "convert/mkmodel.h"
+#include "convert/mkmodel_impl.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -52,7 +53,7 @@ st_code mkmodel_preset(const char *name, mkmodel_params *p) {
     return ST_ERR_ARG;
 }
 
-static int32_t mk_head_dim(const mkmodel_params *p) {
+int32_t mk_head_dim(const mkmodel_params *p) {
     return p->head_dim ? p->head_dim : p->n_embd / p->n_head;
 }
 
@@ -67,6 +68,7 @@ static const mk_arch mk_archs[] = {
     {"qwen2", true, false, false},
     {"qwen3", false, true, false},
     {"gemma3", false, true, true},
+    {"gemma4", false, true, true}, /* its layers: mkmodel_gemma4.c */
 };
 
 static const mk_arch *mk_arch_of(const mkmodel_params *p) {
@@ -79,7 +81,7 @@ static const mk_arch *mk_arch_of(const mkmodel_params *p) {
 st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
     if (!mk_arch_of(p))
         return st_set(err, ST_ERR_ARG, "mkmodel: architecture '%s' is not one of llama, qwen2, "
-                      "qwen3, gemma3", p->arch);
+                      "qwen3, gemma3, gemma4", p->arch);
     if (p->n_swa < 0)
         return st_set(err, ST_ERR_ARG, "mkmodel: n_swa %" PRId32 " is negative", p->n_swa);
     const struct { const char *name; int32_t v, lo, hi; } r[] = {
@@ -129,21 +131,13 @@ st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
                           "%" PRId32 ", the block size of weight type %s (every weight row "
                           "must be whole blocks)", rows[i].name, rows[i].n,
                           dtype_get(p->wtype)->block, dtype_name(p->wtype));
-    return ST_OK;
+    return strcmp(mk_arch_of(p)->name, "gemma4") == 0 ? mk_gemma4_check(p, err) : ST_OK;
 }
 
 /* ---- tensors ---- */
 
-typedef struct mk_tensor {
-    char name[48];
-    uint32_t n_dims, type;
-    int64_t ne[2];          /* ne[1] = 1 for vectors */
-    float center, spread;   /* values are center + spread * U(-1, 1) */
-    void *data;             /* owned */
-} mk_tensor;
-
-static void mk_add(mk_tensor *t, int *n, const char *name, int64_t ne0, int64_t ne1,
-                   uint32_t type, float center, float spread) {
+void mk_add(mk_tensor *t, int *n, const char *name, int64_t ne0, int64_t ne1, uint32_t type,
+            float center, float spread) {
     mk_tensor *x = &t[(*n)++];
     snprintf(x->name, sizeof x->name, "%s", name);
     x->n_dims = ne1 > 1 ? 2 : 1;
@@ -154,8 +148,6 @@ static void mk_add(mk_tensor *t, int *n, const char *name, int64_t ne0, int64_t 
     x->spread = spread;
     x->data = NULL;
 }
-
-#define MK_MAX_PER_LAYER 16 /* tensors of a layer, every architecture's extras included */
 
 /* Lists the model's tensors (without data) into t (room for MK_MAX_PER_LAYER * n_layer +
  * 3); returns how many. The order and names follow llama.cpp's GGUF files. */
@@ -201,6 +193,7 @@ static int mk_list(const mkmodel_params *p, mk_tensor *t) {
     mk_add(t, &n, "token_embd.weight", e, v, wt, 0.0f, a_emb);
     mk_add(t, &n, "output_norm.weight", e, 1, DT_F32, g_out, 0.1f * g_out);
     if (!p->tied) mk_add(t, &n, "output.weight", e, v, wt, 0.0f, a_out);
+    if (strcmp(mk_arch_of(p)->name, "gemma4") == 0) return mk_gemma4_list(p, t, n);
     for (int l = 0; l < p->n_layer; l++) {
         const struct { const char *suffix; int64_t ne0, ne1; float center, spread; } b[] = {
             {"attn_q", e, q, 0.0f, s_e},       {"attn_k", e, kv, 0.0f, s_e},
@@ -221,13 +214,12 @@ static int mk_list(const mkmodel_params *p, mk_tensor *t) {
 }
 
 int64_t mkmodel_n_params(const mkmodel_params *p) {
-    int64_t e = p->n_embd, hd = mk_head_dim(p), q = p->n_head * hd, kv = p->n_head_kv * hd;
-    /* per layer: q + output, k + v, gate + up + down, two norms (as mk_list lays out) */
-    const mk_arch *a = mk_arch_of(p);
-    int64_t layer = 2 * e * q + 2 * e * kv + 3 * e * p->n_ff + 2 * e +
-                    (a->bias ? q + 2 * kv : 0) + (a->qk_norm ? 2 * hd : 0) +
-                    (a->post_norms ? 2 * e : 0);
-    return (int64_t)p->n_vocab * e * (p->tied ? 1 : 2) + e + p->n_layer * layer;
+    mk_tensor *t = calloc((size_t)p->n_layer * MK_MAX_PER_LAYER + MK_MAX_GLOBAL, sizeof *t);
+    if (!t) return -1;
+    int64_t sum = 0;
+    for (int i = 0, n = mk_list(p, t); i < n; i++) sum += t[i].ne[0] * t[i].ne[1];
+    free(t);
+    return sum;
 }
 
 /* splitmix64: tiny, fast, and every seed (0 included) gives a good stream. */
@@ -253,6 +245,7 @@ static st_code mk_fill(const mkmodel_params *p, mk_tensor *t, int idx, float *ro
     mk_next(&s);
     for (int64_t r = 0; r < t->ne[1]; r++) {
         for (int64_t i = 0; i < t->ne[0]; i++) row[i] = t->center + t->spread * mk_unit(&s);
+        mk_gemma4_fixed(p, t, row);
         bool ok = dtype_quantize_row(t->type, row, (char *)t->data + (size_t)r * rb, t->ne[0]);
         ASSERT(ok); /* mkmodel_check admits only types with a quantiser */
     }
@@ -429,6 +422,7 @@ static st_code mk_set_meta(gguf_writer *w, const mkmodel_params *p, const mk_voc
     if (mk_arch_of(p)->post_norms)
         MK_SET(gguf_writer_set_u32(w, KEY("attention.sliding_window"),
                                    (uint32_t)(p->n_swa > 0 ? p->n_swa : p->n_ctx)));
+    if (strcmp(arch, "gemma4") == 0) MK_SET(mk_gemma4_meta(w, p));
 #undef KEY
     MK_SET(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"));
     MK_SET(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", v->ptr, NULL,
@@ -449,7 +443,7 @@ static st_code mk_set_meta(gguf_writer *w, const mkmodel_params *p, const mk_voc
 st_code mkmodel_write(const mkmodel_params *p, const char *path, st_err *err) {
     st_code rc = mkmodel_check(p, err);
     if (rc != ST_OK) return rc;
-    mk_tensor *t = calloc((size_t)p->n_layer * MK_MAX_PER_LAYER + 3, sizeof *t);
+    mk_tensor *t = calloc((size_t)p->n_layer * MK_MAX_PER_LAYER + MK_MAX_GLOBAL, sizeof *t);
     mk_vocab voc = {0};
     gguf_writer *w = gguf_writer_init();
     int n = 0;

@@ -1,7 +1,10 @@
 /* mkmodel.h - writes random-weight GGUF models for tests and benchmarks, of the llama
- * architecture or of qwen2 (Q/K/V biases), qwen3 (Q/K head norms) and gemma3 (Q/K head
- * norms, post-norms, a sliding window), with the tensors and "<arch>.*" keys llama.cpp's
- * converter writes for each (Gemma's norm gains stored as 1 + w, as it stores them).
+ * architecture or of qwen2 (Q/K/V biases), qwen3 (Q/K head norms), gemma3 (Q/K head
+ * norms, post-norms, a sliding window) and gemma4 (gemma3's block with local layers of
+ * their own head size, a V norm, proportional rotary on the global layers, shared-KV
+ * layers, per-layer embeddings, layer output scales, logit soft-capping), with the
+ * tensors and "<arch>.*" keys llama.cpp's converter writes for each (Gemma's norm gains
+ * stored as 1 + w, as it stores them).
  *
  * The weights are a pure function of the parameters (seed included): the same params give
  * a byte-identical file. They are scaled so that activations stay in a sane range through
@@ -28,7 +31,7 @@
 #include "base/status.h"
 
 typedef struct mkmodel_params {
-    const char *arch;   /* "llama" (NULL means it), "qwen2", "qwen3" or "gemma3" */
+    const char *arch;   /* "llama" (NULL means it), "qwen2", "qwen3", "gemma3", "gemma4" */
     int32_t n_vocab;    /* >= MKMODEL_MIN_VOCAB */
     int32_t n_embd;
     int32_t n_layer;
@@ -45,8 +48,15 @@ typedef struct mkmodel_params {
                            (DT_Q4_0, Q4_1, Q5_0, Q5_1: rows a multiple of 32; DT_Q4_K,
                            Q5_K, Q6_K: of 256) for the 2-D weights (token_embd
                            included); norm vectors stay F32 */
-    int32_t n_swa;      /* gemma3: attention.sliding_window; 0 = n_ctx (no key is ever
-                           outside the window) */
+    int32_t n_swa;      /* gemma3, gemma4: attention.sliding_window; 0 = n_ctx (no key
+                           is ever outside the window) */
+    /* gemma4 only (0 for the others): */
+    int32_t swa_pattern;  /* every swa_pattern-th layer global, the others local; 0 = 2 */
+    int32_t head_dim_swa; /* the local layers' head size (even); 0 = head_dim / 2 */
+    int32_t n_kv_shared;  /* the last layers that read an earlier layer's KV cache; needs
+                             the two layers before them local then global */
+    int32_t n_embd_ple;   /* per-layer embedding width; 0 = none */
+    float softcap;        /* final_logit_softcapping; 0 = none */
     uint64_t seed;
 } mkmodel_params;
 

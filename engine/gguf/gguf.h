@@ -86,6 +86,8 @@ st_code gguf_kv_str(const gguf_ctx *g, int64_t i, const char **out);
  * above; string elements are returned as pointer + length, not NUL-terminated. */
 st_code gguf_arr_i64(const gguf_ctx *g, int64_t i, uint64_t j, int64_t *out);
 st_code gguf_arr_f64(const gguf_ctx *g, int64_t i, uint64_t j, double *out);
+/* A GGUF_BOOL element (ST_ERR_TYPE for any other type). */
+st_code gguf_arr_bool(const gguf_ctx *g, int64_t i, uint64_t j, bool *out);
 st_code gguf_arr_str(const gguf_ctx *g, int64_t i, uint64_t j, const char **s, size_t *len);
 
 /* By-name conveniences with the same conversions: ST_ERR_NOT_FOUND when the key is

@@ -133,6 +133,13 @@ st_code gguf_arr_i64(const gguf_ctx *g, int64_t i, uint64_t j, int64_t *out) {
     return num_to_i64(arr_num(g, i, j), out);
 }
 
+st_code gguf_arr_bool(const gguf_ctx *g, int64_t i, uint64_t j, bool *out) {
+    gguf_num n = arr_num(g, i, j);
+    if (n.kind != NUM_BOOL) return ST_ERR_TYPE;
+    *out = n.u != 0;
+    return ST_OK;
+}
+
 st_code gguf_arr_f64(const gguf_ctx *g, int64_t i, uint64_t j, double *out) {
     return num_to_f64(arr_num(g, i, j), out);
 }

@@ -26,6 +26,13 @@ static const arch_desc archs[MODEL_ARCH_N] = {
                            .qk_norm = true, .post_norms = true, .act = MODEL_ACT_GELU_TANH,
                            .embd_scaled = true, .swa_pattern = 6, .rope_base_swa = 10000.0f,
                            .chat_note = "Gemma turns"},
+    [MODEL_ARCH_GEMMA4] = {.name = "gemma4", .arch = MODEL_ARCH_GEMMA4, .rope_neox = true,
+                           .qk_norm = true, .post_norms = true, .act = MODEL_ACT_GELU_TANH,
+                           .embd_scaled = true, .rope_base_swa = 10000.0f, .v_from_k = true,
+                           .chat_note = "Gemma 4 turns (<|turn>role ... <turn|>)",
+                           .load_hparams = gemma4_load_hparams,
+                           .load_tensors = gemma4_load_tensors,
+                           .load_layer = gemma4_load_layer},
 };
 
 const arch_desc *arch_find(const char *name) {
@@ -40,7 +47,20 @@ const char *model_arch_name(model_arch a) {
     return (unsigned)a < MODEL_ARCH_N ? archs[a].name : "?";
 }
 
-const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3"; }
+const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4"; }
+
+/* Gemma 4's additions in words ("" for the other families), into out. */
+static void gemma4_features(const model_hparams *hp, char *out, size_t cap) {
+    out[0] = '\0';
+    if (hp->arch != MODEL_ARCH_GEMMA4) return;
+    char ple[48] = "", cap_s[48] = "";
+    if (hp->n_embd_ple > 0) snprintf(ple, sizeof ple, "; per-layer embeddings of %d", hp->n_embd_ple);
+    if (hp->final_softcap > 0) snprintf(cap_s, sizeof cap_s, "; logits soft-capped at %g", hp->final_softcap);
+    snprintf(out, cap, "; attention scale 1, V RMSNorm; local heads %d (%d KV, rope %d), global "
+             "heads %d (%d KV, rope %d, proportional via rope_freqs); %d shared-KV layers%s%s",
+             hp->head_dim_swa, hp->n_head_kv_swa, hp->rope_dim_swa, hp->head_dim, hp->n_head_kv,
+             hp->rope_dim, hp->n_kv_shared, ple, cap_s);
+}
 
 const char *model_arch_features(const model_hparams *hp, char *out, size_t cap) {
     char win[96] = "";
@@ -51,13 +71,15 @@ const char *model_arch_features(const model_hparams *hp, char *out, size_t cap) 
     if (hp->rope_scale > 0 && hp->rope_scale != 1.0f)
         snprintf(scale, sizeof scale, " scaled linearly by 1/%g%s", (double)hp->rope_scale,
                  win[0] ? " on the global layers" : "");
-    snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s%s, biases %s, embeddings %s%s; chat: %s",
+    char g4[256];
+    gemma4_features(hp, g4, sizeof g4);
+    snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s%s, biases %s, embeddings %s%s%s; chat: %s",
              model_arch_name(hp->arch), hp->qk_norm ? " + Q/K head norms" : "",
              hp->post_norms ? " + post-attention/FFN norms" : "",
              hp->act == MODEL_ACT_GELU_TANH ? "GeGLU (tanh GELU)" : "SwiGLU",
              hp->rope_neox ? "NeoX pairs (i, i+d/2)" : "adjacent pairs", scale,
              hp->qkv_bias ? "on Q, K, V" : "none",
-             hp->embd_scale != 1.0f ? "scaled by sqrt(n_embd)" : "as stored", win,
+             hp->embd_scale != 1.0f ? "scaled by sqrt(n_embd)" : "as stored", win, g4,
              (unsigned)hp->arch < MODEL_ARCH_N ? archs[hp->arch].chat_note : "?");
     return out;
 }

@@ -14,8 +14,38 @@ typedef struct arch_desc {
     bool embd_scaled;          /* embeddings times sqrt(n_embd) */
     int32_t swa_pattern;       /* every swa_pattern-th layer global; 0: no windows */
     float rope_base_swa;       /* RoPE base of the local layers */
+    bool v_from_k;             /* a layer without attn_v uses its K projection as V */
     const char *chat_note;     /* the chat format the family's instruct models use */
+    /* What a family reads beyond the shared keys and tensors (NULL: nothing): its keys
+     * after the common ones, its model-wide tensors, and each layer's. ST_OK or a code
+     * with err, as model_from_gguf. */
+    st_code (*load_hparams)(const gguf_ctx *g, const char *arch, model_hparams *hp, st_err *err);
+    st_code (*load_tensors)(model *m, size_t *used, st_err *err);
+    st_code (*load_layer)(model *m, int32_t l, model_layer *L, size_t *used, st_err *err);
 } arch_desc;
+
+/* The loader's readers (model.c), for the families' own loaders (gemma4.c). */
+/* "<arch>.<name>" as an integer; missing: def (def < 0: required). */
+st_code load_hp_int(const gguf_ctx *g, const char *arch, const char *name, int64_t def,
+                    int32_t *out, st_err *err);
+/* Like load_hp_int, element l of it when the file stores one value a layer. */
+st_code load_hp_int_at(const gguf_ctx *g, const char *arch, const char *name, int32_t l,
+                       int64_t def, int32_t *out, st_err *err);
+/* "<arch>.<name>" as a positive float; missing: def. */
+st_code load_hp_float(const gguf_ctx *g, const char *arch, const char *name, double def,
+                      float *out, st_err *err);
+/* Matrix `name` of shape (n_in, n_out) in a type this build computes with. */
+st_code load_want_mat(const gguf_ctx *g, const char *name, int64_t n_in, int64_t n_out,
+                      kern_mat *m, st_err *err);
+/* Vector `name` of n floats, every value finite (F16/BF16 converted into m->f32_copies at
+ * *used, which moves past it). */
+st_code load_want_vec(model *m, const char *name, int64_t n, const float **out, size_t *used,
+                      st_err *err);
+
+/* Gemma 4's loaders (gemma4.c). */
+st_code gemma4_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp, st_err *err);
+st_code gemma4_load_tensors(model *m, size_t *used, st_err *err);
+st_code gemma4_load_layer(model *m, int32_t l, model_layer *L, size_t *used, st_err *err);
 
 /* The entry of architecture `name`, or NULL when this build does not run it. */
 const arch_desc *arch_find(const char *name);

@@ -21,7 +21,9 @@
     X(v, KD)     /* values */                                    \
     X(att, QD)   /* attention output */                          \
     X(hb, F)     /* ffn gate */                                  \
-    X(hb2, F)    /* ffn up */
+    X(hb2, F)    /* ffn up */                                    \
+    X(ple, PL)   /* per-layer inputs, (layer, row, n_embd_ple) */ \
+    X(ple2, PL)  /* their projection, (row, layer, n_embd_ple) */
 
 struct model_ctx {
     const model *m;
@@ -30,16 +32,28 @@ struct model_ctx {
     const kern_ops *ops;
     int32_t n_slots;
     int32_t max_rows;
-    size_t kv_dim;
-    float *kv;        /* a buffer: every layer's K cache, then every layer's V cache */
-    float *k_cache;   /* (n_layer, n_slots, kv_dim) into kv */
-    float *v_cache;   /* (n_layer, n_slots, kv_dim) into kv */
+    float *kv;        /* a buffer: each caching layer's K cache then its V cache */
+    float **k_cache;  /* (n_layer) layer l's (n_slots, n_head_kv(l) * head_dim(l)) into kv;
+                         a shared-KV layer's is its source's */
+    float **v_cache;  /* (n_layer) likewise */
 #define ACT_FIELD(name, width) float *name;
     ACTS(ACT_FIELD)   /* (max_rows, width) each */
 #undef ACT_FIELD
     uint8_t *seen;    /* (n_slots) slot check, host memory */
     int32_t *keep;    /* (max_rows + 1) the rows of a chunk that return logits */
+    int32_t *ple_idx; /* (max_rows * n_layer) the per-layer inputs' reorder, host memory */
 };
+
+/* Floats of layer l's K rows of one slot. */
+static size_t layer_kv_dim(const model_layer *L) { return (size_t)L->n_head_kv * L->head_dim; }
+
+int64_t model_kv_slot_floats(const model_hparams *hp) {
+    int64_t n = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        if (model_layer_kv_source(hp, l) == l)
+            n += (int64_t)model_layer_n_head_kv(hp, l) * model_layer_head_dim(hp, l);
+    return n;
+}
 
 model_ctx_params model_ctx_default_params(void) {
     return (model_ctx_params){.n_slots = 0, .max_rows = 0, .n_threads = 0, .backend = "cpu"};
@@ -50,33 +64,42 @@ kern_backend *model_ctx_backend(model_ctx *c) { return c->be; }
 const model_hparams *model_ctx_hparams(const model_ctx *c) { return &c->m->hp; }
 
 st_code model_kv_permute(model_ctx *c, const int32_t *dst_of_src, st_err *err) {
-    c->ops->kv_permute(c->be, c->kv, 2 * (int64_t)c->m->hp.n_layer, c->n_slots,
-                       (int64_t)c->kv_dim, dst_of_src);
+    for (int32_t l = 0; l < c->m->hp.n_layer; l++) /* K and V of a layer are adjacent */
+        if (c->w->layers[l].kv_src == l)
+            c->ops->kv_permute(c->be, c->k_cache[l], 2, c->n_slots,
+                               (int64_t)layer_kv_dim(&c->w->layers[l]), dst_of_src);
+    return kern_backend_sync(c->be, err);
+}
+
+/* Copies slot's K and V rows of every caching layer between the cache and host memory
+ * k and v (to_host: download). */
+static st_code kv_copy(model_ctx *c, int32_t slot, float *k, float *v, bool to_host, st_err *err) {
+    if (slot < 0 || slot >= c->n_slots)
+        return st_set(err, ST_ERR_ARG, "KV slot %d is outside the cache (%d slots)", slot,
+                      c->n_slots);
+    size_t at = 0;
+    for (int32_t l = 0; l < c->m->hp.n_layer; l++) {
+        if (c->w->layers[l].kv_src != l) continue;
+        const size_t row = layer_kv_dim(&c->w->layers[l]);
+        float *kc = c->k_cache[l] + (size_t)slot * row, *vc = c->v_cache[l] + (size_t)slot * row;
+        if (to_host) {
+            c->ops->download(c->be, k + at, kc, row * sizeof(float));
+            c->ops->download(c->be, v + at, vc, row * sizeof(float));
+        } else {
+            c->ops->upload(c->be, kc, k + at, row * sizeof(float));
+            c->ops->upload(c->be, vc, v + at, row * sizeof(float));
+        }
+        at += row;
+    }
     return kern_backend_sync(c->be, err);
 }
 
 st_code model_kv_read(model_ctx *c, int32_t slot, float *k, float *v, st_err *err) {
-    if (slot < 0 || slot >= c->n_slots)
-        return st_set(err, ST_ERR_ARG, "KV slot %d is outside the cache (%d slots)", slot,
-                      c->n_slots);
-    const size_t row = c->kv_dim, layer = (size_t)c->n_slots * row;
-    for (int32_t l = 0; l < c->m->hp.n_layer; l++) {
-        c->ops->download(c->be, k + l * row, c->k_cache + l * layer + slot * row, row * sizeof(float));
-        c->ops->download(c->be, v + l * row, c->v_cache + l * layer + slot * row, row * sizeof(float));
-    }
-    return kern_backend_sync(c->be, err);
+    return kv_copy(c, slot, k, v, true, err);
 }
 
 st_code model_kv_write(model_ctx *c, int32_t slot, const float *k, const float *v, st_err *err) {
-    if (slot < 0 || slot >= c->n_slots)
-        return st_set(err, ST_ERR_ARG, "KV slot %d is outside the cache (%d slots)", slot,
-                      c->n_slots);
-    const size_t row = c->kv_dim, layer = (size_t)c->n_slots * row;
-    for (int32_t l = 0; l < c->m->hp.n_layer; l++) {
-        c->ops->upload(c->be, c->k_cache + l * layer + slot * row, k + l * row, row * sizeof(float));
-        c->ops->upload(c->be, c->v_cache + l * layer + slot * row, v + l * row, row * sizeof(float));
-    }
-    return kern_backend_sync(c->be, err);
+    return kv_copy(c, slot, (float *)k, (float *)v, false, err);
 }
 
 void model_ctx_free(model_ctx *c) {
@@ -90,6 +113,9 @@ void model_ctx_free(model_ctx *c) {
     kern_backend_free(c->be);
     free(c->seen);
     free(c->keep);
+    free(c->ple_idx);
+    free(c->k_cache);
+    free(c->v_cache);
     free(c);
 }
 
@@ -109,7 +135,48 @@ static bool check_ops(const kern_ops *o, const model_hparams *hp, st_err *err) {
                    ops[i].op);
             return false;
         }
+    if (hp->final_softcap > 0 && o->device) { /* the cap is applied to host logits */
+        st_set(err, ST_ERR_UNSUPPORTED, "the %s backend cannot cap logits (final logit "
+               "soft-capping of %s) yet; use --backend cpu", o->name, model_arch_name(hp->arch));
+        return false;
+    }
     return true;
+}
+
+/* The KV cache (each caching layer's K then V, shared-KV layers pointing at their
+ * source's), the activations of max_rows rows, and the host arrays; false when any
+ * allocation failed. */
+static bool alloc_ctx(model_ctx *c, const model_hparams *hp, int32_t n_slots) {
+    const size_t E = (size_t)hp->n_embd, R = (size_t)c->max_rows, F = (size_t)hp->n_ff;
+    const size_t hd = (size_t)(hp->head_dim > hp->head_dim_swa ? hp->head_dim : hp->head_dim_swa);
+    const size_t QD = (size_t)hp->n_head * hd, PL = (size_t)hp->n_layer * hp->n_embd_ple + 1;
+    const size_t kvh = (size_t)(hp->n_head_kv > hp->n_head_kv_swa ? hp->n_head_kv : hp->n_head_kv_swa);
+    const size_t KD = kvh * hd;
+    c->k_cache = calloc((size_t)hp->n_layer, sizeof *c->k_cache);
+    c->v_cache = calloc((size_t)hp->n_layer, sizeof *c->v_cache);
+    c->kv = c->ops->buf_alloc(c->be, 2 * (size_t)model_kv_slot_floats(hp) * (size_t)n_slots *
+                                         sizeof(float));
+    bool ok = c->kv && c->k_cache && c->v_cache;
+    size_t at = 0;
+    for (int32_t l = 0; ok && l < hp->n_layer; l++) {
+        const model_layer *L = &c->w->layers[l];
+        if (L->kv_src != l) {
+            c->k_cache[l] = c->k_cache[L->kv_src];
+            c->v_cache[l] = c->v_cache[L->kv_src];
+            continue;
+        }
+        const size_t block = (size_t)n_slots * layer_kv_dim(L);
+        c->k_cache[l] = c->kv + at;
+        c->v_cache[l] = c->kv + at + block;
+        at += 2 * block;
+    }
+#define ACT_ALLOC(name, width) ok = ok && (c->name = c->ops->buf_alloc(c->be, sizeof(float) * R * (width)));
+    ACTS(ACT_ALLOC)
+#undef ACT_ALLOC
+    c->seen = calloc((size_t)n_slots, 1);
+    c->keep = malloc(sizeof *c->keep * (R + 1));
+    c->ple_idx = malloc(sizeof *c->ple_idx * R * (size_t)hp->n_layer);
+    return ok && c->seen && c->keep && c->ple_idx;
 }
 
 model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err) {
@@ -141,23 +208,11 @@ model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err
         model_ctx_free(c);
         return NULL;
     }
-    c->kv_dim = (size_t)hp->n_head_kv * hp->head_dim;
-    const size_t E = (size_t)hp->n_embd, QD = (size_t)hp->n_head * hp->head_dim,
-                 KD = c->kv_dim, F = (size_t)hp->n_ff, R = (size_t)c->max_rows;
-    size_t cache = (size_t)hp->n_layer * (size_t)n_slots * c->kv_dim;
-    c->kv = c->ops->buf_alloc(c->be, 2 * cache * sizeof(float));
-    c->k_cache = c->kv;
-    c->v_cache = c->kv ? c->kv + cache : NULL;
-    bool ok = c->kv != NULL;
-#define ACT_ALLOC(name, width) ok = ok && (c->name = c->ops->buf_alloc(c->be, sizeof(float) * R * (width)));
-    ACTS(ACT_ALLOC)
-#undef ACT_ALLOC
-    c->seen = calloc((size_t)n_slots, 1);
-    c->keep = malloc(sizeof *c->keep * ((size_t)c->max_rows + 1));
-    if (!ok || !c->seen || !c->keep) {
+    if (!alloc_ctx(c, hp, n_slots)) {
         kern_backend_sync(c->be, NULL);
         st_set(err, ST_ERR_NOMEM, "cannot allocate the KV cache (%d slots, %.1f MiB) and the "
-               "activations of %d rows", n_slots, 2.0 * (double)cache * sizeof(float) / (1 << 20),
+               "activations of %d rows", n_slots,
+               2.0 * (double)model_kv_slot_floats(hp) * n_slots * sizeof(float) / (1 << 20),
                c->max_rows);
         model_ctx_free(c);
         return NULL;
@@ -217,54 +272,104 @@ static st_code check_batch(model_ctx *c, const model_batch *b, st_err *err) {
     return rc;
 }
 
+/* The per-layer inputs of the chunk's n rows (Gemma 4's E models, gemma4.cpp's
+ * build_inp_per_layer and project_per_layer_inputs): (the per-layer embedding row times
+ * sqrt(n_embd_ple) + RMSNorm(proj x / sqrt(n_embd))) / sqrt(2), x the scaled embeddings,
+ * left in c->ple as (layer, row, n_embd_ple) so each layer's block is contiguous. */
+static void ple_inputs(model_ctx *c, const model_batch *b, int32_t r0, int32_t n) {
+    const model_prep *w = c->w;
+    const model_hparams *hp = &c->m->hp;
+    const kern_ops *o = c->ops;
+    const int32_t P = hp->n_embd_ple, NL = hp->n_layer;
+    const size_t PL = (size_t)NL * P;
+    for (int32_t i = 0; i < n; i++) o->get_row(c->be, c->ple + i * PL, &w->ple_embd, b->tokens[r0 + i]);
+    o->scale(c->be, c->ple, sqrtf((float)P), (int64_t)n * (int64_t)PL);
+    o->matmul(c->be, c->ple2, &w->ple_model_proj, c->x, n);
+    o->scale(c->be, c->ple2, 1.0f / sqrtf((float)hp->n_embd), (int64_t)n * (int64_t)PL);
+    o->rmsnorm(c->be, c->ple2, c->ple2, w->ple_proj_norm, n * NL, P, hp->rms_eps);
+    o->add(c->be, c->ple2, c->ple, (int64_t)n * (int64_t)PL);
+    o->scale(c->be, c->ple2, 1.0f / sqrtf(2.0f), (int64_t)n * (int64_t)PL);
+    for (int32_t l = 0; l < NL; l++)
+        for (int32_t i = 0; i < n; i++) c->ple_idx[l * n + i] = i * NL + l;
+    o->gather_rows(c->be, c->ple, c->ple2, c->ple_idx, n * NL, P);
+}
+
+/* Layer l's per-layer embedding added to the residual: x += RMSNorm(proj (gelu(gate x) *
+ * the layer's input)). */
+static void ple_layer(model_ctx *c, const model_layer *L, int32_t l, int32_t n) {
+    const model_hparams *hp = &c->m->hp;
+    const kern_ops *o = c->ops;
+    const int64_t P = hp->n_embd_ple;
+    o->matmul(c->be, c->ple2, &L->ple_gate, c->x, n); /* ple2 is free once ple_inputs ran */
+    o->geglu(c->be, c->ple2, c->ple2, c->ple + (size_t)l * (size_t)n * (size_t)P, n * P);
+    o->matmul(c->be, c->xb, &L->ple_proj, c->ple2, n);
+    o->rmsnorm(c->be, c->xb, c->xb, L->ple_norm, n, hp->n_embd, hp->rms_eps);
+    o->add(c->be, c->x, c->xb, (int64_t)n * hp->n_embd);
+}
+
+/* Layer l's attention for the chunk's n rows: the result (before wo) in c->att. A layer
+ * with its own cache stores its rows' K and V first; a shared-KV layer reads its source's. */
+static void attention_block(model_ctx *c, const model_batch *b, int32_t r0, int32_t n, int32_t l) {
+    const model_prep *w = c->w;
+    const model_layer *L = &w->layers[l];
+    const model_hparams *hp = &c->m->hp;
+    const kern_ops *o = c->ops;
+    kern_backend *be = c->be;
+    const bool swa = model_layer_is_swa(hp, l), own = L->kv_src == l;
+    const float base = swa ? hp->rope_base_swa : hp->rope_base;
+    const int32_t hd = L->head_dim, KD = (int32_t)layer_kv_dim(L);
+    void (*rope)(kern_backend *, float *, const int32_t *, int32_t, int32_t, int32_t, int32_t,
+                 float, const float *) = hp->rope_neox ? o->rope_neox : o->rope;
+    const float *ff = swa ? w->rope_freqs_swa : w->rope_freqs;
+
+    if (own)
+        o->matmul_n(be, 3, (float *const[]){c->q, c->k, c->v},
+                    (const kern_mat *const[]){&L->wq, &L->wk, &L->wv}, c->xb, n);
+    else
+        o->matmul(be, c->q, &L->wq, c->xb, n);
+    if (L->bq) {
+        o->add_bias(be, c->q, L->bq, n, hp->n_head * hd);
+        o->add_bias(be, c->k, L->bk, n, KD);
+        o->add_bias(be, c->v, L->bv, n, KD);
+    }
+    if (L->q_norm) /* every head of every row is a row of head_dim here */
+        o->rmsnorm(be, c->q, c->q, L->q_norm, n * hp->n_head, hd, hp->rms_eps);
+    rope(be, c->q, b->pos + r0, n, hp->n_head, hd, L->rope_dim, base, ff);
+    if (own) {
+        if (L->k_norm) o->rmsnorm(be, c->k, c->k, L->k_norm, n * L->n_head_kv, hd, hp->rms_eps);
+        if (hp->v_norm) o->rmsnorm(be, c->v, c->v, w->ones, n * L->n_head_kv, hd, hp->rms_eps);
+        rope(be, c->k, b->pos + r0, n, L->n_head_kv, hd, L->rope_dim, base, ff);
+        o->kv_store(be, c->k_cache[l], KD, b->slot + r0, c->k, n);
+        o->kv_store(be, c->v_cache[l], KD, b->slot + r0, c->v, n);
+    }
+    kern_attn a = {
+        .n_rows = n, .n_head = hp->n_head, .n_head_kv = L->n_head_kv,
+        .head_dim = hd, .scale = hp->attn_scale,
+        .q = c->q, .k = c->k_cache[l], .v = c->v_cache[l], .seg_off = b->seg_off + r0,
+        .segs = b->segs, .out = c->att,
+    };
+    if (swa) a.seg_off = b->seg_off_swa + r0, a.segs = b->segs_swa;
+    o->attention(be, &a);
+}
+
 /* Rows [r0, r0 + n) of the batch through every layer; leaves the residual in c->x. */
 static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_t n) {
     const model_prep *w = c->w;
     const model_hparams *hp = &c->m->hp;
     const kern_ops *o = c->ops;
     kern_backend *be = c->be;
-    size_t E = (size_t)hp->n_embd, KD = c->kv_dim;
-    size_t layer_stride = (size_t)c->n_slots * KD;
+    const size_t E = (size_t)hp->n_embd;
 
     for (int32_t i = 0; i < n; i++) o->get_row(be, c->x + i * E, &w->tok_embd, b->tokens[r0 + i]);
     if (hp->embd_scale != 1.0f) o->scale(be, c->x, hp->embd_scale, (int64_t)n * hp->n_embd);
-    /* the architecture's choices, fixed for the pass (arch.c) */
-    void (*rope)(kern_backend *, float *, const int32_t *, int32_t, int32_t, int32_t, int32_t,
-                 float, const float *) = hp->rope_neox ? o->rope_neox : o->rope;
+    if (hp->n_embd_ple > 0) ple_inputs(c, b, r0, n);
     void (*act)(kern_backend *, float *, const float *, const float *, int64_t) =
         hp->act == MODEL_ACT_GELU_TANH ? o->geglu : o->swiglu;
 
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const model_layer *L = &w->layers[l];
-        float *kc = c->k_cache + l * layer_stride, *vc = c->v_cache + l * layer_stride;
-        const bool swa = model_layer_is_swa(hp, l);
-        const float base = swa ? hp->rope_base_swa : hp->rope_base;
-
         o->rmsnorm(be, c->xb, c->x, L->attn_norm, n, hp->n_embd, hp->rms_eps);
-        o->matmul_n(be, 3, (float *const[]){c->q, c->k, c->v},
-                    (const kern_mat *const[]){&L->wq, &L->wk, &L->wv}, c->xb, n);
-        if (L->bq) {
-            o->add_bias(be, c->q, L->bq, n, hp->n_head * hp->head_dim);
-            o->add_bias(be, c->k, L->bk, n, (int32_t)KD);
-            o->add_bias(be, c->v, L->bv, n, (int32_t)KD);
-        }
-        if (L->q_norm) { /* every head of every row is a row of head_dim here */
-            o->rmsnorm(be, c->q, c->q, L->q_norm, n * hp->n_head, hp->head_dim, hp->rms_eps);
-            o->rmsnorm(be, c->k, c->k, L->k_norm, n * hp->n_head_kv, hp->head_dim, hp->rms_eps);
-        }
-        const float *ff = swa ? w->rope_freqs_swa : w->rope_freqs;
-        rope(be, c->q, b->pos + r0, n, hp->n_head, hp->head_dim, hp->rope_dim, base, ff);
-        rope(be, c->k, b->pos + r0, n, hp->n_head_kv, hp->head_dim, hp->rope_dim, base, ff);
-        o->kv_store(be, kc, (int64_t)KD, b->slot + r0, c->k, n);
-        o->kv_store(be, vc, (int64_t)KD, b->slot + r0, c->v, n);
-        kern_attn a = {
-            .n_rows = n, .n_head = hp->n_head, .n_head_kv = hp->n_head_kv,
-            .head_dim = hp->head_dim, .scale = hp->attn_scale,
-            .q = c->q, .k = kc, .v = vc, .seg_off = b->seg_off + r0, .segs = b->segs,
-            .out = c->att,
-        };
-        if (swa) a.seg_off = b->seg_off_swa + r0, a.segs = b->segs_swa;
-        o->attention(be, &a);
+        attention_block(c, b, r0, n, l);
         o->matmul(be, c->xb, &L->wo, c->att, n);
         if (L->post_attn_norm)
             o->rmsnorm(be, c->xb, c->xb, L->post_attn_norm, n, hp->n_embd, hp->rms_eps);
@@ -273,12 +378,22 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
         o->rmsnorm(be, c->xb, c->x, L->ffn_norm, n, hp->n_embd, hp->rms_eps);
         o->matmul_n(be, 2, (float *const[]){c->hb, c->hb2},
                     (const kern_mat *const[]){&L->w_gate, &L->w_up}, c->xb, n);
-        act(be, c->hb, c->hb, c->hb2, (int64_t)n * hp->n_ff);
+        act(be, c->hb, c->hb, c->hb2, (int64_t)n * L->n_ff);
         o->matmul(be, c->xb, &L->w_down, c->hb, n);
         if (L->post_ffn_norm)
             o->rmsnorm(be, c->xb, c->xb, L->post_ffn_norm, n, hp->n_embd, hp->rms_eps);
         o->add(be, c->x, c->xb, (int64_t)n * hp->n_embd);
+        if (L->ple_norm) ple_layer(c, L, l, n);
+        if (L->out_scale != 1.0f) o->scale(be, c->x, L->out_scale, (int64_t)n * hp->n_embd);
     }
+}
+
+/* Final logit soft-capping, c tanh(x / c), on n host rows of logits (check_ops keeps
+ * device backends off models that have it). */
+static void softcap_rows(const model_hparams *hp, float *logits, int32_t n) {
+    const float cap = hp->final_softcap;
+    for (size_t i = 0; i < (size_t)n * (size_t)hp->n_vocab; i++)
+        logits[i] = cap * tanhf(logits[i] / cap);
 }
 
 st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err *err) {
@@ -301,7 +416,10 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
         c->ops->matmul(c->be, out, &wt->output, c->xb, w);
         out += (size_t)w * hp->n_vocab;
     }
-    return kern_backend_sync(c->be, err); /* an op short of scratch memory */
+    st_code rc2 = kern_backend_sync(c->be, err); /* an op short of scratch memory */
+    if (rc2 == ST_OK && hp->final_softcap > 0)
+        softcap_rows(hp, logits, (int32_t)((out - logits) / hp->n_vocab));
+    return rc2;
 }
 
 st_code model_forward_linear(model_ctx *c, const int32_t *tokens, int32_t n, int32_t start,

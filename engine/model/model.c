@@ -14,7 +14,7 @@
 #include <string.h>
 
 /* Reads "<arch>.<name>" as an integer. Missing: *out = def (def < 0 means required). */
-static st_code hp_int(const gguf_ctx *g, const char *arch, const char *name, int64_t def,
+st_code load_hp_int(const gguf_ctx *g, const char *arch, const char *name, int64_t def,
                       int32_t *out, st_err *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, name);
@@ -32,7 +32,7 @@ static st_code hp_int(const gguf_ctx *g, const char *arch, const char *name, int
     return ST_OK;
 }
 
-static st_code hp_float(const gguf_ctx *g, const char *arch, const char *name, double def,
+st_code load_hp_float(const gguf_ctx *g, const char *arch, const char *name, double def,
                         float *out, st_err *err) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, name);
@@ -47,6 +47,40 @@ static st_code hp_float(const gguf_ctx *g, const char *arch, const char *name, d
     if (!(v > 0) || v > 1e12)
         return st_set(err, ST_ERR_FORMAT, "metadata %s = %g is out of range", key, v);
     *out = (float)v;
+    return ST_OK;
+}
+
+st_code load_hp_int_at(const gguf_ctx *g, const char *arch, const char *name, int32_t l,
+                       int64_t def, int32_t *out, st_err *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, name);
+    int64_t i = gguf_find_key(g, key);
+    if (i < 0 || gguf_kv_type(g, i) != GGUF_ARRAY) return load_hp_int(g, arch, name, def, out, err);
+    int64_t v = -1;
+    if ((uint64_t)l >= gguf_arr_n(g, i))
+        return st_set(err, ST_ERR_FORMAT, "metadata %s has %llu values, fewer than the layers",
+                      key, (unsigned long long)gguf_arr_n(g, i));
+    if (gguf_arr_i64(g, i, (uint64_t)l, &v) != ST_OK || v < 0 || v > (1 << 30))
+        return st_set(err, ST_ERR_FORMAT, "metadata %s[%d] is not an integer in range", key, l);
+    *out = (int32_t)v;
+    return ST_OK;
+}
+
+/* The largest value of a per-layer array "<arch>.<name>", or its one value. */
+static st_code hp_int_max(const gguf_ctx *g, const char *arch, const char *name, int64_t def,
+                          int32_t *out, st_err *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, name);
+    int64_t i = gguf_find_key(g, key);
+    if (i < 0 || gguf_kv_type(g, i) != GGUF_ARRAY) return load_hp_int(g, arch, name, def, out, err);
+    if (gguf_arr_n(g, i) == 0) return st_set(err, ST_ERR_FORMAT, "metadata %s is empty", key);
+    int32_t mx = 0, v;
+    for (int32_t l = 0; (uint64_t)l < gguf_arr_n(g, i); l++) {
+        st_code rc = load_hp_int_at(g, arch, name, l, def, &v, err);
+        if (rc) return rc;
+        mx = v > mx ? v : mx;
+    }
+    *out = mx;
     return ST_OK;
 }
 
@@ -68,7 +102,7 @@ static st_code load_rope_scaling(const gguf_ctx *g, const char *arch, model_hpar
     snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
     const char *name = gguf_find_key(g, key) >= 0 ? "rope.scaling.factor" : "rope.scale_linear";
     float f = 1.0f;
-    st_code rc = hp_float(g, arch, name, 1.0, &f, err);
+    st_code rc = load_hp_float(g, arch, name, 1.0, &f, err);
     if (rc) return rc;
     if (f == 1.0f) return ST_OK;
     if (strcmp(type, "linear") != 0)
@@ -82,24 +116,48 @@ static st_code load_rope_scaling(const gguf_ctx *g, const char *arch, model_hpar
     return ST_OK;
 }
 
-/* What the family adds: embedding and attention scales, sliding windows. */
+/* What the family adds: embedding and attention scales, sliding windows, and whatever
+ * its own loader reads (arch.h). */
 static st_code load_family_hparams(const gguf_ctx *g, const char *arch, const arch_desc *ad,
                                    model_hparams *hp, st_err *err) {
     hp->embd_scale = ad->embd_scaled ? sqrtf((float)hp->n_embd) : 1.0f;
     hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     if (ad->arch == MODEL_ARCH_GEMMA3 && hp->n_layer == 62) /* the 27B model, see arch.c */
         hp->attn_scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));
+    hp->head_dim_swa = hp->head_dim;
+    hp->rope_dim_swa = hp->rope_dim;
+    hp->n_head_kv_swa = hp->n_head_kv;
     if (ad->swa_pattern > 0) {
-        st_code rc = hp_int(g, arch, "attention.sliding_window", 0, &hp->n_swa, err);
+        st_code rc = load_hp_int(g, arch, "attention.sliding_window", 0, &hp->n_swa, err);
         if (rc) return rc;
         hp->swa_pattern = hp->n_swa > 0 ? ad->swa_pattern : 0;
         hp->rope_base_swa = ad->rope_base_swa;
     }
+    st_code rc = ad->load_hparams ? ad->load_hparams(g, arch, hp, err) : ST_OK;
+    if (rc) return rc;
     char key[96];
     snprintf(key, sizeof key, "%s.final_logit_softcapping", arch);
-    if (gguf_find_key(g, key) >= 0)
+    if (!ad->load_hparams && gguf_find_key(g, key) >= 0)
         return st_set(err, ST_ERR_UNSUPPORTED, "%s (logit soft-capping) is not supported", key);
     return load_rope_scaling(g, arch, hp, err);
+}
+
+/* Architectures llama.cpp runs that this build refuses by name, with why. */
+static st_code refuse_known(const char *arch, st_err *err) {
+    static const struct { const char *name, *why; } known[] = {
+        {"qwen35", "Qwen3.5's Gated DeltaNet layers keep a recurrent state per sequence, "
+                   "which this build's model layer and forest do not have yet"},
+        {"qwen35moe", "Qwen3.5 MoE: Gated DeltaNet layers (a recurrent state per sequence) "
+                      "and mixture-of-experts feed-forwards are not implemented"},
+        {"qwen3next", "Qwen3-Next's Gated DeltaNet layers keep a recurrent state per "
+                      "sequence, which this build does not have yet"},
+        {"gemma3n", "Gemma 3n's AltUp and Laurel blocks are not implemented (Gemma 4 is)"},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(arch, known[i].name) == 0)
+            return st_set(err, ST_ERR_UNSUPPORTED, "architecture '%s' is not supported: %s "
+                          "(supported: %s)", arch, known[i].why, model_arch_names());
+    return ST_OK;
 }
 
 static st_code load_hparams(const gguf_ctx *g, model_hparams *hp, st_err *err) {
@@ -109,6 +167,8 @@ static st_code load_hparams(const gguf_ctx *g, model_hparams *hp, st_err *err) {
         return err ? err->code : ST_ERR_FORMAT;
     }
     const arch_desc *ad = arch_find(arch);
+    st_code rc = ad ? ST_OK : refuse_known(arch, err);
+    if (rc) return rc;
     if (!ad)
         return st_set(err, ST_ERR_UNSUPPORTED,
                       "architecture '%s' is not supported (supported: %s; llama covers "
@@ -119,14 +179,13 @@ static st_code load_hparams(const gguf_ctx *g, model_hparams *hp, st_err *err) {
     hp->qk_norm = ad->qk_norm;
     hp->post_norms = ad->post_norms;
     hp->act = ad->act;
-    st_code rc;
-    if ((rc = hp_int(g, arch, "embedding_length", -1, &hp->n_embd, err)) ||
-        (rc = hp_int(g, arch, "block_count", -1, &hp->n_layer, err)) ||
-        (rc = hp_int(g, arch, "attention.head_count", -1, &hp->n_head, err)) ||
-        (rc = hp_int(g, arch, "feed_forward_length", -1, &hp->n_ff, err)) ||
-        (rc = hp_int(g, arch, "context_length", 2048, &hp->n_ctx_train, err)) ||
-        (rc = hp_float(g, arch, "attention.layer_norm_rms_epsilon", 1e-5, &hp->rms_eps, err)) ||
-        (rc = hp_float(g, arch, "rope.freq_base", 10000.0, &hp->rope_base, err)))
+    if ((rc = load_hp_int(g, arch, "embedding_length", -1, &hp->n_embd, err)) ||
+        (rc = load_hp_int(g, arch, "block_count", -1, &hp->n_layer, err)) ||
+        (rc = load_hp_int(g, arch, "attention.head_count", -1, &hp->n_head, err)) ||
+        (rc = hp_int_max(g, arch, "feed_forward_length", -1, &hp->n_ff, err)) ||
+        (rc = load_hp_int(g, arch, "context_length", 2048, &hp->n_ctx_train, err)) ||
+        (rc = load_hp_float(g, arch, "attention.layer_norm_rms_epsilon", 1e-5, &hp->rms_eps, err)) ||
+        (rc = load_hp_float(g, arch, "rope.freq_base", 10000.0, &hp->rope_base, err)))
         return rc;
     if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_ff <= 0)
         return st_set(err, ST_ERR_FORMAT, "model dimensions must be positive (embd %d, layers %d, "
@@ -138,12 +197,12 @@ static st_code load_hparams(const gguf_ctx *g, model_hparams *hp, st_err *err) {
         return st_set(err, ST_ERR_FORMAT, "embedding_length %d is not a multiple of head_count "
                       "%d, and no attention.key_length gives the head size", hp->n_embd,
                       hp->n_head);
-    if ((rc = hp_int(g, arch, "attention.head_count_kv", hp->n_head, &hp->n_head_kv, err)) ||
-        (rc = hp_int(g, arch, "attention.key_length", hp->n_embd / hp->n_head, &hp->head_dim, err)))
+    if ((rc = hp_int_max(g, arch, "attention.head_count_kv", hp->n_head, &hp->n_head_kv, err)) ||
+        (rc = load_hp_int(g, arch, "attention.key_length", hp->n_embd / hp->n_head, &hp->head_dim, err)))
         return rc;
     int32_t vlen;
-    if ((rc = hp_int(g, arch, "attention.value_length", hp->head_dim, &vlen, err))) return rc;
-    if ((rc = hp_int(g, arch, "rope.dimension_count", hp->head_dim, &hp->rope_dim, err))) return rc;
+    if ((rc = load_hp_int(g, arch, "attention.value_length", hp->head_dim, &vlen, err))) return rc;
+    if ((rc = load_hp_int(g, arch, "rope.dimension_count", hp->head_dim, &hp->rope_dim, err))) return rc;
     if (hp->n_head_kv <= 0 || hp->n_head % hp->n_head_kv != 0)
         return st_set(err, ST_ERR_FORMAT, "head_count %d is not a multiple of head_count_kv %d",
                       hp->n_head, hp->n_head_kv);
@@ -184,7 +243,7 @@ static const char *supported_list(void) {
     return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
 }
 
-static st_code want_mat(const gguf_ctx *g, const char *name, int64_t n_in, int64_t n_out,
+st_code load_want_mat(const gguf_ctx *g, const char *name, int64_t n_in, int64_t n_out,
                         kern_mat *m, st_err *err) {
     const gguf_tensor *t = want(g, name, n_in, n_out, err);
     if (!t) return err ? err->code : ST_ERR_FORMAT;
@@ -209,7 +268,7 @@ static st_code check_finite(const char *name, const float *v, int64_t n, st_err 
 
 /* A float32 norm or bias vector, every value finite; F16/BF16 ones are converted into
  * m->f32_copies at *used. */
-static st_code want_vec(model *m, const char *name, int64_t n, const float **out, size_t *used,
+st_code load_want_vec(model *m, const char *name, int64_t n, const float **out, size_t *used,
                         st_err *err) {
     const gguf_tensor *t = want(m->gguf, name, n, 0, err);
     if (!t) return err ? err->code : ST_ERR_FORMAT;
@@ -244,39 +303,87 @@ static st_code check_vocab(const gguf_ctx *g, int32_t n_rows, st_err *err) {
 }
 
 size_t model_vec_floats(const model_hparams *hp) {
-    const size_t E = (size_t)hp->n_embd, hd = (size_t)hp->head_dim;
+    const size_t E = (size_t)hp->n_embd;
+    const size_t hd = (size_t)(hp->head_dim > hp->head_dim_swa ? hp->head_dim : hp->head_dim_swa);
     const size_t QD = (size_t)hp->n_head * hd, KD = (size_t)hp->n_head_kv * hd;
     const size_t layer = 2 * E + (hp->qkv_bias ? QD + 2 * KD : 0) + (hp->qk_norm ? 2 * hd : 0) +
-                         (hp->post_norms ? 2 * E : 0);
-    return E + (size_t)hp->n_layer * layer;
+                         (hp->post_norms ? 2 * E : 0) + (hp->n_embd_ple > 0 ? E : 0);
+    /* + a layer's output scale (1 float), the per-layer projection's norm, the V norm's ones */
+    return E + (size_t)hp->n_layer * (layer + 1) + (size_t)hp->n_embd_ple + (hp->v_norm ? hd : 0);
 }
 
 /* The tensors a family adds to layer l's llama block (arch.h). */
 static st_code load_family_tensors(model *m, int32_t l, model_layer *L, size_t *used,
                                    st_err *err) {
     const model_hparams *hp = &m->hp;
-    const int64_t E = hp->n_embd, hd = hp->head_dim;
-    const int64_t QD = (int64_t)hp->n_head * hd, KD = (int64_t)hp->n_head_kv * hd;
+    const int64_t E = hp->n_embd, hd = L->head_dim;
+    const int64_t QD = (int64_t)hp->n_head * hd, KD = (int64_t)L->n_head_kv * hd;
     char nm[96];
     st_code rc = ST_OK;
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s, (int)l), nm)
     if (hp->qkv_bias &&
-        ((rc = want_vec(m, NAME("attn_q.bias"), QD, &L->bq, used, err)) ||
-         (rc = want_vec(m, NAME("attn_k.bias"), KD, &L->bk, used, err)) ||
-         (rc = want_vec(m, NAME("attn_v.bias"), KD, &L->bv, used, err))))
+        ((rc = load_want_vec(m, NAME("attn_q.bias"), QD, &L->bq, used, err)) ||
+         (rc = load_want_vec(m, NAME("attn_k.bias"), KD, &L->bk, used, err)) ||
+         (rc = load_want_vec(m, NAME("attn_v.bias"), KD, &L->bv, used, err))))
         return rc;
     /* Gemma 3's files store its norms' gains as 1 + w already: llama.cpp's converter adds
      * the 1 (convert_hf_to_gguf.py, Gemma3Model.norm_shift and modify_tensors: "Gemma3RMSNorm
-     * adds 1.0 to the norm value"), so every norm here is the plain x * gain. */
+     * adds 1.0 to the norm value"), so every norm here is the plain x * gain. A layer that
+     * reads another's cache (Gemma 4's shared KV) has no K and no K norm. */
     if (hp->qk_norm &&
-        ((rc = want_vec(m, NAME("attn_q_norm.weight"), hd, &L->q_norm, used, err)) ||
-         (rc = want_vec(m, NAME("attn_k_norm.weight"), hd, &L->k_norm, used, err))))
+        ((rc = load_want_vec(m, NAME("attn_q_norm.weight"), hd, &L->q_norm, used, err)) ||
+         (L->kv_src == l &&
+          (rc = load_want_vec(m, NAME("attn_k_norm.weight"), hd, &L->k_norm, used, err)))))
         return rc;
     if (hp->post_norms &&
-        ((rc = want_vec(m, NAME("post_attention_norm.weight"), E, &L->post_attn_norm, used, err)) ||
-         (rc = want_vec(m, NAME("post_ffw_norm.weight"), E, &L->post_ffn_norm, used, err))))
+        ((rc = load_want_vec(m, NAME("post_attention_norm.weight"), E, &L->post_attn_norm, used, err)) ||
+         (rc = load_want_vec(m, NAME("post_ffw_norm.weight"), E, &L->post_ffn_norm, used, err))))
         return rc;
 #undef NAME
+    const arch_desc *ad = arch_get(hp->arch);
+    return ad->load_layer ? ad->load_layer(m, l, L, used, err) : ST_OK;
+}
+
+/* Layer l's shape, its llama block and what its family adds. */
+static st_code load_layer(model *m, int32_t l, size_t *used, st_err *err) {
+    const model_hparams *hp = &m->hp;
+    const gguf_ctx *g = m->gguf;
+    model_layer *L = &m->layers[l];
+    L->head_dim = model_layer_head_dim(hp, l);
+    L->n_head_kv = model_layer_n_head_kv(hp, l);
+    L->rope_dim = model_layer_rope_dim(hp, l);
+    L->kv_src = model_layer_kv_source(hp, l);
+    L->out_scale = 1.0f;
+    st_code rc = load_hp_int_at(g, model_arch_name(hp->arch), "feed_forward_length", l, -1,
+                                &L->n_ff, err);
+    if (rc) return rc;
+    if (L->n_ff <= 0) return st_set(err, ST_ERR_FORMAT, "layer %d: feed_forward_length is 0", l);
+    const int64_t E = hp->n_embd, F = L->n_ff, QD = (int64_t)hp->n_head * L->head_dim,
+                  KD = (int64_t)L->n_head_kv * L->head_dim;
+    char nm[96];
+#define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s ".weight", (int)l), nm)
+    if ((rc = load_want_vec(m, NAME("attn_norm"), E, &L->attn_norm, used, err)) ||
+        (rc = load_want_mat(g, NAME("attn_q"), E, QD, &L->wq, err)) ||
+        (rc = load_want_mat(g, NAME("attn_output"), QD, E, &L->wo, err)) ||
+        (rc = load_want_vec(m, NAME("ffn_norm"), E, &L->ffn_norm, used, err)) ||
+        (rc = load_want_mat(g, NAME("ffn_gate"), E, F, &L->w_gate, err)) ||
+        (rc = load_want_mat(g, NAME("ffn_up"), E, F, &L->w_up, err)) ||
+        (rc = load_want_mat(g, NAME("ffn_down"), F, E, &L->w_down, err)))
+        return rc;
+    if (L->kv_src == l) {
+        if ((rc = load_want_mat(g, NAME("attn_k"), E, KD, &L->wk, err))) return rc;
+        if (arch_get(hp->arch)->v_from_k && !gguf_find_tensor(g, NAME("attn_v")))
+            L->wv = L->wk; /* llama.cpp's gemma4.cpp: "if v_proj is not present, use Kcur" */
+        else if ((rc = load_want_mat(g, NAME("attn_v"), E, KD, &L->wv, err)))
+            return rc;
+    }
+#undef NAME
+    if ((rc = load_family_tensors(m, l, L, used, err))) return rc;
+    const kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                            &L->ple_gate, &L->ple_proj};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        if (ms[i]->data && (i != 2 || L->wv.data != L->wk.data))
+            m->weight_bytes += dtype_row_bytes(ms[i]->type, ms[i]->n_in) * (uint64_t)ms[i]->n_out;
     return ST_OK;
 }
 
@@ -290,9 +397,8 @@ static st_code load_weights(model *m, st_err *err) {
     if (emb->ne[1] <= 0 || emb->ne[1] > (1 << 24))
         return st_set(err, ST_ERR_FORMAT, "vocabulary size %lld is out of range",
                       (long long)emb->ne[1]);
-    int64_t E = hp->n_embd, V = hp->n_vocab, F = hp->n_ff;
-    int64_t QD = (int64_t)hp->n_head * hp->head_dim, KD = (int64_t)hp->n_head_kv * hp->head_dim;
-    st_code rc = want_mat(g, "token_embd.weight", E, V, &m->tok_embd, err);
+    int64_t E = hp->n_embd, V = hp->n_vocab;
+    st_code rc = load_want_mat(g, "token_embd.weight", E, V, &m->tok_embd, err);
     if (rc) return rc;
     if ((rc = check_vocab(g, hp->n_vocab, err))) return rc;
     /* Every layer has 9 tensors or more: bound block_count by the file's tensors before
@@ -313,9 +419,9 @@ static st_code load_weights(model *m, st_err *err) {
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
     if (!m->f32_copies || !m->layers) return st_set(err, ST_ERR_NOMEM, "out of memory");
     size_t used = 0;
-    if ((rc = want_vec(m, "output_norm.weight", E, &m->out_norm, &used, err))) return rc;
+    if ((rc = load_want_vec(m, "output_norm.weight", E, &m->out_norm, &used, err))) return rc;
     if (gguf_find_tensor(g, "output.weight")) {
-        if ((rc = want_mat(g, "output.weight", E, V, &m->output, err))) return rc;
+        if ((rc = load_want_mat(g, "output.weight", E, V, &m->output, err))) return rc;
         m->hp.tied_output = false;
     } else {
         m->output = m->tok_embd;
@@ -330,26 +436,10 @@ static st_code load_weights(model *m, st_err *err) {
         if ((rc = check_finite("rope_freqs.weight", m->rope_freqs, rf->ne[0], err))) return rc;
     }
     m->weight_bytes = dtype_row_bytes(m->output.type, E) * (uint64_t)V;
-    for (int32_t l = 0; l < hp->n_layer; l++) {
-        model_layer *L = &m->layers[l];
-        char nm[96];
-#define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s ".weight", (int)l), nm)
-        if ((rc = want_vec(m, NAME("attn_norm"), E, &L->attn_norm, &used, err)) ||
-            (rc = want_mat(g, NAME("attn_q"), E, QD, &L->wq, err)) ||
-            (rc = want_mat(g, NAME("attn_k"), E, KD, &L->wk, err)) ||
-            (rc = want_mat(g, NAME("attn_v"), E, KD, &L->wv, err)) ||
-            (rc = want_mat(g, NAME("attn_output"), QD, E, &L->wo, err)) ||
-            (rc = want_vec(m, NAME("ffn_norm"), E, &L->ffn_norm, &used, err)) ||
-            (rc = want_mat(g, NAME("ffn_gate"), E, F, &L->w_gate, err)) ||
-            (rc = want_mat(g, NAME("ffn_up"), E, F, &L->w_up, err)) ||
-            (rc = want_mat(g, NAME("ffn_down"), F, E, &L->w_down, err)))
-            return rc;
-        if ((rc = load_family_tensors(m, l, L, &used, err))) return rc;
-#undef NAME
-        const kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
-            m->weight_bytes += dtype_row_bytes(ms[i]->type, ms[i]->n_in) * (uint64_t)ms[i]->n_out;
-    }
+    const arch_desc *ad = arch_get(hp->arch);
+    if (ad->load_tensors && (rc = ad->load_tensors(m, &used, err))) return rc;
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        if ((rc = load_layer(m, l, &used, err))) return rc;
     return ST_OK;
 }
 

@@ -1,5 +1,5 @@
 /* model.h - a decoder-only transformer (the llama architecture and its relatives Qwen2,
- * Qwen3 and Gemma 3): hyperparameters and weights from a GGUF file,
+ * Qwen3, Gemma 3 and Gemma 4): hyperparameters and weights from a GGUF file,
  * and the forward pass over a batch of rows that each carry their own position and
  * their own list of KV-cache slots to attend to.
  *
@@ -30,6 +30,8 @@ typedef enum model_arch {
     MODEL_ARCH_QWEN2,   /* "qwen2": Qwen2, Qwen2.5 (biases on Q, K, V) */
     MODEL_ARCH_QWEN3,   /* "qwen3": Qwen3 dense (RMSNorm on Q and K per head) */
     MODEL_ARCH_GEMMA3,  /* "gemma3": Gemma 3 text (post-norms, GELU, sliding windows) */
+    MODEL_ARCH_GEMMA4,  /* "gemma4": Gemma 4 dense text (per-layer head sizes, shared KV
+                           layers, per-layer embeddings, V norm, logit soft-capping) */
     MODEL_ARCH_N
 } model_arch;
 
@@ -70,11 +72,42 @@ typedef struct model_hparams {
     int32_t n_swa;        /* window in tokens; 0: every layer is global */
     int32_t swa_pattern;  /* 0: no local layers */
     float rope_base_swa;  /* RoPE base of the local layers */
+    /* Gemma 4: the local layers' own head shape (equal to the global ones elsewhere). */
+    int32_t head_dim_swa;   /* head size of the local layers */
+    int32_t rope_dim_swa;   /* rotated dims of a local layer's head */
+    int32_t n_head_kv_swa;  /* KV heads of the local layers */
+    int32_t n_kv_shared;    /* the last n_kv_shared layers compute only Q and read the cache
+                               of the last earlier layer of their kind (0: none) */
+    int32_t n_embd_ple;     /* per-layer embedding width (Gemma 4 E models; 0: none) */
+    bool v_norm;            /* RMSNorm without a gain over each head of V */
+    bool rope_freqs_global; /* rope_freqs apply to the global layers only (Gemma 4's
+                               proportional rotary); the local ones rotate plainly */
+    float final_softcap;    /* logits become c * tanh(logits / c); 0: none */
 } model_hparams;
 
 /* True when layer l of a model with hp uses a sliding window (see model_hparams). */
 static inline bool model_layer_is_swa(const model_hparams *hp, int32_t l) {
     return hp->n_swa > 0 && hp->swa_pattern > 0 && l % hp->swa_pattern < hp->swa_pattern - 1;
+}
+
+/* Head size, KV heads and rotated dims of layer l (the local layers' own on Gemma 4). */
+static inline int32_t model_layer_head_dim(const model_hparams *hp, int32_t l) {
+    return model_layer_is_swa(hp, l) ? hp->head_dim_swa : hp->head_dim;
+}
+static inline int32_t model_layer_n_head_kv(const model_hparams *hp, int32_t l) {
+    return model_layer_is_swa(hp, l) ? hp->n_head_kv_swa : hp->n_head_kv;
+}
+static inline int32_t model_layer_rope_dim(const model_hparams *hp, int32_t l) {
+    return model_layer_is_swa(hp, l) ? hp->rope_dim_swa : hp->rope_dim;
+}
+/* The layer whose KV cache layer l attends to: l itself, or for a shared-KV layer the
+ * last layer before the shared ones of its kind (local or global), as llama.cpp's
+ * layer_reuse_cb for Gemma 4 (src/llama-model.cpp): n_layer - n_kv_shared - 2 for a
+ * local one, - 1 for a global one. */
+static inline int32_t model_layer_kv_source(const model_hparams *hp, int32_t l) {
+    const int32_t first = hp->n_layer - hp->n_kv_shared;
+    if (hp->n_kv_shared <= 0 || l < first) return l;
+    return first - (model_layer_is_swa(hp, l) ? 2 : 1);
 }
 
 /* Forces a window of n_swa keys on hp (tests, and `plan --window` to teach what a window
@@ -96,6 +129,10 @@ const char *model_arch_names(void);
 const char *model_arch_features(const model_hparams *hp, char *out, size_t cap);
 
 typedef struct model_layer {
+    /* this layer's shape (model_layer_head_dim ...; n_ff per layer on Gemma 4) */
+    int32_t head_dim, n_head_kv, rope_dim, n_ff;
+    int32_t kv_src;           /* model_layer_kv_source: the layer whose cache it reads */
+    float out_scale;          /* the layer's output is multiplied by it (Gemma 4); 1 */
     const float *attn_norm;   /* (n_embd) */
     const float *bq, *bk, *bv; /* (n_head * head_dim), (n_head_kv * head_dim) x 2; qkv_bias */
     const float *q_norm;      /* (head_dim) qk_norm, every head's gain */
@@ -110,6 +147,10 @@ typedef struct model_layer {
     kern_mat w_gate;          /* (n_ff, n_embd)  ffn_gate, "w1" */
     kern_mat w_up;            /* (n_ff, n_embd)  ffn_up,   "w3" */
     kern_mat w_down;          /* (n_embd, n_ff)  ffn_down, "w2" */
+    /* per-layer embeddings (n_embd_ple > 0) */
+    kern_mat ple_gate;        /* (n_embd_ple, n_embd) per_layer_inp_gate */
+    kern_mat ple_proj;        /* (n_embd, n_embd_ple) per_layer_proj */
+    const float *ple_norm;    /* (n_embd) per_layer_post_norm */
 } model_layer;
 
 typedef struct model {
@@ -119,6 +160,10 @@ typedef struct model {
     const float *out_norm;    /* (n_embd) */
     kern_mat output;          /* (n_vocab, n_embd); == tok_embd when tied */
     const float *rope_freqs;  /* (rope_dim / 2) or NULL */
+    const float *ones;        /* (head_dim max) gains of 1: the V norm's */
+    kern_mat ple_embd;        /* (n_vocab, n_layer * n_embd_ple) per_layer_token_embd */
+    kern_mat ple_model_proj;  /* (n_layer * n_embd_ple, n_embd) per_layer_model_proj */
+    const float *ple_proj_norm; /* (n_embd_ple) per_layer_proj_norm */
     model_layer *layers;      /* (n_layer) */
     float *f32_copies;        /* owned float copies of F16/BF16 norm vectors, if any */
     uint64_t weight_bytes;    /* bytes of all weights read per token */
@@ -177,8 +222,12 @@ const model_hparams *model_ctx_hparams(const model_ctx *c);
  * entries. ST_ERR_NOMEM (nothing moved). */
 st_code model_kv_permute(model_ctx *c, const int32_t *dst_of_src, st_err *err);
 
-/* The K and V rows of one slot, every layer's, from the backend to host memory k and v
- * (n_layer, n_head_kv * head_dim) each (a session saving the cache), or back
+/* Floats of one slot's K rows (and as many of its V rows) over the layers that keep a
+ * cache (not Gemma 4's shared-KV ones), each layer's n_head_kv * head_dim in turn. */
+int64_t model_kv_slot_floats(const model_hparams *hp);
+
+/* The K and V rows of one slot, every caching layer's, from the backend to host memory k
+ * and v (model_kv_slot_floats each; a session saving the cache), or back
  * (model_kv_write). ST_ERR_ARG for a slot outside the cache. */
 st_code model_kv_read(model_ctx *c, int32_t slot, float *k, float *v, st_err *err);
 st_code model_kv_write(model_ctx *c, int32_t slot, const float *k, const float *v, st_err *err);

@@ -44,9 +44,13 @@ static void prep_free(const model *m, model_prep *p) {
     const kern_ops *o = kern_backend_ops(p->be);
     for (int32_t l = 0; p->layers && l < m->hp.n_layer; l++) {
         model_layer *L = &p->layers[l];
-        kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        if (L->wv.data == L->wk.data) L->wv = (kern_mat){0}; /* V is K's projection */
+        kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                          &L->ple_gate, &L->ple_proj};
         for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) o->mat_release(p->be, ms[i]);
     }
+    o->mat_release(p->be, &p->ple_embd);
+    o->mat_release(p->be, &p->ple_model_proj);
     if (!m->hp.tied_output) o->mat_release(p->be, &p->tok_embd);
     o->mat_release(p->be, &p->output);
     o->buf_free(p->be, p->norms);
@@ -91,6 +95,7 @@ static st_code prep_rope_freqs(const model *m, model_prep *p) {
         p->rope_freqs_swa = prep_vec(p, &rf, m->rope_freqs, n);
     }
     p->rope_freqs = p->rope_freqs_swa;
+    if (hp->rope_freqs_global) p->rope_freqs_swa = NULL; /* (freed through rope_freqs) */
     if (!scaled) return ST_OK;
     float *ff = malloc(sizeof(float) * (size_t)n);
     float *rf = o->buf_alloc(p->be, sizeof(float) * (size_t)n);
@@ -115,15 +120,21 @@ static st_code prep_make(const model *m, model_prep *p) {
     if (prep_rope_freqs(m, p)) return ST_ERR_NOMEM;
     float *at = p->norms;
     p->out_norm = prep_vec(p, &at, m->out_norm, hp->n_embd);
+    p->ones = prep_vec(p, &at, m->ones, hp->head_dim > hp->head_dim_swa ? hp->head_dim : hp->head_dim_swa);
+    p->ple_proj_norm = prep_vec(p, &at, m->ple_proj_norm, hp->n_embd_ple);
     st_code rc = prep_mat(m, p, &p->output, &m->output, mul);
     if (rc) return rc;
+    if (hp->n_embd_ple > 0 &&
+        ((rc = prep_mat(m, p, &p->ple_embd, &m->ple_embd, KERN_MAT_ROWS_ONLY)) ||
+         (rc = prep_mat(m, p, &p->ple_model_proj, &m->ple_model_proj, mul))))
+        return rc;
     if (hp->tied_output) p->tok_embd = p->output; /* get_row reads the stored rows */
     else if ((rc = prep_mat(m, p, &p->tok_embd, &m->tok_embd, KERN_MAT_ROWS_ONLY))) return rc;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const model_layer *S = &m->layers[l];
         model_layer *L = &p->layers[l];
-        const int64_t hd = hp->head_dim, QD = (int64_t)hp->n_head * hd,
-                      KD = (int64_t)hp->n_head_kv * hd;
+        const int64_t hd = S->head_dim, QD = (int64_t)hp->n_head * hd, KD = (int64_t)S->n_head_kv * hd;
+        *L = *S; /* the shape; matrices and vectors are replaced below */
         L->attn_norm = prep_vec(p, &at, S->attn_norm, hp->n_embd);
         L->ffn_norm = prep_vec(p, &at, S->ffn_norm, hp->n_embd);
         L->bq = prep_vec(p, &at, S->bq, QD);
@@ -133,12 +144,18 @@ static st_code prep_make(const model *m, model_prep *p) {
         L->k_norm = prep_vec(p, &at, S->k_norm, hd);
         L->post_attn_norm = prep_vec(p, &at, S->post_attn_norm, hp->n_embd);
         L->post_ffn_norm = prep_vec(p, &at, S->post_ffn_norm, hp->n_embd);
-        if ((rc = prep_mat(m, p, &L->wq, &S->wq, mul)) || (rc = prep_mat(m, p, &L->wk, &S->wk, mul)) ||
-            (rc = prep_mat(m, p, &L->wv, &S->wv, mul)) || (rc = prep_mat(m, p, &L->wo, &S->wo, mul)) ||
-            (rc = prep_mat(m, p, &L->w_gate, &S->w_gate, mul)) ||
-            (rc = prep_mat(m, p, &L->w_up, &S->w_up, mul)) ||
-            (rc = prep_mat(m, p, &L->w_down, &S->w_down, mul)))
-            return rc;
+        L->ple_norm = prep_vec(p, &at, S->ple_norm, hp->n_embd);
+        const bool v_is_k = S->wv.data == S->wk.data;
+        kern_mat *dst[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                           &L->ple_gate, &L->ple_proj};
+        const kern_mat *src[] = {&S->wq, &S->wk, &S->wv, &S->wo, &S->w_gate, &S->w_up,
+                                 &S->w_down, &S->ple_gate, &S->ple_proj};
+        for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++) *dst[i] = (kern_mat){0};
+        for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++) {
+            if (src[i]->data && !(i == 2 && v_is_k) && (rc = prep_mat(m, p, dst[i], src[i], mul)))
+                return rc;
+        }
+        if (v_is_k) L->wv = L->wk;
     }
     return ST_OK;
 }

@@ -24,6 +24,10 @@ typedef struct model_prep {
     const float *out_norm;    /* into norms */
     const float *rope_freqs;  /* a buffer, or NULL: rope's frequency factors (global layers) */
     const float *rope_freqs_swa; /* the local layers' (not scaled); may be rope_freqs */
+    const float *ones;        /* into norms: the V norm's gains (hparams v_norm) */
+    kern_mat ple_embd;        /* per-layer embeddings (KERN_MAT_ROWS_ONLY), n_embd_ple > 0 */
+    kern_mat ple_model_proj;
+    const float *ple_proj_norm; /* into norms */
     model_layer *layers;      /* (n_layer) prepared matrices, norms into norms */
     float *norms;             /* a buffer: every norm and bias vector (model_vec_floats) */
     uint64_t bytes;           /* backend memory the prepared matrices own */

@@ -1,5 +1,5 @@
 /* chat.c - chat templates (see chat.h): one table of template families, a renderer
- * shared by the four "role header" families (ChatML, Llama-3, Zephyr, Gemma), one for
+ * shared by the five "role header" families (ChatML, Llama-3, Zephyr, Gemma, Gemma 4), one for
  * Llama-2's [INST] pairs, the detector, and the reader of ChatML default system messages.
  *
  * Rendering fidelity is judged against the official Jinja templates as transformers runs
@@ -108,6 +108,9 @@ struct chat_style {
     bool fold_system;       /* system text opens the next user turn, + "\n\n" (Gemma 3) */
     bool basic_roles;       /* only system, user and assistant are written (Zephyr) */
     bool gen_after_message; /* the generation prompt needs a message before it (Zephyr) */
+    bool merge_answers;     /* an answer right after an answer opens no new turn (Gemma 4) */
+    const char *late_answer; /* opens each answer after the last user turn, or NULL */
+    const char *gen_suffix; /* written after the generation prompt's header, or NULL */
 };
 
 static void render_none(const chat_style *st, const chat_conv *c, bool gen, chat_out *o) {
@@ -120,16 +123,24 @@ static void put_open(const chat_style *st, const char *role, chat_out *o) {
     out_str(o, st->open_post);
 }
 
-/* ChatML, Llama-3, Zephyr, Gemma. */
+/* ChatML, Llama-3, Zephyr, Gemma, Gemma 4. */
 static void render_turns(const chat_style *st, const chat_conv *c, bool gen, chat_out *o) {
     size_t n = conv_n(c), since = 0; /* since: first message not yet folded */
+    bool answered = false;            /* the last message written was an answer */
+    size_t last_user = 0;             /* answers from here on are late_answer's */
+    for (size_t i = 0; i < n; i++) {
+        chat_msg m = conv_at(c, i);
+        if (role_is(&m, "user")) last_user = i + 1;
+    }
     out_str(o, st->start);
     if (n > 0) out_str(o, st->first);
     for (size_t i = 0; i < n; i++) {
         chat_msg m = conv_at(c, i);
         bool basic = role_is(&m, "system") || role_is(&m, "user") || role_is(&m, "assistant");
         if ((st->fold_system && role_is(&m, "system")) || (st->basic_roles && !basic)) continue;
-        put_open(st, m.role, o);
+        if (!(st->merge_answers && answered && role_is(&m, "assistant"))) put_open(st, m.role, o);
+        answered = role_is(&m, "assistant");
+        if (answered && st->late_answer && i >= last_user) out_str(o, st->late_answer);
         if (st->fold_system && role_is(&m, "user")) {
             for (size_t j = since; j < i; j++) {
                 chat_msg s = conv_at(c, j);
@@ -145,7 +156,10 @@ static void render_turns(const chat_style *st, const chat_conv *c, bool gen, cha
         out_put(o, t, tn);
         out_str(o, st->close);
     }
-    if (gen && (n > 0 || !st->gen_after_message)) put_open(st, "assistant", o);
+    if (gen && (n > 0 || !st->gen_after_message)) {
+        put_open(st, "assistant", o);
+        if (st->gen_suffix) out_str(o, st->gen_suffix);
+    }
 }
 
 /* Llama-2: "<s>[INST] " + user + " [/INST]", " " + answer + " </s>"; the system message
@@ -205,6 +219,16 @@ static const chat_style chat_styles[CHAT_N_KINDS] = {
                     .start = "<bos>", .first = "", .open_pre = "<start_of_turn>",
                     .open_post = "\n", .close = "<end_of_turn>\n", .assistant = "model",
                     .trim = true, .fold_system = true},
+    /* models/templates/google-gemma-4-31B-it.jinja in llama.cpp 0c1e5709 */
+    [CHAT_GEMMA4] = {.name = "gemma4", .includes_bos = true, .render = render_turns,
+                     .start = "<bos>", .first = "", .open_pre = "<|turn>", .open_post = "\n",
+                     .close = "<turn|>\n", .assistant = "model", .trim = true,
+                     .merge_answers = true, .gen_suffix = "<|channel>thought\n<channel|>"},
+    /* models/templates/Qwen3.5-4B.jinja in llama.cpp 0c1e5709 */
+    [CHAT_QWEN35] = {.name = "qwen35", .render = render_turns, .start = "", .first = "",
+                     .open_pre = "<|im_start|>", .open_post = "\n", .close = "<|im_end|>\n",
+                     .assistant = "assistant", .trim = true, .gen_suffix = "<think>\n",
+                     .late_answer = "<think>\n\n</think>\n\n"},
 };
 
 static const chat_style *style_of(chat_kind k) {
@@ -276,10 +300,13 @@ chat_kind chat_detect(const char *j) {
     chat_kind named = chat_from_name(j);
     if (named != CHAT_NONE) return named;
     /* Phi-4 puts <|im_sep|> after the role; SmolVLM uses <|im_start|> only as BOS. */
-    if (has(j, "<|im_start|>"))
-        return has(j, "<|im_sep|>") || has(j, "<end_of_utterance>") ? CHAT_NONE : CHAT_CHATML;
+    if (has(j, "<|im_start|>")) {
+        if (has(j, "<|im_sep|>") || has(j, "<end_of_utterance>")) return CHAT_NONE;
+        return has(j, "<|vision_start|>") && has(j, "enable_thinking") ? CHAT_QWEN35 : CHAT_CHATML;
+    }
     if (has(j, "<|start_header_id|>") && has(j, "<|end_header_id|>")) return CHAT_LLAMA3;
     if (has(j, "<start_of_turn>")) return CHAT_GEMMA;
+    if (has(j, "<|turn>") && has(j, "<turn|>")) return CHAT_GEMMA4;
     /* Mistral's [INST] templates have no <<SYS>> block and space answers differently. */
     if (has(j, "[INST]") && has(j, "<<SYS>>")) return CHAT_LLAMA2;
     /* Phi-3 closes turns with <|end|>; ChatGLM and GLM-Edge write no eos_token. */
@@ -334,7 +361,9 @@ bool chat_has_think_switch(const char *jinja) {
     return jinja && has(jinja, "enable_thinking") && has(jinja, "<think>");
 }
 
-const char *chat_think_off_text(void) { return "<think>\n\n</think>\n\n"; }
+const char *chat_think_off_text(chat_kind k) {
+    return k == CHAT_QWEN35 ? "\n</think>\n\n" : "<think>\n\n</think>\n\n";
+}
 
 const char *chat_after_think(const char *text) {
     static const char close[] = "</think>";

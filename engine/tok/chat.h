@@ -15,6 +15,14 @@
  *   ZEPHYR  zephyr-7b-beta:    <|system|>\nsys</s>\n<|user|>\nuser</s>\n<|assistant|>\n
  *   GEMMA   gemma-2b-it:       <bos><start_of_turn>user\ncontent<end_of_turn>\n ...
  *                              <start_of_turn>model\n (assistant is "model"; content trimmed)
+ *   GEMMA4  Gemma 4 (-it):     <bos><|turn>system\nsys<turn|>\n<|turn>user\ncontent<turn|>\n
+ *                              ... <|turn>model\n<|channel>thought\n<channel|> (thinking off,
+ *                              the template's default: an empty thought channel; consecutive
+ *                              answers share one model turn; content trimmed)
+ *   QWEN35  Qwen3.5:           ChatML with content trimmed; generation prompt
+ *                              <|im_start|>assistant\n<think>\n (thinking on, its default);
+ *                              an answer after the last user turn opens with an empty
+ *                              <think>\n\n</think>\n\n
  *
  * The rendered text holds special tokens as text ("<|im_start|>", "</s>"): tokenise it
  * with parse_special = true. Some templates write the BOS token's text themselves
@@ -24,7 +32,9 @@
  * fail: a system message is folded into the next user turn (Gemma as Gemma 3's template
  * does: "system\n\nuser"; Llama-2 as its <<SYS>> block). Not reproduced: the dated system
  * block Llama-3.1+ templates add, tool calls, and model-specific EOS texts other than
- * "</s>" in ZEPHYR (stablelm-2-zephyr uses <|endoftext|>). */
+ * "</s>" in ZEPHYR (stablelm-2-zephyr uses <|endoftext|>), Gemma 4's thinking mode
+ * (enable_thinking: a <|think|> system turn) and its removal of thought channels from
+ * earlier answers. */
 #ifndef MD_CHAT_H
 #define MD_CHAT_H
 
@@ -38,6 +48,8 @@ typedef enum {
     CHAT_LLAMA2,
     CHAT_ZEPHYR,
     CHAT_GEMMA,
+    CHAT_GEMMA4,
+    CHAT_QWEN35,
     CHAT_N_KINDS   /* count, for iterating over the names */
 } chat_kind;
 
@@ -52,19 +64,21 @@ typedef struct chat_msg {
 /* The family of a tokenizer.chat_template text, CHAT_NONE when it is NULL or not
  * recognised. A text that is exactly a template name ("chatml") gives that template, as
  * in llama.cpp. Markers: "<|im_start|>" (but not Phi-4's "<|im_sep|>" nor SmolVLM's
- * "<end_of_utterance>"), "<|start_header_id|>" with "<|end_header_id|>", "<start_of_turn>",
+ * "<end_of_utterance>"; with "<|vision_start|>" and enable_thinking it is Qwen3.5's), "<|start_header_id|>" with "<|end_header_id|>", "<start_of_turn>",
+ * "<|turn>" with "<turn|>" (Gemma 4),
  * "[INST]" with "<<SYS>>" (Mistral's [INST] templates without <<SYS>> differ and are not
  * taken), "<|user|>" with "<|assistant|>" and eos_token but without Phi-3's "<|end|>". */
 chat_kind chat_detect(const char *jinja);
 
-/* "chatml", "llama3", "llama2", "zephyr", "gemma" (exact, lower case); CHAT_NONE for
+/* "chatml", "llama3", "llama2", "zephyr", "gemma", "gemma4", "qwen35" (exact, lower case);
+ * CHAT_NONE for
  * NULL or any other name. */
 chat_kind chat_from_name(const char *name);
 /* The name chat_from_name takes; "none" for CHAT_NONE or a value out of range. */
 const char *chat_name(chat_kind k);
 
 /* True when the text chat_apply renders starts with the model's BOS token text (Llama-3
- * "<|begin_of_text|>", Llama-2 "<s>", Gemma "<bos>") for a conversation whose first
+ * "<|begin_of_text|>", Llama-2 "<s>", Gemma and Gemma 4 "<bos>") for a conversation whose first
  * message is a system or user message: tokenise it with add_bos = false. False for
  * ChatML and Zephyr, whose templates leave BOS to the tokenizer (tok_add_bos). */
 bool chat_includes_bos(chat_kind k);
@@ -112,9 +126,10 @@ size_t chat_user_turn(chat_kind k, const char *default_system, const char *user,
 /* True when the template text has the switch (it tests enable_thinking and writes
  * <think>); NULL gives false. */
 bool chat_has_think_switch(const char *jinja);
-/* What such a template appends to the generation prompt with thinking off:
- * "<think>\n\n</think>\n\n" (static). */
-const char *chat_think_off_text(void);
+/* What a template of kind k appends to chat_apply's generation prompt to turn thinking
+ * off: "<think>\n\n</think>\n\n", or for Qwen3.5, whose prompt already opened
+ * "<think>\n", "\n</think>\n\n" (static). */
+const char *chat_think_off_text(chat_kind k);
 /* The part of a reply after its last "</think>" (the answer), or text itself when it has
  * none. Points into text. */
 const char *chat_after_think(const char *text);

@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's stand-in for a space. */
-#define TOK_SPACE_MARK "\xE2\x96\x81"
 
 /* ---- hash map: piece -> id ---- */
 
@@ -119,11 +117,11 @@ static bool tok_id_ok(int32_t id, int32_t n) { return id >= -1 && id < n; }
 
 tok *tok_from_vocab(const tok_vocab_desc *d, st_err *err) {
     const char *model = d->model ? d->model : "llama";
-    bool bpe = strcmp(model, "gpt2") == 0;
+    bool bpe = strcmp(model, "gpt2") == 0 || strcmp(model, "gemma4") == 0;
     if (!bpe && strcmp(model, "llama") != 0) {
         st_set(err, ST_ERR_UNSUPPORTED,
                "tokenizer model '%.64s' is not supported (only 'llama', SentencePiece BPE, "
-               "and 'gpt2', byte-level BPE)", model);
+               "'gpt2', byte-level BPE, and 'gemma4', BPE on UTF-8)", model);
         return NULL;
     }
     if (d->n_vocab <= 0 || d->n_vocab > (1 << 28) || !d->pieces) {
@@ -211,8 +209,8 @@ tok *tok_from_vocab(const tok_vocab_desc *d, st_err *err) {
         }
     if (tok_build_special(t) != ST_OK) goto nomem;
     /* Chat models end a turn with these even when the file names another EOS/EOT. */
-    static const char *const eog_text[2] = { "<|im_end|>", "<|endoftext|>" };
-    for (int i = 0; i < 2; i++) {
+    static const char *const eog_text[TOK_N_EOG] = { "<|im_end|>", "<|endoftext|>", "<turn|>" };
+    for (int i = 0; i < TOK_N_EOG; i++) {
         int32_t id = tok_lookup(t, eog_text[i], strlen(eog_text[i]));
         t->eog[i] = id >= 0 && (t->type[id] == TOK_CONTROL || t->type[id] == TOK_USER) ? id : -1;
     }
@@ -287,7 +285,8 @@ tok *tok_from_gguf(const gguf_ctx *g, st_err *err) {
     }
     tok_vocab_desc d = tok_vocab_desc_default();
     d.model = model;
-    bool bpe = strcmp(model, "gpt2") == 0;
+    const bool raw = strcmp(model, "gemma4") == 0;
+    bool bpe = strcmp(model, "gpt2") == 0 || raw;
     if (!bpe && strcmp(model, "llama") != 0) return tok_from_vocab(&d, err); /* names it */
     if (bpe) d.add_bos = d.add_space_prefix = false;
 
@@ -331,6 +330,7 @@ tok *tok_from_gguf(const gguf_ctx *g, st_err *err) {
         tok_gguf_flag(g, "tokenizer.ggml.add_bos_token", &d.add_bos, err) != ST_OK ||
         tok_gguf_flag(g, "tokenizer.ggml.add_space_prefix", &d.add_space_prefix, err) != ST_OK)
         return NULL;
+    if (raw) d.add_bos = true; /* llama.cpp overrides a false add_bos_token for Gemma 4 */
 
     const char **pieces = malloc(sizeof(char *) * n);
     size_t *lens = malloc(sizeof(size_t) * n);
@@ -393,7 +393,9 @@ bool tok_add_bos(const tok *t) { return t->add_bos; }
 const char *tok_model_name(const tok *t) { return t->model; }
 
 bool tok_is_eog(const tok *t, int32_t id) {
-    return id >= 0 && (id == t->eos || id == t->eot || id == t->eog[0] || id == t->eog[1]);
+    bool eog = id >= 0 && (id == t->eos || id == t->eot);
+    for (int i = 0; i < TOK_N_EOG; i++) eog |= id >= 0 && id == t->eog[i];
+    return eog;
 }
 
 const char *tok_piece(const tok *t, int32_t id) {
@@ -477,7 +479,7 @@ static void tok_emit(const tok *t, tok_stream *s, int32_t id, tok_sink *k) {
         tok_utf8_feed_str(s, p, n, k);
     } else if (ty == TOK_UNKNOWN) {
         tok_utf8_feed_str(s, " \xE2\x81\x87 ", 5, k);
-    } else if (t->bpe) {
+    } else if (t->bpe && !tok_bpe_raw(t)) {
         /* NORMAL byte-level piece: each character stands for one byte. */
         for (size_t i = 0, used; i < n; i += used) {
             int b = tok_bpe_char_byte(p + i, n - i, &used);

@@ -1,19 +1,27 @@
-/* tok_bpe.c - byte-level BPE, the GGUF tokenizer model "gpt2" (GPT-2, Llama 3, Qwen 2,
- * SmolLM): each byte of the text is spelled by one printable character (GPT-2's
- * byte-to-unicode table, so the vocabulary needs no byte fallback), the text is cut into
- * words by the pre-tokenizer (tok_pretok.c), and within each word the adjacent pair with
- * the lowest merge rank (tokenizer.ggml.merges order) is merged, again and again, leftmost
- * first on ties, until no listed pair is left - what Hugging Face's BPE model and
- * llama.cpp's llm_tokenizer_bpe do. Merges are kept as a hash from (left id, right id) to
- * (rank, merged id), so BPE works on token ids, never on strings. Special tokens are split
- * out before this (tok_spm.c, shared by both models) and decoding is in tok.c. */
+/* tok_bpe.c - BPE by merge ranks: the GGUF tokenizer models "gpt2" (byte-level: GPT-2,
+ * Llama 3, Qwen 2, SmolLM) and "gemma4". Byte-level: each byte of the text is spelled by
+ * one printable character (GPT-2's byte-to-unicode table, so the vocabulary needs no byte
+ * fallback), the text is cut into words by the pre-tokenizer (tok_pretok.c), and within
+ * each word the adjacent pair with the lowest merge rank (tokenizer.ggml.merges order) is
+ * merged, again and again, leftmost first on ties, until no listed pair is left - what
+ * Hugging Face's BPE model and llama.cpp's llm_tokenizer_bpe do. "gemma4" (raw) runs the
+ * same merges over the text's UTF-8 characters as they are, spaces spelled U+2581, words
+ * being runs of newlines and runs of the rest; a run of newlines that is a piece is taken
+ * whole, and a character no piece spells becomes its <0xXX> byte tokens (llama.cpp's
+ * LLAMA_VOCAB_PRE_TYPE_GEMMA4 in src/llama-vocab.cpp). Merges are kept as a hash from
+ * (left id, right id) to (rank, merged id), so BPE works on token ids, never on strings.
+ * Special tokens are split out before this (tok_spm.c, shared by every model) and
+ * decoding is in tok.c. */
 #include "tok/tok_impl.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct tok_bpe {
     int pre;                 /* TOK_PRE_* */
+    bool raw;                /* gemma4: characters as they are, spaces as U+2581 */
+    int32_t hex_byte[256];   /* raw: the <0xXX> token of byte b, -1 when none */
     bool ignore_merges;      /* a word that is a piece is taken whole (llama3) */
     int32_t byte_id[256];    /* token spelling byte b (its one character), -1 when none */
     uint64_t *key;           /* (mask + 1) merge pair: left id << 32 | right id; ~0 = empty */
@@ -95,17 +103,21 @@ void tok_bpe_free(struct tok_bpe *b) {
     free(b);
 }
 
+bool tok_bpe_raw(const tok *t) { return t->bpe && t->bpe->raw; }
+
 st_code tok_bpe_init(tok *t, const tok_vocab_desc *d, st_err *err) {
-    int pre = tok_pre_kind(d->pre);
+    const bool raw = d->model && strcmp(d->model, "gemma4") == 0;
+    int pre = raw ? TOK_PRE_LINES : tok_pre_kind(d->pre);
     if (pre < 0)
         return st_set(err, ST_ERR_UNSUPPORTED,
                       "tokenizer pre-tokenizer '%.64s' is not supported (known: default, gpt2, "
-                      "llama3, llama-bpe, qwen2, smollm and aliases)", d->pre);
+                      "llama3, llama-bpe, qwen2, qwen35, smollm and aliases)", d->pre);
     if (d->n_merges < 0 || (d->n_merges > 0 && !d->merges))
         return st_set(err, ST_ERR_ARG, "tokenizer: gpt2 model without its merges");
     struct tok_bpe *b = calloc(1, sizeof *b);
     if (!b) return st_set(err, ST_ERR_NOMEM, "tokenizer: out of memory for the merges");
     b->pre = pre;
+    b->raw = raw;
     b->ignore_merges = pre == TOK_PRE_LLAMA3;
     uint32_t cap = 16;
     while (cap < 2u * (uint32_t)d->n_merges) cap <<= 1;
@@ -151,8 +163,10 @@ st_code tok_bpe_init(tok *t, const tok_vocab_desc *d, st_err *err) {
     free(cat);
 
     for (int c = 0; c < 256; c++) {
-        char u[2];
+        char u[2], hex[8];
         b->byte_id[c] = tok_lookup(t, u, bpe_utf8(bpe_byte_cp(c), u));
+        snprintf(hex, sizeof hex, "<0x%02X>", c);
+        b->hex_byte[c] = tok_lookup(t, hex, 6);
     }
     t->bpe = b;
     t->add_space_prefix = false; /* byte-level BPE never adds one, nor strips one */
@@ -163,6 +177,7 @@ st_code tok_bpe_init(tok *t, const tok_vocab_desc *d, st_err *err) {
 
 typedef struct bpe_sym {
     int32_t id;              /* current token; -1 for a byte no token spells */
+    int32_t at, len;         /* raw: the bytes of the word it spells */
     int32_t prev, next;      /* neighbours in the live chain, -1 at the ends */
     bool dead;               /* merged into its left neighbour */
 } bpe_sym;
@@ -224,20 +239,53 @@ static void bpe_try_pair(const struct tok_bpe *b, bpe_work *w, int32_t left, int
     bpe_heap_push(w, (bpe_pair){ rank, left, right, l, r });
 }
 
-static void bpe_word(const tok *t, bpe_work *w, const char *s, size_t n, char *spelled) {
+/* The word's first symbols: one a byte (byte-level), or one a UTF-8 character (raw); the
+ * count. */
+static int32_t bpe_seed(const tok *t, bpe_work *w, const char *s, size_t n) {
     const struct tok_bpe *b = t->bpe;
-    if (b->ignore_merges) {
+    int32_t ns = 0;
+    for (size_t i = 0, len; i < n; i += len, ns++) {
+        uint32_t cp;
+        len = b->raw ? tok_utf8_decode(s + i, n - i, &cp) : 1;
+        if (len == 0) len = 1;
+        int32_t id = b->raw ? tok_lookup(t, s + i, len) : b->byte_id[(uint8_t)s[i]];
+        w->sym[ns] = (bpe_sym){ id, (int32_t)i, (int32_t)len, ns - 1, ns + 1, false };
+    }
+    if (ns > 0) w->sym[ns - 1].next = -1;
+    return ns;
+}
+
+/* Emits symbol y: its token, or on raw vocabularies its bytes' <0xXX> tokens when no
+ * piece spells it. */
+static void bpe_emit_sym(const struct tok_bpe *b, bpe_work *w, const bpe_sym *y, const char *s) {
+    if (y->id >= 0) {
+        bpe_emit(w, y->id);
+        return;
+    }
+    for (int32_t i = 0; b->raw && i < y->len; i++)
+        if (b->hex_byte[(uint8_t)s[y->at + i]] >= 0) bpe_emit(w, b->hex_byte[(uint8_t)s[y->at + i]]);
+}
+
+/* A word taken whole when it is a piece: llama3's ignore_merges, and gemma4's runs of
+ * newlines. */
+static bool bpe_whole(const tok *t, bpe_work *w, const char *s, size_t n, char *spelled) {
+    const struct tok_bpe *b = t->bpe;
+    int32_t id = -1;
+    if (b->raw && s[0] == '\n') {
+        id = tok_lookup(t, s, n);
+    } else if (b->ignore_merges) {
         size_t m = 0;
         for (size_t i = 0; i < n; i++) m += bpe_utf8(bpe_byte_cp((uint8_t)s[i]), spelled + m);
-        int32_t id = tok_lookup(t, spelled, m);
-        if (id >= 0) {
-            bpe_emit(w, id);
-            return;
-        }
+        id = tok_lookup(t, spelled, m);
     }
-    int32_t ns = (int32_t)n;
-    for (int32_t i = 0; i < ns; i++)
-        w->sym[i] = (bpe_sym){ b->byte_id[(uint8_t)s[i]], i - 1, i + 1 < ns ? i + 1 : -1, false };
+    if (id >= 0) bpe_emit(w, id);
+    return id >= 0;
+}
+
+static void bpe_word(const tok *t, bpe_work *w, const char *s, size_t n, char *spelled) {
+    const struct tok_bpe *b = t->bpe;
+    if (bpe_whole(t, w, s, n, spelled)) return;
+    int32_t ns = bpe_seed(t, w, s, n);
     w->n_heap = 0;
     for (int32_t i = 1; i < ns; i++) bpe_try_pair(b, w, i - 1, i);
     while (w->n_heap > 0) {
@@ -248,6 +296,7 @@ static void bpe_word(const tok *t, bpe_work *w, const char *s, size_t n, char *s
         int32_t rank, res;
         bpe_merge_find(b, l->id, r->id, &rank, &res);
         l->id = res;
+        l->len += r->len;
         r->dead = true;
         l->next = r->next;
         if (r->next >= 0) w->sym[r->next].prev = p.left;
@@ -258,12 +307,27 @@ static void bpe_word(const tok *t, bpe_work *w, const char *s, size_t n, char *s
      * an unk token: byte-level vocabularies name as unk a control token such as
      * <|endoftext|>, which would end the text for the model. (SmolLM2 lacks a few
      * control characters and bytes that never occur in UTF-8.) */
-    for (int32_t i = 0; i != -1; i = w->sym[i].next)
-        if (w->sym[i].id >= 0) bpe_emit(w, w->sym[i].id);
+    for (int32_t i = 0; i != -1; i = w->sym[i].next) bpe_emit_sym(b, w, &w->sym[i], s);
 }
 
-bool tok_bpe_fragment(const tok *t, const char *s, size_t len, int32_t *out, int64_t cap,
-                      int64_t *n) {
+/* Text with every space spelled U+2581, into a new buffer (*n in: bytes, out: the new
+ * length); NULL when out of memory. */
+static char *bpe_escape(const char *s, size_t *n) {
+    size_t m = *n;
+    for (size_t i = 0; i < *n; i++) m += s[i] == ' ' ? 2 : 0;
+    char *e = malloc(m + 1);
+    if (!e) return NULL;
+    for (size_t i = 0, j = 0; i < *n; i++) {
+        if (s[i] == ' ') memcpy(e + j, TOK_SPACE_MARK, 3), j += 3;
+        else e[j++] = s[i];
+    }
+    *n = m;
+    return e;
+}
+
+/* BPE over the words of s[0..len) (already escaped when raw). */
+static bool tok_bpe_words(const tok *t, const char *s, size_t len, int32_t *out, int64_t cap,
+                          int64_t *n) {
     tok_pre p;
     size_t off, wn, longest = 0;
     tok_pre_init(&p, t->bpe->pre, s, len);
@@ -281,4 +345,16 @@ bool tok_bpe_fragment(const tok *t, const char *s, size_t len, int32_t *out, int
     free(w.heap);
     free(spelled);
     return ok;
+}
+
+
+bool tok_bpe_fragment(const tok *t, const char *s, size_t len, int32_t *out, int64_t cap,
+                      int64_t *n) {
+    if (t->bpe->raw) {
+        char *e = bpe_escape(s, &len);
+        bool ok = e && tok_bpe_words(t, e, len, out, cap, n);
+        free(e);
+        return ok;
+    }
+    return tok_bpe_words(t, s, len, out, cap, n);
 }

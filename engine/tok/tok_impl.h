@@ -7,8 +7,13 @@
 
 #include "tok/tok.h"
 
+/* U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's stand-in for a space. */
+#define TOK_SPACE_MARK "\xE2\x96\x81"
+
+#define TOK_N_EOG 3 /* end-of-generation tokens found by their text */
+
 struct tok {
-    char model[16];          /* "llama" or "gpt2" */
+    char model[16];          /* "llama", "gpt2" or "gemma4" */
     int32_t n_vocab;
     char *text;              /* every piece, NUL-terminated, back to back */
     uint32_t *off;           /* (n_vocab) offset of each piece in text */
@@ -25,9 +30,9 @@ struct tok {
     int32_t n_special;
     int32_t bos, eos, unk, eot; /* -1 when absent */
     bool add_bos, add_space_prefix;
-    int32_t eog[2];          /* more end-of-generation tokens found by their text
-                              * (<|im_end|>, <|endoftext|>, ...), -1 for none */
-    struct tok_bpe *bpe;     /* byte-level BPE data (model "gpt2"), NULL for "llama" */
+    int32_t eog[TOK_N_EOG];  /* more end-of-generation tokens found by their text
+                              * (<|im_end|>, <|endoftext|>, <turn|>), -1 for none */
+    struct tok_bpe *bpe;     /* BPE merge data (models "gpt2" and "gemma4"), NULL for "llama" */
 };
 
 /* Id of the token whose piece is exactly s[0..n), or -1. */
@@ -53,10 +58,14 @@ bool tok_bpe_fragment(const tok *t, const char *s, size_t len, int32_t *out, int
 /* The byte that the character at p[0..n) (n > 0) stands for in GPT-2's byte-to-unicode
  * table, or -1 when it stands for none; *used gets its UTF-8 length (1 when ill-formed). */
 int tok_bpe_char_byte(const char *p, size_t n, size_t *used);
+/* True for BPE over raw UTF-8 with spaces spelled U+2581 (gemma4), whose pieces decode as
+ * SentencePiece's do; false for byte-level BPE (gpt2). */
+bool tok_bpe_raw(const tok *t);
 
 /* ---- pre-tokenizer splits (tok_pretok.c) ---- */
 
-enum { TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_SMOLLM };
+enum { TOK_PRE_GPT2, TOK_PRE_LLAMA3, TOK_PRE_QWEN2, TOK_PRE_QWEN35, TOK_PRE_SMOLLM,
+       TOK_PRE_LINES /* runs of newlines and runs of anything else (gemma4) */ };
 
 /* The split for a tokenizer.ggml.pre name (NULL or "" is "default", the GPT-2 regex),
  * or -1 when the name is unknown. */

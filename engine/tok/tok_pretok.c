@@ -8,6 +8,8 @@
  *   llama3 (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *          ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
  *   qwen2  as llama3 with \p{N} (one digit a word)
+ *   qwen35 as qwen2 with marks (\p{M}) as letters: [^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+ and
+ *           ?[^\s\p{L}\p{M}\p{N}]+ (Qwen3.5 keeps combining marks inside words)
  *   smollm every \p{N} character alone, then gpt2 on the text between (Hugging Face's
  *          Digits(individual_digits) + ByteLevel, llama.cpp's "\p{N}" + gpt2 regex)
  * Classes come from engine/tok/unicode_tables.h; bytes that are not well-formed UTF-8 count
@@ -18,13 +20,14 @@
 
 #include "tok/unicode_tables.h"
 
-enum { UNI_OTHER = 0, UNI_LETTER = 1, UNI_NUMBER = 2, UNI_SPACE = 3 };
+enum { UNI_OTHER = 0, UNI_LETTER = 1, UNI_NUMBER = 2, UNI_SPACE = 3, UNI_MARK = 4 };
 
 static const struct { const char *name; int kind; } tok_pre_names[] = {
     { "default", TOK_PRE_GPT2 },     { "gpt2", TOK_PRE_GPT2 },      { "gpt-2", TOK_PRE_GPT2 },
     { "llama3", TOK_PRE_LLAMA3 },    { "llama-v3", TOK_PRE_LLAMA3 },
     { "llama-bpe", TOK_PRE_LLAMA3 }, { "falcon3", TOK_PRE_LLAMA3 }, { "pixtral", TOK_PRE_LLAMA3 },
     { "qwen2", TOK_PRE_QWEN2 },      { "deepseek-r1-qwen", TOK_PRE_QWEN2 },
+    { "qwen35", TOK_PRE_QWEN35 },
     { "smollm", TOK_PRE_SMOLLM },    { "starcoder", TOK_PRE_SMOLLM },
 };
 
@@ -45,10 +48,10 @@ static int uni_class(uint32_t c) {
     size_t lo = 0, hi = UNI_N_RUNS; /* the last run starting at or before c */
     while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;
-        if ((uni_runs[mid] >> 2) <= c) lo = mid;
+        if ((uni_runs[mid] >> 3) <= c) lo = mid;
         else hi = mid;
     }
-    return (int)(uni_runs[lo] & 3);
+    return (int)(uni_runs[lo] & 7);
 }
 
 /* One character of the text: its byte length, code point and class. */
@@ -75,11 +78,13 @@ uint32_t tok_utf8_decode(const char *s, size_t n, uint32_t *cp) {
 }
 
 /* The character at s[0..n) (n > 0); ill-formed UTF-8 is one byte of class other, with an
- * impossible code point. */
-static uni_ch uni_at(const char *s, size_t n) {
+ * impossible code point. A mark is a letter (marks_letters) or other. */
+static uni_ch uni_at(const char *s, size_t n, bool marks_letters) {
     uint32_t cp, len = tok_utf8_decode(s, n, &cp);
     if (len == 0) return (uni_ch){ 1, 0xFFFFFFFFu, UNI_OTHER };
-    return (uni_ch){ len, cp, uni_class(cp) };
+    int cls = uni_class(cp);
+    if (cls == UNI_MARK) cls = marks_letters ? UNI_LETTER : UNI_OTHER;
+    return (uni_ch){ len, cp, cls };
 }
 
 /* The scanners work on s[0..end) from position i; end is where the current piece stops
@@ -87,10 +92,11 @@ static uni_ch uni_at(const char *s, size_t n) {
 typedef struct pre_text {
     const char *s;
     size_t end;
+    bool marks_letters;  /* qwen35 */
 } pre_text;
 
 static uni_ch pre_ch(const pre_text *x, size_t i) {
-    return i < x->end ? uni_at(x->s + i, x->end - i) : (uni_ch){ 0, 0, -1 };
+    return i < x->end ? uni_at(x->s + i, x->end - i, x->marks_letters) : (uni_ch){ 0, 0, -1 };
 }
 
 /* End of the run of characters of class cls from i (at most max characters). */
@@ -179,11 +185,15 @@ void tok_pre_init(tok_pre *p, int kind, const char *text, size_t len) {
 
 bool tok_pre_next(tok_pre *p, size_t *off, size_t *n) {
     if (p->pos >= p->len) return false;
-    pre_text x = { p->s, p->len };
+    pre_text x = { p->s, p->len, p->kind == TOK_PRE_QWEN35 };
     size_t i = p->pos, end;
     switch (p->kind) {
+    case TOK_PRE_LINES: /* llama.cpp's gemma4 split "[^\n]+|[\n]+" */
+        for (end = i + 1; end < p->len && (p->s[end] == '\n') == (p->s[i] == '\n');) end++;
+        break;
     case TOK_PRE_LLAMA3: end = pre_llama3(&x, i, 3); break;
-    case TOK_PRE_QWEN2: end = pre_llama3(&x, i, 1); break;
+    case TOK_PRE_QWEN2:
+    case TOK_PRE_QWEN35: end = pre_llama3(&x, i, 1); break;
     case TOK_PRE_SMOLLM: {
         uni_ch c = pre_ch(&x, i);
         if (c.cls == UNI_NUMBER) {

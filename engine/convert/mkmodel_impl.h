@@ -1,0 +1,35 @@
+/* mkmodel_impl.h - the tensor list and helpers mkmodel.c shares with the families that
+ * lay their layers out their own way (mkmodel_gemma4.c). Private to engine/convert. */
+#ifndef MD_MKMODEL_IMPL_H
+#define MD_MKMODEL_IMPL_H
+
+#include "convert/mkmodel.h"
+#include "gguf/gguf.h"
+
+typedef struct mk_tensor {
+    char name[48];
+    uint32_t n_dims, type;
+    int64_t ne[2];          /* ne[1] = 1 for vectors */
+    float center, spread;   /* values are center + spread * U(-1, 1) */
+    void *data;             /* owned */
+} mk_tensor;
+
+#define MK_MAX_PER_LAYER 20 /* tensors of a layer, every architecture's extras included */
+#define MK_MAX_GLOBAL 8     /* tensors outside the layers */
+
+/* Appends a tensor (without data) at t[*n] and counts it. ne1 1: a vector. */
+void mk_add(mk_tensor *t, int *n, const char *name, int64_t ne0, int64_t ne1, uint32_t type,
+            float center, float spread);
+/* head_dim, or n_embd / n_head when 0. */
+int32_t mk_head_dim(const mkmodel_params *p);
+
+/* Gemma 4 (mkmodel_gemma4.c): its checks, its tensors (after token_embd, output_norm and
+ * output, which mk_list adds; returns the new count) and its "gemma4.*" keys. */
+st_code mk_gemma4_check(const mkmodel_params *p, st_err *err);
+int mk_gemma4_list(const mkmodel_params *p, mk_tensor *t, int n);
+st_code mk_gemma4_meta(gguf_writer *w, const mkmodel_params *p);
+/* The values of a generated tensor that are not random (Gemma 4's rope_freqs: 1 on the
+ * rotated pairs, 1e30 on the rest); false for every other tensor. */
+bool mk_gemma4_fixed(const mkmodel_params *p, const mk_tensor *t, float *row);
+
+#endif
