@@ -346,6 +346,35 @@ static void test_errors(uint64_t seed) {
     cu = cu0;
 }
 
+/* A product into host memory whose tile finds no memory leaves y as it was: the output
+ * scratch, which holds the previous product's rows, is not copied to it. */
+static void test_no_stale_copy(uint64_t seed) {
+    st_err err = {0};
+    kern_backend *cu0 = cu;
+    cu = kern_backend_init("cuda", 0, &err);
+    kern_mat s1 = {DT_Q8_0, 32, 256, make_weights(&seed, DT_Q8_0, 32, 256), NULL};
+    kern_mat s2 = {DT_Q8_0, 32, 512, make_weights(&seed, DT_Q8_0, 32, 512), NULL}, w1, w2;
+    T_CHECK(C->mat_prepare(cu, &w1, &s1, 0, NULL) == ST_OK && C->mat_prepare(cu, &w2, &s2, 0, NULL) == ST_OK,
+            "mat_prepare Q8_0");
+    float *x = rand_floats(&seed, 20 * 512, 1.0f), *y = malloc(sizeof(float) * 20 * 32);
+    float *dx = dev(x, 20 * 512);
+    C->matmul(cu, y, &w1, dx, 20); /* grows the output scratch and a 32 KiB tile */
+    check_sync("matmul into host memory");
+    for (int i = 0; i < 20 * 32; i++) y[i] = 7.0f;
+    kern_backend_set_alloc_limit(cu, 40000); /* w2's 64 KiB tile does not fit */
+    C->matmul(cu, y, &w2, dx, 20);
+    bool kept = true;
+    for (int i = 0; i < 20 * 32; i++) kept = kept && y[i] == 7.0f;
+    T_CHECK(kern_backend_sync(cu, &err) == ST_ERR_NOMEM && kept,
+            "host y after a product without memory for its tile: unchanged (%s)", err.msg);
+    kern_backend_set_alloc_limit(cu, SIZE_MAX);
+    C->mat_release(cu, &w1), C->mat_release(cu, &w2);
+    C->buf_free(cu, dx);
+    free(x), free(y), free((void *)s1.data), free((void *)s2.data);
+    kern_backend_free(cu);
+    cu = cu0;
+}
+
 int main(void) {
     st_err err = {0};
     cu = kern_backend_init("cuda", 0, &err);
@@ -366,6 +395,7 @@ int main(void) {
     test_small_ops(63);
     test_topk(64);
     test_errors(65);
+    test_no_stale_copy(68);
     fprintf(stderr, "cuda backend (%s): max nerr seen: matmul %.3g, attention %.3g, small ops %.3g\n",
             cu_emulated() ? "emulated" : "device", seen_mm, seen_attn, seen_small);
     kern_backend_free(cu);

@@ -178,7 +178,8 @@ static std::vector<int32_t> topk_oracle(const float *x, int n, int kk) {
 }
 
 static void test_topk(void) {
-    const int vocabs[] = {1, 5, 300, 4099}, ks[] = {1, 4, 40, 100};
+    /* (k 5000: past the vocabulary, still capped at CU_TOPK_MAX) */
+    const int vocabs[] = {1, 5, 300, 4099}, ks[] = {1, 4, 40, 100, 5000};
     for (int n : vocabs)
         for (int k : ks) {
             if (k == 100 && n < 300) continue;

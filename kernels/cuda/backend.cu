@@ -326,8 +326,8 @@ void gemm(kern_backend *b, float *y, int64_t ldy, const float *a, int64_t n, con
 }
 
 /* Many rows: W dequantised to float32 a tile of rows at a time (F32 read in place), each
- * tile's columns of y by gemm. */
-void product(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
+ * tile's columns of y by gemm. False (recorded) when the tile finds no memory. */
+bool product(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
     const int64_t n_out = w->n_out, n_in = w->n_in;
     const bool f32 = w->type == DT_F32;
     const int64_t tile =
@@ -336,13 +336,14 @@ void product(kern_backend *b, float *y, const kern_mat *w, const float *x, int32
                                                                       (sizeof(float) * n_in))));
     float *wt = f32 ? nullptr
                     : static_cast<float *>(scratch(b, "matmul", S_W, sizeof(float) * tile * n_in));
-    if (!f32 && !wt) return;
+    if (!f32 && !wt) return false;
     for (int64_t o0 = 0; o0 < n_out; o0 += tile) {
         const int64_t nc = std::min(tile, n_out - o0);
         const float *a = f32 ? static_cast<const float *>(w->data) + o0 * n_in : wt;
         if (!f32) cu_dequant_rows(wt, w->type, w->data, n_in, o0, (int32_t)nc, STREAM);
         gemm(b, y + o0, n_out, a, nc, x, n_rows, n_in);
     }
+    return true;
 }
 
 void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
@@ -356,7 +357,7 @@ void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, i
         return;
     }
     if (n_rows <= CU_FEW_ROWS) cu_matmul_few(yd, w->type, w->data, w->n_out, w->n_in, x, n_rows, STREAM);
-    else product(b, yd, w, x, n_rows);
+    else if (!product(b, yd, w, x, n_rows)) return; /* (yd holds an older product's rows) */
     if (LAUNCHED(b, "matmul") && yd != y)
         CU_OK(b, "matmul", d2h(b, y, yd, y_bytes));
 }
