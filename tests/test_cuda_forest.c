@@ -1,5 +1,5 @@
 /* test_cuda_forest.c - the forest's promise through the cuda backend (emulated under make
- * test, the device with tools/gpu-check.sh): every leaf of a forest decoded in shared steps
+ * test, the device with tools/gpu-run.sh): every leaf of a forest decoded in shared steps
  * gets the logits of decoding its root-to-leaf path alone, and greedy growth in shared
  * steps picks the tokens linear greedy decoding picks.
  *
