@@ -15,7 +15,8 @@
  * segments, gather indices, kv_permute's map) are copied in through a small cache keyed
  * by content (a forward pass passes the same arrays to every layer); matmul's y and
  * topk_lse's x may be host memory (the step's logits are, today), staged through device
- * scratch; topk_lse's lse, ids and lp are host memory. */
+ * scratch; topk_lse's lse, ids and lp are host memory, its results brought back in one
+ * asynchronous copy into page-locked memory allocated once (grown when a step needs more). */
 #include <string.h>
 
 #include <algorithm>
@@ -62,6 +63,7 @@ struct cuda_state {
     small_copy small[N_SMALL];
     uint64_t small_clock;
     uint64_t d2h_bytes; /* copied to the host so far (cu_d2h_bytes) */
+    dev_buf pinned;     /* page-locked host memory the small results come back into */
     std::vector<std::pair<uintptr_t, uintptr_t>> own; /* this instance's buffers [start, end) */
 };
 
@@ -164,6 +166,37 @@ cudaError_t d2h(kern_backend *b, void *dst, const void *src, size_t bytes) {
     return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
 }
 
+/* bytes of page-locked host memory (grown, never shrunk; the contents do not survive a
+ * growth), or NULL recorded. */
+void *pinned(kern_backend *b, const char *op, size_t bytes) {
+    dev_buf *h = &state_of(b)->pinned;
+    if (bytes <= h->bytes && h->p) return h->p;
+    const size_t n = std::max(bytes, std::max((size_t)4096, h->bytes * 2));
+    cudaFreeHost(h->p);
+    *h = dev_buf{nullptr, 0};
+    void *p = nullptr;
+    const cudaError_t e = kern_backend_alloc_allowed(b, n) ? cudaMallocHost(&p, n) : cudaErrorMemoryAllocation;
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        kern_backend_fail(b, ST_ERR_NOMEM, op, "out of memory for %zu bytes of pinned host memory (%s)",
+                          n, cudaGetErrorString(e));
+        return nullptr;
+    }
+    *h = dev_buf{p, n};
+    return p;
+}
+
+/* bytes of device memory at src into page-locked memory, in one asynchronous copy the
+ * stream then waits for (counted in cu_d2h_bytes); NULL recorded on failure. */
+const void *d2h_pinned(kern_backend *b, const char *op, const void *src, size_t bytes) {
+    void *h = pinned(b, op, bytes);
+    if (!h || !CU_OK(b, op, cudaMemcpyAsync(h, src, bytes, cudaMemcpyDeviceToHost, STREAM)) ||
+        !CU_OK(b, op, cudaStreamSynchronize(STREAM)))
+        return nullptr;
+    state_of(b)->d2h_bytes += bytes;
+    return h;
+}
+
 /* Whether p is device memory: one of this instance's buffers, else as the driver says. */
 bool on_device(kern_backend *b, const void *p) {
     const uintptr_t u = (uintptr_t)p;
@@ -210,6 +243,7 @@ void cuda_free(void *state) {
     cudaDeviceSynchronize();
     for (dev_buf &d : s->scratch) cudaFree(d.p);
     for (small_copy &c : s->small) cudaFree(c.dev.p);
+    cudaFreeHost(s->pinned.p);
     cublasDestroy(s->blas);
     delete s;
 }
@@ -504,18 +538,17 @@ void cuda_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, i
     float *d_lp = reinterpret_cast<float *>(d + nr * 12 + pairs * 4);
     const int32_t got = cu_topk_lse(xd, n_rows, n, kd, d_ids, d_lp, d_mx, d_ls, STREAM);
     if (!LAUNCHED(b, "topk_lse")) return;
-    std::vector<double> ls(nr);
-    std::vector<float> mx(nr);
-    if (!CU_OK(b, "topk_lse", d2h(b, ls.data(), d_ls, nr * 8)) ||
-        !CU_OK(b, "topk_lse", d2h(b, mx.data(), d_mx, nr * 4)))
-        return;
-    for (size_t r = 0; r < nr; r++) lse[r] = kern_lse{mx[r], ls[r]};
+    const char *h = static_cast<const char *>(d2h_pinned(b, "topk_lse", d, nr * 12 + pairs * 8));
+    if (!h) return;
+    for (size_t r = 0; r < nr; r++) {
+        lse[r].mx = reinterpret_cast<const float *>(h + nr * 8)[r];
+        lse[r].log_sum = reinterpret_cast<const double *>(h)[r];
+    }
     if (k <= 0) return;
     int32_t filled = got;
     if (kd > 0) {
-        if (!CU_OK(b, "topk_lse", d2h(b, ids, d_ids, pairs * 4)) ||
-            !CU_OK(b, "topk_lse", d2h(b, lp, d_lp, pairs * 4)))
-            return;
+        memcpy(ids, h + nr * 12, pairs * 4);
+        memcpy(lp, h + nr * 12 + pairs * 4, pairs * 4);
     } else {
         std::vector<float> hx;
         const float *xh = x;

@@ -684,6 +684,15 @@ inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cud
     (void)s;
     return cudaMemcpy(dst, src, bytes, kind);
 }
+/* page-locked host memory: plain host memory here */
+inline cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaFreeHost(void *p) {
+    free(p);
+    return cudaSuccess;
+}
 inline cudaError_t cudaMemset(void *p, int v, size_t bytes) {
     memset(p, v, bytes);
     return cudaSuccess;
