@@ -300,6 +300,50 @@ static void test_topk(void) {
         }
 }
 
+#if !CU_EMU
+/* Seconds per call of f, over 50 calls after 3 untimed ones (CUDA events). */
+template <class F> static double per_call(F f) {
+    cudaEvent_t a, b;
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    for (int i = 0; i < 3; i++) f();
+    cudaEventRecord(a);
+    for (int i = 0; i < 50; i++) f();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    return ms / 1e3 / 50;
+}
+
+/* On a GPU, a figure for the run's log (no check): the weight bytes per second of one
+ * activation row through cu_matmul_few and through cu_quantize_q8 + cu_matmul_q8, on an
+ * 8B model's ffn shape. */
+static void time_products(void) {
+    const int64_t n_out = 14336, n_in = 4096;
+    for (uint32_t type : {DT_Q4_K, DT_Q4_1, DT_Q8_0, DT_Q6_K}) {
+        const size_t wb = dtype_row_bytes(type, n_in) * n_out;
+        void *w;
+        float *x, *y, *xd;
+        int8_t *xq;
+        int32_t *xs;
+        cudaMalloc(&w, wb), cudaMalloc(&x, n_in * 4), cudaMalloc(&y, n_out * 4);
+        cudaMalloc(&xq, n_in), cudaMalloc(&xd, n_in / 8), cudaMalloc(&xs, n_in / 4);
+        cudaMemset(w, 0x11, wb), cudaMemset(x, 0, n_in * 4);
+        const double few = per_call([&] { cu_matmul_few(y, type, w, n_out, n_in, x, 1, nullptr); });
+        const double q8 = per_call([&] {
+            cu_quantize_q8(xq, xd, xs, x, 1, n_in, nullptr);
+            cu_matmul_q8(y, type, w, n_out, n_in, xq, xd, xs, 1, nullptr);
+        });
+        sync("timing");
+        fprintf(stderr, "speed %s %ldx%ld, 1 row: few-row %.0f GB/s (%.1f us), mmvq %.0f GB/s (%.1f us)\n",
+                dtype_name(type), (long)n_out, (long)n_in, wb / few / 1e9, few * 1e6, wb / q8 / 1e9,
+                q8 * 1e6);
+        cudaFree(w), cudaFree(x), cudaFree(y), cudaFree(xq), cudaFree(xd), cudaFree(xs);
+    }
+}
+#endif
+
 int main(void) {
     int n_dev = 0;
     const cudaError_t de = cudaGetDeviceCount(&n_dev);
@@ -321,6 +365,9 @@ int main(void) {
     test_get_rows();
     test_topk();
     test_mmvq();
+#if !CU_EMU
+    time_products();
+#endif
     kern_backend_free(ref);
     fprintf(stderr,
             "max error seen: rmsnorm %.3g, swiglu %.3g, topk log_sum %.3g, logprob %.3g, mmvq %.3g "

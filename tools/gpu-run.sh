@@ -118,6 +118,9 @@ record device ok 0 0 "$DEVICE"
 for t in test_cuda_kernels test_cuda_backend test_cuda_forest; do
     step "$t" 10 120 "$TESTS/$t"
 done
+# (test_cuda_kernels times the few-row products on a GPU: weight GB/s, one row)
+grep '^speed ' "$W/test_cuda_kernels.log" >"$W/product-speed.txt" 2>/dev/null &&
+    record product-speed ok 0 0 "$(tr '\n' ';' <"$W/product-speed.txt")"
 
 # ---- 3. exactness on a SmolLM2-shaped Q4_1 model ----
 mkmodel() { # NAME ESTIMATE FILE MKMODEL-ARGS...: FILE made unless a former run made it
