@@ -168,6 +168,7 @@ CU_UNROLL
 }
 
 template <int TYPE> struct mmvq {
+    static constexpr bool supported = TYPE != DT_F32 && TYPE != DT_F16 && TYPE != DT_BF16;
     static void run(float *y, const void *w, int64_t n_out, int64_t n_in, const int8_t *xq,
                     const float *xd, const int32_t *xs, int32_t n_rows, cu_stream s) {
         const dim3 grid((unsigned)((n_out + MQ_WARPS - 1) / MQ_WARPS),
@@ -177,20 +178,10 @@ template <int TYPE> struct mmvq {
     }
 };
 
-/* Fn<TYPE>::run(a...) for a run-time type; false for a type without a unit unpacker. */
-template <template <int> class Fn, class... A> bool with_qtype(uint32_t type, A... a) {
-    switch (type) {
-    case DT_Q8_0: Fn<DT_Q8_0>::run(a...); return true;
-    case DT_Q4_0: Fn<DT_Q4_0>::run(a...); return true;
-    case DT_Q4_1: Fn<DT_Q4_1>::run(a...); return true;
-    case DT_Q5_0: Fn<DT_Q5_0>::run(a...); return true;
-    case DT_Q5_1: Fn<DT_Q5_1>::run(a...); return true;
-    case DT_Q4_K: Fn<DT_Q4_K>::run(a...); return true;
-    case DT_Q5_K: Fn<DT_Q5_K>::run(a...); return true;
-    case DT_Q6_K: Fn<DT_Q6_K>::run(a...); return true;
-    default: return false;
-    }
-}
+template <int TYPE> struct has_mmvq { /* (no launch: whether mmvq takes TYPE) */
+    static constexpr bool supported = mmvq<TYPE>::supported;
+    static void run() {}
+};
 
 } /* namespace */
 
@@ -204,6 +195,6 @@ extern "C" void cu_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *
 extern "C" bool cu_matmul_q8(float *y, uint32_t type, const void *w, int64_t n_out,
                              int64_t n_in, const int8_t *xq, const float *xd, const int32_t *xs,
                              int32_t n_rows, cu_stream s) {
-    if (n_out <= 0 || n_in <= 0 || n_rows <= 0) return with_qtype<cu::no_launch>(type);
-    return with_qtype<mmvq>(type, y, w, n_out, n_in, xq, xd, xs, n_rows, s);
+    if (n_out <= 0 || n_in <= 0 || n_rows <= 0) return cu::with_type<has_mmvq>(type);
+    return cu::with_type<mmvq>(type, y, w, n_out, n_in, xq, xd, xs, n_rows, s);
 }
