@@ -5,11 +5,14 @@
  * order), and every CUDA and cuBLAS status is checked: the first failure is recorded
  * naming the op, the call, its file and line, and sync returns it.
  *
- * Products: up to CU_FEW_ROWS activation rows go through cu_matmul_few (the blocks read
- * as stored); more through product(), which dequantises W to float32 in tiles of at most
- * PRODUCT_TILE_BYTES and multiplies by cuBLAS SGEMM (float32 throughout, no TF32). Under
- * the emulator (emu.h, no cuBLAS) product() multiplies on the host in the order of the
- * few-row kernel, so a row's result is the same bits in any batch there.
+ * Products: weights of a block type (Q4_0 .. Q6_K) go through cu_matmul_q8 at any batch
+ * size, the activations quantised to int8 on the device first (as the cpu backend does),
+ * so a row's result is the same bits in any batch. F32, F16 and BF16: up to CU_FEW_ROWS
+ * activation rows go through cu_matmul_few (the blocks read as stored); more through
+ * product(), which dequantises W to float32 in tiles of at most PRODUCT_TILE_BYTES and
+ * multiplies by cuBLAS SGEMM (float32 throughout, no TF32). Under the emulator (emu.h, no
+ * cuBLAS) product() multiplies on the host in the order of the few-row kernel, so a row's
+ * result is the same bits in any batch there.
  *
  * Host memory where the engine passes it: the batch's integer arrays (positions, slots,
  * segments, gather indices, kv_permute's map) are copied in through a small cache keyed
@@ -44,7 +47,7 @@ namespace {
 constexpr size_t PRODUCT_TILE_BYTES = (size_t)64 << 20;
 constexpr int N_SMALL = 8; /* host arrays kept on the device at once */
 
-enum { S_W, S_OUT, S_IN, S_TOPK, N_SCRATCH }; /* device scratch buffers, by use */
+enum { S_W, S_OUT, S_IN, S_TOPK, S_Q8, N_SCRATCH }; /* device scratch buffers, by use */
 
 struct dev_buf {
     void *p;
@@ -380,7 +383,36 @@ bool product(kern_backend *b, float *y, const kern_mat *w, const float *x, int32
     return true;
 }
 
-void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
+/* Activation rows as cu_quantize_q8 leaves them (device scratch S_Q8). */
+struct q8_acts {
+    const int8_t *q;
+    const float *d;
+    const int32_t *sum;
+};
+
+/* Whether weights of type go through cu_matmul_q8 (the block types). */
+bool takes_q8(uint32_t type) {
+    return cu_matmul_q8(nullptr, type, nullptr, 0, 0, nullptr, nullptr, nullptr, 0, STREAM);
+}
+
+/* x (n_rows, n_in) quantised into S_Q8; false (recorded) without memory for it. */
+bool quantize_acts(kern_backend *b, q8_acts *a, const float *x, int32_t n_rows, int64_t n_in) {
+    const size_t n = (size_t)n_rows * (size_t)n_in; /* (a multiple of 32) */
+    char *p = static_cast<char *>(scratch(b, "matmul", S_Q8, n + n / 8 + n / 4));
+    if (!p) return false;
+    *a = q8_acts{reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
+                 reinterpret_cast<int32_t *>(p + n + n / 8)};
+    cu_quantize_q8(reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
+                   reinterpret_cast<int32_t *>(p + n + n / 8), x, n_rows, n_in, STREAM);
+    return true;
+}
+
+/* y = x W^T: block types by cu_matmul_q8 at every batch size (so a row's bits never
+ * depend on its batch), against xq when given (x already quantised, as matmul_n does
+ * once for its products), else quantised here; the others by the few-row kernel or
+ * product(). */
+void matmul_one(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows,
+                const q8_acts *xq) {
     if (n_rows <= 0 || w->n_out <= 0) return;
     const size_t y_bytes = sizeof(float) * (size_t)n_rows * (size_t)w->n_out;
     float *yd = on_device(b, y) ? y : static_cast<float *>(scratch(b, "matmul", S_OUT, y_bytes));
@@ -390,15 +422,32 @@ void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, i
                           dtype_name(w->type));
         return;
     }
-    if (n_rows <= CU_FEW_ROWS) cu_matmul_few(yd, w->type, w->data, w->n_out, w->n_in, x, n_rows, STREAM);
-    else if (!product(b, yd, w, x, n_rows)) return; /* (yd holds an older product's rows) */
+    q8_acts own;
+    if (takes_q8(w->type)) {
+        if (!xq && !quantize_acts(b, &own, x, n_rows, w->n_in)) return;
+        const q8_acts &a = xq ? *xq : own;
+        cu_matmul_q8(yd, w->type, w->data, w->n_out, w->n_in, a.q, a.d, a.sum, n_rows, STREAM);
+    } else if (n_rows <= CU_FEW_ROWS) {
+        cu_matmul_few(yd, w->type, w->data, w->n_out, w->n_in, x, n_rows, STREAM);
+    } else if (!product(b, yd, w, x, n_rows)) {
+        return; /* (yd holds an older product's rows) */
+    }
     if (LAUNCHED(b, "matmul") && yd != y)
         CU_OK(b, "matmul", d2h(b, y, yd, y_bytes));
 }
 
+void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
+    matmul_one(b, y, w, x, n_rows, nullptr);
+}
+
+/* Products of one x (Q, K and V; gate and up): x quantised once when every W takes it. */
 void cuda_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
                    const float *x, int32_t n_rows) {
-    for (int32_t i = 0; i < n; i++) cuda_matmul(b, y[i], w[i], x, n_rows);
+    bool once = n > 1 && n_rows > 0;
+    for (int32_t i = 0; once && i < n; i++) once = takes_q8(w[i]->type) && w[i]->n_in == w[0]->n_in;
+    q8_acts a;
+    if (once && !quantize_acts(b, &a, x, n_rows, w[0]->n_in)) return;
+    for (int32_t i = 0; i < n; i++) matmul_one(b, y[i], w[i], x, n_rows, once ? &a : nullptr);
 }
 
 void cuda_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
