@@ -9,7 +9,8 @@
 # status, exit code, seconds, last line) and results.tgz (every log and JSON), so a run
 # cut off still returns what it finished.
 #
-#   OUT=dir sh tools/gpu-run.sh      (GPU_RUN_BUDGET=seconds, default 450)
+#   OUT=dir sh tools/gpu-run.sh      (GPU_RUN_BUDGET=seconds, default 450: give the
+#                                     command that runs it a limit of 540 or more)
 #
 # It uses the pack `make gpu-pack` built (build/gpu-pack, or $GPU_PACK; carried to the
 # GPU machine beside the working tree), else builds with make there. Without a GPU it
@@ -192,8 +193,8 @@ mkmodel mkmodel-8b-shape 60 "$B8" --vocab 128256 --embd 4096 --layers 8 --heads 
 # ---- 5. compute-sanitizer on the tests, while time is left ----
 if command -v compute-sanitizer >/dev/null 2>&1; then
     for tool in memcheck racecheck; do
-        step "sanitizer-$tool-kernels" 60 150 compute-sanitizer --tool "$tool" --error-exitcode 1 \
-            "$TESTS/test_cuda_kernels"
+        step "sanitizer-$tool-kernels" 60 150 env MD_NO_TIMING=1 compute-sanitizer --tool "$tool" \
+            --error-exitcode 1 "$TESTS/test_cuda_kernels"
     done
     step sanitizer-memcheck-backend 60 150 compute-sanitizer --tool memcheck --error-exitcode 1 \
         "$TESTS/test_cuda_backend"
