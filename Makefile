@@ -9,6 +9,7 @@
 #                   level: plain C, AVX2, AVX-512 (where the CPU has it), aarch64 NEON (qemu)
 #   make cuda-check the CUDA kernels compiled for sm_80/sm_90 (needs nvcc), failing on spills
 #   make cuda-test  the CUDA kernel test on the GPU (needs nvcc and a device)
+#   make gpu-pack   build/gpu-pack: everything tools/gpu-run.sh needs on a GPU machine (sm_90)
 #   make soak       100,000 random forest operations under ASan + UBSan (SOAK_OPS, SOAK_SEED)
 #   make fuzz       each libFuzzer harness of tests/fuzz/ for FUZZ_TIME seconds (clang)
 #   make fuzz-smoke each harness for about a minute (what CI runs)
@@ -88,7 +89,8 @@ EMU_CXXFLAGS := -std=c++17 $(OPT) -g -Wall -Wextra -Werror -ffp-contract=off -MM
                 $(EXTRA_CFLAGS)
 CU_SRC       := $(wildcard kernels/cuda/*.cu)
 CU_EMU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/emu/%.o)
-CU_DEV_OBJ   := $(CU_SRC:kernels/cuda/%.cu=build/cuda/pic/%.o)
+CU_BUILD     ?= build/cuda
+CU_DEV_OBJ   := $(CU_SRC:kernels/cuda/%.cu=$(CU_BUILD)/pic/%.o)
 EMU_TEST_BIN := $(patsubst tests/%.cc,$(BUILD)/tests/%,$(wildcard tests/test_cuda_emu*.cc))
 TEST_BIN     += $(EMU_TEST_BIN)
 CUDA_CHECK   := $(if $(filter-out 0,$(CUDA)),$(if $(NVCC),cuda-check))
@@ -120,8 +122,8 @@ $(CU_C_TEST_BIN): $(BUILD)/tests/%: tests/%.c $(CU_EMU_OBJ) $(LIB) $(BUILD)/mult
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(CU_EMU_OBJ) $(LIB) $(LDLIBS) -lstdc++
 
-# the same tests linked with the device build, for a GPU (tools/gpu-check.sh)
-build/cuda/tests/%: tests/%.c $(CU_DEV_OBJ) $(LIB)
+# the same tests linked with the device build, for a GPU (make cuda-test, make gpu-pack)
+$(CU_BUILD)/tests/%: tests/%.c $(CU_DEV_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(CU_DEV_OBJ) $(LIB) $(LDLIBS) $(CU_LINK)
 
@@ -129,7 +131,7 @@ build/cuda/tests/%: tests/%.c $(CU_DEV_OBJ) $(LIB)
 cuda-check: $(if $(NVCC),$(CU_DEV_OBJ))
 	@$(if $(NVCC),echo "cuda-check: $(words $(CU_DEV_OBJ)) files for sm_80 + sm_90 + PTX without spills",echo "cuda-check: no nvcc found (set NVCC=/path/to/nvcc)"; false)
 
-build/cuda/pic/%.o: kernels/cuda/%.cu $(wildcard kernels/cuda/*.h kernels/cuda/*.cuh)
+$(CU_BUILD)/pic/%.o: kernels/cuda/%.cu $(wildcard kernels/cuda/*.h kernels/cuda/*.cuh)
 	@mkdir -p $(dir $@)
 	@echo "NVCC $<"
 	@$(NVCC) $(NVCCFLAGS) -c -o $@ $< > $(@:.o=.ptxas) 2>&1 || { cat $(@:.o=.ptxas); rm -f $@; exit 1; }
@@ -137,16 +139,37 @@ build/cuda/pic/%.o: kernels/cuda/%.cu $(wildcard kernels/cuda/*.h kernels/cuda/*
 
 # cuda-test: tests/test_cuda_emu_kernels.cc built with nvcc, and the cuda backend's C tests
 # linked with the device build, run on the GPU (each reports itself skipped without one).
-build/cuda/test_cuda_kernels: tests/test_cuda_emu_kernels.cc $(CU_DEV_OBJ) $(LIB)
+$(CU_BUILD)/test_cuda_kernels: tests/test_cuda_emu_kernels.cc $(CU_DEV_OBJ) $(LIB)
 	$(NVCC) -std=c++17 -O2 -I. $(CUDA_ARCH) -x cu -c -o $@.o $<
 	$(NVCC) $(CUDA_ARCH) -o $@ $@.o $(CU_DEV_OBJ) $(LIB) $(subst -pthread,-Xcompiler -pthread,$(LDLIBS)) -lcublas
 
-CU_DEV_TEST_BIN := $(CU_C_TEST_BIN:$(BUILD)/tests/%=build/cuda/tests/%)
-cuda-test: build/cuda/test_cuda_kernels $(CU_DEV_TEST_BIN)
-	build/cuda/test_cuda_kernels
+CU_DEV_TEST_BIN := $(CU_C_TEST_BIN:$(BUILD)/tests/%=$(CU_BUILD)/tests/%)
+cuda-test: $(CU_BUILD)/test_cuda_kernels $(CU_DEV_TEST_BIN)
+	$(CU_BUILD)/test_cuda_kernels
 	@for t in $(CU_DEV_TEST_BIN); do echo "== $$t"; $$t || exit 1; done
 
 test-run: $(CUDA_CHECK)
+
+# gpu-pack: what a short GPU window needs, built here for sm_90 into $(GPU_PACK) (git-ignored,
+# at most 64 MiB, carried to the GPU machine beside the working tree): the program and its
+# CUDA plugin, the CUDA test programs, tools/gpu-run.sh, the stories260K fixture, and the
+# shared libraries that machine may lack, unpacked from this system's Debian packages
+# (apt-get download + dpkg -x) into lib/ for LD_LIBRARY_PATH. cuBLAS is not packed: the
+# plugin needs libcublas.so.13, which the GPU machine's CUDA 13 has. The host code is built
+# for x86-64-v3 (AVX2), which any GPU machine's CPU runs. gpu-pack-check: a copy of the
+# pack alone resolves every library but the CUDA ones (tools/gpu-pack.sh check).
+GPU_PACK     ?= build/gpu-pack
+GPU_PACK_OBJ := build/gpu-pack-obj
+GPU_PACK_BIN := $(GPU_PACK_OBJ)/multidecode $(GPU_PACK_OBJ)/multidecode-cuda.so \
+                $(GPU_PACK_OBJ)/cuda/test_cuda_kernels \
+                $(CU_C_TEST_BIN:$(BUILD)/tests/%=$(GPU_PACK_OBJ)/cuda/tests/%)
+gpu-pack:
+	@$(if $(NVCC),,echo "gpu-pack: no nvcc found (set NVCC=/path/to/nvcc)"; false)
+	$(MAKE) BUILD=$(GPU_PACK_OBJ) CU_BUILD=$(GPU_PACK_OBJ)/cuda ARCH=-march=x86-64-v3 \
+	  CUDA_ARCH='-gencode arch=compute_90,code=sm_90' $(GPU_PACK_BIN)
+	sh tools/gpu-pack.sh build $(GPU_PACK) $(GPU_PACK_BIN)
+gpu-pack-check: gpu-pack
+	sh tools/gpu-pack.sh check $(GPU_PACK)
 
 -include $(CU_EMU_OBJ:.o=.d) $(EMU_TEST_BIN:=.d) $(CU_C_TEST_BIN:=.d)
 
@@ -286,7 +309,7 @@ uninstall:
 clean:
 	rm -rf build build-asan build-isa multidecode multidecode-cuda.so
 
-.PHONY: all deps test test-run test-isa isa-bins print-isa-tests cuda-check cuda-test asan soak fuzz fuzz-smoke fuzz-build fuzz-bins fuzz-seeds \
+.PHONY: all deps test test-run test-isa isa-bins print-isa-tests cuda-check cuda-test gpu-pack gpu-pack-check asan soak fuzz fuzz-smoke fuzz-build fuzz-bins fuzz-seeds \
 	model run bench clean install uninstall
 
 -include $(LIB_OBJ:.o=.d) $(APP_OBJ:.o=.d) $(ISA_BIN:=.d) $(FUZZ_OBJ:.o=.d) $(FUZZ_NAMES:%=$(BUILD)/bin/fuzz_%.d)

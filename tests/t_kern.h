@@ -1,9 +1,11 @@
 /* t_kern.h - test data for the kernels (header-only, include after t.h): a seeded
- * splitmix64 generator, random float arrays (malloc'd) and random weight matrices of any
- * type (malloc'd, quantised from uniform values in [-1, 1)). */
+ * splitmix64 generator, random float arrays (malloc'd), activations that int8 quantises
+ * exactly, and random weight matrices of any type (malloc'd, quantised from uniform values
+ * in [-1, 1)). */
 #ifndef MD_T_KERN_H
 #define MD_T_KERN_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -23,6 +25,20 @@ static inline int32_t rng_int(uint64_t *s, int32_t n) { return (int32_t)(rng_nex
 static inline float *rand_floats(uint64_t *s, int64_t n, float scale) {
     float *p = malloc((n > 0 && n < ((int64_t)1 << 40) ? (size_t)n : 1) * sizeof *p);
     for (int64_t i = 0; i < n; i++) p[i] = rng_unif(s) * scale;
+    return p;
+}
+
+/* Activations that quantise to Q8 blocks exactly: per 32-block a power-of-two scale
+ * times integers in [-127, 127], one of them +-127. With these the int8 kernels must
+ * match ref up to summation order, which tests them far more tightly than random
+ * activations (whose rounding error would hide small kernel mistakes). */
+static inline float *t_q8_exact_floats(uint64_t *s, int64_t n) {
+    float *p = malloc((size_t)n * sizeof *p);
+    for (int64_t b = 0; b < n / 32; b++) {
+        float d = ldexpf(1.0f, rng_int(s, 5) - 3);
+        for (int j = 0; j < 32; j++) p[b * 32 + j] = d * (float)(rng_int(s, 255) - 127);
+        p[b * 32 + rng_int(s, 32)] = d * (rng_int(s, 2) ? 127.0f : -127.0f);
+    }
     return p;
 }
 

@@ -4,18 +4,20 @@
  * and end inside a 128-key tile; the backend contract's buffer and KV checks
  * (t_backend.h); host memory where the engine passes it (matmul's y, topk_lse's x); errors
  * (no memory, an unsupported type) named. Every value goes through upload and download,
- * so the same binary runs under the emulator (make test) and on a GPU (tools/gpu-check.sh);
+ * so the same binary runs under the emulator (make test) and on a GPU (tools/gpu-run.sh);
  * without a device it reports itself skipped.
  *
  * Error measure: t_nerr = max|cuda - ref| / max|ref| over an op's output. Bounds, with the
  * largest seen printed on stderr at the end:
- *   matmul (float32 products and sums against ref's double)   1e-5
+ *   matmul (float32 products and sums against ref's double)   1e-5; block types with
+ *   activations that int8 holds exactly (cu_matmul_q8 quantises them)
  *   attention (float scores, expf, float sums)                 1e-5
  *   rmsnorm 1e-5, swiglu and geglu 1e-6, softmax 1e-5, rope and rope_neox 1e-6 (0 under
  *   the emulator)
  *   get_row, add, add_bias, scale, gather_rows, kv ops         0 (bitwise)
  *   topk_lse: ids exact; mx exact; log_sum within 1e-6; lp within 1e-5 * max(1, |lse|)
- * Batch invariance: a row's matmul result is the same bits alone as in a batch of up to
+ * Batch invariance: a row's matmul result is the same bits alone as in any batch for the
+ * block types (cu_matmul_q8 at every size); F32, F16 and BF16: in a batch of up to
  * CU_FEW_ROWS rows (and in any batch under the emulator, whose product runs in the
  * few-row kernel's order; cuBLAS on a GPU sums in its own). */
 #include <math.h>
@@ -24,6 +26,8 @@
 
 #include "kernels/cuda/cu.h"
 #include "kernels/cuda/emu_blas.h"
+/* (only the emulated backend defines it: the device build links this test without it) */
+#pragma weak cublas_emu_log
 #include "kernels/kern.h"
 #include "kernels/vec.h"
 #include "t.h"
@@ -65,7 +69,9 @@ static void test_matmul(uint64_t seed) {
             const int64_t n_in = n_ins[ii], n_out = ii ? 67 : 13;
             kern_mat st = {t, n_out, n_in, make_weights(&seed, t, n_out, n_in), NULL}, w;
             T_CHECK(C->mat_prepare(cu, &w, &st, 0, NULL) == ST_OK, "mat_prepare %s", dtype_name(t));
-            float *x = rand_floats(&seed, 64 * n_in, 1.0f), *want = malloc(sizeof(float) * 64 * n_out);
+            /* (block types multiply int8 activations: ones it holds exactly test them tightly) */
+            float *x = blk > 1 ? t_q8_exact_floats(&seed, 64 * n_in) : rand_floats(&seed, 64 * n_in, 1.0f);
+            float *want = malloc(sizeof(float) * 64 * n_out);
             float *dx = dev(x, 64 * n_in), *dy = dev(NULL, 64 * n_out);
             R->matmul(ref, want, &st, x, 64);
             C->matmul(cu, dy, &w, dx, 1); /* row 0 alone */
@@ -78,7 +84,7 @@ static void test_matmul(uint64_t seed) {
                 if (e > seen_mm) seen_mm = e;
                 T_CHECK(e <= 1e-5, "matmul %s %ldx%ld, %d rows: nerr %.3g", dtype_name(t),
                         (long)n_out, (long)n_in, n, e);
-                if (n <= CU_FEW_ROWS || cu_emulated())
+                if (n <= CU_FEW_ROWS || cu_emulated() || blk > 1)
                     T_CHECK(memcmp(got, alone, sizeof(float) * n_out) == 0,
                             "matmul %s, %d rows: row 0 not the bits of itself alone", dtype_name(t), n);
                 free(got);
@@ -108,6 +114,30 @@ static void test_matmul(uint64_t seed) {
             free((void *)st.data);
         }
     }
+}
+
+/* A block type's product, few rows or many, is cu_quantize_q8 + cu_matmul_q8's bits. */
+static void test_matmul_q8_route(uint64_t seed) {
+    const int64_t n_out = 21, n_in = 512;
+    kern_mat st = {DT_Q4_K, n_out, n_in, make_weights(&seed, DT_Q4_K, n_out, n_in), NULL}, w;
+    T_CHECK(C->mat_prepare(cu, &w, &st, 0, NULL) == ST_OK, "mat_prepare Q4_K");
+    float *x = rand_floats(&seed, 40 * n_in, 3.0f), *dx = dev(x, 40 * n_in);
+    float *dy = dev(NULL, 40 * n_out), *dq = dev(NULL, 40 * n_out), *dd = dev(NULL, 40 * n_in / 32);
+    int8_t *xq = C->buf_alloc(cu, 40 * n_in);
+    int32_t *xs = C->buf_alloc(cu, sizeof(int32_t) * 40 * n_in / 16);
+    for (int32_t n = 3; n <= 40; n += 37) {
+        C->matmul(cu, dy, &w, dx, n);
+        cu_quantize_q8(xq, dd, xs, dx, n, n_in, NULL);
+        cu_matmul_q8(dq, DT_Q4_K, w.data, n_out, n_in, xq, dd, xs, n, NULL);
+        float *a = host(dy, (size_t)n * n_out), *b = host(dq, (size_t)n * n_out);
+        T_CHECK(memcmp(a, b, sizeof(float) * n * n_out) == 0, "matmul Q4_K, %d rows: not cu_matmul_q8's bits", n);
+        free(a), free(b);
+    }
+    check_sync("matmul q8 route");
+    C->mat_release(cu, &w);
+    C->buf_free(cu, dx), C->buf_free(cu, dy), C->buf_free(cu, dq), C->buf_free(cu, dd);
+    C->buf_free(cu, xq), C->buf_free(cu, xs);
+    free(x), free((void *)st.data);
 }
 
 /* Random segments for n_rows rows over n_slots slots: row r gets 0-4 disjoint runs whose
@@ -346,6 +376,36 @@ static void test_errors(uint64_t seed) {
     cu = cu0;
 }
 
+/* A product into host memory whose tile finds no memory leaves y as it was: the output
+ * scratch, which holds the previous product's rows, is not copied to it (F16: a block
+ * type would go through cu_matmul_q8, which has no tile). */
+static void test_no_stale_copy(uint64_t seed) {
+    st_err err = {0};
+    kern_backend *cu0 = cu;
+    cu = kern_backend_init("cuda", 0, &err);
+    kern_mat s1 = {DT_F16, 32, 256, make_weights(&seed, DT_F16, 32, 256), NULL};
+    kern_mat s2 = {DT_F16, 32, 512, make_weights(&seed, DT_F16, 32, 512), NULL}, w1, w2;
+    T_CHECK(C->mat_prepare(cu, &w1, &s1, 0, NULL) == ST_OK && C->mat_prepare(cu, &w2, &s2, 0, NULL) == ST_OK,
+            "mat_prepare F16");
+    float *x = rand_floats(&seed, 20 * 512, 1.0f), *y = malloc(sizeof(float) * 20 * 32);
+    float *dx = dev(x, 20 * 512);
+    C->matmul(cu, y, &w1, dx, 20); /* grows the output scratch and a 32 KiB tile */
+    check_sync("matmul into host memory");
+    for (int i = 0; i < 20 * 32; i++) y[i] = 7.0f;
+    kern_backend_set_alloc_limit(cu, 40000); /* w2's 64 KiB tile does not fit */
+    C->matmul(cu, y, &w2, dx, 20);
+    bool kept = true;
+    for (int i = 0; i < 20 * 32; i++) kept = kept && y[i] == 7.0f;
+    T_CHECK(kern_backend_sync(cu, &err) == ST_ERR_NOMEM && kept,
+            "host y after a product without memory for its tile: unchanged (%s)", err.msg);
+    kern_backend_set_alloc_limit(cu, SIZE_MAX);
+    C->mat_release(cu, &w1), C->mat_release(cu, &w2);
+    C->buf_free(cu, dx);
+    free(x), free(y), free((void *)s1.data), free((void *)s2.data);
+    kern_backend_free(cu);
+    cu = cu0;
+}
+
 int main(void) {
     st_err err = {0};
     cu = kern_backend_init("cuda", 0, &err);
@@ -359,13 +419,15 @@ int main(void) {
     R = kern_backend_ops(ref), C = kern_backend_ops(cu);
     test_buffers(cu);
     test_kv_ops(cu, 33);
-    test_gemm_args(67); /* (first: wrong arguments make test_matmul read out of bounds) */
+    if (cu_emulated()) test_gemm_args(67); /* (first: wrong arguments make test_matmul read out of bounds) */
     test_matmul(61);
+    test_matmul_q8_route(69);
     test_attention(62);
     test_small_cache(66);
     test_small_ops(63);
     test_topk(64);
     test_errors(65);
+    test_no_stale_copy(68);
     fprintf(stderr, "cuda backend (%s): max nerr seen: matmul %.3g, attention %.3g, small ops %.3g\n",
             cu_emulated() ? "emulated" : "device", seen_mm, seen_attn, seen_small);
     kern_backend_free(cu);

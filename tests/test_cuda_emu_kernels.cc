@@ -12,7 +12,9 @@
  *   get_rows    0      bit for bit what dtype_dequantize_row gives, every type
  *   topk        ids and order exact (ties: lower id first); mx exact; log_sum within 1e-6
  *               of vec_log_sum_exp's (float exps, double sums, another order and exp);
- *               log-probabilities within 1e-5 * max(1, |lse|) */
+ *               log-probabilities within 1e-5 * max(1, |lse|)
+ *   mmvq        quantize_q8 bit for bit; 1e-5 against the quantised operands' product in
+ *               double; 2e-2 against ref with float activations (int8's rounding) */
 #include <algorithm>
 #include <numeric>
 #include <vector>
@@ -73,7 +75,7 @@ static dvec<float> rand_vec(size_t n, float scale) {
     return v;
 }
 
-static double worst_rms, worst_swiglu, worst_lsum, worst_lp;
+static double worst_rms, worst_swiglu, worst_lsum, worst_lp, worst_mmvq, worst_mmvq_ref;
 
 static kern_backend *ref;
 static const kern_ops *R;
@@ -168,6 +170,87 @@ static void test_get_rows(void) {
             "get_rows takes a type without a kernel");
 }
 
+/* x quantised as cu_quantize_q8 says, computed here: the int8 values, scales and sums */
+static void quantize_q8_oracle(const float *x, int64_t n, int8_t *q, float *d, int32_t *sum) {
+    for (int64_t b = 0; b < n / 32; b++) {
+        float amax = 0;
+        for (int i = 0; i < 32; i++) amax = std::max(amax, fabsf(x[b * 32 + i]));
+        d[b] = amax / 127.0f;
+        sum[2 * b] = sum[2 * b + 1] = 0;
+        for (int i = 0; i < 32; i++) {
+            q[b * 32 + i] = (int8_t)(amax == 0.0f ? 0 : (int)roundf(x[b * 32 + i] / d[b]));
+            sum[2 * b + i / 16] += q[b * 32 + i];
+        }
+    }
+}
+
+/* The quantised few-row product: the activations' quantisation bit for bit; y against the
+ * dequantised weights times the dequantised activations in double (what the kernel computes
+ * but for float rounding); against ref's product of the float activations within the
+ * quantisation's error; each row alone the same bits as in the batch. */
+static void test_mmvq(void) {
+    const uint32_t types[] = {DT_Q8_0, DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    const int n_out = 7, n_rows = 9; /* (a partial block of output rows; two groups of rows) */
+    for (uint32_t type : types) {
+        const int block = dtype_get(type)->block;
+        for (int64_t n_in : {(int64_t)block, (int64_t)block * 3}) {
+            const size_t rb = dtype_row_bytes(type, n_in);
+            dvec<unsigned char> w(rb * n_out);
+            std::vector<float> wd((size_t)n_out * n_in);
+            for (int o = 0; o < n_out; o++) {
+                dvec<float> src = rand_vec(n_in, o == 2 ? 0.0f : 1.0f + o);
+                dtype_quantize_row(type, src.data(), w.data() + o * rb, n_in);
+                dtype_dequantize_row(type, w.data() + o * rb, wd.data() + o * n_in, n_in);
+            }
+            dvec<float> x = rand_vec((size_t)n_rows * n_in, 2.0f);
+            for (int i = 0; i < 32; i++) x[n_in + i] = 0.0f; /* a block of zeros */
+            const size_t nx = x.size();
+            dvec<int8_t> xq(nx);
+            dvec<float> xd(nx / 32), y((size_t)n_rows * n_out), one(n_out), want_ref(y.size());
+            dvec<int32_t> xs(nx / 16);
+            cu_quantize_q8(xq.data(), xd.data(), xs.data(), x.data(), n_rows, n_in, nullptr);
+            const bool ok = cu_matmul_q8(y.data(), type, w.data(), n_out, n_in, xq.data(), xd.data(),
+                                         xs.data(), n_rows, nullptr);
+            sync("mmvq");
+            std::vector<int8_t> q(nx);
+            std::vector<float> d(nx / 32);
+            std::vector<int32_t> sum(nx / 16);
+            quantize_q8_oracle(x.data(), (int64_t)nx, q.data(), d.data(), sum.data());
+            T_CHECK(std::equal(q.begin(), q.end(), xq.begin()) && std::equal(d.begin(), d.end(), xd.begin()) &&
+                        std::equal(sum.begin(), sum.end(), xs.begin()),
+                    "quantize_q8 n_in %ld: not the definition's values", (long)n_in);
+            std::vector<float> want(y.size());
+            for (int r = 0; r < n_rows; r++)
+                for (int o = 0; o < n_out; o++) {
+                    double acc = 0;
+                    for (int64_t i = 0; i < n_in; i++)
+                        acc += (double)wd[o * n_in + i] * ((double)d[(r * n_in + i) / 32] * q[r * n_in + i]);
+                    want[(size_t)r * n_out + o] = (float)acc;
+                }
+            const double e = t_nerr(y.data(), want.data(), (long)y.size());
+            worst_mmvq = std::max(worst_mmvq, e);
+            T_CHECK(ok && e < 1e-5, "mmvq %s n_in %ld: nerr %.3g against the quantised operands",
+                    dtype_name(type), (long)n_in, e);
+            const kern_mat st = {type, n_out, n_in, w.data(), nullptr};
+            kern_mat km;
+            R->mat_prepare(ref, &km, &st, 0, nullptr);
+            R->matmul(ref, want_ref.data(), &km, x.data(), n_rows);
+            R->mat_release(ref, &km);
+            const double eq = t_nerr(y.data(), want_ref.data(), (long)y.size());
+            worst_mmvq_ref = std::max(worst_mmvq_ref, eq);
+            T_CHECK(eq < 2e-2, "mmvq %s n_in %ld: nerr %.3g against ref (float activations)",
+                    dtype_name(type), (long)n_in, eq);
+            cu_matmul_q8(one.data(), type, w.data(), n_out, n_in, xq.data() + 5 * n_in,
+                         xd.data() + 5 * n_in / 32, xs.data() + 5 * n_in / 16, 1, nullptr);
+            sync("mmvq");
+            T_CHECK(memcmp(one.data(), y.data() + 5 * n_out, sizeof(float) * n_out) == 0,
+                    "mmvq %s: row 5 alone differs from row 5 in the batch", dtype_name(type));
+        }
+    }
+    T_CHECK(!cu_matmul_q8(nullptr, DT_F16, nullptr, 4, 64, nullptr, nullptr, nullptr, 1, nullptr),
+            "mmvq takes F16");
+}
+
 /* The row's top kk as the definition says: sort ids by (value desc, id asc). */
 static std::vector<int32_t> topk_oracle(const float *x, int n, int kk) {
     std::vector<int32_t> id(n);
@@ -178,7 +261,8 @@ static std::vector<int32_t> topk_oracle(const float *x, int n, int kk) {
 }
 
 static void test_topk(void) {
-    const int vocabs[] = {1, 5, 300, 4099}, ks[] = {1, 4, 40, 100};
+    /* (k 5000: past the vocabulary, still capped at CU_TOPK_MAX) */
+    const int vocabs[] = {1, 5, 300, 4099}, ks[] = {1, 4, 40, 100, 5000};
     for (int n : vocabs)
         for (int k : ks) {
             if (k == 100 && n < 300) continue;
@@ -216,6 +300,50 @@ static void test_topk(void) {
         }
 }
 
+#if !CU_EMU
+/* Seconds per call of f, over 50 calls after 3 untimed ones (CUDA events). */
+template <class F> static double per_call(F f) {
+    cudaEvent_t a, b;
+    cudaEventCreate(&a), cudaEventCreate(&b);
+    for (int i = 0; i < 3; i++) f();
+    cudaEventRecord(a);
+    for (int i = 0; i < 50; i++) f();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    cudaEventDestroy(a), cudaEventDestroy(b);
+    return ms / 1e3 / 50;
+}
+
+/* On a GPU, a figure for the run's log (no check; MD_NO_TIMING skips it): the weight
+ * bytes per second of one activation row through cu_matmul_few and through
+ * cu_quantize_q8 + cu_matmul_q8, on an 8B model's ffn shape. */
+static void time_products(void) {
+    const int64_t n_out = 14336, n_in = 4096;
+    for (uint32_t type : {DT_Q4_K, DT_Q4_1, DT_Q8_0, DT_Q6_K}) {
+        const size_t wb = dtype_row_bytes(type, n_in) * n_out;
+        void *w;
+        float *x, *y, *xd;
+        int8_t *xq;
+        int32_t *xs;
+        cudaMalloc(&w, wb), cudaMalloc(&x, n_in * 4), cudaMalloc(&y, n_out * 4);
+        cudaMalloc(&xq, n_in), cudaMalloc(&xd, n_in / 8), cudaMalloc(&xs, n_in / 4);
+        cudaMemset(w, 0x11, wb), cudaMemset(x, 0, n_in * 4);
+        const double few = per_call([&] { cu_matmul_few(y, type, w, n_out, n_in, x, 1, nullptr); });
+        const double q8 = per_call([&] {
+            cu_quantize_q8(xq, xd, xs, x, 1, n_in, nullptr);
+            cu_matmul_q8(y, type, w, n_out, n_in, xq, xd, xs, 1, nullptr);
+        });
+        sync("timing");
+        fprintf(stderr, "speed %s %ldx%ld, 1 row: few-row %.0f GB/s (%.1f us), mmvq %.0f GB/s (%.1f us)\n",
+                dtype_name(type), (long)n_out, (long)n_in, wb / few / 1e9, few * 1e6, wb / q8 / 1e9,
+                q8 * 1e6);
+        cudaFree(w), cudaFree(x), cudaFree(y), cudaFree(xq), cudaFree(xd), cudaFree(xs);
+    }
+}
+#endif
+
 int main(void) {
     int n_dev = 0;
     const cudaError_t de = cudaGetDeviceCount(&n_dev);
@@ -236,8 +364,14 @@ int main(void) {
     test_swiglu_add();
     test_get_rows();
     test_topk();
+    test_mmvq();
+#if !CU_EMU
+    if (!getenv("MD_NO_TIMING")) time_products(); /* (set under compute-sanitizer) */
+#endif
     kern_backend_free(ref);
-    fprintf(stderr, "max error seen: rmsnorm %.3g, swiglu %.3g, topk log_sum %.3g, logprob %.3g\n",
-            worst_rms, worst_swiglu, worst_lsum, worst_lp);
+    fprintf(stderr,
+            "max error seen: rmsnorm %.3g, swiglu %.3g, topk log_sum %.3g, logprob %.3g, mmvq %.3g "
+            "(against ref's float activations %.3g)\n",
+            worst_rms, worst_swiglu, worst_lsum, worst_lp, worst_mmvq, worst_mmvq_ref);
     return t_done();
 }

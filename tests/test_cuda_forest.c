@@ -1,5 +1,5 @@
 /* test_cuda_forest.c - the forest's promise through the cuda backend (emulated under make
- * test, the device with tools/gpu-check.sh): every leaf of a forest decoded in shared steps
+ * test, the device with tools/gpu-run.sh): every leaf of a forest decoded in shared steps
  * gets the logits of decoding its root-to-leaf path alone, and greedy growth in shared
  * steps picks the tokens linear greedy decoding picks.
  *
@@ -7,12 +7,13 @@
  * rows: the many-row product; later steps of a few rows: the few-row kernel), a second
  * round of forks under computed nodes, a compaction (kv_permute) and 12 greedy steps of
  * all leaves together. Bounds: each leaf's logits within 1e-4 (max |d| / max |logit|) of
- * linear decoding on the cuda backend and on the ref backend (float32 accumulation
- * everywhere); greedy tokens identical to linear greedy on cuda, and on stories260K the
- * prompt's 24 greedy tokens identical to the cpu backend's. Under the emulator the leaf
- * logits are in fact the same bits as linear decoding's (a row's arithmetic depends only
- * on its own keys in order), which is reported, not asserted (cuBLAS on a GPU sums a
- * many-row product in its own order). Models: a random tiny one (mkmodel, Q8_0, GQA 2)
+ * linear decoding on the cuda backend, and of the ref backend's (float32 accumulation;
+ * 3e-2 for the Q8_0 model, whose products multiply int8 activations as the cpu
+ * backend's do: 1.2e-2 seen); greedy tokens identical to linear greedy on cuda, and on
+ * stories260K the prompt's 24 greedy tokens identical to the cpu backend's. Under the
+ * emulator the leaf logits are in fact the same bits as linear decoding's (a row's
+ * arithmetic depends only on its own keys in order), which is reported, not asserted
+ * (cuBLAS on a GPU sums an F32 many-row product in its own order). Models: a random tiny one (mkmodel, Q8_0, GQA 2)
  * and stories260K; without a device the test reports itself skipped.
  * A step that wants only the top-k (step_plan.topk_only) gets the same top-k and
  * alternatives, bit for bit, with its logits rows left on the device: fewer bytes come
@@ -25,6 +26,7 @@
 #include "t_model.h"
 
 #define NERR_BOUND 1e-4
+#define NERR_BOUND_Q8 3e-2 /* against ref where the weights are a block type: int8 activations */
 #define GREEDY 12
 
 static model_ctx *ctx(const model *m, const char *backend, int32_t n_slots) {
@@ -53,7 +55,7 @@ static void add_forks(forest *f, forest_id node, int32_t k, int32_t len, uint64_
 /* Every leaf the last step scored against linear decoding of its path on lc (cuda) and cc
  * (ref); returns the worst error against cuda's linear logits. */
 static double check_leaves(forest *f, step_plan *p, model_ctx *lc, model_ctx *cc, int32_t V,
-                           const char *name, int32_t *n_bitwise, int32_t *n_scored) {
+                           const char *name, double ref_bound, int32_t *n_bitwise, int32_t *n_scored) {
     forest_id leaves[256];
     int32_t path[512];
     const int32_t n = forest_leaves(f, leaves, 256);
@@ -74,13 +76,13 @@ static double check_leaves(forest *f, step_plan *p, model_ctx *lc, model_ctx *cc
         ++*n_scored;
     }
     T_CHECK(*n_scored > scored0, "%s: the step scored none of %d leaves", name, n);
-    T_CHECK(worst <= NERR_BOUND && worst_cpu <= NERR_BOUND,
+    T_CHECK(worst <= NERR_BOUND && worst_cpu <= ref_bound,
             "%s: leaves vs linear decoding: nerr %.3g (cuda), %.3g (ref)", name, worst, worst_cpu);
     free(want), free(cpu);
     return worst;
 }
 
-static void run_model(const model *m, const char *name, uint64_t seed) {
+static void run_model(const model *m, const char *name, double ref_bound, uint64_t seed) {
     const int32_t V = m->hp.n_vocab, n_slots = 512;
     model_ctx *c = ctx(m, "cuda", n_slots), *lc = ctx(m, "cuda", n_slots), *cc = ctx(m, "ref", n_slots);
     if (!c || !lc || !cc) goto out;
@@ -96,7 +98,7 @@ static void run_model(const model *m, const char *name, uint64_t seed) {
     int32_t bitwise = 0, scored = 0;
     double worst = 0, e;
     T_CHECK(step_forest(f, &plan, c, &err) == ST_OK, "%s step 1: %s", name, err.msg);
-    worst = check_leaves(f, &plan, lc, cc, V, name, &bitwise, &scored);
+    worst = check_leaves(f, &plan, lc, cc, V, name, ref_bound, &bitwise, &scored);
     /* forks under computed nodes (a few rows: the few-row kernel), a prune, a compaction */
     forest_id leaves[64];
     int32_t n = forest_leaves(f, leaves, 64);
@@ -105,7 +107,7 @@ static void run_model(const model *m, const char *name, uint64_t seed) {
     T_CHECK(forest_prune(f, leaves[0], &err) == ST_OK, "prune: %s", err.msg);
     T_CHECK(step_compact(f, c, &err) == ST_OK, "%s compact: %s", name, err.msg);
     T_CHECK(step_forest(f, &plan, c, &err) == ST_OK, "%s step 2: %s", name, err.msg);
-    e = check_leaves(f, &plan, lc, cc, V, name, &bitwise, &scored);
+    e = check_leaves(f, &plan, lc, cc, V, name, ref_bound, &bitwise, &scored);
     worst = e > worst ? e : worst;
     /* greedy growth of every leaf together against linear greedy of each */
     n = forest_leaves(f, leaves, 64);
@@ -224,7 +226,7 @@ int main(void) {
     mp.seed = 26;
     model *m = t_random_model(&mp, &err);
     T_CHECK(m != NULL, "tiny model: %s", err.msg);
-    if (m) run_model(m, "tiny q8_0 gqa2", 7);
+    if (m) run_model(m, "tiny q8_0 gqa2", NERR_BOUND_Q8, 7);
     if (m) topk_only(m, "tiny q8_0 gqa2", 5);
     model_free(m);
     const char *sp = t_shared("models/stories260K.gguf");
@@ -235,7 +237,7 @@ int main(void) {
     m = model_load(sp, &err);
     T_CHECK(m != NULL, "stories260K: %s", err.msg);
     if (m) {
-        run_model(m, "stories260K", 11);
+        run_model(m, "stories260K", NERR_BOUND, 11);
         topk_only(m, "stories260K", 13);
         greedy_vs_cpu(m, "stories260K", 24);
     }

@@ -79,20 +79,6 @@ static int e_of_type(uint32_t t, bool random) {
     return t == DT_F32 ? E_F32 : t == DT_F16 ? E_F16 : E_BF16;
 }
 
-/* Activations that quantise to Q8 blocks exactly: per 32-block a power-of-two scale
- * times integers in [-127, 127], one of them +-127. With these the int8 kernels must
- * match ref up to summation order, which tests them far more tightly than random
- * activations (whose rounding error would hide small kernel mistakes). */
-static float *q8_exact_floats(uint64_t *s, int64_t n) {
-    float *p = malloc((size_t)n * sizeof *p);
-    for (int64_t b = 0; b < n / 32; b++) {
-        float d = ldexpf(1.0f, rng_int(s, 5) - 3);
-        for (int j = 0; j < 32; j++) p[b * 32 + j] = d * (float)(rng_int(s, 255) - 127);
-        p[b * 32 + rng_int(s, 32)] = d * (rng_int(s, 2) ? 127.0f : -127.0f);
-    }
-    return p;
-}
-
 /* ---- the oracle against hand-computed values ---- */
 
 static void test_ref_oracle(kern_backend *ref) {
@@ -198,7 +184,7 @@ static void test_matmul(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
                 const int64_t n_out = n_outs[oi];
                 void *wd = make_weights(&seed, types[ti], n_out, n_in);
                 kern_mat w = {types[ti], n_out, n_in, wd, NULL};
-                float *x = quant_x ? q8_exact_floats(&seed, 17 * n_in)
+                float *x = quant_x ? t_q8_exact_floats(&seed, 17 * n_in)
                                    : rand_floats(&seed, 17 * n_in, 1);
                 float *y0 = malloc((size_t)(17 * n_out) * sizeof *y0);
                 float *y1 = malloc((size_t)(17 * n_out) * sizeof *y1);
@@ -562,7 +548,7 @@ static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t se
                                       (k6 ? 4 * (size_t)n_out * (size_t)(n_in / 256) : 0);
                 T_CHECK(bytes >= stored && bytes < stored + 64 * (size_t)(n_out / 16),
                         "%s packed size %zu", dtype_name(w.type), bytes);
-                float *x = q8_exact_floats(&seed, 17 * n_in);
+                float *x = t_q8_exact_floats(&seed, 17 * n_in);
                 float *y0 = malloc(sizeof(float) * 17 * (size_t)n_out);
                 float *y1 = malloc(sizeof(float) * 17 * (size_t)n_out);
                 float *y_one = malloc(sizeof(float) * 17 * (size_t)n_out);

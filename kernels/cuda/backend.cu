@@ -5,17 +5,21 @@
  * order), and every CUDA and cuBLAS status is checked: the first failure is recorded
  * naming the op, the call, its file and line, and sync returns it.
  *
- * Products: up to CU_FEW_ROWS activation rows go through cu_matmul_few (the blocks read
- * as stored); more through product(), which dequantises W to float32 in tiles of at most
- * PRODUCT_TILE_BYTES and multiplies by cuBLAS SGEMM (float32 throughout, no TF32). Under
- * the emulator (emu.h, no cuBLAS) product() multiplies on the host in the order of the
- * few-row kernel, so a row's result is the same bits in any batch there.
+ * Products: weights of a block type (Q4_0 .. Q6_K) go through cu_matmul_q8 at any batch
+ * size, the activations quantised to int8 on the device first (as the cpu backend does),
+ * so a row's result is the same bits in any batch. F32, F16 and BF16: up to CU_FEW_ROWS
+ * activation rows go through cu_matmul_few (the blocks read as stored); more through
+ * product(), which dequantises W to float32 in tiles of at most PRODUCT_TILE_BYTES and
+ * multiplies by cuBLAS SGEMM (float32 throughout, no TF32). Under the emulator (emu.h, no
+ * cuBLAS) product() multiplies on the host in the order of the few-row kernel, so a row's
+ * result is the same bits in any batch there.
  *
  * Host memory where the engine passes it: the batch's integer arrays (positions, slots,
  * segments, gather indices, kv_permute's map) are copied in through a small cache keyed
  * by content (a forward pass passes the same arrays to every layer); matmul's y and
  * topk_lse's x may be host memory (the step's logits are, today), staged through device
- * scratch; topk_lse's lse, ids and lp are host memory. */
+ * scratch; topk_lse's lse, ids and lp are host memory, its results brought back in one
+ * asynchronous copy into page-locked memory allocated once (grown when a step needs more). */
 #include <string.h>
 
 #include <algorithm>
@@ -43,7 +47,7 @@ namespace {
 constexpr size_t PRODUCT_TILE_BYTES = (size_t)64 << 20;
 constexpr int N_SMALL = 8; /* host arrays kept on the device at once */
 
-enum { S_W, S_OUT, S_IN, S_TOPK, N_SCRATCH }; /* device scratch buffers, by use */
+enum { S_W, S_OUT, S_IN, S_TOPK, S_Q8, N_SCRATCH }; /* device scratch buffers, by use */
 
 struct dev_buf {
     void *p;
@@ -62,6 +66,7 @@ struct cuda_state {
     small_copy small[N_SMALL];
     uint64_t small_clock;
     uint64_t d2h_bytes; /* copied to the host so far (cu_d2h_bytes) */
+    dev_buf pinned;     /* page-locked host memory the small results come back into */
     std::vector<std::pair<uintptr_t, uintptr_t>> own; /* this instance's buffers [start, end) */
 };
 
@@ -164,6 +169,37 @@ cudaError_t d2h(kern_backend *b, void *dst, const void *src, size_t bytes) {
     return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
 }
 
+/* bytes of page-locked host memory (grown, never shrunk; the contents do not survive a
+ * growth), or NULL recorded. */
+void *pinned(kern_backend *b, const char *op, size_t bytes) {
+    dev_buf *h = &state_of(b)->pinned;
+    if (bytes <= h->bytes && h->p) return h->p;
+    const size_t n = std::max(bytes, std::max((size_t)4096, h->bytes * 2));
+    cudaFreeHost(h->p);
+    *h = dev_buf{nullptr, 0};
+    void *p = nullptr;
+    const cudaError_t e = kern_backend_alloc_allowed(b, n) ? cudaMallocHost(&p, n) : cudaErrorMemoryAllocation;
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        kern_backend_fail(b, ST_ERR_NOMEM, op, "out of memory for %zu bytes of pinned host memory (%s)",
+                          n, cudaGetErrorString(e));
+        return nullptr;
+    }
+    *h = dev_buf{p, n};
+    return p;
+}
+
+/* bytes of device memory at src into page-locked memory, in one asynchronous copy the
+ * stream then waits for (counted in cu_d2h_bytes); NULL recorded on failure. */
+const void *d2h_pinned(kern_backend *b, const char *op, const void *src, size_t bytes) {
+    void *h = pinned(b, op, bytes);
+    if (!h || !CU_OK(b, op, cudaMemcpyAsync(h, src, bytes, cudaMemcpyDeviceToHost, STREAM)) ||
+        !CU_OK(b, op, cudaStreamSynchronize(STREAM)))
+        return nullptr;
+    state_of(b)->d2h_bytes += bytes;
+    return h;
+}
+
 /* Whether p is device memory: one of this instance's buffers, else as the driver says. */
 bool on_device(kern_backend *b, const void *p) {
     const uintptr_t u = (uintptr_t)p;
@@ -210,6 +246,7 @@ void cuda_free(void *state) {
     cudaDeviceSynchronize();
     for (dev_buf &d : s->scratch) cudaFree(d.p);
     for (small_copy &c : s->small) cudaFree(c.dev.p);
+    cudaFreeHost(s->pinned.p);
     cublasDestroy(s->blas);
     delete s;
 }
@@ -326,8 +363,8 @@ void gemm(kern_backend *b, float *y, int64_t ldy, const float *a, int64_t n, con
 }
 
 /* Many rows: W dequantised to float32 a tile of rows at a time (F32 read in place), each
- * tile's columns of y by gemm. */
-void product(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
+ * tile's columns of y by gemm. False (recorded) when the tile finds no memory. */
+bool product(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
     const int64_t n_out = w->n_out, n_in = w->n_in;
     const bool f32 = w->type == DT_F32;
     const int64_t tile =
@@ -336,16 +373,46 @@ void product(kern_backend *b, float *y, const kern_mat *w, const float *x, int32
                                                                       (sizeof(float) * n_in))));
     float *wt = f32 ? nullptr
                     : static_cast<float *>(scratch(b, "matmul", S_W, sizeof(float) * tile * n_in));
-    if (!f32 && !wt) return;
+    if (!f32 && !wt) return false;
     for (int64_t o0 = 0; o0 < n_out; o0 += tile) {
         const int64_t nc = std::min(tile, n_out - o0);
         const float *a = f32 ? static_cast<const float *>(w->data) + o0 * n_in : wt;
         if (!f32) cu_dequant_rows(wt, w->type, w->data, n_in, o0, (int32_t)nc, STREAM);
         gemm(b, y + o0, n_out, a, nc, x, n_rows, n_in);
     }
+    return true;
 }
 
-void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
+/* Activation rows as cu_quantize_q8 leaves them (device scratch S_Q8). */
+struct q8_acts {
+    const int8_t *q;
+    const float *d;
+    const int32_t *sum;
+};
+
+/* Whether weights of type go through cu_matmul_q8 (the block types). */
+bool takes_q8(uint32_t type) {
+    return cu_matmul_q8(nullptr, type, nullptr, 0, 0, nullptr, nullptr, nullptr, 0, STREAM);
+}
+
+/* x (n_rows, n_in) quantised into S_Q8; false (recorded) without memory for it. */
+bool quantize_acts(kern_backend *b, q8_acts *a, const float *x, int32_t n_rows, int64_t n_in) {
+    const size_t n = (size_t)n_rows * (size_t)n_in; /* (a multiple of 32) */
+    char *p = static_cast<char *>(scratch(b, "matmul", S_Q8, n + n / 8 + n / 4));
+    if (!p) return false;
+    *a = q8_acts{reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
+                 reinterpret_cast<int32_t *>(p + n + n / 8)};
+    cu_quantize_q8(reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
+                   reinterpret_cast<int32_t *>(p + n + n / 8), x, n_rows, n_in, STREAM);
+    return true;
+}
+
+/* y = x W^T: block types by cu_matmul_q8 at every batch size (so a row's bits never
+ * depend on its batch), against xq when given (x already quantised, as matmul_n does
+ * once for its products), else quantised here; the others by the few-row kernel or
+ * product(). */
+void matmul_one(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows,
+                const q8_acts *xq) {
     if (n_rows <= 0 || w->n_out <= 0) return;
     const size_t y_bytes = sizeof(float) * (size_t)n_rows * (size_t)w->n_out;
     float *yd = on_device(b, y) ? y : static_cast<float *>(scratch(b, "matmul", S_OUT, y_bytes));
@@ -355,15 +422,32 @@ void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, i
                           dtype_name(w->type));
         return;
     }
-    if (n_rows <= CU_FEW_ROWS) cu_matmul_few(yd, w->type, w->data, w->n_out, w->n_in, x, n_rows, STREAM);
-    else product(b, yd, w, x, n_rows);
+    q8_acts own;
+    if (takes_q8(w->type)) {
+        if (!xq && !quantize_acts(b, &own, x, n_rows, w->n_in)) return;
+        const q8_acts &a = xq ? *xq : own;
+        cu_matmul_q8(yd, w->type, w->data, w->n_out, w->n_in, a.q, a.d, a.sum, n_rows, STREAM);
+    } else if (n_rows <= CU_FEW_ROWS) {
+        cu_matmul_few(yd, w->type, w->data, w->n_out, w->n_in, x, n_rows, STREAM);
+    } else if (!product(b, yd, w, x, n_rows)) {
+        return; /* (yd holds an older product's rows) */
+    }
     if (LAUNCHED(b, "matmul") && yd != y)
         CU_OK(b, "matmul", d2h(b, y, yd, y_bytes));
 }
 
+void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
+    matmul_one(b, y, w, x, n_rows, nullptr);
+}
+
+/* Products of one x (Q, K and V; gate and up): x quantised once when every W takes it. */
 void cuda_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
                    const float *x, int32_t n_rows) {
-    for (int32_t i = 0; i < n; i++) cuda_matmul(b, y[i], w[i], x, n_rows);
+    bool once = n > 1 && n_rows > 0;
+    for (int32_t i = 0; once && i < n; i++) once = takes_q8(w[i]->type) && w[i]->n_in == w[0]->n_in;
+    q8_acts a;
+    if (once && !quantize_acts(b, &a, x, n_rows, w[0]->n_in)) return;
+    for (int32_t i = 0; i < n; i++) matmul_one(b, y[i], w[i], x, n_rows, once ? &a : nullptr);
 }
 
 void cuda_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
@@ -503,18 +587,17 @@ void cuda_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, i
     float *d_lp = reinterpret_cast<float *>(d + nr * 12 + pairs * 4);
     const int32_t got = cu_topk_lse(xd, n_rows, n, kd, d_ids, d_lp, d_mx, d_ls, STREAM);
     if (!LAUNCHED(b, "topk_lse")) return;
-    std::vector<double> ls(nr);
-    std::vector<float> mx(nr);
-    if (!CU_OK(b, "topk_lse", d2h(b, ls.data(), d_ls, nr * 8)) ||
-        !CU_OK(b, "topk_lse", d2h(b, mx.data(), d_mx, nr * 4)))
-        return;
-    for (size_t r = 0; r < nr; r++) lse[r] = kern_lse{mx[r], ls[r]};
+    const char *h = static_cast<const char *>(d2h_pinned(b, "topk_lse", d, nr * 12 + pairs * 8));
+    if (!h) return;
+    for (size_t r = 0; r < nr; r++) {
+        lse[r].mx = reinterpret_cast<const float *>(h + nr * 8)[r];
+        lse[r].log_sum = reinterpret_cast<const double *>(h)[r];
+    }
     if (k <= 0) return;
     int32_t filled = got;
     if (kd > 0) {
-        if (!CU_OK(b, "topk_lse", d2h(b, ids, d_ids, pairs * 4)) ||
-            !CU_OK(b, "topk_lse", d2h(b, lp, d_lp, pairs * 4)))
-            return;
+        memcpy(ids, h + nr * 12, pairs * 4);
+        memcpy(lp, h + nr * 12 + pairs * 4, pairs * 4);
     } else {
         std::vector<float> hx;
         const float *xh = x;

@@ -81,6 +81,22 @@ bool cu_dequant_rows(float *out, uint32_t type, const void *w, int64_t n_in, int
 bool cu_matmul_few(float *y, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
                    const float *x, int32_t n_rows, cu_stream s);
 
+/* The activations of the quantised few-row product: x (n_rows, n_in) in blocks of 32 as
+ * int8 q = round(x / d) (xq, (n_rows, n_in)) with d = max|x| / 127 a block (xd,
+ * (n_rows, n_in / 32)) and the sum of q of each 16 (xs, (n_rows, n_in / 16)). n_in is a
+ * multiple of 32; xq 16-byte aligned. */
+void cu_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *x, int32_t n_rows,
+                    int64_t n_in, cu_stream s);
+
+/* cu_matmul_few with x given as cu_quantize_q8 made it: each weight block's values as
+ * bytes against the int8 activations by dp4a, integer sums, one float multiply-add per 16
+ * values (mmvq.cu); a row's result is the same bits in any batch. False (nothing queued)
+ * for a type without this kernel (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K have
+ * one). */
+bool cu_matmul_q8(float *y, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
+                  const int8_t *xq, const float *xd, const int32_t *xs, int32_t n_rows,
+                  cu_stream s);
+
 /* Softmax of each of n_rows rows of n values in place (float; one block a row). */
 void cu_softmax(float *x, int32_t n_rows, int32_t n, cu_stream s);
 

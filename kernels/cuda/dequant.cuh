@@ -7,6 +7,8 @@
 #ifndef MD_CUDA_DEQUANT_CUH
 #define MD_CUDA_DEQUANT_CUH
 
+#include <type_traits>
+
 #include "kernels/cuda/common.cuh"
 
 namespace cu {
@@ -83,21 +85,36 @@ template <int TYPE> __device__ __forceinline__ float dq(const uint8_t *row, int6
     }
 }
 
+/* Whether F::run takes its type: F::supported where F says, else true. */
+template <class F, class = void> struct supported : std::true_type {};
+template <class F>
+struct supported<F, std::void_t<decltype(F::supported)>> : std::bool_constant<F::supported> {};
+
+template <class F, class... A> inline bool run_if_supported(A... a) {
+    if constexpr (supported<F>::value) {
+        F::run(a...);
+        return true;
+    } else {
+        return false;
+    }
+}
+
 /* Calls Fn<TYPE>::run(a...) for a run-time type id; false when the type has no device
- * dequantiser. The one place that lists the types, for every launch templated on one. */
+ * dequantiser, or Fn<TYPE>::supported is false. The one place that lists the types, for
+ * every launch templated on one. */
 template <template <int> class Fn, class... A> inline bool with_type(uint32_t type, A... a) {
     switch (type) {
-    case DT_F32: Fn<DT_F32>::run(a...); return true;
-    case DT_F16: Fn<DT_F16>::run(a...); return true;
-    case DT_BF16: Fn<DT_BF16>::run(a...); return true;
-    case DT_Q8_0: Fn<DT_Q8_0>::run(a...); return true;
-    case DT_Q4_0: Fn<DT_Q4_0>::run(a...); return true;
-    case DT_Q4_1: Fn<DT_Q4_1>::run(a...); return true;
-    case DT_Q5_0: Fn<DT_Q5_0>::run(a...); return true;
-    case DT_Q5_1: Fn<DT_Q5_1>::run(a...); return true;
-    case DT_Q4_K: Fn<DT_Q4_K>::run(a...); return true;
-    case DT_Q5_K: Fn<DT_Q5_K>::run(a...); return true;
-    case DT_Q6_K: Fn<DT_Q6_K>::run(a...); return true;
+    case DT_F32: return run_if_supported<Fn<DT_F32>>(a...);
+    case DT_F16: return run_if_supported<Fn<DT_F16>>(a...);
+    case DT_BF16: return run_if_supported<Fn<DT_BF16>>(a...);
+    case DT_Q8_0: return run_if_supported<Fn<DT_Q8_0>>(a...);
+    case DT_Q4_0: return run_if_supported<Fn<DT_Q4_0>>(a...);
+    case DT_Q4_1: return run_if_supported<Fn<DT_Q4_1>>(a...);
+    case DT_Q5_0: return run_if_supported<Fn<DT_Q5_0>>(a...);
+    case DT_Q5_1: return run_if_supported<Fn<DT_Q5_1>>(a...);
+    case DT_Q4_K: return run_if_supported<Fn<DT_Q4_K>>(a...);
+    case DT_Q5_K: return run_if_supported<Fn<DT_Q5_K>>(a...);
+    case DT_Q6_K: return run_if_supported<Fn<DT_Q6_K>>(a...);
     default: return false;
     }
 }

@@ -599,6 +599,14 @@ inline int __float_as_int(float f) { return (int)(uint32_t)cuemu::bits(f); }
 inline float __uint_as_float(unsigned u) { return cuemu::unbits<float>(u); }
 inline unsigned __float_as_uint(float f) { return (unsigned)cuemu::bits(f); }
 template <class T> inline T __ldg(const T *p) { return *p; }
+/* the sum of the four signed byte products of a and b, plus c (sm_61's dp4a) */
+inline int __dp4a(int a, int b, int c) {
+    for (int i = 0; i < 32; i += 8) c += (int)(int8_t)(a >> i) * (int)(int8_t)(b >> i);
+    return c;
+}
+struct alignas(16) int4 {
+    int x, y, z, w;
+};
 
 /* ---- the runtime API's memory, stream and error calls (host side) --------------------
  * Device memory is host memory and every call completes before it returns, so host code
@@ -675,6 +683,15 @@ inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cud
                                    cudaStream_t s = nullptr) {
     (void)s;
     return cudaMemcpy(dst, src, bytes, kind);
+}
+/* page-locked host memory: plain host memory here */
+inline cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    *p = malloc(bytes ? bytes : 1);
+    return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaFreeHost(void *p) {
+    free(p);
+    return cudaSuccess;
 }
 inline cudaError_t cudaMemset(void *p, int v, size_t bytes) {
     memset(p, v, bytes);

@@ -3,6 +3,7 @@
  * keeps the top-k of its strided share in order (as the step's scan does: a value enters
  * only above the last kept), the block finds the row's max and sum of exps, then k rounds
  * of a block-wide arg-max over the threads' list heads merge the lists. Contract: cu.h. */
+#include <algorithm>
 #include <climits>
 
 #include "kernels/cuda/common.cuh"
@@ -80,8 +81,7 @@ k_topk_lse(const float *logits, int n_vocab, int k, int stride, int32_t *ids, fl
 extern "C" int32_t cu_topk_lse(const float *logits, int32_t n_rows, int32_t n_vocab, int32_t k,
                                int32_t *ids, float *logprobs, float *mx, double *log_sum,
                                cu_stream s) {
-    int32_t kk = k < n_vocab ? (k < CU_TOPK_MAX ? k : CU_TOPK_MAX) : n_vocab;
-    if (kk < 0) kk = 0;
+    const int32_t kk = std::max(0, std::min(std::min(k, n_vocab), (int32_t)CU_TOPK_MAX));
     if (n_rows <= 0 || n_vocab <= 0 || (kk == 0 && !mx && !log_sum)) return kk;
     CU_LAUNCH(k_topk_lse, n_rows, TOPK_THREADS, 0, s, logits, n_vocab, kk, k, ids, logprobs,
               mx, log_sum);
