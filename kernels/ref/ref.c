@@ -265,6 +265,7 @@ const kern_ops kern_ref_ops = {
     .rmsnorm = ref_rmsnorm,
     .rope = ref_rope,
     .attention = ref_attention,
+    .attn_weights = kern_host_attn_weights,
     .swiglu = ref_swiglu,
     .add = ref_add,
     .softmax = ref_softmax,
