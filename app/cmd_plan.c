@@ -22,6 +22,7 @@
  * its window, which only the global layers see, apart from '.', slots that are not its
  * ancestors; JSON gives each row's windowed slots too. */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,9 @@ static void plan_usage(FILE *f) {
             "                       positions, KV slots, probabilities) and the last step's\n"
             "                       attention mask, as SVG (--steps 1: the prefill's mask)\n"
             "      --svg-mask FILE  the last step's mask alone, as SVG\n"
+            "      --attn L[:H]     the attention weights of layer L, head H (default: the\n"
+            "                       mean over the heads) on every seen cell: in tenths in\n"
+            "                       the grid, as \"attention\" in --json, as shading in --svg\n"
             "      --temp T         temperature; 0 = greedy (default 0.8)\n"
             PROMPT_SAMPLE_HELP
             "With --draft or --lookahead, the steps of exact speculative greedy decoding\n"
@@ -167,10 +171,15 @@ static void plan_print_text(const forest *f, const tok *tk, const step_plan *p, 
         }
         putchar('\n');
     }
+    if (p->attn_n > 0)
+        printf("weights (--attn): a seen cell shows its attention weight in tenths, '#' from 0.95\n");
     for (int32_t r = 0; r < p->n_rows; r++) {
         printf("  row %-3d", r);
-        for (int32_t c = first; c < n_cols; c++)
-            putchar(!step_plan_sees(p, r, cols[c]) ? '.' : step_plan_sees_window(p, r, cols[c]) ? '#' : ':');
+        for (int32_t c = first; c < n_cols; c++) {
+            float w = step_plan_attn_of(p, r, cols[c]);
+            putchar(!step_plan_sees(p, r, cols[c]) ? '.' : !isnan(w) ? mv_weight_digit(w)
+                    : step_plan_sees_window(p, r, cols[c]) ? '#' : ':');
+        }
         putchar('\n');
     }
     for (int32_t i = 0; i < smp->n; i++) {
@@ -191,6 +200,22 @@ static json_t *plan_window_json(const model_hparams *hp) {
     jo_set(&w, "n_swa", json_integer(hp->n_swa));
     jo_set(&w, "layers", jo_str(text));
     return w;
+}
+
+/* The step's attention weights (--attn): {"layer", "head" (null: the mean), "weights":
+ * per row, one per slot of its "mask" list, in that order}. */
+static json_t *plan_attn_json(const step_plan *p, const int32_t *cols, int32_t n_cols) {
+    json_t *a = json_object(), *rows = json_array();
+    for (int32_t r = 0; r < p->n_rows; r++) {
+        json_t *w = json_array();
+        for (int32_t c = 0; c < n_cols; c++)
+            if (step_plan_sees(p, r, cols[c])) jo_push(&w, json_real(step_plan_attn_of(p, r, cols[c])));
+        jo_push(&rows, w);
+    }
+    jo_set(&a, "layer", json_integer(p->attn_w_layer));
+    jo_set(&a, "head", p->attn_w_head < 0 ? json_null() : json_integer(p->attn_w_head));
+    jo_set(&a, "weights", rows);
+    return a;
 }
 
 /* One step as a JSON object: its rows, its mask (the slots each row sees) and the tokens
@@ -233,6 +258,7 @@ static json_t *plan_step_json(const forest *f, const tok *tk, const step_plan *p
         jo_push(&sampled, x);
     }
     jo_set(&st, "step", json_integer(step));
+    if (p->attn_n > 0) jo_set(&st, "attention", plan_attn_json(p, cols, n_cols));
     jo_set(&st, "rows", rows);
     jo_set(&st, "mask", mask);
     if (win) jo_set(&st, "mask_window", win); /* the windowed layers' mask */
@@ -395,6 +421,7 @@ typedef struct plan_opts {
     int64_t window, window_pattern; /* --window N[,P]: forced on (0: the model's own) */
     bool json;
     const char *svg, *svg_mask; /* pictures to write (ui/svg.h), or NULL */
+    int64_t attn_layer, attn_head; /* --attn L[:H]: layer -1 none, head -1 the mean */
 } plan_opts;
 
 /* The grow-mode run: the forest, its branches, and what the steps report. */
@@ -427,6 +454,19 @@ static int plan_window_opt(const char *arg, plan_opts *o) {
                                  &o->window_pattern));
 }
 
+/* --attn L[:H]: 1 (after the usage error) when it does not parse. */
+static int plan_attn_opt(const char *arg, plan_opts *o) {
+    char n[32];
+    const char *colon = strchr(arg, ':');
+    size_t len = colon ? (size_t)(colon - arg) : strlen(arg);
+    if (len >= sizeof n) return app_usage_error("--attn: '%s' is not L or L:H", arg) != 0;
+    memcpy(n, arg, len);
+    n[len] = '\0';
+    o->attn_head = -1;
+    return app_opt_int("--attn's layer", n, 0, 1 << 16, &o->attn_layer) ||
+           (colon && app_opt_int("--attn's head", colon + 1, 0, 1 << 16, &o->attn_head));
+}
+
 /* The command line: -1 to go on, else the exit status (0 after --help, 2 for a bad
  * option). */
 static int plan_parse(int argc, char **argv, plan_opts *o) {
@@ -434,7 +474,7 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
         PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
         {"prompt", 1, 0, 'p'}, {"context", 1, 0, 'X'}, {"branches", 1, 0, 'k'},
         {"steps", 1, 0, 's'},  {"max-cols", 1, 0, 'W'}, {"json", 0, 0, 'J'},
-        {"window", 1, 0, 'w'},
+        {"window", 1, 0, 'w'}, {"attn", 1, 0, 0x202},
         {"svg", 1, 0, 0x200},  {"svg-mask", 1, 0, 0x201},
         SPEC_LONGOPTS,         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     int ch, r;
@@ -468,6 +508,9 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
             break;
         case 0x200: o->svg = optarg; break;
         case 0x201: o->svg_mask = optarg; break;
+        case 0x202:
+            if (plan_attn_opt(optarg, o)) return 2;
+            break;
         case 'h': plan_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode plan --help", PLAN_USAGE);
         }
@@ -478,6 +521,8 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
         return app_usage_error("--draft / --lookahead show one prompt's decoding: one -p, no --context");
     if (o->so.on && (o->svg || o->svg_mask))
         return app_usage_error("--svg draws the grow mode's forest: not with --draft / --lookahead");
+    if (o->so.on && o->attn_layer >= 0)
+        return app_usage_error("--attn shows the grow mode's steps: not with --draft / --lookahead");
     if (o->so.on && temp_given) o->so.sp.samp = o->sp;
     return -1;
 }
@@ -575,6 +620,8 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
     plan_job j = {.f = forest_init(pm->n_slots, 0), .n_trees = o->n_prompts ? o->n_prompts : 1, .pm = pm,
                   .o = o, .list = o->json ? json_array() : NULL};
     step_plan_init(&j.plan);
+    j.plan.attn_want = o->attn_layer >= 0;
+    j.plan.attn_layer = (int32_t)o->attn_layer, j.plan.attn_head = (int32_t)o->attn_head;
     size_t n_br = (size_t)j.n_trees * (size_t)o->k;
     j.smp.branch = malloc(sizeof(int32_t) * n_br);
     j.smp.token = malloc(sizeof(int32_t) * n_br);
@@ -619,7 +666,8 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
 
 int cmd_plan(int argc, char **argv) {
     plan_opts o = {.mo = prompt_model_default_opts(), .so = spec_default_opts(),
-                   .sp = sample_default_params(), .k = 2, .steps = 3, .max_cols = 120};
+                   .sp = sample_default_params(), .k = 2, .steps = 3, .max_cols = 120,
+                   .attn_layer = -1, .attn_head = -1};
     int r = plan_parse(argc, argv, &o);
     if (r >= 0) return r;
     st_err err = {0};

@@ -211,6 +211,50 @@ out:
     model_free(m);
 }
 
+/* The mask pane's attention weights: :set layer 3 and :set head 1, then a step keeps
+ * that layer's and head's weights (every row's summing to 1); :set layer -1 turns them
+ * off; a layer the model lacks is refused, naming its layers. */
+static void test_attn_setting(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    forest_id root;
+    ui_worker_params wp = {.sp = sample_default_params(), .budget = 2, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = stories_worker(&wp, &m, &tk, &c, &root);
+    if (!w) goto out;
+    char msg[1024];
+    ui_job set[4] = {{.kind = UI_JOB_SET, .text = "layer", .u.set.value = 3}, /* they say nothing: */
+                     {.kind = UI_JOB_SET, .text = "head", .u.set.value = 1},  /* posted, not waited for */
+                     {.kind = UI_JOB_SET, .text = "layer", .u.set.value = -1},
+                     {.kind = UI_JOB_SET, .text = "layer", .u.set.value = 99}};
+    ui_worker_post(w, &set[0]);
+    ui_worker_post(w, &set[1]);
+    T_CHECK(run_job(w, cmd_job(":grow 2", root), msg, sizeof msg), "grow: %s", msg);
+    ui_worker_lock(w);
+    mask_view *v = ui_worker_mask_mut(w);
+    double worst = 0;
+    for (int32_t r = 0; r < v->n_rows; r++) {
+        double sum = 0;
+        for (int32_t d = 0; d < v->n_dcols; d++) sum += fmax(0, mv_weight(v, r, d));
+        worst = fmax(worst, fabs(sum - 1));
+    }
+    T_CHECK(v->attn_layer == 3 && v->attn_head == 1 && v->n_rows > 0 && worst < 2e-3,
+            "the step kept layer %d head %d; rows sum within %g of 1", v->attn_layer, v->attn_head, worst);
+    ui_worker_unlock(w);
+    ui_worker_post(w, &set[2]);
+    T_CHECK(run_job(w, cmd_job(":grow 1", root), msg, sizeof msg), "grow: %s", msg);
+    ui_worker_lock(w);
+    T_CHECK(ui_worker_mask(w)->attn_layer == -1, "off: no weights kept");
+    ui_worker_unlock(w);
+    run_job(w, set[3], msg, sizeof msg);
+    T_CHECK(strstr(msg, "layers 0-4") != NULL, ":set layer 99 refused: %s", msg);
+    ui_worker_stop(w);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 /* The worker's save and load (app/cmd_tui.c's, less the model check): the session with
  * the scores the worker hands over. */
 static st_code save_cb(void *ud, const char *path, const forest *f, const sample_params *sp, session_meta *meta,
@@ -303,5 +347,6 @@ int main(void) {
     test_beam_agrees();
     test_fresh_seeds();
     test_scores_last();
+    test_attn_setting();
     return t_done();
 }

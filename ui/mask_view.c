@@ -1,6 +1,7 @@
 /* mask_view.c - the mask pane's view model (mask_view.h). */
 #include "mask_view.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@ void mv_init(mask_view *v) {
     v->step = -1;
     v->left = -1;
     v->n_plain = -1;
+    v->attn_layer = -1;
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -29,6 +31,18 @@ uint8_t mv_branch_colour(const forest *f, int32_t idx) {
         nd = p;
     }
     return (uint8_t)(((uint32_t)idx * 2654435761u >> 16) % 6);
+}
+
+/* The weights of the plan's last run, rows from r0 (as kept), when it kept any. */
+static void capture_weights(mask_view *v, const step_plan *p, int32_t r0) {
+    v->attn_layer = p->attn_n > 0 ? p->attn_w_layer : -1;
+    v->attn_head = p->attn_w_head;
+    if (v->attn_layer < 0) return;
+    for (int32_t r = 0; r < v->n_rows; r++)
+        for (int32_t c = 0; c < v->n_cols; c++) {
+            float w = step_plan_attn_of(p, r0 + r, v->cols[c]);
+            v->attn[r][c] = (uint16_t)(isnan(w) ? 0 : w * 65535.0f + 0.5f);
+        }
 }
 
 void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p, int32_t step) {
@@ -81,6 +95,7 @@ void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p
             if (!step_plan_sees_window(p, pr, v->cols[c])) v->outwin[r][c / 8] |= (uint8_t)(1u << (c % 8));
         }
     }
+    capture_weights(v, p, r0);
     if (v->top > v->n_rows) v->top = 0;
     v->n_plain = -1; /* a new grid: lay it out again */
     mv_layout(v, INT32_MAX);
@@ -168,6 +183,32 @@ char mv_cell(const mask_view *v, int32_t r, int32_t d) {
     return mark_of(v, r, v->dcols[d].col);
 }
 
+float mv_weight(const mask_view *v, int32_t r, int32_t d) {
+    if (v->attn_layer < 0 || r < 0 || r >= v->n_rows || d < 0 || d >= v->n_dcols) return -1;
+    const mv_dcol *dc = &v->dcols[d];
+    if (dc->n == 0 || !mv_sees(v, r, dc->col)) return -1;
+    uint32_t sum = 0;
+    for (int32_t c = dc->col; c < dc->col + dc->n; c++) sum += v->attn[r][c];
+    return sum / 65535.0f;
+}
+
+void mv_cell_glyph(const mask_view *v, int32_t r, int32_t d, bool utf8, char out[8]) {
+    static const char *const bars[8] = {"\u2581", "\u2582", "\u2583", "\u2584",
+                                        "\u2585", "\u2586", "\u2587", "\u2588"};
+    float w = mv_weight(v, r, d);
+    if (w < 0) snprintf(out, 8, "%c", mv_cell(v, r, d));
+    else if (utf8) snprintf(out, 8, "%s", bars[w >= 1 ? 7 : (int)(w * 8)]);
+    else snprintf(out, 8, "%c", mv_weight_digit(w));
+}
+
+char mv_weight_digit(float w) { return w >= 0.95f ? '#' : (char)('0' + (int)(w * 10 + 0.5f)); }
+
+void mv_attn_text(const mask_view *v, char *out, size_t cap) {
+    if (v->attn_layer < 0) snprintf(out, cap, "%s", "");
+    else if (v->attn_head < 0) snprintf(out, cap, "attention weights: layer %d, mean of heads", v->attn_layer);
+    else snprintf(out, cap, "attention weights: layer %d, head %d", v->attn_layer, v->attn_head);
+}
+
 void mv_slot_line(const mask_view *v, int32_t first, int32_t width, char *out, size_t cap, bool utf8) {
     ui_line l = ui_line_make(out, cap, width, utf8);
     for (int32_t d = first < 0 ? 0 : first; d < v->n_dcols; d++) {
@@ -233,6 +274,12 @@ void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8) 
         snprintf(buf, sizeof buf, "; %s", v->window);
         ui_line_put(&l, buf);
     }
+    if (v->attn_layer >= 0) {
+        char what[80];
+        mv_attn_text(v, what, sizeof what);
+        snprintf(buf, sizeof buf, "; %s", what);
+        ui_line_put(&l, buf);
+    }
 }
 
 void mv_legend(const mask_view *v, char *out, size_t cap, int width, bool utf8) {
@@ -249,7 +296,8 @@ int mv_marks(const mask_view *v, char *out, size_t cap, int width, bool utf8) {
     bool gaps = false;
     for (int32_t d = 0; d < v->n_dcols; d++) gaps |= v->dcols[d].n == 0;
     char buf[96];
-    snprintf(buf, sizeof buf, "%s# sees%s%s%s", v->spec ? "" : "L logits  ",
+    const char *sees = v->attn_layer < 0 ? "# sees" : utf8 ? "\u2581-\u2588 weight" : "0-9 weight";
+    snprintf(buf, sizeof buf, "%s%s%s%s%s", v->spec ? "" : "L logits  ", sees,
              v->n_swa > 0 ? "  : beyond window" : "", !v->runs ? "" : utf8 ? "  \u2261 run" : "  = run",
              !gaps ? "" : utf8 ? "  \u00a6 skip" : "  | skip");
     ui_line l = ui_line_make(out, cap, width, utf8);

@@ -21,7 +21,11 @@
  * On a model with sliding-window layers the grid is the windowed layers' mask: a row's
  * ancestors outside its window (which only the global layers see) are marked apart from
  * the slots that are not its ancestors at all, and the header names the layers of each
- * kind. */
+ * kind.
+ *
+ * A step run with attention weights (step_plan attn_want: one layer, one head or their
+ * mean) keeps them per cell: the pane draws a seen cell as a bar as tall as its weight
+ * and the SVG shades it. */
 #ifndef MD_UI_MASK_VIEW_H
 #define MD_UI_MASK_VIEW_H
 
@@ -87,6 +91,10 @@ typedef struct mask_view {
                                for runs (n_plain > width) changes */
     int32_t top;            /* first row shown */
     int32_t left;           /* first drawn column shown; -1: follow the newest (last) ones */
+    /* The step's attention weights, when it ran with them (step_plan attn_want) */
+    int32_t attn_layer;     /* -1: none captured */
+    int32_t attn_head;      /* -1: the mean over the heads */
+    uint16_t attn[MV_MAX_ROWS][MV_MAX_COLS]; /* row r's weight on column c, times 65535 */
 } mask_view;
 
 void mv_init(mask_view *v);
@@ -99,6 +107,18 @@ bool mv_outside_window(const mask_view *v, int32_t row, int32_t col);
 /* The branch colour (0..5) of node idx: that of the first node of its radix line (a root
  * or a child of a branching node), so every token of one line shares a colour. */
 uint8_t mv_branch_colour(const forest *f, int32_t idx);
+
+/* Row r's attention weight on drawn column d (the sum over a run's slots): 0..1, or -1
+ * when the step kept no weights or the row does not see the column. */
+float mv_weight(const mask_view *v, int32_t r, int32_t d);
+/* The cell of row r, drawn column d as the pane draws it, into out (a glyph, NUL-ended):
+ * mv_cell's mark, or with weights a seen cell's weight as a bar of eighths
+ * ("▁".."█"; without UTF-8 its tenths as a digit, '#' for 1). */
+void mv_cell_glyph(const mask_view *v, int32_t r, int32_t d, bool utf8, char out[8]);
+/* A weight 0..1 as one ASCII mark: its tenths as a digit, '#' from 0.95. */
+char mv_weight_digit(float w);
+/* "attention weights: layer 3, mean of heads" (or "head 2"), "" without weights. */
+void mv_attn_text(const mask_view *v, char *out, size_t cap);
 
 /* Lays the grid out for width screen columns: one column per slot, with a gap mark where
  * slot numbers jump; when that is wider than width, each run of consecutive slots that

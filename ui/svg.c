@@ -175,6 +175,9 @@ static void draw_mask_head(FILE *fp, mask_view *mv, int y0) {
     }
 }
 
+/* A weight's shade: the square root lifts the small weights of long rows into view. */
+static double weight_opacity(double w) { return 0.12 + 0.88 * sqrt(w); }
+
 static void draw_mask_row(FILE *fp, const forest *f, const tree_layout *t, const mask_view *mv, int32_t r, int y) {
     const mv_row *row = &mv->rows[r];
     char label[96];
@@ -189,16 +192,33 @@ static void draw_mask_row(FILE *fp, const forest *f, const tree_layout *t, const
         if (dc->n > 0) {
             const char m = mv_cell(mv, r, d); /* ':' an ancestor outside the window: pale */
             const bool on = m == '#' || m == ':';
+            const float wt = mv_weight(mv, r, d); /* with weights, a cell as opaque as its weight */
+            char shade[64] = "";
+            if (wt >= 0) snprintf(shade, sizeof shade, " fill-opacity=\"%.3f\" data-w=\"%.4f\"", weight_opacity(wt), wt);
+            else if (m == ':') snprintf(shade, sizeof shade, " fill-opacity=\"0.3\"");
             fprintf(fp, "<rect class=\"%s\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"%s stroke=\"#fff\"/>\n",
-                    m == ':' ? "outwin" : on ? "on" : "off", x, y, CELL, CELL, on ? c : "#e8e8e8",
-                    m == ':' ? " fill-opacity=\"0.3\"" : "");
+                    m == ':' ? "outwin" : on ? "on" : "off", x, y, CELL, CELL,
+                    on ? c : mv->attn_layer >= 0 ? "#fafafa" : "#e8e8e8", shade);
         }
         x += dcol_w(dc);
     }
 }
 
 static int mask_height(const mask_view *mv) {
-    return HEAD_H + mv->n_rows * CELL + FONT + 16 + (mv->n_swa > 0 ? FONT + 2 : 0);
+    return HEAD_H + mv->n_rows * CELL + FONT + 16 + (mv->n_swa > 0 ? FONT + 2 : 0) +
+           (mv->attn_layer >= 0 ? CELL + 4 : 0);
+}
+
+/* The key of the shading: cells of weight 0, 0.25, 0.5, 0.75 and 1, and what they show. */
+static void draw_weight_key(FILE *fp, const mask_view *mv, int y) {
+    char buf[192], what[96];
+    int x = MARGIN;
+    for (int i = 0; i <= 4; i++, x += CELL + 2)
+        fprintf(fp, "<rect class=\"key\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" "
+                "fill-opacity=\"%.3f\"/>\n", x, y, CELL, CELL, colours[0], weight_opacity(i / 4.0));
+    mv_attn_text(mv, what, sizeof what);
+    snprintf(buf, sizeof buf, "weight 0, 1/4, 1/2, 3/4, 1: the %s (a row's cells sum to 1)", what);
+    text_at(fp, x + 6, y + CELL - 3, FONT - 2, "start", " fill=\"#444\"", buf);
 }
 
 /* Draws the mask from y0; returns its height. */
@@ -215,6 +235,7 @@ static int draw_mask(FILE *fp, const forest *f, const tree_layout *t, mask_view 
                  "cells: ancestors outside the row's window, which only global layers see.", mv->window);
         text_at(fp, MARGIN, y + 2 * FONT + 10, FONT - 2, "start", " fill=\"#444\"", key);
     }
+    if (mv->attn_layer >= 0) draw_weight_key(fp, mv, y + FONT + 16 + (mv->n_swa > 0 ? FONT + 2 : 0));
     return mask_height(mv);
 }
 

@@ -56,9 +56,33 @@ static st_code keep_job(ui_worker *w, const ui_job *j, st_err *err) {
     return ST_OK;
 }
 
+st_code ui_worker_set_attn(ui_worker *w, int32_t layer, int32_t head, st_err *err) {
+    const model_hparams *hp = model_ctx_hparams(w->ctx);
+    kern_backend *be = model_ctx_backend(w->ctx);
+    if (layer < -1 || layer >= hp->n_layer || head < -1 || head >= hp->n_head)
+        return st_set(err, ST_ERR_ARG, "the model has layers 0-%d of heads 0-%d (layer -1: no "
+                      "weights; head -1: their mean)", hp->n_layer - 1, hp->n_head - 1);
+    if (layer >= 0 && !kern_backend_ops(be)->attn_weights)
+        return st_set(err, ST_ERR_UNSUPPORTED, "the %s backend cannot hand back attention "
+                      "weights", kern_backend_name(be));
+    w->plan.attn_want = layer >= 0;
+    w->plan.attn_layer = layer, w->plan.attn_head = head;
+    return ST_OK;
+}
+
+void ui_worker_attn(const ui_worker *w, int32_t *layer, int32_t *head, int32_t *n_layer, int32_t *n_head) {
+    *layer = w->plan.attn_want ? w->plan.attn_layer : -1;
+    *head = w->plan.attn_head;
+    *n_layer = model_ctx_hparams(w->ctx)->n_layer;
+    *n_head = model_ctx_hparams(w->ctx)->n_head;
+}
+
 static st_code set_param(ui_worker *w, const char *key, double v, st_err *err) {
     st_code rc = sample_param_set(&w->sp, key, v, err);
     if (rc != ST_ERR_NOT_FOUND) return rc;
+    if (!strcmp(key, "layer") || !strcmp(key, "head")) /* the mask pane's weights */
+        return ui_worker_set_attn(w, !strcmp(key, "layer") ? (int32_t)v : w->plan.attn_layer,
+                                  !strcmp(key, "head") ? (int32_t)v : w->plan.attn_head, err);
     if (!strcmp(key, "budget") && v >= 1 && v <= 1e6) w->budget = (int32_t)v;
     else if (!strcmp(key, "chat")) {
         if (v != 0 && w->chat.kind == CHAT_NONE)
@@ -360,6 +384,7 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     pthread_cond_init(&w->qcv, NULL);
     step_plan_init(&w->plan);
     step_plan_init(&w->preview);
+    w->plan.attn_layer = w->plan.attn_head = -1; /* no weights; asked: their mean */
     w->plan.forward_begin = forward_unlock;
     w->plan.forward_end = forward_relock;
     w->plan.forward_ud = w;

@@ -199,6 +199,7 @@ static bool attn_request(step_plan *p, const kern_seg *segs, model_attn_req *req
         return false;
     *req = (model_attn_req){.layer = p->attn_layer, .head = p->attn_head, .w = p->attn_w};
     p->attn_n = (int32_t)n;
+    p->attn_w_layer = p->attn_layer, p->attn_w_head = p->attn_head;
     return true;
 }
 

@@ -102,6 +102,8 @@ typedef struct step_plan {
     int32_t attn_layer, attn_head;
     float *attn_w;         /* (seg cells) after a run: model_attn_req's layout */
     int32_t attn_n;        /* cells in attn_w; 0: the last run kept no weights */
+    int32_t attn_w_layer, attn_w_head; /* the layer and head attn_w is of (a caller may
+                                          change attn_layer while a run computes) */
     int32_t cap_attn_w;
 } step_plan;
 

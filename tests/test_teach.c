@@ -1,0 +1,173 @@
+/* test_teach.c - the teaching views of attention weights (ui/mask_view.h, ui/svg.h and
+ * `plan --attn`), on stories260K:
+ * - the mask view keeps a step's weights: every row's drawn cells sum to 1 (runs of slots
+ *   summed, when the grid is too narrow for one column a slot), only seen cells have one,
+ *   and a seen cell is drawn as a bar (a digit without UTF-8);
+ * - the SVG shades exactly the seen cells, each row's data-w summing to 1, with a key;
+ * - `plan --attn L[:H]`: JSON weights one per slot of each row's mask list, summing to 1,
+ *   for the layer and head asked; digits in the text grid; a bad layer is refused. */
+#include <jansson.h>
+
+#include "forest/forest.h"
+#include "forest/step.h"
+#include "t.h"
+#include "t_model.h"
+#include "t_run.h"
+#include "../ui/mask_view.h"
+#include "../ui/svg.h"
+
+/* A prompt and three forks of two tokens under it, prefilled, then a token under each
+ * fork: the second step, run with the weights of layer 2's mean, into v. */
+static bool weighted_step(model *m, tok *tk, mask_view *v) {
+    model_ctx *c = t_new_ctx(m, 256);
+    forest *f = forest_init(256, 0);
+    step_plan p;
+    step_plan_init(&p);
+    p.attn_want = true, p.attn_layer = 2, p.attn_head = -1;
+    int32_t toks[5] = {1, 403, 407, 261, 378};
+    forest_id end;
+    st_err err = {0};
+    bool ok = c && forest_add_root(f, toks, NULL, 5, 0, &end, &err) == ST_OK;
+    forest_id leaf[3];
+    for (int32_t b = 0; ok && b < 3; b++) {
+        int32_t t[2] = {300 + b, 310 + b};
+        ok = forest_append(f, end, t, NULL, 2, &leaf[b], &err) == ST_OK;
+    }
+    ok = ok && step_forest(f, &p, c, &err) == ST_OK; /* the prefill, then one token a branch */
+    for (int32_t b = 0; ok && b < 3; b++) {
+        int32_t t = 320 + b;
+        ok = forest_append(f, leaf[b], &t, NULL, 1, NULL, &err) == ST_OK;
+    }
+    ok = ok && step_forest(f, &p, c, &err) == ST_OK;
+    T_CHECK(ok, "step: %s", err.msg);
+    if (ok) mv_capture(v, f, tk, &p, 0);
+    char buf[16 * 1024];
+    FILE *fp = ok ? fmemopen(buf, sizeof buf, "w") : NULL;
+    if (fp) { /* the picture, from the same capture */
+        T_CHECK(svg_write(fp, f, tk, v, SVG_MASK, &err) == ST_OK, "svg: %s", err.msg);
+        fclose(fp);
+        buf[sizeof buf - 1] = 0;
+        int32_t on = 0, shaded = 0;
+        double worst = 0, sum = 0;
+        int y = -1;
+        for (const char *s = buf; (s = strstr(s, "<rect class=\"")); s++) {
+            int ry = 0;
+            const char *yy = strstr(s, " y=\""), *w = strstr(s, "data-w=\""), *end2 = strchr(s, '>');
+            if (!strncmp(s + 13, "key", 3)) continue;
+            sscanf(yy, " y=\"%d\"", &ry);
+            if (ry != y && y >= 0) worst = fmax(worst, fabs(sum - 1)), sum = 0;
+            y = ry;
+            on += !strncmp(s + 13, "on\"", 3);
+            if (w && w < end2) shaded++, sum += atof(w + 8);
+        }
+        worst = fmax(worst, fabs(sum - 1));
+        T_CHECK(on > 0 && shaded == on && worst < 2e-3 && strstr(buf, "class=\"key\"") &&
+                strstr(buf, "layer 2, mean of heads"),
+                "svg: %d seen cells, %d shaded, rows sum within %g of 1, with a key", on, shaded, worst);
+    }
+    step_plan_free(&p);
+    forest_free(f);
+    model_ctx_free(c);
+    return ok;
+}
+
+/* Each row's drawn cells in the layout for width columns: weights only where seen,
+ * summing to 1. */
+static void check_view_rows(mask_view *v, int32_t width) {
+    mv_layout(v, width);
+    int32_t bad = 0, bars = 0;
+    double worst = 0;
+    for (int32_t r = 0; r < v->n_rows; r++) {
+        double sum = 0;
+        for (int32_t d = 0; d < v->n_dcols; d++) {
+            float w = mv_weight(v, r, d);
+            char g[8];
+            mv_cell_glyph(v, r, d, true, g);
+            bool seen = mv_cell(v, r, d) == '#';
+            bad += seen != (w >= 0);
+            bars += seen && !strncmp(g, "\xe2\x96", 2); /* U+2581..U+2588 */
+            if (w >= 0) sum += w;
+        }
+        worst = fmax(worst, fabs(sum - 1));
+    }
+    T_CHECK(v->attn_layer == 2 && bad == 0 && bars > 0 && worst < 2e-3,
+            "mask view, width %d (%s): %d cells off the mask, %d bars, rows sum within %g of 1",
+            width, v->runs ? "runs" : "a column a slot", bad, bars, worst);
+    char line[256];
+    mv_header(v, line, sizeof line, 200, true);
+    T_CHECK(strstr(line, "attention weights: layer 2, mean of heads") != NULL, "header: %s", line);
+}
+
+static void test_view(void) {
+    model *m;
+    tok *tk;
+    if (!t_stories(&m, &tk)) return;
+    mask_view *v = malloc(sizeof *v);
+    mv_init(v);
+    if (weighted_step(m, tk, v)) {
+        check_view_rows(v, 1000);
+        check_view_rows(v, 6);
+        T_CHECK(v->runs, "a narrow grid merges runs");
+        char g[8];
+        for (int32_t d = 0; d < v->n_dcols; d++)
+            if (mv_weight(v, 0, d) >= 0) {
+                mv_cell_glyph(v, 0, d, false, g);
+                T_CHECK((g[0] >= '0' && g[0] <= '9') || g[0] == '#', "ASCII: a digit (%s)", g);
+                break;
+            }
+    }
+    free(v);
+    tok_free(tk);
+    model_free(m);
+}
+
+/* Row weights of step s of a plan --json document, each checked against its mask row. */
+static void check_plan_json(const char *out, int32_t layer, int head) {
+    json_error_t je;
+    json_t *doc = json_loads(out, 0, &je), *steps = json_object_get(doc, "steps");
+    int32_t rows = 0, bad = 0;
+    double worst = 0;
+    for (size_t s = 0; s < json_array_size(steps); s++) {
+        json_t *st = json_array_get(steps, s), *a = json_object_get(st, "attention");
+        json_t *mask = json_object_get(st, "mask"), *w = json_object_get(a, "weights");
+        bad += json_integer_value(json_object_get(a, "layer")) != layer ||
+               (head < 0 ? !json_is_null(json_object_get(a, "head"))
+                         : json_integer_value(json_object_get(a, "head")) != head);
+        for (size_t r = 0; r < json_array_size(mask); r++, rows++) {
+            json_t *wr = json_array_get(w, r);
+            bad += json_array_size(wr) != json_array_size(json_array_get(mask, r));
+            double sum = 0;
+            for (size_t i = 0; i < json_array_size(wr); i++) sum += json_real_value(json_array_get(wr, i));
+            worst = fmax(worst, fabs(sum - 1));
+        }
+    }
+    T_CHECK(doc && rows > 3 && bad == 0 && worst < 1e-5, "plan --attn %d:%d --json: %d rows, %d off, "
+            "sums within %g of 1", layer, head, rows, bad, worst);
+    json_decref(doc);
+}
+
+static void test_plan_cli(void) {
+    char bin[512], model_path[4096];
+    if (!t_cli_setup(bin, sizeof bin, model_path, sizeof model_path)) return;
+    int st;
+    char *out = t_runf(&st, "%s plan -m %s -p 'Once upon a time' -k 2 -s 3 --attn 3:1 --json", bin, model_path);
+    T_CHECK(st == 0, "plan --attn --json: %.300s", out);
+    if (st == 0) check_plan_json(out, 3, 1);
+    free(out);
+    out = t_runf(&st, "%s plan -m %s -p 'Once upon a time' -k 2 -s 2 --attn 0 --json", bin, model_path);
+    if (st == 0) check_plan_json(out, 0, -1);
+    free(out);
+    out = t_runf(&st, "%s plan -m %s -p 'Once upon' -k 2 -s 2 --temp 0 --attn 4 2>&1", bin, model_path);
+    T_CHECK(st == 0 && strstr(out, "attention weight in tenths") && strstr(out, "row 0  #"),
+            "plan --attn: digits in the grid (the first row sees its own slot alone: '#')\n%s", out);
+    free(out);
+    out = t_runf(&st, "%s plan -m %s -p 'Once' -k 2 -s 1 --attn 99 2>&1", bin, model_path);
+    T_CHECK(st != 0 && strstr(out, "layers"), "plan --attn 99 refused: %s", out);
+    free(out);
+}
+
+int main(void) {
+    test_view();
+    test_plan_cli();
+    return t_done();
+}
