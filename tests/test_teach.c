@@ -1,5 +1,5 @@
-/* test_teach.c - the teaching views of attention weights (ui/mask_view.h, ui/svg.h and
- * `plan --attn`), on stories260K:
+/* test_teach.c - the teaching views: the mask pane's step history (ui/mask_history.h),
+ * and attention weights (ui/mask_view.h, ui/svg.h and `plan --attn`) on stories260K:
  * - the mask view keeps a step's weights: every row's drawn cells sum to 1 (runs of slots
  *   summed, when the grid is too narrow for one column a slot), only seen cells have one,
  *   and a seen cell is drawn as a bar (a digit without UTF-8);
@@ -13,6 +13,7 @@
 #include "t.h"
 #include "t_model.h"
 #include "t_run.h"
+#include "../ui/mask_history.h"
 #include "../ui/mask_view.h"
 #include "../ui/svg.h"
 
@@ -166,7 +167,38 @@ static void test_plan_cli(void) {
     free(out);
 }
 
+/* The ring: ten steps pushed keep the last MVH_KEEP, the newest at back 0; a view looked
+ * at stays in view while newer ones come; moves stop at both ends. */
+static void test_history(void) {
+    mv_history h;
+    mvh_init(&h);
+    mask_view *v = malloc(sizeof *v);
+    mv_init(v);
+    int32_t bad = 0;
+    for (int32_t s = 0; s < 10; s++) {
+        v->step = s;
+        v->n_rows = 1, v->rows[0].want = s % 2; /* odd steps: every row returns logits */
+        mv_set_kind(v, "grow");
+        bad += !mvh_push(&h, v);
+        if (s == 4) bad += mvh_move(&h, -3) != 3 || mvh_at(&h, h.back)->step != 1;
+    }
+    T_CHECK(bad == 0 && h.n == MVH_KEEP && mvh_at(&h, 0)->step == 9 && mvh_at(&h, MVH_KEEP - 1)->step == 2 &&
+            !mvh_at(&h, MVH_KEEP), "ring: %d kept, newest %d, oldest %d", h.n, mvh_at(&h, 0)->step,
+            mvh_at(&h, MVH_KEEP - 1)->step);
+    T_CHECK(h.back == MVH_KEEP - 1 && mvh_at(&h, h.back)->step == 2,
+            "the view looked at moved back with each push until it was the oldest: back %d", h.back);
+    T_CHECK(!strcmp(mvh_at(&h, 0)->kind, "grow") && !strcmp(mvh_at(&h, 1)->kind, "prefill + grow"),
+            "kinds: '%s', '%s'", mvh_at(&h, 0)->kind, mvh_at(&h, 1)->kind);
+    T_CHECK(mvh_move(&h, -5) == MVH_KEEP - 1 && mvh_move(&h, 3) == MVH_KEEP - 4 && mvh_move(&h, 20) == 0,
+            "moves stop at both ends");
+    mvh_clear(&h);
+    T_CHECK(h.n == 0 && !mvh_at(&h, 0) && mvh_move(&h, -1) == 0, "cleared");
+    mvh_free(&h);
+    free(v);
+}
+
 int main(void) {
+    test_history();
     test_view();
     test_plan_cli();
     return t_done();

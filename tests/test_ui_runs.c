@@ -248,6 +248,19 @@ static void test_attn_setting(void) {
     ui_worker_unlock(w);
     run_job(w, set[3], msg, sizeof msg);
     T_CHECK(strstr(msg, "layers 0-4") != NULL, ":set layer 99 refused: %s", msg);
+    /* [ and ]: the pane looks back at the kept steps, named, and forward again */
+    ui_worker_lock(w);
+    int32_t kept, last = ui_worker_mask(w)->step;
+    int32_t back = ui_worker_mask_back(w, -1, &kept);
+    const mask_view *old = ui_worker_mask(w);
+    T_CHECK(kept == 3 && back == 1 && old->step == last - 1 && old->attn_layer == 3 &&
+            !strcmp(old->kind, "grow"), "one back of %d: step %d of %d (%s), weights of layer %d",
+            kept, old->step, last, old->kind, old->attn_layer);
+    back = ui_worker_mask_back(w, -9, &kept);
+    T_CHECK(back == 2 && ui_worker_mask(w)->step == 0 && !strcmp(ui_worker_mask(w)->kind, "prefill + grow"),
+            "the oldest: step %d (%s)", ui_worker_mask(w)->step, ui_worker_mask(w)->kind);
+    T_CHECK(ui_worker_mask_back(w, 5, &kept) == 0 && ui_worker_mask(w)->step == last, "] back to the last step");
+    ui_worker_unlock(w);
     ui_worker_stop(w);
 out:
     model_ctx_free(c);

@@ -48,6 +48,7 @@ static void capture_weights(mask_view *v, const step_plan *p, int32_t r0) {
 void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p, int32_t step) {
     v->step = step;
     v->preview = false;
+    v->kind[0] = '\0';
     v->spec = false;
     v->n_rows_total = p->n_rows;
     int32_t r0 = p->n_rows > MV_MAX_ROWS ? p->n_rows - MV_MAX_ROWS : 0;
@@ -183,6 +184,12 @@ char mv_cell(const mask_view *v, int32_t r, int32_t d) {
     return mark_of(v, r, v->dcols[d].col);
 }
 
+void mv_set_kind(mask_view *v, const char *what) {
+    bool prefill = false;
+    for (int32_t r = 0; r < v->n_rows && !prefill; r++) prefill = !v->rows[r].want;
+    snprintf(v->kind, sizeof v->kind, "%s%s", prefill ? "prefill + " : "", what);
+}
+
 float mv_weight(const mask_view *v, int32_t r, int32_t d) {
     if (v->attn_layer < 0 || r < 0 || r >= v->n_rows || d < 0 || d >= v->n_dcols) return -1;
     const mv_dcol *dc = &v->dcols[d];
@@ -244,8 +251,10 @@ void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8) 
         ui_line_put(&l, "no step has run yet: press s to run one");
         return;
     }
-    snprintf(buf, sizeof buf, "%s %d%s: %d rows, %d KV slots seen%s", v->preview ? "next step" : "step", v->step,
-             v->preview ? " (preview, not run)" : "", v->n_rows_total,
+    char kind[64] = "";
+    if (v->kind[0]) snprintf(kind, sizeof kind, " (%s)", v->kind);
+    snprintf(buf, sizeof buf, "%s %d%s%s: %d rows, %d KV slots seen%s", v->preview ? "next step" : "step", v->step,
+             v->preview ? " (preview, not run)" : "", kind, v->n_rows_total,
              v->n_cols_total, v->n_rows < v->n_rows_total ? " (last rows shown)" : "");
     ui_line_put(&l, buf);
     /* a speculative step's drafts and window are pruned by design: counted apart */

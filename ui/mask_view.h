@@ -92,6 +92,7 @@ typedef struct mask_view {
     int32_t top;            /* first row shown */
     int32_t left;           /* first drawn column shown; -1: follow the newest (last) ones */
     /* The step's attention weights, when it ran with them (step_plan attn_want) */
+    char kind[48];          /* what ran the step (mv_set_kind), "" when not said */
     int32_t attn_layer;     /* -1: none captured */
     int32_t attn_head;      /* -1: the mean over the heads */
     uint16_t attn[MV_MAX_ROWS][MV_MAX_COLS]; /* row r's weight on column c, times 65535 */
@@ -108,6 +109,10 @@ bool mv_outside_window(const mask_view *v, int32_t row, int32_t col);
  * or a child of a branching node), so every token of one line shares a colour. */
 uint8_t mv_branch_colour(const forest *f, int32_t idx);
 
+/* Names the step's kind after what ran it ("grow", "beam", "draft", "judge", ...),
+ * "prefill + " before it when some rows return no logits (tokens that only fill the
+ * cache: a prompt, the judge's question). */
+void mv_set_kind(mask_view *v, const char *what);
 /* Row r's attention weight on drawn column d (the sum over a run's slots): 0..1, or -1
  * when the step kept no weights or the row does not see the column. */
 float mv_weight(const mask_view *v, int32_t r, int32_t d);

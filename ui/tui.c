@@ -207,8 +207,12 @@ static void draw_mask(tui *t, int y0, int x0, int h, int w) {
     mask_view *mv = ui_worker_mask_mut(t->w);
     bool utf8 = ui_screen_utf8();
     char buf[512];
-    mv_header(mv, buf, sizeof buf, w, utf8);
+    int32_t kept, back = ui_worker_mask_back(t->w, 0, &kept);
+    char mark[32] = "";
+    if (back > 0) snprintf(mark, sizeof mark, " [%d back]", back); /* an older step: ] returns */
+    mv_header(mv, buf, sizeof buf, w - (int)strlen(mark), utf8);
     put_line(y0, x0, buf, A_BOLD);
+    if (back > 0) put_line(y0, x0 + w - (int)strlen(mark), mark, ui_screen_attr(UI_PAIR_DIM) | A_BOLD);
     if (mv->step < 0) return;
     mv_legend(mv, buf, sizeof buf, w, utf8);
     put_line(y0 + 1, x0, buf, ui_screen_attr(UI_PAIR_DIM));
@@ -498,6 +502,14 @@ static void do_action(tui *t, int a) {
     case UI_ACT_MASK_DOWN: mv_vscroll(mv, 1); break;
     case UI_ACT_MASK_LEFT: mv_hscroll(mv, -8, t->mask_gw > 0 ? t->mask_gw : 40); break;
     case UI_ACT_MASK_RIGHT: mv_hscroll(mv, 8, t->mask_gw > 0 ? t->mask_gw : 40); break;
+    case UI_ACT_MASK_OLDER: case UI_ACT_MASK_NEWER: {
+        int32_t kept, back = ui_worker_mask_back(t->w, a == UI_ACT_MASK_OLDER ? -1 : 1, &kept);
+        char buf[96];
+        if (back) snprintf(buf, sizeof buf, "%d step%s back of %d kept: ] comes forward", back, back == 1 ? "" : "s", kept);
+        else snprintf(buf, sizeof buf, "the last step (%d kept: [ goes back)", kept);
+        set_msg(t, buf);
+        break;
+    }
     case UI_ACT_ATTN: case UI_ACT_ATTN_LOWER: case UI_ACT_ATTN_HIGHER: case UI_ACT_ATTN_HEAD: attn_key(t, a); break;
     case UI_ACT_ALT_PICK: {
         int32_t ids[TV_MAX_ALTS];

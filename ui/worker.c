@@ -110,6 +110,7 @@ static st_code preview_next(ui_worker *w, st_err *err) {
     }
     mv_capture(w->mv, w->f, w->tk, &w->preview, w->n_steps);
     w->mv->preview = true;
+    w->hist.back = 0; /* the preview is what the pane shows */
     step_plan_cancel(w->f, &w->preview);
     say(w, "%s", "the next step's plan (not run): s runs it");
     return ST_OK;
@@ -222,6 +223,7 @@ static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
     w->f = nf;
     w->sp = sp;
     mv_init(w->mv);
+    mvh_clear(&w->hist);
     w->unsaved_since = 0;
     w->modified = w->touched = false;
     w->n_scores = 0; /* ids of the old forest */
@@ -342,6 +344,7 @@ static void *worker_main(void *arg) {
             worker_run_step(w);
         /* a prune (the user's, or a strategy's own) may have removed nodes the mask view names */
         mv_mark_pruned(w->mv, w->f);
+        for (int32_t b = 0; b < w->hist.n; b++) mv_mark_pruned(mvh_at(&w->hist, b), w->f);
         pthread_mutex_unlock(&w->mu);
         free((char *)j.text);
         if (have && j.kind == UI_JOB_QUIT) break;
@@ -379,6 +382,7 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
         return NULL;
     }
     mv_init(w->mv);
+    mvh_init(&w->hist);
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->qmu, NULL);
     pthread_cond_init(&w->qcv, NULL);
@@ -438,6 +442,7 @@ void ui_worker_stop(ui_worker *w) {
     pthread_mutex_destroy(&w->qmu);
     pthread_cond_destroy(&w->qcv);
     free(w->mv);
+    mvh_free(&w->hist);
     free(w);
 }
 
@@ -448,8 +453,13 @@ void ui_worker_lock(ui_worker *w) { pthread_mutex_lock(&w->mu); }
 bool ui_worker_trylock(ui_worker *w) { return pthread_mutex_trylock(&w->mu) == 0; }
 void ui_worker_unlock(ui_worker *w) { pthread_mutex_unlock(&w->mu); }
 const forest *ui_worker_forest(const ui_worker *w) { return w->f; }
-const mask_view *ui_worker_mask(const ui_worker *w) { return w->mv; }
-mask_view *ui_worker_mask_mut(ui_worker *w) { return w->mv; }
+const mask_view *ui_worker_mask(const ui_worker *w) { return ui_worker_mask_mut((ui_worker *)w); }
+mask_view *ui_worker_mask_mut(ui_worker *w) { return w->hist.back > 0 ? mvh_at(&w->hist, w->hist.back) : w->mv; }
+
+int32_t ui_worker_mask_back(ui_worker *w, int32_t delta, int32_t *kept) {
+    *kept = w->hist.n;
+    return mvh_move(&w->hist, delta);
+}
 bool ui_worker_busy(const ui_worker *w) { return w->run != NULL; }
 
 forest_id ui_worker_take_focus(ui_worker *w) {

@@ -86,8 +86,13 @@ bool ui_worker_trylock(ui_worker *w);
 void ui_worker_unlock(ui_worker *w);
 /* Under the lock: */
 const forest *ui_worker_forest(const ui_worker *w);
+/* The mask view the pane shows: the last step's (or the preview's), or one kept before it
+ * (ui_worker_mask_back). */
 const mask_view *ui_worker_mask(const ui_worker *w);
 mask_view *ui_worker_mask_mut(ui_worker *w); /* scroll position only */
+/* Moves the pane's view through the last steps kept (mask_history.h) by delta (negative:
+ * older); returns how far back it now is (0: the last step), *kept the steps kept. */
+int32_t ui_worker_mask_back(ui_worker *w, int32_t delta, int32_t *kept);
 void ui_worker_stats(const ui_worker *w, ui_stats *s);
 /* The attention weights the steps from now on keep for the mask pane (teaching): those of
  * layer (-1: none) and query head (-1: the mean over the heads). ST_ERR_ARG outside the
