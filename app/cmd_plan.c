@@ -51,7 +51,9 @@ static void plan_usage(FILE *f) {
             "  -p, --prompt TEXT    a prompt: one tree each, or a branch under --context\n"
             "                       (repeat up to %d times; default: BOS alone)\n"
             "      --context TEXT   a shared context chain that every prompt continues\n"
-            "  -k, --branches K     sampled branches grown from each prompt (default 2)\n"
+            "  -k, --branches K     sampled branches grown from each prompt (default 2);\n"
+            "                       one prompt's start with K distinct tokens (greedy: its\n"
+            "                       K most likely), so that the forks differ\n"
             "  -s, --steps N        forest steps to run and show, the prefill included\n"
             "                       (default 3)\n"
             "      --max-cols N     widest mask grid drawn; wider ones show their last N\n"
@@ -565,9 +567,12 @@ static st_code plan_forest(plan_job *j, prompt_model *pm, const plan_opts *o, st
     if (rc) return rc;
     /* branch i * k + b grows from prompt i with seed + i * k + b; an empty prompt's
      * branches grow from the context's last node (grow returns its logits too) */
-    strategy_opts so = strategy_default_opts(STRAT_GROW);
+    /* one prompt: k chains with distinct first tokens (cot), so that the forks differ
+       even greedily; several: k sampled branches from each */
+    strategy_opts so = strategy_default_opts(j->n_trees == 1 && o->k > 1 ? STRAT_COT : STRAT_GROW);
     so.sample = o->sp, so.budget = (int32_t)o->steps, so.n_vocab = pm->m->hp.n_vocab;
-    so.u.grow.n = (int32_t)o->k, so.u.grow.starts = from, so.u.grow.n_starts = j->n_trees;
+    if (so.kind == STRAT_COT) so.from = from[0], so.u.cot.k = (int32_t)o->k;
+    else so.u.grow.n = (int32_t)o->k, so.u.grow.starts = from, so.u.grow.n_starts = j->n_trees;
     j->env = (strategy_env){.f = j->f, .plan = &j->plan, .ctx = pm->ctx, .tk = pm->tk, .emit = plan_emit,
                             .emit_ud = &j->smp};
     return (j->s = strategy_create(&so, &j->env, err)) ? ST_OK : err->code;

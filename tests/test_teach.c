@@ -5,7 +5,8 @@
  *   and a seen cell is drawn as a bar (a digit without UTF-8);
  * - the SVG shades exactly the seen cells, each row's data-w summing to 1, with a key;
  * - `plan --attn L[:H]`: JSON weights one per slot of each row's mask list, summing to 1,
- *   for the layer and head asked; digits in the text grid; a bad layer is refused. */
+ *   for the layer and head asked; digits in the text grid; a bad layer is refused;
+ * - `plan -k 3 --temp 0` forks three distinct tokens. */
 #include <jansson.h>
 
 #include "forest/forest.h"
@@ -161,6 +162,18 @@ static void test_plan_cli(void) {
     out = t_runf(&st, "%s plan -m %s -p 'Once upon' -k 2 -s 2 --temp 0 --attn 4 2>&1", bin, model_path);
     T_CHECK(st == 0 && strstr(out, "attention weight in tenths") && strstr(out, "row 0  #"),
             "plan --attn: digits in the grid (the first row sees its own slot alone: '#')\n%s", out);
+    free(out);
+    /* forks that show something: one prompt's K branches start with distinct tokens */
+    out = t_runf(&st, "%s plan -m %s -p 'Once upon' -k 3 -s 2 --temp 0 --json", bin, model_path);
+    json_t *doc = json_loads(out, 0, NULL);
+    json_t *smp = json_object_get(json_array_get(json_object_get(doc, "steps"), 0), "sampled");
+    int64_t t[3] = {-1, -2, -3};
+    for (size_t i = 0; i < 3 && i < json_array_size(smp); i++)
+        t[i] = json_integer_value(json_object_get(json_array_get(smp, i), "token"));
+    T_CHECK(st == 0 && json_array_size(smp) == 3 && t[0] != t[1] && t[1] != t[2] && t[0] != t[2],
+            "plan -k 3 --temp 0: three distinct first tokens (%lld %lld %lld)", (long long)t[0],
+            (long long)t[1], (long long)t[2]);
+    json_decref(doc);
     free(out);
     out = t_runf(&st, "%s plan -m %s -p 'Once' -k 2 -s 1 --attn 99 2>&1", bin, model_path);
     T_CHECK(st != 0 && strstr(out, "layers"), "plan --attn 99 refused: %s", out);
