@@ -603,7 +603,10 @@ static bool plan_grow_tick(void *ud, const strategy *s, const strategy_env *env,
     const plan_opts *o = j->o;
     int32_t k = (int32_t)o->k, step = st->steps - 1;
     int32_t n_cols = plan_columns(env->plan, j->pm->n_slots, j->cols);
-    if (j->mv) mv_capture(j->mv, env->f, j->pm->tk, env->plan, step);
+    if (j->mv) {
+        mv_capture(j->mv, env->f, j->pm->tk, env->plan, step);
+        j->mv->rope_base = j->pm->m->hp.rope_base, j->mv->rope_dim = j->pm->m->hp.rope_dim;
+    }
     if (o->json)
         jo_push(&j->list, plan_step_json(env->f, j->pm->tk, env->plan, step, j->cols, n_cols, &j->smp, s, k, NULL));
     else
@@ -643,6 +646,8 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
                "slots\n", o->context ? "a shared context with " : "", j.n_trees,
                j.n_trees > 1 ? "s" : "", j.n_tokens, (long long)o->k, o->k > 1 ? "es" : "",
                pm->n_slots);
+    if (!rc && !o->json)
+        printf("pos = RoPE position = depth in the tree: siblings share one, a child is one further\n");
     if (!rc) rc = app_strategy_run(j.s, &j.env, &st, plan_grow_tick, &j, err);
     if (!rc && st.full) rc = err->code; /* the step's own message */
     int32_t done = st.steps;

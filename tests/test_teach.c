@@ -6,7 +6,9 @@
  * - the SVG shades exactly the seen cells, each row's data-w summing to 1, with a key;
  * - `plan --attn L[:H]`: JSON weights one per slot of each row's mask list, summing to 1,
  *   for the layer and head asked; digits in the text grid; a bad layer is refused;
- * - `plan -k 3 --temp 0` forks three distinct tokens. */
+ * - `plan -k 3 --temp 0` forks three distinct tokens;
+ * - RoPE in the SVG: a ruler of positions, and dials of a row, a row of another branch at
+ *   its position (the same angles) and its parent (one step less). */
 #include <jansson.h>
 
 #include "forest/forest.h"
@@ -98,6 +100,8 @@ static void check_view_rows(mask_view *v, int32_t width) {
     char line[256];
     mv_header(v, line, sizeof line, 200, true);
     T_CHECK(strstr(line, "attention weights: layer 2, mean of heads") != NULL, "header: %s", line);
+    mv_legend(v, line, sizeof line, 100, true);
+    T_CHECK(strstr(line, "pos = RoPE position = depth in the tree") != NULL, "a wide legend says what pos is: %s", line);
 }
 
 static void test_view(void) {
@@ -148,6 +152,38 @@ static void check_plan_json(const char *out, int32_t layer, int head) {
     json_decref(doc);
 }
 
+/* The angle (degrees) of the dial of pair k at position pos in svg, -1 when absent. */
+static double dial_angle(const char *svg, int pos, int k) {
+    char key[64];
+    snprintf(key, sizeof key, "data-pos=\"%d\" data-pair=\"%d\" data-angle=\"", pos, k);
+    const char *p = strstr(svg, key);
+    return p ? atof(p + strlen(key)) : -1;
+}
+
+/* RoPE made visible: a ruler tick per position under the tree, and dials where a row at
+ * position P and another branch's row at P turn alike while the parent turns one step
+ * less (pair 0's step is 1 radian whatever the base). */
+static void test_rope_svg(const char *bin, const char *model_path) {
+    char path[] = "/tmp/md_test_teach_XXXXXX";
+    int fd = mkstemp(path), st;
+    if (fd >= 0) close(fd);
+    char *out = t_runf(&st, "%s plan -m %s -p 'Once upon a time' -k 3 -s 4 --svg %s >/dev/null && cat %s",
+                       bin, model_path, path, path);
+    int ticks = 0;
+    for (const char *p = out; (p = strstr(p, "class=\"tick\"")); p++) ticks++;
+    /* 5 prompt tokens (BOS included) and 4 steps: positions 0..8 */
+    double row = dial_angle(out, 7, 0), other = -1, parent = dial_angle(out, 6, 0);
+    const char *second = strstr(out, "data-pos=\"7\" data-pair=\"0\"");
+    if (second && (second = strstr(second + 1, "data-pos=\"7\" data-pair=\"0\""))) other = dial_angle(second, 7, 0);
+    double step = fmod(row - parent + 720, 360);
+    T_CHECK(st == 0 && ticks == 9 && strstr(out, "pos = RoPE position = depth") && row >= 0 &&
+            other == row && fabs(step - 180 / M_PI) < 0.01,
+            "svg: %d ruler ticks, pair 0 at pos 7 %.3f and %.3f (other branch), at pos 6 %.3f", ticks,
+            row, other, parent);
+    free(out);
+    unlink(path);
+}
+
 static void test_plan_cli(void) {
     char bin[512], model_path[4096];
     if (!t_cli_setup(bin, sizeof bin, model_path, sizeof model_path)) return;
@@ -175,6 +211,7 @@ static void test_plan_cli(void) {
             (long long)t[1], (long long)t[2]);
     json_decref(doc);
     free(out);
+    test_rope_svg(bin, model_path);
     out = t_runf(&st, "%s plan -m %s -p 'Once' -k 2 -s 1 --attn 99 2>&1", bin, model_path);
     T_CHECK(st != 0 && strstr(out, "layers"), "plan --attn 99 refused: %s", out);
     free(out);

@@ -298,7 +298,9 @@ void mv_legend(const mask_view *v, char *out, size_t cap, int width, bool utf8) 
     else snprintf(head, sizeof head, "%4s %5s %6s %4s %4s %s %-8s", "row", "node", "parent", "pos", "slot", "L", "token");
     ui_line_put(&l, head);
     ui_line_put(&l, utf8 ? "\u2502" : "|");
-    ui_line_put(&l, "KV slots");
+    /* what pos means, where the pane is wide enough to say it whole */
+    static const char grid[] = "KV slots", more[] = "KV slots; pos = RoPE position = depth in the tree";
+    ui_line_put(&l, width - l.cols >= (int)sizeof more - 1 ? more : grid);
 }
 
 int mv_marks(const mask_view *v, char *out, size_t cap, int width, bool utf8) {

@@ -93,6 +93,8 @@ typedef struct mask_view {
     int32_t left;           /* first drawn column shown; -1: follow the newest (last) ones */
     /* The step's attention weights, when it ran with them (step_plan attn_want) */
     char kind[48];          /* what ran the step (mv_set_kind), "" when not said */
+    float rope_base;        /* the model's RoPE base and rotated dims per head, for the */
+    int32_t rope_dim;       /* picture of the rotation (svg.h); 0: not said */
     int32_t attn_layer;     /* -1: none captured */
     int32_t attn_head;      /* -1: the mean over the heads */
     uint16_t attn[MV_MAX_ROWS][MV_MAX_COLS]; /* row r's weight on column c, times 65535 */

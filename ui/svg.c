@@ -24,6 +24,9 @@ enum {
     LABEL_W = 220,   /* the mask rows' labels */
     HEAD_H = 70,     /* the mask's column labels */
     MARGIN = 20,
+    RULER_H = 44,    /* the positions' ruler under the tree, with its caption */
+    DIAL_R = 15,     /* a RoPE dial's radius */
+    DIAL_PAIRS = 4,  /* frequency pairs drawn */
 };
 
 /* Writes s as XML text: markup characters escaped, control bytes and bytes that are not
@@ -128,7 +131,23 @@ static void draw_node(FILE *fp, const forest *f, const tok *tk, const tree_layou
 }
 
 static int tree_height(const tree_layout *t) {
-    return FONT + 14 + t->n_rows * (BOX_H + GAP_Y) + (t->n_drawn < t->n_live ? FONT + 6 : 0);
+    return FONT + 14 + t->n_rows * (BOX_H + GAP_Y) + (t->n_drawn < t->n_live ? FONT + 6 : 0) + RULER_H;
+}
+
+/* The positions as a ruler under the tree's columns, which are its depths. */
+static void draw_ruler(FILE *fp, const tree_layout *t, int y) {
+    fprintf(fp, "<line class=\"ruler\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n",
+            node_x(t, t->min_depth), y, node_x(t, t->max_depth) + BOX_W, y);
+    for (int32_t d = t->min_depth; d <= t->max_depth; d++) {
+        char buf[16];
+        int x = node_x(t, d) + BOX_W / 2;
+        fprintf(fp, "<line class=\"tick\" data-pos=\"%d\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#444\"/>\n",
+                d, x, y - 4, x, y + 4);
+        snprintf(buf, sizeof buf, "pos %d", d);
+        text_at(fp, x, y + FONT + 2, FONT - 3, "middle", " fill=\"#444\"", buf);
+    }
+    text_at(fp, MARGIN, y + 2 * FONT + 8, FONT - 2, "start", " fill=\"#444\"",
+            "pos = RoPE position = depth in the tree: siblings share one, a child is one further");
 }
 
 /* Draws the tree from y0; returns its height. */
@@ -139,11 +158,14 @@ static int draw_tree(FILE *fp, const forest *f, const tok *tk, const tree_layout
     int32_t k = 0;
     for (int32_t i = forest_dfs_first(f); i >= 0 && k < t->n_drawn; i = forest_dfs_next(f, i), k++)
         draw_node(fp, f, tk, t, i, y0);
+    int y = y0 + t->n_rows * (BOX_H + GAP_Y);
     if (t->n_drawn < t->n_live) {
         char note[96];
         snprintf(note, sizeof note, "(%d more nodes not drawn)", t->n_live - t->n_drawn);
-        text_at(fp, MARGIN, y0 + t->n_rows * (BOX_H + GAP_Y) + FONT, FONT, "start", NULL, note);
+        text_at(fp, MARGIN, y + FONT, FONT, "start", NULL, note);
+        y += FONT + 6;
     }
+    draw_ruler(fp, t, y + 4);
     return tree_height(t);
 }
 
@@ -239,6 +261,66 @@ static int draw_mask(FILE *fp, const forest *f, const tree_layout *t, mask_view 
     return mask_height(mv);
 }
 
+/* ---- RoPE ---- */
+
+/* Whether row r of the step is a live node with a parent. */
+static bool rope_row_ok(const forest *f, const mask_view *mv, int32_t r) {
+    const mv_row *row = &mv->rows[r];
+    return !row->gone && forest_get(f, row->id) && row->parent >= 0;
+}
+
+/* The captured step's last live row with a parent, and another row at its position (a
+ * sibling or a cousin in another branch; -1: none), as forest indices; false when none. */
+static bool rope_rows(const forest *f, const mask_view *mv, int32_t *node, int32_t *sib) {
+    for (int32_t r = mv->n_rows - 1; r >= 0; r--) {
+        if (!rope_row_ok(f, mv, r)) continue;
+        *node = mv->rows[r].node, *sib = -1;
+        for (int32_t o = 0; o < mv->n_rows && *sib < 0; o++)
+            if (o != r && rope_row_ok(f, mv, o) && mv->rows[o].pos == mv->rows[r].pos) *sib = mv->rows[o].node;
+        return true;
+    }
+    return false;
+}
+
+static int rope_height(const forest *f, const mask_view *mv) {
+    int32_t node, sib;
+    if (!mv || mv->step < 0 || mv->rope_dim < 2 || !rope_rows(f, mv, &node, &sib)) return 0;
+    return FONT + 14 + (sib >= 0 ? 3 : 2) * (2 * DIAL_R + 10) + FONT + 10;
+}
+
+/* One row of dials: node i's rotation of the first DIAL_PAIRS pairs, angle pos * theta_k. */
+static void draw_dials(FILE *fp, const forest *f, const tok *tk, const mask_view *mv, int32_t i,
+                       const char *who, int y) {
+    const forest_node *nd = forest_node_at(f, i);
+    char buf[96], text[40];
+    fv_token_text(f, tk, i, text, sizeof text);
+    snprintf(buf, sizeof buf, "%s \"%s\" pos %d", who, text, nd->depth);
+    text_at(fp, MARGIN + LABEL_W - 8, y + DIAL_R + 4, FONT - 1, "end", " xml:space=\"preserve\"", buf);
+    for (int k = 0; k < DIAL_PAIRS && 2 * k < mv->rope_dim; k++) {
+        double theta = pow(mv->rope_base, -2.0 * k / mv->rope_dim), a = fmod(nd->depth * theta, 2 * M_PI);
+        int cx = MARGIN + LABEL_W + DIAL_R + k * (2 * DIAL_R + 16), cy = y + DIAL_R;
+        fprintf(fp, "<circle cx=\"%d\" cy=\"%d\" r=\"%d\" fill=\"none\" stroke=\"#888\"/>\n", cx, cy, DIAL_R);
+        fprintf(fp, "<line class=\"dial\" data-pos=\"%d\" data-pair=\"%d\" data-angle=\"%.3f\" x1=\"%d\" y1=\"%d\" "
+                    "x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>\n",
+                nd->depth, k, a * 180 / M_PI, cx, cy, cx + DIAL_R * cos(a), cy - DIAL_R * sin(a), colours[0]);
+    }
+}
+
+/* How RoPE turns a row, beside its parent and a sibling: the first pairs' angles. */
+static void draw_rope(FILE *fp, const forest *f, const tok *tk, const mask_view *mv, int y) {
+    int32_t node, sib;
+    if (!rope_height(f, mv) || !rope_rows(f, mv, &node, &sib)) return;
+    text_at(fp, MARGIN, y + FONT, FONT + 2, "start", " font-weight=\"bold\"",
+            "RoPE: each pair k of q and k turns by pos x theta_k (the first 4 pairs; theta_k = base^(-2k/d))");
+    y += FONT + 14;
+    draw_dials(fp, f, tk, mv, forest_node_at(f, node)->parent, "parent", y);
+    draw_dials(fp, f, tk, mv, node, "row", y += 2 * DIAL_R + 10);
+    if (sib >= 0) draw_dials(fp, f, tk, mv, sib, "other branch", y += 2 * DIAL_R + 10);
+    text_at(fp, MARGIN, y + 2 * DIAL_R + FONT + 4, FONT - 2, "start", " fill=\"#444\"",
+            "Same position, same turn, in any branch; the parent one step less. q.k sees only the "
+            "difference: the distance along a path.");
+}
+
 st_code svg_write(FILE *fp, const forest *f, const tok *tk, mask_view *mv, int parts, st_err *err) {
     bool mask = (parts & SVG_MASK) && mv && mv->step >= 0, tree = parts & SVG_TREE;
     tree_layout t = {0};
@@ -249,7 +331,8 @@ st_code svg_write(FILE *fp, const forest *f, const tok *tk, mask_view *mv, int p
     if (mask) mv_layout(mv, SVG_MAX_COLS);
     int tw = tree ? node_x(&t, t.max_depth) + BOX_W + MARGIN : 0, mw = mask ? mask_width(mv) + MARGIN * 2 : 0;
     int th = tree ? tree_height(&t) : 0, mh = mask ? mask_height(mv) : 0;
-    int w = tw > mw ? tw : mw, h = MARGIN * 2 + th + (tree && mask ? MARGIN : 0) + mh;
+    int rh = tree && mask ? rope_height(f, mv) : 0; /* the rotation: with the whole picture */
+    int w = tw > mw ? tw : mw, h = MARGIN * 2 + th + (tree && mask ? MARGIN : 0) + mh + (rh ? rh + MARGIN : 0);
     fprintf(fp, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                 "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                 "font-family=\"DejaVu Sans Mono, Menlo, Consolas, monospace\">\n"
@@ -257,7 +340,8 @@ st_code svg_write(FILE *fp, const forest *f, const tok *tk, mask_view *mv, int p
             w > 200 ? w : 200, h, w > 200 ? w : 200, h);
     int y = MARGIN;
     if (tree) y += draw_tree(fp, f, tk, &t, y) + MARGIN;
-    if (mask) draw_mask(fp, f, &t, mv, y);
+    if (mask) y += draw_mask(fp, f, &t, mv, y) + MARGIN;
+    if (rh) draw_rope(fp, f, tk, mv, y);
     fputs("</svg>\n", fp);
     free(t.row), free(t.in_step), free(t.colour);
     if (fflush(fp) != 0 || ferror(fp)) return st_set(err, ST_ERR_IO, "writing the picture failed: %s", strerror(errno));
