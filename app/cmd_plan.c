@@ -67,6 +67,8 @@ static void plan_usage(FILE *f) {
             "                       positions, KV slots, probabilities) and the last step's\n"
             "                       attention mask, as SVG (--steps 1: the prefill's mask)\n"
             "      --svg-mask FILE  the last step's mask alone, as SVG\n"
+            "      --slide FILE     --svg as a 16:9 slide: the shared prompt folded into one\n"
+            "                       box, whole tokens, the mask's columns named by token\n"
             "      --attn L[:H]     the attention weights of layer L, head H (default: the\n"
             "                       mean over the heads) on every seen cell: in tenths in\n"
             "                       the grid, as \"attention\" in --json, as shading in --svg\n"
@@ -422,7 +424,7 @@ typedef struct plan_opts {
     int64_t k, steps, max_cols;
     int64_t window, window_pattern; /* --window N[,P]: forced on (0: the model's own) */
     bool json;
-    const char *svg, *svg_mask; /* pictures to write (ui/svg.h), or NULL */
+    const char *svg, *svg_mask, *slide; /* pictures to write (ui/svg.h), or NULL */
     int64_t attn_layer, attn_head; /* --attn L[:H]: layer -1 none, head -1 the mean */
 } plan_opts;
 
@@ -477,7 +479,7 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
         {"prompt", 1, 0, 'p'}, {"context", 1, 0, 'X'}, {"branches", 1, 0, 'k'},
         {"steps", 1, 0, 's'},  {"max-cols", 1, 0, 'W'}, {"json", 0, 0, 'J'},
         {"window", 1, 0, 'w'}, {"attn", 1, 0, 0x202},
-        {"svg", 1, 0, 0x200},  {"svg-mask", 1, 0, 0x201},
+        {"svg", 1, 0, 0x200},  {"svg-mask", 1, 0, 0x201}, {"slide", 1, 0, 0x203},
         SPEC_LONGOPTS,         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     int ch, r;
     bool temp_given = false; /* --draft samples only when asked to (greedy by default) */
@@ -510,6 +512,7 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
             break;
         case 0x200: o->svg = optarg; break;
         case 0x201: o->svg_mask = optarg; break;
+        case 0x203: o->slide = optarg; break;
         case 0x202:
             if (plan_attn_opt(optarg, o)) return 2;
             break;
@@ -521,7 +524,7 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
     if (!o->mo.path) return app_usage_error("plan needs a model: -m MODEL");
     if (o->so.on && (o->n_prompts > 1 || o->context))
         return app_usage_error("--draft / --lookahead show one prompt's decoding: one -p, no --context");
-    if (o->so.on && (o->svg || o->svg_mask))
+    if (o->so.on && (o->svg || o->svg_mask || o->slide))
         return app_usage_error("--svg draws the grow mode's forest: not with --draft / --lookahead");
     if (o->so.on && o->attn_layer >= 0)
         return app_usage_error("--attn shows the grow mode's steps: not with --draft / --lookahead");
@@ -620,6 +623,7 @@ static bool plan_grow_tick(void *ud, const strategy *s, const strategy_env *env,
 static st_code plan_pictures(const plan_job *j, const prompt_model *pm, const plan_opts *o, st_err *err) {
     st_code rc = o->svg ? svg_save(o->svg, j->f, pm->tk, j->mv, SVG_TREE | SVG_MASK, err) : ST_OK;
     if (!rc && o->svg_mask) rc = svg_save(o->svg_mask, j->f, pm->tk, j->mv, SVG_MASK, err);
+    if (!rc && o->slide) rc = svg_save(o->slide, j->f, pm->tk, j->mv, SVG_TREE | SVG_MASK | SVG_SLIDE, err);
     return rc;
 }
 
@@ -634,7 +638,7 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
     j.smp.branch = malloc(sizeof(int32_t) * n_br);
     j.smp.token = malloc(sizeof(int32_t) * n_br);
     j.cols = malloc(sizeof(int32_t) * (size_t)pm->n_slots);
-    bool pictures = o->svg || o->svg_mask;
+    bool pictures = o->svg || o->svg_mask || o->slide;
     if (pictures && (j.mv = malloc(sizeof *j.mv))) mv_init(j.mv);
     app_run_stats st = {0};
     st_code rc = ST_OK;

@@ -8,7 +8,9 @@
  *   for the layer and head asked; digits in the text grid; a bad layer is refused;
  * - `plan -k 3 --temp 0` forks three distinct tokens;
  * - RoPE in the SVG: a ruler of positions, and dials of a row, a row of another branch at
- *   its position (the same angles) and its parent (one step less). */
+ *   its position (the same angles) and its parent (one step less);
+ * - a slide (plan --slide) keeps the layout rules: 16:9, text inside the view box and token
+ *   labels inside their boxes, no colour shared by two radix lines, the prompt folded. */
 #include <jansson.h>
 
 #include "forest/forest.h"
@@ -184,6 +186,81 @@ static void test_rope_svg(const char *bin, const char *model_path) {
     unlink(path);
 }
 
+/* Attribute name's number in the tag that starts at tag (-1e9 when absent). */
+static double attr_num(const char *tag, const char *name) {
+    char key[32];
+    snprintf(key, sizeof key, " %s=\"", name);
+    const char *end = strchr(tag, '>'), *p = strstr(tag, key);
+    return p && p < end ? atof(p + strlen(key)) : -1e9;
+}
+
+/* The layout rules of a slide: 16:9 at 1920 x 1080; every unrotated text inside the view
+ * box (0.62 em a character); every token label inside its box; no two radix lines of the
+ * same colour; the long prompt folded into one box whose label says it is cut. */
+static void check_slide(const char *svg) {
+    double vw = 0, vh = 0;
+    const char *vb = strstr(svg, "viewBox=\"0 0 ");
+    if (vb) sscanf(vb, "viewBox=\"0 0 %lf %lf", &vw, &vh);
+    T_CHECK(strstr(svg, "width=\"1920\" height=\"1080\"") && vw > 0 && fabs(vw * 9 - vh * 16) <= 16,
+            "16:9: view box %g x %g", vw, vh);
+    int texts = 0, outside = 0, clipped = 0, boxes = 0;
+    for (const char *p = svg; (p = strstr(p, "<text ")); p++) {
+        if (strstr(p, "transform=") && strstr(p, "transform=") < strchr(p, '>')) continue; /* rotated */
+        double x = attr_num(p, "x"), y = attr_num(p, "y"), size = attr_num(p, "font-size");
+        const char *a = strstr(p, "text-anchor=\""), *body = strchr(p, '>') + 1, *end = strstr(body, "</text>");
+        int n = 0;
+        for (const char *c = body; c < end; c++) { /* characters, an entity (&quot;) one */
+            n += (*c & 0xC0) != 0x80;
+            if (*c == '&' && strchr(c, ';') && strchr(c, ';') < end) c = strchr(c, ';');
+        }
+        double w = n * size * 0.62, x0 = !strncmp(a + 13, "end", 3) ? x - w : !strncmp(a + 13, "middle", 6) ? x - w / 2 : x;
+        outside += x0 < 0 || x0 + w > vw || y - size < 0 || y > vh;
+        texts++;
+        const char *cls = strstr(p, "class=\"");
+        if (cls && cls < body && (!strncmp(cls + 7, "token\"", 6) || !strncmp(cls + 7, "where\"", 6))) {
+            /* a box's label: its box is the rect before */
+            const char *r = p;
+            while (r > svg && strncmp(r, "<rect ", 6)) r--;
+            clipped += w > attr_num(r, "width") - 8;
+            boxes++;
+        }
+    }
+    T_CHECK(texts > 20 && outside == 0 && boxes > 16 && clipped == 0,
+            "%d texts, %d outside the view box; %d box labels, %d wider than their box", texts, outside, boxes, clipped);
+    char colour[64][40] = {{0}};
+    int lines = 0, same = 0;
+    for (const char *p = svg; (p = strstr(p, "data-line=\"")); p++) {
+        int line = atoi(p + 11);
+        const char *st = strstr(p, "stroke=\"");
+        char c[40] = "";
+        if (st) sscanf(st + 8, "%39[^\"]", c);
+        if (line < 0 || line >= 64) continue;
+        if (!colour[line][0]) {
+            for (int k = 0; k < 64; k++) same += colour[k][0] && !strcmp(colour[k], c);
+            snprintf(colour[line], sizeof colour[line], "%s", c);
+            lines++;
+        }
+    }
+    const char *fold = strstr(svg, "class=\"fold\"");
+    const char *ftext = fold ? strstr(fold, "class=\"token\"") : NULL;
+    T_CHECK(lines > 6 && same == 0 && fold && ftext && strstr(ftext, "\u2026</text>") &&
+                strstr(ftext, "\u2026</text>") < strstr(ftext, "</g>"),
+            "%d radix lines, %d colours repeated; the prompt folded into one box, its label cut with an ellipsis",
+            lines, same);
+}
+
+static void test_slide(const char *bin, const char *model_path) {
+    char path[] = "/tmp/md_test_slide_XXXXXX";
+    int fd = mkstemp(path), st;
+    if (fd >= 0) close(fd);
+    char *out = t_runf(&st, "%s plan -m %s -p 'Once upon a time there was a little girl named Lily who loved "
+                       "to play' -k 8 -s 3 --attn 2 --slide %s >/dev/null && cat %s", bin, model_path, path, path);
+    T_CHECK(st == 0, "plan --slide: %.200s", out);
+    if (st == 0) check_slide(out);
+    free(out);
+    unlink(path);
+}
+
 static void test_plan_cli(void) {
     char bin[512], model_path[4096];
     if (!t_cli_setup(bin, sizeof bin, model_path, sizeof model_path)) return;
@@ -212,6 +289,7 @@ static void test_plan_cli(void) {
     json_decref(doc);
     free(out);
     test_rope_svg(bin, model_path);
+    test_slide(bin, model_path);
     out = t_runf(&st, "%s plan -m %s -p 'Once' -k 2 -s 1 --attn 99 2>&1", bin, model_path);
     T_CHECK(st != 0 && strstr(out, "layers"), "plan --attn 99 refused: %s", out);
     free(out);

@@ -239,7 +239,7 @@ static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
  * or 0 for any other file (Markdown). */
 static int svg_parts(char *path) {
     size_t n = strlen(path);
-    int parts = SVG_TREE | SVG_MASK;
+    int parts = SVG_TREE | SVG_MASK | SVG_SLIDE; /* the whole picture is a slide */
     if (n > 5 && (!strcmp(path + n - 5, " tree") || !strcmp(path + n - 5, " mask"))) {
         parts = path[n - 4] == 't' ? SVG_TREE : SVG_MASK;
         path[n -= 5] = '\0';
