@@ -1,4 +1,5 @@
 /* test_teach.c - the teaching views: the mask pane's step history (ui/mask_history.h),
+ * its folds of a long shared prompt (o opens them, h / l scroll),
  * and attention weights (ui/mask_view.h, ui/svg.h and `plan --attn`) on stories260K:
  * - the mask view keeps a step's weights: every row's drawn cells sum to 1 (runs of slots
  *   summed, when the grid is too narrow for one column a slot), only seen cells have one,
@@ -106,6 +107,31 @@ static void check_view_rows(mask_view *v, int32_t width) {
     T_CHECK(strstr(line, "pos = RoPE position = depth in the tree") != NULL, "a wide legend says what pos is: %s", line);
 }
 
+/* Long prompts fold: at a width the plain grid overflows, the shared prompt's slots are one
+ * column while each row's own slots stay one a column; narrower, every run folds; o opens
+ * the folds (one column a slot) and h / l then scroll. */
+static void test_fold(mask_view *v) {
+    mv_layout(v, 1000);
+    int32_t plain = v->n_dcols, first_n = 0, own = 0;
+    mv_layout(v, plain - 1);
+    first_n = v->dcols[0].n;
+    for (int32_t d = 1; d < v->n_dcols; d++) own += v->dcols[d].n == 1;
+    int32_t gaps = 0, shared = v->n_dcols;
+    for (int32_t d = 1; d < v->n_dcols; d++) gaps += v->dcols[d].n == 0;
+    T_CHECK(v->level == 1 && first_n == 5 && own == 9 && own + gaps + 1 == v->n_dcols,
+            "shared folded: the prompt one column of %d slots, then %d columns of one slot (the rows' own "
+            "3 each) and %d gaps", first_n, own, gaps);
+    mv_layout(v, shared - 1);
+    T_CHECK(v->level == 2 && v->n_dcols < shared, "narrower: every run folded, %d columns", v->n_dcols);
+    T_CHECK(mv_toggle_fold(v), "o opens");
+    mv_layout(v, 4);
+    int32_t follow = mv_first_col(v, 4);
+    mv_hscroll(v, -4, 4);
+    T_CHECK(v->n_dcols == plain && !v->runs && follow == plain - 4 && mv_first_col(v, 4) == plain - 8,
+            "open: %d columns of %d, h scrolls from %d to %d", v->n_dcols, plain, follow, mv_first_col(v, 8));
+    T_CHECK(!mv_toggle_fold(v), "o folds again");
+}
+
 static void test_view(void) {
     model *m;
     tok *tk;
@@ -116,6 +142,7 @@ static void test_view(void) {
         check_view_rows(v, 1000);
         check_view_rows(v, 6);
         T_CHECK(v->runs, "a narrow grid merges runs");
+        test_fold(v);
         char g[8];
         for (int32_t d = 0; d < v->n_dcols; d++)
             if (mv_weight(v, 0, d) >= 0) {

@@ -55,6 +55,7 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(MASK_DOWN,   "mask-down",    "j Down",       UI_VIEW_MASK,   "scroll the mask rows down") \
     X(MASK_LEFT,   "mask-left",    "h Left",       UI_VIEW_MASK,   "scroll the mask grid left (older KV slots)") \
     X(MASK_RIGHT,  "mask-right",   "l Right",      UI_VIEW_MASK,   "scroll the mask grid right (back to the newest slots)") \
+    X(MASK_FOLD,   "mask-fold",    "o",            UI_VIEW_MASK,   "open the folded runs of shared slots (one column a slot, h/l scroll) or fold them") \
     X(MASK_OLDER,  "mask-older",   "[",            UI_VIEW_MASK,   "show the step before (the last 8 steps are kept)") \
     X(MASK_NEWER,  "mask-newer",   "]",            UI_VIEW_MASK,   "show the step after (back to the last one)") \
     X(ATTN,        "attention",    "A",            UI_VIEW_MASK,   "attention weights in the mask from the next step on (last layer, mean of heads), or off") \

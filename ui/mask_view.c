@@ -152,31 +152,48 @@ static bool same_rows(const mask_view *v, int32_t a, int32_t b) {
     return true;
 }
 
-/* Fills v->dcols: one per column, a gap mark where slots jump; with runs, consecutive
- * slots seen by the same rows share one. Returns the count. */
-static int32_t lay_out(mask_view *v, bool runs) {
+/* Whether more than one row sees column c (a slot of the shared context). */
+static bool shared(const mask_view *v, int32_t c) {
+    int32_t n = 0;
+    for (int32_t r = 0; r < v->n_rows && n < 2; r++) n += mv_sees(v, r, c);
+    return n >= 2;
+}
+
+/* Fills v->dcols: one per column, a gap mark where slots jump; at level 1 consecutive
+ * shared slots seen by the same rows share one, at level 2 any consecutive slots seen by
+ * the same rows. Returns the count. */
+static int32_t lay_out(mask_view *v, int level) {
     int32_t n = 0;
     for (int32_t c = 0; c < v->n_cols; c++) {
         bool adjacent = c > 0 && v->cols[c] == v->cols[c - 1] + 1;
         if (c > 0 && !adjacent) v->dcols[n++] = (mv_dcol){c, 0};
-        if (runs && adjacent && same_rows(v, c - 1, c)) v->dcols[n - 1].n++;
+        if (level > 0 && adjacent && same_rows(v, c - 1, c) && (level == 2 || shared(v, c))) v->dcols[n - 1].n++;
         else v->dcols[n++] = (mv_dcol){c, 1};
     }
     return n;
 }
 
 void mv_layout(mask_view *v, int32_t width) {
-    /* the layout depends on the grid and on whether runs are needed only, so a redraw
-     * at the same width (or one as wide) reuses it */
+    /* the layout depends on the grid and on the folding it needs only, so a redraw at
+     * the same width (or one as wide) reuses it */
     if (v->n_plain < 0) {
-        v->n_dcols = v->n_plain = lay_out(v, false);
-        v->runs = false;
+        v->n_shared = lay_out(v, 1);
+        v->n_dcols = v->n_plain = lay_out(v, 0);
+        v->level = 0;
     }
-    if (v->runs != (v->n_plain > width)) {
-        v->runs = !v->runs;
-        v->n_dcols = lay_out(v, v->runs);
+    int level = v->unfold || v->n_plain <= width ? 0 : v->n_shared <= width ? 1 : 2;
+    if (level != v->level) {
+        v->n_dcols = lay_out(v, level);
+        v->level = level;
     }
+    v->runs = v->n_dcols < v->n_plain;
     if (v->left >= v->n_dcols) v->left = -1;
+}
+
+bool mv_toggle_fold(mask_view *v) {
+    v->unfold = !v->unfold;
+    v->left = -1;
+    return v->unfold;
 }
 
 char mv_cell(const mask_view *v, int32_t r, int32_t d) {

@@ -87,8 +87,12 @@ typedef struct mask_view {
     int32_t n_dcols;
     bool runs;              /* the layout drew runs of slots as one column each */
     int32_t n_plain;        /* drawn columns without runs, -1 before the capture is laid
-                               out: a layout is redone only when the capture or the need
-                               for runs (n_plain > width) changes */
+                               out: a layout is redone only when the capture or the level
+                               of folding it needs changes */
+    int32_t n_shared;       /* drawn columns with the shared runs folded (level 1) */
+    int32_t level;          /* the layout's folding: 0 none, 1 shared runs, 2 every run */
+    bool unfold;            /* the user opened the folds (mv_toggle_fold): one column a
+                               slot, scrolled with h / l */
     int32_t top;            /* first row shown */
     int32_t left;           /* first drawn column shown; -1: follow the newest (last) ones */
     /* The step's attention weights, when it ran with them (step_plan attn_want) */
@@ -128,12 +132,17 @@ char mv_weight_digit(float w);
 void mv_attn_text(const mask_view *v, char *out, size_t cap);
 
 /* Lays the grid out for width screen columns: one column per slot, with a gap mark where
- * slot numbers jump; when that is wider than width, each run of consecutive slots that
- * all rows see or miss alike becomes one column, so every row's own slots stay in view
- * (k chains of a long thought: the shared prompt and each chain one column each).
+ * slot numbers jump; when that is wider than width, the shared context folds: each run of
+ * consecutive slots that several rows see alike (and the others miss) becomes one column,
+ * so a long prompt takes one column and the rows' own slots stay one a column (h / l
+ * scroll them); when even that is too wide, every run of slots that all rows see or miss
+ * alike becomes one column (k chains of a long thought: each chain one column).
  * mv_capture lays out for an unbounded width. A redraw may call it every time: it only
  * lays out again after a capture or when the width changes whether runs are needed. */
 void mv_layout(mask_view *v, int32_t width);
+/* Opens the folded runs (one column a slot, scrolled with h / l) or folds them again;
+ * returns true when they are now open. */
+bool mv_toggle_fold(mask_view *v);
 /* Drawn column d of row r: '#' the row sees its slots, '.' it does not (they are not its
  * ancestors), ':' they are its ancestors outside its window (only global layers see
  * them), ' ' a gap. */

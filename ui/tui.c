@@ -502,6 +502,10 @@ static void do_action(tui *t, int a) {
     case UI_ACT_MASK_DOWN: mv_vscroll(mv, 1); break;
     case UI_ACT_MASK_LEFT: mv_hscroll(mv, -8, t->mask_gw > 0 ? t->mask_gw : 40); break;
     case UI_ACT_MASK_RIGHT: mv_hscroll(mv, 8, t->mask_gw > 0 ? t->mask_gw : 40); break;
+    case UI_ACT_MASK_FOLD:
+        set_msg(t, mv_toggle_fold(mv) ? "folds open: one column a slot (h/l scroll, o folds)"
+                                      : "shared runs folded (o opens them)");
+        break;
     case UI_ACT_MASK_OLDER: case UI_ACT_MASK_NEWER: {
         int32_t kept, back = ui_worker_mask_back(t->w, a == UI_ACT_MASK_OLDER ? -1 : 1, &kept);
         char buf[96];
