@@ -444,31 +444,34 @@ typedef struct plan_job {
     json_t *list;                           /* the steps' objects (--json) */
 } plan_job;
 
+/* An option's value "A" or "A<sep>B": A into head (cap bytes); returns B, or NULL without
+ * sep. *bad when A does not fit (after the usage error naming opt). */
+static const char *opt_pair(const char *opt, const char *arg, char sep, char *head, size_t cap, bool *bad) {
+    const char *at = strchr(arg, sep);
+    size_t len = at ? (size_t)(at - arg) : strlen(arg);
+    *bad = len >= cap && app_usage_error("%s: '%s' is too long", opt, arg);
+    snprintf(head, cap, "%.*s", (int)len, arg);
+    return at ? at + 1 : NULL;
+}
+
 /* --window N[,P]: 1 (after the usage error) when it does not parse. */
 static int plan_window_opt(const char *arg, plan_opts *o) {
     char n[32];
-    const char *comma = strchr(arg, ',');
-    size_t len = comma ? (size_t)(comma - arg) : strlen(arg);
-    if (len >= sizeof n) return app_usage_error("--window: '%s' is not N or N,P", arg) != 0;
-    memcpy(n, arg, len);
-    n[len] = '\0';
+    bool bad;
+    const char *pattern = opt_pair("--window", arg, ',', n, sizeof n, &bad);
     o->window_pattern = 0;
-    return app_opt_int("--window", n, 1, 1 << 24, &o->window) ||
-           (comma && app_opt_int("--window's layer pattern", comma + 1, 2, 1 << 16,
-                                 &o->window_pattern));
+    return bad || app_opt_int("--window", n, 1, 1 << 24, &o->window) ||
+           (pattern && app_opt_int("--window's layer pattern", pattern, 2, 1 << 16, &o->window_pattern));
 }
 
 /* --attn L[:H]: 1 (after the usage error) when it does not parse. */
 static int plan_attn_opt(const char *arg, plan_opts *o) {
     char n[32];
-    const char *colon = strchr(arg, ':');
-    size_t len = colon ? (size_t)(colon - arg) : strlen(arg);
-    if (len >= sizeof n) return app_usage_error("--attn: '%s' is not L or L:H", arg) != 0;
-    memcpy(n, arg, len);
-    n[len] = '\0';
+    bool bad;
+    const char *head = opt_pair("--attn", arg, ':', n, sizeof n, &bad);
     o->attn_head = -1;
-    return app_opt_int("--attn's layer", n, 0, 1 << 16, &o->attn_layer) ||
-           (colon && app_opt_int("--attn's head", colon + 1, 0, 1 << 16, &o->attn_head));
+    return bad || app_opt_int("--attn's layer", n, 0, 1 << 16, &o->attn_layer) ||
+           (head && app_opt_int("--attn's head", head, 0, 1 << 16, &o->attn_head));
 }
 
 /* The command line: -1 to go on, else the exit status (0 after --help, 2 for a bad

@@ -18,15 +18,11 @@ static int64_t row_cells(const kern_attn *a, int32_t r) {
     return n;
 }
 
-/* Softmax of q.k * scale over row r's slots for query head h, added times `times` into
- * w (the row's cells); score is scratch of the row's cells. */
-static void head_weights(const kern_attn *a, int32_t r, int32_t h, double times, double *score,
-                         double *w) {
+double kern_host_attn_scores(const kern_attn *a, int32_t r, int32_t h, double *score) {
     const int32_t hd = a->head_dim, n_rep = a->n_head / a->n_head_kv;
-    const int64_t kv_stride = (int64_t)a->n_head_kv * hd;
+    const int64_t kv_stride = (int64_t)a->n_head_kv * hd, kv_off = (int64_t)(h / n_rep) * hd;
     const float *q = a->q + (int64_t)r * a->n_head * hd + (int64_t)h * hd;
-    const int64_t kv_off = (int64_t)(h / n_rep) * hd;
-    double mx = -INFINITY, sum = 0;
+    double mx = -INFINITY;
     int64_t j = 0;
     for (int32_t s = a->seg_off[r]; s < a->seg_off[r + 1]; s++)
         for (int32_t t = 0; t < a->segs[s].len; t++, j++) {
@@ -36,8 +32,18 @@ static void head_weights(const kern_attn *a, int32_t r, int32_t h, double times,
             score[j] = d * a->scale;
             if (score[j] > mx) mx = score[j];
         }
-    for (int64_t i = 0; i < j; i++) sum += (score[i] = exp(score[i] - mx));
-    for (int64_t i = 0; i < j; i++) w[i] += times * score[i] / sum;
+    return mx;
+}
+
+/* Softmax of q.k * scale over row r's slots for query head h, added times `times` into
+ * w (the row's cells); score is scratch of the row's cells. */
+static void head_weights(const kern_attn *a, int32_t r, int32_t h, double times, double *score,
+                         double *w) {
+    const double mx = kern_host_attn_scores(a, r, h, score);
+    const int64_t n = row_cells(a, r);
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += (score[i] = exp(score[i] - mx));
+    for (int64_t i = 0; i < n; i++) w[i] += times * score[i] / sum;
 }
 
 void kern_host_attn_weights(kern_backend *b, const kern_attn *a, int32_t head, float *w) {

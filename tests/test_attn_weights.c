@@ -118,6 +118,12 @@ static forest *small_forest(int32_t V, forest_id *leaves) {
     return f;
 }
 
+/* A plan whose runs keep the weights of layer l, head h. */
+static void attn_plan(step_plan *p, int32_t l, int32_t h) {
+    step_plan_init(p);
+    p->attn_want = true, p->attn_layer = l, p->attn_head = h;
+}
+
 /* Every row of p has a finite positive weight exactly on the slots its mask allows, and
  * they sum to 1. */
 static void check_mask_cells(const step_plan *p, const char *what) {
@@ -144,8 +150,7 @@ static int32_t forest_weights(model *m, model_ctx *c, int32_t l, int32_t h, floa
     forest_id leaves[4];
     forest *f = small_forest(m->hp.n_vocab, leaves);
     step_plan p;
-    step_plan_init(&p);
-    p.attn_want = true, p.attn_layer = l, p.attn_head = h;
+    attn_plan(&p, l, h);
     st_err err = {0};
     int32_t n = 0;
     if (step_forest(f, &p, c, &err) == ST_OK) {
@@ -213,8 +218,7 @@ static void test_layer0_recompute(model *m, const char *backend, double tol) {
     forest_id leaves[4];
     forest *f = small_forest(hp->n_vocab, leaves), *g = small_forest(hp->n_vocab, leaves);
     step_plan p, pr;
-    step_plan_init(&p), step_plan_init(&pr);
-    p.attn_want = true, p.attn_layer = 0, p.attn_head = h;
+    attn_plan(&p, 0, h), step_plan_init(&pr);
     bool ok = c && rc && ref && step_forest(f, &p, c, &err) == ST_OK &&
               step_forest(g, &pr, rc, &err) == ST_OK;
     T_CHECK(ok, "%s: %s", backend, err.msg);
@@ -282,8 +286,7 @@ static void test_leaf_linear(model *m, int32_t window) {
             forest_id leaves[4];
             forest *f = small_forest(m->hp.n_vocab, leaves);
             step_plan p;
-            step_plan_init(&p);
-            p.attn_want = true, p.attn_layer = l, p.attn_head = h;
+            attn_plan(&p, l, h);
             st_err err = {0};
             if (step_forest(f, &p, c, &err) != ST_OK) bad++;
             for (int32_t b = 0; b < 4 && p.attn_n > 0; b++) {
@@ -314,8 +317,7 @@ static void test_refused(model *m) {
     forest_id leaves[4];
     forest *f = small_forest(m->hp.n_vocab, leaves);
     step_plan p;
-    step_plan_init(&p);
-    p.attn_want = true, p.attn_layer = m->hp.n_layer, p.attn_head = 0;
+    attn_plan(&p, m->hp.n_layer, 0);
     st_err err = {0};
     T_CHECK(c && step_forest(f, &p, c, &err) == ST_ERR_ARG && forest_n_pending(f) > 0,
             "layer %d of %d refused, nothing computed: %s", m->hp.n_layer, m->hp.n_layer, err.msg);

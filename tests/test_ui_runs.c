@@ -178,6 +178,14 @@ static ui_worker *stories_worker(ui_worker_params *wp, model **m, tok **tk, mode
     return w;
 }
 
+/* Stops w (NULL: none started) and frees what stories_worker made. */
+static void stories_stop(ui_worker *w, model_ctx *c, tok *tk, model *m) {
+    if (w) ui_worker_stop(w);
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 /* :grow from root twice at temp 1: two different branches, each run's seed in its
  * message; :set seed to the first run's seed, and the third grow repeats the first
  * branch, which is not made twice. */
@@ -204,11 +212,8 @@ static void test_fresh_seeds(void) {
     int32_t n = leaves_below(w, root, lv, 8);
     T_CHECK(n == 2, "the fresh seed's branch differs, the repeated one is not made twice: %d branches", (int)n);
     ui_worker_unlock(w);
-    ui_worker_stop(w);
 out:
-    model_ctx_free(c);
-    tok_free(tk);
-    model_free(m);
+    stories_stop(w, c, tk, m);
 }
 
 /* The mask pane's attention weights: :set layer 3 and :set head 1, then a step keeps
@@ -261,11 +266,8 @@ static void test_attn_setting(void) {
             "the oldest: step %d (%s)", ui_worker_mask(w)->step, ui_worker_mask(w)->kind);
     T_CHECK(ui_worker_mask_back(w, 5, &kept) == 0 && ui_worker_mask(w)->step == last, "] back to the last step");
     ui_worker_unlock(w);
-    ui_worker_stop(w);
 out:
-    model_ctx_free(c);
-    tok_free(tk);
-    model_free(m);
+    stories_stop(w, c, tk, m);
 }
 
 /* The worker's save and load (app/cmd_tui.c's, less the model check): the session with
@@ -349,11 +351,8 @@ static void test_scores_last(void) {
     snprintf(want, sizeof want, "[score %.4f]", before[0]);
     T_CHECK(strstr(text, want) != NULL, "the Markdown export names the best score: '%s' not in\n%.600s", want, text);
     remove(path), remove(md);
-    ui_worker_stop(w);
 out:
-    model_ctx_free(c);
-    tok_free(tk);
-    model_free(m);
+    stories_stop(w, c, tk, m);
 }
 
 int main(void) {
