@@ -38,11 +38,16 @@ static void capture_weights(mask_view *v, const step_plan *p, int32_t r0) {
     v->attn_layer = p->attn_n > 0 ? p->attn_w_layer : -1;
     v->attn_head = p->attn_w_head;
     if (v->attn_layer < 0) return;
-    for (int32_t r = 0; r < v->n_rows; r++)
-        for (int32_t c = 0; c < v->n_cols; c++) {
-            float w = step_plan_attn_of(p, r0 + r, v->cols[c]);
-            v->attn[r][c] = (uint16_t)(isnan(w) ? 0 : w * 65535.0f + 0.5f);
-        }
+    int64_t at = 0; /* the cell of the row's first slot in p->attn_w */
+    for (int32_t i = 0; i < p->seg_off[r0]; i++) at += p->segs[i].len;
+    for (int32_t r = 0; r < v->n_rows; r++) { /* row by row, slot by slot: each cell once */
+        memset(v->attn[r], 0, sizeof v->attn[r]);
+        for (int32_t i = p->seg_off[r0 + r]; i < p->seg_off[r0 + r + 1]; i++)
+            for (int32_t s = p->segs[i].start; s < p->segs[i].start + p->segs[i].len; s++, at++) {
+                const int32_t *c = bsearch(&s, v->cols, (size_t)v->n_cols, sizeof *v->cols, cmp_i32);
+                if (c) v->attn[r][c - v->cols] = (uint16_t)(p->attn_w[at] * 65535.0f + 0.5f);
+            }
+    }
 }
 
 void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p, int32_t step) {
