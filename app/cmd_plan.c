@@ -22,6 +22,7 @@
  * its window, which only the global layers see, apart from '.', slots that are not its
  * ancestors; JSON gives each row's windowed slots too. */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,9 @@ static void plan_usage(FILE *f) {
             "  -p, --prompt TEXT    a prompt: one tree each, or a branch under --context\n"
             "                       (repeat up to %d times; default: BOS alone)\n"
             "      --context TEXT   a shared context chain that every prompt continues\n"
-            "  -k, --branches K     sampled branches grown from each prompt (default 2)\n"
+            "  -k, --branches K     sampled branches grown from each prompt (default 2);\n"
+            "                       one prompt's start with K distinct tokens (greedy: its\n"
+            "                       K most likely), so that the forks differ\n"
             "  -s, --steps N        forest steps to run and show, the prefill included\n"
             "                       (default 3)\n"
             "      --max-cols N     widest mask grid drawn; wider ones show their last N\n"
@@ -64,6 +67,11 @@ static void plan_usage(FILE *f) {
             "                       positions, KV slots, probabilities) and the last step's\n"
             "                       attention mask, as SVG (--steps 1: the prefill's mask)\n"
             "      --svg-mask FILE  the last step's mask alone, as SVG\n"
+            "      --slide FILE     --svg as a 16:9 slide: the shared prompt folded into one\n"
+            "                       box, whole tokens, the mask's columns named by token\n"
+            "      --attn L[:H]     the attention weights of layer L, head H (default: the\n"
+            "                       mean over the heads) on every seen cell: in tenths in\n"
+            "                       the grid, as \"attention\" in --json, as shading in --svg\n"
             "      --temp T         temperature; 0 = greedy (default 0.8)\n"
             PROMPT_SAMPLE_HELP
             "With --draft or --lookahead, the steps of exact speculative greedy decoding\n"
@@ -167,10 +175,15 @@ static void plan_print_text(const forest *f, const tok *tk, const step_plan *p, 
         }
         putchar('\n');
     }
+    if (p->attn_n > 0)
+        printf("weights (--attn): a seen cell shows its attention weight in tenths, '#' from 0.95\n");
     for (int32_t r = 0; r < p->n_rows; r++) {
         printf("  row %-3d", r);
-        for (int32_t c = first; c < n_cols; c++)
-            putchar(!step_plan_sees(p, r, cols[c]) ? '.' : step_plan_sees_window(p, r, cols[c]) ? '#' : ':');
+        for (int32_t c = first; c < n_cols; c++) {
+            float w = step_plan_attn_of(p, r, cols[c]);
+            putchar(!step_plan_sees(p, r, cols[c]) ? '.' : !isnan(w) ? mv_weight_digit(w)
+                    : step_plan_sees_window(p, r, cols[c]) ? '#' : ':');
+        }
         putchar('\n');
     }
     for (int32_t i = 0; i < smp->n; i++) {
@@ -191,6 +204,22 @@ static json_t *plan_window_json(const model_hparams *hp) {
     jo_set(&w, "n_swa", json_integer(hp->n_swa));
     jo_set(&w, "layers", jo_str(text));
     return w;
+}
+
+/* The step's attention weights (--attn): {"layer", "head" (null: the mean), "weights":
+ * per row, one per slot of its "mask" list, in that order}. */
+static json_t *plan_attn_json(const step_plan *p, const int32_t *cols, int32_t n_cols) {
+    json_t *a = json_object(), *rows = json_array();
+    for (int32_t r = 0; r < p->n_rows; r++) {
+        json_t *w = json_array();
+        for (int32_t c = 0; c < n_cols; c++)
+            if (step_plan_sees(p, r, cols[c])) jo_push(&w, json_real(step_plan_attn_of(p, r, cols[c])));
+        jo_push(&rows, w);
+    }
+    jo_set(&a, "layer", json_integer(p->attn_w_layer));
+    jo_set(&a, "head", p->attn_w_head < 0 ? json_null() : json_integer(p->attn_w_head));
+    jo_set(&a, "weights", rows);
+    return a;
 }
 
 /* One step as a JSON object: its rows, its mask (the slots each row sees) and the tokens
@@ -233,6 +262,7 @@ static json_t *plan_step_json(const forest *f, const tok *tk, const step_plan *p
         jo_push(&sampled, x);
     }
     jo_set(&st, "step", json_integer(step));
+    if (p->attn_n > 0) jo_set(&st, "attention", plan_attn_json(p, cols, n_cols));
     jo_set(&st, "rows", rows);
     jo_set(&st, "mask", mask);
     if (win) jo_set(&st, "mask_window", win); /* the windowed layers' mask */
@@ -394,7 +424,8 @@ typedef struct plan_opts {
     int64_t k, steps, max_cols;
     int64_t window, window_pattern; /* --window N[,P]: forced on (0: the model's own) */
     bool json;
-    const char *svg, *svg_mask; /* pictures to write (ui/svg.h), or NULL */
+    const char *svg, *svg_mask, *slide; /* pictures to write (ui/svg.h), or NULL */
+    int64_t attn_layer, attn_head; /* --attn L[:H]: layer -1 none, head -1 the mean */
 } plan_opts;
 
 /* The grow-mode run: the forest, its branches, and what the steps report. */
@@ -413,18 +444,34 @@ typedef struct plan_job {
     json_t *list;                           /* the steps' objects (--json) */
 } plan_job;
 
+/* An option's value "A" or "A<sep>B": A into head (cap bytes); returns B, or NULL without
+ * sep. *bad when A does not fit (after the usage error naming opt). */
+static const char *opt_pair(const char *opt, const char *arg, char sep, char *head, size_t cap, bool *bad) {
+    const char *at = strchr(arg, sep);
+    size_t len = at ? (size_t)(at - arg) : strlen(arg);
+    *bad = len >= cap && app_usage_error("%s: '%s' is too long", opt, arg);
+    snprintf(head, cap, "%.*s", (int)len, arg);
+    return at ? at + 1 : NULL;
+}
+
 /* --window N[,P]: 1 (after the usage error) when it does not parse. */
 static int plan_window_opt(const char *arg, plan_opts *o) {
     char n[32];
-    const char *comma = strchr(arg, ',');
-    size_t len = comma ? (size_t)(comma - arg) : strlen(arg);
-    if (len >= sizeof n) return app_usage_error("--window: '%s' is not N or N,P", arg) != 0;
-    memcpy(n, arg, len);
-    n[len] = '\0';
+    bool bad;
+    const char *pattern = opt_pair("--window", arg, ',', n, sizeof n, &bad);
     o->window_pattern = 0;
-    return app_opt_int("--window", n, 1, 1 << 24, &o->window) ||
-           (comma && app_opt_int("--window's layer pattern", comma + 1, 2, 1 << 16,
-                                 &o->window_pattern));
+    return bad || app_opt_int("--window", n, 1, 1 << 24, &o->window) ||
+           (pattern && app_opt_int("--window's layer pattern", pattern, 2, 1 << 16, &o->window_pattern));
+}
+
+/* --attn L[:H]: 1 (after the usage error) when it does not parse. */
+static int plan_attn_opt(const char *arg, plan_opts *o) {
+    char n[32];
+    bool bad;
+    const char *head = opt_pair("--attn", arg, ':', n, sizeof n, &bad);
+    o->attn_head = -1;
+    return bad || app_opt_int("--attn's layer", n, 0, 1 << 16, &o->attn_layer) ||
+           (head && app_opt_int("--attn's head", head, 0, 1 << 16, &o->attn_head));
 }
 
 /* The command line: -1 to go on, else the exit status (0 after --help, 2 for a bad
@@ -434,8 +481,8 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
         PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
         {"prompt", 1, 0, 'p'}, {"context", 1, 0, 'X'}, {"branches", 1, 0, 'k'},
         {"steps", 1, 0, 's'},  {"max-cols", 1, 0, 'W'}, {"json", 0, 0, 'J'},
-        {"window", 1, 0, 'w'},
-        {"svg", 1, 0, 0x200},  {"svg-mask", 1, 0, 0x201},
+        {"window", 1, 0, 'w'}, {"attn", 1, 0, 0x202},
+        {"svg", 1, 0, 0x200},  {"svg-mask", 1, 0, 0x201}, {"slide", 1, 0, 0x203},
         SPEC_LONGOPTS,         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     int ch, r;
     bool temp_given = false; /* --draft samples only when asked to (greedy by default) */
@@ -468,6 +515,10 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
             break;
         case 0x200: o->svg = optarg; break;
         case 0x201: o->svg_mask = optarg; break;
+        case 0x203: o->slide = optarg; break;
+        case 0x202:
+            if (plan_attn_opt(optarg, o)) return 2;
+            break;
         case 'h': plan_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode plan --help", PLAN_USAGE);
         }
@@ -476,8 +527,10 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
     if (!o->mo.path) return app_usage_error("plan needs a model: -m MODEL");
     if (o->so.on && (o->n_prompts > 1 || o->context))
         return app_usage_error("--draft / --lookahead show one prompt's decoding: one -p, no --context");
-    if (o->so.on && (o->svg || o->svg_mask))
+    if (o->so.on && (o->svg || o->svg_mask || o->slide))
         return app_usage_error("--svg draws the grow mode's forest: not with --draft / --lookahead");
+    if (o->so.on && o->attn_layer >= 0)
+        return app_usage_error("--attn shows the grow mode's steps: not with --draft / --lookahead");
     if (o->so.on && temp_given) o->so.sp.samp = o->sp;
     return -1;
 }
@@ -520,9 +573,12 @@ static st_code plan_forest(plan_job *j, prompt_model *pm, const plan_opts *o, st
     if (rc) return rc;
     /* branch i * k + b grows from prompt i with seed + i * k + b; an empty prompt's
      * branches grow from the context's last node (grow returns its logits too) */
-    strategy_opts so = strategy_default_opts(STRAT_GROW);
+    /* one prompt: k chains with distinct first tokens (cot), so that the forks differ
+       even greedily; several: k sampled branches from each */
+    strategy_opts so = strategy_default_opts(j->n_trees == 1 && o->k > 1 ? STRAT_COT : STRAT_GROW);
     so.sample = o->sp, so.budget = (int32_t)o->steps, so.n_vocab = pm->m->hp.n_vocab;
-    so.u.grow.n = (int32_t)o->k, so.u.grow.starts = from, so.u.grow.n_starts = j->n_trees;
+    if (so.kind == STRAT_COT) so.from = from[0], so.u.cot.k = (int32_t)o->k;
+    else so.u.grow.n = (int32_t)o->k, so.u.grow.starts = from, so.u.grow.n_starts = j->n_trees;
     j->env = (strategy_env){.f = j->f, .plan = &j->plan, .ctx = pm->ctx, .tk = pm->tk, .emit = plan_emit,
                             .emit_ud = &j->smp};
     return (j->s = strategy_create(&so, &j->env, err)) ? ST_OK : err->code;
@@ -553,7 +609,10 @@ static bool plan_grow_tick(void *ud, const strategy *s, const strategy_env *env,
     const plan_opts *o = j->o;
     int32_t k = (int32_t)o->k, step = st->steps - 1;
     int32_t n_cols = plan_columns(env->plan, j->pm->n_slots, j->cols);
-    if (j->mv) mv_capture(j->mv, env->f, j->pm->tk, env->plan, step);
+    if (j->mv) {
+        mv_capture(j->mv, env->f, j->pm->tk, env->plan, step);
+        j->mv->rope_base = j->pm->m->hp.rope_base, j->mv->rope_dim = j->pm->m->hp.rope_dim;
+    }
     if (o->json)
         jo_push(&j->list, plan_step_json(env->f, j->pm->tk, env->plan, step, j->cols, n_cols, &j->smp, s, k, NULL));
     else
@@ -567,6 +626,7 @@ static bool plan_grow_tick(void *ud, const strategy *s, const strategy_env *env,
 static st_code plan_pictures(const plan_job *j, const prompt_model *pm, const plan_opts *o, st_err *err) {
     st_code rc = o->svg ? svg_save(o->svg, j->f, pm->tk, j->mv, SVG_TREE | SVG_MASK, err) : ST_OK;
     if (!rc && o->svg_mask) rc = svg_save(o->svg_mask, j->f, pm->tk, j->mv, SVG_MASK, err);
+    if (!rc && o->slide) rc = svg_save(o->slide, j->f, pm->tk, j->mv, SVG_TREE | SVG_MASK | SVG_SLIDE, err);
     return rc;
 }
 
@@ -575,11 +635,13 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
     plan_job j = {.f = forest_init(pm->n_slots, 0), .n_trees = o->n_prompts ? o->n_prompts : 1, .pm = pm,
                   .o = o, .list = o->json ? json_array() : NULL};
     step_plan_init(&j.plan);
+    j.plan.attn_want = o->attn_layer >= 0;
+    j.plan.attn_layer = (int32_t)o->attn_layer, j.plan.attn_head = (int32_t)o->attn_head;
     size_t n_br = (size_t)j.n_trees * (size_t)o->k;
     j.smp.branch = malloc(sizeof(int32_t) * n_br);
     j.smp.token = malloc(sizeof(int32_t) * n_br);
     j.cols = malloc(sizeof(int32_t) * (size_t)pm->n_slots);
-    bool pictures = o->svg || o->svg_mask;
+    bool pictures = o->svg || o->svg_mask || o->slide;
     if (pictures && (j.mv = malloc(sizeof *j.mv))) mv_init(j.mv);
     app_run_stats st = {0};
     st_code rc = ST_OK;
@@ -591,6 +653,8 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
                "slots\n", o->context ? "a shared context with " : "", j.n_trees,
                j.n_trees > 1 ? "s" : "", j.n_tokens, (long long)o->k, o->k > 1 ? "es" : "",
                pm->n_slots);
+    if (!rc && !o->json)
+        printf("pos = RoPE position = depth in the tree: siblings share one, a child is one further\n");
     if (!rc) rc = app_strategy_run(j.s, &j.env, &st, plan_grow_tick, &j, err);
     if (!rc && st.full) rc = err->code; /* the step's own message */
     int32_t done = st.steps;
@@ -619,7 +683,8 @@ static st_code plan_grow(prompt_model *pm, const plan_opts *o, st_err *err) {
 
 int cmd_plan(int argc, char **argv) {
     plan_opts o = {.mo = prompt_model_default_opts(), .so = spec_default_opts(),
-                   .sp = sample_default_params(), .k = 2, .steps = 3, .max_cols = 120};
+                   .sp = sample_default_params(), .k = 2, .steps = 3, .max_cols = 120,
+                   .attn_layer = -1, .attn_head = -1};
     int r = plan_parse(argc, argv, &o);
     if (r >= 0) return r;
     st_err err = {0};

@@ -174,6 +174,12 @@ typedef struct kern_ops {
                  int32_t head_dim, int32_t rope_dim, float base, const float *freq_factors);
     /* Segment attention, see kern_attn. */
     void (*attention)(kern_backend *b, const kern_attn *a);
+    /* For a teaching display: the softmax weights attention gives each row of a over the
+     * slots of its segments (q.k * scale, softmax), for query head `head` (< n_head), or
+     * their mean over the heads when head < 0. w is host memory: row after row, one
+     * weight per slot of the row's segments, in their order. Reads q, k and the
+     * segments of a, not v or out. NULL: the backend cannot (a device backend). */
+    void (*attn_weights)(kern_backend *b, const kern_attn *a, int32_t head, float *w);
     /* y[i] = silu(gate[i]) * up[i], i < n; y may equal gate. */
     void (*swiglu)(kern_backend *b, float *y, const float *gate, const float *up, int64_t n);
     /* y[i] += x[i], i < n. */

@@ -47,6 +47,11 @@ void kern_host_copy(kern_backend *b, void *dst, const void *src, size_t bytes);
 /* The host backends' gather_rows (memmove; in place allowed). */
 void kern_host_gather_rows(kern_backend *b, float *y, const float *x, const int32_t *idx, int32_t n,
                            int32_t width);
+/* Row r's scores q.k * scale for query head h over its segments' slots, in order, into
+ * score (double, as the ref backend's attention takes them); returns their maximum. */
+double kern_host_attn_scores(const kern_attn *a, int32_t r, int32_t h, double *score);
+/* The host backends' attn_weights (kernels/attn_weights.c). */
+void kern_host_attn_weights(kern_backend *b, const kern_attn *a, int32_t head, float *w);
 /* Whether kv_permute moves slot s: dst_of_src[s] is another slot (not -1, not s). Every
  * backend moves only those rows, so compacting a cache where few slots change costs few
  * row copies, not the whole cache. */

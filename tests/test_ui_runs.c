@@ -178,6 +178,14 @@ static ui_worker *stories_worker(ui_worker_params *wp, model **m, tok **tk, mode
     return w;
 }
 
+/* Stops w (NULL: none started) and frees what stories_worker made. */
+static void stories_stop(ui_worker *w, model_ctx *c, tok *tk, model *m) {
+    if (w) ui_worker_stop(w);
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 /* :grow from root twice at temp 1: two different branches, each run's seed in its
  * message; :set seed to the first run's seed, and the third grow repeats the first
  * branch, which is not made twice. */
@@ -204,11 +212,62 @@ static void test_fresh_seeds(void) {
     int32_t n = leaves_below(w, root, lv, 8);
     T_CHECK(n == 2, "the fresh seed's branch differs, the repeated one is not made twice: %d branches", (int)n);
     ui_worker_unlock(w);
-    ui_worker_stop(w);
 out:
-    model_ctx_free(c);
-    tok_free(tk);
-    model_free(m);
+    stories_stop(w, c, tk, m);
+}
+
+/* The mask pane's attention weights: :set layer 3 and :set head 1, then a step keeps
+ * that layer's and head's weights (every row's summing to 1); :set layer -1 turns them
+ * off; a layer the model lacks is refused, naming its layers. */
+static void test_attn_setting(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    forest_id root;
+    ui_worker_params wp = {.sp = sample_default_params(), .budget = 2, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = stories_worker(&wp, &m, &tk, &c, &root);
+    if (!w) goto out;
+    char msg[1024];
+    ui_job set[4] = {{.kind = UI_JOB_SET, .text = "layer", .u.set.value = 3}, /* they say nothing: */
+                     {.kind = UI_JOB_SET, .text = "head", .u.set.value = 1},  /* posted, not waited for */
+                     {.kind = UI_JOB_SET, .text = "layer", .u.set.value = -1},
+                     {.kind = UI_JOB_SET, .text = "layer", .u.set.value = 99}};
+    ui_worker_post(w, &set[0]);
+    ui_worker_post(w, &set[1]);
+    T_CHECK(run_job(w, cmd_job(":grow 2", root), msg, sizeof msg), "grow: %s", msg);
+    ui_worker_lock(w);
+    mask_view *v = ui_worker_mask_mut(w);
+    double worst = 0;
+    for (int32_t r = 0; r < v->n_rows; r++) {
+        double sum = 0;
+        for (int32_t d = 0; d < v->n_dcols; d++) sum += fmax(0, mv_weight(v, r, d));
+        worst = fmax(worst, fabs(sum - 1));
+    }
+    T_CHECK(v->attn_layer == 3 && v->attn_head == 1 && v->n_rows > 0 && worst < 2e-3,
+            "the step kept layer %d head %d; rows sum within %g of 1", v->attn_layer, v->attn_head, worst);
+    ui_worker_unlock(w);
+    ui_worker_post(w, &set[2]);
+    T_CHECK(run_job(w, cmd_job(":grow 1", root), msg, sizeof msg), "grow: %s", msg);
+    ui_worker_lock(w);
+    T_CHECK(ui_worker_mask(w)->attn_layer == -1, "off: no weights kept");
+    ui_worker_unlock(w);
+    run_job(w, set[3], msg, sizeof msg);
+    T_CHECK(strstr(msg, "layers 0-4") != NULL, ":set layer 99 refused: %s", msg);
+    /* [ and ]: the pane looks back at the kept steps, named, and forward again */
+    ui_worker_lock(w);
+    int32_t kept, last = ui_worker_mask(w)->step;
+    int32_t back = ui_worker_mask_back(w, -1, &kept);
+    const mask_view *old = ui_worker_mask(w);
+    T_CHECK(kept == 3 && back == 1 && old->step == last - 1 && old->attn_layer == 3 &&
+            !strcmp(old->kind, "grow"), "one back of %d: step %d of %d (%s), weights of layer %d",
+            kept, old->step, last, old->kind, old->attn_layer);
+    back = ui_worker_mask_back(w, -9, &kept);
+    T_CHECK(back == 2 && ui_worker_mask(w)->step == 0 && !strcmp(ui_worker_mask(w)->kind, "prefill + grow"),
+            "the oldest: step %d (%s)", ui_worker_mask(w)->step, ui_worker_mask(w)->kind);
+    T_CHECK(ui_worker_mask_back(w, 5, &kept) == 0 && ui_worker_mask(w)->step == last, "] back to the last step");
+    ui_worker_unlock(w);
+out:
+    stories_stop(w, c, tk, m);
 }
 
 /* The worker's save and load (app/cmd_tui.c's, less the model check): the session with
@@ -292,16 +351,14 @@ static void test_scores_last(void) {
     snprintf(want, sizeof want, "[score %.4f]", before[0]);
     T_CHECK(strstr(text, want) != NULL, "the Markdown export names the best score: '%s' not in\n%.600s", want, text);
     remove(path), remove(md);
-    ui_worker_stop(w);
 out:
-    model_ctx_free(c);
-    tok_free(tk);
-    model_free(m);
+    stories_stop(w, c, tk, m);
 }
 
 int main(void) {
     test_beam_agrees();
     test_fresh_seeds();
     test_scores_last();
+    test_attn_setting();
     return t_done();
 }

@@ -54,7 +54,14 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(MASK_UP,     "mask-up",      "k Up",         UI_VIEW_MASK,   "scroll the mask rows up") \
     X(MASK_DOWN,   "mask-down",    "j Down",       UI_VIEW_MASK,   "scroll the mask rows down") \
     X(MASK_LEFT,   "mask-left",    "h Left",       UI_VIEW_MASK,   "scroll the mask grid left (older KV slots)") \
-    X(MASK_RIGHT,  "mask-right",   "l Right",      UI_VIEW_MASK,   "scroll the mask grid right (back to the newest slots)")
+    X(MASK_RIGHT,  "mask-right",   "l Right",      UI_VIEW_MASK,   "scroll the mask grid right (back to the newest slots)") \
+    X(MASK_FOLD,   "mask-fold",    "o",            UI_VIEW_MASK,   "open the folded runs of shared slots (one column a slot, h/l scroll) or fold them") \
+    X(MASK_OLDER,  "mask-older",   "[",            UI_VIEW_MASK,   "show the step before (the last 8 steps are kept)") \
+    X(MASK_NEWER,  "mask-newer",   "]",            UI_VIEW_MASK,   "show the step after (back to the last one)") \
+    X(ATTN,        "attention",    "A",            UI_VIEW_MASK,   "attention weights in the mask from the next step on (last layer, mean of heads), or off") \
+    X(ATTN_LOWER,  "attn-layer-down", "<",         UI_VIEW_MASK,   "the weights of the layer below, from the next step on") \
+    X(ATTN_HIGHER, "attn-layer-up", ">",           UI_VIEW_MASK,   "the weights of the layer above, from the next step on") \
+    X(ATTN_HEAD,   "attn-head",    "H",            UI_VIEW_MASK,   "the weights of the next head (after the last: their mean)")
 
 typedef enum {
 #define UI_ACT_ENUM(id, name, keys, view, help) UI_ACT_##id,

@@ -41,7 +41,7 @@ static const struct {
     {"save", UI_CMD_SAVE, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":save [FILE]         save the session (no FILE: the autosave)"},
     {"load", UI_CMD_LOAD, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":load[!] [FILE]      load a session (no FILE: the last run's); asks first when work is unsaved; ! even one saved with another model"},
     {"export", UI_CMD_EXPORT, ARG_TEXT, UI_JOB_EXPORT, 0, ":export FILE         the tree's texts as Markdown; FILE.svg [tree|mask]: a picture of the tree and the last step's mask"},
-    {"set", UI_CMD_SET, ARG_SET, UI_JOB_NONE, 0, ":set [NAME VALUE]    temp top_k top_p min_p seed budget; chat on|off (alone: show them)"},
+    {"set", UI_CMD_SET, ARG_SET, UI_JOB_NONE, 0, ":set [NAME VALUE]    temp top_k top_p min_p seed budget; chat on|off; layer L, head H (-1: none, mean): the mask's weights (alone: show them)"},
     {"bind", UI_CMD_BIND, ARG_BIND, UI_JOB_NONE, 0, ":bind KEY ACTION     bind a key (see the help for names)"},
     {"pause", UI_CMD_PAUSE, ARG_NONE, UI_JOB_PAUSE, 0, ":pause               pause or resume the strategy"},
     {"cancel", UI_CMD_CANCEL, ARG_NONE, UI_JOB_CANCEL, 0, ":cancel              cancel the strategy"},
@@ -50,7 +50,8 @@ static const struct {
 };
 #define N_CMDS ((int32_t)(sizeof ui_cmds / sizeof ui_cmds[0]))
 
-static const char *const ui_settings[] = {"temp", "top_k", "top_p", "min_p", "seed", "budget", "chat"};
+static const char *const ui_settings[] = {"temp", "top_k", "top_p", "min_p", "seed", "budget", "chat",
+                                          "layer", "head"};
 
 const char *ui_cmd_name(int32_t i) { return i >= 0 && i < N_CMDS ? ui_cmds[i].name : NULL; }
 const char *ui_cmd_usage(int32_t i) { return i >= 0 && i < N_CMDS ? ui_cmds[i].usage : NULL; }
@@ -137,7 +138,7 @@ static bool parse_set(const char *s, ui_cmd *c, st_code *rc, st_err *err) {
     if (!next_word(&s, c->key, sizeof c->key)) return true; /* :set alone shows the settings */
     if (!next_word(&s, w, sizeof w)) return false;
     if (!ui_cmd_is_setting(c->key)) {
-        *rc = st_set(err, ST_ERR_ARG, "unknown setting '%s' (temp top_k top_p min_p seed budget chat)", c->key);
+        *rc = st_set(err, ST_ERR_ARG, "unknown setting '%s' (temp top_k top_p min_p seed budget chat layer head)", c->key);
         return true;
     }
     if (!strcmp(c->key, "chat")) { /* on: typed text becomes a user turn; off: raw text */

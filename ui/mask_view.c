@@ -1,6 +1,7 @@
 /* mask_view.c - the mask pane's view model (mask_view.h). */
 #include "mask_view.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@ void mv_init(mask_view *v) {
     v->step = -1;
     v->left = -1;
     v->n_plain = -1;
+    v->attn_layer = -1;
 }
 
 static int cmp_i32(const void *a, const void *b) {
@@ -31,9 +33,27 @@ uint8_t mv_branch_colour(const forest *f, int32_t idx) {
     return (uint8_t)(((uint32_t)idx * 2654435761u >> 16) % 6);
 }
 
+/* The weights of the plan's last run, rows from r0 (as kept), when it kept any. */
+static void capture_weights(mask_view *v, const step_plan *p, int32_t r0) {
+    v->attn_layer = p->attn_n > 0 ? p->attn_w_layer : -1;
+    v->attn_head = p->attn_w_head;
+    if (v->attn_layer < 0) return;
+    int64_t at = 0; /* the cell of the row's first slot in p->attn_w */
+    for (int32_t i = 0; i < p->seg_off[r0]; i++) at += p->segs[i].len;
+    for (int32_t r = 0; r < v->n_rows; r++) { /* row by row, slot by slot: each cell once */
+        memset(v->attn[r], 0, sizeof v->attn[r]);
+        for (int32_t i = p->seg_off[r0 + r]; i < p->seg_off[r0 + r + 1]; i++)
+            for (int32_t s = p->segs[i].start; s < p->segs[i].start + p->segs[i].len; s++, at++) {
+                const int32_t *c = bsearch(&s, v->cols, (size_t)v->n_cols, sizeof *v->cols, cmp_i32);
+                if (c) v->attn[r][c - v->cols] = (uint16_t)(p->attn_w[at] * 65535.0f + 0.5f);
+            }
+    }
+}
+
 void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p, int32_t step) {
     v->step = step;
     v->preview = false;
+    v->kind[0] = '\0';
     v->spec = false;
     v->n_rows_total = p->n_rows;
     int32_t r0 = p->n_rows > MV_MAX_ROWS ? p->n_rows - MV_MAX_ROWS : 0;
@@ -81,6 +101,7 @@ void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p
             if (!step_plan_sees_window(p, pr, v->cols[c])) v->outwin[r][c / 8] |= (uint8_t)(1u << (c % 8));
         }
     }
+    capture_weights(v, p, r0);
     if (v->top > v->n_rows) v->top = 0;
     v->n_plain = -1; /* a new grid: lay it out again */
     mv_layout(v, INT32_MAX);
@@ -136,36 +157,85 @@ static bool same_rows(const mask_view *v, int32_t a, int32_t b) {
     return true;
 }
 
-/* Fills v->dcols: one per column, a gap mark where slots jump; with runs, consecutive
- * slots seen by the same rows share one. Returns the count. */
-static int32_t lay_out(mask_view *v, bool runs) {
+/* Whether more than one row sees column c (a slot of the shared context). */
+static bool shared(const mask_view *v, int32_t c) {
+    int32_t n = 0;
+    for (int32_t r = 0; r < v->n_rows && n < 2; r++) n += mv_sees(v, r, c);
+    return n >= 2;
+}
+
+/* Fills v->dcols: one per column, a gap mark where slots jump; at level 1 consecutive
+ * shared slots seen by the same rows share one, at level 2 any consecutive slots seen by
+ * the same rows. Returns the count. */
+static int32_t lay_out(mask_view *v, int level) {
     int32_t n = 0;
     for (int32_t c = 0; c < v->n_cols; c++) {
         bool adjacent = c > 0 && v->cols[c] == v->cols[c - 1] + 1;
         if (c > 0 && !adjacent) v->dcols[n++] = (mv_dcol){c, 0};
-        if (runs && adjacent && same_rows(v, c - 1, c)) v->dcols[n - 1].n++;
+        if (level > 0 && adjacent && same_rows(v, c - 1, c) && (level == 2 || shared(v, c))) v->dcols[n - 1].n++;
         else v->dcols[n++] = (mv_dcol){c, 1};
     }
     return n;
 }
 
 void mv_layout(mask_view *v, int32_t width) {
-    /* the layout depends on the grid and on whether runs are needed only, so a redraw
-     * at the same width (or one as wide) reuses it */
+    /* the layout depends on the grid and on the folding it needs only, so a redraw at
+     * the same width (or one as wide) reuses it */
     if (v->n_plain < 0) {
-        v->n_dcols = v->n_plain = lay_out(v, false);
-        v->runs = false;
+        v->n_shared = lay_out(v, 1);
+        v->n_dcols = v->n_plain = lay_out(v, 0);
+        v->level = 0;
     }
-    if (v->runs != (v->n_plain > width)) {
-        v->runs = !v->runs;
-        v->n_dcols = lay_out(v, v->runs);
+    int level = v->unfold || v->n_plain <= width ? 0 : v->n_shared <= width ? 1 : 2;
+    if (level != v->level) {
+        v->n_dcols = lay_out(v, level);
+        v->level = level;
     }
+    v->runs = v->n_dcols < v->n_plain;
     if (v->left >= v->n_dcols) v->left = -1;
+}
+
+bool mv_toggle_fold(mask_view *v) {
+    v->unfold = !v->unfold;
+    v->left = -1;
+    return v->unfold;
 }
 
 char mv_cell(const mask_view *v, int32_t r, int32_t d) {
     if (d < 0 || d >= v->n_dcols || v->dcols[d].n == 0) return ' ';
     return mark_of(v, r, v->dcols[d].col);
+}
+
+void mv_set_kind(mask_view *v, const char *what) {
+    bool prefill = false;
+    for (int32_t r = 0; r < v->n_rows && !prefill; r++) prefill = !v->rows[r].want;
+    snprintf(v->kind, sizeof v->kind, "%s%s", prefill ? "prefill + " : "", what);
+}
+
+float mv_weight(const mask_view *v, int32_t r, int32_t d) {
+    if (v->attn_layer < 0 || r < 0 || r >= v->n_rows || d < 0 || d >= v->n_dcols) return -1;
+    const mv_dcol *dc = &v->dcols[d];
+    if (dc->n == 0 || !mv_sees(v, r, dc->col)) return -1;
+    uint32_t sum = 0;
+    for (int32_t c = dc->col; c < dc->col + dc->n; c++) sum += v->attn[r][c];
+    return sum / 65535.0f;
+}
+
+void mv_cell_glyph(const mask_view *v, int32_t r, int32_t d, bool utf8, char out[8]) {
+    static const char *const bars[8] = {"\u2581", "\u2582", "\u2583", "\u2584",
+                                        "\u2585", "\u2586", "\u2587", "\u2588"};
+    float w = mv_weight(v, r, d);
+    if (w < 0) snprintf(out, 8, "%c", mv_cell(v, r, d));
+    else if (utf8) snprintf(out, 8, "%s", bars[w >= 1 ? 7 : (int)(w * 8)]);
+    else snprintf(out, 8, "%c", mv_weight_digit(w));
+}
+
+char mv_weight_digit(float w) { return w >= 0.95f ? '#' : (char)('0' + (int)(w * 10 + 0.5f)); }
+
+void mv_attn_text(const mask_view *v, char *out, size_t cap) {
+    if (v->attn_layer < 0) snprintf(out, cap, "%s", "");
+    else if (v->attn_head < 0) snprintf(out, cap, "attention weights: layer %d, mean of heads", v->attn_layer);
+    else snprintf(out, cap, "attention weights: layer %d, head %d", v->attn_layer, v->attn_head);
 }
 
 void mv_slot_line(const mask_view *v, int32_t first, int32_t width, char *out, size_t cap, bool utf8) {
@@ -203,8 +273,10 @@ void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8) 
         ui_line_put(&l, "no step has run yet: press s to run one");
         return;
     }
-    snprintf(buf, sizeof buf, "%s %d%s: %d rows, %d KV slots seen%s", v->preview ? "next step" : "step", v->step,
-             v->preview ? " (preview, not run)" : "", v->n_rows_total,
+    char kind[64] = "";
+    if (v->kind[0]) snprintf(kind, sizeof kind, " (%s)", v->kind);
+    snprintf(buf, sizeof buf, "%s %d%s%s: %d rows, %d KV slots seen%s", v->preview ? "next step" : "step", v->step,
+             v->preview ? " (preview, not run)" : "", kind, v->n_rows_total,
              v->n_cols_total, v->n_rows < v->n_rows_total ? " (last rows shown)" : "");
     ui_line_put(&l, buf);
     /* a speculative step's drafts and window are pruned by design: counted apart */
@@ -233,6 +305,12 @@ void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8) 
         snprintf(buf, sizeof buf, "; %s", v->window);
         ui_line_put(&l, buf);
     }
+    if (v->attn_layer >= 0) {
+        char what[80];
+        mv_attn_text(v, what, sizeof what);
+        snprintf(buf, sizeof buf, "; %s", what);
+        ui_line_put(&l, buf);
+    }
 }
 
 void mv_legend(const mask_view *v, char *out, size_t cap, int width, bool utf8) {
@@ -242,14 +320,17 @@ void mv_legend(const mask_view *v, char *out, size_t cap, int width, bool utf8) 
     else snprintf(head, sizeof head, "%4s %5s %6s %4s %4s %s %-8s", "row", "node", "parent", "pos", "slot", "L", "token");
     ui_line_put(&l, head);
     ui_line_put(&l, utf8 ? "\u2502" : "|");
-    ui_line_put(&l, "KV slots");
+    /* what pos means, where the pane is wide enough to say it whole */
+    static const char grid[] = "KV slots", more[] = "KV slots; pos = RoPE position = depth in the tree";
+    ui_line_put(&l, width - l.cols >= (int)sizeof more - 1 ? more : grid);
 }
 
 int mv_marks(const mask_view *v, char *out, size_t cap, int width, bool utf8) {
     bool gaps = false;
     for (int32_t d = 0; d < v->n_dcols; d++) gaps |= v->dcols[d].n == 0;
     char buf[96];
-    snprintf(buf, sizeof buf, "%s# sees%s%s%s", v->spec ? "" : "L logits  ",
+    const char *sees = v->attn_layer < 0 ? "# sees" : utf8 ? "\u2581-\u2588 weight" : "0-9 weight";
+    snprintf(buf, sizeof buf, "%s%s%s%s%s", v->spec ? "" : "L logits  ", sees,
              v->n_swa > 0 ? "  : beyond window" : "", !v->runs ? "" : utf8 ? "  \u2261 run" : "  = run",
              !gaps ? "" : utf8 ? "  \u00a6 skip" : "  | skip");
     ui_line l = ui_line_make(out, cap, width, utf8);

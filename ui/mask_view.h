@@ -21,7 +21,11 @@
  * On a model with sliding-window layers the grid is the windowed layers' mask: a row's
  * ancestors outside its window (which only the global layers see) are marked apart from
  * the slots that are not its ancestors at all, and the header names the layers of each
- * kind. */
+ * kind.
+ *
+ * A step run with attention weights (step_plan attn_want: one layer, one head or their
+ * mean) keeps them per cell: the pane draws a seen cell as a bar as tall as its weight
+ * and the SVG shades it. */
 #ifndef MD_UI_MASK_VIEW_H
 #define MD_UI_MASK_VIEW_H
 
@@ -83,10 +87,21 @@ typedef struct mask_view {
     int32_t n_dcols;
     bool runs;              /* the layout drew runs of slots as one column each */
     int32_t n_plain;        /* drawn columns without runs, -1 before the capture is laid
-                               out: a layout is redone only when the capture or the need
-                               for runs (n_plain > width) changes */
+                               out: a layout is redone only when the capture or the level
+                               of folding it needs changes */
+    int32_t n_shared;       /* drawn columns with the shared runs folded (level 1) */
+    int32_t level;          /* the layout's folding: 0 none, 1 shared runs, 2 every run */
+    bool unfold;            /* the user opened the folds (mv_toggle_fold): one column a
+                               slot, scrolled with h / l */
     int32_t top;            /* first row shown */
     int32_t left;           /* first drawn column shown; -1: follow the newest (last) ones */
+    /* The step's attention weights, when it ran with them (step_plan attn_want) */
+    char kind[48];          /* what ran the step (mv_set_kind), "" when not said */
+    float rope_base;        /* the model's RoPE base and rotated dims per head, for the */
+    int32_t rope_dim;       /* picture of the rotation (svg.h); 0: not said */
+    int32_t attn_layer;     /* -1: none captured */
+    int32_t attn_head;      /* -1: the mean over the heads */
+    uint16_t attn[MV_MAX_ROWS][MV_MAX_COLS]; /* row r's weight on column c, times 65535 */
 } mask_view;
 
 void mv_init(mask_view *v);
@@ -100,13 +115,34 @@ bool mv_outside_window(const mask_view *v, int32_t row, int32_t col);
  * or a child of a branching node), so every token of one line shares a colour. */
 uint8_t mv_branch_colour(const forest *f, int32_t idx);
 
+/* Names the step's kind after what ran it ("grow", "beam", "draft", "judge", ...),
+ * "prefill + " before it when some rows return no logits (tokens that only fill the
+ * cache: a prompt, the judge's question). */
+void mv_set_kind(mask_view *v, const char *what);
+/* Row r's attention weight on drawn column d (the sum over a run's slots): 0..1, or -1
+ * when the step kept no weights or the row does not see the column. */
+float mv_weight(const mask_view *v, int32_t r, int32_t d);
+/* The cell of row r, drawn column d as the pane draws it, into out (a glyph, NUL-ended):
+ * mv_cell's mark, or with weights a seen cell's weight as a bar of eighths
+ * ("▁".."█"; without UTF-8 its tenths as a digit, '#' for 1). */
+void mv_cell_glyph(const mask_view *v, int32_t r, int32_t d, bool utf8, char out[8]);
+/* A weight 0..1 as one ASCII mark: its tenths as a digit, '#' from 0.95. */
+char mv_weight_digit(float w);
+/* "attention weights: layer 3, mean of heads" (or "head 2"), "" without weights. */
+void mv_attn_text(const mask_view *v, char *out, size_t cap);
+
 /* Lays the grid out for width screen columns: one column per slot, with a gap mark where
- * slot numbers jump; when that is wider than width, each run of consecutive slots that
- * all rows see or miss alike becomes one column, so every row's own slots stay in view
- * (k chains of a long thought: the shared prompt and each chain one column each).
+ * slot numbers jump; when that is wider than width, the shared context folds: each run of
+ * consecutive slots that several rows see alike (and the others miss) becomes one column,
+ * so a long prompt takes one column and the rows' own slots stay one a column (h / l
+ * scroll them); when even that is too wide, every run of slots that all rows see or miss
+ * alike becomes one column (k chains of a long thought: each chain one column).
  * mv_capture lays out for an unbounded width. A redraw may call it every time: it only
  * lays out again after a capture or when the width changes whether runs are needed. */
 void mv_layout(mask_view *v, int32_t width);
+/* Opens the folded runs (one column a slot, scrolled with h / l) or folds them again;
+ * returns true when they are now open. */
+bool mv_toggle_fold(mask_view *v);
 /* Drawn column d of row r: '#' the row sees its slots, '.' it does not (they are not its
  * ancestors), ':' they are its ancestors outside its window (only global layers see
  * them), ' ' a gap. */

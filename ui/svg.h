@@ -9,7 +9,7 @@
  * stay readable when projected (14 px text, 16 px cells). Text is escaped for XML and
  * bytes that are not UTF-8 read as \xNN, so any token gives a well-formed file.
  *
- * Not here: running steps (the caller captures the mask view), the terminal. */
+ * No two radix lines of one picture share a colour. Not here: running steps (the caller captures the mask view), the terminal. */
 #ifndef MD_UI_SVG_H
 #define MD_UI_SVG_H
 
@@ -24,6 +24,10 @@
 #define SVG_MAX_NODES 4000 /* tree nodes drawn; the rest are counted in a note */
 
 enum { SVG_TREE = 1, SVG_MASK = 2 }; /* the parts to draw (or both) */
+/* With the parts: a slide. 16:9 (1920 x 1080), the shared prompt folded into one labelled
+ * box, whole token texts (cut with an ellipsis past SVG slide width), the mask's shared
+ * runs as one column each, its columns named and coloured by the token that holds them. */
+#define SVG_SLIDE 4
 
 /* Writes the picture of forest f (tk may be NULL: tokens read [id]) and of the step in
  * mv (its layout is changed; skipped when no step was captured) to fp. parts: SVG_TREE,

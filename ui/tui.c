@@ -207,8 +207,12 @@ static void draw_mask(tui *t, int y0, int x0, int h, int w) {
     mask_view *mv = ui_worker_mask_mut(t->w);
     bool utf8 = ui_screen_utf8();
     char buf[512];
-    mv_header(mv, buf, sizeof buf, w, utf8);
+    int32_t kept, back = ui_worker_mask_back(t->w, 0, &kept);
+    char mark[32] = "";
+    if (back > 0) snprintf(mark, sizeof mark, " [%d back]", back); /* an older step: ] returns */
+    mv_header(mv, buf, sizeof buf, w - (int)strlen(mark), utf8);
     put_line(y0, x0, buf, A_BOLD);
+    if (back > 0) put_line(y0, x0 + w - (int)strlen(mark), mark, ui_screen_attr(UI_PAIR_DIM) | A_BOLD);
     if (mv->step < 0) return;
     mv_legend(mv, buf, sizeof buf, w, utf8);
     put_line(y0 + 1, x0, buf, ui_screen_attr(UI_PAIR_DIM));
@@ -234,8 +238,9 @@ static void draw_mask(tui *t, int y0, int x0, int h, int w) {
         put_line(y, x0, buf, attr);
         put_line(y, x0 + tw - 1, sep, ui_screen_attr(UI_PAIR_DIM));
         for (int c = 0; c < gw && left + c < mv->n_dcols; c++) {
-            char cell = mv_cell(mv, row, left + c); /* ':' (outside the window) is seen too */
-            mvaddch(y, x0 + tw + c, (chtype)cell | (chtype)(cell == '#' || cell == ':' ? attr : ui_screen_attr(UI_PAIR_DIM)));
+            char cell = mv_cell(mv, row, left + c), g[8]; /* ':' (outside the window) is seen too */
+            mv_cell_glyph(mv, row, left + c, utf8, g);
+            put_line(y, x0 + tw + c, g, cell == '#' || cell == ':' ? attr : ui_screen_attr(UI_PAIR_DIM));
         }
     }
 }
@@ -400,6 +405,28 @@ static void append_text(tui *t, const char *text) {
     t->dirty = true;
 }
 
+/* A mask-pane key that changes the attention weights later steps keep (under the lock). */
+static void attn_key(tui *t, int a) {
+    int32_t layer, head, n_layer, n_head;
+    ui_worker_attn(t->w, &layer, &head, &n_layer, &n_head);
+    if (a == UI_ACT_ATTN) layer = layer < 0 ? n_layer - 1 : -1;
+    else if (layer < 0) layer = n_layer - 1; /* any weights key turns them on */
+    else if (a == UI_ACT_ATTN_LOWER) layer = (layer + n_layer - 1) % n_layer;
+    else if (a == UI_ACT_ATTN_HIGHER) layer = (layer + 1) % n_layer;
+    else head = head + 1 < n_head ? head + 1 : -1;
+    st_err err = {0};
+    char buf[160];
+    if (ui_worker_set_attn(t->w, layer, head, &err)) set_msg(t, err.msg);
+    else if (layer < 0) set_msg(t, "attention weights off");
+    else {
+        char which[32] = "mean of heads";
+        if (head >= 0) snprintf(which, sizeof which, "head %d", head);
+        snprintf(buf, sizeof buf, "attention weights of layer %d, %s from the next step on (s runs one)",
+                 layer, which);
+        set_msg(t, buf);
+    }
+}
+
 static void do_action(tui *t, int a) {
     ui_worker_lock(t->w);
     const forest *f = ui_worker_forest(t->w);
@@ -475,6 +502,19 @@ static void do_action(tui *t, int a) {
     case UI_ACT_MASK_DOWN: mv_vscroll(mv, 1); break;
     case UI_ACT_MASK_LEFT: mv_hscroll(mv, -8, t->mask_gw > 0 ? t->mask_gw : 40); break;
     case UI_ACT_MASK_RIGHT: mv_hscroll(mv, 8, t->mask_gw > 0 ? t->mask_gw : 40); break;
+    case UI_ACT_MASK_FOLD:
+        set_msg(t, mv_toggle_fold(mv) ? "folds open: one column a slot (h/l scroll, o folds)"
+                                      : "shared runs folded (o opens them)");
+        break;
+    case UI_ACT_MASK_OLDER: case UI_ACT_MASK_NEWER: {
+        int32_t kept, back = ui_worker_mask_back(t->w, a == UI_ACT_MASK_OLDER ? -1 : 1, &kept);
+        char buf[96];
+        if (back) snprintf(buf, sizeof buf, "%d step%s back of %d kept: ] comes forward", back, back == 1 ? "" : "s", kept);
+        else snprintf(buf, sizeof buf, "the last step (%d kept: [ goes back)", kept);
+        set_msg(t, buf);
+        break;
+    }
+    case UI_ACT_ATTN: case UI_ACT_ATTN_LOWER: case UI_ACT_ATTN_HIGHER: case UI_ACT_ATTN_HEAD: attn_key(t, a); break;
     case UI_ACT_ALT_PICK: {
         int32_t ids[TV_MAX_ALTS];
         float lps[TV_MAX_ALTS];

@@ -56,9 +56,33 @@ static st_code keep_job(ui_worker *w, const ui_job *j, st_err *err) {
     return ST_OK;
 }
 
+st_code ui_worker_set_attn(ui_worker *w, int32_t layer, int32_t head, st_err *err) {
+    const model_hparams *hp = model_ctx_hparams(w->ctx);
+    kern_backend *be = model_ctx_backend(w->ctx);
+    if (layer < -1 || layer >= hp->n_layer || head < -1 || head >= hp->n_head)
+        return st_set(err, ST_ERR_ARG, "the model has layers 0-%d of heads 0-%d (layer -1: no "
+                      "weights; head -1: their mean)", hp->n_layer - 1, hp->n_head - 1);
+    if (layer >= 0 && !kern_backend_ops(be)->attn_weights)
+        return st_set(err, ST_ERR_UNSUPPORTED, "the %s backend cannot hand back attention "
+                      "weights", kern_backend_name(be));
+    w->plan.attn_want = layer >= 0;
+    w->plan.attn_layer = layer, w->plan.attn_head = head;
+    return ST_OK;
+}
+
+void ui_worker_attn(const ui_worker *w, int32_t *layer, int32_t *head, int32_t *n_layer, int32_t *n_head) {
+    *layer = w->plan.attn_want ? w->plan.attn_layer : -1;
+    *head = w->plan.attn_head;
+    *n_layer = model_ctx_hparams(w->ctx)->n_layer;
+    *n_head = model_ctx_hparams(w->ctx)->n_head;
+}
+
 static st_code set_param(ui_worker *w, const char *key, double v, st_err *err) {
     st_code rc = sample_param_set(&w->sp, key, v, err);
     if (rc != ST_ERR_NOT_FOUND) return rc;
+    if (!strcmp(key, "layer") || !strcmp(key, "head")) /* the mask pane's weights */
+        return ui_worker_set_attn(w, !strcmp(key, "layer") ? (int32_t)v : w->plan.attn_layer,
+                                  !strcmp(key, "head") ? (int32_t)v : w->plan.attn_head, err);
     if (!strcmp(key, "budget") && v >= 1 && v <= 1e6) w->budget = (int32_t)v;
     else if (!strcmp(key, "chat")) {
         if (v != 0 && w->chat.kind == CHAT_NONE)
@@ -86,6 +110,7 @@ static st_code preview_next(ui_worker *w, st_err *err) {
     }
     mv_capture(w->mv, w->f, w->tk, &w->preview, w->n_steps);
     w->mv->preview = true;
+    w->hist.back = 0; /* the preview is what the pane shows */
     step_plan_cancel(w->f, &w->preview);
     say(w, "%s", "the next step's plan (not run): s runs it");
     return ST_OK;
@@ -198,6 +223,7 @@ static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
     w->f = nf;
     w->sp = sp;
     mv_init(w->mv);
+    mvh_clear(&w->hist);
     w->unsaved_since = 0;
     w->modified = w->touched = false;
     w->n_scores = 0; /* ids of the old forest */
@@ -213,7 +239,7 @@ static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
  * or 0 for any other file (Markdown). */
 static int svg_parts(char *path) {
     size_t n = strlen(path);
-    int parts = SVG_TREE | SVG_MASK;
+    int parts = SVG_TREE | SVG_MASK | SVG_SLIDE; /* the whole picture is a slide */
     if (n > 5 && (!strcmp(path + n - 5, " tree") || !strcmp(path + n - 5, " mask"))) {
         parts = path[n - 4] == 't' ? SVG_TREE : SVG_MASK;
         path[n -= 5] = '\0';
@@ -318,6 +344,7 @@ static void *worker_main(void *arg) {
             worker_run_step(w);
         /* a prune (the user's, or a strategy's own) may have removed nodes the mask view names */
         mv_mark_pruned(w->mv, w->f);
+        for (int32_t b = 0; b < w->hist.n; b++) mv_mark_pruned(mvh_at(&w->hist, b), w->f);
         pthread_mutex_unlock(&w->mu);
         free((char *)j.text);
         if (have && j.kind == UI_JOB_QUIT) break;
@@ -355,11 +382,13 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
         return NULL;
     }
     mv_init(w->mv);
+    mvh_init(&w->hist);
     pthread_mutex_init(&w->mu, NULL);
     pthread_mutex_init(&w->qmu, NULL);
     pthread_cond_init(&w->qcv, NULL);
     step_plan_init(&w->plan);
     step_plan_init(&w->preview);
+    w->plan.attn_layer = w->plan.attn_head = -1; /* no weights; asked: their mean */
     w->plan.forward_begin = forward_unlock;
     w->plan.forward_end = forward_relock;
     w->plan.forward_ud = w;
@@ -413,6 +442,7 @@ void ui_worker_stop(ui_worker *w) {
     pthread_mutex_destroy(&w->qmu);
     pthread_cond_destroy(&w->qcv);
     free(w->mv);
+    mvh_free(&w->hist);
     free(w);
 }
 
@@ -423,8 +453,13 @@ void ui_worker_lock(ui_worker *w) { pthread_mutex_lock(&w->mu); }
 bool ui_worker_trylock(ui_worker *w) { return pthread_mutex_trylock(&w->mu) == 0; }
 void ui_worker_unlock(ui_worker *w) { pthread_mutex_unlock(&w->mu); }
 const forest *ui_worker_forest(const ui_worker *w) { return w->f; }
-const mask_view *ui_worker_mask(const ui_worker *w) { return w->mv; }
-mask_view *ui_worker_mask_mut(ui_worker *w) { return w->mv; }
+const mask_view *ui_worker_mask(const ui_worker *w) { return ui_worker_mask_mut((ui_worker *)w); }
+mask_view *ui_worker_mask_mut(ui_worker *w) { return w->hist.back > 0 ? mvh_at(&w->hist, w->hist.back) : w->mv; }
+
+int32_t ui_worker_mask_back(ui_worker *w, int32_t delta, int32_t *kept) {
+    *kept = w->hist.n;
+    return mvh_move(&w->hist, delta);
+}
 bool ui_worker_busy(const ui_worker *w) { return w->run != NULL; }
 
 forest_id ui_worker_take_focus(ui_worker *w) {

@@ -86,9 +86,20 @@ bool ui_worker_trylock(ui_worker *w);
 void ui_worker_unlock(ui_worker *w);
 /* Under the lock: */
 const forest *ui_worker_forest(const ui_worker *w);
+/* The mask view the pane shows: the last step's (or the preview's), or one kept before it
+ * (ui_worker_mask_back). */
 const mask_view *ui_worker_mask(const ui_worker *w);
 mask_view *ui_worker_mask_mut(ui_worker *w); /* scroll position only */
+/* Moves the pane's view through the last steps kept (mask_history.h) by delta (negative:
+ * older); returns how far back it now is (0: the last step), *kept the steps kept. */
+int32_t ui_worker_mask_back(ui_worker *w, int32_t delta, int32_t *kept);
 void ui_worker_stats(const ui_worker *w, ui_stats *s);
+/* The attention weights the steps from now on keep for the mask pane (teaching): those of
+ * layer (-1: none) and query head (-1: the mean over the heads). ST_ERR_ARG outside the
+ * model's layers and heads, ST_ERR_UNSUPPORTED on a backend without them (cuda). */
+st_code ui_worker_set_attn(ui_worker *w, int32_t layer, int32_t head, st_err *err);
+/* The layer and head asked for (layer -1: none), and the model's layers and heads. */
+void ui_worker_attn(const ui_worker *w, int32_t *layer, int32_t *head, int32_t *n_layer, int32_t *n_head);
 /* Leaves a strategy is extending; returns how many (writes at most cap). */
 int32_t ui_worker_running(const ui_worker *w, forest_id *out, int32_t cap);
 /* Node id's score, into *score: the one kept with the node since a :judge or :tot scored

@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "forest/step.h"
 #include "strategy/strategy.h"
+#include "mask_history.h"
 #include "scores.h"
 #include "undo.h"
 #include "worker.h"
@@ -52,6 +53,7 @@ struct ui_worker {
     bool run_sampled;          /* it ran at temp > 0: its "done" names the seed */
     /* what the UI reads */
     mask_view *mv;
+    mv_history hist;           /* the last steps' views, for [ and ] in the mask pane */
     int32_t n_steps;           /* steps ever run (numbers the mask view) */
     double step_ms, t_job, job_tokens;
     int32_t rows;

@@ -284,6 +284,12 @@ static void step_done(ui_worker *w, double ms) {
     w->step_ms = ms;
     w->job_tokens = (double)pr.tokens;
     if (w->plan.n_rows > 0 && !captured) mv_capture(w->mv, w->f, w->tk, &w->plan, w->n_steps - 1);
+    if (w->plan.n_rows > 0 || captured) { /* kept for [ and ] (without memory: not kept) */
+        mv_set_kind(w->mv, strategy_ops_of(w->run)->name);
+        w->mv->rope_base = model_ctx_hparams(w->ctx)->rope_base; /* for :export's picture */
+        w->mv->rope_dim = model_ctx_hparams(w->ctx)->rope_dim;
+        mvh_push(&w->hist, w->mv);
+    }
     /* judge scores stay with their nodes; a running beam's live ones are a list until its
      * results are kept (keep_results) */
     strategy_kind kind = strategy_ops_of(w->run)->kind;

@@ -28,6 +28,7 @@ void step_plan_free(step_plan *p) {
     free(p->tk_lp);
     free(p->seg_off_swa);
     free(p->segs_swa);
+    free(p->attn_w);
     memset(p, 0, sizeof *p);
 }
 
@@ -175,6 +176,33 @@ st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
     return ST_OK;
 }
 
+float step_plan_attn_of(const step_plan *p, int32_t row, int32_t slot) {
+    if (p->attn_n == 0 || row < 0 || row >= p->n_rows) return NAN;
+    int32_t at = 0;
+    for (int32_t i = 0; i < p->seg_off[row]; i++) at += p->segs[i].len;
+    for (int32_t i = p->seg_off[row]; i < p->seg_off[row + 1]; i++) {
+        const kern_seg sg = p->segs[i];
+        if (slot >= sg.start && slot < sg.start + sg.len) return p->attn_w[at + slot - sg.start];
+        at += sg.len;
+    }
+    return NAN;
+}
+
+/* The attention request of a run over segments segs (the plan's unless overridden), with
+ * room for its weights in p->attn_w; false when none is asked for or kept. */
+static bool attn_request(step_plan *p, const kern_seg *segs, model_attn_req *req) {
+    p->attn_n = 0;
+    if (!p->attn_want || segs != p->segs) return false;
+    int64_t n = 0;
+    for (int32_t i = 0; i < p->seg_off[p->n_rows]; i++) n += p->segs[i].len;
+    if (n > INT32_MAX / (int64_t)sizeof(float) || !ARR_GROW_I32(p->attn_w, (int32_t)n, p->cap_attn_w))
+        return false;
+    *req = (model_attn_req){.layer = p->attn_layer, .head = p->attn_head, .w = p->attn_w};
+    p->attn_n = (int32_t)n;
+    p->attn_w_layer = p->attn_layer, p->attn_w_head = p->attn_head;
+    return true;
+}
+
 bool step_plan_sees(const step_plan *p, int32_t row, int32_t slot) {
     for (int32_t i = p->seg_off[row]; i < p->seg_off[row + 1]; i++)
         if (slot >= p->segs[i].start && slot < p->segs[i].start + p->segs[i].len) return true;
@@ -314,11 +342,14 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
         model_batch b = {.n_rows = p->n_rows, .tokens = p->tokens, .pos = pos, .slot = p->slot,
                          .seg_off = seg_off, .segs = segs, .want_logits = p->want,
                          .seg_off_swa = p->seg_off_swa, .segs_swa = p->segs_swa};
+        model_attn_req req;
+        if (attn_request(p, segs, &req)) b.attn = &req;
         if (p->forward_begin) p->forward_begin(p->forward_ud);
         rc = model_forward(c, &b, rows, err);
         if (p->forward_end) p->forward_end(p->forward_ud);
     }
     if (rc) {
+        p->attn_n = 0;
         if (on_device && rows) o->buf_free(be, rows);
         step_plan_cancel(f, p);
         return rc;

@@ -94,6 +94,17 @@ typedef struct step_plan {
     const int32_t *pos_override;
     const int32_t *seg_off_override;
     const kern_seg *segs_override;
+    /* The caller's, optional (teaching): when attn_want, runs hand back the attention
+     * weights of layer attn_layer, query head attn_head (-1: the mean over the heads), read
+     * with step_plan_attn_of; a backend without them (cuda) fails the run with
+     * ST_ERR_UNSUPPORTED. A run with overridden segments keeps none. */
+    bool attn_want;
+    int32_t attn_layer, attn_head;
+    float *attn_w;         /* (seg cells) after a run: model_attn_req's layout */
+    int32_t attn_n;        /* cells in attn_w; 0: the last run kept no weights */
+    int32_t attn_w_layer, attn_w_head; /* the layer and head attn_w is of (a caller may
+                                          change attn_layer while a run computes) */
+    int32_t cap_attn_w;
 } step_plan;
 
 void step_plan_init(step_plan *p);
@@ -113,6 +124,10 @@ bool step_plan_sees(const step_plan *p, int32_t row, int32_t slot);
 st_code step_plan_window(step_plan *p, const model_hparams *hp, st_err *err);
 /* On a windowed layer, can row r attend to KV slot s? (step_plan_sees without windows.) */
 bool step_plan_sees_window(const step_plan *p, int32_t row, int32_t slot);
+
+/* The weight row `row` put on KV slot `slot` in the last run's attention (attn_want), or
+ * NAN when it kept none or the row does not see the slot. */
+float step_plan_attn_of(const step_plan *p, int32_t row, int32_t slot);
 
 /* Runs the model over a built plan. On success the rows' nodes are computed, p->logits
  * holds the logits of the out rows and each out node's top-k alternatives are stored in

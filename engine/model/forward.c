@@ -247,6 +247,14 @@ static st_code check_batch(model_ctx *c, const model_batch *b, st_err *err) {
     if (hp->n_swa > 0 && b->n_rows > 0 && (!b->seg_off_swa || !b->segs_swa))
         return st_set(err, ST_ERR_ARG, "the model has sliding-window layers (window %d): the "
                       "batch needs windowed segments", hp->n_swa);
+    if (b->attn && (b->attn->layer < 0 || b->attn->layer >= hp->n_layer ||
+                    b->attn->head < -1 || b->attn->head >= hp->n_head || !b->attn->w))
+        return st_set(err, ST_ERR_ARG, "attention weights of layer %d, head %d: the model has "
+                      "%d layers of %d heads", b->attn->layer, b->attn->head, hp->n_layer,
+                      hp->n_head);
+    if (b->attn && !c->ops->attn_weights)
+        return st_set(err, ST_ERR_UNSUPPORTED, "the %s backend cannot hand back attention "
+                      "weights; use --backend cpu", c->ops->name);
     st_code rc = ST_OK;
     int32_t r = 0;
     for (; r < b->n_rows && rc == ST_OK; r++) {
@@ -270,6 +278,41 @@ static st_code check_batch(model_ctx *c, const model_batch *b, st_err *err) {
     for (int32_t i = 0; i < b->n_rows && i <= r; i++)
         if (b->slot[i] >= 0 && b->slot[i] < c->n_slots) c->seen[b->slot[i]] = 0;
     return rc;
+}
+
+/* Cells (slots over every segment) of rows [r0, r1) of segments seg_off/segs. */
+static int64_t seg_cells(const int32_t *seg_off, const kern_seg *segs, int32_t r0, int32_t r1) {
+    int64_t n = 0;
+    for (int32_t i = seg_off[r0]; i < seg_off[r1]; i++) n += segs[i].len;
+    return n;
+}
+
+/* The requested weights of rows [r0, r0 + n) into w (their cells of the full segments).
+ * On a windowed layer the op fills tmp (the window's cells), which is then placed slot by
+ * slot among the full cells, the others 0. */
+static void chunk_attn_weights(model_ctx *c, const model_batch *b, const kern_attn *a,
+                               int32_t r0, float *w, float *tmp) {
+    if (a->segs == b->segs) {
+        c->ops->attn_weights(c->be, a, b->attn->head, w);
+        return;
+    }
+    c->ops->attn_weights(c->be, a, b->attn->head, tmp);
+    for (int32_t r = r0; r < r0 + a->n_rows; r++) {
+        const int64_t n = seg_cells(b->seg_off, b->segs, r, r + 1);
+        memset(w, 0, (size_t)n * sizeof *w);
+        for (int32_t i = b->seg_off_swa[r]; i < b->seg_off_swa[r + 1]; i++)
+            for (int32_t t = 0; t < b->segs_swa[i].len; t++) {
+                const int32_t slot = b->segs_swa[i].start + t;
+                int64_t at = 0;
+                for (int32_t j = b->seg_off[r]; j < b->seg_off[r + 1]; j++) {
+                    const kern_seg sg = b->segs[j];
+                    if (slot >= sg.start && slot < sg.start + sg.len) w[at + slot - sg.start] = *tmp;
+                    at += sg.len;
+                }
+                tmp++;
+            }
+        w += n;
+    }
 }
 
 /* The per-layer inputs of the chunk's n rows (Gemma 4's E models, gemma4.cpp's
@@ -309,7 +352,8 @@ static void ple_layer(model_ctx *c, const model_layer *L, int32_t l, int32_t n) 
 
 /* Layer l's attention for the chunk's n rows: the result (before wo) in c->att. A layer
  * with its own cache stores its rows' K and V first; a shared-KV layer reads its source's. */
-static void attention_block(model_ctx *c, const model_batch *b, int32_t r0, int32_t n, int32_t l) {
+static void attention_block(model_ctx *c, const model_batch *b, int32_t r0, int32_t n, int32_t l,
+                            float *aw, float *tmp) {
     const model_prep *w = c->w;
     const model_layer *L = &w->layers[l];
     const model_hparams *hp = &c->m->hp;
@@ -350,10 +394,14 @@ static void attention_block(model_ctx *c, const model_batch *b, int32_t r0, int3
     };
     if (swa) a.seg_off = b->seg_off_swa + r0, a.segs = b->segs_swa;
     o->attention(be, &a);
+    if (b->attn && b->attn->layer == l) chunk_attn_weights(c, b, &a, r0, aw, tmp);
 }
 
-/* Rows [r0, r0 + n) of the batch through every layer; leaves the residual in c->x. */
-static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_t n) {
+/* Rows [r0, r0 + n) of the batch through every layer; leaves the residual in c->x. The
+ * requested attention weights (b->attn) of these rows go to aw, with tmp for a windowed
+ * layer's (chunk_attn_weights). */
+static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_t n, float *aw,
+                          float *tmp) {
     const model_prep *w = c->w;
     const model_hparams *hp = &c->m->hp;
     const kern_ops *o = c->ops;
@@ -369,7 +417,7 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const model_layer *L = &w->layers[l];
         o->rmsnorm(be, c->xb, c->x, L->attn_norm, n, hp->n_embd, hp->rms_eps);
-        attention_block(c, b, r0, n, l);
+        attention_block(c, b, r0, n, l, aw, tmp);
         o->matmul(be, c->xb, &L->wo, c->att, n);
         if (L->post_attn_norm)
             o->rmsnorm(be, c->xb, c->xb, L->post_attn_norm, n, hp->n_embd, hp->rms_eps);
@@ -403,9 +451,14 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
     const model_hparams *hp = &c->m->hp;
     float *out = logits;
     int32_t *keep = c->keep;
+    float *tmp = NULL; /* a windowed layer's weights, before they are placed */
+    if (b->attn && model_layer_is_swa(hp, b->attn->layer) && b->n_rows > 0 &&
+        !(tmp = malloc(sizeof *tmp * (size_t)seg_cells(b->seg_off_swa, b->segs_swa, 0, b->n_rows))))
+        return st_set(err, ST_ERR_NOMEM, "out of memory for the attention weights");
     for (int32_t r0 = 0; r0 < b->n_rows; r0 += c->max_rows) {
         int32_t n = b->n_rows - r0 < c->max_rows ? b->n_rows - r0 : c->max_rows;
-        forward_chunk(c, b, r0, n);
+        float *aw = b->attn ? b->attn->w + seg_cells(b->seg_off, b->segs, 0, r0) : NULL;
+        forward_chunk(c, b, r0, n, aw, tmp);
         /* gather the rows that want logits, then norm + classifier on those only */
         int32_t w = 0;
         for (int32_t i = 0; i < n; i++)
@@ -416,6 +469,7 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
         c->ops->matmul(c->be, out, &wt->output, c->xb, w);
         out += (size_t)w * hp->n_vocab;
     }
+    free(tmp);
     st_code rc2 = kern_backend_sync(c->be, err); /* an op short of scratch memory */
     if (rc2 == ST_OK && hp->final_softcap > 0)
         softcap_rows(hp, logits, (int32_t)((out - logits) / hp->n_vocab));

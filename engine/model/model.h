@@ -232,6 +232,15 @@ int64_t model_kv_slot_floats(const model_hparams *hp);
 st_code model_kv_read(model_ctx *c, int32_t slot, float *k, float *v, st_err *err);
 st_code model_kv_write(model_ctx *c, int32_t slot, const float *k, const float *v, st_err *err);
 
+/* A request for one layer's attention weights (teaching), in a model_batch: row after
+ * row, one weight per slot of the row's segments (seg_off, segs), in their order, each
+ * row's summing to 1; on a windowed layer the slots outside the row's window get 0. */
+typedef struct model_attn_req {
+    int32_t layer;  /* 0 .. n_layer - 1 */
+    int32_t head;   /* a query head (< n_head), or -1: the mean over the heads */
+    float *w;       /* (seg cells) host memory, the caller's */
+} model_attn_req;
+
 typedef struct model_batch {
     int32_t n_rows;
     const int32_t *tokens;      /* (n_rows) token ids */
@@ -245,12 +254,16 @@ typedef struct model_batch {
      * (step.h's step_plan_window builds them for a forest step). */
     const int32_t *seg_off_swa; /* (n_rows + 1) */
     const kern_seg *segs_swa;
+    /* Optional (NULL: none, and the pass pays nothing for it): the weights of one layer's
+     * attention. Backends without the attn_weights op (cuda) answer ST_ERR_UNSUPPORTED. */
+    const model_attn_req *attn;
 } model_batch;
 
 /* Runs the model over the batch (in chunks of max_rows when larger). Writes the logits
  * of the requested rows, in row order, to logits (n_wanted, n_vocab). Returns ST_OK,
  * ST_ERR_ARG (bad token id, slot, position or segment, windowed segments missing on a
- * model with windowed layers; nothing is computed), or
+ * model with windowed layers, an attention request's layer or head out of range; nothing
+ * is computed), ST_ERR_UNSUPPORTED (attention weights asked of a backend without them), or
  * ST_ERR_NOMEM (the backend could not get scratch memory; the batch's KV slots and logits
  * then hold garbage). */
 st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err *err);

@@ -274,6 +274,7 @@ const kern_ops kern_cpu_ops = {
     .rmsnorm = cpu_rmsnorm,
     .rope = cpu_rope,
     .attention = cpu_attention,
+    .attn_weights = kern_host_attn_weights,
     .swiglu = cpu_swiglu,
     .add = cpu_add,
     .softmax = cpu_softmax,

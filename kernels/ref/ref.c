@@ -138,24 +138,13 @@ static void ref_attention(kern_backend *b, const kern_attn *a) {
     }
     for (int32_t r = 0; r < a->n_rows; r++) {
         for (int32_t h = 0; h < a->n_head; h++) {
-            const float *q = a->q + r * q_stride + (int64_t)h * hd;
             const int64_t kv_off = (int64_t)(h / n_rep) * hd;
             /* pass 1: scores and their maximum */
-            double mx = -INFINITY;
-            int64_t j = 0;
-            for (int32_t s = a->seg_off[r]; s < a->seg_off[r + 1]; s++) {
-                for (int32_t t = 0; t < a->segs[s].len; t++, j++) {
-                    const float *k = a->k + (int64_t)(a->segs[s].start + t) * kv_stride + kv_off;
-                    double d = 0;
-                    for (int32_t i = 0; i < hd; i++) d += (double)q[i] * k[i];
-                    score[j] = d * a->scale;
-                    if (score[j] > mx) mx = score[j];
-                }
-            }
+            const double mx = kern_host_attn_scores(a, r, h, score);
             /* pass 2: softmax weights and the weighted sum of values */
             double sum = 0;
             memset(acc, 0, (size_t)hd * sizeof *acc);
-            j = 0;
+            int64_t j = 0;
             for (int32_t s = a->seg_off[r]; s < a->seg_off[r + 1]; s++) {
                 for (int32_t t = 0; t < a->segs[s].len; t++, j++) {
                     const float *v = a->v + (int64_t)(a->segs[s].start + t) * kv_stride + kv_off;
@@ -265,6 +254,7 @@ const kern_ops kern_ref_ops = {
     .rmsnorm = ref_rmsnorm,
     .rope = ref_rope,
     .attention = ref_attention,
+    .attn_weights = kern_host_attn_weights,
     .swiglu = ref_swiglu,
     .add = ref_add,
     .softmax = ref_softmax,
