@@ -211,6 +211,59 @@ out:
     model_free(m);
 }
 
+/* What the nodes from leaf up to root (excluded) hold: how many are computed and how
+ * many alternatives they keep; the tokens from root on into t (*n of them). */
+static void branch_state(const forest *f, forest_id root, forest_id leaf, int32_t *t, int32_t *n, int32_t *computed,
+                         int32_t *alts) {
+    *n = tokens_below(f, root, leaf, t, 16);
+    *computed = *alts = 0;
+    for (int32_t i = forest_index(leaf); i >= 0 && i != forest_index(root); i = forest_node_at(f, i)->parent) {
+        *computed += forest_node_at(f, i)->state == FOREST_COMPUTED;
+        *alts += forest_topk(f, forest_id_at(f, i), NULL, NULL, 0);
+    }
+}
+
+/* :grow, d on its branch, u: the branch comes back computed (it came back pending, to
+ * be computed by hand with s), with its tokens and its choices (its end's too, which the
+ * grow left pending). */
+static void test_undo_computed(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    forest_id root;
+    ui_worker_params wp = {.sp = sample_default_params(), .budget = 6, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = stories_worker(&wp, &m, &tk, &c, &root);
+    if (!w) goto out;
+    char msg[1024];
+    int32_t t0[16], t1[16], n0, n1, k0, k1, a0, a1;
+    forest_id lv;
+    T_CHECK(run_job(w, cmd_job(":grow", root), msg, sizeof msg), "grow: %s", msg);
+    ui_worker_lock(w);
+    const forest *f = ui_worker_forest(w);
+    T_CHECK(leaves_below(w, root, &lv, 1) == 1, "one branch");
+    branch_state(f, root, lv, t0, &n0, &k0, &a0);
+    forest_id top = forest_id_at(f, forest_get(f, root)->first_child);
+    ui_worker_unlock(w);
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_PRUNE, .node = top}, msg, sizeof msg) &&
+                run_job(w, (ui_job){.kind = UI_JOB_UNDO}, msg, sizeof msg),
+            "d, u: %s", msg);
+    ui_worker_lock(w);
+    f = ui_worker_forest(w);
+    T_CHECK(leaves_below(w, root, &lv, 1) == 1, "the branch is back");
+    branch_state(f, root, lv, t1, &n1, &k1, &a1);
+    ui_worker_unlock(w);
+    T_CHECK(n0 > 1 && n1 == n0 && !memcmp(t0, t1, sizeof(int32_t) * (size_t)n0), "the same %d tokens", (int)n0);
+    /* the step computes the grow's last token too, which it had left pending */
+    T_CHECK(k0 >= n0 - 1 && k1 >= k0, "computed as before: %d of %d (before: %d)", (int)k1, (int)n1, (int)k0);
+    T_CHECK(a0 > 0 && a1 >= a0, "its %d choices: %d", (int)a0, (int)a1);
+    T_CHECK(strstr(msg, "as they were") != NULL, "says so: %s", msg);
+    ui_worker_stop(w);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 /* The worker's save and load (app/cmd_tui.c's, less the model check): the session with
  * the scores the worker hands over. */
 static st_code save_cb(void *ud, const char *path, const forest *f, const sample_params *sp, session_meta *meta,
@@ -303,5 +356,6 @@ int main(void) {
     test_beam_agrees();
     test_fresh_seeds();
     test_scores_last();
+    test_undo_computed();
     return t_done();
 }

@@ -197,33 +197,39 @@ static void test_forest_view(void) {
     tv_move(&tv, -10);
     T_CHECK(tv.cursor == 0 && tv_alts(&tv, f, got, glp, 8, NULL) == 0, "no alternatives at a root");
     tv_free(&tv);
-    /* pruning one of two siblings: the survivor keeps its own line under the root's (the
-       two merged into one line before, and d on it pruned the prompt with it) */
+    /* a strategy pruning one of two siblings (rejected drafts, :tot's losers): the chain
+       left is one line (it was drawn as a nested line under the root's before); the
+       user's prune keeps the survivor's line (test_ui_undo) */
     forest_prune(f, ids[2], NULL);
     fv_rebuild(&v, f, &err);
-    fv_render(&v, f, NULL, 1, NULL, 0, buf, sizeof buf, 60);
-    T_CHECK(v.n_lines == 2 && v.lines[0].n_nodes == 3 && !strcmp(buf, "   * 60% [4][5]"),
-            "after a prune: %d lines, line 1 '%s'", v.n_lines, buf);
-    T_CHECK(fv_select_node(&v, f, ids[1]) && v.cursor == 1 && fv_selected(&v, f) == ids[1], "the survivor's line");
-    forest_id n8;
-    int32_t t8 = 8;
-    forest_append(f, ids[1], &t8, NULL, 1, &n8, NULL);
+    fv_render(&v, f, NULL, 0, NULL, 0, buf, sizeof buf, 60);
+    T_CHECK(v.n_lines == 1 && v.lines[0].n_nodes == 5 && !strcmp(buf, " *   - [1][2][3][4][5]"),
+            "after a strategy's prune: %d lines, line 0 '%s'", v.n_lines, buf);
+    forest_free(f);
+    /* the same view over a new forest (a :load) whose ids are the old ones: one chain,
+       one line, nothing folded */
+    int32_t chain[6] = {1, 2, 3, 4, 5, 6};
+    f = forest_init(64, 4);
+    forest_id last;
+    forest_add_root(f, chain, NULL, 3, 0, &last, NULL);
+    forest_append(f, last, chain + 3, NULL, 3, &last, NULL);
     fv_rebuild(&v, f, &err);
-    T_CHECK(v.n_lines == 2 && v.lines[1].n_nodes == 3 && fv_selected(&v, f) == n8, "the survivor's line grows");
+    T_CHECK(v.n_lines == 1 && v.lines[0].n_nodes == 6 && fv_selected(&v, f) == last, "a loaded chain: %d lines",
+            v.n_lines);
     fv_free(&v);
     forest_free(f);
 
     /* 10,000+ nodes: 100 branches of 100 tokens; rebuild + one window well under 50 ms */
     f = forest_init(20000, 0);
-    int32_t one = 1, chain[99];
-    for (int i = 0; i < 99; i++) chain[i] = 2 + i;
+    int32_t one = 1, chain99[99];
+    for (int i = 0; i < 99; i++) chain99[i] = 2 + i;
     forest_id root;
     forest_add_root(f, &one, NULL, 1, 0, &root, NULL);
     for (int b = 0; b < 100; b++) {
-        forest_id first, last;
+        forest_id first;
         float lp = logf(0.5f);
         forest_append(f, root, &one, &lp, 1, &first, NULL);
-        forest_append(f, first, chain, NULL, 99, &last, NULL);
+        forest_append(f, first, chain99, NULL, 99, &last, NULL);
     }
     fv_init(&v, true);
     double t0 = now_ms();

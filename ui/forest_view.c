@@ -20,14 +20,14 @@ void fv_init(forest_view *v, bool utf8) {
 void fv_free(forest_view *v) {
     free(v->sib);
     free(v->lines);
-    free(v->mark);
+    free(v->fold);
     free(v->stack);
     fv_init(v, v->utf8);
 }
 
 bool fv_is_folded(const forest_view *v, const forest *f, int32_t idx) {
     const forest_node *nd = forest_node_at(f, idx);
-    return idx < v->cap_mark && nd && v->mark[idx].fold == nd->gen + 1;
+    return idx < v->cap_mark && nd && nd->state != FOREST_FREE && v->fold[idx] == forest_id_at(f, idx);
 }
 
 static bool single_child(const forest *f, const forest_node *nd) {
@@ -35,13 +35,14 @@ static bool single_child(const forest *f, const forest_node *nd) {
 }
 
 /* The child that continues nd's line, -1 where the line ends: at a leaf, at two or more
- * children, or at a child that began a line of its own before (its siblings were pruned
- * since). Lines never merge, so the line a prune leaves keeps its place and its text, and
- * `d` on it prunes what it shows, not the parent's line with it. */
-static int32_t line_next(const forest_view *v, const forest *f, const forest_node *nd) {
+ * children, or at a child whose siblings the user pruned (FOREST_OWN_LINE). Lines the
+ * user's prune leaves never merge, so the survivor keeps its place and its text, and `d`
+ * on it prunes what it shows, not the parent's line with it; a chain a strategy made
+ * and pruned its own way (drafts, a load) is one line. */
+static int32_t line_next(const forest *f, const forest_node *nd) {
     if (!single_child(f, nd)) return -1;
     int32_t c = nd->first_child;
-    return c < v->cap_mark && v->mark[c].start == forest_node_at(f, c)->gen + 1 ? -1 : c;
+    return forest_node_at(f, c)->flags & FOREST_OWN_LINE ? -1 : c;
 }
 
 /* A child waiting on the walk's stack, with its key and its place there. */
@@ -78,9 +79,9 @@ st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
         return st_set(err, ST_ERR_NOMEM, "out of memory for the forest view");
     if (cap > v->cap_mark) {
         int32_t old = v->cap_mark;
-        if (!ARR_GROW_I32(v->mark, cap, v->cap_mark))
+        if (!ARR_GROW_I32(v->fold, cap, v->cap_mark))
             return st_set(err, ST_ERR_NOMEM, "out of memory for the forest view");
-        memset(v->mark + old, 0, sizeof(fv_mark) * (size_t)(v->cap_mark - old));
+        memset(v->fold + old, 0xff, sizeof(forest_id) * (size_t)(v->cap_mark - old)); /* FOREST_NONE */
     }
     /* a stack of (line start, indent) pairs; roots pushed last-first so they pop in order */
     int32_t sp = 0, n_roots = 0;
@@ -106,8 +107,7 @@ st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
         const forest_node *nd = forest_node_at(f, s);
         if (nd->flags & FOREST_BOOKMARK) ln.flags |= FV_BOOKMARK;
         if (nd->flags & FOREST_DIMMED) ln.flags |= FV_DIMMED;
-        v->mark[s].start = nd->gen + 1;
-        for (int32_t c; (c = line_next(v, f, nd)) >= 0;) {
+        for (int32_t c; (c = line_next(f, nd)) >= 0;) {
             ln.end = c;
             nd = forest_node_at(f, ln.end);
             ln.n_nodes++;
@@ -116,7 +116,7 @@ st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
         for (int32_t c = nd->first_child; c >= 0; c = forest_node_at(f, c)->next_sibling) ln.n_children++;
         if (nd->flags & FOREST_FINISHED) ln.flags |= nd->tag == GROW_END_BUDGET ? FV_BUDGET : FV_FINISHED;
         if (nd->state == FOREST_PENDING) ln.flags |= FV_PENDING;
-        if (ln.n_children > 0 && line_next(v, f, nd) < 0) {
+        if (ln.n_children > 0 && line_next(f, nd) < 0) {
             ln.flags |= FV_BRANCHES;
             if (fv_is_folded(v, f, s)) ln.flags |= FV_COLLAPSED;
             else {
@@ -154,7 +154,7 @@ bool fv_select_node(forest_view *v, const forest *f, forest_id id) {
     if (!nd) return false;
     /* up to the start of its line: while the parent has this one child only */
     int32_t idx = forest_index(id);
-    while (nd->parent >= 0 && line_next(v, f, forest_node_at(f, nd->parent)) == idx) {
+    while (nd->parent >= 0 && line_next(f, forest_node_at(f, nd->parent)) == idx) {
         idx = nd->parent;
         nd = forest_node_at(f, idx);
     }
@@ -185,7 +185,7 @@ bool fv_fold(forest_view *v, const forest *f, bool fold) {
     if (!(ln->flags & FV_BRANCHES) || ln->start >= v->cap_mark) return false;
     bool was = fv_is_folded(v, f, ln->start);
     if (was == fold) return false;
-    v->mark[ln->start].fold = fold ? forest_node_at(f, ln->start)->gen + 1 : 0;
+    v->fold[ln->start] = fold ? forest_id_at(f, ln->start) : FOREST_NONE;
     return true;
 }
 

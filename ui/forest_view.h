@@ -4,8 +4,9 @@
  * A line is a maximal chain of single-child nodes (the radix view): it starts at a root
  * or at a child of a branching node and ends at a leaf or at a node with two or more
  * children, whose children's lines are nested one level deeper, unless the line is
- * collapsed. A node that began a line keeps beginning one after its siblings are pruned
- * (lines never merge: the survivor stays under its parent's line). Lines are rebuilt from the forest in O(nodes) without decoding any text;
+ * collapsed. A node whose siblings the user pruned keeps beginning a line
+ * (FOREST_OWN_LINE: the survivor stays under its parent's line); a chain is otherwise one
+ * line whatever made it. Lines are rebuilt from the forest in O(nodes) without decoding any text;
  * text is decoded only for the lines drawn (fv_render), so forests of 10,000+ nodes
  * scroll without lag. The cursor is a line, remembered by its first node's id so that it
  * stays put while the forest grows. The selected node is the cursor line's last node.
@@ -41,20 +42,14 @@ typedef struct fv_line {
     uint32_t flags;       /* FV_* */
 } fv_line;
 
-/* What the view remembers of a node across rebuilds; each field is the node's generation
- * + 1 when true, so a reused index starts clear. */
-typedef struct fv_mark {
-    uint32_t fold;  /* its line is collapsed */
-    uint32_t start; /* it began a line (it stays a line start: lines never merge) */
-} fv_mark;
-
 typedef struct forest_view {
     fv_line *lines;
     int32_t n_lines, cap_lines;
     int32_t cursor;        /* line index */
     int32_t top;           /* first line shown */
     forest_id cursor_id;   /* id of the cursor line's first node */
-    fv_mark *mark;         /* (cap_mark) per forest index */
+    forest_id *fold;       /* (cap_mark) per forest index: the id of the node whose line is
+                              collapsed there, FOREST_NONE: none (a reused index starts open) */
     int32_t cap_mark;
     int32_t *stack;        /* scratch for the walk */
     int32_t cap_stack;

@@ -21,7 +21,24 @@ static void say_pruned(ui_worker *w, const char *verb, const ui_prune_info *in, 
     w->msg_no++;
 }
 
+/* After an undo: what was computed before its prune is computed again at once (its K/V
+ * went with the prune; a step gives back the same), so the tree is as it was. */
+static st_code restored(ui_worker *w, const ui_prune_info *in, st_err *err) {
+    if (!in->computed) {
+        say_pruned(w, "restored", in, ": s computes them, U prunes them again");
+        return ST_OK;
+    }
+    ui_job s = ui_job_run(STRAT_STEPS, in->near);
+    st_code rc = worker_run_start(w, &s, err);
+    if (rc) return rc;
+    snprintf(w->note, sizeof w->note, "restored %d node%s, %d branch%s, as they were: U prunes them again",
+             (int)in->nodes, in->nodes == 1 ? "" : "s", (int)in->branches, in->branches == 1 ? "" : "es");
+    return ST_OK;
+}
+
 static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
+    /* plain steps (s, or the last undo's) end first, so that u u u undoes three levels */
+    while (w->run && !w->paused && strategy_ops_of(w->run)->kind == STRAT_STEPS) worker_run_step(w);
     if (w->run) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
     ui_prune_info in;
     forest_id top;
@@ -31,7 +48,7 @@ static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
     if (rc) return rc;
     w->focus = in.near;
     if (j->kind == UI_JOB_PRUNE) say_pruned(w, "pruned", &in, ": u undoes");
-    else if (j->kind == UI_JOB_UNDO) say_pruned(w, "restored", &in, ": s computes them, U prunes them again");
+    else if (j->kind == UI_JOB_UNDO) return restored(w, &in, err);
     else say_pruned(w, "pruned", &in, " again: u undoes");
     return ST_OK;
 }
@@ -43,7 +60,7 @@ static st_code keep_job(ui_worker *w, const ui_job *j, st_err *err) {
     int32_t n_tops, n_scored;
     forest_id best, *tops = ui_judge_keep(w->f, &w->judged, j->node, j->u.keep.n, &n_tops, &n_scored, &best, err);
     if (!tops) return err->code;
-    ui_prune_info in = {0, 0, FOREST_NONE};
+    ui_prune_info in = {.near = FOREST_NONE};
     st_code rc = ui_undo_prune_group(&w->undo, w->f, tops, n_tops, &in, err);
     free(tops);
     if (rc) return rc;
