@@ -17,6 +17,7 @@
 #include "../ui/text_view.h"
 #include "../ui/uline.h"
 #include "t.h"
+#include "t_tok.h"
 
 static double now_ms(void) { return 1e3 * mono_now_s(); }
 
@@ -580,8 +581,65 @@ static void test_long_cell(void) {
     tok_free(tk);
 }
 
+/* Line 0..n-1 of a view over f drawn into lines (each 256 bytes, 80 columns). */
+static void draw(forest_view *v, const forest *f, const tok *tk, char lines[][256], int n) {
+    st_err err = {0};
+    fv_rebuild(v, f, &err);
+    for (int i = 0; i < n; i++) fv_render(v, f, tk, i, NULL, 0, lines[i], 256, 80);
+}
+
+/* A chat prompt's line shows the user's words, not "<|im_start|>system↵You are..." (t
+ * shows it all again); a child line that starts inside a word starts with an ellipsis.
+ * SmolLM2's ChatML and Gemma 3's turns; skipped without the models. */
+static void test_chat_lines(void) {
+    static const struct { const char *model, *prompt; } cases[] = {
+        {"models/SmolLM2-135M-Instruct.Q4_1.gguf",
+         "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+         "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"},
+        {"models/gemma-3-270m-q4_k_m.gguf",
+         "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n"},
+    };
+    if (!setlocale(LC_CTYPE, "C.UTF-8") && !setlocale(LC_CTYPE, "en_US.UTF-8")) {
+        T_SKIP("no UTF-8 locale");
+        return;
+    }
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tok *tk = t_tok_load(cases[c].model);
+        if (!tk) continue;
+        st_err err = {0};
+        int32_t n, nw, na, nb, *p = tok_encode_alloc(tk, cases[c].prompt, strlen(cases[c].prompt), false, true, &n, &err);
+        int32_t *w = tok_encode_alloc(tk, "The capital is Par", 18, false, false, &nw, &err);
+        int32_t *a = tok_encode_alloc(tk, "is", 2, false, false, &na, &err);
+        int32_t *b = tok_encode_alloc(tk, " Lyon", 5, false, false, &nb, &err);
+        forest *f = forest_init(256, 0);
+        forest_id root, mid, x;
+        forest_add_root(f, p, NULL, n, 0, &root, NULL);
+        forest_append(f, root, w, NULL, nw, &mid, NULL);
+        forest_append(f, mid, a, NULL, na, &x, NULL);
+        forest_append(f, mid, b, NULL, nb, &x, NULL);
+        forest_view v;
+        fv_init(&v, true);
+        char ln[4][256];
+        draw(&v, f, tk, ln, 4);
+        T_CHECK(v.n_lines == 3 && strstr(ln[0], "What is the capital of France?") && !strstr(ln[0], "system") &&
+                    !strstr(ln[0], "<"),
+                "%s: the prompt's line shows the question: '%s'", cases[c].model, ln[0]);
+        T_CHECK(strstr(ln[1], "\xe2\x80\xa6is") != NULL && strstr(ln[2], "\xe2\x80\xa6") == NULL,
+                "%s: a line inside a word starts with an ellipsis, one at a word does not: '%s' / '%s'", cases[c].model,
+                ln[1], ln[2]);
+        v.raw = true;
+        draw(&v, f, tk, ln, 1);
+        T_CHECK(strstr(ln[0], "<") != NULL, "%s: t shows the scaffolding: '%s'", cases[c].model, ln[0]);
+        fv_free(&v);
+        forest_free(f);
+        free(p), free(w), free(a), free(b);
+        tok_free(tk);
+    }
+}
+
 int main(void) {
     test_forest_view();
+    test_chat_lines();
     test_long_cell();
     test_wide_text();
     test_text_layout();

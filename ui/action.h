@@ -31,7 +31,7 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(PAUSE,       "pause",        "p",            UI_VIEW_ALL,    "pause or resume (:tot pauses at the level's end)") \
     X(CANCEL,      "cancel",       "x",            UI_VIEW_ALL,    "cancel the strategy (:tot keeps its tree so far)") \
     X(PRUNE,       "prune",        "d Delete",     UI_VIEW_FOREST, "prune the selected subtree") \
-    X(UNDO,        "undo",         "u",            UI_VIEW_FOREST, "undo the last prune (again: the one before): back in its place, computed") \
+    X(UNDO,        "undo",         "u",            UI_VIEW_FOREST, "undo the last prune (again: the one before), as it was") \
     X(REDO,        "redo",         "U C-r",        UI_VIEW_FOREST, "redo: prune again what undo restored") \
     X(BOOKMARK,    "bookmark",     "m",            UI_VIEW_ALL,    "bookmark the selected node or clear it") \
     X(NEXT_MARK,   "next-bookmark", "'",           UI_VIEW_ALL,    "jump to the next bookmark") \
@@ -46,6 +46,7 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(COLLAPSE,    "collapse",     "h Left",       UI_VIEW_FOREST, "collapse the selected subtree (or go to its parent)") \
     X(EXPAND,      "expand",       "l Right",      UI_VIEW_FOREST, "expand the selected subtree") \
     X(TOGGLE,      "toggle",       "Space",        UI_VIEW_FOREST, "collapse or expand the selected subtree") \
+    X(SCAFFOLD,    "scaffold",     "t",            UI_VIEW_FOREST, "show or fold away the chat template's scaffolding on the lines") \
     X(TOKEN_PREV,  "token-prev",   "h Left",       UI_VIEW_TEXT,   "move the token cursor left") \
     X(TOKEN_NEXT,  "token-next",   "l Right",      UI_VIEW_TEXT,   "move the token cursor right") \
     X(ALT_UP,      "alt-up",       "k Up",         UI_VIEW_TEXT,   "previous alternative at the cursor token") \

@@ -3,12 +3,14 @@
 #include "base/array.h"
 #include "forest_view.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "strategy/grow.h"
+#include "chat_fold.h"
 #include "uline.h"
 
 void fv_init(forest_view *v, bool utf8) {
@@ -277,6 +279,35 @@ const char *fv_legend(int32_t i, bool utf8) {
     return utf8 ? u[i] : a[i];
 }
 
+/* A line that holds a chat template's turns drawn as its words (chat_fold.h); false
+ * when it holds none. Only its first FV_TURN_TOKENS tokens are read. */
+#define FV_TURN_TOKENS 4096
+static bool put_turns(const forest *f, const tok *tk, const fv_line *ln, ui_line *l) {
+    int32_t ids[FV_TURN_TOKENS], n = 0;
+    bool control = false;
+    for (int32_t idx = ln->start; n < ln->n_nodes && n < FV_TURN_TOKENS; idx = forest_node_at(f, idx)->first_child) {
+        ids[n] = forest_node_at(f, idx)->token;
+        control |= tok_type(tk, ids[n++]) == TOK_CONTROL;
+    }
+    char text[1024];
+    if (!control || !ui_chat_fold(tk, ids, n, text, sizeof text)) return false;
+    ui_line_put(l, text);
+    return true;
+}
+
+/* Whether the line starting at idx begins inside a word its parent's token began (a
+ * letter or digit on both sides), to be drawn after an ellipsis. */
+static bool mid_word(const forest *f, const tok *tk, int32_t idx) {
+    int32_t parent = forest_node_at(f, idx)->parent;
+    if (parent < 0) return false;
+    char a[256], b[256];
+    fv_token_text(f, tk, parent, a, sizeof a);
+    fv_token_text(f, tk, idx, b, sizeof b);
+    size_t na = strlen(a);
+    unsigned char x = na ? (unsigned char)a[na - 1] : ' ', y = (unsigned char)b[0];
+    return (isalnum(x) || x >= 0x80) && (isalnum(y) || y >= 0x80);
+}
+
 int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
               const forest_id *running, int32_t n_running, char *out, size_t cap, int width) {
     ui_line l = ui_line_make(out, cap, width, v->utf8);
@@ -306,6 +337,8 @@ int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
         snprintf(buf, sizeof buf, "%3.0f%% ", 100 * p);
         ui_line_put(&l, buf);
     }
+    if (!v->raw && tk && put_turns(f, tk, ln, &l)) return cls;
+    if (tk && mid_word(f, tk, ln->start)) ui_line_put(&l, v->utf8 ? "\xe2\x80\xa6" : "...");
     /* the text: decode node by node until the width is used (long chains cost only what
      * is shown) */
     int32_t idx = ln->start, k = 0;

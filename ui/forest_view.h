@@ -54,6 +54,8 @@ typedef struct forest_view {
     int32_t *stack;        /* scratch for the walk */
     int32_t cap_stack;
     bool utf8;             /* glyphs: UTF-8 or ASCII */
+    bool raw;              /* lines show a chat template's scaffolding as it is; false:
+                              folded away, the turns' words shown (chat_fold.h) */
     const double *key;     /* borrowed, by forest index: siblings ordered by it, higher
                               first (ties as made); NULL: as made */
     int32_t n_key;         /* entries of key: a node made after they were computed sorts
@@ -87,7 +89,8 @@ bool fv_is_folded(const forest_view *v, const forest *f, int32_t idx);
 
 /* Writes line i as text of at most width columns into out (cap bytes): indentation,
  * a fold glyph, a marker (bookmark, running, finished, pending), the probability of
- * its first token and the line's text decoded in context. running (may be NULL) lists
+ * its first token and the line's text decoded in context: after an ellipsis when it
+ * starts inside a word, and without a chat template's scaffolding unless v->raw. running (may be NULL) lists
  * the leaves a strategy is extending. tk may be NULL (token ids are shown). Returns the
  * probability class of the first token: 0 below 10%, 1 below 50%, 2 from 50%, 3 for an
  * unscored token (prompt text). */

@@ -467,6 +467,11 @@ static void do_action(tui *t, int a) {
     case UI_ACT_TOGGLE:
         if (t->fv.n_lines) fv_fold(&t->fv, f, !fv_is_folded(&t->fv, f, t->fv.lines[t->fv.cursor].start));
         break;
+    case UI_ACT_SCAFFOLD:
+        t->fv.raw = !t->fv.raw;
+        set_msg(t, t->fv.raw ? "the chat template's scaffolding shown as it is: t folds it away"
+                             : "the chat template's scaffolding folded away: t shows it");
+        break;
     case UI_ACT_TOKEN_PREV: tv_move(&t->tv, -1); break;
     case UI_ACT_TOKEN_NEXT: tv_move(&t->tv, 1); break;
     case UI_ACT_ALT_UP: if (t->tv.alt > 0) t->tv.alt--; break;
