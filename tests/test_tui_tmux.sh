@@ -94,6 +94,12 @@ restart() {
 }
 k ':set temp 0' Enter
 screen start
+# Tab completes a command name after the prompt's ':' (it gave '::grow 4')
+k ':gr' Tab ' 4'
+sleep 0.3
+capture | tail -1 | grep -q '^:grow  *4' && ! capture | tail -1 | grep -q '::'; check tab-complete $? "':gr<Tab> 4': $(capture | tail -1)"
+k C-u Escape
+sleep 0.3
 k '?'
 screen help
 k Escape

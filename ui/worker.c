@@ -2,6 +2,7 @@
  * (prune history in undo.h), the public reads for the views and the status line. The
  * strategy a job starts is run by worker_run.c. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -108,10 +109,12 @@ static st_code preview_next(ui_worker *w, st_err *err) {
     return ST_OK;
 }
 
-/* Tokens under node (FOREST_NONE: a new root); the last one becomes the selection. */
-static st_code add_tokens(ui_worker *w, forest_id node, const int32_t *t, int32_t n, forest_id *last, st_err *err) {
-    st_code rc = node == FOREST_NONE ? forest_add_root(w->f, t, NULL, n, 0, last, err)
-                                     : forest_append(w->f, node, t, NULL, n, last, err);
+/* Tokens under node (FOREST_NONE: a new root) with their log-probabilities (lp NULL:
+ * typed text, unscored); the last one becomes the selection. */
+static st_code add_tokens(ui_worker *w, forest_id node, const int32_t *t, const float *lp, int32_t n, forest_id *last,
+                          st_err *err) {
+    st_code rc = node == FOREST_NONE ? forest_add_root(w->f, t, lp, n, 0, last, err)
+                                     : forest_append(w->f, node, t, lp, n, last, err);
     if (!rc) w->focus = *last;
     return rc;
 }
@@ -149,10 +152,21 @@ static st_code append_job(ui_worker *w, const ui_job *j, st_err *err) {
                                : text_tokens(w->tk, j->text ? j->text : "", nd == NULL, &n, err);
     if (!t) return err->code;
     forest_id last;
-    st_code rc = add_tokens(w, j->node, t, n, &last, err);
+    st_code rc = add_tokens(w, j->node, t, NULL, n, &last, err);
     free(t);
     if (!rc && w->chat_on) say(w, "%s: n grows the answer", what);
     return rc;
+}
+
+/* The log-probability of token among node's stored alternatives (the pane showed it);
+ * NAN when it is not among them. */
+static float alt_logprob(const forest *f, forest_id node, int32_t token) {
+    int32_t ids[256];
+    float lps[256];
+    int32_t n = forest_topk(f, node, ids, lps, 256);
+    for (int32_t i = 0; i < n && i < 256; i++)
+        if (ids[i] == token) return lps[i];
+    return NAN;
 }
 
 /* The alternative token picked in the text pane under node, grown when nothing runs; a
@@ -168,7 +182,8 @@ static st_code fork_job(ui_worker *w, const ui_job *j, st_err *err) {
             return ST_OK;
         }
     forest_id last;
-    st_code rc = add_tokens(w, j->node, &j->u.fork.token, 1, &last, err);
+    float lp = alt_logprob(w->f, j->node, j->u.fork.token);
+    st_code rc = add_tokens(w, j->node, &j->u.fork.token, &lp, 1, &last, err);
     if (rc || w->run) return rc; /* running: the token waits for the next grow */
     ui_job g = ui_job_run(STRAT_GROW, last);
     return worker_run_start(w, &g, err);
