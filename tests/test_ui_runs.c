@@ -300,6 +300,25 @@ static int32_t scores_below(ui_worker *w, forest_id node, double *out, int32_t c
     return k;
 }
 
+/* The timed autosave to path (quiet) after a run: true when it saved and the message
+ * line still holds the run's summary (it said "saved PATH" over it); the message in msg. */
+static bool quiet_save(ui_worker *w, const char *path, char *msg, size_t cap) {
+    char before[1024];
+    ui_worker_lock(w);
+    ui_worker_message(w, before, sizeof before);
+    ui_job j = {.kind = UI_JOB_SAVE, .text = path, .u.save = {.autosave = true, .quiet = true}};
+    ui_worker_post(w, &j);
+    ui_worker_unlock(w);
+    bool saved = false;
+    for (time_t t0 = time(NULL); !saved && time(NULL) - t0 < 30; usleep(2000)) {
+        ui_worker_lock(w);
+        saved = ui_worker_unsaved_since(w) == 0;
+        ui_worker_message(w, msg, cap);
+        ui_worker_unlock(w);
+    }
+    return saved && !strcmp(msg, before) && !strncmp(msg, "done", 4);
+}
+
 /* :beam 3 8, then :keep 1 and u: the three scores again; :save, :load: the same three on
  * the loaded forest's leaves, and :export's Markdown names them. */
 static void test_scores_last(void) {
@@ -318,6 +337,8 @@ static void test_scores_last(void) {
     int32_t n = scores_below(w, root, before, 8);
     ui_worker_unlock(w);
     T_CHECK(n == 3, "beam 3: %d scored leaves", (int)n);
+    snprintf(path, sizeof path, "/tmp/test_ui_runs.%d.json", (int)getpid());
+    T_CHECK(quiet_save(w, path, msg, sizeof msg), "the timed autosave leaves the run's summary: '%s'", msg);
     T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_KEEP, .node = root, .u.keep.n = 1}, msg, sizeof msg) &&
                 run_job(w, (ui_job){.kind = UI_JOB_UNDO}, msg, sizeof msg), ":keep 1, u: %s", msg);
     ui_worker_lock(w);

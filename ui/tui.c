@@ -648,7 +648,9 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
         }
         double since = ui_worker_unsaved_since(t.w);
         if (p->autosave && since > 0 && mono_now_s() - since > AUTOSAVE_S && mono_now_s() - t.last_autosave > AUTOSAVE_S) {
-            post(&t, save_job(&t, p->autosave));
+            ui_job s = save_job(&t, p->autosave);
+            s.u.save.quiet = true;
+            post(&t, s);
             t.last_autosave = mono_now_s();
         }
     }

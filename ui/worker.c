@@ -214,7 +214,7 @@ static st_code save_job(ui_worker *w, const ui_job *j, st_err *err) {
     if (rc) return rc;
     w->unsaved_since = 0;
     if (!j->u.save.autosave) w->modified = false; /* the autosave is replaced by the next run's */
-    say(w, "saved %s", j->text);
+    if (!j->u.save.quiet) say(w, "saved %s", j->text);
     return ST_OK;
 }
 
