@@ -16,6 +16,7 @@
 #include "convert/mkmodel.h"
 #include "session/session.h"
 #include "session/sha256.h"
+#include "strategy/grow.h"
 #include "forest/step.h"
 #include "base/clock.h"
 #include "t.h"
@@ -744,6 +745,8 @@ static void test_markdown(void) {
     forest_append(f, mid, dog, NULL, 4, &b, &err);
     forest_add_root(f, t2, NULL, 2, 5, &c, &err);
     forest_set_flags(f, a, FOREST_FINISHED, 0);
+    forest_set_flags(f, b, FOREST_FINISHED, 0); /* a grow's budget stopped "dog": not finished */
+    forest_set_tag(f, b, GROW_END_BUDGET);
     forest_set_flags(f, forest_id_at(f, forest_index(a) - 1), FOREST_BOOKMARK, 0); /* "cat" */
     session_settings s = session_settings_default();
     session_model_id id = {.file = "story.gguf", .size = 1234, .sha256 = "0123456789abcdef0123"};
@@ -758,11 +761,11 @@ static void test_markdown(void) {
         "17 nodes in 2 trees, 3 branches.",
         "## Tree 1\n\n- Once upon a time, there was a\n"
         "  -  cat **\xe2\x98\x85 bookmark**. \xe2\x80\x94 *branch 1, finished*\n"
-        "  -  dog\xe2\x86\xb5\\*. \xe2\x80\x94 *branch 2*\n",
+        "  -  dog\xe2\x86\xb5\\*. \xe2\x80\x94 *branch 2, stopped by the budget*\n",
         "## Tree 2 (starts at position 5)\n\n- time \xe2\x80\x94 *branch 3*\n",
         "### Branch 1 \xe2\x98\x85 bookmark (finished)\n\nFrom the root of its tree:\n\n"
         "```text\nOnce upon a time, there was a cat.\n```\n",
-        "### Branch 2\n\nContinues branch 1 after \xe2\x80\x9c" "Once upon a time, there was a"
+        "### Branch 2 (stopped by the budget)\n\nContinues branch 1 after \xe2\x80\x9c" "Once upon a time, there was a"
         "\xe2\x80\x9d:\n\n```text\n dog\n*.\n```\n",
         "### Branch 3\n\nFrom the root of its tree:\n\n```text\ntime\n```\n",
     };
@@ -797,7 +800,7 @@ static void test_markdown(void) {
         const char *b1 = md ? strstr(md, "## Branches") : NULL, *b2 = md2 ? strstr(md2, "## Branches") : NULL;
         T_CHECK(b1 && b2 && !strcmp(b1, b2) &&
                     strstr(md2, "- Once upon a time, there was a\n  -  cat. **\xe2\x98\x85 bookmark** \xe2\x80\x94 *branch 1, finished*\n"
-                                "  -  dog\xe2\x86\xb5\\*. \xe2\x80\x94 *branch 2*\n"),
+                                "  -  dog\xe2\x86\xb5\\*. \xe2\x80\x94 *branch 2, stopped by the budget*\n"),
                 "the saved texts' export:\n%s\n--- with the tokenizer:\n%s", md2 ? md2 : "", md ? md : "");
         session_settings_free(&s3);
         forest_free(g);

@@ -51,6 +51,13 @@ static ui_job cmd_job(const char *line, forest_id node) {
 
 /* A SmolLM2 worker with its chat template over a fresh forest; NULL (skipped or
  * failed) when the model is absent. *m, *tk, *c are the caller's to free. */
+/* The chat template text of m, NULL when it has none. */
+static const char *t_smol_jinja(const model *m) {
+    const char *jinja = NULL;
+    if (gguf_get_str(m->gguf, "tokenizer.chat_template", &jinja, NULL) != ST_OK) jinja = NULL;
+    return jinja;
+}
+
 static ui_worker *smol_worker(model **m, tok **tk, model_ctx **c) {
     *m = NULL, *tk = NULL, *c = NULL;
     if (access(SMOL, R_OK) != 0) {
@@ -61,8 +68,7 @@ static ui_worker *smol_worker(model **m, tok **tk, model_ctx **c) {
     *m = model_load(SMOL, &err);
     *tk = *m ? tok_from_gguf((*m)->gguf, &err) : NULL;
     *c = *tk ? t_new_ctx(*m, 1024) : NULL;
-    const char *jinja = NULL;
-    if (*m) gguf_get_str((*m)->gguf, "tokenizer.chat_template", &jinja, NULL);
+    const char *jinja = *m ? t_smol_jinja(*m) : NULL;
     static char sys[512];
     chat_default_system(jinja, sys, sizeof sys);
     ui_worker_params wp = {.ctx = *c, .tk = *tk, .f = forest_init(1024, 8), .sp = sample_default_params(),
@@ -134,6 +140,15 @@ static void test_beam_agrees(void) {
             (int)json_array_size(cli));
     for (size_t i = 0; i < json_array_size(cli); i++) check_result(w, tk, q, below, n, json_array_get(cli, i), (int32_t)i + 1);
     ui_worker_unlock(w);
+    /* the Markdown export names the template the turns were written in (it said "none") */
+    char md[64], text[4096] = "", want[64];
+    snprintf(md, sizeof md, "/tmp/test_ui_runs.%d.md", (int)getpid());
+    snprintf(want, sizeof want, "chat template: %s.", chat_name(chat_detect(t_smol_jinja(m))));
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_EXPORT, .text = md}, msg, sizeof msg), ":export: %s", msg);
+    FILE *in = fopen(md, "r");
+    if (in) text[fread(text, 1, sizeof text - 1, in)] = 0, fclose(in);
+    T_CHECK(strstr(text, want) && !strstr(want, "none"), "'%s' in the export: %.300s", want, text);
+    remove(md);
     json_decref(cli);
     free(out);
 out:

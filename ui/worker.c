@@ -270,6 +270,7 @@ static st_code export_job(ui_worker *w, const ui_job *j, st_err *err) {
     if (parts) return export_svg(w, path, parts, j->text, err);
     session_settings s = session_settings_default();
     s.sample = w->sp;
+    if (w->chat_on) snprintf(s.chat_template, sizeof s.chat_template, "%s", chat_name(w->chat.kind));
     st_code rc = (s.meta = scores_meta(w, err)) ? session_save_markdown(j->text, w->f, w->tk, &s, NULL, err)
                                                 : err->code;
     session_meta_free(s.meta);
