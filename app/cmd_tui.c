@@ -257,7 +257,7 @@ int cmd_tui(int argc, char **argv) {
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     ui_tui_params p = {
         .wp = {.ctx = a.pm.ctx, .tk = a.pm.tk, .f = f, .meta = meta, .sp = o.sp, .budget = (int32_t)o.budget,
-               .row_cost = o.row_cost,
+               .row_cost = o.row_cost, .unsaved = o.text && !o.load,
                .save = tui_save, .load = tui_load, .ud = &a,
                .model_name = slash ? slash + 1 : o.mo.path, .backend = o.mo.backend,
                .threads = o.mo.threads ? o.mo.threads : (int32_t)(nproc > 0 ? nproc : 1),

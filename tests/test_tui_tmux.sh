@@ -220,6 +220,12 @@ sleep 1
 # fourth says there is nothing left, U prunes again; Enter on the alternative already
 # chosen selects that branch instead of making a second copy
 restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+# a session started with a prompt is work no file has: :load asks first (it replaced it)
+k ":load $TMP/s.json" Enter
+sleep 0.5
+capture | tail -1 | grep -q 'unsaved changes'; check load-asks $? ":load after a prompt argument: $(capture | tail -1)"
+k n
+sleep 0.3
 flines() { capture | sed -n '2,27p' | grep -c '^ *[▾▸·]'; }
 k ':set temp 0' Enter ':cot 3 5' Enter
 settle

@@ -397,6 +397,7 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     w->plan.forward_end = forward_relock;
     w->plan.forward_ud = w;
     take_params(w, p);
+    w->modified = p->unsaved;
     ui_undo_init(&w->undo);
     w->undo.scores = &w->judged;
     bool ok = !ui_scores_from_meta(&w->judged, w->f, p->meta, err);
