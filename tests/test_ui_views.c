@@ -581,6 +581,47 @@ static void test_long_cell(void) {
     tok_free(tk);
 }
 
+/* The text pane's word moves (W, B) over "Once upon a time, there was a little girl"
+ * (stories260K's tokens, several to a word): W lands on each word's first token in turn,
+ * B comes back the same way; 0 and $ are tv_move to the ends. */
+static void test_word_moves(void) {
+    tok *tk = t_tok_load("models/stories260K.gguf");
+    if (!tk) return;
+    static const char text[] = "Once upon a time, there was a little girl";
+    st_err err = {0};
+    int32_t n, *t = tok_encode_alloc(tk, text, strlen(text), true, false, &n, &err);
+    forest *f = forest_init(128, 0);
+    forest_id leaf;
+    forest_add_root(f, t, NULL, n, 0, &leaf, NULL);
+    text_view tv;
+    tv_init(&tv);
+    tv_set(&tv, f, leaf, &err);
+    tv_move(&tv, -tv.n);
+    char got[512] = "", tb[256];
+    int32_t stops[32], k = 0;
+    while (tv.cursor < tv.n - 1 && k < 32) {
+        tv_move_word(&tv, f, tk, 1);
+        stops[k++] = tv.cursor;
+        tv_token(&tv, f, tk, tv.cursor, tb, sizeof tb);
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s|", tb);
+    }
+    /* each stop's token starts a word: " upon", " a", ... (the end, one past the last token, ends it) */
+    T_CHECK(k == 9 && !strncmp(got, " upon| a| time| there| was| a| little| girl", 40) && stops[k - 1] == tv.n,
+            "W: %d stops '%s'", (int)k, got);
+    int32_t back = 0;
+    for (int32_t i = k - 2; i >= 0; i--) {
+        tv_move_word(&tv, f, tk, -1);
+        back += tv.cursor == stops[i];
+    }
+    tv_move_word(&tv, f, tk, -1);
+    T_CHECK(back == k - 1 && tv.cursor == 0, "B: the same stops back (%d of %d), then the first token", (int)back,
+            (int)(k - 1));
+    tv_free(&tv);
+    forest_free(f);
+    free(t);
+    tok_free(tk);
+}
+
 /* Line 0..n-1 of a view over f drawn into lines (each 256 bytes, 80 columns). */
 static void draw(forest_view *v, const forest *f, const tok *tk, char lines[][256], int n) {
     st_err err = {0};
@@ -640,6 +681,7 @@ static void test_chat_lines(void) {
 int main(void) {
     test_forest_view();
     test_chat_lines();
+    test_word_moves();
     test_long_cell();
     test_wide_text();
     test_text_layout();

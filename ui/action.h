@@ -49,6 +49,10 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(SCAFFOLD,    "scaffold",     "t",            UI_VIEW_FOREST, "show or fold away the chat template's scaffolding on the lines") \
     X(TOKEN_PREV,  "token-prev",   "h Left",       UI_VIEW_TEXT,   "move the token cursor left") \
     X(TOKEN_NEXT,  "token-next",   "l Right",      UI_VIEW_TEXT,   "move the token cursor right") \
+    X(WORD_NEXT,   "word-next",    "W",            UI_VIEW_TEXT,   "move the token cursor to the next word") \
+    X(WORD_PREV,   "word-prev",    "B",            UI_VIEW_TEXT,   "move the token cursor to the previous word") \
+    X(TOKEN_FIRST, "token-first",  "0 Home",       UI_VIEW_TEXT,   "move the token cursor to the first token") \
+    X(TOKEN_LAST,  "token-last",   "$ End",        UI_VIEW_TEXT,   "move the token cursor to the last token") \
     X(ALT_UP,      "alt-up",       "k Up",         UI_VIEW_TEXT,   "previous alternative at the cursor token") \
     X(ALT_DOWN,    "alt-down",     "j Down",       UI_VIEW_TEXT,   "next alternative at the cursor token") \
     X(ALT_PICK,    "alt-pick",     "Enter",        UI_VIEW_TEXT,   "fork here with the chosen alternative and grow it") \

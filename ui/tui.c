@@ -474,6 +474,10 @@ static void do_action(tui *t, int a) {
         break;
     case UI_ACT_TOKEN_PREV: tv_move(&t->tv, -1); break;
     case UI_ACT_TOKEN_NEXT: tv_move(&t->tv, 1); break;
+    case UI_ACT_WORD_NEXT: tv_move_word(&t->tv, f, t->p->wp.tk, 1); break;
+    case UI_ACT_WORD_PREV: tv_move_word(&t->tv, f, t->p->wp.tk, -1); break;
+    case UI_ACT_TOKEN_FIRST: tv_move(&t->tv, -t->tv.cursor); break;
+    case UI_ACT_TOKEN_LAST: tv_move(&t->tv, (t->tv.n > 0 ? t->tv.n - 1 : 0) - t->tv.cursor); break;
     case UI_ACT_ALT_UP: if (t->tv.alt > 0) t->tv.alt--; break;
     case UI_ACT_ALT_DOWN: t->tv.alt++; break;
     case UI_ACT_MASK_UP: mv_vscroll(mv, -1); break;
