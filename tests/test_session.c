@@ -15,6 +15,7 @@
 #include "forest/forest.h"
 #include "convert/mkmodel.h"
 #include "session/session.h"
+#include "session/autosave.h"
 #include "session/sha256.h"
 #include "strategy/grow.h"
 #include "forest/step.h"
@@ -859,10 +860,58 @@ static void test_scores(void) {
     unlink(path);
 }
 
+/* Writes generation i of the autosaves in dir: 1000 bytes, the first one the letter c. */
+static void put_gen(const char *dir, int32_t i, char c) {
+    char path[4200], buf[1000];
+    autosave_name(dir, i, path, sizeof path);
+    memset(buf, ' ', sizeof buf);
+    buf[0] = c;
+    FILE *o = fopen(path, "w");
+    if (o) fwrite(buf, 1, sizeof buf, o), fclose(o);
+}
+
+/* The first letter of generation i, 0 when it is not there. */
+static char gen_of(const char *dir, int32_t i) {
+    char path[4200];
+    autosave_name(dir, i, path, sizeof path);
+    FILE *in = fopen(path, "r");
+    int c = in ? fgetc(in) : 0;
+    if (in) fclose(in);
+    return c == EOF ? 0 : (char)c;
+}
+
+/* Autosave generations: each start moves them back one; the oldest go only beyond the
+ * count and the size, and the note says so (4 were kept, silently: a long session was
+ * rotated away after 6 runs). */
+static void test_autosave_gens(void) {
+    char dir[4200], note[200];
+    snprintf(dir, sizeof dir, "%s/autosaves", tmpdir);
+    mkdir(dir, 0755);
+    st_err err = {0};
+    autosave_params p = autosave_default_params();
+    T_CHECK(!autosave_rotate(dir, &p, note, sizeof note, &err) && !note[0] && !gen_of(dir, 1), "nothing to move");
+    for (int32_t i = 0; i <= 10; i++) put_gen(dir, i, (char)('a' + i)); /* a: this run's ... k: ten runs ago */
+    T_CHECK(!autosave_rotate(dir, &p, note, sizeof note, &err) && !note[0] && gen_of(dir, 1) == 'a' &&
+                gen_of(dir, 11) == 'k' && !gen_of(dir, 0),
+            "11 generations of 1000 bytes stay under the defaults: %c .. %c, '%s'", gen_of(dir, 1), gen_of(dir, 11), note);
+    p = (autosave_params){.max_gens = 100, .min_gens = 3, .max_bytes = 5000};
+    put_gen(dir, 0, 'z');
+    T_CHECK(!autosave_rotate(dir, &p, note, sizeof note, &err) && gen_of(dir, 1) == 'z' && gen_of(dir, 5) == 'd' &&
+                !gen_of(dir, 6) && strstr(note, "dropped the 7 oldest autosaves"),
+            "5000 bytes: generations 1..5 kept (%c .. %c, %c), '%s'", gen_of(dir, 1), gen_of(dir, 5), gen_of(dir, 6) ? gen_of(dir, 6) : '-',
+            note);
+    p = (autosave_params){.max_gens = 2, .min_gens = 1, .max_bytes = (int64_t)1 << 40};
+    put_gen(dir, 0, 'y');
+    T_CHECK(!autosave_rotate(dir, &p, note, sizeof note, &err) && gen_of(dir, 2) == 'z' && !gen_of(dir, 3) &&
+                strstr(note, "dropped the 4 oldest"),
+            "at most 2: '%s'", note);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/md_test_session_XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     test_sha256();
+    test_autosave_gens();
     test_deep_and_empty();
     test_wide();
     model *m = make_model("a.gguf", 7, 512, 64);
