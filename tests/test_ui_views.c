@@ -179,6 +179,13 @@ static void test_forest_view(void) {
     fv_rebuild(&v, f, &err);
     fv_render(&v, f, NULL, 1, NULL, 0, buf, sizeof buf, 60);
     T_CHECK(!strcmp(buf, "   * 60% [4][5]"), "bookmark: '%s'", buf);
+    /* a search's dropped thought has a mark of its own, not only the dimming an unlikely
+       line (the 30% [6]) gets too */
+    forest_set_flags(f, ids[2], FOREST_DIMMED, 0);
+    fv_rebuild(&v, f, &err);
+    fv_render(&v, f, NULL, 2, NULL, 0, buf, sizeof buf, 60);
+    T_CHECK(!strcmp(buf, "   x 30% [6][7]"), "dropped: '%s'", buf);
+    forest_set_flags(f, ids[2], 0, FOREST_DIMMED);
     /* text view: the path of [6 7], alternatives from the stored top-k */
     text_view tv;
     tv_init(&tv);

@@ -265,7 +265,8 @@ const char *fv_legend(int32_t i, bool utf8) {
         "  \xe2\x96\xbe \xe2\x96\xb8  branches below, open / folded (Space)   \xc2\xb7  no branches below",
         "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
         "  [-1.23]  a score kept with the branch: the judge's (:judge, :tot) or beam's",
-        "  dim  a branch a running :tot dropped (pruned when it ends; x keeps it)",
+        "  \xe2\x9c\x97  dropped by a running :tot, dimmed (pruned when it ends; x keeps it)",
+        "  dim alone: the line's first token is below 10%",
     };
     static const char *const a[] = {
         "  >  growing now          $  ended: end of text (the model ended it)",
@@ -273,7 +274,8 @@ const char *fv_legend(int32_t i, bool utf8) {
         "  - +  branches below, open / folded (Space)",
         "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
         "  [-1.23]  a score kept with the branch: the judge's (:judge, :tot) or beam's",
-        "  dim  a branch a running :tot dropped (pruned when it ends; x keeps it)",
+        "  x  dropped by a running :tot, dimmed (pruned when it ends; x keeps it)",
+        "  dim alone: the line's first token is below 10%",
     };
     if (i < 0 || i >= (int32_t)(sizeof u / sizeof u[0])) return NULL;
     return utf8 ? u[i] : a[i];
@@ -323,6 +325,7 @@ int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
     for (int32_t k = 0; k < n_running; k++) run |= running[k] == end_id;
     const char *mark = ln->flags & FV_BOOKMARK ? (v->utf8 ? "\xe2\x98\x85" : "*")
                        : run                    ? (v->utf8 ? "\xe2\x96\xb6" : ">")
+                       : ln->flags & FV_DIMMED   ? (v->utf8 ? "\xe2\x9c\x97" : "x")
                        : ln->flags & FV_FINISHED ? (v->utf8 ? "\xe2\x9c\x93" : "$")
                        : ln->flags & FV_BUDGET   ? (v->utf8 ? "\xe2\x80\xa6" : "~")
                                                  : " ";

@@ -31,7 +31,8 @@ enum {
                               stop string) */
     FV_PENDING = 1 << 4,   /* the last node is not computed yet */
     FV_BUDGET = 1 << 5,    /* the last node is a leaf stopped by the token budget */
-    FV_DIMMED = 1 << 6,    /* the line's first node is a search's loser (FOREST_DIMMED) */
+    FV_DIMMED = 1 << 6,    /* the line's first node is a search's loser (FOREST_DIMMED):
+                              marked with a cross, not only dimmed as unlikely lines are */
 };
 
 typedef struct fv_line {
