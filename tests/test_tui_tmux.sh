@@ -307,7 +307,7 @@ settle
 check beam-scores $? "beam scores: $(capture | sed -n 2,6p; capture | tail -1)"
 k '?'
 settle
-k j j j j j j j j j j j j j j j j j j j j
+k j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j
 settle
 capture | grep -q '✓  ended: end of text' && capture | grep -q '…  stopped by the budget'; check help-marks $? "the help does not explain the marks: $(capture | grep -A3 Marks)"
 k Escape
