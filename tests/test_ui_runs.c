@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "forest/forest.h"
+#include "forest/step.h"
 #include "gguf/gguf.h"
 #include "session/session.h"
 #include "tok/chat.h"
@@ -279,6 +280,69 @@ out:
     model_free(m);
 }
 
+/* What a long pass reported (forward_progress), and after how many reports it stops. */
+typedef struct pass_log {
+    int32_t done[16], rows, n, stop_at;
+} pass_log;
+
+static bool log_pass(void *ud, int32_t done, int32_t rows) {
+    pass_log *l = ud;
+    if (l->n < 16) l->done[l->n] = done;
+    l->rows = rows;
+    return ++l->n != l->stop_at;
+}
+
+/* A 40-token prompt in passes of 8 rows (the TUI showed nothing for 20 s while a long
+ * prompt ran): the step reports 0, 8, 16, 24, 32 of 40 rows, and stopped at the third
+ * report (x) it returns ST_CANCELLED with the prompt pending and the forest whole, and
+ * the same step run again gives the logits of an uninterrupted one. */
+static void test_prefill_progress(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c = NULL;
+    if (!t_stories(&m, &tk) || !(c = t_new_ctx_rows(m, 64, 8))) goto out;
+    int32_t prompt[40];
+    for (int32_t i = 0; i < 40; i++) prompt[i] = i ? 300 + i : tok_bos(tk);
+    st_err err = {0};
+    forest *f = forest_init(64, 4);
+    forest_id leaf;
+    forest_add_root(f, prompt, NULL, 40, 0, &leaf, &err);
+    step_plan p;
+    step_plan_init(&p);
+    pass_log l = {.stop_at = 3};
+    p.forward_progress = log_pass, p.forward_ud = &l;
+    st_code rc = step_forest(f, &p, c, &err);
+    T_CHECK(rc == ST_CANCELLED && l.n == 3 && l.done[2] == 16 && l.rows == 40,
+            "stopped at the third report: %d (%s), %d reports, the last %d of %d", (int)rc, err.msg, (int)l.n,
+            (int)l.done[l.n > 0 ? l.n - 1 : 0], (int)l.rows);
+    T_CHECK(forest_n_pending(f) == 40 && forest_check(f, &err) == ST_OK, "the prompt pending, the forest whole: %d",
+            (int)forest_n_pending(f));
+    l = (pass_log){.stop_at = -1};
+    rc = step_forest(f, &p, c, &err);
+    T_CHECK(!rc && l.n == 5 && l.done[0] == 0 && l.done[4] == 32 && forest_n_pending(f) == 0,
+            "run again: %d reports, 0 .. %d of %d rows, %d pending (%s)", (int)l.n, (int)l.done[l.n > 4 ? 4 : 0],
+            (int)l.rows, (int)forest_n_pending(f), err.msg);
+    int32_t ids[4], ids0[4];
+    float lps[4], lps0[4];
+    int32_t k = forest_topk(f, leaf, ids, lps, 4);
+    model_ctx *c0 = t_new_ctx_rows(m, 64, 64);
+    forest *g = forest_init(64, 4);
+    forest_id leaf0;
+    forest_add_root(g, prompt, NULL, 40, 0, &leaf0, &err);
+    step_plan p0;
+    step_plan_init(&p0);
+    int32_t k0 = c0 && !step_forest(g, &p0, c0, &err) ? forest_topk(g, leaf0, ids0, lps0, 4) : 0;
+    T_CHECK(k == 4 && k0 == 4 && !memcmp(ids, ids0, sizeof ids) && fabsf(lps[0] - lps0[0]) < 1e-4f,
+            "the same choices as one uninterrupted pass: %d %d, %d/%d", (int)k, (int)k0, (int)ids[0], (int)ids0[0]);
+    step_plan_free(&p0), step_plan_free(&p);
+    forest_free(g), forest_free(f);
+    model_ctx_free(c0);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 /* The worker's save and load (app/cmd_tui.c's, less the model check): the session with
  * the scores the worker hands over. */
 static st_code save_cb(void *ud, const char *path, const forest *f, const sample_params *sp, session_meta *meta,
@@ -393,5 +457,6 @@ int main(void) {
     test_fresh_seeds();
     test_scores_last();
     test_undo_computed();
+    test_prefill_progress();
     return t_done();
 }

@@ -29,7 +29,7 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(BEAM,        "beam",         "b",            UI_VIEW_ALL,    "beam search of width 2 from the selected leaf") \
     X(MERGE,       "merge",        "M",            UI_VIEW_ALL,    "merge the bookmarked branches and grow the result") \
     X(PAUSE,       "pause",        "p",            UI_VIEW_ALL,    "pause or resume (:tot pauses at the level's end)") \
-    X(CANCEL,      "cancel",       "x",            UI_VIEW_ALL,    "cancel the strategy (:tot keeps its tree so far)") \
+    X(CANCEL,      "cancel",       "x",            UI_VIEW_ALL,    "cancel the strategy or a long prompt's pass (:tot keeps its tree)") \
     X(PRUNE,       "prune",        "d Delete",     UI_VIEW_FOREST, "prune the selected subtree") \
     X(UNDO,        "undo",         "u",            UI_VIEW_FOREST, "undo the last prune (again: the one before), as it was") \
     X(REDO,        "redo",         "U C-r",        UI_VIEW_FOREST, "redo: prune again what undo restored") \

@@ -280,6 +280,12 @@ static st_code export_job(ui_worker *w, const ui_job *j, st_err *err) {
 
 /* Pause (toggle) or cancel the running strategy. */
 static st_code pause_job(ui_worker *w, bool cancel, st_err *err) {
+    bool stopped = w->fwd_cancelled; /* the pass x stopped ended the run before this job */
+    if (cancel) w->fwd_stop = w->fwd_cancelled = false;
+    if (!w->run && cancel && stopped) {
+        say(w, "%s", "cancelled: what the pass had not finished stays pending (s or n computes it)");
+        return ST_OK;
+    }
     if (!w->run) return st_set(err, ST_ERR_ARG, "nothing is running");
     if (!cancel) {
         worker_run_pause(w);
@@ -313,7 +319,22 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
  * this thread mutates the forest, and it is busy in the forward pass, so readers see a
  * consistent forest the whole time. */
 static void forward_unlock(void *ud) { pthread_mutex_unlock(&((ui_worker *)ud)->mu); }
-static void forward_relock(void *ud) { pthread_mutex_lock(&((ui_worker *)ud)->mu); }
+static void forward_relock(void *ud) {
+    ui_worker *w = ud;
+    pthread_mutex_lock(&w->mu);
+    w->fwd_rows = 0;
+}
+
+/* A long pass's progress for the status line (read while the lock is free); x stops it. */
+static bool forward_progress(void *ud, int32_t done, int32_t rows) {
+    ui_worker *w = ud;
+    w->fwd_done = done;
+    w->fwd_rows = rows;
+    w->version++;
+    if (!w->fwd_stop) return true;
+    w->fwd_cancelled = true;
+    return false;
+}
 
 /* Waits for a job, or for a running strategy to step; true and *j when a job came
  * first (jobs go before steps, so pause and cancel land at once). */
@@ -395,6 +416,7 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     step_plan_init(&w->preview);
     w->plan.forward_begin = forward_unlock;
     w->plan.forward_end = forward_relock;
+    w->plan.forward_progress = forward_progress;
     w->plan.forward_ud = w;
     take_params(w, p);
     w->modified = p->unsaved;
@@ -416,6 +438,7 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
 
 bool ui_worker_post(ui_worker *w, const ui_job *j) {
     ui_job c = *j;
+    if (j->kind == UI_JOB_CANCEL) w->fwd_stop = true; /* a pass under way sees it at its next chunk */
     if (j->text && !(c.text = strdup(j->text))) return false;
     pthread_mutex_lock(&w->qmu);
     bool ok = w->q_n < Q_CAP;
@@ -511,6 +534,10 @@ void ui_worker_stats(const ui_worker *w, ui_stats *s) {
         return;
     }
     strategy_get_progress(w->run, &pr);
-    snprintf(s->job, sizeof s->job, "%s %d/%d%s", strategy_ops_of(w->run)->name, pr.done, pr.goal,
-             w->paused ? " paused" : w->pause_next ? " pausing" : "");
+    if (w->fwd_rows > 0)
+        snprintf(s->job, sizeof s->job, "%s: prompt %d/%d tokens (x stops)", strategy_ops_of(w->run)->name,
+                 (int)w->fwd_done, (int)w->fwd_rows);
+    else
+        snprintf(s->job, sizeof s->job, "%s %d/%d%s", strategy_ops_of(w->run)->name, pr.done, pr.goal,
+                 w->paused ? " paused" : w->pause_next ? " pausing" : "");
 }

@@ -313,7 +313,8 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
         p->be = be;
         model_batch b = {.n_rows = p->n_rows, .tokens = p->tokens, .pos = pos, .slot = p->slot,
                          .seg_off = seg_off, .segs = segs, .want_logits = p->want,
-                         .seg_off_swa = p->seg_off_swa, .segs_swa = p->segs_swa};
+                         .seg_off_swa = p->seg_off_swa, .segs_swa = p->segs_swa,
+                         .on_chunk = p->forward_progress, .chunk_ud = p->forward_ud};
         if (p->forward_begin) p->forward_begin(p->forward_ud);
         rc = model_forward(c, &b, rows, err);
         if (p->forward_end) p->forward_end(p->forward_ud);
