@@ -311,6 +311,14 @@ k j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j
 settle
 capture | grep -q '✓  ended: end of text' && capture | grep -q '…  stopped by the budget'; check help-marks $? "the help does not explain the marks: $(capture | grep -A3 Marks)"
 k Escape
+# / searches the lines: from the first line, ' a' (in both lines) is found next on line 2,
+# match 2 of 2; C-n wraps around to match 1
+k g / ' a' Enter
+sleep 0.3
+capture | tail -1 | grep -q '/ a: match 2 of 2'; check search $? "/ a: $(capture | tail -1)"
+k C-n
+sleep 0.3
+capture | tail -1 | grep -q '/ a: match 1 of 2'; check search-next $? "C-n: $(capture | tail -1)"
 # :set alone shows the values; ' without bookmarks says so; an export that cannot be
 # written says why
 k ':set' Enter

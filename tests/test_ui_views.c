@@ -179,6 +179,14 @@ static void test_forest_view(void) {
     fv_rebuild(&v, f, &err);
     fv_render(&v, f, NULL, 1, NULL, 0, buf, sizeof buf, 60);
     T_CHECK(!strcmp(buf, "   * 60% [4][5]"), "bookmark: '%s'", buf);
+    /* / searches the lines' text, forward and back, wrapping; C-n / C-p move */
+    int32_t rank, total;
+    T_CHECK(fv_find(&v, f, NULL, "[6]", 0, 1, &rank, &total) == 2 && rank == 1 && total == 1, "/[6]: line 2");
+    T_CHECK(fv_find(&v, f, NULL, "][", 0, 1, &rank, &total) == 1 && rank == 2 && total == 3 &&
+                fv_find(&v, f, NULL, "][", 2, 1, &rank, &total) == 0 && rank == 1 &&
+                fv_find(&v, f, NULL, "][", 0, -1, &rank, &total) == 2 && rank == 3,
+            "/][: 3 lines, forward from 0: line 1, from 2: wraps to 0, back from 0: line 2");
+    T_CHECK(fv_find(&v, f, NULL, "[9]", 0, 1, &rank, &total) < 0 && total == 0, "/[9]: none");
     /* a search's dropped thought has a mark of its own, not only the dimming an unlikely
        line (the 30% [6]) gets too */
     forest_set_flags(f, ids[2], FOREST_DIMMED, 0);

@@ -258,6 +258,22 @@ void fv_stream_start(const forest *f, const tok *tk, int32_t idx, tok_stream *s)
     stream_after(f, tk, idx >= 0 ? forest_node_at(f, idx)->parent : -1, s);
 }
 
+int32_t fv_find(const forest_view *v, const forest *f, const tok *tk, const char *needle, int32_t from, int dir,
+                int32_t *rank, int32_t *total) {
+    static char buf[8192]; /* the UI thread's alone, and too big for its stack */
+    int32_t found = -1, best = 0;
+    *rank = *total = 0;
+    for (int32_t i = 0; i < v->n_lines && needle[0]; i++) {
+        fv_render(v, f, tk, i, NULL, 0, buf, sizeof buf, 2000);
+        if (!strcasestr(buf, needle)) continue;
+        (*total)++;
+        /* distance from `from` in the search's direction, 1 .. n_lines (itself last) */
+        int32_t d = dir > 0 ? (i - from + v->n_lines - 1) % v->n_lines + 1 : (from - i + v->n_lines - 1) % v->n_lines + 1;
+        if (found < 0 || d < best) found = i, best = d, *rank = *total;
+    }
+    return found;
+}
+
 const char *fv_legend(int32_t i, bool utf8) {
     static const char *const u[] = {
         "  \xe2\x96\xb6  growing now          \xe2\x9c\x93  ended: end of text (the model ended it)",

@@ -98,6 +98,13 @@ bool fv_is_folded(const forest_view *v, const forest *f, int32_t idx);
 int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
               const forest_id *running, int32_t n_running, char *out, size_t cap, int width);
 
+/* The line after (dir > 0) or before (dir < 0) line `from` whose text (as fv_render
+ * draws it at a wide width) holds needle, ignoring case, wrapping around; -1 when no
+ * line does. *rank gets its place among the matching lines (1-based), *total their
+ * count. Only the lines shown are searched (a folded subtree's are not). */
+int32_t fv_find(const forest_view *v, const forest *f, const tok *tk, const char *needle, int32_t from, int dir,
+                int32_t *rank, int32_t *total);
+
 /* Line i (0-based) of the legend of the marks fv_render draws ("▶ growing now", ...) in
  * the glyphs of utf8 or ASCII; NULL past the last. For the help screen. */
 const char *fv_legend(int32_t i, bool utf8);
