@@ -164,13 +164,24 @@ static const char *children_text(const forest *f, forest_id node) {
     return buf;
 }
 
+/* tree()'s forest with an empty prune history over it. */
+typedef struct undo_rig {
+    forest_id ids[6];
+    ui_undo u;
+} undo_rig;
+
+static forest *rig_init(undo_rig *r) {
+    ui_undo_init(&r->u);
+    return tree(r->ids);
+}
+
 /* B (the middle child) pruned and undone: back between A and C with its alternatives
  * (it came back last before); C pruned and undone likewise stays last. A root too. */
 static void test_place(void) {
-    forest_id ids[6], top;
-    forest *f = tree(ids);
-    ui_undo u;
-    ui_undo_init(&u);
+    undo_rig r;
+    forest_id *ids = r.ids, top;
+    forest *f = rig_init(&r);
+    ui_undo u = r.u;
     st_err err = {0};
     ui_prune_info in;
     int32_t alt[2] = {11, 12}, got[4] = {0};
@@ -196,10 +207,10 @@ static void test_place(void) {
 /* The user's prune of B and C leaves A on a line of its own under the root's (d on it
  * prunes A, not the prompt with it); undone, the three are lines again. */
 static void test_survivor_line(void) {
-    forest_id ids[6], top;
-    forest *f = tree(ids);
-    ui_undo u;
-    ui_undo_init(&u);
+    undo_rig r;
+    forest_id *ids = r.ids, top;
+    forest *f = rig_init(&r);
+    ui_undo u = r.u;
     st_err err = {0};
     ui_prune_info in;
     forest_view v;

@@ -516,6 +516,18 @@ static void test_mask_mouse_prune(void) {
  * break after spaces, so a word moves down whole (the space stays at the row's end); a
  * word wider than the row is broken where the row ends; wide characters count two
  * columns. Each row is checked as drawn. */
+/* A forest of one root chain toks[0..n) and a text view over it (tv: the caller frees
+ * it, and the forest). */
+static forest *chain_view(const int32_t *toks, int32_t n, text_view *tv) {
+    forest *f = forest_init(n + 64, 4);
+    forest_id leaf;
+    st_err err = {0};
+    forest_add_root(f, toks, NULL, n, 0, &leaf, NULL);
+    tv_init(tv);
+    tv_set(tv, f, leaf, &err);
+    return f;
+}
+
 static void test_text_layout(void) {
     if (!setlocale(LC_CTYPE, "C.UTF-8") && !setlocale(LC_CTYPE, "en_US.UTF-8")) {
         T_SKIP("no UTF-8 locale");
@@ -532,12 +544,8 @@ static void test_text_layout(void) {
     /* "<s> Once upon a time,\nLily said a abcdefghijklmnopq said 日本日本" */
     int32_t toks[] = {1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 5, 12, 11, 13};
     int32_t nt = (int32_t)(sizeof toks / sizeof toks[0]);
-    forest *f = forest_init(64, 4);
-    forest_id leaf;
-    forest_add_root(f, toks, NULL, nt, 0, &leaf, NULL);
     text_view tv;
-    tv_init(&tv);
-    tv_set(&tv, f, leaf, &err);
+    forest *f = chain_view(toks, nt, &tv);
     tv_layout L = {0};
     T_CHECK(tv_layout_build(&L, &tv, f, tk, 12, true, "#", &err) == ST_OK, "layout: %s", err.msg);
     const char *want[] = {"<s> Once ", "upon a ", "time,\xe2\x86\xb5", "Lily said a ", "abcdefghijkl",
@@ -578,12 +586,8 @@ static void test_long_cell(void) {
     if (!tk) return;
     int32_t toks[302] = {1, 3};
     for (int32_t i = 2; i < 302; i++) toks[i] = 4;
-    forest *f = forest_init(512, 4);
-    forest_id leaf;
-    forest_add_root(f, toks, NULL, 302, 0, &leaf, NULL);
     text_view tv;
-    tv_init(&tv);
-    tv_set(&tv, f, leaf, &err);
+    forest *f = chain_view(toks, 302, &tv);
     tv_layout L = {0};
     T_CHECK(tv_layout_build(&L, &tv, f, tk, 80, true, "#", &err) == ST_OK, "layout: %s", err.msg);
     int32_t marks = 0;
@@ -605,12 +609,8 @@ static void test_word_moves(void) {
     static const char text[] = "Once upon a time, there was a little girl";
     st_err err = {0};
     int32_t n, *t = tok_encode_alloc(tk, text, strlen(text), true, false, &n, &err);
-    forest *f = forest_init(128, 0);
-    forest_id leaf;
-    forest_add_root(f, t, NULL, n, 0, &leaf, NULL);
     text_view tv;
-    tv_init(&tv);
-    tv_set(&tv, f, leaf, &err);
+    forest *f = chain_view(t, n, &tv);
     tv_move(&tv, -tv.n);
     char got[512] = "", tb[256];
     int32_t stops[32], k = 0;
