@@ -166,12 +166,15 @@ static const char *children_text(const forest *f, forest_id node) {
 
 /* tree()'s forest with an empty prune history over it. */
 typedef struct undo_rig {
-    forest_id ids[6];
+    forest_id ids[6], top;
     ui_undo u;
+    st_err err;
+    ui_prune_info in;
 } undo_rig;
 
 static forest *rig_init(undo_rig *r) {
     ui_undo_init(&r->u);
+    r->err = (st_err){0};
     return tree(r->ids);
 }
 
@@ -179,28 +182,24 @@ static forest *rig_init(undo_rig *r) {
  * (it came back last before); C pruned and undone likewise stays last. A root too. */
 static void test_place(void) {
     undo_rig r;
-    forest_id *ids = r.ids, top;
     forest *f = rig_init(&r);
-    ui_undo u = r.u;
-    st_err err = {0};
-    ui_prune_info in;
     int32_t alt[2] = {11, 12}, got[4] = {0};
     float alp[2] = {-0.1f, -2.5f}, glp[4];
-    forest_store_topk(f, forest_index(ids[2]), alt, alp, 2);
-    T_CHECK(!ui_undo_prune(&u, f, ids[2], &in, &err) && !ui_undo_undo(&u, f, &top, &in, &err), "prune B, undo");
-    T_CHECK(!strcmp(children_text(f, ids[0]), "4 6 7") && valid(f), "B in its place: %s", children_text(f, ids[0]));
-    T_CHECK(forest_topk(f, top, got, glp, 4) == 2 && got[1] == 12 && glp[1] == -2.5f, "B's alternatives back: %d",
+    forest_store_topk(f, forest_index(r.ids[2]), alt, alp, 2);
+    T_CHECK(!ui_undo_prune(&r.u, f, r.ids[2], &r.in, &r.err) && !ui_undo_undo(&r.u, f, &r.top, &r.in, &r.err), "prune B, undo");
+    T_CHECK(!strcmp(children_text(f, r.ids[0]), "4 6 7") && valid(f), "B in its place: %s", children_text(f, r.ids[0]));
+    T_CHECK(forest_topk(f, r.top, got, glp, 4) == 2 && got[1] == 12 && glp[1] == -2.5f, "B's alternatives back: %d",
             (int)got[1]);
-    T_CHECK(!ui_undo_prune(&u, f, ids[3], &in, &err) && !ui_undo_undo(&u, f, &top, &in, &err) &&
-                !strcmp(children_text(f, ids[0]), "4 6 7"),
-            "C, the last, stays last: %s", children_text(f, ids[0]));
+    T_CHECK(!ui_undo_prune(&r.u, f, r.ids[3], &r.in, &r.err) && !ui_undo_undo(&r.u, f, &r.top, &r.in, &r.err) &&
+                !strcmp(children_text(f, r.ids[0]), "4 6 7"),
+            "C, the last, stays last: %s", children_text(f, r.ids[0]));
     forest_id r2, roots[4];
     int32_t t = 20;
     forest_add_root(f, &t, NULL, 1, 0, &r2, NULL);
-    T_CHECK(!ui_undo_prune(&u, f, chain_top(f, ids[0], 3), &in, &err) && !ui_undo_undo(&u, f, &top, &in, &err) &&
-                forest_roots(f, roots, 4) == 2 && roots[0] == top && valid(f),
+    T_CHECK(!ui_undo_prune(&r.u, f, chain_top(f, r.ids[0], 3), &r.in, &r.err) && !ui_undo_undo(&r.u, f, &r.top, &r.in, &r.err) &&
+                forest_roots(f, roots, 4) == 2 && roots[0] == r.top && valid(f),
             "the first root comes back first");
-    ui_undo_free(&u);
+    ui_undo_free(&r.u);
     forest_free(f);
 }
 
@@ -208,23 +207,19 @@ static void test_place(void) {
  * prunes A, not the prompt with it); undone, the three are lines again. */
 static void test_survivor_line(void) {
     undo_rig r;
-    forest_id *ids = r.ids, top;
     forest *f = rig_init(&r);
-    ui_undo u = r.u;
-    st_err err = {0};
-    ui_prune_info in;
     forest_view v;
     fv_init(&v, false);
-    T_CHECK(!ui_undo_prune(&u, f, ids[2], &in, &err) && !ui_undo_prune(&u, f, ids[3], &in, &err), "prune B, C");
-    fv_rebuild(&v, f, &err);
+    T_CHECK(!ui_undo_prune(&r.u, f, r.ids[2], &r.in, &r.err) && !ui_undo_prune(&r.u, f, r.ids[3], &r.in, &r.err), "prune B, C");
+    fv_rebuild(&v, f, &r.err);
     T_CHECK(v.n_lines == 4 && v.lines[0].n_nodes == 3 && v.lines[1].n_nodes == 2,
             "root, A, [8], [9]: %d lines, the first of %d nodes", v.n_lines, v.n_lines ? v.lines[0].n_nodes : 0);
-    T_CHECK(fv_select_node(&v, f, ids[1]) && v.cursor == 1 && fv_selected(&v, f) == ids[1], "A's line selects A");
-    T_CHECK(!ui_undo_undo(&u, f, &top, &in, &err) && !ui_undo_undo(&u, f, &top, &in, &err) && !fv_rebuild(&v, f, &err) &&
+    T_CHECK(fv_select_node(&v, f, r.ids[1]) && v.cursor == 1 && fv_selected(&v, f) == r.ids[1], "A's line selects A");
+    T_CHECK(!ui_undo_undo(&r.u, f, &r.top, &r.in, &r.err) && !ui_undo_undo(&r.u, f, &r.top, &r.in, &r.err) && !fv_rebuild(&v, f, &r.err) &&
                 v.n_lines == 6,
             "all back: %d lines", v.n_lines);
     fv_free(&v);
-    ui_undo_free(&u);
+    ui_undo_free(&r.u);
     forest_free(f);
 }
 
