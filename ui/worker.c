@@ -31,10 +31,9 @@ static st_code restored(ui_worker *w, const ui_prune_info *in, st_err *err) {
     }
     ui_job s = ui_job_run(STRAT_STEPS, in->near);
     st_code rc = worker_run_start(w, &s, err);
-    if (rc) return rc;
-    snprintf(w->note, sizeof w->note, "restored %d node%s, %d branch%s, as they were: U prunes them again",
-             (int)in->nodes, in->nodes == 1 ? "" : "s", (int)in->branches, in->branches == 1 ? "" : "es");
-    return ST_OK;
+    while (!rc && w->run && !w->paused) worker_run_step(w); /* the lock is free while the model runs */
+    if (!rc && !w->run) say_pruned(w, "restored", in, " as they were: U prunes them again");
+    return rc; /* paused (a full KV cache): its message says what to do */
 }
 
 static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
