@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "forest/forest.h"
+#include "session/autosave.h"
 #include "../ui/screen.h"
 #include "../ui/tui.h"
 #include "app.h"
@@ -49,8 +50,9 @@ static void tui_usage(FILE *f) {
                "                       next one, said in its done message; --seed S or\n"
                "                       :set seed S makes the next run repeatable)\n"
                "\nfiles: $XDG_STATE_HOME/multidecode/{autosave.json,history,tui.log},\n"
-               "       autosave.1.json .. autosave.4.json there: the runs before (:load\n"
-               "       restores the last), $XDG_CONFIG_HOME/multidecode/keys (see assets/keys)\n");
+               "       autosave.1.json, autosave.2.json, ... there: the runs before (:load\n"
+               "       restores the last; up to 100 and 256 MiB, at least 8, the start says\n"
+               "       what it drops), $XDG_CONFIG_HOME/multidecode/keys (see assets/keys)\n");
 }
 
 /* dir/multidecode (created) from $VAR or ~/fallback into out; false when impossible. */
@@ -69,29 +71,6 @@ static bool app_dir(const char *var, const char *fallback, char *out, size_t cap
             *p = '/';
         }
     return !mkdir(out, 0755) || errno == EEXIST;
-}
-
-#define TUI_AUTOSAVES 5 /* autosave.json (this run) and autosave.1.json .. .4.json before it */
-
-/* The autosave file of the run i runs ago (0: this one) in the state folder. */
-static void autosave_name(const char *state, int i, char *out, size_t cap) {
-    if (i == 0) snprintf(out, cap, "%s/autosave.json", state);
-    else snprintf(out, cap, "%s/autosave.%d.json", state, i);
-}
-
-/* The last run's autosave.json becomes autosave.1.json (.1 becomes .2, ...; the oldest is
- * dropped), so this run's autosave never replaces the work of the runs before it. Nothing
- * moves when there is no autosave.json (an untouched run writes none). */
-static void autosave_rotate(const char *state) {
-    char from[4200], to[4200];
-    autosave_name(state, 0, from, sizeof from);
-    if (access(from, F_OK) != 0) return;
-    for (int i = TUI_AUTOSAVES - 1; i >= 1; i--) {
-        autosave_name(state, i - 1, from, sizeof from);
-        autosave_name(state, i, to, sizeof to);
-        if (rename(from, to) && errno != ENOENT)
-            fprintf(stderr, "multidecode: cannot keep the autosave %s: %s\n", from, strerror(errno));
-    }
 }
 
 typedef struct tui_app {
@@ -243,7 +222,12 @@ int cmd_tui(int argc, char **argv) {
         prompt_model_close(&a.pm);
         return app_fail(&err);
     }
-    if (tp.have_state) autosave_rotate(tp.state); /* after a --load, which may name the autosave */
+    if (tp.have_state) { /* after a --load, which may name the autosave */
+        autosave_params ap = autosave_default_params();
+        char note[200];
+        if (autosave_rotate(tp.state, &ap, note, sizeof note, &err)) fprintf(stderr, "multidecode: %s\n", err.msg);
+        if (note[0]) snprintf(hello + strlen(hello), sizeof hello - strlen(hello), " | %s", note);
+    }
     if (!o.load && tp.have_state && access(tp.last, R_OK) == 0)
         snprintf(hello + strlen(hello), sizeof hello - strlen(hello),
                  " | last session: :load restores it");
@@ -257,7 +241,7 @@ int cmd_tui(int argc, char **argv) {
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     ui_tui_params p = {
         .wp = {.ctx = a.pm.ctx, .tk = a.pm.tk, .f = f, .meta = meta, .sp = o.sp, .budget = (int32_t)o.budget,
-               .row_cost = o.row_cost,
+               .row_cost = o.row_cost, .unsaved = o.text && !o.load,
                .save = tui_save, .load = tui_load, .ud = &a,
                .model_name = slash ? slash + 1 : o.mo.path, .backend = o.mo.backend,
                .threads = o.mo.threads ? o.mo.threads : (int32_t)(nproc > 0 ? nproc : 1),

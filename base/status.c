@@ -17,6 +17,7 @@ static const char *const st_names[ST_N_CODES] = {
     [ST_ERR_CONTEXT] = "context is full",
     [ST_NO_KV_SLOT] = "no free KV cache slot",
     [ST_ERR_BACKEND] = "compute backend failure",
+    [ST_CANCELLED] = "cancelled",
 };
 
 const char *st_str(st_code code) {

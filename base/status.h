@@ -23,6 +23,7 @@ typedef enum {
     ST_ERR_CONTEXT,     /* the sequence would exceed the context / KV cache size */
     ST_NO_KV_SLOT,      /* the KV cache has no free slot: prune or compact, then retry */
     ST_ERR_BACKEND,     /* a compute backend failed (CUDA call, thread creation) */
+    ST_CANCELLED,       /* the caller stopped a long computation (the TUI's x) */
     ST_N_CODES
 } st_code;
 

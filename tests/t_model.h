@@ -85,7 +85,7 @@ static inline st_code t_linear_from(model_ctx *c, const int32_t *toks, int32_t f
     }
     off[n] = n;
     want[n - 1] = 1;
-    model_batch b = {n, toks, pos, slot, off, seg, want, off, seg + n, NULL};
+    model_batch b = {n, toks, pos, slot, off, seg, want, off, seg + n, NULL, NULL, NULL};
     st_err err = {0};
     st_code rc = model_forward(c, &b, last, &err);
     if (rc) fprintf(stderr, "linear: %s\n", err.msg);

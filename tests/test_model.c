@@ -135,7 +135,7 @@ static void test_forest_batch(const model *m, const char *what) {
     int32_t p_pos[4] = {0, 1, 2, 3}, p_slot[4] = {10, 11, 12, 13}, p_off[5] = {0, 1, 2, 3, 4};
     kern_seg p_seg[4] = {{10, 1}, {10, 2}, {10, 3}, {10, 4}};
     uint8_t none[4] = {0};
-    model_batch b1 = {4, P, p_pos, p_slot, p_off, p_seg, none, NULL, NULL, NULL};
+    model_batch b1 = {4, P, p_pos, p_slot, p_off, p_seg, none, NULL, NULL, NULL, NULL, NULL};
     st_err err = {0};
     T_CHECK(model_forward(c, &b1, NULL, &err) == ST_OK, "%s: prefix step: %s", what, err.msg);
     /* step 2: rows in DFS order: A0 A1 A2 B0 B1 R0 R1 R2 */
@@ -153,7 +153,7 @@ static void test_forest_batch(const model *m, const char *what) {
     int32_t off2[9] = {0, 2, 4, 6, 8, 10, 11, 12, 13};
     uint8_t want2[8] = {0, 0, 1, 0, 1, 0, 0, 1};
     float *out = malloc(sizeof(float) * V * 3), *ref = malloc(sizeof(float) * V);
-    model_batch b2 = {8, tok2, pos2, slot2, off2, seg2, want2, NULL, NULL, NULL};
+    model_batch b2 = {8, tok2, pos2, slot2, off2, seg2, want2, NULL, NULL, NULL, NULL, NULL};
     T_CHECK(model_forward(c, &b2, out, &err) == ST_OK, "%s: forest step: %s", what, err.msg);
 
     int32_t pathA[7] = {P[0], P[1], P[2], P[3], A[0], A[1], A[2]};
@@ -211,7 +211,7 @@ static void test_bad_batches(const model *m) {
         int32_t sl[2] = {slot[0], cases[i].s1};
         kern_seg sg[2] = {seg[0], {cases[i].segstart ? cases[i].segstart : 0,
                                    cases[i].segstart ? 10 : 5}};
-        model_batch bb = {2, tk, pos, sl, off, sg, NULL, NULL, NULL, NULL};
+        model_batch bb = {2, tk, pos, sl, off, sg, NULL, NULL, NULL, NULL, NULL, NULL};
         st_err err = {0};
         st_code rc = model_forward(c, &bb, b, &err);
         T_CHECK(rc == cases[i].want && err.msg[0], "%s: got %d (%s)", cases[i].what, rc, err.msg);

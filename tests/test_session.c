@@ -15,7 +15,9 @@
 #include "forest/forest.h"
 #include "convert/mkmodel.h"
 #include "session/session.h"
+#include "session/autosave.h"
 #include "session/sha256.h"
+#include "strategy/grow.h"
 #include "forest/step.h"
 #include "base/clock.h"
 #include "t.h"
@@ -752,6 +754,8 @@ static void test_markdown(void) {
     forest_append(f, mid, dog, NULL, 4, &b, &err);
     forest_add_root(f, t2, NULL, 2, 5, &c, &err);
     forest_set_flags(f, a, FOREST_FINISHED, 0);
+    forest_set_flags(f, b, FOREST_FINISHED, 0); /* a grow's budget stopped "dog": not finished */
+    forest_set_tag(f, b, GROW_END_BUDGET);
     forest_set_flags(f, forest_id_at(f, forest_index(a) - 1), FOREST_BOOKMARK, 0); /* "cat" */
     session_settings s = session_settings_default();
     session_model_id id = {.file = "story.gguf", .size = 1234, .sha256 = "0123456789abcdef0123"};
@@ -766,11 +770,11 @@ static void test_markdown(void) {
         "17 nodes in 2 trees, 3 branches.",
         "## Tree 1\n\n- Once upon a time, there was a\n"
         "  -  cat **\xe2\x98\x85 bookmark**. \xe2\x80\x94 *branch 1, finished*\n"
-        "  -  dog\xe2\x86\xb5\\*. \xe2\x80\x94 *branch 2*\n",
+        "  -  dog\xe2\x86\xb5\\*. \xe2\x80\x94 *branch 2, stopped by the budget*\n",
         "## Tree 2 (starts at position 5)\n\n- time \xe2\x80\x94 *branch 3*\n",
         "### Branch 1 \xe2\x98\x85 bookmark (finished)\n\nFrom the root of its tree:\n\n"
         "```text\nOnce upon a time, there was a cat.\n```\n",
-        "### Branch 2\n\nContinues branch 1 after \xe2\x80\x9c" "Once upon a time, there was a"
+        "### Branch 2 (stopped by the budget)\n\nContinues branch 1 after \xe2\x80\x9c" "Once upon a time, there was a"
         "\xe2\x80\x9d:\n\n```text\n dog\n*.\n```\n",
         "### Branch 3\n\nFrom the root of its tree:\n\n```text\ntime\n```\n",
     };
@@ -805,7 +809,7 @@ static void test_markdown(void) {
         const char *b1 = md ? strstr(md, "## Branches") : NULL, *b2 = md2 ? strstr(md2, "## Branches") : NULL;
         T_CHECK(b1 && b2 && !strcmp(b1, b2) &&
                     strstr(md2, "- Once upon a time, there was a\n  -  cat. **\xe2\x98\x85 bookmark** \xe2\x80\x94 *branch 1, finished*\n"
-                                "  -  dog\xe2\x86\xb5\\*. \xe2\x80\x94 *branch 2*\n"),
+                                "  -  dog\xe2\x86\xb5\\*. \xe2\x80\x94 *branch 2, stopped by the budget*\n"),
                 "the saved texts' export:\n%s\n--- with the tokenizer:\n%s", md2 ? md2 : "", md ? md : "");
         session_settings_free(&s3);
         forest_free(g);
@@ -864,10 +868,58 @@ static void test_scores(void) {
     unlink(path);
 }
 
+/* Writes generation i of the autosaves in dir: 1000 bytes, the first one the letter c. */
+static void put_gen(const char *dir, int32_t i, char c) {
+    char path[4200], buf[1000];
+    autosave_name(dir, i, path, sizeof path);
+    memset(buf, ' ', sizeof buf);
+    buf[0] = c;
+    FILE *o = fopen(path, "w");
+    if (o) fwrite(buf, 1, sizeof buf, o), fclose(o);
+}
+
+/* The first letter of generation i, 0 when it is not there. */
+static char gen_of(const char *dir, int32_t i) {
+    char path[4200];
+    autosave_name(dir, i, path, sizeof path);
+    FILE *in = fopen(path, "r");
+    int c = in ? fgetc(in) : 0;
+    if (in) fclose(in);
+    return c == EOF ? 0 : (char)c;
+}
+
+/* Autosave generations: each start moves them back one; the oldest go only beyond the
+ * count and the size, and the note says so (4 were kept, silently: a long session was
+ * rotated away after 6 runs). */
+static void test_autosave_gens(void) {
+    char dir[4200], note[200];
+    snprintf(dir, sizeof dir, "%s/autosaves", tmpdir);
+    mkdir(dir, 0755);
+    st_err err = {0};
+    autosave_params p = autosave_default_params();
+    T_CHECK(!autosave_rotate(dir, &p, note, sizeof note, &err) && !note[0] && !gen_of(dir, 1), "nothing to move");
+    for (int32_t i = 0; i <= 10; i++) put_gen(dir, i, (char)('a' + i)); /* a: this run's ... k: ten runs ago */
+    T_CHECK(!autosave_rotate(dir, &p, note, sizeof note, &err) && !note[0] && gen_of(dir, 1) == 'a' &&
+                gen_of(dir, 11) == 'k' && !gen_of(dir, 0),
+            "11 generations of 1000 bytes stay under the defaults: %c .. %c, '%s'", gen_of(dir, 1), gen_of(dir, 11), note);
+    p = (autosave_params){.max_gens = 100, .min_gens = 3, .max_bytes = 5000};
+    put_gen(dir, 0, 'z');
+    T_CHECK(!autosave_rotate(dir, &p, note, sizeof note, &err) && gen_of(dir, 1) == 'z' && gen_of(dir, 5) == 'd' &&
+                !gen_of(dir, 6) && strstr(note, "dropped the 7 oldest autosaves"),
+            "5000 bytes: generations 1..5 kept (%c .. %c, %c), '%s'", gen_of(dir, 1), gen_of(dir, 5), gen_of(dir, 6) ? gen_of(dir, 6) : '-',
+            note);
+    p = (autosave_params){.max_gens = 2, .min_gens = 1, .max_bytes = (int64_t)1 << 40};
+    put_gen(dir, 0, 'y');
+    T_CHECK(!autosave_rotate(dir, &p, note, sizeof note, &err) && gen_of(dir, 2) == 'z' && !gen_of(dir, 3) &&
+                strstr(note, "dropped the 4 oldest"),
+            "at most 2: '%s'", note);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/md_test_session_XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     test_sha256();
+    test_autosave_gens();
     test_deep_and_empty();
     test_wide();
     model *m = make_model("a.gguf", 7, 512, 64);

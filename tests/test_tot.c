@@ -148,6 +148,11 @@ static void check_shape(int32_t d) {
     st_err err = {0};
     strategy *s = rig_init(&r) ? tot_start(&r, d, &env, &err) : NULL;
     int32_t steps = 0, level = 0, good = 0;
+    if (s) { /* before a level is judged there is no best score to show (it read "best +nan") */
+        strategy_progress pr;
+        strategy_get_progress(s, &pr);
+        T_CHECK(!strstr(pr.text, "nan") && !strstr(pr.text, "best"), "level 0's progress: '%s'", pr.text);
+    }
     while (s && !strategy_done(s)) {
         if (strategy_step(s, &env, &err)) break;
         steps++;

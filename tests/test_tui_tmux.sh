@@ -94,6 +94,12 @@ restart() {
 }
 k ':set temp 0' Enter
 screen start
+# Tab completes a command name after the prompt's ':' (it gave '::grow 4')
+k ':gr' Tab ' 4'
+sleep 0.3
+capture | tail -1 | grep -q '^:grow  *4' && ! capture | tail -1 | grep -q '::'; check tab-complete $? "':gr<Tab> 4': $(capture | tail -1)"
+k C-u Escape
+sleep 0.3
 k '?'
 screen help
 k Escape
@@ -214,6 +220,12 @@ sleep 1
 # fourth says there is nothing left, U prunes again; Enter on the alternative already
 # chosen selects that branch instead of making a second copy
 restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+# a session started with a prompt is work no file has: :load asks first (it replaced it)
+k ":load $TMP/s.json" Enter
+sleep 0.5
+capture | tail -1 | grep -q 'unsaved changes'; check load-asks $? ":load after a prompt argument: $(capture | tail -1)"
+k n
+sleep 0.3
 flines() { capture | sed -n '2,27p' | grep -c '^ *[▾▸·]'; }
 k ':set temp 0' Enter ':cot 3 5' Enter
 settle
@@ -295,10 +307,18 @@ settle
 check beam-scores $? "beam scores: $(capture | sed -n 2,6p; capture | tail -1)"
 k '?'
 settle
-k j j j j j j j j j j j j j j j j j j j j j j j j j j
+k j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j
 settle
 capture | grep -q '✓  ended: end of text' && capture | grep -q '…  stopped by the budget'; check help-marks $? "the help does not explain the marks: $(capture | grep -A3 Marks)"
 k Escape
+# / searches the lines: from the first line, ' a' (in both lines) is found next on line 2,
+# match 2 of 2; C-n wraps around to match 1
+k g / ' a' Enter
+sleep 0.3
+capture | tail -1 | grep -q '/ a: match 2 of 2'; check search $? "/ a: $(capture | tail -1)"
+k C-n
+sleep 0.3
+capture | tail -1 | grep -q '/ a: match 1 of 2'; check search-next $? "C-n: $(capture | tail -1)"
 # :set alone shows the values; ' without bookmarks says so; an export that cannot be
 # written says why
 k ':set' Enter

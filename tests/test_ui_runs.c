@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "forest/forest.h"
+#include "forest/step.h"
 #include "gguf/gguf.h"
 #include "session/session.h"
 #include "tok/chat.h"
@@ -51,6 +52,13 @@ static ui_job cmd_job(const char *line, forest_id node) {
 
 /* A SmolLM2 worker with its chat template over a fresh forest; NULL (skipped or
  * failed) when the model is absent. *m, *tk, *c are the caller's to free. */
+/* The chat template text of m, NULL when it has none. */
+static const char *t_smol_jinja(const model *m) {
+    const char *jinja = NULL;
+    if (gguf_get_str(m->gguf, "tokenizer.chat_template", &jinja, NULL) != ST_OK) jinja = NULL;
+    return jinja;
+}
+
 static ui_worker *smol_worker(model **m, tok **tk, model_ctx **c) {
     *m = NULL, *tk = NULL, *c = NULL;
     if (access(SMOL, R_OK) != 0) {
@@ -61,8 +69,7 @@ static ui_worker *smol_worker(model **m, tok **tk, model_ctx **c) {
     *m = model_load(SMOL, &err);
     *tk = *m ? tok_from_gguf((*m)->gguf, &err) : NULL;
     *c = *tk ? t_new_ctx(*m, 1024) : NULL;
-    const char *jinja = NULL;
-    if (*m) gguf_get_str((*m)->gguf, "tokenizer.chat_template", &jinja, NULL);
+    const char *jinja = *m ? t_smol_jinja(*m) : NULL;
     static char sys[512];
     chat_default_system(jinja, sys, sizeof sys);
     ui_worker_params wp = {.ctx = *c, .tk = *tk, .f = forest_init(1024, 8), .sp = sample_default_params(),
@@ -134,6 +141,15 @@ static void test_beam_agrees(void) {
             (int)json_array_size(cli));
     for (size_t i = 0; i < json_array_size(cli); i++) check_result(w, tk, q, below, n, json_array_get(cli, i), (int32_t)i + 1);
     ui_worker_unlock(w);
+    /* the Markdown export names the template the turns were written in (it said "none") */
+    char md[64], text[4096] = "", want[64];
+    snprintf(md, sizeof md, "/tmp/test_ui_runs.%d.md", (int)getpid());
+    snprintf(want, sizeof want, "chat template: %s.", chat_name(chat_detect(t_smol_jinja(m))));
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_EXPORT, .text = md}, msg, sizeof msg), ":export: %s", msg);
+    FILE *in = fopen(md, "r");
+    if (in) text[fread(text, 1, sizeof text - 1, in)] = 0, fclose(in);
+    T_CHECK(strstr(text, want) && !strstr(want, "none"), "'%s' in the export: %.300s", want, text);
+    remove(md);
     json_decref(cli);
     free(out);
 out:
@@ -270,6 +286,122 @@ out:
     stories_stop(w, c, tk, m);
 }
 
+/* What the nodes from leaf up to root (excluded) hold: how many are computed and how
+ * many alternatives they keep; the tokens from root on into t (*n of them). */
+static void branch_state(const forest *f, forest_id root, forest_id leaf, int32_t *t, int32_t *n, int32_t *computed,
+                         int32_t *alts) {
+    *n = tokens_below(f, root, leaf, t, 16);
+    *computed = *alts = 0;
+    for (int32_t i = forest_index(leaf); i >= 0 && i != forest_index(root); i = forest_node_at(f, i)->parent) {
+        *computed += forest_node_at(f, i)->state == FOREST_COMPUTED;
+        *alts += forest_topk(f, forest_id_at(f, i), NULL, NULL, 0);
+    }
+}
+
+/* :grow, d on its branch, u: the branch comes back computed (it came back pending, to
+ * be computed by hand with s), with its tokens and its choices (its end's too, which the
+ * grow left pending). */
+static void test_undo_computed(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    forest_id root;
+    ui_worker_params wp = {.sp = sample_default_params(), .budget = 6, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = stories_worker(&wp, &m, &tk, &c, &root);
+    if (!w) goto out;
+    char msg[1024];
+    int32_t t0[16], t1[16], n0, n1, k0, k1, a0, a1;
+    forest_id lv;
+    T_CHECK(run_job(w, cmd_job(":grow", root), msg, sizeof msg), "grow: %s", msg);
+    ui_worker_lock(w);
+    const forest *f = ui_worker_forest(w);
+    T_CHECK(leaves_below(w, root, &lv, 1) == 1, "one branch");
+    branch_state(f, root, lv, t0, &n0, &k0, &a0);
+    forest_id top = forest_id_at(f, forest_get(f, root)->first_child);
+    ui_worker_unlock(w);
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_PRUNE, .node = top}, msg, sizeof msg) &&
+                run_job(w, (ui_job){.kind = UI_JOB_UNDO}, msg, sizeof msg),
+            "d, u: %s", msg);
+    ui_worker_lock(w);
+    f = ui_worker_forest(w);
+    T_CHECK(leaves_below(w, root, &lv, 1) == 1, "the branch is back");
+    branch_state(f, root, lv, t1, &n1, &k1, &a1);
+    ui_worker_unlock(w);
+    T_CHECK(n0 > 1 && n1 == n0 && !memcmp(t0, t1, sizeof(int32_t) * (size_t)n0), "the same %d tokens", (int)n0);
+    /* the step computes the grow's last token too, which it had left pending */
+    T_CHECK(k0 >= n0 - 1 && k1 >= k0, "computed as before: %d of %d (before: %d)", (int)k1, (int)n1, (int)k0);
+    T_CHECK(a0 > 0 && a1 >= a0, "its %d choices: %d", (int)a0, (int)a1);
+    T_CHECK(strstr(msg, "as they were") != NULL, "says so: %s", msg);
+    ui_worker_stop(w);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
+/* What a long pass reported (forward_progress), and after how many reports it stops. */
+typedef struct pass_log {
+    int32_t done[16], rows, n, stop_at;
+} pass_log;
+
+static bool log_pass(void *ud, int32_t done, int32_t rows) {
+    pass_log *l = ud;
+    if (l->n < 16) l->done[l->n] = done;
+    l->rows = rows;
+    return ++l->n != l->stop_at;
+}
+
+/* A 40-token prompt in passes of 8 rows (the TUI showed nothing for 20 s while a long
+ * prompt ran): the step reports 0, 8, 16, 24, 32 of 40 rows, and stopped at the third
+ * report (x) it returns ST_CANCELLED with the prompt pending and the forest whole, and
+ * the same step run again gives the logits of an uninterrupted one. */
+static void test_prefill_progress(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c = NULL;
+    if (!t_stories(&m, &tk) || !(c = t_new_ctx_rows(m, 64, 8))) goto out;
+    int32_t prompt[40];
+    for (int32_t i = 0; i < 40; i++) prompt[i] = i ? 300 + i : tok_bos(tk);
+    st_err err = {0};
+    forest *f = forest_init(64, 4);
+    forest_id leaf;
+    forest_add_root(f, prompt, NULL, 40, 0, &leaf, &err);
+    step_plan p;
+    step_plan_init(&p);
+    pass_log l = {.stop_at = 3};
+    p.forward_progress = log_pass, p.forward_ud = &l;
+    st_code rc = step_forest(f, &p, c, &err);
+    T_CHECK(rc == ST_CANCELLED && l.n == 3 && l.done[2] == 16 && l.rows == 40,
+            "stopped at the third report: %d (%s), %d reports, the last %d of %d", (int)rc, err.msg, (int)l.n,
+            (int)l.done[l.n > 0 ? l.n - 1 : 0], (int)l.rows);
+    T_CHECK(forest_n_pending(f) == 40 && forest_check(f, &err) == ST_OK, "the prompt pending, the forest whole: %d",
+            (int)forest_n_pending(f));
+    l = (pass_log){.stop_at = -1};
+    rc = step_forest(f, &p, c, &err);
+    T_CHECK(!rc && l.n == 5 && l.done[0] == 0 && l.done[4] == 32 && forest_n_pending(f) == 0,
+            "run again: %d reports, 0 .. %d of %d rows, %d pending (%s)", (int)l.n, (int)l.done[l.n > 4 ? 4 : 0],
+            (int)l.rows, (int)forest_n_pending(f), err.msg);
+    int32_t ids[4], ids0[4];
+    float lps[4], lps0[4];
+    int32_t k = forest_topk(f, leaf, ids, lps, 4);
+    model_ctx *c0 = t_new_ctx_rows(m, 64, 64);
+    forest *g = forest_init(64, 4);
+    forest_id leaf0;
+    forest_add_root(g, prompt, NULL, 40, 0, &leaf0, &err);
+    step_plan p0;
+    step_plan_init(&p0);
+    int32_t k0 = c0 && !step_forest(g, &p0, c0, &err) ? forest_topk(g, leaf0, ids0, lps0, 4) : 0;
+    T_CHECK(k == 4 && k0 == 4 && !memcmp(ids, ids0, sizeof ids) && fabsf(lps[0] - lps0[0]) < 1e-4f,
+            "the same choices as one uninterrupted pass: %d %d, %d/%d", (int)k, (int)k0, (int)ids[0], (int)ids0[0]);
+    step_plan_free(&p0), step_plan_free(&p);
+    forest_free(g), forest_free(f);
+    model_ctx_free(c0);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 /* The worker's save and load (app/cmd_tui.c's, less the model check): the session with
  * the scores the worker hands over. */
 static st_code save_cb(void *ud, const char *path, const forest *f, const sample_params *sp, session_meta *meta,
@@ -306,6 +438,25 @@ static int32_t scores_below(ui_worker *w, forest_id node, double *out, int32_t c
     return k;
 }
 
+/* The timed autosave to path (quiet) after a run: true when it saved and the message
+ * line still holds the run's summary (it said "saved PATH" over it); the message in msg. */
+static bool quiet_save(ui_worker *w, const char *path, char *msg, size_t cap) {
+    char before[1024];
+    ui_worker_lock(w);
+    ui_worker_message(w, before, sizeof before);
+    ui_job j = {.kind = UI_JOB_SAVE, .text = path, .u.save = {.autosave = true, .quiet = true}};
+    ui_worker_post(w, &j);
+    ui_worker_unlock(w);
+    bool saved = false;
+    for (time_t t0 = time(NULL); !saved && time(NULL) - t0 < 30; usleep(2000)) {
+        ui_worker_lock(w);
+        saved = ui_worker_unsaved_since(w) == 0;
+        ui_worker_message(w, msg, cap);
+        ui_worker_unlock(w);
+    }
+    return saved && !strcmp(msg, before) && !strncmp(msg, "done", 4);
+}
+
 /* :beam 3 8, then :keep 1 and u: the three scores again; :save, :load: the same three on
  * the loaded forest's leaves, and :export's Markdown names them. */
 static void test_scores_last(void) {
@@ -324,6 +475,8 @@ static void test_scores_last(void) {
     int32_t n = scores_below(w, root, before, 8);
     ui_worker_unlock(w);
     T_CHECK(n == 3, "beam 3: %d scored leaves", (int)n);
+    snprintf(path, sizeof path, "/tmp/test_ui_runs.%d.json", (int)getpid());
+    T_CHECK(quiet_save(w, path, msg, sizeof msg), "the timed autosave leaves the run's summary: '%s'", msg);
     T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_KEEP, .node = root, .u.keep.n = 1}, msg, sizeof msg) &&
                 run_job(w, (ui_job){.kind = UI_JOB_UNDO}, msg, sizeof msg), ":keep 1, u: %s", msg);
     ui_worker_lock(w);
@@ -360,5 +513,7 @@ int main(void) {
     test_fresh_seeds();
     test_scores_last();
     test_attn_setting();
+    test_undo_computed();
+    test_prefill_progress();
     return t_done();
 }

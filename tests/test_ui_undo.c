@@ -3,8 +3,11 @@
  * the selection goes (a sibling, else the parent), bookmarks restored, a new prune
  * clearing the redo list, a prune inside a subtree pruned later undone in order (the
  * inner entry follows the restored nodes' new ids), finished marks, tags and scores put
- * back, and the forest's invariants after every change. */
+ * back, a branch put back in its old place among its siblings with its alternatives, the
+ * survivor of a prune kept on a line of its own, and the forest's invariants after every
+ * change. */
 #include "forest/forest.h"
+#include "../ui/forest_view.h"
 #include "../ui/undo.h"
 #include "t.h"
 
@@ -150,9 +153,81 @@ static void test_marks(void) {
     forest_free(f);
 }
 
+/* The tokens of node's children in order, as "4 6 7". */
+static const char *children_text(const forest *f, forest_id node) {
+    static char buf[64];
+    buf[0] = '\0';
+    for (int32_t c = forest_get(f, node)->first_child; c >= 0; c = forest_node_at(f, c)->next_sibling) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, sizeof buf - l, "%s%d", l ? " " : "", (int)forest_node_at(f, c)->token);
+    }
+    return buf;
+}
+
+/* tree()'s forest with an empty prune history over it. */
+typedef struct undo_rig {
+    forest_id ids[6], top;
+    ui_undo u;
+    st_err err;
+    ui_prune_info in;
+} undo_rig;
+
+static forest *rig_init(undo_rig *r) {
+    ui_undo_init(&r->u);
+    r->err = (st_err){0};
+    return tree(r->ids);
+}
+
+/* B (the middle child) pruned and undone: back between A and C with its alternatives
+ * (it came back last before); C pruned and undone likewise stays last. A root too. */
+static void test_place(void) {
+    undo_rig r;
+    forest *f = rig_init(&r);
+    int32_t alt[2] = {11, 12}, got[4] = {0};
+    float alp[2] = {-0.1f, -2.5f}, glp[4];
+    forest_store_topk(f, forest_index(r.ids[2]), alt, alp, 2);
+    T_CHECK(!ui_undo_prune(&r.u, f, r.ids[2], &r.in, &r.err) && !ui_undo_undo(&r.u, f, &r.top, &r.in, &r.err), "prune B, undo");
+    T_CHECK(!strcmp(children_text(f, r.ids[0]), "4 6 7") && valid(f), "B in its place: %s", children_text(f, r.ids[0]));
+    T_CHECK(forest_topk(f, r.top, got, glp, 4) == 2 && got[1] == 12 && glp[1] == -2.5f, "B's alternatives back: %d",
+            (int)got[1]);
+    T_CHECK(!ui_undo_prune(&r.u, f, r.ids[3], &r.in, &r.err) && !ui_undo_undo(&r.u, f, &r.top, &r.in, &r.err) &&
+                !strcmp(children_text(f, r.ids[0]), "4 6 7"),
+            "C, the last, stays last: %s", children_text(f, r.ids[0]));
+    forest_id r2, roots[4];
+    int32_t t = 20;
+    forest_add_root(f, &t, NULL, 1, 0, &r2, NULL);
+    T_CHECK(!ui_undo_prune(&r.u, f, chain_top(f, r.ids[0], 3), &r.in, &r.err) && !ui_undo_undo(&r.u, f, &r.top, &r.in, &r.err) &&
+                forest_roots(f, roots, 4) == 2 && roots[0] == r.top && valid(f),
+            "the first root comes back first");
+    ui_undo_free(&r.u);
+    forest_free(f);
+}
+
+/* The user's prune of B and C leaves A on a line of its own under the root's (d on it
+ * prunes A, not the prompt with it); undone, the three are lines again. */
+static void test_survivor_line(void) {
+    undo_rig r;
+    forest *f = rig_init(&r);
+    forest_view v;
+    fv_init(&v, false);
+    T_CHECK(!ui_undo_prune(&r.u, f, r.ids[2], &r.in, &r.err) && !ui_undo_prune(&r.u, f, r.ids[3], &r.in, &r.err), "prune B, C");
+    fv_rebuild(&v, f, &r.err);
+    T_CHECK(v.n_lines == 4 && v.lines[0].n_nodes == 3 && v.lines[1].n_nodes == 2,
+            "root, A, [8], [9]: %d lines, the first of %d nodes", v.n_lines, v.n_lines ? v.lines[0].n_nodes : 0);
+    T_CHECK(fv_select_node(&v, f, r.ids[1]) && v.cursor == 1 && fv_selected(&v, f) == r.ids[1], "A's line selects A");
+    T_CHECK(!ui_undo_undo(&r.u, f, &r.top, &r.in, &r.err) && !ui_undo_undo(&r.u, f, &r.top, &r.in, &r.err) && !fv_rebuild(&v, f, &r.err) &&
+                v.n_lines == 6,
+            "all back: %d lines", v.n_lines);
+    fv_free(&v);
+    ui_undo_free(&r.u);
+    forest_free(f);
+}
+
 int main(void) {
     test_levels();
     test_nested();
     test_marks();
+    test_place();
+    test_survivor_line();
     return t_done();
 }

@@ -17,6 +17,7 @@
 #include "../ui/text_view.h"
 #include "../ui/uline.h"
 #include "t.h"
+#include "t_tok.h"
 
 static double now_ms(void) { return 1e3 * mono_now_s(); }
 
@@ -178,6 +179,21 @@ static void test_forest_view(void) {
     fv_rebuild(&v, f, &err);
     fv_render(&v, f, NULL, 1, NULL, 0, buf, sizeof buf, 60);
     T_CHECK(!strcmp(buf, "   * 60% [4][5]"), "bookmark: '%s'", buf);
+    /* / searches the lines' text, forward and back, wrapping; C-n / C-p move */
+    int32_t rank, total;
+    T_CHECK(fv_find(&v, f, NULL, "[6]", 0, 1, &rank, &total) == 2 && rank == 1 && total == 1, "/[6]: line 2");
+    T_CHECK(fv_find(&v, f, NULL, "][", 0, 1, &rank, &total) == 1 && rank == 2 && total == 3 &&
+                fv_find(&v, f, NULL, "][", 2, 1, &rank, &total) == 0 && rank == 1 &&
+                fv_find(&v, f, NULL, "][", 0, -1, &rank, &total) == 2 && rank == 3,
+            "/][: 3 lines, forward from 0: line 1, from 2: wraps to 0, back from 0: line 2");
+    T_CHECK(fv_find(&v, f, NULL, "[9]", 0, 1, &rank, &total) < 0 && total == 0, "/[9]: none");
+    /* a search's dropped thought has a mark of its own, not only the dimming an unlikely
+       line (the 30% [6]) gets too */
+    forest_set_flags(f, ids[2], FOREST_DIMMED, 0);
+    fv_rebuild(&v, f, &err);
+    fv_render(&v, f, NULL, 2, NULL, 0, buf, sizeof buf, 60);
+    T_CHECK(!strcmp(buf, "   x 30% [6][7]"), "dropped: '%s'", buf);
+    forest_set_flags(f, ids[2], 0, FOREST_DIMMED);
     /* text view: the path of [6 7], alternatives from the stored top-k */
     text_view tv;
     tv_init(&tv);
@@ -197,33 +213,39 @@ static void test_forest_view(void) {
     tv_move(&tv, -10);
     T_CHECK(tv.cursor == 0 && tv_alts(&tv, f, got, glp, 8, NULL) == 0, "no alternatives at a root");
     tv_free(&tv);
-    /* pruning one of two siblings: the survivor keeps its own line under the root's (the
-       two merged into one line before, and d on it pruned the prompt with it) */
+    /* a strategy pruning one of two siblings (rejected drafts, :tot's losers): the chain
+       left is one line (it was drawn as a nested line under the root's before); the
+       user's prune keeps the survivor's line (test_ui_undo) */
     forest_prune(f, ids[2], NULL);
     fv_rebuild(&v, f, &err);
-    fv_render(&v, f, NULL, 1, NULL, 0, buf, sizeof buf, 60);
-    T_CHECK(v.n_lines == 2 && v.lines[0].n_nodes == 3 && !strcmp(buf, "   * 60% [4][5]"),
-            "after a prune: %d lines, line 1 '%s'", v.n_lines, buf);
-    T_CHECK(fv_select_node(&v, f, ids[1]) && v.cursor == 1 && fv_selected(&v, f) == ids[1], "the survivor's line");
-    forest_id n8;
-    int32_t t8 = 8;
-    forest_append(f, ids[1], &t8, NULL, 1, &n8, NULL);
+    fv_render(&v, f, NULL, 0, NULL, 0, buf, sizeof buf, 60);
+    T_CHECK(v.n_lines == 1 && v.lines[0].n_nodes == 5 && !strcmp(buf, " *   - [1][2][3][4][5]"),
+            "after a strategy's prune: %d lines, line 0 '%s'", v.n_lines, buf);
+    forest_free(f);
+    /* the same view over a new forest (a :load) whose ids are the old ones: one chain,
+       one line, nothing folded */
+    int32_t chain[6] = {1, 2, 3, 4, 5, 6};
+    f = forest_init(64, 4);
+    forest_id last;
+    forest_add_root(f, chain, NULL, 3, 0, &last, NULL);
+    forest_append(f, last, chain + 3, NULL, 3, &last, NULL);
     fv_rebuild(&v, f, &err);
-    T_CHECK(v.n_lines == 2 && v.lines[1].n_nodes == 3 && fv_selected(&v, f) == n8, "the survivor's line grows");
+    T_CHECK(v.n_lines == 1 && v.lines[0].n_nodes == 6 && fv_selected(&v, f) == last, "a loaded chain: %d lines",
+            v.n_lines);
     fv_free(&v);
     forest_free(f);
 
     /* 10,000+ nodes: 100 branches of 100 tokens; rebuild + one window well under 50 ms */
     f = forest_init(20000, 0);
-    int32_t one = 1, chain[99];
-    for (int i = 0; i < 99; i++) chain[i] = 2 + i;
+    int32_t one = 1, chain99[99];
+    for (int i = 0; i < 99; i++) chain99[i] = 2 + i;
     forest_id root;
     forest_add_root(f, &one, NULL, 1, 0, &root, NULL);
     for (int b = 0; b < 100; b++) {
-        forest_id first, last;
+        forest_id first;
         float lp = logf(0.5f);
         forest_append(f, root, &one, &lp, 1, &first, NULL);
-        forest_append(f, first, chain, NULL, 99, &last, NULL);
+        forest_append(f, first, chain99, NULL, 99, &last, NULL);
     }
     fv_init(&v, true);
     double t0 = now_ms();
@@ -494,6 +516,18 @@ static void test_mask_mouse_prune(void) {
  * break after spaces, so a word moves down whole (the space stays at the row's end); a
  * word wider than the row is broken where the row ends; wide characters count two
  * columns. Each row is checked as drawn. */
+/* A forest of one root chain toks[0..n) and a text view over it (tv: the caller frees
+ * it, and the forest). */
+static forest *chain_view(const int32_t *toks, int32_t n, text_view *tv) {
+    forest *f = forest_init(n + 64, 4);
+    forest_id leaf;
+    st_err err = {0};
+    forest_add_root(f, toks, NULL, n, 0, &leaf, NULL);
+    tv_init(tv);
+    tv_set(tv, f, leaf, &err);
+    return f;
+}
+
 static void test_text_layout(void) {
     if (!setlocale(LC_CTYPE, "C.UTF-8") && !setlocale(LC_CTYPE, "en_US.UTF-8")) {
         T_SKIP("no UTF-8 locale");
@@ -510,12 +544,8 @@ static void test_text_layout(void) {
     /* "<s> Once upon a time,\nLily said a abcdefghijklmnopq said 日本日本" */
     int32_t toks[] = {1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 5, 12, 11, 13};
     int32_t nt = (int32_t)(sizeof toks / sizeof toks[0]);
-    forest *f = forest_init(64, 4);
-    forest_id leaf;
-    forest_add_root(f, toks, NULL, nt, 0, &leaf, NULL);
     text_view tv;
-    tv_init(&tv);
-    tv_set(&tv, f, leaf, &err);
+    forest *f = chain_view(toks, nt, &tv);
     tv_layout L = {0};
     T_CHECK(tv_layout_build(&L, &tv, f, tk, 12, true, "#", &err) == ST_OK, "layout: %s", err.msg);
     const char *want[] = {"<s> Once ", "upon a ", "time,\xe2\x86\xb5", "Lily said a ", "abcdefghijkl",
@@ -556,12 +586,8 @@ static void test_long_cell(void) {
     if (!tk) return;
     int32_t toks[302] = {1, 3};
     for (int32_t i = 2; i < 302; i++) toks[i] = 4;
-    forest *f = forest_init(512, 4);
-    forest_id leaf;
-    forest_add_root(f, toks, NULL, 302, 0, &leaf, NULL);
     text_view tv;
-    tv_init(&tv);
-    tv_set(&tv, f, leaf, &err);
+    forest *f = chain_view(toks, 302, &tv);
     tv_layout L = {0};
     T_CHECK(tv_layout_build(&L, &tv, f, tk, 80, true, "#", &err) == ST_OK, "layout: %s", err.msg);
     int32_t marks = 0;
@@ -574,8 +600,103 @@ static void test_long_cell(void) {
     tok_free(tk);
 }
 
+/* The text pane's word moves (W, B) over "Once upon a time, there was a little girl"
+ * (stories260K's tokens, several to a word): W lands on each word's first token in turn,
+ * B comes back the same way; 0 and $ are tv_move to the ends. */
+static void test_word_moves(void) {
+    tok *tk = t_tok_load("models/stories260K.gguf");
+    if (!tk) return;
+    static const char text[] = "Once upon a time, there was a little girl";
+    st_err err = {0};
+    int32_t n, *t = tok_encode_alloc(tk, text, strlen(text), true, false, &n, &err);
+    text_view tv;
+    forest *f = chain_view(t, n, &tv);
+    tv_move(&tv, -tv.n);
+    char got[512] = "", tb[256];
+    int32_t stops[32], k = 0;
+    while (tv.cursor < tv.n - 1 && k < 32) {
+        tv_move_word(&tv, f, tk, 1);
+        stops[k++] = tv.cursor;
+        tv_token(&tv, f, tk, tv.cursor, tb, sizeof tb);
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s|", tb);
+    }
+    /* each stop's token starts a word: " upon", " a", ... (the end, one past the last token, ends it) */
+    T_CHECK(k == 9 && !strncmp(got, " upon| a| time| there| was| a| little| girl", 40) && stops[k - 1] == tv.n,
+            "W: %d stops '%s'", (int)k, got);
+    int32_t back = 0;
+    for (int32_t i = k - 2; i >= 0; i--) {
+        tv_move_word(&tv, f, tk, -1);
+        back += tv.cursor == stops[i];
+    }
+    tv_move_word(&tv, f, tk, -1);
+    T_CHECK(back == k - 1 && tv.cursor == 0, "B: the same stops back (%d of %d), then the first token", (int)back,
+            (int)(k - 1));
+    tv_free(&tv);
+    forest_free(f);
+    free(t);
+    tok_free(tk);
+}
+
+/* Line 0..n-1 of a view over f drawn into lines (each 256 bytes, 80 columns). */
+static void draw(forest_view *v, const forest *f, const tok *tk, char lines[][256], int n) {
+    st_err err = {0};
+    fv_rebuild(v, f, &err);
+    for (int i = 0; i < n; i++) fv_render(v, f, tk, i, NULL, 0, lines[i], 256, 80);
+}
+
+/* A chat prompt's line shows the user's words, not "<|im_start|>system↵You are..." (t
+ * shows it all again); a child line that starts inside a word starts with an ellipsis.
+ * SmolLM2's ChatML and Gemma 3's turns; skipped without the models. */
+static void test_chat_lines(void) {
+    static const struct { const char *model, *prompt; } cases[] = {
+        {"models/SmolLM2-135M-Instruct.Q4_1.gguf",
+         "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+         "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"},
+        {"models/gemma-3-270m-q4_k_m.gguf",
+         "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n"},
+    };
+    if (!setlocale(LC_CTYPE, "C.UTF-8") && !setlocale(LC_CTYPE, "en_US.UTF-8")) {
+        T_SKIP("no UTF-8 locale");
+        return;
+    }
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        tok *tk = t_tok_load(cases[c].model);
+        if (!tk) continue;
+        st_err err = {0};
+        int32_t n, nw, na, nb, *p = tok_encode_alloc(tk, cases[c].prompt, strlen(cases[c].prompt), false, true, &n, &err);
+        int32_t *w = tok_encode_alloc(tk, "The capital is Par", 18, false, false, &nw, &err);
+        int32_t *a = tok_encode_alloc(tk, "is", 2, false, false, &na, &err);
+        int32_t *b = tok_encode_alloc(tk, " Lyon", 5, false, false, &nb, &err);
+        forest *f = forest_init(256, 0);
+        forest_id root, mid, x;
+        forest_add_root(f, p, NULL, n, 0, &root, NULL);
+        forest_append(f, root, w, NULL, nw, &mid, NULL);
+        forest_append(f, mid, a, NULL, na, &x, NULL);
+        forest_append(f, mid, b, NULL, nb, &x, NULL);
+        forest_view v;
+        fv_init(&v, true);
+        char ln[4][256];
+        draw(&v, f, tk, ln, 4);
+        T_CHECK(v.n_lines == 3 && strstr(ln[0], "What is the capital of France?") && !strstr(ln[0], "system") &&
+                    !strstr(ln[0], "<"),
+                "%s: the prompt's line shows the question: '%s'", cases[c].model, ln[0]);
+        T_CHECK(strstr(ln[1], "\xe2\x80\xa6is") != NULL && strstr(ln[2], "\xe2\x80\xa6") == NULL,
+                "%s: a line inside a word starts with an ellipsis, one at a word does not: '%s' / '%s'", cases[c].model,
+                ln[1], ln[2]);
+        v.raw = true;
+        draw(&v, f, tk, ln, 1);
+        T_CHECK(strstr(ln[0], "<") != NULL, "%s: t shows the scaffolding: '%s'", cases[c].model, ln[0]);
+        fv_free(&v);
+        forest_free(f);
+        free(p), free(w), free(a), free(b);
+        tok_free(tk);
+    }
+}
+
 int main(void) {
     test_forest_view();
+    test_chat_lines();
+    test_word_moves();
     test_long_cell();
     test_wide_text();
     test_text_layout();

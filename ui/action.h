@@ -29,9 +29,9 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(BEAM,        "beam",         "b",            UI_VIEW_ALL,    "beam search of width 2 from the selected leaf") \
     X(MERGE,       "merge",        "M",            UI_VIEW_ALL,    "merge the bookmarked branches and grow the result") \
     X(PAUSE,       "pause",        "p",            UI_VIEW_ALL,    "pause or resume (:tot pauses at the level's end)") \
-    X(CANCEL,      "cancel",       "x",            UI_VIEW_ALL,    "cancel the strategy (:tot keeps its tree so far)") \
+    X(CANCEL,      "cancel",       "x",            UI_VIEW_ALL,    "cancel the strategy or a long prompt's pass (:tot keeps its tree)") \
     X(PRUNE,       "prune",        "d Delete",     UI_VIEW_FOREST, "prune the selected subtree") \
-    X(UNDO,        "undo",         "u",            UI_VIEW_FOREST, "undo the last prune (again: the one before)") \
+    X(UNDO,        "undo",         "u",            UI_VIEW_FOREST, "undo the last prune (again: the one before), as it was") \
     X(REDO,        "redo",         "U C-r",        UI_VIEW_FOREST, "redo: prune again what undo restored") \
     X(BOOKMARK,    "bookmark",     "m",            UI_VIEW_ALL,    "bookmark the selected node or clear it") \
     X(NEXT_MARK,   "next-bookmark", "'",           UI_VIEW_ALL,    "jump to the next bookmark") \
@@ -46,8 +46,16 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(COLLAPSE,    "collapse",     "h Left",       UI_VIEW_FOREST, "collapse the selected subtree (or go to its parent)") \
     X(EXPAND,      "expand",       "l Right",      UI_VIEW_FOREST, "expand the selected subtree") \
     X(TOGGLE,      "toggle",       "Space",        UI_VIEW_FOREST, "collapse or expand the selected subtree") \
+    X(SEARCH,      "search",       "/",            UI_VIEW_FOREST, "search the lines' text (C-n / C-p: next / previous match)") \
+    X(SEARCH_NEXT, "search-next",  "C-n",          UI_VIEW_FOREST, "select the next line the search matches") \
+    X(SEARCH_PREV, "search-prev",  "C-p",          UI_VIEW_FOREST, "select the previous line the search matches") \
+    X(SCAFFOLD,    "scaffold",     "t",            UI_VIEW_FOREST, "show or fold away the chat template's scaffolding on the lines") \
     X(TOKEN_PREV,  "token-prev",   "h Left",       UI_VIEW_TEXT,   "move the token cursor left") \
     X(TOKEN_NEXT,  "token-next",   "l Right",      UI_VIEW_TEXT,   "move the token cursor right") \
+    X(WORD_NEXT,   "word-next",    "W",            UI_VIEW_TEXT,   "move the token cursor to the next word") \
+    X(WORD_PREV,   "word-prev",    "B",            UI_VIEW_TEXT,   "move the token cursor to the previous word") \
+    X(TOKEN_FIRST, "token-first",  "0 Home",       UI_VIEW_TEXT,   "move the token cursor to the first token") \
+    X(TOKEN_LAST,  "token-last",   "$ End",        UI_VIEW_TEXT,   "move the token cursor to the last token") \
     X(ALT_UP,      "alt-up",       "k Up",         UI_VIEW_TEXT,   "previous alternative at the cursor token") \
     X(ALT_DOWN,    "alt-down",     "j Down",       UI_VIEW_TEXT,   "next alternative at the cursor token") \
     X(ALT_PICK,    "alt-pick",     "Enter",        UI_VIEW_TEXT,   "fork here with the chosen alternative and grow it") \

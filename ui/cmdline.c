@@ -62,7 +62,7 @@ static char *cl_generator(const char *text, int state) {
         i++;
         if (!strncmp(n, t, strlen(t))) {
             char *r = malloc(strlen(n) + 2);
-            if (r) sprintf(r, ":%s", n);
+            if (r) sprintf(r, "%s%s", t != text ? ":" : "", n); /* the prompt's ':' is not in text */
             return r;
         }
     }

@@ -3,12 +3,14 @@
 #include "base/array.h"
 #include "forest_view.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "strategy/grow.h"
+#include "chat_fold.h"
 #include "uline.h"
 
 void fv_init(forest_view *v, bool utf8) {
@@ -20,14 +22,14 @@ void fv_init(forest_view *v, bool utf8) {
 void fv_free(forest_view *v) {
     free(v->sib);
     free(v->lines);
-    free(v->mark);
+    free(v->fold);
     free(v->stack);
     fv_init(v, v->utf8);
 }
 
 bool fv_is_folded(const forest_view *v, const forest *f, int32_t idx) {
     const forest_node *nd = forest_node_at(f, idx);
-    return idx < v->cap_mark && nd && v->mark[idx].fold == nd->gen + 1;
+    return idx < v->cap_mark && nd && nd->state != FOREST_FREE && v->fold[idx] == forest_id_at(f, idx);
 }
 
 static bool single_child(const forest *f, const forest_node *nd) {
@@ -35,13 +37,14 @@ static bool single_child(const forest *f, const forest_node *nd) {
 }
 
 /* The child that continues nd's line, -1 where the line ends: at a leaf, at two or more
- * children, or at a child that began a line of its own before (its siblings were pruned
- * since). Lines never merge, so the line a prune leaves keeps its place and its text, and
- * `d` on it prunes what it shows, not the parent's line with it. */
-static int32_t line_next(const forest_view *v, const forest *f, const forest_node *nd) {
+ * children, or at a child whose siblings the user pruned (FOREST_OWN_LINE). Lines the
+ * user's prune leaves never merge, so the survivor keeps its place and its text, and `d`
+ * on it prunes what it shows, not the parent's line with it; a chain a strategy made
+ * and pruned its own way (drafts, a load) is one line. */
+static int32_t line_next(const forest *f, const forest_node *nd) {
     if (!single_child(f, nd)) return -1;
     int32_t c = nd->first_child;
-    return c < v->cap_mark && v->mark[c].start == forest_node_at(f, c)->gen + 1 ? -1 : c;
+    return forest_node_at(f, c)->flags & FOREST_OWN_LINE ? -1 : c;
 }
 
 /* A child waiting on the walk's stack, with its key and its place there. */
@@ -78,9 +81,9 @@ st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
         return st_set(err, ST_ERR_NOMEM, "out of memory for the forest view");
     if (cap > v->cap_mark) {
         int32_t old = v->cap_mark;
-        if (!ARR_GROW_I32(v->mark, cap, v->cap_mark))
+        if (!ARR_GROW_I32(v->fold, cap, v->cap_mark))
             return st_set(err, ST_ERR_NOMEM, "out of memory for the forest view");
-        memset(v->mark + old, 0, sizeof(fv_mark) * (size_t)(v->cap_mark - old));
+        memset(v->fold + old, 0xff, sizeof(forest_id) * (size_t)(v->cap_mark - old)); /* FOREST_NONE */
     }
     /* a stack of (line start, indent) pairs; roots pushed last-first so they pop in order */
     int32_t sp = 0, n_roots = 0;
@@ -106,8 +109,7 @@ st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
         const forest_node *nd = forest_node_at(f, s);
         if (nd->flags & FOREST_BOOKMARK) ln.flags |= FV_BOOKMARK;
         if (nd->flags & FOREST_DIMMED) ln.flags |= FV_DIMMED;
-        v->mark[s].start = nd->gen + 1;
-        for (int32_t c; (c = line_next(v, f, nd)) >= 0;) {
+        for (int32_t c; (c = line_next(f, nd)) >= 0;) {
             ln.end = c;
             nd = forest_node_at(f, ln.end);
             ln.n_nodes++;
@@ -116,7 +118,7 @@ st_code fv_rebuild(forest_view *v, const forest *f, st_err *err) {
         for (int32_t c = nd->first_child; c >= 0; c = forest_node_at(f, c)->next_sibling) ln.n_children++;
         if (nd->flags & FOREST_FINISHED) ln.flags |= nd->tag == GROW_END_BUDGET ? FV_BUDGET : FV_FINISHED;
         if (nd->state == FOREST_PENDING) ln.flags |= FV_PENDING;
-        if (ln.n_children > 0 && line_next(v, f, nd) < 0) {
+        if (ln.n_children > 0 && line_next(f, nd) < 0) {
             ln.flags |= FV_BRANCHES;
             if (fv_is_folded(v, f, s)) ln.flags |= FV_COLLAPSED;
             else {
@@ -154,7 +156,7 @@ bool fv_select_node(forest_view *v, const forest *f, forest_id id) {
     if (!nd) return false;
     /* up to the start of its line: while the parent has this one child only */
     int32_t idx = forest_index(id);
-    while (nd->parent >= 0 && line_next(v, f, forest_node_at(f, nd->parent)) == idx) {
+    while (nd->parent >= 0 && line_next(f, forest_node_at(f, nd->parent)) == idx) {
         idx = nd->parent;
         nd = forest_node_at(f, idx);
     }
@@ -185,7 +187,7 @@ bool fv_fold(forest_view *v, const forest *f, bool fold) {
     if (!(ln->flags & FV_BRANCHES) || ln->start >= v->cap_mark) return false;
     bool was = fv_is_folded(v, f, ln->start);
     if (was == fold) return false;
-    v->mark[ln->start].fold = fold ? forest_node_at(f, ln->start)->gen + 1 : 0;
+    v->fold[ln->start] = fold ? forest_id_at(f, ln->start) : FOREST_NONE;
     return true;
 }
 
@@ -256,6 +258,22 @@ void fv_stream_start(const forest *f, const tok *tk, int32_t idx, tok_stream *s)
     stream_after(f, tk, idx >= 0 ? forest_node_at(f, idx)->parent : -1, s);
 }
 
+int32_t fv_find(const forest_view *v, const forest *f, const tok *tk, const char *needle, int32_t from, int dir,
+                int32_t *rank, int32_t *total) {
+    static char buf[8192]; /* the UI thread's alone, and too big for its stack */
+    int32_t found = -1, best = 0;
+    *rank = *total = 0;
+    for (int32_t i = 0; i < v->n_lines && needle[0]; i++) {
+        fv_render(v, f, tk, i, NULL, 0, buf, sizeof buf, 2000);
+        if (!strcasestr(buf, needle)) continue;
+        (*total)++;
+        /* distance from `from` in the search's direction, 1 .. n_lines (itself last) */
+        int32_t d = dir > 0 ? (i - from + v->n_lines - 1) % v->n_lines + 1 : (from - i + v->n_lines - 1) % v->n_lines + 1;
+        if (found < 0 || d < best) found = i, best = d, *rank = *total;
+    }
+    return found;
+}
+
 const char *fv_legend(int32_t i, bool utf8) {
     static const char *const u[] = {
         "  \xe2\x96\xb6  growing now          \xe2\x9c\x93  ended: end of text (the model ended it)",
@@ -263,7 +281,8 @@ const char *fv_legend(int32_t i, bool utf8) {
         "  \xe2\x96\xbe \xe2\x96\xb8  branches below, open / folded (Space)   \xc2\xb7  no branches below",
         "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
         "  [-1.23]  a score kept with the branch: the judge's (:judge, :tot) or beam's",
-        "  dim  a branch a running :tot dropped (pruned when it ends; x keeps it)",
+        "  \xe2\x9c\x97  dropped by a running :tot, dimmed (pruned when it ends; x keeps it)",
+        "  dim alone: the line's first token is below 10%",
     };
     static const char *const a[] = {
         "  >  growing now          $  ended: end of text (the model ended it)",
@@ -271,10 +290,40 @@ const char *fv_legend(int32_t i, bool utf8) {
         "  - +  branches below, open / folded (Space)",
         "  NN%  the line's first token's probability; -  prompt or typed text (unscored)",
         "  [-1.23]  a score kept with the branch: the judge's (:judge, :tot) or beam's",
-        "  dim  a branch a running :tot dropped (pruned when it ends; x keeps it)",
+        "  x  dropped by a running :tot, dimmed (pruned when it ends; x keeps it)",
+        "  dim alone: the line's first token is below 10%",
     };
     if (i < 0 || i >= (int32_t)(sizeof u / sizeof u[0])) return NULL;
     return utf8 ? u[i] : a[i];
+}
+
+/* A line that holds a chat template's turns drawn as its words (chat_fold.h); false
+ * when it holds none. Only its first FV_TURN_TOKENS tokens are read. */
+#define FV_TURN_TOKENS 4096
+static bool put_turns(const forest *f, const tok *tk, const fv_line *ln, ui_line *l) {
+    int32_t ids[FV_TURN_TOKENS], n = 0;
+    bool control = false;
+    for (int32_t idx = ln->start; n < ln->n_nodes && n < FV_TURN_TOKENS; idx = forest_node_at(f, idx)->first_child) {
+        ids[n] = forest_node_at(f, idx)->token;
+        control |= tok_type(tk, ids[n++]) == TOK_CONTROL;
+    }
+    char text[1024];
+    if (!control || !ui_chat_fold(tk, ids, n, text, sizeof text)) return false;
+    ui_line_put(l, text);
+    return true;
+}
+
+/* Whether the line starting at idx begins inside a word its parent's token began (a
+ * letter or digit on both sides), to be drawn after an ellipsis. */
+static bool mid_word(const forest *f, const tok *tk, int32_t idx) {
+    int32_t parent = forest_node_at(f, idx)->parent;
+    if (parent < 0) return false;
+    char a[256], b[256];
+    fv_token_text(f, tk, parent, a, sizeof a);
+    fv_token_text(f, tk, idx, b, sizeof b);
+    size_t na = strlen(a);
+    unsigned char x = na ? (unsigned char)a[na - 1] : ' ', y = (unsigned char)b[0];
+    return (isalnum(x) || x >= 0x80) && (isalnum(y) || y >= 0x80);
 }
 
 int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
@@ -292,6 +341,7 @@ int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
     for (int32_t k = 0; k < n_running; k++) run |= running[k] == end_id;
     const char *mark = ln->flags & FV_BOOKMARK ? (v->utf8 ? "\xe2\x98\x85" : "*")
                        : run                    ? (v->utf8 ? "\xe2\x96\xb6" : ">")
+                       : ln->flags & FV_DIMMED   ? (v->utf8 ? "\xe2\x9c\x97" : "x")
                        : ln->flags & FV_FINISHED ? (v->utf8 ? "\xe2\x9c\x93" : "$")
                        : ln->flags & FV_BUDGET   ? (v->utf8 ? "\xe2\x80\xa6" : "~")
                                                  : " ";
@@ -306,6 +356,8 @@ int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
         snprintf(buf, sizeof buf, "%3.0f%% ", 100 * p);
         ui_line_put(&l, buf);
     }
+    if (!v->raw && tk && put_turns(f, tk, ln, &l)) return cls;
+    if (tk && mid_word(f, tk, ln->start)) ui_line_put(&l, v->utf8 ? "\xe2\x80\xa6" : "...");
     /* the text: decode node by node until the width is used (long chains cost only what
      * is shown) */
     int32_t idx = ln->start, k = 0;

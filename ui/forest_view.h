@@ -4,8 +4,9 @@
  * A line is a maximal chain of single-child nodes (the radix view): it starts at a root
  * or at a child of a branching node and ends at a leaf or at a node with two or more
  * children, whose children's lines are nested one level deeper, unless the line is
- * collapsed. A node that began a line keeps beginning one after its siblings are pruned
- * (lines never merge: the survivor stays under its parent's line). Lines are rebuilt from the forest in O(nodes) without decoding any text;
+ * collapsed. A node whose siblings the user pruned keeps beginning a line
+ * (FOREST_OWN_LINE: the survivor stays under its parent's line); a chain is otherwise one
+ * line whatever made it. Lines are rebuilt from the forest in O(nodes) without decoding any text;
  * text is decoded only for the lines drawn (fv_render), so forests of 10,000+ nodes
  * scroll without lag. The cursor is a line, remembered by its first node's id so that it
  * stays put while the forest grows. The selected node is the cursor line's last node.
@@ -30,7 +31,8 @@ enum {
                               stop string) */
     FV_PENDING = 1 << 4,   /* the last node is not computed yet */
     FV_BUDGET = 1 << 5,    /* the last node is a leaf stopped by the token budget */
-    FV_DIMMED = 1 << 6,    /* the line's first node is a search's loser (FOREST_DIMMED) */
+    FV_DIMMED = 1 << 6,    /* the line's first node is a search's loser (FOREST_DIMMED):
+                              marked with a cross, not only dimmed as unlikely lines are */
 };
 
 typedef struct fv_line {
@@ -41,24 +43,20 @@ typedef struct fv_line {
     uint32_t flags;       /* FV_* */
 } fv_line;
 
-/* What the view remembers of a node across rebuilds; each field is the node's generation
- * + 1 when true, so a reused index starts clear. */
-typedef struct fv_mark {
-    uint32_t fold;  /* its line is collapsed */
-    uint32_t start; /* it began a line (it stays a line start: lines never merge) */
-} fv_mark;
-
 typedef struct forest_view {
     fv_line *lines;
     int32_t n_lines, cap_lines;
     int32_t cursor;        /* line index */
     int32_t top;           /* first line shown */
     forest_id cursor_id;   /* id of the cursor line's first node */
-    fv_mark *mark;         /* (cap_mark) per forest index */
+    forest_id *fold;       /* (cap_mark) per forest index: the id of the node whose line is
+                              collapsed there, FOREST_NONE: none (a reused index starts open) */
     int32_t cap_mark;
     int32_t *stack;        /* scratch for the walk */
     int32_t cap_stack;
     bool utf8;             /* glyphs: UTF-8 or ASCII */
+    bool raw;              /* lines show a chat template's scaffolding as it is; false:
+                              folded away, the turns' words shown (chat_fold.h) */
     const double *key;     /* borrowed, by forest index: siblings ordered by it, higher
                               first (ties as made); NULL: as made */
     int32_t n_key;         /* entries of key: a node made after they were computed sorts
@@ -92,12 +90,20 @@ bool fv_is_folded(const forest_view *v, const forest *f, int32_t idx);
 
 /* Writes line i as text of at most width columns into out (cap bytes): indentation,
  * a fold glyph, a marker (bookmark, running, finished, pending), the probability of
- * its first token and the line's text decoded in context. running (may be NULL) lists
+ * its first token and the line's text decoded in context: after an ellipsis when it
+ * starts inside a word, and without a chat template's scaffolding unless v->raw. running (may be NULL) lists
  * the leaves a strategy is extending. tk may be NULL (token ids are shown). Returns the
  * probability class of the first token: 0 below 10%, 1 below 50%, 2 from 50%, 3 for an
  * unscored token (prompt text). */
 int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
               const forest_id *running, int32_t n_running, char *out, size_t cap, int width);
+
+/* The line after (dir > 0) or before (dir < 0) line `from` whose text (as fv_render
+ * draws it at a wide width) holds needle, ignoring case, wrapping around; -1 when no
+ * line does. *rank gets its place among the matching lines (1-based), *total their
+ * count. Only the lines shown are searched (a folded subtree's are not). */
+int32_t fv_find(const forest_view *v, const forest *f, const tok *tk, const char *needle, int32_t from, int dir,
+                int32_t *rank, int32_t *total);
 
 /* Line i (0-based) of the legend of the marks fv_render draws ("▶ growing now", ...) in
  * the glyphs of utf8 or ASCII; NULL past the last. For the help screen. */

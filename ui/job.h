@@ -59,6 +59,7 @@ typedef struct ui_job {
         struct {
             bool autosave;   /* the work still counts as unsaved after it */
             bool if_changed; /* only when the forest changed since the start or the last load */
+            bool quiet;      /* says nothing (the timed autosave: a run's summary stays) */
         } save;
         struct { bool force; } load; /* even when saved with another model */
     } u;

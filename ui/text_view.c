@@ -2,6 +2,7 @@
 #include "base/array.h"
 #include "text_view.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,26 @@ int tv_class(const text_view *v, const forest *f, int32_t i) {
     if (isnan(lp)) return 3;
     double p = exp((double)lp);
     return p < 0.1 ? 0 : p < 0.5 ? 1 : 2;
+}
+
+/* Whether token i starts a word (see tv_move_word). */
+static bool word_start(const text_view *v, const forest *f, const tok *tk, int32_t i) {
+    char a[256], b[256];
+    if (i <= 0 || i >= v->n) return true;
+    tv_token(v, f, tk, i, b, sizeof b);
+    tv_token(v, f, tk, i - 1, a, sizeof a);
+    size_t na = strlen(a);
+    return isspace((unsigned char)b[0]) || (na && isspace((unsigned char)a[na - 1]));
+}
+
+void tv_move_word(text_view *v, const forest *f, const tok *tk, int dir) {
+    if (!tk) {
+        tv_move(v, dir > 0 ? 1 : -1);
+        return;
+    }
+    int32_t c = v->cursor + (dir > 0 ? 1 : -1);
+    while (c > 0 && c < v->n && !word_start(v, f, tk, c)) c += dir > 0 ? 1 : -1;
+    tv_move(v, c - v->cursor);
 }
 
 int tv_token(const text_view *v, const forest *f, const tok *tk, int32_t i, char *out, size_t cap) {

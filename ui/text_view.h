@@ -32,6 +32,10 @@ void tv_free(text_view *v);
  * descendant). ST_ERR_NOMEM; ST_ERR_ARG for a stale id (the view is emptied). */
 st_code tv_set(text_view *v, const forest *f, forest_id leaf, st_err *err);
 void tv_move(text_view *v, int32_t delta);
+/* Moves the cursor to the start of the next word (dir > 0; the end when there is none)
+ * or of the previous one (dir < 0; the first token): a token whose text starts with
+ * white space, or follows a token that ends with it. tk NULL: one token. */
+void tv_move_word(text_view *v, const forest *f, const tok *tk, int dir);
 
 /* Token i's text in context (fv_token_text) into out and its probability class (as
  * fv_render: 0 < 10%, 1 < 50%, 2 >= 50%, 3 unscored). */

@@ -42,6 +42,8 @@ typedef struct tui {
     int focus;          /* UI_VIEW_FOREST / TEXT / MASK */
     bool mask, help, quit, dirty;
     bool cmd_is_text;   /* the open command line takes text to append, not a command */
+    bool cmd_is_search; /* ... or the text to search the forest pane for */
+    char search[256];   /* the last search ("" none) */
     int help_top;
     uint64_t seen_version, seen_msg;
     char msg[MSG_CAP];
@@ -399,6 +401,29 @@ static void run_command(tui *t, const char *line) {
     t->dirty = true;
 }
 
+/* Selects the next (dir > 0) or previous line the last search matches, saying which of
+ * how many; the caller holds the lock. */
+static void search_move(tui *t, const forest *f, int dir) {
+    char m[400];
+    if (!t->search[0]) {
+        set_msg(t, "nothing to search for: / then the text");
+        return;
+    }
+    int32_t rank, total, i = fv_find(&t->fv, f, t->p->wp.tk, t->search, t->fv.cursor, dir, &rank, &total);
+    if (i >= 0) fv_set_cursor(&t->fv, f, i);
+    if (i >= 0) snprintf(m, sizeof m, "/%s: match %d of %d (C-n / C-p: next / previous)", t->search, (int)rank, (int)total);
+    else snprintf(m, sizeof m, "/%s: not found in the lines shown", t->search);
+    set_msg(t, m);
+}
+
+/* The text typed at the / prompt (empty: the last one again), searched forward. */
+static void search_text(tui *t, const char *text) {
+    if (text[0]) snprintf(t->search, sizeof t->search, "%s", text);
+    ui_worker_lock(t->w);
+    search_move(t, ui_worker_forest(t->w), 1);
+    ui_worker_unlock(t->w);
+}
+
 /* Text typed at the append> prompt goes under the selected node as it is. */
 static void append_text(tui *t, const char *text) {
     post(t, (ui_job){.kind = UI_JOB_APPEND, .node = selected(t), .text = text});
@@ -436,8 +461,10 @@ static void do_action(tui *t, int a) {
     switch (a) {
     case UI_ACT_QUIT: t->quit = true; break;
     case UI_ACT_HELP: t->help = !t->help, t->help_top = 0; break;
-    case UI_ACT_COMMAND: t->cmd_is_text = false, ui_cmdline_open(t->cmdwin, ":"); break;
-    case UI_ACT_APPEND: t->cmd_is_text = true, ui_cmdline_open(t->cmdwin, "append> "); break;
+    case UI_ACT_COMMAND: t->cmd_is_text = t->cmd_is_search = false, ui_cmdline_open(t->cmdwin, ":"); break;
+    case UI_ACT_APPEND: t->cmd_is_text = true, t->cmd_is_search = false, ui_cmdline_open(t->cmdwin, "append> "); break;
+    case UI_ACT_SEARCH: t->cmd_is_text = false, t->cmd_is_search = true, ui_cmdline_open(t->cmdwin, "/"); break;
+    case UI_ACT_SEARCH_NEXT: case UI_ACT_SEARCH_PREV: search_move(t, f, a == UI_ACT_SEARCH_NEXT ? 1 : -1); break;
     case UI_ACT_NEXT_PANE:
         t->focus = t->focus == UI_VIEW_FOREST ? (t->mask ? UI_VIEW_MASK : UI_VIEW_TEXT) : UI_VIEW_FOREST;
         break;
@@ -494,8 +521,17 @@ static void do_action(tui *t, int a) {
     case UI_ACT_TOGGLE:
         if (t->fv.n_lines) fv_fold(&t->fv, f, !fv_is_folded(&t->fv, f, t->fv.lines[t->fv.cursor].start));
         break;
+    case UI_ACT_SCAFFOLD:
+        t->fv.raw = !t->fv.raw;
+        set_msg(t, t->fv.raw ? "the chat template's scaffolding shown as it is: t folds it away"
+                             : "the chat template's scaffolding folded away: t shows it");
+        break;
     case UI_ACT_TOKEN_PREV: tv_move(&t->tv, -1); break;
     case UI_ACT_TOKEN_NEXT: tv_move(&t->tv, 1); break;
+    case UI_ACT_WORD_NEXT: tv_move_word(&t->tv, f, t->p->wp.tk, 1); break;
+    case UI_ACT_WORD_PREV: tv_move_word(&t->tv, f, t->p->wp.tk, -1); break;
+    case UI_ACT_TOKEN_FIRST: tv_move(&t->tv, -t->tv.cursor); break;
+    case UI_ACT_TOKEN_LAST: tv_move(&t->tv, (t->tv.n > 0 ? t->tv.n - 1 : 0) - t->tv.cursor); break;
     case UI_ACT_ALT_UP: if (t->tv.alt > 0) t->tv.alt--; break;
     case UI_ACT_ALT_DOWN: t->tv.alt++; break;
     case UI_ACT_MASK_UP: mv_vscroll(mv, -1); break;
@@ -601,7 +637,10 @@ static void on_key(tui *t, int ch, bool is_key) {
     if (ui_cmdline_active()) {
         char *line = NULL;
         if (ui_cmdline_feed(ch, is_key, &line)) {
-            if (line && t->cmd_is_text) { /* text, verbatim: leading spaces and ':' kept */
+            if (line && t->cmd_is_search) {
+                search_text(t, line);
+                free(line);
+            } else if (line && t->cmd_is_text) { /* text, verbatim: leading spaces and ':' kept */
                 if (*line) append_text(t, line);
                 free(line);
             } else if (line) {
@@ -683,7 +722,9 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
         }
         double since = ui_worker_unsaved_since(t.w);
         if (p->autosave && since > 0 && mono_now_s() - since > AUTOSAVE_S && mono_now_s() - t.last_autosave > AUTOSAVE_S) {
-            post(&t, save_job(&t, p->autosave));
+            ui_job s = save_job(&t, p->autosave);
+            s.u.save.quiet = true;
+            post(&t, s);
             t.last_autosave = mono_now_s();
         }
     }

@@ -13,19 +13,28 @@
  * ids the nodes had, to move later entries' `under` onto the restored nodes. */
 struct ui_undo_entry {
     forest_id under;
-    int32_t n, branches;
+    int32_t pos;       /* the top's place among its siblings */
+    int32_t n, branches, top_k;
+    bool computed;     /* the top was computed: undo computes it again */
     int32_t *token, *parent;
     float *lp;
     double *score;     /* NAN: none */
     uint8_t *flags;    /* FOREST_FINISHED and FOREST_BOOKMARK as they were */
     uint16_t *tag;
+    int32_t *alt_id;   /* (n, top_k) each node's stored alternatives */
+    float *alt_lp;     /* (n, top_k) */
+    uint8_t *n_alt;    /* (n) */
     forest_id *old;
     bool joined; /* undone and redone with the entry before it (one :keep) */
 };
 
+/* The flags a restored node gets back. */
+#define UNDO_FLAGS (FOREST_FINISHED | FOREST_BOOKMARK | FOREST_OWN_LINE)
+
 static void entry_free(ui_undo_entry *e) {
     if (!e) return;
     free(e->token), free(e->parent), free(e->lp), free(e->score), free(e->flags), free(e->tag), free(e->old);
+    free(e->alt_id), free(e->alt_lp), free(e->n_alt);
     free(e);
 }
 
@@ -43,8 +52,12 @@ static ui_undo_entry *entry_keep(const forest *f, const ui_scores *s, forest_id 
     int32_t root = forest_index(id), n = 0;
     for (int32_t at = root; at >= 0; at = subtree_next(f, root, at)) n++;
     ui_undo_entry *e = calloc(1, sizeof *e);
-    int32_t *map = malloc(sizeof(int32_t) * (size_t)forest_capacity(f));
+    int32_t *map = malloc(sizeof(int32_t) * (size_t)forest_capacity(f)), k = forest_top_k(f);
     if (e) {
+        e->top_k = k;
+        e->alt_id = malloc(sizeof(int32_t) * (size_t)(n * k + 1));
+        e->alt_lp = malloc(sizeof(float) * (size_t)(n * k + 1));
+        e->n_alt = malloc((size_t)n);
         e->token = malloc(sizeof(int32_t) * (size_t)n);
         e->parent = malloc(sizeof(int32_t) * (size_t)n);
         e->lp = malloc(sizeof(float) * (size_t)n);
@@ -53,20 +66,24 @@ static ui_undo_entry *entry_keep(const forest *f, const ui_scores *s, forest_id 
         e->tag = malloc(sizeof(uint16_t) * (size_t)n);
         e->old = malloc(sizeof(forest_id) * (size_t)n);
     }
-    if (!e || !map || !e->token || !e->parent || !e->lp || !e->score || !e->flags || !e->tag || !e->old) {
+    if (!e || !map || !e->token || !e->parent || !e->lp || !e->score || !e->flags || !e->tag || !e->old || !e->alt_id ||
+        !e->alt_lp || !e->n_alt) {
         free(map);
         entry_free(e);
         return NULL;
     }
     const forest_node *top = forest_node_at(f, root);
     e->under = top->parent >= 0 ? forest_id_at(f, top->parent) : FOREST_NONE;
+    e->pos = forest_sibling_pos(f, id);
+    e->computed = top->state == FOREST_COMPUTED;
     for (int32_t at = root; at >= 0; at = subtree_next(f, root, at)) {
         const forest_node *nd = forest_node_at(f, at);
         map[at] = e->n;
         e->token[e->n] = nd->token;
         e->lp[e->n] = nd->logprob;
         if (!s || !ui_scores_get(s, f, forest_id_at(f, at), &e->score[e->n])) e->score[e->n] = NAN;
-        e->flags[e->n] = nd->flags & (FOREST_FINISHED | FOREST_BOOKMARK);
+        e->flags[e->n] = nd->flags & UNDO_FLAGS;
+        e->n_alt[e->n] = (uint8_t)forest_topk(f, forest_id_at(f, at), e->alt_id + e->n * k, e->alt_lp + e->n * k, k);
         e->tag[e->n] = nd->tag;
         e->parent[e->n] = at == root ? -1 : map[nd->parent];
         e->old[e->n] = forest_id_at(f, at);
@@ -96,6 +113,13 @@ static forest_id near_of(const forest *f, int32_t idx) {
     return k > 0 && k <= 256 ? roots[k - 1] : FOREST_NONE;
 }
 
+/* The siblings of idx keep lines of their own once it is gone (forest_view.h). */
+static void keep_lines(forest *f, int32_t idx) {
+    int32_t p = forest_node_at(f, idx)->parent;
+    for (int32_t c = p >= 0 ? forest_node_at(f, p)->first_child : -1; c >= 0; c = forest_node_at(f, c)->next_sibling)
+        if (c != idx) forest_set_flags(f, forest_id_at(f, c), FOREST_OWN_LINE, 0);
+}
+
 /* Forgets the oldest prune (with the entries joined to it) beyond UI_UNDO_MAX. */
 static void trim(ui_undo *u) {
     int32_t groups = 0, drop = 1;
@@ -112,6 +136,7 @@ static st_code prune_keep(ui_undo *u, forest *f, forest_id id, bool joined, ui_p
     ui_undo_entry *e = ARR_GROW_I32(u->undo, u->n_undo + 1, u->cap_undo) ? entry_keep(f, u->scores, id) : NULL;
     if (!e) return st_set(err, ST_ERR_NOMEM, "out of memory keeping the branch for undo: nothing pruned");
     forest_id near = near_of(f, forest_index(id));
+    keep_lines(f, forest_index(id));
     st_code rc = forest_prune(f, id, err);
     if (rc) {
         entry_free(e);
@@ -120,7 +145,7 @@ static st_code prune_keep(ui_undo *u, forest *f, forest_id id, bool joined, ui_p
     e->joined = joined;
     u->undo[u->n_undo++] = e;
     trim(u);
-    *info = (ui_prune_info){e->n, e->branches, near};
+    *info = (ui_prune_info){e->n, e->branches, near, false};
     return ST_OK;
 }
 
@@ -147,13 +172,14 @@ st_code ui_undo_prune(ui_undo *u, forest *f, forest_id id, ui_prune_info *info, 
 static void add_info(ui_prune_info *a, const ui_prune_info *b) {
     a->near = a->nodes ? a->near : b->near;
     a->nodes += b->nodes, a->branches += b->branches;
+    a->computed |= b->computed;
 }
 
 st_code ui_undo_prune_group(ui_undo *u, forest *f, const forest_id *ids, int32_t n, ui_prune_info *info,
                             st_err *err) {
-    *info = (ui_prune_info){0, 0, FOREST_NONE};
+    *info = (ui_prune_info){.near = FOREST_NONE};
     for (int32_t i = 0; i < n; i++) {
-        ui_prune_info in = {0, 0, FOREST_NONE};
+        ui_prune_info in = {.near = FOREST_NONE};
         st_code rc = prune_keep(u, f, ids[i], i > 0, &in, err);
         if (rc) return rc;
         add_info(info, &in);
@@ -187,9 +213,13 @@ static st_code undo_one(ui_undo *u, forest *f, bool more, forest_id *top, ui_pru
         return rc;
     }
     u->n_undo--;
+    forest_move_to(f, ids[0], e->pos);
     for (i = 0; i < e->n; i++) {
         forest_set_flags(f, ids[i], e->flags[i], 0);
         forest_set_tag(f, ids[i], e->tag[i]);
+        forest_store_topk(f, forest_index(ids[i]), e->alt_id + i * e->top_k, e->alt_lp + i * e->top_k, e->n_alt[i]);
+        if (e->n_alt[i] && forest_n_children(f, ids[i]) == 0) /* its choices are back: no logits needed */
+            forest_set_flags(f, ids[i], FOREST_NO_LOGITS, 0);
         if (u->scores && !isnan(e->score[i])) ui_scores_set(u->scores, f, ids[i], e->score[i]);
     }
     /* older entries hanging inside this subtree move to the restored nodes */
@@ -202,7 +232,7 @@ static st_code undo_one(ui_undo *u, forest *f, bool more, forest_id *top, ui_pru
     u->redo_more[u->n_redo] = more;
     u->redo[u->n_redo++] = ids[0];
     *top = ids[0];
-    *info = (ui_prune_info){e->n, e->branches, ids[0]};
+    *info = (ui_prune_info){e->n, e->branches, ids[0], e->computed};
     free(ids);
     entry_free(e);
     return ST_OK;
@@ -210,10 +240,10 @@ static st_code undo_one(ui_undo *u, forest *f, bool more, forest_id *top, ui_pru
 
 st_code ui_undo_undo(ui_undo *u, forest *f, forest_id *top, ui_prune_info *info, st_err *err) {
     if (u->n_undo == 0) return st_set(err, ST_ERR_ARG, "nothing to undo");
-    *info = (ui_prune_info){0, 0, FOREST_NONE};
+    *info = (ui_prune_info){.near = FOREST_NONE};
     for (bool more = true, any = false; more && u->n_undo > 0; any = true) {
         more = u->undo[u->n_undo - 1]->joined;
-        ui_prune_info in = {0, 0, FOREST_NONE};
+        ui_prune_info in = {.near = FOREST_NONE};
         forest_id t = FOREST_NONE;
         st_code rc = undo_one(u, f, any, &t, &in, err);
         if (rc) return any ? ST_OK : rc; /* what was put back stays; the rest waits */
@@ -225,11 +255,11 @@ st_code ui_undo_undo(ui_undo *u, forest *f, forest_id *top, ui_prune_info *info,
 
 st_code ui_undo_redo(ui_undo *u, forest *f, ui_prune_info *info, st_err *err) {
     if (u->n_redo == 0) return st_set(err, ST_ERR_ARG, "nothing to redo");
-    *info = (ui_prune_info){0, 0, FOREST_NONE};
+    *info = (ui_prune_info){.near = FOREST_NONE};
     for (bool more = true, any = false; more && u->n_redo > 0; any = true) {
         more = u->redo_more[u->n_redo - 1];
         forest_id top = u->redo[--u->n_redo];
-        ui_prune_info in = {0, 0, FOREST_NONE};
+        ui_prune_info in = {.near = FOREST_NONE};
         st_code rc = forest_get(f, top) ? prune_keep(u, f, top, any, &in, err)
                                         : st_set(err, ST_ERR_ARG, "cannot redo: that branch is gone");
         if (rc && forest_get(f, top)) u->n_redo++; /* still there to redo */

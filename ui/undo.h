@@ -1,7 +1,7 @@
 /* undo.h - the TUI's prune history: every prune made through it keeps the pruned subtree
- * (tokens, log-probabilities, bookmarks, finished marks and tags, scores) so that undo
- * puts it back (pending: the next step computes it again; appended after its siblings)
- * and redo prunes it again, many levels each way, as an editor's undo does. A new prune
+ * (tokens, log-probabilities, bookmarks, finished marks and tags, scores, the stored
+ * alternatives) so that undo puts it back in its old place among its siblings (pending:
+ * the caller runs a step to compute it again) and redo prunes it again, many levels each way, as an editor's undo does. A new prune
  * clears what could be redone.
  *
  * Restored nodes get new ids: entries further down the history that hang under a node of
@@ -35,10 +35,11 @@ typedef struct ui_undo {
 
 /* What a prune removed (for the message) and where the selection should go: the next
  * sibling of the pruned node, else the previous one, else its parent (FOREST_NONE for a
- * pruned root without siblings). */
+ * pruned root without siblings). The siblings a prune leaves get FOREST_OWN_LINE. */
 typedef struct ui_prune_info {
     int32_t nodes, branches; /* branches: leaves of the pruned subtree */
     forest_id near;
+    bool computed; /* undo: what it put back was computed before its prune */
 } ui_prune_info;
 
 void ui_undo_init(ui_undo *u);

@@ -2,6 +2,7 @@
  * (prune history in undo.h), the public reads for the views and the status line. The
  * strategy a job starts is run by worker_run.c. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -21,7 +22,23 @@ static void say_pruned(ui_worker *w, const char *verb, const ui_prune_info *in, 
     w->msg_no++;
 }
 
+/* After an undo: what was computed before its prune is computed again at once (its K/V
+ * went with the prune; a step gives back the same), so the tree is as it was. */
+static st_code restored(ui_worker *w, const ui_prune_info *in, st_err *err) {
+    if (!in->computed) {
+        say_pruned(w, "restored", in, ": s computes them, U prunes them again");
+        return ST_OK;
+    }
+    ui_job s = ui_job_run(STRAT_STEPS, in->near);
+    st_code rc = worker_run_start(w, &s, err);
+    while (!rc && w->run && !w->paused) worker_run_step(w); /* the lock is free while the model runs */
+    if (!rc && !w->run) say_pruned(w, "restored", in, " as they were: U prunes them again");
+    return rc; /* paused (a full KV cache): its message says what to do */
+}
+
 static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
+    /* plain steps (s, or the last undo's) end first, so that u u u undoes three levels */
+    while (w->run && !w->paused && strategy_ops_of(w->run)->kind == STRAT_STEPS) worker_run_step(w);
     if (w->run) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
     ui_prune_info in;
     forest_id top;
@@ -31,7 +48,7 @@ static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
     if (rc) return rc;
     w->focus = in.near;
     if (j->kind == UI_JOB_PRUNE) say_pruned(w, "pruned", &in, ": u undoes");
-    else if (j->kind == UI_JOB_UNDO) say_pruned(w, "restored", &in, ": s computes them, U prunes them again");
+    else if (j->kind == UI_JOB_UNDO) return restored(w, &in, err);
     else say_pruned(w, "pruned", &in, " again: u undoes");
     return ST_OK;
 }
@@ -43,7 +60,7 @@ static st_code keep_job(ui_worker *w, const ui_job *j, st_err *err) {
     int32_t n_tops, n_scored;
     forest_id best, *tops = ui_judge_keep(w->f, &w->judged, j->node, j->u.keep.n, &n_tops, &n_scored, &best, err);
     if (!tops) return err->code;
-    ui_prune_info in = {0, 0, FOREST_NONE};
+    ui_prune_info in = {.near = FOREST_NONE};
     st_code rc = ui_undo_prune_group(&w->undo, w->f, tops, n_tops, &in, err);
     free(tops);
     if (rc) return rc;
@@ -116,10 +133,12 @@ static st_code preview_next(ui_worker *w, st_err *err) {
     return ST_OK;
 }
 
-/* Tokens under node (FOREST_NONE: a new root); the last one becomes the selection. */
-static st_code add_tokens(ui_worker *w, forest_id node, const int32_t *t, int32_t n, forest_id *last, st_err *err) {
-    st_code rc = node == FOREST_NONE ? forest_add_root(w->f, t, NULL, n, 0, last, err)
-                                     : forest_append(w->f, node, t, NULL, n, last, err);
+/* Tokens under node (FOREST_NONE: a new root) with their log-probabilities (lp NULL:
+ * typed text, unscored); the last one becomes the selection. */
+static st_code add_tokens(ui_worker *w, forest_id node, const int32_t *t, const float *lp, int32_t n, forest_id *last,
+                          st_err *err) {
+    st_code rc = node == FOREST_NONE ? forest_add_root(w->f, t, lp, n, 0, last, err)
+                                     : forest_append(w->f, node, t, lp, n, last, err);
     if (!rc) w->focus = *last;
     return rc;
 }
@@ -157,10 +176,21 @@ static st_code append_job(ui_worker *w, const ui_job *j, st_err *err) {
                                : text_tokens(w->tk, j->text ? j->text : "", nd == NULL, &n, err);
     if (!t) return err->code;
     forest_id last;
-    st_code rc = add_tokens(w, j->node, t, n, &last, err);
+    st_code rc = add_tokens(w, j->node, t, NULL, n, &last, err);
     free(t);
     if (!rc && w->chat_on) say(w, "%s: n grows the answer", what);
     return rc;
+}
+
+/* The log-probability of token among node's stored alternatives (the pane showed it);
+ * NAN when it is not among them. */
+static float alt_logprob(const forest *f, forest_id node, int32_t token) {
+    int32_t ids[256];
+    float lps[256];
+    int32_t n = forest_topk(f, node, ids, lps, 256);
+    for (int32_t i = 0; i < n && i < 256; i++)
+        if (ids[i] == token) return lps[i];
+    return NAN;
 }
 
 /* The alternative token picked in the text pane under node, grown when nothing runs; a
@@ -176,7 +206,8 @@ static st_code fork_job(ui_worker *w, const ui_job *j, st_err *err) {
             return ST_OK;
         }
     forest_id last;
-    st_code rc = add_tokens(w, j->node, &j->u.fork.token, 1, &last, err);
+    float lp = alt_logprob(w->f, j->node, j->u.fork.token);
+    st_code rc = add_tokens(w, j->node, &j->u.fork.token, &lp, 1, &last, err);
     if (rc || w->run) return rc; /* running: the token waits for the next grow */
     ui_job g = ui_job_run(STRAT_GROW, last);
     return worker_run_start(w, &g, err);
@@ -207,7 +238,7 @@ static st_code save_job(ui_worker *w, const ui_job *j, st_err *err) {
     if (rc) return rc;
     w->unsaved_since = 0;
     if (!j->u.save.autosave) w->modified = false; /* the autosave is replaced by the next run's */
-    say(w, "saved %s", j->text);
+    if (!j->u.save.quiet) say(w, "saved %s", j->text);
     return ST_OK;
 }
 
@@ -264,6 +295,7 @@ static st_code export_job(ui_worker *w, const ui_job *j, st_err *err) {
     if (parts) return export_svg(w, path, parts, j->text, err);
     session_settings s = session_settings_default();
     s.sample = w->sp;
+    if (w->chat_on) snprintf(s.chat_template, sizeof s.chat_template, "%s", chat_name(w->chat.kind));
     st_code rc = (s.meta = scores_meta(w, err)) ? session_save_markdown(j->text, w->f, w->tk, &s, NULL, err)
                                                 : err->code;
     session_meta_free(s.meta);
@@ -273,6 +305,12 @@ static st_code export_job(ui_worker *w, const ui_job *j, st_err *err) {
 
 /* Pause (toggle) or cancel the running strategy. */
 static st_code pause_job(ui_worker *w, bool cancel, st_err *err) {
+    bool stopped = w->fwd_cancelled; /* the pass x stopped ended the run before this job */
+    if (cancel) w->fwd_stop = w->fwd_cancelled = false;
+    if (!w->run && cancel && stopped) {
+        say(w, "%s", "cancelled: what the pass had not finished stays pending (s or n computes it)");
+        return ST_OK;
+    }
     if (!w->run) return st_set(err, ST_ERR_ARG, "nothing is running");
     if (!cancel) {
         worker_run_pause(w);
@@ -306,7 +344,22 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
  * this thread mutates the forest, and it is busy in the forward pass, so readers see a
  * consistent forest the whole time. */
 static void forward_unlock(void *ud) { pthread_mutex_unlock(&((ui_worker *)ud)->mu); }
-static void forward_relock(void *ud) { pthread_mutex_lock(&((ui_worker *)ud)->mu); }
+static void forward_relock(void *ud) {
+    ui_worker *w = ud;
+    pthread_mutex_lock(&w->mu);
+    w->fwd_rows = 0;
+}
+
+/* A long pass's progress for the status line (read while the lock is free); x stops it. */
+static bool forward_progress(void *ud, int32_t done, int32_t rows) {
+    ui_worker *w = ud;
+    w->fwd_done = done;
+    w->fwd_rows = rows;
+    w->version++;
+    if (!w->fwd_stop) return true;
+    w->fwd_cancelled = true;
+    return false;
+}
 
 /* Waits for a job, or for a running strategy to step; true and *j when a job came
  * first (jobs go before steps, so pause and cancel land at once). */
@@ -391,8 +444,10 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     w->plan.attn_layer = w->plan.attn_head = -1; /* no weights; asked: their mean */
     w->plan.forward_begin = forward_unlock;
     w->plan.forward_end = forward_relock;
+    w->plan.forward_progress = forward_progress;
     w->plan.forward_ud = w;
     take_params(w, p);
+    w->modified = p->unsaved;
     ui_undo_init(&w->undo);
     w->undo.scores = &w->judged;
     bool ok = !ui_scores_from_meta(&w->judged, w->f, p->meta, err);
@@ -411,6 +466,7 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
 
 bool ui_worker_post(ui_worker *w, const ui_job *j) {
     ui_job c = *j;
+    if (j->kind == UI_JOB_CANCEL) w->fwd_stop = true; /* a pass under way sees it at its next chunk */
     if (j->text && !(c.text = strdup(j->text))) return false;
     pthread_mutex_lock(&w->qmu);
     bool ok = w->q_n < Q_CAP;
@@ -512,6 +568,10 @@ void ui_worker_stats(const ui_worker *w, ui_stats *s) {
         return;
     }
     strategy_get_progress(w->run, &pr);
-    snprintf(s->job, sizeof s->job, "%s %d/%d%s", strategy_ops_of(w->run)->name, pr.done, pr.goal,
-             w->paused ? " paused" : w->pause_next ? " pausing" : "");
+    if (w->fwd_rows > 0)
+        snprintf(s->job, sizeof s->job, "%s: prompt %d/%d tokens (x stops)", strategy_ops_of(w->run)->name,
+                 (int)w->fwd_done, (int)w->fwd_rows);
+    else
+        snprintf(s->job, sizeof s->job, "%s %d/%d%s", strategy_ops_of(w->run)->name, pr.done, pr.goal,
+                 w->paused ? " paused" : w->pause_next ? " pausing" : "");
 }

@@ -49,6 +49,8 @@ typedef struct ui_worker_params {
     const tok *tk;         /* borrowed */
     forest *f;             /* owned by the worker from start (freed by ui_worker_stop) */
     const session_meta *meta; /* f's scores (a loaded session's), read by start; may be NULL */
+    bool unsaved;          /* f holds work no file has (a prompt from the command line):
+                              :load asks before it replaces it */
     sample_params sp;
     int32_t budget;        /* default tokens per grow */
     double row_cost;       /* :draft / :lookahead's row cost (spec.h); <= 0: measured */

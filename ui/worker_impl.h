@@ -69,6 +69,10 @@ struct ui_worker {
     const char *model_name, *backend;
     int32_t threads;
     _Atomic uint64_t version;
+    _Atomic int32_t fwd_done, fwd_rows; /* the long pass running now: rows done of fwd_rows
+                                           (0: none; a prompt longer than one chunk) */
+    _Atomic bool fwd_stop;     /* x was pressed: the pass stops after its chunk */
+    bool fwd_cancelled;        /* ... and it did: the cancel job says so */
     _Atomic double unsaved_since;
     _Atomic bool modified;     /* changed since loaded or saved under a name of the user's */
     bool touched;              /* changed since the start or the last load */

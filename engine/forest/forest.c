@@ -186,11 +186,9 @@ static void free_subtree(forest *f, int32_t root) {
     }
 }
 
-st_code forest_prune(forest *f, forest_id id, st_err *err) {
-    const forest_node *n = forest_get(f, id);
-    if (!n) return st_set(err, ST_ERR_ARG, "the node to prune no longer exists");
-    int32_t idx = forest_index(id), parent = n->parent;
-    /* unlink from the parent's child list (or the root list) */
+/* Takes idx out of its parent's child list (or the root list); its subtree stays. */
+static void unlink_node(forest *f, int32_t idx) {
+    int32_t parent = f->nodes[idx].parent;
     int32_t *link = parent >= 0 ? &f->nodes[parent].first_child : &f->first_root;
     int32_t prev = -1;
     while (*link != idx) {
@@ -201,8 +199,36 @@ st_code forest_prune(forest *f, forest_id id, st_err *err) {
     int32_t *last = parent >= 0 ? &f->nodes[parent].last_child : &f->last_root;
     if (*last == idx) *last = prev;
     f->nodes[idx].next_sibling = -1;
-    free_subtree(f, idx);
+}
+
+st_code forest_prune(forest *f, forest_id id, st_err *err) {
+    if (!forest_get(f, id)) return st_set(err, ST_ERR_ARG, "the node to prune no longer exists");
+    unlink_node(f, forest_index(id));
+    free_subtree(f, forest_index(id));
     return ST_OK;
+}
+
+int32_t forest_sibling_pos(const forest *f, forest_id id) {
+    const forest_node *n = forest_get(f, id);
+    if (!n) return -1;
+    int32_t pos = 0, idx = forest_index(id);
+    for (int32_t c = n->parent >= 0 ? f->nodes[n->parent].first_child : f->first_root; c != idx;
+         c = f->nodes[c].next_sibling)
+        pos++;
+    return pos;
+}
+
+bool forest_move_to(forest *f, forest_id id, int32_t pos) {
+    if (!forest_get(f, id) || pos < 0) return false;
+    int32_t idx = forest_index(id), parent = f->nodes[idx].parent;
+    unlink_node(f, idx);
+    int32_t *link = parent >= 0 ? &f->nodes[parent].first_child : &f->first_root, prev = -1;
+    for (; *link >= 0 && pos > 0; pos--) prev = *link, link = &f->nodes[*link].next_sibling;
+    f->nodes[idx].next_sibling = *link;
+    *link = idx;
+    int32_t *last = parent >= 0 ? &f->nodes[parent].last_child : &f->last_root;
+    if (*last == prev) *last = idx;
+    return true;
 }
 
 bool forest_set_flags(forest *f, forest_id id, uint8_t set, uint8_t clear) {

@@ -34,6 +34,8 @@ enum {
                                    (re-scoring: it runs again in its own slot) */
     FOREST_NO_LOGITS = 1 << 3,  /* the next step skips this pending leaf's logits */
     FOREST_DIMMED = 1 << 4,     /* a search's loser, kept to be shown until it is pruned */
+    FOREST_OWN_LINE = 1 << 5,   /* the user pruned a sibling of it: a view keeps it apart
+                                   from its parent's text (lines never merge under the cursor) */
 };
 
 typedef struct forest_node {
@@ -91,6 +93,12 @@ st_code forest_append(forest *f, forest_id parent, const int32_t *tokens,
                       const float *logprobs, int32_t n, forest_id *last, st_err *err);
 /* Removes node and its whole subtree, freeing their KV slots. ST_ERR_ARG if stale. */
 st_code forest_prune(forest *f, forest_id node, st_err *err);
+/* The place of a live node among its siblings (0: first; roots among the roots), -1
+ * for a stale id. */
+int32_t forest_sibling_pos(const forest *f, forest_id id);
+/* Moves a live node (with its subtree) to place pos among its siblings (past the end:
+ * last), so that a branch put back takes its old place; false for a stale id or pos < 0. */
+bool forest_move_to(forest *f, forest_id id, int32_t pos);
 /* Sets / clears flags of a live node; returns false for a stale id. */
 bool forest_set_flags(forest *f, forest_id node, uint8_t set, uint8_t clear);
 bool forest_set_tag(forest *f, forest_id node, uint16_t tag);

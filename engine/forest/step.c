@@ -341,7 +341,8 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
         p->be = be;
         model_batch b = {.n_rows = p->n_rows, .tokens = p->tokens, .pos = pos, .slot = p->slot,
                          .seg_off = seg_off, .segs = segs, .want_logits = p->want,
-                         .seg_off_swa = p->seg_off_swa, .segs_swa = p->segs_swa};
+                         .seg_off_swa = p->seg_off_swa, .segs_swa = p->segs_swa,
+                         .on_chunk = p->forward_progress, .chunk_ud = p->forward_ud};
         model_attn_req req;
         if (attn_request(p, segs, &req)) b.attn = &req;
         if (p->forward_begin) p->forward_begin(p->forward_ud);

@@ -85,6 +85,9 @@ typedef struct step_plan {
      * can draw while the model runs. */
     void (*forward_begin)(void *ud);
     void (*forward_end)(void *ud);
+    /* Optional: the pass's progress in rows (model_batch's on_chunk; false stops it, and
+     * the step returns ST_CANCELLED with the forest as before). Called without the lock. */
+    bool (*forward_progress)(void *ud, int32_t rows_done, int32_t n_rows);
     void *forward_ud;
     /* Optional, for one run (step_run clears them): positions (n_rows) and attention
      * segments (seg_off (n_rows + 1) into segs) that replace the plan's in the model's

@@ -451,6 +451,8 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
     const model_hparams *hp = &c->m->hp;
     float *out = logits;
     int32_t *keep = c->keep;
+    if (b->on_chunk && b->n_rows > c->max_rows && !b->on_chunk(b->chunk_ud, 0, b->n_rows))
+        return st_set(err, ST_CANCELLED, "cancelled before the first of %d rows", (int)b->n_rows);
     float *tmp = NULL; /* a windowed layer's weights, before they are placed */
     if (b->attn && model_layer_is_swa(hp, b->attn->layer) && b->n_rows > 0 &&
         !(tmp = malloc(sizeof *tmp * (size_t)seg_cells(b->seg_off_swa, b->segs_swa, 0, b->n_rows))))
@@ -463,11 +465,16 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
         int32_t w = 0;
         for (int32_t i = 0; i < n; i++)
             if (!b->want_logits || b->want_logits[r0 + i]) keep[w++] = i;
-        if (w == 0) continue;
-        c->ops->gather_rows(c->be, c->x, c->x, keep, w, hp->n_embd);
-        c->ops->rmsnorm(c->be, c->xb, c->x, wt->out_norm, w, hp->n_embd, hp->rms_eps);
-        c->ops->matmul(c->be, out, &wt->output, c->xb, w);
-        out += (size_t)w * hp->n_vocab;
+        if (w > 0) {
+            c->ops->gather_rows(c->be, c->x, c->x, keep, w, hp->n_embd);
+            c->ops->rmsnorm(c->be, c->xb, c->x, wt->out_norm, w, hp->n_embd, hp->rms_eps);
+            c->ops->matmul(c->be, out, &wt->output, c->xb, w);
+            out += (size_t)w * hp->n_vocab;
+        }
+        if (b->on_chunk && r0 + n < b->n_rows && !b->on_chunk(b->chunk_ud, r0 + n, b->n_rows)) {
+            free(tmp);
+            return st_set(err, ST_CANCELLED, "cancelled after %d of %d rows", (int)(r0 + n), (int)b->n_rows);
+        }
     }
     free(tmp);
     st_code rc2 = kern_backend_sync(c->be, err); /* an op short of scratch memory */

@@ -257,10 +257,17 @@ typedef struct model_batch {
     /* Optional (NULL: none, and the pass pays nothing for it): the weights of one layer's
      * attention. Backends without the attn_weights op (cuda) answer ST_ERR_UNSUPPORTED. */
     const model_attn_req *attn;
+    /* Optional, for a batch of more than max_rows rows: called before the first chunk
+     * and after each but the last with the rows done so far, so a long prompt's pass can
+     * show its progress; false stops the pass there. */
+    bool (*on_chunk)(void *ud, int32_t rows_done, int32_t n_rows);
+    void *chunk_ud;
 } model_batch;
 
 /* Runs the model over the batch (in chunks of max_rows when larger). Writes the logits
  * of the requested rows, in row order, to logits (n_wanted, n_vocab). Returns ST_OK,
+ * ST_CANCELLED (on_chunk said stop: the rows after it are not computed, so the caller
+ * treats the batch's KV slots and logits as garbage),
  * ST_ERR_ARG (bad token id, slot, position or segment, windowed segments missing on a
  * model with windowed layers, an attention request's layer or head out of range; nothing
  * is computed), ST_ERR_UNSUPPORTED (attention weights asked of a backend without them), or

@@ -18,6 +18,7 @@
 #include "base/array.h"
 #include "base/outfile.h"
 #include "session/session.h"
+#include "strategy/grow.h"
 
 #define MD_TAIL 48 /* bytes of shared text quoted before a branch's own text */
 
@@ -182,6 +183,13 @@ static void md_header(FILE *out, const md_doc *d, const session_settings *s,
             n_trees == 1 ? "" : "s", n_leaves, n_leaves == 1 ? "" : "es");
 }
 
+/* How a leaf ended, for its labels: the model finished it, or a grow's budget cut it
+ * (both are FOREST_FINISHED: no strategy extends them); NULL for an open leaf. */
+static const char *md_ending(const forest_node *n) {
+    if (!(n->flags & FOREST_FINISHED)) return NULL;
+    return n->tag == GROW_END_BUDGET ? "stopped by the budget" : "finished";
+}
+
 /* The nested-list outline of every tree. */
 static void md_outline(FILE *out, md_doc *d) {
     const forest *f = d->f;
@@ -210,8 +218,7 @@ static void md_outline(FILE *out, md_doc *d) {
         double score;
         if (session_meta_get_score(d->meta, d->f, forest_id_at(d->f, i), &score)) fprintf(out, " *[score %.4f]*", score);
         if (n->first_child < 0)
-            fprintf(out, " \u2014 *branch %d%s*", d->owner[i],
-                    n->flags & FOREST_FINISHED ? ", finished" : "");
+            fprintf(out, " \u2014 *branch %d%s%s*", d->owner[i], md_ending(n) ? ", " : "", md_ending(n) ? md_ending(n) : "");
     }
     fputs("\n\n", out);
 }
@@ -250,8 +257,9 @@ static bool md_branches(FILE *out, md_doc *d, const forest_id *leaves, int32_t n
         double score;
         char sc[48] = "";
         if (session_meta_get_score(d->meta, f, leaves[b], &score)) snprintf(sc, sizeof sc, " [score %.4f]", score);
-        fprintf(out, "### Branch %d%s%s%s\n\n", b + 1, bookmark ? " \u2605 bookmark" : "",
-                leaf->flags & FOREST_FINISHED ? " (finished)" : "", sc);
+        const char *end = md_ending(leaf);
+        fprintf(out, "### Branch %d%s%s%s%s%s\n\n", b + 1, bookmark ? " \u2605 bookmark" : "", end ? " (" : "",
+                end ? end : "", end ? ")" : "", sc);
         if (p < 0) {
             fputs("From the root of its tree:\n\n", out);
         } else {

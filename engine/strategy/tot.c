@@ -401,9 +401,10 @@ static void tot_progress(const void *self, strategy_progress *out) {
     out->done = r->level;
     out->goal = r->d;
     out->focus = r->n_kept > 0 && r->level > 0 ? r->kept[0].leaf : r->from;
-    int n = snprintf(out->text, sizeof out->text, "tot: level %d/%d, %lld thoughts judged, %lld nodes pruned, best %+.3f",
-                     (int)r->level, (int)r->d, (long long)r->judged, (long long)r->pruned_nodes,
-                     r->level > 0 ? r->kept[0].score : NAN);
+    int n = snprintf(out->text, sizeof out->text, "tot: level %d/%d, %lld thoughts judged, %lld nodes pruned",
+                     (int)r->level, (int)r->d, (long long)r->judged, (long long)r->pruned_nodes);
+    if (r->level > 0 && r->n_kept > 0 && isfinite(r->kept[0].score) && n > 0 && (size_t)n < sizeof out->text)
+        n += snprintf(out->text + n, sizeof out->text - (size_t)n, ", best %+.3f", r->kept[0].score);
     if (r->n_dimmed > 0 && n > 0 && (size_t)n < sizeof out->text)
         snprintf(out->text + n, sizeof out->text - (size_t)n, ", %d dimmed", (int)r->n_dimmed);
 }
