@@ -585,7 +585,9 @@ int main(void) {
         test_vectors(t, "gemma-4", GEMMA4_VECTORS);
         test_gemma4_round_trips(t);
     } else {
-        T_MISSING("%s not found", g4);
+        /* (not among ../shared's fixtures: llama.cpp's models/ folder has it, see
+         * tests/oracle/README.md; CI does not require it) */
+        T_SKIP("%s not found", g4);
     }
     tok_free(t);
 
@@ -602,7 +604,9 @@ int main(void) {
                                42311, 107, 23868 }, 13);
         check_enc(t, " \u00e0\u0300 b", false, false, (int32_t[]){ 3784, 96549, 293 }, 3);
     } else {
-        T_MISSING("%s not found", q35);
+        /* (not among ../shared's fixtures: llama.cpp's models/ folder has it, see
+         * tests/oracle/README.md; CI does not require it) */
+        T_SKIP("%s not found", q35);
     }
     tok_free(t);
 
