@@ -32,7 +32,7 @@ DATADIR ?= $(PREFIX)/share/multidecode
 LIBDIR  ?= $(PREFIX)/lib/multidecode
 
 LIB_SRC  := $(wildcard base/*.c kernels/*.c kernels/ref/*.c kernels/cpu/*.c engine/*/*.c ui/*.c)
-APP_SRC  := $(wildcard app/*.c)
+APP_SRC  := $(wildcard app/*.c app/bench/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)

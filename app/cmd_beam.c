@@ -7,11 +7,9 @@
  * are pruned. Scores are sum of log-probabilities / length^alpha, as Hugging Face
  * transformers computes them; end-of-generation tokens end a hypothesis. */
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/clock.h"
 #include "strategy/beam.h"
@@ -23,36 +21,6 @@
 #include "prompt.h"
 #include "session_replay.h"
 #include "strategy_run.h"
-
-/* ---- progress ---- */
-
-void app_progress_init(app_progress *p, bool on) {
-    p->on = on;
-    p->tty = on && isatty(fileno(stderr));
-    p->t0 = p->last = mono_now_s();
-    p->shown = false;
-}
-
-void app_progress_tick(app_progress *p, const char *fmt, ...) {
-    if (!p->on) return;
-    double now = mono_now_s();
-    if (now - p->last < 1.0) return; /* at most once a second, after the first second */
-    p->last = now;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs(p->tty ? "\r" : "", stderr);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (%.0f s)%s", now - p->t0, p->tty ? "\033[K" : "\n");
-    va_end(ap);
-    p->shown = true;
-}
-
-void app_progress_end(app_progress *p) {
-    if (p->on && p->tty && p->shown) fputs("\r\033[K", stderr);
-    p->shown = false;
-}
-
-/* ---- beam ---- */
 
 /* The first line of --help, which a mistyped option prints instead of the whole help. */
 #define BEAM_USAGE "usage: multidecode beam -m MODEL -p PROMPT [options]"
