@@ -176,22 +176,4 @@ int32_t strategy_scores(const strategy *s, forest_id *ids, double *scores, int32
     return s->ops->scores ? s->ops->scores(s->self, ids, scores, cap) : 0;
 }
 
-/* The spec driver sits first in the draft / lookahead state (spec_ops.c). */
-const spec *strategy_spec(const strategy *s) {
-    return s->ops->kind == STRAT_DRAFT || s->ops->kind == STRAT_LOOKAHEAD ? *(spec *const *)s->self : NULL;
-}
-
-/* The beam search sits first in the beam run (beam_ops.c). */
-const beam *strategy_beam(const strategy *s) {
-    return s->ops->kind == STRAT_BEAM ? *(beam *const *)s->self : NULL;
-}
-
-/* The tot run is the state itself (tot.c). */
-const struct tot_run *strategy_tot(const strategy *s) {
-    return s->ops->kind == STRAT_TOT ? (const struct tot_run *)s->self : NULL;
-}
-
-/* The margins state sits first in the margins run (margins_ops.c). */
-const struct margins *strategy_margins(const strategy *s) {
-    return s->ops->kind == STRAT_MARGINS ? (const struct margins *)s->self : NULL;
-}
+const void *strategy_state(const strategy *s) { return s->self; }

@@ -18,8 +18,8 @@
  * ST_NO_KV_SLOT from strategy_step leaves the strategy and the forest as they were: prune
  * something, then step again (or stop and read the results).
  *
- * ADDING A STRATEGY: read this header, then engine/strategy/grow_ops.c (the smallest
- * complete implementation: grow wrapped in the table). A new strategy is one file that
+ * ADDING A STRATEGY: read this header, then the table at the end of engine/strategy/grow.c
+ * (the smallest complete implementation); every strategy file ends with its table. A new strategy is one file that
  * defines a `const strategy_ops NAME_ops` table, one STRAT_* value, a member of the options
  * union below when it takes options of its own, and one line in strategy.c's registry;
  * no caller changes (the TUI's `:` commands and the CLI find it with strategy_find).

@@ -1,7 +1,7 @@
-/* strategy_impl.h - what the strategy tables (engine/strategy/ *_ops.c, ask.c,
- * engine/spec/spec_ops.c) share: grow's branches read as results, running leaves and
- * progress, so that every grow-based strategy (grow, cot, ask, merge, margins) reports
- * them the same way. Private to the engine's strategy files. */
+/* strategy_impl.h - what the strategy files (engine/strategy/ *.c) share: each one's state
+ * behind the table, and grow's branches read as results, running leaves and progress, so
+ * that every grow-based strategy (grow, cot, ask, merge, margins) reports them the same
+ * way. Private to the engine's strategy files. */
 #ifndef MD_STRATEGY_IMPL_H
 #define MD_STRATEGY_IMPL_H
 
@@ -12,14 +12,15 @@
 void strat_grow_result(const grow *g, int32_t i, strategy_result *out);
 /* The leaves of g's running branches; returns how many (writes at most cap). */
 int32_t strat_grow_running(const grow *g, forest_id *out, int32_t cap);
-/* Tokens g's branches made so far. */
-int64_t strat_grow_made(const grow *g);
 /* o's stop strings on g (nothing to do without any). */
 st_code strat_grow_stops(grow *g, const strategy_opts *o, st_err *err);
 /* Gives the starts of g's branches that also have children FOREST_WANT_LOGITS: a branch
  * may grow from a node other prompts continue (an empty prompt under a shared context),
  * and the step must still return that node's logits. */
 void strat_grow_want_starts(const grow *g, forest *f);
+/* The state s's table created: each strategy file reads its own state through it (its
+ * accessor in strategy.h checks the table first). */
+const void *strategy_state(const strategy *s);
 /* calloc that sets ST_ERR_NOMEM. */
 void *strat_calloc(size_t size, st_err *err);
 
