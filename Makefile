@@ -66,7 +66,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB) $(BUILD)/multidecode
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-# ---- CUDA: kernels/cuda/ (issue 26) ----
+# ---- CUDA: kernels/cuda/ ----
 # The .cu sources (the kernels and the backend, kernels/cuda/backend.cu) build two ways.
 # Emulated: as C++ with the project's CUDA-on-CPU emulation (kernels/cuda/emu.h) into
 # $(BUILD)/emu/, linked into the tests/test_cuda_emu*.cc binaries and the C tests

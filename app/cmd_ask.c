@@ -331,8 +331,7 @@ int cmd_ask(int argc, char **argv) {
     if (!rc) rc = ask_print(&run, &o, &err);
     fflush(stdout);
     if (!rc && run.st.full)
-        fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it "
-                "with -c)\n", run.pm.n_slots);
+        app_run_full_note(run.pm.n_slots);
     if (!rc && !o.quiet) ask_stats(&run, &o);
     if (!rc && o.so.save) rc = ask_save(&run, &o, &err);
     ask_run_free(&run, o.n_q);

@@ -44,6 +44,7 @@ static void beam_usage(FILE *f) {
             "  -q, --quiet          no progress or statistics on stderr\n"
             "      --chat           -p is a user message: apply the model's chat template\n"
             PROMPT_CHAT_HELP
+            "      --think on|off   the template's thinking switch (Qwen3; default on)\n"
             SESSION_OPTS_HELP
             "                       (the forest as the search left it, with the results'\n"
             "                       scores and tokens; --load shows its branches, recomputed)\n");
@@ -198,9 +199,7 @@ int cmd_beam(int argc, char **argv) {
         PROMPT_MODEL_LONGOPTS,
         {"prompt", 1, 0, 'p'}, {"beams", 1, 0, 'b'}, {"tokens", 1, 0, 'n'},
         {"alpha", 1, 0, O_ALPHA}, {"early-stopping", 2, 0, O_EARLY}, {"json", 0, 0, 'J'},
-        {"quiet", 0, 0, 'q'}, {"chat", 0, 0, 'C'}, {"system", 1, 0, 'Y'},
-        {"chat-template", 1, 0, 'E'}, {"raw", 0, 0, 'R'}, {"help", 0, 0, 'h'},
-        SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
+        {"quiet", 0, 0, 'q'}, PROMPT_CHAT_LONGOPTS, {"help", 0, 0, 'h'}, SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
     prompt_model_opts mo = prompt_model_default_opts();
     beam_opts o = {.bp = beam_default_params()};
     const char *prompt = "";

@@ -381,8 +381,7 @@ static st_code margins_run(prompt_model *pm, const char *context, const margins_
     if (!rc) rc = margins_print(&j, pm, o, err);
     fflush(stdout);
     if (!rc && j.st.full)
-        fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it with "
-                "-c)\n", pm->n_slots);
+        app_run_full_note(pm->n_slots);
     if (!rc && !o->quiet) margins_stats(&j, o);
     if (!rc && o->so.save) rc = margins_save(&j, pm, o, err);
     margins_job_free(&j);

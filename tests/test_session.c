@@ -386,7 +386,7 @@ static void test_deep_and_empty(void) {
     unlink(path);
 }
 
-/* A node with 100,000 children is built and loaded in linear time (issue 35: every new
+/* A node with 100,000 children is built and loaded in linear time (every new
  * child walked its siblings, so this load took 17 s), the children in creation order. */
 static void test_wide(void) {
     char path[160];

@@ -1,5 +1,5 @@
 #!/bin/sh
-# gpu-check.sh - everything a short GPU window should check, in one command (issue 26):
+# gpu-check.sh - everything a short GPU window should check, in one command:
 # builds the program and the CUDA tests with nvcc for the device, runs the tests on it
 # (the kernels, the cuda backend against ref, the forest through the cuda backend), then
 # bench decode, bench forest and bench ask with --backend cuda and with cpu beside it.

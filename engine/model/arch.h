@@ -19,7 +19,5 @@ typedef struct arch_desc {
 
 /* The entry of architecture `name`, or NULL when this build does not run it. */
 const arch_desc *arch_find(const char *name);
-/* The entry of a (valid) model_arch. */
-const arch_desc *arch_get(model_arch a);
 
 #endif

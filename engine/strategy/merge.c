@@ -207,7 +207,6 @@ void merge_gap_free(merge_gap *g) {
     free(g);
 }
 
-int32_t merge_gap_offset(const merge_gap *g) { return g->gap; }
 forest_id merge_gap_first(const merge_gap *g) { return g->first; }
 
 /* Pushes slots s[0..n) to g->segs as ascending runs from index *k. */
