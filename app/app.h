@@ -33,6 +33,10 @@ int cmd_judge(int argc, char **argv);
 int cmd_tot(int argc, char **argv);
 /* `margins` (cmd_margins.c): Writing in the Margins over one forest. */
 int cmd_margins(int argc, char **argv);
+/* `multidecode NAME` for a registered strategy with its own grammar, ops = strategy_find
+ * (NAME) with a usage (cmd_strategy.c): argv[0] is NAME. */
+struct strategy_ops;
+int cmd_strategy(const struct strategy_ops *ops, int argc, char **argv);
 /* `tui` and `multidecode -m MODEL ...` (cmd_tui.c): the interactive explorer. */
 int cmd_tui(int argc, char **argv);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "strategy/strategy.h"
 
 typedef struct command {
     const char *name;
@@ -36,6 +37,11 @@ static void usage(FILE *f) {
                "Decodes a forest of token sequences of a llama-family GGUF model.\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].help);
+    const strategy_ops *ops; /* and every strategy that brings its own grammar */
+    for (int32_t i = 0; (ops = strategy_at(i)); i++) {
+        const char *gap = ops->usage ? strstr(ops->usage, "  ") : NULL;
+        if (gap) fprintf(f, "  %-16s %s\n", ops->name, gap + strspn(gap, " "));
+    }
     fprintf(f, "\n'multidecode COMMAND --help' describes a command's options.\n");
 }
 
@@ -56,6 +62,8 @@ int main(int argc, char **argv) {
     if (argv[1][0] == '-' && strcmp(argv[1], "-")) exit(cmd_tui(argc, argv));
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) exit(commands[i].run(argc - 1, argv + 1));
+    const strategy_ops *ops = strategy_find(argv[1]);
+    if (ops && ops->usage) exit(cmd_strategy(ops, argc - 1, argv + 1));
     fprintf(stderr, "multidecode: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     exit(2);

@@ -299,7 +299,44 @@ out:
     model_free(m);
 }
 
+/* :best 3 6, a strategy the TUI knows only from the registry: its `:` line, its help and
+ * completion entry, and a run whose done line names the best of the scores the results
+ * keep on their leaves. */
+static void test_registry_command(void) {
+    ui_cmd c;
+    st_err err = {0};
+    T_CHECK(ui_cmd_parse(":best 0", &c, &err) == ST_ERR_ARG && strstr(err.msg, "bad samples '0'"), ":best 0: %s",
+            err.msg);
+    bool listed = false;
+    for (int32_t i = 0; ui_cmd_name(i); i++)
+        listed |= !strcmp(ui_cmd_name(i), "best") && !strncmp(ui_cmd_usage(i), ":best N [TOKENS]", 16);
+    T_CHECK(listed, ":best is in the command list with its usage");
+    model *m;
+    tok *tk;
+    model_ctx *ctx;
+    forest_id root;
+    ui_worker_params wp = {.sp = sample_default_params(), .budget = 8, .model_name = "m", .backend = "cpu"};
+    wp.sp.temp = 1.0f;
+    ui_worker *w = stories_worker(&wp, &m, &tk, &ctx, &root);
+    if (!w) goto out;
+    char msg[1024], want[64];
+    double sc[8];
+    T_CHECK(run_job(w, cmd_job(":best 3 6", root), msg, sizeof msg), "best: %s", msg);
+    ui_worker_lock(w);
+    int32_t n = scores_below(w, root, sc, 8);
+    ui_worker_unlock(w);
+    snprintf(want, sizeof want, "done: 3 results, best score %.2f;", n ? sc[0] : NAN);
+    T_CHECK(n >= 1 && !strncmp(msg, want, strlen(want)), ":best 3 6: %d scored leaves, '%s' (want '%s')", (int)n, msg,
+            want);
+    ui_worker_stop(w);
+out:
+    model_ctx_free(ctx);
+    tok_free(tk);
+    model_free(m);
+}
+
 int main(void) {
+    test_registry_command();
     test_beam_agrees();
     test_fresh_seeds();
     test_scores_last();
