@@ -174,18 +174,28 @@ static sample_params sampling(void) {
 
 static void setup_prompt(rig *r, strategy_opts *o) { o->from = add_prompt(r, prompt, NP); }
 
+/* n branches of budget tokens from the prompt, sampling(), grown to their ends on r by
+ * direct calls (their tokens counted into emits when not NULL); g is the caller's to free. */
+static st_code grow_direct(rig *r, grow *g, int32_t n, int32_t budget, run_out *emits) {
+    sample_params sp = sampling();
+    st_err err = {0};
+    st_code rc = grow_init(g, r->f, add_prompt(r, prompt, NP), n, &sp, budget, r->V, &err);
+    while (!rc && g->n_active > 0)
+        rc = grow_step(g, r->f, &r->plan, r->c, r->tk, emits ? count_emit : NULL, emits, NULL, &err);
+    return rc;
+}
+
 /* best: N independent samples ranked by their mean log-probability, against grow's N
  * branches ranked here by prune_score's mean (the generated tokens' log-probabilities);
  * its grammar sets its private options and the budget, and refuses bad lines. */
 static void check_best(void) {
     run_out d = {0}, t;
     rig r;
-    if (!rig_init(&r)) return;
-    sample_params sp = sampling();
     grow g;
     st_err err = {0};
-    st_code rc = grow_init(&g, r.f, add_prompt(&r, prompt, NP), 4, &sp, 24, r.V, &err);
-    while (!rc && g.n_active > 0) rc = grow_step(&g, r.f, &r.plan, r.c, r.tk, NULL, NULL, NULL, &err);
+    sample_params sp = sampling();
+    if (!rig_init(&r)) return;
+    st_code rc = grow_direct(&r, &g, 4, 24, NULL);
     int32_t order[4];
     double mean[4];
     for (int32_t i = 0; i < 4; i++) {
@@ -228,9 +238,7 @@ static void check_grow(void) {
     if (!rig_init(&r)) return;
     sample_params sp = sampling();
     grow g;
-    st_err err = {0};
-    st_code rc = grow_init(&g, r.f, add_prompt(&r, prompt, NP), 3, &sp, 40, r.V, &err);
-    while (!rc && g.n_active > 0) rc = grow_step(&g, r.f, &r.plan, r.c, r.tk, count_emit, &d, NULL, &err);
+    st_code rc = grow_direct(&r, &g, 3, 40, &d);
     put_grow(&d, 0, r.f, &g);
     d.ok = !rc;
     grow_free(&g);

@@ -178,6 +178,45 @@ static ui_worker *stories_worker(ui_worker_params *wp, model **m, tok **tk, mode
     return w;
 }
 
+/* The scores of the leaves below node, sorted (at most cap); how many. */
+static int32_t scores_below(ui_worker *w, forest_id node, double *out, int32_t cap) {
+    forest_id lv[64];
+    int32_t n = leaves_below(w, node, lv, 64), k = 0;
+    for (int32_t i = 0; i < n && k < cap; i++) k += ui_worker_score_of(w, lv[i], &out[k]);
+    for (int32_t i = 1; i < k; i++)
+        for (int32_t j = i; j > 0 && out[j] > out[j - 1]; j--) {
+            double t = out[j];
+            out[j] = out[j - 1], out[j - 1] = t;
+        }
+    return k;
+}
+
+/* :best, a strategy the TUI knows only from the registry: its `:` line and its help and
+ * completion entry; then (best_run) :best 3 6 on w from root, whose done line names the
+ * best of the scores its results keep on their leaves. */
+static void test_registry_command(void) {
+    ui_cmd c;
+    st_err err = {0};
+    T_CHECK(ui_cmd_parse(":best 0", &c, &err) == ST_ERR_ARG && strstr(err.msg, "bad samples '0'"), ":best 0: %s",
+            err.msg);
+    bool listed = false;
+    for (int32_t i = 0; ui_cmd_name(i); i++)
+        listed |= !strcmp(ui_cmd_name(i), "best") && !strncmp(ui_cmd_usage(i), ":best N [TOKENS]", 16);
+    T_CHECK(listed, ":best is in the command list with its usage");
+}
+
+static void best_run(ui_worker *w, forest_id root) {
+    char msg[1024], want[64];
+    double sc[16];
+    T_CHECK(run_job(w, cmd_job(":best 3 6", root), msg, sizeof msg), "best: %s", msg);
+    ui_worker_lock(w);
+    int32_t n = scores_below(w, root, sc, 16);
+    ui_worker_unlock(w);
+    snprintf(want, sizeof want, "done: 3 results, best score %.2f;", n ? sc[0] : NAN);
+    T_CHECK(n >= 1 && !strncmp(msg, want, strlen(want)), ":best 3 6: %d scored leaves, '%s' (want '%s')", (int)n, msg,
+            want);
+}
+
 /* :grow from root twice at temp 1: two different branches, each run's seed in its
  * message; :set seed to the first run's seed, and the third grow repeats the first
  * branch, which is not made twice. */
@@ -204,6 +243,7 @@ static void test_fresh_seeds(void) {
     int32_t n = leaves_below(w, root, lv, 8);
     T_CHECK(n == 2, "the fresh seed's branch differs, the repeated one is not made twice: %d branches", (int)n);
     ui_worker_unlock(w);
+    best_run(w, root);
     ui_worker_stop(w);
 out:
     model_ctx_free(c);
@@ -232,19 +272,6 @@ static forest *load_cb(void *ud, const char *path, bool force, sample_params *sp
     if (f) *sp = s.sample, *meta = s.meta, s.meta = NULL;
     session_settings_free(&s);
     return f;
-}
-
-/* The scores of the leaves below node, sorted (at most cap); how many. */
-static int32_t scores_below(ui_worker *w, forest_id node, double *out, int32_t cap) {
-    forest_id lv[64];
-    int32_t n = leaves_below(w, node, lv, 64), k = 0;
-    for (int32_t i = 0; i < n && k < cap; i++) k += ui_worker_score_of(w, lv[i], &out[k]);
-    for (int32_t i = 1; i < k; i++)
-        for (int32_t j = i; j > 0 && out[j] > out[j - 1]; j--) {
-            double t = out[j];
-            out[j] = out[j - 1], out[j - 1] = t;
-        }
-    return k;
 }
 
 /* :beam 3 8, then :keep 1 and u: the three scores again; :save, :load: the same three on
@@ -295,42 +322,6 @@ static void test_scores_last(void) {
     ui_worker_stop(w);
 out:
     model_ctx_free(c);
-    tok_free(tk);
-    model_free(m);
-}
-
-/* :best 3 6, a strategy the TUI knows only from the registry: its `:` line, its help and
- * completion entry, and a run whose done line names the best of the scores the results
- * keep on their leaves. */
-static void test_registry_command(void) {
-    ui_cmd c;
-    st_err err = {0};
-    T_CHECK(ui_cmd_parse(":best 0", &c, &err) == ST_ERR_ARG && strstr(err.msg, "bad samples '0'"), ":best 0: %s",
-            err.msg);
-    bool listed = false;
-    for (int32_t i = 0; ui_cmd_name(i); i++)
-        listed |= !strcmp(ui_cmd_name(i), "best") && !strncmp(ui_cmd_usage(i), ":best N [TOKENS]", 16);
-    T_CHECK(listed, ":best is in the command list with its usage");
-    model *m;
-    tok *tk;
-    model_ctx *ctx;
-    forest_id root;
-    ui_worker_params wp = {.sp = sample_default_params(), .budget = 8, .model_name = "m", .backend = "cpu"};
-    wp.sp.temp = 1.0f;
-    ui_worker *w = stories_worker(&wp, &m, &tk, &ctx, &root);
-    if (!w) goto out;
-    char msg[1024], want[64];
-    double sc[8];
-    T_CHECK(run_job(w, cmd_job(":best 3 6", root), msg, sizeof msg), "best: %s", msg);
-    ui_worker_lock(w);
-    int32_t n = scores_below(w, root, sc, 8);
-    ui_worker_unlock(w);
-    snprintf(want, sizeof want, "done: 3 results, best score %.2f;", n ? sc[0] : NAN);
-    T_CHECK(n >= 1 && !strncmp(msg, want, strlen(want)), ":best 3 6: %d scored leaves, '%s' (want '%s')", (int)n, msg,
-            want);
-    ui_worker_stop(w);
-out:
-    model_ctx_free(ctx);
     tok_free(tk);
     model_free(m);
 }

@@ -17,11 +17,9 @@ typedef struct best_opts {
 } best_opts;
 
 typedef struct best_run {
-    grow g;
-    forest_id from;
-    int32_t steps, budget;
-    int32_t *order;  /* (g.n) the branches best first, once done (identity before) */
-    double *score;   /* (g.n) each branch's mean log-probability, once done */
+    strat_grow_run run; /* the samples: grow's branches (steps, progress, running) */
+    int32_t *order;     /* (run.g.n) the branches best first, once done (identity before) */
+    double *score;      /* (run.g.n) each branch's mean log-probability, once done */
 } best_run;
 
 static void best_defaults(strategy_opts *o) {
@@ -32,7 +30,7 @@ static void best_defaults(strategy_opts *o) {
 static void best_free(void *self) {
     best_run *r = self;
     if (!r) return;
-    grow_free(&r->g);
+    grow_free(&r->run.g);
     free(r->order);
     free(r->score);
     free(r);
@@ -47,14 +45,14 @@ static void *best_create(const strategy_opts *o, const strategy_env *env, st_err
     }
     best_run *r = strat_calloc(sizeof *r, err);
     if (!r) return NULL;
-    r->from = o->from;
-    r->budget = o->budget;
+    r->run.focus = o->from;
+    r->run.goal = o->budget;
     r->order = malloc(sizeof *r->order * (size_t)bo.n);
     r->score = malloc(sizeof *r->score * (size_t)bo.n);
     st_code rc = r->order && r->score ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
     if (!rc) rc = strategy_start_node(env->f, o->from, err);
-    if (!rc) rc = grow_init(&r->g, env->f, o->from, bo.n, &o->sample, o->budget, o->n_vocab, err);
-    if (!rc) rc = strat_grow_stops(&r->g, o, err);
+    if (!rc) rc = grow_init(&r->run.g, env->f, o->from, bo.n, &o->sample, o->budget, o->n_vocab, err);
+    if (!rc) rc = strat_grow_stops(&r->run.g, o, err);
     if (rc) {
         best_free(r);
         return NULL;
@@ -67,7 +65,7 @@ static void *best_create(const strategy_opts *o, const strategy_env *env, st_err
  * is not kept, nor counted); -INFINITY for none. */
 static double mean_logprob(const best_run *r, const forest *f, int32_t i) {
     strategy_result res;
-    strat_grow_result(&r->g, i, &res);
+    strat_grow_result(&r->run.g, i, &res);
     double sum = 0;
     int32_t n = 0;
     for (forest_id id = res.leaf; id != res.start && forest_get(f, id); n++) {
@@ -81,8 +79,8 @@ static double mean_logprob(const best_run *r, const forest *f, int32_t i) {
 
 /* Insertion sort of the order by score, best first; ties keep the lower branch first. */
 static void rank(best_run *r, const forest *f) {
-    for (int32_t i = 0; i < r->g.n; i++) r->score[i] = mean_logprob(r, f, i);
-    for (int32_t i = 1; i < r->g.n; i++) {
+    for (int32_t i = 0; i < r->run.g.n; i++) r->score[i] = mean_logprob(r, f, i);
+    for (int32_t i = 1; i < r->run.g.n; i++) {
         int32_t b = r->order[i], j = i;
         for (; j > 0 && r->score[r->order[j - 1]] < r->score[b]; j--) r->order[j] = r->order[j - 1];
         r->order[j] = b;
@@ -91,34 +89,29 @@ static void rank(best_run *r, const forest *f) {
 
 static st_code best_step(void *self, const strategy_env *env, st_err *err) {
     best_run *r = self;
-    if (r->g.n_active == 0) return ST_OK;
-    st_code rc = grow_step(&r->g, env->f, env->plan, env->ctx, env->tk, env->emit, env->emit_ud, NULL, err);
-    if (rc) return rc;
-    r->steps++;
-    if (r->g.n_active == 0) rank(r, env->f);
-    return ST_OK;
+    bool was_done = strat_grow_run_done(&r->run);
+    st_code rc = strat_grow_run_step(&r->run, env, err);
+    if (!rc && !was_done && strat_grow_run_done(&r->run)) rank(r, env->f);
+    return rc;
 }
 
-static bool best_done(const void *self) { return ((const best_run *)self)->g.n_active == 0; }
+static bool best_done(const void *self) { return strat_grow_run_done(&((const best_run *)self)->run); }
 
 static void best_progress(const void *self, strategy_progress *out) {
-    const best_run *r = self;
-    out->done = r->steps;
-    out->goal = r->budget;
-    out->focus = r->from;
+    strat_grow_run_progress(&((const best_run *)self)->run, out);
 }
 
-static int32_t best_n_results(const void *self) { return ((const best_run *)self)->g.n; }
+static int32_t best_n_results(const void *self) { return strat_grow_run_n_results(&((const best_run *)self)->run); }
 
 static void best_result(const void *self, const forest *f, int32_t i, strategy_result *out) {
     (void)f;
     const best_run *r = self;
-    strat_grow_result(&r->g, r->order[i], out);
+    strat_grow_result(&r->run.g, r->order[i], out);
     out->score = r->score[r->order[i]];
 }
 
 static int32_t best_running(const void *self, forest_id *out, int32_t cap) {
-    return strat_grow_running(&((const best_run *)self)->g, out, cap);
+    return strat_grow_run_running(&((const best_run *)self)->run, out, cap);
 }
 
 static const strategy_arg best_args[] = {

@@ -249,21 +249,43 @@ st_code strat_grow_stops(grow *g, const strategy_opts *o, st_err *err) {
 
 /* ---- the grow table ---- */
 
-typedef struct grow_run {
-    grow g;
-    forest_id from;
-    int32_t steps, budget;
-} grow_run;
-
-static void grow_run_free(void *self) {
-    grow_run *r = self;
+void strat_grow_run_free(void *self) {
+    strat_grow_run *r = self;
     if (!r) return;
     grow_free(&r->g);
     free(r);
 }
 
+st_code strat_grow_run_step(void *self, const strategy_env *env, st_err *err) {
+    strat_grow_run *r = self;
+    if (r->g.n_active == 0) return ST_OK;
+    st_code rc = grow_step(&r->g, env->f, env->plan, env->ctx, env->tk, env->emit, env->emit_ud, NULL, err);
+    if (!rc) r->steps++;
+    return rc;
+}
+
+bool strat_grow_run_done(const void *self) { return ((const strat_grow_run *)self)->g.n_active == 0; }
+
+void strat_grow_run_progress(const void *self, strategy_progress *out) {
+    const strat_grow_run *r = self;
+    out->done = r->steps;
+    out->goal = r->goal;
+    out->focus = r->focus;
+}
+
+int32_t strat_grow_run_n_results(const void *self) { return ((const strat_grow_run *)self)->g.n; }
+
+void strat_grow_run_result(const void *self, const forest *f, int32_t i, strategy_result *out) {
+    (void)f;
+    strat_grow_result(&((const strat_grow_run *)self)->g, i, out);
+}
+
+int32_t strat_grow_run_running(const void *self, forest_id *out, int32_t cap) {
+    return strat_grow_running(&((const strat_grow_run *)self)->g, out, cap);
+}
+
 /* n branches from start, the first with seed + first (o->u.grow.n branches each). */
-static st_code grow_run_add(grow_run *r, forest *f, forest_id start, const strategy_opts *o,
+static st_code grow_run_add(strat_grow_run *r, forest *f, forest_id start, const strategy_opts *o,
                             int32_t first, st_err *err) {
     st_code rc = strategy_start_node(f, start, err);
     for (int32_t b = 0; b < o->u.grow.n && !rc; b++) {
@@ -279,49 +301,21 @@ static void *grow_run_create(const strategy_opts *o, const strategy_env *env, st
         st_set(err, ST_ERR_ARG, "grow: %d branches (want at least 1)", o->u.grow.n);
         return NULL;
     }
-    grow_run *r = strat_calloc(sizeof *r, err);
+    strat_grow_run *r = strat_calloc(sizeof *r, err);
     if (!r) return NULL;
     const forest_id *starts = o->u.grow.starts ? o->u.grow.starts : &o->from;
     int32_t n_starts = o->u.grow.starts ? o->u.grow.n_starts : 1;
-    r->from = n_starts > 0 ? starts[0] : FOREST_NONE;
-    r->budget = o->budget;
+    r->focus = n_starts > 0 ? starts[0] : FOREST_NONE;
+    r->goal = o->budget;
     st_code rc = n_starts > 0 ? ST_OK : st_set(err, ST_ERR_ARG, "grow: no node to start from");
     for (int32_t s = 0; s < n_starts && !rc; s++)
         rc = grow_run_add(r, env->f, starts[s], o, s * o->u.grow.n, err);
     if (!rc) strat_grow_want_starts(&r->g, env->f);
     if (rc || strat_grow_stops(&r->g, o, err)) {
-        grow_run_free(r);
+        strat_grow_run_free(r);
         return NULL;
     }
     return r;
-}
-
-static st_code grow_run_step(void *self, const strategy_env *env, st_err *err) {
-    grow_run *r = self;
-    if (r->g.n_active == 0) return ST_OK;
-    st_code rc = grow_step(&r->g, env->f, env->plan, env->ctx, env->tk, env->emit, env->emit_ud, NULL, err);
-    if (!rc) r->steps++;
-    return rc;
-}
-
-static bool grow_run_done(const void *self) { return ((const grow_run *)self)->g.n_active == 0; }
-
-static void grow_run_progress(const void *self, strategy_progress *out) {
-    const grow_run *r = self;
-    out->done = r->steps;
-    out->goal = r->budget;
-    out->focus = r->from;
-}
-
-static int32_t grow_run_n_results(const void *self) { return ((const grow_run *)self)->g.n; }
-
-static void grow_run_result(const void *self, const forest *f, int32_t i, strategy_result *out) {
-    (void)f;
-    strat_grow_result(&((const grow_run *)self)->g, i, out);
-}
-
-static int32_t grow_run_running(const void *self, forest_id *out, int32_t cap) {
-    return strat_grow_running(&((const grow_run *)self)->g, out, cap);
 }
 
 const strategy_ops strat_grow_ops = {
@@ -329,11 +323,5 @@ const strategy_ops strat_grow_ops = {
     .kind = STRAT_GROW,
     .summary = STRAT_SUM_BRANCHES,
     .create = grow_run_create,
-    .step = grow_run_step,
-    .done = grow_run_done,
-    .progress = grow_run_progress,
-    .n_results = grow_run_n_results,
-    .result = grow_run_result,
-    .running = grow_run_running,
-    .free = grow_run_free,
+    STRAT_GROW_RUN_OPS,
 };
