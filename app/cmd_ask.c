@@ -296,7 +296,8 @@ static st_code ask_run_all(ask_run *r, ask_opts *o, st_err *err) {
     r->out = calloc((size_t)o->n_q, sizeof *r->out);
     r->f = forest_init(r->pm.n_slots, 0);
     if (!r->out || !r->f) return st_set(err, ST_ERR_NOMEM, "out of memory");
-    o->pc.on = !o->pc.raw && (o->pc.tmpl || prompt_model_chat(r->pm.m->gguf) != CHAT_NONE);
+    o->pc.on = false; /* --system alone asks for none: it needs a template (below) */
+    prompt_chat_decide(&o->pc, r->pm.m, NULL);
     if (!o->pc.on && o->pc.system)
         return st_set(err, ST_ERR_ARG, "--system needs a chat template, and the model has none "
                       "(name one with --chat-template)");

@@ -71,13 +71,12 @@ static void gen_echo_prompt(const prompt_model *pm, tok_stream *ts, const int32_
     fflush(stdout);
 }
 
-/* Opens the model and takes the prompt's tokens, as prompt_open_with does, but decides
- * chat or raw once the model is open: a non-empty prompt is the user's message when the
- * model has a chat template, unless --raw. */
+/* Opens the model and takes the prompt's tokens, as prompt_open_with does, keeping the
+ * chat-or-raw decision (prompt_chat_decide) in *pc for the output. */
 static int32_t *gen_open(prompt_model *pm, const prompt_model_opts *mo, prompt_chat *pc,
                          const char *text, bool quiet, int32_t *n, st_err *err) {
     if (prompt_model_open(pm, mo, err)) return NULL;
-    if (!pc->raw && *text && prompt_model_chat(pm->m->gguf) != CHAT_NONE) pc->on = true;
+    prompt_chat_decide(pc, pm->m, text);
     chat_kind k = CHAT_NONE;
     int32_t *t = prompt_tokens(pm, pc, text, n, &k, err);
     if (t) prompt_report_chat(pc, k, quiet);

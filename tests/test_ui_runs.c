@@ -118,6 +118,12 @@ static void test_beam_agrees(void) {
     char *out = t_runf(&st, "%s beam -m %s --chat -p '" QUESTION "' -B 2 -n 32 --json -q -t 1", bin, SMOL);
     json_t *cli = out ? json_loads(out, 0, NULL) : NULL;
     T_CHECK(st == 0 && json_array_size(cli) == 2, "CLI beam: status %d, %d results", st, (int)json_array_size(cli));
+    /* the one chat rule (prompt_chat_decide): the model's template without --chat, none with --raw */
+    char *dflt = t_runf(&st, "%s beam -m %s -p '" QUESTION "' -B 2 -n 32 --json -q -t 1", bin, SMOL);
+    char *raw = t_runf(&st, "%s beam -m %s --raw -p '" QUESTION "' -B 2 -n 32 --json -q -t 1", bin, SMOL);
+    T_CHECK(out && dflt && raw && !strcmp(out, dflt) && strcmp(out, raw),
+            "beam without --chat applies the model's template, --raw does not");
+    free(dflt), free(raw);
     T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_APPEND, .node = FOREST_NONE, .text = QUESTION}, msg, sizeof msg),
             "the question appended: %s", msg);
     ui_worker_lock(w);
