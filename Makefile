@@ -33,7 +33,7 @@ DATADIR ?= $(PREFIX)/share/multidecode
 LIBDIR  ?= $(PREFIX)/lib/multidecode
 
 LIB_SRC  := $(wildcard base/*.c kernels/*.c kernels/ref/*.c kernels/cpu/*.c engine/*/*.c ui/*.c)
-APP_SRC  := $(wildcard app/*.c)
+APP_SRC  := $(wildcard app/*.c app/bench/*.c)
 TEST_SRC := $(wildcard tests/test_*.c)
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -67,7 +67,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB) $(BUILD)/multidecode
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-# ---- CUDA: kernels/cuda/ (issue 26) ----
+# ---- CUDA: kernels/cuda/ ----
 # The .cu sources (the kernels and the backend, kernels/cuda/backend.cu) build two ways.
 # Emulated: as C++ with the project's CUDA-on-CPU emulation (kernels/cuda/emu.h) into
 # $(BUILD)/emu/, linked into the tests/test_cuda_emu*.cc binaries and the C tests

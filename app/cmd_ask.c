@@ -296,7 +296,8 @@ static st_code ask_run_all(ask_run *r, ask_opts *o, st_err *err) {
     r->out = calloc((size_t)o->n_q, sizeof *r->out);
     r->f = forest_init(r->pm.n_slots, 0);
     if (!r->out || !r->f) return st_set(err, ST_ERR_NOMEM, "out of memory");
-    o->pc.on = !o->pc.raw && (o->pc.tmpl || prompt_model_chat(r->pm.m->gguf) != CHAT_NONE);
+    o->pc.on = false; /* --system alone asks for none: it needs a template (below) */
+    prompt_chat_decide(&o->pc, r->pm.m, NULL);
     if (!o->pc.on && o->pc.system)
         return st_set(err, ST_ERR_ARG, "--system needs a chat template, and the model has none "
                       "(name one with --chat-template)");
@@ -331,8 +332,7 @@ int cmd_ask(int argc, char **argv) {
     if (!rc) rc = ask_print(&run, &o, &err);
     fflush(stdout);
     if (!rc && run.st.full)
-        fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it "
-                "with -c)\n", run.pm.n_slots);
+        app_run_full_note(run.pm.n_slots);
     if (!rc && !o.quiet) ask_stats(&run, &o);
     if (!rc && o.so.save) rc = ask_save(&run, &o, &err);
     ask_run_free(&run, o.n_q);

@@ -7,11 +7,9 @@
  * are pruned. Scores are sum of log-probabilities / length^alpha, as Hugging Face
  * transformers computes them; end-of-generation tokens end a hypothesis. */
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/clock.h"
 #include "strategy/beam.h"
@@ -23,36 +21,6 @@
 #include "prompt.h"
 #include "session_replay.h"
 #include "strategy_run.h"
-
-/* ---- progress ---- */
-
-void app_progress_init(app_progress *p, bool on) {
-    p->on = on;
-    p->tty = on && isatty(fileno(stderr));
-    p->t0 = p->last = mono_now_s();
-    p->shown = false;
-}
-
-void app_progress_tick(app_progress *p, const char *fmt, ...) {
-    if (!p->on) return;
-    double now = mono_now_s();
-    if (now - p->last < 1.0) return; /* at most once a second, after the first second */
-    p->last = now;
-    va_list ap;
-    va_start(ap, fmt);
-    fputs(p->tty ? "\r" : "", stderr);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (%.0f s)%s", now - p->t0, p->tty ? "\033[K" : "\n");
-    va_end(ap);
-    p->shown = true;
-}
-
-void app_progress_end(app_progress *p) {
-    if (p->on && p->tty && p->shown) fputs("\r\033[K", stderr);
-    p->shown = false;
-}
-
-/* ---- beam ---- */
 
 /* The first line of --help, which a mistyped option prints instead of the whole help. */
 #define BEAM_USAGE "usage: multidecode beam -m MODEL -p PROMPT [options]"
@@ -76,6 +44,7 @@ static void beam_usage(FILE *f) {
             "  -q, --quiet          no progress or statistics on stderr\n"
             "      --chat           -p is a user message: apply the model's chat template\n"
             PROMPT_CHAT_HELP
+            "      --think on|off   the template's thinking switch (Qwen3; default on)\n"
             SESSION_OPTS_HELP
             "                       (the forest as the search left it, with the results'\n"
             "                       scores and tokens; --load shows its branches, recomputed)\n");
@@ -230,9 +199,7 @@ int cmd_beam(int argc, char **argv) {
         PROMPT_MODEL_LONGOPTS,
         {"prompt", 1, 0, 'p'}, {"beams", 1, 0, 'b'}, {"tokens", 1, 0, 'n'},
         {"alpha", 1, 0, O_ALPHA}, {"early-stopping", 2, 0, O_EARLY}, {"json", 0, 0, 'J'},
-        {"quiet", 0, 0, 'q'}, {"chat", 0, 0, 'C'}, {"system", 1, 0, 'Y'},
-        {"chat-template", 1, 0, 'E'}, {"raw", 0, 0, 'R'}, {"help", 0, 0, 'h'},
-        SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
+        {"quiet", 0, 0, 'q'}, PROMPT_CHAT_LONGOPTS, {"help", 0, 0, 'h'}, SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
     prompt_model_opts mo = prompt_model_default_opts();
     beam_opts o = {.bp = beam_default_params()};
     const char *prompt = "";

@@ -221,8 +221,7 @@ static st_code cot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt
     if (!rc) rc = cot_print(o, c, f, out, texts, answers, winner, votes, err);
     if (!rc && o->so.save) rc = cot_save(pm, f, c, n_prompt, o, err);
     if (!rc && st.full)
-        fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it with "
-                "-c)\n", pm->n_slots);
+        app_run_full_note(pm->n_slots);
     if (!rc && !o->quiet) {
         int64_t made = 0;
         for (int32_t i = 0; i < o->k; i++) made += out[i].n;
@@ -253,9 +252,7 @@ static int cot_parse(int argc, char **argv, cot_opts *o, prompt_model_opts *mo, 
         {"prompt", 1, 0, 'p'}, {"chains", 1, 0, 'k'}, {"tokens", 1, 0, 'n'},
         {"repeat-penalty", 1, 0, O_PEN}, {"repeat-last-n", 1, 0, O_LASTN},
         {"stop", 1, 0, O_STOP}, {"vote", 1, 0, O_VOTE}, {"json", 0, 0, 'J'},
-        {"quiet", 0, 0, 'q'}, {"chat", 0, 0, 'C'}, {"system", 1, 0, 'Y'},
-        {"chat-template", 1, 0, 'E'}, {"raw", 0, 0, 'R'}, {"help", 0, 0, 'h'},
-        {"think", 1, 0, PROMPT_OPT_THINK}, SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
+        {"quiet", 0, 0, 'q'}, PROMPT_CHAT_LONGOPTS, {"help", 0, 0, 'h'}, SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
     int64_t v;
     double fv;
     int ch, r;

@@ -71,13 +71,12 @@ static void gen_echo_prompt(const prompt_model *pm, tok_stream *ts, const int32_
     fflush(stdout);
 }
 
-/* Opens the model and takes the prompt's tokens, as prompt_open_with does, but decides
- * chat or raw once the model is open: a non-empty prompt is the user's message when the
- * model has a chat template, unless --raw. */
+/* Opens the model and takes the prompt's tokens, as prompt_open_with does, keeping the
+ * chat-or-raw decision (prompt_chat_decide) in *pc for the output. */
 static int32_t *gen_open(prompt_model *pm, const prompt_model_opts *mo, prompt_chat *pc,
                          const char *text, bool quiet, int32_t *n, st_err *err) {
     if (prompt_model_open(pm, mo, err)) return NULL;
-    if (!pc->raw && *text && prompt_model_chat(pm->m->gguf) != CHAT_NONE) pc->on = true;
+    prompt_chat_decide(pc, pm->m, text);
     chat_kind k = CHAT_NONE;
     int32_t *t = prompt_tokens(pm, pc, text, n, &k, err);
     if (t) prompt_report_chat(pc, k, quiet);
@@ -283,8 +282,7 @@ static st_code gen_branches(prompt_model *pm, const int32_t *prompt, int32_t n_p
     if (!rc) rc = gen_branches_print(pm, prompt, n_prompt, chat, sp, s, f, out, st.full, json, err);
     fflush(stdout);
     if (!rc && st.full)
-        fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it "
-                "with -c)\n", pm->n_slots);
+        app_run_full_note(pm->n_slots);
     if (!rc && !quiet) {
         int64_t made = 0;
         for (int32_t i = 0; i < k; i++) {
@@ -310,8 +308,7 @@ int cmd_generate(int argc, char **argv) {
     static const struct option lo[] = {
         PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
         {"prompt", 1, 0, 'p'}, {"tokens", 1, 0, 'n'}, {"quiet", 0, 0, 'q'},
-        {"chat", 0, 0, 'C'},  {"system", 1, 0, 'Y'}, {"chat-template", 1, 0, 'E'},
-        {"raw", 0, 0, 'R'},   {"think", 1, 0, PROMPT_OPT_THINK}, {"branches", 1, 0, 'b'}, {"json", 0, 0, 'J'},
+        PROMPT_CHAT_LONGOPTS, {"branches", 1, 0, 'b'}, {"json", 0, 0, 'J'},
         SPEC_LONGOPTS,        {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
     prompt_model_opts mo = prompt_model_default_opts();
     spec_opts so = spec_default_opts();

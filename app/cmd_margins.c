@@ -363,7 +363,8 @@ static void margins_job_free(margins_job *j) {
 static st_code margins_run(prompt_model *pm, const char *context, const margins_opts *o,
                            st_err *err) {
     margins_job j = {.pc = o->pc, .kind = CHAT_NONE, .pm = pm, .o = o};
-    j.pc.on = !o->pc.raw && (j.pc.tmpl || prompt_model_chat(pm->m->gguf) != CHAT_NONE);
+    j.pc.on = false; /* --system alone asks for none: it needs a template (below) */
+    prompt_chat_decide(&j.pc, pm->m, NULL);
     step_plan_init(&j.plan);
     strategy_env env = {.f = j.f = forest_init(pm->n_slots, 0), .plan = &j.plan, .ctx = pm->ctx,
                         .tk = pm->tk};
@@ -381,8 +382,7 @@ static st_code margins_run(prompt_model *pm, const char *context, const margins_
     if (!rc) rc = margins_print(&j, pm, o, err);
     fflush(stdout);
     if (!rc && j.st.full)
-        fprintf(stderr, "multidecode: stopped: the KV cache of %d slots is full (raise it with "
-                "-c)\n", pm->n_slots);
+        app_run_full_note(pm->n_slots);
     if (!rc && !o->quiet) margins_stats(&j, o);
     if (!rc && o->so.save) rc = margins_save(&j, pm, o, err);
     margins_job_free(&j);

@@ -164,7 +164,8 @@ static forest *tui_first_forest(tui_app *a, tui_opts *o, session_meta **meta, ch
         session_settings_free(&s);
     } else if ((f = forest_init(a->pm.n_slots, TUI_TOPK)) && o->text) {
         /* the prompt is typed text: a user turn when the model has a chat template */
-        prompt_chat pc = {.on = !o->raw && prompt_model_chat(a->pm.m->gguf) != CHAT_NONE};
+        prompt_chat pc = {.raw = o->raw};
+        prompt_chat_decide(&pc, a->pm.m, o->text);
         int32_t n = 0;
         int32_t *t = prompt_tokens(&a->pm, &pc, o->text, &n, NULL, err);
         st_code rc = t ? forest_add_root(f, t, NULL, n, 0, NULL, err) : err->code;

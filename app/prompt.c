@@ -139,6 +139,10 @@ static const char *model_jinja(const gguf_ctx *g) {
 
 chat_kind prompt_model_chat(const gguf_ctx *g) { return chat_detect(model_jinja(g)); }
 
+void prompt_chat_decide(prompt_chat *pc, const model *m, const char *text) {
+    if (!pc->raw && (pc->tmpl || (prompt_model_chat(m->gguf) != CHAT_NONE && (!text || *text)))) pc->on = true;
+}
+
 /* The chat prompt text: the optional system message (the caller's, else the model's
  * default when its template has one and is the one used) and the user message, rendered
  * with the chosen template (named, else detected). malloc'd; NULL with err set. */
@@ -239,8 +243,10 @@ int32_t *prompt_open_with(prompt_model *pm, const prompt_model_opts *mo, const p
                           int32_t *n, chat_kind *kind, st_err *err) {
     if (prompt_model_open(pm, mo, err)) return NULL;
     chat_kind k = CHAT_NONE;
-    int32_t *t = prompt_tokens(pm, pc, text, n, &k, err);
-    if (t) prompt_report_chat(pc, k, quiet);
+    prompt_chat use = *pc;
+    prompt_chat_decide(&use, pm->m, text);
+    int32_t *t = prompt_tokens(pm, &use, text, n, &k, err);
+    if (t) prompt_report_chat(&use, k, quiet);
     if (t && prompt_check_fits(*n + extra, pm->n_slots, what, err)) {
         free(t);
         t = NULL;

@@ -47,7 +47,8 @@
 #define PROMPT_CHAT_HELP                                                                    \
     "      --system TEXT    system message for --chat (implies --chat)\n"                  \
     "      --chat-template NAME  template to use instead of the model's (implies --chat)\n" \
-    "      --raw            never apply a chat template (the default without --chat)\n"
+    "      --raw            never apply a chat template (default: the model's, when it\n"  \
+    "                       has one and the prompt is not empty)\n"
 
 typedef struct prompt_model_opts {
     const char *path;    /* GGUF file; NULL until -m */
@@ -110,6 +111,11 @@ const char *prompt_chat_names(char *buf, size_t cap);
 /* The chat template family of the model's tokenizer.chat_template (CHAT_NONE if none or
  * unknown). */
 chat_kind prompt_model_chat(const gguf_ctx *g);
+/* The one rule of every command and the TUI for chat or raw: text (NULL: a context, never
+ * empty) is a user message in a chat template when a template is named or the model has
+ * one and the text is not empty (an empty prompt starts from BOS), unless --raw. Turns
+ * pc->on on, never off (--chat, --system and --think asked for it already). */
+void prompt_chat_decide(prompt_chat *pc, const model *m, const char *text);
 
 /* The prompt tokens of text: with pc->on, text is the user message rendered with the
  * template (special tokens parsed, BOS added unless the template writes it); otherwise

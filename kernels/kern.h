@@ -1,9 +1,10 @@
 /* kern.h - the compute ops table: one set of functions, one implementation per backend.
  *
  * Backends: "ref" (kernels/ref: plain scalar C, written to be obviously right; the
- * oracle every other backend is tested against) and "cpu" (kernels/cpu: SIMD and a
- * thread pool). A backend is picked at run time by name; every op has the same
- * contract in every backend, up to floating-point summation order.
+ * oracle every other backend is tested against), "cpu" (kernels/cpu: SIMD and a thread
+ * pool) and "cuda" (kernels/cuda: one GPU, loaded as a plugin when asked for). A backend
+ * is picked at run time by name; every op has the same contract in every backend, up to
+ * floating-point summation order.
  *
  * Memory: a backend owns every buffer it computes on. Every float pointer an op receives
  * (activations, weights, norm vectors, the KV cache) is memory of the same backend: a
@@ -110,7 +111,7 @@ typedef struct kern_ops {
      * (a step's top-k, not its logits rows) may then leave the rest on the device. */
     bool device;
 
-    /* ---- state, errors, memory: the backend contract (issue 25) ---- */
+    /* ---- state, errors, memory: the backend contract ---- */
     /* Makes the backend's own state (thread pool, scratch, device handles) for b, which
      * the ops reach with kern_backend_state (kern_impl.h). *n_threads: in, the threads
      * asked for (<= 0: one per core); out, the threads it uses. ST_OK, or a code and err
@@ -199,7 +200,7 @@ typedef struct kern_ops {
     void (*topk_lse)(kern_backend *b, const float *x, int32_t n_rows, int32_t n, int32_t k,
                      kern_lse *lse, int32_t *ids, float *lp);
 
-    /* ---- model families beyond llama (issue 28): Qwen2, Qwen3, Gemma 3 ----
+    /* ---- model families beyond llama: Qwen2, Qwen3, Gemma 3 ----
      * A backend without them (NULL) cannot run those architectures; model_ctx_init says
      * so instead of calling them. */
     /* Like rope, but rotating the pairs (i, i + rope_dim / 2) of each head (GPT-NeoX

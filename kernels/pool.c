@@ -10,12 +10,13 @@
  * rewritten; a stale read is then thrown away by the failing compare-and-swap. */
 #include "pool.h"
 
+#include "base/clock.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -53,12 +54,6 @@ struct pool {
     pool_desc desc[2];          /* the job of generation g is desc[g & 1] */
 };
 
-static int64_t pool_now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Claims and runs tasks of generation g until there are none left or the pool has
  * moved on to another job. */
 static void pool_take_tasks(pool *p, uint32_t g, int32_t thread) {
@@ -88,12 +83,12 @@ static uint32_t pool_gen(pool *p, memory_order mo) {
  * ticket (both seq_cst), and pool_run stores the ticket before it reads n_sleeping,
  * so either the worker sees the new job or pool_run sees the sleeper and wakes it. */
 static uint32_t pool_wait_job(pool *p, uint32_t seen) {
-    int64_t t0 = pool_now_ns();
+    double t0 = mono_now_s();
     for (uint32_t i = 1;; i++) {
         uint32_t g = pool_gen(p, memory_order_acquire);
         if (g != seen) return g;
         POOL_RELAX();
-        if ((i & 255) == 0 && pool_now_ns() - t0 > POOL_SPIN_NS) break;
+        if ((i & 255) == 0 && (mono_now_s() - t0) * 1e9 > POOL_SPIN_NS) break;
     }
     pthread_mutex_lock(&p->mu);
     atomic_fetch_add(&p->n_sleeping, 1);

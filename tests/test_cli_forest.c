@@ -343,6 +343,33 @@ static void test_generate_branches(void) {
     free(out);
 }
 
+/* `best`, a command only the strategy registry names: its samples are generate
+ * --branches' (the same seeds), ranked best score first; a bad argument is a usage error. */
+static void test_best_cli(void) {
+    int st;
+    char *b = t_runf(&st, "%s best -m %s -p 'Once' --samples 3 --tokens 16 --temp 1.5 --seed 11 -q --json",
+                     bin, model_path);
+    char *g = t_runf(&st, "%s generate -m %s -p 'Once' --branches 3 -n 16 --temp 1.5 --seed 11 -q --json",
+                     bin, model_path);
+    jv *jb = j_read(b), *jg = j_read(g);
+    const jv *jr = jb ? jkey(jb, "results") : NULL;
+    T_CHECK(jr && jlen(jr) == 3 && jlen(jg) == 3, "best --samples 3 --json: 3 results (%s)", b);
+    bool same = jr && jlen(jr) == 3 && jlen(jg) == 3, ranked = same;
+    for (int i = 0; same && i < 3; i++) {
+        int hits = 0;
+        for (int k = 0; k < 3; k++) hits += !strcmp(jkey(jat(jr, i), "text")->str, jkey(jat(jg, k), "text")->str);
+        same = hits >= 1;
+        if (i) ranked = ranked && jkey(jat(jr, i - 1), "score")->num >= jkey(jat(jr, i), "score")->num;
+    }
+    T_CHECK(same, "each of best's samples is one of generate --branches 3's:\n%s\n%s", b, g);
+    ranked = ranked && jkey(jat(jr, 0), "score")->num > jkey(jat(jr, 2), "score")->num; /* not all one sample */
+    T_CHECK(ranked, "best's results come best score first:\n%s", b);
+    j_free(jb), j_free(jg), free(b), free(g);
+    b = t_runf(&st, "%s best -m %s --samples 0 2>&1", bin, model_path);
+    T_CHECK(st == 2 && strstr(b, "bad samples '0'"), "best --samples 0: exit %d, %s", st, b);
+    free(b);
+}
+
 /* ---- ask ---- */
 
 static void test_ask(const char *ctx_file) {
@@ -614,6 +641,7 @@ int main(void) {
     fclose(f);
     test_plan();
     test_generate_branches();
+    test_best_cli();
     test_ask(ctx_file);
     test_bench();
     test_spec_cli();

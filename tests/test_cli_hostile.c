@@ -1,4 +1,4 @@
-/* test_cli_hostile.c - the program given hostile files and options (issue 24), as a user
+/* test_cli_hostile.c - the program given hostile files and options, as a user
  * runs it: a FIFO or /dev/zero as --context, --load or `session info`'s file is refused at
  * once naming what it is (every run under `timeout`, so a blocking open fails the check
  * instead of hanging the suite, and under a memory limit, so an endless read fails
@@ -184,7 +184,7 @@ static void test_cuda_lazy(void) {
 }
 
 /* margins with more chunks than it holds (a 20,000-byte context cut into 1-token chunks)
- * refuses the run naming the limit, and frees only what it made (issue 35: a double free
+ * refuses the run naming the limit, and frees only what it made (a double free
  * past the 1,024-entry array, exit 134). */
 static void test_margins_chunks(void) {
     char path[128], args[8192];
@@ -200,7 +200,7 @@ static void test_margins_chunks(void) {
 
 /* One check for every sampler setting: an option out of range is refused with the message
  * :set and the session loader give; a session file with such a value (an old autosave)
- * loads its tree with the setting at its default and a warning (issue 35). */
+ * loads its tree with the setting at its default and a warning. */
 static void test_sampler_settings(void) {
     char args[8192], save[128], bad[128];
     snprintf(args, sizeof args, "generate -m %s --top-k -5", model_path);
@@ -230,7 +230,7 @@ static void test_sampler_settings(void) {
 
 /* generate prints a model's text with its control bytes escaped when stdout is a
  * terminal (a token piece with an OSC sequence set the terminal's title), and byte for
- * byte through a pipe (issue 35). The prompt's text goes through the same stream as the
+ * byte through a pipe. The prompt's text goes through the same stream as the
  * generated tokens, so a prompt with ESC and BEL bytes stands for a hostile vocabulary. */
 static void test_generate_tty(void) {
     if (access("/usr/bin/script", X_OK) != 0) {
@@ -251,7 +251,7 @@ static void test_generate_tty(void) {
     free(out);
 }
 
-/* The cuda backend's shared object is checked before it is loaded (issue 35: a truncated
+/* The cuda backend's shared object is checked before it is loaded (a truncated
  * one crashed the program with SIGBUS inside dlopen), and a missing one is reported with
  * the places it was looked for. The program is copied into a folder of its own, with a
  * damaged copy of its plugin beside it. */
@@ -299,7 +299,7 @@ static void slurp_small(const char *path, char *buf, size_t cap) {
 
 /* Every file the program writes refuses a target that is not a regular file (a FIFO
  * blocked `plan --svg` forever; a device was replaced by a file) and never writes through
- * a link, neither the target nor a link planted at the old temporary name (issue 35). */
+ * a link, neither the target nor a link planted at the old temporary name. */
 static void test_write_targets(void) {
     char fifo[128], victim[128], link[128], args[8192], buf[64];
     snprintf(fifo, sizeof fifo, "%s/out.fifo", tmpdir);

@@ -401,7 +401,7 @@ static void run_shapes(int n_seeds, bool on_ref_only, bool quick) {
         {"f32 gqa2 hd128", DT_F32, 256, 4, 2, 128, false, NULL, 0, 0, false, false},
         {"q8_0 gqa2 hd32", DT_Q8_0, 128, 4, 2, 32, false, NULL, 0, 0, true, true},
         {"q4_k gqa2 hd64", DT_Q4_K, 256, 4, 2, 64, true, NULL, 0, 0, true, false},
-        /* the other families (issue 28): biases, Q/K head norms, post-norms, GeGLU,
+        /* the other families: biases, Q/K head norms, post-norms, GeGLU,
          * NeoX rope, scaled embeddings; every layer global here (no window) */
         {"qwen2 f32 gqa2 hd32 tied", DT_F32, 128, 4, 2, 32, true, "qwen2", 0, 0, true, true},
         {"qwen3 q8_0 gqa2 hd64", DT_Q8_0, 128, 4, 2, 64, false, "qwen3", 0, 0, true, true},

@@ -1,5 +1,5 @@
 /* test_hostile.c - hostile input must give a clear error, never a crash or a write out of
- * bounds (issue 24): commands run with options that stretch their buffers (`plan` with
+ * bounds: commands run with options that stretch their buffers (`plan` with
  * many branches), model shapes at the edge of the kernels (heads of 2 dims), the
  * backend out of memory, and model files that are well-formed GGUF but describe something
  * impossible (odd alignment, huge counts, shapes that do not add up), written here with

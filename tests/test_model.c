@@ -325,7 +325,7 @@ static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
     return rc;
 }
 
-/* The small tensors read at load (issue 35): a qwen2 bias missing from a model with a
+/* The small tensors read at load: a qwen2 bias missing from a model with a
  * tied classifier is named (it was reported as a wrong block_count: the layer bound
  * counted the family's tensors), and a NaN in a norm, a bias or rope_freqs is refused
  * naming the tensor (a NaN rope_freqs.weight gave garbage tokens with no word). */

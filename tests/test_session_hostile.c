@@ -1,11 +1,11 @@
-/* test_session_hostile.c - session files written by someone else (issue 24): a file with
+/* test_session_hostile.c - session files written by someone else: a file with
  * more free-form settings than a session holds is refused with a message naming the limit
  * (a cap instead of minutes of quadratic loading), and session_settings_set refuses the
  * key after the last; a FIFO, /dev/zero or a directory given as a session is refused at
  * once, saying what it is (an alarm ends the test if the open blocks), and a file over the
  * size cap is refused before it is read; a sampler value outside what the options accept
  * is reset to its default with the options' message as a warning, the file still loaded
- * (issue 35); a save never follows a link planted where its temporary
+ *; a save never follows a link planted where its temporary
  * file goes, and leaves no temporary file behind. Every check is by count or message,
  * never by time. */
 #include <fcntl.h>
@@ -111,7 +111,7 @@ static void test_not_regular(void) {
 
 /* A document whose sampler field key is set to v (outside what the options and :set
  * accept) still loads its tree, with the sampler at its defaults and a warning with the
- * message the options and :set give (issue 35: the autosave of a TUI run whose :set took
+ * message the options and :set give (the autosave of a TUI run whose :set took
  * such a value could not be loaded at all). */
 static void expect_reset_sampler(const char *key, json_t *v, const char *msg) {
     json_t *doc = doc_with_extra(0);

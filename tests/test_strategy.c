@@ -6,6 +6,7 @@
 #include "t.h"
 
 #include "forest/forest.h"
+#include "forest/prune.h"
 #include "forest/step.h"
 #include "strategy/cot.h"
 #include "strategy/grow.h"
@@ -173,15 +174,71 @@ static sample_params sampling(void) {
 
 static void setup_prompt(rig *r, strategy_opts *o) { o->from = add_prompt(r, prompt, NP); }
 
+/* n branches of budget tokens from the prompt, sampling(), grown to their ends on r by
+ * direct calls (their tokens counted into emits when not NULL); g is the caller's to free. */
+static st_code grow_direct(rig *r, grow *g, int32_t n, int32_t budget, run_out *emits) {
+    sample_params sp = sampling();
+    st_err err = {0};
+    st_code rc = grow_init(g, r->f, add_prompt(r, prompt, NP), n, &sp, budget, r->V, &err);
+    while (!rc && g->n_active > 0)
+        rc = grow_step(g, r->f, &r->plan, r->c, r->tk, emits ? count_emit : NULL, emits, NULL, &err);
+    return rc;
+}
+
+/* best: N independent samples ranked by their mean log-probability, against grow's N
+ * branches ranked here by prune_score's mean (the generated tokens' log-probabilities);
+ * its grammar sets its private options and the budget, and refuses bad lines. */
+static void check_best(void) {
+    run_out d = {0}, t;
+    rig r;
+    grow g;
+    st_err err = {0};
+    sample_params sp = sampling();
+    if (!rig_init(&r)) return;
+    st_code rc = grow_direct(&r, &g, 4, 24, NULL);
+    int32_t order[4];
+    double mean[4];
+    for (int32_t i = 0; i < 4; i++) {
+        mean[i] = prune_score(r.f, g.br[i].leaf, PRUNE_SCORE_MEAN);
+        int32_t j = i;
+        for (; j > 0 && mean[order[j - 1]] < mean[i]; j--) order[j] = order[j - 1];
+        order[j] = i;
+    }
+    for (int32_t i = 0; i < 4; i++) {
+        const grow_branch *b = &g.br[order[i]];
+        put(&d, i, r.f, b->start, b->leaf, NULL, 0, grow_end(b), mean[order[i]]);
+    }
+    d.ok = !rc;
+    grow_free(&g);
+    rig_free(&r);
+    const strategy_ops *ops = strategy_find("best");
+    T_CHECK(ops && ops->kind == STRAT_OTHER && ops->usage && ops->priv_size <= STRAT_PRIV_MAX, "best is registered");
+    if (!ops) return;
+    strategy_opts o = strategy_opts_for(ops);
+    T_CHECK(strategy_args_parse(&o, " 4  24 ", &err) == ST_OK && o.budget == 24, "best 4 24: %s", err.msg);
+    o.sample = sp;
+    table_run(o, setup_prompt, &t, "best");
+    compare(&d, &t, false, "best (grow's branches ranked by their mean log-probability)");
+    bool ranked = t.n == 4;
+    for (int32_t i = 1; i < t.n; i++) ranked = ranked && t.score[i - 1] >= t.score[i] && isfinite(t.score[i]);
+    T_CHECK(ranked, "best: 4 results, scores non-increasing");
+    strategy_opts bad = strategy_opts_for(ops);
+    T_CHECK(strategy_args_parse(&bad, "0", &err) == ST_ERR_ARG && strstr(err.msg, "bad samples '0'"), "best 0: %s", err.msg);
+    T_CHECK(strategy_args_parse(&bad, "", &err) == ST_ERR_ARG && !strcmp(err.msg, "usage: :best N [TOKENS]"),
+            "best alone: %s", err.msg);
+    T_CHECK(strategy_args_parse(&bad, "2 8 9", &err) == ST_ERR_ARG && strstr(err.msg, "usage: "), "best 2 8 9: %s",
+            err.msg);
+    T_CHECK(strategy_args_parse(&bad, "2 x", &err) == ST_ERR_ARG && strstr(err.msg, "bad tokens 'x'"), "best 2 x: %s",
+            err.msg);
+}
+
 static void check_grow(void) {
     run_out d = {0}, t;
     rig r;
     if (!rig_init(&r)) return;
     sample_params sp = sampling();
     grow g;
-    st_err err = {0};
-    st_code rc = grow_init(&g, r.f, add_prompt(&r, prompt, NP), 3, &sp, 40, r.V, &err);
-    while (!rc && g.n_active > 0) rc = grow_step(&g, r.f, &r.plan, r.c, r.tk, count_emit, &d, NULL, &err);
+    st_code rc = grow_direct(&r, &g, 3, 40, &d);
     put_grow(&d, 0, r.f, &g);
     d.ok = !rc;
     grow_free(&g);
@@ -508,17 +565,19 @@ static void check_steps(void) {
 }
 
 static void check_registry(void) {
-    static const char *const names[] = {"grow", "cot", "beam", "ask", "margins", "merge", "draft", "lookahead", "step", "judge", "tot"};
+    static const char *const names[] = {"grow", "cot", "beam", "ask", "margins", "merge", "draft", "lookahead", "step", "judge", "tot", "best"};
     int32_t n = 0;
     for (int32_t i = 0; strategy_at(i); i++, n++) {
         const strategy_ops *ops = strategy_at(i);
-        T_CHECK((int32_t)ops->kind == i && strategy_get(ops->kind) == ops && strategy_find(ops->name) == ops,
-                "%s: found by kind and by name", ops->name);
+        T_CHECK(i < STRAT_N_KINDS ? (int32_t)ops->kind == i && strategy_get(ops->kind) == ops
+                                  : ops->kind == STRAT_OTHER && !strategy_get(ops->kind),
+                "%s: found by kind", ops->name);
+        T_CHECK(strategy_find(ops->name) == ops, "%s: found by name", ops->name);
         T_CHECK(ops->create && ops->step && ops->done && ops->progress && ops->n_results && ops->running && ops->free,
                 "%s: the table is complete", ops->name);
         T_CHECK(strategy_default_opts(ops->kind).kind == ops->kind, "%s: default options", ops->name);
     }
-    T_CHECK(n == STRAT_N_KINDS && n == (int32_t)(sizeof names / sizeof names[0]), "%d strategies registered", n);
+    T_CHECK(n == STRAT_N_KINDS + 1 && n == (int32_t)(sizeof names / sizeof names[0]), "%d strategies registered", n);
     for (int32_t i = 0; i < n; i++) T_CHECK(strategy_find(names[i]) != NULL, "%s is registered", names[i]);
     T_CHECK(!strategy_find("nothing") && !strategy_find(NULL) && !strategy_get(STRAT_N_KINDS), "unknown names");
 
@@ -556,6 +615,7 @@ int main(void) {
     g_m = m, g_tk = tk;
     check_registry();
     check_grow();
+    check_best();
     check_grow_starts();
     check_cot();
     check_beam();

@@ -100,7 +100,7 @@ static int fuzz_tok(const tok *t, const char *name, int n_iter, size_t max_len) 
     return bad;
 }
 
-/* The regression of issue 24: a lead byte before a space swallowed the first byte of the
+/* A regression test: a lead byte before a space swallowed the first byte of the
  * space's U+2581, and the symbols outnumbered their array (a heap overflow). */
 static void test_spm_lead_before_space(const tok *t, const char *name) {
     const char *s = "\xc0 \x90\x80\x80";

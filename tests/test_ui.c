@@ -136,8 +136,8 @@ static void test_commands(void) {
     T_CHECK(!ui_cmd_parse(":ask ~/x", &c, &err) && !strcmp(c.text, "~/x"), "not in text: '%s'", c.text);
     T_CHECK(!ui_cmd_parse(":export ~x.md", &c, &err) && !strcmp(c.text, "~x.md"), "only ~/: '%s'", c.text);
     T_CHECK(ui_cmd_parse(":set temp warm", &c, &err) == ST_ERR_ARG, "bad value");
-    /* the sampler's ranges, with the options' and the session loader's message (issue 35:
-     * :set took them, and the autosave could not be loaded again) */
+    /* the sampler's ranges, with the options' and the session loader's message (:set
+     * took them, and the autosave could not be loaded again) */
     T_CHECK(ui_cmd_parse(":set top_k -5", &c, &err) == ST_ERR_ARG &&
                 strstr(err.msg, "'top_k' is -5, want an integer from 0 to 1073741824"), ":set top_k -5: %s", err.msg);
     T_CHECK(ui_cmd_parse(":set temp -1", &c, &err) == ST_ERR_ARG &&

@@ -125,6 +125,12 @@ static void test_beam_agrees(void) {
     char *out = t_runf(&st, "%s beam -m %s --chat -p '" QUESTION "' -B 2 -n 32 --json -q -t 1", bin, SMOL);
     json_t *cli = out ? json_loads(out, 0, NULL) : NULL;
     T_CHECK(st == 0 && json_array_size(cli) == 2, "CLI beam: status %d, %d results", st, (int)json_array_size(cli));
+    /* the one chat rule (prompt_chat_decide): the model's template without --chat, none with --raw */
+    char *dflt = t_runf(&st, "%s beam -m %s -p '" QUESTION "' -B 2 -n 32 --json -q -t 1", bin, SMOL);
+    char *raw = t_runf(&st, "%s beam -m %s --raw -p '" QUESTION "' -B 2 -n 32 --json -q -t 1", bin, SMOL);
+    T_CHECK(out && dflt && raw && !strcmp(out, dflt) && strcmp(out, raw),
+            "beam without --chat applies the model's template, --raw does not");
+    free(dflt), free(raw);
     T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_APPEND, .node = FOREST_NONE, .text = QUESTION}, msg, sizeof msg),
             "the question appended: %s", msg);
     ui_worker_lock(w);
@@ -202,6 +208,45 @@ static void stories_stop(ui_worker *w, model_ctx *c, tok *tk, model *m) {
     model_free(m);
 }
 
+/* The scores of the leaves below node, sorted (at most cap); how many. */
+static int32_t scores_below(ui_worker *w, forest_id node, double *out, int32_t cap) {
+    forest_id lv[64];
+    int32_t n = leaves_below(w, node, lv, 64), k = 0;
+    for (int32_t i = 0; i < n && k < cap; i++) k += ui_worker_score_of(w, lv[i], &out[k]);
+    for (int32_t i = 1; i < k; i++)
+        for (int32_t j = i; j > 0 && out[j] > out[j - 1]; j--) {
+            double t = out[j];
+            out[j] = out[j - 1], out[j - 1] = t;
+        }
+    return k;
+}
+
+/* :best, a strategy the TUI knows only from the registry: its `:` line and its help and
+ * completion entry; then (best_run) :best 3 6 on w from root, whose done line names the
+ * best of the scores its results keep on their leaves. */
+static void test_registry_command(void) {
+    ui_cmd c;
+    st_err err = {0};
+    T_CHECK(ui_cmd_parse(":best 0", &c, &err) == ST_ERR_ARG && strstr(err.msg, "bad samples '0'"), ":best 0: %s",
+            err.msg);
+    bool listed = false;
+    for (int32_t i = 0; ui_cmd_name(i); i++)
+        listed |= !strcmp(ui_cmd_name(i), "best") && !strncmp(ui_cmd_usage(i), ":best N [TOKENS]", 16);
+    T_CHECK(listed, ":best is in the command list with its usage");
+}
+
+static void best_run(ui_worker *w, forest_id root) {
+    char msg[1024], want[64];
+    double sc[16];
+    T_CHECK(run_job(w, cmd_job(":best 3 6", root), msg, sizeof msg), "best: %s", msg);
+    ui_worker_lock(w);
+    int32_t n = scores_below(w, root, sc, 16);
+    ui_worker_unlock(w);
+    snprintf(want, sizeof want, "done: 3 results, best score %.2f;", n ? sc[0] : NAN);
+    T_CHECK(n >= 1 && !strncmp(msg, want, strlen(want)), ":best 3 6: %d scored leaves, '%s' (want '%s')", (int)n, msg,
+            want);
+}
+
 /* :grow from root twice at temp 1: two different branches, each run's seed in its
  * message; :set seed to the first run's seed, and the third grow repeats the first
  * branch, which is not made twice. */
@@ -228,6 +273,7 @@ static void test_fresh_seeds(void) {
     int32_t n = leaves_below(w, root, lv, 8);
     T_CHECK(n == 2, "the fresh seed's branch differs, the repeated one is not made twice: %d branches", (int)n);
     ui_worker_unlock(w);
+    best_run(w, root);
 out:
     stories_stop(w, c, tk, m);
 }
@@ -425,19 +471,6 @@ static forest *load_cb(void *ud, const char *path, bool force, sample_params *sp
     return f;
 }
 
-/* The scores of the leaves below node, sorted (at most cap); how many. */
-static int32_t scores_below(ui_worker *w, forest_id node, double *out, int32_t cap) {
-    forest_id lv[64];
-    int32_t n = leaves_below(w, node, lv, 64), k = 0;
-    for (int32_t i = 0; i < n && k < cap; i++) k += ui_worker_score_of(w, lv[i], &out[k]);
-    for (int32_t i = 1; i < k; i++)
-        for (int32_t j = i; j > 0 && out[j] > out[j - 1]; j--) {
-            double t = out[j];
-            out[j] = out[j - 1], out[j - 1] = t;
-        }
-    return k;
-}
-
 /* The timed autosave to path (quiet) after a run: true when it saved and the message
  * line still holds the run's summary (it said "saved PATH" over it); the message in msg. */
 static bool quiet_save(ui_worker *w, const char *path, char *msg, size_t cap) {
@@ -509,6 +542,7 @@ out:
 }
 
 int main(void) {
+    test_registry_command();
     test_beam_agrees();
     test_fresh_seeds();
     test_scores_last();

@@ -14,7 +14,7 @@ import sys
 
 COMMANDS = ["generate", "ask", "cot", "beam", "judge", "tot", "margins", "plan", "session", "info",
             "bench decode", "bench forest", "bench ask", "bench attention", "bench beam", "bench cot",
-            "convert-llama2c", "mkmodel", "tui"]
+            "convert-llama2c", "mkmodel", "tui", "best"]
 PAGE = "man/multidecode.1"
 # an option ("  -m, --model PATH     text") or a sub-command ("  info     text")
 OPTION = re.compile(r"^ {0,6}(-\S.*?|[a-z][a-z-]*(?= {2,}))(?: {2,}(\S.*))?$")

@@ -53,8 +53,24 @@ static const struct {
 static const char *const ui_settings[] = {"temp", "top_k", "top_p", "min_p", "seed", "budget", "chat",
                                           "layer", "head"};
 
-const char *ui_cmd_name(int32_t i) { return i >= 0 && i < N_CMDS ? ui_cmds[i].name : NULL; }
-const char *ui_cmd_usage(int32_t i) { return i >= 0 && i < N_CMDS ? ui_cmds[i].usage : NULL; }
+/* After the table: the registered strategies that bring their own `:` grammar (a usage),
+ * the (i - N_CMDS)-th of them; NULL past the last. */
+static const strategy_ops *strategy_cmd(int32_t i) {
+    const strategy_ops *ops;
+    for (int32_t k = 0; (ops = strategy_at(k)); k++)
+        if (ops->usage && i-- == N_CMDS) return ops;
+    return NULL;
+}
+
+const char *ui_cmd_name(int32_t i) {
+    const strategy_ops *ops = i >= N_CMDS ? strategy_cmd(i) : NULL;
+    return i >= 0 && i < N_CMDS ? ui_cmds[i].name : ops ? ops->name : NULL;
+}
+
+const char *ui_cmd_usage(int32_t i) {
+    const strategy_ops *ops = i >= N_CMDS ? strategy_cmd(i) : NULL;
+    return i >= 0 && i < N_CMDS ? ui_cmds[i].usage : ops ? ops->usage : NULL;
+}
 
 bool ui_cmd_is_setting(const char *key) {
     for (size_t i = 0; i < sizeof ui_settings / sizeof ui_settings[0]; i++)
@@ -91,9 +107,10 @@ static bool parse_int(const char *w, int32_t *out) { return parse_int_from(w, 1,
 /* The command a (possibly shortened) name names: its index, or -1 + err. */
 static int32_t find_cmd(const char *name, st_err *err) {
     int32_t hit = -1, n_prefix = 0;
-    for (int32_t i = 0; i < N_CMDS; i++) {
-        if (!strcmp(name, ui_cmds[i].name)) return i;
-        if (!strncmp(name, ui_cmds[i].name, strlen(name)) && n_prefix++ == 0) hit = i;
+    const char *cmd;
+    for (int32_t i = 0; (cmd = ui_cmd_name(i)); i++) {
+        if (!strcmp(name, cmd)) return i;
+        if (!strncmp(name, cmd, strlen(name)) && n_prefix++ == 0) hit = i;
     }
     if (hit < 0) st_set(err, ST_ERR_ARG, "unknown command ':%s' (:help lists them)", name);
     else if (n_prefix > 1) st_set(err, ST_ERR_ARG, "ambiguous command ':%s'", name);
@@ -227,6 +244,19 @@ static bool parse_args(const char *s, int args, ui_cmd *c, st_code *rc, st_err *
     return true;
 }
 
+/* :NAME ARGS of a strategy with its own grammar: a job running it at the selection, its
+ * options from its defaults and ARGS; the budget the `budget` setting unless ARGS give it. */
+static st_code parse_strategy(const strategy_ops *ops, const char *args, ui_cmd *c, st_err *err) {
+    c->kind = UI_CMD_RUN;
+    c->job = (ui_job){.kind = UI_JOB_RUN, .node = FOREST_NONE};
+    strategy_opts *o = &c->job.u.run.opts;
+    *o = strategy_opts_for(ops);
+    o->budget = 0;
+    st_code rc = strategy_args_parse(o, args, err);
+    if (rc) memset(c, 0, sizeof *c);
+    return rc;
+}
+
 st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
     memset(c, 0, sizeof *c);
     while (isspace((unsigned char)*line)) line++;
@@ -245,7 +275,8 @@ st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
     if (bang) name[nn - 1] = '\0';
     int32_t hit = find_cmd(name, err);
     if (hit < 0) return err->code;
-    if (bang && ui_cmds[hit].kind != UI_CMD_LOAD)
+    if (hit >= N_CMDS && !bang) return parse_strategy(strategy_cmd(hit), s, c, err);
+    if (bang && (hit >= N_CMDS || ui_cmds[hit].kind != UI_CMD_LOAD))
         return st_set(err, ST_ERR_ARG, "':%s!': only :load! takes a '!' (to load a session saved with another model)", ui_cmds[hit].name);
     c->force = bang;
     c->kind = ui_cmds[hit].kind;

@@ -145,7 +145,6 @@ bool ui_screen_start(const char *log_path) {
 }
 
 bool ui_screen_utf8(void) { return scr.utf8; }
-bool ui_screen_colour(void) { return scr.colour; }
 int ui_screen_signal(void) { return scr.sig; }
 
 int ui_screen_attr(int pair) {

@@ -24,7 +24,6 @@ bool ui_screen_start(const char *log_path);
 /* Restores the terminal and stderr (idempotent). */
 void ui_screen_end(void);
 bool ui_screen_utf8(void);
-bool ui_screen_colour(void);
 /* The signal that asked us to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT), 0 when none. */
 int ui_screen_signal(void);
 /* The attribute of a colour pair, falling back to bold / dim / reverse without colours. */

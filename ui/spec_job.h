@@ -5,7 +5,7 @@
  * pass and before acceptance prunes, with each row's role (tip, draft, window cell
  * "la l,i") snapshotted (ui_spec_capture); after acceptance the worker marks the drafts
  * accepted or rejected (mv_resolve_drafts). Not here: the job queue (worker.c), the
- * stepping and stop rules (engine/spec/spec_ops.c), the verification (engine/spec/spec.c). */
+ * stepping and stop rules (engine/strategy/draft.c), the verification (engine/spec/spec.c). */
 #ifndef MD_UI_SPEC_JOB_H
 #define MD_UI_SPEC_JOB_H
 

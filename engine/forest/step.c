@@ -113,7 +113,7 @@ st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
     kv_alloc *kv = forest_kv(f);
     if (n_pending > kv_alloc_n_slots(kv) - kv_alloc_used(kv))
         return st_set(err, ST_NO_KV_SLOT, "the KV cache is full: %d tokens to compute, %d of %d "
-                      "slots free (prune branches or compact, then retry)", n_pending,
+                      "slots free (prune branches, then retry)", n_pending,
                       kv_alloc_n_slots(kv) - kv_alloc_used(kv), kv_alloc_n_slots(kv));
     /* rows: pending nodes, and computed nodes flagged FOREST_WANT_LOGITS (re-scored: run
      * again in their own slot, which gets the same K/V back) */

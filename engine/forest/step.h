@@ -23,8 +23,8 @@
  * window is not freed).
  *
  * A plan holds KV slots from build until run or cancel. When the cache cannot hold every
- * pending node, build returns ST_NO_KV_SLOT and changes nothing; prune or compact, then
- * build again. */
+ * pending node, build returns ST_NO_KV_SLOT and changes nothing; prune, then build again
+ * (compaction frees no slot: it only makes the used ones contiguous). */
 #ifndef MD_STEP_H
 #define MD_STEP_H
 

@@ -101,6 +101,9 @@ st_code gguf_get_str(const gguf_ctx *g, const char *key, const char **out, st_er
 /* Writes a one-line human form of value i ("5", "1.0e-05", "\"llama\"", "[32000 strings]"). */
 void gguf_kv_format(const gguf_ctx *g, int64_t i, char *buf, size_t cap);
 const char *gguf_type_name(gguf_type t);
+/* Bytes of one value of a fixed-size type (the reader's and the writer's); 0 for strings,
+ * arrays and unknown ids. */
+size_t gguf_type_size(uint32_t t);
 
 /* ---- tensors ---- */
 int64_t gguf_n_tensors(const gguf_ctx *g);

@@ -38,9 +38,6 @@ struct gguf_ctx {
     gguf_name_idx *tensor_by_name; /* (n_tensors) sorted */
 };
 
-/* Bytes of one value of a fixed-size type; 0 for strings, arrays and unknown ids. */
-size_t gguf_type_size(uint32_t t);
-
 /* The n-byte little-endian unsigned value at p (no alignment assumed). */
 uint64_t gguf_ld_le(const uint8_t *p, size_t n);
 

@@ -112,17 +112,6 @@ st_code gguf_writer_set_str(gguf_writer *w, const char *key, const char *v) {
     return set_encoded(w, key, GGUF_STRING, e, 8 + n);
 }
 
-/* Bytes per element of a numeric array type; 0 for strings, arrays and unknown ids. */
-static size_t elem_size(gguf_type t) {
-    switch (t) {
-    case GGUF_U8: case GGUF_I8: case GGUF_BOOL: return 1;
-    case GGUF_U16: case GGUF_I16: return 2;
-    case GGUF_U32: case GGUF_I32: case GGUF_F32: return 4;
-    case GGUF_U64: case GGUF_I64: case GGUF_F64: return 8;
-    default: return 0;
-    }
-}
-
 /* The bits of one host-order value of sz bytes (unaligned source). */
 static uint64_t load_host(const uint8_t *src, size_t sz) {
     switch (sz) {
@@ -134,14 +123,14 @@ static uint64_t load_host(const uint8_t *src, size_t sz) {
 }
 
 st_code gguf_writer_set_val(gguf_writer *w, const char *key, gguf_type type, const void *v) {
-    size_t sz = elem_size(type);
+    size_t sz = gguf_type_size(type);
     if (!sz || !v || (type == GGUF_BOOL && *(const uint8_t *)v > 1)) return ST_ERR_ARG;
     return set_scalar(w, key, type, load_host(v, sz), sz);
 }
 
 st_code gguf_writer_set_arr(gguf_writer *w, const char *key, gguf_type elem_type,
                             const void *data, uint64_t n) {
-    size_t sz = elem_size(elem_type);
+    size_t sz = gguf_type_size(elem_type);
     if (!sz || (n && !data)) return ST_ERR_ARG;
     if (n > (SIZE_MAX - 12) / sz) return ST_ERR_NOMEM;
     uint8_t *e = malloc(12 + (size_t)n * sz);

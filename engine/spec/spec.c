@@ -2,10 +2,12 @@
  * feeds them from prompt lookup, the n-gram pool and the lookahead window (spec.h). */
 #include "spec/spec.h"
 
+#include "base/array.h"
+#include "base/clock.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "forest/sample.h"
 
@@ -29,17 +31,6 @@ void spec_tree_clear(spec_tree *t) {
     if (t->cand_off) t->cand_off[0] = 0;
 }
 
-static bool spec_grow(void **a, int32_t *cap, int32_t need, size_t elem) {
-    if (need <= *cap) return true;
-    int32_t c = *cap ? *cap * 2 : 32;
-    while (c < need) c *= 2;
-    void *n = realloc(*a, elem * (size_t)c);
-    if (!n) return false;
-    *a = n;
-    *cap = c;
-    return true;
-}
-
 /* The child of tree node `parent` (-1: the tip) with token tok, or -1. Parents come
  * before children, so children of `parent` are after it. */
 static int32_t spec_child(const spec_tree *t, int32_t parent, int32_t tok) {
@@ -57,14 +48,14 @@ static int32_t spec_tree_shared(const spec_tree *t, const int32_t *cand, int32_t
 
 st_code spec_tree_add(spec_tree *t, const int32_t *cand, int32_t len, st_err *err) {
     if (len < 1) return st_set(err, ST_ERR_ARG, "a draft needs at least one token");
-    int32_t used = t->n_cand ? t->cand_off[t->n_cand] : 0, cn = t->cap_nodes;
-    bool ok = spec_grow((void **)&t->tok, &cn, t->n_nodes + len, sizeof *t->tok);
+    int32_t used = t->n_cand ? t->cand_off[t->n_cand] : 0;
+    int32_t cn = t->cap_nodes, cp = t->cap_nodes, cf = t->cap_nodes;
+    bool ok = ARR_GROW_I32(t->tok, t->n_nodes + len, cn);
     /* parent and fid follow tok's capacity */
-    ok = ok && spec_grow((void **)&t->parent, &(int32_t){t->cap_nodes}, cn, sizeof *t->parent);
-    ok = ok && spec_grow((void **)&t->fid, &(int32_t){t->cap_nodes}, cn, sizeof *t->fid);
+    ok = ok && ARR_GROW_I32(t->parent, cn, cp) && ARR_GROW_I32(t->fid, cn, cf);
     if (ok) t->cap_nodes = cn;
-    ok = ok && spec_grow((void **)&t->cand_off, &t->cap_cand, t->n_cand + 2, sizeof *t->cand_off);
-    ok = ok && spec_grow((void **)&t->cand_node, &t->cap_map, used + len, sizeof *t->cand_node);
+    ok = ok && ARR_GROW_I32(t->cand_off, t->n_cand + 2, t->cap_cand);
+    ok = ok && ARR_GROW_I32(t->cand_node, used + len, t->cap_map);
     if (!ok) return st_set(err, ST_ERR_NOMEM, "out of memory for a draft tree");
     if (t->n_cand == 0) t->cand_off[0] = 0;
     int32_t at = -1;
@@ -489,12 +480,6 @@ static st_code spec_accept(spec *s, forest *f, const step_plan *p, int32_t *n, f
     return spec_tree_walk(&s->tree, f, p, s->tip, &w, s->acc, n, last, err);
 }
 
-static double spec_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, int32_t *n_out,
                   st_err *err) {
     *n_out = 0;
@@ -510,7 +495,7 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
     if (!spec_build_tree(s, budget)) return st_set(err, ST_ERR_NOMEM, "out of memory for drafts");
     st_code rc = spec_tree_pack(&s->tree, f, s->tip, err);
     if (!rc && use_la && (rc = lookahead_pack(s->la, f, s->tip, err))) spec_tree_prune(&s->tree, f, NULL);
-    double t0 = spec_now();
+    double t0 = mono_now_s();
     if (!rc && (rc = step_forest(f, p, c, err))) {
         spec_tree_prune(&s->tree, f, NULL);
         if (use_la) lookahead_cancel(s->la, f);
@@ -519,7 +504,7 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
         forest_set_flags(f, s->tip, 0, FOREST_WANT_LOGITS);
         return rc;
     }
-    spec_policy_observe(&s->pol, p->n_rows, spec_now() - t0);
+    spec_policy_observe(&s->pol, p->n_rows, mono_now_s() - t0);
     s->la_packed = use_la;
     if (s->observe) s->observe(s->observe_ud, s, f, p);
     s->la_packed = false;

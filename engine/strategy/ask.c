@@ -9,18 +9,6 @@
 
 #include "strategy/strategy_impl.h"
 
-typedef struct ask_run {
-    grow g;
-    int32_t steps, goal;
-} ask_run;
-
-static void ask_free(void *self) {
-    ask_run *r = self;
-    if (!r) return;
-    grow_free(&r->g);
-    free(r);
-}
-
 static int32_t common_prefix(const strategy_opts *o) {
     int32_t lcp = o->u.ask.lens[0];
     for (int32_t i = 1; i < o->u.ask.n; i++) {
@@ -45,7 +33,7 @@ static st_code add_chain(forest *f, forest_id under, const int32_t *t, int32_t n
 }
 
 /* The prompts into the forest and one branch per prompt. */
-static st_code ask_build(ask_run *r, const strategy_opts *o, forest *f, forest_id *tops, int32_t *n_tops,
+static st_code ask_build(strat_grow_run *r, const strategy_opts *o, forest *f, forest_id *tops, int32_t *n_tops,
                          st_err *err) {
     int32_t lcp = common_prefix(o);
     forest_id prefix = o->from;
@@ -80,7 +68,8 @@ static void *ask_create(const strategy_opts *o, const strategy_env *env, st_err 
         st_set(err, ST_ERR_ARG, "ask: the node to ask under is gone");
         return NULL;
     }
-    ask_run *r = strat_calloc(sizeof *r, err);
+    strat_grow_run *r = strat_calloc(sizeof *r, err);
+    if (r) r->focus = FOREST_NONE; /* no one start to show */
     forest_id *tops = r ? malloc(sizeof *tops * (size_t)(o->u.ask.n + 1)) : NULL;
     int32_t n_tops = 0;
     if (r && !tops) st_set(err, ST_ERR_NOMEM, "out of memory");
@@ -88,38 +77,11 @@ static void *ask_create(const strategy_opts *o, const strategy_env *env, st_err 
         /* the forest as it was: the chains added so far go again */
         for (int32_t i = n_tops - 1; i >= 0; i--) forest_prune(env->f, tops[i], NULL);
         free(tops);
-        ask_free(r);
+        strat_grow_run_free(r);
         return NULL;
     }
     free(tops);
     return r;
-}
-
-static st_code ask_step(void *self, const strategy_env *env, st_err *err) {
-    ask_run *r = self;
-    if (r->g.n_active == 0) return ST_OK;
-    st_code rc = grow_step(&r->g, env->f, env->plan, env->ctx, env->tk, env->emit, env->emit_ud, NULL, err);
-    if (!rc) r->steps++;
-    return rc;
-}
-
-static bool ask_done(const void *self) { return ((const ask_run *)self)->g.n_active == 0; }
-
-static void ask_progress(const void *self, strategy_progress *out) {
-    const ask_run *r = self;
-    out->done = r->steps;
-    out->goal = r->goal;
-}
-
-static int32_t ask_n_results(const void *self) { return ((const ask_run *)self)->g.n; }
-
-static void ask_result(const void *self, const forest *f, int32_t i, strategy_result *out) {
-    (void)f;
-    strat_grow_result(&((const ask_run *)self)->g, i, out);
-}
-
-static int32_t ask_running(const void *self, forest_id *out, int32_t cap) {
-    return strat_grow_running(&((const ask_run *)self)->g, out, cap);
 }
 
 const strategy_ops strat_ask_ops = {
@@ -127,11 +89,5 @@ const strategy_ops strat_ask_ops = {
     .kind = STRAT_ASK,
     .summary = STRAT_SUM_BRANCHES,
     .create = ask_create,
-    .step = ask_step,
-    .done = ask_done,
-    .progress = ask_progress,
-    .n_results = ask_n_results,
-    .result = ask_result,
-    .running = ask_running,
-    .free = ask_free,
+    STRAT_GROW_RUN_OPS,
 };

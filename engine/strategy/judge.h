@@ -20,7 +20,7 @@
  * any other pending node of the forest is computed too (a step computes the frontier).
  * The caller owns the forest, the plan and the model context. Not here: how the judge
  * text is worded per model (judge_tokens gives the default form), the judge as a strategy
- * (judge_ops.c: STRAT_JUDGE), the search that uses it (tot.h). */
+ * (judge.c's table: STRAT_JUDGE), the search that uses it (tot.h). */
 #ifndef MD_JUDGE_H
 #define MD_JUDGE_H
 

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include "strategy/strategy_impl.h"
 
 /* ---- text ---- */
 
@@ -206,7 +207,6 @@ void merge_gap_free(merge_gap *g) {
     free(g);
 }
 
-int32_t merge_gap_offset(const merge_gap *g) { return g->gap; }
 forest_id merge_gap_first(const merge_gap *g) { return g->first; }
 
 /* Pushes slots s[0..n) to g->segs as ascending runs from index *k. */
@@ -317,3 +317,39 @@ st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_e
     p->segs_override = g->segs;
     return step_run(f, p, c, err);
 }
+
+/* ---- the strategy table (strategy.h) ----
+ * the exact merge (merge.h) as a strategy (strategy.h): the chosen branches' texts
+ * joined under their common ancestor as a new pending chain, then one branch grown from
+ * it (grow.h); its result is that branch. */
+
+static void *merge_run_create(const strategy_opts *o, const strategy_env *env, st_err *err) {
+    strat_grow_run *r = strat_calloc(sizeof *r, err); /* focus: the merged chain's last node */
+    if (!r) return NULL;
+    int32_t before = forest_n_live(env->f);
+    if (merge_branches(env->f, env->tk, o->u.merge.leaves, o->u.merge.n, o->u.merge.sep, &r->focus, err)) {
+        free(r);
+        return NULL;
+    }
+    r->goal = o->budget;
+    if (strategy_start_node(env->f, r->focus, err) ||
+        grow_init(&r->g, env->f, r->focus, 1, &o->sample, o->budget, o->n_vocab, err) ||
+        strat_grow_stops(&r->g, o, err)) {
+        /* the forest as it was: the merged chain (its nodes are the ones just added) goes */
+        forest_id top = r->focus;
+        for (int32_t i = forest_n_live(env->f) - before; i > 1; i--)
+            top = forest_id_at(env->f, forest_get(env->f, top)->parent);
+        forest_prune(env->f, top, NULL);
+        strat_grow_run_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+const strategy_ops strat_merge_ops = {
+    .name = "merge",
+    .kind = STRAT_MERGE,
+    .summary = STRAT_SUM_BRANCHES,
+    .create = merge_run_create,
+    STRAT_GROW_RUN_OPS,
+};

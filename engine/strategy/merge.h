@@ -90,8 +90,7 @@ void merge_gap_free(merge_gap *g); /* NULL is a no-op; leaves the forest as it i
  * branch was pruned; ST_NO_KV_SLOT / ST_ERR_NOMEM from the plan (nothing changed). */
 st_code merge_gap_step(merge_gap *g, forest *f, step_plan *p, model_ctx *c, st_err *err);
 
-/* The position offset (gap) and the first node of the chain. */
-int32_t merge_gap_offset(const merge_gap *g);
+/* The first node of the chain. */
 forest_id merge_gap_first(const merge_gap *g);
 
 #endif

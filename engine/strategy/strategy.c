@@ -1,6 +1,9 @@
 /* strategy.c - the strategy registry and driver (strategy.h), and the plainest strategy:
  * forest steps over whatever is pending. */
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,25 +66,69 @@ const strategy_ops strat_steps_ops = {
 
 /* ---- the registry ---- */
 
-static const strategy_ops *const registry[STRAT_N_KINDS] = {
-    [STRAT_GROW] = &strat_grow_ops,       [STRAT_COT] = &strat_cot_ops,
-    [STRAT_BEAM] = &strat_beam_ops,       [STRAT_ASK] = &strat_ask_ops,
-    [STRAT_MARGINS] = &strat_margins_ops, [STRAT_MERGE] = &strat_merge_ops,
-    [STRAT_DRAFT] = &strat_draft_ops,     [STRAT_LOOKAHEAD] = &strat_lookahead_ops,
-    [STRAT_STEPS] = &strat_steps_ops,     [STRAT_JUDGE] = &strat_judge_ops,
-    [STRAT_TOT] = &strat_tot_ops,
+/* The STRAT_* kinds first, in their order; then the strategies found only by name. */
+static const strategy_ops *const registry[] = {
+    &strat_grow_ops,  &strat_cot_ops,       &strat_beam_ops,  &strat_ask_ops,  &strat_margins_ops,
+    &strat_merge_ops, &strat_draft_ops,     &strat_lookahead_ops, &strat_steps_ops, &strat_judge_ops,
+    &strat_tot_ops,
+    &strat_best_ops,
 };
+#define N_REGISTERED ((int32_t)(sizeof registry / sizeof registry[0]))
 
 const strategy_ops *strategy_get(strategy_kind kind) {
     return (int)kind >= 0 && kind < STRAT_N_KINDS ? registry[kind] : NULL;
 }
 
-const strategy_ops *strategy_at(int32_t i) { return i >= 0 && i < STRAT_N_KINDS ? registry[i] : NULL; }
+const strategy_ops *strategy_at(int32_t i) { return i >= 0 && i < N_REGISTERED ? registry[i] : NULL; }
 
 const strategy_ops *strategy_find(const char *name) {
-    for (int32_t i = 0; name && i < STRAT_N_KINDS; i++)
+    for (int32_t i = 0; name && i < N_REGISTERED; i++)
         if (!strcmp(registry[i]->name, name)) return registry[i];
     return NULL;
+}
+
+strategy_opts strategy_opts_for(const strategy_ops *ops) {
+    strategy_opts o = strategy_default_opts(ops->kind);
+    o.ops = ops;
+    if (ops->defaults) ops->defaults(&o);
+    return o;
+}
+
+st_code strategy_arg_set(strategy_opts *o, const strategy_arg *a, const char *val, st_err *err) {
+    char *end;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (end == val || *end || errno || v < a->lo || v > a->hi)
+        return st_set(err, ST_ERR_ARG, "bad %s '%s' (want an integer from %d to %d)", a->name, val, (int)a->lo,
+                      (int)a->hi);
+    if (a->where == STRAT_ARG_BUDGET) o->budget = (int32_t)v;
+    else memcpy(o->priv.bytes + a->offset, &(int32_t){(int32_t)v}, sizeof(int32_t));
+    return ST_OK;
+}
+
+/* The usage's form, the part before its help (two spaces). */
+static st_code usage_error(const strategy_ops *ops, st_err *err) {
+    const char *u = ops->usage ? ops->usage : ops->name, *gap = strstr(u, "  ");
+    return st_set(err, ST_ERR_ARG, "usage: %.*s", gap ? (int)(gap - u) : (int)strlen(u), u);
+}
+
+st_code strategy_args_parse(strategy_opts *o, const char *line, st_err *err) {
+    const strategy_ops *ops = o->ops ? o->ops : strategy_get(o->kind);
+    if (!ops) return st_set(err, ST_ERR_ARG, "unknown strategy %d", (int)o->kind);
+    int32_t n = 0;
+    for (const char *s = line;; n++) {
+        while (isspace((unsigned char)*s)) s++;
+        if (!*s) break;
+        const char *w = s;
+        while (*s && !isspace((unsigned char)*s)) s++;
+        char word[32];
+        if (n == ops->n_args || s - w >= (long)sizeof word) return usage_error(ops, err);
+        snprintf(word, sizeof word, "%.*s", (int)(s - w), w);
+        st_code rc = strategy_arg_set(o, &ops->args[n], word, err);
+        if (rc) return rc;
+    }
+    if (n < ops->n_args && !ops->args[n].optional) return usage_error(ops, err);
+    return ST_OK;
 }
 
 strategy_opts strategy_default_opts(strategy_kind kind) {
@@ -124,7 +171,7 @@ struct strategy {
 };
 
 strategy *strategy_create(const strategy_opts *o, const strategy_env *env, st_err *err) {
-    const strategy_ops *ops = strategy_get(o->kind);
+    const strategy_ops *ops = o->ops ? o->ops : strategy_get(o->kind);
     if (!ops) {
         st_set(err, ST_ERR_ARG, "unknown strategy %d", (int)o->kind);
         return NULL;
@@ -176,22 +223,4 @@ int32_t strategy_scores(const strategy *s, forest_id *ids, double *scores, int32
     return s->ops->scores ? s->ops->scores(s->self, ids, scores, cap) : 0;
 }
 
-/* The spec driver sits first in the draft / lookahead state (spec_ops.c). */
-const spec *strategy_spec(const strategy *s) {
-    return s->ops->kind == STRAT_DRAFT || s->ops->kind == STRAT_LOOKAHEAD ? *(spec *const *)s->self : NULL;
-}
-
-/* The beam search sits first in the beam run (beam_ops.c). */
-const beam *strategy_beam(const strategy *s) {
-    return s->ops->kind == STRAT_BEAM ? *(beam *const *)s->self : NULL;
-}
-
-/* The tot run is the state itself (tot.c). */
-const struct tot_run *strategy_tot(const strategy *s) {
-    return s->ops->kind == STRAT_TOT ? (const struct tot_run *)s->self : NULL;
-}
-
-/* The margins state sits first in the margins run (margins_ops.c). */
-const struct margins *strategy_margins(const strategy *s) {
-    return s->ops->kind == STRAT_MARGINS ? (const struct margins *)s->self : NULL;
-}
+const void *strategy_state(const strategy *s) { return s->self; }

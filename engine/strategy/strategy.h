@@ -18,11 +18,15 @@
  * ST_NO_KV_SLOT from strategy_step leaves the strategy and the forest as they were: prune
  * something, then step again (or stop and read the results).
  *
- * ADDING A STRATEGY: read this header, then engine/strategy/grow_ops.c (the smallest
- * complete implementation: grow wrapped in the table). A new strategy is one file that
- * defines a `const strategy_ops NAME_ops` table, one STRAT_* value, a member of the options
- * union below when it takes options of its own, and one line in strategy.c's registry;
- * no caller changes (the TUI's `:` commands and the CLI find it with strategy_find).
+ * ADDING A STRATEGY: read this header, then engine/strategy/best.c (a small complete one;
+ * every strategy file ends with its table). A new strategy is one file that defines a
+ * `const strategy_ops NAME_ops` table with its kind STRAT_OTHER, its usage, its argument
+ * grammar (args) and its private options (priv_size bytes of opts.priv, set up by
+ * defaults), and one line in strategy.c's registry; no caller changes: the TUI's `:NAME`
+ * line, its help and completion, and the CLI's `multidecode NAME` find it with
+ * strategy_find and drive it through this interface. (The STRAT_* kinds name the older
+ * strategies, whose options are still the union below and whose hosts still build their
+ * inputs themselves.)
  *
  * Not here: how prompts are built and rendered (app/, ui/), the vote over chains
  * (cot.h), what a view draws. */
@@ -54,7 +58,8 @@ typedef enum {
     STRAT_STEPS,    /* plain forest steps over whatever is pending */
     STRAT_JUDGE,    /* the model judges branches in one step (judge.h) */
     STRAT_TOT,      /* tree of thoughts: breadth- or depth-first search, judged (tot.h) */
-    STRAT_N_KINDS
+    STRAT_N_KINDS,
+    STRAT_OTHER = -1 /* a strategy no caller names: found by name, options in opts.priv */
 } strategy_kind;
 
 /* Why a result ended (strategy_result.end). */
@@ -75,11 +80,18 @@ typedef int32_t *(*strategy_answer_fn)(void *ud, const char *notes, int32_t *n, 
  * result index (strategy_result i), logprob the token's log-probability. */
 typedef void (*strategy_emit_fn)(void *ud, int32_t branch, int32_t token, float logprob);
 
-/* Options: the common part, then one member per kind (the one named by kind is read).
- * Start from strategy_default_opts(kind); pointers are borrowed during strategy_create
- * only, unless a member says otherwise. */
+/* Bytes of private options a strategy may keep in strategy_opts.priv (its priv_size). */
+#define STRAT_PRIV_MAX 64
+
+struct strategy_ops;
+
+/* Options: the common part, then one member per kind (the one named by kind is read), or
+ * a strategy's own private options. Start from strategy_default_opts(kind) or
+ * strategy_opts_for(ops); pointers are borrowed during strategy_create only, unless a
+ * member says otherwise. */
 typedef struct strategy_opts {
     strategy_kind kind;
+    const struct strategy_ops *ops; /* the table to run; NULL: strategy_get(kind) */
     forest_id from;       /* the node to start from (grow, cot, beam, draft, lookahead: a
                              pending node is computed by the first step, a computed one
                              re-scored; ask: the prompts hang under it, FOREST_NONE: new
@@ -150,7 +162,27 @@ typedef struct strategy_opts {
                                               they are pruned. False: pruned at once */
         } tot;
     } u;
+    union {
+        unsigned char bytes[STRAT_PRIV_MAX];
+        max_align_t align;
+    } priv;               /* ops->priv_size bytes, the strategy's own (ops->defaults, args) */
 } strategy_opts;
+
+/* One argument of a strategy's grammar, a whole number: `--NAME N` on the command line,
+ * the args in order on the TUI's `:` line. */
+typedef enum {
+    STRAT_ARG_PRIV = 0, /* an int32_t at offset in opts.priv */
+    STRAT_ARG_BUDGET,   /* opts.budget (tokens per branch) */
+} strategy_arg_where;
+
+typedef struct strategy_arg {
+    const char *name;  /* "chains" */
+    const char *help;  /* one line for --help: "samples drawn (default 4)" */
+    strategy_arg_where where;
+    size_t offset;     /* STRAT_ARG_PRIV: offsetof in the strategy's private options */
+    int32_t lo, hi;    /* the range a value must be in */
+    bool optional;     /* the `:` line may leave it out (the default stays) */
+} strategy_arg;
 
 /* What a step needs, all borrowed; the same env for every call on one strategy. */
 typedef struct strategy_env {
@@ -208,8 +240,15 @@ typedef struct strategy_progress {
 /* The table. Every function but create receives the strategy's own state (self). */
 typedef struct strategy_ops {
     const char *name;          /* "grow": the CLI's and the TUI's name */
-    strategy_kind kind;
+    strategy_kind kind;        /* STRAT_OTHER for a strategy no caller names */
     strategy_summary summary;
+    /* The `:` line's usage and help, ":best N [TOKENS]  what it does"; NULL: the hosts
+     * have their own command for it (the older kinds). */
+    const char *usage;
+    const strategy_arg *args;  /* (n_args) its grammar, in the `:` line's order */
+    int32_t n_args;
+    size_t priv_size;          /* bytes of opts.priv it reads (<= STRAT_PRIV_MAX) */
+    void (*defaults)(strategy_opts *o); /* its defaults into *o (priv, budget); may be NULL */
     /* The state for options o over env's forest (the forest may get nodes: ask's and
      * margins' prompts, merge's text). NULL + err; the forest is unchanged then. */
     void *(*create)(const strategy_opts *o, const strategy_env *env, st_err *err);
@@ -237,8 +276,19 @@ const strategy_ops *strategy_get(strategy_kind kind);
 /* The table named name ("grow", "cot", "beam", "ask", "margins", "merge", "draft",
  * "lookahead", "step", "judge", "tot"); NULL when none has that name. */
 const strategy_ops *strategy_find(const char *name);
-/* The i-th registered table (0..STRAT_N_KINDS-1), NULL past the end: for help lists. */
+/* The i-th registered table (the STRAT_* kinds first, in their order), NULL past the end:
+ * for help lists. */
 const strategy_ops *strategy_at(int32_t i);
+
+/* ops's defaults: the common ones (as strategy_default_opts), then ops->defaults. */
+strategy_opts strategy_opts_for(const struct strategy_ops *ops);
+/* Argument a of o's table set from the text val: ST_OK, or ST_ERR_ARG with "bad NAME 'VAL'
+ * (want an integer from LO to HI)" (o unchanged). */
+st_code strategy_arg_set(strategy_opts *o, const strategy_arg *a, const char *val, st_err *err);
+/* The `:` line's arguments (whitespace-separated words, in the grammar's order; the
+ * optional ones may be left out) into o: ST_OK, or ST_ERR_ARG with a bad value's message
+ * or "usage: " and the usage's form. */
+st_code strategy_args_parse(strategy_opts *o, const char *line, st_err *err);
 
 /* ---- driving one ---- */
 

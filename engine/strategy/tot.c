@@ -470,3 +470,7 @@ const strategy_ops strat_tot_ops = {
     .scores = tot_scores,
     .free = tot_free,
 };
+
+const struct tot_run *strategy_tot(const strategy *s) {
+    return strategy_ops_of(s) == &strat_tot_ops ? strategy_state(s) : NULL;
+}

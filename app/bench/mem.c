@@ -1,4 +1,4 @@
-/* cmd_bench_mem.c - `multidecode bench memory`: how fast this machine's threads read
+/* mem.c - `multidecode bench memory`: how fast this machine's threads read
  * memory, the ceiling of decode (which reads every weight once per token), so that
  * `bench decode`'s gen_weight_GBps can be read as a fraction of it. Each thread reads its
  * own slice of one buffer far larger than the caches (a task of the kernels' thread pool,
@@ -12,8 +12,9 @@
 
 #include "base/clock.h"
 #include "kernels/pool.h"
-#include "app.h"
-#include "json_out.h"
+#include "app/app.h"
+#include "app/json_out.h"
+#include "bench.h"
 
 #define BENCH_MEM_USAGE "usage: multidecode bench memory [options]"
 

@@ -1,4 +1,4 @@
-/* cmd_bench_strategy.c - `multidecode bench beam` and `bench cot`: what the shared-KV
+/* strategy.c - `multidecode bench beam` and `bench cot`: what the shared-KV
  * forest buys the search strategies, against the usual ways of doing the same work, side
  * by side in one run, JSON on stdout.
  *
@@ -33,11 +33,11 @@
 #include "forest/forest.h"
 #include "forest/sample.h"
 #include "forest/step.h"
-#include "app.h"
-#include "json_out.h"
-#include "bench_util.h"
-#include "prompt.h"
-#include "strategy_run.h"
+#include "app/app.h"
+#include "app/json_out.h"
+#include "bench.h"
+#include "app/prompt.h"
+#include "app/strategy_run.h"
 
 typedef struct bs_opts {
     const char *path, *backend;

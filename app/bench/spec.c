@@ -1,4 +1,4 @@
-/* cmd_bench_spec.c - `multidecode bench spec`: exact speculative decoding (drafts
+/* spec.c - `multidecode bench spec`: exact speculative decoding (drafts
  * verified as a tree, lookahead decoding) against plain decoding, greedy and sampled,
  * JSON out.
  *
@@ -26,10 +26,11 @@
 #include "forest/sample.h"
 #include "spec/spec.h"
 #include "forest/step.h"
-#include "app.h"
-#include "json_out.h"
-#include "strategy_run.h"
-#include "prompt.h"
+#include "app/app.h"
+#include "app/json_out.h"
+#include "bench.h"
+#include "app/strategy_run.h"
+#include "app/prompt.h"
 
 static const char bs_code[] =
     "import math\n\n\n"

@@ -1,4 +1,4 @@
-/* spec_ops.c - exact greedy decoding with verified drafts (spec.h) as the "draft" and
+/* draft.c - exact greedy decoding with verified drafts (spec.h) as the "draft" and
  * "lookahead" strategies (strategy.h): the spec driver stepped one forest step at a time,
  * with the stop rules. The accepted tokens stay in the forest as one chain under the start
  * node, token for token what plain greedy decoding gives; the rejected drafts and the
@@ -13,7 +13,7 @@
 #include "strategy/strategy_impl.h"
 
 typedef struct spec_run {
-    spec *s;            /* first: strategy_spec reads it */
+    spec *s;
     spec_params sp;
     int32_t *out;       /* (spec_max_emit) one step's tokens */
     forest_id *ids;     /* (spec_max_emit) their nodes, for emit */
@@ -170,3 +170,8 @@ static int32_t spec_run_running(const void *self, forest_id *out, int32_t cap) {
 
 const strategy_ops strat_draft_ops = SPEC_RUN_OPS("draft", STRAT_DRAFT);
 const strategy_ops strat_lookahead_ops = SPEC_RUN_OPS("lookahead", STRAT_LOOKAHEAD);
+
+const spec *strategy_spec(const strategy *s) {
+    const strategy_ops *o = strategy_ops_of(s);
+    return o == &strat_draft_ops || o == &strat_lookahead_ops ? ((const spec_run *)strategy_state(s))->s : NULL;
+}

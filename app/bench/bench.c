@@ -1,5 +1,5 @@
-/* cmd_bench.c - `multidecode bench decode`: prompt and generation throughput, JSON out
- * (`bench forest` and `bench ask` are passed on to cmd_bench_forest.c).
+/* bench.c - `multidecode bench decode`: prompt and generation throughput, JSON out
+ * (`bench forest` and `bench ask` are passed on to forest.c).
  *
  * Measures, for each thread count, the prefill of a synthetic prompt (one batch) and
  * single-token greedy decoding, and reports the model's weight bytes so tokens/s can be
@@ -13,10 +13,10 @@
 #include "base/clock.h"
 #include "model/model.h"
 #include "forest/sample.h"
-#include "app.h"
-#include "json_out.h"
-#include "bench_util.h"
-#include "prompt.h"
+#include "app/app.h"
+#include "app/json_out.h"
+#include "bench.h"
+#include "app/prompt.h"
 
 /* The first line of --help, which a mistyped option prints instead of the whole help. */
 #define BENCH_DECODE_USAGE "usage: multidecode bench decode -m MODEL [options]"
@@ -184,8 +184,8 @@ static int bench_decode(int argc, char **argv) {
     return rc;
 }
 
-/* The benches by name: decode here, the others in their files (cmd_bench_forest.c,
- * cmd_bench_attn.c, cmd_bench_strategy.c, cmd_bench_spec.c). */
+/* The benches by name: decode here, the others in their files (forest.c,
+ * attn.c, strategy.c, spec.c). */
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);

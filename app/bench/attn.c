@@ -1,4 +1,4 @@
-/* cmd_bench_attn.c - `multidecode bench attention`: the attention kernel alone, on the
+/* attn.c - `multidecode bench attention`: the attention kernel alone, on the
  * shape of a forest step, JSON out.
  *
  * R rows (leaves) attend to one shared context of C keys plus O keys of their own, over L
@@ -20,9 +20,9 @@
 
 #include "base/clock.h"
 #include "model/model.h"
-#include "app.h"
-#include "json_out.h"
-#include "bench_util.h"
+#include "app/app.h"
+#include "app/json_out.h"
+#include "bench.h"
 
 #define BA_MAX_REPS 999
 

@@ -1,4 +1,4 @@
-/* cmd_bench_forest.c - `multidecode bench forest` and `bench ask`: what sharing a prefix
+/* forest.c - `multidecode bench forest` and `bench ask`: what sharing a prefix
  * in one forest buys, measured against the two usual ways of doing the same work, side by
  * side in one run, JSON on stdout.
  *
@@ -25,14 +25,14 @@
 #include "forest/forest.h"
 #include "strategy/strategy.h"
 #include "forest/step.h"
-#include "app.h"
-#include "json_out.h"
-#include "bench_util.h"
-#include "strategy_run.h"
+#include "app/app.h"
+#include "app/json_out.h"
+#include "bench.h"
+#include "app/strategy_run.h"
 
 /* The synthetic-token stream of seed (bench_synth's start state). */
 static inline uint64_t bf_state(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ULL + 12345; }
-#include "prompt.h"
+#include "app/prompt.h"
 
 typedef struct bf_opts {
     prompt_model_opts mo;    /* -m, -t, --backend (n_ctx unused: runs size their own) */

@@ -1,13 +1,22 @@
-/* bench_util.h - pieces the benchmark commands share (cmd_bench.c, cmd_bench_forest.c,
- * cmd_bench_attn.c, cmd_bench_strategy.c): an LCG, KV bytes per slot, synthetic prompt
- * tokens, a median, a KV context sized for one run, and the times of a run as JSON. */
-#ifndef MD_BENCH_UTIL_H
-#define MD_BENCH_UTIL_H
+/* bench.h - the benchmark commands (`multidecode bench NAME`, dispatched by bench.c) and
+ * the pieces they share (common.c): an LCG, KV bytes per slot, synthetic prompt tokens, a
+ * median, a KV context sized for one run, and the times of a run as JSON. */
+#ifndef MD_BENCH_H
+#define MD_BENCH_H
 
 #include <stdint.h>
 
-#include "json_out.h"
+#include "app/json_out.h"
 #include "model/model.h"
+
+/* Each takes the arguments after `bench` (argv[0] is its name) and returns the exit status. */
+int cmd_bench_forest(int argc, char **argv);    /* "forest" (forest.c) */
+int cmd_bench_ask(int argc, char **argv);       /* "ask" (forest.c) */
+int cmd_bench_attention(int argc, char **argv); /* "attention" (attn.c) */
+int cmd_bench_memory(int argc, char **argv);    /* "memory": read bandwidth (mem.c) */
+int cmd_bench_beam(int argc, char **argv);      /* "beam" (strategy.c) */
+int cmd_bench_cot(int argc, char **argv);       /* "cot" (strategy.c) */
+int cmd_bench_spec(int argc, char **argv);      /* "spec" (spec.c) */
 
 /* One step of the benches' 64-bit LCG (Knuth's MMIX constants): advances *s, returns it. */
 static inline uint64_t bench_lcg(uint64_t *s) {

@@ -1,6 +1,6 @@
-/* bench_util.c - see bench_util.h. */
-#include "bench_util.h"
-#include "prompt.h"
+/* common.c - the pieces of bench.h every benchmark shares. */
+#include "bench.h"
+#include "app/prompt.h"
 
 #include <stdlib.h>
 
