@@ -41,6 +41,8 @@ const arch_desc *arch_find(const char *name) {
     return NULL;
 }
 
+const arch_desc *arch_get(model_arch a) { return &archs[a]; }
+
 const char *model_arch_name(model_arch a) {
     return (unsigned)a < MODEL_ARCH_N ? archs[a].name : "?";
 }

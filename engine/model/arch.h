@@ -49,5 +49,7 @@ st_code gemma4_load_layer(model *m, int32_t l, model_layer *L, size_t *used, st_
 
 /* The entry of architecture `name`, or NULL when this build does not run it. */
 const arch_desc *arch_find(const char *name);
+/* The entry of a (valid) model_arch. */
+const arch_desc *arch_get(model_arch a);
 
 #endif
