@@ -112,15 +112,6 @@ static void mm_pk_block(uint32_t type, const uint8_t *src, size_t rs, int64_t b,
     }
 }
 
-/* The wide form of an o-block (mm_pk_widen) and its tiles, for batches of more rows than
- * a tile takes: each o-block's quants unpacked once into the thread's scratch, where its
- * every group of rows reads them as bytes, instead of unpacking them again per group. */
-size_t mm_pk_wide_bytes(uint32_t type, int64_t n, int32_t n_rows) {
-    if (n_rows <= MM_PK_RX || type == DT_Q8_0 || !mm_pk_wide_tiles(type)) return 0;
-    const int64_t nb = n / 32;
-    return mm_pk_ob_bytes(type, n) - (size_t)nb * mm_pk_qbytes(type) + (size_t)nb * MM_PK_WQB;
-}
-
 void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64_t o1,
                 const uint8_t *x, size_t xs, int32_t n_rows, float *y, int64_t n_out,
                 uint8_t *wide) {
@@ -143,6 +134,20 @@ void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64
 }
 
 #endif
+
+/* The wide form of an o-block (mm_pk_widen) and its tiles, for batches of more rows than
+ * a tile takes: each o-block's quants unpacked once into the thread's scratch, where its
+ * every group of rows reads them as bytes, instead of unpacking them again per group. */
+size_t mm_pk_wide_bytes(uint32_t type, int64_t n, int32_t n_rows) {
+#if MM_PK
+    if (n_rows <= MM_PK_RX || type == DT_Q8_0 || !mm_pk_wide_tiles(type)) return 0;
+    const int64_t nb = n / 32;
+    return mm_pk_ob_bytes(type, n) - (size_t)nb * mm_pk_qbytes(type) + (size_t)nb * MM_PK_WQB;
+#else
+    (void)type, (void)n, (void)n_rows;
+    return 0; /* (no packed form here) */
+#endif
+}
 
 #if MM_PK
 /* The o-blocks of a matrix one pool task packs: the stored rows at w, into out. */
