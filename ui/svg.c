@@ -8,6 +8,7 @@
 
 #include "base/outfile.h"
 #include "forest_view.h"
+#include "rope_view.h"
 #include "uline.h"
 
 /* Where the drawing goes, and how far right its text reaches (estimated), so the view
@@ -434,7 +435,7 @@ static void draw_dials(svg_out *fp, const forest *f, const tok *tk, const mask_v
     dial_label(f, tk, i, who, buf, sizeof buf);
     text_at(fp, MARGIN, y + DIAL_R + 4, FONT - 1, "start", " xml:space=\"preserve\"", buf);
     for (int k = 0; k < DIAL_PAIRS && 2 * k < mv->rope_dim; k++) {
-        double theta = pow(mv->rope_base, -2.0 * k / mv->rope_dim), a = fmod(nd->depth * theta, 2 * M_PI);
+        double a = rv_angle(mv->rope_base, mv->rope_dim, nd->depth, k);
         int cx = x0 + DIAL_R + k * (2 * DIAL_R + 16), cy = y + DIAL_R;
         fprintf(fp->fp, "<circle cx=\"%d\" cy=\"%d\" r=\"%d\" fill=\"none\" stroke=\"#888\"/>\n", cx, cy, DIAL_R);
         fprintf(fp->fp, "<line class=\"dial\" data-pos=\"%d\" data-pair=\"%d\" data-angle=\"%.3f\" x1=\"%d\" y1=\"%d\" "
