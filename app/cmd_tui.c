@@ -256,6 +256,7 @@ int cmd_tui(int argc, char **argv) {
                                                                  : NULL,
         .keys_user = tp.have_config ? tp.keys : NULL,
         .hello = hello,
+        .model = a.pm.m,
     };
     st_code rc = ui_tui_run(&p, &err);
     if (rc && rc != ST_OK) forest_free(f); /* the worker never took it */

@@ -14,7 +14,8 @@
 # `make uninstall` into a temporary DESTDIR. Also Ctrl-\ (SIGQUIT) and a crash
 # (SIGSEGV): the terminal restored, and for Ctrl-\ the autosave written; a FIFO as the
 # log file does not block the start. README.md's TUI example must equal the mask screen
-# (tools/readme-tui.sh). Skips without tmux or the shared model.
+# (tools/readme-tui.sh). :tour walks its screens; R turns a row by RoPE in the mask pane.
+# Skips without tmux or the shared model.
 # UPDATE_GOLDEN=1 rewrites the golden files and README.md's example. Ends with the usual
 # "N passed, N failed, N skipped" line.
 cd "$(dirname "$0")/.." || exit 1
@@ -425,6 +426,43 @@ if [ -f "$SMOL" ]; then
 else
     echo "SKIP: no $SMOL (SmolLM2 checks)"; S=$((S + 1))
 fi
+
+# :tour walks its screens (n forward, p back), each naming itself, the fork's two rows at
+# one position in two slots; q leaves it; then R in the mask pane turns the selected row
+# by RoPE: pair 0's angle is its position in radians (theta_0 = 1), in degrees mod 360
+restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+settle
+k ':tour' Enter
+settle
+bad=0
+for i in 1 2 3 4 5 6 7; do
+    capture | grep -q "^ tour $i of 7 " && capture | grep -q "^The tour, $i of 7: " || { bad=$i; break; }
+    [ $i = 3 ] && capture > "$TMP/fork"
+    k n
+    sleep 0.3
+done
+check tour-walk $bad "screen $bad of the tour: $(capture | head -2)"
+f0=$(grep '^  row 0: ' "$TMP/fork" | sed -E 's/.* pos ([0-9]+)  slot ([0-9]+).*/\1 \2/')
+f1=$(grep '^  row 1: ' "$TMP/fork" | sed -E 's/.* pos ([0-9]+)  slot ([0-9]+).*/\1 \2/')
+[ -n "$f0" ] && [ "${f0% *}" = "${f1% *}" ] && [ "${f0#* }" != "${f1#* }" ]
+check tour-fork $? "the fork's rows (pos slot): '$f0' / '$f1'"
+k p
+sleep 0.3
+capture | grep -q '^The tour, 6 of 7: '; check tour-back $? "p: $(capture | sed -n 2p)"
+k q
+settle
+capture | grep -q '^ multidecode stories260K.gguf'; check tour-leave $? "q: $(capture | head -1)"
+k ':set temp 0' Enter ':cot 2 3' Enter
+settle
+k v Tab R
+settle
+rl=$(capture | grep -o 'row [0-9]* pos [0-9]*: *[0-9]*' | head -1)
+capture | grep -q 'pos = RoPE position = depth' && [ -n "$rl" ] &&
+    echo "$rl" | awk '{ p = $4 + 0; a = p * 180 / 3.14159265358979; a -= 360 * int(a / 360); d = a - $5; if (d < 0) d = -d; exit !(d <= 0.5 || d >= 359.5) }'
+check rope-view $? "R: '$rl' $(capture | grep -m1 'RoPE')"
+capture | grep -q '│  parent pos [0-9]*:'; check rope-parent $? "R: no parent line: $(capture | grep -A3 'RoPE')"
+k q
+sleep 1
 
 # a FIFO where the log goes does not block the start (the log is skipped)
 mkdir -p "$TMP/state2/multidecode"

@@ -69,7 +69,8 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(ATTN,        "attention",    "A",            UI_VIEW_MASK,   "attention weights in the mask from the next step on (last layer, mean of heads), or off") \
     X(ATTN_LOWER,  "attn-layer-down", "<",         UI_VIEW_MASK,   "the weights of the layer below, from the next step on") \
     X(ATTN_HIGHER, "attn-layer-up", ">",           UI_VIEW_MASK,   "the weights of the layer above, from the next step on") \
-    X(ATTN_HEAD,   "attn-head",    "H",            UI_VIEW_MASK,   "the weights of the next head (after the last: their mean)")
+    X(ATTN_HEAD,   "attn-head",    "H",            UI_VIEW_MASK,   "the weights of the next head (after the last: their mean)") \
+    X(ROPE,        "rope",         "R",            UI_VIEW_MASK,   "RoPE under the grid: the selected row's turn (its first pairs' angles) beside its parent's and another branch's, or off")
 
 typedef enum {
 #define UI_ACT_ENUM(id, name, keys, view, help) UI_ACT_##id,

@@ -46,6 +46,7 @@ static const struct {
     {"pause", UI_CMD_PAUSE, ARG_NONE, UI_JOB_PAUSE, 0, ":pause               pause or resume the strategy"},
     {"cancel", UI_CMD_CANCEL, ARG_NONE, UI_JOB_CANCEL, 0, ":cancel              cancel the strategy"},
     {"help", UI_CMD_HELP, ARG_NONE, UI_JOB_NONE, 0, ":help                the help screen"},
+    {"tour", UI_CMD_TOUR, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":tour [PROMPT]       a guided tour: a small forest built step by step, each screen explained"},
     {"quit", UI_CMD_QUIT, ARG_NONE, UI_JOB_NONE, 0, ":quit                autosave and quit"},
 };
 #define N_CMDS ((int32_t)(sizeof ui_cmds / sizeof ui_cmds[0]))

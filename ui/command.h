@@ -45,6 +45,7 @@ typedef enum {
     UI_CMD_PAUSE,    /* job: pause */
     UI_CMD_CANCEL,   /* job: cancel */
     UI_CMD_HELP,
+    UI_CMD_TOUR,     /* text: the tour's prompt ("" for its own) */
     UI_CMD_QUIT,
     UI_CMD_RUN,      /* job: a registered strategy by its own grammar (strategy.h's usage) */
 } ui_cmd_kind;

@@ -221,7 +221,7 @@ static void scr_weights(FILE *fp, const tour *t) {
             v->attn_layer);
     for (int32_t r = 0; r < v->n_rows; r++) put_weights(fp, t, v, r);
     fprintf(fp, "\nEach row's weights sum to 1 over exactly the slots its mask allows: the other\n"
-                "branch gets nothing, not even a little. In the TUI's mask pane (m), A shows\n"
+                "branch gets nothing, not even a little. In the TUI's mask pane (v), A shows\n"
                 "these weights as bars in the cells; < and > change the layer, H the head.\n");
 }
 
@@ -244,11 +244,12 @@ static void scr_rope(FILE *fp, const tour *t) {
 
 static void scr_try(FILE *fp) {
     fprintf(fp, "The tour, 7 of %d: try it\n\n", N_SCREENS);
-    fprintf(fp, "In the TUI: s runs a step, b forks the selected node, m shows the mask pane\n"
-                "of the last step (its rows, positions, slots and mask, as here), A adds the\n"
-                "attention weights, [ and ] go back and forth through the last steps, and\n"
-                "the lines under the grid turn the selected row by RoPE beside its parent\n"
-                "and another branch. :export FILE.svg draws the forest as a slide.\n\n"
+    fprintf(fp, "In the TUI (default keys): c forks the selected node into chains, n grows\n"
+                "it, v shows the mask pane of the last step (its rows, positions, slots and\n"
+                "mask, as here), A adds the attention weights, [ and ] go back and forth\n"
+                "through the last steps, and the lines under the grid turn the selected row\n"
+                "by RoPE beside its parent and another branch. :export FILE.svg draws the\n"
+                "forest and the mask as a picture.\n\n"
                 "From the shell: multidecode plan -m MODEL -p TEXT -k 2 -s 3 --attn L\n"
                 "prints each step's rows and mask; --slide FILE.svg makes the picture.\n");
 }

@@ -20,7 +20,9 @@
 #include "forest_view.h"
 #include "keys.h"
 #include "screen.h"
+#include "rope_view.h"
 #include "text_view.h"
+#include "tour_pane.h"
 #include "uline.h"
 
 #define MIN_W 80
@@ -56,6 +58,9 @@ typedef struct tui {
     bool confirming;    /* the message line asks y/n before confirm_job (a load) runs */
     ui_job confirm_job;
     char confirm_text[1024];
+    tour *tour;         /* :tour's screens while it is open, else NULL */
+    int32_t tour_at;    /* the screen shown */
+    bool rope;          /* the mask pane shows the selected row's RoPE turn (R) */
 } tui;
 
 static void set_msg(tui *t, const char *m) {
@@ -205,6 +210,24 @@ static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
     if (n == 0) put_line(ya + 1, x0 + 2, "(none kept: run a step, or move the cursor)", ui_screen_attr(UI_PAIR_DIM));
 }
 
+/* The rotation of the selected node's row (else the last row) under the grid, beside its
+ * parent and another branch; the rows' lines it takes, 0 where the pane is short. */
+static int draw_rope(tui *t, const mask_view *mv, int y0, int x0, int h, int w) {
+    if (!t->rope || mv->rope_dim < 2 || mv->n_rows == 0 || h < MV_HEAD_LINES + 10) return 0;
+    forest_id sel = fv_selected(&t->fv, ui_worker_forest(t->w));
+    int32_t r = mv->n_rows - 1;
+    for (int32_t i = 0; i < mv->n_rows; i++)
+        if (mv_row_node(mv, i) == sel) r = i;
+    char buf[256];
+    ui_line l = ui_line_make(buf, sizeof buf, w, ui_screen_utf8());
+    ui_line_put(&l, "RoPE: pos = RoPE position = depth; turn = pos x theta_k");
+    put_line(y0 + h - 4, x0, buf, ui_screen_attr(UI_PAIR_DIM));
+    for (int i = 0; i < 3; i++)
+        if (rv_view_line(mv, r, i, buf, sizeof buf, w - 2, ui_screen_utf8()))
+            put_line(y0 + h - 3 + i, x0 + 2, buf, ui_screen_attr(UI_PAIR_DIM));
+    return 4;
+}
+
 static void draw_mask(tui *t, int y0, int x0, int h, int w) {
     mask_view *mv = ui_worker_mask_mut(t->w);
     bool utf8 = ui_screen_utf8();
@@ -230,6 +253,7 @@ static void draw_mask(tui *t, int y0, int x0, int h, int w) {
     put_line(y0 + 2, x0 + tw - 1, sep, ui_screen_attr(UI_PAIR_DIM));
     mv_slot_line(mv, left, gw, buf, sizeof buf, utf8);
     put_line(y0 + 2, x0 + tw, buf, ui_screen_attr(UI_PAIR_DIM));
+    h -= draw_rope(t, mv, y0, x0, h, w);
     for (int r = 0; r < h - MV_HEAD_LINES && mv->top + r < mv->n_rows; r++) {
         int32_t row = mv->top + r;
         int y = y0 + MV_HEAD_LINES + r; /* mv_row_at's layout */
@@ -286,8 +310,9 @@ static void draw(tui *t) {
         refresh();
         return;
     }
-    if (t->help) {
-        draw_help(t, H, W);
+    if (t->help || t->tour) {
+        if (t->tour) tour_pane_draw(t->tour, t->tour_at, H, W);
+        else draw_help(t, H, W);
         refresh();
         return;
     }
@@ -344,6 +369,17 @@ static forest_id selected(tui *t) {
     return sel;
 }
 
+/* :tour: its steps run in a context of its own, the worker held still meanwhile. */
+static void open_tour(tui *t, const char *prompt) {
+    st_err err = {0};
+    ui_worker_lock(t->w);
+    tour *tr = tour_pane_open(t->p->model, t->p->wp.tk, prompt, t->p->wp.backend, t->p->wp.threads, &err);
+    ui_worker_unlock(t->w);
+    if (!tr) set_msg(t, err.msg);
+    tour_free(t->tour);
+    t->tour = tr, t->tour_at = 0;
+}
+
 static void run_command(tui *t, const char *line) {
     ui_cmd c;
     st_err err = {0};
@@ -395,6 +431,7 @@ static void run_command(tui *t, const char *line) {
     }
     case UI_CMD_SORT: t->sort = (ui_sort)c.val, t->seen_version = (uint64_t)-1; break; /* views rebuilt */
     case UI_CMD_HELP: t->help = true; break;
+    case UI_CMD_TOUR: open_tour(t, c.text); break;
     case UI_CMD_QUIT: t->quit = true; break;
     default: break; /* the rest post their jobs */
     }
@@ -551,6 +588,7 @@ static void do_action(tui *t, int a) {
         break;
     }
     case UI_ACT_ATTN: case UI_ACT_ATTN_LOWER: case UI_ACT_ATTN_HIGHER: case UI_ACT_ATTN_HEAD: attn_key(t, a); break;
+    case UI_ACT_ROPE: t->rope = !t->rope; break;
     case UI_ACT_ALT_PICK: {
         int32_t ids[TV_MAX_ALTS];
         float lps[TV_MAX_ALTS];
@@ -661,6 +699,11 @@ static void on_key(tui *t, int ch, bool is_key) {
         t->dirty = true;
         return;
     }
+    if (t->tour) {
+        if (!tour_pane_key(t->tour, ch, is_key, &t->tour_at)) tour_free(t->tour), t->tour = NULL;
+        t->dirty = true;
+        return;
+    }
     if (t->help) { /* j/k scroll; any other key closes */
         if (ch == 'j' || (is_key && ch == KEY_DOWN)) t->help_top++;
         else if (ch == 'k' || (is_key && ch == KEY_UP)) t->help_top--;
@@ -734,6 +777,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
     ui_cmdline_end();
     delwin(t.cmdwin);
     fv_free(&t.fv);
+    tour_free(t.tour);
     free(t.keys);
     tv_free(&t.tv);
     tv_layout_free(&t.lay);
