@@ -26,6 +26,7 @@ struct tour {
     float fork_p[2];      /* and their probabilities */
     int32_t n_layer;
     float rope_base;
+    float rope_base_swa;  /* the windowed layers' base, when they have their own (else 0) */
     int32_t rope_dim;
 };
 
@@ -147,57 +148,62 @@ static void scr_forest(FILE *fp, const tour *t) {
                 "one forward pass of the model over a batch of rows, one row per token.\n");
 }
 
-static void scr_prefill(FILE *fp, const tour *t) {
-    mask_view *v = t->step[0];
-    const mv_row *last = &v->rows[v->n_rows - 1];
-    fprintf(fp, "The tour, 2 of %d: step 0, the prefill (%d rows)\n\n", N_SCREENS, v->n_rows);
+/* Step s's screen: its title, lead, rows, middle, mask grid and end, in that order. */
+static void put_step(FILE *fp, const tour *t, int32_t s, const char *title, const char *lead, const char *middle,
+                     const char *end) {
+    mask_view *v = t->step[s];
+    fprintf(fp, "The tour, %d of %d: step %d, %s (%d rows)\n\n%s", s + 2, N_SCREENS, s, title, v->n_rows, lead);
     put_rows(fp, v);
-    fprintf(fp, "\nEach row is one token. pos is its RoPE position: how deep it sits in the tree\n"
-                "(the first token is at 0). slot is where its K and V are kept. Only row %d,\n"
-                "\"%s\", returns logits: the model's guess at the token after it.\n\n", v->n_rows - 1, last->text);
-    fprintf(fp, "The mask says which slots each row may attend to ('#'):\n");
+    fprintf(fp, "\n%s", middle);
     put_grid(fp, t, v);
-    fprintf(fp, "\nA triangle: each token sees itself and the tokens before it, never after.\n"
-                "That is plain causal attention, as any language model decodes.\n");
+    fprintf(fp, "\n%s", end);
+}
+
+static void scr_prefill(FILE *fp, const tour *t) {
+    const mask_view *v = t->step[0];
+    char mid[512];
+    snprintf(mid, sizeof mid,
+             "Each row is one token. pos is its RoPE position: how deep it sits in the tree\n"
+             "(the first token is at 0). slot is where its K and V are kept. Only row %d,\n"
+             "\"%s\", returns logits: the model's guess at the token after it.\n\n"
+             "The mask says which slots each row may attend to ('#'):\n", v->n_rows - 1, v->rows[v->n_rows - 1].text);
+    put_step(fp, t, 0, "the prefill", "", mid,
+             "A triangle: each token sees itself and the tokens before it, never after.\n"
+             "That is plain causal attention, as any language model decodes.\n");
 }
 
 static void scr_fork(FILE *fp, const tour *t) {
-    mask_view *v = t->step[1];
-    const mv_row *a = &v->rows[0], *b = &v->rows[1];
-    char parent[40];
+    const mv_row *a = &t->step[1]->rows[0], *b = &t->step[1]->rows[1];
+    char parent[40], lead[512], mid[512];
     slot_text(t, t->step[0]->rows[t->step[0]->n_rows - 1].slot, parent, sizeof parent);
-    fprintf(fp, "The tour, 3 of %d: step 1, a fork (%d rows)\n\n", N_SCREENS, v->n_rows);
-    fprintf(fp, "After \"%s\" the model's two likeliest tokens are \"%s\" (%.0f%%) and \"%s\"\n"
-                "(%.0f%%). Both become children of \"%s\", and one step computes both:\n\n",
-            parent, a->text, 100 * t->fork_p[0], b->text, 100 * t->fork_p[1], parent);
-    put_rows(fp, v);
-    fprintf(fp, "\nSiblings share a position: rows 0 and 1 are both at pos %d, the %dth token of\n"
-                "their sequence, so RoPE turns them alike. They do not share a slot: row 0's K\n"
-                "and V go to slot %d, row 1's to slot %d (the middle of the free cache, so each\n"
-                "branch can grow as one run of slots).\n\n", a->pos, a->pos + 1, a->slot, b->slot);
-    fprintf(fp, "The mask:\n");
-    put_grid(fp, t, v);
-    fprintf(fp, "\nBoth rows see the prompt's slots (computed once, shared), each sees its own\n"
-                "slot, and neither sees the other's: two sequences, as if decoded alone.\n");
+    snprintf(lead, sizeof lead,
+             "After \"%s\" the model's two likeliest tokens are \"%s\" (%.0f%%) and \"%s\"\n"
+             "(%.0f%%). Both become children of \"%s\", and one step computes both:\n\n",
+             parent, a->text, 100 * t->fork_p[0], b->text, 100 * t->fork_p[1], parent);
+    snprintf(mid, sizeof mid,
+             "Siblings share a position: rows 0 and 1 are both at pos %d, token number %d of\n"
+             "their sequence, so RoPE turns them alike. They do not share a slot: row 0's K\n"
+             "and V go to slot %d, row 1's to slot %d (the middle of the free cache, so each\n"
+             "branch can grow as one run of slots).\n\nThe mask:\n", a->pos, a->pos + 1, a->slot, b->slot);
+    put_step(fp, t, 1, "a fork", lead, mid,
+             "Both rows see the prompt's slots (computed once, shared), each sees its own\n"
+             "slot, and neither sees the other's: two sequences, as if decoded alone.\n");
 }
 
 static void scr_grow(FILE *fp, const tour *t) {
-    mask_view *v = t->step[2];
-    fprintf(fp, "The tour, 4 of %d: step 2, both branches grow (%d rows)\n\n", N_SCREENS, v->n_rows);
-    fprintf(fp, "Each branch gets its likeliest next token, again in one step:\n\n");
-    put_rows(fp, v);
-    fprintf(fp, "\nOne step further down the tree, one position further: pos %d for both. Each\n"
-                "row has its own parent: row 0's is slot %d, row 1's slot %d. The mask:\n",
-            v->rows[0].pos, t->step[1]->rows[0].slot, t->step[1]->rows[1].slot);
-    put_grid(fp, t, v);
-    fprintf(fp, "\nEach row sees the shared prompt and its own branch (its parent and itself),\n"
-                "never the other branch. This is a tree mask: many sequences in one pass.\n");
+    char mid[512];
+    snprintf(mid, sizeof mid,
+             "One step further down the tree, one position further: pos %d for both. Each\n"
+             "row has its own parent: row 0's is slot %d, row 1's slot %d. The mask:\n",
+             t->step[2]->rows[0].pos, t->step[1]->rows[0].slot, t->step[1]->rows[1].slot);
+    put_step(fp, t, 2, "both branches grow", "Each branch gets its likeliest next token, again in one step:\n\n", mid,
+             "Each row sees the shared prompt and its own branch (its parent and itself),\n"
+             "never the other branch. This is a tree mask: many sequences in one pass.\n");
 }
 
 /* Row r's weights of step 2, one "token weight" per slot it sees, wrapped. */
 static void put_weights(FILE *fp, const tour *t, const mask_view *v, int32_t r) {
-    fprintf(fp, "  row %d \"%s\":", r, v->rows[r].text);
-    int col = 12;
+    int col = fprintf(fp, "  row %d \"%s\":", r, v->rows[r].text);
     double sum = 0;
     for (int32_t c = 0; c < v->n_cols; c++) {
         if (!mv_sees(v, r, c)) continue;
@@ -236,6 +242,9 @@ static void scr_rope(FILE *fp, const tour *t) {
             t->rope_base, t->rope_dim, RV_PAIRS);
     for (int i = 0; i < 3; i++)
         if (rv_view_line(v, 0, i, line, sizeof line, 76, false)) fprintf(fp, "  %s\n", line);
+    if (t->rope_base_swa > 0)
+        fprintf(fp, "\n(These are the global layers' angles; the sliding-window layers turn with\nbase %.0f, by the same rule.)\n",
+                t->rope_base_swa);
     fprintf(fp, "\nRow 1, in the other branch at the same position, turns exactly as row 0 does;\n"
                 "the parent, one position less, one step less. A score q.k depends only on\n"
                 "the difference of the two positions, so both branches see the prompt from\n"
@@ -246,10 +255,10 @@ static void scr_try(FILE *fp) {
     fprintf(fp, "The tour, 7 of %d: try it\n\n", N_SCREENS);
     fprintf(fp, "In the TUI (default keys): c forks the selected node into chains, n grows\n"
                 "it, v shows the mask pane of the last step (its rows, positions, slots and\n"
-                "mask, as here), A adds the attention weights, [ and ] go back and forth\n"
-                "through the last steps, and the lines under the grid turn the selected row\n"
-                "by RoPE beside its parent and another branch. :export FILE.svg draws the\n"
-                "forest and the mask as a picture.\n\n"
+                "mask, as here) and Tab moves there. In it A adds the attention weights from\n"
+                "the next step on, [ and ] go back and forth through the last steps, and R\n"
+                "turns the selected row by RoPE beside its parent and another branch.\n"
+                ":export FILE.svg draws the forest and the mask as a picture.\n\n"
                 "From the shell: multidecode plan -m MODEL -p TEXT -k 2 -s 3 --attn L\n"
                 "prints each step's rows and mask; --slide FILE.svg makes the picture.\n");
 }
@@ -287,6 +296,7 @@ tour *tour_build(model_ctx *c, const tok *tk, const char *prompt, st_err *err) {
     if (!rc) {
         t->tk = tk, t->n_prompt = n, t->n_layer = hp->n_layer;
         t->rope_base = hp->rope_base, t->rope_dim = hp->rope_dim;
+        t->rope_base_swa = hp->n_swa > 0 && hp->rope_base_swa != hp->rope_base ? hp->rope_base_swa : 0;
         t->f = forest_init(model_ctx_n_slots(c), TOUR_TOPK);
         for (int32_t s = 0; s < TOUR_STEPS; s++) t->step[s] = malloc(sizeof(mask_view));
         bool ok = t->f;
