@@ -255,6 +255,17 @@ static void check_slide(const char *svg) {
     }
     T_CHECK(texts > 20 && outside == 0 && boxes > 16 && clipped == 0,
             "%d texts, %d outside the view box; %d box labels, %d wider than their box", texts, outside, boxes, clipped);
+    /* the mask's columns are named by their tokens: the prompt's run "the prompt", no slot numbers */
+    int named = 0, numbered = 0, prompt = 0;
+    for (const char *p = svg; (p = strstr(p, "<text class=\"slot\"")); p++) {
+        const char *body = strchr(p, '>') + 1;
+        int a, b;
+        numbered += sscanf(body, "%d-%d<", &a, &b) == 2 || sscanf(body, "%d<", &a) == 1;
+        prompt += !strncmp(body, "the prompt<", 11);
+        named++;
+    }
+    T_CHECK(named > 8 && numbered == 0 && prompt == 1, "slide mask columns: %d named, %d by slot number, %d 'the prompt'",
+            named, numbered, prompt);
     char colour[64][40] = {{0}};
     int lines = 0, same = 0;
     for (const char *p = svg; (p = strstr(p, "data-line=\"")); p++) {
