@@ -50,6 +50,22 @@ static ui_job cmd_job(const char *line, forest_id node) {
     return c.job;
 }
 
+/* The worker's save and load (app/cmd_tui.c's, less the model check): the session with
+ * the scores the worker hands over. */
+static st_code save_cb(void *ud, const char *path, const forest *f, session_settings *s, st_err *err) {
+    return session_save(path, f, s, NULL, ud, err);
+}
+
+static forest *load_cb(void *ud, const char *path, bool force, sample_params *sp, session_meta **meta, st_err *err) {
+    (void)ud, (void)force;
+    session_settings s = session_settings_default();
+    session_load_params lp = session_load_default_params();
+    forest *f = session_load(path, &lp, &s, NULL, err);
+    if (f) *sp = s.sample, *meta = s.meta, s.meta = NULL;
+    session_settings_free(&s);
+    return f;
+}
+
 /* A SmolLM2 worker with its chat template over a fresh forest; NULL (skipped or
  * failed) when the model is absent. *m, *tk, *c are the caller's to free. */
 /* The chat template text of m, NULL when it has none. */
@@ -73,7 +89,7 @@ static ui_worker *smol_worker(model **m, tok **tk, model_ctx **c) {
     static char sys[512];
     chat_default_system(jinja, sys, sizeof sys);
     ui_worker_params wp = {.ctx = *c, .tk = *tk, .f = forest_init(1024, 8), .sp = sample_default_params(),
-                           .budget = 32, .model_name = "smol", .backend = "cpu",
+                           .budget = 32, .model_name = "smol", .backend = "cpu", .save = save_cb, .ud = *tk,
                            .chat = {.kind = chat_detect(jinja), .system = sys[0] ? sys : NULL}};
     ui_worker *w = *c && wp.f ? ui_worker_start(&wp, &err) : NULL;
     T_CHECK(w && wp.chat.kind != CHAT_NONE, "SmolLM2 worker with a chat template: %s", err.msg);
@@ -155,6 +171,15 @@ static void test_beam_agrees(void) {
     FILE *in = fopen(md, "r");
     if (in) text[fread(text, 1, sizeof text - 1, in)] = 0, fclose(in);
     T_CHECK(strstr(text, want) && !strstr(want, "none"), "'%s' in the export: %.300s", want, text);
+    remove(md);
+    /* ... and so does :save (the CLI's sessions did, the TUI's had "chat_template": "") */
+    snprintf(md, sizeof md, "/tmp/test_ui_runs.%d.json", (int)getpid());
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_SAVE, .text = md}, msg, sizeof msg), ":save: %s", msg);
+    json_t *saved = json_load_file(md, 0, NULL);
+    const char *tmpl = json_string_value(json_object_get(json_object_get(saved, "settings"), "chat_template"));
+    T_CHECK(tmpl && !strcmp(tmpl, chat_name(chat_detect(t_smol_jinja(m)))), ":save records the chat template: '%s'",
+            tmpl ? tmpl : "(none)");
+    json_decref(saved);
     remove(md);
     json_decref(cli);
     free(out);
@@ -446,29 +471,6 @@ out:
     model_ctx_free(c);
     tok_free(tk);
     model_free(m);
-}
-
-/* The worker's save and load (app/cmd_tui.c's, less the model check): the session with
- * the scores the worker hands over. */
-static st_code save_cb(void *ud, const char *path, const forest *f, const sample_params *sp, session_meta *meta,
-                       st_err *err) {
-    session_settings s = session_settings_default();
-    s.sample = *sp;
-    s.meta = meta;
-    st_code rc = session_save(path, f, &s, NULL, ud, err);
-    s.meta = NULL;
-    session_settings_free(&s);
-    return rc;
-}
-
-static forest *load_cb(void *ud, const char *path, bool force, sample_params *sp, session_meta **meta, st_err *err) {
-    (void)ud, (void)force;
-    session_settings s = session_settings_default();
-    session_load_params lp = session_load_default_params();
-    forest *f = session_load(path, &lp, &s, NULL, err);
-    if (f) *sp = s.sample, *meta = s.meta, s.meta = NULL;
-    session_settings_free(&s);
-    return f;
 }
 
 /* The timed autosave to path (quiet) after a run: true when it saved and the message

@@ -229,12 +229,22 @@ static session_meta *scores_meta(const ui_worker *w, st_err *err) {
     return m;
 }
 
+/* What a save or an export records besides the forest: the sampler, the chat template the
+ * typed turns were written in and the scores. The caller frees *s; ST_ERR_NOMEM. */
+static st_code worker_settings(const ui_worker *w, session_settings *s, st_err *err) {
+    *s = session_settings_default();
+    s->sample = w->sp;
+    if (w->chat_on) snprintf(s->chat_template, sizeof s->chat_template, "%s", chat_name(w->chat.kind));
+    return (s->meta = scores_meta(w, err)) ? ST_OK : err->code;
+}
+
 static st_code save_job(ui_worker *w, const ui_job *j, st_err *err) {
     if (!w->save) return st_set(err, ST_ERR_ARG, "saving is not available");
     if (j->u.save.if_changed && !w->touched) return ST_OK; /* nothing this run made */
-    session_meta *meta = scores_meta(w, err);
-    st_code rc = meta ? w->save(w->ud, j->text, w->f, &w->sp, meta, err) : err->code;
-    session_meta_free(meta);
+    session_settings s;
+    st_code rc = worker_settings(w, &s, err);
+    if (!rc) rc = w->save(w->ud, j->text, w->f, &s, err);
+    session_settings_free(&s);
     if (rc) return rc;
     w->unsaved_since = 0;
     if (!j->u.save.autosave) w->modified = false; /* the autosave is replaced by the next run's */
@@ -293,12 +303,10 @@ static st_code export_job(ui_worker *w, const ui_job *j, st_err *err) {
     snprintf(path, sizeof path, "%s", j->text);
     int parts = svg_parts(path);
     if (parts) return export_svg(w, path, parts, j->text, err);
-    session_settings s = session_settings_default();
-    s.sample = w->sp;
-    if (w->chat_on) snprintf(s.chat_template, sizeof s.chat_template, "%s", chat_name(w->chat.kind));
-    st_code rc = (s.meta = scores_meta(w, err)) ? session_save_markdown(j->text, w->f, w->tk, &s, NULL, err)
-                                                : err->code;
-    session_meta_free(s.meta);
+    session_settings s;
+    st_code rc = worker_settings(w, &s, err);
+    if (!rc) rc = session_save_markdown(j->text, w->f, w->tk, &s, NULL, err);
+    session_settings_free(&s);
     if (!rc) say(w, "exported %s", j->text);
     return rc;
 }

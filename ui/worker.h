@@ -34,9 +34,9 @@
 #include "scores.h"
 #include "status.h"
 
-/* meta (borrowed for the call) holds the nodes' scores, saved with them. */
-typedef st_code (*ui_save_fn)(void *ud, const char *path, const forest *f, const sample_params *sp,
-                              session_meta *meta, st_err *err);
+/* s (the worker's, for the call; the callback may fill its model_path) holds the sampler,
+ * the chat template typed turns were written in ("" none) and the nodes' scores. */
+typedef st_code (*ui_save_fn)(void *ud, const char *path, const forest *f, session_settings *s, st_err *err);
 /* Returns a new forest (every node pending) and fills *sp and *meta (the nodes' scores;
  * NULL when the file has none; the caller frees it), or NULL + err (ST_ERR_ARG for a
  * session saved with another model, unless force: its tokens are checked against this
