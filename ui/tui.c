@@ -3,7 +3,8 @@
  * redraws when the worker's version changes or the user moved. Drawing takes the
  * worker's lock with trylock, so a running step never blocks the screen: the last frame
  * stays up until the step lands. Layout (top to bottom): title, panes (forest | text or
- * mask), status line, command line. Below 80x24 only a message is drawn. */
+ * mask), status line, message, key bar (the command line over it while open). Below
+ * 80x24 only a message is drawn. */
 #include "base/clock.h"
 #include "tui.h"
 
@@ -18,6 +19,7 @@
 #include "cmdline.h"
 #include "command.h"
 #include "forest_view.h"
+#include "keybar.h"
 #include "keys.h"
 #include "screen.h"
 #include "text_view.h"
@@ -276,6 +278,16 @@ static void draw_help(tui *t, int h, int w) {
     }
 }
 
+/* The bottom line: the focused pane's keys (keybar.h), each key bold before its name. */
+static void draw_keybar(tui *t, int y, int w) {
+    ui_keybar_item it[UI_ACT_N];
+    int32_t n = ui_keybar(&t->km, t->focus, w, it, UI_ACT_N);
+    for (int32_t i = 0; i < n; i++) {
+        put_line(y, it[i].col, it[i].key, ui_screen_attr(UI_PAIR_TITLE) | A_BOLD);
+        put_line(y, it[i].name_col, it[i].name, ui_screen_attr(UI_PAIR_DIM));
+    }
+}
+
 static void draw(tui *t) {
     int H = LINES, W = COLS;
     erase();
@@ -320,7 +332,7 @@ static void draw(tui *t) {
         if (!used) break;
     }
     int rows = nm > 1 ? nm : 1;
-    int ph = H - 2 - rows, fw = W * 2 / 5;
+    int ph = H - 3 - rows, fw = W * 2 / 5;
     t->pane_h = ph;
     draw_forest(t, f, 1, ph, fw);
     for (int y = 0; y < ph; y++) mvaddstr(1 + y, fw, ui_screen_utf8() ? "\xe2\x94\x82" : "|");
@@ -329,8 +341,9 @@ static void draw(tui *t) {
     ui_stats st;
     ui_worker_stats(t->w, &st);
     ui_status_format(&st, buf, sizeof buf, W);
-    put_line(H - 1 - rows, 0, buf, ui_screen_attr(UI_PAIR_STATUS));
-    for (int r = 0; r < nm; r++) put_line(H - rows + r, 0, mrow[r], ui_screen_attr(UI_PAIR_MSG));
+    put_line(H - 2 - rows, 0, buf, ui_screen_attr(UI_PAIR_STATUS));
+    for (int r = 0; r < nm; r++) put_line(H - 1 - rows + r, 0, mrow[r], ui_screen_attr(UI_PAIR_MSG));
+    draw_keybar(t, H - 1, W);
     refresh();
     if (ui_cmdline_active()) ui_cmdline_redraw();
 }
@@ -606,7 +619,7 @@ static void on_mouse(tui *t) {
     ui_worker_lock(t->w);
     const forest *f = ui_worker_forest(t->w);
     /* the pane layout draw() used: forest | mask, pane_h rows from line 1 */
-    int fw = COLS * 2 / 5, ph = t->pane_h > 0 ? t->pane_h : LINES - 3;
+    int fw = COLS * 2 / 5, ph = t->pane_h > 0 ? t->pane_h : LINES - 4;
     bool in_mask = t->mask && me.x > fw && me.y >= 1 && me.y < 1 + ph;
     mask_view *mv = ui_worker_mask_mut(t->w);
     forest_id clicked = FOREST_NONE;
