@@ -410,6 +410,66 @@ out:
     model_free(m);
 }
 
+/* The top of a chain under root that leaf is the end of (its node right below root). */
+static forest_id chain_top(const forest *f, forest_id root, forest_id leaf) {
+    for (const forest_node *nd; (nd = forest_get(f, leaf)) && nd->parent >= 0; leaf = forest_id_at(f, nd->parent))
+        if (forest_id_at(f, nd->parent) == root) return leaf;
+    return FOREST_NONE;
+}
+
+/* :cot 4 100, then p, d on one chain, p, as a user steers: the prune lands at the next
+ * step boundary (it was refused: "cancel the running strategy before pruning"), the
+ * chain is gone and the other three grow on to the budget; the run's summary counts it. */
+static void test_prune_during_run(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    forest_id root, lv[8];
+    ui_worker_params wp = {.sp = sample_default_params(), .budget = 8, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = stories_worker(&wp, &m, &tk, &c, &root);
+    if (!w) goto out;
+    char msg[1024];
+    ui_job j = cmd_job(":cot 4 100", root);
+    forest_id top = FOREST_NONE;
+    ui_worker_lock(w);
+    uint64_t no = ui_worker_message(w, msg, sizeof msg);
+    ui_worker_post(w, &j);
+    ui_worker_unlock(w);
+    for (time_t t0 = time(NULL); top == FOREST_NONE && time(NULL) - t0 < 60; usleep(1000)) {
+        ui_worker_lock(w);
+        const forest *f = ui_worker_forest(w);
+        int32_t n = ui_worker_running(w, lv, 8);
+        if (n == 4 && forest_get(f, lv[1])->depth >= forest_get(f, root)->depth + 3) {
+            top = chain_top(f, root, lv[1]);
+            ui_job p = {.kind = UI_JOB_PAUSE}, d = {.kind = UI_JOB_PRUNE, .node = top};
+            ui_worker_post(w, &p), ui_worker_post(w, &d), ui_worker_post(w, &p); /* between two steps */
+        }
+        ui_worker_unlock(w);
+    }
+    bool idle = false;
+    for (time_t t0 = time(NULL); !idle && time(NULL) - t0 < 120; usleep(2000)) {
+        ui_worker_lock(w);
+        idle = ui_worker_message(w, msg, sizeof msg) != no && !ui_worker_busy(w) && !strncmp(msg, "done", 4);
+        ui_worker_unlock(w);
+    }
+    ui_worker_lock(w);
+    const forest *f = ui_worker_forest(w);
+    int32_t n = leaves_below(w, root, lv, 8), full = 0;
+    for (int32_t i = 0; i < n; i++) full += forest_get(f, lv[i])->depth == forest_get(f, root)->depth + 100;
+    T_CHECK(top != FOREST_NONE && !forest_get(f, top) && n == 3 && full == 3,
+            "d during :cot 4 100: the chain is gone, the other %d grew to the budget (%d of them)", (int)n, (int)full);
+    ui_worker_unlock(w);
+    T_CHECK(idle && strstr(msg, "done: 4 of 4 chains") && strstr(msg, "budget (3), pruned (1)"), "the summary: %s",
+            msg);
+    /* once the run is over, u puts the chain back */
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_UNDO}, msg, sizeof msg) && strstr(msg, "restored"), "u after: %s", msg);
+    ui_worker_stop(w);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 /* What a long pass reported (forward_progress), and after how many reports it stops. */
 typedef struct pass_log {
     int32_t done[16], rows, n, stop_at;
@@ -550,6 +610,7 @@ int main(void) {
     test_scores_last();
     test_attn_setting();
     test_undo_computed();
+    test_prune_during_run();
     test_prefill_progress();
     return t_done();
 }

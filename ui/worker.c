@@ -36,10 +36,20 @@ static st_code restored(ui_worker *w, const ui_prune_info *in, st_err *err) {
     return rc; /* paused (a full KV cache): its message says what to do */
 }
 
+/* Whether a prune or redo (not an undo, whose step to compute what it restores waits for
+ * the run) may go on while w->run runs: the strategy then lets go of what went. */
+static st_code prune_while_running(const ui_worker *w, const ui_job *j, st_err *err) {
+    const char *name = strategy_ops_of(w->run)->name;
+    if (j->kind == UI_JOB_UNDO) return st_set(err, ST_ERR_ARG, "%s is running: undo once it ends (or x stops it)", name);
+    if (!strategy_takes_prunes(w->run))
+        return st_set(err, ST_ERR_ARG, "%s cannot lose a branch while it runs: x stops it, then d", name);
+    return ST_OK;
+}
+
 static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
     /* plain steps (s, or the last undo's) end first, so that u u u undoes three levels */
     while (w->run && !w->paused && strategy_ops_of(w->run)->kind == STRAT_STEPS) worker_run_step(w);
-    if (w->run) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
+    if (w->run && prune_while_running(w, j, err)) return err->code;
     ui_prune_info in;
     forest_id top;
     st_code rc = j->kind == UI_JOB_PRUNE  ? ui_undo_prune(&w->undo, w->f, j->node, &in, err)
@@ -47,6 +57,7 @@ static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
                                           : ui_undo_redo(&w->undo, w->f, &in, err);
     if (rc) return rc;
     w->focus = in.near;
+    if (w->run) return worker_run_forget(w, &in), ST_OK;
     if (j->kind == UI_JOB_PRUNE) say_pruned(w, "pruned", &in, ": u undoes");
     else if (j->kind == UI_JOB_UNDO) return restored(w, &in, err);
     else say_pruned(w, "pruned", &in, " again: u undoes");

@@ -101,6 +101,10 @@ void worker_run_step(ui_worker *w);
 void worker_run_pause(ui_worker *w);
 /* s while paused: n more stages of a staged run (then paused again), else n steps now. */
 void worker_run_advance(ui_worker *w, int32_t n);
+/* After the user pruned (in) while w->run runs, between two of its steps: the strategy
+ * lets go of what went (strategy_forget) and goes on, or, left with nothing to grow, ends
+ * as any run ends; the message says which. */
+void worker_run_forget(ui_worker *w, const ui_prune_info *in);
 /* Ends w->run (the rate of its tokens kept for the status line); none running: no-op. */
 void worker_run_stop(ui_worker *w);
 /* text as a chat user turn under node in the form the branch calls for (ask_margins.h):

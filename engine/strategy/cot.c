@@ -269,6 +269,13 @@ static int32_t cot_run_running(const void *self, forest_id *out, int32_t cap) {
     return strat_grow_running(&((const cot_run *)self)->c.g, out, cap);
 }
 
+/* Chains whose leaf went end; a fork node that went leaves nothing to fork. */
+static void cot_run_forget(void *self, const forest *f) {
+    cot_run *r = self;
+    grow_forget(&r->c.g, f);
+    if (!forest_get(f, r->c.from)) r->c.forked = true;
+}
+
 const strategy_ops strat_cot_ops = {
     .name = "cot",
     .kind = STRAT_COT,
@@ -280,5 +287,6 @@ const strategy_ops strat_cot_ops = {
     .n_results = cot_run_n_results,
     .result = cot_run_result,
     .running = cot_run_running,
+    .forget = cot_run_forget,
     .free = cot_run_free,
 };
