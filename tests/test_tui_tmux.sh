@@ -269,6 +269,32 @@ capture | grep -q 'already a branch here' && capture | grep -q "$NODES"; check f
 k q
 sleep 1
 
+# loom editing: e puts the line's text on the command line, and the edited text becomes a
+# branch beside it (forking where the edit begins, the original kept); D shows the
+# selected branch beside the bookmarked one from their first difference; i in the text
+# pane forks at the cursor token with your own words
+restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+k ':set temp 0' Enter ':grow 6' Enter
+settle
+k e
+sleep 0.3
+capture | tail -1 | grep -q '^edit> .*Once upon a time, there was a little'; check edit-prefill $? "e: $(capture | tail -1)"
+k C-u 'Once upon a time, there was a big dog' Enter
+settle
+[ "$(flines)" = 3 ] && msgline | grep -q 'written beside the original'; check edit-writes $? "the edit: $(capture | sed -n 2,5p; msgline)"
+k k m j D
+settle
+capture | sed -n 2p | grep -q 'differ from token [0-9]*: selected | bookmarked' && capture | cut -c42- | grep -q 'big dog' && capture | cut -c42- | grep -q 'little'
+check diff-view $? "D: $(capture | sed -n 2,6p)"
+k D Tab Left Left i
+sleep 0.3
+capture | tail -1 | grep -q '^fork>'; check fork-text-prompt $? "i: $(capture | tail -1)"
+k ' with a red hat' Enter
+settle
+[ "$(flines)" = 5 ] && msgline | grep -q 'written beside the original'; check fork-text $? "i: $(capture | sed -n 2,7p; msgline)"
+k q
+sleep 1
+
 # numbered autosaves: each run's autosave moves to autosave.1.json at the next start
 # (then .2, ...), so a new run never overwrites the last one's work; :load (of the last
 # run's, here) asks before it throws away unsaved work, and n keeps the work
@@ -318,7 +344,7 @@ settle
 check beam-scores $? "beam scores: $(capture | sed -n 2,6p; msgline)"
 k '?'
 settle
-k j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j
+k j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j
 settle
 capture | grep -q '✓  ended: end of text' && capture | grep -q '…  stopped by the budget'; check help-marks $? "the help does not explain the marks: $(capture | grep -A3 Marks)"
 k Escape

@@ -21,6 +21,7 @@
 #include "forest_view.h"
 #include "keybar.h"
 #include "keys.h"
+#include "loom.h"
 #include "screen.h"
 #include "text_view.h"
 #include "uline.h"
@@ -45,6 +46,11 @@ typedef struct tui {
     bool mask, help, quit, dirty;
     bool cmd_is_text;   /* the open command line takes text to append, not a command */
     bool cmd_is_search; /* ... or the text to search the forest pane for */
+    bool cmd_is_write;  /* ... or your own text to write under write_node (an edit, a fork) */
+    forest_id write_node;
+    bool diff;          /* the right pane shows the selected branch beside the bookmarked one */
+    text_view tv2;      /* ... the bookmarked one's, and its rows */
+    tv_layout lay2;
     char search[256];   /* the last search ("" none) */
     int help_top;
     uint64_t seen_version, seen_msg;
@@ -157,14 +163,11 @@ static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
     }
 }
 
-/* The branch's text, wrapped at words (tv_layout); the cursor token reversed; the tail kept
- * in view. */
-static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
+/* tv's text in th rows of w columns from y0, x0, wrapped at words into L (tv_layout); the
+ * cursor token reversed and kept in view. */
+static void draw_pieces(tui *t, const forest *f, text_view *tv, tv_layout *L, int y0, int x0, int th, int w) {
     static const int cls_pair[4] = {UI_PAIR_PROB0, UI_PAIR_PROB1, UI_PAIR_PROB2, UI_PAIR_PROB3};
-    text_view *tv = &t->tv;
-    tv_layout *L = &t->lay;
-    int alt_h = 7, th = h - alt_h;
-    char buf[1024], vis[1024];
+    char buf[1024];
     st_err err = {0};
     if (tv_layout_build(L, tv, f, t->p->wp.tk, w, ui_screen_utf8(), ui_screen_utf8() ? "\xe2\x96\x91" : "_", &err))
         set_msg(t, err.msg);
@@ -181,6 +184,14 @@ static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
         if (tv->cursor >= pc->tok && tv->cursor < pc->next) attr |= A_REVERSE | (t->focus == UI_VIEW_TEXT ? A_BOLD : 0);
         put_line(y0 + pc->row - first, x0 + pc->col, buf, attr);
     }
+}
+
+/* The branch's text (draw_pieces), then the alternatives at the cursor token. */
+static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
+    text_view *tv = &t->tv;
+    int alt_h = 7, th = h - alt_h;
+    char buf[1024], vis[1024];
+    draw_pieces(t, f, tv, &t->lay, y0, x0, th, w);
     /* the alternatives at the cursor */
     int32_t ids[TV_MAX_ALTS];
     float lps[TV_MAX_ALTS];
@@ -205,6 +216,39 @@ static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
         put_line(ya + 1 + k, x0 + (int)strlen(buf), vis, k == tv->alt ? A_BOLD : A_NORMAL);
     }
     if (n == 0) put_line(ya + 1, x0 + 2, "(none kept: run a step, or move the cursor)", ui_screen_attr(UI_PAIR_DIM));
+}
+
+/* The first bookmarked node other than sel (DFS order), or FOREST_NONE. */
+static forest_id bookmarked(const forest *f, forest_id sel) {
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
+        if ((forest_node_at(f, i)->flags & FOREST_BOOKMARK) && forest_id_at(f, i) != sel) return forest_id_at(f, i);
+    return FOREST_NONE;
+}
+
+/* D: the selected branch (left) beside the bookmarked one (right), each with the cursor on
+ * the first token where they differ, so the difference is reversed and in view. */
+static void draw_diff(tui *t, const forest *f, int y0, int x0, int h, int w) {
+    forest_id sel = fv_selected(&t->fv, f), other = bookmarked(f, sel);
+    st_err err = {0};
+    char head[256];
+    if (sel == FOREST_NONE || other == FOREST_NONE || tv_set(&t->tv2, f, other, &err)) {
+        ui_line l = ui_line_make(head, sizeof head, w - 1, ui_screen_utf8());
+        ui_line_put(&l, "D compares the selected branch with a bookmarked one: m marks one first");
+        put_line(y0, x0 + 1, head, A_BOLD);
+        return;
+    }
+    int32_t d = ui_loom_first_diff(f, sel, other), cw = (w - 1) / 2;
+    char text[128];
+    if (d < 0) snprintf(text, sizeof text, " the same tokens (D: back)");
+    else snprintf(text, sizeof text, " differ from token %d: selected | bookmarked (D: back)", (int)d);
+    ui_line l = ui_line_make(head, sizeof head, w, ui_screen_utf8());
+    ui_line_put(&l, text);
+    put_line(y0, x0, head, A_BOLD);
+    t->tv.cursor = d >= 0 && d <= t->tv.n ? d : t->tv.n, t->tv.follow = false;
+    t->tv2.cursor = d >= 0 && d <= t->tv2.n ? d : t->tv2.n, t->tv2.follow = false;
+    draw_pieces(t, f, &t->tv, &t->lay, y0 + 1, x0, h - 1, cw);
+    for (int y = 1; y < h; y++) mvaddstr(y0 + y, x0 + cw, ui_screen_utf8() ? "\xe2\x94\x82" : "|");
+    draw_pieces(t, f, &t->tv2, &t->lay2, y0 + 1, x0 + cw + 1, h - 1, w - cw - 1);
 }
 
 static void draw_mask(tui *t, int y0, int x0, int h, int w) {
@@ -337,6 +381,7 @@ static void draw(tui *t) {
     draw_forest(t, f, 1, ph, fw);
     for (int y = 0; y < ph; y++) mvaddstr(1 + y, fw, ui_screen_utf8() ? "\xe2\x94\x82" : "|");
     if (t->mask) draw_mask(t, 1, fw + 1, ph, W - fw - 1);
+    else if (t->diff) draw_diff(t, f, 1, fw + 1, ph, W - fw - 1);
     else draw_text(t, f, 1, fw + 1, ph, W - fw - 1);
     ui_stats st;
     ui_worker_stats(t->w, &st);
@@ -437,6 +482,56 @@ static void search_text(tui *t, const char *text) {
     ui_worker_unlock(t->w);
 }
 
+/* Opens the command line for your own text under node (an edit, a fork), prefilled with
+ * text; a line break reads "\n" there. */
+static void open_write(tui *t, forest_id node, const char *prompt, const char *text) {
+    size_t n = strlen(text), k = 0;
+    char *esc = malloc(2 * n + 1);
+    if (!esc) return set_msg(t, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        if (text[i] == '\n') esc[k++] = '\\', esc[k++] = 'n';
+        else esc[k++] = text[i];
+    esc[k] = '\0';
+    t->cmd_is_text = t->cmd_is_search = false;
+    t->cmd_is_write = true, t->write_node = node;
+    ui_cmdline_open_with(t->cmdwin, prompt, esc);
+    free(esc);
+}
+
+/* e: the selected line's text to edit, written beside the line under its parent. */
+static void edit_line(tui *t, const forest *f) {
+    if (!t->fv.n_lines) return;
+    const fv_line *ln = &t->fv.lines[t->fv.cursor];
+    char *s = ui_loom_line_text(f, t->p->wp.tk, ln->start, ln->end);
+    int32_t parent = forest_node_at(f, ln->start)->parent;
+    if (s) open_write(t, parent >= 0 ? forest_id_at(f, parent) : FOREST_NONE, "edit> ", s);
+    free(s);
+}
+
+/* i: your own text at the text pane's cursor token, a branch beside that token. */
+static void fork_text(tui *t, const forest *f) {
+    int32_t ids[TV_MAX_ALTS];
+    float lps[TV_MAX_ALTS];
+    forest_id parent;
+    tv_alts(&t->tv, f, ids, lps, TV_MAX_ALTS, &parent);
+    if (t->tv.n == 0) return set_msg(t, "nothing selected");
+    open_write(t, parent, "fork> ", "");
+}
+
+/* The text finished at an edit> or fork> prompt ("\n": a line break), written. */
+static void write_text(tui *t, const char *line) {
+    char *s = strdup(line);
+    if (!s) return set_msg(t, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; line[i]; i++)
+        if (line[i] == '\\' && line[i + 1] == 'n') s[k++] = '\n', i++;
+        else s[k++] = line[i];
+    s[k] = '\0';
+    post(t, (ui_job){.kind = UI_JOB_WRITE, .node = t->write_node, .text = s});
+    free(s);
+    t->dirty = true;
+}
+
 /* Text typed at the append> prompt goes under the selected node as it is. */
 static void append_text(tui *t, const char *text) {
     post(t, (ui_job){.kind = UI_JOB_APPEND, .node = selected(t), .text = text});
@@ -533,6 +628,12 @@ static void do_action(tui *t, int a) {
     case UI_ACT_EXPAND: fv_fold(&t->fv, f, false); break;
     case UI_ACT_TOGGLE:
         if (t->fv.n_lines) fv_fold(&t->fv, f, !fv_is_folded(&t->fv, f, t->fv.lines[t->fv.cursor].start));
+        break;
+    case UI_ACT_EDIT: edit_line(t, f); break;
+    case UI_ACT_FORK_TEXT: fork_text(t, f); break;
+    case UI_ACT_DIFF:
+        t->diff = !t->diff, t->mask = false;
+        if (!t->diff) t->tv.follow = true;
         break;
     case UI_ACT_SCAFFOLD:
         t->fv.raw = !t->fv.raw;
@@ -650,7 +751,10 @@ static void on_key(tui *t, int ch, bool is_key) {
     if (ui_cmdline_active()) {
         char *line = NULL;
         if (ui_cmdline_feed(ch, is_key, &line)) {
-            if (line && t->cmd_is_search) {
+            if (line && t->cmd_is_write) {
+                if (*line) write_text(t, line);
+                free(line);
+            } else if (line && t->cmd_is_search) {
                 search_text(t, line);
                 free(line);
             } else if (line && t->cmd_is_text) { /* text, verbatim: leading spaces and ':' kept */
@@ -663,6 +767,7 @@ static void on_key(tui *t, int ch, bool is_key) {
                 run_command(t, full);
                 free(line);
             }
+            t->cmd_is_write = false;
             t->dirty = true;
         }
         return;
@@ -704,6 +809,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
     set_msg(&t, kmsg[0] ? kmsg : p->hello ? p->hello : "");
     fv_init(&t.fv, ui_screen_utf8());
     tv_init(&t.tv);
+    tv_init(&t.tv2);
     if (!(t.w = ui_worker_start(&p->wp, err))) {
         ui_screen_end();
         return err->code;
@@ -749,7 +855,9 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
     fv_free(&t.fv);
     free(t.keys);
     tv_free(&t.tv);
+    tv_free(&t.tv2);
     tv_layout_free(&t.lay);
+    tv_layout_free(&t.lay2);
     ui_screen_end();
     return ST_OK;
 }

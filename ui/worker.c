@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "session/session.h"
 #include "judge_job.h"
+#include "loom.h"
 #include "svg.h"
 #include "worker_impl.h"
 
@@ -193,6 +194,20 @@ static st_code append_job(ui_worker *w, const ui_job *j, st_err *err) {
     return rc;
 }
 
+/* Your own text under node (an edited line, a fork at a token): the branch it makes, or
+ * the one that already had that text, selected. */
+static st_code write_job(ui_worker *w, const ui_job *j, st_err *err) {
+    if (check_not_dimmed(w, forest_get(w->f, j->node), err)) return err->code;
+    forest_id leaf;
+    bool made;
+    st_code rc = ui_loom_write(w->f, w->tk, j->node, j->text ? j->text : "", &leaf, &made, err);
+    if (rc) return rc;
+    w->focus = leaf;
+    say(w, "%s", made ? "written beside the original, which stays: n grows it, d prunes it"
+                      : "that text is a branch here already: selected it");
+    return ST_OK;
+}
+
 /* The log-probability of token among node's stored alternatives (the pane showed it);
  * NAN when it is not among them. */
 static float alt_logprob(const forest *f, forest_id node, int32_t token) {
@@ -347,6 +362,7 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
     case UI_JOB_KEEP: return keep_job(w, j, err);
     case UI_JOB_APPEND: return append_job(w, j, err);
     case UI_JOB_FORK: return fork_job(w, j, err);
+    case UI_JOB_WRITE: return write_job(w, j, err);
     case UI_JOB_BOOKMARK: return bookmark_job(w, j, err);
     case UI_JOB_SET: return set_param(w, j->text ? j->text : "", j->u.set.value, err);
     case UI_JOB_SAVE: return save_job(w, j, err);
