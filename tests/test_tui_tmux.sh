@@ -272,7 +272,7 @@ sleep 1
 # loom editing: e puts the line's text on the command line, and the edited text becomes a
 # branch beside it (forking where the edit begins, the original kept); D shows the
 # selected branch beside the bookmarked one from their first difference; i in the text
-# pane forks at the cursor token with your own words
+# pane forks at the cursor token with your own words; :name names a branch
 restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
 k ':set temp 0' Enter ':grow 6' Enter
 settle
@@ -286,6 +286,10 @@ k k m j D
 settle
 capture | sed -n 2p | grep -q 'differ from token [0-9]*: selected | bookmarked' && capture | cut -c42- | grep -q 'big dog' && capture | cut -c42- | grep -q 'little'
 check diff-view $? "D: $(capture | sed -n 2,6p)"
+# :name names the selected line's branch, drawn at its end
+k ':name hero' Enter
+settle
+capture | sed -n 2,6p | grep -q 'big dog «hero»'; check name $? ":name hero: $(capture | sed -n 2,6p; msgline)"
 k D Tab Left Left i
 sleep 0.3
 capture | tail -1 | grep -q '^fork>'; check fork-text-prompt $? "i: $(capture | tail -1)"

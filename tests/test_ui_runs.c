@@ -225,6 +225,13 @@ static ui_worker *stories_worker(ui_worker_params *wp, model **m, tok **tk, mode
     return w;
 }
 
+/* stories_worker with the session callbacks (save_cb, load_cb) and a grow budget. */
+static ui_worker *saving_worker(int32_t budget, model **m, tok **tk, model_ctx **c, forest_id *root) {
+    ui_worker_params wp = {.sp = sample_default_params(), .budget = budget, .save = save_cb, .load = load_cb,
+                           .model_name = "m", .backend = "cpu"};
+    return stories_worker(&wp, m, tk, c, root);
+}
+
 /* Stops w (NULL: none started) and frees what stories_worker made. */
 static void stories_stop(ui_worker *w, model_ctx *c, tok *tk, model *m) {
     if (w) ui_worker_stop(w);
@@ -244,6 +251,54 @@ static int32_t scores_below(ui_worker *w, forest_id node, double *out, int32_t c
             out[j] = out[j - 1], out[j - 1] = t;
         }
     return k;
+}
+
+/* The node at depth below the first root's first chain (its first child each time). */
+static forest_id first_chain_at(const forest *f, int32_t depth) {
+    forest_id roots[4];
+    forest_id at = forest_roots(f, roots, 4) > 0 ? roots[0] : FOREST_NONE;
+    for (const forest_node *nd; (nd = forest_get(f, at)) && nd->depth < depth && nd->first_child >= 0;)
+        at = forest_id_at(f, nd->first_child);
+    const forest_node *nd = forest_get(f, at);
+    return nd && nd->depth == depth ? at : FOREST_NONE;
+}
+
+/* :name on a grown branch: the name outlasts d and u, and :save and :load ("name" in the
+ * session's node); :name alone clears it. */
+static void test_names_last(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    forest_id root;
+    ui_worker *w = saving_worker(6, &m, &tk, &c, &root);
+    if (!w) goto out;
+    char msg[1024], path[64];
+    snprintf(path, sizeof path, "/tmp/test_ui_runs.names.%d.json", (int)getpid());
+    T_CHECK(run_job(w, cmd_job(":grow", root), msg, sizeof msg), "grow: %s", msg);
+    ui_worker_lock(w);
+    int32_t depth = forest_get(ui_worker_forest(w), root)->depth + 1;
+    forest_id top = first_chain_at(ui_worker_forest(w), depth);
+    ui_worker_unlock(w);
+    ui_job name = cmd_job(":name the café one", top);
+    name.text = "the café one"; /* the TUI passes the command's text (run_command) */
+    T_CHECK(run_job(w, name, msg, sizeof msg) && strstr(msg, "named"), ":name: %s", msg);
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_PRUNE, .node = top}, msg, sizeof msg) &&
+                run_job(w, (ui_job){.kind = UI_JOB_UNDO}, msg, sizeof msg) &&
+                run_job(w, (ui_job){.kind = UI_JOB_SAVE, .text = path}, msg, sizeof msg) &&
+                run_job(w, (ui_job){.kind = UI_JOB_LOAD, .text = path}, msg, sizeof msg),
+            "d, u, :save, :load: %s", msg);
+    ui_worker_lock(w);
+    const char *got = ui_worker_name_of(w, first_chain_at(ui_worker_forest(w), depth));
+    T_CHECK(got && !strcmp(got, "the café one"), "the name after d, u, :save and :load: '%s'", got ? got : "(none)");
+    top = first_chain_at(ui_worker_forest(w), depth);
+    ui_worker_unlock(w);
+    T_CHECK(run_job(w, cmd_job(":name", top), msg, sizeof msg) && strstr(msg, "cleared"), ":name alone: %s", msg);
+    ui_worker_lock(w);
+    T_CHECK(!ui_worker_name_of(w, top), "cleared");
+    ui_worker_unlock(w);
+    remove(path);
+out:
+    stories_stop(w, c, tk, m);
 }
 
 /* :best, a strategy the TUI knows only from the registry: its `:` line and its help and
@@ -559,9 +614,7 @@ static void test_scores_last(void) {
     tok *tk;
     model_ctx *c;
     forest_id root;
-    ui_worker_params wp = {.sp = sample_default_params(), .budget = 8, .save = save_cb, .load = load_cb,
-                           .model_name = "m", .backend = "cpu"};
-    ui_worker *w = stories_worker(&wp, &m, &tk, &c, &root);
+    ui_worker *w = saving_worker(8, &m, &tk, &c, &root);
     if (!w) goto out;
     char msg[1024], path[64], md[64];
     double before[8], after[8];
@@ -611,6 +664,7 @@ int main(void) {
     test_attn_setting();
     test_undo_computed();
     test_prune_during_run();
+    test_names_last();
     test_prefill_progress();
     return t_done();
 }

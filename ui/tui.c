@@ -21,7 +21,7 @@
 #include "forest_view.h"
 #include "keybar.h"
 #include "keys.h"
-#include "loom.h"
+#include "tui_impl.h"
 #include "screen.h"
 #include "text_view.h"
 #include "uline.h"
@@ -29,53 +29,6 @@
 #define MIN_W 80
 #define MIN_H 24
 #define AUTOSAVE_S 30.0
-#define MSG_ROWS 4 /* rows a long message takes, word-wrapped, until the next key */
-#define MSG_CAP 1024
-
-typedef struct tui {
-    const ui_tui_params *p;
-    ui_worker *w;
-    ui_keymap km;
-    forest_view fv;
-    ui_sort sort;         /* :sort; its keys by forest index (t->fv.key) */
-    double *keys;
-    int32_t cap_keys;
-    text_view tv;
-    tv_layout lay;      /* the text pane's rows, rebuilt at each draw */
-    int focus;          /* UI_VIEW_FOREST / TEXT / MASK */
-    bool mask, help, quit, dirty;
-    bool cmd_is_text;   /* the open command line takes text to append, not a command */
-    bool cmd_is_search; /* ... or the text to search the forest pane for */
-    bool cmd_is_write;  /* ... or your own text to write under write_node (an edit, a fork) */
-    forest_id write_node;
-    bool diff;          /* the right pane shows the selected branch beside the bookmarked one */
-    text_view tv2;      /* ... the bookmarked one's, and its rows */
-    tv_layout lay2;
-    char search[256];   /* the last search ("" none) */
-    int help_top;
-    uint64_t seen_version, seen_msg;
-    char msg[MSG_CAP];
-    bool msg_full;      /* the message shown whole (wrapped); after a key only its first row */
-    int pane_h;         /* rows of the panes as last drawn (the message's rows come off) */
-    WINDOW *cmdwin;
-    int forest_h;       /* rows of the forest pane */
-    int mask_gw;        /* columns of the mask grid as last drawn */
-    double last_autosave;
-    bool confirming;    /* the message line asks y/n before confirm_job (a load) runs */
-    ui_job confirm_job;
-    char confirm_text[1024];
-} tui;
-
-static void set_msg(tui *t, const char *m) {
-    snprintf(t->msg, sizeof t->msg, "%.*s", (int)sizeof t->msg - 1, m);
-    t->msg_full = true;
-    t->dirty = true;
-}
-
-static void post(tui *t, ui_job j) {
-    if (!ui_worker_post(t->w, &j)) set_msg(t, "the engine is busy: try again");
-}
-
 /* A save to path; one to the autosave file leaves the work counted as unsaved (the next
  * run's autosave replaces it). */
 static ui_job save_job(const tui *t, const char *path) {
@@ -113,12 +66,6 @@ static void sync_views(tui *t) {
 
 /* ---- drawing ---- */
 
-static void put_line(int y, int x, const char *s, int attr) {
-    attron(attr);
-    mvaddstr(y, x, s);
-    attroff(attr);
-}
-
 static int branch_pair(int32_t start) {
     return UI_PAIR_BRANCH0 + (int)(((uint32_t)start * 2654435761u >> 16) % 6);
 }
@@ -133,10 +80,14 @@ static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
         int32_t i = t->fv.top + r;
         if (i >= t->fv.n_lines) break;
         const fv_line *ln = &t->fv.lines[i];
-        /* a judged branch's or a beam hypothesis's line ends with its score */
-        char sc[32] = "";
+        /* a named line ends with its name (:name), a judged branch's or a beam hypothesis's
+           with its score */
+        char sc[160] = "";
         double score;
-        if (ui_worker_score_of(t->w, forest_id_at(f, ln->end), &score)) snprintf(sc, sizeof sc, " [%.2f]", score);
+        const char *name = ui_worker_name_of(t->w, forest_id_at(f, ln->start));
+        if (name) snprintf(sc, sizeof sc, ui_screen_utf8() ? " \xc2\xab%.100s\xc2\xbb" : " <%.100s>", name);
+        if (ui_worker_score_of(t->w, forest_id_at(f, ln->end), &score))
+            snprintf(sc + strlen(sc), sizeof sc - strlen(sc), " [%.2f]", score);
         int sw = (int)strlen(sc);
         int cls = fv_render(&t->fv, f, t->p->wp.tk, i, running, nr, buf, sizeof buf, w - sw > 8 ? w - sw : w);
         if (sc[0] && w - sw > 8) {
@@ -165,7 +116,7 @@ static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
 
 /* tv's text in th rows of w columns from y0, x0, wrapped at words into L (tv_layout); the
  * cursor token reversed and kept in view. */
-static void draw_pieces(tui *t, const forest *f, text_view *tv, tv_layout *L, int y0, int x0, int th, int w) {
+void tui_draw_pieces(tui *t, const forest *f, text_view *tv, tv_layout *L, int y0, int x0, int th, int w) {
     static const int cls_pair[4] = {UI_PAIR_PROB0, UI_PAIR_PROB1, UI_PAIR_PROB2, UI_PAIR_PROB3};
     char buf[1024];
     st_err err = {0};
@@ -191,7 +142,7 @@ static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
     text_view *tv = &t->tv;
     int alt_h = 7, th = h - alt_h;
     char buf[1024], vis[1024];
-    draw_pieces(t, f, tv, &t->lay, y0, x0, th, w);
+    tui_draw_pieces(t, f, tv, &t->lay, y0, x0, th, w);
     /* the alternatives at the cursor */
     int32_t ids[TV_MAX_ALTS];
     float lps[TV_MAX_ALTS];
@@ -216,39 +167,6 @@ static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
         put_line(ya + 1 + k, x0 + (int)strlen(buf), vis, k == tv->alt ? A_BOLD : A_NORMAL);
     }
     if (n == 0) put_line(ya + 1, x0 + 2, "(none kept: run a step, or move the cursor)", ui_screen_attr(UI_PAIR_DIM));
-}
-
-/* The first bookmarked node other than sel (DFS order), or FOREST_NONE. */
-static forest_id bookmarked(const forest *f, forest_id sel) {
-    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i))
-        if ((forest_node_at(f, i)->flags & FOREST_BOOKMARK) && forest_id_at(f, i) != sel) return forest_id_at(f, i);
-    return FOREST_NONE;
-}
-
-/* D: the selected branch (left) beside the bookmarked one (right), each with the cursor on
- * the first token where they differ, so the difference is reversed and in view. */
-static void draw_diff(tui *t, const forest *f, int y0, int x0, int h, int w) {
-    forest_id sel = fv_selected(&t->fv, f), other = bookmarked(f, sel);
-    st_err err = {0};
-    char head[256];
-    if (sel == FOREST_NONE || other == FOREST_NONE || tv_set(&t->tv2, f, other, &err)) {
-        ui_line l = ui_line_make(head, sizeof head, w - 1, ui_screen_utf8());
-        ui_line_put(&l, "D compares the selected branch with a bookmarked one: m marks one first");
-        put_line(y0, x0 + 1, head, A_BOLD);
-        return;
-    }
-    int32_t d = ui_loom_first_diff(f, sel, other), cw = (w - 1) / 2;
-    char text[128];
-    if (d < 0) snprintf(text, sizeof text, " the same tokens (D: back)");
-    else snprintf(text, sizeof text, " differ from token %d: selected | bookmarked (D: back)", (int)d);
-    ui_line l = ui_line_make(head, sizeof head, w, ui_screen_utf8());
-    ui_line_put(&l, text);
-    put_line(y0, x0, head, A_BOLD);
-    t->tv.cursor = d >= 0 && d <= t->tv.n ? d : t->tv.n, t->tv.follow = false;
-    t->tv2.cursor = d >= 0 && d <= t->tv2.n ? d : t->tv2.n, t->tv2.follow = false;
-    draw_pieces(t, f, &t->tv, &t->lay, y0 + 1, x0, h - 1, cw);
-    for (int y = 1; y < h; y++) mvaddstr(y0 + y, x0 + cw, ui_screen_utf8() ? "\xe2\x94\x82" : "|");
-    draw_pieces(t, f, &t->tv2, &t->lay2, y0 + 1, x0 + cw + 1, h - 1, w - cw - 1);
 }
 
 static void draw_mask(tui *t, int y0, int x0, int h, int w) {
@@ -381,7 +299,7 @@ static void draw(tui *t) {
     draw_forest(t, f, 1, ph, fw);
     for (int y = 0; y < ph; y++) mvaddstr(1 + y, fw, ui_screen_utf8() ? "\xe2\x94\x82" : "|");
     if (t->mask) draw_mask(t, 1, fw + 1, ph, W - fw - 1);
-    else if (t->diff) draw_diff(t, f, 1, fw + 1, ph, W - fw - 1);
+    else if (t->diff) tui_draw_diff(t, f, 1, fw + 1, ph, W - fw - 1);
     else draw_text(t, f, 1, fw + 1, ph, W - fw - 1);
     ui_stats st;
     ui_worker_stats(t->w, &st);
@@ -402,6 +320,14 @@ static forest_id selected(tui *t) {
     return sel;
 }
 
+/* The first node of the selected line (a name stays on it while the branch grows). */
+static forest_id line_start(tui *t) {
+    ui_worker_lock(t->w);
+    forest_id id = t->fv.n_lines ? forest_id_at(ui_worker_forest(t->w), t->fv.lines[t->fv.cursor].start) : FOREST_NONE;
+    ui_worker_unlock(t->w);
+    return id;
+}
+
 static void run_command(tui *t, const char *line) {
     ui_cmd c;
     st_err err = {0};
@@ -410,7 +336,7 @@ static void run_command(tui *t, const char *line) {
         return;
     }
     if (c.job.kind != UI_JOB_NONE) { /* a job as the command gave it, at the selection */
-        c.job.node = selected(t);
+        c.job.node = c.kind == UI_CMD_NAME ? line_start(t) : selected(t);
         c.job.text = c.text[0] ? c.text : NULL;
         post(t, c.job);
         t->dirty = true;
@@ -480,56 +406,6 @@ static void search_text(tui *t, const char *text) {
     ui_worker_lock(t->w);
     search_move(t, ui_worker_forest(t->w), 1);
     ui_worker_unlock(t->w);
-}
-
-/* Opens the command line for your own text under node (an edit, a fork), prefilled with
- * text; a line break reads "\n" there. */
-static void open_write(tui *t, forest_id node, const char *prompt, const char *text) {
-    size_t n = strlen(text), k = 0;
-    char *esc = malloc(2 * n + 1);
-    if (!esc) return set_msg(t, "out of memory");
-    for (size_t i = 0; i < n; i++)
-        if (text[i] == '\n') esc[k++] = '\\', esc[k++] = 'n';
-        else esc[k++] = text[i];
-    esc[k] = '\0';
-    t->cmd_is_text = t->cmd_is_search = false;
-    t->cmd_is_write = true, t->write_node = node;
-    ui_cmdline_open_with(t->cmdwin, prompt, esc);
-    free(esc);
-}
-
-/* e: the selected line's text to edit, written beside the line under its parent. */
-static void edit_line(tui *t, const forest *f) {
-    if (!t->fv.n_lines) return;
-    const fv_line *ln = &t->fv.lines[t->fv.cursor];
-    char *s = ui_loom_line_text(f, t->p->wp.tk, ln->start, ln->end);
-    int32_t parent = forest_node_at(f, ln->start)->parent;
-    if (s) open_write(t, parent >= 0 ? forest_id_at(f, parent) : FOREST_NONE, "edit> ", s);
-    free(s);
-}
-
-/* i: your own text at the text pane's cursor token, a branch beside that token. */
-static void fork_text(tui *t, const forest *f) {
-    int32_t ids[TV_MAX_ALTS];
-    float lps[TV_MAX_ALTS];
-    forest_id parent;
-    tv_alts(&t->tv, f, ids, lps, TV_MAX_ALTS, &parent);
-    if (t->tv.n == 0) return set_msg(t, "nothing selected");
-    open_write(t, parent, "fork> ", "");
-}
-
-/* The text finished at an edit> or fork> prompt ("\n": a line break), written. */
-static void write_text(tui *t, const char *line) {
-    char *s = strdup(line);
-    if (!s) return set_msg(t, "out of memory");
-    size_t k = 0;
-    for (size_t i = 0; line[i]; i++)
-        if (line[i] == '\\' && line[i + 1] == 'n') s[k++] = '\n', i++;
-        else s[k++] = line[i];
-    s[k] = '\0';
-    post(t, (ui_job){.kind = UI_JOB_WRITE, .node = t->write_node, .text = s});
-    free(s);
-    t->dirty = true;
 }
 
 /* Text typed at the append> prompt goes under the selected node as it is. */
@@ -629,8 +505,8 @@ static void do_action(tui *t, int a) {
     case UI_ACT_TOGGLE:
         if (t->fv.n_lines) fv_fold(&t->fv, f, !fv_is_folded(&t->fv, f, t->fv.lines[t->fv.cursor].start));
         break;
-    case UI_ACT_EDIT: edit_line(t, f); break;
-    case UI_ACT_FORK_TEXT: fork_text(t, f); break;
+    case UI_ACT_EDIT: tui_edit_line(t, f); break;
+    case UI_ACT_FORK_TEXT: tui_fork_text(t, f); break;
     case UI_ACT_DIFF:
         t->diff = !t->diff, t->mask = false;
         if (!t->diff) t->tv.follow = true;
@@ -752,7 +628,7 @@ static void on_key(tui *t, int ch, bool is_key) {
         char *line = NULL;
         if (ui_cmdline_feed(ch, is_key, &line)) {
             if (line && t->cmd_is_write) {
-                if (*line) write_text(t, line);
+                if (*line) tui_write_text(t, line);
                 free(line);
             } else if (line && t->cmd_is_search) {
                 search_text(t, line);

@@ -11,6 +11,7 @@
 #include "session/session.h"
 #include "judge_job.h"
 #include "loom.h"
+#include "names.h"
 #include "svg.h"
 #include "worker_impl.h"
 
@@ -239,6 +240,15 @@ static st_code fork_job(ui_worker *w, const ui_job *j, st_err *err) {
     return worker_run_start(w, &g, err);
 }
 
+/* :name TEXT: the selected branch's name, drawn on its line and saved with it. */
+static st_code name_job(ui_worker *w, const ui_job *j, st_err *err) {
+    if (!w->names) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (session_meta_set_name(w->names, w->f, j->node, j->text, err)) return err->code;
+    if (j->text && *j->text) say(w, "named the branch '%s'", j->text);
+    else say(w, "%s", "the branch's name cleared");
+    return ST_OK;
+}
+
 static st_code bookmark_job(ui_worker *w, const ui_job *j, st_err *err) {
     const forest_node *nd = forest_get(w->f, j->node);
     if (!nd) return st_set(err, ST_ERR_ARG, "nothing selected");
@@ -261,7 +271,7 @@ static st_code worker_settings(const ui_worker *w, session_settings *s, st_err *
     *s = session_settings_default();
     s->sample = w->sp;
     if (w->chat_on) snprintf(s->chat_template, sizeof s->chat_template, "%s", chat_name(w->chat.kind));
-    return (s->meta = scores_meta(w, err)) ? ST_OK : err->code;
+    return (s->meta = scores_meta(w, err)) ? ui_names_copy(s->meta, w->names, w->f, err) : err->code;
 }
 
 static st_code save_job(ui_worker *w, const ui_job *j, st_err *err) {
@@ -295,7 +305,9 @@ static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
     w->modified = w->touched = false;
     w->n_scores = 0; /* ids of the old forest */
     st_code rc = ui_scores_from_meta(&w->judged, w->f, meta, err);
-    session_meta_free(meta);
+    session_meta_free(w->names);
+    w->names = meta ? meta : session_meta_init(); /* its names (the rest it holds unread) */
+    w->undo.names = w->names;
     if (rc) return rc;
     say(w, j->u.load.force ? "loaded %s (its model check skipped): press s to compute it"
                             : "loaded %s: press s to compute it", j->text);
@@ -363,6 +375,7 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
     case UI_JOB_APPEND: return append_job(w, j, err);
     case UI_JOB_FORK: return fork_job(w, j, err);
     case UI_JOB_WRITE: return write_job(w, j, err);
+    case UI_JOB_NAME: return name_job(w, j, err);
     case UI_JOB_BOOKMARK: return bookmark_job(w, j, err);
     case UI_JOB_SET: return set_param(w, j->text ? j->text : "", j->u.set.value, err);
     case UI_JOB_SAVE: return save_job(w, j, err);
@@ -486,9 +499,13 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     ui_undo_init(&w->undo);
     w->undo.scores = &w->judged;
     bool ok = !ui_scores_from_meta(&w->judged, w->f, p->meta, err);
+    if (ok && !(w->names = session_meta_init())) ok = !st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (ok) ok = !ui_names_copy(w->names, p->meta, w->f, err);
+    w->undo.names = w->names;
     if (ok && pthread_create(&w->th, NULL, worker_main, w))
         ok = !st_set(err, ST_ERR_IO, "cannot start the engine thread");
     if (!ok) {
+        session_meta_free(w->names);
         ui_scores_free(&w->judged);
         step_plan_free(&w->plan);
         step_plan_free(&w->preview);
@@ -526,6 +543,7 @@ void ui_worker_stop(ui_worker *w) {
     worker_run_stop(w);
     ui_undo_free(&w->undo);
     ui_scores_free(&w->judged);
+    session_meta_free(w->names);
     step_plan_free(&w->plan);
     step_plan_free(&w->preview);
     forest_free(w->f);
@@ -564,6 +582,8 @@ void ui_worker_settings(const ui_worker *w, char *out, size_t cap) {
              (int)w->sp.top_k, (double)w->sp.top_p, (double)w->sp.min_p, (unsigned long long)w->sp.seed,
              (int)w->budget, w->chat.kind == CHAT_NONE ? "(no template)" : w->chat_on ? "on" : "off");
 }
+
+const char *ui_worker_name_of(const ui_worker *w, forest_id id) { return session_meta_get_name(w->names, w->f, id); }
 
 bool ui_worker_score_of(const ui_worker *w, forest_id id, double *score) {
     if (ui_scores_get(&w->judged, w->f, id, score)) return true;

@@ -63,6 +63,7 @@ struct ui_worker {
     forest_id focus;
     ui_undo undo;              /* the prune history */
     ui_scores judged;          /* judge and tot scores, kept with their nodes */
+    session_meta *names;       /* the branches' names (:name; names.h), NULL out of memory */
     forest_id score_leaf[UI_MAX_SCORES]; /* the running beam's live hypotheses and scores */
     double score[UI_MAX_SCORES];
     int32_t n_scores;
