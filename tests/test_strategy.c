@@ -27,6 +27,8 @@ typedef struct run_out {
     int end[MAXR];
     double score[MAXR];
     int32_t emitted[MAXR + 1]; /* tokens the emit callback saw, per branch */
+    int32_t gone[MAXT];        /* table_run_pruning: the pruned leaf's tokens after the start */
+    int32_t n_gone;
     bool ok;
 } run_out;
 
@@ -115,17 +117,16 @@ static void put_grow(run_out *o, int32_t base, const forest *f, const grow *g) {
 /* Sets up the forest for a table run (adds the prompt, or what merge needs) and fills o. */
 typedef void (*setup_fn)(rig *r, strategy_opts *o);
 
-/* The top of result i's branch: its node right below its start (FOREST_NONE: none yet). */
-static forest_id branch_top(const strategy *s, const forest *f, int32_t i) {
-    strategy_result res;
-    strategy_result_at(s, f, i, &res);
-    forest_id at = res.leaf;
-    for (const forest_node *nd; (nd = forest_get(f, at)) && nd->parent >= 0; at = forest_id_at(f, nd->parent))
-        if (forest_id_at(f, nd->parent) == res.start) return at;
-    return FOREST_NONE;
+/* The running leaf victim after the third step (FOREST_NONE: none), its tokens after
+ * start kept in out->gone. */
+static forest_id victim_leaf(const strategy *s, const forest *f, forest_id start, int32_t victim, run_out *out) {
+    forest_id run[MAXR];
+    if (strategy_running(s, run, MAXR) <= victim) return FOREST_NONE;
+    out->n_gone = path_tokens(f, start, run[victim], out->gone);
+    return run[victim];
 }
 
-/* After the third step, result `victim`'s branch is pruned and the strategy told so
+/* After the third step, the running leaf `victim` is pruned and the strategy told so
  * (strategy_forget), as the TUI does when d is pressed during a run; -1: never. */
 static void table_run_pruning(strategy_opts o, setup_fn setup, run_out *out, int32_t victim, const char *what) {
     memset(out, 0, sizeof *out);
@@ -141,7 +142,7 @@ static void table_run_pruning(strategy_opts o, setup_fn setup, run_out *out, int
     int32_t steps = 0;
     while (s && !rc && !strategy_done(s) && steps++ < 500) {
         rc = strategy_step(s, &env, &err);
-        forest_id top = steps == 3 && victim >= 0 && !rc ? branch_top(s, r.f, victim) : FOREST_NONE;
+        forest_id top = steps == 3 && victim >= 0 && !rc ? victim_leaf(s, r.f, o.from, victim, out) : FOREST_NONE;
         if (top == FOREST_NONE) continue;
         T_CHECK(forest_prune(r.f, top, &err) == ST_OK, "%s: prune: %s", what, err.msg);
         strategy_forget(s, r.f);
@@ -620,8 +621,19 @@ static void check_prunes(void) {
     o = strategy_opts_for(strategy_find("best"));
     o.sample = sampling(), o.budget = 24;
     check_prune_midrun(o, "best");
+    /* beam drops the pruned hypothesis and refills from the others: no result goes on
+       from the pruned tokens */
+    run_out b;
+    o = strategy_default_opts(STRAT_BEAM);
+    o.budget = 16, o.u.beam.width = 3;
+    table_run_pruning(o, setup_prompt, &b, 1, "beam");
+    bool free_of = b.ok && b.n > 0 && b.n_gone == 3;
+    for (int32_t i = 0; free_of && i < b.n; i++)
+        free_of = b.len[i] < b.n_gone || memcmp(b.tok[i], b.gone, sizeof(int32_t) * (size_t)b.n_gone) != 0;
+    T_CHECK(free_of, "beam: a hypothesis pruned after step 3 (%d tokens) is not continued by any of %d results",
+            (int)b.n_gone, (int)b.n);
     /* the others hold nodes they cannot lose mid-run: a host must not prune under them */
-    static const char *const takes[] = {"grow", "cot", "ask", "merge", "step", "best"};
+    static const char *const takes[] = {"grow", "cot", "ask", "merge", "step", "best", "beam"};
     for (int32_t i = 0; strategy_at(i); i++) {
         bool want = false;
         for (size_t k = 0; k < sizeof takes / sizeof takes[0]; k++) want |= !strcmp(takes[k], strategy_at(i)->name);
