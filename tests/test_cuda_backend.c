@@ -13,7 +13,7 @@
  *   matmul (float32 products and sums against ref's double)   1e-5; block types with
  *   activations that int8 holds exactly (cu_matmul_q8 quantises them)
  *   attention (float scores, expf, float sums)                 1e-5
- *   rmsnorm 1e-5, swiglu and geglu 1e-6, softmax 1e-5, rope and rope_neox 1e-6 (0 under
+ *   rmsnorm 1e-5, swiglu, geglu and softcap 1e-6, softmax 1e-5, rope and rope_neox 1e-6 (0 under
  *   the emulator)
  *   get_row, add, add_bias, scale, gather_rows, kv ops         0 (bitwise)
  *   topk_lse: ids exact; mx exact; log_sum within 1e-6; lp within 1e-5 * max(1, |lse|)
@@ -345,6 +345,19 @@ static void test_small_ops(uint64_t seed) {
     C->upload(cu, dy, x, n * sizeof(float));
     C->scale(cu, dy, 1.7f, (int64_t)n);
     check_small("scale", y, dy, n, 0);
+    /* softcap on device rows (the device's tanhf) and on host rows (the host's: bitwise),
+     * x times 10 so that many values reach the cap's curve */
+    float *big = malloc(n * sizeof(float)), *hy = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) big[i] = 10.0f * x[i];
+    memcpy(y, big, n * sizeof(float)), memcpy(hy, big, n * sizeof(float));
+    R->softcap(ref, y, 12.5f, (int64_t)n);
+    C->upload(cu, dy, big, n * sizeof(float));
+    C->softcap(cu, dy, 12.5f, (int64_t)n);
+    check_small("softcap", y, dy, n, 1e-6);
+    C->softcap(cu, hy, 12.5f, (int64_t)n);
+    check_sync("softcap on host rows");
+    T_CHECK(memcmp(hy, y, n * sizeof(float)) == 0, "softcap on host rows: not ref's bits");
+    free(big), free(hy);
     /* gather_rows in place (idx[i] >= i) and to another buffer: bitwise */
     const int32_t idx[3] = {1, 1, 4};
     for (int inplace = 0; inplace < 2; inplace++) {

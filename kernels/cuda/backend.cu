@@ -541,6 +541,17 @@ void cuda_add_bias(kern_backend *b, float *y, const float *bias, int32_t n_rows,
     LAUNCHED(b, "add_bias");
 }
 
+/* Logits matmul left in host memory (copied back before it returned) are capped there,
+ * as the host backends do; the device's own on the device. */
+void cuda_softcap(kern_backend *b, float *y, float cap, int64_t n) {
+    if (!on_device(b, y)) {
+        for (int64_t i = 0; i < n; i++) y[i] = cap * tanhf(y[i] / cap);
+        return;
+    }
+    cu_softcap(y, cap, n, STREAM);
+    LAUNCHED(b, "softcap");
+}
+
 void cuda_scale(kern_backend *b, float *y, float f, int64_t n) {
     cu_scale(y, f, n, STREAM);
     LAUNCHED(b, "scale");
@@ -666,6 +677,7 @@ kern_ops make_ops() {
     o.rope_neox = cuda_rope_neox;
     o.add_bias = cuda_add_bias;
     o.scale = cuda_scale;
+    o.softcap = cuda_softcap;
     o.geglu = cuda_geglu;
     return o;
 }
