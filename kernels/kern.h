@@ -215,6 +215,9 @@ typedef struct kern_ops {
     /* y[i] = gelu(gate[i]) * up[i], i < n, gelu in its tanh form
      * 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))); y may equal gate. */
     void (*geglu)(kern_backend *b, float *y, const float *gate, const float *up, int64_t n);
+    /* y[i] = cap tanh(y[i] / cap) in float, i < n (final logit soft-capping: Gemma 2 and
+     * 4). y is where matmul put the logits: host memory, or a device backend's own. */
+    void (*softcap)(kern_backend *b, float *y, float cap, int64_t n);
 } kern_ops;
 
 /* Creates a backend by name ("ref", "cpu") through its ops->init. n_threads <= 0 means
