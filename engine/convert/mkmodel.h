@@ -31,7 +31,8 @@
 #include "base/status.h"
 
 typedef struct mkmodel_params {
-    const char *arch;   /* "llama" (NULL means it), "qwen2", "qwen3", "gemma3", "gemma4" */
+    const char *arch;   /* "llama" (NULL means it), "qwen2", "qwen3", "gemma3", "gemma4",
+                           "qwen3moe" */
     int32_t n_vocab;    /* >= MKMODEL_MIN_VOCAB */
     int32_t n_embd;
     int32_t n_layer;
@@ -57,6 +58,10 @@ typedef struct mkmodel_params {
                              the two layers before them local then global */
     int32_t n_embd_ple;   /* per-layer embedding width; 0 = none */
     float softcap;        /* final_logit_softcapping; 0 = none */
+    /* qwen3moe only: a mixture of experts in place of each layer's feed-forward */
+    int32_t n_expert;      /* experts per layer; 0 = 8 */
+    int32_t n_expert_used; /* experts a token uses; 0 = 2 */
+    int32_t n_ff_exp;      /* one expert's hidden width; 0 = n_ff */
     uint64_t seed;
 } mkmodel_params;
 

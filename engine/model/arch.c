@@ -10,6 +10,7 @@
  * 1 / sqrt(n_embd / n_head). llama_model_rope_type gives the NeoX pair layout for qwen2,
  * qwen3 and gemma3 (their converters do not permute Q and K as they do for llama). */
 #include "model/arch.h"
+#include "model/moe.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +34,10 @@ static const arch_desc archs[MODEL_ARCH_N] = {
                            .load_hparams = gemma4_load_hparams,
                            .load_tensors = gemma4_load_tensors,
                            .load_layer = gemma4_load_layer},
+    [MODEL_ARCH_QWEN3MOE] = {.name = "qwen3moe", .arch = MODEL_ARCH_QWEN3MOE, .rope_neox = true,
+                             .qk_norm = true, .act = MODEL_ACT_SILU,
+                             .chat_note = "ChatML with <think> reasoning",
+                             .load_hparams = moe_load_hparams, .load_layer = moe_load_layer},
 };
 
 const arch_desc *arch_find(const char *name) {
@@ -47,7 +52,7 @@ const char *model_arch_name(model_arch a) {
     return (unsigned)a < MODEL_ARCH_N ? archs[a].name : "?";
 }
 
-const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4"; }
+const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4, qwen3moe"; }
 
 /* Gemma 4's additions in words ("" for the other families), into out. */
 static void gemma4_features(const model_hparams *hp, char *out, size_t cap) {
@@ -71,15 +76,19 @@ const char *model_arch_features(const model_hparams *hp, char *out, size_t cap) 
     if (hp->rope_scale > 0 && hp->rope_scale != 1.0f)
         snprintf(scale, sizeof scale, " scaled linearly by 1/%g%s", (double)hp->rope_scale,
                  win[0] ? " on the global layers" : "");
-    char g4[256];
+    char g4[256], moe[160] = "";
     gemma4_features(hp, g4, sizeof g4);
-    snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s%s, biases %s, embeddings %s%s%s; chat: %s",
+    if (hp->n_expert > 0)
+        snprintf(moe, sizeof moe, "; mixture of %d experts of width %d, %d used per token "
+                 "(softmax router, top-k weights renormalised%s)", hp->n_expert, hp->n_ff_exp,
+                 hp->n_expert_used, hp->expert_w_scale != 1.0f ? ", scaled" : "");
+    snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s%s, biases %s, embeddings %s%s%s%s; chat: %s",
              model_arch_name(hp->arch), hp->qk_norm ? " + Q/K head norms" : "",
              hp->post_norms ? " + post-attention/FFN norms" : "",
              hp->act == MODEL_ACT_GELU_TANH ? "GeGLU (tanh GELU)" : "SwiGLU",
              hp->rope_neox ? "NeoX pairs (i, i+d/2)" : "adjacent pairs", scale,
              hp->qkv_bias ? "on Q, K, V" : "none",
-             hp->embd_scale != 1.0f ? "scaled by sqrt(n_embd)" : "as stored", win, g4,
+             hp->embd_scale != 1.0f ? "scaled by sqrt(n_embd)" : "as stored", win, g4, moe,
              (unsigned)hp->arch < MODEL_ARCH_N ? archs[hp->arch].chat_note : "?");
     return out;
 }

@@ -147,8 +147,8 @@ static st_code refuse_known(const char *arch, st_err *err) {
     static const struct { const char *name, *why; } known[] = {
         {"qwen35", "Qwen3.5's Gated DeltaNet layers keep a recurrent state per sequence, "
                    "which this build's model layer and forest do not have yet"},
-        {"qwen35moe", "Qwen3.5 MoE: Gated DeltaNet layers (a recurrent state per sequence) "
-                      "and mixture-of-experts feed-forwards are not implemented"},
+        {"qwen35moe", "Qwen3.5 MoE's Gated DeltaNet layers keep a recurrent state per "
+                      "sequence, which this build does not have yet (its experts would run)"},
         {"qwen3next", "Qwen3-Next's Gated DeltaNet layers keep a recurrent state per "
                       "sequence, which this build does not have yet"},
         {"gemma3n", "Gemma 3n's AltUp and Laurel blocks are not implemented (Gemma 4 is)"},
@@ -365,10 +365,12 @@ static st_code load_layer(model *m, int32_t l, size_t *used, st_err *err) {
     if ((rc = load_want_vec(m, NAME("attn_norm"), E, &L->attn_norm, used, err)) ||
         (rc = load_want_mat(g, NAME("attn_q"), E, QD, &L->wq, err)) ||
         (rc = load_want_mat(g, NAME("attn_output"), QD, E, &L->wo, err)) ||
-        (rc = load_want_vec(m, NAME("ffn_norm"), E, &L->ffn_norm, used, err)) ||
-        (rc = load_want_mat(g, NAME("ffn_gate"), E, F, &L->w_gate, err)) ||
-        (rc = load_want_mat(g, NAME("ffn_up"), E, F, &L->w_up, err)) ||
-        (rc = load_want_mat(g, NAME("ffn_down"), F, E, &L->w_down, err)))
+        (rc = load_want_vec(m, NAME("ffn_norm"), E, &L->ffn_norm, used, err)))
+        return rc;
+    if (hp->n_expert == 0 && /* a mixture of experts has its own (moe.c) */
+        ((rc = load_want_mat(g, NAME("ffn_gate"), E, F, &L->w_gate, err)) ||
+         (rc = load_want_mat(g, NAME("ffn_up"), E, F, &L->w_up, err)) ||
+         (rc = load_want_mat(g, NAME("ffn_down"), F, E, &L->w_down, err))))
         return rc;
     if (L->kv_src == l) {
         if ((rc = load_want_mat(g, NAME("attn_k"), E, KD, &L->wk, err))) return rc;
@@ -477,6 +479,7 @@ void model_free(model *m) {
     model_prep_free_all(m);
     gguf_close(m->gguf);
     free(m->layers);
+    free(m->experts);
     free(m->f32_copies);
     free(m);
 }

@@ -32,6 +32,7 @@ typedef enum model_arch {
     MODEL_ARCH_GEMMA3,  /* "gemma3": Gemma 3 text (post-norms, GELU, sliding windows) */
     MODEL_ARCH_GEMMA4,  /* "gemma4": Gemma 4 dense text (per-layer head sizes, shared KV
                            layers, per-layer embeddings, V norm, logit soft-capping) */
+    MODEL_ARCH_QWEN3MOE, /* "qwen3moe": Qwen3's block with a mixture-of-experts FFN */
     MODEL_ARCH_N
 } model_arch;
 
@@ -83,6 +84,12 @@ typedef struct model_hparams {
     bool rope_freqs_global; /* rope_freqs apply to the global layers only (Gemma 4's
                                proportional rotary); the local ones rotate plainly */
     float final_softcap;    /* logits become c * tanh(logits / c); 0: none */
+    /* Mixture of experts (moe.h): each row's feed-forward is the weighted sum of the
+     * n_expert_used experts its router ranks highest. 0 experts: a dense feed-forward. */
+    int32_t n_expert;       /* expert_count */
+    int32_t n_expert_used;  /* expert_used_count, 1 .. n_expert */
+    int32_t n_ff_exp;       /* expert_feed_forward_length: one expert's hidden width */
+    float expert_w_scale;   /* the routing weights are multiplied by it; 1 */
 } model_hparams;
 
 /* True when layer l of a model with hp uses a sliding window (see model_hparams). */
@@ -151,6 +158,11 @@ typedef struct model_layer {
     kern_mat ple_gate;        /* (n_embd_ple, n_embd) per_layer_inp_gate */
     kern_mat ple_proj;        /* (n_embd, n_embd_ple) per_layer_proj */
     const float *ple_norm;    /* (n_embd) per_layer_post_norm */
+    /* mixture of experts (n_expert > 0; no w_gate, w_up, w_down then) */
+    kern_mat gate_inp;        /* (n_expert, n_embd) the router, ffn_gate_inp */
+    kern_mat *exp_gate;       /* (n_expert) each (n_ff_exp, n_embd): ffn_gate_exps's slices */
+    kern_mat *exp_up;         /* (n_expert) each (n_ff_exp, n_embd): ffn_up_exps's */
+    kern_mat *exp_down;       /* (n_expert) each (n_embd, n_ff_exp): ffn_down_exps's */
 } model_layer;
 
 typedef struct model {
@@ -165,6 +177,7 @@ typedef struct model {
     kern_mat ple_model_proj;  /* (n_layer * n_embd_ple, n_embd) per_layer_model_proj */
     const float *ple_proj_norm; /* (n_embd_ple) per_layer_proj_norm */
     model_layer *layers;      /* (n_layer) */
+    kern_mat *experts;        /* owned: every layer's exp_gate, exp_up, exp_down arrays */
     float *f32_copies;        /* owned float copies of F16/BF16 norm vectors, if any */
     uint64_t weight_bytes;    /* bytes of all weights read per token */
     struct model_preps *preps; /* the weights prepared per backend (prep.c), owned */

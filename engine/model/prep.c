@@ -1,6 +1,7 @@
 /* prep.c - a model's weights prepared per backend (see prep.h): made on the first context
  * of each (backend, no_pack) pair, shared by the later ones, freed with the model. */
 #include "model/prep.h"
+#include "model/moe.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -46,9 +47,11 @@ static void prep_free(const model *m, model_prep *p) {
         model_layer *L = &p->layers[l];
         if (L->wv.data == L->wk.data) L->wv = (kern_mat){0}; /* V is K's projection */
         kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
-                          &L->ple_gate, &L->ple_proj};
+                          &L->ple_gate, &L->ple_proj, &L->gate_inp};
         for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) o->mat_release(p->be, ms[i]);
     }
+    for (size_t i = 0; p->experts && i < moe_n_mats(&m->hp); i++) o->mat_release(p->be, &p->experts[i]);
+    free(p->experts);
     o->mat_release(p->be, &p->ple_embd);
     o->mat_release(p->be, &p->ple_model_proj);
     if (!m->hp.tied_output) o->mat_release(p->be, &p->tok_embd);
@@ -110,6 +113,19 @@ static st_code prep_rope_freqs(const model *m, model_prep *p) {
     return ST_OK;
 }
 
+/* Every layer's experts (a mixture-of-experts model), each its own prepared matrix. */
+static st_code prep_experts(const model *m, model_prep *p, uint32_t flags) {
+    const size_t n = m->experts ? moe_n_mats(&m->hp) : 0;
+    if (n == 0) return ST_OK;
+    if (!(p->experts = calloc(n, sizeof *p->experts))) return ST_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        st_code rc = prep_mat(m, p, &p->experts[i], &m->experts[i], flags);
+        if (rc) return rc;
+    }
+    for (int32_t l = 0; l < m->hp.n_layer; l++) moe_layer_mats(&m->hp, p->experts, l, &p->layers[l]);
+    return ST_OK;
+}
+
 static st_code prep_make(const model *m, model_prep *p) {
     const model_hparams *hp = &m->hp;
     const kern_ops *o = kern_backend_ops(p->be);
@@ -147,9 +163,9 @@ static st_code prep_make(const model *m, model_prep *p) {
         L->ple_norm = prep_vec(p, &at, S->ple_norm, hp->n_embd);
         const bool v_is_k = S->wv.data == S->wk.data;
         kern_mat *dst[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
-                           &L->ple_gate, &L->ple_proj};
+                           &L->ple_gate, &L->ple_proj, &L->gate_inp};
         const kern_mat *src[] = {&S->wq, &S->wk, &S->wv, &S->wo, &S->w_gate, &S->w_up,
-                                 &S->w_down, &S->ple_gate, &S->ple_proj};
+                                 &S->w_down, &S->ple_gate, &S->ple_proj, &S->gate_inp};
         for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++) *dst[i] = (kern_mat){0};
         for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++) {
             if (src[i]->data && !(i == 2 && v_is_k) && (rc = prep_mat(m, p, dst[i], src[i], mul)))
@@ -157,7 +173,7 @@ static st_code prep_make(const model *m, model_prep *p) {
         }
         if (v_is_k) L->wv = L->wk;
     }
-    return ST_OK;
+    return prep_experts(m, p, mul);
 }
 
 const model_prep *model_prep_get(const model *m, const char *name, bool no_pack, st_err *err) {

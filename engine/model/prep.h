@@ -29,6 +29,7 @@ typedef struct model_prep {
     kern_mat ple_model_proj;
     const float *ple_proj_norm; /* into norms */
     model_layer *layers;      /* (n_layer) prepared matrices, norms into norms */
+    kern_mat *experts;        /* (moe_n_mats) the layers' prepared experts, or NULL */
     float *norms;             /* a buffer: every norm and bias vector (model_vec_floats) */
     uint64_t bytes;           /* backend memory the prepared matrices own */
 } model_prep;

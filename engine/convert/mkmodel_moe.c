@@ -1,0 +1,60 @@
+/* mkmodel_moe.c - the feed-forward of a random mixture-of-experts model (mkmodel.h), laid
+ * out as llama.cpp's converter writes Qwen3-MoE (src/models/qwen3moe.cpp's tensors): a
+ * router ffn_gate_inp (n_expert, n_embd) kept in F32 as llama.cpp's quantiser keeps it,
+ * and the experts of each projection as one 3-D tensor (ffn_gate_exps, ffn_up_exps:
+ * [n_embd, n_ff_exp, n_expert]; ffn_down_exps: [n_ff_exp, n_embd, n_expert]). */
+#include "convert/mkmodel_impl.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int32_t moe_n_expert(const mkmodel_params *p) { return p->n_expert > 0 ? p->n_expert : 8; }
+static int32_t moe_n_used(const mkmodel_params *p) { return p->n_expert_used > 0 ? p->n_expert_used : 2; }
+static int32_t moe_n_ff(const mkmodel_params *p) { return p->n_ff_exp > 0 ? p->n_ff_exp : p->n_ff; }
+
+bool mk_moe(const mkmodel_params *p) { return p->arch && strcmp(p->arch, "qwen3moe") == 0; }
+
+st_code mk_moe_check(const mkmodel_params *p, st_err *err) {
+    if (p->n_expert < 0 || p->n_expert > 4096 || p->n_expert_used < 0 || p->n_ff_exp < 0 ||
+        moe_n_used(p) > moe_n_expert(p))
+        return st_set(err, ST_ERR_ARG, "mkmodel: %" PRId32 " experts with %" PRId32 " used per "
+                      "token: want 1 to 4096 experts, at most all of them used", moe_n_expert(p),
+                      moe_n_used(p));
+    if (!dtype_row_ok(p->wtype, moe_n_ff(p)))
+        return st_set(err, ST_ERR_ARG, "mkmodel: the experts' width %" PRId32 " is not whole "
+                      "blocks of %s", moe_n_ff(p), dtype_name(p->wtype));
+    return ST_OK;
+}
+
+int mk_moe_layer(const mkmodel_params *p, mk_tensor *t, int n, int l) {
+    const int64_t e = p->n_embd, ff = moe_n_ff(p), ne = moe_n_expert(p);
+    const float s_e = 1.0f / sqrtf((float)e), s_ff = 1.0f / sqrtf((float)ff);
+    char name[48];
+    /* a router of spread 4 / sqrt(n_embd) gives logits of std ~2: rows pick varied experts */
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
+    mk_add(t, &n, name, e, ne, DT_F32, 0.0f, 4.0f * s_e);
+    const struct { const char *suffix; int64_t ne0, ne1; float spread; } x[] = {
+        {"ffn_gate_exps", e, ff, s_e}, {"ffn_down_exps", ff, e, s_ff}, {"ffn_up_exps", e, ff, s_e}};
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) {
+        snprintf(name, sizeof name, "blk.%d.%s.weight", l, x[i].suffix);
+        mk_add3(t, &n, name, x[i].ne0, x[i].ne1, ne, p->wtype, 0.0f, x[i].spread);
+    }
+    return n;
+}
+
+st_code mk_moe_meta(gguf_writer *w, const mkmodel_params *p, const char *arch) {
+    const struct { const char *name; int32_t v; } kv[] = {
+        {"expert_count", moe_n_expert(p)},
+        {"expert_used_count", moe_n_used(p)},
+        {"expert_feed_forward_length", moe_n_ff(p)},
+    };
+    st_code rc = ST_OK;
+    char key[96];
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0] && rc == ST_OK; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch, kv[i].name);
+        rc = gguf_writer_set_u32(w, key, (uint32_t)kv[i].v);
+    }
+    return rc;
+}
