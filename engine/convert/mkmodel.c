@@ -70,6 +70,7 @@ static const mk_arch mk_archs[] = {
     {"gemma3", false, true, true},
     {"gemma4", false, true, true}, /* its layers: mkmodel_gemma4.c */
     {"qwen3moe", false, true, false}, /* its feed-forwards: mkmodel_moe.c */
+    {"qwen2moe", true, false, false},  /* likewise, with a shared expert */
 };
 
 static const mk_arch *mk_arch_of(const mkmodel_params *p) {
@@ -82,7 +83,7 @@ static const mk_arch *mk_arch_of(const mkmodel_params *p) {
 st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
     if (!mk_arch_of(p))
         return st_set(err, ST_ERR_ARG, "mkmodel: architecture '%s' is not one of llama, qwen2, "
-                      "qwen3, gemma3, gemma4, qwen3moe", p->arch);
+                      "qwen3, gemma3, gemma4, qwen3moe, qwen2moe", p->arch);
     if (p->n_swa < 0)
         return st_set(err, ST_ERR_ARG, "mkmodel: n_swa %" PRId32 " is negative", p->n_swa);
     const struct { const char *name; int32_t v, lo, hi; } r[] = {

@@ -1,8 +1,11 @@
 /* mkmodel_moe.c - the feed-forward of a random mixture-of-experts model (mkmodel.h), laid
- * out as llama.cpp's converter writes Qwen3-MoE (src/models/qwen3moe.cpp's tensors): a
+ * out as llama.cpp's converter writes Qwen3-MoE and Qwen2-MoE (the tensors
+ * src/models/qwen3moe.cpp and qwen2moe.cpp load): a
  * router ffn_gate_inp (n_expert, n_embd) kept in F32 as llama.cpp's quantiser keeps it,
  * and the experts of each projection as one 3-D tensor (ffn_gate_exps, ffn_up_exps:
- * [n_embd, n_ff_exp, n_expert]; ffn_down_exps: [n_ff_exp, n_embd, n_expert]). */
+ * [n_embd, n_ff_exp, n_expert]; ffn_down_exps: [n_ff_exp, n_embd, n_expert]); Qwen2-MoE
+ * adds a shared expert of width n_ff (ffn_{gate,up,down}_shexp) and its gate vector
+ * ffn_gate_inp_shexp (F32). */
 #include "convert/mkmodel_impl.h"
 
 #include <inttypes.h>
@@ -14,7 +17,11 @@ static int32_t moe_n_expert(const mkmodel_params *p) { return p->n_expert > 0 ? 
 static int32_t moe_n_used(const mkmodel_params *p) { return p->n_expert_used > 0 ? p->n_expert_used : 2; }
 static int32_t moe_n_ff(const mkmodel_params *p) { return p->n_ff_exp > 0 ? p->n_ff_exp : p->n_ff; }
 
-bool mk_moe(const mkmodel_params *p) { return p->arch && strcmp(p->arch, "qwen3moe") == 0; }
+static bool moe_shared(const mkmodel_params *p) { return strcmp(p->arch, "qwen2moe") == 0; }
+
+bool mk_moe(const mkmodel_params *p) {
+    return p->arch && (strcmp(p->arch, "qwen3moe") == 0 || moe_shared(p));
+}
 
 st_code mk_moe_check(const mkmodel_params *p, st_err *err) {
     if (p->n_expert < 0 || p->n_expert > 4096 || p->n_expert_used < 0 || p->n_ff_exp < 0 ||
@@ -41,6 +48,16 @@ int mk_moe_layer(const mkmodel_params *p, mk_tensor *t, int n, int l) {
         snprintf(name, sizeof name, "blk.%d.%s.weight", l, x[i].suffix);
         mk_add3(t, &n, name, x[i].ne0, x[i].ne1, ne, p->wtype, 0.0f, x[i].spread);
     }
+    if (!moe_shared(p)) return n;
+    const int64_t fs = p->n_ff;
+    const struct { const char *suffix; int64_t ne0, ne1; float spread; } sh[] = {
+        {"ffn_gate_inp_shexp", e, 1, 2.0f * s_e}, {"ffn_gate_shexp", e, fs, s_e},
+        {"ffn_down_shexp", fs, e, 1.0f / sqrtf((float)fs)}, {"ffn_up_shexp", e, fs, s_e}};
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++) {
+        snprintf(name, sizeof name, "blk.%d.%s.weight", l, sh[i].suffix);
+        mk_add(t, &n, name, sh[i].ne0, sh[i].ne1, sh[i].ne1 > 1 ? p->wtype : DT_F32, 0.0f,
+               sh[i].spread);
+    }
     return n;
 }
 
@@ -49,10 +66,11 @@ st_code mk_moe_meta(gguf_writer *w, const mkmodel_params *p, const char *arch) {
         {"expert_count", moe_n_expert(p)},
         {"expert_used_count", moe_n_used(p)},
         {"expert_feed_forward_length", moe_n_ff(p)},
+        {moe_shared(p) ? "expert_shared_feed_forward_length" : NULL, p->n_ff},
     };
     st_code rc = ST_OK;
     char key[96];
-    for (size_t i = 0; i < sizeof kv / sizeof kv[0] && rc == ST_OK; i++) {
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0] && rc == ST_OK && kv[i].name; i++) {
         snprintf(key, sizeof key, "%s.%s", arch, kv[i].name);
         rc = gguf_writer_set_u32(w, key, (uint32_t)kv[i].v);
     }

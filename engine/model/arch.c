@@ -36,8 +36,12 @@ static const arch_desc archs[MODEL_ARCH_N] = {
                            .load_layer = gemma4_load_layer},
     [MODEL_ARCH_QWEN3MOE] = {.name = "qwen3moe", .arch = MODEL_ARCH_QWEN3MOE, .rope_neox = true,
                              .qk_norm = true, .act = MODEL_ACT_SILU,
-                             .chat_note = "ChatML with <think> reasoning",
+                             .moe_norm = true, .chat_note = "ChatML with <think> reasoning",
                              .load_hparams = moe_load_hparams, .load_layer = moe_load_layer},
+    [MODEL_ARCH_QWEN2MOE] = {.name = "qwen2moe", .arch = MODEL_ARCH_QWEN2MOE, .rope_neox = true,
+                             .qkv_bias = true, .act = MODEL_ACT_SILU, .moe_shared = true,
+                             .chat_note = "ChatML", .load_hparams = moe_load_hparams,
+                             .load_layer = moe_load_layer},
 };
 
 const arch_desc *arch_find(const char *name) {
@@ -52,7 +56,7 @@ const char *model_arch_name(model_arch a) {
     return (unsigned)a < MODEL_ARCH_N ? archs[a].name : "?";
 }
 
-const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4, qwen3moe"; }
+const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4, qwen3moe, qwen2moe"; }
 
 /* Gemma 4's additions in words ("" for the other families), into out. */
 static void gemma4_features(const model_hparams *hp, char *out, size_t cap) {
@@ -76,12 +80,15 @@ const char *model_arch_features(const model_hparams *hp, char *out, size_t cap) 
     if (hp->rope_scale > 0 && hp->rope_scale != 1.0f)
         snprintf(scale, sizeof scale, " scaled linearly by 1/%g%s", (double)hp->rope_scale,
                  win[0] ? " on the global layers" : "");
-    char g4[256], moe[160] = "";
+    char g4[256], moe[224] = "", sh[64] = "";
     gemma4_features(hp, g4, sizeof g4);
+    if (hp->n_ff_shexp > 0)
+        snprintf(sh, sizeof sh, ", a shared expert of width %d gated by a sigmoid", hp->n_ff_shexp);
     if (hp->n_expert > 0)
         snprintf(moe, sizeof moe, "; mixture of %d experts of width %d, %d used per token "
-                 "(softmax router, top-k weights renormalised%s)", hp->n_expert, hp->n_ff_exp,
-                 hp->n_expert_used, hp->expert_w_scale != 1.0f ? ", scaled" : "");
+                 "(softmax router, top-k weights %s%s)%s", hp->n_expert, hp->n_ff_exp,
+                 hp->n_expert_used, hp->expert_norm ? "renormalised" : "as they are",
+                 hp->expert_w_scale != 1.0f ? ", scaled" : "", sh);
     snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s%s, biases %s, embeddings %s%s%s%s; chat: %s",
              model_arch_name(hp->arch), hp->qk_norm ? " + Q/K head norms" : "",
              hp->post_norms ? " + post-attention/FFN norms" : "",

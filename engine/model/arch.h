@@ -15,6 +15,8 @@ typedef struct arch_desc {
     int32_t swa_pattern;       /* every swa_pattern-th layer global; 0: no windows */
     float rope_base_swa;       /* RoPE base of the local layers */
     bool v_from_k;             /* a layer without attn_v uses its K projection as V */
+    bool moe_norm;             /* a mixture renormalises its top-k weights (moe.h) */
+    bool moe_shared;           /* a mixture has a gated shared expert */
     const char *chat_note;     /* the chat format the family's instruct models use */
     /* What a family reads beyond the shared keys and tensors (NULL: nothing): its keys
      * after the common ones, its model-wide tensors, and each layer's. ST_OK or a code

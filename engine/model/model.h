@@ -33,6 +33,7 @@ typedef enum model_arch {
     MODEL_ARCH_GEMMA4,  /* "gemma4": Gemma 4 dense text (per-layer head sizes, shared KV
                            layers, per-layer embeddings, V norm, logit soft-capping) */
     MODEL_ARCH_QWEN3MOE, /* "qwen3moe": Qwen3's block with a mixture-of-experts FFN */
+    MODEL_ARCH_QWEN2MOE, /* "qwen2moe": Qwen2's block, experts and a gated shared expert */
     MODEL_ARCH_N
 } model_arch;
 
@@ -90,6 +91,9 @@ typedef struct model_hparams {
     int32_t n_expert_used;  /* expert_used_count, 1 .. n_expert */
     int32_t n_ff_exp;       /* expert_feed_forward_length: one expert's hidden width */
     float expert_w_scale;   /* the routing weights are multiplied by it; 1 */
+    bool expert_norm;       /* the k routing weights are divided by their sum */
+    int32_t n_ff_shexp;     /* the shared expert's width (every row runs it, scaled by a
+                               sigmoid gate); 0: none */
 } model_hparams;
 
 /* True when layer l of a model with hp uses a sliding window (see model_hparams). */
@@ -163,6 +167,10 @@ typedef struct model_layer {
     kern_mat *exp_gate;       /* (n_expert) each (n_ff_exp, n_embd): ffn_gate_exps's slices */
     kern_mat *exp_up;         /* (n_expert) each (n_ff_exp, n_embd): ffn_up_exps's */
     kern_mat *exp_down;       /* (n_expert) each (n_embd, n_ff_exp): ffn_down_exps's */
+    kern_mat shexp_gate_inp;  /* (1, n_embd) the shared expert's gate, n_ff_shexp > 0 */
+    kern_mat shexp_gate;      /* (n_ff_shexp, n_embd) */
+    kern_mat shexp_up;        /* (n_ff_shexp, n_embd) */
+    kern_mat shexp_down;      /* (n_embd, n_ff_shexp) */
 } model_layer;
 
 typedef struct model {

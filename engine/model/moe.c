@@ -6,7 +6,10 @@
  * n_expert_used are taken, their probabilities are divided by their sum (clamped below at
  * 6.1e-5) and scaled by expert_weights_scale when it is set; each expert output is
  * multiplied by its weight after ffn_down, and a row's outputs are summed in top-k order.
- * Qwen3-MoE always renormalises (its norm_topk_prob is true). */
+ * Qwen3-MoE always renormalises (its norm_topk_prob is true), Qwen2-MoE never
+ * (src/models/qwen2moe.cpp); Qwen2-MoE (and Qwen3.5-MoE, src/models/qwen35moe.cpp) add a
+ * shared expert, a SwiGLU feed-forward every row runs, times sigmoid(ffn_gate_inp_shexp .
+ * x), to the experts' sum. */
 #include "model/moe.h"
 
 #include "model/arch.h"
@@ -29,6 +32,10 @@ struct moe_scratch {
     float *w_of;     /* (max_rows * k) host: the weight of each grouped choice */
     int32_t *at_of;  /* (max_rows * k) host: choice (j, r) at [j n + r] -> grouped index */
     int32_t *start;  /* (n_expert + 1) host: expert e's choices are [start[e], start[e + 1]) */
+    float *sh, *sh2; /* (max_rows, n_ff_shexp) backend: the shared expert's gate and up */
+    float *ysh;      /* (max_rows, n_embd) backend: its output */
+    float *sg;       /* (max_rows) backend: its gate's logits */
+    float *host_sg;  /* (max_rows) host copy */
 };
 
 st_code moe_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp, st_err *err) {
@@ -42,8 +49,14 @@ st_code moe_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp,
     double s = 0;
     if (gguf_find_key(g, key) >= 0 && (rc = gguf_get_f64(g, key, &s, err))) return rc;
     hp->expert_w_scale = s != 0 ? (float)s : 1.0f; /* 0: none, as llama.cpp reads it */
+    const arch_desc *ad = arch_get(hp->arch);
+    hp->expert_norm = ad->moe_norm;
+    if (ad->moe_shared &&
+        (rc = load_hp_int(g, arch, "expert_shared_feed_forward_length", hp->n_ff, &hp->n_ff_shexp, err)))
+        return rc;
     if (hp->n_expert < 1 || hp->n_expert > 4096 || hp->n_expert_used < 1 ||
-        hp->n_expert_used > hp->n_expert || hp->n_ff_exp < 1 || !isfinite(hp->expert_w_scale))
+        hp->n_expert_used > hp->n_expert || hp->n_ff_exp < 1 || !isfinite(hp->expert_w_scale) ||
+        (ad->moe_shared && hp->n_ff_shexp < 1))
         return st_set(err, ST_ERR_FORMAT, "%s: expert_count %d, expert_used_count %d, "
                       "expert_feed_forward_length %d, expert_weights_scale %g are out of range",
                       arch, hp->n_expert, hp->n_expert_used, hp->n_ff_exp, s);
@@ -82,6 +95,28 @@ static st_code load_experts(const model *m, const char *name, int64_t n_in, int6
     return ST_OK;
 }
 
+/* Layer l's shared expert: its gate vector (a matrix of one row) and its SwiGLU. */
+static st_code load_shared(model *m, int32_t l, model_layer *L, st_err *err) {
+    const int64_t E = m->hp.n_embd, F = m->hp.n_ff_shexp;
+    char nm[96];
+    st_code rc;
+#define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s ".weight", (int)l), nm)
+    const gguf_tensor *t = gguf_find_tensor(m->gguf, NAME("ffn_gate_inp_shexp"));
+    if (!t || t->n_dims != 1 || t->ne[0] != E || t->type != DT_F32)
+        return st_set(err, ST_ERR_FORMAT, "tensor '%s' is missing or not F32 of %lld values", nm,
+                      (long long)E);
+    L->shexp_gate_inp = (kern_mat){.type = DT_F32, .n_out = 1, .n_in = E, .data = t->data};
+    if ((rc = load_want_mat(m->gguf, NAME("ffn_gate_shexp"), E, F, &L->shexp_gate, err)) ||
+        (rc = load_want_mat(m->gguf, NAME("ffn_up_shexp"), E, F, &L->shexp_up, err)) ||
+        (rc = load_want_mat(m->gguf, NAME("ffn_down_shexp"), F, E, &L->shexp_down, err)))
+        return rc;
+#undef NAME
+    const kern_mat *ms[] = {&L->shexp_gate_inp, &L->shexp_gate, &L->shexp_up, &L->shexp_down};
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        m->weight_bytes += dtype_row_bytes(ms[i]->type, ms[i]->n_in) * (uint64_t)ms[i]->n_out;
+    return ST_OK;
+}
+
 st_code moe_load_layer(model *m, int32_t l, model_layer *L, size_t *used, st_err *err) {
     (void)used; /* the router and experts are matrices, no vectors to convert */
     const model_hparams *hp = &m->hp;
@@ -104,7 +139,7 @@ st_code moe_load_layer(model *m, int32_t l, model_layer *L, size_t *used, st_err
     for (size_t i = 0; i < 3; i++)
         m->weight_bytes += dtype_row_bytes(ms[i]->type, ms[i]->n_in) * (uint64_t)ms[i]->n_out *
                            (uint64_t)hp->n_expert_used;
-    return ST_OK;
+    return hp->n_ff_shexp > 0 ? load_shared(m, l, L, err) : ST_OK;
 }
 
 moe_scratch *moe_scratch_init(kern_backend *be, const model_hparams *hp, int32_t max_rows) {
@@ -125,7 +160,15 @@ moe_scratch *moe_scratch_init(kern_backend *be, const model_hparams *hp, int32_t
     s->w_of = malloc(sizeof(float) * RK);
     s->at_of = malloc(sizeof(int32_t) * RK);
     s->start = malloc(sizeof(int32_t) * (NE + 1));
-    if (!s->logits || !s->xg || !s->yg || !s->hg || !s->hu || !s->host || !s->sel || !s->w ||
+    bool ok = true;
+    if (hp->n_ff_shexp > 0) {
+        const size_t FS = (size_t)hp->n_ff_shexp;
+        ok = (s->sh = o->buf_alloc(be, sizeof(float) * R * FS)) &&
+             (s->sh2 = o->buf_alloc(be, sizeof(float) * R * FS)) &&
+             (s->ysh = o->buf_alloc(be, sizeof(float) * R * E)) &&
+             (s->sg = o->buf_alloc(be, sizeof(float) * R)) && (s->host_sg = malloc(sizeof(float) * R));
+    }
+    if (!ok || !s->logits || !s->xg || !s->yg || !s->hg || !s->hu || !s->host || !s->sel || !s->w ||
         !s->row_of || !s->w_of || !s->at_of || !s->start) {
         moe_scratch_free(s, be);
         return NULL;
@@ -136,7 +179,7 @@ moe_scratch *moe_scratch_init(kern_backend *be, const model_hparams *hp, int32_t
 void moe_scratch_free(moe_scratch *s, kern_backend *be) {
     if (!s) return;
     const kern_ops *o = kern_backend_ops(be);
-    float *bufs[] = {s->logits, s->xg, s->yg, s->hg, s->hu};
+    float *bufs[] = {s->logits, s->xg, s->yg, s->hg, s->hu, s->sh, s->sh2, s->ysh, s->sg};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) o->buf_free(be, bufs[i]);
     free(s->host);
     free(s->sel);
@@ -145,11 +188,12 @@ void moe_scratch_free(moe_scratch *s, kern_backend *be) {
     free(s->w_of);
     free(s->at_of);
     free(s->start);
+    free(s->host_sg);
     free(s);
 }
 
-void moe_route(const float *logits, int32_t n_expert, int32_t k, float scale, int32_t *sel,
-               float *w) {
+void moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm, float scale,
+               int32_t *sel, float *w) {
     float mx = -INFINITY;
     for (int32_t e = 0; e < n_expert; e++) mx = logits[e] > mx ? logits[e] : mx;
     double sum = 0; /* ggml's softmax: exp in float, the sum in double */
@@ -167,8 +211,8 @@ void moe_route(const float *logits, int32_t n_expert, int32_t k, float scale, in
         w[j] = expf(logits[best] - mx) * inv;
         wsum += w[j];
     }
-    wsum = wsum > 6.103515625e-5f ? wsum : 6.103515625e-5f;
-    for (int32_t j = 0; j < k; j++) w[j] = w[j] / wsum * scale;
+    wsum = norm ? (wsum > 6.103515625e-5f ? wsum : 6.103515625e-5f) : 1.0f;
+    for (int32_t j = 0; j < k; j++) w[j] = (norm ? w[j] / wsum : w[j]) * scale;
 }
 
 /* Routes the n rows whose router logits are in s->host and groups their choices by
@@ -177,7 +221,8 @@ static void group_choices(moe_scratch *s, const model_hparams *hp, int32_t n) {
     const int32_t NE = hp->n_expert, k = hp->n_expert_used;
     memset(s->start, 0, sizeof(int32_t) * ((size_t)NE + 1));
     for (int32_t r = 0; r < n; r++) {
-        moe_route(s->host + (size_t)r * NE, NE, k, hp->expert_w_scale, s->sel + r * k, s->w + r * k);
+        moe_route(s->host + (size_t)r * NE, NE, k, hp->expert_norm, hp->expert_w_scale,
+                  s->sel + r * k, s->w + r * k);
         for (int32_t j = 0; j < k; j++) s->start[s->sel[r * k + j] + 1]++;
     }
     for (int32_t e = 0; e < NE; e++) s->start[e + 1] += s->start[e];
@@ -192,10 +237,26 @@ static void group_choices(moe_scratch *s, const model_hparams *hp, int32_t n) {
     s->start[0] = 0;
 }
 
+/* The shared expert of the n rows of x, times its sigmoid gate, into s->ysh. */
+static void shared_expert(moe_scratch *s, kern_backend *be, const model_hparams *hp,
+                          const model_layer *L, const float *x, int32_t n) {
+    const kern_ops *o = kern_backend_ops(be);
+    const int32_t E = hp->n_embd;
+    o->matmul(be, s->sg, &L->shexp_gate_inp, x, n);
+    o->matmul_n(be, 2, (float *const[]){s->sh, s->sh2},
+                (const kern_mat *const[]){&L->shexp_gate, &L->shexp_up}, x, n);
+    o->swiglu(be, s->sh, s->sh, s->sh2, (int64_t)n * hp->n_ff_shexp);
+    o->matmul(be, s->ysh, &L->shexp_down, s->sh, n);
+    o->download(be, s->host_sg, s->sg, sizeof(float) * (size_t)n);
+    for (int32_t r = 0; r < n; r++)
+        o->scale(be, s->ysh + (size_t)r * E, 1.0f / (1.0f + expf(-s->host_sg[r])), E);
+}
+
 void moe_ffn(moe_scratch *s, kern_backend *be, const model_hparams *hp, const model_layer *L,
              float *x, int32_t n) {
     const kern_ops *o = kern_backend_ops(be);
     const int32_t NE = hp->n_expert, k = hp->n_expert_used, E = hp->n_embd, F = hp->n_ff_exp;
+    if (hp->n_ff_shexp > 0) shared_expert(s, be, hp, L, x, n); /* before x is overwritten */
     o->matmul(be, s->logits, &L->gate_inp, x, n);
     o->download(be, s->host, s->logits, sizeof(float) * (size_t)n * (size_t)NE);
     group_choices(s, hp, n);
@@ -213,8 +274,8 @@ void moe_ffn(moe_scratch *s, kern_backend *be, const model_hparams *hp, const mo
     for (int32_t a = 0; a < n * k; a++) o->scale(be, s->yg + (size_t)a * E, s->w_of[a], E);
     /* x = choice 0's output, then + choice 1's, ...: each row sums in its top-k order */
     o->gather_rows(be, x, s->yg, s->at_of, n, E);
-    if (k == 1) return;
-    o->gather_rows(be, s->xg, s->yg, s->at_of + n, n * (k - 1), E);
+    if (k > 1) o->gather_rows(be, s->xg, s->yg, s->at_of + n, n * (k - 1), E);
     for (int32_t j = 1; j < k; j++)
         o->add(be, x, s->xg + (size_t)(j - 1) * (size_t)n * (size_t)E, (int64_t)n * E);
+    if (hp->n_ff_shexp > 0) o->add(be, x, s->ysh, (int64_t)n * E);
 }

@@ -1,7 +1,8 @@
 /* moe.h - the mixture-of-experts feed-forward (Qwen3-MoE): a router scores every expert
  * for each row, the row goes to its n_expert_used best (softmax, top-k, the k weights
- * renormalised to sum 1), and its output is the weighted sum of those experts' SwiGLU
- * feed-forwards. Private to engine/model; forward.c calls moe_ffn where a dense layer
+ * renormalised to sum 1 where the family says so), and its output is the weighted sum of
+ * those experts' SwiGLU feed-forwards, plus a shared expert's where the family has one
+ * (Qwen2-MoE, Qwen3.5-MoE). Private to engine/model; forward.c calls moe_ffn where a dense layer
  * runs its feed-forward, so any block (qwen3moe's, later qwen35moe's) can use it.
  *
  * A batch's rows are grouped by expert: each chosen expert's matrices are read once for
@@ -45,9 +46,9 @@ void moe_ffn(moe_scratch *s, kern_backend *be, const model_hparams *hp, const mo
              float *x, int32_t n);
 
 /* Routing of one row: the k best of n_expert router logits (softmax probabilities,
- * largest first, ties to the lower index) into sel, their probabilities divided by the
- * sum of the k, times scale, into w. */
-void moe_route(const float *logits, int32_t n_expert, int32_t k, float scale, int32_t *sel,
-               float *w);
+ * largest first, ties to the lower index) into sel, their probabilities (divided by the
+ * sum of the k when norm) times scale into w. */
+void moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm, float scale,
+               int32_t *sel, float *w);
 
 #endif

@@ -47,7 +47,8 @@ static void prep_free(const model *m, model_prep *p) {
         model_layer *L = &p->layers[l];
         if (L->wv.data == L->wk.data) L->wv = (kern_mat){0}; /* V is K's projection */
         kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
-                          &L->ple_gate, &L->ple_proj, &L->gate_inp};
+                          &L->ple_gate, &L->ple_proj, &L->gate_inp, &L->shexp_gate_inp,
+                          &L->shexp_gate, &L->shexp_up, &L->shexp_down};
         for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) o->mat_release(p->be, ms[i]);
     }
     for (size_t i = 0; p->experts && i < moe_n_mats(&m->hp); i++) o->mat_release(p->be, &p->experts[i]);
@@ -163,9 +164,12 @@ static st_code prep_make(const model *m, model_prep *p) {
         L->ple_norm = prep_vec(p, &at, S->ple_norm, hp->n_embd);
         const bool v_is_k = S->wv.data == S->wk.data;
         kern_mat *dst[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
-                           &L->ple_gate, &L->ple_proj, &L->gate_inp};
+                           &L->ple_gate, &L->ple_proj, &L->gate_inp, &L->shexp_gate_inp,
+                          &L->shexp_gate, &L->shexp_up, &L->shexp_down};
         const kern_mat *src[] = {&S->wq, &S->wk, &S->wv, &S->wo, &S->w_gate, &S->w_up,
-                                 &S->w_down, &S->ple_gate, &S->ple_proj, &S->gate_inp};
+                                 &S->w_down, &S->ple_gate, &S->ple_proj, &S->gate_inp,
+                                 &S->shexp_gate_inp, &S->shexp_gate, &S->shexp_up,
+                                 &S->shexp_down};
         for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++) *dst[i] = (kern_mat){0};
         for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++) {
             if (src[i]->data && !(i == 2 && v_is_k) && (rc = prep_mat(m, p, dst[i], src[i], mul)))
