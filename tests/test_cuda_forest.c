@@ -14,7 +14,8 @@
  * emulator the leaf logits are in fact the same bits as linear decoding's (a row's
  * arithmetic depends only on its own keys in order), which is reported, not asserted
  * (cuBLAS on a GPU sums an F32 many-row product in its own order). Models: a random tiny one (mkmodel, Q8_0, GQA 2)
- * and stories260K; without a device the test reports itself skipped.
+ * a Qwen2-MoE of 8 experts (3 a token, a shared expert) and stories260K; without a device
+ * the test reports itself skipped.
  * A step that wants only the top-k (step_plan.topk_only) gets the same top-k and
  * alternatives, bit for bit, with its logits rows left on the device: fewer bytes come
  * back than one row's. */
@@ -228,6 +229,14 @@ int main(void) {
     T_CHECK(m != NULL, "tiny model: %s", err.msg);
     if (m) run_model(m, "tiny q8_0 gqa2", NERR_BOUND_Q8, 7);
     if (m) topk_only(m, "tiny q8_0 gqa2", 5);
+    model_free(m);
+    mp.arch = "qwen2moe"; /* a mixture of experts with a shared expert: rows grouped by expert */
+    mp.n_expert = 8;
+    mp.n_expert_used = 3;
+    mp.n_ff_exp = 64;
+    m = t_random_model(&mp, &err);
+    T_CHECK(m != NULL, "qwen2moe model: %s", err.msg);
+    if (m) run_model(m, "qwen2moe q8_0 8 experts top 3", NERR_BOUND_Q8, 9);
     model_free(m);
     const char *sp = t_shared("models/stories260K.gguf");
     if (!sp) {

@@ -399,10 +399,17 @@ static void test_bad_models(void) {
     model_free(model_load(tmp_path("bad.gguf"), &err));
     T_CHECK(err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "Qwen3.5") &&
             strstr(err.msg, "recurrent state"), "qwen35 refused by name: %s", err.msg);
+    edit oss = {"gpt-oss", NULL, NULL, 0, 0, NULL, 0, NULL};
+    copy_gguf(src, tmp_path("bad.gguf"), &oss);
+    st_clear(&err);
+    model_free(model_load(tmp_path("bad.gguf"), &err));
+    T_CHECK(err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "gpt-oss") &&
+            strstr(err.msg, "attention sinks"), "gpt-oss refused by name: %s", err.msg);
     /* a family's own tensors are required: qwen2's biases, gemma3's post-norms */
     const struct { const char *arch, *drop; } fam[] = {
         {"qwen2", "blk.1.attn_k.bias"}, {"qwen3", "blk.0.attn_q_norm.weight"},
-        {"gemma3", "blk.1.post_ffw_norm.weight"}, {"gemma4", "blk.0.attn_k_norm.weight"}};
+        {"gemma3", "blk.1.post_ffw_norm.weight"}, {"gemma4", "blk.0.attn_k_norm.weight"},
+        {"qwen3moe", "blk.1.ffn_up_exps.weight"}, {"qwen2moe", "blk.0.ffn_gate_inp_shexp.weight"}};
     for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
         p.arch = fam[i].arch;
         T_CHECK(mkmodel_write(&p, src, &err) == ST_OK, "mkmodel %s: %s", fam[i].arch, err.msg);

@@ -152,6 +152,9 @@ static st_code refuse_known(const char *arch, st_err *err) {
         {"qwen3next", "Qwen3-Next's Gated DeltaNet layers keep a recurrent state per "
                       "sequence, which this build does not have yet"},
         {"gemma3n", "Gemma 3n's AltUp and Laurel blocks are not implemented (Gemma 4 is)"},
+        {"gpt-oss", "gpt-oss's attention sinks, YaRN rotary scaling, clamped SwiGLU, expert "
+                    "biases and MXFP4 experts are not implemented (qwen3moe and qwen2moe's "
+                    "experts are)"},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(arch, known[i].name) == 0)
