@@ -30,9 +30,9 @@ int cmd_convert_llama2c(int argc, char **argv) {
 static void mk_usage(FILE *f) {
     fprintf(f, MKMODEL_USAGE "\n\n"
                "Writes a GGUF with random weights (deterministic from the seed).\n\n"
-               "  --arch A           llama (default), qwen2, qwen3, gemma3, gemma4, qwen3moe\n"
-               "                     or qwen2moe\n"
-               "  --swa N            gemma3, gemma4: sliding window in tokens (default: the context)\n"
+               "  --arch A           llama (default), qwen2, qwen3, gemma3, gemma4, qwen3moe,\n"
+               "                     qwen2moe or gpt-oss\n"
+               "  --swa N            gemma3, gemma4, gpt-oss: sliding window in tokens (default: the context)\n"
                "  --swa-pattern P    gemma4: every P-th layer global (default 2)\n"
                "  --head-dim-swa N   gemma4: the local layers' head size (default head-dim / 2)\n"
                "  --kv-shared N      gemma4: the last N layers read earlier layers' KV cache\n"

@@ -392,9 +392,9 @@ static void test_bad_models(void) {
     model_free(model_load(tmp_path("bad.gguf"), &err));
     T_CHECK(strstr(err.msg, "llama, qwen2, qwen3, gemma3, gemma4") != NULL,
             "unsupported architecture names the supported ones: %s", err.msg);
-    /* Qwen3.5 and gpt-oss are refused by name, saying what is missing */
+    /* Qwen3.5 and its MoE are refused by name, saying what is missing */
     const struct { const char *arch, *name, *why; } known[] = {
-        {"qwen35", "Qwen3.5", "recurrent state"}, {"gpt-oss", "gpt-oss", "attention sinks"}};
+        {"qwen35", "Qwen3.5", "recurrent state"}, {"qwen35moe", "Qwen3.5 MoE", "recurrent state"}};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         edit e = {known[i].arch, NULL, NULL, 0, 0, NULL, 0, NULL};
         copy_gguf(src, tmp_path("bad.gguf"), &e);
@@ -407,7 +407,8 @@ static void test_bad_models(void) {
     const struct { const char *arch, *drop; } fam[] = {
         {"qwen2", "blk.1.attn_k.bias"}, {"qwen3", "blk.0.attn_q_norm.weight"},
         {"gemma3", "blk.1.post_ffw_norm.weight"}, {"gemma4", "blk.0.attn_k_norm.weight"},
-        {"qwen3moe", "blk.1.ffn_up_exps.weight"}, {"qwen2moe", "blk.0.ffn_gate_inp_shexp.weight"}};
+        {"qwen3moe", "blk.1.ffn_up_exps.weight"}, {"qwen2moe", "blk.0.ffn_gate_inp_shexp.weight"},
+        {"gpt-oss", "blk.1.attn_sinks.weight"}, {"gpt-oss", "blk.0.ffn_down_exps.bias"}};
     for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
         p.arch = fam[i].arch;
         T_CHECK(mkmodel_write(&p, src, &err) == ST_OK, "mkmodel %s: %s", fam[i].arch, err.msg);

@@ -46,7 +46,8 @@
  * --set arch; the third a Gemma 4 with every feature this build runs, in Q8_0, from
  * gen_gemma4_models.sh; then a Qwen3-MoE (8 experts, 3 a token, weights renormalised)
  * and a Qwen2-MoE (the same plus a gated shared expert, weights as routed) in F32, from
- * gen_gemma4_models.sh qwen3moe and qwen2moe. */
+ * gen_gemma4_models.sh qwen3moe and qwen2moe; a gpt-oss (sinks, biases, clamped SwiGLU,
+ * a window of 8 on every other layer) likewise. */
 typedef struct qm_bounds {
     float tol_max;  /* any |logit - llama.cpp| */
     float tol_mean; /* mean |logit - llama.cpp| per file and backend */
@@ -69,7 +70,7 @@ static const struct {
     qm_bounds b;
 } qm_dirs[] = {{"tests/golden/qmodels/", 9, QM_QUANT}, {"tests/golden/archmodels/", 5, QM_QUANT},
                {"tests/golden/gemma4models/", 1, QM_F32}, {"tests/golden/qwen3moe/", 1, QM_F32},
-               {"tests/golden/qwen2moe/", 1, QM_F32}};
+               {"tests/golden/qwen2moe/", 1, QM_F32}, {"tests/golden/gptoss/", 1, QM_F32}};
 #define QM_TOP_K T_GOLDEN_TOP_K
 
 typedef t_golden_step qm_step;

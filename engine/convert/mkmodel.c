@@ -71,6 +71,7 @@ static const mk_arch mk_archs[] = {
     {"gemma4", false, true, true}, /* its layers: mkmodel_gemma4.c */
     {"qwen3moe", false, true, false}, /* its feed-forwards: mkmodel_moe.c */
     {"qwen2moe", true, false, false},  /* likewise, with a shared expert */
+    {"gpt-oss", true, false, false},   /* likewise, with sinks and biases */
 };
 
 static const mk_arch *mk_arch_of(const mkmodel_params *p) {
@@ -83,7 +84,7 @@ static const mk_arch *mk_arch_of(const mkmodel_params *p) {
 st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
     if (!mk_arch_of(p))
         return st_set(err, ST_ERR_ARG, "mkmodel: architecture '%s' is not one of llama, qwen2, "
-                      "qwen3, gemma3, gemma4, qwen3moe, qwen2moe", p->arch);
+                      "qwen3, gemma3, gemma4, qwen3moe, qwen2moe, gpt-oss", p->arch);
     if (p->n_swa < 0)
         return st_set(err, ST_ERR_ARG, "mkmodel: n_swa %" PRId32 " is negative", p->n_swa);
     const struct { const char *name; int32_t v, lo, hi; } r[] = {
@@ -214,7 +215,7 @@ static int mk_list(const mkmodel_params *p, mk_tensor *t) {
             {"ffn_norm", e, 1, 1.0f, 0.1f},
         };
         for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
-            if (mk_moe(p) && strncmp(b[i].suffix, "ffn_", 4) == 0 && b[i].ne1 > 1) continue;
+            if (mk_moe_skips(p, b[i].suffix, b[i].ne1 > 1)) continue;
             char name[48];
             snprintf(name, sizeof name, "blk.%d.%s.weight", l, b[i].suffix);
             mk_add(t, &n, name, b[i].ne0, b[i].ne1, b[i].ne1 > 1 ? wt : DT_F32,

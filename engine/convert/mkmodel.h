@@ -49,7 +49,7 @@ typedef struct mkmodel_params {
                            (DT_Q4_0, Q4_1, Q5_0, Q5_1: rows a multiple of 32; DT_Q4_K,
                            Q5_K, Q6_K: of 256) for the 2-D weights (token_embd
                            included); norm vectors stay F32 */
-    int32_t n_swa;      /* gemma3, gemma4: attention.sliding_window; 0 = n_ctx (no key
+    int32_t n_swa;      /* gemma3, gemma4, gpt-oss: attention.sliding_window; 0 = n_ctx (no key
                            is ever outside the window) */
     /* gemma4 only (0 for the others): */
     int32_t swa_pattern;  /* every swa_pattern-th layer global, the others local; 0 = 2 */
@@ -58,7 +58,7 @@ typedef struct mkmodel_params {
                              the two layers before them local then global */
     int32_t n_embd_ple;   /* per-layer embedding width; 0 = none */
     float softcap;        /* final_logit_softcapping; 0 = none */
-    /* qwen3moe only: a mixture of experts in place of each layer's feed-forward */
+    /* qwen3moe, qwen2moe, gpt-oss: a mixture of experts in place of each layer's FFN */
     int32_t n_expert;      /* experts per layer; 0 = 8 */
     int32_t n_expert_used; /* experts a token uses; 0 = 2 */
     int32_t n_ff_exp;      /* one expert's hidden width; 0 = n_ff */

@@ -40,6 +40,9 @@ bool mk_gemma4_fixed(const mkmodel_params *p, const mk_tensor *t, float *row);
  * l's feed-forward tensors (the router and the experts, appended at t[n]; returns the new
  * count) and its "<arch>.expert_*" keys. */
 bool mk_moe(const mkmodel_params *p);
+/* Whether layer tensor `suffix` of mk_list's llama block is left out (a mixture's dense
+ * feed-forward; gpt-oss's ffn_norm, which it names post_attention_norm). */
+bool mk_moe_skips(const mkmodel_params *p, const char *suffix, bool matrix);
 st_code mk_moe_check(const mkmodel_params *p, st_err *err);
 int mk_moe_layer(const mkmodel_params *p, mk_tensor *t, int n, int l);
 st_code mk_moe_meta(gguf_writer *w, const mkmodel_params *p, const char *arch);

@@ -42,6 +42,11 @@ static const arch_desc archs[MODEL_ARCH_N] = {
                              .qkv_bias = true, .act = MODEL_ACT_SILU, .moe_shared = true,
                              .chat_note = "ChatML", .load_hparams = moe_load_hparams,
                              .load_layer = moe_load_layer},
+    [MODEL_ARCH_GPTOSS] = {.name = "gpt-oss", .arch = MODEL_ARCH_GPTOSS, .rope_neox = true,
+                           .qkv_bias = true, .act = MODEL_ACT_SWIGLU_OAI, .swa_pattern = 2,
+                           .ffn_norm = "post_attention_norm",
+                           .chat_note = "harmony (not rendered by this build)",
+                           .load_hparams = gptoss_load_hparams, .load_layer = gptoss_load_layer},
 };
 
 const arch_desc *arch_find(const char *name) {
@@ -56,7 +61,7 @@ const char *model_arch_name(model_arch a) {
     return (unsigned)a < MODEL_ARCH_N ? archs[a].name : "?";
 }
 
-const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4, qwen3moe, qwen2moe"; }
+const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4, qwen3moe, qwen2moe, gpt-oss"; }
 
 /* Gemma 4's additions in words ("" for the other families), into out. */
 static void gemma4_features(const model_hparams *hp, char *out, size_t cap) {
@@ -86,13 +91,19 @@ const char *model_arch_features(const model_hparams *hp, char *out, size_t cap) 
         snprintf(sh, sizeof sh, ", a shared expert of width %d gated by a sigmoid", hp->n_ff_shexp);
     if (hp->n_expert > 0)
         snprintf(moe, sizeof moe, "; mixture of %d experts of width %d, %d used per token "
-                 "(softmax router, top-k weights %s%s)%s", hp->n_expert, hp->n_ff_exp,
-                 hp->n_expert_used, hp->expert_norm ? "renormalised" : "as they are",
+                 "(%s%s)%s", hp->n_expert, hp->n_ff_exp, hp->n_expert_used,
+                 hp->expert_softmax_k ? "top-k router logits, softmax over the k"
+                 : hp->expert_norm ? "softmax router, top-k weights renormalised"
+                                   : "softmax router, top-k weights as they are",
                  hp->expert_w_scale != 1.0f ? ", scaled" : "", sh);
+    if (hp->attn_sinks)
+        snprintf(moe + strlen(moe), sizeof moe - strlen(moe), "; attention sinks; biases on "
+                 "the attention output, the router and the experts");
     snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s%s, biases %s, embeddings %s%s%s%s; chat: %s",
              model_arch_name(hp->arch), hp->qk_norm ? " + Q/K head norms" : "",
              hp->post_norms ? " + post-attention/FFN norms" : "",
-             hp->act == MODEL_ACT_GELU_TANH ? "GeGLU (tanh GELU)" : "SwiGLU",
+             hp->act == MODEL_ACT_GELU_TANH ? "GeGLU (tanh GELU)"
+             : hp->act == MODEL_ACT_SWIGLU_OAI ? "SwiGLU clamped at 7 (gpt-oss)" : "SwiGLU",
              hp->rope_neox ? "NeoX pairs (i, i+d/2)" : "adjacent pairs", scale,
              hp->qkv_bias ? "on Q, K, V" : "none",
              hp->embd_scale != 1.0f ? "scaled by sqrt(n_embd)" : "as stored", win, g4, moe,

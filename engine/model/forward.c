@@ -130,6 +130,7 @@ static bool check_ops(const kern_ops *o, const model_hparams *hp, st_err *err) {
         {hp->qkv_bias, o->add_bias != NULL, "add_bias"},
         {hp->embd_scale != 1.0f || hp->n_expert > 0, o->scale != NULL, "scale"},
         {hp->act == MODEL_ACT_GELU_TANH, o->geglu != NULL, "geglu"},
+        {hp->act == MODEL_ACT_SWIGLU_OAI, o->swiglu_oai != NULL, "swiglu_oai"},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (ops[i].need && !ops[i].have) {
@@ -138,6 +139,11 @@ static bool check_ops(const kern_ops *o, const model_hparams *hp, st_err *err) {
                    ops[i].op);
             return false;
         }
+    if (hp->attn_sinks && o->device) { /* its attention does not read kern_attn.sinks */
+        st_set(err, ST_ERR_UNSUPPORTED, "the %s backend has no attention sinks (%s) yet; use "
+               "--backend cpu", o->name, model_arch_name(hp->arch));
+        return false;
+    }
     if (hp->final_softcap > 0 && o->device) { /* the cap is applied to host logits */
         st_set(err, ST_ERR_UNSUPPORTED, "the %s backend cannot cap logits (final logit "
                "soft-capping of %s) yet; use --backend cpu", o->name, model_arch_name(hp->arch));
@@ -394,7 +400,7 @@ static void attention_block(model_ctx *c, const model_batch *b, int32_t r0, int3
         .n_rows = n, .n_head = hp->n_head, .n_head_kv = L->n_head_kv,
         .head_dim = hd, .scale = hp->attn_scale,
         .q = c->q, .k = c->k_cache[l], .v = c->v_cache[l], .seg_off = b->seg_off + r0,
-        .segs = b->segs, .out = c->att,
+        .segs = b->segs, .out = c->att, .sinks = L->sinks,
     };
     if (swa) a.seg_off = b->seg_off_swa + r0, a.segs = b->segs_swa;
     o->attention(be, &a);
@@ -423,6 +429,7 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
         o->rmsnorm(be, c->xb, c->x, L->attn_norm, n, hp->n_embd, hp->rms_eps);
         attention_block(c, b, r0, n, l, aw, tmp);
         o->matmul(be, c->xb, &L->wo, c->att, n);
+        if (L->bo) o->add_bias(be, c->xb, L->bo, n, hp->n_embd);
         if (L->post_attn_norm)
             o->rmsnorm(be, c->xb, c->xb, L->post_attn_norm, n, hp->n_embd, hp->rms_eps);
         o->add(be, c->x, c->xb, (int64_t)n * hp->n_embd);

@@ -152,9 +152,6 @@ static st_code refuse_known(const char *arch, st_err *err) {
         {"qwen3next", "Qwen3-Next's Gated DeltaNet layers keep a recurrent state per "
                       "sequence, which this build does not have yet"},
         {"gemma3n", "Gemma 3n's AltUp and Laurel blocks are not implemented (Gemma 4 is)"},
-        {"gpt-oss", "gpt-oss's attention sinks, YaRN rotary scaling, clamped SwiGLU, expert "
-                    "biases and MXFP4 experts are not implemented (qwen3moe and qwen2moe's "
-                    "experts are)"},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(arch, known[i].name) == 0)
@@ -311,8 +308,12 @@ size_t model_vec_floats(const model_hparams *hp) {
     const size_t QD = (size_t)hp->n_head * hd, KD = (size_t)hp->n_head_kv * hd;
     const size_t layer = 2 * E + (hp->qkv_bias ? QD + 2 * KD : 0) + (hp->qk_norm ? 2 * hd : 0) +
                          (hp->post_norms ? 2 * E : 0) + (hp->n_embd_ple > 0 ? E : 0);
+    /* gpt-oss: sinks, the output bias, the router's and the experts' biases */
+    const size_t NE = (size_t)hp->n_expert, FE = (size_t)hp->n_ff_exp;
+    const size_t oss = hp->attn_sinks ? (size_t)hp->n_head + E + NE + NE * (2 * FE + E) : 0;
     /* + a layer's output scale (1 float), the per-layer projection's norm, the V norm's ones */
-    return E + (size_t)hp->n_layer * (layer + 1) + (size_t)hp->n_embd_ple + (hp->v_norm ? hd : 0);
+    return E + (size_t)hp->n_layer * (layer + oss + 1) + (size_t)hp->n_embd_ple +
+           (hp->v_norm ? hd : 0);
 }
 
 /* The tensors a family adds to layer l's llama block (arch.h). */
@@ -363,12 +364,14 @@ static st_code load_layer(model *m, int32_t l, size_t *used, st_err *err) {
     if (L->n_ff <= 0) return st_set(err, ST_ERR_FORMAT, "layer %d: feed_forward_length is 0", l);
     const int64_t E = hp->n_embd, F = L->n_ff, QD = (int64_t)hp->n_head * L->head_dim,
                   KD = (int64_t)L->n_head_kv * L->head_dim;
-    char nm[96];
+    char nm[96], fnorm[96];
+    const char *fn = arch_get(hp->arch)->ffn_norm;
+    snprintf(fnorm, sizeof fnorm, "blk.%d.%s.weight", (int)l, fn ? fn : "ffn_norm");
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s ".weight", (int)l), nm)
     if ((rc = load_want_vec(m, NAME("attn_norm"), E, &L->attn_norm, used, err)) ||
         (rc = load_want_mat(g, NAME("attn_q"), E, QD, &L->wq, err)) ||
         (rc = load_want_mat(g, NAME("attn_output"), QD, E, &L->wo, err)) ||
-        (rc = load_want_vec(m, NAME("ffn_norm"), E, &L->ffn_norm, used, err)))
+        (rc = load_want_vec(m, fnorm, E, &L->ffn_norm, used, err)))
         return rc;
     if (hp->n_expert == 0 && /* a mixture of experts has its own (moe.c) */
         ((rc = load_want_mat(g, NAME("ffn_gate"), E, F, &L->w_gate, err)) ||

@@ -34,6 +34,8 @@ typedef enum model_arch {
                            layers, per-layer embeddings, V norm, logit soft-capping) */
     MODEL_ARCH_QWEN3MOE, /* "qwen3moe": Qwen3's block with a mixture-of-experts FFN */
     MODEL_ARCH_QWEN2MOE, /* "qwen2moe": Qwen2's block, experts and a gated shared expert */
+    MODEL_ARCH_GPTOSS,   /* "gpt-oss": attention sinks, alternating windows, biased experts
+                            with a clamped SwiGLU */
     MODEL_ARCH_N
 } model_arch;
 
@@ -41,6 +43,7 @@ typedef enum model_arch {
 typedef enum model_act {
     MODEL_ACT_SILU,      /* SwiGLU: silu(gate) * up */
     MODEL_ACT_GELU_TANH, /* GeGLU: gelu(gate) * up, gelu in its tanh form */
+    MODEL_ACT_SWIGLU_OAI, /* gpt-oss's clamped SwiGLU (kern.h swiglu_oai) */
 } model_act;
 
 typedef struct model_hparams {
@@ -92,6 +95,11 @@ typedef struct model_hparams {
     int32_t n_ff_exp;       /* expert_feed_forward_length: one expert's hidden width */
     float expert_w_scale;   /* the routing weights are multiplied by it; 1 */
     bool expert_norm;       /* the k routing weights are divided by their sum */
+    bool expert_softmax_k;  /* the weights are a softmax over the k chosen logits, not the
+                               chosen ones of a softmax over all (gpt-oss) */
+    bool attn_sinks;        /* a learned logit per head joins each softmax (gpt-oss); with
+                               it, attention and FFN biases: attn_output.bias, the router's
+                               and the experts' */
     int32_t n_ff_shexp;     /* the shared expert's width (every row runs it, scaled by a
                                sigmoid gate); 0: none */
 } model_hparams;
@@ -171,6 +179,13 @@ typedef struct model_layer {
     kern_mat shexp_gate;      /* (n_ff_shexp, n_embd) */
     kern_mat shexp_up;        /* (n_ff_shexp, n_embd) */
     kern_mat shexp_down;      /* (n_embd, n_ff_shexp) */
+    /* gpt-oss (attn_sinks) */
+    const float *sinks;       /* (n_head) attn_sinks */
+    const float *bo;          /* (n_embd) attn_output.bias */
+    const float *gate_inp_b;  /* (n_expert) ffn_gate_inp.bias */
+    const float *exp_gate_b;  /* (n_expert, n_ff_exp) ffn_gate_exps.bias */
+    const float *exp_up_b;    /* (n_expert, n_ff_exp) ffn_up_exps.bias */
+    const float *exp_down_b;  /* (n_expert, n_embd) ffn_down_exps.bias */
 } model_layer;
 
 typedef struct model {

@@ -192,6 +192,17 @@ void moe_scratch_free(moe_scratch *s, kern_backend *be) {
     free(s);
 }
 
+/* The k chosen logits' softmax times scale as the weights (gpt-oss), into w. */
+static void route_softmax_k(const float *logits, const int32_t *sel, int32_t k, float scale,
+                            float *w) {
+    float mx = -INFINITY;
+    for (int32_t j = 0; j < k; j++) mx = logits[sel[j]] > mx ? logits[sel[j]] : mx;
+    double sum = 0;
+    for (int32_t j = 0; j < k; j++) sum += (double)(w[j] = expf(logits[sel[j]] - mx));
+    const float inv = (float)(1.0 / sum);
+    for (int32_t j = 0; j < k; j++) w[j] = w[j] * inv * scale;
+}
+
 void moe_route(const float *logits, int32_t n_expert, int32_t k, bool norm, float scale,
                int32_t *sel, float *w) {
     float mx = -INFINITY;
@@ -223,6 +234,9 @@ static void group_choices(moe_scratch *s, const model_hparams *hp, int32_t n) {
     for (int32_t r = 0; r < n; r++) {
         moe_route(s->host + (size_t)r * NE, NE, k, hp->expert_norm, hp->expert_w_scale,
                   s->sel + r * k, s->w + r * k);
+        if (hp->expert_softmax_k)
+            route_softmax_k(s->host + (size_t)r * NE, s->sel + r * k, k, hp->expert_w_scale,
+                            s->w + r * k);
         for (int32_t j = 0; j < k; j++) s->start[s->sel[r * k + j] + 1]++;
     }
     for (int32_t e = 0; e < NE; e++) s->start[e + 1] += s->start[e];
@@ -256,8 +270,11 @@ void moe_ffn(moe_scratch *s, kern_backend *be, const model_hparams *hp, const mo
              float *x, int32_t n) {
     const kern_ops *o = kern_backend_ops(be);
     const int32_t NE = hp->n_expert, k = hp->n_expert_used, E = hp->n_embd, F = hp->n_ff_exp;
+    void (*act)(kern_backend *, float *, const float *, const float *, int64_t) =
+        hp->act == MODEL_ACT_SWIGLU_OAI ? o->swiglu_oai : o->swiglu;
     if (hp->n_ff_shexp > 0) shared_expert(s, be, hp, L, x, n); /* before x is overwritten */
     o->matmul(be, s->logits, &L->gate_inp, x, n);
+    if (L->gate_inp_b) o->add_bias(be, s->logits, L->gate_inp_b, n, NE);
     o->download(be, s->host, s->logits, sizeof(float) * (size_t)n * (size_t)NE);
     group_choices(s, hp, n);
     o->gather_rows(be, s->xg, x, s->row_of, n * k, E);
@@ -268,8 +285,13 @@ void moe_ffn(moe_scratch *s, kern_backend *be, const model_hparams *hp, const mo
         o->matmul_n(be, 2, (float *const[]){hg, hu},
                     (const kern_mat *const[]){&L->exp_gate[e], &L->exp_up[e]},
                     s->xg + (size_t)a * E, c);
-        o->swiglu(be, hg, hg, hu, (int64_t)c * F);
+        if (L->exp_gate_b) {
+            o->add_bias(be, hg, L->exp_gate_b + (size_t)e * F, c, F);
+            o->add_bias(be, hu, L->exp_up_b + (size_t)e * F, c, F);
+        }
+        act(be, hg, hg, hu, (int64_t)c * F);
         o->matmul(be, s->yg + (size_t)a * E, &L->exp_down[e], hg, c);
+        if (L->exp_down_b) o->add_bias(be, s->yg + (size_t)a * E, L->exp_down_b + (size_t)e * E, c, E);
     }
     for (int32_t a = 0; a < n * k; a++) o->scale(be, s->yg + (size_t)a * E, s->w_of[a], E);
     /* x = choice 0's output, then + choice 1's, ...: each row sums in its top-k order */

@@ -162,6 +162,13 @@ static st_code prep_make(const model *m, model_prep *p) {
         L->post_attn_norm = prep_vec(p, &at, S->post_attn_norm, hp->n_embd);
         L->post_ffn_norm = prep_vec(p, &at, S->post_ffn_norm, hp->n_embd);
         L->ple_norm = prep_vec(p, &at, S->ple_norm, hp->n_embd);
+        const int64_t NE = hp->n_expert, FE = hp->n_ff_exp;
+        L->sinks = prep_vec(p, &at, S->sinks, hp->n_head);
+        L->bo = prep_vec(p, &at, S->bo, hp->n_embd);
+        L->gate_inp_b = prep_vec(p, &at, S->gate_inp_b, NE);
+        L->exp_gate_b = prep_vec(p, &at, S->exp_gate_b, NE * FE);
+        L->exp_up_b = prep_vec(p, &at, S->exp_up_b, NE * FE);
+        L->exp_down_b = prep_vec(p, &at, S->exp_down_b, NE * hp->n_embd);
         const bool v_is_k = S->wv.data == S->wk.data;
         kern_mat *dst[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                            &L->ple_gate, &L->ple_proj, &L->gate_inp, &L->shexp_gate_inp,

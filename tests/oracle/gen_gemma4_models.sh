@@ -8,14 +8,16 @@
 # so that no rounding of activations blurs the comparison: a tight bound then catches
 # any one feature done wrong. With the argument qwen3moe or qwen2moe it writes
 # tests/golden/<set>/ instead: a random Qwen3-MoE (8
-# experts of width 64, 3 used per token, weights renormalised) or Qwen2-MoE (the same
-# experts, weights as the softmax gives them, and a shared expert with a sigmoid gate).
+# experts of width 64, 3 used per token, weights renormalised), Qwen2-MoE (the same
+# experts, weights as the softmax gives them, and a shared expert with a sigmoid gate) or
+# gpt-oss (the same experts with biases and the clamped SwiGLU, attention sinks, a window
+# of 8 on every other layer; prompts of 9..25 tokens, so the window matters).
 #
 # llama.cpp runs through tests/oracle/llama_greedy.c linked against a llama.cpp build's
 # static libraries (llama-cpp-python's sources, built as tests/oracle/README.md says but
 # with -DBUILD_SHARED_LIBS=OFF); the Python pipeline of gen_quant_models.py needs the
 # shared build instead. Usage, from the repository root after `make multidecode`:
-#   LLAMA_SRC=.../vendor/llama.cpp LLAMA_BUILD=.../build sh tests/oracle/gen_gemma4_models.sh [qwen3moe|qwen2moe]
+#   LLAMA_SRC=.../vendor/llama.cpp LLAMA_BUILD=.../build sh tests/oracle/gen_gemma4_models.sh [qwen3moe|qwen2moe|gpt-oss]
 set -eu
 src=${LLAMA_SRC:?set LLAMA_SRC to the llama.cpp source folder}
 bld=${LLAMA_BUILD:?set LLAMA_BUILD to its build folder (static libraries)}
@@ -30,7 +32,10 @@ qwen3moe)
 qwen2moe)
     out=tests/golden/qwen2moe title="Qwen2-MoE"
     args="--arch qwen2moe --layers 2 --experts 8 --experts-used 3 --ffn-exp 64 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 32 --ffn 128 --ctx 512 --seed 13" ;;
-*) echo "usage: $0 [gemma4|qwen3moe|qwen2moe]" >&2; exit 2 ;;
+gpt-oss)
+    out=tests/golden/gptoss title="gpt-oss"
+    args="--arch gpt-oss --layers 2 --experts 8 --experts-used 3 --ffn-exp 64 --swa 8 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 32 --ffn 128 --ctx 512 --seed 14" ;;
+*) echo "usage: $0 [gemma4|qwen3moe|qwen2moe|gpt-oss]" >&2; exit 2 ;;
 esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
