@@ -43,6 +43,7 @@ static void mk_usage(FILE *f) {
                "  --ffn-exp N        qwen3moe, qwen2moe: one expert's width (default: --ffn;\n"
                "                     qwen2moe's shared expert has --ffn)\n"
                "  --rope-scale F     linear RoPE scaling by F (gemma3: the global layers only)\n"
+               "  --yarn F           YaRN scaling by F from a context of --ctx / F\n"
                "  --preset NAME      tiny, 25m, 110m or 1b (default tiny); options below override\n"
                "  --type T           weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,\n"
                "                     Q5_K, Q6_K (default F32)\n"
@@ -61,7 +62,7 @@ int cmd_mkmodel(int argc, char **argv) {
         {"arch", 1, 0, 'A'},   {"swa", 1, 0, 'W'},     {"rope-scale", 1, 0, 'R'},
         {"swa-pattern", 1, 0, 'p'}, {"head-dim-swa", 1, 0, 'D'}, {"kv-shared", 1, 0, 'K'},
         {"ple", 1, 0, 'E'},    {"softcap", 1, 0, 'C'},  {"experts", 1, 0, 'X'},
-        {"experts-used", 1, 0, 'U'}, {"ffn-exp", 1, 0, 'F'},
+        {"experts-used", 1, 0, 'U'}, {"ffn-exp", 1, 0, 'F'}, {"yarn", 1, 0, 'Y'},
         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     mkmodel_params p = mkmodel_default_params();
     /* a preset first, wherever it appears, so that other options override it */
@@ -90,12 +91,13 @@ int cmd_mkmodel(int argc, char **argv) {
             p.softcap = (float)f;
             continue;
         }
-        case 'R': {
+        case 'R':
+        case 'Y': {
             double f;
             if (app_parse_float(optarg, &f) || f < 1 || f > 1e6)
-                return app_usage_error("bad --rope-scale '%s' (want a factor from 1 to 1e6)",
-                                       optarg);
-            p.rope_scale = (float)f;
+                return app_usage_error("bad --%s '%s' (want a factor from 1 to 1e6)",
+                                       ch == 'R' ? "rope-scale" : "yarn", optarg);
+            *(ch == 'R' ? &p.rope_scale : &p.yarn) = (float)f;
             continue;
         }
         case 'T': {

@@ -538,13 +538,21 @@ static void test_rope_scaling(void) {
         free(a), free(b), free(c);
     }
     model_free(m0), model_free(ml), model_free(mf);
-    edit yarn = {0};
+    edit lr = {0}, yarn = {0};
+    lr.scaling = "longrope";
+    copy_gguf(lin, tmp_path("rsl.gguf"), &lr);
+    st_clear(&err);
+    model *my = model_load(tmp_path("rsl.gguf"), &err);
+    T_CHECK(!my && err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "'longrope'") &&
+            strstr(err.msg, "none, linear, yarn"), "longrope is refused clearly: '%s'", err.msg);
+    model_free(my);
+    /* YaRN loads (its numbers are checked against llama.cpp: tests/golden/gptoss) */
     yarn.scaling = "yarn";
     copy_gguf(lin, tmp_path("rsy.gguf"), &yarn);
     st_clear(&err);
-    model *my = model_load(tmp_path("rsy.gguf"), &err);
-    T_CHECK(!my && err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "'yarn'") &&
-            strstr(err.msg, "none, linear"), "yarn is refused clearly: '%s'", err.msg);
+    my = model_load(tmp_path("rsy.gguf"), &err);
+    T_CHECK(my && my->hp.yarn_factor == 4.0f && my->hp.rope_scale == 1.0f &&
+            my->hp.yarn_orig_ctx == my->hp.n_ctx_train, "yarn of 4 is read: %s", err.msg);
     model_free(my);
     /* a factor that would make the angles infinite is refused; type none ignores it */
     edit tiny = {0}, none = {0};

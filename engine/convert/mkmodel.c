@@ -111,7 +111,7 @@ st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
     if (hd % 2 != 0)
         return st_set(err, ST_ERR_ARG, "mkmodel: head_dim %" PRId32 " is odd, but RoPE "
                       "rotates pairs", hd);
-    if (!(p->rope_scale >= 0 && p->rope_scale <= 1e6))
+    if (!(p->rope_scale >= 0 && p->rope_scale <= 1e6) || !(p->yarn >= 0 && p->yarn <= 1e6))
         return st_set(err, ST_ERR_ARG, "mkmodel: rope scale %g is out of range",
                       (double)p->rope_scale);
     if (!(p->rope_base > 0 && isfinite(p->rope_base)))
@@ -429,7 +429,12 @@ static st_code mk_set_meta(gguf_writer *w, const mkmodel_params *p, const mk_voc
     MK_SET(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hd));
     MK_SET(gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_base));
     MK_SET(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f));
-    if (p->rope_scale > 1.0f) {
+    if (p->yarn > 1.0f) {
+        MK_SET(gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn"));
+        MK_SET(gguf_writer_set_f32(w, KEY("rope.scaling.factor"), p->yarn));
+        MK_SET(gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"),
+                                   (uint32_t)((float)p->n_ctx / p->yarn)));
+    } else if (p->rope_scale > 1.0f) {
         MK_SET(gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear"));
         MK_SET(gguf_writer_set_f32(w, KEY("rope.scaling.factor"), p->rope_scale));
     }

@@ -44,6 +44,8 @@ typedef struct mkmodel_params {
     int32_t n_ctx;      /* llama.context_length */
     float rope_base;    /* llama.rope.freq_base */
     float rope_scale;   /* > 1: rope.scaling.type "linear" with this factor; 0 or 1: none */
+    float yarn;         /* > 1: rope.scaling.type "yarn" with this factor, from an original
+                           context of n_ctx / yarn (instead of rope_scale); 0: none */
     bool tied;          /* true: no output.weight (the classifier is token_embd) */
     uint32_t wtype;     /* DT_F32 / DT_F16 / DT_BF16 / DT_Q8_0, or a ggml block type
                            (DT_Q4_0, Q4_1, Q5_0, Q5_1: rows a multiple of 32; DT_Q4_K,

@@ -85,6 +85,9 @@ const char *model_arch_features(const model_hparams *hp, char *out, size_t cap) 
     if (hp->rope_scale > 0 && hp->rope_scale != 1.0f)
         snprintf(scale, sizeof scale, " scaled linearly by 1/%g%s", (double)hp->rope_scale,
                  win[0] ? " on the global layers" : "");
+    if (hp->yarn_factor > 0)
+        snprintf(scale, sizeof scale, " with YaRN x%g from %d tokens", (double)hp->yarn_factor,
+                 hp->yarn_orig_ctx);
     char g4[256], moe[224] = "", sh[64] = "";
     gemma4_features(hp, g4, sizeof g4);
     if (hp->n_ff_shexp > 0)

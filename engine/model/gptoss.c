@@ -9,8 +9,8 @@
  * the tensor post_attention_norm; the router picks the top k logits (after its bias) and
  * weighs them by a softmax over those k (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT, no
  * renormalisation); the experts use swiglu_oai (alpha 1.702, limit 7) with the biases
- * added to gate, up and down. The files' YaRN rotary scaling is refused by the loader
- * (model.c: only linear scaling is implemented), and MXFP4 experts by their type. */
+ * added to gate, up and down. Its files' YaRN rotary scaling is yarn.c's; MXFP4 experts
+ * are refused by their type (load_want_mat's list) until the kernels read them. */
 #include "model/arch.h"
 #include "model/moe.h"
 

@@ -84,6 +84,37 @@ static st_code hp_int_max(const gguf_ctx *g, const char *arch, const char *name,
     return ST_OK;
 }
 
+/* YaRN of factor f (prep.h): its original context and correction range; the magnitude
+ * factor it puts on q and k goes into the attention scale. Variants llama.cpp reads from
+ * further keys (a log multiplier, an extrapolation factor) are refused. */
+static st_code load_yarn(const gguf_ctx *g, const char *arch, float f, model_hparams *hp,
+                         st_err *err) {
+    static const char *const refused[] = {"rope.scaling.yarn_log_multiplier",
+                                          "rope.scaling.yarn_ext_factor",
+                                          "rope.scaling.yarn_attn_factor"};
+    char key[96];
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch, refused[i]);
+        if (gguf_find_key(g, key) >= 0)
+            return st_set(err, ST_ERR_UNSUPPORTED, "%s is not supported (plain YaRN is)", key);
+    }
+    if (!(f > 1.0f && f <= 1e6f))
+        return st_set(err, ST_ERR_FORMAT, "%s.rope.scaling.factor = %g is out of range for YaRN "
+                      "(above 1, up to 1e6)", arch, (double)f);
+    st_code rc;
+    if ((rc = load_hp_int(g, arch, "rope.scaling.original_context_length", hp->n_ctx_train,
+                          &hp->yarn_orig_ctx, err)) ||
+        (rc = load_hp_float(g, arch, "rope.scaling.yarn_beta_fast", 32.0, &hp->yarn_beta_fast, err)) ||
+        (rc = load_hp_float(g, arch, "rope.scaling.yarn_beta_slow", 1.0, &hp->yarn_beta_slow, err)))
+        return rc;
+    if (hp->yarn_orig_ctx <= 0)
+        return st_set(err, ST_ERR_FORMAT, "%s.rope.scaling.original_context_length is 0", arch);
+    hp->yarn_factor = f;
+    const float ms = model_yarn_mscale(f);
+    hp->attn_scale *= ms * ms;
+    return ST_OK;
+}
+
 /* Linear RoPE scaling (angles divided by the factor) is what Gemma 3 4B+ and older
  * long-context llamas use; like llama.cpp, a factor without a type means linear, and the
  * old key rope.scale_linear is read too. Other types are refused rather than decoded
@@ -105,9 +136,10 @@ static st_code load_rope_scaling(const gguf_ctx *g, const char *arch, model_hpar
     st_code rc = load_hp_float(g, arch, name, 1.0, &f, err);
     if (rc) return rc;
     if (f == 1.0f) return ST_OK;
+    if (strcmp(type, "yarn") == 0) return load_yarn(g, arch, f, hp, err);
     if (strcmp(type, "linear") != 0)
         return st_set(err, ST_ERR_UNSUPPORTED, "%s.rope.scaling.type = '%s' (factor %g) is not "
-                      "supported (supported: none, linear)", arch, type, (double)f);
+                      "supported (supported: none, linear, yarn)", arch, type, (double)f);
     /* angles divided by a tiny factor become infinite: no real model is near these */
     if (!(f >= 1e-3f && f <= 1e6f))
         return st_set(err, ST_ERR_FORMAT, "%s.%s = %g is out of range (1e-3 to 1e6)", arch, name,

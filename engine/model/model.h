@@ -59,6 +59,9 @@ typedef struct model_hparams {
     int32_t n_ctx_train;  /* context length the model was trained for */
     float rope_base;      /* theta base, 10000 by default */
     float rope_scale;     /* linear RoPE scaling of the global layers: angles / rope_scale */
+    float yarn_factor;    /* YaRN scaling of every layer (prep.h model_yarn_factors); 0: none */
+    int32_t yarn_orig_ctx; /* its original context (rope.scaling.original_context_length) */
+    float yarn_beta_fast, yarn_beta_slow; /* its correction range, 32 and 1 by default */
     float rms_eps;
     bool tied_output;     /* no output.weight: the classifier is token_embd */
     /* What the architecture adds to the llama block (model_arch_features fills them). */

@@ -88,10 +88,35 @@ static const float *prep_vec(model_prep *p, float **at, const float *src, int64_
 /* The frequency factors rope divides its angles by: the file's rope_freqs, times the
  * linear scaling factor on the global layers (rope_freqs); the local layers of a windowed
  * model are not scaled (rope_freqs_swa: the file's factors alone), as in llama.cpp. */
+/* YaRN's factors (yarn.c) for the global layers and, with their own base and rotated
+ * dims, the local ones. */
+static st_code prep_yarn(const model *m, model_prep *p) {
+    const model_hparams *hp = &m->hp;
+    const kern_ops *o = kern_backend_ops(p->be);
+    const int32_t n = (hp->rope_dim > hp->rope_dim_swa ? hp->rope_dim : hp->rope_dim_swa) / 2;
+    float *ff = malloc(sizeof(float) * (size_t)n);
+    float *rf = o->buf_alloc(p->be, sizeof(float) * (size_t)n);
+    float *rs = o->buf_alloc(p->be, sizeof(float) * (size_t)n);
+    st_code rc = ff && rf && rs ? ST_OK : ST_ERR_NOMEM;
+    if (rc == ST_OK) {
+        model_yarn_factors(hp, hp->rope_base, hp->rope_dim, m->rope_freqs, ff);
+        p->rope_freqs = prep_vec(p, &rf, ff, hp->rope_dim / 2);
+        model_yarn_factors(hp, hp->rope_base_swa > 0 ? hp->rope_base_swa : hp->rope_base,
+                           hp->rope_dim_swa, hp->rope_freqs_global ? NULL : m->rope_freqs, ff);
+        p->rope_freqs_swa = prep_vec(p, &rs, ff, hp->rope_dim_swa / 2);
+    } else {
+        o->buf_free(p->be, rf);
+        o->buf_free(p->be, rs);
+    }
+    free(ff);
+    return rc;
+}
+
 static st_code prep_rope_freqs(const model *m, model_prep *p) {
     const model_hparams *hp = &m->hp;
     const kern_ops *o = kern_backend_ops(p->be);
     const int32_t n = hp->rope_dim / 2;
+    if (hp->yarn_factor > 0) return prep_yarn(m, p);
     const bool scaled = hp->rope_scale > 0 && hp->rope_scale != 1.0f;
     if (m->rope_freqs) {
         float *rf = o->buf_alloc(p->be, sizeof(float) * (size_t)n);

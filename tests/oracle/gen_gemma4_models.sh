@@ -11,7 +11,8 @@
 # experts of width 64, 3 used per token, weights renormalised), Qwen2-MoE (the same
 # experts, weights as the softmax gives them, and a shared expert with a sigmoid gate) or
 # gpt-oss (the same experts with biases and the clamped SwiGLU, attention sinks, a window
-# of 8 on every other layer; prompts of 9..25 tokens, so the window matters).
+# of 8 on every other layer, YaRN by 4 from 128 tokens; prompts of 9..25 tokens, so the
+# window matters).
 #
 # llama.cpp runs through tests/oracle/llama_greedy.c linked against a llama.cpp build's
 # static libraries (llama-cpp-python's sources, built as tests/oracle/README.md says but
@@ -34,7 +35,7 @@ qwen2moe)
     args="--arch qwen2moe --layers 2 --experts 8 --experts-used 3 --ffn-exp 64 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 32 --ffn 128 --ctx 512 --seed 13" ;;
 gpt-oss)
     out=tests/golden/gptoss title="gpt-oss"
-    args="--arch gpt-oss --layers 2 --experts 8 --experts-used 3 --ffn-exp 64 --swa 8 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 32 --ffn 128 --ctx 512 --seed 14" ;;
+    args="--arch gpt-oss --layers 2 --experts 8 --experts-used 3 --ffn-exp 64 --swa 8 --yarn 4 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 32 --ffn 128 --ctx 512 --seed 14" ;;
 *) echo "usage: $0 [gemma4|qwen3moe|qwen2moe|gpt-oss]" >&2; exit 2 ;;
 esac
 tmp=$(mktemp -d)
