@@ -45,7 +45,7 @@ static const arch_desc archs[MODEL_ARCH_N] = {
     [MODEL_ARCH_GPTOSS] = {.name = "gpt-oss", .arch = MODEL_ARCH_GPTOSS, .rope_neox = true,
                            .qkv_bias = true, .act = MODEL_ACT_SWIGLU_OAI, .swa_pattern = 2,
                            .ffn_norm = "post_attention_norm",
-                           .chat_note = "harmony (not rendered by this build)",
+                           .chat_note = "harmony (an analysis channel, then the final one)",
                            .load_hparams = gptoss_load_hparams, .load_layer = gptoss_load_layer},
 };
 
