@@ -716,9 +716,9 @@ static void test_think_fold(void) {
     int32_t nq, na, *pq = tok_encode_alloc(tk, q, strlen(q), false, false, &nq, &err);
     int32_t *pa = tok_encode_alloc(tk, a, strlen(a), false, false, &na, &err);
     forest *f = forest_init(256, 0);
-    forest_id root, x;
+    forest_id root, x, leaf;
     forest_add_root(f, pq, NULL, nq, 0, &root, NULL);
-    forest_append(f, root, pa, NULL, na, &x, NULL);
+    forest_append(f, root, pa, NULL, na, &leaf, NULL);
     forest_append(f, root, pa, NULL, 3, &x, NULL); /* "<think>" and no more */
     forest_view v;
     fv_init(&v, false);
@@ -731,6 +731,25 @@ static void test_think_fold(void) {
     draw(&v, f, tk, ln, 2);
     T_CHECK(strstr(ln[1], "<think>") && strstr(ln[1], "Let me"), "t shows the thinking: '%s'", ln[1]);
     fv_free(&v);
+    /* the text pane: the section's tokens one piece (the mark and the closing marker) */
+    text_view tv;
+    tv_init(&tv);
+    tv_layout L = {0};
+    char all[2][512];
+    for (int show = 0; show < 2; show++) {
+        tv.show_thinking = show;
+        T_CHECK(tv_set(&tv, f, leaf, &err) == ST_OK && tv_layout_build(&L, &tv, f, tk, 200, false, "#", &err) == ST_OK,
+                "text layout: %s", err.msg);
+        size_t at = 0;
+        for (int32_t i = 0; i < L.n && at + L.p[i].len < sizeof all[show]; i++)
+            memcpy(all[show] + at, L.text + L.p[i].off, L.p[i].len), at += L.p[i].len;
+        all[show][at] = '\0';
+    }
+    T_CHECK(strstr(all[0], "<think>[thought]</think>") && strstr(all[0], "The answer is 4.") &&
+                !strstr(all[0], "Let me"), "text pane folded: '%s'", all[0]);
+    T_CHECK(strstr(all[1], "Let me add") != NULL, "text pane with the thinking shown: '%s'", all[1]);
+    tv_layout_free(&L);
+    tv_free(&tv);
     forest_free(f);
     free(pq), free(pa);
     tok_free(tk);

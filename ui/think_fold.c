@@ -28,6 +28,21 @@ static void put(char *out, size_t cap, size_t *len, const char *s, size_t n) {
     out[*len] = '\0';
 }
 
+int ui_think_opens(const char *text) {
+    size_t k;
+    return next_open(text, &k) ? (int)k : -1;
+}
+
+bool ui_think_closes(const char *text, int k, const char **close) {
+    *close = sections[k].close;
+    return strstr(text, sections[k].close) != NULL;
+}
+
+const char *ui_think_mark(bool closed, bool utf8) {
+    return closed ? (utf8 ? "\xe2\x9f\xa8thought\xe2\x9f\xa9" : "[thought]")
+                  : (utf8 ? "\xe2\x9f\xa8thinking\xe2\x80\xa6\xe2\x9f\xa9" : "[thinking...]");
+}
+
 bool ui_think_fold(const char *text, bool utf8, char *out, size_t cap) {
     size_t len = 0, k = 0;
     bool folded = false;
@@ -35,8 +50,7 @@ bool ui_think_fold(const char *text, bool utf8, char *out, size_t cap) {
     for (const char *s = text, *p; (p = next_open(s, &k)) != NULL; folded = true) {
         put(out, cap, &len, s, (size_t)(p - s));
         const char *body = p + strlen(sections[k].open), *end = strstr(body, sections[k].close);
-        const char *mark = end ? (utf8 ? "\xe2\x9f\xa8thought\xe2\x9f\xa9" : "[thought]")
-                               : (utf8 ? "\xe2\x9f\xa8thinking\xe2\x80\xa6\xe2\x9f\xa9" : "[thinking...]");
+        const char *mark = ui_think_mark(end != NULL, utf8);
         put(out, cap, &len, mark, strlen(mark));
         if (!end) return true;
         s = end + strlen(sections[k].close);

@@ -19,4 +19,11 @@
  * text holds no section. */
 bool ui_think_fold(const char *text, bool utf8, char *out, size_t cap);
 
+/* For text seen piece by piece (the text pane's cells): the kind of the section whose
+ * opening marker text holds (0, 1, ...), or -1; whether it holds kind k's closing marker
+ * (then *close gets that marker's text); the mark ui_think_fold draws (static). */
+int ui_think_opens(const char *text);
+bool ui_think_closes(const char *text, int k, const char **close);
+const char *ui_think_mark(bool closed, bool utf8);
+
 #endif
