@@ -2,7 +2,9 @@
  * architecture or of qwen2 (Q/K/V biases), qwen3 (Q/K head norms), gemma3 (Q/K head
  * norms, post-norms, a sliding window) and gemma4 (gemma3's block with local layers of
  * their own head size, a V norm, proportional rotary on the global layers, shared-KV
- * layers, per-layer embeddings, layer output scales, logit soft-capping), with the
+ * layers, per-layer embeddings, layer output scales, logit soft-capping), and the
+ * mixtures of experts qwen3moe, qwen2moe (a shared expert) and gpt-oss (sinks, biases, a
+ * window on every other layer; mkmodel_moe.c), with the
  * tensors and "<arch>.*" keys llama.cpp's converter writes for each (Gemma's norm gains
  * stored as 1 + w, as it stores them).
  *

@@ -1,5 +1,6 @@
 /* model.h - a decoder-only transformer (the llama architecture and its relatives Qwen2,
- * Qwen3, Gemma 3 and Gemma 4): hyperparameters and weights from a GGUF file,
+ * Qwen3, Gemma 3, Gemma 4, and the mixtures of experts Qwen3-MoE, Qwen2-MoE and gpt-oss
+ * (moe.h)): hyperparameters and weights from a GGUF file,
  * and the forward pass over a batch of rows that each carry their own position and
  * their own list of KV-cache slots to attend to.
  *
