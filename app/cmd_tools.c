@@ -30,14 +30,20 @@ int cmd_convert_llama2c(int argc, char **argv) {
 static void mk_usage(FILE *f) {
     fprintf(f, MKMODEL_USAGE "\n\n"
                "Writes a GGUF with random weights (deterministic from the seed).\n\n"
-               "  --arch A           llama (default), qwen2, qwen3, gemma3 or gemma4\n"
-               "  --swa N            gemma3, gemma4: sliding window in tokens (default: the context)\n"
+               "  --arch A           llama (default), qwen2, qwen3, gemma3, gemma4, qwen3moe,\n"
+               "                     qwen2moe or gpt-oss\n"
+               "  --swa N            gemma3, gemma4, gpt-oss: sliding window in tokens (default: the context)\n"
                "  --swa-pattern P    gemma4: every P-th layer global (default 2)\n"
                "  --head-dim-swa N   gemma4: the local layers' head size (default head-dim / 2)\n"
                "  --kv-shared N      gemma4: the last N layers read earlier layers' KV cache\n"
                "  --ple N            gemma4: per-layer embeddings of width N (default none)\n"
                "  --softcap F        gemma4: final logit soft-capping at F (default none)\n"
+               "  --experts N        qwen3moe, qwen2moe, gpt-oss: experts per layer (default 8)\n"
+               "  --experts-used K   qwen3moe, qwen2moe, gpt-oss: experts a token uses (default 2)\n"
+               "  --ffn-exp N        the MoE archs: one expert's width (default: --ffn;\n"
+               "                     qwen2moe's shared expert has --ffn)\n"
                "  --rope-scale F     linear RoPE scaling by F (gemma3: the global layers only)\n"
+               "  --yarn F           YaRN scaling by F from a context of --ctx / F\n"
                "  --preset NAME      tiny, 25m, 110m or 1b (default tiny); options below override\n"
                "  --type T           weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,\n"
                "                     Q5_K, Q6_K (default F32)\n"
@@ -55,7 +61,8 @@ int cmd_mkmodel(int argc, char **argv) {
         {"ctx", 1, 0, 'c'},    {"untied", 0, 0, 'u'},   {"seed", 1, 0, 's'},
         {"arch", 1, 0, 'A'},   {"swa", 1, 0, 'W'},     {"rope-scale", 1, 0, 'R'},
         {"swa-pattern", 1, 0, 'p'}, {"head-dim-swa", 1, 0, 'D'}, {"kv-shared", 1, 0, 'K'},
-        {"ple", 1, 0, 'E'},    {"softcap", 1, 0, 'C'},
+        {"ple", 1, 0, 'E'},    {"softcap", 1, 0, 'C'},  {"experts", 1, 0, 'X'},
+        {"experts-used", 1, 0, 'U'}, {"ffn-exp", 1, 0, 'F'}, {"yarn", 1, 0, 'Y'},
         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     mkmodel_params p = mkmodel_default_params();
     /* a preset first, wherever it appears, so that other options override it */
@@ -74,6 +81,9 @@ int cmd_mkmodel(int argc, char **argv) {
         case 'D': dst = &p.head_dim_swa; break;
         case 'K': dst = &p.n_kv_shared; break;
         case 'E': dst = &p.n_embd_ple; break;
+        case 'X': dst = &p.n_expert; break;
+        case 'U': dst = &p.n_expert_used; break;
+        case 'F': dst = &p.n_ff_exp; break;
         case 'C': {
             double f;
             if (app_parse_float(optarg, &f) || f <= 0 || f > 1e4)
@@ -81,12 +91,13 @@ int cmd_mkmodel(int argc, char **argv) {
             p.softcap = (float)f;
             continue;
         }
-        case 'R': {
+        case 'R':
+        case 'Y': {
             double f;
             if (app_parse_float(optarg, &f) || f < 1 || f > 1e6)
-                return app_usage_error("bad --rope-scale '%s' (want a factor from 1 to 1e6)",
-                                       optarg);
-            p.rope_scale = (float)f;
+                return app_usage_error("bad --%s '%s' (want a factor from 1 to 1e6)",
+                                       ch == 'R' ? "rope-scale" : "yarn", optarg);
+            *(ch == 'R' ? &p.rope_scale : &p.yarn) = (float)f;
             continue;
         }
         case 'T': {

@@ -39,9 +39,10 @@ double kern_host_attn_scores(const kern_attn *a, int32_t r, int32_t h, double *s
  * w (the row's cells); score is scratch of the row's cells. */
 static void head_weights(const kern_attn *a, int32_t r, int32_t h, double times, double *score,
                          double *w) {
-    const double mx = kern_host_attn_scores(a, r, h, score);
+    const double ms = kern_host_attn_scores(a, r, h, score);
+    const double mx = a->sinks && a->sinks[h] > ms ? a->sinks[h] : ms;
     const int64_t n = row_cells(a, r);
-    double sum = 0;
+    double sum = a->sinks ? exp(a->sinks[h] - mx) : 0;
     for (int64_t i = 0; i < n; i++) sum += (score[i] = exp(score[i] - mx));
     for (int64_t i = 0; i < n; i++) w[i] += times * score[i] / sum;
 }

@@ -76,6 +76,10 @@ typedef struct kern_attn {
     const int32_t *seg_off; /* (n_rows + 1) */
     const kern_seg *segs;
     float *out;             /* (n_rows, n_head * head_dim) */
+    const float *sinks;     /* (n_head) or NULL: per head a logit that joins every row's
+                               softmax without a value (gpt-oss's attention sinks), so the
+                               weights of the slots sum to less than 1. A device backend
+                               without them leaves the field unread (model.c refuses). */
 } kern_attn;
 
 typedef struct kern_backend kern_backend;
@@ -215,6 +219,10 @@ typedef struct kern_ops {
     /* y[i] = gelu(gate[i]) * up[i], i < n, gelu in its tanh form
      * 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))); y may equal gate. */
     void (*geglu)(kern_backend *b, float *y, const float *gate, const float *up, int64_t n);
+    /* gpt-oss's clamped SwiGLU: g = min(gate[i], 7), u = clamp(up[i], -7, 7),
+     * y[i] = g sigmoid(1.702 g) (u + 1), i < n (llama.cpp's swiglu_oai with its alpha and
+     * limit); y may equal gate. */
+    void (*swiglu_oai)(kern_backend *b, float *y, const float *gate, const float *up, int64_t n);
     /* y[i] = cap tanh(y[i] / cap) in float, i < n (final logit soft-capping: Gemma 2 and
      * 4). y is where matmul put the logits: host memory, or a device backend's own. */
     void (*softcap)(kern_backend *b, float *y, float cap, int64_t n);

@@ -1,15 +1,18 @@
 /* t_kern.h - test data for the kernels (header-only, include after t.h): a seeded
  * splitmix64 generator, random float arrays (malloc'd), activations that int8 quantises
  * exactly, and random weight matrices of any type (malloc'd, quantised from uniform values
- * in [-1, 1)). */
+ * in [-1, 1)), and the check that an elementwise op gives an element the same bits alone. */
 #ifndef MD_T_KERN_H
 #define MD_T_KERN_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/dtype.h"
+#include "kernels/kern.h"
 
 static inline uint64_t rng_next(uint64_t *s) { /* splitmix64 */
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -52,6 +55,21 @@ static inline void *make_weights(uint64_t *s, uint32_t type, int64_t n_out, int6
     }
     free(row);
     return w;
+}
+
+/* For an elementwise gated op fn of backend b (geglu, swiglu_oai): true when each of the
+ * first 50 of n elements computed alone gets the bits y holds for it from one call over
+ * all n (an element's value must not depend on where it falls in the array). */
+typedef void (*t_gated_fn)(kern_backend *, float *, const float *, const float *, int64_t);
+static inline bool t_gated_alone(kern_backend *b, t_gated_fn fn, const float *g, const float *u,
+                                 const float *y, int64_t n) {
+    bool same = true;
+    for (int64_t j = 0; j < n && j < 50; j++) {
+        float one;
+        fn(b, &one, g + j, u + j, 1);
+        same &= memcmp(&one, &y[j], sizeof one) == 0;
+    }
+    return same;
 }
 
 #endif

@@ -23,6 +23,7 @@
 #include "t_run.h"
 
 #include <stdint.h>
+#include <time.h>
 
 /* ---- the official templates (sources: HF tokenizer_config.json "chat_template") ---- */
 
@@ -322,8 +323,8 @@ static void test_detect(void) {
 
 static void test_names(void) {
     static const char *const names[] = {"none", "chatml", "llama3", "llama2", "zephyr", "gemma",
-                                        "gemma4", "qwen35"};
-    static const bool bos[] = {false, false, true, true, false, true, true, false};
+                                        "gemma4", "qwen35", "harmony"};
+    static const bool bos[] = {false, false, true, true, false, true, true, false, false};
     T_CHECK(sizeof names / sizeof names[0] == CHAT_N_KINDS, "one name per kind");
     for (int k = 0; k < CHAT_N_KINDS; k++) {
         T_CHECK(strcmp(chat_name((chat_kind)k), names[k]) == 0, "name of %d: %s", k, chat_name((chat_kind)k));
@@ -337,7 +338,7 @@ static void test_names(void) {
             "out of range names");
     /* The BOS a template includes is really at the start of its text. */
     static const char *const bos_text[] = {"", "", "<|begin_of_text|>", "<s>", "", "<bos>",
-                                           "<bos>", ""};
+                                           "<bos>", "", ""};
     for (int k = CHAT_NONE + 1; k < CHAT_N_KINDS; k++) {
         if (!bos[k]) continue;
         char *s = render((chat_kind)k, NULL, CONV, N_CONV, true);
@@ -441,7 +442,38 @@ static void test_think(void) {
     T_CHECK(!strcmp(chat_after_think("plain 7"), "plain 7"), "no </think>: all of the text");
 }
 
+/* Harmony (gpt-oss): what its Jinja (llama.cpp's openai-gpt-oss-120b.jinja, no tools)
+ * renders, today's date included; detection; the answer after the final channel. */
+static void test_harmony(void) {
+    char date[32] = "", want[1024];
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (localtime_r(&now, &tm)) strftime(date, sizeof date, "%Y-%m-%d", &tm);
+    const chat_msg c[] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", " Hello "},
+                          {"tool", "x"}, {"user", "2+2?"}};
+    snprintf(want, sizeof want, "<|start|>system<|message|>You are ChatGPT, a large language model "
+             "trained by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: %s\n\nReasoning: "
+             "medium\n\n# Valid channels: analysis, commentary, final. Channel must be included "
+             "for every message.<|end|><|start|>developer<|message|># Instructions\n\nBe brief."
+             "\n\n<|end|><|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final"
+             "<|message|> Hello <|end|><|start|>user<|message|>2+2?<|end|><|start|>assistant", date);
+    char *s = render(CHAT_HARMONY, NULL, c, 5, true);
+    T_CHECK(!strcmp(s, want), "harmony:\n got [%s]\nwant [%s]", s, want);
+    free(s);
+    s = render(CHAT_HARMONY, NULL, c + 1, 2, false);
+    T_CHECK(strstr(s, "<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|> Hello "
+                      "<|return|>") && !strstr(s, "developer"), "harmony, last answer: [%s]", s);
+    free(s);
+    T_CHECK(chat_detect("{{- \"<|start|>system<|message|>\" }}...<|channel|>final") == CHAT_HARMONY,
+            "harmony detected");
+    const char *r = "<|channel|>analysis<|message|>think</think><|end|><|start|>assistant"
+                    "<|channel|>final<|message|>4";
+    T_CHECK(!strcmp(chat_after_think(r), "4"), "after harmony's final channel: '%s'",
+            chat_after_think(r));
+}
+
 int main(void) {
+    test_harmony();
     test_think();
     test_families();
     test_edges();

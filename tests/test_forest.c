@@ -381,6 +381,18 @@ static void g4_extras(mkmodel_params *mp) {
     mp->softcap = 10.0f;
 }
 
+/* What a mixture-of-experts shape adds: 8 experts of width 64, each row routed to 2 of
+ * them (3 when quantised), so a step's rows pick different experts and share some
+ * (qwen2moe: and a shared expert; gpt-oss: sinks, biases, a window on every other layer). */
+static void moe_extras(mkmodel_params *mp) {
+    if (!mp->arch || (strcmp(mp->arch, "qwen3moe") != 0 && strcmp(mp->arch, "qwen2moe") != 0 &&
+                      strcmp(mp->arch, "gpt-oss") != 0))
+        return;
+    mp->n_expert = 8;
+    mp->n_expert_used = mp->wtype == DT_F32 ? 2 : 3;
+    mp->n_ff_exp = 64;
+}
+
 /* The random-weight models of every shape (on_ref_only: those marked on_ref; quick: those
  * marked quick), n_seeds forests each (run_case); on the first, the focused tests too. */
 static void run_shapes(int n_seeds, bool on_ref_only, bool quick) {
@@ -413,6 +425,12 @@ static void run_shapes(int n_seeds, bool on_ref_only, bool quick) {
         {"gemma4 q8_0 gqa2 hd64 window 5", DT_Q8_0, 128, 4, 2, 64, false, "gemma4", 5, 0, false, false},
         {"f32 gqa2 hd64 window 8 on layer 0", DT_F32, 128, 4, 2, 64, false, NULL, 8, 2, false, false},
         {"q8_0 gqa2 hd32 window 5 on all", DT_Q8_0, 128, 4, 2, 32, false, NULL, 5, 0, false, true},
+        /* mixtures of experts (moe_extras): rows grouped by expert */
+        {"qwen3moe f32 gqa2 hd32 8 experts top 2", DT_F32, 128, 4, 2, 32, false, "qwen3moe", 0, 0, true, true},
+        {"qwen3moe q8_0 gqa2 hd64 8 experts top 3", DT_Q8_0, 128, 4, 2, 64, true, "qwen3moe", 0, 0, false, false},
+        {"qwen2moe q8_0 gqa2 hd32 8 experts top 3 + shared", DT_Q8_0, 128, 4, 2, 32, false, "qwen2moe", 0, 0, true, true},
+        {"gpt-oss f32 gqa2 hd32 8 experts top 2 window 8", DT_F32, 128, 4, 2, 32, false, "gpt-oss", 8, 0, true, true},
+        {"gpt-oss q8_0 gqa4 hd64 8 experts top 3 window 5", DT_Q8_0, 256, 4, 1, 64, false, "gpt-oss", 5, 0, false, false},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         if (quick && !shapes[i].quick) continue;
@@ -427,6 +445,7 @@ static void run_shapes(int n_seeds, bool on_ref_only, bool quick) {
         mp.arch = shapes[i].arch;
         if (shapes[i].arch) mp.n_swa = shapes[i].swa;
         g4_extras(&mp);
+        moe_extras(&mp);
         mp.n_ctx = 2048;
         mp.seed = 40 + i;
         char path[128];

@@ -392,17 +392,23 @@ static void test_bad_models(void) {
     model_free(model_load(tmp_path("bad.gguf"), &err));
     T_CHECK(strstr(err.msg, "llama, qwen2, qwen3, gemma3, gemma4") != NULL,
             "unsupported architecture names the supported ones: %s", err.msg);
-    /* Qwen3.5 is refused by name, saying what is missing */
-    edit q35 = {"qwen35", NULL, NULL, 0, 0, NULL, 0, NULL};
-    copy_gguf(src, tmp_path("bad.gguf"), &q35);
-    st_clear(&err);
-    model_free(model_load(tmp_path("bad.gguf"), &err));
-    T_CHECK(err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "Qwen3.5") &&
-            strstr(err.msg, "recurrent state"), "qwen35 refused by name: %s", err.msg);
+    /* Qwen3.5 and its MoE are refused by name, saying what is missing */
+    const struct { const char *arch, *name, *why; } known[] = {
+        {"qwen35", "Qwen3.5", "recurrent state"}, {"qwen35moe", "Qwen3.5 MoE", "recurrent state"}};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        edit e = {known[i].arch, NULL, NULL, 0, 0, NULL, 0, NULL};
+        copy_gguf(src, tmp_path("bad.gguf"), &e);
+        st_clear(&err);
+        model_free(model_load(tmp_path("bad.gguf"), &err));
+        T_CHECK(err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, known[i].name) &&
+                strstr(err.msg, known[i].why), "%s refused by name: %s", known[i].arch, err.msg);
+    }
     /* a family's own tensors are required: qwen2's biases, gemma3's post-norms */
     const struct { const char *arch, *drop; } fam[] = {
         {"qwen2", "blk.1.attn_k.bias"}, {"qwen3", "blk.0.attn_q_norm.weight"},
-        {"gemma3", "blk.1.post_ffw_norm.weight"}, {"gemma4", "blk.0.attn_k_norm.weight"}};
+        {"gemma3", "blk.1.post_ffw_norm.weight"}, {"gemma4", "blk.0.attn_k_norm.weight"},
+        {"qwen3moe", "blk.1.ffn_up_exps.weight"}, {"qwen2moe", "blk.0.ffn_gate_inp_shexp.weight"},
+        {"gpt-oss", "blk.1.attn_sinks.weight"}, {"gpt-oss", "blk.0.ffn_down_exps.bias"}};
     for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
         p.arch = fam[i].arch;
         T_CHECK(mkmodel_write(&p, src, &err) == ST_OK, "mkmodel %s: %s", fam[i].arch, err.msg);
@@ -532,13 +538,21 @@ static void test_rope_scaling(void) {
         free(a), free(b), free(c);
     }
     model_free(m0), model_free(ml), model_free(mf);
-    edit yarn = {0};
+    edit lr = {0}, yarn = {0};
+    lr.scaling = "longrope";
+    copy_gguf(lin, tmp_path("rsl.gguf"), &lr);
+    st_clear(&err);
+    model *my = model_load(tmp_path("rsl.gguf"), &err);
+    T_CHECK(!my && err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "'longrope'") &&
+            strstr(err.msg, "none, linear, yarn"), "longrope is refused clearly: '%s'", err.msg);
+    model_free(my);
+    /* YaRN loads (its numbers are checked against llama.cpp: tests/golden/gptoss) */
     yarn.scaling = "yarn";
     copy_gguf(lin, tmp_path("rsy.gguf"), &yarn);
     st_clear(&err);
-    model *my = model_load(tmp_path("rsy.gguf"), &err);
-    T_CHECK(!my && err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "'yarn'") &&
-            strstr(err.msg, "none, linear"), "yarn is refused clearly: '%s'", err.msg);
+    my = model_load(tmp_path("rsy.gguf"), &err);
+    T_CHECK(my && my->hp.yarn_factor == 4.0f && my->hp.rope_scale == 1.0f &&
+            my->hp.yarn_orig_ctx == my->hp.n_ctx_train, "yarn of 4 is read: %s", err.msg);
     model_free(my);
     /* a factor that would make the angles infinite is refused; type none ignores it */
     edit tiny = {0}, none = {0};

@@ -44,7 +44,10 @@
  * one the other architectures (qwen2 and qwen3 in Q8_0 and Q4_K_M, gemma3 with a sliding
  * window in Q8_0; linear RoPE scaling on qwen2 and gemma3), from gen_quant_models.py
  * --set arch; the third a Gemma 4 with every feature this build runs, in Q8_0, from
- * gen_gemma4_models.sh. */
+ * gen_gemma4_models.sh; then a Qwen3-MoE (8 experts, 3 a token, weights renormalised)
+ * and a Qwen2-MoE (the same plus a gated shared expert, weights as routed) in F32, from
+ * gen_gemma4_models.sh qwen3moe and qwen2moe; a gpt-oss (sinks, biases, clamped SwiGLU,
+ * a window of 8 on every other layer) likewise. */
 typedef struct qm_bounds {
     float tol_max;  /* any |logit - llama.cpp| */
     float tol_mean; /* mean |logit - llama.cpp| per file and backend */
@@ -66,7 +69,8 @@ static const struct {
     int32_t n_models;
     qm_bounds b;
 } qm_dirs[] = {{"tests/golden/qmodels/", 9, QM_QUANT}, {"tests/golden/archmodels/", 5, QM_QUANT},
-               {"tests/golden/gemma4models/", 1, QM_F32}};
+               {"tests/golden/gemma4models/", 1, QM_F32}, {"tests/golden/qwen3moe/", 1, QM_F32},
+               {"tests/golden/qwen2moe/", 1, QM_F32}, {"tests/golden/gptoss/", 1, QM_F32}};
 #define QM_TOP_K T_GOLDEN_TOP_K
 
 typedef t_golden_step qm_step;

@@ -15,6 +15,7 @@
 #include "../ui/mask_view.h"
 #include "../ui/status.h"
 #include "../ui/text_view.h"
+#include "../ui/think_fold.h"
 #include "../ui/uline.h"
 #include "t.h"
 #include "t_tok.h"
@@ -693,7 +694,69 @@ static void test_chat_lines(void) {
     }
 }
 
+/* Thinking folded to a mark: Qwen3's <think> section and gpt-oss's analysis channel (its
+ * final channel's scaffolding with it), one still open, none at all; then on a forest
+ * line of SmolLM2's tokens (which split "<think>"), shown again by t (raw). */
+static void test_think_fold(void) {
+    char out[256];
+    T_CHECK(ui_think_fold("<think>\nhm, 2+2\n</think>\n\nIt is 4.", false, out, sizeof out) &&
+                !strcmp(out, "[thought] It is 4."), "think section: '%s'", out);
+    T_CHECK(ui_think_fold("<|channel|>analysis<|message|>sum<|end|><|start|>assistant<|channel|>"
+                          "final<|message|>4", false, out, sizeof out) && !strcmp(out, "[thought] 4"),
+            "analysis channel: '%s'", out);
+    T_CHECK(ui_think_fold("A <think>still going", false, out, sizeof out) &&
+                !strcmp(out, "A [thinking...]"), "open section: '%s'", out);
+    T_CHECK(ui_think_fold("<think>x</think>y<think>z", false, out, sizeof out) &&
+                !strcmp(out, "[thought] y[thinking...]"), "two sections: '%s'", out);
+    T_CHECK(!ui_think_fold("no thinking here", false, out, sizeof out), "no section: not folded");
+    tok *tk = t_tok_load("models/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if (!tk) return;
+    st_err err = {0};
+    const char *q = "What is 2+2?", *a = "<think>\nLet me add: 2+2 is 4.\n</think>\n\nThe answer is 4.";
+    int32_t nq, na, *pq = tok_encode_alloc(tk, q, strlen(q), false, false, &nq, &err);
+    int32_t *pa = tok_encode_alloc(tk, a, strlen(a), false, false, &na, &err);
+    forest *f = forest_init(256, 0);
+    forest_id root, x, leaf;
+    forest_add_root(f, pq, NULL, nq, 0, &root, NULL);
+    forest_append(f, root, pa, NULL, na, &leaf, NULL);
+    forest_append(f, root, pa, NULL, 3, &x, NULL); /* "<think>" and no more */
+    forest_view v;
+    fv_init(&v, false);
+    char ln[3][256];
+    draw(&v, f, tk, ln, 3);
+    T_CHECK(v.n_lines == 3 && strstr(ln[1], "[thought] The answer is 4.") && !strstr(ln[1], "Let me"),
+            "a chain's thinking is folded: '%s'", ln[1]);
+    T_CHECK(strstr(ln[2], "[thinking...]") != NULL, "an open section is folded: '%s'", ln[2]);
+    v.raw = true;
+    draw(&v, f, tk, ln, 2);
+    T_CHECK(strstr(ln[1], "<think>") && strstr(ln[1], "Let me"), "t shows the thinking: '%s'", ln[1]);
+    fv_free(&v);
+    /* the text pane: the section's tokens one piece (the mark and the closing marker) */
+    text_view tv;
+    tv_init(&tv);
+    tv_layout L = {0};
+    char all[2][512];
+    for (int show = 0; show < 2; show++) {
+        tv.show_thinking = show;
+        T_CHECK(tv_set(&tv, f, leaf, &err) == ST_OK && tv_layout_build(&L, &tv, f, tk, 200, false, "#", &err) == ST_OK,
+                "text layout: %s", err.msg);
+        size_t at = 0;
+        for (int32_t i = 0; i < L.n && at + L.p[i].len < sizeof all[show]; i++)
+            memcpy(all[show] + at, L.text + L.p[i].off, L.p[i].len), at += L.p[i].len;
+        all[show][at] = '\0';
+    }
+    T_CHECK(strstr(all[0], "<think>[thought]</think>") && strstr(all[0], "The answer is 4.") &&
+                !strstr(all[0], "Let me"), "text pane folded: '%s'", all[0]);
+    T_CHECK(strstr(all[1], "Let me add") != NULL, "text pane with the thinking shown: '%s'", all[1]);
+    tv_layout_free(&L);
+    tv_free(&tv);
+    forest_free(f);
+    free(pq), free(pa);
+    tok_free(tk);
+}
+
 int main(void) {
+    test_think_fold();
     test_forest_view();
     test_chat_lines();
     test_word_moves();

@@ -49,7 +49,7 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(SEARCH,      "search",       "/",            UI_VIEW_FOREST, "search the lines' text (C-n / C-p: next / previous match)") \
     X(SEARCH_NEXT, "search-next",  "C-n",          UI_VIEW_FOREST, "select the next line the search matches") \
     X(SEARCH_PREV, "search-prev",  "C-p",          UI_VIEW_FOREST, "select the previous line the search matches") \
-    X(SCAFFOLD,    "scaffold",     "t",            UI_VIEW_FOREST, "show or fold away the chat template's scaffolding on the lines") \
+    X(SCAFFOLD,    "scaffold",     "t",            UI_VIEW_FOREST, "show or fold away the chat template's scaffolding and the thinking on the lines") \
     X(EDIT,        "edit",         "e",            UI_VIEW_FOREST, "edit the line's text: the edit becomes a branch beside it, the original stays") \
     X(DIFF,        "diff",         "D",            UI_VIEW_FOREST, "the selected branch beside the bookmarked one, the first difference marked (D: back)") \
     X(TOKEN_PREV,  "token-prev",   "h Left",       UI_VIEW_TEXT,   "move the token cursor left") \

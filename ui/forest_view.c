@@ -11,6 +11,7 @@
 
 #include "strategy/grow.h"
 #include "chat_fold.h"
+#include "think_fold.h"
 #include "uline.h"
 
 void fv_init(forest_view *v, bool utf8) {
@@ -313,6 +314,37 @@ static bool put_turns(const forest *f, const tok *tk, const fv_line *ln, ui_line
     return true;
 }
 
+/* A line that holds a thinking section drawn with the section folded (think_fold.h);
+ * false when it holds none. Only lines with a token whose text is a marker's piece are
+ * decoded, and only their first FV_TURN_TOKENS tokens. */
+static bool put_thought(const forest_view *v, const forest *f, const tok *tk, const fv_line *ln,
+                        ui_line *l) {
+    bool marker = false;
+    int32_t idx = ln->start, k = 0;
+    for (; k < ln->n_nodes && k < FV_TURN_TOKENS && !marker; k++, idx = forest_node_at(f, idx)->first_child) {
+        const char *pc = tok_piece(tk, forest_node_at(f, idx)->token);
+        marker = pc && (strstr(pc, "think") || strstr(pc, "<|channel|>"));
+    }
+    if (!marker) return false;
+    char text[8192], out[8192];
+    size_t len = 0;
+    char tb[256];
+    tok_stream s;
+    fv_stream_start(f, tk, ln->start, &s);
+    idx = ln->start;
+    for (k = 0; k < ln->n_nodes && k < FV_TURN_TOKENS; k++, idx = forest_node_at(f, idx)->first_child) {
+        fv_stream_put(tk, &s, forest_node_at(f, idx)->token, tb, sizeof tb);
+        const size_t n = strlen(tb);
+        if (len + n >= sizeof text) break;
+        memcpy(text + len, tb, n + 1);
+        len += n;
+    }
+    text[len] = '\0';
+    if (!ui_think_fold(text, v->utf8, out, sizeof out)) return false;
+    ui_line_put(l, out);
+    return true;
+}
+
 /* Whether the line starting at idx begins inside a word its parent's token began (a
  * letter or digit on both sides), to be drawn after an ellipsis. */
 static bool mid_word(const forest *f, const tok *tk, int32_t idx) {
@@ -356,7 +388,7 @@ int fv_render(const forest_view *v, const forest *f, const tok *tk, int32_t i,
         snprintf(buf, sizeof buf, "%3.0f%% ", 100 * p);
         ui_line_put(&l, buf);
     }
-    if (!v->raw && tk && put_turns(f, tk, ln, &l)) return cls;
+    if (!v->raw && tk && (put_turns(f, tk, ln, &l) || put_thought(v, f, tk, ln, &l))) return cls;
     if (tk && mid_word(f, tk, ln->start)) ui_line_put(&l, v->utf8 ? "\xe2\x80\xa6" : "...");
     /* the text: decode node by node until the width is used (long chains cost only what
      * is shown) */

@@ -1,6 +1,7 @@
 /* text_view.c - the text pane's view model (text_view.h). */
 #include "base/array.h"
 #include "text_view.h"
+#include "think_fold.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -254,17 +255,48 @@ static void lay_cell(lay *c, int32_t tok, int32_t next, const char *s) {
     }
 }
 
+/* The last TV_TAIL - 1 bytes of what came before, then s (markers span cells). */
+#define TV_TAIL 96
+static void tail_add(char *tail, const char *s) {
+    size_t a = strlen(tail), b = strlen(s);
+    if (b >= TV_TAIL - 1) {
+        memcpy(tail, s + b - (TV_TAIL - 1), TV_TAIL);
+        return;
+    }
+    if (a + b >= TV_TAIL) {
+        memmove(tail, tail + a + b - (TV_TAIL - 1), a - (a + b - (TV_TAIL - 1)) + 1);
+        a = strlen(tail);
+    }
+    memcpy(tail + a, s, b + 1);
+}
+
 st_code tv_layout_build(tv_layout *L, const text_view *v, const forest *f, const tok *tk,
                         int32_t width, bool utf8, const char *end_mark, st_err *err) {
     L->n = 0, L->n_text = 0, L->rows = 0;
     lay c = {.L = L, .width = width > 4 ? width : 4, .utf8 = utf8};
-    char buf[1024];
+    char buf[1024], tail[TV_TAIL] = "", mark[128];
+    int kind = -1;        /* the section being folded, or -1 */
+    int32_t from = 0;     /* its first folded token */
+    const char *close;
     tok_stream ts;
     tv_stream_start(v, f, tk, &ts);
     for (int32_t i = 0, next; i < v->n && !c.oom; i = next) {
         next = tv_cell(v, f, tk, &ts, i, buf, sizeof buf);
-        lay_cell(&c, i, next, buf);
+        if (v->show_thinking || !tk) {
+            lay_cell(&c, i, next, buf);
+            continue;
+        }
+        tail_add(tail, buf);
+        if (kind >= 0 && ui_think_closes(tail, kind, &close)) {
+            snprintf(mark, sizeof mark, "%s%s", ui_think_mark(true, utf8), close);
+            lay_cell(&c, from, next, mark);
+            kind = -1, tail[0] = '\0';
+        } else if (kind < 0) {
+            lay_cell(&c, i, next, buf);
+            if ((kind = ui_think_opens(tail)) >= 0) from = next, tail[0] = '\0';
+        }
     }
+    if (kind >= 0 && from < v->n) lay_cell(&c, from, v->n, ui_think_mark(false, utf8));
     lay_cell(&c, v->n, v->n + 1, end_mark);
     if (c.oom) {
         tv_layout_free(L);

@@ -24,6 +24,8 @@ typedef struct text_view {
     int32_t cursor;     /* 0..n (n: after the leaf) */
     int32_t alt;        /* chosen alternative at the cursor */
     bool follow;        /* the cursor follows the end while the branch grows */
+    bool show_thinking; /* false: a thinking section's tokens are laid out as one mark
+                           (think_fold.h) after its opening marker */
 } text_view;
 
 void tv_init(text_view *v);
@@ -60,7 +62,8 @@ int32_t tv_alts(const text_view *v, const forest *f, int32_t *ids, float *lps, i
  * line; lines break after spaces, so a word moves whole to the next row, and a word wider
  * than the row is broken where the row ends. Pieces hold display text (ui_line's: control
  * characters visible, columns measured with wcwidth). The last piece is the end mark
- * (end_mark, "░") with tok == n. */
+ * (end_mark, "░") with tok == n. Unless v->show_thinking, the tokens of a thinking
+ * section after its opening marker are one piece: the mark and the closing marker. */
 typedef struct tv_piece {
     int32_t tok, next; /* the cell's tokens tok..next-1 */
     int32_t row, col;  /* where it is drawn */

@@ -546,9 +546,9 @@ static void do_action(tui *t, int a) {
         if (!t->diff) t->tv.follow = true;
         break;
     case UI_ACT_SCAFFOLD:
-        t->fv.raw = !t->fv.raw;
-        set_msg(t, t->fv.raw ? "the chat template's scaffolding shown as it is: t folds it away"
-                             : "the chat template's scaffolding folded away: t shows it");
+        t->fv.raw = t->tv.show_thinking = !t->fv.raw;
+        set_msg(t, t->fv.raw ? "the chat template's scaffolding and the thinking shown as they are: t folds them away"
+                             : "the chat template's scaffolding and the thinking folded away: t shows them");
         break;
     case UI_ACT_TOKEN_PREV: tv_move(&t->tv, -1); break;
     case UI_ACT_TOKEN_NEXT: tv_move(&t->tv, 1); break;

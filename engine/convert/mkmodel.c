@@ -69,6 +69,9 @@ static const mk_arch mk_archs[] = {
     {"qwen3", false, true, false},
     {"gemma3", false, true, true},
     {"gemma4", false, true, true}, /* its layers: mkmodel_gemma4.c */
+    {"qwen3moe", false, true, false}, /* its feed-forwards: mkmodel_moe.c */
+    {"qwen2moe", true, false, false},  /* likewise, with a shared expert */
+    {"gpt-oss", true, false, false},   /* likewise, with sinks and biases */
 };
 
 static const mk_arch *mk_arch_of(const mkmodel_params *p) {
@@ -81,7 +84,7 @@ static const mk_arch *mk_arch_of(const mkmodel_params *p) {
 st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
     if (!mk_arch_of(p))
         return st_set(err, ST_ERR_ARG, "mkmodel: architecture '%s' is not one of llama, qwen2, "
-                      "qwen3, gemma3, gemma4", p->arch);
+                      "qwen3, gemma3, gemma4, qwen3moe, qwen2moe, gpt-oss", p->arch);
     if (p->n_swa < 0)
         return st_set(err, ST_ERR_ARG, "mkmodel: n_swa %" PRId32 " is negative", p->n_swa);
     const struct { const char *name; int32_t v, lo, hi; } r[] = {
@@ -108,7 +111,7 @@ st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
     if (hd % 2 != 0)
         return st_set(err, ST_ERR_ARG, "mkmodel: head_dim %" PRId32 " is odd, but RoPE "
                       "rotates pairs", hd);
-    if (!(p->rope_scale >= 0 && p->rope_scale <= 1e6))
+    if (!(p->rope_scale >= 0 && p->rope_scale <= 1e6) || !(p->yarn >= 0 && p->yarn <= 1e6))
         return st_set(err, ST_ERR_ARG, "mkmodel: rope scale %g is out of range",
                       (double)p->rope_scale);
     if (!(p->rope_base > 0 && isfinite(p->rope_base)))
@@ -131,6 +134,7 @@ st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
                           "%" PRId32 ", the block size of weight type %s (every weight row "
                           "must be whole blocks)", rows[i].name, rows[i].n,
                           dtype_get(p->wtype)->block, dtype_name(p->wtype));
+    if (mk_moe(p)) return mk_moe_check(p, err);
     return strcmp(mk_arch_of(p)->name, "gemma4") == 0 ? mk_gemma4_check(p, err) : ST_OK;
 }
 
@@ -143,10 +147,18 @@ void mk_add(mk_tensor *t, int *n, const char *name, int64_t ne0, int64_t ne1, ui
     x->n_dims = ne1 > 1 ? 2 : 1;
     x->ne[0] = ne0;
     x->ne[1] = ne1;
+    x->ne[2] = 1;
     x->type = type;
     x->center = center;
     x->spread = spread;
     x->data = NULL;
+}
+
+void mk_add3(mk_tensor *t, int *n, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+             uint32_t type, float center, float spread) {
+    mk_add(t, n, name, ne0, ne1, type, center, spread);
+    t[*n - 1].n_dims = 3;
+    t[*n - 1].ne[2] = ne2;
 }
 
 /* Lists the model's tensors (without data) into t (room for MK_MAX_PER_LAYER * n_layer +
@@ -203,12 +215,14 @@ static int mk_list(const mkmodel_params *p, mk_tensor *t) {
             {"ffn_norm", e, 1, 1.0f, 0.1f},
         };
         for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
+            if (mk_moe_skips(p, b[i].suffix, b[i].ne1 > 1)) continue;
             char name[48];
             snprintf(name, sizeof name, "blk.%d.%s.weight", l, b[i].suffix);
             mk_add(t, &n, name, b[i].ne0, b[i].ne1, b[i].ne1 > 1 ? wt : DT_F32,
                    b[i].center, b[i].spread);
         }
         n = mk_list_extras(p, t, n, l);
+        if (mk_moe(p)) n = mk_moe_layer(p, t, n, l);
     }
     return n;
 }
@@ -217,7 +231,7 @@ int64_t mkmodel_n_params(const mkmodel_params *p) {
     mk_tensor *t = calloc((size_t)p->n_layer * MK_MAX_PER_LAYER + MK_MAX_GLOBAL, sizeof *t);
     if (!t) return -1;
     int64_t sum = 0;
-    for (int i = 0, n = mk_list(p, t); i < n; i++) sum += t[i].ne[0] * t[i].ne[1];
+    for (int i = 0, n = mk_list(p, t); i < n; i++) sum += t[i].ne[0] * t[i].ne[1] * t[i].ne[2];
     free(t);
     return sum;
 }
@@ -239,11 +253,11 @@ static float mk_unit(uint64_t *s) {
  * result does not depend on which thread fills it or when. */
 static st_code mk_fill(const mkmodel_params *p, mk_tensor *t, int idx, float *row) {
     size_t rb = dtype_row_bytes(t->type, t->ne[0]);
-    t->data = malloc(rb * (size_t)t->ne[1]);
+    t->data = malloc(rb * (size_t)(t->ne[1] * t->ne[2]));
     if (!t->data) return ST_ERR_NOMEM;
     uint64_t s = p->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(idx + 1));
     mk_next(&s);
-    for (int64_t r = 0; r < t->ne[1]; r++) {
+    for (int64_t r = 0; r < t->ne[1] * t->ne[2]; r++) {
         for (int64_t i = 0; i < t->ne[0]; i++) row[i] = t->center + t->spread * mk_unit(&s);
         mk_gemma4_fixed(p, t, row);
         bool ok = dtype_quantize_row(t->type, row, (char *)t->data + (size_t)r * rb, t->ne[0]);
@@ -418,7 +432,12 @@ static st_code mk_set_meta(gguf_writer *w, const mkmodel_params *p, const mk_voc
     MK_SET(gguf_writer_set_u32(w, KEY("rope.dimension_count"), (uint32_t)hd));
     MK_SET(gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_base));
     MK_SET(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f));
-    if (p->rope_scale > 1.0f) {
+    if (p->yarn > 1.0f) {
+        MK_SET(gguf_writer_set_str(w, KEY("rope.scaling.type"), "yarn"));
+        MK_SET(gguf_writer_set_f32(w, KEY("rope.scaling.factor"), p->yarn));
+        MK_SET(gguf_writer_set_u32(w, KEY("rope.scaling.original_context_length"),
+                                   (uint32_t)((float)p->n_ctx / p->yarn)));
+    } else if (p->rope_scale > 1.0f) {
         MK_SET(gguf_writer_set_str(w, KEY("rope.scaling.type"), "linear"));
         MK_SET(gguf_writer_set_f32(w, KEY("rope.scaling.factor"), p->rope_scale));
     }
@@ -426,6 +445,7 @@ static st_code mk_set_meta(gguf_writer *w, const mkmodel_params *p, const mk_voc
         MK_SET(gguf_writer_set_u32(w, KEY("attention.sliding_window"),
                                    (uint32_t)(p->n_swa > 0 ? p->n_swa : p->n_ctx)));
     if (strcmp(arch, "gemma4") == 0) MK_SET(mk_gemma4_meta(w, p));
+    if (mk_moe(p)) MK_SET(mk_moe_meta(w, p, arch));
 #undef KEY
     MK_SET(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"));
     MK_SET(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", v->ptr, NULL,

@@ -2,7 +2,9 @@
  * architecture or of qwen2 (Q/K/V biases), qwen3 (Q/K head norms), gemma3 (Q/K head
  * norms, post-norms, a sliding window) and gemma4 (gemma3's block with local layers of
  * their own head size, a V norm, proportional rotary on the global layers, shared-KV
- * layers, per-layer embeddings, layer output scales, logit soft-capping), with the
+ * layers, per-layer embeddings, layer output scales, logit soft-capping), and the
+ * mixtures of experts qwen3moe, qwen2moe (a shared expert) and gpt-oss (sinks, biases, a
+ * window on every other layer; mkmodel_moe.c), with the
  * tensors and "<arch>.*" keys llama.cpp's converter writes for each (Gemma's norm gains
  * stored as 1 + w, as it stores them).
  *
@@ -31,7 +33,8 @@
 #include "base/status.h"
 
 typedef struct mkmodel_params {
-    const char *arch;   /* "llama" (NULL means it), "qwen2", "qwen3", "gemma3", "gemma4" */
+    const char *arch;   /* "llama" (NULL means it), "qwen2", "qwen3", "gemma3", "gemma4",
+                           "qwen3moe" */
     int32_t n_vocab;    /* >= MKMODEL_MIN_VOCAB */
     int32_t n_embd;
     int32_t n_layer;
@@ -43,12 +46,14 @@ typedef struct mkmodel_params {
     int32_t n_ctx;      /* llama.context_length */
     float rope_base;    /* llama.rope.freq_base */
     float rope_scale;   /* > 1: rope.scaling.type "linear" with this factor; 0 or 1: none */
+    float yarn;         /* > 1: rope.scaling.type "yarn" with this factor, from an original
+                           context of n_ctx / yarn (instead of rope_scale); 0: none */
     bool tied;          /* true: no output.weight (the classifier is token_embd) */
     uint32_t wtype;     /* DT_F32 / DT_F16 / DT_BF16 / DT_Q8_0, or a ggml block type
                            (DT_Q4_0, Q4_1, Q5_0, Q5_1: rows a multiple of 32; DT_Q4_K,
                            Q5_K, Q6_K: of 256) for the 2-D weights (token_embd
                            included); norm vectors stay F32 */
-    int32_t n_swa;      /* gemma3, gemma4: attention.sliding_window; 0 = n_ctx (no key
+    int32_t n_swa;      /* gemma3, gemma4, gpt-oss: attention.sliding_window; 0 = n_ctx (no key
                            is ever outside the window) */
     /* gemma4 only (0 for the others): */
     int32_t swa_pattern;  /* every swa_pattern-th layer global, the others local; 0 = 2 */
@@ -57,6 +62,10 @@ typedef struct mkmodel_params {
                              the two layers before them local then global */
     int32_t n_embd_ple;   /* per-layer embedding width; 0 = none */
     float softcap;        /* final_logit_softcapping; 0 = none */
+    /* qwen3moe, qwen2moe, gpt-oss: a mixture of experts in place of each layer's FFN */
+    int32_t n_expert;      /* experts per layer; 0 = 8 */
+    int32_t n_expert_used; /* experts a token uses; 0 = 2 */
+    int32_t n_ff_exp;      /* one expert's hidden width; 0 = n_ff */
     uint64_t seed;
 } mkmodel_params;
 

@@ -9,7 +9,8 @@
 typedef struct mk_tensor {
     char name[48];
     uint32_t n_dims, type;
-    int64_t ne[2];          /* ne[1] = 1 for vectors */
+    int64_t ne[3];          /* ne[1] = 1 for vectors; ne[2] > 1: a 3-D tensor of ne[2]
+                               matrices (a mixture's experts) */
     float center, spread;   /* values are center + spread * U(-1, 1) */
     void *data;             /* owned */
 } mk_tensor;
@@ -20,6 +21,9 @@ typedef struct mk_tensor {
 /* Appends a tensor (without data) at t[*n] and counts it. ne1 1: a vector. */
 void mk_add(mk_tensor *t, int *n, const char *name, int64_t ne0, int64_t ne1, uint32_t type,
             float center, float spread);
+/* Appends a 3-D tensor of ne2 matrices (ne1, ne0), like mk_add. */
+void mk_add3(mk_tensor *t, int *n, const char *name, int64_t ne0, int64_t ne1, int64_t ne2,
+             uint32_t type, float center, float spread);
 /* head_dim, or n_embd / n_head when 0. */
 int32_t mk_head_dim(const mkmodel_params *p);
 
@@ -31,5 +35,16 @@ st_code mk_gemma4_meta(gguf_writer *w, const mkmodel_params *p);
 /* The values of a generated tensor that are not random (Gemma 4's rope_freqs: 1 on the
  * rotated pairs, 1e30 on the rest); false for every other tensor. */
 bool mk_gemma4_fixed(const mkmodel_params *p, const mk_tensor *t, float *row);
+
+/* Mixtures of experts (mkmodel_moe.c): whether p's architecture is one, its checks, layer
+ * l's feed-forward tensors (the router and the experts, appended at t[n]; returns the new
+ * count) and its "<arch>.expert_*" keys. */
+bool mk_moe(const mkmodel_params *p);
+/* Whether layer tensor `suffix` of mk_list's llama block is left out (a mixture's dense
+ * feed-forward; gpt-oss's ffn_norm, which it names post_attention_norm). */
+bool mk_moe_skips(const mkmodel_params *p, const char *suffix, bool matrix);
+st_code mk_moe_check(const mkmodel_params *p, st_err *err);
+int mk_moe_layer(const mkmodel_params *p, mk_tensor *t, int n, int l);
+st_code mk_moe_meta(gguf_writer *w, const mkmodel_params *p, const char *arch);
 
 #endif

@@ -10,6 +10,7 @@
  * 1 / sqrt(n_embd / n_head). llama_model_rope_type gives the NeoX pair layout for qwen2,
  * qwen3 and gemma3 (their converters do not permute Q and K as they do for llama). */
 #include "model/arch.h"
+#include "model/moe.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +34,19 @@ static const arch_desc archs[MODEL_ARCH_N] = {
                            .load_hparams = gemma4_load_hparams,
                            .load_tensors = gemma4_load_tensors,
                            .load_layer = gemma4_load_layer},
+    [MODEL_ARCH_QWEN3MOE] = {.name = "qwen3moe", .arch = MODEL_ARCH_QWEN3MOE, .rope_neox = true,
+                             .qk_norm = true, .act = MODEL_ACT_SILU,
+                             .moe_norm = true, .chat_note = "ChatML with <think> reasoning",
+                             .load_hparams = moe_load_hparams, .load_layer = moe_load_layer},
+    [MODEL_ARCH_QWEN2MOE] = {.name = "qwen2moe", .arch = MODEL_ARCH_QWEN2MOE, .rope_neox = true,
+                             .qkv_bias = true, .act = MODEL_ACT_SILU, .moe_shared = true,
+                             .chat_note = "ChatML", .load_hparams = moe_load_hparams,
+                             .load_layer = moe_load_layer},
+    [MODEL_ARCH_GPTOSS] = {.name = "gpt-oss", .arch = MODEL_ARCH_GPTOSS, .rope_neox = true,
+                           .qkv_bias = true, .act = MODEL_ACT_SWIGLU_OAI, .swa_pattern = 2,
+                           .ffn_norm = "post_attention_norm",
+                           .chat_note = "harmony (an analysis channel, then the final one)",
+                           .load_hparams = gptoss_load_hparams, .load_layer = gptoss_load_layer},
 };
 
 const arch_desc *arch_find(const char *name) {
@@ -47,7 +61,7 @@ const char *model_arch_name(model_arch a) {
     return (unsigned)a < MODEL_ARCH_N ? archs[a].name : "?";
 }
 
-const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4"; }
+const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4, qwen3moe, qwen2moe, gpt-oss"; }
 
 /* Gemma 4's additions in words ("" for the other families), into out. */
 static void gemma4_features(const model_hparams *hp, char *out, size_t cap) {
@@ -71,15 +85,31 @@ const char *model_arch_features(const model_hparams *hp, char *out, size_t cap) 
     if (hp->rope_scale > 0 && hp->rope_scale != 1.0f)
         snprintf(scale, sizeof scale, " scaled linearly by 1/%g%s", (double)hp->rope_scale,
                  win[0] ? " on the global layers" : "");
-    char g4[256];
+    if (hp->yarn_factor > 0)
+        snprintf(scale, sizeof scale, " with YaRN x%g from %d tokens", (double)hp->yarn_factor,
+                 hp->yarn_orig_ctx);
+    char g4[256], moe[224] = "", sh[64] = "";
     gemma4_features(hp, g4, sizeof g4);
-    snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s%s, biases %s, embeddings %s%s%s; chat: %s",
+    if (hp->n_ff_shexp > 0)
+        snprintf(sh, sizeof sh, ", a shared expert of width %d gated by a sigmoid", hp->n_ff_shexp);
+    if (hp->n_expert > 0)
+        snprintf(moe, sizeof moe, "; mixture of %d experts of width %d, %d used per token "
+                 "(%s%s)%s", hp->n_expert, hp->n_ff_exp, hp->n_expert_used,
+                 hp->expert_softmax_k ? "top-k router logits, softmax over the k"
+                 : hp->expert_norm ? "softmax router, top-k weights renormalised"
+                                   : "softmax router, top-k weights as they are",
+                 hp->expert_w_scale != 1.0f ? ", scaled" : "", sh);
+    if (hp->attn_sinks)
+        snprintf(moe + strlen(moe), sizeof moe - strlen(moe), "; attention sinks; biases on "
+                 "the attention output, the router and the experts");
+    snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s%s, biases %s, embeddings %s%s%s%s; chat: %s",
              model_arch_name(hp->arch), hp->qk_norm ? " + Q/K head norms" : "",
              hp->post_norms ? " + post-attention/FFN norms" : "",
-             hp->act == MODEL_ACT_GELU_TANH ? "GeGLU (tanh GELU)" : "SwiGLU",
+             hp->act == MODEL_ACT_GELU_TANH ? "GeGLU (tanh GELU)"
+             : hp->act == MODEL_ACT_SWIGLU_OAI ? "SwiGLU clamped at 7 (gpt-oss)" : "SwiGLU",
              hp->rope_neox ? "NeoX pairs (i, i+d/2)" : "adjacent pairs", scale,
              hp->qkv_bias ? "on Q, K, V" : "none",
-             hp->embd_scale != 1.0f ? "scaled by sqrt(n_embd)" : "as stored", win, g4,
+             hp->embd_scale != 1.0f ? "scaled by sqrt(n_embd)" : "as stored", win, g4, moe,
              (unsigned)hp->arch < MODEL_ARCH_N ? archs[hp->arch].chat_note : "?");
     return out;
 }

@@ -15,6 +15,9 @@ typedef struct arch_desc {
     int32_t swa_pattern;       /* every swa_pattern-th layer global; 0: no windows */
     float rope_base_swa;       /* RoPE base of the local layers */
     bool v_from_k;             /* a layer without attn_v uses its K projection as V */
+    bool moe_norm;             /* a mixture renormalises its top-k weights (moe.h) */
+    bool moe_shared;           /* a mixture has a gated shared expert */
+    const char *ffn_norm;      /* the FFN norm's tensor name in a layer; NULL: "ffn_norm" */
     const char *chat_note;     /* the chat format the family's instruct models use */
     /* What a family reads beyond the shared keys and tensors (NULL: nothing): its keys
      * after the common ones, its model-wide tensors, and each layer's. ST_OK or a code
@@ -46,6 +49,10 @@ st_code load_want_vec(model *m, const char *name, int64_t n, const float **out, 
 st_code gemma4_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp, st_err *err);
 st_code gemma4_load_tensors(model *m, size_t *used, st_err *err);
 st_code gemma4_load_layer(model *m, int32_t l, model_layer *L, size_t *used, st_err *err);
+
+/* gpt-oss's loaders (gptoss.c). */
+st_code gptoss_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp, st_err *err);
+st_code gptoss_load_layer(model *m, int32_t l, model_layer *L, size_t *used, st_err *err);
 
 /* The entry of architecture `name`, or NULL when this build does not run it. */
 const arch_desc *arch_find(const char *name);

@@ -7,6 +7,7 @@
  * rows earlier in the same batch. Weights are read once per chunk for all its rows. */
 #include "model/model.h"
 #include "model/prep.h"
+#include "model/moe.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ struct model_ctx {
     uint8_t *seen;    /* (n_slots) slot check, host memory */
     int32_t *keep;    /* (max_rows + 1) the rows of a chunk that return logits */
     int32_t *ple_idx; /* (max_rows * n_layer) the per-layer inputs' reorder, host memory */
+    moe_scratch *moe; /* a mixture of experts' routing (n_expert > 0), else NULL */
 };
 
 /* Floats of layer l's K rows of one slot. */
@@ -105,6 +107,7 @@ st_code model_kv_write(model_ctx *c, int32_t slot, const float *k, const float *
 void model_ctx_free(model_ctx *c) {
     if (!c) return;
     if (c->be) {
+        moe_scratch_free(c->moe, c->be);
         c->ops->buf_free(c->be, c->kv);
 #define ACT_FREE(name, width) c->ops->buf_free(c->be, c->name);
         ACTS(ACT_FREE)
@@ -125,8 +128,9 @@ static bool check_ops(const kern_ops *o, const model_hparams *hp, st_err *err) {
     const struct { bool need; bool have; const char *op; } ops[] = {
         {hp->rope_neox, o->rope_neox != NULL, "rope_neox"},
         {hp->qkv_bias, o->add_bias != NULL, "add_bias"},
-        {hp->embd_scale != 1.0f, o->scale != NULL, "scale"},
+        {hp->embd_scale != 1.0f || hp->n_expert > 0, o->scale != NULL, "scale"},
         {hp->act == MODEL_ACT_GELU_TANH, o->geglu != NULL, "geglu"},
+        {hp->act == MODEL_ACT_SWIGLU_OAI, o->swiglu_oai != NULL, "swiglu_oai"},
         {hp->final_softcap > 0, o->softcap != NULL, "softcap"},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
@@ -136,6 +140,11 @@ static bool check_ops(const kern_ops *o, const model_hparams *hp, st_err *err) {
                    ops[i].op);
             return false;
         }
+    if (hp->attn_sinks && o->device) { /* its attention does not read kern_attn.sinks */
+        st_set(err, ST_ERR_UNSUPPORTED, "the %s backend has no attention sinks (%s) yet; use "
+               "--backend cpu", o->name, model_arch_name(hp->arch));
+        return false;
+    }
     return true;
 }
 
@@ -172,6 +181,7 @@ static bool alloc_ctx(model_ctx *c, const model_hparams *hp, int32_t n_slots) {
     c->seen = calloc((size_t)n_slots, 1);
     c->keep = malloc(sizeof *c->keep * (R + 1));
     c->ple_idx = malloc(sizeof *c->ple_idx * R * (size_t)hp->n_layer);
+    if (ok && hp->n_expert > 0) ok = (c->moe = moe_scratch_init(c->be, hp, c->max_rows)) != NULL;
     return ok && c->seen && c->keep && c->ple_idx;
 }
 
@@ -386,7 +396,7 @@ static void attention_block(model_ctx *c, const model_batch *b, int32_t r0, int3
         .n_rows = n, .n_head = hp->n_head, .n_head_kv = L->n_head_kv,
         .head_dim = hd, .scale = hp->attn_scale,
         .q = c->q, .k = c->k_cache[l], .v = c->v_cache[l], .seg_off = b->seg_off + r0,
-        .segs = b->segs, .out = c->att,
+        .segs = b->segs, .out = c->att, .sinks = L->sinks,
     };
     if (swa) a.seg_off = b->seg_off_swa + r0, a.segs = b->segs_swa;
     o->attention(be, &a);
@@ -415,15 +425,20 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
         o->rmsnorm(be, c->xb, c->x, L->attn_norm, n, hp->n_embd, hp->rms_eps);
         attention_block(c, b, r0, n, l, aw, tmp);
         o->matmul(be, c->xb, &L->wo, c->att, n);
+        if (L->bo) o->add_bias(be, c->xb, L->bo, n, hp->n_embd);
         if (L->post_attn_norm)
             o->rmsnorm(be, c->xb, c->xb, L->post_attn_norm, n, hp->n_embd, hp->rms_eps);
         o->add(be, c->x, c->xb, (int64_t)n * hp->n_embd);
 
         o->rmsnorm(be, c->xb, c->x, L->ffn_norm, n, hp->n_embd, hp->rms_eps);
-        o->matmul_n(be, 2, (float *const[]){c->hb, c->hb2},
-                    (const kern_mat *const[]){&L->w_gate, &L->w_up}, c->xb, n);
-        act(be, c->hb, c->hb, c->hb2, (int64_t)n * L->n_ff);
-        o->matmul(be, c->xb, &L->w_down, c->hb, n);
+        if (c->moe) {
+            moe_ffn(c->moe, be, hp, L, c->xb, n);
+        } else {
+            o->matmul_n(be, 2, (float *const[]){c->hb, c->hb2},
+                        (const kern_mat *const[]){&L->w_gate, &L->w_up}, c->xb, n);
+            act(be, c->hb, c->hb, c->hb2, (int64_t)n * L->n_ff);
+            o->matmul(be, c->xb, &L->w_down, c->hb, n);
+        }
         if (L->post_ffn_norm)
             o->rmsnorm(be, c->xb, c->xb, L->post_ffn_norm, n, hp->n_embd, hp->rms_eps);
         o->add(be, c->x, c->xb, (int64_t)n * hp->n_embd);

@@ -84,6 +84,37 @@ static st_code hp_int_max(const gguf_ctx *g, const char *arch, const char *name,
     return ST_OK;
 }
 
+/* YaRN of factor f (prep.h): its original context and correction range; the magnitude
+ * factor it puts on q and k goes into the attention scale. Variants llama.cpp reads from
+ * further keys (a log multiplier, an extrapolation factor) are refused. */
+static st_code load_yarn(const gguf_ctx *g, const char *arch, float f, model_hparams *hp,
+                         st_err *err) {
+    static const char *const refused[] = {"rope.scaling.yarn_log_multiplier",
+                                          "rope.scaling.yarn_ext_factor",
+                                          "rope.scaling.yarn_attn_factor"};
+    char key[96];
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch, refused[i]);
+        if (gguf_find_key(g, key) >= 0)
+            return st_set(err, ST_ERR_UNSUPPORTED, "%s is not supported (plain YaRN is)", key);
+    }
+    if (!(f > 1.0f && f <= 1e6f))
+        return st_set(err, ST_ERR_FORMAT, "%s.rope.scaling.factor = %g is out of range for YaRN "
+                      "(above 1, up to 1e6)", arch, (double)f);
+    st_code rc;
+    if ((rc = load_hp_int(g, arch, "rope.scaling.original_context_length", hp->n_ctx_train,
+                          &hp->yarn_orig_ctx, err)) ||
+        (rc = load_hp_float(g, arch, "rope.scaling.yarn_beta_fast", 32.0, &hp->yarn_beta_fast, err)) ||
+        (rc = load_hp_float(g, arch, "rope.scaling.yarn_beta_slow", 1.0, &hp->yarn_beta_slow, err)))
+        return rc;
+    if (hp->yarn_orig_ctx <= 0)
+        return st_set(err, ST_ERR_FORMAT, "%s.rope.scaling.original_context_length is 0", arch);
+    hp->yarn_factor = f;
+    const float ms = model_yarn_mscale(f);
+    hp->attn_scale *= ms * ms;
+    return ST_OK;
+}
+
 /* Linear RoPE scaling (angles divided by the factor) is what Gemma 3 4B+ and older
  * long-context llamas use; like llama.cpp, a factor without a type means linear, and the
  * old key rope.scale_linear is read too. Other types are refused rather than decoded
@@ -105,9 +136,10 @@ static st_code load_rope_scaling(const gguf_ctx *g, const char *arch, model_hpar
     st_code rc = load_hp_float(g, arch, name, 1.0, &f, err);
     if (rc) return rc;
     if (f == 1.0f) return ST_OK;
+    if (strcmp(type, "yarn") == 0) return load_yarn(g, arch, f, hp, err);
     if (strcmp(type, "linear") != 0)
         return st_set(err, ST_ERR_UNSUPPORTED, "%s.rope.scaling.type = '%s' (factor %g) is not "
-                      "supported (supported: none, linear)", arch, type, (double)f);
+                      "supported (supported: none, linear, yarn)", arch, type, (double)f);
     /* angles divided by a tiny factor become infinite: no real model is near these */
     if (!(f >= 1e-3f && f <= 1e6f))
         return st_set(err, ST_ERR_FORMAT, "%s.%s = %g is out of range (1e-3 to 1e6)", arch, name,
@@ -147,8 +179,8 @@ static st_code refuse_known(const char *arch, st_err *err) {
     static const struct { const char *name, *why; } known[] = {
         {"qwen35", "Qwen3.5's Gated DeltaNet layers keep a recurrent state per sequence, "
                    "which this build's model layer and forest do not have yet"},
-        {"qwen35moe", "Qwen3.5 MoE: Gated DeltaNet layers (a recurrent state per sequence) "
-                      "and mixture-of-experts feed-forwards are not implemented"},
+        {"qwen35moe", "Qwen3.5 MoE's Gated DeltaNet layers keep a recurrent state per "
+                      "sequence, which this build does not have yet (its experts would run)"},
         {"qwen3next", "Qwen3-Next's Gated DeltaNet layers keep a recurrent state per "
                       "sequence, which this build does not have yet"},
         {"gemma3n", "Gemma 3n's AltUp and Laurel blocks are not implemented (Gemma 4 is)"},
@@ -308,8 +340,12 @@ size_t model_vec_floats(const model_hparams *hp) {
     const size_t QD = (size_t)hp->n_head * hd, KD = (size_t)hp->n_head_kv * hd;
     const size_t layer = 2 * E + (hp->qkv_bias ? QD + 2 * KD : 0) + (hp->qk_norm ? 2 * hd : 0) +
                          (hp->post_norms ? 2 * E : 0) + (hp->n_embd_ple > 0 ? E : 0);
+    /* gpt-oss: sinks, the output bias, the router's and the experts' biases */
+    const size_t NE = (size_t)hp->n_expert, FE = (size_t)hp->n_ff_exp;
+    const size_t oss = hp->attn_sinks ? (size_t)hp->n_head + E + NE + NE * (2 * FE + E) : 0;
     /* + a layer's output scale (1 float), the per-layer projection's norm, the V norm's ones */
-    return E + (size_t)hp->n_layer * (layer + 1) + (size_t)hp->n_embd_ple + (hp->v_norm ? hd : 0);
+    return E + (size_t)hp->n_layer * (layer + oss + 1) + (size_t)hp->n_embd_ple +
+           (hp->v_norm ? hd : 0);
 }
 
 /* The tensors a family adds to layer l's llama block (arch.h). */
@@ -360,15 +396,19 @@ static st_code load_layer(model *m, int32_t l, size_t *used, st_err *err) {
     if (L->n_ff <= 0) return st_set(err, ST_ERR_FORMAT, "layer %d: feed_forward_length is 0", l);
     const int64_t E = hp->n_embd, F = L->n_ff, QD = (int64_t)hp->n_head * L->head_dim,
                   KD = (int64_t)L->n_head_kv * L->head_dim;
-    char nm[96];
+    char nm[96], fnorm[96];
+    const char *fn = arch_get(hp->arch)->ffn_norm;
+    snprintf(fnorm, sizeof fnorm, "blk.%d.%s.weight", (int)l, fn ? fn : "ffn_norm");
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s ".weight", (int)l), nm)
     if ((rc = load_want_vec(m, NAME("attn_norm"), E, &L->attn_norm, used, err)) ||
         (rc = load_want_mat(g, NAME("attn_q"), E, QD, &L->wq, err)) ||
         (rc = load_want_mat(g, NAME("attn_output"), QD, E, &L->wo, err)) ||
-        (rc = load_want_vec(m, NAME("ffn_norm"), E, &L->ffn_norm, used, err)) ||
-        (rc = load_want_mat(g, NAME("ffn_gate"), E, F, &L->w_gate, err)) ||
-        (rc = load_want_mat(g, NAME("ffn_up"), E, F, &L->w_up, err)) ||
-        (rc = load_want_mat(g, NAME("ffn_down"), F, E, &L->w_down, err)))
+        (rc = load_want_vec(m, fnorm, E, &L->ffn_norm, used, err)))
+        return rc;
+    if (hp->n_expert == 0 && /* a mixture of experts has its own (moe.c) */
+        ((rc = load_want_mat(g, NAME("ffn_gate"), E, F, &L->w_gate, err)) ||
+         (rc = load_want_mat(g, NAME("ffn_up"), E, F, &L->w_up, err)) ||
+         (rc = load_want_mat(g, NAME("ffn_down"), F, E, &L->w_down, err))))
         return rc;
     if (L->kv_src == l) {
         if ((rc = load_want_mat(g, NAME("attn_k"), E, KD, &L->wk, err))) return rc;
@@ -477,6 +517,7 @@ void model_free(model *m) {
     model_prep_free_all(m);
     gguf_close(m->gguf);
     free(m->layers);
+    free(m->experts);
     free(m->f32_copies);
     free(m);
 }

@@ -1,5 +1,6 @@
 /* model.h - a decoder-only transformer (the llama architecture and its relatives Qwen2,
- * Qwen3, Gemma 3 and Gemma 4): hyperparameters and weights from a GGUF file,
+ * Qwen3, Gemma 3, Gemma 4, and the mixtures of experts Qwen3-MoE, Qwen2-MoE and gpt-oss
+ * (moe.h)): hyperparameters and weights from a GGUF file,
  * and the forward pass over a batch of rows that each carry their own position and
  * their own list of KV-cache slots to attend to.
  *
@@ -32,6 +33,10 @@ typedef enum model_arch {
     MODEL_ARCH_GEMMA3,  /* "gemma3": Gemma 3 text (post-norms, GELU, sliding windows) */
     MODEL_ARCH_GEMMA4,  /* "gemma4": Gemma 4 dense text (per-layer head sizes, shared KV
                            layers, per-layer embeddings, V norm, logit soft-capping) */
+    MODEL_ARCH_QWEN3MOE, /* "qwen3moe": Qwen3's block with a mixture-of-experts FFN */
+    MODEL_ARCH_QWEN2MOE, /* "qwen2moe": Qwen2's block, experts and a gated shared expert */
+    MODEL_ARCH_GPTOSS,   /* "gpt-oss": attention sinks, alternating windows, biased experts
+                            with a clamped SwiGLU */
     MODEL_ARCH_N
 } model_arch;
 
@@ -39,6 +44,7 @@ typedef enum model_arch {
 typedef enum model_act {
     MODEL_ACT_SILU,      /* SwiGLU: silu(gate) * up */
     MODEL_ACT_GELU_TANH, /* GeGLU: gelu(gate) * up, gelu in its tanh form */
+    MODEL_ACT_SWIGLU_OAI, /* gpt-oss's clamped SwiGLU (kern.h swiglu_oai) */
 } model_act;
 
 typedef struct model_hparams {
@@ -54,6 +60,9 @@ typedef struct model_hparams {
     int32_t n_ctx_train;  /* context length the model was trained for */
     float rope_base;      /* theta base, 10000 by default */
     float rope_scale;     /* linear RoPE scaling of the global layers: angles / rope_scale */
+    float yarn_factor;    /* YaRN scaling of every layer (prep.h model_yarn_factors); 0: none */
+    int32_t yarn_orig_ctx; /* its original context (rope.scaling.original_context_length) */
+    float yarn_beta_fast, yarn_beta_slow; /* its correction range, 32 and 1 by default */
     float rms_eps;
     bool tied_output;     /* no output.weight: the classifier is token_embd */
     /* What the architecture adds to the llama block (model_arch_features fills them). */
@@ -83,6 +92,20 @@ typedef struct model_hparams {
     bool rope_freqs_global; /* rope_freqs apply to the global layers only (Gemma 4's
                                proportional rotary); the local ones rotate plainly */
     float final_softcap;    /* logits become c * tanh(logits / c); 0: none */
+    /* Mixture of experts (moe.h): each row's feed-forward is the weighted sum of the
+     * n_expert_used experts its router ranks highest. 0 experts: a dense feed-forward. */
+    int32_t n_expert;       /* expert_count */
+    int32_t n_expert_used;  /* expert_used_count, 1 .. n_expert */
+    int32_t n_ff_exp;       /* expert_feed_forward_length: one expert's hidden width */
+    float expert_w_scale;   /* the routing weights are multiplied by it; 1 */
+    bool expert_norm;       /* the k routing weights are divided by their sum */
+    bool expert_softmax_k;  /* the weights are a softmax over the k chosen logits, not the
+                               chosen ones of a softmax over all (gpt-oss) */
+    bool attn_sinks;        /* a learned logit per head joins each softmax (gpt-oss); with
+                               it, attention and FFN biases: attn_output.bias, the router's
+                               and the experts' */
+    int32_t n_ff_shexp;     /* the shared expert's width (every row runs it, scaled by a
+                               sigmoid gate); 0: none */
 } model_hparams;
 
 /* True when layer l of a model with hp uses a sliding window (see model_hparams). */
@@ -151,6 +174,22 @@ typedef struct model_layer {
     kern_mat ple_gate;        /* (n_embd_ple, n_embd) per_layer_inp_gate */
     kern_mat ple_proj;        /* (n_embd, n_embd_ple) per_layer_proj */
     const float *ple_norm;    /* (n_embd) per_layer_post_norm */
+    /* mixture of experts (n_expert > 0; no w_gate, w_up, w_down then) */
+    kern_mat gate_inp;        /* (n_expert, n_embd) the router, ffn_gate_inp */
+    kern_mat *exp_gate;       /* (n_expert) each (n_ff_exp, n_embd): ffn_gate_exps's slices */
+    kern_mat *exp_up;         /* (n_expert) each (n_ff_exp, n_embd): ffn_up_exps's */
+    kern_mat *exp_down;       /* (n_expert) each (n_embd, n_ff_exp): ffn_down_exps's */
+    kern_mat shexp_gate_inp;  /* (1, n_embd) the shared expert's gate, n_ff_shexp > 0 */
+    kern_mat shexp_gate;      /* (n_ff_shexp, n_embd) */
+    kern_mat shexp_up;        /* (n_ff_shexp, n_embd) */
+    kern_mat shexp_down;      /* (n_embd, n_ff_shexp) */
+    /* gpt-oss (attn_sinks) */
+    const float *sinks;       /* (n_head) attn_sinks */
+    const float *bo;          /* (n_embd) attn_output.bias */
+    const float *gate_inp_b;  /* (n_expert) ffn_gate_inp.bias */
+    const float *exp_gate_b;  /* (n_expert, n_ff_exp) ffn_gate_exps.bias */
+    const float *exp_up_b;    /* (n_expert, n_ff_exp) ffn_up_exps.bias */
+    const float *exp_down_b;  /* (n_expert, n_embd) ffn_down_exps.bias */
 } model_layer;
 
 typedef struct model {
@@ -165,6 +204,7 @@ typedef struct model {
     kern_mat ple_model_proj;  /* (n_layer * n_embd_ple, n_embd) per_layer_model_proj */
     const float *ple_proj_norm; /* (n_embd_ple) per_layer_proj_norm */
     model_layer *layers;      /* (n_layer) */
+    kern_mat *experts;        /* owned: every layer's exp_gate, exp_up, exp_down arrays */
     float *f32_copies;        /* owned float copies of F16/BF16 norm vectors, if any */
     uint64_t weight_bytes;    /* bytes of all weights read per token */
     struct model_preps *preps; /* the weights prepared per backend (prep.c), owned */

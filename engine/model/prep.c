@@ -1,6 +1,7 @@
 /* prep.c - a model's weights prepared per backend (see prep.h): made on the first context
  * of each (backend, no_pack) pair, shared by the later ones, freed with the model. */
 #include "model/prep.h"
+#include "model/moe.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -46,9 +47,12 @@ static void prep_free(const model *m, model_prep *p) {
         model_layer *L = &p->layers[l];
         if (L->wv.data == L->wk.data) L->wv = (kern_mat){0}; /* V is K's projection */
         kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
-                          &L->ple_gate, &L->ple_proj};
+                          &L->ple_gate, &L->ple_proj, &L->gate_inp, &L->shexp_gate_inp,
+                          &L->shexp_gate, &L->shexp_up, &L->shexp_down};
         for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) o->mat_release(p->be, ms[i]);
     }
+    for (size_t i = 0; p->experts && i < moe_n_mats(&m->hp); i++) o->mat_release(p->be, &p->experts[i]);
+    free(p->experts);
     o->mat_release(p->be, &p->ple_embd);
     o->mat_release(p->be, &p->ple_model_proj);
     if (!m->hp.tied_output) o->mat_release(p->be, &p->tok_embd);
@@ -84,10 +88,35 @@ static const float *prep_vec(model_prep *p, float **at, const float *src, int64_
 /* The frequency factors rope divides its angles by: the file's rope_freqs, times the
  * linear scaling factor on the global layers (rope_freqs); the local layers of a windowed
  * model are not scaled (rope_freqs_swa: the file's factors alone), as in llama.cpp. */
+/* YaRN's factors (yarn.c) for the global layers and, with their own base and rotated
+ * dims, the local ones. */
+static st_code prep_yarn(const model *m, model_prep *p) {
+    const model_hparams *hp = &m->hp;
+    const kern_ops *o = kern_backend_ops(p->be);
+    const int32_t n = (hp->rope_dim > hp->rope_dim_swa ? hp->rope_dim : hp->rope_dim_swa) / 2;
+    float *ff = malloc(sizeof(float) * (size_t)n);
+    float *rf = o->buf_alloc(p->be, sizeof(float) * (size_t)n);
+    float *rs = o->buf_alloc(p->be, sizeof(float) * (size_t)n);
+    st_code rc = ff && rf && rs ? ST_OK : ST_ERR_NOMEM;
+    if (rc == ST_OK) {
+        model_yarn_factors(hp, hp->rope_base, hp->rope_dim, m->rope_freqs, ff);
+        p->rope_freqs = prep_vec(p, &rf, ff, hp->rope_dim / 2);
+        model_yarn_factors(hp, hp->rope_base_swa > 0 ? hp->rope_base_swa : hp->rope_base,
+                           hp->rope_dim_swa, hp->rope_freqs_global ? NULL : m->rope_freqs, ff);
+        p->rope_freqs_swa = prep_vec(p, &rs, ff, hp->rope_dim_swa / 2);
+    } else {
+        o->buf_free(p->be, rf);
+        o->buf_free(p->be, rs);
+    }
+    free(ff);
+    return rc;
+}
+
 static st_code prep_rope_freqs(const model *m, model_prep *p) {
     const model_hparams *hp = &m->hp;
     const kern_ops *o = kern_backend_ops(p->be);
     const int32_t n = hp->rope_dim / 2;
+    if (hp->yarn_factor > 0) return prep_yarn(m, p);
     const bool scaled = hp->rope_scale > 0 && hp->rope_scale != 1.0f;
     if (m->rope_freqs) {
         float *rf = o->buf_alloc(p->be, sizeof(float) * (size_t)n);
@@ -107,6 +136,19 @@ static st_code prep_rope_freqs(const model *m, model_prep *p) {
     for (int32_t i = 0; i < n; i++) ff[i] = (m->rope_freqs ? m->rope_freqs[i] : 1.0f) * hp->rope_scale;
     p->rope_freqs = prep_vec(p, &rf, ff, n);
     free(ff);
+    return ST_OK;
+}
+
+/* Every layer's experts (a mixture-of-experts model), each its own prepared matrix. */
+static st_code prep_experts(const model *m, model_prep *p, uint32_t flags) {
+    const size_t n = m->experts ? moe_n_mats(&m->hp) : 0;
+    if (n == 0) return ST_OK;
+    if (!(p->experts = calloc(n, sizeof *p->experts))) return ST_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        st_code rc = prep_mat(m, p, &p->experts[i], &m->experts[i], flags);
+        if (rc) return rc;
+    }
+    for (int32_t l = 0; l < m->hp.n_layer; l++) moe_layer_mats(&m->hp, p->experts, l, &p->layers[l]);
     return ST_OK;
 }
 
@@ -145,11 +187,21 @@ static st_code prep_make(const model *m, model_prep *p) {
         L->post_attn_norm = prep_vec(p, &at, S->post_attn_norm, hp->n_embd);
         L->post_ffn_norm = prep_vec(p, &at, S->post_ffn_norm, hp->n_embd);
         L->ple_norm = prep_vec(p, &at, S->ple_norm, hp->n_embd);
+        const int64_t NE = hp->n_expert, FE = hp->n_ff_exp;
+        L->sinks = prep_vec(p, &at, S->sinks, hp->n_head);
+        L->bo = prep_vec(p, &at, S->bo, hp->n_embd);
+        L->gate_inp_b = prep_vec(p, &at, S->gate_inp_b, NE);
+        L->exp_gate_b = prep_vec(p, &at, S->exp_gate_b, NE * FE);
+        L->exp_up_b = prep_vec(p, &at, S->exp_up_b, NE * FE);
+        L->exp_down_b = prep_vec(p, &at, S->exp_down_b, NE * hp->n_embd);
         const bool v_is_k = S->wv.data == S->wk.data;
         kern_mat *dst[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
-                           &L->ple_gate, &L->ple_proj};
+                           &L->ple_gate, &L->ple_proj, &L->gate_inp, &L->shexp_gate_inp,
+                          &L->shexp_gate, &L->shexp_up, &L->shexp_down};
         const kern_mat *src[] = {&S->wq, &S->wk, &S->wv, &S->wo, &S->w_gate, &S->w_up,
-                                 &S->w_down, &S->ple_gate, &S->ple_proj};
+                                 &S->w_down, &S->ple_gate, &S->ple_proj, &S->gate_inp,
+                                 &S->shexp_gate_inp, &S->shexp_gate, &S->shexp_up,
+                                 &S->shexp_down};
         for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++) *dst[i] = (kern_mat){0};
         for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++) {
             if (src[i]->data && !(i == 2 && v_is_k) && (rc = prep_mat(m, p, dst[i], src[i], mul)))
@@ -157,7 +209,7 @@ static st_code prep_make(const model *m, model_prep *p) {
         }
         if (v_is_k) L->wv = L->wk;
     }
-    return ST_OK;
+    return prep_experts(m, p, mul);
 }
 
 const model_prep *model_prep_get(const model *m, const char *name, bool no_pack, st_err *err) {

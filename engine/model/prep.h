@@ -29,6 +29,7 @@ typedef struct model_prep {
     kern_mat ple_model_proj;
     const float *ple_proj_norm; /* into norms */
     model_layer *layers;      /* (n_layer) prepared matrices, norms into norms */
+    kern_mat *experts;        /* (moe_n_mats) the layers' prepared experts, or NULL */
     float *norms;             /* a buffer: every norm and bias vector (model_vec_floats) */
     uint64_t bytes;           /* backend memory the prepared matrices own */
 } model_prep;
@@ -43,5 +44,12 @@ struct model_preps *model_preps_init(void);
 
 /* Frees every preparation of m (model_free). */
 void model_prep_free_all(model *m);
+
+/* YaRN (yarn.c): the frequency factors of the n_rot / 2 rotated pairs of a layer rotating
+ * with base (the file's factors `file`, or NULL, folded in) into ff; and the factor q and
+ * k are scaled by, so q.k by its square. */
+void model_yarn_factors(const model_hparams *hp, float base, int32_t n_rot, const float *file,
+                        float *ff);
+float model_yarn_mscale(float factor);
 
 #endif

@@ -1,6 +1,7 @@
 /* chat.c - chat templates (see chat.h): one table of template families, a renderer
  * shared by the five "role header" families (ChatML, Llama-3, Zephyr, Gemma, Gemma 4), one for
- * Llama-2's [INST] pairs, the detector, and the reader of ChatML default system messages.
+ * Llama-2's [INST] pairs, one for harmony (gpt-oss), the detector, and the reader of ChatML
+ * default system messages.
  *
  * Rendering fidelity is judged against the official Jinja templates as transformers runs
  * them; where this code differs from llama.cpp's hand-written renderers (Llama-2's spaces
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/status.h"
 
@@ -201,6 +203,47 @@ static void render_llama2(const chat_style *st, const chat_conv *c, bool gen, ch
     }
 }
 
+/* Harmony (gpt-oss; models/templates/openai-gpt-oss-120b.jinja in llama.cpp 0c1e5709,
+ * without tools): its system block with today's date (strftime_now, local time), a first
+ * system or developer message as the developer's instructions, then user turns and final
+ * answers; other roles and later system messages are dropped, as the Jinja drops them. */
+static void render_harmony(const chat_style *st, const chat_conv *c, bool gen, chat_out *o) {
+    (void)st;
+    char date[32] = "";
+    const time_t now = time(NULL);
+    struct tm tm;
+    if (localtime_r(&now, &tm)) strftime(date, sizeof date, "%Y-%m-%d", &tm);
+    out_str(o, "<|start|>system<|message|>You are ChatGPT, a large language model trained by "
+               "OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: ");
+    out_str(o, date);
+    out_str(o, "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. "
+               "Channel must be included for every message.<|end|>");
+    const size_t n = conv_n(c);
+    size_t i = 0;
+    chat_msg m0 = n > 0 ? conv_at(c, 0) : (chat_msg){"", ""};
+    if (n > 0 && (role_is(&m0, "system") || role_is(&m0, "developer"))) {
+        i = 1;
+        if (*m0.content) {
+            out_str(o, "<|start|>developer<|message|># Instructions\n\n");
+            out_str(o, m0.content);
+            out_str(o, "\n\n<|end|>");
+        }
+    }
+    for (; i < n; i++) {
+        chat_msg m = conv_at(c, i);
+        if (role_is(&m, "user")) {
+            out_str(o, "<|start|>user<|message|>");
+            out_str(o, m.content);
+            out_str(o, "<|end|>");
+        } else if (role_is(&m, "assistant")) {
+            out_str(o, "<|start|>assistant<|channel|>final<|message|>");
+            out_str(o, m.content);
+            out_str(o, i + 1 == n && !gen ? "<|return|>" : "<|end|>");
+        }
+    }
+    if (gen) out_str(o, "<|start|>assistant");
+}
+
 /* Indexed by chat_kind. */
 static const chat_style chat_styles[CHAT_N_KINDS] = {
     [CHAT_NONE] = {.name = "none", .render = render_none},
@@ -229,6 +272,7 @@ static const chat_style chat_styles[CHAT_N_KINDS] = {
                      .open_pre = "<|im_start|>", .open_post = "\n", .close = "<|im_end|>\n",
                      .assistant = "assistant", .trim = true, .gen_suffix = "<think>\n",
                      .late_answer = "<think>\n\n</think>\n\n"},
+    [CHAT_HARMONY] = {.name = "harmony", .render = render_harmony},
 };
 
 static const chat_style *style_of(chat_kind k) {
@@ -307,6 +351,7 @@ chat_kind chat_detect(const char *j) {
     if (has(j, "<|start_header_id|>") && has(j, "<|end_header_id|>")) return CHAT_LLAMA3;
     if (has(j, "<start_of_turn>")) return CHAT_GEMMA;
     if (has(j, "<|turn>") && has(j, "<turn|>")) return CHAT_GEMMA4;
+    if (has(j, "<|start|>") && has(j, "<|channel|>")) return CHAT_HARMONY;
     /* Mistral's [INST] templates have no <<SYS>> block and space answers differently. */
     if (has(j, "[INST]") && has(j, "<<SYS>>")) return CHAT_LLAMA2;
     /* Phi-3 closes turns with <|end|>; ChatGLM and GLM-Edge write no eos_token. */
@@ -366,9 +411,10 @@ const char *chat_think_off_text(chat_kind k) {
 }
 
 const char *chat_after_think(const char *text) {
-    static const char close[] = "</think>";
+    static const char *const marks[] = {"</think>", "<|channel|>final<|message|>"};
     const char *after = text;
-    for (const char *p = text; p && (p = strstr(p, close)) != NULL; p += sizeof close - 1)
-        after = p + sizeof close - 1;
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
+        for (const char *p = text; p && (p = strstr(p, marks[i])) != NULL; p += strlen(marks[i]))
+            if (p + strlen(marks[i]) > after) after = p + strlen(marks[i]);
     return after;
 }

@@ -23,6 +23,14 @@
  *                              <|im_start|>assistant\n<think>\n (thinking on, its default);
  *                              an answer after the last user turn opens with an empty
  *                              <think>\n\n</think>\n\n
+ *   HARMONY gpt-oss:           <|start|>system<|message|>(identity, knowledge cutoff, today's
+ *                              date, "Reasoning: medium", the valid channels)<|end|>, a first
+ *                              system message as <|start|>developer<|message|># Instructions
+ *                              \n\nsys\n\n<|end|>, <|start|>user<|message|>content<|end|>,
+ *                              answers <|start|>assistant<|channel|>final<|message|>content
+ *                              <|end|> (<|return|> for a last answer without a generation
+ *                              prompt); generation prompt <|start|>assistant. The model then
+ *                              writes its analysis channel before the final one.
  *
  * The rendered text holds special tokens as text ("<|im_start|>", "</s>"): tokenise it
  * with parse_special = true. Some templates write the BOS token's text themselves
@@ -50,6 +58,7 @@ typedef enum {
     CHAT_GEMMA,
     CHAT_GEMMA4,
     CHAT_QWEN35,
+    CHAT_HARMONY,
     CHAT_N_KINDS   /* count, for iterating over the names */
 } chat_kind;
 
@@ -65,12 +74,13 @@ typedef struct chat_msg {
  * recognised. A text that is exactly a template name ("chatml") gives that template, as
  * in llama.cpp. Markers: "<|im_start|>" (but not Phi-4's "<|im_sep|>" nor SmolVLM's
  * "<end_of_utterance>"; with "<|vision_start|>" and enable_thinking it is Qwen3.5's), "<|start_header_id|>" with "<|end_header_id|>", "<start_of_turn>",
- * "<|turn>" with "<turn|>" (Gemma 4),
+ * "<|turn>" with "<turn|>" (Gemma 4), "<|start|>" with "<|channel|>" (harmony),
  * "[INST]" with "<<SYS>>" (Mistral's [INST] templates without <<SYS>> differ and are not
  * taken), "<|user|>" with "<|assistant|>" and eos_token but without Phi-3's "<|end|>". */
 chat_kind chat_detect(const char *jinja);
 
-/* "chatml", "llama3", "llama2", "zephyr", "gemma", "gemma4", "qwen35" (exact, lower case);
+/* "chatml", "llama3", "llama2", "zephyr", "gemma", "gemma4", "qwen35", "harmony" (exact,
+ * lower case);
  * CHAT_NONE for
  * NULL or any other name. */
 chat_kind chat_from_name(const char *name);
@@ -130,8 +140,8 @@ bool chat_has_think_switch(const char *jinja);
  * off: "<think>\n\n</think>\n\n", or for Qwen3.5, whose prompt already opened
  * "<think>\n", "\n</think>\n\n" (static). */
 const char *chat_think_off_text(chat_kind k);
-/* The part of a reply after its last "</think>" (the answer), or text itself when it has
- * none. Points into text. */
+/* The part of a reply after its last "</think>" or harmony's "<|channel|>final<|message|>"
+ * (the answer), or text itself when it has neither. Points into text. */
 const char *chat_after_think(const char *text);
 
 #endif

@@ -338,6 +338,20 @@ static void attn_shared_step(attn_task_ctx *t, attn_row *rows, const int32_t *li
     if (nh > 0) attn_heads_step(t, hl, nh, gruns, gnrun, gcnt);
 }
 
+/* The sink s joins a head's softmax as one more score without a value: the running
+ * maximum rises to it if needed (the sum and the output rescaled), and its weight adds to
+ * the sum. */
+static void attn_sink(attn_head *hs, float s, int32_t hd) {
+    if (s > hs->m) {
+        const float f = expf(hs->m - s); /* 0 when the row had no slots */
+        simd_scale(hs->out, f, hd);
+        hs->l = hs->l * f + 1.0f;
+        hs->m = s;
+    } else {
+        hs->l += expf(s - hs->m);
+    }
+}
+
 /* A task is a block of rows and a group of heads. Rows that share a prefix of keys with a
  * neighbour in the block (forest leaves under one context, the rows of a prefill) go
  * through the shared chunks chunk index by chunk index, row by row inside, so each
@@ -386,9 +400,11 @@ static void attn_task(void *ctx, int32_t task, int32_t thread) {
     for (int32_t c = 0; c < lim_max; c++) attn_shared_step(&t, rows, lim, nr, c);
     for (int32_t i = 0; i < nr; i++) {
         while (attn_row_step(&t, &rows[i])) {}
-        for (int32_t g = 0; g < ng; g++)
-            simd_scale(rows[i].hs[g].out, rows[i].hs[g].l > 0 ? 1.0f / rows[i].hs[g].l : 0.0f,
-                       hd);
+        for (int32_t g = 0; g < ng; g++) {
+            attn_head *hs = &rows[i].hs[g];
+            if (a->sinks) attn_sink(hs, a->sinks[h0 + g], hd);
+            simd_scale(hs->out, hs->l > 0 ? 1.0f / hs->l : 0.0f, hd);
+        }
     }
 }
 

@@ -188,8 +188,17 @@ static inline vf geglu_vf(vf g, vf u) {
             memcpy(y + i, yt, sizeof(float) * (size_t)(n - i));                            \
         }                                                                                  \
     }
+/* gpt-oss's clamped SwiGLU (kern.h): min(g, 7) sigmoid(1.702 min(g, 7)) (clamp(u) + 1). */
+static inline vf swiglu_oai_vf(vf g, vf u) {
+    const vf lim = vf_set1(7.0f), x = vf_min(g, lim);
+    const vf y = vf_max(vf_min(u, lim), vf_sub(vf_zero(), lim));
+    const vf glu = vf_div(x, vf_add(vf_set1(1.0f), vf_exp(vf_mul(vf_set1(-1.702f), x))));
+    return vf_mul(glu, vf_add(y, vf_set1(1.0f)));
+}
+
 GATED_SPAN(swiglu_span, swiglu_vf)
 GATED_SPAN(geglu_span, geglu_vf)
+GATED_SPAN(swiglu_oai_span, swiglu_oai_vf)
 #undef GATED_SPAN
 
 static void add_span(float *y, const float *x, const float *unused, int64_t n) {
@@ -250,6 +259,12 @@ static void cpu_geglu(kern_backend *b, float *y, const float *gate, const float 
     ew_run(b, &j);
 }
 
+static void cpu_swiglu_oai(kern_backend *b, float *y, const float *gate, const float *up,
+                           int64_t n) {
+    ew_job j = {.y = y, .a = gate, .b = up, .n = n, .fn = swiglu_oai_span};
+    ew_run(b, &j);
+}
+
 static void cpu_scale(kern_backend *b, float *y, float s, int64_t n) {
     ew_job j = {.y = y, .a = NULL, .b = &s, .b_whole = true, .n = n, .fn = scale_span};
     ew_run(b, &j);
@@ -296,4 +311,5 @@ const kern_ops kern_cpu_ops = {
     .scale = cpu_scale,
     .softcap = cpu_softcap,
     .geglu = cpu_geglu,
+    .swiglu_oai = cpu_swiglu_oai,
 };

@@ -140,7 +140,8 @@ static void ref_attention(kern_backend *b, const kern_attn *a) {
         for (int32_t h = 0; h < a->n_head; h++) {
             const int64_t kv_off = (int64_t)(h / n_rep) * hd;
             /* pass 1: scores and their maximum */
-            const double mx = kern_host_attn_scores(a, r, h, score);
+            const double ms = kern_host_attn_scores(a, r, h, score);
+            const double mx = a->sinks && a->sinks[h] > ms ? a->sinks[h] : ms;
             /* pass 2: softmax weights and the weighted sum of values */
             double sum = 0;
             memset(acc, 0, (size_t)hd * sizeof *acc);
@@ -153,6 +154,7 @@ static void ref_attention(kern_backend *b, const kern_attn *a) {
                     for (int32_t i = 0; i < hd; i++) acc[i] += p * v[i];
                 }
             }
+            if (a->sinks) sum += exp(a->sinks[h] - mx);
             float *out = a->out + r * q_stride + (int64_t)h * hd;
             for (int32_t i = 0; i < hd; i++) out[i] = sum > 0 ? (float)(acc[i] / sum) : 0.0f;
         }
@@ -167,6 +169,15 @@ static void ref_swiglu(kern_backend *b, float *y, const float *gate, const float
     for (int64_t i = 0; i < n; i++) {
         double g = gate[i];
         y[i] = (float)(g / (1.0 + exp(-g)) * up[i]);
+    }
+}
+
+static void ref_swiglu_oai(kern_backend *b, float *y, const float *gate, const float *up,
+                           int64_t n) {
+    (void)b;
+    for (int64_t i = 0; i < n; i++) {
+        const double g = gate[i] < 7.0f ? gate[i] : 7.0, u = up[i] < -7.0f ? -7.0 : up[i] > 7.0f ? 7.0 : up[i];
+        y[i] = (float)(g / (1.0 + exp(-1.702 * g)) * (u + 1.0));
     }
 }
 
@@ -270,4 +281,5 @@ const kern_ops kern_ref_ops = {
     .scale = ref_scale,
     .softcap = ref_softcap,
     .geglu = ref_geglu,
+    .swiglu_oai = ref_swiglu_oai,
 };
