@@ -37,6 +37,8 @@ int cmd_margins(int argc, char **argv);
  * (NAME) with a usage (cmd_strategy.c): argv[0] is NAME. */
 struct strategy_ops;
 int cmd_strategy(const struct strategy_ops *ops, int argc, char **argv);
+/* `tour` (cmd_tour.c): the guided tour of one small forest, screen by screen. */
+int cmd_tour(int argc, char **argv);
 /* `tui` and `multidecode -m MODEL ...` (cmd_tui.c): the interactive explorer. */
 int cmd_tui(int argc, char **argv);
 

@@ -40,9 +40,12 @@ static void cot_usage(FILE *f) {
             "      --repeat-last-n N   history the penalty looks at (default 64; -1 = all)\n"
             "      --stop TEXT      end a chain once its text ends with TEXT (repeatable)\n"
             "      --vote PATTERN   last-number, or marker:TEXT (the text after the last TEXT,\n"
-            "                       to the end of its line): report the majority answer\n"
+            "                       to the end of its line): report the majority answer of\n"
+            "                       the chains that ended (an end token or a --stop string)\n"
+            APP_VOTE_ALL_HELP
             "      --json           one JSON object: {chains: [{chain, seed, tokens, text,\n"
-            "                       ended, answer}], vote}\n"
+            "                       ended, answer, counted}], vote: {answer, votes, of,\n"
+            "                       counted}}\n"
             "  -q, --quiet          no progress or statistics on stderr\n"
             "      --chat           -p is a user message: apply the model's chat template\n"
             PROMPT_CHAT_HELP
@@ -93,10 +96,26 @@ static const char *cot_ended(const strategy *c, const forest *f, int32_t i) {
     return r.end == STRAT_RUNNING ? "full" : app_result_ended(&r, false);
 }
 
+/* The vote: which chains count (ended ones, or all with --vote-all), how many do, the
+ * winning chain (-1: none) and its votes. */
+typedef struct cot_tally {
+    bool *counts; /* (k) */
+    int32_t counted, winner, votes;
+} cot_tally;
+
+static void cot_vote(const cot_opts *o, const strategy *c, const forest *f, char **answers, cot_tally *t) {
+    t->counted = 0;
+    for (int32_t i = 0; i < o->k; i++) {
+        strategy_result r;
+        strategy_result_at(c, f, i, &r);
+        t->counted += t->counts[i] = cot_vote_counts(&o->vote, r.end);
+    }
+    t->winner = cot_majority((const char *const *)answers, t->counts, o->k, &t->votes);
+}
+
 /* The chains (and the vote) as one JSON object. */
 static st_code cot_print_json(const cot_opts *o, const strategy *c, const forest *f,
-                              prompt_toks *out, char **texts, char **answers, int32_t winner,
-                              int32_t votes, st_err *err) {
+                              prompt_toks *out, char **texts, char **answers, const cot_tally *t, st_err *err) {
     json_t *chains = json_array();
     for (int32_t i = 0; i < o->k; i++) {
         json_t *ch = json_object();
@@ -106,15 +125,17 @@ static st_code cot_print_json(const cot_opts *o, const strategy *c, const forest
         jo_set(&ch, "text", jo_str(texts[i]));
         jo_set(&ch, "ended", jo_str(cot_ended(c, f, i)));
         if (o->vote.kind) jo_set(&ch, "answer", answers[i] ? jo_str(answers[i]) : json_null());
+        if (o->vote.kind) jo_set(&ch, "counted", json_boolean(t->counts[i]));
         jo_push(&chains, ch);
     }
     json_t *doc = json_object();
     jo_set(&doc, "chains", chains);
     if (o->vote.kind) {
         json_t *v = json_object();
-        jo_set(&v, "answer", winner >= 0 ? jo_str(answers[winner]) : json_null());
-        jo_set(&v, "votes", json_integer(votes));
+        jo_set(&v, "answer", t->winner >= 0 ? jo_str(answers[t->winner]) : json_null());
+        jo_set(&v, "votes", json_integer(t->votes));
         jo_set(&v, "of", json_integer(o->k));
+        jo_set(&v, "counted", json_integer(t->counted));
         jo_set(&doc, "vote", v);
     }
     return jo_print(doc, err);
@@ -123,10 +144,10 @@ static st_code cot_print_json(const cot_opts *o, const strategy *c, const forest
 /* Prints the chains (and the vote); texts[i] and answers[i] are chain i's. ST_ERR_NOMEM
  * (JSON). */
 static st_code cot_print(const cot_opts *o, const strategy *c, const forest *f, prompt_toks *out,
-                         char **texts, char **answers, int32_t winner, int32_t votes, st_err *err) {
+                         char **texts, char **answers, const cot_tally *t, st_err *err) {
     st_code rc = ST_OK;
     if (o->json) {
-        rc = cot_print_json(o, c, f, out, texts, answers, winner, votes, err);
+        rc = cot_print_json(o, c, f, out, texts, answers, t, err);
         fflush(stdout);
         return rc;
     }
@@ -134,12 +155,13 @@ static st_code cot_print(const cot_opts *o, const strategy *c, const forest *f, 
         unsigned long long seed = (unsigned long long)(o->sp.seed + (uint64_t)i);
         printf("--- chain %d (seed %llu, %d tokens, ended by %s", i, seed, out[i].n,
                cot_ended(c, f, i));
-        if (o->vote.kind) printf("; answer: %s", answers[i] ? answers[i] : "(none)");
+        if (o->vote.kind) printf("; answer: %s%s", answers[i] ? answers[i] : "(none)", t->counts[i] ? "" : ", not counted");
         printf(")\n%s\n", texts[i]);
     }
     if (o->vote.kind) {
-        if (winner >= 0) printf("=== vote: %s (%d of %d chains)\n", answers[winner], votes, o->k);
-        else printf("=== vote: no chain gave an answer\n");
+        const char *which = o->vote.all ? "" : " that ended";
+        if (t->winner >= 0) printf("=== vote: %s (%d of the %d chains%s)\n", answers[t->winner], t->votes, t->counted, which);
+        else printf("=== vote: no chain%s gave an answer\n", which);
     }
     fflush(stdout);
     return rc;
@@ -213,12 +235,12 @@ static st_code cot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt
     strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk, .emit = prompt_emit,
                         .emit_ud = out};
     app_run_stats st = {0};
-    int32_t votes = 0, winner = -1;
-    st_code rc = f && out && texts && answers ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    cot_tally t = {.counts = calloc((size_t)o->k, sizeof *t.counts), .winner = -1};
+    st_code rc = f && out && texts && answers && t.counts ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
     if (!rc) rc = cot_grow(pm, prompt, n_prompt, o, &env, &c, &st, err);
     if (!rc) rc = cot_texts(pm, prompt, n_prompt, o, out, texts, answers, err);
-    if (!rc && o->vote.kind) winner = cot_majority((const char *const *)answers, o->k, &votes);
-    if (!rc) rc = cot_print(o, c, f, out, texts, answers, winner, votes, err);
+    if (!rc && o->vote.kind) cot_vote(o, c, f, answers, &t);
+    if (!rc) rc = cot_print(o, c, f, out, texts, answers, &t, err);
     if (!rc && o->so.save) rc = cot_save(pm, f, c, n_prompt, o, err);
     if (!rc && st.full)
         app_run_full_note(pm->n_slots);
@@ -234,6 +256,7 @@ static st_code cot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt
     for (int32_t i = 0; texts && answers && i < o->k; i++) free(texts[i]), free(answers[i]);
     free(texts);
     free(answers);
+    free(t.counts);
     strategy_free(c);
     step_plan_free(&plan);
     prompt_toks_free(out, out ? o->k : 0);
@@ -251,7 +274,7 @@ static int cot_parse(int argc, char **argv, cot_opts *o, prompt_model_opts *mo, 
         PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
         {"prompt", 1, 0, 'p'}, {"chains", 1, 0, 'k'}, {"tokens", 1, 0, 'n'},
         {"repeat-penalty", 1, 0, O_PEN}, {"repeat-last-n", 1, 0, O_LASTN},
-        {"stop", 1, 0, O_STOP}, {"vote", 1, 0, O_VOTE}, {"json", 0, 0, 'J'},
+        {"stop", 1, 0, O_STOP}, {"vote", 1, 0, O_VOTE}, APP_VOTE_ALL_LONGOPT, {"json", 0, 0, 'J'},
         {"quiet", 0, 0, 'q'}, PROMPT_CHAT_LONGOPTS, {"help", 0, 0, 'h'}, SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
     int64_t v;
     double fv;

@@ -41,8 +41,11 @@ static void judge_usage(FILE *f) {
                "      --temp T         temperature for -k; 0 = greedy (default 0.8)\n" PROMPT_SAMPLE_HELP
                JUDGE_OPTS_HELP
                "      --vote PATTERN   last-number or marker:TEXT: majority and judge-weighted vote\n"
+               "                       of the branches given and the chains that ended\n"
+               APP_VOTE_ALL_HELP
                "      --json           one JSON object: {branches: [{rank, score, p_yes, text,\n"
-               "                       answer}], vote, weighted_vote}\n"
+               "                       ended (given, EOS, stop, budget), answer, counted}], vote,\n"
+               "                       weighted_vote}\n"
                "  -q, --quiet          no statistics on stderr\n"
                "      --chat           -p is a user message (chat template); the judge is a user turn\n"
                PROMPT_CHAT_HELP
@@ -59,10 +62,20 @@ typedef struct judge_opts {
     bool json, quiet;
 } judge_opts;
 
+/* The branches judged: how each ended ("given" for a -b text) and whether it votes. */
+typedef struct branch_set {
+    forest_id id[JUDGE_MAX_BRANCHES];
+    const char *ended[JUDGE_MAX_BRANCHES];
+    bool counts[JUDGE_MAX_BRANCHES];
+    int32_t n;
+} branch_set;
+
 /* What the run gives to print. */
 typedef struct judged {
     int32_t n;
     char **text, **answer; /* (n) best first; answer NULL when none */
+    const char *ended[JUDGE_MAX_BRANCHES]; /* (n) best first, as branch_set's */
+    bool counts[JUDGE_MAX_BRANCHES];
     double *score;
     int32_t winner, votes, wwinner; /* majority's and weighted vote's chain, -1: none */
     double wweight, wtotal;
@@ -81,11 +94,11 @@ static double p_yes(double score) { return 1.0 / (1.0 + exp(-score)); }
 static void weighted_vote(judged *j) {
     j->wwinner = -1, j->wweight = 0, j->wtotal = 0;
     for (int32_t i = 0; i < j->n; i++) {
-        if (!j->answer[i]) continue;
+        if (!j->answer[i] || !j->counts[i]) continue;
         j->wtotal += p_yes(j->score[i]);
         double w = 0;
         for (int32_t k = 0; k < j->n; k++)
-            if (j->answer[k] && !strcmp(j->answer[k], j->answer[i])) w += p_yes(j->score[k]);
+            if (j->answer[k] && j->counts[k] && !strcmp(j->answer[k], j->answer[i])) w += p_yes(j->score[k]);
         if (w > j->wweight) j->wweight = w, j->wwinner = i;
     }
 }
@@ -103,14 +116,15 @@ static st_code judge_drive(strategy *s, const strategy_env *env, const judge_opt
 
 /* The branches under `at`: the given texts appended, or k chains grown from it. */
 static st_code make_branches(prompt_model *pm, const strategy_env *env, forest_id at, const judge_opts *o,
-                             forest_id *out, int32_t *n, st_err *err) {
-    *n = 0;
+                             branch_set *out, st_err *err) {
+    out->n = 0;
     if (o->k == 0) {
         for (int32_t i = 0; i < o->n_branches; i++) {
             int32_t nt;
             int32_t *t = merge_encode(pm->tk, o->branches[i], &nt, err);
             if (!t) return ST_ERR_NOMEM;
-            st_code rc = nt > 0 ? forest_append(env->f, at, t, NULL, nt, &out[(*n)++], err)
+            out->ended[out->n] = "given", out->counts[out->n] = true;
+            st_code rc = nt > 0 ? forest_append(env->f, at, t, NULL, nt, &out->id[out->n++], err)
                                 : st_set(err, ST_ERR_ARG, "branch %d has no tokens", i + 1);
             free(t);
             if (rc) return rc;
@@ -126,15 +140,17 @@ static st_code make_branches(prompt_model *pm, const strategy_env *env, forest_i
     for (int32_t i = 0; !rc && i < strategy_n_results(s); i++) {
         strategy_result r;
         strategy_result_at(s, env->f, i, &r);
-        if (r.leaf != FOREST_NONE && r.leaf != at) out[(*n)++] = r.leaf; /* a chain that ended at once has none */
+        if (r.leaf == FOREST_NONE || r.leaf == at) continue; /* a chain that ended at once has none */
+        out->ended[out->n] = app_result_ended(&r, false), out->counts[out->n] = cot_vote_counts(&o->vote, r.end);
+        out->id[out->n++] = r.leaf;
     }
     strategy_free(s);
     return rc;
 }
 
-/* The judged branches' texts, scores and answers into out, best first. */
+/* The judged branches' texts, scores, ends and answers into out, best first. */
 static st_code judge_collect(const strategy *s, const forest *f, const tok *tk, forest_id at, const judge_opts *o,
-                             judged *out, st_err *err) {
+                             const branch_set *br, judged *out, st_err *err) {
     int32_t nb = out->n;
     out->text = calloc((size_t)nb, sizeof *out->text), out->answer = calloc((size_t)nb, sizeof *out->answer);
     out->score = calloc((size_t)nb, sizeof *out->score);
@@ -143,6 +159,8 @@ static st_code judge_collect(const strategy *s, const forest *f, const tok *tk, 
         strategy_result r;
         strategy_result_at(s, f, i, &r);
         out->score[i] = r.score;
+        for (int32_t b = 0; b < br->n; b++)
+            if (br->id[b] == r.leaf) out->ended[i] = br->ended[b], out->counts[i] = br->counts[b];
         if (!(out->text[i] = merge_branch_text(f, tk, at, r.leaf, err))) rc = err->code;
         size_t cap = out->text[i] ? strlen(out->text[i]) + 1 : 0;
         if (!rc && o->vote.kind && (out->answer[i] = malloc(cap)) &&
@@ -150,7 +168,7 @@ static st_code judge_collect(const strategy *s, const forest *f, const tok *tk, 
             free(out->answer[i]), out->answer[i] = NULL;
     }
     if (!rc && o->vote.kind) {
-        out->winner = cot_majority((const char *const *)out->answer, nb, &out->votes);
+        out->winner = cot_majority((const char *const *)out->answer, out->counts, nb, &out->votes);
         weighted_vote(out);
     }
     return rc;
@@ -163,26 +181,26 @@ static st_code judge_run(prompt_model *pm, const int32_t *prompt, int32_t n_prom
     step_plan_init(&plan);
     strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk};
     judge_prompt jp = {0};
-    forest_id at, br[JUDGE_MAX_BRANCHES];
-    int32_t nb = 0;
+    forest_id at;
+    branch_set br = {.n = 0};
     strategy *s = NULL;
     app_run_stats st = {0};
     st_code rc = f ? forest_add_root(f, prompt, NULL, n_prompt, 0, &at, err) : st_set(err, ST_ERR_NOMEM, "out of memory");
     double t0 = mono_now_s();
-    if (!rc) rc = make_branches(pm, &env, at, o, br, &nb, err);
-    if (!rc && nb == 0) rc = st_set(err, ST_ERR_ARG, "no branch to judge (every chain ended at once)");
+    if (!rc) rc = make_branches(pm, &env, at, o, &br, err);
+    if (!rc && br.n == 0) rc = st_set(err, ST_ERR_ARG, "no branch to judge (every chain ended at once)");
     if (!rc) rc = app_judge_tokens(pm, kind, &o->jo, &jp, err);
     double t1 = mono_now_s();
     if (!rc) {
         strategy_opts so = strategy_default_opts(STRAT_JUDGE);
         so.n_vocab = pm->m->hp.n_vocab;
-        so.u.judge.branches = br, so.u.judge.n = nb, so.u.judge.prompt = &jp;
+        so.u.judge.branches = br.id, so.u.judge.n = br.n, so.u.judge.prompt = &jp;
         s = strategy_create(&so, &env, err);
         rc = s ? judge_drive(s, &env, o, pm->n_slots, &st, err) : err->code;
     }
     out->t_grow = t1 - t0, out->t_judge = mono_now_s() - t1, out->judge_rows = (int32_t)st.first_rows;
-    out->n = nb;
-    if (!rc) rc = judge_collect(s, f, pm->tk, at, o, out, err);
+    out->n = br.n;
+    if (!rc) rc = judge_collect(s, f, pm->tk, at, o, &br, out, err);
     strategy_free(s);
     judge_tokens_free(&jp);
     step_plan_free(&plan);
@@ -190,11 +208,19 @@ static st_code judge_run(prompt_model *pm, const int32_t *prompt, int32_t n_prom
     return rc;
 }
 
+/* The branches that take part in the votes. */
+static int32_t n_counted(const judged *j) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < j->n; i++) n += j->counts[i];
+    return n;
+}
+
 static json_t *vote_json(const judged *j, int32_t winner, json_t *count, const char *key) {
     json_t *v = json_object();
     jo_set(&v, "answer", winner >= 0 ? jo_str(j->answer[winner]) : json_null());
     jo_set(&v, key, count);
     jo_set(&v, "of", json_integer(j->n));
+    jo_set(&v, "counted", json_integer(n_counted(j)));
     return v;
 }
 
@@ -207,7 +233,9 @@ static st_code judge_print_json(const judge_opts *o, const judged *j, st_err *er
         jo_set(&b, "score", jo_sig(j->score[i], 9));
         jo_set(&b, "p_yes", jo_sig(p_yes(j->score[i]), 9));
         jo_set(&b, "text", jo_str(j->text[i]));
+        jo_set(&b, "ended", jo_str(j->ended[i] ? j->ended[i] : "?"));
         if (o->vote.kind) jo_set(&b, "answer", j->answer[i] ? jo_str(j->answer[i]) : json_null());
+        if (o->vote.kind) jo_set(&b, "counted", json_boolean(j->counts[i]));
         jo_push(&arr, b);
     }
     jo_set(&root, "branches", arr);
@@ -221,13 +249,13 @@ static st_code judge_print_json(const judge_opts *o, const judged *j, st_err *er
 static st_code judge_print(const judge_opts *o, const judged *j, st_err *err) {
     if (o->json) return judge_print_json(o, j, err);
     for (int32_t i = 0; i < j->n; i++) {
-        printf("--- #%d score %+.4f (p_yes %.3f)", i + 1, j->score[i], p_yes(j->score[i]));
-        if (o->vote.kind) printf("; answer: %s", j->answer[i] ? j->answer[i] : "(none)");
+        printf("--- #%d score %+.4f (p_yes %.3f, %s)", i + 1, j->score[i], p_yes(j->score[i]), j->ended[i]);
+        if (o->vote.kind) printf("; answer: %s%s", j->answer[i] ? j->answer[i] : "(none)", j->counts[i] ? "" : ", not counted");
         printf("\n%s\n", j->text[i]);
     }
     if (o->vote.kind && j->winner >= 0)
-        printf("=== vote: %s (%d of %d)\n=== judge-weighted vote: %s (weight %.3f of %.3f)\n", j->answer[j->winner],
-               j->votes, j->n, j->answer[j->wwinner], j->wweight, j->wtotal);
+        printf("=== vote: %s (%d of the %d counted)\n=== judge-weighted vote: %s (weight %.3f of %.3f)\n",
+               j->answer[j->winner], j->votes, n_counted(j), j->answer[j->wwinner], j->wweight, j->wtotal);
     else if (o->vote.kind)
         printf("=== vote: no branch gave an answer\n");
     return ST_OK;
@@ -240,7 +268,7 @@ static int judge_parse(int argc, char **argv, judge_opts *o, prompt_model_opts *
         PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS, PROMPT_CHAT_LONGOPTS,
         {"prompt", 1, 0, 'p'}, {"branch", 1, 0, 'b'}, {"chains", 1, 0, 'k'}, {"tokens", 1, 0, 'n'},
         JUDGE_OPTS_LONGOPTS,
-        {"vote", 1, 0, O_VOTE}, {"json", 0, 0, 'J'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"vote", 1, 0, O_VOTE}, APP_VOTE_ALL_LONGOPT, {"json", 0, 0, 'J'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int ch, r;
     int64_t v;
     while ((ch = getopt_long(argc, argv, "m:p:b:k:n:j:t:c:qh", lo, NULL)) != -1) {

@@ -72,6 +72,7 @@ static void plan_usage(FILE *f) {
             "      --attn L[:H]     the attention weights of layer L, head H (default: the\n"
             "                       mean over the heads) on every seen cell: in tenths in\n"
             "                       the grid, as \"attention\" in --json, as shading in --svg\n"
+            "                       (with --draft / --lookahead too: the grid and --json)\n"
             "      --temp T         temperature; 0 = greedy (default 0.8)\n"
             PROMPT_SAMPLE_HELP
             "With --draft or --lookahead, the steps of exact speculative greedy decoding\n"
@@ -370,12 +371,14 @@ static st_code plan_spec_end(const prompt_model *pm, forest *f, plan_spec_ud *u,
     return jo_print(doc, err);
 }
 
-/* --draft / --lookahead: the steps of speculative greedy decoding from one prompt. */
+/* --draft / --lookahead: the steps of speculative greedy decoding from one prompt, with
+ * the weights of layer attn[0], head attn[1] when attn[0] >= 0 (--attn). */
 static st_code plan_spec(prompt_model *pm, const char *text, const spec_opts *so, int32_t steps,
-                         int32_t max_cols, bool json, st_err *err) {
+                         int32_t max_cols, bool json, const int32_t attn[2], st_err *err) {
     forest *f = forest_init(pm->n_slots, 0);
     step_plan plan;
     step_plan_init(&plan);
+    plan.attn_want = attn[0] >= 0, plan.attn_layer = attn[0], plan.attn_head = attn[1];
     strategy *s = NULL;
     strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx};
     app_run_stats st;
@@ -529,8 +532,6 @@ static int plan_parse(int argc, char **argv, plan_opts *o) {
         return app_usage_error("--draft / --lookahead show one prompt's decoding: one -p, no --context");
     if (o->so.on && (o->svg || o->svg_mask || o->slide))
         return app_usage_error("--svg draws the grow mode's forest: not with --draft / --lookahead");
-    if (o->so.on && o->attn_layer >= 0)
-        return app_usage_error("--attn shows the grow mode's steps: not with --draft / --lookahead");
     if (o->so.on && temp_given) o->so.sp.samp = o->sp;
     return -1;
 }
@@ -691,8 +692,9 @@ int cmd_plan(int argc, char **argv) {
     prompt_model pm;
     if (prompt_model_open(&pm, &o.mo, &err)) return app_fail(&err);
     if (o.window > 0) model_hparams_set_window(&pm.m->hp, (int32_t)o.window, (int32_t)o.window_pattern);
+    const int32_t attn[2] = {(int32_t)o.attn_layer, (int32_t)o.attn_head};
     st_code rc = o.so.on ? plan_spec(&pm, o.n_prompts ? o.prompts[0] : "", &o.so, (int32_t)o.steps,
-                                     (int32_t)o.max_cols, o.json, &err)
+                                     (int32_t)o.max_cols, o.json, attn, &err)
                          : plan_grow(&pm, &o, &err);
     prompt_model_close(&pm);
     return rc ? app_fail(&err) : 0;

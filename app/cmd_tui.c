@@ -78,17 +78,10 @@ typedef struct tui_app {
     const char *model_path;
 } tui_app;
 
-static st_code tui_save(void *ud, const char *path, const forest *f, const sample_params *sp, session_meta *meta,
-                        st_err *err) {
+static st_code tui_save(void *ud, const char *path, const forest *f, session_settings *s, st_err *err) {
     tui_app *a = ud;
-    session_settings s = session_settings_default();
-    s.sample = *sp;
-    s.meta = meta; /* borrowed: not freed with s */
-    snprintf(s.model_path, sizeof s.model_path, "%s", a->model_path);
-    st_code rc = (st_code)app_session_save(path, f, a->pm.m, a->pm.tk, &s, err);
-    s.meta = NULL;
-    session_settings_free(&s);
-    return rc;
+    snprintf(s->model_path, sizeof s->model_path, "%s", a->model_path);
+    return (st_code)app_session_save(path, f, a->pm.m, a->pm.tk, s, err);
 }
 
 static forest *tui_load(void *ud, const char *path, bool force, sample_params *sp, session_meta **meta,
@@ -256,6 +249,7 @@ int cmd_tui(int argc, char **argv) {
                                                                  : NULL,
         .keys_user = tp.have_config ? tp.keys : NULL,
         .hello = hello,
+        .model = a.pm.m,
     };
     st_code rc = ui_tui_run(&p, &err);
     if (rc && rc != ST_OK) forest_free(f); /* the worker never took it */

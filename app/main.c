@@ -23,6 +23,7 @@ static const command commands[] = {
     {"beam", cmd_beam, "beam search over one shared KV cache; print the B best with scores"},
     {"margins", cmd_margins, "notes on every chunk of a long text in parallel, then an answer"},
     {"plan", cmd_plan, "show how forest steps are packed: order, positions, slots, masks"},
+    {"tour", cmd_tour, "a guided tour: a small forest built step by step, each screen explained"},
     {"bench", cmd_bench, "measure decode, forest and ask throughput (JSON on stdout)"},
     {"convert-llama2c", cmd_convert_llama2c, "convert a llama2.c checkpoint + tokenizer to GGUF"},
     {"mkmodel", cmd_mkmodel, "write a random-weight llama GGUF (tests, benchmarks)"},

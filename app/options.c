@@ -68,7 +68,8 @@ int app_opt_u64(const char *name, const char *s, uint64_t *out) {
 int app_vote_opt(int ch, int o_vote, const char *arg, struct cot_vote_spec *vote, bool *json, bool *quiet) {
     st_err err = {0};
     if (ch == o_vote) return cot_vote_parse(arg, vote, &err) ? app_usage_error("%s", err.msg) : 0;
-    if (ch == 'J') *json = true;
+    if (ch == APP_OPT_VOTE_ALL) vote->all = true;
+    else if (ch == 'J') *json = true;
     else if (ch == 'q') *quiet = true;
     else return -1;
     return 0;

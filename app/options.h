@@ -25,8 +25,14 @@ int app_opt_int(const char *name, const char *s, int64_t lo, int64_t hi, int64_t
 int app_opt_u64(const char *name, const char *s, uint64_t *out);
 
 struct cot_vote_spec;
-/* The output options cot, judge and tot share: --vote (getopt code o_vote), --json ('J'),
- * --quiet ('q'). 0 when ch was one of them, 2 after a usage error, -1 for any other ch. */
+/* --vote-all, the getopt_long entry cot and judge add to their tables, and its help line. */
+enum { APP_OPT_VOTE_ALL = 0x5601 };
+#define APP_VOTE_ALL_LONGOPT {"vote-all", 0, 0, APP_OPT_VOTE_ALL}
+#define APP_VOTE_ALL_HELP \
+    "      --vote-all       chains the budget cut vote too (by default only ended ones)\n"
+/* The output options cot, judge and tot share: --vote (getopt code o_vote), --vote-all,
+ * --json ('J'), --quiet ('q'). 0 when ch was one of them, 2 after a usage error, -1 for
+ * any other ch. */
 int app_vote_opt(int ch, int o_vote, const char *arg, struct cot_vote_spec *vote, bool *json, bool *quiet);
 /* After getopt: a usage error (2) for a stray argument or a missing -m MODEL, else -1. */
 int app_opt_end(int argc, char **argv, const char *model, const char *cmd);

@@ -58,6 +58,7 @@ const char *app_result_ended(const strategy_result *r, bool full) {
     case STRAT_END_EOG: return "EOS";
     case STRAT_END_STOP: return "stop";
     case STRAT_END_BUDGET: return "budget";
+    case STRAT_END_PRUNED: return "pruned";
     default: return full ? "full context" : "budget";
     }
 }

@@ -223,6 +223,9 @@ typedef struct kern_ops {
      * y[i] = g sigmoid(1.702 g) (u + 1), i < n (llama.cpp's swiglu_oai with its alpha and
      * limit); y may equal gate. */
     void (*swiglu_oai)(kern_backend *b, float *y, const float *gate, const float *up, int64_t n);
+    /* y[i] = cap tanh(y[i] / cap) in float, i < n (final logit soft-capping: Gemma 2 and
+     * 4). y is where matmul put the logits: host memory, or a device backend's own. */
+    void (*softcap)(kern_backend *b, float *y, float cap, int64_t n);
 } kern_ops;
 
 /* Creates a backend by name ("ref", "cpu") through its ops->init. n_threads <= 0 means

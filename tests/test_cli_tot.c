@@ -151,9 +151,66 @@ static void check_modes(void) {
     free(out), free(err);
 }
 
+/* The vote's figures recomputed from the chains the JSON lists (key: "chains" for cot,
+ * "branches" for judge): only those marked counted vote, and a chain counts when it ended
+ * (an end token, a stop string; judge's given texts too), or always with --vote-all. */
+static void check_vote_json(const char *args, const char *key, bool all) {
+    int status;
+    char *err = NULL, *out = run2(&status, &err, args);
+    json_t *doc = out ? json_loads(out, 0, NULL) : NULL, *ch = json_object_get(doc, key);
+    json_t *vote = json_object_get(doc, "vote");
+    int32_t counted = 0, best = 0, n = (int32_t)json_array_size(ch);
+    bool marks = n > 0;
+    for (int32_t i = 0; i < n; i++) {
+        json_t *c = json_array_get(ch, i);
+        const char *ended = json_string_value(json_object_get(c, "ended"));
+        bool counts = json_is_true(json_object_get(c, "counted"));
+        marks &= ended && counts == (all || strcmp(ended, "budget") != 0);
+        counted += counts;
+        const char *a = json_string_value(json_object_get(c, "answer"));
+        int32_t same = 0;
+        for (int32_t j = 0; a && counts && j < n; j++) {
+            json_t *d = json_array_get(ch, j);
+            const char *b = json_string_value(json_object_get(d, "answer"));
+            same += b && json_is_true(json_object_get(d, "counted")) && !strcmp(a, b);
+        }
+        if (same > best) best = same;
+    }
+    T_CHECK(status == 0 && marks, "%s: every %s entry says how it ended and counts only when it ended: '%.600s'", args,
+            key, out ? out : err ? err : "");
+    T_CHECK(json_integer_value(json_object_get(vote, "counted")) == counted &&
+                json_integer_value(json_object_get(vote, "votes")) == best,
+            "%s: the vote counts the %d counted entries (%d votes for the winner): '%.300s'", args, (int)counted,
+            (int)best, out ? out : "");
+    json_decref(doc);
+    free(out), free(err);
+}
+
+/* Votes count the chains that ended: a chain the budget cut voted its half-written last
+ * number before; --vote-all counts them too. judge --json says how each branch ended. */
+static void check_votes(void) {
+    check_vote_json("cot -p 'Once upon a time' -q --json --temp 0 -k 6 -n 9 --stop . --vote 'marker: '", "chains",
+                    false);
+    check_vote_json("cot -p 'Once upon a time' -q --json --temp 0 -k 6 -n 9 --stop . --vote 'marker: ' --vote-all",
+                    "chains", true);
+    check_vote_json("judge -p 'Once upon a time' -q --json --temp 0 -k 4 -n 24 --vote 'marker: '", "branches", false);
+    check_vote_json("judge -p 'Once upon a time' -q --json --temp 0 -k 4 -n 24 --vote 'marker: ' --vote-all",
+                    "branches", true);
+    int status;
+    char *err = NULL, *out = run2(&status, &err, "judge -p 'Once' -b ' upon a time' -b ' a cat' -q --json");
+    json_t *doc = out ? json_loads(out, 0, NULL) : NULL, *br = json_object_get(doc, "branches");
+    const char *e0 = json_string_value(json_object_get(json_array_get(br, 0), "ended"));
+    const char *e1 = json_string_value(json_object_get(json_array_get(br, 1), "ended"));
+    T_CHECK(status == 0 && e0 && e1 && !strcmp(e0, "given") && !strcmp(e1, "given"),
+            "judge -b: each branch ended 'given': '%.300s'", out ? out : "");
+    json_decref(doc);
+    free(out), free(err);
+}
+
 int main(void) {
     if (!t_cli_setup(bin, sizeof bin, model, sizeof model)) return t_done();
     check_full();
     check_modes();
+    check_votes();
     return t_done();
 }

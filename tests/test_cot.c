@@ -216,7 +216,7 @@ static void check_stop(const model *m, const tok *tk, const int32_t *prompt, int
 }
 
 static void test_vote(void) {
-    cot_vote_spec v;
+    cot_vote_spec v = {0};
     st_err err = {0};
     char out[64];
     T_CHECK(cot_vote_parse("last-number", &v, &err) == ST_OK && v.kind == COT_VOTE_LAST_NUMBER,
@@ -247,13 +247,26 @@ static void test_vote(void) {
             "marker: a marker inside <think> .. </think> is not the answer");
     const char *ans[] = {"4", NULL, "5", "5", "4", "6"};
     int32_t votes;
-    int32_t w = cot_majority(ans, 6, &votes);
+    int32_t w = cot_majority(ans, NULL, 6, &votes);
     T_CHECK(w == 0 && votes == 2, "majority tie: the answer seen first wins (%d, %d votes)", w, votes);
     const char *ans2[] = {"4", "5", "5"};
-    w = cot_majority(ans2, 3, &votes);
+    w = cot_majority(ans2, NULL, 3, &votes);
     T_CHECK(w == 1 && votes == 2, "majority: 5 wins with 2 votes");
     const char *none[] = {NULL, NULL};
-    T_CHECK(cot_majority(none, 2, &votes) == -1 && votes == 0, "no answers: no winner");
+    T_CHECK(cot_majority(none, NULL, 2, &votes) == -1 && votes == 0, "no answers: no winner");
+    /* only the chains that count vote: two budget-cut "7"s lose to one ended "5" */
+    const char *cut[] = {"7", "5", "7"};
+    strategy_end ends[] = {STRAT_END_BUDGET, STRAT_END_EOG, STRAT_RUNNING};
+    bool counts[3];
+    for (int i = 0; i < 3; i++) counts[i] = cot_vote_counts(&v, ends[i]);
+    w = cot_majority(cut, counts, 3, &votes);
+    T_CHECK(w == 1 && votes == 1, "ended chains only: 5 wins with 1 vote (%d, %d votes)", w, votes);
+    v.all = true;
+    for (int i = 0; i < 3; i++) counts[i] = cot_vote_counts(&v, ends[i]);
+    w = cot_majority(cut, counts, 3, &votes);
+    T_CHECK(w == 0 && votes == 2, "--vote-all: 7 wins with 2 votes (%d, %d votes)", w, votes);
+    T_CHECK(cot_vote_counts(&(cot_vote_spec){COT_VOTE_LAST_NUMBER, NULL, false}, STRAT_END_STOP),
+            "a chain a stop string ended votes");
 }
 
 /* The repetition penalty (sample.h), as llama.cpp applies it. */

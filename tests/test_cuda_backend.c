@@ -1,7 +1,8 @@
 /* test_cuda_backend.c - every op of the cuda backend (kernels/cuda/backend.cu) against the
  * ref backend on small shapes: odd sizes, every weight type with a device kernel, 1 to 64
  * rows (both the few-row kernel and the many-row product), attention segments that start
- * and end inside a 128-key tile; the backend contract's buffer and KV checks
+ * and end inside a 128-key tile, GQA groups of 1 to 8 heads, attention's chunks split over
+ * blocks or not (the same bits); the backend contract's buffer and KV checks
  * (t_backend.h); host memory where the engine passes it (matmul's y, topk_lse's x); errors
  * (no memory, an unsupported type) named. Every value goes through upload and download,
  * so the same binary runs under the emulator (make test) and on a GPU (tools/gpu-run.sh);
@@ -12,7 +13,7 @@
  *   matmul (float32 products and sums against ref's double)   1e-5; block types with
  *   activations that int8 holds exactly (cu_matmul_q8 quantises them)
  *   attention (float scores, expf, float sums)                 1e-5
- *   rmsnorm 1e-5, swiglu and geglu 1e-6, softmax 1e-5, rope and rope_neox 1e-6 (0 under
+ *   rmsnorm 1e-5, swiglu, geglu and softcap 1e-6, softmax 1e-5, rope and rope_neox 1e-6 (0 under
  *   the emulator)
  *   get_row, add, add_bias, scale, gather_rows, kv ops         0 (bitwise)
  *   topk_lse: ids exact; mx exact; log_sum within 1e-6; lp within 1e-5 * max(1, |lse|)
@@ -159,8 +160,9 @@ static int32_t make_segs(uint64_t *s, int32_t n_rows, int32_t n_slots, int32_t *
 }
 
 static void test_attention(uint64_t seed) {
+    /* (query heads a KV head: 1, 2, 3, 4; 8 and 7 take two blocks a KV head) */
     static const int32_t shapes[][3] = {{1, 1, 2}, {4, 2, 32}, {3, 1, 40}, {8, 2, 64}, {2, 2, 128},
-                                        {2, 1, 256}};
+                                        {2, 1, 256}, {8, 1, 64}, {14, 2, 72}};
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         const int32_t nh = shapes[si][0], nkv = shapes[si][1], hd = shapes[si][2];
         for (int32_t n_rows = 1; n_rows <= 64; n_rows *= 4) {
@@ -187,6 +189,74 @@ static void test_attention(uint64_t seed) {
             C->buf_free(cu, dq), C->buf_free(cu, dk), C->buf_free(cu, dv), C->buf_free(cu, dout);
             free(q), free(k), free(v), free(want), free(got);
         }
+    }
+}
+
+/* cu_attention with the chunks spread over blocks and folded by the merge kernel (part)
+ * gives the same bits as with each row's chunks folded in its block (NULL): the choice the
+ * backend makes from the batch's size must not change a row's result. Rows here run to
+ * about 1,200 keys, 5 chunks. */
+static void test_attention_split(uint64_t seed) {
+    static const int32_t shapes[][3] = {{3, 1, 64}, {8, 1, 96}, {2, 2, 256}};
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+        const int32_t nh = shapes[si][0], nkv = shapes[si][1], hd = shapes[si][2];
+        const int32_t n_rows = 9, n_slots = 1400;
+        int32_t off[10], most = 0;
+        kern_seg segs[9 * 4];
+        const int32_t n_segs = make_segs(&seed, n_rows, n_slots, off, segs);
+        for (int32_t r = 0; r < n_rows; r++) {
+            int32_t n = 0;
+            for (int32_t i = off[r]; i < off[r + 1]; i++) n += segs[i].len;
+            if (n > most) most = n;
+        }
+        const int32_t n_chunks = (most + CU_ATTN_CHUNK - 1) / CU_ATTN_CHUNK;
+        const size_t qn = (size_t)n_rows * nh * hd, kn = (size_t)n_slots * nkv * hd;
+        float *q = rand_floats(&seed, (int64_t)qn, 1.0f), *k = rand_floats(&seed, (int64_t)kn, 1.0f);
+        float *v = rand_floats(&seed, (int64_t)kn, 1.0f), *want = malloc(qn * sizeof(float));
+        float *dq = dev(q, qn), *dk = dev(k, kn), *dv = dev(v, kn);
+        float *d1 = dev(NULL, qn), *d2 = dev(NULL, qn);
+        float *part = dev(NULL, (size_t)n_rows * nh * n_chunks * (hd + 2));
+        int32_t *doff = C->buf_alloc(cu, sizeof off), *dsegs = C->buf_alloc(cu, sizeof segs);
+        C->upload(cu, doff, off, sizeof off), C->upload(cu, dsegs, segs, sizeof(kern_seg) * n_segs);
+        kern_attn a = {.n_rows = n_rows, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
+                       .scale = 1.0f / sqrtf((float)hd), .q = q, .k = k, .v = v,
+                       .seg_off = off, .segs = segs, .out = want};
+        R->attention(ref, &a);
+        cu_attention(d1, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, NULL, 0, NULL);
+        cu_attention(d2, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, part, n_chunks, NULL);
+        check_sync("attention split");
+        float *g1 = host(d1, qn), *g2 = host(d2, qn);
+        /* through the backend: these rows alone (split: few blocks) and as the first of 40
+         * copies of them (whole: blocks enough) */
+        float *dbig = dev(NULL, qn * 40), *qbig = malloc(qn * 40 * sizeof(float));
+        int32_t *obig = malloc(sizeof(int32_t) * (9 * 40 + 1));
+        kern_seg *sbig = malloc(sizeof(kern_seg) * (size_t)n_segs * 40);
+        for (int32_t c = 0; c < 40; c++) {
+            memcpy(qbig + qn * c, q, qn * sizeof(float));
+            memcpy(sbig + n_segs * c, segs, sizeof(kern_seg) * n_segs);
+            for (int32_t r = 0; r < n_rows; r++) obig[c * n_rows + r] = off[r] + c * n_segs;
+        }
+        obig[40 * n_rows] = 40 * n_segs;
+        float *dqbig = dev(qbig, qn * 40);
+        kern_attn b = {.n_rows = n_rows, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
+                       .scale = a.scale, .q = dq, .k = dk, .v = dv, .seg_off = off, .segs = segs,
+                       .out = d1};
+        C->attention(cu, &b);
+        b.n_rows = 40 * n_rows, b.q = dqbig, b.seg_off = obig, b.segs = sbig, b.out = dbig;
+        C->attention(cu, &b);
+        float *g3 = host(d1, qn), *g4 = host(dbig, qn);
+        T_CHECK(memcmp(g3, g1, qn * sizeof(float)) == 0 && memcmp(g4, g1, qn * sizeof(float)) == 0,
+                "attention %d/%d heads, hd %d: a row's bits depend on its batch", nh, nkv, hd);
+        C->buf_free(cu, dbig), C->buf_free(cu, dqbig);
+        free(qbig), free(obig), free(sbig), free(g3), free(g4);
+        T_CHECK(n_chunks >= 3, "rows of %d keys: too short to split", most);
+        T_CHECK(memcmp(g1, g2, qn * sizeof(float)) == 0, "attention %d/%d heads, hd %d: split != whole",
+                nh, nkv, hd);
+        T_CHECK(t_nerr(g2, want, (long)qn) <= 1e-5, "split attention %d/%d heads, hd %d: nerr %.3g", nh,
+                nkv, hd, t_nerr(g2, want, (long)qn));
+        C->buf_free(cu, dq), C->buf_free(cu, dk), C->buf_free(cu, dv), C->buf_free(cu, d1);
+        C->buf_free(cu, d2), C->buf_free(cu, part), C->buf_free(cu, doff), C->buf_free(cu, dsegs);
+        free(q), free(k), free(v), free(want), free(g1), free(g2);
     }
 }
 
@@ -275,6 +345,19 @@ static void test_small_ops(uint64_t seed) {
     C->upload(cu, dy, x, n * sizeof(float));
     C->scale(cu, dy, 1.7f, (int64_t)n);
     check_small("scale", y, dy, n, 0);
+    /* softcap on device rows (the device's tanhf) and on host rows (the host's: bitwise),
+     * x times 10 so that many values reach the cap's curve */
+    float *big = malloc(n * sizeof(float)), *hy = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) big[i] = 10.0f * x[i];
+    memcpy(y, big, n * sizeof(float)), memcpy(hy, big, n * sizeof(float));
+    R->softcap(ref, y, 12.5f, (int64_t)n);
+    C->upload(cu, dy, big, n * sizeof(float));
+    C->softcap(cu, dy, 12.5f, (int64_t)n);
+    check_small("softcap", y, dy, n, 1e-6);
+    C->softcap(cu, hy, 12.5f, (int64_t)n);
+    check_sync("softcap on host rows");
+    T_CHECK(memcmp(hy, y, n * sizeof(float)) == 0, "softcap on host rows: not ref's bits");
+    free(big), free(hy);
     /* gather_rows in place (idx[i] >= i) and to another buffer: bitwise */
     const int32_t idx[3] = {1, 1, 4};
     for (int inplace = 0; inplace < 2; inplace++) {
@@ -423,6 +506,7 @@ int main(void) {
     test_matmul(61);
     test_matmul_q8_route(69);
     test_attention(62);
+    test_attention_split(70);
     test_small_cache(66);
     test_small_ops(63);
     test_topk(64);

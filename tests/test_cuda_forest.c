@@ -250,6 +250,17 @@ int main(void) {
             "gpt-oss on cuda is refused by name: %s", err.msg);
     model_ctx_free(oc);
     model_free(m);
+    /* Gemma 4's shape: a window, shared KV, per-layer embeddings, soft-capped logits */
+    mp = mkmodel_default_params();
+    mp.arch = "gemma4";
+    mp.wtype = DT_F32;
+    mp.n_embd = 64, mp.n_head = 4, mp.n_head_kv = 2, mp.n_ff = 96, mp.seed = 27;
+    mp.n_layer = 4, mp.n_swa = 8, mp.swa_pattern = 2, mp.n_kv_shared = 2, mp.n_embd_ple = 32;
+    mp.softcap = 10.0f;
+    m = t_random_model(&mp, &err);
+    T_CHECK(m != NULL, "tiny gemma4: %s", err.msg);
+    if (m) run_model(m, "tiny gemma4 softcap", NERR_BOUND, 9);
+    model_free(m);
     const char *sp = t_shared("models/stories260K.gguf");
     if (!sp) {
         T_MISSING("stories260K fixture absent");

@@ -43,6 +43,11 @@ static void test_ref_values(kern_backend *ref) {
     T_CHECK(x[0] == 2 && x[1] == 0 && x[2] == 4 && x[3] == 2, "ref add_bias");
     k->scale(ref, x, 0.5f, 4);
     T_CHECK(x[0] == 1 && x[1] == 0 && x[2] == 2 && x[3] == 1, "ref scale");
+    /* softcap: 30 tanh(x / 30): 0 stays, 30 -> 22.8478, -1e6 -> -30, 3 -> 2.99004 */
+    float sc[4] = {0, 30, -1e6f, 3};
+    k->softcap(ref, sc, 30.0f, 4);
+    T_CHECK(sc[0] == 0 && fabs(sc[1] - 22.847825f) < 1e-4 && sc[2] == -30 && fabs(sc[3] - 2.990040f) < 1e-5,
+            "ref softcap: %g %g %g %g", sc[0], sc[1], sc[2], sc[3]);
 }
 
 static void test_against_ref(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
@@ -81,6 +86,9 @@ static void test_against_ref(kern_backend *ref, kern_backend *cpu, uint64_t seed
         kr->scale(ref, y0, 25.298221f, n);
         kc->scale(cpu, y1, 25.298221f, n);
         T_CHECK(memcmp(y0, y1, (size_t)n * sizeof *y0) == 0, "scale n %lld differs", (long long)n);
+        kr->softcap(ref, y0, 30.0f, n); /* (values up to about 200: past the cap) */
+        kc->softcap(cpu, y1, 30.0f, n);
+        T_CHECK(memcmp(y0, y1, (size_t)n * sizeof *y0) == 0, "softcap n %lld differs", (long long)n);
         free(g), free(u), free(y0), free(y1);
     }
     /* huge |gate|: the tanh saturates without NaN */

@@ -27,6 +27,8 @@ typedef struct run_out {
     int end[MAXR];
     double score[MAXR];
     int32_t emitted[MAXR + 1]; /* tokens the emit callback saw, per branch */
+    int32_t gone[MAXT];        /* table_run_pruning: the pruned leaf's tokens after the start */
+    int32_t n_gone;
     bool ok;
 } run_out;
 
@@ -115,7 +117,18 @@ static void put_grow(run_out *o, int32_t base, const forest *f, const grow *g) {
 /* Sets up the forest for a table run (adds the prompt, or what merge needs) and fills o. */
 typedef void (*setup_fn)(rig *r, strategy_opts *o);
 
-static void table_run(strategy_opts o, setup_fn setup, run_out *out, const char *what) {
+/* The running leaf victim after the third step (FOREST_NONE: none), its tokens after
+ * start kept in out->gone. */
+static forest_id victim_leaf(const strategy *s, const forest *f, forest_id start, int32_t victim, run_out *out) {
+    forest_id run[MAXR];
+    if (strategy_running(s, run, MAXR) <= victim) return FOREST_NONE;
+    out->n_gone = path_tokens(f, start, run[victim], out->gone);
+    return run[victim];
+}
+
+/* After the third step, the running leaf `victim` is pruned and the strategy told so
+ * (strategy_forget), as the TUI does when d is pressed during a run; -1: never. */
+static void table_run_pruning(strategy_opts o, setup_fn setup, run_out *out, int32_t victim, const char *what) {
     memset(out, 0, sizeof *out);
     rig r;
     if (!rig_init(&r)) return;
@@ -127,7 +140,13 @@ static void table_run(strategy_opts o, setup_fn setup, run_out *out, const char 
     T_CHECK(s != NULL, "%s: create: %s", what, err.msg);
     st_code rc = ST_OK;
     int32_t steps = 0;
-    while (s && !rc && !strategy_done(s) && steps++ < 500) rc = strategy_step(s, &env, &err);
+    while (s && !rc && !strategy_done(s) && steps++ < 500) {
+        rc = strategy_step(s, &env, &err);
+        forest_id top = steps == 3 && victim >= 0 && !rc ? victim_leaf(s, r.f, o.from, victim, out) : FOREST_NONE;
+        if (top == FOREST_NONE) continue;
+        T_CHECK(forest_prune(r.f, top, &err) == ST_OK, "%s: prune: %s", what, err.msg);
+        strategy_forget(s, r.f);
+    }
     T_CHECK(s && !rc && strategy_done(s), "%s: ran to the end: %s", what, err.msg);
     for (int32_t i = 0; s && i < strategy_n_results(s); i++) {
         strategy_result res;
@@ -141,6 +160,10 @@ static void table_run(strategy_opts o, setup_fn setup, run_out *out, const char 
     T_CHECK(forest_check(r.f, &err) == ST_OK, "%s: forest invariants: %s", what, err.msg);
     strategy_free(s);
     rig_free(&r);
+}
+
+static void table_run(strategy_opts o, setup_fn setup, run_out *out, const char *what) {
+    table_run_pruning(o, setup, out, -1, what);
 }
 
 static void compare(const run_out *a, const run_out *b, bool emits, const char *what) {
@@ -564,6 +587,61 @@ static void check_steps(void) {
     rig_free(&r);
 }
 
+/* A branch pruned during a run (the TUI's d): the strategy lets it go and the others
+ * grow on exactly as in a run without the prune, each its own tokens (the forest hands a
+ * leaf the same logits whatever else is in the step); best ranks the ones left. */
+static void check_prune_midrun(strategy_opts o, const char *what) {
+    run_out a, b;
+    table_run(o, setup_prompt, &a, what);
+    table_run_pruning(o, setup_prompt, &b, 1, what);
+    int32_t pruned = 0, matched = 0;
+    for (int32_t i = 0; i < b.n; i++) {
+        if (b.end[i] == STRAT_END_PRUNED) {
+            pruned++;
+            continue;
+        }
+        bool hit = false;
+        for (int32_t j = 0; j < a.n && !hit; j++)
+            hit = a.len[j] == b.len[i] && a.end[j] == b.end[i] && b.len[i] >= 0 &&
+                  !memcmp(a.tok[j], b.tok[i], sizeof(int32_t) * (size_t)(b.len[i] < MAXT ? b.len[i] : MAXT));
+        matched += hit;
+    }
+    T_CHECK(a.ok && b.ok && b.n == a.n && pruned == 1 && matched == a.n - 1,
+            "%s: one branch pruned mid-run ends 'pruned', the other %d as without the prune: %d pruned, %d matched",
+            what, (int)(a.n - 1), (int)pruned, (int)matched);
+}
+
+static void check_prunes(void) {
+    strategy_opts o = strategy_default_opts(STRAT_GROW);
+    o.sample = sampling(), o.budget = 24, o.u.grow.n = 3;
+    check_prune_midrun(o, "grow");
+    o = strategy_default_opts(STRAT_COT);
+    o.sample = sampling(), o.budget = 24, o.u.cot.k = 4;
+    check_prune_midrun(o, "cot");
+    o = strategy_opts_for(strategy_find("best"));
+    o.sample = sampling(), o.budget = 24;
+    check_prune_midrun(o, "best");
+    /* beam drops the pruned hypothesis and refills from the others: no result goes on
+       from the pruned tokens */
+    run_out b;
+    o = strategy_default_opts(STRAT_BEAM);
+    o.budget = 16, o.u.beam.width = 3;
+    table_run_pruning(o, setup_prompt, &b, 1, "beam");
+    bool free_of = b.ok && b.n > 0 && b.n_gone == 3;
+    for (int32_t i = 0; free_of && i < b.n; i++)
+        free_of = b.len[i] < b.n_gone || memcmp(b.tok[i], b.gone, sizeof(int32_t) * (size_t)b.n_gone) != 0;
+    T_CHECK(free_of, "beam: a hypothesis pruned after step 3 (%d tokens) is not continued by any of %d results",
+            (int)b.n_gone, (int)b.n);
+    /* the others hold nodes they cannot lose mid-run: a host must not prune under them */
+    static const char *const takes[] = {"grow", "cot", "ask", "merge", "step", "best", "beam"};
+    for (int32_t i = 0; strategy_at(i); i++) {
+        bool want = false;
+        for (size_t k = 0; k < sizeof takes / sizeof takes[0]; k++) want |= !strcmp(takes[k], strategy_at(i)->name);
+        T_CHECK((strategy_at(i)->forget != NULL) == want, "%s %s prunes during a run", strategy_at(i)->name,
+                want ? "takes" : "refuses");
+    }
+}
+
 static void check_registry(void) {
     static const char *const names[] = {"grow", "cot", "beam", "ask", "margins", "merge", "draft", "lookahead", "step", "judge", "tot", "best"};
     int32_t n = 0;
@@ -626,6 +704,7 @@ int main(void) {
     check_spec(STRAT_LOOKAHEAD, 33, "lookahead");
     check_spec_raw();
     check_steps();
+    check_prunes();
     tok_free(tk);
     model_free(m);
     return t_done();

@@ -6,7 +6,8 @@
  *   and a seen cell is drawn as a bar (a digit without UTF-8);
  * - the SVG shades exactly the seen cells, each row's data-w summing to 1, with a key;
  * - `plan --attn L[:H]`: JSON weights one per slot of each row's mask list, summing to 1,
- *   for the layer and head asked; digits in the text grid; a bad layer is refused;
+ *   for the layer and head asked (grow steps and speculative ones); digits in the text
+ *   grid; a bad layer is refused;
  * - `plan -k 3 --temp 0` forks three distinct tokens;
  * - RoPE in the SVG: a ruler of positions, and dials of a row, a row of another branch at
  *   its position (the same angles) and its parent (one step less);
@@ -254,6 +255,17 @@ static void check_slide(const char *svg) {
     }
     T_CHECK(texts > 20 && outside == 0 && boxes > 16 && clipped == 0,
             "%d texts, %d outside the view box; %d box labels, %d wider than their box", texts, outside, boxes, clipped);
+    /* the mask's columns are named by their tokens: the prompt's run "the prompt", no slot numbers */
+    int named = 0, numbered = 0, prompt = 0;
+    for (const char *p = svg; (p = strstr(p, "<text class=\"slot\"")); p++) {
+        const char *body = strchr(p, '>') + 1;
+        int a, b;
+        numbered += sscanf(body, "%d-%d<", &a, &b) == 2 || sscanf(body, "%d<", &a) == 1;
+        prompt += !strncmp(body, "the prompt<", 11);
+        named++;
+    }
+    T_CHECK(named > 8 && numbered == 0 && prompt == 1, "slide mask columns: %d named, %d by slot number, %d 'the prompt'",
+            named, numbered, prompt);
     char colour[64][40] = {{0}};
     int lines = 0, same = 0;
     for (const char *p = svg; (p = strstr(p, "data-line=\"")); p++) {
@@ -295,6 +307,12 @@ static void test_plan_cli(void) {
     char *out = t_runf(&st, "%s plan -m %s -p 'Once upon a time' -k 2 -s 3 --attn 3:1 --json", bin, model_path);
     T_CHECK(st == 0, "plan --attn --json: %.300s", out);
     if (st == 0) check_plan_json(out, 3, 1);
+    free(out);
+    /* a speculative step's rows (the prefill with its draft, then drafts and window) too */
+    out = t_runf(&st, "%s plan -m %s -p 'Once upon a time there was. Once upon a time' --lookahead 3,3,2 -s 2 "
+                 "--temp 0 --attn 2:1 --json", bin, model_path);
+    T_CHECK(st == 0, "plan --lookahead --attn --json: %.300s", out);
+    if (st == 0) check_plan_json(out, 2, 1);
     free(out);
     out = t_runf(&st, "%s plan -m %s -p 'Once upon a time' -k 2 -s 2 --attn 0 --json", bin, model_path);
     if (st == 0) check_plan_json(out, 0, -1);

@@ -14,7 +14,8 @@
 # `make uninstall` into a temporary DESTDIR. Also Ctrl-\ (SIGQUIT) and a crash
 # (SIGSEGV): the terminal restored, and for Ctrl-\ the autosave written; a FIFO as the
 # log file does not block the start. README.md's TUI example must equal the mask screen
-# (tools/readme-tui.sh). Skips without tmux or the shared model.
+# (tools/readme-tui.sh). :tour walks its screens; R turns a row by RoPE in the mask pane.
+# Skips without tmux or the shared model.
 # UPDATE_GOLDEN=1 rewrites the golden files and README.md's example. Ends with the usual
 # "N passed, N failed, N skipped" line.
 cd "$(dirname "$0")/.." || exit 1
@@ -42,6 +43,8 @@ check() { # check NAME CONDITION-RESULT MESSAGE
     if [ "$2" = 0 ]; then P=$((P + 1)); else F=$((F + 1)); echo "FAIL: $1: $3"; fi
 }
 capture() { T capture-pane -p -t md | sed -E 's/( [0-9]+ rows) .*$/\1 #/; s/[0-9]+ thr/# thr/g; s/[ ]+$//'; }
+# the message line: above the key bar, the bottom line (the command line covers the bar)
+msgline() { capture | tail -2 | head -1; }
 # waits until the engine is idle and the screen stops changing (at most ~10 s)
 settle() {
     prev=""; i=0
@@ -99,6 +102,15 @@ k ':gr' Tab ' 4'
 sleep 0.3
 capture | tail -1 | grep -q '^:grow  *4' && ! capture | tail -1 | grep -q '::'; check tab-complete $? "':gr<Tab> 4': $(capture | tail -1)"
 k C-u Escape
+# the bottom line is the key bar: the focused pane's keys, as htop and lazygit show them
+sleep 0.3
+capture | tail -1 | grep -q '^? help  : command  n grow  c cot  b beam  a append  d prune  u undo'
+check keybar-forest $? "the forest pane's key bar: $(capture | tail -1)"
+k Tab
+sleep 0.3
+capture | tail -1 | grep -q '^? help  : command  j alt-down  Enter alt-pick  W word-next'
+check keybar-text $? "the text pane's key bar: $(capture | tail -1)"
+k Tab
 sleep 0.3
 k '?'
 screen help
@@ -192,10 +204,10 @@ capture | grep -q '^ icanon'; check segv-tty $? "after SIGSEGV the terminal is n
 restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
 k a ':) smiley' Enter
 settle
-! capture | grep -q 'unknown command'; check append-colon $? "append> ran ':)' as a command: $(capture | tail -1)"
+! capture | grep -q 'unknown command'; check append-colon $? "append> ran ':)' as a command: $(msgline)"
 k a ':quit is a word' Enter
 settle
-capture | grep -q 'EXITED'; [ $? != 0 ] && ! capture | grep -q 'usage: :quit'; check append-quit $? "append> ran ':quit is a word': $(capture | tail -1)"
+capture | grep -q 'EXITED'; [ $? != 0 ] && ! capture | grep -q 'usage: :quit'; check append-quit $? "append> ran ':quit is a word': $(msgline)"
 capture | grep -q ':) smiley :quit is a word'; check append-text $? "the appended text is not there: $(capture | sed -n 2p)"
 k q
 sleep 1
@@ -210,7 +222,7 @@ k N
 settle
 k s
 settle
-! capture | grep -q 'nothing selected'; check step-after-delete $? "s after deleting the first tree: $(capture | tail -1)"
+! capture | grep -q 'nothing selected'; check step-after-delete $? "s after deleting the first tree: $(msgline)"
 k q
 sleep 1
 
@@ -223,7 +235,7 @@ restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 
 # a session started with a prompt is work no file has: :load asks first (it replaced it)
 k ":load $TMP/s.json" Enter
 sleep 0.5
-capture | tail -1 | grep -q 'unsaved changes'; check load-asks $? ":load after a prompt argument: $(capture | tail -1)"
+msgline | grep -q 'unsaved changes'; check load-asks $? ":load after a prompt argument: $(msgline)"
 k n
 sleep 0.3
 flines() { capture | sed -n '2,27p' | grep -c '^ *[▾▸·]'; }
@@ -231,7 +243,7 @@ k ':set temp 0' Enter ':cot 3 5' Enter
 settle
 k j j d
 settle
-capture | grep -q 'pruned 5 nodes (1 branch)'; check prune-msg $? "no message saying what was pruned: $(capture | tail -1)"
+capture | grep -q 'pruned 5 nodes (1 branch)'; check prune-msg $? "no message saying what was pruned: $(msgline)"
 [ "$(flines)" = 3 ]; check prune-one $? "3 lines: $(capture | sed -n 2,5p)"
 k d
 settle
@@ -242,19 +254,49 @@ settle
 [ "$(flines)" = 1 ] && capture | sed -n 2p | grep -q 'Once upon a time'; check prune-keeps-prompt $? "d on the survivor: $(capture | sed -n 2,3p)"
 k u u u
 settle
-[ "$(flines)" = 4 ] && capture | grep -q 'restored 5 nodes'; check undo-levels $? "three undos: $(capture | sed -n 2,6p; capture | tail -1)"
+[ "$(flines)" = 4 ] && capture | grep -q 'restored 5 nodes'; check undo-levels $? "three undos: $(capture | sed -n 2,6p; msgline)"
 k u
 settle
-capture | grep -q 'nothing to undo'; check undo-empty $? "a fourth undo: $(capture | tail -1)"
+capture | grep -q 'nothing to undo'; check undo-empty $? "a fourth undo: $(msgline)"
 k U
 settle
-[ "$(flines)" = 3 ] && capture | grep -q 'pruned 5 nodes (1 branch) again'; check redo $? "U: $(capture | sed -n 2,6p; capture | tail -1)"
+[ "$(flines)" = 3 ] && capture | grep -q 'pruned 5 nodes (1 branch) again'; check redo $? "U: $(capture | sed -n 2,6p; msgline)"
 k ':grow 4' Enter
 settle
 NODES=$(capture | grep -o '[0-9]* nodes')
 k Tab Left Enter
 settle
-capture | grep -q 'already a branch here' && capture | grep -q "$NODES"; check fork-dup $? "Enter on the chosen token: $(capture | tail -2)"
+capture | grep -q 'already a branch here' && capture | grep -q "$NODES"; check fork-dup $? "Enter on the chosen token: $(capture | tail -3 | head -2)"
+k q
+sleep 1
+
+# loom editing: e puts the line's text on the command line, and the edited text becomes a
+# branch beside it (forking where the edit begins, the original kept); D shows the
+# selected branch beside the bookmarked one from their first difference; i in the text
+# pane forks at the cursor token with your own words; :name names a branch
+restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+k ':set temp 0' Enter ':grow 6' Enter
+settle
+k e
+sleep 0.3
+capture | tail -1 | grep -q '^edit> .*Once upon a time, there was a little'; check edit-prefill $? "e: $(capture | tail -1)"
+k C-u 'Once upon a time, there was a big dog' Enter
+settle
+[ "$(flines)" = 3 ] && msgline | grep -q 'written beside the original'; check edit-writes $? "the edit: $(capture | sed -n 2,5p; msgline)"
+k k m j D
+settle
+capture | sed -n 2p | grep -q 'differ from token [0-9]*: selected | bookmarked' && capture | cut -c42- | grep -q 'big dog' && capture | cut -c42- | grep -q 'little'
+check diff-view $? "D: $(capture | sed -n 2,6p)"
+# :name names the selected line's branch, drawn at its end
+k ':name hero' Enter
+settle
+capture | sed -n 2,6p | grep -q 'big dog «hero»'; check name $? ":name hero: $(capture | sed -n 2,6p; msgline)"
+k D Tab Left Left i
+sleep 0.3
+capture | tail -1 | grep -q '^fork>'; check fork-text-prompt $? "i: $(capture | tail -1)"
+k ' with a red hat' Enter
+settle
+[ "$(flines)" = 5 ] && msgline | grep -q 'written beside the original'; check fork-text $? "i: $(capture | sed -n 2,7p; msgline)"
 k q
 sleep 1
 
@@ -278,19 +320,19 @@ restart "$ENV3 $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep
 settle
 cmp -s "$AS/autosave.2.json" "$TMP/runA.json" && [ -s "$AS/autosave.1.json" ] && [ ! -e "$AS/autosave.json" ]
 check autosave-rotate $? "the first run's autosave is not autosave.2.json: $(ls "$AS")"
-capture | grep -q 'last session: :load'; check autosave-hello $? "no word of the last session: $(capture | tail -1)"
+capture | grep -q 'last session: :load'; check autosave-hello $? "no word of the last session: $(msgline)"
 k ':set temp 0' Enter ':grow 3' Enter
 settle
 NODES=$(capture | grep -o '[0-9]* nodes')
 k ':load' Enter
 settle
-capture | tail -3 | tr '\n' ' ' | grep -q 'unsaved changes: load .*autosave.1.json and lose them? (y/n'; check load-asks $? ":load did not ask: $(capture | tail -3)"
+capture | tail -4 | head -3 | tr '\n' ' ' | grep -q 'unsaved changes: load .*autosave.1.json and lose them? (y/n'; check load-asks $? ":load did not ask: $(capture | tail -4 | head -3)"
 k n
 settle
-capture | grep -q "$NODES" && capture | grep -q 'not loaded'; check load-no $? "n did not keep the work: $(capture | tail -2)"
+capture | grep -q "$NODES" && capture | grep -q 'not loaded'; check load-no $? "n did not keep the work: $(capture | tail -3 | head -2)"
 k ':load' Enter y
 settle
-capture | grep -q 'loaded .*autosave.1.json'; check load-yes $? "y did not load: $(capture | tail -1)"
+capture | grep -q 'loaded .*autosave.1.json'; check load-yes $? "y did not load: $(msgline)"
 k q
 sleep 1
 
@@ -299,15 +341,15 @@ sleep 1
 restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
 k ':set temp 0' Enter ':grow 6' Enter
 settle
-capture | grep -q 'done: +6 tokens, 1 branch; stopped: budget'; check grow-done $? "grow's done: $(capture | tail -1)"
+capture | grep -q 'done: +6 tokens, 1 branch; stopped: budget'; check grow-done $? "grow's done: $(msgline)"
 capture | sed -n 2p | grep -q '^·…'; check budget-mark $? "no budget mark: $(capture | sed -n 2p)"
 k ':beam 3 5' Enter
 settle
 [ "$(capture | sed -n 2,8p | grep -c ' \[-[0-9.]*\] *│')" = 3 ] && capture | grep -q 'done: 3 results, best score -'
-check beam-scores $? "beam scores: $(capture | sed -n 2,6p; capture | tail -1)"
+check beam-scores $? "beam scores: $(capture | sed -n 2,6p; msgline)"
 k '?'
 settle
-k j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j
+k j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j
 settle
 capture | grep -q '✓  ended: end of text' && capture | grep -q '…  stopped by the budget'; check help-marks $? "the help does not explain the marks: $(capture | grep -A3 Marks)"
 k Escape
@@ -315,21 +357,21 @@ k Escape
 # match 2 of 2; C-n wraps around to match 1
 k g / ' a' Enter
 sleep 0.3
-capture | tail -1 | grep -q '/ a: match 2 of 2'; check search $? "/ a: $(capture | tail -1)"
+msgline | grep -q '/ a: match 2 of 2'; check search $? "/ a: $(msgline)"
 k C-n
 sleep 0.3
-capture | tail -1 | grep -q '/ a: match 1 of 2'; check search-next $? "C-n: $(capture | tail -1)"
+msgline | grep -q '/ a: match 1 of 2'; check search-next $? "C-n: $(msgline)"
 # :set alone shows the values; ' without bookmarks says so; an export that cannot be
 # written says why
 k ':set' Enter
 settle
-capture | tail -1 | grep -q 'temp 0  top_k .* budget 32'; check set-show $? ":set alone: $(capture | tail -1)"
+msgline | grep -q 'temp 0  top_k .* budget 32'; check set-show $? ":set alone: $(msgline)"
 k "'"
 settle
-capture | tail -1 | grep -q 'no bookmarks'; check no-bookmarks $? "' without bookmarks: $(capture | tail -1)"
+msgline | grep -q 'no bookmarks'; check no-bookmarks $? "' without bookmarks: $(msgline)"
 k ":export $TMP/no/such/dir/x.md" Enter
 settle
-capture | tail -1 | grep -q 'cannot write .*x.md: No such file or directory'; check export-errno $? ":export: $(capture | tail -1)"
+msgline | grep -q 'cannot write .*x.md: No such file or directory'; check export-errno $? ":export: $(msgline)"
 k q
 sleep 1
 
@@ -376,11 +418,11 @@ if [ -f "$SMOL" ]; then
     restart "$SMOLRUN; echo EXITED rc=\$?; sleep 60"
     T resize-window -t md -x 120 -y 40 2>/dev/null
     up
-    capture | grep -q ' typing: chat |'; check chat-mode $? "no chat mode in the status line: $(capture | tail -2 | head -1)"
+    capture | grep -q ' typing: chat |'; check chat-mode $? "no chat mode in the status line: $(capture | tail -3 | head -1)"
     # the status line drops whole fields it has no room for (the long model name, which
     # the title shows) instead of losing its end
-    T capture-pane -p -t md | tail -2 | head -1 | grep -q '^ typing: chat | .* tok/s *$'
-    check status-fits $? "the status line at 120 columns: $(T capture-pane -p -t md | tail -2 | head -1)"
+    T capture-pane -p -t md | tail -3 | head -1 | grep -q '^ typing: chat | .* tok/s *$'
+    check status-fits $? "the status line at 120 columns: $(T capture-pane -p -t md | tail -3 | head -1)"
     k ':set temp 0' Enter ':set budget 4' Enter a 'What is the capital of France?' Enter
     settle
     k n
@@ -392,7 +434,7 @@ if [ -f "$SMOL" ]; then
     check chat-answer $? "no answer on its own row after the user turn: $(cat "$TMP/pane" | head -8)"
     k ':set chat off' Enter
     settle
-    capture | grep -q ' typing: raw |'; check chat-off $? ":set chat off: $(capture | tail -2)"
+    capture | grep -q ' typing: raw |'; check chat-off $? ":set chat off: $(capture | tail -3 | head -2)"
     k q
     sleep 1
     restart "$SMOLRUN --raw 'What is the capital of France?'; echo EXITED rc=\$?; sleep 60"
@@ -400,12 +442,12 @@ if [ -f "$SMOL" ]; then
     up
     k ':set temp 0' Enter n
     settle
-    capture | grep -q ' typing: raw |' && capture | grep -q 'stopped: end of turn <|im_end|>'; check chat-raw-ended $? "--raw, n: $(capture | tail -2)"
+    capture | grep -q ' typing: raw |' && capture | grep -q 'stopped: end of turn <|im_end|>'; check chat-raw-ended $? "--raw, n: $(capture | tail -3 | head -2)"
     # cot where the end of turn is the best first token: that chain leaves no branch, and
     # done says so
     k c
     settle
-    capture | grep -q 'done: 3 of 4 chains, 1 ended at once, +[0-9]* tokens'; check cot-ended-at-once $? "c at the end of the answer: $(capture | tail -1)"
+    capture | grep -q 'done: 3 of 4 chains, 1 ended at once, +[0-9]* tokens'; check cot-ended-at-once $? "c at the end of the answer: $(msgline)"
     k q
     sleep 1
     # :load of the stories260K session: the whole refusal, word-wrapped over the bottom
@@ -414,17 +456,54 @@ if [ -f "$SMOL" ]; then
     up
     k ":load $TMP/s.json" Enter
     settle
-    capture | tail -4 | tr '\n' ' ' | grep -q "saved with model 'stories260K.gguf' .* but the model in use is 'SmolLM2.*, or :load! FILE loads it anyway *\$"
-    check load-mismatch-whole $? ":load of another model's session: $(capture | tail -4)"
+    capture | tail -5 | head -4 | tr '\n' ' ' | grep -q "saved with model 'stories260K.gguf' .* but the model in use is 'SmolLM2.*, or :load! FILE loads it anyway *\$"
+    check load-mismatch-whole $? ":load of another model's session: $(capture | tail -5 | head -4)"
     k ":load! $TMP/s.json" Enter
     settle
-    capture | tail -1 | grep -q 'loaded .*s.json (its model check skipped)' && capture | grep -q "$SNODES"
-    check load-force $? ":load!: $(capture | tail -2)"
+    msgline | grep -q 'loaded .*s.json (its model check skipped)' && capture | grep -q "$SNODES"
+    check load-force $? ":load!: $(capture | tail -3 | head -2)"
     k q
     sleep 1
 else
     echo "SKIP: no $SMOL (SmolLM2 checks)"; S=$((S + 1))
 fi
+
+# :tour walks its screens (n forward, p back), each naming itself, the fork's two rows at
+# one position in two slots; q leaves it; then R in the mask pane turns the selected row
+# by RoPE: pair 0's angle is its position in radians (theta_0 = 1), in degrees mod 360
+restart "$ENV $BIN -m $MODEL -t 1 'Once upon a time'; echo EXITED rc=\$?; sleep 60"
+settle
+k ':tour' Enter
+settle
+bad=0
+for i in 1 2 3 4 5 6 7; do
+    capture | grep -q "^ tour $i of 7 " && capture | grep -q "^The tour, $i of 7: " || { bad=$i; break; }
+    [ $i = 3 ] && capture > "$TMP/fork"
+    k n
+    sleep 0.3
+done
+check tour-walk $bad "screen $bad of the tour: $(capture | head -2)"
+f0=$(grep '^  row 0: ' "$TMP/fork" | sed -E 's/.* pos ([0-9]+)  slot ([0-9]+).*/\1 \2/')
+f1=$(grep '^  row 1: ' "$TMP/fork" | sed -E 's/.* pos ([0-9]+)  slot ([0-9]+).*/\1 \2/')
+[ -n "$f0" ] && [ "${f0% *}" = "${f1% *}" ] && [ "${f0#* }" != "${f1#* }" ]
+check tour-fork $? "the fork's rows (pos slot): '$f0' / '$f1'"
+k p
+sleep 0.3
+capture | grep -q '^The tour, 6 of 7: '; check tour-back $? "p: $(capture | sed -n 2p)"
+k q
+settle
+capture | grep -q '^ multidecode stories260K.gguf'; check tour-leave $? "q: $(capture | head -1)"
+k ':set temp 0' Enter ':cot 2 3' Enter
+settle
+k v Tab R
+settle
+rl=$(capture | grep -o 'row [0-9]* pos [0-9]*: *[0-9]*' | head -1)
+capture | grep -q 'pos = RoPE position = depth' && [ -n "$rl" ] &&
+    echo "$rl" | awk '{ p = $4 + 0; a = p * 180 / 3.14159265358979; a -= 360 * int(a / 360); d = a - $5; if (d < 0) d = -d; exit !(d <= 0.5 || d >= 359.5) }'
+check rope-view $? "R: '$rl' $(capture | grep -m1 'RoPE')"
+capture | grep -q '│  parent pos [0-9]*:'; check rope-parent $? "R: no parent line: $(capture | grep -A3 'RoPE')"
+k q
+sleep 1
 
 # a FIFO where the log goes does not block the start (the log is skipped)
 mkdir -p "$TMP/state2/multidecode"

@@ -50,6 +50,22 @@ static ui_job cmd_job(const char *line, forest_id node) {
     return c.job;
 }
 
+/* The worker's save and load (app/cmd_tui.c's, less the model check): the session with
+ * the scores the worker hands over. */
+static st_code save_cb(void *ud, const char *path, const forest *f, session_settings *s, st_err *err) {
+    return session_save(path, f, s, NULL, ud, err);
+}
+
+static forest *load_cb(void *ud, const char *path, bool force, sample_params *sp, session_meta **meta, st_err *err) {
+    (void)ud, (void)force;
+    session_settings s = session_settings_default();
+    session_load_params lp = session_load_default_params();
+    forest *f = session_load(path, &lp, &s, NULL, err);
+    if (f) *sp = s.sample, *meta = s.meta, s.meta = NULL;
+    session_settings_free(&s);
+    return f;
+}
+
 /* A SmolLM2 worker with its chat template over a fresh forest; NULL (skipped or
  * failed) when the model is absent. *m, *tk, *c are the caller's to free. */
 /* The chat template text of m, NULL when it has none. */
@@ -73,7 +89,7 @@ static ui_worker *smol_worker(model **m, tok **tk, model_ctx **c) {
     static char sys[512];
     chat_default_system(jinja, sys, sizeof sys);
     ui_worker_params wp = {.ctx = *c, .tk = *tk, .f = forest_init(1024, 8), .sp = sample_default_params(),
-                           .budget = 32, .model_name = "smol", .backend = "cpu",
+                           .budget = 32, .model_name = "smol", .backend = "cpu", .save = save_cb, .ud = *tk,
                            .chat = {.kind = chat_detect(jinja), .system = sys[0] ? sys : NULL}};
     ui_worker *w = *c && wp.f ? ui_worker_start(&wp, &err) : NULL;
     T_CHECK(w && wp.chat.kind != CHAT_NONE, "SmolLM2 worker with a chat template: %s", err.msg);
@@ -156,6 +172,15 @@ static void test_beam_agrees(void) {
     if (in) text[fread(text, 1, sizeof text - 1, in)] = 0, fclose(in);
     T_CHECK(strstr(text, want) && !strstr(want, "none"), "'%s' in the export: %.300s", want, text);
     remove(md);
+    /* ... and so does :save (the CLI's sessions did, the TUI's had "chat_template": "") */
+    snprintf(md, sizeof md, "/tmp/test_ui_runs.%d.json", (int)getpid());
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_SAVE, .text = md}, msg, sizeof msg), ":save: %s", msg);
+    json_t *saved = json_load_file(md, 0, NULL);
+    const char *tmpl = json_string_value(json_object_get(json_object_get(saved, "settings"), "chat_template"));
+    T_CHECK(tmpl && !strcmp(tmpl, chat_name(chat_detect(t_smol_jinja(m)))), ":save records the chat template: '%s'",
+            tmpl ? tmpl : "(none)");
+    json_decref(saved);
+    remove(md);
     json_decref(cli);
     free(out);
 out:
@@ -200,6 +225,13 @@ static ui_worker *stories_worker(ui_worker_params *wp, model **m, tok **tk, mode
     return w;
 }
 
+/* stories_worker with the session callbacks (save_cb, load_cb) and a grow budget. */
+static ui_worker *saving_worker(int32_t budget, model **m, tok **tk, model_ctx **c, forest_id *root) {
+    ui_worker_params wp = {.sp = sample_default_params(), .budget = budget, .save = save_cb, .load = load_cb,
+                           .model_name = "m", .backend = "cpu"};
+    return stories_worker(&wp, m, tk, c, root);
+}
+
 /* Stops w (NULL: none started) and frees what stories_worker made. */
 static void stories_stop(ui_worker *w, model_ctx *c, tok *tk, model *m) {
     if (w) ui_worker_stop(w);
@@ -219,6 +251,54 @@ static int32_t scores_below(ui_worker *w, forest_id node, double *out, int32_t c
             out[j] = out[j - 1], out[j - 1] = t;
         }
     return k;
+}
+
+/* The node at depth below the first root's first chain (its first child each time). */
+static forest_id first_chain_at(const forest *f, int32_t depth) {
+    forest_id roots[4];
+    forest_id at = forest_roots(f, roots, 4) > 0 ? roots[0] : FOREST_NONE;
+    for (const forest_node *nd; (nd = forest_get(f, at)) && nd->depth < depth && nd->first_child >= 0;)
+        at = forest_id_at(f, nd->first_child);
+    const forest_node *nd = forest_get(f, at);
+    return nd && nd->depth == depth ? at : FOREST_NONE;
+}
+
+/* :name on a grown branch: the name outlasts d and u, and :save and :load ("name" in the
+ * session's node); :name alone clears it. */
+static void test_names_last(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    forest_id root;
+    ui_worker *w = saving_worker(6, &m, &tk, &c, &root);
+    if (!w) goto out;
+    char msg[1024], path[64];
+    snprintf(path, sizeof path, "/tmp/test_ui_runs.names.%d.json", (int)getpid());
+    T_CHECK(run_job(w, cmd_job(":grow", root), msg, sizeof msg), "grow: %s", msg);
+    ui_worker_lock(w);
+    int32_t depth = forest_get(ui_worker_forest(w), root)->depth + 1;
+    forest_id top = first_chain_at(ui_worker_forest(w), depth);
+    ui_worker_unlock(w);
+    ui_job name = cmd_job(":name the café one", top);
+    name.text = "the café one"; /* the TUI passes the command's text (run_command) */
+    T_CHECK(run_job(w, name, msg, sizeof msg) && strstr(msg, "named"), ":name: %s", msg);
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_PRUNE, .node = top}, msg, sizeof msg) &&
+                run_job(w, (ui_job){.kind = UI_JOB_UNDO}, msg, sizeof msg) &&
+                run_job(w, (ui_job){.kind = UI_JOB_SAVE, .text = path}, msg, sizeof msg) &&
+                run_job(w, (ui_job){.kind = UI_JOB_LOAD, .text = path}, msg, sizeof msg),
+            "d, u, :save, :load: %s", msg);
+    ui_worker_lock(w);
+    const char *got = ui_worker_name_of(w, first_chain_at(ui_worker_forest(w), depth));
+    T_CHECK(got && !strcmp(got, "the café one"), "the name after d, u, :save and :load: '%s'", got ? got : "(none)");
+    top = first_chain_at(ui_worker_forest(w), depth);
+    ui_worker_unlock(w);
+    T_CHECK(run_job(w, cmd_job(":name", top), msg, sizeof msg) && strstr(msg, "cleared"), ":name alone: %s", msg);
+    ui_worker_lock(w);
+    T_CHECK(!ui_worker_name_of(w, top), "cleared");
+    ui_worker_unlock(w);
+    remove(path);
+out:
+    stories_stop(w, c, tk, m);
 }
 
 /* :best, a strategy the TUI knows only from the registry: its `:` line and its help and
@@ -385,6 +465,66 @@ out:
     model_free(m);
 }
 
+/* The top of a chain under root that leaf is the end of (its node right below root). */
+static forest_id chain_top(const forest *f, forest_id root, forest_id leaf) {
+    for (const forest_node *nd; (nd = forest_get(f, leaf)) && nd->parent >= 0; leaf = forest_id_at(f, nd->parent))
+        if (forest_id_at(f, nd->parent) == root) return leaf;
+    return FOREST_NONE;
+}
+
+/* :cot 4 100, then p, d on one chain, p, as a user steers: the prune lands at the next
+ * step boundary (it was refused: "cancel the running strategy before pruning"), the
+ * chain is gone and the other three grow on to the budget; the run's summary counts it. */
+static void test_prune_during_run(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    forest_id root, lv[8];
+    ui_worker_params wp = {.sp = sample_default_params(), .budget = 8, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = stories_worker(&wp, &m, &tk, &c, &root);
+    if (!w) goto out;
+    char msg[1024];
+    ui_job j = cmd_job(":cot 4 100", root);
+    forest_id top = FOREST_NONE;
+    ui_worker_lock(w);
+    uint64_t no = ui_worker_message(w, msg, sizeof msg);
+    ui_worker_post(w, &j);
+    ui_worker_unlock(w);
+    for (time_t t0 = time(NULL); top == FOREST_NONE && time(NULL) - t0 < 60; usleep(1000)) {
+        ui_worker_lock(w);
+        const forest *f = ui_worker_forest(w);
+        int32_t n = ui_worker_running(w, lv, 8);
+        if (n == 4 && forest_get(f, lv[1])->depth >= forest_get(f, root)->depth + 3) {
+            top = chain_top(f, root, lv[1]);
+            ui_job p = {.kind = UI_JOB_PAUSE}, d = {.kind = UI_JOB_PRUNE, .node = top};
+            ui_worker_post(w, &p), ui_worker_post(w, &d), ui_worker_post(w, &p); /* between two steps */
+        }
+        ui_worker_unlock(w);
+    }
+    bool idle = false;
+    for (time_t t0 = time(NULL); !idle && time(NULL) - t0 < 120; usleep(2000)) {
+        ui_worker_lock(w);
+        idle = ui_worker_message(w, msg, sizeof msg) != no && !ui_worker_busy(w) && !strncmp(msg, "done", 4);
+        ui_worker_unlock(w);
+    }
+    ui_worker_lock(w);
+    const forest *f = ui_worker_forest(w);
+    int32_t n = leaves_below(w, root, lv, 8), full = 0;
+    for (int32_t i = 0; i < n; i++) full += forest_get(f, lv[i])->depth == forest_get(f, root)->depth + 100;
+    T_CHECK(top != FOREST_NONE && !forest_get(f, top) && n == 3 && full == 3,
+            "d during :cot 4 100: the chain is gone, the other %d grew to the budget (%d of them)", (int)n, (int)full);
+    ui_worker_unlock(w);
+    T_CHECK(idle && strstr(msg, "done: 4 of 4 chains") && strstr(msg, "budget (3), pruned (1)"), "the summary: %s",
+            msg);
+    /* once the run is over, u puts the chain back */
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_UNDO}, msg, sizeof msg) && strstr(msg, "restored"), "u after: %s", msg);
+    ui_worker_stop(w);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 /* What a long pass reported (forward_progress), and after how many reports it stops. */
 typedef struct pass_log {
     int32_t done[16], rows, n, stop_at;
@@ -448,29 +588,6 @@ out:
     model_free(m);
 }
 
-/* The worker's save and load (app/cmd_tui.c's, less the model check): the session with
- * the scores the worker hands over. */
-static st_code save_cb(void *ud, const char *path, const forest *f, const sample_params *sp, session_meta *meta,
-                       st_err *err) {
-    session_settings s = session_settings_default();
-    s.sample = *sp;
-    s.meta = meta;
-    st_code rc = session_save(path, f, &s, NULL, ud, err);
-    s.meta = NULL;
-    session_settings_free(&s);
-    return rc;
-}
-
-static forest *load_cb(void *ud, const char *path, bool force, sample_params *sp, session_meta **meta, st_err *err) {
-    (void)ud, (void)force;
-    session_settings s = session_settings_default();
-    session_load_params lp = session_load_default_params();
-    forest *f = session_load(path, &lp, &s, NULL, err);
-    if (f) *sp = s.sample, *meta = s.meta, s.meta = NULL;
-    session_settings_free(&s);
-    return f;
-}
-
 /* The timed autosave to path (quiet) after a run: true when it saved and the message
  * line still holds the run's summary (it said "saved PATH" over it); the message in msg. */
 static bool quiet_save(ui_worker *w, const char *path, char *msg, size_t cap) {
@@ -497,9 +614,7 @@ static void test_scores_last(void) {
     tok *tk;
     model_ctx *c;
     forest_id root;
-    ui_worker_params wp = {.sp = sample_default_params(), .budget = 8, .save = save_cb, .load = load_cb,
-                           .model_name = "m", .backend = "cpu"};
-    ui_worker *w = stories_worker(&wp, &m, &tk, &c, &root);
+    ui_worker *w = saving_worker(8, &m, &tk, &c, &root);
     if (!w) goto out;
     char msg[1024], path[64], md[64];
     double before[8], after[8];
@@ -548,6 +663,8 @@ int main(void) {
     test_scores_last();
     test_attn_setting();
     test_undo_computed();
+    test_prune_during_run();
+    test_names_last();
     test_prefill_progress();
     return t_done();
 }

@@ -12,7 +12,7 @@ import re
 import subprocess
 import sys
 
-COMMANDS = ["generate", "ask", "cot", "beam", "judge", "tot", "margins", "plan", "session", "info",
+COMMANDS = ["generate", "ask", "cot", "beam", "judge", "tot", "margins", "plan", "tour", "session", "info",
             "bench decode", "bench forest", "bench ask", "bench attention", "bench beam", "bench cot",
             "convert-llama2c", "mkmodel", "tui", "best"]
 PAGE = "man/multidecode.1"

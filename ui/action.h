@@ -50,6 +50,8 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(SEARCH_NEXT, "search-next",  "C-n",          UI_VIEW_FOREST, "select the next line the search matches") \
     X(SEARCH_PREV, "search-prev",  "C-p",          UI_VIEW_FOREST, "select the previous line the search matches") \
     X(SCAFFOLD,    "scaffold",     "t",            UI_VIEW_FOREST, "show or fold away the chat template's scaffolding and the thinking on the lines") \
+    X(EDIT,        "edit",         "e",            UI_VIEW_FOREST, "edit the line's text: the edit becomes a branch beside it, the original stays") \
+    X(DIFF,        "diff",         "D",            UI_VIEW_FOREST, "the selected branch beside the bookmarked one, the first difference marked (D: back)") \
     X(TOKEN_PREV,  "token-prev",   "h Left",       UI_VIEW_TEXT,   "move the token cursor left") \
     X(TOKEN_NEXT,  "token-next",   "l Right",      UI_VIEW_TEXT,   "move the token cursor right") \
     X(WORD_NEXT,   "word-next",    "W",            UI_VIEW_TEXT,   "move the token cursor to the next word") \
@@ -59,6 +61,7 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(ALT_UP,      "alt-up",       "k Up",         UI_VIEW_TEXT,   "previous alternative at the cursor token") \
     X(ALT_DOWN,    "alt-down",     "j Down",       UI_VIEW_TEXT,   "next alternative at the cursor token") \
     X(ALT_PICK,    "alt-pick",     "Enter",        UI_VIEW_TEXT,   "fork here with the chosen alternative and grow it") \
+    X(FORK_TEXT,   "fork-text",    "i",            UI_VIEW_TEXT,   "fork at the cursor token with your own text (a branch beside the token)") \
     X(MASK_UP,     "mask-up",      "k Up",         UI_VIEW_MASK,   "scroll the mask rows up") \
     X(MASK_DOWN,   "mask-down",    "j Down",       UI_VIEW_MASK,   "scroll the mask rows down") \
     X(MASK_LEFT,   "mask-left",    "h Left",       UI_VIEW_MASK,   "scroll the mask grid left (older KV slots)") \
@@ -69,7 +72,8 @@ enum { UI_VIEW_ALL = 0, UI_VIEW_FOREST, UI_VIEW_TEXT, UI_VIEW_MASK, UI_VIEW_N };
     X(ATTN,        "attention",    "A",            UI_VIEW_MASK,   "attention weights in the mask from the next step on (last layer, mean of heads), or off") \
     X(ATTN_LOWER,  "attn-layer-down", "<",         UI_VIEW_MASK,   "the weights of the layer below, from the next step on") \
     X(ATTN_HIGHER, "attn-layer-up", ">",           UI_VIEW_MASK,   "the weights of the layer above, from the next step on") \
-    X(ATTN_HEAD,   "attn-head",    "H",            UI_VIEW_MASK,   "the weights of the next head (after the last: their mean)")
+    X(ATTN_HEAD,   "attn-head",    "H",            UI_VIEW_MASK,   "the weights of the next head (after the last: their mean)") \
+    X(ROPE,        "rope",         "R",            UI_VIEW_MASK,   "RoPE under the grid: the selected row's turn (its first pairs' angles) beside its parent's and another branch's, or off")
 
 typedef enum {
 #define UI_ACT_ENUM(id, name, keys, view, help) UI_ACT_##id,

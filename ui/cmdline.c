@@ -138,6 +138,13 @@ void ui_cmdline_open(WINDOW *win, const char *prompt) {
     cl_redisplay();
 }
 
+void ui_cmdline_open_with(WINDOW *win, const char *prompt, const char *text) {
+    ui_cmdline_open(win, prompt);
+    rl_replace_line(text, 0);
+    rl_point = rl_end;
+    cl_redisplay();
+}
+
 bool ui_cmdline_active(void) { return cl.active; }
 void ui_cmdline_redraw(void) { if (cl.active) cl_redisplay(); }
 

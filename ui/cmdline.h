@@ -16,6 +16,8 @@ void ui_cmdline_init(const char *history_path);
 void ui_cmdline_end(void);
 /* Starts editing a line with prompt (":" or "append> ") drawn on window win's row 0. */
 void ui_cmdline_open(WINDOW *win, const char *prompt);
+/* The same with text already on the line, the cursor at its end (an edit of a line). */
+void ui_cmdline_open_with(WINDOW *win, const char *prompt, const char *text);
 bool ui_cmdline_active(void);
 /* Feeds one curses key (wint_t character or KEY_* code, is_key tells which). Returns
  * true when a line was finished (Enter) or abandoned (Esc, C-c, or Backspace on an empty

@@ -36,6 +36,7 @@ static const struct {
     {"judge", UI_CMD_JUDGE, ARG_TEXT_OPT, UI_JOB_RUN, STRAT_JUDGE, ":judge [QUESTION]    score the bookmarked branches (else the selection's siblings) in one step"},
     {"tot", UI_CMD_TOT, ARG_TOT, UI_JOB_RUN, STRAT_TOT, ":tot K B D [TOKENS] [dfs [MIN]]  tree of thoughts: K per node, keep B, D levels; dfs: depth-first, pruning scores below MIN"},
     {"keep", UI_CMD_KEEP, ARG_INT11, UI_JOB_KEEP, 0, ":keep N              keep the N best scored leaves below the selection, prune the other scored ones"},
+    {"name", UI_CMD_NAME, ARG_TEXT_OPT, UI_JOB_NAME, 0, ":name [TEXT]         name the selected branch (drawn on its line, saved with it; alone: clear it)"},
     {"sort", UI_CMD_SORT, ARG_SORT, UI_JOB_NONE, 0, ":sort score|prob|made  order siblings by best score below, by probability, or as made"},
     {"step", UI_CMD_STEP, ARG_INT01, UI_JOB_RUN, STRAT_STEPS, ":step [N]            run N engine steps (paused :tot: N levels)"},
     {"save", UI_CMD_SAVE, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":save [FILE]         save the session (no FILE: the autosave)"},
@@ -46,6 +47,7 @@ static const struct {
     {"pause", UI_CMD_PAUSE, ARG_NONE, UI_JOB_PAUSE, 0, ":pause               pause or resume the strategy"},
     {"cancel", UI_CMD_CANCEL, ARG_NONE, UI_JOB_CANCEL, 0, ":cancel              cancel the strategy"},
     {"help", UI_CMD_HELP, ARG_NONE, UI_JOB_NONE, 0, ":help                the help screen"},
+    {"tour", UI_CMD_TOUR, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":tour [PROMPT]       a guided tour: a small forest built step by step, each screen explained"},
     {"quit", UI_CMD_QUIT, ARG_NONE, UI_JOB_NONE, 0, ":quit                autosave and quit"},
 };
 #define N_CMDS ((int32_t)(sizeof ui_cmds / sizeof ui_cmds[0]))

@@ -35,6 +35,7 @@ typedef enum {
     UI_CMD_TOT,      /* job: tot.k, tot.b kept, tot.d levels, [TOKENS] per thought */
     UI_CMD_KEEP,     /* job: keep u.keep.n */
     UI_CMD_SORT,     /* val = a ui_sort (scores.h): how the forest pane orders siblings */
+    UI_CMD_NAME,     /* job: name; text = the name ("": clear it) */
     UI_CMD_STEP,     /* job: steps.n = [N] (default 1) */
     UI_CMD_SAVE,     /* text: file ("" = the autosave file); a leading ~/ is $HOME */
     UI_CMD_LOAD,     /* text: file ("" = the last run's autosave), ~/ as for save; force
@@ -45,6 +46,7 @@ typedef enum {
     UI_CMD_PAUSE,    /* job: pause */
     UI_CMD_CANCEL,   /* job: cancel */
     UI_CMD_HELP,
+    UI_CMD_TOUR,     /* text: the tour's prompt ("" for its own) */
     UI_CMD_QUIT,
     UI_CMD_RUN,      /* job: a registered strategy by its own grammar (strategy.h's usage) */
 } ui_cmd_kind;

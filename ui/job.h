@@ -23,7 +23,10 @@ typedef enum {
     UI_JOB_APPEND,   /* text under node (FOREST_NONE: a new root); in chat mode as a user
                         turn, in the form :ask gives it (ask_margins.h) */
     UI_JOB_FORK,     /* u.fork.token under node, then grown (when nothing runs) */
+    UI_JOB_WRITE,    /* text under node as the model's own tokens, sharing those already
+                        there (loom.h): an edited line, a fork with your own words */
     UI_JOB_BOOKMARK, /* node: toggle */
+    UI_JOB_NAME,     /* node's branch named text (NULL or "": the name cleared) */
     UI_JOB_SET,      /* text = setting name, u.set.value ("chat": 1 on, 0 off) */
     UI_JOB_SAVE,     /* text = path, u.save */
     UI_JOB_LOAD,     /* text = path, u.load */

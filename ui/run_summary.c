@@ -26,7 +26,7 @@ static void eog_name(const forest *f, const tok *tk, bool chat, forest_id leaf, 
  * chain whose first token ends the text leaves no branch. */
 static void branch_summary(const strategy *s, const forest *f, const tok *tk, bool chat, bool chains, char *out,
                            size_t cap) {
-    int32_t n = strategy_n_results(s), made = 0, eog = 0, stop = 0, budget = 0, empty = 0;
+    int32_t n = strategy_n_results(s), made = 0, eog = 0, stop = 0, budget = 0, empty = 0, pruned = 0;
     forest_id eog_leaf = FOREST_NONE;
     for (int32_t i = 0; i < n; i++) {
         strategy_result r;
@@ -34,14 +34,15 @@ static void branch_summary(const strategy *s, const forest *f, const tok *tk, bo
         made += r.n_tokens;
         if (r.end == STRAT_END_EOG) eog++, eog_leaf = r.leaf, empty += r.n_tokens == 0;
         else if (r.end == STRAT_END_STOP) stop++;
+        else if (r.end == STRAT_END_PRUNED) pruned++;
         else budget++;
     }
     char end[96], why[192] = "";
     if (eog == 1 && n == 1) eog_name(f, tk, chat, eog_leaf, end, sizeof end);
     else snprintf(end, sizeof end, "end of text");
-    const char *names[3] = {"budget", end, "stop string"};
-    int32_t counts[3] = {budget, eog, stop}, kinds = (budget > 0) + (eog > 0) + (stop > 0);
-    for (int k = 0; k < 3; k++) {
+    const char *names[4] = {"budget", end, "stop string", "pruned"};
+    int32_t counts[4] = {budget, eog, stop, pruned}, kinds = (budget > 0) + (eog > 0) + (stop > 0) + (pruned > 0);
+    for (int k = 0; k < 4; k++) {
         if (!counts[k]) continue;
         size_t l = strlen(why);
         if (kinds == 1) snprintf(why + l, sizeof why - l, "%s", names[k]);

@@ -8,6 +8,7 @@
 
 #include "base/outfile.h"
 #include "forest_view.h"
+#include "rope_view.h"
 #include "uline.h"
 
 /* Where the drawing goes, and how far right its text reaches (estimated), so the view
@@ -42,6 +43,7 @@ enum {
     RULER_H = 44,    /* the positions' ruler under the tree, with its caption */
     SLIDE_CHARS = 22, /* --slide: a token's text drawn whole up to this many characters */
     FOLD_W = 260,    /* --slide: the box of the shared prompt */
+    SLIDE_COLS = 64, /* --slide: mask columns of one slot each, past the folded runs */
     DIAL_R = 15,     /* a RoPE dial's radius */
     DIAL_PAIRS = 4,  /* frequency pairs drawn */
 };
@@ -308,11 +310,17 @@ static void draw_mask_head(svg_out *fp, const forest *f, const tok *tk, const tr
     int x = MARGIN + LABEL_W;
     for (int32_t d = 0; d < mv->n_dcols; d++) {
         mv_dcol_text(mv, d, buf, sizeof buf);
-        int32_t owner = t->slide && mv->dcols[d].n == 1 ? slot_owner(f, mv->cols[mv->dcols[d].col]) : -1;
-        if (owner >= 0) { /* a slide names the column's token, not its slot */
-            char text[128];
+        const mv_dcol *dc = &mv->dcols[d];
+        int32_t owner = t->slide && dc->n > 0 ? slot_owner(f, mv->cols[dc->col]) : -1;
+        int32_t last = t->slide && dc->n > 1 ? slot_owner(f, mv->cols[dc->col + dc->n - 1]) : -1;
+        if (owner >= 0) { /* a slide names the column's tokens (a run's first and last), not its slots */
+            char text[128], end[48] = "";
             fv_token_text(f, tk, owner, text, sizeof text);
-            fit_text(text, 9, buf, sizeof buf);
+            if (last >= 0) fv_token_text(f, tk, last, end, sizeof end);
+            char both[180];
+            if (last >= 0 && last == t->fold_node) snprintf(both, sizeof both, "the prompt");
+            else snprintf(both, sizeof both, "%s%s%s", text, last >= 0 ? ".." : "", end);
+            fit_text(both, 11, buf, sizeof buf);
         }
         if (mv->dcols[d].n > 0) {
             fprintf(fp->fp, "<text class=\"slot\" font-size=\"%d\" transform=\"translate(%d,%d) rotate(-60)\">",
@@ -379,7 +387,8 @@ static int draw_mask(svg_out *fp, const forest *f, const tok *tk, const tree_lay
     int y = y0 + HEAD_H;
     for (int32_t r = 0; r < mv->n_rows; r++, y += CELL) draw_mask_row(fp, f, t, mv, r, y);
     char key[320];
-    snprintf(key, sizeof key, "L: the row returns logits.%s%s", mv->runs ? "  A column a-b: a run of slots every row sees alike." : "",
+    snprintf(key, sizeof key, "L: the row returns logits.%s%s",
+             !mv->runs ? "" : t->slide ? "  A column a..b: a run of tokens every row sees alike." : "  A column a-b: a run of slots every row sees alike.",
              "  A narrow blank column: slot numbers jump.");
     text_at(fp, MARGIN, y + FONT + 8, FONT - 2, "start", " fill=\"#444\"", key);
     if (mv->n_swa > 0) { /* the grid is the windowed layers' mask */
@@ -434,7 +443,7 @@ static void draw_dials(svg_out *fp, const forest *f, const tok *tk, const mask_v
     dial_label(f, tk, i, who, buf, sizeof buf);
     text_at(fp, MARGIN, y + DIAL_R + 4, FONT - 1, "start", " xml:space=\"preserve\"", buf);
     for (int k = 0; k < DIAL_PAIRS && 2 * k < mv->rope_dim; k++) {
-        double theta = pow(mv->rope_base, -2.0 * k / mv->rope_dim), a = fmod(nd->depth * theta, 2 * M_PI);
+        double a = rv_angle(mv->rope_base, mv->rope_dim, nd->depth, k);
         int cx = x0 + DIAL_R + k * (2 * DIAL_R + 16), cy = y + DIAL_R;
         fprintf(fp->fp, "<circle cx=\"%d\" cy=\"%d\" r=\"%d\" fill=\"none\" stroke=\"#888\"/>\n", cx, cy, DIAL_R);
         fprintf(fp->fp, "<line class=\"dial\" data-pos=\"%d\" data-pair=\"%d\" data-angle=\"%.3f\" x1=\"%d\" y1=\"%d\" "
@@ -493,7 +502,10 @@ st_code svg_write(FILE *fp, const forest *f, const tok *tk, mask_view *mv, int p
         tree_layout_free(&t);
         return st_set(err, ST_ERR_NOMEM, "out of memory laying out the picture");
     }
-    if (mask) mv_layout(mv, t.slide ? 1 : SVG_MAX_COLS); /* a slide folds the shared runs */
+    if (mask) { /* a slide folds the shared runs, and every run when the rest is too wide */
+        mv_layout(mv, INT32_MAX);
+        mv_layout(mv, !t.slide ? SVG_MAX_COLS : mv->n_shared <= SLIDE_COLS ? mv->n_shared : 1);
+    }
     int tw = tree ? node_x(&t, t.max_depth) + node_w(&t, t.max_depth) + MARGIN : 0;
     int mw = mask ? mask_width(mv) + MARGIN * 2 : 0;
     int h = draw_parts(&o, f, tk, &t, mv, tree, mask) - MARGIN;

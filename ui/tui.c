@@ -3,7 +3,8 @@
  * redraws when the worker's version changes or the user moved. Drawing takes the
  * worker's lock with trylock, so a running step never blocks the screen: the last frame
  * stays up until the step lands. Layout (top to bottom): title, panes (forest | text or
- * mask), status line, command line. Below 80x24 only a message is drawn. */
+ * mask), status line, message, key bar (the command line over it while open). Below
+ * 80x24 only a message is drawn. */
 #include "base/clock.h"
 #include "tui.h"
 
@@ -18,56 +19,18 @@
 #include "cmdline.h"
 #include "command.h"
 #include "forest_view.h"
+#include "keybar.h"
 #include "keys.h"
+#include "tui_impl.h"
 #include "screen.h"
+#include "rope_view.h"
 #include "text_view.h"
+#include "tour_pane.h"
 #include "uline.h"
 
 #define MIN_W 80
 #define MIN_H 24
 #define AUTOSAVE_S 30.0
-#define MSG_ROWS 4 /* rows a long message takes, word-wrapped, until the next key */
-#define MSG_CAP 1024
-
-typedef struct tui {
-    const ui_tui_params *p;
-    ui_worker *w;
-    ui_keymap km;
-    forest_view fv;
-    ui_sort sort;         /* :sort; its keys by forest index (t->fv.key) */
-    double *keys;
-    int32_t cap_keys;
-    text_view tv;
-    tv_layout lay;      /* the text pane's rows, rebuilt at each draw */
-    int focus;          /* UI_VIEW_FOREST / TEXT / MASK */
-    bool mask, help, quit, dirty;
-    bool cmd_is_text;   /* the open command line takes text to append, not a command */
-    bool cmd_is_search; /* ... or the text to search the forest pane for */
-    char search[256];   /* the last search ("" none) */
-    int help_top;
-    uint64_t seen_version, seen_msg;
-    char msg[MSG_CAP];
-    bool msg_full;      /* the message shown whole (wrapped); after a key only its first row */
-    int pane_h;         /* rows of the panes as last drawn (the message's rows come off) */
-    WINDOW *cmdwin;
-    int forest_h;       /* rows of the forest pane */
-    int mask_gw;        /* columns of the mask grid as last drawn */
-    double last_autosave;
-    bool confirming;    /* the message line asks y/n before confirm_job (a load) runs */
-    ui_job confirm_job;
-    char confirm_text[1024];
-} tui;
-
-static void set_msg(tui *t, const char *m) {
-    snprintf(t->msg, sizeof t->msg, "%.*s", (int)sizeof t->msg - 1, m);
-    t->msg_full = true;
-    t->dirty = true;
-}
-
-static void post(tui *t, ui_job j) {
-    if (!ui_worker_post(t->w, &j)) set_msg(t, "the engine is busy: try again");
-}
-
 /* A save to path; one to the autosave file leaves the work counted as unsaved (the next
  * run's autosave replaces it). */
 static ui_job save_job(const tui *t, const char *path) {
@@ -105,12 +68,6 @@ static void sync_views(tui *t) {
 
 /* ---- drawing ---- */
 
-static void put_line(int y, int x, const char *s, int attr) {
-    attron(attr);
-    mvaddstr(y, x, s);
-    attroff(attr);
-}
-
 static int branch_pair(int32_t start) {
     return UI_PAIR_BRANCH0 + (int)(((uint32_t)start * 2654435761u >> 16) % 6);
 }
@@ -125,10 +82,14 @@ static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
         int32_t i = t->fv.top + r;
         if (i >= t->fv.n_lines) break;
         const fv_line *ln = &t->fv.lines[i];
-        /* a judged branch's or a beam hypothesis's line ends with its score */
-        char sc[32] = "";
+        /* a named line ends with its name (:name), a judged branch's or a beam hypothesis's
+           with its score */
+        char sc[160] = "";
         double score;
-        if (ui_worker_score_of(t->w, forest_id_at(f, ln->end), &score)) snprintf(sc, sizeof sc, " [%.2f]", score);
+        const char *name = ui_worker_name_of(t->w, forest_id_at(f, ln->start));
+        if (name) snprintf(sc, sizeof sc, ui_screen_utf8() ? " \xc2\xab%.100s\xc2\xbb" : " <%.100s>", name);
+        if (ui_worker_score_of(t->w, forest_id_at(f, ln->end), &score))
+            snprintf(sc + strlen(sc), sizeof sc - strlen(sc), " [%.2f]", score);
         int sw = (int)strlen(sc);
         int cls = fv_render(&t->fv, f, t->p->wp.tk, i, running, nr, buf, sizeof buf, w - sw > 8 ? w - sw : w);
         if (sc[0] && w - sw > 8) {
@@ -155,14 +116,11 @@ static void draw_forest(tui *t, const forest *f, int y0, int h, int w) {
     }
 }
 
-/* The branch's text, wrapped at words (tv_layout); the cursor token reversed; the tail kept
- * in view. */
-static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
+/* tv's text in th rows of w columns from y0, x0, wrapped at words into L (tv_layout); the
+ * cursor token reversed and kept in view. */
+void tui_draw_pieces(tui *t, const forest *f, text_view *tv, tv_layout *L, int y0, int x0, int th, int w) {
     static const int cls_pair[4] = {UI_PAIR_PROB0, UI_PAIR_PROB1, UI_PAIR_PROB2, UI_PAIR_PROB3};
-    text_view *tv = &t->tv;
-    tv_layout *L = &t->lay;
-    int alt_h = 7, th = h - alt_h;
-    char buf[1024], vis[1024];
+    char buf[1024];
     st_err err = {0};
     if (tv_layout_build(L, tv, f, t->p->wp.tk, w, ui_screen_utf8(), ui_screen_utf8() ? "\xe2\x96\x91" : "_", &err))
         set_msg(t, err.msg);
@@ -179,6 +137,14 @@ static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
         if (tv->cursor >= pc->tok && tv->cursor < pc->next) attr |= A_REVERSE | (t->focus == UI_VIEW_TEXT ? A_BOLD : 0);
         put_line(y0 + pc->row - first, x0 + pc->col, buf, attr);
     }
+}
+
+/* The branch's text (draw_pieces), then the alternatives at the cursor token. */
+static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
+    text_view *tv = &t->tv;
+    int alt_h = 7, th = h - alt_h;
+    char buf[1024], vis[1024];
+    tui_draw_pieces(t, f, tv, &t->lay, y0, x0, th, w);
     /* the alternatives at the cursor */
     int32_t ids[TV_MAX_ALTS];
     float lps[TV_MAX_ALTS];
@@ -203,6 +169,24 @@ static void draw_text(tui *t, const forest *f, int y0, int x0, int h, int w) {
         put_line(ya + 1 + k, x0 + (int)strlen(buf), vis, k == tv->alt ? A_BOLD : A_NORMAL);
     }
     if (n == 0) put_line(ya + 1, x0 + 2, "(none kept: run a step, or move the cursor)", ui_screen_attr(UI_PAIR_DIM));
+}
+
+/* The rotation of the selected node's row (else the last row) under the grid, beside its
+ * parent and another branch; the rows' lines it takes, 0 where the pane is short. */
+static int draw_rope(tui *t, const mask_view *mv, int y0, int x0, int h, int w) {
+    if (!t->rope || mv->rope_dim < 2 || mv->n_rows == 0 || h < MV_HEAD_LINES + 10) return 0;
+    forest_id sel = fv_selected(&t->fv, ui_worker_forest(t->w));
+    int32_t r = mv->n_rows - 1;
+    for (int32_t i = 0; i < mv->n_rows; i++)
+        if (mv_row_node(mv, i) == sel) r = i;
+    char buf[256];
+    ui_line l = ui_line_make(buf, sizeof buf, w, ui_screen_utf8());
+    ui_line_put(&l, "RoPE: pos = RoPE position = depth; turn = pos x theta_k");
+    put_line(y0 + h - 4, x0, buf, ui_screen_attr(UI_PAIR_DIM));
+    for (int i = 0; i < 3; i++)
+        if (rv_view_line(mv, r, i, buf, sizeof buf, w - 2, ui_screen_utf8()))
+            put_line(y0 + h - 3 + i, x0 + 2, buf, ui_screen_attr(UI_PAIR_DIM));
+    return 4;
 }
 
 static void draw_mask(tui *t, int y0, int x0, int h, int w) {
@@ -230,6 +214,7 @@ static void draw_mask(tui *t, int y0, int x0, int h, int w) {
     put_line(y0 + 2, x0 + tw - 1, sep, ui_screen_attr(UI_PAIR_DIM));
     mv_slot_line(mv, left, gw, buf, sizeof buf, utf8);
     put_line(y0 + 2, x0 + tw, buf, ui_screen_attr(UI_PAIR_DIM));
+    h -= draw_rope(t, mv, y0, x0, h, w);
     for (int r = 0; r < h - MV_HEAD_LINES && mv->top + r < mv->n_rows; r++) {
         int32_t row = mv->top + r;
         int y = y0 + MV_HEAD_LINES + r; /* mv_row_at's layout */
@@ -276,6 +261,16 @@ static void draw_help(tui *t, int h, int w) {
     }
 }
 
+/* The bottom line: the focused pane's keys (keybar.h), each key bold before its name. */
+static void draw_keybar(tui *t, int y, int w) {
+    ui_keybar_item it[UI_ACT_N];
+    int32_t n = ui_keybar(&t->km, t->focus, w, it, UI_ACT_N);
+    for (int32_t i = 0; i < n; i++) {
+        put_line(y, it[i].col, it[i].key, ui_screen_attr(UI_PAIR_TITLE) | A_BOLD);
+        put_line(y, it[i].name_col, it[i].name, ui_screen_attr(UI_PAIR_DIM));
+    }
+}
+
 static void draw(tui *t) {
     int H = LINES, W = COLS;
     erase();
@@ -286,8 +281,9 @@ static void draw(tui *t) {
         refresh();
         return;
     }
-    if (t->help) {
-        draw_help(t, H, W);
+    if (t->help || t->tour) {
+        if (t->tour) tour_pane_draw(t->tour, t->tour_at, H, W);
+        else draw_help(t, H, W);
         refresh();
         return;
     }
@@ -320,17 +316,19 @@ static void draw(tui *t) {
         if (!used) break;
     }
     int rows = nm > 1 ? nm : 1;
-    int ph = H - 2 - rows, fw = W * 2 / 5;
+    int ph = H - 3 - rows, fw = W * 2 / 5;
     t->pane_h = ph;
     draw_forest(t, f, 1, ph, fw);
     for (int y = 0; y < ph; y++) mvaddstr(1 + y, fw, ui_screen_utf8() ? "\xe2\x94\x82" : "|");
     if (t->mask) draw_mask(t, 1, fw + 1, ph, W - fw - 1);
+    else if (t->diff) tui_draw_diff(t, f, 1, fw + 1, ph, W - fw - 1);
     else draw_text(t, f, 1, fw + 1, ph, W - fw - 1);
     ui_stats st;
     ui_worker_stats(t->w, &st);
     ui_status_format(&st, buf, sizeof buf, W);
-    put_line(H - 1 - rows, 0, buf, ui_screen_attr(UI_PAIR_STATUS));
-    for (int r = 0; r < nm; r++) put_line(H - rows + r, 0, mrow[r], ui_screen_attr(UI_PAIR_MSG));
+    put_line(H - 2 - rows, 0, buf, ui_screen_attr(UI_PAIR_STATUS));
+    for (int r = 0; r < nm; r++) put_line(H - 1 - rows + r, 0, mrow[r], ui_screen_attr(UI_PAIR_MSG));
+    draw_keybar(t, H - 1, W);
     refresh();
     if (ui_cmdline_active()) ui_cmdline_redraw();
 }
@@ -344,6 +342,25 @@ static forest_id selected(tui *t) {
     return sel;
 }
 
+/* :tour: its steps run in a context of its own, the worker held still meanwhile. */
+static void open_tour(tui *t, const char *prompt) {
+    st_err err = {0};
+    ui_worker_lock(t->w);
+    tour *tr = tour_pane_open(t->p->model, t->p->wp.tk, prompt, t->p->wp.backend, t->p->wp.threads, &err);
+    ui_worker_unlock(t->w);
+    if (!tr) set_msg(t, err.msg);
+    tour_free(t->tour);
+    t->tour = tr, t->tour_at = 0;
+}
+
+/* The first node of the selected line (a name stays on it while the branch grows). */
+static forest_id line_start(tui *t) {
+    ui_worker_lock(t->w);
+    forest_id id = t->fv.n_lines ? forest_id_at(ui_worker_forest(t->w), t->fv.lines[t->fv.cursor].start) : FOREST_NONE;
+    ui_worker_unlock(t->w);
+    return id;
+}
+
 static void run_command(tui *t, const char *line) {
     ui_cmd c;
     st_err err = {0};
@@ -352,7 +369,7 @@ static void run_command(tui *t, const char *line) {
         return;
     }
     if (c.job.kind != UI_JOB_NONE) { /* a job as the command gave it, at the selection */
-        c.job.node = selected(t);
+        c.job.node = c.kind == UI_CMD_NAME ? line_start(t) : selected(t);
         c.job.text = c.text[0] ? c.text : NULL;
         post(t, c.job);
         t->dirty = true;
@@ -395,6 +412,7 @@ static void run_command(tui *t, const char *line) {
     }
     case UI_CMD_SORT: t->sort = (ui_sort)c.val, t->seen_version = (uint64_t)-1; break; /* views rebuilt */
     case UI_CMD_HELP: t->help = true; break;
+    case UI_CMD_TOUR: open_tour(t, c.text); break;
     case UI_CMD_QUIT: t->quit = true; break;
     default: break; /* the rest post their jobs */
     }
@@ -521,6 +539,12 @@ static void do_action(tui *t, int a) {
     case UI_ACT_TOGGLE:
         if (t->fv.n_lines) fv_fold(&t->fv, f, !fv_is_folded(&t->fv, f, t->fv.lines[t->fv.cursor].start));
         break;
+    case UI_ACT_EDIT: tui_edit_line(t, f); break;
+    case UI_ACT_FORK_TEXT: tui_fork_text(t, f); break;
+    case UI_ACT_DIFF:
+        t->diff = !t->diff, t->mask = false;
+        if (!t->diff) t->tv.follow = true;
+        break;
     case UI_ACT_SCAFFOLD:
         t->fv.raw = t->tv.show_thinking = !t->fv.raw;
         set_msg(t, t->fv.raw ? "the chat template's scaffolding and the thinking shown as they are: t folds them away"
@@ -551,6 +575,7 @@ static void do_action(tui *t, int a) {
         break;
     }
     case UI_ACT_ATTN: case UI_ACT_ATTN_LOWER: case UI_ACT_ATTN_HIGHER: case UI_ACT_ATTN_HEAD: attn_key(t, a); break;
+    case UI_ACT_ROPE: t->rope = !t->rope; break;
     case UI_ACT_ALT_PICK: {
         int32_t ids[TV_MAX_ALTS];
         float lps[TV_MAX_ALTS];
@@ -606,7 +631,7 @@ static void on_mouse(tui *t) {
     ui_worker_lock(t->w);
     const forest *f = ui_worker_forest(t->w);
     /* the pane layout draw() used: forest | mask, pane_h rows from line 1 */
-    int fw = COLS * 2 / 5, ph = t->pane_h > 0 ? t->pane_h : LINES - 3;
+    int fw = COLS * 2 / 5, ph = t->pane_h > 0 ? t->pane_h : LINES - 4;
     bool in_mask = t->mask && me.x > fw && me.y >= 1 && me.y < 1 + ph;
     mask_view *mv = ui_worker_mask_mut(t->w);
     forest_id clicked = FOREST_NONE;
@@ -637,7 +662,10 @@ static void on_key(tui *t, int ch, bool is_key) {
     if (ui_cmdline_active()) {
         char *line = NULL;
         if (ui_cmdline_feed(ch, is_key, &line)) {
-            if (line && t->cmd_is_search) {
+            if (line && t->cmd_is_write) {
+                if (*line) tui_write_text(t, line);
+                free(line);
+            } else if (line && t->cmd_is_search) {
                 search_text(t, line);
                 free(line);
             } else if (line && t->cmd_is_text) { /* text, verbatim: leading spaces and ':' kept */
@@ -650,6 +678,7 @@ static void on_key(tui *t, int ch, bool is_key) {
                 run_command(t, full);
                 free(line);
             }
+            t->cmd_is_write = false;
             t->dirty = true;
         }
         return;
@@ -658,6 +687,11 @@ static void on_key(tui *t, int ch, bool is_key) {
         t->confirming = false;
         if (ch == 'y' || ch == 'Y') post(t, t->confirm_job);
         else set_msg(t, "not loaded: your work is still here");
+        t->dirty = true;
+        return;
+    }
+    if (t->tour) {
+        if (!tour_pane_key(t->tour, ch, is_key, &t->tour_at)) tour_free(t->tour), t->tour = NULL;
         t->dirty = true;
         return;
     }
@@ -691,6 +725,7 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
     set_msg(&t, kmsg[0] ? kmsg : p->hello ? p->hello : "");
     fv_init(&t.fv, ui_screen_utf8());
     tv_init(&t.tv);
+    tv_init(&t.tv2);
     if (!(t.w = ui_worker_start(&p->wp, err))) {
         ui_screen_end();
         return err->code;
@@ -734,9 +769,12 @@ st_code ui_tui_run(const ui_tui_params *p, st_err *err) {
     ui_cmdline_end();
     delwin(t.cmdwin);
     fv_free(&t.fv);
+    tour_free(t.tour);
     free(t.keys);
     tv_free(&t.tv);
+    tv_free(&t.tv2);
     tv_layout_free(&t.lay);
+    tv_layout_free(&t.lay2);
     ui_screen_end();
     return ST_OK;
 }

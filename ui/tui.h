@@ -5,6 +5,7 @@
 #define MD_UI_TUI_H
 
 #include "base/status.h"
+#include "model/model.h"
 #include "worker.h"
 
 typedef struct ui_tui_params {
@@ -17,6 +18,7 @@ typedef struct ui_tui_params {
     const char *keys_default; /* shipped bindings (assets/keys, may be NULL) */
     const char *keys_user;    /* the user's bindings (may be NULL) */
     const char *hello;        /* first message on the command line (may be NULL) */
+    const model *model;       /* for :tour's own small context (NULL: no tour) */
 } ui_tui_params;
 
 /* Runs until quit or a signal. ST_OK; ST_ERR_IO when the terminal cannot be used (then

@@ -19,6 +19,7 @@ struct ui_undo_entry {
     int32_t *token, *parent;
     float *lp;
     double *score;     /* NAN: none */
+    char **name;       /* (n) owned, NULL: none */
     uint8_t *flags;    /* FOREST_FINISHED and FOREST_BOOKMARK as they were */
     uint16_t *tag;
     int32_t *alt_id;   /* (n, top_k) each node's stored alternatives */
@@ -35,6 +36,8 @@ static void entry_free(ui_undo_entry *e) {
     if (!e) return;
     free(e->token), free(e->parent), free(e->lp), free(e->score), free(e->flags), free(e->tag), free(e->old);
     free(e->alt_id), free(e->alt_lp), free(e->n_alt);
+    for (int32_t i = 0; e->name && i < e->n; i++) free(e->name[i]);
+    free(e->name);
     free(e);
 }
 
@@ -47,8 +50,10 @@ static int32_t subtree_next(const forest *f, int32_t root, int32_t at) {
     return at == root ? -1 : forest_node_at(f, at)->next_sibling;
 }
 
-/* The subtree of id, copied with its scores (s, may be NULL); NULL when memory ran out. */
-static ui_undo_entry *entry_keep(const forest *f, const ui_scores *s, forest_id id) {
+/* The subtree of id, copied with its scores and names (u's, either may be NULL); NULL when
+ * memory ran out. */
+static ui_undo_entry *entry_keep(const forest *f, const ui_undo *u, forest_id id) {
+    const ui_scores *s = u->scores;
     int32_t root = forest_index(id), n = 0;
     for (int32_t at = root; at >= 0; at = subtree_next(f, root, at)) n++;
     ui_undo_entry *e = calloc(1, sizeof *e);
@@ -65,8 +70,9 @@ static ui_undo_entry *entry_keep(const forest *f, const ui_scores *s, forest_id 
         e->flags = malloc((size_t)n);
         e->tag = malloc(sizeof(uint16_t) * (size_t)n);
         e->old = malloc(sizeof(forest_id) * (size_t)n);
+        e->name = calloc((size_t)n, sizeof(char *));
     }
-    if (!e || !map || !e->token || !e->parent || !e->lp || !e->score || !e->flags || !e->tag || !e->old || !e->alt_id ||
+    if (!e || !map || !e->name || !e->token || !e->parent || !e->lp || !e->score || !e->flags || !e->tag || !e->old || !e->alt_id ||
         !e->alt_lp || !e->n_alt) {
         free(map);
         entry_free(e);
@@ -85,6 +91,8 @@ static ui_undo_entry *entry_keep(const forest *f, const ui_scores *s, forest_id 
         e->flags[e->n] = nd->flags & UNDO_FLAGS;
         e->n_alt[e->n] = (uint8_t)forest_topk(f, forest_id_at(f, at), e->alt_id + e->n * k, e->alt_lp + e->n * k, k);
         e->tag[e->n] = nd->tag;
+        const char *name = session_meta_get_name(u->names, f, forest_id_at(f, at));
+        e->name[e->n] = name ? strdup(name) : NULL; /* out of memory: the name is not kept */
         e->parent[e->n] = at == root ? -1 : map[nd->parent];
         e->old[e->n] = forest_id_at(f, at);
         e->branches += nd->first_child < 0;
@@ -133,7 +141,7 @@ static void trim(ui_undo *u) {
 
 static st_code prune_keep(ui_undo *u, forest *f, forest_id id, bool joined, ui_prune_info *info, st_err *err) {
     if (!forest_get(f, id)) return st_set(err, ST_ERR_ARG, "nothing selected (that branch is gone)");
-    ui_undo_entry *e = ARR_GROW_I32(u->undo, u->n_undo + 1, u->cap_undo) ? entry_keep(f, u->scores, id) : NULL;
+    ui_undo_entry *e = ARR_GROW_I32(u->undo, u->n_undo + 1, u->cap_undo) ? entry_keep(f, u, id) : NULL;
     if (!e) return st_set(err, ST_ERR_NOMEM, "out of memory keeping the branch for undo: nothing pruned");
     forest_id near = near_of(f, forest_index(id));
     keep_lines(f, forest_index(id));
@@ -221,6 +229,8 @@ static st_code undo_one(ui_undo *u, forest *f, bool more, forest_id *top, ui_pru
         if (e->n_alt[i] && forest_n_children(f, ids[i]) == 0) /* its choices are back: no logits needed */
             forest_set_flags(f, ids[i], FOREST_NO_LOGITS, 0);
         if (u->scores && !isnan(e->score[i])) ui_scores_set(u->scores, f, ids[i], e->score[i]);
+        st_err name_err = {0}; /* out of memory: the name is not put back */
+        if (u->names && e->name[i]) session_meta_set_name(u->names, f, ids[i], e->name[i], &name_err);
     }
     /* older entries hanging inside this subtree move to the restored nodes */
     for (int32_t k = 0; k < u->n_undo; k++)

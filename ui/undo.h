@@ -26,6 +26,7 @@ typedef struct ui_undo_entry ui_undo_entry;
 
 typedef struct ui_undo {
     ui_scores *scores;     /* borrowed, may be NULL: the scores kept and put back with nodes */
+    session_meta *names;   /* borrowed, may be NULL: the names (:name) kept and put back */
     ui_undo_entry **undo;  /* (n_undo) oldest first; an entry may be joined to the one before */
     int32_t n_undo, cap_undo;
     forest_id *redo;       /* (n_redo) tops of restored subtrees, oldest first */

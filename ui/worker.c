@@ -10,6 +10,8 @@
 #include "base/clock.h"
 #include "session/session.h"
 #include "judge_job.h"
+#include "loom.h"
+#include "names.h"
 #include "svg.h"
 #include "worker_impl.h"
 
@@ -36,10 +38,20 @@ static st_code restored(ui_worker *w, const ui_prune_info *in, st_err *err) {
     return rc; /* paused (a full KV cache): its message says what to do */
 }
 
+/* Whether a prune or redo (not an undo, whose step to compute what it restores waits for
+ * the run) may go on while w->run runs: the strategy then lets go of what went. */
+static st_code prune_while_running(const ui_worker *w, const ui_job *j, st_err *err) {
+    const char *name = strategy_ops_of(w->run)->name;
+    if (j->kind == UI_JOB_UNDO) return st_set(err, ST_ERR_ARG, "%s is running: undo once it ends (or x stops it)", name);
+    if (!strategy_takes_prunes(w->run))
+        return st_set(err, ST_ERR_ARG, "%s cannot lose a branch while it runs: x stops it, then d", name);
+    return ST_OK;
+}
+
 static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
     /* plain steps (s, or the last undo's) end first, so that u u u undoes three levels */
     while (w->run && !w->paused && strategy_ops_of(w->run)->kind == STRAT_STEPS) worker_run_step(w);
-    if (w->run) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
+    if (w->run && prune_while_running(w, j, err)) return err->code;
     ui_prune_info in;
     forest_id top;
     st_code rc = j->kind == UI_JOB_PRUNE  ? ui_undo_prune(&w->undo, w->f, j->node, &in, err)
@@ -47,6 +59,7 @@ static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
                                           : ui_undo_redo(&w->undo, w->f, &in, err);
     if (rc) return rc;
     w->focus = in.near;
+    if (w->run) return worker_run_forget(w, &in), ST_OK;
     if (j->kind == UI_JOB_PRUNE) say_pruned(w, "pruned", &in, ": u undoes");
     else if (j->kind == UI_JOB_UNDO) return restored(w, &in, err);
     else say_pruned(w, "pruned", &in, " again: u undoes");
@@ -182,6 +195,20 @@ static st_code append_job(ui_worker *w, const ui_job *j, st_err *err) {
     return rc;
 }
 
+/* Your own text under node (an edited line, a fork at a token): the branch it makes, or
+ * the one that already had that text, selected. */
+static st_code write_job(ui_worker *w, const ui_job *j, st_err *err) {
+    if (check_not_dimmed(w, forest_get(w->f, j->node), err)) return err->code;
+    forest_id leaf;
+    bool made;
+    st_code rc = ui_loom_write(w->f, w->tk, j->node, j->text ? j->text : "", &leaf, &made, err);
+    if (rc) return rc;
+    w->focus = leaf;
+    say(w, "%s", made ? "written beside the original, which stays: n grows it, d prunes it"
+                      : "that text is a branch here already: selected it");
+    return ST_OK;
+}
+
 /* The log-probability of token among node's stored alternatives (the pane showed it);
  * NAN when it is not among them. */
 static float alt_logprob(const forest *f, forest_id node, int32_t token) {
@@ -213,6 +240,15 @@ static st_code fork_job(ui_worker *w, const ui_job *j, st_err *err) {
     return worker_run_start(w, &g, err);
 }
 
+/* :name TEXT: the selected branch's name, drawn on its line and saved with it. */
+static st_code name_job(ui_worker *w, const ui_job *j, st_err *err) {
+    if (!w->names) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (session_meta_set_name(w->names, w->f, j->node, j->text, err)) return err->code;
+    if (j->text && *j->text) say(w, "named the branch '%s'", j->text);
+    else say(w, "%s", "the branch's name cleared");
+    return ST_OK;
+}
+
 static st_code bookmark_job(ui_worker *w, const ui_job *j, st_err *err) {
     const forest_node *nd = forest_get(w->f, j->node);
     if (!nd) return st_set(err, ST_ERR_ARG, "nothing selected");
@@ -229,12 +265,22 @@ static session_meta *scores_meta(const ui_worker *w, st_err *err) {
     return m;
 }
 
+/* What a save or an export records besides the forest: the sampler, the chat template the
+ * typed turns were written in and the scores. The caller frees *s; ST_ERR_NOMEM. */
+static st_code worker_settings(const ui_worker *w, session_settings *s, st_err *err) {
+    *s = session_settings_default();
+    s->sample = w->sp;
+    if (w->chat_on) snprintf(s->chat_template, sizeof s->chat_template, "%s", chat_name(w->chat.kind));
+    return (s->meta = scores_meta(w, err)) ? ui_names_copy(s->meta, w->names, w->f, err) : err->code;
+}
+
 static st_code save_job(ui_worker *w, const ui_job *j, st_err *err) {
     if (!w->save) return st_set(err, ST_ERR_ARG, "saving is not available");
     if (j->u.save.if_changed && !w->touched) return ST_OK; /* nothing this run made */
-    session_meta *meta = scores_meta(w, err);
-    st_code rc = meta ? w->save(w->ud, j->text, w->f, &w->sp, meta, err) : err->code;
-    session_meta_free(meta);
+    session_settings s;
+    st_code rc = worker_settings(w, &s, err);
+    if (!rc) rc = w->save(w->ud, j->text, w->f, &s, err);
+    session_settings_free(&s);
     if (rc) return rc;
     w->unsaved_since = 0;
     if (!j->u.save.autosave) w->modified = false; /* the autosave is replaced by the next run's */
@@ -259,7 +305,9 @@ static st_code load_job(ui_worker *w, const ui_job *j, st_err *err) {
     w->modified = w->touched = false;
     w->n_scores = 0; /* ids of the old forest */
     st_code rc = ui_scores_from_meta(&w->judged, w->f, meta, err);
-    session_meta_free(meta);
+    session_meta_free(w->names);
+    w->names = meta ? meta : session_meta_init(); /* its names (the rest it holds unread) */
+    w->undo.names = w->names;
     if (rc) return rc;
     say(w, j->u.load.force ? "loaded %s (its model check skipped): press s to compute it"
                             : "loaded %s: press s to compute it", j->text);
@@ -293,12 +341,10 @@ static st_code export_job(ui_worker *w, const ui_job *j, st_err *err) {
     snprintf(path, sizeof path, "%s", j->text);
     int parts = svg_parts(path);
     if (parts) return export_svg(w, path, parts, j->text, err);
-    session_settings s = session_settings_default();
-    s.sample = w->sp;
-    if (w->chat_on) snprintf(s.chat_template, sizeof s.chat_template, "%s", chat_name(w->chat.kind));
-    st_code rc = (s.meta = scores_meta(w, err)) ? session_save_markdown(j->text, w->f, w->tk, &s, NULL, err)
-                                                : err->code;
-    session_meta_free(s.meta);
+    session_settings s;
+    st_code rc = worker_settings(w, &s, err);
+    if (!rc) rc = session_save_markdown(j->text, w->f, w->tk, &s, NULL, err);
+    session_settings_free(&s);
     if (!rc) say(w, "exported %s", j->text);
     return rc;
 }
@@ -328,6 +374,8 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
     case UI_JOB_KEEP: return keep_job(w, j, err);
     case UI_JOB_APPEND: return append_job(w, j, err);
     case UI_JOB_FORK: return fork_job(w, j, err);
+    case UI_JOB_WRITE: return write_job(w, j, err);
+    case UI_JOB_NAME: return name_job(w, j, err);
     case UI_JOB_BOOKMARK: return bookmark_job(w, j, err);
     case UI_JOB_SET: return set_param(w, j->text ? j->text : "", j->u.set.value, err);
     case UI_JOB_SAVE: return save_job(w, j, err);
@@ -451,9 +499,13 @@ ui_worker *ui_worker_start(const ui_worker_params *p, st_err *err) {
     ui_undo_init(&w->undo);
     w->undo.scores = &w->judged;
     bool ok = !ui_scores_from_meta(&w->judged, w->f, p->meta, err);
+    if (ok && !(w->names = session_meta_init())) ok = !st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (ok) ok = !ui_names_copy(w->names, p->meta, w->f, err);
+    w->undo.names = w->names;
     if (ok && pthread_create(&w->th, NULL, worker_main, w))
         ok = !st_set(err, ST_ERR_IO, "cannot start the engine thread");
     if (!ok) {
+        session_meta_free(w->names);
         ui_scores_free(&w->judged);
         step_plan_free(&w->plan);
         step_plan_free(&w->preview);
@@ -491,6 +543,7 @@ void ui_worker_stop(ui_worker *w) {
     worker_run_stop(w);
     ui_undo_free(&w->undo);
     ui_scores_free(&w->judged);
+    session_meta_free(w->names);
     step_plan_free(&w->plan);
     step_plan_free(&w->preview);
     forest_free(w->f);
@@ -529,6 +582,8 @@ void ui_worker_settings(const ui_worker *w, char *out, size_t cap) {
              (int)w->sp.top_k, (double)w->sp.top_p, (double)w->sp.min_p, (unsigned long long)w->sp.seed,
              (int)w->budget, w->chat.kind == CHAT_NONE ? "(no template)" : w->chat_on ? "on" : "off");
 }
+
+const char *ui_worker_name_of(const ui_worker *w, forest_id id) { return session_meta_get_name(w->names, w->f, id); }
 
 bool ui_worker_score_of(const ui_worker *w, forest_id id, double *score) {
     if (ui_scores_get(&w->judged, w->f, id, score)) return true;

@@ -34,9 +34,9 @@
 #include "scores.h"
 #include "status.h"
 
-/* meta (borrowed for the call) holds the nodes' scores, saved with them. */
-typedef st_code (*ui_save_fn)(void *ud, const char *path, const forest *f, const sample_params *sp,
-                              session_meta *meta, st_err *err);
+/* s (the worker's, for the call; the callback may fill its model_path) holds the sampler,
+ * the chat template typed turns were written in ("" none) and the nodes' scores. */
+typedef st_code (*ui_save_fn)(void *ud, const char *path, const forest *f, session_settings *s, st_err *err);
 /* Returns a new forest (every node pending) and fills *sp and *meta (the nodes' scores;
  * NULL when the file has none; the caller frees it), or NULL + err (ST_ERR_ARG for a
  * session saved with another model, unless force: its tokens are checked against this
@@ -109,6 +109,8 @@ int32_t ui_worker_running(const ui_worker *w, forest_id *out, int32_t cap);
  * live hypothesis (log-probability per token, as beam.h scores results). False: none. */
 #define UI_MAX_SCORES 64 /* beam hypotheses shown */
 bool ui_worker_score_of(const ui_worker *w, forest_id id, double *score);
+/* The name given to node id (:name), NULL for none; valid until the lock is released. */
+const char *ui_worker_name_of(const ui_worker *w, forest_id id);
 /* The forest pane's sort keys for order (scores.h: ui_scores_keys over the judge scores). */
 st_code ui_worker_sort_keys(const ui_worker *w, ui_sort order, double **keys, int32_t *cap, st_err *err);
 /* The settings :set changes, as "temp 0.8  top_k 40 ... budget 32  chat on". */

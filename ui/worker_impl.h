@@ -63,6 +63,7 @@ struct ui_worker {
     forest_id focus;
     ui_undo undo;              /* the prune history */
     ui_scores judged;          /* judge and tot scores, kept with their nodes */
+    session_meta *names;       /* the branches' names (:name; names.h), NULL out of memory */
     forest_id score_leaf[UI_MAX_SCORES]; /* the running beam's live hypotheses and scores */
     double score[UI_MAX_SCORES];
     int32_t n_scores;
@@ -101,6 +102,10 @@ void worker_run_step(ui_worker *w);
 void worker_run_pause(ui_worker *w);
 /* s while paused: n more stages of a staged run (then paused again), else n steps now. */
 void worker_run_advance(ui_worker *w, int32_t n);
+/* After the user pruned (in) while w->run runs, between two of its steps: the strategy
+ * lets go of what went (strategy_forget) and goes on, or, left with nothing to grow, ends
+ * as any run ends; the message says which. */
+void worker_run_forget(ui_worker *w, const ui_prune_info *in);
 /* Ends w->run (the rate of its tokens kept for the status line); none running: no-op. */
 void worker_run_stop(ui_worker *w);
 /* text as a chat user turn under node in the form the branch calls for (ask_margins.h):

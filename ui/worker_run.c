@@ -334,3 +334,17 @@ void worker_run_step(ui_worker *w) {
     changed(w, true);
 }
 
+void worker_run_forget(ui_worker *w, const ui_prune_info *in) {
+    strategy_forget(w->run, w->f);
+    char m[200];
+    snprintf(m, sizeof m, "pruned %d node%s (%d branch%s): %s goes on without %s", (int)in->nodes,
+             in->nodes == 1 ? "" : "s", (int)in->branches, in->branches == 1 ? "" : "es",
+             strategy_ops_of(w->run)->name, in->branches == 1 ? "it" : "them");
+    say(w, "%s", m);
+    if (!strategy_done(w->run)) return;
+    strategy_progress pr;
+    strategy_get_progress(w->run, &pr);
+    say_done(w, &pr);
+    keep_results(w);
+    worker_run_stop(w);
+}

@@ -296,9 +296,12 @@ static void *mk_worker(void *arg) {
 #define MK_MAX_THREADS 16
 
 static st_code mk_fill_all(const mkmodel_params *p, mk_tensor *t, int n) {
-    int64_t hq = (int64_t)p->n_head * mk_head_dim(p);
-    int64_t row_max = p->n_embd > p->n_ff ? p->n_embd : p->n_ff;
-    mk_pool pool = {.p = p, .t = t, .n = n, .row_max = row_max > hq ? row_max : hq};
+    /* (the longest row of any tensor: Gemma 4's per-layer embeddings are n_layer x their
+     * width, which can exceed n_embd, n_ff and the heads) */
+    int64_t row_max = 1;
+    for (int i = 0; i < n; i++)
+        if (t[i].ne[0] > row_max) row_max = t[i].ne[0];
+    mk_pool pool = {.p = p, .t = t, .n = n, .row_max = row_max};
     atomic_init(&pool.next, 0);
     atomic_init(&pool.failed, 0);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);

@@ -67,6 +67,7 @@ typedef struct session_meta_ent {
     uint64_t seed;
     bool has_score;
     double score;
+    char *name;        /* owned, NULL: none */
 } session_meta_ent;
 
 struct session_meta {
@@ -81,6 +82,7 @@ session_meta *session_meta_init(void) { return calloc(1, sizeof(session_meta)); 
 void session_meta_free(session_meta *m) {
     if (!m) return;
     for (int32_t i = 0; i < m->n_names; i++) free(m->names[i]);
+    for (int32_t i = 0; i < m->cap; i++) free(m->ent[i].name);
     free(m->names);
     free(m->ent);
     free(m);
@@ -115,7 +117,10 @@ static session_meta_ent *meta_entry(session_meta *m, const forest *f, forest_id 
         m->cap = cap;
     }
     session_meta_ent *e = &m->ent[idx];
-    if (e->gen != (uint32_t)(id >> 32)) *e = (session_meta_ent){.gen = (uint32_t)(id >> 32), .strategy = -1};
+    if (e->gen != (uint32_t)(id >> 32)) { /* an older node's entry: forgotten */
+        free(e->name);
+        *e = (session_meta_ent){.gen = (uint32_t)(id >> 32), .strategy = -1};
+    }
     return e;
 }
 
@@ -164,6 +169,26 @@ bool session_meta_get_score(const session_meta *m, const forest *f, forest_id id
     if (!e || !e->has_score) return false;
     *score = e->score;
     return true;
+}
+
+st_code session_meta_set_name(session_meta *m, const forest *f, forest_id id, const char *name, st_err *err) {
+    if (name && strlen(name) > SESSION_MAX_NAME)
+        return st_set(err, ST_ERR_ARG, "a name longer than %d bytes", SESSION_MAX_NAME);
+    json_t *utf8 = name ? json_string(name) : NULL; /* the file holds UTF-8 text only */
+    if (name && !utf8) return st_set(err, ST_ERR_ARG, "a name must be UTF-8 text");
+    json_decref(utf8);
+    char *copy = name && *name ? strdup(name) : NULL;
+    if (name && *name && !copy) return st_set(err, ST_ERR_NOMEM, "out of memory for node metadata");
+    session_meta_ent *e = meta_entry(m, f, id, err);
+    if (!e) return free(copy), err->code;
+    free(e->name);
+    e->name = copy;
+    return ST_OK;
+}
+
+const char *session_meta_get_name(const session_meta *m, const forest *f, forest_id id) {
+    const session_meta_ent *e = meta_find(m, f, id);
+    return e ? e->name : NULL;
 }
 
 /* ======================= settings ======================= */
@@ -276,6 +301,8 @@ static json_t *save_node(const forest *f, const session_settings *s, int32_t i, 
     }
     double score;
     if (session_meta_get_score(s->meta, f, id, &score)) jset(o, "score", json_real(score), bad);
+    const char *name = session_meta_get_name(s->meta, f, id);
+    if (name) jset(o, "name", json_string(name), bad);
     int32_t tk = forest_top_k(f);
     if (s->save_topk && tk > 0) {
         int32_t ids[256];

@@ -19,7 +19,8 @@
  *                people reading the file; ignored when loading),
  *   "forest":   {"n_slots", "top_k", "nodes": [{"id", "parent" (-1 for a root), "token",
  *                "depth", optional "logprob" (absent when unscored), "flags" (["finished",
- *                "bookmark"]), "tag", "strategy", "seed", "score" (a judge's or beam's,
+ *                "bookmark"]), "tag", "strategy", "seed", "name" (a branch's name, given in
+ *                the TUI, absent when none), "score" (a judge's or beam's,
  *                9 significant digits, absent when none; files without it load unscored), "topk" ([[token,
  *                logprob]...])}]}
  *                with one node per line, in DFS order (loading accepts any order).
@@ -105,6 +106,14 @@ bool session_meta_get(const session_meta *m, const forest *f, forest_id id,
 st_code session_meta_set_score(session_meta *m, const forest *f, forest_id id, double score, st_err *err);
 /* Node id's score into *score: false when it has none. m may be NULL. */
 bool session_meta_get_score(const session_meta *m, const forest *f, forest_id id, double *score);
+
+#define SESSION_MAX_NAME 80 /* bytes of a branch name */
+/* A name for live node id (copied; NULL or "" clears it), kept beside its other entries.
+ * ST_ERR_ARG for a stale id, a name over SESSION_MAX_NAME bytes or not UTF-8, ST_ERR_NOMEM. */
+st_code session_meta_set_name(session_meta *m, const forest *f, forest_id id, const char *name, st_err *err);
+/* Node id's name (valid while m lives and the name is not set again), NULL for none. m may
+ * be NULL. */
+const char *session_meta_get_name(const session_meta *m, const forest *f, forest_id id);
 
 /* ---- settings ---- */
 

@@ -95,6 +95,7 @@ typedef struct load_node {
     const char *strategy; /* borrowed from the JSON tree, NULL: no metadata */
     uint64_t seed;
     double score;         /* NAN: none */
+    const char *name;     /* borrowed from the JSON tree, NULL: none */
     const json_t *topk;   /* NULL: none */
     int32_t ppos;         /* position of the parent in the table, -1 for a root */
     int32_t first, last, next; /* children, in file order (positions) */
@@ -155,7 +156,10 @@ static st_code load_node_fields(const json_t *o, int32_t top_k, int32_t n_vocab,
         (rc = jseed(o, "seed", &nd->seed, where, err)))
         return rc;
     nd->score = NAN; /* none, unless the file has one (older files never do) */
-    if ((rc = jnum(o, "score", false, &nd->score, where, err))) return rc;
+    if ((rc = jnum(o, "score", false, &nd->score, where, err)) || (rc = jstr(o, "name", false, &nd->name, where, err)))
+        return rc;
+    if (nd->name && strlen(nd->name) > SESSION_MAX_NAME)
+        return st_set(err, ST_ERR_FORMAT, "%s: 'name' is longer than %d bytes", where, SESSION_MAX_NAME);
     if (nd->strategy && (!*nd->strategy || strlen(nd->strategy) > SESSION_MAX_STRATEGY))
         return st_set(err, ST_ERR_FORMAT, "%s: 'strategy' is empty or longer than %d bytes", where,
                       SESSION_MAX_STRATEGY);
@@ -262,13 +266,14 @@ static forest *load_build(load_node *nd, int32_t n, int32_t n_slots, int32_t top
             if (rc) break;
             forest_set_flags(f, nid[i], x->flags, 0);
             forest_set_tag(f, nid[i], x->tag);
-            if (x->strategy || !isnan(x->score)) {
+            if (x->strategy || !isnan(x->score) || x->name) {
                 if (!meta && !(meta = session_meta_init())) {
                     rc = st_set(err, ST_ERR_NOMEM, "out of memory loading the session");
                     break;
                 }
                 if (x->strategy && (rc = session_meta_set(meta, f, nid[i], x->strategy, x->seed, err))) break;
                 if (!isnan(x->score) && (rc = session_meta_set_score(meta, f, nid[i], x->score, err))) break;
+                if (x->name && (rc = session_meta_set_name(meta, f, nid[i], x->name, err))) break;
             }
             if (x->topk) {
                 int32_t k = (int32_t)json_array_size(x->topk);

@@ -315,6 +315,14 @@ st_code beam_step(beam *b, forest *f, step_plan *p, model_ctx *c, st_err *err) {
     return ST_OK;
 }
 
+void beam_forget(beam *b, const forest *f) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < b->n_live; i++)
+        if (forest_get(f, b->leaf[i])) b->leaf[n] = b->leaf[i], b->sum[n] = b->sum[i], b->parent[n] = b->parent[i], n++;
+    b->n_live = n;
+    if (n == 0) b->done = true;
+}
+
 bool beam_done(const beam *b) { return b->done; }
 int32_t beam_steps(const beam *b) { return b->steps; }
 int32_t beam_cur_len(const beam *b) { return b->cur_len; }
@@ -367,6 +375,8 @@ static st_code beam_run_step(void *self, const strategy_env *env, st_err *err) {
 
 static bool beam_run_done(const void *self) { return beam_done(((const beam_run *)self)->b); }
 
+static void beam_run_forget(void *self, const forest *f) { beam_forget(((beam_run *)self)->b, f); }
+
 static void beam_run_progress(const void *self, strategy_progress *out) {
     const beam_run *r = self;
     out->done = beam_steps(r->b);
@@ -414,6 +424,7 @@ const strategy_ops strat_beam_ops = {
     .result = beam_run_result,
     .running = beam_run_running,
     .scores = beam_run_scores,
+    .forget = beam_run_forget,
     .free = beam_run_free,
 };
 

@@ -77,6 +77,11 @@ void beam_free(beam *b); /* NULL is a no-op; leaves the forest as it is */
  * search is broken and can only be freed. */
 st_code beam_step(beam *b, forest *f, step_plan *p, model_ctx *c, st_err *err);
 
+/* After nodes of f were pruned from outside between two steps: the live hypotheses whose
+ * leaf went are dropped (the next step picks the B best candidates of the others, so the
+ * beam refills from them); with none left the search is done, the finished list as it is. */
+void beam_forget(beam *b, const forest *f);
+
 bool beam_done(const beam *b);
 int32_t beam_steps(const beam *b);       /* steps run */
 int32_t beam_cur_len(const beam *b);     /* generated length of the live hypotheses */

@@ -114,6 +114,14 @@ static int32_t best_running(const void *self, forest_id *out, int32_t cap) {
     return strat_grow_run_running(&((const best_run *)self)->run, out, cap);
 }
 
+/* Samples whose leaf went end; the ranking is made once the last one ends, here too. */
+static void best_forget(void *self, const forest *f) {
+    best_run *r = self;
+    bool was_done = strat_grow_run_done(&r->run);
+    strat_grow_run_forget(&r->run, f);
+    if (!was_done && strat_grow_run_done(&r->run)) rank(r, f);
+}
+
 static const strategy_arg best_args[] = {
     {"samples", "independent samples to draw (default 4)", STRAT_ARG_PRIV, offsetof(best_opts, n), 1, 4096, false},
     {"tokens", "tokens per sample at most (default 32)", STRAT_ARG_BUDGET, 0, 1, 1 << 24, true},
@@ -135,5 +143,6 @@ const strategy_ops strat_best_ops = {
     .n_results = best_n_results,
     .result = best_result,
     .running = best_running,
+    .forget = best_forget,
     .free = best_free,
 };

@@ -112,11 +112,11 @@ int32_t cot_chain_tokens(const cot *c, const forest *f, int32_t i, int32_t *out,
 
 st_code cot_vote_parse(const char *s, cot_vote_spec *v, st_err *err) {
     if (!strcmp(s, "last-number")) {
-        *v = (cot_vote_spec){COT_VOTE_LAST_NUMBER, NULL};
+        v->kind = COT_VOTE_LAST_NUMBER, v->marker = NULL;
         return ST_OK;
     }
     if (!strncmp(s, "marker:", 7) && s[7]) {
-        *v = (cot_vote_spec){COT_VOTE_MARKER, s + 7};
+        v->kind = COT_VOTE_MARKER, v->marker = s + 7;
         return ST_OK;
     }
     return st_set(err, ST_ERR_ARG, "bad vote pattern '%s' (want last-number or marker:TEXT)", s);
@@ -187,15 +187,23 @@ int32_t cot_extract(const cot_vote_spec *v, const char *text, char *out, size_t 
     return put(out, cap, s, (size_t)(e - s));
 }
 
-int32_t cot_majority(const char *const *answers, int32_t n, int32_t *votes) {
+bool cot_vote_counts(const cot_vote_spec *v, strategy_end end) {
+    return v->all || end == STRAT_END_EOG || end == STRAT_END_STOP;
+}
+
+static bool has_vote(const char *const *answers, const bool *counts, int32_t j) {
+    return answers[j] && (!counts || counts[j]);
+}
+
+int32_t cot_majority(const char *const *answers, const bool *counts, int32_t n, int32_t *votes) {
     int32_t best = -1, best_votes = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (!answers[i]) continue;
+        if (!has_vote(answers, counts, i)) continue;
         bool seen = false; /* counted already, as an earlier chain's answer */
-        for (int32_t j = 0; j < i && !seen; j++) seen = answers[j] && !strcmp(answers[j], answers[i]);
+        for (int32_t j = 0; j < i && !seen; j++) seen = has_vote(answers, counts, j) && !strcmp(answers[j], answers[i]);
         if (seen) continue;
         int32_t count = 0;
-        for (int32_t j = i; j < n; j++) count += answers[j] && !strcmp(answers[j], answers[i]);
+        for (int32_t j = i; j < n; j++) count += has_vote(answers, counts, j) && !strcmp(answers[j], answers[i]);
         if (count > best_votes) {
             best = i;
             best_votes = count;
@@ -261,6 +269,13 @@ static int32_t cot_run_running(const void *self, forest_id *out, int32_t cap) {
     return strat_grow_running(&((const cot_run *)self)->c.g, out, cap);
 }
 
+/* Chains whose leaf went end; a fork node that went leaves nothing to fork. */
+static void cot_run_forget(void *self, const forest *f) {
+    cot_run *r = self;
+    grow_forget(&r->c.g, f);
+    if (!forest_get(f, r->c.from)) r->c.forked = true;
+}
+
 const strategy_ops strat_cot_ops = {
     .name = "cot",
     .kind = STRAT_COT,
@@ -272,5 +287,6 @@ const strategy_ops strat_cot_ops = {
     .n_results = cot_run_n_results,
     .result = cot_run_result,
     .running = cot_run_running,
+    .forget = cot_run_forget,
     .free = cot_run_free,
 };

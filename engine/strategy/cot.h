@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "strategy/grow.h"
+#include "strategy/strategy.h"
 
 typedef struct cot {
     forest_id from;    /* the fork node */
@@ -73,10 +74,11 @@ enum { COT_VOTE_NONE = 0, COT_VOTE_LAST_NUMBER, COT_VOTE_MARKER };
 typedef struct cot_vote_spec {
     int32_t kind;        /* COT_VOTE_* */
     const char *marker;  /* COT_VOTE_MARKER: the text before the answer (borrowed) */
+    bool all;            /* chains the budget cut vote too (--vote-all) */
 } cot_vote_spec;
 
-/* Parses "last-number" or "marker:TEXT" (TEXT non-empty; v->marker points into s).
- * ST_ERR_ARG naming the accepted forms. */
+/* Parses "last-number" or "marker:TEXT" (TEXT non-empty; v->marker points into s) into
+ * v's kind and marker (v->all is left as it is). ST_ERR_ARG naming the accepted forms. */
 st_code cot_vote_parse(const char *s, cot_vote_spec *v, st_err *err);
 
 /* The answer of one chain's text, normalised, into out (cap > 0 bytes, NUL-terminated,
@@ -90,9 +92,14 @@ st_code cot_vote_parse(const char *s, cot_vote_spec *v, st_err *err);
  *     trimmed of spaces and of one final '.'. */
 int32_t cot_extract(const cot_vote_spec *v, const char *text, char *out, size_t cap);
 
-/* Majority over answers[0..n) (NULL entries have none): returns the index of the first
- * chain holding the most frequent answer (ties: the answer seen first wins) and its vote
- * count in *votes; -1 (and *votes = 0) when no chain has an answer. */
-int32_t cot_majority(const char *const *answers, int32_t n, int32_t *votes);
+/* Whether a chain that ended by end takes part in v's vote: one that ended (an end token,
+ * a stop string) always; one its budget or a full cache cut only with v->all, since its
+ * last number may be one it was still writing. */
+bool cot_vote_counts(const cot_vote_spec *v, strategy_end end);
+
+/* Majority over the answers[0..n) that count (counts NULL: all; NULL answers have none):
+ * returns the index of the first chain holding the most frequent answer (ties: the answer
+ * seen first wins) and its vote count in *votes; -1 (and *votes = 0) when none has one. */
+int32_t cot_majority(const char *const *answers, const bool *counts, int32_t n, int32_t *votes);
 
 #endif

@@ -187,6 +187,17 @@ st_code grow_accept(grow *g, forest *f, int32_t i, int32_t t, float lp, const to
     return ST_OK;
 }
 
+void grow_forget(grow *g, const forest *f) {
+    for (int32_t i = 0; i < g->n; i++) {
+        grow_branch *b = &g->br[i];
+        if (b->leaf == FOREST_NONE || forest_get(f, b->leaf)) continue;
+        if (!b->done) finish(g, b);
+        b->pruned = true;
+        b->leaf = FOREST_NONE;
+        if (!forest_get(f, b->start)) b->start = FOREST_NONE;
+    }
+}
+
 st_code grow_step(grow *g, forest *f, step_plan *p, model_ctx *c, const tok *tk,
                   grow_emit_fn emit, void *ud, int32_t *active, st_err *err) {
     st_code rc = step_forest(f, p, c, err);
@@ -227,8 +238,8 @@ void strat_grow_result(const grow *g, int32_t i, strategy_result *out) {
     const grow_branch *b = &g->br[i];
     *out = (strategy_result){.start = b->start, .leaf = b->leaf, .n_tokens = b->made, .score = NAN,
                              .stop = b->stop, .eog_token = -1};
-    out->end = !b->done ? STRAT_RUNNING : b->eog ? STRAT_END_EOG : b->stop >= 0 ? STRAT_END_STOP
-                                                                                : STRAT_END_BUDGET;
+    out->end = !b->done ? STRAT_RUNNING : b->pruned ? STRAT_END_PRUNED : b->eog ? STRAT_END_EOG
+               : b->stop >= 0 ? STRAT_END_STOP : STRAT_END_BUDGET;
 }
 
 int32_t strat_grow_running(const grow *g, forest_id *out, int32_t cap) {
@@ -283,6 +294,8 @@ void strat_grow_run_result(const void *self, const forest *f, int32_t i, strateg
 int32_t strat_grow_run_running(const void *self, forest_id *out, int32_t cap) {
     return strat_grow_running(&((const strat_grow_run *)self)->g, out, cap);
 }
+
+void strat_grow_run_forget(void *self, const forest *f) { grow_forget(&((strat_grow_run *)self)->g, f); }
 
 /* n branches from start, the first with seed + first (o->u.grow.n branches each). */
 static st_code grow_run_add(strat_grow_run *r, forest *f, forest_id start, const strategy_opts *o,

@@ -32,6 +32,7 @@ typedef struct grow_branch {
     int32_t made;      /* tokens generated so far */
     bool done;
     bool eog;          /* ended by an end-of-generation token (not the budget) */
+    bool pruned;       /* ended because its leaf was pruned from outside (grow_forget) */
     int32_t stop;      /* index of the stop string that ended it, -1 for none */
     /* stop-string matching: the tail of the branch's decoded text (owned) */
     char *tail;
@@ -83,6 +84,10 @@ st_code grow_step(grow *g, forest *f, step_plan *p, model_ctx *c, const tok *tk,
  * strings). ST_ERR_NOMEM / ST_ERR_ARG from forest_append. */
 st_code grow_accept(grow *g, forest *f, int32_t i, int32_t token, float lp, const tok *tk,
                     grow_emit_fn emit, void *ud, st_err *err);
+
+/* After nodes of f were pruned from outside between two steps: a branch whose leaf went
+ * ends, pruned (done, its leaf FOREST_NONE); the others go on as they were. */
+void grow_forget(grow *g, const forest *f);
 
 /* The repetition-penalty history of branch i: its root-to-leaf path, in g's scratch
  * (*hist valid until the next call on g), *n its length. With no penalty in the branch's

@@ -51,6 +51,9 @@ static int32_t steps_running(const void *self, forest_id *out, int32_t cap) {
     return 0;
 }
 
+/* Plain steps hold no node: a prune changes only what the next step computes. */
+static void steps_forget(void *self, const forest *f) { (void)self, (void)f; }
+
 const strategy_ops strat_steps_ops = {
     .name = "step",
     .kind = STRAT_STEPS,
@@ -61,6 +64,7 @@ const strategy_ops strat_steps_ops = {
     .progress = steps_progress,
     .n_results = steps_n_results,
     .running = steps_running,
+    .forget = steps_forget,
     .free = free,
 };
 
@@ -221,6 +225,13 @@ int32_t strategy_running(const strategy *s, forest_id *out, int32_t cap) {
 
 int32_t strategy_scores(const strategy *s, forest_id *ids, double *scores, int32_t cap) {
     return s->ops->scores ? s->ops->scores(s->self, ids, scores, cap) : 0;
+}
+
+bool strategy_takes_prunes(const strategy *s) { return s->ops->forget != NULL; }
+
+void strategy_forget(strategy *s, const forest *f) {
+    ASSERT(s->ops->forget);
+    s->ops->forget(s->self, f);
 }
 
 const void *strategy_state(const strategy *s) { return s->self; }

@@ -68,6 +68,7 @@ typedef enum {
     STRAT_END_EOG,     /* an end-of-generation token (grow: not kept in the forest) */
     STRAT_END_BUDGET,  /* its token budget (or beam's max_tokens) */
     STRAT_END_STOP,    /* a stop string (result.stop says which) */
+    STRAT_END_PRUNED,  /* the host pruned it while the run went on (strategy_forget): no leaf */
 } strategy_end;
 
 /* Margins' answer prompt: given the notes' text joined (margins_notes_text with "\n\n"),
@@ -266,6 +267,11 @@ typedef struct strategy_ops {
     int32_t (*running)(const void *self, forest_id *out, int32_t cap);
     /* Leaves with a score to show (beam's live hypotheses); may be NULL (none). */
     int32_t (*scores)(const void *self, forest_id *ids, double *scores, int32_t cap);
+    /* The host pruned nodes of f between two steps (the TUI's d while a run goes on): the
+     * strategy lets go of what went, a branch whose leaf is gone ending STRAT_END_PRUNED,
+     * and never reads a freed node again. NULL: a strategy that cannot lose nodes while it
+     * runs (its hosts must not prune under it). */
+    void (*forget)(void *self, const forest *f);
     void (*free)(void *self); /* NULL is a no-op; leaves the forest as it is */
 } strategy_ops;
 
@@ -313,6 +319,11 @@ int32_t strategy_n_results(const strategy *s);
 void strategy_result_at(const strategy *s, const forest *f, int32_t i, strategy_result *out);
 int32_t strategy_running(const strategy *s, forest_id *out, int32_t cap);
 int32_t strategy_scores(const strategy *s, forest_id *ids, double *scores, int32_t cap);
+/* Whether nodes may be pruned under s while it runs (its table has forget). */
+bool strategy_takes_prunes(const strategy *s);
+/* After the host pruned nodes of f between two of s's steps: s lets go of them
+ * (ops->forget; s must take prunes). s may be done afterwards (nothing left to grow). */
+void strategy_forget(strategy *s, const forest *f);
 /* The state behind the table, for a caller that knows the kind and needs more than the
  * interface gives (a bench reading spec_get_stats): strategy_spec returns the spec
  * driver of a draft / lookahead run, NULL for other kinds. */

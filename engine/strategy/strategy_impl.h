@@ -34,11 +34,12 @@ void strat_grow_run_progress(const void *self, strategy_progress *out);
 int32_t strat_grow_run_n_results(const void *self);
 void strat_grow_run_result(const void *self, const forest *f, int32_t i, strategy_result *out);
 int32_t strat_grow_run_running(const void *self, forest_id *out, int32_t cap);
+void strat_grow_run_forget(void *self, const forest *f);
 void strat_grow_run_free(void *self);
 #define STRAT_GROW_RUN_OPS                                                                        \
     .step = strat_grow_run_step, .done = strat_grow_run_done, .progress = strat_grow_run_progress, \
     .n_results = strat_grow_run_n_results, .result = strat_grow_run_result,                       \
-    .running = strat_grow_run_running, .free = strat_grow_run_free
+    .running = strat_grow_run_running, .forget = strat_grow_run_forget, .free = strat_grow_run_free
 /* calloc that sets ST_ERR_NOMEM. */
 void *strat_calloc(size_t size, st_err *err);
 

@@ -217,6 +217,12 @@ static void scale_span(float *y, const float *unused, const float *s, int64_t n)
     for (; i < n; i++) y[i] *= *s;
 }
 
+/* (ref's expression, value by value: the same bits) */
+static void softcap_span(float *y, const float *unused, const float *cap, int64_t n) {
+    (void)unused;
+    for (int64_t i = 0; i < n; i++) y[i] = *cap * tanhf(y[i] / *cap);
+}
+
 static void ew_task(void *ctx, int32_t t, int32_t thread) {
     (void)thread;
     const ew_job *j = ctx;
@@ -264,6 +270,11 @@ static void cpu_scale(kern_backend *b, float *y, float s, int64_t n) {
     ew_run(b, &j);
 }
 
+static void cpu_softcap(kern_backend *b, float *y, float cap, int64_t n) {
+    ew_job j = {.y = y, .a = NULL, .b = &cap, .b_whole = true, .n = n, .fn = softcap_span};
+    ew_run(b, &j);
+}
+
 /* Row by row: the bias is short (one head group) and the rows few. */
 static void cpu_add_bias(kern_backend *b, float *y, const float *bias, int32_t n_rows,
                          int32_t dim) {
@@ -298,6 +309,7 @@ const kern_ops kern_cpu_ops = {
     .rope_neox = cpu_rope_neox,
     .add_bias = cpu_add_bias,
     .scale = cpu_scale,
+    .softcap = cpu_softcap,
     .geglu = cpu_geglu,
     .swiglu_oai = cpu_swiglu_oai,
 };

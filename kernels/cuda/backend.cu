@@ -47,7 +47,7 @@ namespace {
 constexpr size_t PRODUCT_TILE_BYTES = (size_t)64 << 20;
 constexpr int N_SMALL = 8; /* host arrays kept on the device at once */
 
-enum { S_W, S_OUT, S_IN, S_TOPK, S_Q8, N_SCRATCH }; /* device scratch buffers, by use */
+enum { S_W, S_OUT, S_IN, S_TOPK, S_Q8, S_ATT, N_SCRATCH }; /* device scratch buffers, by use */
 
 struct dev_buf {
     void *p;
@@ -486,6 +486,27 @@ void cuda_rope_neox(kern_backend *b, float *x, const int32_t *pos, int32_t n_row
     LAUNCHED(b, "rope_neox");
 }
 
+/* Attention's chunk partials for a's rows, or NULL when its rows alone make blocks
+ * enough to fill the GPU (ATT_FILL: about two a multiprocessor of an H100's 132), a row
+ * has one chunk at most, or the partials would take over ATT_PART_BYTES. *n_chunks: the
+ * chunks of the longest row. */
+constexpr int64_t ATT_FILL = 256;
+constexpr size_t ATT_PART_BYTES = (size_t)64 << 20;
+float *attention_parts(kern_backend *b, const kern_attn *a, int32_t *n_chunks) {
+    int64_t most = 0;
+    for (int32_t r = 0; r < a->n_rows; r++) {
+        int64_t n = 0;
+        for (int32_t i = a->seg_off[r]; i < a->seg_off[r + 1]; i++) n += a->segs[i].len;
+        most = std::max(most, n);
+    }
+    *n_chunks = (int32_t)((most + CU_ATTN_CHUNK - 1) / CU_ATTN_CHUNK);
+    const int64_t blocks = (int64_t)a->n_rows * a->n_head_kv * cu_attention_subs(a->n_head, a->n_head_kv);
+    const size_t bytes = sizeof(float) * (size_t)a->n_rows * a->n_head * (size_t)*n_chunks *
+                         (size_t)(a->head_dim + 2);
+    if (*n_chunks <= 1 || blocks >= ATT_FILL || bytes > ATT_PART_BYTES) return nullptr;
+    return static_cast<float *>(scratch(b, "attention", S_ATT, bytes));
+}
+
 void cuda_attention(kern_backend *b, const kern_attn *a) {
     if (a->n_rows <= 0) return;
     if (a->head_dim > CU_ATTN_MAX_HD) {
@@ -497,9 +518,11 @@ void cuda_attention(kern_backend *b, const kern_attn *a) {
     const void *off = to_device(b, "attention", a->seg_off, sizeof(int32_t) * ((size_t)a->n_rows + 1));
     const void *segs = off ? to_device(b, "attention", a->segs, sizeof(kern_seg) * n_segs) : nullptr;
     if (!segs) return;
+    int32_t n_chunks = 0;
+    float *part = attention_parts(b, a, &n_chunks);
     cu_attention(a->out, a->q, a->k, a->v, static_cast<const int32_t *>(off),
                  static_cast<const int32_t *>(segs), a->n_rows, a->n_head, a->n_head_kv,
-                 a->head_dim, a->scale, STREAM);
+                 a->head_dim, a->scale, part, part ? n_chunks : 0, STREAM);
     LAUNCHED(b, "attention");
 }
 
@@ -516,6 +539,17 @@ void cuda_geglu(kern_backend *b, float *y, const float *gate, const float *up, i
 void cuda_add_bias(kern_backend *b, float *y, const float *bias, int32_t n_rows, int32_t dim) {
     cu_add_bias(y, bias, n_rows, dim, STREAM);
     LAUNCHED(b, "add_bias");
+}
+
+/* Logits matmul left in host memory (copied back before it returned) are capped there,
+ * as the host backends do; the device's own on the device. */
+void cuda_softcap(kern_backend *b, float *y, float cap, int64_t n) {
+    if (!on_device(b, y)) {
+        for (int64_t i = 0; i < n; i++) y[i] = cap * tanhf(y[i] / cap);
+        return;
+    }
+    cu_softcap(y, cap, n, STREAM);
+    LAUNCHED(b, "softcap");
 }
 
 void cuda_scale(kern_backend *b, float *y, float f, int64_t n) {
@@ -643,6 +677,7 @@ kern_ops make_ops() {
     o.rope_neox = cuda_rope_neox;
     o.add_bias = cuda_add_bias;
     o.scale = cuda_scale;
+    o.softcap = cuda_softcap;
     o.geglu = cuda_geglu;
     return o;
 }

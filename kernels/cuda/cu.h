@@ -53,6 +53,9 @@ void cu_add_bias(float *y, const float *bias, int32_t n_rows, int32_t dim, cu_st
 /* y[i] *= f, i < n. */
 void cu_scale(float *y, float f, int64_t n, cu_stream s);
 
+/* y[i] = cap * tanh(y[i] / cap) in float, i < n (the device's tanhf). */
+void cu_softcap(float *y, float cap, int64_t n, cu_stream s);
+
 /* y[i] = silu(gate[i]) * up[i] in float, i < n; y may equal gate. */
 void cu_swiglu(float *y, const float *gate, const float *up, int64_t n, cu_stream s);
 
@@ -101,14 +104,24 @@ bool cu_matmul_q8(float *y, uint32_t type, const void *w, int64_t n_out, int64_t
 void cu_softmax(float *x, int32_t n_rows, int32_t n, cu_stream s);
 
 #define CU_ATTN_MAX_HD 256 /* largest head_dim cu_attention takes */
+#define CU_ATTN_CHUNK 256  /* keys a partial softmax covers (attn.cu) */
 
 /* kern_ops.attention with device arrays: seg_off (n_rows + 1) indexes segs, slots of the
- * cache rows (n_head_kv * head_dim floats). One block a (head, row) walks the row's keys
- * in order in tiles of 128: float scores, online softmax (expf), float sums; a row
- * without keys gets zeros. head_dim <= CU_ATTN_MAX_HD. */
+ * cache rows (n_head_kv * head_dim floats). A row's keys, in order, are cut into chunks of
+ * CU_ATTN_CHUNK; each chunk's softmax is taken by the online rule over tiles of 128 keys
+ * (float scores and sums, expf) and the chunks are folded in order; a row without keys
+ * gets zeros. One block a (KV head, up to 4 of its query heads, row, and with part one
+ * chunk): part (n_rows * n_head * n_chunks * (head_dim + 2) floats, n_chunks at least the
+ * chunks of the longest row) spreads the chunks over blocks and folds them in a second
+ * kernel; NULL folds them in the row's block. Either way, the same bits. head_dim <=
+ * CU_ATTN_MAX_HD. */
 void cu_attention(float *out, const float *q, const float *k, const float *v,
                   const int32_t *seg_off, const int32_t *segs, int32_t n_rows, int32_t n_head,
-                  int32_t n_head_kv, int32_t head_dim, float scale, cu_stream s);
+                  int32_t n_head_kv, int32_t head_dim, float scale, float *part,
+                  int32_t n_chunks, cu_stream s);
+
+/* Blocks cu_attention gives one (KV head, row): ceil(query heads a KV head / 4). */
+int32_t cu_attention_subs(int32_t n_head, int32_t n_head_kv);
 
 /* Row slot[i] of cache (rows of row_len floats) = row i of x, i < n_rows; slot a device
  * array. */
