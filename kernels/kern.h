@@ -78,8 +78,8 @@ typedef struct kern_attn {
     float *out;             /* (n_rows, n_head * head_dim) */
     const float *sinks;     /* (n_head) or NULL: per head a logit that joins every row's
                                softmax without a value (gpt-oss's attention sinks), so the
-                               weights of the slots sum to less than 1. A device backend
-                               without them leaves the field unread (model.c refuses). */
+                               weights of the slots sum to less than 1 (a device
+                               backend's: in its memory, like the norms' weights) */
 } kern_attn;
 
 typedef struct kern_backend kern_backend;

@@ -13,7 +13,7 @@
  *   matmul (float32 products and sums against ref's double)   1e-5; block types with
  *   activations that int8 holds exactly (cu_matmul_q8 quantises them)
  *   attention (float scores, expf, float sums)                 1e-5
- *   rmsnorm 1e-5, swiglu, geglu and softcap 1e-6, softmax 1e-5, rope and rope_neox 1e-6 (0 under
+ *   rmsnorm 1e-5, swiglu, swiglu_oai, geglu and softcap 1e-6, softmax 1e-5, rope and rope_neox 1e-6 (0 under
  *   the emulator)
  *   get_row, add, add_bias, scale, gather_rows, kv ops         0 (bitwise)
  *   topk_lse: ids exact; mx exact; log_sum within 1e-6; lp within 1e-5 * max(1, |lse|)
@@ -174,20 +174,25 @@ static void test_attention(uint64_t seed) {
             float *q = rand_floats(&seed, (int64_t)qn, 1.0f), *k = rand_floats(&seed, (int64_t)kn, 1.0f);
             float *v = rand_floats(&seed, (int64_t)kn, 1.0f), *want = malloc(qn * sizeof(float));
             float *dq = dev(q, qn), *dk = dev(k, kn), *dv = dev(v, kn), *dout = dev(NULL, qn);
+            /* (attention sinks, gpt-oss's, on every other shape: logits from -2 to 4) */
+            float *sk = si % 2 ? rand_floats(&seed, nh, 3.0f) : NULL;
+            for (int32_t h = 0; sk && h < nh; h++) sk[h] += 1.0f;
+            float *dsk = sk ? dev(sk, (size_t)nh) : NULL;
             kern_attn a = {.n_rows = n_rows, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
                            .scale = 1.0f / sqrtf((float)hd), .q = q, .k = k, .v = v,
-                           .seg_off = off, .segs = segs, .out = want};
+                           .seg_off = off, .segs = segs, .out = want, .sinks = sk};
             R->attention(ref, &a);
-            a.q = dq, a.k = dk, a.v = dv, a.out = dout;
+            a.q = dq, a.k = dk, a.v = dv, a.out = dout, a.sinks = dsk;
             C->attention(cu, &a);
             float *got = host(dout, qn);
             const double e = t_nerr(got, want, (long)qn);
             if (e > seen_attn) seen_attn = e;
-            T_CHECK(e <= 1e-5 && got[0] == 0.0f, "attention %d/%d heads, hd %d, %d rows: nerr %.3g",
-                    nh, nkv, hd, n_rows, e);
+            T_CHECK(e <= 1e-5 && got[0] == 0.0f, "attention %d/%d heads, hd %d, %d rows%s: nerr %.3g",
+                    nh, nkv, hd, n_rows, sk ? ", sinks" : "", e);
             check_sync("attention");
             C->buf_free(cu, dq), C->buf_free(cu, dk), C->buf_free(cu, dv), C->buf_free(cu, dout);
-            free(q), free(k), free(v), free(want), free(got);
+            if (dsk) C->buf_free(cu, dsk);
+            free(q), free(k), free(v), free(want), free(got), free(sk);
         }
     }
 }
@@ -216,14 +221,15 @@ static void test_attention_split(uint64_t seed) {
         float *dq = dev(q, qn), *dk = dev(k, kn), *dv = dev(v, kn);
         float *d1 = dev(NULL, qn), *d2 = dev(NULL, qn);
         float *part = dev(NULL, (size_t)n_rows * nh * n_chunks * (hd + 2));
+        float *sk = si == 2 ? rand_floats(&seed, nh, 3.0f) : NULL, *dsk = sk ? dev(sk, (size_t)nh) : NULL;
         int32_t *doff = C->buf_alloc(cu, sizeof off), *dsegs = C->buf_alloc(cu, sizeof segs);
         C->upload(cu, doff, off, sizeof off), C->upload(cu, dsegs, segs, sizeof(kern_seg) * n_segs);
         kern_attn a = {.n_rows = n_rows, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
                        .scale = 1.0f / sqrtf((float)hd), .q = q, .k = k, .v = v,
-                       .seg_off = off, .segs = segs, .out = want};
+                       .seg_off = off, .segs = segs, .out = want, .sinks = sk};
         R->attention(ref, &a);
-        cu_attention(d1, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, NULL, 0, NULL);
-        cu_attention(d2, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, part, n_chunks, NULL);
+        cu_attention(d1, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, dsk, NULL, 0, NULL);
+        cu_attention(d2, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, dsk, part, n_chunks, NULL);
         check_sync("attention split");
         float *g1 = host(d1, qn), *g2 = host(d2, qn);
         /* through the backend: these rows alone (split: few blocks) and as the first of 40
@@ -240,7 +246,7 @@ static void test_attention_split(uint64_t seed) {
         float *dqbig = dev(qbig, qn * 40);
         kern_attn b = {.n_rows = n_rows, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
                        .scale = a.scale, .q = dq, .k = dk, .v = dv, .seg_off = off, .segs = segs,
-                       .out = d1};
+                       .out = d1, .sinks = dsk};
         C->attention(cu, &b);
         b.n_rows = 40 * n_rows, b.q = dqbig, b.seg_off = obig, b.segs = sbig, b.out = dbig;
         C->attention(cu, &b);
@@ -256,6 +262,8 @@ static void test_attention_split(uint64_t seed) {
                 nkv, hd, t_nerr(g2, want, (long)qn));
         C->buf_free(cu, dq), C->buf_free(cu, dk), C->buf_free(cu, dv), C->buf_free(cu, d1);
         C->buf_free(cu, d2), C->buf_free(cu, part), C->buf_free(cu, doff), C->buf_free(cu, dsegs);
+        if (dsk) C->buf_free(cu, dsk);
+        free(sk);
         free(q), free(k), free(v), free(want), free(g1), free(g2);
     }
 }
@@ -335,6 +343,16 @@ static void test_small_ops(uint64_t seed) {
     R->geglu(ref, y, x, u, (int64_t)n);
     C->geglu(cu, dy, dx, du, (int64_t)n);
     check_small("geglu", y, dy, n, 1e-6);
+    { /* gates and ups to 12: past the clamps at 7 */
+        float *g4 = malloc(n * sizeof(float)), *u6 = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) g4[i] = 4.0f * x[i], u6[i] = 6.0f * u[i];
+        float *dg = dev(g4, n), *dz = dev(u6, n);
+        R->swiglu_oai(ref, y, g4, u6, (int64_t)n);
+        C->swiglu_oai(cu, dy, dg, dz, (int64_t)n);
+        check_small("swiglu_oai", y, dy, n, 1e-6);
+        C->buf_free(cu, dg), C->buf_free(cu, dz);
+        free(g4), free(u6);
+    }
     memcpy(y, x, n * sizeof(float));
     R->add_bias(ref, y, w, rows, dim);
     C->upload(cu, dy, x, n * sizeof(float));

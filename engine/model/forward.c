@@ -140,11 +140,6 @@ static bool check_ops(const kern_ops *o, const model_hparams *hp, st_err *err) {
                    ops[i].op);
             return false;
         }
-    if (hp->attn_sinks && o->device) { /* its attention does not read kern_attn.sinks */
-        st_set(err, ST_ERR_UNSUPPORTED, "the %s backend has no attention sinks (%s) yet; use "
-               "--backend cpu", o->name, model_arch_name(hp->arch));
-        return false;
-    }
     return true;
 }
 

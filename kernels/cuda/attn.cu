@@ -10,7 +10,8 @@
  * depends only on its keys, whatever the batch: the forest equals linear decoding.
  *
  * Scores: a tile's keys are staged in shared memory 64 dims at a time (coalesced reads,
- * rows padded by one word against bank conflicts), one key a thread. Contract: cu.h. */
+ * rows padded by one word against bank conflicts), one key a thread. A head's attention
+ * sink (gpt-oss) is folded last as one more chunk: weight e^sink, no value. Contract: cu.h. */
 #include "kernels/cuda/common.cuh"
 
 namespace {
@@ -49,7 +50,7 @@ __device__ __forceinline__ int32_t at_slot(const int32_t *segs, int s0, int64_t 
 
 struct at_args {
     float *out, *part; /* part: NULL, or (n_rows, n_head, n_chunks, head_dim + 2) partials */
-    const float *q, *kc, *vc;
+    const float *q, *kc, *vc, *sinks;
     const int32_t *seg_off, *segs;
     int n_head, n_head_kv, hd, n_sub, n_chunks;
     float scale;
@@ -202,6 +203,16 @@ CU_UNROLL
         }
         __syncthreads(); /* fa_s, fb_s and sm's stats are rewritten by the next chunk */
     }
+    if (a.sinks) { /* the sink: one more chunk of weight e^s and no value */
+        if (t < nh) at_fold(M_s[t], L_s[t], a.sinks[h0 + t], 1.0f, fa_s[t], fb_s[t]);
+        __syncthreads();
+CU_UNROLL
+        for (int i = 0; i < AT_A; i++) {
+            const int item = t + i * AT_T;
+            if (item >= nh * a.hd) break;
+            o[i] = at_scale2(o[i], fa_s[item / a.hd], 0.0f, fb_s[item / a.hd]);
+        }
+    }
 CU_UNROLL
     for (int i = 0; i < AT_A; i++) {
         const int item = t + i * AT_T;
@@ -225,6 +236,10 @@ __global__ void __launch_bounds__(CU_ATTN_MAX_HD) k_attn_merge(at_args a, int32_
         at_fold(M, L, pr[0], pr[1], fa, fb);
         o = at_scale2(o, fa, pr[2 + d], fb);
     }
+    if (a.sinks) {
+        at_fold(M, L, a.sinks[h], 1.0f, fa, fb);
+        o = at_scale2(o, fa, 0.0f, fb);
+    }
     a.out[((int64_t)row * a.n_head + h) * a.hd + d] = L > 0.0f ? o / L : 0.0f;
 }
 
@@ -237,10 +252,10 @@ extern "C" int32_t cu_attention_subs(int32_t n_head, int32_t n_head_kv) {
 extern "C" void cu_attention(float *out, const float *q, const float *k, const float *v,
                              const int32_t *seg_off, const int32_t *segs, int32_t n_rows,
                              int32_t n_head, int32_t n_head_kv, int32_t head_dim, float scale,
-                             float *part, int32_t n_chunks, cu_stream s) {
+                             const float *sinks, float *part, int32_t n_chunks, cu_stream s) {
     if (n_rows <= 0 || n_head <= 0) return;
     const int n_sub = cu_attention_subs(n_head, n_head_kv);
-    const at_args a = {out, n_chunks > 0 ? part : nullptr, q, k, v, seg_off, segs, n_head,
+    const at_args a = {out, n_chunks > 0 ? part : nullptr, q, k, v, sinks, seg_off, segs, n_head,
                        n_head_kv, head_dim, n_sub, n_chunks, scale};
     for (int32_t r0 = 0; r0 < n_rows; r0 += 65535) { /* CUDA's most blocks in y */
         const unsigned n = (unsigned)(n_rows - r0 < 65535 ? n_rows - r0 : 65535);

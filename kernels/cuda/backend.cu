@@ -522,7 +522,7 @@ void cuda_attention(kern_backend *b, const kern_attn *a) {
     float *part = attention_parts(b, a, &n_chunks);
     cu_attention(a->out, a->q, a->k, a->v, static_cast<const int32_t *>(off),
                  static_cast<const int32_t *>(segs), a->n_rows, a->n_head, a->n_head_kv,
-                 a->head_dim, a->scale, part, part ? n_chunks : 0, STREAM);
+                 a->head_dim, a->scale, a->sinks, part, part ? n_chunks : 0, STREAM);
     LAUNCHED(b, "attention");
 }
 
@@ -550,6 +550,11 @@ void cuda_softcap(kern_backend *b, float *y, float cap, int64_t n) {
     }
     cu_softcap(y, cap, n, STREAM);
     LAUNCHED(b, "softcap");
+}
+
+void cuda_swiglu_oai(kern_backend *b, float *y, const float *gate, const float *up, int64_t n) {
+    cu_swiglu_oai(y, gate, up, n, STREAM);
+    LAUNCHED(b, "swiglu_oai");
 }
 
 void cuda_scale(kern_backend *b, float *y, float f, int64_t n) {
@@ -678,6 +683,7 @@ kern_ops make_ops() {
     o.add_bias = cuda_add_bias;
     o.scale = cuda_scale;
     o.softcap = cuda_softcap;
+    o.swiglu_oai = cuda_swiglu_oai;
     o.geglu = cuda_geglu;
     return o;
 }

@@ -56,6 +56,10 @@ void cu_scale(float *y, float f, int64_t n, cu_stream s);
 /* y[i] = cap * tanh(y[i] / cap) in float, i < n (the device's tanhf). */
 void cu_softcap(float *y, float cap, int64_t n, cu_stream s);
 
+/* kern_ops.swiglu_oai in float: g = min(gate, 7), u = clamp(up, -7, 7),
+ * y = g / (1 + exp(-1.702 g)) (u + 1), i < n; y may equal gate. */
+void cu_swiglu_oai(float *y, const float *gate, const float *up, int64_t n, cu_stream s);
+
 /* y[i] = silu(gate[i]) * up[i] in float, i < n; y may equal gate. */
 void cu_swiglu(float *y, const float *gate, const float *up, int64_t n, cu_stream s);
 
@@ -113,12 +117,12 @@ void cu_softmax(float *x, int32_t n_rows, int32_t n, cu_stream s);
  * gets zeros. One block a (KV head, up to 4 of its query heads, row, and with part one
  * chunk): part (n_rows * n_head * n_chunks * (head_dim + 2) floats, n_chunks at least the
  * chunks of the longest row) spreads the chunks over blocks and folds them in a second
- * kernel; NULL folds them in the row's block. Either way, the same bits. head_dim <=
- * CU_ATTN_MAX_HD. */
+ * kernel; NULL folds them in the row's block. Either way, the same bits. sinks (n_head
+ * or NULL): kern_attn.sinks, folded after the keys. head_dim <= CU_ATTN_MAX_HD. */
 void cu_attention(float *out, const float *q, const float *k, const float *v,
                   const int32_t *seg_off, const int32_t *segs, int32_t n_rows, int32_t n_head,
-                  int32_t n_head_kv, int32_t head_dim, float scale, float *part,
-                  int32_t n_chunks, cu_stream s);
+                  int32_t n_head_kv, int32_t head_dim, float scale, const float *sinks,
+                  float *part, int32_t n_chunks, cu_stream s);
 
 /* Blocks cu_attention gives one (KV head, row): ceil(query heads a KV head / 4). */
 int32_t cu_attention_subs(int32_t n_head, int32_t n_head_kv);

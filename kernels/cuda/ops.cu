@@ -88,6 +88,14 @@ __global__ void k_softcap(float *y, float cap, int64_t n) {
         y[i] = cap * tanhf(y[i] / cap);
 }
 
+__global__ void k_swiglu_oai(float *y, const float *gate, const float *up, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const float g = fminf(gate[i], 7.0f), u = fminf(fmaxf(up[i], -7.0f), 7.0f);
+        y[i] = g / (1.0f + expf(-1.702f * g)) * (u + 1.0f);
+    }
+}
+
 __global__ void k_add(float *y, const float *x, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
@@ -143,6 +151,12 @@ extern "C" void cu_scale(float *y, float f, int64_t n, cu_stream s) {
 extern "C" void cu_softcap(float *y, float cap, int64_t n, cu_stream s) {
     if (n <= 0) return;
     CU_LAUNCH(k_softcap, cu::grid_for(n, EW_THREADS), EW_THREADS, 0, s, y, cap, n);
+}
+
+extern "C" void cu_swiglu_oai(float *y, const float *gate, const float *up, int64_t n,
+                              cu_stream s) {
+    if (n <= 0) return;
+    CU_LAUNCH(k_swiglu_oai, cu::grid_for(n, EW_THREADS), EW_THREADS, 0, s, y, gate, up, n);
 }
 
 extern "C" void cu_swiglu(float *y, const float *gate, const float *up, int64_t n,
