@@ -30,13 +30,18 @@ int cmd_convert_llama2c(int argc, char **argv) {
 static void mk_usage(FILE *f) {
     fprintf(f, MKMODEL_USAGE "\n\n"
                "Writes a GGUF with random weights (deterministic from the seed).\n\n"
-               "  --arch A           llama (default), qwen2, qwen3, gemma3 or gemma4\n"
+               "  --arch A           llama (default), qwen2, qwen3, gemma3, gemma4 or qwen35\n"
                "  --swa N            gemma3, gemma4: sliding window in tokens (default: the context)\n"
                "  --swa-pattern P    gemma4: every P-th layer global (default 2)\n"
                "  --head-dim-swa N   gemma4: the local layers' head size (default head-dim / 2)\n"
                "  --kv-shared N      gemma4: the last N layers read earlier layers' KV cache\n"
                "  --ple N            gemma4: per-layer embeddings of width N (default none)\n"
                "  --softcap F        gemma4: final logit soft-capping at F (default none)\n"
+               "  --attn-every N     qwen35: every N-th layer full attention, the others Gated\n"
+               "                     DeltaNet (default 4)\n"
+               "  --ssm-state N --ssm-k-heads N --ssm-v-heads N --ssm-conv N\n"
+               "                     qwen35: the DeltaNet's head size (default head-dim), key and\n"
+               "                     value heads (default kv-heads, heads), conv width (default 4)\n"
                "  --rope-scale F     linear RoPE scaling by F (gemma3: the global layers only)\n"
                "  --preset NAME      tiny, 25m, 110m or 1b (default tiny); options below override\n"
                "  --type T           weight type: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,\n"
@@ -56,6 +61,8 @@ int cmd_mkmodel(int argc, char **argv) {
         {"arch", 1, 0, 'A'},   {"swa", 1, 0, 'W'},     {"rope-scale", 1, 0, 'R'},
         {"swa-pattern", 1, 0, 'p'}, {"head-dim-swa", 1, 0, 'D'}, {"kv-shared", 1, 0, 'K'},
         {"ple", 1, 0, 'E'},    {"softcap", 1, 0, 'C'},
+        {"attn-every", 1, 0, 'I'}, {"ssm-state", 1, 0, 'S'}, {"ssm-k-heads", 1, 0, 'G'},
+        {"ssm-v-heads", 1, 0, 'V'}, {"ssm-conv", 1, 0, 'X'},
         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     mkmodel_params p = mkmodel_default_params();
     /* a preset first, wherever it appears, so that other options override it */
@@ -74,6 +81,11 @@ int cmd_mkmodel(int argc, char **argv) {
         case 'D': dst = &p.head_dim_swa; break;
         case 'K': dst = &p.n_kv_shared; break;
         case 'E': dst = &p.n_embd_ple; break;
+        case 'I': dst = &p.full_attn_interval; break;
+        case 'S': dst = &p.ssm_state; break;
+        case 'G': dst = &p.ssm_k_heads; break;
+        case 'V': dst = &p.ssm_v_heads; break;
+        case 'X': dst = &p.ssm_conv; break;
         case 'C': {
             double f;
             if (app_parse_float(optarg, &f) || f <= 0 || f > 1e4)

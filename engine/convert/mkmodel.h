@@ -31,7 +31,8 @@
 #include "base/status.h"
 
 typedef struct mkmodel_params {
-    const char *arch;   /* "llama" (NULL means it), "qwen2", "qwen3", "gemma3", "gemma4" */
+    const char *arch;   /* "llama" (NULL means it), "qwen2", "qwen3", "gemma3", "gemma4",
+                           "qwen35" */
     int32_t n_vocab;    /* >= MKMODEL_MIN_VOCAB */
     int32_t n_embd;
     int32_t n_layer;
@@ -57,6 +58,12 @@ typedef struct mkmodel_params {
                              the two layers before them local then global */
     int32_t n_embd_ple;   /* per-layer embedding width; 0 = none */
     float softcap;        /* final_logit_softcapping; 0 = none */
+    /* qwen35 only (0: the default in brackets): */
+    int32_t ssm_state;    /* the DeltaNet's head size [head_dim] */
+    int32_t ssm_k_heads;  /* its key heads [n_head_kv] */
+    int32_t ssm_v_heads;  /* its value heads, a multiple of the key heads [n_head] */
+    int32_t ssm_conv;     /* its conv's width [4] */
+    int32_t full_attn_interval; /* every such layer full attention, the others DeltaNet [4] */
     uint64_t seed;
 } mkmodel_params;
 

@@ -32,4 +32,11 @@ st_code mk_gemma4_meta(gguf_writer *w, const mkmodel_params *p);
  * rotated pairs, 1e30 on the rest); false for every other tensor. */
 bool mk_gemma4_fixed(const mkmodel_params *p, const mk_tensor *t, float *row);
 
+/* Qwen3.5 (mkmodel_qwen35.c): its checks, its layers (after the global tensors; returns
+ * the new count), its "qwen35.*" keys and its rotated dims (a quarter of the head). */
+st_code mk_qwen35_check(const mkmodel_params *p, st_err *err);
+int mk_qwen35_list(const mkmodel_params *p, mk_tensor *t, int n);
+st_code mk_qwen35_meta(gguf_writer *w, const mkmodel_params *p);
+int32_t mk_qwen35_rope_dim(const mkmodel_params *p);
+
 #endif

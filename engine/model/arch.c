@@ -33,6 +33,11 @@ static const arch_desc archs[MODEL_ARCH_N] = {
                            .load_hparams = gemma4_load_hparams,
                            .load_tensors = gemma4_load_tensors,
                            .load_layer = gemma4_load_layer},
+    [MODEL_ARCH_QWEN35] = {.name = "qwen35", .arch = MODEL_ARCH_QWEN35, .rope_neox = true,
+                           .qk_norm = true, .act = MODEL_ACT_SILU,
+                           .chat_note = "ChatML with <think> reasoning (qwen35)",
+                           .load_hparams = qwen35_load_hparams,
+                           .load_block = qwen35_load_block},
 };
 
 const arch_desc *arch_find(const char *name) {
@@ -47,7 +52,7 @@ const char *model_arch_name(model_arch a) {
     return (unsigned)a < MODEL_ARCH_N ? archs[a].name : "?";
 }
 
-const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4"; }
+const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4, qwen35"; }
 
 /* Gemma 4's additions in words ("" for the other families), into out. */
 static void gemma4_features(const model_hparams *hp, char *out, size_t cap) {
@@ -62,6 +67,18 @@ static void gemma4_features(const model_hparams *hp, char *out, size_t cap) {
              hp->rope_dim, hp->n_kv_shared, ple, cap_s);
 }
 
+/* Qwen3.5's recurrent layers and gated attention in words ("" for the other families). */
+static void qwen35_features(const model_hparams *hp, char *out, size_t cap) {
+    out[0] = '\0';
+    if (hp->full_attn_interval <= 0) return;
+    snprintf(out, cap, "; Gated DeltaNet on %d of every %d layers (conv %d, %d key / %d value "
+             "heads of %d; recurrent state %.1f KiB a sequence, kept at every leaf and branch "
+             "point), gated full attention on the others (rotary on %d of %d dims)",
+             hp->full_attn_interval - 1, hp->full_attn_interval, hp->ssm_conv, hp->ssm_k_heads,
+             hp->ssm_v_heads, hp->ssm_state, (double)model_rstate_floats(hp) * 4.0 / 1024.0,
+             hp->rope_dim, hp->head_dim);
+}
+
 const char *model_arch_features(const model_hparams *hp, char *out, size_t cap) {
     char win[96] = "";
     if (hp->n_swa > 0 && hp->swa_pattern > 0)
@@ -71,15 +88,16 @@ const char *model_arch_features(const model_hparams *hp, char *out, size_t cap) 
     if (hp->rope_scale > 0 && hp->rope_scale != 1.0f)
         snprintf(scale, sizeof scale, " scaled linearly by 1/%g%s", (double)hp->rope_scale,
                  win[0] ? " on the global layers" : "");
-    char g4[256];
+    char g4[256], q35[320];
     gemma4_features(hp, g4, sizeof g4);
-    snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s%s, biases %s, embeddings %s%s%s; chat: %s",
+    qwen35_features(hp, q35, sizeof q35);
+    snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s%s, biases %s, embeddings %s%s%s%s; chat: %s",
              model_arch_name(hp->arch), hp->qk_norm ? " + Q/K head norms" : "",
              hp->post_norms ? " + post-attention/FFN norms" : "",
              hp->act == MODEL_ACT_GELU_TANH ? "GeGLU (tanh GELU)" : "SwiGLU",
              hp->rope_neox ? "NeoX pairs (i, i+d/2)" : "adjacent pairs", scale,
              hp->qkv_bias ? "on Q, K, V" : "none",
-             hp->embd_scale != 1.0f ? "scaled by sqrt(n_embd)" : "as stored", win, g4,
+             hp->embd_scale != 1.0f ? "scaled by sqrt(n_embd)" : "as stored", win, g4, q35,
              (unsigned)hp->arch < MODEL_ARCH_N ? archs[hp->arch].chat_note : "?");
     return out;
 }

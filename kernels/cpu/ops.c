@@ -284,4 +284,6 @@ const kern_ops kern_cpu_ops = {
     .add_bias = cpu_add_bias,
     .scale = cpu_scale,
     .geglu = cpu_geglu,
+    .sigmoid_mul = cpu_sigmoid_mul,
+    .gdn = cpu_gdn,
 };
