@@ -34,6 +34,7 @@ static inline bool t_stories(model **m, tok **tk) {
 static inline model_ctx *t_new_ctx_rows(const model *m, int32_t n_slots, int32_t max_rows) {
     model_ctx_params cp = model_ctx_default_params();
     cp.n_slots = n_slots;
+    cp.n_rstates = 256; /* a recurrent model's forests: up to 128 leaves growing together */
     cp.max_rows = getenv("MD_MAXROWS") ? atoi(getenv("MD_MAXROWS")) : max_rows;
     if (getenv("MD_BACKEND")) cp.backend = getenv("MD_BACKEND");
     if (getenv("MD_THREADS")) cp.n_threads = atoi(getenv("MD_THREADS"));

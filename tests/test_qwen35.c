@@ -74,7 +74,7 @@ static void test_one_pass(const model *m, const char *backend, float *out) {
 static void test_batch_checks(const model *m) {
     model_ctx *c = t_new_ctx(m, 16);
     if (!c) return;
-    int32_t tok = 1, pos = 0, off[2] = {0, 1}, in = -1, out = 40;
+    int32_t tok = 1, pos = 0, off[2] = {0, 1}, in = -1, out = 1000;
     kern_seg seg = {0, 1};
     float *lg = malloc(sizeof(float) * (size_t)m->hp.n_vocab);
     model_batch b = {.n_rows = 1, .tokens = &tok, .pos = &pos, .slot = &pos, .seg_off = off,
