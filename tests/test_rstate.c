@@ -174,6 +174,36 @@ static void test_restored(const model *m, const char *be) {
     rig_free(&g);
 }
 
+static bool stop_after_first(void *ud, int32_t done, int32_t n) {
+    (void)ud, (void)n;
+    return done == 0;
+}
+
+/* A step cancelled after its first chunk, which grew a leaf in place: the leaf loses its
+ * half-updated state, the forest is otherwise as before, and the next step runs the
+ * leaf's chain again, exactly. */
+static void test_cancelled(const model *m, const char *be) {
+    rig g;
+    rig_init(&g, m, be, 4);
+    model_ctx_free(g.c);
+    model_ctx_params cp = model_ctx_default_params();
+    cp.n_slots = 256, cp.backend = be, cp.n_rstates = 4, cp.max_rows = 2;
+    g.c = model_ctx_init(m, &cp, NULL);
+    forest_id leaf = chain(&g, FOREST_NONE, 5, 31);
+    step_exact(&g, "before the cancel");
+    chain(&g, leaf, 3, 61);
+    g.plan.forward_progress = stop_after_first;
+    st_err err = {0};
+    T_CHECK(step_forest(g.f, &g.plan, g.c, &err) == ST_CANCELLED &&
+            forest_get(g.f, leaf)->rs_cell < 0 && forest_rstate_used(g.f) == 0 &&
+            forest_n_pending(g.f) == 3 && forest_check(g.f, &err) == ST_OK,
+            "%s: a cancelled step: the leaf's state dropped (cell %d, %d in use): %s", be,
+            forest_get(g.f, leaf)->rs_cell, forest_rstate_used(g.f), err.msg);
+    g.plan.forward_progress = NULL;
+    step_exact(&g, "after the cancel");
+    rig_free(&g);
+}
+
 int main(void) {
     mkmodel_params p = mkmodel_default_params();
     p.arch = "qwen35", p.n_layer = 4, p.head_dim = 16;
@@ -187,6 +217,7 @@ int main(void) {
         test_tree(m, bes[i]);
         test_drafts(m, bes[i]);
         test_restored(m, bes[i]);
+        test_cancelled(m, bes[i]);
     }
     model_free(m);
     return t_done();

@@ -12,6 +12,9 @@ enum {
                        run again, whose cell goes back unless a child row carries it on) */
     RS_KEEP = 4,    /* a pending row flagged FOREST_WANT_LOGITS: its node keeps its cell
                        after the run even when all its children are computed */
+    RS_TAKEN = 8,   /* in place on the cell of a parent that is not a row (a leaf grown by
+                       one token): a failed run leaves that state half-updated, so the
+                       parent loses it (a later step runs its chain again) */
     RS_HELD = 0x80, /* rstate_commit's: the cell is a computed row's, to go back */
 };
 
@@ -70,11 +73,16 @@ static int32_t row_in(const forest *f, const step_plan *p, int32_t r) {
     return pr >= 0 ? p->rs_out[pr] : forest_node_at(f, pa)->rs_cell;
 }
 
-/* Does row r continue its parent row's cell in place: the parent is a row that keeps no
- * cell for itself, and r is the only one of its children that is a row? */
+/* Does row r continue its parent's cell in place: either the parent is a row that keeps
+ * no cell for itself and r is the only one of its children that is a row, or the parent
+ * holds a cell and r, pending, is its only child (a leaf grown by a token: no copy)? */
 static bool row_in_place(const forest *f, const step_plan *p, int32_t r) {
-    const int32_t pa = forest_node_at(f, p->node[r])->parent;
+    const forest_node *nd = forest_node_at(f, p->node[r]);
+    const int32_t pa = nd->parent;
     const int32_t pr = pa >= 0 ? row_of_node(p, pa) : -1;
+    if (pa >= 0 && pr < 0)
+        return nd->state == FOREST_PENDING && forest_node_at(f, pa)->rs_cell >= 0 &&
+               forest_node_at(f, pa)->first_child == p->node[r] && nd->next_sibling < 0;
     if (pr < 0 || (p->rs_kind[pr] & RS_KEEP)) return false;
     for (int32_t c = forest_node_at(f, pa)->first_child; c >= 0; c = forest_node_at(f, c)->next_sibling)
         if (c != p->node[r] && row_of_node(p, c) >= 0) return false;
@@ -97,8 +105,10 @@ static st_code plan_row(forest *f, step_plan *p, kv_alloc *rs, int32_t r, st_err
                       "prune branches, then retry)", kv_alloc_used(rs), kv_alloc_n_slots(rs));
     p->rs_in[r] = in, p->rs_out[r] = out;
     const bool pending = nd->state == FOREST_PENDING;
+    const bool taken = same && row_of_node(p, nd->parent) < 0;
     p->rs_kind[r] = (uint8_t)((same ? 0 : RS_FRESH) | (pending ? RS_PENDING : 0) |
-                              (pending && (nd->flags & FOREST_WANT_LOGITS) ? RS_KEEP : 0));
+                              (pending && (nd->flags & FOREST_WANT_LOGITS) ? RS_KEEP : 0) |
+                              (taken ? RS_TAKEN : 0));
     p->rs_rows = r + 1;
     return ST_OK;
 }
@@ -126,7 +136,7 @@ void rstate_commit(forest *f, step_plan *p) {
         const int32_t idx = p->node[r];
         if (!(k[r] & RS_FRESH)) { /* in place: the parent row hands its cell on */
             const int32_t pa = forest_node_at(f, idx)->parent, pr = row_of_node(p, pa);
-            if (k[pr] & RS_HELD) k[pr] &= (uint8_t)~RS_HELD;
+            if (pr >= 0 && (k[pr] & RS_HELD)) k[pr] &= (uint8_t)~RS_HELD;
             else forest_set_rs_cell(f, pa, -1);
         }
         if (k[r] & RS_PENDING) forest_set_rs_cell(f, idx, p->rs_out[r]);
@@ -144,7 +154,13 @@ void rstate_commit(forest *f, step_plan *p) {
 
 void rstate_cancel(forest *f, step_plan *p) {
     kv_alloc *rs = forest_rstate(f, 0);
-    for (int32_t r = 0; r < p->rs_rows; r++)
+    for (int32_t r = 0; r < p->rs_rows; r++) {
         if (p->rs_kind[r] & RS_FRESH) kv_alloc_release(rs, p->rs_out[r]);
+        if (p->rs_kind[r] & RS_TAKEN) {
+            const int32_t pa = forest_node_at(f, p->node[r])->parent;
+            kv_alloc_release(rs, p->rs_out[r]);
+            forest_set_rs_cell(f, pa, -1);
+        }
+    }
     p->rs_rows = 0;
 }

@@ -5,10 +5,11 @@
  * forest keeps a state cell at every computed node that still has a child to compute:
  * the leaves, and the branch points whose children are pending. A step gives each row
  * the cell it starts from (its parent's, -1 for a root) and the cell it leaves its state
- * in: its parent's own cell, continued in place, when the parent is a row of the same
- * step with no other child (a chain: a prompt, a draft); else a new cell, which the
- * backend fills with a copy of the parent's first, so a computed parent's state is never
- * overwritten and a failed step changes nothing. After the step a node with computed
+ * in: its parent's own cell, continued in place, when it is its parent's only child to
+ * compute (a chain of a prompt or a draft, a leaf grown by one token); else a new cell,
+ * which the backend fills with a copy of the parent's first (a fork). A failed step
+ * changes no node; a leaf whose state a failed step half-updated in place loses its cell,
+ * and the next step runs its chain again (rstate_prepare). After the step a node with computed
  * children only lets its cell go, except rows flagged FOREST_WANT_LOGITS (a tree of
  * verified drafts): they keep theirs until the next step, so that the strategy can prune
  * the rejected drafts and grow from the last accepted one, whose cell is then its own. A
