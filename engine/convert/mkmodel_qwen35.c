@@ -92,9 +92,11 @@ int mk_qwen35_list(const mkmodel_params *p, mk_tensor *t, int n) {
 
 st_code mk_qwen35_meta(gguf_writer *w, const mkmodel_params *p) {
     const q35_shape s = q35_of(p);
-    const uint32_t pairs = (uint32_t)mk_qwen35_rope_dim(p) / 2;
-    /* llama.cpp requires the M-RoPE sections; text sees one position in all of them */
-    const int32_t sections[4] = {(int32_t)(pairs - pairs / 2), (int32_t)(pairs / 2), 0, 0};
+    const int32_t pairs = mk_qwen35_rope_dim(p) / 2;
+    /* llama.cpp requires the M-RoPE sections; interleaved, pair i takes section i % 3, and
+     * text gives the first three one position: covering every pair as Qwen3.5's files do
+     * (11, 11, 10 of 32) makes it plain NeoX rotary */
+    const int32_t sections[4] = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0};
     st_code rc = gguf_writer_set_arr(w, "qwen35.rope.dimension_sections", GGUF_I32, sections, 4);
     const struct { const char *key; uint32_t v; } u[] = {
         {"qwen35.full_attention_interval", (uint32_t)s.every},

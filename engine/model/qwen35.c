@@ -45,6 +45,31 @@ static st_code check_recurrent_array(const gguf_ctx *g, const char *arch, const 
     return ST_OK;
 }
 
+/* The M-RoPE sections (rope.dimension_sections), when the file has them: interleaved,
+ * rotated pair i takes section i % 3 while i < 3 x that section's size, and text gives
+ * the three one position and the fourth position 0. So they must cover every pair, as
+ * Qwen3.5's files do (11, 11, 10 of 32 pairs), for the rotary to be plain NeoX. */
+static st_code check_sections(const gguf_ctx *g, const char *arch, const model_hparams *hp,
+                              st_err *err) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", arch);
+    int64_t i = gguf_find_key(g, key);
+    if (i < 0) return ST_OK;
+    const int64_t pairs = hp->rope_dim / 2;
+    for (int64_t k = 0; k < 3; k++) {
+        int64_t v = -1;
+        if (gguf_kv_type(g, i) != GGUF_ARRAY || gguf_arr_n(g, i) < 3 ||
+            gguf_arr_i64(g, i, (uint64_t)k, &v) != ST_OK)
+            return st_set(err, ST_ERR_FORMAT, "%s must be an array of 4 integers", key);
+        if (v != (pairs + 2 - k) / 3)
+            return st_set(err, ST_ERR_UNSUPPORTED, "%s[%lld] = %lld leaves rotated pairs to the "
+                          "fourth section (position 0 for text); this build rotates all %lld "
+                          "pairs by the token's position", key, (long long)k, (long long)v,
+                          (long long)pairs);
+    }
+    return ST_OK;
+}
+
 st_code qwen35_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp, st_err *err) {
     int32_t inner = 0;
     st_code rc;
@@ -64,6 +89,7 @@ st_code qwen35_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *
                       arch, hp->full_attn_interval, hp->ssm_conv, hp->ssm_state,
                       KERN_GDN_MAX_STATE, hp->ssm_k_heads, hp->ssm_v_heads, inner);
     hp->attn_out_gate = true;
+    if ((rc = check_sections(g, arch, hp, err))) return rc;
     return check_recurrent_array(g, arch, hp, err);
 }
 
