@@ -97,7 +97,9 @@ static void test_ref_values(kern_backend *ref) {
     T_CHECK(y[0] == 1 && y[1] == -3, "ref sigmoid_mul: %g %g", y[0], y[1]);
 }
 
-/* cpu against ref on a chain of n rows from zeros, then a fork: two rows from a copy. */
+static void test_state_rules(kern_backend *b, uint64_t seed);
+
+/* cpu against ref on a chain of rows from zeros, then the state rules on cpu. */
 static void test_against_ref(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
     static const int32_t shapes[][4] = {{1, 1, 4, 4}, {2, 4, 16, 4}, {2, 2, 32, 3}, {1, 2, 128, 4}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
@@ -117,6 +119,7 @@ static void test_against_ref(kern_backend *ref, kern_backend *cpu, uint64_t seed
         T_CHECK(e <= 1e-5, "gdn shape %zu: state cpu against ref nerr %.3g", s, e);
         free(o_ref), free(cell_ref), free_case(&c);
     }
+    test_state_rules(cpu, 4001);
 }
 
 /* The forest's rules on one backend: one batch = a row a batch, in place = copied. */
@@ -143,20 +146,11 @@ static void test_state_rules(kern_backend *b, uint64_t seed) {
 }
 
 int main(void) {
-    st_err err = {0};
-    kern_backend *ref = kern_backend_init("ref", 1, &err);
-    T_CHECK(ref != NULL, "ref backend: %s", err.msg);
+    kern_backend *ref = t_ref();
     if (!ref) return t_done();
     test_ref_values(ref);
     test_state_rules(ref, 4001);
-    for (int32_t nt = 1; nt <= 3; nt++) {
-        kern_backend *cpu = kern_backend_init("cpu", nt, &err);
-        T_CHECK(cpu != NULL, "cpu backend with %d threads: %s", (int)nt, err.msg);
-        if (!cpu) continue;
-        test_against_ref(ref, cpu, 4000 + (uint64_t)nt);
-        test_state_rules(cpu, 4001);
-        kern_backend_free(cpu);
-    }
+    t_each_cpu(ref, test_against_ref, 4000);
     kern_backend_free(ref);
     fprintf(stderr, "max nerr seen: gdn %.2g\n", seen_gdn);
     return t_done();

@@ -104,18 +104,10 @@ static void test_against_ref(kern_backend *ref, kern_backend *cpu, uint64_t seed
 }
 
 int main(void) {
-    st_err err = {0};
-    kern_backend *ref = kern_backend_init("ref", 1, &err);
-    T_CHECK(ref != NULL, "ref backend: %s", err.msg);
+    kern_backend *ref = t_ref();
     if (!ref) return t_done();
     test_ref_values(ref);
-    for (int32_t nt = 1; nt <= 3; nt++) {
-        kern_backend *cpu = kern_backend_init("cpu", nt, &err);
-        T_CHECK(cpu != NULL, "cpu backend with %d threads: %s", (int)nt, err.msg);
-        if (!cpu) continue;
-        test_against_ref(ref, cpu, 2800 + (uint64_t)nt);
-        kern_backend_free(cpu);
-    }
+    t_each_cpu(ref, test_against_ref, 2800);
     kern_backend_free(ref);
     fprintf(stderr, "max nerr seen: rope_neox %.2g, geglu %.2g\n", seen_rope, seen_geglu);
     return t_done();

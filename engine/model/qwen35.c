@@ -22,17 +22,26 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Key "<arch>.<name>" into key: its index in *i (-1: absent), ST_ERR_FORMAT when it is
+ * there but not an array of at least n values. */
+static st_code find_array(const gguf_ctx *g, const char *arch, const char *name, uint64_t n,
+                          char *key, int64_t *i, st_err *err) {
+    snprintf(key, 128, "%s.%s", arch, name);
+    *i = gguf_find_key(g, key);
+    if (*i >= 0 && (gguf_kv_type(g, *i) != GGUF_ARRAY || gguf_arr_n(g, *i) < n))
+        return st_set(err, ST_ERR_FORMAT, "%s must be an array of at least %llu values", key,
+                      (unsigned long long)n);
+    return ST_OK;
+}
+
 /* The recurrent layers from attention.recurrent_layers when the file has it: they must
  * be the pattern of full_attn_interval, the only one this build runs. */
 static st_code check_recurrent_array(const gguf_ctx *g, const char *arch, const model_hparams *hp,
                                      st_err *err) {
     char key[128];
-    snprintf(key, sizeof key, "%s.attention.recurrent_layers", arch);
-    int64_t i = gguf_find_key(g, key);
-    if (i < 0) return ST_OK;
-    if (gguf_kv_type(g, i) != GGUF_ARRAY || gguf_arr_n(g, i) < (uint64_t)hp->n_layer)
-        return st_set(err, ST_ERR_FORMAT, "%s must be an array of one value a layer (%d)", key,
-                      hp->n_layer);
+    int64_t i;
+    st_code rc = find_array(g, arch, "attention.recurrent_layers", (uint64_t)hp->n_layer, key, &i, err);
+    if (rc || i < 0) return rc;
     for (int32_t l = 0; l < hp->n_layer; l++) {
         bool v = false;
         if (gguf_arr_bool(g, i, (uint64_t)l, &v) != ST_OK)
@@ -52,15 +61,14 @@ static st_code check_recurrent_array(const gguf_ctx *g, const char *arch, const 
 static st_code check_sections(const gguf_ctx *g, const char *arch, const model_hparams *hp,
                               st_err *err) {
     char key[128];
-    snprintf(key, sizeof key, "%s.rope.dimension_sections", arch);
-    int64_t i = gguf_find_key(g, key);
-    if (i < 0) return ST_OK;
+    int64_t i;
+    st_code rc = find_array(g, arch, "rope.dimension_sections", 3, key, &i, err);
+    if (rc || i < 0) return rc;
     const int64_t pairs = hp->rope_dim / 2;
     for (int64_t k = 0; k < 3; k++) {
         int64_t v = -1;
-        if (gguf_kv_type(g, i) != GGUF_ARRAY || gguf_arr_n(g, i) < 3 ||
-            gguf_arr_i64(g, i, (uint64_t)k, &v) != ST_OK)
-            return st_set(err, ST_ERR_FORMAT, "%s must be an array of 4 integers", key);
+        if (gguf_arr_i64(g, i, (uint64_t)k, &v) != ST_OK)
+            return st_set(err, ST_ERR_FORMAT, "%s[%lld] is not an integer", key, (long long)k);
         if (v != (pairs + 2 - k) / 3)
             return st_set(err, ST_ERR_UNSUPPORTED, "%s[%lld] = %lld leaves rotated pairs to the "
                           "fourth section (position 0 for text); this build rotates all %lld "
@@ -161,9 +169,6 @@ st_code qwen35_load_block(model *m, int32_t l, model_layer *L, size_t *used, st_
     char nm[96];
     st_code rc;
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s ".weight", (int)l), nm)
-    if (gguf_find_tensor(m->gguf, NAME("ffn_gate_inp")))
-        return st_set(err, ST_ERR_UNSUPPORTED, "layer %d has a mixture-of-experts router "
-                      "(ffn_gate_inp): Qwen3.5 MoE (qwen35moe) is not supported", l);
     if ((rc = load_want_vec(m, NAME("attn_norm"), E, &L->attn_norm, used, err)) ||
         (rc = load_want_vec(m, NAME("post_attention_norm"), E, &L->ffn_norm, used, err)) ||
         (rc = load_want_mat(m->gguf, NAME("ffn_gate"), E, F, &L->w_gate, err)) ||
