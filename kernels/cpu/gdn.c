@@ -1,11 +1,13 @@
 /* gdn.c - the CPU backend's Gated DeltaNet (kern_gdn) and sigmoid gate. Rows run in
  * order (a row may continue the state the row before it left); within a row the value
- * heads are independent and go to the pool, each head's sums in one fixed order, so a
- * row's result is the same bits whatever the thread count or the rows around it. */
+ * heads are independent and go to the pool, each head's sums in one fixed order (over the
+ * key dims, a vector of value dims at a time), so a row's result is the same bits
+ * whatever the thread count or the rows around it. */
 #include <math.h>
 #include <string.h>
 
 #include "cpu.h"
+#include "simd.h"
 
 static float silu(float x) { return x / (1.0f + expf(-x)); }
 static float softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
@@ -22,6 +24,53 @@ typedef struct gdn_job {
     float *S;        /* the row's cell's matrices */
 } gdn_job;
 
+/* S *= decay, and d = S^T k (d[j] = sum over i of S[i][j] k[i], i in order). */
+static void decay_sk(float *S, const float *k, float decay, float *d, int32_t n) {
+    const vf vd = vf_set1(decay);
+    int32_t j0 = 0;
+    for (; j0 + VF_N <= n; j0 += VF_N) {
+        vf acc = vf_zero();
+        for (int32_t i = 0; i < n; i++) {
+            const vf s = vf_mul(vf_load(S + (int64_t)i * n + j0), vd);
+            vf_store(S + (int64_t)i * n + j0, s);
+            acc = vf_fma(s, vf_set1(k[i]), acc);
+        }
+        vf_store(d + j0, acc);
+    }
+    for (; j0 < n; j0++) {
+        float acc = 0.0f;
+        for (int32_t i = 0; i < n; i++) {
+            S[(int64_t)i * n + j0] *= decay;
+            acc = fmaf(S[(int64_t)i * n + j0], k[i], acc);
+        }
+        d[j0] = acc;
+    }
+}
+
+/* S += k d^T, and o = S^T q. */
+static void update_sq(float *S, const float *k, const float *q, const float *d, float *o,
+                      int32_t n) {
+    int32_t j0 = 0;
+    for (; j0 + VF_N <= n; j0 += VF_N) {
+        const vf vd = vf_load(d + j0);
+        vf acc = vf_zero();
+        for (int32_t i = 0; i < n; i++) {
+            const vf s = vf_fma(vf_set1(k[i]), vd, vf_load(S + (int64_t)i * n + j0));
+            vf_store(S + (int64_t)i * n + j0, s);
+            acc = vf_fma(s, vf_set1(q[i]), acc);
+        }
+        vf_store(o + j0, acc);
+    }
+    for (; j0 < n; j0++) {
+        float acc = 0.0f;
+        for (int32_t i = 0; i < n; i++) {
+            S[(int64_t)i * n + j0] = fmaf(k[i], d[j0], S[(int64_t)i * n + j0]);
+            acc = fmaf(S[(int64_t)i * n + j0], q[i], acc);
+        }
+        o[j0] = acc;
+    }
+}
+
 /* Value head h of the job's row (kern.h's formula). */
 static void gdn_head(void *ctx, int32_t h, int32_t thread) {
     (void)thread;
@@ -33,22 +82,9 @@ static void gdn_head(void *ctx, int32_t h, int32_t thread) {
     float *S = j->S + (int64_t)h * n * n, d[KERN_GDN_MAX_STATE], o[KERN_GDN_MAX_STATE];
     const float decay = expf(softplus(a->alpha[(int64_t)r * HV + h] + a->dt_bias[h]) * a->a[h]);
     const float beta = 1.0f / (1.0f + expf(-a->beta[(int64_t)r * HV + h]));
-    for (int32_t jj = 0; jj < n; jj++) d[jj] = 0.0f;
-    for (int32_t i = 0; i < n; i++) { /* S *= decay, and S^T k */
-        float *Si = S + (int64_t)i * n;
-        for (int32_t jj = 0; jj < n; jj++) {
-            Si[jj] *= decay;
-            d[jj] += Si[jj] * k[i];
-        }
-    }
-    for (int32_t jj = 0; jj < n; jj++) d[jj] = beta * (v[jj] - d[jj]), o[jj] = 0.0f;
-    for (int32_t i = 0; i < n; i++) { /* S += k delta^T, and S^T q */
-        float *Si = S + (int64_t)i * n;
-        for (int32_t jj = 0; jj < n; jj++) {
-            Si[jj] += k[i] * d[jj];
-            o[jj] += Si[jj] * q[i];
-        }
-    }
+    decay_sk(S, k, decay, d, n);
+    for (int32_t jj = 0; jj < n; jj++) d[jj] = beta * (v[jj] - d[jj]);
+    update_sq(S, k, q, d, o, n);
     float ss = 0.0f;
     for (int32_t jj = 0; jj < n; jj++) ss += o[jj] * o[jj];
     const float f = 1.0f / sqrtf(ss / (float)n + a->eps);
