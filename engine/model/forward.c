@@ -156,8 +156,8 @@ static bool check_ops(const kern_ops *o, const model_hparams *hp, st_err *err) {
         {hp->qkv_bias, o->add_bias != NULL, "add_bias"},
         {hp->embd_scale != 1.0f, o->scale != NULL, "scale"},
         {hp->act == MODEL_ACT_GELU_TANH, o->geglu != NULL, "geglu"},
-        {hp->attn_out_gate, o->sigmoid_mul != NULL, "sigmoid_mul"},
         {hp->full_attn_interval > 0, o->gdn != NULL, "gdn (Gated DeltaNet recurrent layers)"},
+        {hp->attn_out_gate, o->sigmoid_mul != NULL, "sigmoid_mul"},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (ops[i].need && !ops[i].have) {
