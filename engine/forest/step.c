@@ -240,12 +240,12 @@ static bool build_window(step_plan *p, const int32_t *seg_off, const kern_seg *s
 static st_code plan_window(step_plan *p, const int32_t *seg_off, const kern_seg *segs,
                            const model_hparams *hp, st_err *err) {
     p->n_swa = 0;
+    p->hp = hp;
     if (hp->n_swa <= 0) return ST_OK;
     if (!build_window(p, seg_off, segs, hp->n_swa))
         return st_set(err, ST_ERR_NOMEM, "out of memory for the windowed segments of %d rows",
                       p->n_rows);
     p->n_swa = hp->n_swa;
-    p->hp = hp;
     return ST_OK;
 }
 

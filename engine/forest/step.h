@@ -76,7 +76,8 @@ typedef struct step_plan {
     int32_t cap_tk_ids, cap_tk_lp;
     kern_backend *be;      /* the backend of the last run (its context's, borrowed) */
     /* Windowed segments (step_plan_window), for the windowed layers of hp: n_swa 0 when
-     * the plan has none (a model without windows, or not built since step_plan_build). */
+     * the plan has none (a model without windows, or not built since step_plan_build); hp
+     * is set by every run or step_plan_window, windows or not. */
     int32_t n_swa;
     int32_t *seg_off_swa;  /* (n_rows + 1) */
     kern_seg *segs_swa;    /* (seg_off_swa[n_rows]) the tail of each row's segments */
