@@ -256,6 +256,8 @@ typedef struct kern_ops {
     /* y[i] = gelu(gate[i]) * up[i], i < n, gelu in its tanh form
      * 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))); y may equal gate. */
     void (*geglu)(kern_backend *b, float *y, const float *gate, const float *up, int64_t n);
+    /* y[i] = cap tanh(y[i] / cap), i < n (Gemma 4's final logit soft-capping). */
+    void (*softcap)(kern_backend *b, float *y, float cap, int64_t n);
     /* ---- Qwen3.5 (NULL: the backend cannot run it) ---- */
     /* y[i] *= sigmoid(gate[i]), i < n (the gated attention output). */
     void (*sigmoid_mul)(kern_backend *b, float *y, const float *gate, int64_t n);

@@ -8,6 +8,7 @@
  *   rope_neox   1e-6  the same angle table as rope, pairs (i, i + rope_dim / 2)
  *   geglu       1e-6  polynomial exp for the tanh (~2 ulp)
  *   add_bias    0     one float add either way
+ *   softcap     1e-6  tanhf against tanh in double
  *   scale       0     one float product either way */
 #include <stdint.h>
 
@@ -100,6 +101,12 @@ static void test_against_ref(kern_backend *ref, kern_backend *cpu, uint64_t seed
     kr->add_bias(ref, x0, bias, rows, dim);
     kc->add_bias(cpu, x1, bias, rows, dim);
     T_CHECK(memcmp(x0, x1, sizeof(float) * (size_t)rows * dim) == 0, "add_bias differs");
+    /* softcap: tanhf against double tanh, the logits beyond the cap saturating */
+    for (int32_t i = 0; i < rows * dim; i++) x0[i] = x1[i] = 40.0f * x0[i];
+    kr->softcap(ref, x0, 10.0f, (int64_t)rows * dim);
+    kc->softcap(cpu, x1, 10.0f, (int64_t)rows * dim);
+    const double es = t_nerr(x1, x0, (long)rows * dim);
+    T_CHECK(es <= 1e-6 && fabsf(x0[0]) <= 10.0f, "softcap: nerr %.3g", es);
     free(x0), free(x1), free(bias);
 }
 

@@ -156,6 +156,7 @@ static bool check_ops(const kern_ops *o, const model_hparams *hp, st_err *err) {
         {hp->qkv_bias, o->add_bias != NULL, "add_bias"},
         {hp->embd_scale != 1.0f, o->scale != NULL, "scale"},
         {hp->act == MODEL_ACT_GELU_TANH, o->geglu != NULL, "geglu"},
+        {hp->final_softcap > 0, o->softcap != NULL, "softcap (final logit soft-capping)"},
         {hp->full_attn_interval > 0, o->gdn != NULL, "gdn (Gated DeltaNet recurrent layers)"},
         {hp->attn_out_gate, o->sigmoid_mul != NULL, "sigmoid_mul"},
     };
@@ -166,11 +167,6 @@ static bool check_ops(const kern_ops *o, const model_hparams *hp, st_err *err) {
                    ops[i].op);
             return false;
         }
-    if (hp->final_softcap > 0 && o->device) { /* the cap is applied to host logits */
-        st_set(err, ST_ERR_UNSUPPORTED, "the %s backend cannot cap logits (final logit "
-               "soft-capping of %s) yet; use --backend cpu", o->name, model_arch_name(hp->arch));
-        return false;
-    }
     return true;
 }
 
@@ -543,14 +539,6 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
     }
 }
 
-/* Final logit soft-capping, c tanh(x / c), on n host rows of logits (check_ops keeps
- * device backends off models that have it). */
-static void softcap_rows(const model_hparams *hp, float *logits, int32_t n) {
-    const float cap = hp->final_softcap;
-    for (size_t i = 0; i < (size_t)n * (size_t)hp->n_vocab; i++)
-        logits[i] = cap * tanhf(logits[i] / cap);
-}
-
 st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err *err) {
     st_code rc = check_batch(c, b, err);
     if (rc) return rc;
@@ -576,6 +564,8 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
             c->ops->gather_rows(c->be, c->x, c->x, keep, w, hp->n_embd);
             c->ops->rmsnorm(c->be, c->xb, c->x, wt->out_norm, w, hp->n_embd, hp->rms_eps);
             c->ops->matmul(c->be, out, &wt->output, c->xb, w);
+            if (hp->final_softcap > 0)
+                c->ops->softcap(c->be, out, hp->final_softcap, (int64_t)w * hp->n_vocab);
             out += (size_t)w * hp->n_vocab;
         }
         if (b->on_chunk && r0 + n < b->n_rows && !b->on_chunk(b->chunk_ud, r0 + n, b->n_rows)) {
@@ -584,10 +574,7 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
         }
     }
     free(tmp);
-    st_code rc2 = kern_backend_sync(c->be, err); /* an op short of scratch memory */
-    if (rc2 == ST_OK && hp->final_softcap > 0)
-        softcap_rows(hp, logits, (int32_t)((out - logits) / hp->n_vocab));
-    return rc2;
+    return kern_backend_sync(c->be, err); /* an op short of scratch memory */
 }
 
 st_code model_forward_linear(model_ctx *c, const int32_t *tokens, int32_t n, int32_t start,

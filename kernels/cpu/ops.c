@@ -249,6 +249,12 @@ static void cpu_scale(kern_backend *b, float *y, float s, int64_t n) {
     ew_run(b, &j);
 }
 
+/* A step's few logits rows: on the calling thread. */
+static void cpu_softcap(kern_backend *b, float *y, float cap, int64_t n) {
+    (void)b;
+    for (int64_t i = 0; i < n; i++) y[i] = cap * tanhf(y[i] / cap);
+}
+
 /* Row by row: the bias is short (one head group) and the rows few. */
 static void cpu_add_bias(kern_backend *b, float *y, const float *bias, int32_t n_rows,
                          int32_t dim) {
@@ -284,6 +290,7 @@ const kern_ops kern_cpu_ops = {
     .add_bias = cpu_add_bias,
     .scale = cpu_scale,
     .geglu = cpu_geglu,
+    .softcap = cpu_softcap,
     .sigmoid_mul = cpu_sigmoid_mul,
     .gdn = cpu_gdn,
 };

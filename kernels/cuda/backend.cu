@@ -523,6 +523,11 @@ void cuda_scale(kern_backend *b, float *y, float f, int64_t n) {
     LAUNCHED(b, "scale");
 }
 
+void cuda_softcap(kern_backend *b, float *y, float cap, int64_t n) {
+    cu_softcap(y, cap, n, STREAM);
+    LAUNCHED(b, "softcap");
+}
+
 void cuda_add(kern_backend *b, float *y, const float *x, int64_t n) {
     cu_add(y, x, n, STREAM);
     LAUNCHED(b, "add");
@@ -644,6 +649,7 @@ kern_ops make_ops() {
     o.add_bias = cuda_add_bias;
     o.scale = cuda_scale;
     o.geglu = cuda_geglu;
+    o.softcap = cuda_softcap;
     return o;
 }
 

@@ -53,6 +53,9 @@ void cu_add_bias(float *y, const float *bias, int32_t n_rows, int32_t dim, cu_st
 /* y[i] *= f, i < n. */
 void cu_scale(float *y, float f, int64_t n, cu_stream s);
 
+/* y[i] = cap tanhf(y[i] / cap), i < n (final logit soft-capping, on the device's rows). */
+void cu_softcap(float *y, float cap, int64_t n, cu_stream s);
+
 /* y[i] = silu(gate[i]) * up[i] in float, i < n; y may equal gate. */
 void cu_swiglu(float *y, const float *gate, const float *up, int64_t n, cu_stream s);
 

@@ -82,6 +82,12 @@ __global__ void k_scale(float *y, float s, int64_t n) {
         y[i] *= s;
 }
 
+__global__ void k_softcap(float *y, float cap, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        y[i] = cap * tanhf(y[i] / cap);
+}
+
 __global__ void k_add(float *y, const float *x, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
@@ -132,6 +138,11 @@ extern "C" void cu_add_bias(float *y, const float *bias, int32_t n_rows, int32_t
 extern "C" void cu_scale(float *y, float f, int64_t n, cu_stream s) {
     if (n <= 0) return;
     CU_LAUNCH(k_scale, cu::grid_for(n, EW_THREADS), EW_THREADS, 0, s, y, f, n);
+}
+
+extern "C" void cu_softcap(float *y, float cap, int64_t n, cu_stream s) {
+    if (n <= 0) return;
+    CU_LAUNCH(k_softcap, cu::grid_for(n, EW_THREADS), EW_THREADS, 0, s, y, cap, n);
 }
 
 extern "C" void cu_swiglu(float *y, const float *gate, const float *up, int64_t n,

@@ -197,6 +197,11 @@ static void ref_scale(kern_backend *b, float *y, float s, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] *= s;
 }
 
+static void ref_softcap(kern_backend *b, float *y, float cap, int64_t n) {
+    (void)b;
+    for (int64_t i = 0; i < n; i++) y[i] = (float)(cap * tanh((double)y[i] / cap));
+}
+
 static void ref_softmax(kern_backend *b, float *x, int32_t n_rows, int32_t n) {
     (void)b;
     for (int32_t r = 0; r < n_rows; r++) {
@@ -264,6 +269,7 @@ const kern_ops kern_ref_ops = {
     .add_bias = ref_add_bias,
     .scale = ref_scale,
     .geglu = ref_geglu,
+    .softcap = ref_softcap,
     .sigmoid_mul = ref_sigmoid_mul,
     .gdn = ref_gdn,
 };
