@@ -97,7 +97,7 @@ static int info_model(gguf_ctx *g) {
         return 1;
     }
     const model_hparams *h = &m->hp;
-    char feat[512];
+    char feat[1024];
     printf("\nmodel: %s, %d layers, embd %d, ffn %d, heads %d (kv %d, dim %d), rope dim %d "
            "base %g, rms eps %g, vocab %d, context %d, output %s\n"
            "architecture: %s\n"

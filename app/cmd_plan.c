@@ -159,6 +159,12 @@ static void plan_print_text(const forest *f, const tok *tk, const step_plan *p, 
         model_window_text(p->hp, text, sizeof text);
         printf("sliding %s: the grid is a windowed layer's mask\n", text);
     }
+    if (p->hp && p->hp->full_attn_interval > 0)
+        printf("recurrent: %d of every %d layers are Gated DeltaNet, outside the mask: a row "
+               "goes on from its parent's state; %d states of %.1f KiB held after the step (a "
+               "leaf, or a branch point still growing, holds one; a fork copies one)\n",
+               p->hp->full_attn_interval - 1, p->hp->full_attn_interval, forest_rstate_used(f),
+               (double)model_rstate_floats(p->hp) * 4.0 / 1024.0);
     printf("mask: %d rows x %d visible KV slots ('#' = the row may attend to that slot%s)", p->n_rows,
            n_cols, p->n_swa > 0 ? "; ':' = an ancestor outside the row's window: only global "
                                   "layers see it" : "");
@@ -267,6 +273,10 @@ static json_t *plan_step_json(const forest *f, const tok *tk, const step_plan *p
     jo_set(&st, "rows", rows);
     jo_set(&st, "mask", mask);
     if (win) jo_set(&st, "mask_window", win); /* the windowed layers' mask */
+    if (p->hp && p->hp->full_attn_interval > 0) { /* recurrent layers: states, not a mask */
+        jo_set(&st, "rstate_cells", json_integer(forest_rstate_used(f)));
+        jo_set(&st, "rstate_bytes_each", json_integer(model_rstate_floats(p->hp) * 4));
+    }
     jo_set(&st, "sampled", sampled);
     return st;
 }

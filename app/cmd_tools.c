@@ -30,8 +30,8 @@ int cmd_convert_llama2c(int argc, char **argv) {
 static void mk_usage(FILE *f) {
     fprintf(f, MKMODEL_USAGE "\n\n"
                "Writes a GGUF with random weights (deterministic from the seed).\n\n"
-               "  --arch A           llama (default), qwen2, qwen3, gemma3, gemma4, qwen3moe,\n"
-               "                     qwen2moe or gpt-oss\n"
+               "  --arch A           llama (default), qwen2, qwen3, gemma3, gemma4, qwen35,\n"
+               "                     qwen3moe, qwen2moe or gpt-oss\n"
                "  --swa N            gemma3, gemma4, gpt-oss: sliding window in tokens (default: the context)\n"
                "  --swa-pattern P    gemma4: every P-th layer global (default 2)\n"
                "  --head-dim-swa N   gemma4: the local layers' head size (default head-dim / 2)\n"
@@ -42,6 +42,11 @@ static void mk_usage(FILE *f) {
                "  --experts-used K   qwen3moe, qwen2moe, gpt-oss: experts a token uses (default 2)\n"
                "  --ffn-exp N        the MoE archs: one expert's width (default: --ffn;\n"
                "                     qwen2moe's shared expert has --ffn)\n"
+               "  --attn-every N     qwen35: every N-th layer full attention, the others Gated\n"
+               "                     DeltaNet (default 4)\n"
+               "  --ssm-state N --ssm-k-heads N --ssm-v-heads N --ssm-conv N\n"
+               "                     qwen35: the DeltaNet's head size (default head-dim), key and\n"
+               "                     value heads (default kv-heads, heads), conv width (default 4)\n"
                "  --rope-scale F     linear RoPE scaling by F (gemma3: the global layers only)\n"
                "  --yarn F           YaRN scaling by F from a context of --ctx / F\n"
                "  --preset NAME      tiny, 25m, 110m or 1b (default tiny); options below override\n"
@@ -63,6 +68,9 @@ int cmd_mkmodel(int argc, char **argv) {
         {"swa-pattern", 1, 0, 'p'}, {"head-dim-swa", 1, 0, 'D'}, {"kv-shared", 1, 0, 'K'},
         {"ple", 1, 0, 'E'},    {"softcap", 1, 0, 'C'},  {"experts", 1, 0, 'X'},
         {"experts-used", 1, 0, 'U'}, {"ffn-exp", 1, 0, 'F'}, {"yarn", 1, 0, 'Y'},
+        {"ple", 1, 0, 'E'},    {"softcap", 1, 0, 'C'},
+        {"attn-every", 1, 0, 'I'}, {"ssm-state", 1, 0, 'S'}, {"ssm-k-heads", 1, 0, 'G'},
+        {"ssm-v-heads", 1, 0, 'V'}, {"ssm-conv", 1, 0, 'N'},
         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     mkmodel_params p = mkmodel_default_params();
     /* a preset first, wherever it appears, so that other options override it */
@@ -84,6 +92,11 @@ int cmd_mkmodel(int argc, char **argv) {
         case 'X': dst = &p.n_expert; break;
         case 'U': dst = &p.n_expert_used; break;
         case 'F': dst = &p.n_ff_exp; break;
+        case 'I': dst = &p.full_attn_interval; break;
+        case 'S': dst = &p.ssm_state; break;
+        case 'G': dst = &p.ssm_k_heads; break;
+        case 'V': dst = &p.ssm_v_heads; break;
+        case 'N': dst = &p.ssm_conv; break;
         case 'C': {
             double f;
             if (app_parse_float(optarg, &f) || f <= 0 || f > 1e4)

@@ -82,6 +82,47 @@ typedef struct kern_attn {
                                backend's: in its memory, like the norms' weights) */
 } kern_attn;
 
+/* Gated DeltaNet (Qwen3.5's linear-attention layers) over a batch of rows, one layer.
+ * Rows run in order, each on a state cell: a cell is this layer's recurrent state of
+ * one sequence, (conv_k - 1) rows of conv_dim raw inputs (oldest first), then n_v_heads
+ * matrices S of d_state x d_state (row i: key dim i, column j: value dim j). Row r first
+ * makes cell_out[r] a copy of cell_in[r] (zeros when cell_in[r] < 0; nothing when they
+ * are equal, which continues a sequence in place), then in that cell: the causal conv
+ * of width conv_k over qkv[r] and the window (no bias), SiLU, q, k (n_k_heads each) and
+ * v (n_v_heads) split in that order, q and k L2-normalised (x / sqrt(sum x^2 + eps)) and
+ * q scaled by 1 / sqrt(d_state); per value head h (reading key head h % n_k_heads):
+ * S <- e^g S with g = softplus(alpha + dt_bias[h]) a[h]; delta = sigmoid(beta)
+ * (v - S^T k); S <- S + k delta^T; o = S^T q; out = RMSNorm(o; norm_w, eps) * silu(z).
+ * A row may read a cell an earlier row of the batch wrote (a chain within one step). */
+typedef struct kern_gdn {
+    int32_t n_rows;
+    int32_t n_k_heads, n_v_heads, d_state, conv_k;
+    float eps;
+    float *qkv;             /* (n_rows, conv_dim) the projections; overwritten (scratch) */
+    const float *z;         /* (n_rows, n_v_heads * d_state) the output gate's input */
+    const float *beta;      /* (n_rows, n_v_heads) before the sigmoid */
+    const float *alpha;     /* (n_rows, n_v_heads) before dt_bias and the softplus */
+    const float *conv_w;    /* (conv_dim, conv_k) */
+    const float *dt_bias;   /* (n_v_heads) */
+    const float *a;         /* (n_v_heads) the decay rates (negative) */
+    const float *norm_w;    /* (d_state) the output norm's gains */
+    float *cells;           /* (cells, kern_gdn_cell_floats) this layer's states */
+    const int32_t *cell_in; /* (n_rows) host memory: the state each row starts from, -1: zeros */
+    const int32_t *cell_out;/* (n_rows) host memory: the cell each row leaves its state in */
+    float *out;             /* (n_rows, n_v_heads * d_state) */
+} kern_gdn;
+
+#define KERN_GDN_MAX_STATE 512 /* most d_state a backend takes */
+
+/* Channels of the conv: q, k and v of every head. */
+static inline int64_t kern_gdn_conv_dim(const kern_gdn *a) {
+    return (int64_t)(2 * a->n_k_heads + a->n_v_heads) * a->d_state;
+}
+/* Floats of one state cell of one layer. */
+static inline int64_t kern_gdn_cell_floats(const kern_gdn *a) {
+    return (a->conv_k - 1) * kern_gdn_conv_dim(a) + (int64_t)a->n_v_heads * a->d_state * a->d_state;
+}
+
 typedef struct kern_backend kern_backend;
 
 /* ---- outputs: what a step brings back of its logits ---- */
@@ -226,6 +267,11 @@ typedef struct kern_ops {
     /* y[i] = cap tanh(y[i] / cap) in float, i < n (final logit soft-capping: Gemma 2 and
      * 4). y is where matmul put the logits: host memory, or a device backend's own. */
     void (*softcap)(kern_backend *b, float *y, float cap, int64_t n);
+    /* ---- Qwen3.5 (NULL: the backend cannot run it) ---- */
+    /* y[i] *= sigmoid(gate[i]), i < n (the gated attention output). */
+    void (*sigmoid_mul)(kern_backend *b, float *y, const float *gate, int64_t n);
+    /* Gated DeltaNet rows, see kern_gdn. */
+    void (*gdn)(kern_backend *b, const kern_gdn *a);
 } kern_ops;
 
 /* Creates a backend by name ("ref", "cpu") through its ops->init. n_threads <= 0 means

@@ -45,6 +45,28 @@ static inline float *t_q8_exact_floats(uint64_t *s, int64_t n) {
     return p;
 }
 
+/* The ref backend, or NULL after a failed check. */
+static inline kern_backend *t_ref(void) {
+    st_err err = {0};
+    kern_backend *ref = kern_backend_init("ref", 1, &err);
+    T_CHECK(ref != NULL, "ref backend: %s", err.msg);
+    return ref;
+}
+
+/* Runs fn(ref, cpu, seed0 + threads) with a cpu backend of 1, 2 and 3 threads each: the
+ * ops' comparisons against ref at every thread count. */
+static inline void t_each_cpu(kern_backend *ref, void (*fn)(kern_backend *, kern_backend *, uint64_t),
+                              uint64_t seed0) {
+    for (int32_t nt = 1; nt <= 3; nt++) {
+        st_err err = {0};
+        kern_backend *cpu = kern_backend_init("cpu", nt, &err);
+        T_CHECK(cpu != NULL, "cpu backend with %d threads: %s", (int)nt, err.msg);
+        if (!cpu) continue;
+        fn(ref, cpu, seed0 + (uint64_t)nt);
+        kern_backend_free(cpu);
+    }
+}
+
 static inline void *make_weights(uint64_t *s, uint32_t type, int64_t n_out, int64_t n_in) {
     size_t rb = dtype_row_bytes(type, n_in);
     uint8_t *w = malloc(rb * (size_t)n_out);

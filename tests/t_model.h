@@ -34,6 +34,7 @@ static inline bool t_stories(model **m, tok **tk) {
 static inline model_ctx *t_new_ctx_rows(const model *m, int32_t n_slots, int32_t max_rows) {
     model_ctx_params cp = model_ctx_default_params();
     cp.n_slots = n_slots;
+    cp.n_rstates = 256; /* a recurrent model's forests: up to 128 leaves growing together */
     cp.max_rows = getenv("MD_MAXROWS") ? atoi(getenv("MD_MAXROWS")) : max_rows;
     if (getenv("MD_BACKEND")) cp.backend = getenv("MD_BACKEND");
     if (getenv("MD_THREADS")) cp.n_threads = atoi(getenv("MD_THREADS"));
@@ -65,7 +66,8 @@ static inline model *t_random_model(const mkmodel_params *mp, st_err *err) {
 /* Linear decoding of toks[from..n) of a sequence whose first token is at position pos0,
  * in slots from..n-1 of a cache that holds toks[0..from) in slots 0..from-1 (from = 0:
  * a fresh cache); row i sees slots [0, i], on the model's windowed layers slots
- * (i - n_swa, i]. The last row's logits go to last. This is the
+ * (i - n_swa, i]; recurrent layers continue the state in cell 0 (from zeros when from is
+ * 0). The last row's logits go to last. This is the
  * reference a forest's leaf must equal bit for bit (test_forest, test_soak). */
 static inline st_code t_linear_from(model_ctx *c, const int32_t *toks, int32_t from, int32_t n,
                                     int32_t pos0, float *last) {
@@ -73,7 +75,9 @@ static inline st_code t_linear_from(model_ctx *c, const int32_t *toks, int32_t f
     int32_t *off = malloc(sizeof(int32_t) * (n + 1));
     kern_seg *seg = malloc(sizeof(kern_seg) * 2 * n); /* n full, n windowed */
     uint8_t *want = calloc(n, 1);
+    int32_t *rs = calloc(n + 1, sizeof *rs); /* cell 0 in place; -1 first for a new sequence */
     const int32_t w = model_ctx_hparams(c)->n_swa;
+    rs[0] = from == 0 ? -1 : 0;
     toks += from;
     n -= from;
     for (int32_t i = 0; i < n; i++) {
@@ -85,11 +89,13 @@ static inline st_code t_linear_from(model_ctx *c, const int32_t *toks, int32_t f
     }
     off[n] = n;
     want[n - 1] = 1;
-    model_batch b = {n, toks, pos, slot, off, seg, want, off, seg + n, NULL, NULL, NULL};
+    model_batch b = {.n_rows = n, .tokens = toks, .pos = pos, .slot = slot, .seg_off = off,
+                     .segs = seg, .want_logits = want, .seg_off_swa = off, .segs_swa = seg + n,
+                     .rs_in = rs, .rs_out = rs + 1};
     st_err err = {0};
     st_code rc = model_forward(c, &b, last, &err);
     if (rc) fprintf(stderr, "linear: %s\n", err.msg);
-    free(pos), free(slot), free(off), free(seg), free(want);
+    free(pos), free(slot), free(off), free(seg), free(want), free(rs);
     return rc;
 }
 

@@ -267,7 +267,9 @@ static bool linear_weights(model_ctx *c, const int32_t *toks, int32_t n, int32_t
     model_attn_req req = {.layer = l, .head = h, .w = all};
     uint8_t want[N_SLOTS] = {0};
     want[n - 1] = 1;
-    model_batch b = {n, toks, pos, pos, off, seg, want, off, seg + n, &req, NULL, NULL};
+    model_batch b = {.n_rows = n, .tokens = toks, .pos = pos, .slot = pos, .seg_off = off,
+                     .segs = seg, .want_logits = want, .seg_off_swa = off, .segs_swa = seg + n,
+                     .attn = &req};
     st_err err = {0};
     bool ok = model_forward(c, &b, lg, &err) == ST_OK;
     if (ok) memcpy(w, all + (size_t)(n - 1) * n / 2, sizeof(float) * (size_t)n);

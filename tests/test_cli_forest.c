@@ -288,6 +288,31 @@ static void test_plan(void) {
     free(out);
 }
 
+/* plan on a random Qwen3.5: each step says how many recurrent states the forest holds
+ * (the prompt's leaf, then one a branch) and their size, in text and JSON. */
+static void test_plan_recurrent(void) {
+    char path[] = "/tmp/md_q35_XXXXXX";
+    int fd = mkstemp(path), st;
+    if (fd >= 0) close(fd);
+    char *out = t_runf(&st, "%s mkmodel --arch qwen35 --layers 4 %s 2>&1", bin, path);
+    T_CHECK(fd >= 0 && st == 0, "mkmodel --arch qwen35: exit %d\n%s", st, out);
+    free(out);
+    out = t_runf(&st, "%s plan -m %s -k 3 -s 3 --json", bin, path);
+    jv *j = j_read(out);
+    const jv *steps = jkey(j, "steps");
+    T_CHECK(st == 0 && jlen(steps) == 3 && jnum(jkey(jat(steps, 0), "rstate_cells")) == 1 &&
+                jnum(jkey(jat(steps, 2), "rstate_cells")) == 3 &&
+                jnum(jkey(jat(steps, 2), "rstate_bytes_each")) == 3 * ((4 - 1) * 8 * 16 + 4 * 16 * 16) * 4,
+            "plan --json on qwen35: 1 then 3 states held, their bytes: exit %d\n%s", st, out);
+    j_free(j);
+    free(out);
+    out = t_runf(&st, "%s plan -m %s -k 3 -s 2 2>&1", bin, path);
+    T_CHECK(st == 0 && strstr(out, "3 of every 4 layers are Gated DeltaNet") &&
+                strstr(out, "3 states of 16.5 KiB held"), "plan's text on qwen35: exit %d\n%s", st, out);
+    free(out);
+    unlink(path);
+}
+
 /* ---- generate --branches ---- */
 
 static void test_generate_branches(void) {
@@ -640,6 +665,7 @@ int main(void) {
           "a small puppy. Lily took the puppy home and called him Max.", f);
     fclose(f);
     test_plan();
+    test_plan_recurrent();
     test_generate_branches();
     test_best_cli();
     test_ask(ctx_file);

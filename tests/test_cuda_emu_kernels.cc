@@ -136,6 +136,14 @@ static void test_swiglu_add(void) {
         cu_add(a.data(), b.data(), n, nullptr);
         sync("add");
         T_CHECK(a == wa, "add n %ld differs", n);
+
+        /* logits of +-30 capped at 10: saturated tails and the linear middle */
+        dvec<float> x = rand_vec(n, 30), wx = x;
+        R->softcap(ref, wx.data(), 10.0f, n);
+        cu_softcap(x.data(), 10.0f, n, nullptr);
+        sync("softcap");
+        const double es = t_nerr(x.data(), wx.data(), n);
+        T_CHECK(es < 1e-6, "softcap n %ld: nerr %.3g", n, es);
     }
 }
 

@@ -10,8 +10,9 @@
  * With the cpu and ref backends the logits are in fact bitwise equal, and that is
  * asserted too: a few random shapes run once more on ref.
  * Runs on random-weight models of several shapes and types (F32, F16, Q8_0, Q4_K; GQA
- * 1/2/4; head dims 32-128; tied and untied; the llama, qwen2, qwen3, gemma3 and gemma4
- * architectures), on stories260K and on SmolLM2 when present.
+ * 1/2/4; head dims 32-128; tied and untied; the llama, qwen2, qwen3, gemma3, gemma4 and
+ * qwen35 architectures), on stories260K and on SmolLM2 when present. On qwen35 the
+ * recurrent states follow the forest: the invariants hold for state cells too.
  * `test_forest --seeds N` runs N seeds per model (default: a fixed few); `--quick` one
  * seed, six of the shapes (F32 and Q8_0, every family, both kinds of window) and
  * stories260K, not the ref pass nor the downloaded models: what make test-isa runs at
@@ -393,6 +394,15 @@ static void moe_extras(mkmodel_params *mp) {
     mp->n_ff_exp = 64;
 }
 
+/* What a Qwen3.5 shape adds: 4 layers, Gated DeltaNet ones and gated attention ones
+ * (pattern 0: every 4th layer attention, the others recurrent; else every pattern-th). */
+static void q35_extras(mkmodel_params *mp, int32_t pattern) {
+    if (!mp->arch || strcmp(mp->arch, "qwen35") != 0) return;
+    mp->n_layer = 4;
+    mp->full_attn_interval = pattern;
+    mp->ssm_k_heads = 1, mp->ssm_v_heads = 2, mp->ssm_state = 16;
+}
+
 /* The random-weight models of every shape (on_ref_only: those marked on_ref; quick: those
  * marked quick), n_seeds forests each (run_case); on the first, the focused tests too. */
 static void run_shapes(int n_seeds, bool on_ref_only, bool quick) {
@@ -423,6 +433,11 @@ static void run_shapes(int n_seeds, bool on_ref_only, bool quick) {
          * embeddings, soft-capping */
         {"gemma4 f32 gqa4 hd64 window 8", DT_F32, 128, 4, 1, 64, true, "gemma4", 8, 0, true, true},
         {"gemma4 q8_0 gqa2 hd64 window 5", DT_Q8_0, 128, 4, 2, 64, false, "gemma4", 5, 0, false, false},
+        /* Qwen3.5 (q35_extras): Gated DeltaNet layers (recurrent states kept at leaves and
+         * branch points, chains run again under forks at inner nodes) and gated attention */
+        {"qwen35 f32 gqa2 hd32", DT_F32, 128, 4, 2, 32, true, "qwen35", 0, 0, true, true},
+        {"qwen35 q8_0 gqa4 hd64 attention every 2nd", DT_Q8_0, 128, 4, 1, 64, false, "qwen35", 0, 2,
+         false, false},
         {"f32 gqa2 hd64 window 8 on layer 0", DT_F32, 128, 4, 2, 64, false, NULL, 8, 2, false, false},
         {"q8_0 gqa2 hd32 window 5 on all", DT_Q8_0, 128, 4, 2, 32, false, NULL, 5, 0, false, true},
         /* mixtures of experts (moe_extras): rows grouped by expert */
@@ -446,6 +461,7 @@ static void run_shapes(int n_seeds, bool on_ref_only, bool quick) {
         if (shapes[i].arch) mp.n_swa = shapes[i].swa;
         g4_extras(&mp);
         moe_extras(&mp);
+        q35_extras(&mp, shapes[i].pattern);
         mp.n_ctx = 2048;
         mp.seed = 40 + i;
         char path[128];

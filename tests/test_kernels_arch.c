@@ -9,6 +9,7 @@
  *   rope_neox   1e-6  the same angle table as rope, pairs (i, i + rope_dim / 2)
  *   geglu       1e-6  polynomial exp for the tanh (~2 ulp)
  *   add_bias    0     one float add either way
+ *   softcap     0     the same float expression value by value
  *   scale       0     one float product either way
  *   swiglu_oai  1e-6  polynomial exp (~2 ulp)
  *   attention with sinks  3e-6 as without (online softmax, polynomial exp) */
@@ -188,21 +189,13 @@ static void test_sinks(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
 }
 
 int main(void) {
-    st_err err = {0};
-    kern_backend *ref = kern_backend_init("ref", 1, &err);
-    T_CHECK(ref != NULL, "ref backend: %s", err.msg);
+    kern_backend *ref = t_ref();
     if (!ref) return t_done();
     test_ref_values(ref);
     test_oss_ref_values(ref);
-    for (int32_t nt = 1; nt <= 3; nt++) {
-        kern_backend *cpu = kern_backend_init("cpu", nt, &err);
-        T_CHECK(cpu != NULL, "cpu backend with %d threads: %s", (int)nt, err.msg);
-        if (!cpu) continue;
-        test_against_ref(ref, cpu, 2800 + (uint64_t)nt);
-        test_swiglu(ref, cpu, 4100 + (uint64_t)nt);
-        test_sinks(ref, cpu, 4200 + (uint64_t)nt);
-        kern_backend_free(cpu);
-    }
+    t_each_cpu(ref, test_against_ref, 2800);
+    t_each_cpu(ref, test_swiglu, 4100);
+    t_each_cpu(ref, test_sinks, 4200);
     kern_backend_free(ref);
     fprintf(stderr, "max nerr seen: rope_neox %.2g, geglu %.2g\n", seen_rope, seen_geglu);
     return t_done();

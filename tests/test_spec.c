@@ -452,6 +452,11 @@ int main(void) {
     mp.n_ff = 512;
     mp.seed = 9;
     run_random(mp, "random Q4_K");
+    /* Qwen3.5: verified drafts keep a recurrent state each; the accepted path grows on */
+    mp = mkmodel_default_params();
+    mp.arch = "qwen35", mp.n_layer = 4, mp.head_dim = 16, mp.full_attn_interval = 2;
+    mp.ssm_k_heads = 1, mp.ssm_v_heads = 2, mp.ssm_state = 16, mp.seed = 11;
+    run_random(mp, "random qwen35");
 
     static const char *const stories[] = {
         "Once upon a time, there was a little girl named Lily. She",

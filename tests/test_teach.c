@@ -15,6 +15,7 @@
  *   labels inside their boxes, no colour shared by two radix lines, the prompt folded. */
 #include <jansson.h>
 
+#include "convert/mkmodel.h"
 #include "forest/forest.h"
 #include "forest/step.h"
 #include "t.h"
@@ -370,8 +371,44 @@ static void test_history(void) {
     free(v);
 }
 
+/* On a model with recurrent layers the header says so, with the states the forest holds:
+ * a prompt, then three branches of it, one state each. */
+static void test_recurrent_header(void) {
+    mkmodel_params mp = mkmodel_default_params();
+    mp.arch = "qwen35", mp.n_layer = 4;
+    st_err err = {0};
+    model *m = t_random_model(&mp, &err);
+    model_ctx *c = m ? t_new_ctx(m, 64) : NULL;
+    forest *f = forest_init(64, 0);
+    step_plan p;
+    step_plan_init(&p);
+    int32_t toks[4] = {1, 300, 301, 302};
+    forest_id end;
+    bool ok = c && forest_add_root(f, toks, NULL, 4, 0, &end, &err) == ST_OK &&
+              step_forest(f, &p, c, &err) == ST_OK;
+    for (int32_t b = 0; ok && b < 3; b++) {
+        int32_t t = 310 + b;
+        ok = forest_append(f, end, &t, NULL, 1, NULL, &err) == ST_OK;
+    }
+    ok = ok && step_forest(f, &p, c, &err) == ST_OK;
+    mask_view *v = malloc(sizeof *v);
+    char head[512] = "";
+    if (ok) {
+        mv_capture(v, f, NULL, &p, 1);
+        mv_header(v, head, sizeof head, 400, false);
+    }
+    T_CHECK(ok && strstr(head, "3 of 4 layers recurrent (no mask): 3 states of 16.5 KiB held"),
+            "the mask header on qwen35: %s (%s)", head, err.msg);
+    free(v);
+    step_plan_free(&p);
+    forest_free(f);
+    model_ctx_free(c);
+    model_free(m);
+}
+
 int main(void) {
     test_history();
+    test_recurrent_header();
     test_view();
     test_plan_cli();
     return t_done();

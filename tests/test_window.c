@@ -197,7 +197,8 @@ static void test_batch_needs_window(model *m) {
     model_ctx *c = t_new_ctx(m, N_SLOTS);
     int32_t tok = 1, pos = 0, off[2] = {0, 1};
     kern_seg seg = {0, 1};
-    model_batch b = {1, &tok, &pos, &pos, off, &seg, NULL, NULL, NULL, NULL, NULL, NULL};
+    model_batch b = {.n_rows = 1, .tokens = &tok, .pos = &pos, .slot = &pos, .seg_off = off,
+                     .segs = &seg};
     float *lg = malloc(sizeof(float) * m->hp.n_vocab);
     st_err err = {0};
     T_CHECK(model_forward(c, &b, lg, &err) == ST_ERR_ARG && strstr(err.msg, "window"),

@@ -79,6 +79,11 @@ void mv_capture(mask_view *v, const forest *f, const tok *tk, const step_plan *p
     v->n_swa = p->n_swa;
     if (p->n_swa > 0) model_window_text(p->hp, v->window, sizeof v->window);
     else v->window[0] = '\0';
+    v->recurrent[0] = '\0';
+    if (p->hp && p->hp->full_attn_interval > 0) /* outside the mask: states, one a tip */
+        snprintf(v->recurrent, sizeof v->recurrent, "%d of %d layers recurrent (no mask): %d "
+                 "states of %.1f KiB held", p->hp->full_attn_interval - 1, p->hp->full_attn_interval,
+                 forest_rstate_used(f), (double)model_rstate_floats(p->hp) * 4.0 / 1024.0);
     for (int32_t r = 0; r < v->n_rows; r++) {
         int32_t pr = r0 + r, idx = p->node[pr];
         const forest_node *nd = forest_node_at(f, idx);
@@ -303,6 +308,10 @@ void mv_header(const mask_view *v, char *out, size_t cap, int width, bool utf8) 
     }
     if (v->n_swa > 0) { /* the grid is the windowed layers' mask */
         snprintf(buf, sizeof buf, "; %s", v->window);
+        ui_line_put(&l, buf);
+    }
+    if (v->recurrent[0]) {
+        snprintf(buf, sizeof buf, "; %s", v->recurrent);
         ui_line_put(&l, buf);
     }
     if (v->attn_layer >= 0) {

@@ -80,6 +80,8 @@ typedef struct mask_view {
                                                       slot is outside the row's window */
     int32_t n_swa;          /* the step's window (0: none) */
     char window[128];       /* its layers in words (model_window_text), "" without one */
+    char recurrent[128];    /* a model's recurrent layers and the states the forest holds
+                               after the step, in words; "" without such layers */
     int32_t step;           /* steps run before this one; -1 before any */
     bool preview;           /* the plan of the next step, built and cancelled, not run */
     bool spec;              /* a speculative step: rows carry roles */

@@ -111,7 +111,7 @@ static json_t *bench_decode_json(const model *m, const char *path, const char *b
     jo_set(&o, "n_head", json_integer(h->n_head));
     jo_set(&o, "n_head_kv", json_integer(h->n_head_kv));
     jo_set(&o, "n_vocab", json_integer(h->n_vocab));
-    jo_set(&o, "weight_type", jo_str(dtype_name(m->layers[0].wq.type)));
+    jo_set(&o, "weight_type", jo_str(dtype_name(m->layers[0].w_gate.type)));
     jo_set(&o, "runs", runs);
     return o;
 }

@@ -23,7 +23,9 @@ static inline uint64_t bench_lcg(uint64_t *s) {
     return *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
 }
 
-/* Bytes one KV slot takes: n_layer x (K + V) x n_head_kv x head_dim x 4 (f32). */
+/* Bytes one KV slot takes: (K + V) x 4 (f32) over the layers that keep a cache, each with
+ * its own heads (model_kv_slot_floats: Gemma 4's local and global layers differ, its
+ * shared-KV layers and Qwen3.5's recurrent ones keep none). */
 int64_t bench_kv_bytes_per_slot(const model *m);
 /* n deterministic tokens in [1, V) (0 is often <unk>) from an LCG started at state. */
 void bench_synth(int32_t *out, int32_t n, int32_t V, uint64_t state);

@@ -25,7 +25,7 @@ json_t *bench_times_json(double prefill_s, double decode_s, int32_t steps) {
 }
 
 int64_t bench_kv_bytes_per_slot(const model *m) {
-    return (int64_t)m->hp.n_layer * 2 * m->hp.n_head_kv * m->hp.head_dim * 4;
+    return 2 * model_kv_slot_floats(&m->hp) * 4;
 }
 
 void bench_synth(int32_t *out, int32_t n, int32_t V, uint64_t s) {

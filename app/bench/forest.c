@@ -418,12 +418,15 @@ static json_t *bf_header(const char *bench, const model *m, const bf_opts *o) {
     jo_set(&h, "model", jo_str(o->mo.path));
     jo_set(&h, "backend", jo_str(o->mo.backend));
     jo_set(&h, "threads", json_integer(o->mo.threads));
-    jo_set(&h, "weight_type", jo_str(dtype_name(m->layers[0].wq.type)));
+    jo_set(&h, "weight_type", jo_str(dtype_name(m->layers[0].w_gate.type)));
     jo_set(&h, "weight_bytes", jo_u64(m->weight_bytes));
     jo_set(&h, "packed_bytes", jo_u64(model_packed_bytes(m)));
     jo_set(&h, "n_layer", json_integer(m->hp.n_layer));
     jo_set(&h, "kv_dim", json_integer(m->hp.n_head_kv * m->hp.head_dim));
     jo_set(&h, "kv_bytes_per_slot", json_integer(bench_kv_bytes_per_slot(m)));
+    /* a recurrent model's forest holds this much more per leaf (and per branch point
+     * still growing), and as much again for each leaf a step extends */
+    jo_set(&h, "rstate_bytes_per_leaf", json_integer(model_rstate_floats(&m->hp) * 4));
     return h;
 }
 

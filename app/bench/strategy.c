@@ -463,7 +463,7 @@ static json_t *bs_report(const model *m, const bs_opts *o, bool beam, json_t *ru
     jo_set(&doc, "model", jo_str(o->path));
     jo_set(&doc, "backend", jo_str(o->backend));
     jo_set(&doc, "threads", json_integer(o->threads));
-    jo_set(&doc, "weight_type", jo_str(dtype_name(m->layers[0].wq.type)));
+    jo_set(&doc, "weight_type", jo_str(dtype_name(m->layers[0].w_gate.type)));
     jo_set(&doc, "n_layer", json_integer(m->hp.n_layer));
     jo_set(&doc, "kv_bytes_per_slot", json_integer(bench_kv_bytes_per_slot(m)));
     jo_set(&doc, "prompt_tokens", json_integer(o->n_prompt));

@@ -34,7 +34,7 @@
 
 typedef struct mkmodel_params {
     const char *arch;   /* "llama" (NULL means it), "qwen2", "qwen3", "gemma3", "gemma4",
-                           "qwen3moe" */
+                           "qwen3moe", "qwen35" */
     int32_t n_vocab;    /* >= MKMODEL_MIN_VOCAB */
     int32_t n_embd;
     int32_t n_layer;
@@ -66,6 +66,12 @@ typedef struct mkmodel_params {
     int32_t n_expert;      /* experts per layer; 0 = 8 */
     int32_t n_expert_used; /* experts a token uses; 0 = 2 */
     int32_t n_ff_exp;      /* one expert's hidden width; 0 = n_ff */
+    /* qwen35 only (0: the default in brackets): */
+    int32_t ssm_state;    /* the DeltaNet's head size [head_dim] */
+    int32_t ssm_k_heads;  /* its key heads [n_head_kv] */
+    int32_t ssm_v_heads;  /* its value heads, a multiple of the key heads [n_head] */
+    int32_t ssm_conv;     /* its conv's width [4] */
+    int32_t full_attn_interval; /* every such layer full attention, the others DeltaNet [4] */
     uint64_t seed;
 } mkmodel_params;
 

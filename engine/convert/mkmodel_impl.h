@@ -46,5 +46,11 @@ bool mk_moe_skips(const mkmodel_params *p, const char *suffix, bool matrix);
 st_code mk_moe_check(const mkmodel_params *p, st_err *err);
 int mk_moe_layer(const mkmodel_params *p, mk_tensor *t, int n, int l);
 st_code mk_moe_meta(gguf_writer *w, const mkmodel_params *p, const char *arch);
+/* Qwen3.5 (mkmodel_qwen35.c): its checks, its layers (after the global tensors; returns
+ * the new count), its "qwen35.*" keys and its rotated dims (a quarter of the head). */
+st_code mk_qwen35_check(const mkmodel_params *p, st_err *err);
+int mk_qwen35_list(const mkmodel_params *p, mk_tensor *t, int n);
+st_code mk_qwen35_meta(gguf_writer *w, const mkmodel_params *p);
+int32_t mk_qwen35_rope_dim(const mkmodel_params *p);
 
 #endif

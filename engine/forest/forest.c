@@ -15,6 +15,7 @@ struct forest {
     int32_t first_root;   /* roots are a sibling list too, in creation order */
     int32_t last_root;
     kv_alloc *kv;
+    kv_alloc *rs;         /* recurrent state cells; NULL until a step asks (rstate.h) */
     int32_t top_k;
     int32_t *topk_ids;    /* (cap, top_k) */
     float *topk_lp;       /* (cap, top_k) */
@@ -38,6 +39,7 @@ forest *forest_init(int32_t n_slots, int32_t top_k) {
 void forest_free(forest *f) {
     if (!f) return;
     kv_alloc_free(f->kv);
+    kv_alloc_free(f->rs);
     free(f->nodes);
     free(f->topk_ids);
     free(f->topk_lp);
@@ -70,7 +72,7 @@ static bool grow(forest *f, int32_t need) {
     for (int32_t i = f->cap; i < cap; i++)
         f->nodes[i] = (forest_node){.state = FOREST_FREE, .next_sibling = i + 1 < cap ? i + 1 : -1,
                                     .parent = -1, .first_child = -1, .last_child = -1,
-                                    .kv_slot = -1};
+                                    .kv_slot = -1, .rs_cell = -1};
     /* the new indices go in front of the free list */
     f->nodes[cap - 1].next_sibling = f->free_head;
     f->free_head = f->cap;
@@ -105,6 +107,18 @@ int32_t forest_capacity(const forest *f) { return f->cap; }
 int32_t forest_n_live(const forest *f) { return f->n_live; }
 int32_t forest_n_pending(const forest *f) { return f->n_pending; }
 kv_alloc *forest_kv(forest *f) { return f->kv; }
+
+kv_alloc *forest_rstate(forest *f, int32_t n_cells) {
+    if (n_cells == 0 || (f->rs && kv_alloc_n_slots(f->rs) == n_cells)) return f->rs;
+    if (f->rs && kv_alloc_used(f->rs) > 0) return NULL;
+    kv_alloc_free(f->rs);
+    f->rs = kv_alloc_init(n_cells);
+    return f->rs;
+}
+
+int32_t forest_rstate_used(const forest *f) { return f->rs ? kv_alloc_used(f->rs) : 0; }
+
+void forest_set_rs_cell(forest *f, int32_t idx, int32_t cell) { f->nodes[idx].rs_cell = cell; }
 const kv_alloc *forest_kv_const(const forest *f) { return f->kv; }
 int32_t forest_top_k(const forest *f) { return f->top_k; }
 
@@ -116,7 +130,8 @@ static int32_t new_node(forest *f, int32_t parent, int32_t token, float lp, int3
     f->free_head = n->next_sibling;
     uint32_t gen = n->gen;
     *n = (forest_node){.token = token, .parent = parent, .first_child = -1, .last_child = -1,
-                       .next_sibling = -1, .depth = depth, .kv_slot = -1, .logprob = lp, .gen = gen,
+                       .next_sibling = -1, .depth = depth, .kv_slot = -1, .rs_cell = -1,
+                       .logprob = lp, .gen = gen,
                        .state = FOREST_PENDING};
     f->topk_n[i] = 0;
     if (parent >= 0) {
@@ -176,11 +191,12 @@ static void free_subtree(forest *f, int32_t root) {
         }
         int32_t up = cur == root ? -1 : n->parent;
         if (n->kv_slot >= 0) kv_alloc_release(f->kv, n->kv_slot);
+        if (n->rs_cell >= 0) kv_alloc_release(f->rs, n->rs_cell);
         if (n->state == FOREST_PENDING) f->n_pending--;
         f->n_live--;
         *n = (forest_node){.state = FOREST_FREE, .gen = n->gen + 1, .parent = -1,
                            .first_child = -1, .last_child = -1, .kv_slot = -1,
-                           .next_sibling = f->free_head};
+                           .rs_cell = -1, .next_sibling = f->free_head};
         f->free_head = cur;
         cur = up;
     }
@@ -346,11 +362,26 @@ void forest_move_slot(forest *f, int32_t idx, int32_t new_slot) {
     f->nodes[idx].kv_slot = new_slot;
 }
 
+/* Node i's state cell is in use and held by it alone (owned marks the cells seen). */
+static st_code check_rs_cell(const forest *f, int32_t i, uint8_t *owned, int32_t *n, st_err *err) {
+    const int32_t c = f->nodes[i].rs_cell;
+    if (!f->rs || c >= kv_alloc_n_slots(f->rs) || !kv_alloc_is_used(f->rs, c) || owned[c])
+        return st_set(err, ST_ERR_FORMAT, "node %d: state cell %d is invalid, free or held twice",
+                      i, c);
+    owned[c] = 1;
+    (*n)++;
+    return ST_OK;
+}
+
 st_code forest_check(const forest *f, st_err *err) {
     int32_t n_slots = kv_alloc_n_slots(f->kv);
     uint8_t *owned = calloc((size_t)n_slots, 1);
-    if (!owned) return st_set(err, ST_ERR_NOMEM, "out of memory");
-    int32_t live = 0, pending = 0, n_owned = 0;
+    uint8_t *rs_owned = calloc(f->rs ? (size_t)kv_alloc_n_slots(f->rs) : 1, 1);
+    if (!owned || !rs_owned) {
+        free(owned), free(rs_owned);
+        return st_set(err, ST_ERR_NOMEM, "out of memory");
+    }
+    int32_t live = 0, pending = 0, n_owned = 0, n_rs = 0;
     st_code rc = ST_OK;
     FOREST_DFS(f, i, {
         const forest_node *n = &f->nodes[i];
@@ -393,10 +424,12 @@ st_code forest_check(const forest *f, st_err *err) {
             }
             owned[s] = 1;
             n_owned++;
-        } else if (n->kv_slot != -1) {
-            rc = st_set(err, ST_ERR_FORMAT, "pending node %d owns slot %d", i, n->kv_slot);
+        } else if (n->kv_slot != -1 || n->rs_cell != -1) {
+            rc = st_set(err, ST_ERR_FORMAT, "pending node %d owns slot %d, state cell %d", i,
+                        n->kv_slot, n->rs_cell);
             break;
         }
+        if (n->rs_cell >= 0 && (rc = check_rs_cell(f, i, rs_owned, &n_rs, err))) break;
     });
     if (!rc && (live != f->n_live || pending != f->n_pending))
         rc = st_set(err, ST_ERR_FORMAT, "counts: %d live (recorded %d), %d pending (recorded %d)",
@@ -404,6 +437,10 @@ st_code forest_check(const forest *f, st_err *err) {
     if (!rc && n_owned != kv_alloc_used(f->kv))
         rc = st_set(err, ST_ERR_FORMAT, "%d slots owned by nodes but %d marked used (leak)",
                     n_owned, kv_alloc_used(f->kv));
+    if (!rc && n_rs != forest_rstate_used(f))
+        rc = st_set(err, ST_ERR_FORMAT, "%d state cells held by nodes but %d marked used (leak)",
+                    n_rs, forest_rstate_used(f));
     free(owned);
+    free(rs_owned);
     return rc;
 }

@@ -9,7 +9,8 @@
  * Node ids are stable handles: an index into one growable array plus a generation count,
  * so that an id kept by a caller (the UI) after its node was pruned is detected as stale
  * (forest_get returns NULL) and never dereferenced. Index slots are recycled through a
- * free list. The forest owns the KV slot allocator (kv.h) but not the K/V data.
+ * free list. The forest owns the KV slot allocator (kv.h) but not the K/V data, and
+ * likewise the allocator of recurrent state cells (rstate.h) on models that have them.
  *
  * Not here: choosing tokens (sample.h, strategies), running the model (step.h). */
 #ifndef MD_FOREST_H
@@ -36,6 +37,8 @@ enum {
     FOREST_DIMMED = 1 << 4,     /* a search's loser, kept to be shown until it is pruned */
     FOREST_OWN_LINE = 1 << 5,   /* the user pruned a sibling of it: a view keeps it apart
                                    from its parent's text (lines never merge under the cursor) */
+    FOREST_REPLAY = 1 << 6,     /* a computed node the next step runs again without logits,
+                                   to rebuild a recurrent state below it (rstate.h) */
 };
 
 typedef struct forest_node {
@@ -46,6 +49,7 @@ typedef struct forest_node {
     int32_t next_sibling; /* index, -1 for none */
     int32_t depth;        /* RoPE position: parent's + 1; a root's is its tree offset */
     int32_t kv_slot;      /* -1 while pending */
+    int32_t rs_cell;      /* its recurrent state cell (rstate.h), -1: none kept */
     float logprob;        /* log p(token | ancestors), NAN when not scored (prompt text) */
     uint32_t gen;         /* generation of this index */
     uint8_t state;        /* FOREST_FREE / PENDING / COMPUTED */
@@ -78,6 +82,13 @@ int32_t forest_dfs_next(const forest *f, int32_t idx);
 int32_t forest_n_live(const forest *f);
 int32_t forest_n_pending(const forest *f);
 kv_alloc *forest_kv(forest *f);
+/* The recurrent state cells' allocator, made for n_cells cells on the first call (a
+ * later call with another count remakes it while no node holds a cell); NULL when out
+ * of memory or when n_cells differs from a busy allocator's. n_cells 0: the current one
+ * (NULL when there is none). */
+kv_alloc *forest_rstate(forest *f, int32_t n_cells);
+/* The cells in use (0 when the forest has no allocator). */
+int32_t forest_rstate_used(const forest *f);
 const kv_alloc *forest_kv_const(const forest *f);
 int32_t forest_top_k(const forest *f);
 
@@ -131,12 +142,16 @@ int32_t forest_topk(const forest *f, forest_id node, int32_t *ids, float *logpro
 /* Checks every structural invariant: parent/child links agree, depth(child) =
  * depth(parent) + 1, a computed node has a computed or no parent... (a pending node's
  * children are pending), every computed node owns exactly one used slot, no slot is owned
- * twice, the allocator's used count equals the number of owned slots. ST_OK or
+ * twice, the allocator's used count equals the number of owned slots (and of recurrent
+ * state cells, which only computed nodes hold). ST_OK or
  * ST_ERR_FORMAT with the first violation in err. */
 st_code forest_check(const forest *f, st_err *err);
 
 /* For step.c: marks node idx computed in slot `slot` / rolls it back to pending. */
 void forest_mark_computed(forest *f, int32_t idx, int32_t slot);
+/* For rstate.c: sets the recurrent state cell node idx holds (-1: none); the caller takes
+ * and releases cells in forest_rstate. */
+void forest_set_rs_cell(forest *f, int32_t idx, int32_t cell);
 /* For compaction: moves a computed node's slot number (the caller moved the K/V). */
 void forest_move_slot(forest *f, int32_t idx, int32_t new_slot);
 

@@ -1,5 +1,6 @@
 /* step.c - planning and running one forest step, top-k bookkeeping, and compaction. */
 #include "base/array.h"
+#include "forest/rstate.h"
 #include "forest/step.h"
 
 #include <math.h>
@@ -29,6 +30,9 @@ void step_plan_free(step_plan *p) {
     free(p->seg_off_swa);
     free(p->segs_swa);
     free(p->attn_w);
+    free(p->rs_in);
+    free(p->rs_out);
+    free(p->rs_kind);
     memset(p, 0, sizeof *p);
 }
 
@@ -101,7 +105,7 @@ void step_plan_cancel(forest *f, step_plan *p) {
 /* Does node n become a row of the next step? */
 static bool step_row_wanted(const forest_node *n) {
     return n->state == FOREST_PENDING ||
-           (n->state == FOREST_COMPUTED && (n->flags & FOREST_WANT_LOGITS));
+           (n->state == FOREST_COMPUTED && (n->flags & (FOREST_WANT_LOGITS | FOREST_REPLAY)));
 }
 
 st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
@@ -109,6 +113,7 @@ st_code step_plan_build(forest *f, step_plan *p, st_err *err) {
     p->n_rows = 0;
     p->n_out = 0;
     p->n_swa = 0; /* the windows of the last plan are stale */
+    rstate_prepare(f);
     int32_t n_pending = forest_n_pending(f);
     kv_alloc *kv = forest_kv(f);
     if (n_pending > kv_alloc_n_slots(kv) - kv_alloc_used(kv))
@@ -235,12 +240,12 @@ static bool build_window(step_plan *p, const int32_t *seg_off, const kern_seg *s
 static st_code plan_window(step_plan *p, const int32_t *seg_off, const kern_seg *segs,
                            const model_hparams *hp, st_err *err) {
     p->n_swa = 0;
+    p->hp = hp;
     if (hp->n_swa <= 0) return ST_OK;
     if (!build_window(p, seg_off, segs, hp->n_swa))
         return st_set(err, ST_ERR_NOMEM, "out of memory for the windowed segments of %d rows",
                       p->n_rows);
     p->n_swa = hp->n_swa;
-    p->hp = hp;
     return ST_OK;
 }
 
@@ -302,6 +307,17 @@ static void store_topk(forest *f, step_plan *p, const float *rows) {
                           p->tk_lp + (size_t)o * K, n);
 }
 
+/* The first step of a recurrent model on a forest that has computed nodes (their K/V
+ * restored, as a loaded session's): none holds a state yet, so the plan is made again
+ * with the chains above its rows run again (rstate_prepare). */
+static st_code plan_with_states(forest *f, step_plan *p, int32_t n_cells, st_err *err) {
+    if (!forest_rstate(f, n_cells))
+        return st_set(err, ST_ERR_NOMEM, "out of memory for the recurrent state cells");
+    if (forest_n_live(f) == forest_n_pending(f)) return ST_OK;
+    step_plan_cancel(f, p);
+    return step_plan_build(f, p, err);
+}
+
 st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
     const int32_t *pos = p->pos_override ? p->pos_override : p->pos;
     const int32_t *seg_off = p->seg_off_override ? p->seg_off_override : p->seg_off;
@@ -333,7 +349,11 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
         !ARR_GROW_I32(p->tk_lp, p->n_out * K, p->cap_tk_lp))
         rc = st_set(err, ST_ERR_NOMEM, "out of memory for %d rows of logits", p->n_out);
     /* windows from the segments the rows use (a rope-gap step's too: the last n_swa keys) */
+    const int32_t n_cells = model_ctx_n_rstates(c);
+    if (rc == ST_OK && n_cells > 0 && !forest_rstate(f, 0) && pos == p->pos)
+        rc = plan_with_states(f, p, n_cells, err);
     if (rc == ST_OK) rc = plan_window(p, seg_off, segs, hp, err);
+    if (rc == ST_OK && n_cells > 0) rc = rstate_plan(f, p, n_cells, err);
     if (rc == ST_OK) {
         p->n_vocab = V;
         p->tk_k = 0;
@@ -342,7 +362,8 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
         model_batch b = {.n_rows = p->n_rows, .tokens = p->tokens, .pos = pos, .slot = p->slot,
                          .seg_off = seg_off, .segs = segs, .want_logits = p->want,
                          .seg_off_swa = p->seg_off_swa, .segs_swa = p->segs_swa,
-                         .on_chunk = p->forward_progress, .chunk_ud = p->forward_ud};
+                         .on_chunk = p->forward_progress, .chunk_ud = p->forward_ud,
+                         .rs_in = p->rs_in, .rs_out = p->rs_out};
         model_attn_req req;
         if (attn_request(p, segs, &req)) b.attn = &req;
         if (p->forward_begin) p->forward_begin(p->forward_ud);
@@ -350,6 +371,7 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
         if (p->forward_end) p->forward_end(p->forward_ud);
     }
     if (rc) {
+        if (n_cells > 0) rstate_cancel(f, p);
         p->attn_n = 0;
         if (on_device && rows) o->buf_free(be, rows);
         step_plan_cancel(f, p);
@@ -359,8 +381,9 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
         if (forest_node_at(f, p->node[r])->state == FOREST_PENDING)
             forest_mark_computed(f, p->node[r], p->slot[r]);
         else
-            forest_set_flags(f, forest_id_at(f, p->node[r]), 0, FOREST_WANT_LOGITS);
+            forest_set_flags(f, forest_id_at(f, p->node[r]), 0, FOREST_WANT_LOGITS | FOREST_REPLAY);
     }
+    if (n_cells > 0) rstate_commit(f, p);
     if (p->n_out > 0) memset(p->lse_ok, 0, (size_t)p->n_out);
     p->tk_k = K;
     p->rows_kept = !on_device;

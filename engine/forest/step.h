@@ -14,6 +14,9 @@
  * ids and log-probabilities (step_topk_of, what a device backend brings back), or from
  * the full logits rows (step_logits_of) where a sampler needs the whole distribution.
  *
+ * On a model with recurrent layers (Qwen3.5) step_run gives each row its recurrent state
+ * cells (rstate.h): leaves and branch points keep a state, forks copy it.
+ *
  * On a model with sliding-window layers (model_hparams n_swa > 0) each row also gets
  * windowed segments (step_plan_window; step_run builds them): the keys of its path at
  * positions (pos - n_swa, pos]. Positions along a path are consecutive and end at the
@@ -73,7 +76,8 @@ typedef struct step_plan {
     int32_t cap_tk_ids, cap_tk_lp;
     kern_backend *be;      /* the backend of the last run (its context's, borrowed) */
     /* Windowed segments (step_plan_window), for the windowed layers of hp: n_swa 0 when
-     * the plan has none (a model without windows, or not built since step_plan_build). */
+     * the plan has none (a model without windows, or not built since step_plan_build); hp
+     * is set by every run or step_plan_window, windows or not. */
     int32_t n_swa;
     int32_t *seg_off_swa;  /* (n_rows + 1) */
     kern_seg *segs_swa;    /* (seg_off_swa[n_rows]) the tail of each row's segments */
@@ -108,6 +112,12 @@ typedef struct step_plan {
     int32_t attn_w_layer, attn_w_head; /* the layer and head attn_w is of (a caller may
                                           change attn_layer while a run computes) */
     int32_t cap_attn_w;
+    /* The rows' recurrent state cells (rstate.h), on a model with recurrent layers. */
+    int32_t *rs_in;        /* (n_rows) the cell each row starts from, -1: zeros */
+    int32_t *rs_out;       /* (n_rows) the cell it leaves its state in */
+    uint8_t *rs_kind;      /* (n_rows) rstate.c's RS_* */
+    int32_t rs_rows;       /* rows given cells by the last rstate_plan (0 after a run) */
+    int32_t cap_rs_in, cap_rs_out, cap_rs_kind;
 } step_plan;
 
 void step_plan_init(step_plan *p);

@@ -47,6 +47,11 @@ static const arch_desc archs[MODEL_ARCH_N] = {
                            .ffn_norm = "post_attention_norm",
                            .chat_note = "harmony (an analysis channel, then the final one)",
                            .load_hparams = gptoss_load_hparams, .load_layer = gptoss_load_layer},
+    [MODEL_ARCH_QWEN35] = {.name = "qwen35", .arch = MODEL_ARCH_QWEN35, .rope_neox = true,
+                           .qk_norm = true, .act = MODEL_ACT_SILU,
+                           .chat_note = "ChatML with <think> reasoning (qwen35)",
+                           .load_hparams = qwen35_load_hparams,
+                           .load_block = qwen35_load_block},
 };
 
 const arch_desc *arch_find(const char *name) {
@@ -61,7 +66,7 @@ const char *model_arch_name(model_arch a) {
     return (unsigned)a < MODEL_ARCH_N ? archs[a].name : "?";
 }
 
-const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4, qwen3moe, qwen2moe, gpt-oss"; }
+const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4, qwen35, qwen3moe, qwen2moe, gpt-oss"; }
 
 /* Gemma 4's additions in words ("" for the other families), into out. */
 static void gemma4_features(const model_hparams *hp, char *out, size_t cap) {
@@ -76,6 +81,18 @@ static void gemma4_features(const model_hparams *hp, char *out, size_t cap) {
              hp->rope_dim, hp->n_kv_shared, ple, cap_s);
 }
 
+/* Qwen3.5's recurrent layers and gated attention in words ("" for the other families). */
+static void qwen35_features(const model_hparams *hp, char *out, size_t cap) {
+    out[0] = '\0';
+    if (hp->full_attn_interval <= 0) return;
+    snprintf(out, cap, "; Gated DeltaNet on %d of every %d layers (conv %d, %d key / %d value "
+             "heads of %d; recurrent state %.1f KiB a sequence, kept at every leaf and branch "
+             "point), gated full attention on the others (rotary on %d of %d dims)",
+             hp->full_attn_interval - 1, hp->full_attn_interval, hp->ssm_conv, hp->ssm_k_heads,
+             hp->ssm_v_heads, hp->ssm_state, (double)model_rstate_floats(hp) * 4.0 / 1024.0,
+             hp->rope_dim, hp->head_dim);
+}
+
 const char *model_arch_features(const model_hparams *hp, char *out, size_t cap) {
     char win[96] = "";
     if (hp->n_swa > 0 && hp->swa_pattern > 0)
@@ -88,8 +105,9 @@ const char *model_arch_features(const model_hparams *hp, char *out, size_t cap) 
     if (hp->yarn_factor > 0)
         snprintf(scale, sizeof scale, " with YaRN x%g from %d tokens", (double)hp->yarn_factor,
                  hp->yarn_orig_ctx);
-    char g4[256], moe[224] = "", sh[64] = "";
+    char g4[256], q35[320], moe[224] = "", sh[64] = "";
     gemma4_features(hp, g4, sizeof g4);
+    qwen35_features(hp, q35, sizeof q35);
     if (hp->n_ff_shexp > 0)
         snprintf(sh, sizeof sh, ", a shared expert of width %d gated by a sigmoid", hp->n_ff_shexp);
     if (hp->n_expert > 0)
@@ -102,14 +120,14 @@ const char *model_arch_features(const model_hparams *hp, char *out, size_t cap) 
     if (hp->attn_sinks)
         snprintf(moe + strlen(moe), sizeof moe - strlen(moe), "; attention sinks; biases on "
                  "the attention output, the router and the experts");
-    snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s%s, biases %s, embeddings %s%s%s%s; chat: %s",
+    snprintf(out, cap, "%s: RMSNorm%s%s, %s, RoPE %s%s, biases %s, embeddings %s%s%s%s%s; chat: %s",
              model_arch_name(hp->arch), hp->qk_norm ? " + Q/K head norms" : "",
              hp->post_norms ? " + post-attention/FFN norms" : "",
              hp->act == MODEL_ACT_GELU_TANH ? "GeGLU (tanh GELU)"
              : hp->act == MODEL_ACT_SWIGLU_OAI ? "SwiGLU clamped at 7 (gpt-oss)" : "SwiGLU",
              hp->rope_neox ? "NeoX pairs (i, i+d/2)" : "adjacent pairs", scale,
              hp->qkv_bias ? "on Q, K, V" : "none",
-             hp->embd_scale != 1.0f ? "scaled by sqrt(n_embd)" : "as stored", win, g4, moe,
+             hp->embd_scale != 1.0f ? "scaled by sqrt(n_embd)" : "as stored", win, g4, q35, moe,
              (unsigned)hp->arch < MODEL_ARCH_N ? archs[hp->arch].chat_note : "?");
     return out;
 }

@@ -25,6 +25,9 @@ typedef struct arch_desc {
     st_code (*load_hparams)(const gguf_ctx *g, const char *arch, model_hparams *hp, st_err *err);
     st_code (*load_tensors)(model *m, size_t *used, st_err *err);
     st_code (*load_layer)(model *m, int32_t l, model_layer *L, size_t *used, st_err *err);
+    /* A family whose layers are not the llama block loads each whole layer itself
+     * (its shape and n_ff are set; it counts its matrices with load_count_mats). */
+    st_code (*load_block)(model *m, int32_t l, model_layer *L, size_t *used, st_err *err);
 } arch_desc;
 
 /* The loader's readers (model.c), for the families' own loaders (gemma4.c). */
@@ -44,6 +47,16 @@ st_code load_want_mat(const gguf_ctx *g, const char *name, int64_t n_in, int64_t
  * *used, which moves past it). */
 st_code load_want_vec(model *m, const char *name, int64_t n, const float **out, size_t *used,
                       st_err *err);
+
+/* Adds the bytes of the matrices ms[0 .. n) that have data to m->weight_bytes (a V
+ * that is K's projection counts once). */
+void load_count_mats(model *m, const kern_mat *const *ms, size_t n);
+
+/* Qwen3.5's loaders (qwen35.c), and the floats of its layers' DeltaNet vectors (the
+ * conv's taps, dt bias, decay rates, output norm) for model_vec_floats. */
+st_code qwen35_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp, st_err *err);
+st_code qwen35_load_block(model *m, int32_t l, model_layer *L, size_t *used, st_err *err);
+size_t qwen35_vec_floats(const model_hparams *hp);
 
 /* Gemma 4's loaders (gemma4.c). */
 st_code gemma4_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp, st_err *err);

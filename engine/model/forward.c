@@ -20,11 +20,17 @@
     X(q, QD)     /* queries */                                   \
     X(k, KD)     /* keys */                                      \
     X(v, KD)     /* values */                                    \
-    X(att, QD)   /* attention output */                          \
+    X(att, AD)   /* attention (or DeltaNet) output */                          \
     X(hb, F)     /* ffn gate */                                  \
     X(hb2, F)    /* ffn up */                                    \
     X(ple, PL)   /* per-layer inputs, (layer, row, n_embd_ple) */ \
-    X(ple2, PL)  /* their projection, (row, layer, n_embd_ple) */
+    X(ple2, PL)  /* their projection, (row, layer, n_embd_ple) */ \
+    X(qg, QG)    /* gated attention's [q | gate] per head */     \
+    X(gate, GD)  /* its gates */                                 \
+    X(ssx, CD)   /* a DeltaNet layer's q, k, v before the conv */ \
+    X(ssz, VD)   /* its output gate's input */                   \
+    X(ssb, HV)   /* its beta before the sigmoid */               \
+    X(ssa, HV)   /* its alpha before the softplus */
 
 struct model_ctx {
     const model *m;
@@ -44,6 +50,10 @@ struct model_ctx {
     int32_t *keep;    /* (max_rows + 1) the rows of a chunk that return logits */
     int32_t *ple_idx; /* (max_rows * n_layer) the per-layer inputs' reorder, host memory */
     moe_scratch *moe; /* a mixture of experts' routing (n_expert > 0), else NULL */
+    int32_t *qg_idx;  /* (2 max_rows n_head) rows of qg that are queries, then gates */
+    int32_t n_rstates;
+    float *rstate;    /* a buffer: each recurrent layer's n_rstates cells */
+    float **rs_cells; /* (n_layer) layer l's cells into rstate; NULL on attention layers */
 };
 
 /* Floats of layer l's K rows of one slot. */
@@ -56,6 +66,22 @@ int64_t model_kv_slot_floats(const model_hparams *hp) {
             n += (int64_t)model_layer_n_head_kv(hp, l) * model_layer_head_dim(hp, l);
     return n;
 }
+
+/* The DeltaNet shape of hp (kern_gdn) without the batch. */
+static kern_gdn gdn_shape(const model_hparams *hp) {
+    return (kern_gdn){.n_k_heads = hp->ssm_k_heads, .n_v_heads = hp->ssm_v_heads,
+                      .d_state = hp->ssm_state, .conv_k = hp->ssm_conv, .eps = hp->rms_eps};
+}
+
+int64_t model_rstate_floats(const model_hparams *hp) {
+    const kern_gdn g = gdn_shape(hp);
+    int64_t n = 0;
+    for (int32_t l = 0; l < hp->n_layer; l++)
+        if (model_layer_is_recurrent(hp, l)) n += kern_gdn_cell_floats(&g);
+    return n;
+}
+
+int32_t model_ctx_n_rstates(const model_ctx *c) { return c->n_rstates; }
 
 model_ctx_params model_ctx_default_params(void) {
     return (model_ctx_params){.n_slots = 0, .max_rows = 0, .n_threads = 0, .backend = "cpu"};
@@ -109,6 +135,7 @@ void model_ctx_free(model_ctx *c) {
     if (c->be) {
         moe_scratch_free(c->moe, c->be);
         c->ops->buf_free(c->be, c->kv);
+        c->ops->buf_free(c->be, c->rstate);
 #define ACT_FREE(name, width) c->ops->buf_free(c->be, c->name);
         ACTS(ACT_FREE)
 #undef ACT_FREE
@@ -117,6 +144,8 @@ void model_ctx_free(model_ctx *c) {
     free(c->seen);
     free(c->keep);
     free(c->ple_idx);
+    free(c->qg_idx);
+    free(c->rs_cells);
     free(c->k_cache);
     free(c->v_cache);
     free(c);
@@ -131,7 +160,9 @@ static bool check_ops(const kern_ops *o, const model_hparams *hp, st_err *err) {
         {hp->embd_scale != 1.0f || hp->n_expert > 0, o->scale != NULL, "scale"},
         {hp->act == MODEL_ACT_GELU_TANH, o->geglu != NULL, "geglu"},
         {hp->act == MODEL_ACT_SWIGLU_OAI, o->swiglu_oai != NULL, "swiglu_oai"},
-        {hp->final_softcap > 0, o->softcap != NULL, "softcap"},
+        {hp->final_softcap > 0, o->softcap != NULL, "softcap (final logit soft-capping)"},
+        {hp->full_attn_interval > 0, o->gdn != NULL, "gdn (Gated DeltaNet recurrent layers)"},
+        {hp->attn_out_gate, o->sigmoid_mul != NULL, "sigmoid_mul"},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (ops[i].need && !ops[i].have) {
@@ -143,6 +174,26 @@ static bool check_ops(const kern_ops *o, const model_hparams *hp, st_err *err) {
     return true;
 }
 
+/* The recurrent layers' state cells (none without such layers); false when out of memory. */
+static bool alloc_rstate(model_ctx *c, const model_hparams *hp) {
+    const int64_t floats = model_rstate_floats(hp);
+    c->rs_cells = calloc((size_t)hp->n_layer, sizeof *c->rs_cells);
+    if (!c->rs_cells) return false;
+    if (floats == 0) {
+        c->n_rstates = 0;
+        return true;
+    }
+    c->rstate = c->ops->buf_alloc(c->be, sizeof(float) * (size_t)floats * (size_t)c->n_rstates);
+    const kern_gdn g = gdn_shape(hp);
+    size_t at = 0;
+    for (int32_t l = 0; c->rstate && l < hp->n_layer; l++)
+        if (model_layer_is_recurrent(hp, l)) {
+            c->rs_cells[l] = c->rstate + at;
+            at += (size_t)kern_gdn_cell_floats(&g) * (size_t)c->n_rstates;
+        }
+    return c->rstate != NULL;
+}
+
 /* The KV cache (each caching layer's K then V, shared-KV layers pointing at their
  * source's), the activations of max_rows rows, and the host arrays; false when any
  * allocation failed. */
@@ -152,6 +203,11 @@ static bool alloc_ctx(model_ctx *c, const model_hparams *hp, int32_t n_slots) {
     const size_t QD = (size_t)hp->n_head * hd, PL = (size_t)hp->n_layer * hp->n_embd_ple + 1;
     const size_t kvh = (size_t)(hp->n_head_kv > hp->n_head_kv_swa ? hp->n_head_kv : hp->n_head_kv_swa);
     const size_t KD = kvh * hd;
+    const size_t QG = hp->attn_out_gate ? 2 * QD : 1, GD = hp->attn_out_gate ? QD : 1;
+    const kern_gdn g = gdn_shape(hp);
+    const bool rec = hp->full_attn_interval > 0;
+    const size_t CD = rec ? (size_t)kern_gdn_conv_dim(&g) : 1, HV = rec ? (size_t)g.n_v_heads : 1;
+    const size_t VD = rec ? HV * (size_t)g.d_state : 1, AD = QD > VD ? QD : VD;
     c->k_cache = calloc((size_t)hp->n_layer, sizeof *c->k_cache);
     c->v_cache = calloc((size_t)hp->n_layer, sizeof *c->v_cache);
     c->kv = c->ops->buf_alloc(c->be, 2 * (size_t)model_kv_slot_floats(hp) * (size_t)n_slots *
@@ -160,6 +216,7 @@ static bool alloc_ctx(model_ctx *c, const model_hparams *hp, int32_t n_slots) {
     size_t at = 0;
     for (int32_t l = 0; ok && l < hp->n_layer; l++) {
         const model_layer *L = &c->w->layers[l];
+        if (L->kv_src < 0) continue; /* a recurrent layer */
         if (L->kv_src != l) {
             c->k_cache[l] = c->k_cache[L->kv_src];
             c->v_cache[l] = c->v_cache[L->kv_src];
@@ -177,7 +234,11 @@ static bool alloc_ctx(model_ctx *c, const model_hparams *hp, int32_t n_slots) {
     c->keep = malloc(sizeof *c->keep * (R + 1));
     c->ple_idx = malloc(sizeof *c->ple_idx * R * (size_t)hp->n_layer);
     if (ok && hp->n_expert > 0) ok = (c->moe = moe_scratch_init(c->be, hp, c->max_rows)) != NULL;
-    return ok && c->seen && c->keep && c->ple_idx;
+    const size_t nq = R * (size_t)hp->n_head;
+    c->qg_idx = malloc(sizeof *c->qg_idx * 2 * nq);
+    for (size_t i = 0; c->qg_idx && i < 2 * nq; i++)
+        c->qg_idx[i] = (int32_t)(i < nq ? 2 * i : 2 * (i - nq) + 1);
+    return ok && c->seen && c->keep && c->ple_idx && c->qg_idx && alloc_rstate(c, hp);
 }
 
 model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err) {
@@ -198,6 +259,7 @@ model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err
     c->m = m;
     c->n_slots = n_slots;
     c->max_rows = p->max_rows > 0 ? p->max_rows : 512;
+    c->n_rstates = p->n_rstates > 0 ? p->n_rstates : 34;
     const char *name = p->backend ? p->backend : "cpu";
     c->be = kern_backend_init(name, p->n_threads, err);
     if (!c->be || !(c->w = model_prep_get(m, name, p->no_pack, err))) {
@@ -211,9 +273,10 @@ model_ctx *model_ctx_init(const model *m, const model_ctx_params *p, st_err *err
     }
     if (!alloc_ctx(c, hp, n_slots)) {
         kern_backend_sync(c->be, NULL);
-        st_set(err, ST_ERR_NOMEM, "cannot allocate the KV cache (%d slots, %.1f MiB) and the "
-               "activations of %d rows", n_slots,
+        st_set(err, ST_ERR_NOMEM, "cannot allocate the KV cache (%d slots, %.1f MiB), %d "
+               "recurrent states (%.1f MiB) and the activations of %d rows", n_slots,
                2.0 * (double)model_kv_slot_floats(hp) * n_slots * sizeof(float) / (1 << 20),
+               c->n_rstates, (double)model_rstate_floats(hp) * c->n_rstates * sizeof(float) / (1 << 20),
                c->max_rows);
         model_ctx_free(c);
         return NULL;
@@ -241,6 +304,19 @@ static st_code check_segs(const model_ctx *c, int32_t r, int32_t s, const int32_
     return ST_OK;
 }
 
+/* The rows' recurrent state cells: given, and inside the context's. */
+static st_code check_rstates(const model_ctx *c, const model_batch *b, st_err *err) {
+    if (!b->rs_in || !b->rs_out)
+        return st_set(err, ST_ERR_ARG, "the model has recurrent layers: the batch needs each "
+                      "row's state cells");
+    for (int32_t r = 0; r < b->n_rows; r++)
+        if (b->rs_in[r] < -1 || b->rs_in[r] >= c->n_rstates || b->rs_out[r] < 0 ||
+            b->rs_out[r] >= c->n_rstates)
+            return st_set(err, ST_ERR_ARG, "row %d: recurrent state cells %d -> %d are outside "
+                          "the context's %d", r, b->rs_in[r], b->rs_out[r], c->n_rstates);
+    return ST_OK;
+}
+
 /* Checks a batch before anything is computed, so that a bad batch changes nothing. */
 static st_code check_batch(model_ctx *c, const model_batch *b, st_err *err) {
     const model_hparams *hp = &c->m->hp;
@@ -253,6 +329,13 @@ static st_code check_batch(model_ctx *c, const model_batch *b, st_err *err) {
         return st_set(err, ST_ERR_ARG, "attention weights of layer %d, head %d: the model has "
                       "%d layers of %d heads", b->attn->layer, b->attn->head, hp->n_layer,
                       hp->n_head);
+    if (b->attn && model_layer_is_recurrent(hp, b->attn->layer))
+        return st_set(err, ST_ERR_ARG, "layer %d is a recurrent (Gated DeltaNet) layer: it has "
+                      "no attention weights", b->attn->layer);
+    if (c->n_rstates > 0 && b->n_rows > 0) {
+        st_code rc = check_rstates(c, b, err);
+        if (rc) return rc;
+    }
     if (b->attn && !c->ops->attn_weights)
         return st_set(err, ST_ERR_UNSUPPORTED, "the %s backend cannot hand back attention "
                       "weights; use --backend cpu", c->ops->name);
@@ -367,11 +450,17 @@ static void attention_block(model_ctx *c, const model_batch *b, int32_t r0, int3
                  float, const float *) = hp->rope_neox ? o->rope_neox : o->rope;
     const float *ff = swa ? w->rope_freqs_swa : w->rope_freqs;
 
+    float *qo = hp->attn_out_gate ? c->qg : c->q;
     if (own)
-        o->matmul_n(be, 3, (float *const[]){c->q, c->k, c->v},
+        o->matmul_n(be, 3, (float *const[]){qo, c->k, c->v},
                     (const kern_mat *const[]){&L->wq, &L->wk, &L->wv}, c->xb, n);
     else
-        o->matmul(be, c->q, &L->wq, c->xb, n);
+        o->matmul(be, qo, &L->wq, c->xb, n);
+    if (hp->attn_out_gate) { /* each head's [q | gate] apart */
+        o->gather_rows(be, c->q, c->qg, c->qg_idx, n * hp->n_head, hd);
+        o->gather_rows(be, c->gate, c->qg, c->qg_idx + (size_t)c->max_rows * hp->n_head,
+                       n * hp->n_head, hd);
+    }
     if (L->bq) {
         o->add_bias(be, c->q, L->bq, n, hp->n_head * hd);
         o->add_bias(be, c->k, L->bk, n, KD);
@@ -395,7 +484,24 @@ static void attention_block(model_ctx *c, const model_batch *b, int32_t r0, int3
     };
     if (swa) a.seg_off = b->seg_off_swa + r0, a.segs = b->segs_swa;
     o->attention(be, &a);
+    if (hp->attn_out_gate) o->sigmoid_mul(be, c->att, c->gate, (int64_t)n * hp->n_head * hd);
     if (b->attn && b->attn->layer == l) chunk_attn_weights(c, b, &a, r0, aw, tmp);
+}
+
+/* Recurrent layer l for the chunk's n rows (Gated DeltaNet, kern_gdn): the gated output
+ * (before ssm_out, which is wo) in c->att, each row's state in its cell. */
+static void deltanet_block(model_ctx *c, const model_batch *b, int32_t r0, int32_t n, int32_t l) {
+    const model_layer *L = &c->w->layers[l];
+    c->ops->matmul_n(c->be, 4, (float *const[]){c->ssx, c->ssz, c->ssb, c->ssa},
+                     (const kern_mat *const[]){&L->ssm_qkv, &L->ssm_z, &L->ssm_beta, &L->ssm_alpha},
+                     c->xb, n);
+    kern_gdn a = gdn_shape(&c->m->hp);
+    a.n_rows = n;
+    a.qkv = c->ssx, a.z = c->ssz, a.beta = c->ssb, a.alpha = c->ssa;
+    a.conv_w = L->ssm_conv_w, a.dt_bias = L->ssm_dt, a.a = L->ssm_a, a.norm_w = L->ssm_norm;
+    a.cells = c->rs_cells[l], a.cell_in = b->rs_in + r0, a.cell_out = b->rs_out + r0;
+    a.out = c->att;
+    c->ops->gdn(c->be, &a);
 }
 
 /* Rows [r0, r0 + n) of the batch through every layer; leaves the residual in c->x. The
@@ -418,7 +524,8 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const model_layer *L = &w->layers[l];
         o->rmsnorm(be, c->xb, c->x, L->attn_norm, n, hp->n_embd, hp->rms_eps);
-        attention_block(c, b, r0, n, l, aw, tmp);
+        if (L->recurrent) deltanet_block(c, b, r0, n, l);
+        else attention_block(c, b, r0, n, l, aw, tmp);
         o->matmul(be, c->xb, &L->wo, c->att, n);
         if (L->bo) o->add_bias(be, c->xb, L->bo, n, hp->n_embd);
         if (L->post_attn_norm)
@@ -490,9 +597,10 @@ st_code model_forward_linear(model_ctx *c, const int32_t *tokens, int32_t n, int
     int32_t *off = malloc(sizeof(int32_t) * ((size_t)n + 1));
     kern_seg *segs = malloc(sizeof(kern_seg) * 2 * (size_t)n); /* n full, then n windowed */
     uint8_t *want = calloc((size_t)n, 1);
+    int32_t *rs = calloc((size_t)n + 1, sizeof *rs); /* cell 0 throughout; -1 to start */
     const int32_t w = c->m->hp.n_swa;
     st_code rc;
-    if (!pos || !off || !segs || !want) {
+    if (!pos || !off || !segs || !want || !rs) {
         rc = st_set(err, ST_ERR_NOMEM, "out of memory");
     } else {
         for (int32_t i = 0; i < n; i++) {
@@ -503,14 +611,16 @@ st_code model_forward_linear(model_ctx *c, const int32_t *tokens, int32_t n, int
         }
         off[n] = n;
         want[n - 1] = 1;
+        rs[0] = start == 0 ? -1 : 0;
         model_batch b = {.n_rows = n, .tokens = tokens, .pos = pos, .slot = pos, .seg_off = off,
                          .segs = segs, .want_logits = want, .seg_off_swa = off,
-                         .segs_swa = segs + n};
+                         .segs_swa = segs + n, .rs_in = rs, .rs_out = rs + 1};
         rc = model_forward(c, &b, logits, err);
     }
     free(pos);
     free(off);
     free(segs);
     free(want);
+    free(rs);
     return rc;
 }

@@ -177,12 +177,11 @@ static st_code load_family_hparams(const gguf_ctx *g, const char *arch, const ar
 /* Architectures llama.cpp runs that this build refuses by name, with why. */
 static st_code refuse_known(const char *arch, st_err *err) {
     static const struct { const char *name, *why; } known[] = {
-        {"qwen35", "Qwen3.5's Gated DeltaNet layers keep a recurrent state per sequence, "
-                   "which this build's model layer and forest do not have yet"},
-        {"qwen35moe", "Qwen3.5 MoE's Gated DeltaNet layers keep a recurrent state per "
-                      "sequence, which this build does not have yet (its experts would run)"},
-        {"qwen3next", "Qwen3-Next's Gated DeltaNet layers keep a recurrent state per "
-                      "sequence, which this build does not have yet"},
+        {"qwen35moe", "Qwen3.5 MoE: Qwen3.5's layers with mixture-of-experts feed-forwards "
+                      "are not wired together yet (the dense qwen35 models and the other MoE "
+                      "families are)"},
+        {"qwen3next", "Qwen3-Next's layer layout (fused q, k, v, z projections and experts) "
+                      "is not implemented (the dense qwen35 models are)"},
         {"gemma3n", "Gemma 3n's AltUp and Laurel blocks are not implemented (Gemma 4 is)"},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
@@ -345,7 +344,7 @@ size_t model_vec_floats(const model_hparams *hp) {
     const size_t oss = hp->attn_sinks ? (size_t)hp->n_head + E + NE + NE * (2 * FE + E) : 0;
     /* + a layer's output scale (1 float), the per-layer projection's norm, the V norm's ones */
     return E + (size_t)hp->n_layer * (layer + oss + 1) + (size_t)hp->n_embd_ple +
-           (hp->v_norm ? hd : 0);
+           (hp->v_norm ? hd : 0) + qwen35_vec_floats(hp);
 }
 
 /* The tensors a family adds to layer l's llama block (arch.h). */
@@ -394,6 +393,7 @@ static st_code load_layer(model *m, int32_t l, size_t *used, st_err *err) {
                                 &L->n_ff, err);
     if (rc) return rc;
     if (L->n_ff <= 0) return st_set(err, ST_ERR_FORMAT, "layer %d: feed_forward_length is 0", l);
+    if (arch_get(hp->arch)->load_block) return arch_get(hp->arch)->load_block(m, l, L, used, err);
     const int64_t E = hp->n_embd, F = L->n_ff, QD = (int64_t)hp->n_head * L->head_dim,
                   KD = (int64_t)L->n_head_kv * L->head_dim;
     char nm[96], fnorm[96];
@@ -421,10 +421,14 @@ static st_code load_layer(model *m, int32_t l, size_t *used, st_err *err) {
     if ((rc = load_family_tensors(m, l, L, used, err))) return rc;
     const kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                             &L->ple_gate, &L->ple_proj};
-    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
-        if (ms[i]->data && (i != 2 || L->wv.data != L->wk.data))
-            m->weight_bytes += dtype_row_bytes(ms[i]->type, ms[i]->n_in) * (uint64_t)ms[i]->n_out;
+    load_count_mats(m, ms, sizeof ms / sizeof ms[0]);
     return ST_OK;
+}
+
+void load_count_mats(model *m, const kern_mat *const *ms, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (ms[i]->data && !(i == 2 && ms[2]->data == ms[1]->data))
+            m->weight_bytes += dtype_row_bytes(ms[i]->type, ms[i]->n_in) * (uint64_t)ms[i]->n_out;
 }
 
 static st_code load_weights(model *m, st_err *err) {

@@ -37,6 +37,8 @@ typedef enum model_arch {
     MODEL_ARCH_QWEN2MOE, /* "qwen2moe": Qwen2's block, experts and a gated shared expert */
     MODEL_ARCH_GPTOSS,   /* "gpt-oss": attention sinks, alternating windows, biased experts
                             with a clamped SwiGLU */
+    MODEL_ARCH_QWEN35,  /* "qwen35": Qwen3.5 dense (Gated DeltaNet layers between gated
+                           full-attention layers) */
     MODEL_ARCH_N
 } model_arch;
 
@@ -106,7 +108,21 @@ typedef struct model_hparams {
                                and the experts' */
     int32_t n_ff_shexp;     /* the shared expert's width (every row runs it, scaled by a
                                sigmoid gate); 0: none */
+    /* Qwen3.5: layer l is a Gated DeltaNet layer (kern_gdn: a recurrent state per
+     * sequence, no KV cache) unless (l + 1) % full_attn_interval == 0. */
+    int32_t full_attn_interval; /* 0: no recurrent layers */
+    int32_t ssm_conv;       /* the conv's width (ssm.conv_kernel) */
+    int32_t ssm_state;      /* key and value head size of the DeltaNet (ssm.state_size) */
+    int32_t ssm_k_heads;    /* its key heads (ssm.group_count) */
+    int32_t ssm_v_heads;    /* its value heads (ssm.time_step_rank) */
+    bool attn_out_gate;     /* attn_q gives [q | gate] per head; the attention's output is
+                               multiplied by sigmoid(gate) before attn_output */
 } model_hparams;
+
+/* True when layer l is a recurrent (Gated DeltaNet) layer. */
+static inline bool model_layer_is_recurrent(const model_hparams *hp, int32_t l) {
+    return hp->full_attn_interval > 0 && (l + 1) % hp->full_attn_interval != 0;
+}
 
 /* True when layer l of a model with hp uses a sliding window (see model_hparams). */
 static inline bool model_layer_is_swa(const model_hparams *hp, int32_t l) {
@@ -128,6 +144,7 @@ static inline int32_t model_layer_rope_dim(const model_hparams *hp, int32_t l) {
  * layer_reuse_cb for Gemma 4 (src/llama-model.cpp): n_layer - n_kv_shared - 2 for a
  * local one, - 1 for a global one. */
 static inline int32_t model_layer_kv_source(const model_hparams *hp, int32_t l) {
+    if (model_layer_is_recurrent(hp, l)) return -1; /* no cache at all */
     const int32_t first = hp->n_layer - hp->n_kv_shared;
     if (hp->n_kv_shared <= 0 || l < first) return l;
     return first - (model_layer_is_swa(hp, l) ? 2 : 1);
@@ -190,6 +207,17 @@ typedef struct model_layer {
     const float *exp_gate_b;  /* (n_expert, n_ff_exp) ffn_gate_exps.bias */
     const float *exp_up_b;    /* (n_expert, n_ff_exp) ffn_up_exps.bias */
     const float *exp_down_b;  /* (n_expert, n_embd) ffn_down_exps.bias */
+    /* a recurrent layer (model_layer_is_recurrent; kv_src -1): its output projection
+     * ssm_out is wo, (n_embd, ssm_v_heads * ssm_state); ffn_norm is post_attention_norm */
+    bool recurrent;
+    kern_mat ssm_qkv;         /* (conv_dim, n_embd) attn_qkv: q, k, v before the conv */
+    kern_mat ssm_z;           /* (ssm_v_heads * ssm_state, n_embd) attn_gate */
+    kern_mat ssm_beta;        /* (ssm_v_heads, n_embd) */
+    kern_mat ssm_alpha;       /* (ssm_v_heads, n_embd) */
+    const float *ssm_conv_w;  /* (conv_dim, ssm_conv) ssm_conv1d */
+    const float *ssm_dt;      /* (ssm_v_heads) ssm_dt.bias */
+    const float *ssm_a;       /* (ssm_v_heads) ssm_a: -exp(A_log) */
+    const float *ssm_norm;    /* (ssm_state) */
 } model_layer;
 
 typedef struct model {
@@ -236,6 +264,8 @@ typedef struct model_ctx_params {
     int32_t max_rows;     /* rows computed at once (scratch size); 0 = 512 */
     int32_t n_threads;    /* 0 = one per core */
     const char *backend;  /* "cpu" (default when NULL) or "ref" */
+    int32_t n_rstates;    /* recurrent state cells, on a model with recurrent layers (the
+                             forest keeps one a leaf or branch point); 0 = 34 */
     bool no_pack;         /* compute with the weights as stored, not in the backend's own
                              layout (the cpu backend's packed rows: faster, results within
                              float rounding); the app sets it from MD_NO_PACK */
@@ -261,6 +291,12 @@ const model_hparams *model_ctx_hparams(const model_ctx *c);
  * (-1: dropped). dst_of_src has n_slots entries and must be injective on its used
  * entries. ST_ERR_NOMEM (nothing moved). */
 st_code model_kv_permute(model_ctx *c, const int32_t *dst_of_src, st_err *err);
+
+/* Floats of one recurrent state cell over every recurrent layer (model_hparams: conv
+ * window and DeltaNet matrices), 0 for a model without recurrent layers. */
+int64_t model_rstate_floats(const model_hparams *hp);
+/* The context's recurrent state cells (0 for a model without recurrent layers). */
+int32_t model_ctx_n_rstates(const model_ctx *c);
 
 /* Floats of one slot's K rows (and as many of its V rows) over the layers that keep a
  * cache (not Gemma 4's shared-KV ones), each layer's n_head_kv * head_dim in turn. */
@@ -294,6 +330,11 @@ typedef struct model_batch {
      * (step.h's step_plan_window builds them for a forest step). */
     const int32_t *seg_off_swa; /* (n_rows + 1) */
     const kern_seg *segs_swa;
+    /* The recurrent state cells (models with recurrent layers; ignored otherwise): row r
+     * starts from cell rs_in[r] (-1: a new sequence, zeros) and leaves its state in cell
+     * rs_out[r] (kern_gdn); a row may start from the cell an earlier row left. */
+    const int32_t *rs_in;       /* (n_rows) */
+    const int32_t *rs_out;      /* (n_rows) */
     /* Optional (NULL: none, and the pass pays nothing for it): the weights of one layer's
      * attention. Backends without the attn_weights op (cuda) answer ST_ERR_UNSUPPORTED. */
     const model_attn_req *attn;
@@ -317,7 +358,8 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
 
 /* Linear decoding helper: runs tokens[0..n) at positions/slots start..start+n-1, each
  * attending to slots [0, own + 1) (on windowed layers the last n_swa of them), and
- * writes the last row's logits (n_vocab). */
+ * writes the last row's logits (n_vocab). Recurrent layers continue the state in cell 0
+ * (a new one when start is 0). */
 st_code model_forward_linear(model_ctx *c, const int32_t *tokens, int32_t n, int32_t start,
                              float *logits, st_err *err);
 

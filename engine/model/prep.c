@@ -48,7 +48,8 @@ static void prep_free(const model *m, model_prep *p) {
         if (L->wv.data == L->wk.data) L->wv = (kern_mat){0}; /* V is K's projection */
         kern_mat *ms[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                           &L->ple_gate, &L->ple_proj, &L->gate_inp, &L->shexp_gate_inp,
-                          &L->shexp_gate, &L->shexp_up, &L->shexp_down};
+                          &L->shexp_gate, &L->shexp_up, &L->shexp_down, &L->ssm_qkv, &L->ssm_z,
+                          &L->ssm_beta, &L->ssm_alpha};
         for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) o->mat_release(p->be, ms[i]);
     }
     for (size_t i = 0; p->experts && i < moe_n_mats(&m->hp); i++) o->mat_release(p->be, &p->experts[i]);
@@ -152,6 +153,16 @@ static st_code prep_experts(const model *m, model_prep *p, uint32_t flags) {
     return ST_OK;
 }
 
+/* A recurrent layer's vectors (the conv's taps, dt bias, decay rates, output norm). */
+static void prep_ssm_vecs(const model_hparams *hp, model_prep *p, float **at,
+                          const model_layer *S, model_layer *L) {
+    const int64_t HV = hp->ssm_v_heads, CD = (2 * (int64_t)hp->ssm_k_heads + HV) * hp->ssm_state;
+    L->ssm_conv_w = prep_vec(p, at, S->ssm_conv_w, CD * hp->ssm_conv);
+    L->ssm_dt = prep_vec(p, at, S->ssm_dt, HV);
+    L->ssm_a = prep_vec(p, at, S->ssm_a, HV);
+    L->ssm_norm = prep_vec(p, at, S->ssm_norm, hp->ssm_state);
+}
+
 static st_code prep_make(const model *m, model_prep *p) {
     const model_hparams *hp = &m->hp;
     const kern_ops *o = kern_backend_ops(p->be);
@@ -194,14 +205,17 @@ static st_code prep_make(const model *m, model_prep *p) {
         L->exp_gate_b = prep_vec(p, &at, S->exp_gate_b, NE * FE);
         L->exp_up_b = prep_vec(p, &at, S->exp_up_b, NE * FE);
         L->exp_down_b = prep_vec(p, &at, S->exp_down_b, NE * hp->n_embd);
+        prep_ssm_vecs(hp, p, &at, S, L);
         const bool v_is_k = S->wv.data == S->wk.data;
         kern_mat *dst[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
                            &L->ple_gate, &L->ple_proj, &L->gate_inp, &L->shexp_gate_inp,
-                          &L->shexp_gate, &L->shexp_up, &L->shexp_down};
+                           &L->shexp_gate, &L->shexp_up, &L->shexp_down, &L->ssm_qkv, &L->ssm_z,
+                           &L->ssm_beta, &L->ssm_alpha};
         const kern_mat *src[] = {&S->wq, &S->wk, &S->wv, &S->wo, &S->w_gate, &S->w_up,
                                  &S->w_down, &S->ple_gate, &S->ple_proj, &S->gate_inp,
                                  &S->shexp_gate_inp, &S->shexp_gate, &S->shexp_up,
-                                 &S->shexp_down};
+                                 &S->shexp_down, &S->ssm_qkv, &S->ssm_z, &S->ssm_beta,
+                                 &S->ssm_alpha};
         for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++) *dst[i] = (kern_mat){0};
         for (size_t i = 0; i < sizeof dst / sizeof dst[0]; i++) {
             if (src[i]->data && !(i == 2 && v_is_k) && (rc = prep_mat(m, p, dst[i], src[i], mul)))

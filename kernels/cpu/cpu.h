@@ -9,6 +9,9 @@ void cpu_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, in
 void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
                   const float *x, int32_t n_rows);
 void cpu_attention(kern_backend *b, const kern_attn *a);
+/* kern_ops gdn and sigmoid_mul (gdn.c). */
+void cpu_gdn(kern_backend *b, const kern_gdn *a);
+void cpu_sigmoid_mul(kern_backend *b, float *y, const float *gate, int64_t n);
 void cpu_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, int32_t k,
                   kern_lse *lse, int32_t *ids, float *lp);
 

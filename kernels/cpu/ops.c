@@ -312,4 +312,6 @@ const kern_ops kern_cpu_ops = {
     .softcap = cpu_softcap,
     .geglu = cpu_geglu,
     .swiglu_oai = cpu_swiglu_oai,
+    .sigmoid_mul = cpu_sigmoid_mul,
+    .gdn = cpu_gdn,
 };

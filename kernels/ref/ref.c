@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../kern_impl.h"
+#include "ref.h"
 
 static st_code ref_init(kern_backend *b, int32_t *n_threads, void **state, st_err *err) {
     (void)b, (void)err;
@@ -282,4 +282,6 @@ const kern_ops kern_ref_ops = {
     .softcap = ref_softcap,
     .geglu = ref_geglu,
     .swiglu_oai = ref_swiglu_oai,
+    .sigmoid_mul = ref_sigmoid_mul,
+    .gdn = ref_gdn,
 };

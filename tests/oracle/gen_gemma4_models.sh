@@ -1,70 +1,26 @@
 #!/bin/sh
-# gen_gemma4_models.sh - writes tests/golden/gemma4models/: a random-weight Gemma 4 made by
-# our mkmodel in F32 with every Gemma 4 feature this build runs (local layers of their own
-# head size with an 8-token window, proportional rotary on the global layers, shared-KV
-# layers, per-layer embeddings, layer output scales, logit soft-capping), rewritten in F32
-# by llama.cpp's llama_model_quantize, and golden.txt with llama.cpp's greedy decoding of
-# four prompts (32 tokens, top-5 logits a step), which tests/test_qmodels.c replays. F32
-# so that no rounding of activations blurs the comparison: a tight bound then catches
-# any one feature done wrong. With the argument qwen3moe or qwen2moe it writes
-# tests/golden/<set>/ instead: a random Qwen3-MoE (8
+# gen_gemma4_models.sh - writes tests/golden/gemma4models/ (f32_golden.sh): a random-weight
+# Gemma 4 made by our mkmodel in F32 with every Gemma 4 feature this build runs (local
+# layers of their own head size with an 8-token window, proportional rotary on the global
+# layers, shared-KV layers, per-layer embeddings, layer output scales, logit
+# soft-capping), and llama.cpp's greedy decoding of it. With the argument qwen3moe,
+# qwen2moe or gpt-oss it writes tests/golden/<set>/ instead: a random Qwen3-MoE (8
 # experts of width 64, 3 used per token, weights renormalised), Qwen2-MoE (the same
 # experts, weights as the softmax gives them, and a shared expert with a sigmoid gate) or
 # gpt-oss (the same experts with biases and the clamped SwiGLU, attention sinks, a window
 # of 8 on every other layer, YaRN by 4 from 128 tokens; prompts of 9..25 tokens, so the
-# window matters).
-#
-# llama.cpp runs through tests/oracle/llama_greedy.c linked against a llama.cpp build's
-# static libraries (llama-cpp-python's sources, built as tests/oracle/README.md says but
-# with -DBUILD_SHARED_LIBS=OFF); the Python pipeline of gen_quant_models.py needs the
-# shared build instead. Usage, from the repository root after `make multidecode`:
+# window matters). Usage, from the repository root after `make multidecode`:
 #   LLAMA_SRC=.../vendor/llama.cpp LLAMA_BUILD=.../build sh tests/oracle/gen_gemma4_models.sh [qwen3moe|qwen2moe|gpt-oss]
 set -eu
-src=${LLAMA_SRC:?set LLAMA_SRC to the llama.cpp source folder}
-bld=${LLAMA_BUILD:?set LLAMA_BUILD to its build folder (static libraries)}
-set_name=${1:-gemma4}
-case $set_name in
+. tests/oracle/f32_golden.sh
+case ${1:-gemma4} in
 gemma4)
-    out=tests/golden/gemma4models title="Gemma 4"
-    args="--arch gemma4 --layers 4 --swa-pattern 2 --kv-shared 2 --ple 32 --softcap 10 --swa 8 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 64 --ffn 128 --ctx 512 --seed 11" ;;
+    f32_golden gemma4 "--arch gemma4 --layers 4 --swa-pattern 2 --kv-shared 2 --ple 32 --softcap 10 --swa 8 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 64 --ffn 128 --ctx 512 --seed 11" ;;
 qwen3moe)
-    out=tests/golden/qwen3moe title="Qwen3-MoE"
-    args="--arch qwen3moe --layers 2 --experts 8 --experts-used 3 --ffn-exp 64 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 64 --ffn 128 --ctx 512 --seed 12" ;;
+    f32_golden qwen3moe "--arch qwen3moe --layers 2 --experts 8 --experts-used 3 --ffn-exp 64 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 64 --ffn 128 --ctx 512 --seed 12" tests/golden/qwen3moe ;;
 qwen2moe)
-    out=tests/golden/qwen2moe title="Qwen2-MoE"
-    args="--arch qwen2moe --layers 2 --experts 8 --experts-used 3 --ffn-exp 64 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 32 --ffn 128 --ctx 512 --seed 13" ;;
+    f32_golden qwen2moe "--arch qwen2moe --layers 2 --experts 8 --experts-used 3 --ffn-exp 64 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 32 --ffn 128 --ctx 512 --seed 13" tests/golden/qwen2moe ;;
 gpt-oss)
-    out=tests/golden/gptoss title="gpt-oss"
-    args="--arch gpt-oss --layers 2 --experts 8 --experts-used 3 --ffn-exp 64 --swa 8 --yarn 4 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 32 --ffn 128 --ctx 512 --seed 14" ;;
+    f32_golden gpt-oss "--arch gpt-oss --layers 2 --experts 8 --experts-used 3 --ffn-exp 64 --swa 8 --yarn 4 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 32 --ffn 128 --ctx 512 --seed 14" tests/golden/gptoss ;;
 *) echo "usage: $0 [gemma4|qwen3moe|qwen2moe|gpt-oss]" >&2; exit 2 ;;
 esac
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-g++ -x c -std=c11 -O1 -I"$src/include" -I"$src/ggml/include" tests/oracle/llama_greedy.c -x none \
-    "$bld/src/libllama.a" "$bld/ggml/src/libggml.a" "$bld/ggml/src/libggml-cpu.a" \
-    "$bld/ggml/src/libggml-base.a" -lgomp -lpthread -lm -o "$tmp/llama_greedy"
-mkdir -p "$out"
-# shellcheck disable=SC2086
-./multidecode mkmodel $args "$tmp/$set_name-mk.gguf"
-"$tmp/llama_greedy" --quantize "$tmp/$set_name-mk.gguf" "$out/$set_name-F32.gguf" F32 > "$tmp/tensors"
-commit=$(git -C "$src" rev-parse HEAD 2>/dev/null || echo "0c1e57098bba43ac29e6e3b677cdceebdd22334f (llama-cpp-python 0.3.36)")
-{
-    echo "# golden.txt - llama.cpp greedy decoding of a random-weight $title (our mkmodel)"
-    echo "# rewritten by llama.cpp in F32; tests/test_qmodels.c replays it through our engine."
-    echo "# source: llama.cpp $commit, static libraries, tests/oracle/llama_greedy.c"
-    echo "# generated: $(date -u +%Y-%m-%d) by sh tests/oracle/gen_gemma4_models.sh $set_name (repository root)"
-    echo "# source model (not kept): ./multidecode mkmodel $args"
-    echo "#   sha256 $(sha256sum "$tmp/$set_name-mk.gguf" | cut -d' ' -f1)"
-    echo "# stored with llama_model_quantize(llama_model_quantize_default_params(),"
-    echo "#   ftype LLAMA_FTYPE_ALL_F32); the tensors' types are listed."
-    echo "# llama.cpp settings: CPU backend, n_threads 2, n_ctx 128, KV cache F32, flash"
-    echo "#   attention off."
-    echo "# prompts: BOS then 8..24 ids uniform in [3, n_vocab) (splitmix64 from 4242, see"
-    echo "#   llama_greedy.c); argmax of the last row's logits (first index on ties), 32"
-    echo "#   tokens, no eog stop."
-    echo "# format: as tests/golden/archmodels/golden.txt (gen_quant_models.py's header)."
-    echo "model $set_name-F32 $set_name-F32.gguf $(stat -c %s "$out/$set_name-F32.gguf") $(sha256sum "$out/$set_name-F32.gguf" | cut -d' ' -f1)"
-    cat "$tmp/tensors"
-    "$tmp/llama_greedy" "$out/$set_name-F32.gguf" 4 32
-} > "$out/golden.txt"
-echo "wrote $out"
