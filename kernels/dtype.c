@@ -1,5 +1,5 @@
 /* dtype.c - the type table, fp16/bf16 conversions, and row (de)quantisers (the ggml
- * block types Q4_0 .. Q6_K are in quant.c; the row functions here dispatch to it).
+ * block types Q4_0 .. Q6_K, IQ4_NL, IQ4_XS and MXFP4 are in quant.c; the row functions here dispatch to it).
  *
  * Block sizes and byte sizes follow the GGUF/ggml definitions so that any tensor in a
  * valid file can be sized, even of a type we cannot compute with. */
