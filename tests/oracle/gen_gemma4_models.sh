@@ -14,15 +14,14 @@
 # shared build instead. Usage, from the repository root after `make multidecode`:
 #   LLAMA_SRC=.../vendor/llama.cpp LLAMA_BUILD=.../build sh tests/oracle/gen_gemma4_models.sh
 set -eu
-src=${LLAMA_SRC:?set LLAMA_SRC to the llama.cpp source folder}
-bld=${LLAMA_BUILD:?set LLAMA_BUILD to its build folder (static libraries)}
+export LLAMA_SRC="${LLAMA_SRC:?set LLAMA_SRC to the llama.cpp source folder}"
+src=$LLAMA_SRC
+export LLAMA_BUILD="${LLAMA_BUILD:?set LLAMA_BUILD to its build folder (static libraries)}"
 out=tests/golden/gemma4models
 args="--arch gemma4 --layers 4 --swa-pattern 2 --kv-shared 2 --ple 32 --softcap 10 --swa 8 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 64 --ffn 128 --ctx 512 --seed 11"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-g++ -x c -std=c11 -O1 -I"$src/include" -I"$src/ggml/include" tests/oracle/llama_greedy.c -x none \
-    "$bld/src/libllama.a" "$bld/ggml/src/libggml.a" "$bld/ggml/src/libggml-cpu.a" \
-    "$bld/ggml/src/libggml-base.a" -lgomp -lpthread -lm -o "$tmp/llama_greedy"
+sh tests/oracle/build_llama_greedy.sh "$tmp/llama_greedy"
 mkdir -p "$out"
 # shellcheck disable=SC2086
 ./multidecode mkmodel $args "$tmp/gemma4-mk.gguf"
