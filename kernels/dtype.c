@@ -8,6 +8,7 @@
 #include "quant.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -38,6 +39,18 @@ const dtype_info *dtype_get(uint32_t type) {
 const char *dtype_name(uint32_t type) {
     const dtype_info *d = dtype_get(type);
     return d ? d->name : "unknown";
+}
+
+size_t dtype_compute_names(char *buf, size_t cap) {
+    size_t len = 0;
+    for (int32_t i = 0; i < DT_COUNT; i++) {
+        if (!dtypes[i].name || !dtypes[i].compute) continue;
+        int w = snprintf(buf + (len < cap ? len : cap), len < cap ? cap - len : 0, "%s%s",
+                         len ? ", " : "", dtypes[i].name);
+        len += (size_t)w;
+    }
+    if (cap && !len) buf[0] = '\0';
+    return len;
 }
 
 int32_t dtype_from_name(const char *name) {
