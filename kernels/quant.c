@@ -124,17 +124,30 @@ static void quant_k4_block(uint32_t type, const float *x, uint8_t *p) {
         }
 }
 
+/* The value of largest magnitude of n, with its sign (0 when all are 0). */
+static float quant_ext(const float *x, int n) {
+    float ext = 0;
+    for (int j = 0; j < n; j++)
+        if (fabsf(x[j]) > fabsf(ext)) ext = x[j];
+    return ext;
+}
+
+/* Per group of gl values (ng groups), the scale that maps its value of largest magnitude
+ * to -top, into scale[g]; returns the largest |scale|. */
+static float quant_ext_scales(const float *x, int ng, int gl, float top, float *scale) {
+    float amax = 0;
+    for (int g = 0; g < ng; g++) {
+        scale[g] = quant_ext(x + gl * g, gl) / -top;
+        amax = fmaxf(amax, fabsf(scale[g]));
+    }
+    return amax;
+}
+
 /* Q6_K: 16 sub-blocks of 16, each scaled so its value of largest magnitude is -32, the
  * scales rounded to int8 against d = max |scale| / 127. */
 static void quant_q6_k_block(const float *x, block_q6_K *b) {
-    float scale[16], amax = 0;
-    for (int g = 0; g < 16; g++) {
-        float ext = 0;
-        for (int l = 0; l < 16; l++)
-            if (fabsf(x[16 * g + l]) > fabsf(ext)) ext = x[16 * g + l];
-        scale[g] = ext / -32.0f;
-        amax = fmaxf(amax, fabsf(scale[g]));
-    }
+    float scale[16];
+    const float amax = quant_ext_scales(x, 16, 16, 32.0f, scale);
     float d = quant_fp16_round(amax / 127.0f, &b->d);
     uint8_t q[QK_K];
     for (int g = 0; g < 16; g++) {
@@ -182,14 +195,8 @@ static void quant_q2_k_block(const float *x, block_q2_K *b) {
 /* Q3_K: 16 sub-blocks of 16, each scaled so its value of largest magnitude is -4, the
  * scales rounded to 6 bits (-32 .. 31) against d = max |scale| / 32. */
 static void quant_q3_k_block(const float *x, block_q3_K *b) {
-    float scale[16], amax = 0;
-    for (int g = 0; g < 16; g++) {
-        float ext = 0;
-        for (int l = 0; l < 16; l++)
-            if (fabsf(x[16 * g + l]) > fabsf(ext)) ext = x[16 * g + l];
-        scale[g] = ext / -4.0f;
-        amax = fmaxf(amax, fabsf(scale[g]));
-    }
+    float scale[16];
+    const float amax = quant_ext_scales(x, 16, 16, 4.0f, scale);
     float d = quant_fp16_round(amax / 32.0f, &b->d);
     memset(b, 0, offsetof(block_q3_K, d));
     for (int g = 0; g < 16; g++) {
@@ -221,18 +228,10 @@ static void quant_lut_nibbles(const uint8_t *tab, const float *x, float d, uint8
         qs[j] = (uint8_t)(quant_nearest(tab, x[j] * id) | quant_nearest(tab, x[j + 16] * id) << 4);
 }
 
-/* Largest |x| of 32 values, with its sign. */
-static float quant_ext32(const float *x) {
-    float ext = 0;
-    for (int j = 0; j < 32; j++)
-        if (fabsf(x[j]) > fabsf(ext)) ext = x[j];
-    return ext;
-}
-
 /* IQ4_NL (the value of largest magnitude at the table's -127) and MXFP4 (the smallest
  * power of two that fits the largest magnitude into the table's +-12). */
 static void quant_lut_block(uint32_t type, const float *x, uint8_t *p) {
-    const float ext = quant_ext32(x);
+    const float ext = quant_ext(x, 32);
     if (type == DT_IQ4_NL) {
         uint16_t h;
         const float d = quant_fp16_round(ext / -127.0f, &h);
@@ -253,11 +252,8 @@ static void quant_lut_block(uint32_t type, const float *x, uint8_t *p) {
 /* IQ4_XS: 8 sub-blocks of 32 with scale ext / -127, rounded to 6 bits (-32 .. 31) against
  * d = max |scale| / 32. */
 static void quant_iq4_xs_block(const float *x, block_iq4_xs *b) {
-    float scale[8], amax = 0;
-    for (int k = 0; k < 8; k++) {
-        scale[k] = quant_ext32(x + 32 * k) / -127.0f;
-        amax = fmaxf(amax, fabsf(scale[k]));
-    }
+    float scale[8];
+    const float amax = quant_ext_scales(x, 8, 32, 127.0f, scale);
     const float d = quant_fp16_round(amax / 32.0f, &b->d);
     b->scales_h = 0;
     memset(b->scales_l, 0, sizeof b->scales_l);
