@@ -1,5 +1,5 @@
 /* dtype.c - the type table, fp16/bf16 conversions, and row (de)quantisers (the ggml
- * block types Q4_0 .. Q6_K are in quant.c; the row functions here dispatch to it).
+ * block types Q4_0 .. Q6_K, IQ4_NL, IQ4_XS and MXFP4 are in quant.c; the row functions here dispatch to it).
  *
  * Block sizes and byte sizes follow the GGUF/ggml definitions so that any tensor in a
  * valid file can be sized, even of a type we cannot compute with. */
@@ -8,6 +8,7 @@
 #include "quant.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -16,18 +17,18 @@ static const dtype_info dtypes[DT_COUNT] = {
     [DT_Q4_0] = {"Q4_0", 32, 18, true},      [DT_Q4_1] = {"Q4_1", 32, 20, true},
     [DT_Q5_0] = {"Q5_0", 32, 22, true},      [DT_Q5_1] = {"Q5_1", 32, 24, true},
     [DT_Q8_0] = {"Q8_0", 32, 34, true},      [DT_Q8_1] = {"Q8_1", 32, 36, false},
-    [DT_Q2_K] = {"Q2_K", 256, 84, false},    [DT_Q3_K] = {"Q3_K", 256, 110, false},
+    [DT_Q2_K] = {"Q2_K", 256, 84, true},    [DT_Q3_K] = {"Q3_K", 256, 110, true},
     [DT_Q4_K] = {"Q4_K", 256, 144, true},    [DT_Q5_K] = {"Q5_K", 256, 176, true},
     [DT_Q6_K] = {"Q6_K", 256, 210, true},    [DT_Q8_K] = {"Q8_K", 256, 292, false},
     [DT_IQ2_XXS] = {"IQ2_XXS", 256, 66, false}, [DT_IQ2_XS] = {"IQ2_XS", 256, 74, false},
     [DT_IQ3_XXS] = {"IQ3_XXS", 256, 98, false}, [DT_IQ1_S] = {"IQ1_S", 256, 50, false},
-    [DT_IQ4_NL] = {"IQ4_NL", 32, 18, false}, [DT_IQ3_S] = {"IQ3_S", 256, 110, false},
-    [DT_IQ2_S] = {"IQ2_S", 256, 82, false},  [DT_IQ4_XS] = {"IQ4_XS", 256, 136, false},
+    [DT_IQ4_NL] = {"IQ4_NL", 32, 18, true}, [DT_IQ3_S] = {"IQ3_S", 256, 110, false},
+    [DT_IQ2_S] = {"IQ2_S", 256, 82, false},  [DT_IQ4_XS] = {"IQ4_XS", 256, 136, true},
     [DT_I8] = {"I8", 1, 1, false},           [DT_I16] = {"I16", 1, 2, false},
     [DT_I32] = {"I32", 1, 4, false},         [DT_I64] = {"I64", 1, 8, false},
     [DT_F64] = {"F64", 1, 8, false},         [DT_IQ1_M] = {"IQ1_M", 256, 56, false},
     [DT_BF16] = {"BF16", 1, 2, true},        [DT_TQ1_0] = {"TQ1_0", 256, 54, false},
-    [DT_TQ2_0] = {"TQ2_0", 256, 66, false},  [DT_MXFP4] = {"MXFP4", 32, 17, false},
+    [DT_TQ2_0] = {"TQ2_0", 256, 66, false},  [DT_MXFP4] = {"MXFP4", 32, 17, true},
 };
 
 const dtype_info *dtype_get(uint32_t type) {
@@ -38,6 +39,18 @@ const dtype_info *dtype_get(uint32_t type) {
 const char *dtype_name(uint32_t type) {
     const dtype_info *d = dtype_get(type);
     return d ? d->name : "unknown";
+}
+
+size_t dtype_compute_names(char *buf, size_t cap) {
+    size_t len = 0;
+    for (int32_t i = 0; i < DT_COUNT; i++) {
+        if (!dtypes[i].name || !dtypes[i].compute) continue;
+        int w = snprintf(buf + (len < cap ? len : cap), len < cap ? cap - len : 0, "%s%s",
+                         len ? ", " : "", dtypes[i].name);
+        len += (size_t)w;
+    }
+    if (cap && !len) buf[0] = '\0';
+    return len;
 }
 
 int32_t dtype_from_name(const char *name) {

@@ -35,6 +35,10 @@ const dtype_info *dtype_get(uint32_t type);
 /* Name of a type id ("Q8_0"), or "unknown" for ids that dtype_get rejects. */
 const char *dtype_name(uint32_t type);
 
+/* The names of the compute types in id order, ", "-separated ("F32, F16, Q4_0, ..."), into
+ * buf (cap bytes, NUL-terminated, cut short to fit); returns the length of the whole list. */
+size_t dtype_compute_names(char *buf, size_t cap);
+
 /* Type id for a name, case-insensitive ("q8_0", "F16"); -1 when unknown. */
 int32_t dtype_from_name(const char *name);
 

@@ -59,8 +59,9 @@ static void check_sync(const char *what) {
 }
 
 static void test_matmul(uint64_t seed) {
-    static const uint32_t types[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_1,
-                                     DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    static const uint32_t types[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0, DT_Q4_0,   DT_Q4_1,
+                                     DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K,   DT_Q2_K,
+                                     DT_Q3_K, DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
     static const int32_t rowss[] = {1, 2, 7, 8, 9, 16, 17, 33, 64};
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
         const uint32_t t = types[ti];
@@ -453,10 +454,10 @@ static void test_errors(uint64_t seed) {
     st_err err = {0};
     kern_backend *cu0 = cu; /* a fresh instance: no scratch grown by the tests before */
     cu = kern_backend_init("cuda", 0, &err);
-    kern_mat st = {DT_Q2_K, 4, 256, NULL, NULL}, w;
+    kern_mat st = {DT_IQ2_XXS, 4, 256, NULL, NULL}, w;
     T_CHECK(C->mat_prepare(cu, &w, &st, 0, NULL) == ST_ERR_UNSUPPORTED &&
             kern_backend_sync(cu, &err) == ST_ERR_UNSUPPORTED && strstr(err.msg, "mat_prepare: ") &&
-            strstr(err.msg, "Q2_K"), "mat_prepare of Q2_K: %s", err.msg);
+            strstr(err.msg, "IQ2_XXS"), "mat_prepare of IQ2_XXS: %s", err.msg);
     kern_mat sq = {DT_Q8_0, 32, 256, make_weights(&seed, DT_Q8_0, 32, 256), NULL};
     T_CHECK(C->mat_prepare(cu, &w, &sq, 0, NULL) == ST_OK, "mat_prepare Q8_0");
     float *x = rand_floats(&seed, 20 * 256, 1.0f), *y = malloc(sizeof(float) * 20 * 32);

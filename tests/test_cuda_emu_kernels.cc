@@ -148,8 +148,9 @@ static void test_swiglu_add(void) {
 }
 
 static void test_get_rows(void) {
-    const uint32_t types[] = {DT_F32, DT_F16,  DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_1,
-                              DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    const uint32_t types[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0,   DT_Q4_0,   DT_Q4_1,
+                              DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K,   DT_Q6_K,   DT_Q2_K,
+                              DT_Q3_K, DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
     const dvec<int32_t> rows = {6, 0, 3, 3, 5};
     const int n_out = 7, n_rows = 5;
     for (uint32_t type : types) {
@@ -174,7 +175,7 @@ static void test_get_rows(void) {
                     (long)(std::mismatch(got.begin(), got.end(), want.begin()).first - got.begin()));
         }
     }
-    T_CHECK(!cu_get_rows(nullptr, DT_Q2_K, nullptr, 256, rows.data(), 1, nullptr),
+    T_CHECK(!cu_get_rows(nullptr, DT_IQ2_XXS, nullptr, 256, rows.data(), 1, nullptr),
             "get_rows takes a type without a kernel");
 }
 
@@ -197,7 +198,8 @@ static void quantize_q8_oracle(const float *x, int64_t n, int8_t *q, float *d, i
  * but for float rounding); against ref's product of the float activations within the
  * quantisation's error; each row alone the same bits as in the batch. */
 static void test_mmvq(void) {
-    const uint32_t types[] = {DT_Q8_0, DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    const uint32_t types[] = {DT_Q8_0, DT_Q4_0, DT_Q4_1,   DT_Q5_0,   DT_Q5_1, DT_Q4_K, DT_Q5_K,
+                              DT_Q6_K, DT_Q2_K, DT_Q3_K, DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
     const int n_out = 7, n_rows = 9; /* (a partial block of output rows; two groups of rows) */
     for (uint32_t type : types) {
         const int block = dtype_get(type)->block;

@@ -16,13 +16,14 @@
  *                               1.2e-5 is one output of n_in 256 that nearly cancels; all
  *                               others < 4e-6)
  *                         2e-2  [4.3e-3] random activations, rounded to int8 per block
- *   matmul Q4_0 .. Q6_K   2e-5  [3.6e-6 / 3.6e-6; AVX2 5.9e-6] activations that quantise
+ *   matmul Q4_0 .. MXFP4  2e-5  [3.6e-6 / 3.6e-6; AVX2 5.9e-6] activations that quantise
  *                               exactly (Q4_1 is the worst; the others 0.2e-6 .. 1.1e-6)
  *                         2e-2  [5.3e-3] random activations (4.0e-3 .. 5.3e-3 per type)
  *   quantise round trip   rms(dequant(quant(x)) - x) / rms(x) on uniform data; bounds are
  *                         1.5x the figures, which are about the quant step / sqrt(12):
  *                         Q8_0 .0038, Q4_0 .067, Q4_1 .060, Q5_0 .032, Q5_1 .029,
- *                         Q4_K .060, Q5_K .030, Q6_K .015
+ *                         Q4_K .060, Q5_K .030, Q6_K .015, Q2_K .28, Q3_K .14, IQ4_NL
+ *                         .070, IQ4_XS .072, MXFP4 .098
  *   get_row               0     both call the same dequantiser
  *   rmsnorm               2e-6  [1.4e-7 / 5.5e-7]
  *   rope                  1e-6  [1.1e-7] angles in double on both sides
@@ -43,27 +44,38 @@
 
 /* Worst normalised error seen per op, for the summary and for setting bounds. */
 /* The ggml block types; their errors are per type, exact (q8 x) and random activations. */
-static const uint32_t blk_types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
-#define N_BLK 7
+static const uint32_t blk_types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K,
+                                     DT_Q6_K, DT_Q2_K, DT_Q3_K, DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
+#define N_BLK 12
 
 enum { E_F32, E_F16, E_BF16, E_Q8_0, E_Q8_0X, E_GETROW, E_RMS, E_ROPE, E_ATTN, E_SWIGLU, E_ADD,
        E_SOFTMAX, E_BLKX, E_BLKR = E_BLKX + N_BLK, E_N = E_BLKR + N_BLK };
-static const char *const e_names[E_N] = {
+static const char *const e_names[E_BLKX] = {
     "matmul F32", "matmul F16", "matmul BF16", "matmul Q8_0", "matmul Q8_0 (q8 x)", "get_row",
-    "rmsnorm", "rope", "attention", "swiglu", "add", "softmax",
-    "matmul Q4_0 (q8 x)", "matmul Q4_1 (q8 x)", "matmul Q5_0 (q8 x)", "matmul Q5_1 (q8 x)",
-    "matmul Q4_K (q8 x)", "matmul Q5_K (q8 x)", "matmul Q6_K (q8 x)",
-    "matmul Q4_0", "matmul Q4_1", "matmul Q5_0", "matmul Q5_1", "matmul Q4_K", "matmul Q5_K",
-    "matmul Q6_K"};
-static const double e_bound[E_N] = {5e-5, 5e-5, 5e-5, 2e-2, 2e-5, 0, 2e-6, 1e-6, 3e-6, 1e-6, 0, 1e-5,
-                                    2e-5, 2e-5, 2e-5, 2e-5, 2e-5, 2e-5, 2e-5,
-                                    2e-2, 2e-2, 2e-2, 2e-2, 2e-2, 2e-2, 2e-2};
+    "rmsnorm", "rope", "attention", "swiglu", "add", "softmax"};
+static const double e_bound[E_BLKX] = {5e-5, 5e-5, 5e-5, 2e-2, 2e-5, 0, 2e-6, 1e-6, 3e-6, 1e-6, 0, 1e-5};
+/* the block types': exact activations, random ones */
+#define E_BLKX_BOUND 2e-5
+#define E_BLKR_BOUND 2e-2
+
+/* An error slot's name ("matmul Q4_K (q8 x)" for a block type's exact slot) and bound. */
+static const char *e_name(int e) {
+    static char buf[E_N][40];
+    if (e < E_BLKX) return e_names[e];
+    const bool x = e < E_BLKR;
+    snprintf(buf[e], sizeof buf[e], "matmul %s%s", dtype_name(blk_types[e - (x ? E_BLKX : E_BLKR)]),
+             x ? " (q8 x)" : "");
+    return buf[e];
+}
+static double e_bound_of(int e) {
+    return e < E_BLKX ? e_bound[e] : e < E_BLKR ? E_BLKX_BOUND : E_BLKR_BOUND;
+}
 static double e_seen[E_N];
 
 static void check_err(int e, double err, const char *what) {
     if (err > e_seen[e] || err != err) e_seen[e] = err;
-    T_CHECK(err <= e_bound[e], "%s: %s nerr %.3g > bound %.3g", e_names[e], what, err,
-            e_bound[e]);
+    T_CHECK(err <= e_bound_of(e), "%s: %s nerr %.3g > bound %.3g", e_name(e), what, err,
+            e_bound_of(e));
 }
 
 static int blk_index(uint32_t t) {
@@ -167,8 +179,9 @@ static void test_ref_oracle(kern_backend *ref) {
 /* ---- cpu against ref ---- */
 
 static void test_matmul(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
-    static const uint32_t types[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_1,
-                                     DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    static const uint32_t types[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0, DT_Q4_0,
+                                     DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K,
+                                     DT_Q6_K, DT_Q2_K, DT_Q3_K, DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
     /* 64, 288 and 4128: rows of 32-blocks that end in a part of a 256 chunk; the sizes
      * from 256 on are for the quantised types only (the float ones' figures predate them) */
     static const int64_t n_ins[] = {32, 40, 64, 4096 + 32, 256, 288, 4096 + 256};
@@ -217,8 +230,9 @@ static void test_matmul(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
 /* Matmul with a large matrix, so the work is really split across threads; random
  * activations, so the quantised types show their activation rounding error. */
 static void test_matmul_big(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
-    static const uint32_t types[] = {DT_F16,  DT_Q8_0, DT_Q4_0, DT_Q4_1, DT_Q5_0,
-                                     DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    static const uint32_t types[] = {DT_F16,  DT_Q8_0, DT_Q4_0, DT_Q4_1,  DT_Q5_0,  DT_Q5_1,
+                                     DT_Q4_K, DT_Q5_K, DT_Q6_K, DT_Q2_K,  DT_Q3_K,
+                                     DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
     const int64_t n_in = 512, n_out = 1030;
     for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++) {
         void *wd = make_weights(&seed, types[ti], n_out, n_in);
@@ -238,10 +252,11 @@ static void test_matmul_big(kern_backend *ref, kern_backend *cpu, uint64_t seed)
 /* Quantise then dequantise: valid blocks, close to the input, exact for zeros. */
 static void test_quant_roundtrip(uint64_t seed) {
     enum { N = 8192 };
-    static const uint32_t types[] = {DT_Q8_0, DT_Q4_0, DT_Q4_1, DT_Q5_0,
-                                     DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    static const uint32_t types[] = {DT_Q8_0, DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1,   DT_Q4_K,  DT_Q5_K,
+                                     DT_Q6_K, DT_Q2_K, DT_Q3_K, DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
     /* rms error / rms x on the data below, 1.5x the figures in the header */
-    static const double bound[] = {0.006, 0.10, 0.09, 0.048, 0.044, 0.09, 0.045, 0.022};
+    static const double bound[] = {0.006, 0.10, 0.09, 0.048, 0.044, 0.09, 0.045,
+                                   0.022, 0.42, 0.21, 0.105, 0.108, 0.147};
     float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
     uint8_t *q = malloc(dtype_row_bytes(DT_F32, N));
     /* uniform values whose scale changes every 64, as the rows of a weight matrix do */
@@ -595,8 +610,9 @@ static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t se
  * weights 15 at +-1 and one just past -+1 (quants 0 or the type's top), activations
  * +-127. Packed and stored against ref. */
 static void test_matmul_extreme(kern_backend *ref, kern_backend *cpu) {
-    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q8_0,
-                                     DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1,   DT_Q8_0,   DT_Q4_K,
+                                     DT_Q5_K, DT_Q6_K, DT_Q2_K, DT_Q3_K, DT_IQ4_NL, DT_IQ4_XS,
+                                     DT_MXFP4};
     const int64_t n_in = 512, n_out = 32;
     float *row = malloc(sizeof(float) * n_in), *x = malloc(sizeof(float) * 4 * n_in);
     float *y0 = malloc(sizeof(float) * 4 * n_out), *y1 = malloc(sizeof(float) * 4 * n_out);
@@ -812,7 +828,7 @@ int main(void) {
     }
     kern_backend_free(ref);
     fprintf(stderr, "max nerr seen (bound):");
-    for (int e = 0; e < E_N; e++) fprintf(stderr, "%s %s %.2g (%.0g)", e ? "," : "", e_names[e], e_seen[e], e_bound[e]);
+    for (int e = 0; e < E_N; e++) fprintf(stderr, "%s %s %.2g (%.0g)", e ? "," : "", e_name(e), e_seen[e], e_bound_of(e));
     fputc('\n', stderr);
     return t_done();
 }

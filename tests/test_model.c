@@ -373,7 +373,9 @@ static void test_bad_models(void) {
     struct { edit e; st_code want; const char *needle; } cases[] = {
         {{"gptneox", NULL, NULL, 0, 0, NULL, 0, NULL}, ST_ERR_UNSUPPORTED, "gptneox"},
         {{NULL, "blk.1.ffn_up.weight", NULL, 0, 0, NULL, 0, NULL}, ST_ERR_FORMAT, "blk.1.ffn_up.weight"},
-        {{NULL, NULL, "blk.0.attn_q.weight", DT_Q2_K, 0, NULL, 0, NULL}, ST_ERR_UNSUPPORTED, "Q2_K"},
+        {{NULL, NULL, "blk.0.attn_q.weight", DT_IQ2_XXS, 0, NULL, 0, NULL}, ST_ERR_UNSUPPORTED, "IQ2_XXS"},
+        {{NULL, NULL, "blk.0.attn_q.weight", DT_TQ1_0, 0, NULL, 0, NULL}, ST_ERR_UNSUPPORTED,
+         "supported: F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, BF16, MXFP4"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *dst = tmp_path("bad.gguf");

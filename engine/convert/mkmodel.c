@@ -118,14 +118,16 @@ st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
     if (!(p->rope_base > 0 && isfinite(p->rope_base)))
         return st_set(err, ST_ERR_ARG, "mkmodel: rope_base %g must be positive",
                       (double)p->rope_base);
-    static const uint32_t wtypes[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0, DT_Q4_0, DT_Q4_1,
-                                      DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    static const uint32_t wtypes[] = {DT_F32,  DT_F16,  DT_BF16,   DT_Q8_0,   DT_Q4_0,
+                                      DT_Q4_1, DT_Q5_0, DT_Q5_1,   DT_Q2_K,   DT_Q3_K,
+                                      DT_Q4_K, DT_Q5_K, DT_Q6_K,   DT_IQ4_NL, DT_IQ4_XS,
+                                      DT_MXFP4};
     bool wtype_ok = false;
     for (size_t i = 0; i < sizeof wtypes / sizeof wtypes[0]; i++) wtype_ok |= p->wtype == wtypes[i];
     if (!wtype_ok)
         return st_set(err, ST_ERR_ARG, "mkmodel: weight type %s is not one of F32, F16, "
-                      "BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K",
-                      dtype_name(p->wtype));
+                      "BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
+                      "IQ4_NL, IQ4_XS, MXFP4", dtype_name(p->wtype));
     /* Every 2-D weight's rows are n_embd, n_head * head_dim or n_ff long. */
     const struct { const char *name; int32_t n; } rows[] = {
         {"n_embd", p->n_embd}, {"n_head * head_dim", p->n_head * hd}, {"n_ff", p->n_ff}};

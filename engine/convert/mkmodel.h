@@ -50,9 +50,9 @@ typedef struct mkmodel_params {
                            context of n_ctx / yarn (instead of rope_scale); 0: none */
     bool tied;          /* true: no output.weight (the classifier is token_embd) */
     uint32_t wtype;     /* DT_F32 / DT_F16 / DT_BF16 / DT_Q8_0, or a ggml block type
-                           (DT_Q4_0, Q4_1, Q5_0, Q5_1: rows a multiple of 32; DT_Q4_K,
-                           Q5_K, Q6_K: of 256) for the 2-D weights (token_embd
-                           included); norm vectors stay F32 */
+                           (DT_Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4: rows a multiple of
+                           32; DT_Q2_K .. Q6_K, IQ4_XS: of 256) for the 2-D weights
+                           (token_embd included); norm vectors stay F32 */
     int32_t n_swa;      /* gemma3, gemma4, gpt-oss: attention.sliding_window; 0 = n_ctx (no key
                            is ever outside the window) */
     /* gemma4 only (0 for the others): */

@@ -270,19 +270,18 @@ static const gguf_tensor *want(const gguf_ctx *g, const char *name, int64_t n_in
     return t;
 }
 
-static const char *supported_list(void) {
-    return "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K";
-}
-
 st_code load_want_mat(const gguf_ctx *g, const char *name, int64_t n_in, int64_t n_out,
                         kern_mat *m, st_err *err) {
     const gguf_tensor *t = want(g, name, n_in, n_out, err);
     if (!t) return err ? err->code : ST_ERR_FORMAT;
     const dtype_info *d = dtype_get(t->type);
-    if (!d || !d->compute)
+    if (!d || !d->compute) {
+        char names[256];
+        dtype_compute_names(names, sizeof names);
         return st_set(err, ST_ERR_UNSUPPORTED,
                       "tensor '%s' has type %s, which this build cannot compute with "
-                      "(supported: %s)", name, dtype_name(t->type), supported_list());
+                      "(supported: %s)", name, dtype_name(t->type), names);
+    }
     *m = (kern_mat){.type = t->type, .n_out = n_out, .n_in = n_in, .data = t->data};
     return ST_OK;
 }

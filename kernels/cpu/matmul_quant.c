@@ -1,5 +1,6 @@
 /* matmul_quant.c - the CPU matmul of the ggml block types of kernels/quant.h (Q4_0,
- * Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; and Q8_0 with AVX-512 VNNI): per type a preparer,
+ * Q4_1, Q5_0, Q5_1, Q2_K .. Q6_K, IQ4_NL, IQ4_XS, MXFP4; and Q8_0 with AVX-512 VNNI): per
+ * type a preparer,
  * which unpacks weight rows into one common form (mm_prep, matmul.h), and one tile
  * template over that form for all of them.
  *
@@ -222,13 +223,22 @@ void mm_qx_tail_pack(uint8_t *x, size_t xs, int64_t n, int nx) { (void)x, (void)
 /* The int32 group sums of half h (groups 8h .. 8h + 7) of a chunk of weights u and
  * activations x: the four parts chained. In a tail chunk (nq quarters) half h is quarters
  * 2h and 2h + 1 (zero past nq), each its four parts chained. */
-SIMD_INLINE __m256i mm_dot_half(const uint8_t *u, const uint8_t *x, int h, bool tail, int nq) {
+SIMD_INLINE __m256i mm_dot_half(const uint8_t *u, const uint8_t *x, int h, bool tail, int nq,
+                                const bool sg) {
 #if MM_Q8_VNNI
 #define MM_DOT256(p, a, b) MM_DPBUSD(p, a, b)
 #define MM_DOT128(p, a, b) MM_DPBUSD128(p, a, b)
 #else
-#define MM_DOT256(p, a, b) _mm256_add_epi32(p, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)))
-#define MM_DOT128(p, a, b) _mm_add_epi32(p, _mm_madd_epi16(_mm_maddubs_epi16(a, b), _mm_set1_epi16(1)))
+/* (sg: signed weights a, multiplied as |a| by sign(b, a)) */
+#define MM_DOT256(p, a, b)                                                                \
+    _mm256_add_epi32(p, _mm256_madd_epi16(sg ? _mm256_maddubs_epi16(_mm256_abs_epi8(a),   \
+                                                                    _mm256_sign_epi8(b, a)) \
+                                             : _mm256_maddubs_epi16(a, b),                \
+                                          _mm256_set1_epi16(1)))
+#define MM_DOT128(p, a, b)                                                                \
+    _mm_add_epi32(p, _mm_madd_epi16(sg ? _mm_maddubs_epi16(_mm_abs_epi8(a), _mm_sign_epi8(b, a)) \
+                                       : _mm_maddubs_epi16(a, b),                         \
+                                    _mm_set1_epi16(1)))
 #endif
     if (!tail) {
         __m256i p = _mm256_setzero_si256();
@@ -253,9 +263,9 @@ SIMD_INLINE __m256i mm_dot_half(const uint8_t *u, const uint8_t *x, int h, bool 
 #endif
 
 SIMD_INLINE void mm_tile_grp(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,
-                             size_t xs, float *y, int64_t ys, const int io, const int NW,
-                             const int NX) {
-    (void)ws, (void)io;
+                             size_t xs, float *y, int64_t ys, const int io, const bool sg,
+                             const int NW, const int NX) {
+    (void)ws, (void)io, (void)sg;
     const mm_prep *pr = (const mm_prep *)w;
     const int64_t nfull = mm_full_chunks(n);
 #if MM_Q8_512
@@ -340,7 +350,7 @@ SIMD_INLINE void mm_tile_grp(int64_t n, const uint8_t *w, size_t ws, const uint8
                 __m256 a = acc[r][c];
 #pragma GCC unroll 2
                 for (int h = 0; h < nh; h++)
-                    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm_dot_half(pr[r].u, xq, h, tail, nq)),
+                    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mm_dot_half(pr[r].u, xq, h, tail, nq, sg)),
                                         _mm256_mul_ps(_mm256_loadu_ps(pr[r].s + 8 * h),
                                                       _mm256_loadu_ps(dg + 8 * h)), a);
 #pragma GCC unroll 2
@@ -370,7 +380,7 @@ SIMD_INLINE void mm_tile_grp(int64_t n, const uint8_t *w, size_t ws, const uint8
                         for (int b = 0; b < 4; b++) {
                             const int at = tail ? mm_tail_pos(16 * g + 4 * k + b)
                                                 : mm_grp_pos(16 * g + 4 * k + b);
-                            s += pr[r].u[at] * xq[at];
+                            s += (sg ? (int8_t)pr[r].u[at] : pr[r].u[at]) * xq[at];
                         }
                     a += (float)s * (pr[r].s[g] * dg[g]);
                 }
@@ -384,19 +394,23 @@ SIMD_INLINE void mm_tile_grp(int64_t n, const uint8_t *w, size_t ws, const uint8
 #endif
 }
 
-/* One set of tiles per integer offset (mm_int_off): -1 (the offset term in float), 0 .. 4 */
-#define MM_GRP_TILES(name, io_)                                                           \
+/* One set of tiles per integer offset (mm_int_off): -1 (the offset term in float), 0 .. 4;
+ * and for signed weights (mm_lut_signed) */
+#define MM_GRP_TILES(name, io_, sg_)                                                      \
     SIMD_INLINE void name(int64_t n, const uint8_t *w, size_t ws, const uint8_t *x,       \
                           size_t xs, float *y, int64_t ys, const int NW, const int NX) {  \
-        mm_tile_grp(n, w, ws, x, xs, y, ys, io_, NW, NX);                                 \
+        mm_tile_grp(n, w, ws, x, xs, y, ys, io_, sg_, NW, NX);                            \
     }                                                                                     \
     MM_TILES(name)
-MM_GRP_TILES(mm_tile_blk, -1)
+MM_GRP_TILES(mm_tile_blk, -1, false)
 #if MM_Q8_512
-MM_GRP_TILES(mm_tile_io0, 0)
-MM_GRP_TILES(mm_tile_io2, 2)
-MM_GRP_TILES(mm_tile_io3, 3)
-MM_GRP_TILES(mm_tile_io4, 4)
+MM_GRP_TILES(mm_tile_io0, 0, false)
+MM_GRP_TILES(mm_tile_io2, 2, false)
+MM_GRP_TILES(mm_tile_io3, 3, false)
+MM_GRP_TILES(mm_tile_io4, 4, false)
+#endif
+#if MM_Q8_SIMD && !MM_Q8_VNNI && !MM_Q8_512
+MM_GRP_TILES(mm_tile_sgn, -1, true)
 #endif
 
 #if MM_Q8_512
@@ -484,6 +498,11 @@ MM_BLK_TYPE(q5_1, DT_Q5_1)
 MM_BLK_TYPE(q4_k, DT_Q4_K)
 MM_BLK_TYPE(q5_k, DT_Q5_K)
 MM_BLK_TYPE(q6_k, DT_Q6_K)
+MM_BLK_TYPE(q2_k, DT_Q2_K)
+MM_BLK_TYPE(q3_k, DT_Q3_K)
+MM_BLK_TYPE(iq4_nl, DT_IQ4_NL)
+MM_BLK_TYPE(iq4_xs, DT_IQ4_XS)
+MM_BLK_TYPE(mxfp4, DT_MXFP4)
 #if MM_Q8_512
 MM_BLK_TYPE(q8_0, DT_Q8_0)
 #endif
@@ -497,6 +516,11 @@ mm_prep_fn mm_quant_prep(uint32_t type) {
     case DT_Q4_K: return mm_prep_q4_k;
     case DT_Q5_K: return mm_prep_q5_k;
     case DT_Q6_K: return mm_prep_q6_k;
+    case DT_Q2_K: return mm_prep_q2_k;
+    case DT_Q3_K: return mm_prep_q3_k;
+    case DT_IQ4_NL: return mm_prep_iq4_nl;
+    case DT_IQ4_XS: return mm_prep_iq4_xs;
+    case DT_MXFP4: return mm_prep_mxfp4;
 #if MM_Q8_512
     case DT_Q8_0: return mm_prep_q8_0;
 #endif
@@ -514,6 +538,9 @@ mm_tile_row *mm_quant_tiles(uint32_t type) {
     default: break;
     }
 #endif
+#if MM_Q8_SIMD && !MM_Q8_VNNI && !MM_Q8_512
+    if (mm_lut_signed(type)) return mm_tile_sgn_tiles;
+#endif
     return mm_quant_prep(type) ? mm_tile_blk_tiles : NULL;
 }
 
@@ -528,6 +555,11 @@ mm_tile_row *mm_quant_fused(uint32_t type) {
     case DT_Q5_K: return mm_fused_q5_k_tiles;
     case DT_Q6_K: return mm_fused_q6_k_tiles;
     case DT_Q8_0: return mm_fused_q8_0_tiles;
+    case DT_Q2_K: return mm_fused_q2_k_tiles;
+    case DT_Q3_K: return mm_fused_q3_k_tiles;
+    case DT_IQ4_NL: return mm_fused_iq4_nl_tiles;
+    case DT_IQ4_XS: return mm_fused_iq4_xs_tiles;
+    case DT_MXFP4: return mm_fused_mxfp4_tiles;
     default: return NULL;
     }
 #else

@@ -7,8 +7,8 @@
  * (w = s * (u - off) + m), stores u in the grouped order (mm_grp_pos), s, and mo = m -
  * off * s; see matmul_quant.c for how the tiles use them. With AVX-512 (MM_Q8_512) the
  * small types, Q5_K, Q6_K and Q8_0 have unpackers that write the grouped order straight
- * from registers; otherwise (and for Q4_K) quant_unpack, the code the dequantiser uses,
- * then a reordering. */
+ * from registers; otherwise (and for Q2_K, Q3_K, Q4_K and the lookup-table types)
+ * quant_unpack, the code the dequantiser uses, then a reordering. */
 #ifndef MD_CPU_UNPACK_H
 #define MD_CPU_UNPACK_H
 
@@ -19,7 +19,7 @@
 #include "../quant.h"
 
 SIMD_INLINE int mm_blk_n(uint32_t type) {
-    return type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K ? QK_K : 32;
+    return dtype_get(type)->block;
 }
 
 SIMD_INLINE int mm_blk_bytes(uint32_t type) {
@@ -31,8 +31,31 @@ SIMD_INLINE int mm_blk_bytes(uint32_t type) {
     case DT_Q5_1: return sizeof(block_q5_1);
     case DT_Q4_K: return sizeof(block_q4_K);
     case DT_Q5_K: return sizeof(block_q5_K);
+    case DT_Q2_K: return sizeof(block_q2_K);
+    case DT_Q3_K: return sizeof(block_q3_K);
+    case DT_IQ4_NL: return sizeof(block_iq4_nl);
+    case DT_IQ4_XS: return sizeof(block_iq4_xs);
+    case DT_MXFP4: return sizeof(block_mxfp4);
     default: return sizeof(block_q6_K);
     }
+}
+
+/* The types AVX-512 unpacks straight from registers (the others go through quant_unpack). */
+SIMD_INLINE bool mm_has_unpack_512(uint32_t type) {
+    return type == DT_Q4_0 || type == DT_Q4_1 || type == DT_Q5_0 || type == DT_Q5_1 ||
+           type == DT_Q5_K || type == DT_Q6_K;
+}
+
+/* The lookup-table types on AVX2 without VNNI, whose maddubs would saturate on their u (up
+ * to 241): their prepared u holds the signed table value (u - 128) instead, which the
+ * tiles multiply as |w| by sign(x, w), and their mo is m (0): no offset left to take off. */
+SIMD_INLINE bool mm_lut_signed(uint32_t type) {
+#if MM_Q8_SIMD && !MM_Q8_VNNI && !MM_Q8_512
+    return quant_lut(type);
+#else
+    (void)type;
+    return false;
+#endif
 }
 
 /* The types without a min (m = 0) whose offset is a power of two up to 128 take it off
@@ -45,6 +68,7 @@ SIMD_INLINE int mm_int_off(uint32_t type) {
     case DT_Q4_0: return 4;
     case DT_Q5_0: return 3;
     case DT_Q6_K: return 2;
+    case DT_IQ4_NL: case DT_IQ4_XS: case DT_MXFP4: return 0;
     default: return -1;
     }
 #else
@@ -319,7 +343,7 @@ SIMD_INLINE void mm_blk_prep(uint32_t type, const uint8_t *p, int cnb, size_t ah
             mm_unpack_q8_512(p, cnb, c);
         return;
     }
-    if (type != DT_Q4_K) {
+    if (mm_has_unpack_512(type)) {
         if (mm_blk_n(type) != 32)
             mm_unpack_k_512(type, p, c);
         else if (cnb == 8)
@@ -333,16 +357,20 @@ SIMD_INLINE void mm_blk_prep(uint32_t type, const uint8_t *p, int cnb, size_t ah
     }
     quant_chunk ch;
     quant_unpack(type, p, cnb, &ch);
-    /* value order: part k holds groups 4k .. 4k + 3. (Read back in the 32-byte pieces
-     * quant_unpack stored: a 64-byte load of two fresh 32-byte stores cannot be
-     * forwarded and stalls until they retire.) */
+    if (cnb < QUANT_CHUNK / mm_blk_n(type)) { /* (IQ4_NL, MXFP4) */
+        mm_tail_reorder(ch.u, c->u, (cnb * mm_blk_n(type) + 63) / 64);
+    } else {
+        /* value order: part k holds groups 4k .. 4k + 3. (Read back in the 32-byte pieces
+         * quant_unpack stored: a 64-byte load of two fresh 32-byte stores cannot be
+         * forwarded and stalls until they retire.) */
 #define MM_LD_PART(k)                                                                     \
     _mm512_inserti64x4(                                                                   \
         _mm512_castsi256_si512(_mm256_load_si256((const __m256i *)(ch.u + 64 * (k)))),    \
         _mm256_load_si256((const __m256i *)(ch.u + 64 * (k) + 32)), 1)
-    mm_grp_rounds(MM_LD_PART(0), MM_LD_PART(1), MM_LD_PART(2), MM_LD_PART(3),
-                  mm_grp_idx1(false, false), mm_grp_idx1(false, true), c->u);
+        mm_grp_rounds(MM_LD_PART(0), MM_LD_PART(1), MM_LD_PART(2), MM_LD_PART(3),
+                      mm_grp_idx1(false, false), mm_grp_idx1(false, true), c->u);
 #undef MM_LD_PART
+    }
     __m512 s = _mm512_loadu_ps(ch.s);
     _mm512_store_ps(c->s, s);
     _mm512_store_ps(c->mo, _mm512_fnmadd_ps(_mm512_set1_ps(off), s, _mm512_loadu_ps(ch.m)));
@@ -353,9 +381,12 @@ SIMD_INLINE void mm_blk_prep(uint32_t type, const uint8_t *p, int cnb, size_t ah
         mm_tail_reorder(ch.u, c->u, (cnb * mm_blk_n(type) + 63) / 64);
     else
         mm_grp_reorder(ch.u, c->u);
+    const bool sg = mm_lut_signed(type);
+    if (sg)
+        for (int i = 0; i < QUANT_CHUNK; i++) c->u[i] ^= 0x80; /* u - 128 as int8 */
     for (int g = 0; g < 16; g++) {
         c->s[g] = ch.s[g];
-        c->mo[g] = ch.m[g] - off * ch.s[g];
+        c->mo[g] = sg ? ch.m[g] : ch.m[g] - off * ch.s[g];
     }
 #endif
 }

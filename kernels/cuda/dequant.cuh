@@ -1,6 +1,6 @@
 /* dequant.cuh - one weight value of a GGUF row on the GPU: dq<TYPE>(row, i) is value i of a
- * row of DT_TYPE blocks as stored, for F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
- * Q5_K and Q6_K (block layouts: kernels/quant.h and dtype.h). The block types give the
+ * row of DT_TYPE blocks as stored, for F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ..
+ * Q6_K, IQ4_NL, IQ4_XS and MXFP4 (block layouts: kernels/quant.h and dtype.h). The block types give the
  * unpacked form of quant.h, value = s * (u - off) + m, computed with the same unfused float
  * operations as quant.c's dequantiser, so both give the same bits. Only the bit layouts
  * are here; the loops that read rows live in the kernels. */
@@ -64,6 +64,58 @@ __device__ __forceinline__ float dq_q6k(const uint8_t *row, int64_t i) {
     return dq_value(s, lo | hi << 4, 32, 0.0f);
 }
 
+/* Q2_K, Q3_K: super blocks of 256, 16 sub-blocks of 16 with 4-bit scales and mins (Q2_K) or
+ * 6-bit signed scales (Q3_K), 2-bit quants (and a third bit in Q3_K's hmask) */
+template <int TYPE> __device__ __forceinline__ float dq_k23(const uint8_t *row, int64_t i) {
+    constexpr bool three = TYPE == DT_Q3_K;
+    const uint8_t *p = row + i / 256 * (three ? 110 : 84);
+    const int r = (int)(i % 256), g = r / 16;
+    int u = p[(three ? 32 : 16) + 32 * (r / 128) + r % 32] >> 2 * (r % 128 / 32) & 3;
+    if (three) {
+        u |= (p[r % 32] >> (r / 32) & 1) << 2;
+        const int lo = (g < 8 ? p[96 + g] : p[88 + g] >> 4) & 15;
+        const int sc = lo | (p[104 + g % 4] >> 2 * (g / 4) & 3) << 4;
+        return dq_value(__fmul_rn(h2f(ld16(p + 108)), (float)(sc - 32)), u, 4, 0.0f);
+    }
+    const float s = __fmul_rn(h2f(ld16(p + 80)), (float)(p[g] & 15));
+    const float m = -__fmul_rn(h2f(ld16(p + 82)), (float)(p[g] >> 4));
+    return dq_value(s, u, 0, m);
+}
+
+/* The lookup tables of quant.h (quant_iq4nl_u, quant_mxfp4_u: value + 128), 8 bytes a word. */
+template <int TYPE> __device__ __forceinline__ int lut_u(int idx) {
+    const uint64_t w = TYPE == DT_MXFP4 ? (idx < 8 ? 0x8C88868483828180ull : 0x74787A7C7D7E7F80ull)
+                                        : (idx < 8 ? 0x766A5D4F3F2D1801ull : 0xF1D9C5B5A6998D81ull);
+    return (int)(w >> 8 * (idx % 8) & 0xff);
+}
+
+/* 2^(e - 128) as ggml's e8m0 "half" conversion gives it */
+__device__ __forceinline__ float e8m0_half(unsigned e) {
+    return __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+}
+
+/* IQ4_NL, MXFP4 (blocks of 32), IQ4_XS (super blocks of 256 in 8 sub-blocks of 32 with 6-bit
+ * scales): value j of a block (sub-block) its table value at the low (j < 16) or high nibble
+ * of qs[j % 16] */
+template <int TYPE> __device__ __forceinline__ float dq_lut(const uint8_t *row, int64_t i) {
+    float s;
+    const uint8_t *qs;
+    if constexpr (TYPE == DT_IQ4_XS) {
+        const uint8_t *p = row + i / 256 * 136;
+        const int k = (int)(i % 256 / 32);
+        const int ls = (p[4 + k / 2] >> 4 * (k % 2) & 15) | (ld16(p + 2) >> 2 * k & 3) << 4;
+        s = __fmul_rn(h2f(ld16(p)), (float)(ls - 32)), qs = p + 8 + 16 * k;
+    } else if constexpr (TYPE == DT_MXFP4) {
+        const uint8_t *p = row + i / 32 * 17;
+        s = e8m0_half(p[0]), qs = p + 1;
+    } else {
+        const uint8_t *p = row + i / 32 * 18;
+        s = h2f(ld16(p)), qs = p + 2;
+    }
+    const int j = (int)(i % 32), q = qs[j % 16];
+    return dq_value(s, lut_u<TYPE>(j < 16 ? q & 15 : q >> 4), 128, 0.0f);
+}
+
 template <int TYPE> __device__ __forceinline__ float dq(const uint8_t *row, int64_t i) {
     if constexpr (TYPE == DT_F32) {
         return reinterpret_cast<const float *>(row)[i];
@@ -78,6 +130,10 @@ template <int TYPE> __device__ __forceinline__ float dq(const uint8_t *row, int6
         return dq_k45<TYPE>(row, i);
     } else if constexpr (TYPE == DT_Q6_K) {
         return dq_q6k(row, i);
+    } else if constexpr (TYPE == DT_Q2_K || TYPE == DT_Q3_K) {
+        return dq_k23<TYPE>(row, i);
+    } else if constexpr (TYPE == DT_IQ4_NL || TYPE == DT_IQ4_XS || TYPE == DT_MXFP4) {
+        return dq_lut<TYPE>(row, i);
     } else {
         static_assert(TYPE == DT_Q4_0 || TYPE == DT_Q4_1 || TYPE == DT_Q5_0 || TYPE == DT_Q5_1,
                       "a weight type without a device dequantiser");
@@ -115,6 +171,11 @@ template <template <int> class Fn, class... A> inline bool with_type(uint32_t ty
     case DT_Q4_K: return run_if_supported<Fn<DT_Q4_K>>(a...);
     case DT_Q5_K: return run_if_supported<Fn<DT_Q5_K>>(a...);
     case DT_Q6_K: return run_if_supported<Fn<DT_Q6_K>>(a...);
+    case DT_Q2_K: return run_if_supported<Fn<DT_Q2_K>>(a...);
+    case DT_Q3_K: return run_if_supported<Fn<DT_Q3_K>>(a...);
+    case DT_IQ4_NL: return run_if_supported<Fn<DT_IQ4_NL>>(a...);
+    case DT_IQ4_XS: return run_if_supported<Fn<DT_IQ4_XS>>(a...);
+    case DT_MXFP4: return run_if_supported<Fn<DT_MXFP4>>(a...);
     default: return false;
     }
 }

@@ -111,6 +111,65 @@ template <> struct qtype<DT_Q6_K> {
     }
 };
 
+/* Q2_K, Q3_K: 16 sub-blocks of 16 (a unit each), 2-bit quants (Q3_K: a third bit in hmask) */
+template <int TYPE> struct qk23 {
+    static constexpr bool three = TYPE == DT_Q3_K;
+    static constexpr int QK = 256, BYTES = three ? 110 : 84;
+    __device__ static unit get(const uint8_t *p, int j) {
+        const int h = j / 8, k = j % 8 / 2, l0 = 16 * (j % 2);
+        const uint8_t *q = p + (three ? 32 : 16) + 32 * h + l0;
+        unit r;
+        for (int i = 0; i < 4; i++) {
+            r.u[i] = (ld32(q + 4 * i) >> 2 * k) & 0x03030303;
+            if (three) r.u[i] |= ((ld32(p + l0 + 4 * i) >> (4 * h + k)) & 0x01010101) << 2;
+        }
+        if (three) {
+            const int lo = (j < 8 ? p[96 + j] : p[88 + j] >> 4) & 15;
+            const int sc = lo | (p[104 + j % 4] >> 2 * (j / 4) & 3) << 4;
+            r.s = __fmul_rn(cu::h2f(cu::ld16(p + 108)), (float)(sc - 32)), r.m = 0.0f, r.off = 4;
+        } else {
+            r.s = __fmul_rn(cu::h2f(cu::ld16(p + 80)), (float)(p[j] & 15));
+            r.m = -__fmul_rn(cu::h2f(cu::ld16(p + 82)), (float)(p[j] >> 4)), r.off = 0;
+        }
+        return r;
+    }
+};
+template <> struct qtype<DT_Q2_K> : qk23<DT_Q2_K> {};
+template <> struct qtype<DT_Q3_K> : qk23<DT_Q3_K> {};
+
+/* IQ4_NL, MXFP4 (two units a block of 32), IQ4_XS (16 units, two a sub-block of 32): the
+ * nibbles looked up to their signed table values (off 0, as Q8_0's bytes) */
+template <int TYPE> struct qlut {
+    static constexpr int QK = TYPE == DT_IQ4_XS ? 256 : 32;
+    static constexpr int BYTES = TYPE == DT_IQ4_XS ? 136 : TYPE == DT_MXFP4 ? 17 : 18;
+    __device__ static unit get(const uint8_t *p, int j) {
+        const uint8_t *qs;
+        unit r;
+        if constexpr (TYPE == DT_IQ4_XS) {
+            const int k = j / 2;
+            const int ls = (p[4 + k / 2] >> 4 * (k % 2) & 15) | (cu::ld16(p + 2) >> 2 * k & 3) << 4;
+            r.s = __fmul_rn(cu::h2f(cu::ld16(p)), (float)(ls - 32)), qs = p + 8 + 16 * k;
+        } else if constexpr (TYPE == DT_MXFP4) {
+            r.s = cu::e8m0_half(p[0]), qs = p + 1;
+        } else {
+            r.s = cu::h2f(cu::ld16(p)), qs = p + 2;
+        }
+        for (int k = 0; k < 4; k++) {
+            unsigned w = 0;
+            for (int b = 0; b < 4; b++) {
+                const int q = qs[4 * k + b] >> 4 * (j % 2) & 15;
+                w |= (unsigned)((cu::lut_u<TYPE>(q) - 128) & 0xff) << 8 * b;
+            }
+            r.u[k] = (int)w;
+        }
+        r.m = 0.0f, r.off = 0;
+        return r;
+    }
+};
+template <> struct qtype<DT_IQ4_NL> : qlut<DT_IQ4_NL> {};
+template <> struct qtype<DT_IQ4_XS> : qlut<DT_IQ4_XS> {};
+template <> struct qtype<DT_MXFP4> : qlut<DT_MXFP4> {};
+
 /* One warp a block of 32 activations: d = max|x| / 127, q = round(x / d), the two halves'
  * sums of q. */
 __global__ void __launch_bounds__(256)

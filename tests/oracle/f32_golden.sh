@@ -16,9 +16,7 @@ f32_golden() {
     out=${3:-tests/golden/${name}models}
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
-    g++ -x c -std=c11 -O1 -I"$src/include" -I"$src/ggml/include" tests/oracle/llama_greedy.c -x none \
-        "$bld/src/libllama.a" "$bld/ggml/src/libggml.a" "$bld/ggml/src/libggml-cpu.a" \
-        "$bld/ggml/src/libggml-base.a" -lgomp -lpthread -lm -o "$tmp/llama_greedy"
+    sh tests/oracle/build_llama_greedy.sh "$tmp/llama_greedy"
     mkdir -p "$out"
     # shellcheck disable=SC2086
     ./multidecode mkmodel $args "$tmp/$name-mk.gguf"

@@ -6,8 +6,8 @@ kernels/dtype.c against it, so our dequantisers are compared with an implementat
 nobody here wrote.
 
 "Valid" means every fp16 scale/min field holds a finite value of a weight-like magnitude
-(random sign, 2^-12 .. 2^-3); all other bytes (quants, high bits, K-quant 6-bit scale
-bytes, Q6_K int8 scales) are uniformly random, so every bit of the layout is exercised.
+(random sign, 2^-12 .. 2^-3); all other bytes (quants, high bits, K-quant 4- and 6-bit
+scale bytes, Q6_K int8 scales, MXFP4's e8m0 exponents) are uniformly random, so every bit of the layout is exercised.
 The output is deterministic for a given seed and gguf/numpy version.
 
 Usage (from the repository root, in the oracle venv, see tests/oracle/README.md):
@@ -35,6 +35,16 @@ TYPES = [
     (T.Q4_K, 2, [0, 2]),
     (T.Q5_K, 2, [0, 2]),
     (T.Q6_K, 2, [208]),
+]
+
+# the quant types big models ship in; after F16 and BF16, so the cases above keep their
+# bytes (MXFP4's one scale byte is an e8m0 exponent: any byte is valid)
+MORE_TYPES = [
+    (T.Q2_K, 2, [80, 82]),
+    (T.Q3_K, 2, [108]),
+    (T.IQ4_NL, 4, [0]),
+    (T.IQ4_XS, 2, [0]),
+    (T.MXFP4, 4, []),
 ]
 
 
@@ -103,6 +113,9 @@ def main():
             emit(out, qtype.name, data, n, np.asarray(dequantize(data, qtype), np.float32))
         for qtype, make in ((T.F16, f16_values), (T.BF16, bf16_values)):
             data, n = make(rng)
+            emit(out, qtype.name, data, n, np.asarray(dequantize(data, qtype), np.float32))
+        for qtype, n_blocks, offs in MORE_TYPES:
+            data, n = quant_blocks(rng, qtype, n_blocks, offs)
             emit(out, qtype.name, data, n, np.asarray(dequantize(data, qtype), np.float32))
 
 

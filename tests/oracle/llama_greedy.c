@@ -10,8 +10,10 @@
  * with 4242 (not numpy's stream: this program has no numpy).
  *
  * usage: llama_greedy MODEL.gguf N_PROMPTS N_GEN
- *        llama_greedy --quantize IN.gguf OUT.gguf F32|Q8_0   (llama_model_quantize with its
- *                     default params, then a "tensor NAME TYPE" line per tensor of OUT) */
+ *        llama_greedy --quantize IN.gguf OUT.gguf TYPE   (llama_model_quantize with its
+ *                     default params and the ftype TYPE names, one of qp_ftypes, then a
+ *                     "tensor NAME TYPE" line per tensor of OUT)
+ *        llama_greedy --types MODEL.gguf   (only the "tensor NAME TYPE" lines) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,13 +56,17 @@ static int32_t step_line(char *buf, size_t cap, int32_t i, const float *row, int
     return top[0];
 }
 
-/* IN to type as llama.cpp chooses each tensor's type; prints OUT's tensors' types. */
-static int quantize(const char *in, const char *out, const char *type) {
-    struct llama_model_quantize_params qp = llama_model_quantize_default_params();
-    qp.ftype = strcmp(type, "F32") == 0 ? LLAMA_FTYPE_ALL_F32 : LLAMA_FTYPE_MOSTLY_Q8_0;
-    if (llama_model_quantize(in, out, &qp) != 0) return 1;
+static const struct {
+    const char *name;
+    enum llama_ftype ftype;
+} qp_ftypes[] = {{"F32", LLAMA_FTYPE_ALL_F32},         {"Q8_0", LLAMA_FTYPE_MOSTLY_Q8_0},
+                 {"Q2_K", LLAMA_FTYPE_MOSTLY_Q2_K},      {"Q3_K_M", LLAMA_FTYPE_MOSTLY_Q3_K_M},
+                 {"IQ4_NL", LLAMA_FTYPE_MOSTLY_IQ4_NL},  {"IQ4_XS", LLAMA_FTYPE_MOSTLY_IQ4_XS}};
+
+/* A "tensor NAME TYPE" line per tensor of the file. */
+static int print_types(const char *path) {
     struct gguf_init_params gp = {.no_alloc = true, .ctx = NULL};
-    struct gguf_context *g = gguf_init_from_file(out, gp);
+    struct gguf_context *g = gguf_init_from_file(path, gp);
     if (!g) return 1;
     for (int64_t i = 0; i < gguf_get_n_tensors(g); i++) {
         char type[16];
@@ -72,7 +78,19 @@ static int quantize(const char *in, const char *out, const char *type) {
     return 0;
 }
 
+/* IN to type as llama.cpp chooses each tensor's type; prints OUT's tensors' types. */
+static int quantize(const char *in, const char *out, const char *type) {
+    struct llama_model_quantize_params qp = llama_model_quantize_default_params();
+    size_t i = 0, n = sizeof qp_ftypes / sizeof qp_ftypes[0];
+    while (i < n && strcmp(type, qp_ftypes[i].name) != 0) i++;
+    if (i == n) return 2;
+    qp.ftype = qp_ftypes[i].ftype;
+    if (llama_model_quantize(in, out, &qp) != 0) return 1;
+    return print_types(out);
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--types") == 0) return print_types(argv[2]);
     if (argc == 5 && argv[1][0] == '-') {
         llama_log_set(quiet, NULL);
         llama_backend_init();
