@@ -1,0 +1,83 @@
+/* strategy_cmd.h - the one command driver of the strategies (cmd_strategy.c) and what a
+ * command adds to it. `multidecode NAME` parses the model, prompt, sampling, chat and
+ * output options and the strategy's own arguments (strategy.h's grammar), opens the model
+ * with the prompt as a forest root, creates the strategy from the root's last node, steps
+ * it to its end on the commands' loop (strategy_run.h) and reports. A command whose
+ * options or report go beyond the grammar (tot's delimiters and judge, beam's scores and
+ * --save) gives an app_strat_cmd with its own options, its setup once the model is open
+ * and its report; the driver keeps the rest, so no command repeats getopt, the forest,
+ * the plan or the run loop. Not here: the strategies themselves (engine/strategy/). */
+#ifndef MD_STRATEGY_CMD_H
+#define MD_STRATEGY_CMD_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "prompt.h"
+#include "strategy_run.h"
+
+/* The command line as parsed: the driver's options and the strategy's options, which a
+ * command's option hook may also set. */
+typedef struct app_strat_args {
+    strategy_opts o;
+    prompt_model_opts mo;
+    prompt_chat pc;
+    const char *prompt; /* -p, "" when absent */
+    bool json, quiet;
+} app_strat_args;
+
+/* A run, as the setup and report hooks see it; everything belongs to the driver. */
+typedef struct app_strat_run {
+    const strategy_ops *ops;
+    app_strat_args *a;
+    prompt_model *pm;
+    chat_kind kind;          /* the template the prompt used, CHAT_NONE for none */
+    const int32_t *prompt;   /* (n_prompt) the prompt's tokens, the forest's root chain */
+    int32_t n_prompt;
+    forest *f;
+    strategy *s;             /* NULL until the setup has run */
+    strategy_env env;
+    app_run_stats st;        /* st.full: a full KV cache stopped the run */
+} app_strat_run;
+
+/* What a command adds to the driver; every member may be zero (the generic command). */
+typedef struct app_strat_cmd {
+    const char *usage;       /* "usage: multidecode NAME -m MODEL -p PROMPT [options]", the
+                                line a mistyped option prints */
+    void (*help)(FILE *f);   /* --help's text */
+    const struct option *longopts; /* its own getopt_long entries ({0}-ended), NULL: none */
+    const char *shortopts;   /* its own short options, "k:b:d:" */
+    bool no_sample;          /* the sampling options are not its (beam) */
+    const char *reserve;     /* NULL: the prompt must fit the KV cache; else the prompt and
+                                o.budget more tokens, named so ("the prompt and -n tokens") */
+    /* Its defaults into a (before parsing). */
+    void (*defaults)(void *self, app_strat_args *a);
+    /* Option ch (short: a short option letter, not a long option's code) with arg: 0 when
+     * handled, > 0 to exit with that status (a usage error printed), -1 when not its own. */
+    int (*opt)(void *self, app_strat_args *a, int ch, bool is_short, const char *arg);
+    /* After parsing, before the model opens: -1 to go on, else the exit status (a command
+     * that ran otherwise, as beam --load). */
+    int (*check)(void *self, app_strat_args *a);
+    /* The model open and the root added (r->a->o.from), before the strategy is created:
+     * options that need the model (a judge's tokens). */
+    st_code (*setup)(void *self, app_strat_run *r, st_err *err);
+    app_run_tick_fn tick;    /* NULL: app_run_progress_tick */
+    /* After the run: results, statistics, --save. NULL: app_strat_report. */
+    st_code (*report)(void *self, app_strat_run *r, st_err *err);
+    void (*free)(void *self); /* what the hooks allocated; called once, parsed or not */
+} app_strat_cmd;
+
+/* `multidecode NAME`: ops's command with cmd's additions (NULL: none) on self, the
+ * command's own state; argv[0] is NAME. Returns the exit status. */
+int app_strategy_cmd(const strategy_ops *ops, const app_strat_cmd *cmd, void *self, int argc, char **argv);
+
+/* The generic report: the results as text or JSON, the full-cache note and the statistics
+ * line. */
+st_code app_strat_report(void *self, app_strat_run *r, st_err *err);
+
+/* A full KV cache with no result to show: ST_NO_KV_SLOT (app_run_full_error); else ST_OK. */
+st_code app_strat_full_check(const app_strat_run *r, st_err *err);
+
+#endif
