@@ -147,7 +147,7 @@ static bool beam_tick(void *ud, const strategy *s, const strategy_env *env, cons
     const beam *b = strategy_beam(s);
     strategy_progress p;
     strategy_get_progress(s, &p);
-    app_progress_tick(ud, "beam: step %d/%d, %d rows, %d live, %d ended, KV %d slots", st->steps, p.goal,
+    app_progress_tick(&((app_strat_run *)ud)->pr, "beam: step %d/%d, %d rows, %d live, %d ended, KV %d slots", st->steps, p.goal,
                       env->plan->n_rows, beam_n_live(b), beam_n_results(b), kv_alloc_used(forest_kv(env->f)));
     return true;
 }

@@ -190,16 +190,16 @@ static st_code strat_run(const app_strat_cmd *cmd, void *self, app_strat_run *r,
     step_plan_init(&plan);
     r->f = forest_init(r->pm->n_slots, 0);
     r->env = (strategy_env){.f = r->f, .plan = &plan, .ctx = r->pm->ctx, .tk = r->pm->tk};
-    app_progress pr;
-    app_progress_init(&pr, !r->a->quiet);
+    app_progress_init(&r->pr, !r->a->quiet);
     strategy_opts *o = &r->a->o;
     o->n_vocab = r->pm->m->hp.n_vocab;
     st_code rc = r->f ? forest_add_root(r->f, r->prompt, NULL, r->n_prompt, 0, &o->from, err)
                       : st_set(err, ST_ERR_NOMEM, "out of memory");
     if (!rc && cmd->setup) rc = cmd->setup(self, r, err);
     if (!rc && !(r->s = strategy_create(o, &r->env, err))) rc = err->code;
-    if (!rc) rc = app_strategy_run(r->s, &r->env, &r->st, cmd->tick ? cmd->tick : app_run_progress_tick, &pr, err);
-    app_progress_end(&pr);
+    if (!rc && cmd->tick) rc = app_strategy_run(r->s, &r->env, &r->st, cmd->tick, r, err);
+    else if (!rc) rc = app_strategy_run(r->s, &r->env, &r->st, app_run_progress_tick, &r->pr, err);
+    app_progress_end(&r->pr);
     if (!rc) rc = (cmd->report ? cmd->report : app_strat_report)(self, r, err);
     fflush(stdout);
     strategy_free(r->s);

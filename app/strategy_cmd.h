@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "prompt.h"
+#include "progress.h"
 #include "strategy_run.h"
 
 /* The command line as parsed: the driver's options and the strategy's options, which a
@@ -40,6 +41,7 @@ typedef struct app_strat_run {
     strategy *s;             /* NULL until the setup has run */
     strategy_env env;
     app_run_stats st;        /* st.full: a full KV cache stopped the run */
+    app_progress pr;         /* the progress line on stderr (off with -q) */
 } app_strat_run;
 
 /* What a command adds to the driver; every member may be zero (the generic command). */
@@ -63,7 +65,9 @@ typedef struct app_strat_cmd {
     /* The model open and the root added (r->a->o.from), before the strategy is created:
      * options that need the model (a judge's tokens). */
     st_code (*setup)(void *self, app_strat_run *r, st_err *err);
-    app_run_tick_fn tick;    /* NULL: app_run_progress_tick */
+    /* After each step, with ud the app_strat_run (its progress line in pr). NULL:
+     * app_run_progress_tick. */
+    app_run_tick_fn tick;
     /* After the run: results, statistics, --save. NULL: app_strat_report. */
     st_code (*report)(void *self, app_strat_run *r, st_err *err);
     void (*free)(void *self); /* what the hooks allocated; called once, parsed or not */
