@@ -48,14 +48,9 @@ static void beam_usage(FILE *f) {
             "                       scores and tokens; --load shows its branches, recomputed)\n");
 }
 
-/* What beam adds to the driver's options (the search's own are strategy_opts.u.beam). */
-typedef struct beam_opts {
-    app_session_opts so;    /* --save / --load */
-} beam_opts;
-
 /* --save: the forest as the search left it (live and unpruned hypotheses), the settings,
  * and each result's score and tokens (results that ended may have been pruned). */
-static st_code beam_save(const app_strat_run *r, const beam_opts *o, st_err *err) {
+static st_code beam_save(const app_strat_run *r, st_err *err) {
     const prompt_model *pm = r->pm;
     forest *f = r->f;
     const strategy *s = r->s;
@@ -97,7 +92,7 @@ static st_code beam_save(const app_strat_run *r, const beam_opts *o, st_err *err
         if (lv[i] != from && forest_common_ancestor(f, lv[i], from) == from)
             rc = app_session_mark(&ss, f, from, lv[i], "beam", 0, err);
     free(lv);
-    if (!rc) rc = app_session_save(o->so.save, f, pm->m, pm->tk, &ss, err);
+    if (!rc) rc = app_session_save(r->a->so.save, f, pm->m, pm->tk, &ss, err);
     session_settings_free(&ss);
     return rc;
 }
@@ -163,14 +158,14 @@ static void beam_stats(const app_run_stats *st, int32_t width, int32_t n_prompt,
 /* The results (a full KV cache is an error: the search's ranking would be cut short),
  * --save and the statistics. */
 static st_code beam_report(void *self, app_strat_run *r, st_err *err) {
-    const beam_opts *o = self;
+    (void)self;
     st_code rc = ST_OK;
     if (r->st.full)
         rc = st_set(err, ST_NO_KV_SLOT, "the KV cache of %d slots is full after %d steps "
                     "(raise it with -c)", r->pm->n_slots, r->st.steps);
     if (!rc) rc = beam_print(r->pm, r->prompt, r->n_prompt, r->s, r->f, r->a->json, err);
     fflush(stdout);
-    if (!rc && o->so.save) rc = beam_save(r, o, err);
+    if (!rc && r->a->so.save) rc = beam_save(r, err);
     if (!rc && !r->a->quiet)
         beam_stats(&r->st, r->a->o.u.beam.width, r->n_prompt, beam_kv_peak(strategy_beam(r->s)));
     return rc;
@@ -179,7 +174,7 @@ static st_code beam_report(void *self, app_strat_run *r, st_err *err) {
 enum { O_ALPHA = 1000, O_EARLY };
 static const struct option beam_longopts[] = {
     {"beams", 1, 0, 'b'}, {"tokens", 1, 0, 'n'}, {"alpha", 1, 0, O_ALPHA}, {"early-stopping", 2, 0, O_EARLY},
-    SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
+    {0, 0, 0, 0}};
 
 static void beam_defaults(void *self, app_strat_args *a) {
     (void)self;
@@ -187,12 +182,11 @@ static void beam_defaults(void *self, app_strat_args *a) {
 }
 
 static int beam_opt(void *self, app_strat_args *a, int ch, bool is_short, const char *arg) {
-    beam_opts *o = self;
+    (void)self;
     beam_params *bp = &a->o.u.beam;
     int64_t v;
     double fv;
     if (ch == 'B' && is_short) ch = 'b'; /* short -B is the width; --backend is 'B' too */
-    if (app_session_opt(&o->so, ch, arg) == 0) return 0;
     switch (ch) {
     case 'b':
         if (app_opt_int("-B", arg, 1, 1 << 12, &v)) return 2;
@@ -216,27 +210,20 @@ static int beam_opt(void *self, app_strat_args *a, int ch, bool is_short, const 
     }
 }
 
-/* --load shows a saved search instead of running one. */
-static int beam_check(void *self, app_strat_args *a) {
-    beam_opts *o = self;
-    return o->so.load ? app_session_replay("beam", &o->so, &a->mo, a->json, a->quiet) : -1;
-}
-
 static const app_strat_cmd beam_cmd = {
     .usage = BEAM_USAGE,
     .help = beam_usage,
     .longopts = beam_longopts,
     .shortopts = "B:n:",
     .no_sample = true,
+    .session = true,
     .reserve = "the prompt and -n tokens",
     .defaults = beam_defaults,
     .opt = beam_opt,
-    .check = beam_check,
     .tick = beam_tick,
     .report = beam_report,
 };
 
 int cmd_beam(int argc, char **argv) {
-    beam_opts o = {{0}};
-    return app_strategy_cmd(strategy_find("beam"), &beam_cmd, &o, argc, argv);
+    return app_strategy_cmd(strategy_find("beam"), &beam_cmd, NULL, argc, argv);
 }

@@ -190,7 +190,7 @@ static st_code cot_setup(void *self, app_strat_run *r, st_err *err) {
     cot_cmd *c = self;
     cot_opts *o = &c->o;
     o->sp = r->a->o.sample, o->json = r->a->json, o->quiet = r->a->quiet;
-    o->model_path = r->a->mo.path, o->kind = r->kind;
+    o->model_path = r->a->mo.path, o->kind = r->kind, o->so = r->a->so;
     if (o->k > r->pm->m->hp.n_vocab)
         return st_set(err, ST_ERR_ARG, "-k %d is more chains than the %d tokens of the vocabulary",
                       o->k, r->pm->m->hp.n_vocab);
@@ -237,8 +237,7 @@ static void cot_cmd_free(void *self) {
 enum { O_PEN = 1000, O_LASTN, O_STOP, O_VOTE };
 static const struct option cot_longopts[] = {
     {"chains", 1, 0, 'k'}, {"tokens", 1, 0, 'n'}, {"repeat-penalty", 1, 0, O_PEN},
-    {"repeat-last-n", 1, 0, O_LASTN}, {"stop", 1, 0, O_STOP}, {"vote", 1, 0, O_VOTE},
-    SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
+    {"repeat-last-n", 1, 0, O_LASTN}, {"stop", 1, 0, O_STOP}, {"vote", 1, 0, O_VOTE}, {0, 0, 0, 0}};
 
 /* One of cot's options into c->o (the sampler's into a->o.sample). */
 static int cot_opt(void *self, app_strat_args *a, int ch, bool is_short, const char *arg) {
@@ -248,7 +247,6 @@ static int cot_opt(void *self, app_strat_args *a, int ch, bool is_short, const c
     double fv;
     int r;
     if ((r = app_vote_opt(ch, O_VOTE, arg, &o->vote, &a->json, &a->quiet)) >= 0) return r;
-    if (app_session_opt(&o->so, ch, arg) == 0) return 0;
     switch (ch) {
     case 'k':
         if (app_opt_int("-k", arg, 1, 1 << 16, &v)) return 2;
@@ -276,10 +274,9 @@ static int cot_opt(void *self, app_strat_args *a, int ch, bool is_short, const c
     }
 }
 
-/* --load shows a saved session instead of running; else the chains' options. */
+/* The chains' options into the strategy's. */
 static int cot_check(void *self, app_strat_args *a) {
     cot_opts *o = &((cot_cmd *)self)->o;
-    if (o->so.load) return app_session_replay("cot", &o->so, &a->mo, a->json, a->quiet);
     a->o.u.cot.k = o->k, a->o.budget = o->budget, a->o.stops = o->stops, a->o.n_stops = o->n_stops;
     return -1;
 }
@@ -289,6 +286,7 @@ static const app_strat_cmd cot_cmd_ops = {
     .help = cot_usage,
     .longopts = cot_longopts,
     .shortopts = "k:n:",
+    .session = true,
     .opt = cot_opt,
     .check = cot_check,
     .setup = cot_setup,

@@ -14,6 +14,7 @@
 #include "forest/step.h"
 #include "json_out.h"
 #include "prompt.h"
+#include "session_replay.h"
 #include "strategy_cmd.h"
 
 #define STRAT_MAX_ARGS 16
@@ -44,12 +45,21 @@ static void strat_usage(const strategy_ops *ops, FILE *f) {
 /* The driver's getopt_long table: its options, the command's and the strategy's
  * arguments ({0}-ended in lo, which holds STRAT_MAX_OPTS). */
 static void strat_longopts(const strategy_ops *ops, const app_strat_cmd *cmd, struct option *lo) {
-    static const struct option own[] = {PROMPT_MODEL_LONGOPTS, PROMPT_CHAT_LONGOPTS, {"prompt", 1, 0, 'p'},
-                                        {"json", 0, 0, 'J'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}};
+    static const struct option own[] = {PROMPT_MODEL_LONGOPTS, {"json", 0, 0, 'J'}, {"help", 0, 0, 'h'}};
+    static const struct option prompt[] = {PROMPT_CHAT_LONGOPTS, {"prompt", 1, 0, 'p'}, {"quiet", 0, 0, 'q'}};
+    static const struct option context[] = {{"context", 1, 0, 'x'}, {"quiet", 0, 0, 'Q'}, {"raw", 0, 0, 'R'},
+                                            {"system", 1, 0, 'Y'}, {"chat-template", 1, 0, 'E'}};
     static const struct option sample[] = {PROMPT_SAMPLE_LONGOPTS};
+    static const struct option session[] = {SESSION_OPTS_LONGOPTS};
     int n = 0;
-    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) lo[n++] = own[i];
-    for (size_t i = 0; !cmd->no_sample && i < sizeof sample / sizeof sample[0]; i++) lo[n++] = sample[i];
+#define STRAT_ADD(t, on) \
+    for (size_t i = 0; (on) && i < sizeof t / sizeof t[0]; i++) lo[n++] = t[i]
+    STRAT_ADD(own, true);
+    STRAT_ADD(prompt, !cmd->context);
+    STRAT_ADD(context, cmd->context);
+    STRAT_ADD(sample, !cmd->no_sample);
+    STRAT_ADD(session, cmd->session);
+#undef STRAT_ADD
     for (int32_t i = 0; cmd->longopts && cmd->longopts[i].name && n < STRAT_MAX_OPTS - 1; i++) lo[n++] = cmd->longopts[i];
     for (int32_t i = 0; i < ops->n_args && i < STRAT_MAX_ARGS && n < STRAT_MAX_OPTS - 1; i++)
         lo[n++] = (struct option){ops->args[i].name, 1, 0, O_ARG + i};
@@ -65,12 +75,14 @@ static int strat_opt(const strategy_ops *ops, const app_strat_cmd *cmd, app_stra
     if ((r = prompt_model_opt(&a->mo, ch, optarg)) >= 0 || (r = prompt_chat_opt(&a->pc, ch, optarg)) >= 0 ||
         (!cmd->no_sample && (r = prompt_sample_opt(&a->o.sample, ch, optarg)) >= 0))
         return r;
+    if (cmd->session && app_session_opt(&a->so, ch, optarg) == 0) return 0;
     if (ch >= O_ARG && ch < O_ARG + ops->n_args)
         return strategy_arg_set(&a->o, &ops->args[ch - O_ARG], optarg, &err) ? app_usage_error("%s", err.msg) : 0;
     switch (ch) {
     case 'p': a->prompt = optarg; return 0;
+    case 'x': a->context = optarg; return 0;
     case 'J': a->json = true; return 0;
-    case 'q': a->quiet = true; return 0;
+    case 'q': case 'Q': a->quiet = true; return 0;
     case 'h':
         if (cmd->help) cmd->help(stdout);
         else strat_usage(ops, stdout);
@@ -87,7 +99,8 @@ static int strat_parse(const strategy_ops *ops, const app_strat_cmd *cmd, void *
                        char **argv) {
     struct option lo[STRAT_MAX_OPTS];
     char shortopts[64];
-    snprintf(shortopts, sizeof shortopts, "m:p:t:c:qh%s", cmd->shortopts ? cmd->shortopts : "");
+    snprintf(shortopts, sizeof shortopts, "%s%s", cmd->context ? "m:t:c:x:Qh" : "m:p:t:c:qh",
+             cmd->shortopts ? cmd->shortopts : "");
     strat_longopts(ops, cmd, lo);
     int ch, r, idx;
     for (;;) {
@@ -100,6 +113,8 @@ static int strat_parse(const strategy_ops *ops, const app_strat_cmd *cmd, void *
         if ((r = strat_opt(ops, cmd, a, ch))) return r == STRAT_HELP ? 0 : r;
     }
     if ((r = app_opt_end(argc, argv, a->mo.path, ops->name)) >= 0) return r;
+    if (a->so.load) return app_session_replay(ops->name, &a->so, &a->mo, a->json, a->quiet);
+    if (cmd->context && !a->context) return app_usage_error("%s needs a context: --context FILE", ops->name);
     if (cmd->check && (r = cmd->check(self, a)) >= 0) return r;
     return prompt_chat_check(&a->pc) ? 2 : -1;
 }
@@ -193,10 +208,11 @@ static st_code strat_run(const app_strat_cmd *cmd, void *self, app_strat_run *r,
     app_progress_init(&r->pr, !r->a->quiet);
     strategy_opts *o = &r->a->o;
     o->n_vocab = r->pm->m->hp.n_vocab;
-    st_code rc = r->f ? forest_add_root(r->f, r->prompt, NULL, r->n_prompt, 0, &o->from, err)
-                      : st_set(err, ST_ERR_NOMEM, "out of memory");
+    st_code rc = r->f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc && r->prompt) rc = forest_add_root(r->f, r->prompt, NULL, r->n_prompt, 0, &o->from, err);
     if (!rc && cmd->setup) rc = cmd->setup(self, r, err);
     if (!rc && !(r->s = strategy_create(o, &r->env, err))) rc = err->code;
+    if (!rc && cmd->created) rc = cmd->created(self, r, err);
     if (!rc && cmd->tick) rc = app_strategy_run(r->s, &r->env, &r->st, cmd->tick, r, err);
     else if (!rc) rc = app_strategy_run(r->s, &r->env, &r->st, app_run_progress_tick, &r->pr, err);
     app_progress_end(&r->pr);
@@ -208,17 +224,39 @@ static st_code strat_run(const app_strat_cmd *cmd, void *self, app_strat_run *r,
     return rc;
 }
 
-/* Opens the model with the prompt and runs; the exit status. */
+/* A context command's model and text: the file read, the model open, the chat rule decided
+ * for a context. NULL + err with the model closed. */
+static char *strat_open_context(prompt_model *pm, app_strat_args *a, st_err *err) {
+    char *text = prompt_open_file(pm, &a->mo, a->context, "context file", err);
+    if (!text) return NULL;
+    a->pc.on = false; /* --system alone asks for none: it needs a template (below) */
+    prompt_chat_decide(&a->pc, pm->m, NULL);
+    if (a->pc.on || !a->pc.system) return text;
+    st_set(err, ST_ERR_ARG, "--system needs a chat template, and the model has none (name one with --chat-template)");
+    free(text);
+    prompt_model_close(pm);
+    return NULL;
+}
+
+/* Opens the model with the prompt (or the context) and runs; the exit status. */
 static int strat_open_run(const strategy_ops *ops, const app_strat_cmd *cmd, void *self, app_strat_args *a) {
     st_err err = {0};
     prompt_model pm;
-    app_strat_run r = {.ops = ops, .a = a, .pm = &pm, .kind = CHAT_NONE};
-    int32_t *toks = prompt_open_with(&pm, &a->mo, &a->pc, a->prompt, cmd->reserve ? a->o.budget : 0,
-                                     cmd->reserve ? cmd->reserve : "the prompt", a->quiet, &r.n_prompt, &r.kind, &err);
-    if (!toks) return app_fail(&err);
-    r.prompt = toks;
+    app_strat_run r = {.ops = ops, .self = self, .a = a, .pm = &pm, .kind = CHAT_NONE};
+    int32_t *toks = NULL;
+    char *context = NULL;
+    if (cmd->context) {
+        if (!(context = strat_open_context(&pm, a, &err))) return app_fail(&err);
+        r.context = context;
+    } else {
+        toks = prompt_open_with(&pm, &a->mo, &a->pc, a->prompt, cmd->reserve ? a->o.budget : 0,
+                                cmd->reserve ? cmd->reserve : "the prompt", a->quiet, &r.n_prompt, &r.kind, &err);
+        if (!toks) return app_fail(&err);
+        r.prompt = toks;
+    }
     st_code rc = strat_run(cmd, self, &r, &err);
     free(toks);
+    free(context);
     prompt_model_close(&pm);
     return rc ? app_fail(&err) : 0;
 }

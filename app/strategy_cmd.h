@@ -15,8 +15,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "prompt.h"
 #include "progress.h"
+#include "prompt.h"
+#include "session_opts.h"
 #include "strategy_run.h"
 
 /* The command line as parsed: the driver's options and the strategy's options, which a
@@ -26,17 +27,22 @@ typedef struct app_strat_args {
     prompt_model_opts mo;
     prompt_chat pc;
     const char *prompt; /* -p, "" when absent */
+    const char *context; /* --context FILE (a context command's), NULL when absent */
+    app_session_opts so; /* --save / --load (a command with sessions) */
     bool json, quiet;
 } app_strat_args;
 
 /* A run, as the setup and report hooks see it; everything belongs to the driver. */
 typedef struct app_strat_run {
     const strategy_ops *ops;
+    void *self;              /* the command's state (app_strategy_cmd's self) */
     app_strat_args *a;
     prompt_model *pm;
     chat_kind kind;          /* the template the prompt used, CHAT_NONE for none */
-    const int32_t *prompt;   /* (n_prompt) the prompt's tokens, the forest's root chain */
+    const int32_t *prompt;   /* (n_prompt) the prompt's tokens, the forest's root chain;
+                                NULL for a context command (no root: o.from FOREST_NONE) */
     int32_t n_prompt;
+    const char *context;     /* a context command's file text, NULL otherwise */
     forest *f;
     strategy *s;             /* NULL until the setup has run */
     strategy_env env;
@@ -52,6 +58,14 @@ typedef struct app_strat_cmd {
     const struct option *longopts; /* its own getopt_long entries ({0}-ended), NULL: none */
     const char *shortopts;   /* its own short options, "k:b:d:" */
     bool no_sample;          /* the sampling options are not its (beam) */
+    /* Questions over a text file instead of a prompt (ask, margins): --context FILE
+     * (-x) is needed, there is no -p, no --chat or --think, and -q is the command's own
+     * (a question), so quiet is --quiet or -Q. The model opens with the file's text; the
+     * chat rule is decided for a context (prompt_chat_decide with no text). */
+    bool context;
+    /* --save FILE / --load FILE / --force-model (session_opts.h): --load replays the
+     * session (app_session_replay) instead of running; the report saves (a->so.save). */
+    bool session;
     const char *reserve;     /* NULL: the prompt must fit the KV cache; else the prompt and
                                 o.budget more tokens, named so ("the prompt and -n tokens") */
     /* Its defaults into a (before parsing). */
@@ -59,8 +73,8 @@ typedef struct app_strat_cmd {
     /* Option ch (short: a short option letter, not a long option's code) with arg: 0 when
      * handled, > 0 to exit with that status (a usage error printed), -1 when not its own. */
     int (*opt)(void *self, app_strat_args *a, int ch, bool is_short, const char *arg);
-    /* After parsing, before the model opens: -1 to go on, else the exit status (a command
-     * that ran otherwise, as beam --load). */
+    /* After parsing (and --load, --context), before the model opens: -1 to go on, else
+     * the exit status (a usage error). */
     int (*check)(void *self, app_strat_args *a);
     /* The model open and the root added (r->a->o.from), before the strategy is created:
      * options that need the model (a judge's tokens). */
@@ -68,6 +82,9 @@ typedef struct app_strat_cmd {
     /* After each step, with ud the app_strat_run (its progress line in pr). NULL:
      * app_run_progress_tick. */
     app_run_tick_fn tick;
+    /* The strategy created, before its first step: checks of what it made (margins'
+     * prompts against the cache), lines to show before the run. */
+    st_code (*created)(void *self, app_strat_run *r, st_err *err);
     /* After the run: results, statistics, --save. NULL: app_strat_report. */
     st_code (*report)(void *self, app_strat_run *r, st_err *err);
     void (*free)(void *self); /* what the hooks allocated; called once, parsed or not */
