@@ -115,7 +115,7 @@ static st_code make_branches(prompt_model *pm, const strategy_env *env, forest_i
         }
         return ST_OK;
     }
-    strategy_opts so = strategy_default_opts(STRAT_COT);
+    strategy_opts so = strategy_opts_for(strategy_find("cot"));
     so.from = at, so.sample = o->sp, so.budget = o->budget, so.n_vocab = pm->m->hp.n_vocab;
     so.u.cot.k = o->k;
     strategy *s = strategy_create(&so, env, err);
