@@ -24,8 +24,6 @@
 #include "session_replay.h"
 #include "strategy_cmd.h"
 
-#define MARGINS_MAX_CHUNKS 1024
-
 /* The first line of --help, which a mistyped option prints instead of the whole help. */
 #define MARGINS_USAGE "usage: multidecode margins -m MODEL --context FILE -q QUESTION [options]"
 

@@ -23,6 +23,7 @@
 #include "../ui/worker.h"
 #include "t.h"
 
+#include "strategy/margins.h"
 #include "strategy/strategy.h"
 #include "t_model.h"
 
@@ -311,15 +312,25 @@ static void test_model_runs(void) {
     free(st);
     sample_params sp = sample_default_params();
     sp.temp = 0;
-    /* refusals leave the forest as it was */
-    forest *small = forest_init(1024, 0);
-    int32_t many[80], two[2] = {bos, 100};
-    for (int i = 0; i < 80; i++) many[i] = 300 + i;
+    /* refusals leave the forest as it was; the chunk limit is the CLI's (margins.h) */
+    enum { N_MANY = MARGINS_MAX_CHUNKS + 16 };
+    forest *small = forest_init(2 * N_MANY, 0);
+    int32_t many[N_MANY], two[2] = {bos, 100};
+    for (int i = 0; i < N_MANY; i++) many[i] = 300 + i % 100;
     forest_id sl;
-    forest_add_root(small, many, NULL, 80, 0, &sl, &err);
+    forest_add_root(small, many, NULL, N_MANY, 0, &sl, &err);
     ui_margins *um = ui_margins_start(small, tk, sl, "Who?", 1, &none, &sp, 6, m->hp.n_vocab, &err);
-    T_CHECK(!um && err.code == ST_ERR_ARG && strstr(err.msg, "80 chunks") && forest_n_live(small) == 80,
+    char want[32];
+    snprintf(want, sizeof want, "%d chunks", (int)N_MANY);
+    T_CHECK(!um && err.code == ST_ERR_ARG && strstr(err.msg, want) && forest_n_live(small) == N_MANY,
             "too many chunks refused: %s", err.msg);
+    forest_free(small);
+    /* 80 chunks are taken, as the CLI takes them */
+    small = forest_init(4096, 0);
+    forest_add_root(small, many, NULL, 80, 0, &sl, &err);
+    um = ui_margins_start(small, tk, sl, "Who?", 1, &none, &sp, 6, m->hp.n_vocab, &err);
+    T_CHECK(um && um->n_chunks == 80, "80 one-token chunks: %s", um ? "" : err.msg);
+    ui_margins_free(um);
     forest_free(small);
     small = forest_init(40, 0);
     forest_add_root(small, two, NULL, 2, 0, &sl, &err);
