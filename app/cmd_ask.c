@@ -240,24 +240,18 @@ static void ask_stats(const ask_cmd *c, const app_strat_run *r) {
             (long long)ask_unshared(c, r));
 }
 
-/* --save: the forest, the settings, and which question (seed) made each node. */
-static st_code ask_save(const ask_cmd *c, const app_strat_run *r, st_err *err) {
-    const ask_opts *o = &c->o;
-    const sample_params *sp = &r->a->o.sample;
-    session_settings ss;
-    char key[32], v[32];
-    st_code rc = app_session_settings(&ss, "ask", r->a->mo.path, sp, ask_kind(r), err);
-    snprintf(v, sizeof v, "%lld", (long long)o->budget);
-    if (!rc) rc = session_settings_set(&ss, "tokens", v, err);
+/* --save: the settings, and which question (seed) made each node. */
+static st_code ask_save(void *self, const app_strat_run *r, session_settings *ss, st_err *err) {
+    const ask_opts *o = &((const ask_cmd *)self)->o;
+    char key[32];
+    st_code rc = app_session_set_int(ss, "tokens", o->budget, err);
     for (int32_t i = 0; i < o->n_q && !rc; i++) {
         snprintf(key, sizeof key, "question_%d", i);
-        rc = session_settings_set(&ss, key, o->qs[i], err);
+        rc = session_settings_set(ss, key, o->qs[i], err);
         strategy_result b = ask_result(r, i);
         if (!rc && forest_get(r->f, b.leaf))
-            rc = app_session_mark(&ss, r->f, b.start, b.leaf, "ask", sp->seed + (uint64_t)i, err);
+            rc = app_session_mark(ss, r->f, b.start, b.leaf, "ask", r->a->o.sample.seed + (uint64_t)i, err);
     }
-    if (!rc) rc = app_session_save(r->a->so.save, r->f, r->pm->m, r->pm->tk, &ss, err);
-    session_settings_free(&ss);
     return rc;
 }
 
@@ -269,7 +263,7 @@ static st_code ask_report(void *self, app_strat_run *r, st_err *err) {
     if (!rc && r->st.full)
         app_run_full_note(r->pm->n_slots);
     if (!rc && !r->a->quiet) ask_stats(c, r);
-    if (!rc && r->a->so.save) rc = ask_save(c, r, err);
+    if (!rc && r->a->so.save) rc = app_strat_save(r, &r->a->o.sample, ask_kind(r), err);
     return rc;
 }
 
@@ -303,6 +297,7 @@ static const app_strat_cmd ask_cmd_ops = {
     .check = ask_check,
     .setup = ask_setup,
     .tick = ask_tick,
+    .save = ask_save,
     .report = ask_report,
     .free = ask_free,
 };

@@ -48,55 +48,6 @@ static void beam_usage(FILE *f) {
             "                       scores and tokens; --load shows its branches, recomputed)\n");
 }
 
-/* --save: the forest as the search left it (live and unpruned hypotheses), the settings,
- * and each result's score and tokens (results that ended may have been pruned). */
-static st_code beam_save(const app_strat_run *r, st_err *err) {
-    const prompt_model *pm = r->pm;
-    forest *f = r->f;
-    const strategy *s = r->s;
-    forest_id from = r->a->o.from;
-    const beam_params *bp = &r->a->o.u.beam;
-    session_settings ss;
-    char key[48], v[64];
-    st_code rc = app_session_settings(&ss, "beam", r->a->mo.path, NULL, r->kind, err);
-    snprintf(v, sizeof v, "%d", bp->width);
-    if (!rc) rc = session_settings_set(&ss, "beams", v, err);
-    snprintf(v, sizeof v, "%d", bp->max_tokens);
-    if (!rc) rc = session_settings_set(&ss, "tokens", v, err);
-    snprintf(v, sizeof v, "%g", bp->alpha);
-    if (!rc) rc = session_settings_set(&ss, "alpha", v, err);
-    for (int32_t i = 0; i < strategy_n_results(s) && !rc; i++) {
-        strategy_result h;
-        strategy_result_at(s, f, i, &h);
-        size_t cap = 16 + 12 * (size_t)h.n_tokens, len = 0;
-        char *toks = malloc(cap);
-        if (!toks) {
-            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-            break;
-        }
-        toks[0] = '\0';
-        for (int32_t j = 0; j < h.n_tokens; j++)
-            len += (size_t)snprintf(toks + len, cap - len, "%s%d", j ? " " : "", h.tokens[j]);
-        snprintf(key, sizeof key, "result_%d_tokens", i + 1);
-        rc = session_settings_set(&ss, key, toks, err);
-        free(toks);
-        snprintf(key, sizeof key, "result_%d_score", i + 1);
-        snprintf(v, sizeof v, "%.9g", h.score);
-        if (!rc) rc = session_settings_set(&ss, key, v, err);
-    }
-    int32_t n_leaves = forest_leaves(f, NULL, 0);
-    forest_id *lv = malloc(sizeof *lv * (size_t)(n_leaves > 0 ? n_leaves : 1));
-    if (!rc && !lv) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-    if (!rc) forest_leaves(f, lv, n_leaves);
-    for (int32_t i = 0; i < n_leaves && !rc; i++)
-        if (lv[i] != from && forest_common_ancestor(f, lv[i], from) == from)
-            rc = app_session_mark(&ss, f, from, lv[i], "beam", 0, err);
-    free(lv);
-    if (!rc) rc = app_session_save(r->a->so.save, f, pm->m, pm->tk, &ss, err);
-    session_settings_free(&ss);
-    return rc;
-}
-
 /* One result (logprob: its sum of log-probabilities): its JSON object, or its text block
  * on stdout (then NULL is returned too). */
 static json_t *beam_result_out(const strategy_result *h, double logprob, int32_t rank,
@@ -155,6 +106,48 @@ static void beam_stats(const app_run_stats *st, int32_t width, int32_t n_prompt,
             st->max_rows, st->steps > 1 ? 1e3 * (st->t2 - st->t1) / (st->steps - 1) : 0.0, kv_peak);
 }
 
+/* --save: the forest as the search left it (live and unpruned hypotheses), the settings,
+ * and each result's score and tokens (results that ended may have been pruned). */
+static st_code beam_save(void *self, const app_strat_run *r, session_settings *ss, st_err *err) {
+    (void)self;
+    const forest *f = r->f;
+    forest_id from = r->a->o.from;
+    const beam_params *bp = &r->a->o.u.beam;
+    char key[48], v[64];
+    st_code rc = app_session_set_int(ss, "beams", bp->width, err);
+    if (!rc) rc = app_session_set_int(ss, "tokens", bp->max_tokens, err);
+    snprintf(v, sizeof v, "%g", bp->alpha);
+    if (!rc) rc = session_settings_set(ss, "alpha", v, err);
+    for (int32_t i = 0; i < strategy_n_results(r->s) && !rc; i++) {
+        strategy_result h;
+        strategy_result_at(r->s, f, i, &h);
+        size_t cap = 16 + 12 * (size_t)h.n_tokens, len = 0;
+        char *toks = malloc(cap);
+        if (!toks) {
+            rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+            break;
+        }
+        toks[0] = '\0';
+        for (int32_t j = 0; j < h.n_tokens; j++)
+            len += (size_t)snprintf(toks + len, cap - len, "%s%d", j ? " " : "", h.tokens[j]);
+        snprintf(key, sizeof key, "result_%d_tokens", i + 1);
+        rc = session_settings_set(ss, key, toks, err);
+        free(toks);
+        snprintf(key, sizeof key, "result_%d_score", i + 1);
+        snprintf(v, sizeof v, "%.9g", h.score);
+        if (!rc) rc = session_settings_set(ss, key, v, err);
+    }
+    int32_t n_leaves = forest_leaves(f, NULL, 0);
+    forest_id *lv = malloc(sizeof *lv * (size_t)(n_leaves > 0 ? n_leaves : 1));
+    if (!rc && !lv) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
+    if (!rc) forest_leaves(f, lv, n_leaves);
+    for (int32_t i = 0; i < n_leaves && !rc; i++)
+        if (lv[i] != from && forest_common_ancestor(f, lv[i], from) == from)
+            rc = app_session_mark(ss, f, from, lv[i], "beam", 0, err);
+    free(lv);
+    return rc;
+}
+
 /* The results (a full KV cache is an error: the search's ranking would be cut short),
  * --save and the statistics. */
 static st_code beam_report(void *self, app_strat_run *r, st_err *err) {
@@ -165,7 +158,7 @@ static st_code beam_report(void *self, app_strat_run *r, st_err *err) {
                     "(raise it with -c)", r->pm->n_slots, r->st.steps);
     if (!rc) rc = beam_print(r->pm, r->prompt, r->n_prompt, r->s, r->f, r->a->json, err);
     fflush(stdout);
-    if (!rc && r->a->so.save) rc = beam_save(r, err);
+    if (!rc && r->a->so.save) rc = app_strat_save(r, NULL, r->kind, err);
     if (!rc && !r->a->quiet)
         beam_stats(&r->st, r->a->o.u.beam.width, r->n_prompt, beam_kv_peak(strategy_beam(r->s)));
     return rc;
@@ -221,6 +214,7 @@ static const app_strat_cmd beam_cmd = {
     .defaults = beam_defaults,
     .opt = beam_opt,
     .tick = beam_tick,
+    .save = beam_save,
     .report = beam_report,
 };
 

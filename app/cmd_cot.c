@@ -58,32 +58,8 @@ typedef struct cot_opts {
     cot_vote_spec vote;
     bool json, quiet;
     app_session_opts so;    /* --save / --load */
-    const char *model_path; /* -m, for the saved session */
     chat_kind kind;         /* the template used, CHAT_NONE for none */
 } cot_opts;
-
-/* --save: the forest with the settings and which chain (seed) made each node. */
-static st_code cot_save(const prompt_model *pm, const forest *f, const strategy *c,
-                        int32_t n_prompt, const cot_opts *o, st_err *err) {
-    session_settings s;
-    char v[32];
-    st_code rc = app_session_settings(&s, "cot", o->model_path, &o->sp, o->kind, err);
-    snprintf(v, sizeof v, "%d", o->k);
-    if (!rc) rc = session_settings_set(&s, "chains", v, err);
-    snprintf(v, sizeof v, "%d", o->budget);
-    if (!rc) rc = session_settings_set(&s, "tokens", v, err);
-    snprintf(v, sizeof v, "%d", n_prompt);
-    if (!rc) rc = session_settings_set(&s, "prompt_tokens", v, err);
-    for (int32_t i = 0; i < o->k && !rc; i++) {
-        strategy_result r;
-        strategy_result_at(c, f, i, &r); /* r.start: the prompt's end, where every chain forks */
-        if (forest_get(f, r.leaf))
-            rc = app_session_mark(&s, f, r.start, r.leaf, "cot", o->sp.seed + (uint64_t)i, err);
-    }
-    if (!rc) rc = app_session_save(o->so.save, f, pm->m, pm->tk, &s, err);
-    session_settings_free(&s);
-    return rc;
-}
 
 /* How chain i ended ("full": still running when the KV cache filled up). */
 static const char *cot_ended(const strategy *c, const forest *f, int32_t i) {
@@ -190,7 +166,7 @@ static st_code cot_setup(void *self, app_strat_run *r, st_err *err) {
     cot_cmd *c = self;
     cot_opts *o = &c->o;
     o->sp = r->a->o.sample, o->json = r->a->json, o->quiet = r->a->quiet;
-    o->model_path = r->a->mo.path, o->kind = r->kind, o->so = r->a->so;
+    o->kind = r->kind, o->so = r->a->so;
     if (o->k > r->pm->m->hp.n_vocab)
         return st_set(err, ST_ERR_ARG, "-k %d is more chains than the %d tokens of the vocabulary",
                       o->k, r->pm->m->hp.n_vocab);
@@ -201,6 +177,21 @@ static st_code cot_setup(void *self, app_strat_run *r, st_err *err) {
     return ST_OK;
 }
 
+/* --save: the settings and which chain (seed) made each node. */
+static st_code cot_save(void *self, const app_strat_run *r, session_settings *s, st_err *err) {
+    const cot_opts *o = &((const cot_cmd *)self)->o;
+    st_code rc = app_session_set_int(s, "chains", o->k, err);
+    if (!rc) rc = app_session_set_int(s, "tokens", o->budget, err);
+    if (!rc) rc = app_session_set_int(s, "prompt_tokens", r->n_prompt, err);
+    for (int32_t i = 0; i < o->k && !rc; i++) {
+        strategy_result res;
+        strategy_result_at(r->s, r->f, i, &res); /* res.start: the prompt's end, where every chain forks */
+        if (forest_get(r->f, res.leaf))
+            rc = app_session_mark(s, r->f, res.start, res.leaf, "cot", o->sp.seed + (uint64_t)i, err);
+    }
+    return rc;
+}
+
 /* The chains (and the vote), --save, the full-cache note and the statistics. */
 static st_code cot_report(void *self, app_strat_run *r, st_err *err) {
     cot_cmd *c = self;
@@ -209,7 +200,7 @@ static st_code cot_report(void *self, app_strat_run *r, st_err *err) {
     st_code rc = cot_texts(r->pm, r->prompt, r->n_prompt, o, c->out, c->texts, c->answers, err);
     if (!rc && o->vote.kind) winner = cot_majority((const char *const *)c->answers, o->k, &votes);
     if (!rc) rc = cot_print(o, r->s, r->f, c->out, c->texts, c->answers, winner, votes, err);
-    if (!rc && o->so.save) rc = cot_save(r->pm, r->f, r->s, r->n_prompt, o, err);
+    if (!rc && o->so.save) rc = app_strat_save(r, &o->sp, o->kind, err);
     if (!rc && r->st.full)
         app_run_full_note(r->pm->n_slots);
     if (!rc && !o->quiet) {
@@ -291,6 +282,7 @@ static const app_strat_cmd cot_cmd_ops = {
     .check = cot_check,
     .setup = cot_setup,
     .tick = cot_tick,
+    .save = cot_save,
     .report = cot_report,
     .free = cot_cmd_free,
 };

@@ -56,7 +56,7 @@ static void margins_usage(FILE *f) {
 }
 
 typedef struct margins_opts {
-    const char *question, *model_path;
+    const char *question;
     int32_t chunk, note_tokens, answer_tokens, gap;
     sample_params sp;
     bool json, quiet;
@@ -191,7 +191,6 @@ static st_code margins_setup(void *self, app_strat_run *r, st_err *err) {
     margins_job *j = self;
     margins_opts *o = &j->o;
     o->sp = r->a->o.sample, o->json = r->a->json, o->quiet = r->a->quiet, o->so = r->a->so;
-    o->model_path = r->a->mo.path;
     j->pc = r->a->pc, j->pm = r->pm, j->f = r->f;
     st_code rc = margins_prompts(j, r->pm, r->context, o, err);
     strategy_opts *so = &r->a->o;
@@ -332,27 +331,21 @@ static void margins_stats(const margins_job *j, const margins_opts *o) {
             j->answer_steps, j->st.t2 - j->t1, kv_alloc_used(forest_kv(j->f)));
 }
 
-/* --save: the forest, the settings, and which note (seed) or the answer made each node. */
-static st_code margins_save(const margins_job *j, const prompt_model *pm, const margins_opts *o,
-                            st_err *err) {
-    session_settings ss;
-    char v[64];
-    st_code rc = app_session_settings(&ss, "margins", o->model_path, &o->sp,
-                                      j->pc.on ? j->kind : CHAT_NONE, err);
-    if (!rc) rc = session_settings_set(&ss, "question", o->question, err);
-    snprintf(v, sizeof v, "%d", o->chunk);
-    if (!rc) rc = session_settings_set(&ss, "chunk", v, err);
-    snprintf(v, sizeof v, "%d", o->note_tokens);
-    if (!rc) rc = session_settings_set(&ss, "note_tokens", v, err);
-    if (!rc) rc = session_settings_set(&ss, "mode", o->gap < 0 ? "exact" : "rope-gap", err);
+/* --save: the settings, and which note (seed) or the answer made each node. */
+static st_code margins_save(void *self, const app_strat_run *r, session_settings *ss, st_err *err) {
+    (void)r;
+    const margins_job *j = self;
+    const margins_opts *o = &j->o;
+    st_code rc = session_settings_set(ss, "question", o->question, err);
+    if (!rc) rc = app_session_set_int(ss, "chunk", o->chunk, err);
+    if (!rc) rc = app_session_set_int(ss, "note_tokens", o->note_tokens, err);
+    if (!rc) rc = session_settings_set(ss, "mode", o->gap < 0 ? "exact" : "rope-gap", err);
     for (int32_t i = 0; i < j->n_ch && !rc; i++)
-        rc = app_session_mark(&ss, j->f, j->mg->note_from[i], j->mg->notes.br[i].leaf,
+        rc = app_session_mark(ss, j->f, j->mg->note_from[i], j->mg->notes.br[i].leaf,
                               "margins-note", o->sp.seed + (uint64_t)i, err);
     if (!rc && j->mg->answer.n > 0) /* the answer samples with seed S + chunks */
-        rc = app_session_mark(&ss, j->f, j->mg->answer_from, j->mg->answer.br[0].leaf,
+        rc = app_session_mark(ss, j->f, j->mg->answer_from, j->mg->answer.br[0].leaf,
                               "margins-answer", o->sp.seed + (uint64_t)j->n_ch, err);
-    if (!rc) rc = app_session_save(o->so.save, j->f, pm->m, pm->tk, &ss, err);
-    session_settings_free(&ss);
     return rc;
 }
 
@@ -366,7 +359,7 @@ static st_code margins_report(void *self, app_strat_run *r, st_err *err) {
     if (!rc && j->st.full)
         app_run_full_note(r->pm->n_slots);
     if (!rc && !j->o.quiet) margins_stats(j, &j->o);
-    if (!rc && j->o.so.save) rc = margins_save(j, r->pm, &j->o, err);
+    if (!rc && j->o.so.save) rc = app_strat_save(r, &j->o.sp, j->pc.on ? j->kind : CHAT_NONE, err);
     return rc;
 }
 
@@ -423,6 +416,7 @@ static const app_strat_cmd margins_cmd = {
     .setup = margins_setup,
     .tick = margins_tick,
     .created = margins_created,
+    .save = margins_save,
     .report = margins_report,
     .free = margins_job_free,
 };

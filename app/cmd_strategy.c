@@ -181,6 +181,15 @@ static st_code strat_print(const app_strat_run *run, st_err *err) {
     return rc;
 }
 
+st_code app_strat_save(const app_strat_run *r, const sample_params *sp, chat_kind kind, st_err *err) {
+    session_settings ss;
+    st_code rc = app_session_settings(&ss, r->ops->name, r->a->mo.path, sp, kind, err);
+    if (!rc && r->cmd->save) rc = r->cmd->save(r->self, r, &ss, err);
+    if (!rc) rc = app_session_save(r->a->so.save, r->f, r->pm->m, r->pm->tk, &ss, err);
+    session_settings_free(&ss);
+    return rc;
+}
+
 st_code app_strat_full_check(const app_strat_run *r, st_err *err) {
     if (r->st.full && strategy_n_results(r->s) == 0) return app_run_full_error(r->s, &r->st, r->pm->n_slots, err);
     return ST_OK;
@@ -242,7 +251,7 @@ static char *strat_open_context(prompt_model *pm, app_strat_args *a, st_err *err
 static int strat_open_run(const strategy_ops *ops, const app_strat_cmd *cmd, void *self, app_strat_args *a) {
     st_err err = {0};
     prompt_model pm;
-    app_strat_run r = {.ops = ops, .self = self, .a = a, .pm = &pm, .kind = CHAT_NONE};
+    app_strat_run r = {.ops = ops, .cmd = cmd, .self = self, .a = a, .pm = &pm, .kind = CHAT_NONE};
     int32_t *toks = NULL;
     char *context = NULL;
     if (cmd->context) {

@@ -18,6 +18,7 @@
 #include "progress.h"
 #include "prompt.h"
 #include "session_opts.h"
+#include "session/session.h"
 #include "strategy_run.h"
 
 /* The command line as parsed: the driver's options and the strategy's options, which a
@@ -33,8 +34,11 @@ typedef struct app_strat_args {
 } app_strat_args;
 
 /* A run, as the setup and report hooks see it; everything belongs to the driver. */
+struct app_strat_cmd;
+
 typedef struct app_strat_run {
     const strategy_ops *ops;
+    const struct app_strat_cmd *cmd;
     void *self;              /* the command's state (app_strategy_cmd's self) */
     app_strat_args *a;
     prompt_model *pm;
@@ -85,7 +89,10 @@ typedef struct app_strat_cmd {
     /* The strategy created, before its first step: checks of what it made (margins'
      * prompts against the cache), lines to show before the run. */
     st_code (*created)(void *self, app_strat_run *r, st_err *err);
-    /* After the run: results, statistics, --save. NULL: app_strat_report. */
+    /* What --save records beyond the common settings (app_strat_save): its options and
+     * which result (strategy, seed) made each node. NULL: nothing more. */
+    st_code (*save)(void *self, const app_strat_run *r, session_settings *ss, st_err *err);
+    /* After the run: results, statistics, --save (app_strat_save). NULL: app_strat_report. */
     st_code (*report)(void *self, app_strat_run *r, st_err *err);
     void (*free)(void *self); /* what the hooks allocated; called once, parsed or not */
 } app_strat_cmd;
@@ -97,6 +104,12 @@ int app_strategy_cmd(const strategy_ops *ops, const app_strat_cmd *cmd, void *se
 /* The generic report: the results as text or JSON, the full-cache note and the statistics
  * line. */
 st_code app_strat_report(void *self, app_strat_run *r, st_err *err);
+
+/* --save FILE (r->a->so.save): the forest with the common settings (the command's name,
+ * the model path, sampler sp (NULL: the defaults), template kind), what the command's save
+ * hook adds, and the model's identity, written atomically: the one save of every command.
+ * ST_OK, or the failure's code with err (the old file untouched). */
+st_code app_strat_save(const app_strat_run *r, const sample_params *sp, chat_kind kind, st_err *err);
 
 /* A full KV cache with no result to show: ST_NO_KV_SLOT (app_run_full_error); else ST_OK. */
 st_code app_strat_full_check(const app_strat_run *r, st_err *err);
