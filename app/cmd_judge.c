@@ -224,14 +224,12 @@ static int judge_opt(void *self, app_strat_args *a, int ch, bool is_short, const
         if (o->n_branches == JUDGE_MAX_BRANCHES) return app_usage_error("at most %d branches", JUDGE_MAX_BRANCHES);
         o->branches[o->n_branches++] = arg;
         return 0;
-    case 'k':
-        if (app_opt_int("-k", arg, 1, JUDGE_MAX_BRANCHES, &v)) return 2;
-        o->k = (int32_t)v;
+    case 'k': case 'n': {
+        bool k = ch == 'k';
+        if (app_opt_int(k ? "-k" : "-n", arg, 1, k ? JUDGE_MAX_BRANCHES : 1 << 24, &v)) return 2;
+        *(k ? &o->k : &o->budget) = (int32_t)v;
         return 0;
-    case 'n':
-        if (app_opt_int("-n", arg, 1, 1 << 24, &v)) return 2;
-        o->budget = (int32_t)v;
-        return 0;
+    }
     default: return -1;
     }
 }
@@ -283,15 +281,8 @@ static void judge_cmd_free(void *self) {
 }
 
 static const app_strat_cmd judge_cmd_ops = {
-    .usage = JUDGE_USAGE,
-    .help = judge_usage,
-    .longopts = judge_longopts,
-    .shortopts = "b:k:n:j:",
-    .opt = judge_opt,
-    .check = judge_check,
-    .setup = judge_setup,
-    .report = judge_report,
-    .free = judge_cmd_free,
+    .usage = JUDGE_USAGE, .help = judge_usage, .longopts = judge_longopts, .shortopts = "b:k:n:j:",
+    .opt = judge_opt, .check = judge_check, .setup = judge_setup, .report = judge_report, .free = judge_cmd_free,
 };
 
 int cmd_judge(int argc, char **argv) {

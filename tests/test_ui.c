@@ -483,6 +483,50 @@ static void run_to_done(ui_worker *w, ui_job j, char *msg, size_t cap) {
     while (strncmp(msg, "done", 4) && strncmp(msg, "nothing", 7) && msg[0]);
 }
 
+/* Grows root's branch to the budget; its last node in DFS order (the branch end). */
+static forest_id grown_leaf(ui_worker *w, forest_id root, char *msg, size_t cap) {
+    forest_id leaf = FOREST_NONE;
+    run_to_done(w, ui_job_run(STRAT_GROW, root), msg, cap);
+    ui_worker_lock(w);
+    const forest *f = ui_worker_forest(w);
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i)) leaf = forest_id_at(f, i);
+    ui_worker_unlock(w);
+    return leaf;
+}
+
+/* :margins and :merge through the worker start as their run host rows say (run_host.h):
+ * margins' notes on the selected branch's chunks, then its answer; merge of two bookmarked
+ * branches. */
+static void test_worker_hosts(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    if (!open_stories(&m, &tk, &c, 1024)) goto out;
+    forest_id root, leaf = FOREST_NONE;
+    ui_worker *w = greedy_worker(c, tk, 1024, 9, &root);
+    if (!w) goto out;
+    char msg[1024];
+    leaf = grown_leaf(w, root, msg, sizeof msg);
+    ui_job jobs[2] = {ui_job_run(STRAT_MARGINS, leaf), ui_job_run(STRAT_MERGE, FOREST_NONE)};
+    jobs[0].text = "Who?";
+    jobs[0].u.run.chunk = 4;
+    const char *want[2] = {"done", "merge needs two or more bookmarked branches"};
+    for (int i = 0; i < 2; i++) { /* the last message once the worker is idle again */
+        ui_worker_lock(w);
+        uint64_t no = ui_worker_message(w, msg, sizeof msg);
+        ui_worker_post(w, &jobs[i]);
+        ui_worker_unlock(w);
+        wait_message(w, no, true, msg, sizeof msg);
+        T_CHECK(strstr(msg, want[i]) && (i || strstr(msg, "margins: 3 notes on 4-token chunks, then the answer")),
+                "%s through the worker: '%s'", i ? ":merge" : ":margins", msg);
+    }
+    ui_worker_stop(w);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 /* `s` with a branch selected after a grow stopped by its budget: the step computes that
  * branch end's next-token choices, so the alternatives pane has "(next)" entries (the grow
  * left its last token pending with no logits wanted). */
@@ -495,10 +539,9 @@ static void test_step_fills_next(void) {
     ui_worker *w = greedy_worker(c, tk, 512, 4, &root);
     if (!w) goto out;
     char msg[1024];
-    run_to_done(w, ui_job_run(STRAT_GROW, root), msg, sizeof msg);
+    leaf = grown_leaf(w, root, msg, sizeof msg);
     ui_worker_lock(w);
     const forest *f = ui_worker_forest(w);
-    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i)) leaf = forest_id_at(f, i);
     int32_t before = forest_topk(f, leaf, NULL, NULL, 0);
     ui_worker_unlock(w);
     run_to_done(w, ui_job_run(STRAT_STEPS, leaf), msg, sizeof msg);
@@ -866,6 +909,7 @@ int main(void) {
     test_model_runs();
     test_ask_job();
     test_step_fills_next();
+    test_worker_hosts();
     test_export_svg();
     test_spec_runs();
     return t_done();

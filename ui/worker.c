@@ -11,6 +11,7 @@
 #include "session/session.h"
 #include "judge_job.h"
 #include "svg.h"
+#include "run_host.h"
 #include "worker_impl.h"
 
 /* ---- jobs ---- */
@@ -38,7 +39,7 @@ static st_code restored(ui_worker *w, const ui_prune_info *in, st_err *err) {
 
 static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
     /* plain steps (s, or the last undo's) end first, so that u u u undoes three levels */
-    while (w->run && !w->paused && strategy_ops_of(w->run)->kind == STRAT_STEPS) worker_run_step(w);
+    while (w->run && !w->paused && ui_run_host_of(strategy_ops_of(w->run))->advances) worker_run_step(w);
     if (w->run) return st_set(err, ST_ERR_ARG, "cancel the running strategy before pruning (x)");
     ui_prune_info in;
     forest_id top;
