@@ -164,7 +164,7 @@ ui_margins *ui_margins_start(forest *f, const tok *tk, forest_id from, const cha
     um->chat = *ch;
     um->tk = tk;
     um->n_chunks = n_ch;
-    strategy_opts o = strategy_default_opts(STRAT_MARGINS);
+    strategy_opts o = strategy_opts_for(strategy_find("margins"));
     o.sample = *sp;
     o.budget = budget;
     o.n_vocab = n_vocab;

@@ -30,7 +30,7 @@ static st_code restored(ui_worker *w, const ui_prune_info *in, st_err *err) {
         say_pruned(w, "restored", in, ": s computes them, U prunes them again");
         return ST_OK;
     }
-    ui_job s = ui_job_run(STRAT_STEPS, in->near);
+    ui_job s = ui_job_of(strategy_find("step"), in->near);
     st_code rc = worker_run_start(w, &s, err);
     while (!rc && w->run && !w->paused) worker_run_step(w); /* the lock is free while the model runs */
     if (!rc && !w->run) say_pruned(w, "restored", in, " as they were: U prunes them again");
@@ -210,7 +210,7 @@ static st_code fork_job(ui_worker *w, const ui_job *j, st_err *err) {
     float lp = alt_logprob(w->f, j->node, j->u.fork.token);
     st_code rc = add_tokens(w, j->node, &j->u.fork.token, &lp, 1, &last, err);
     if (rc || w->run) return rc; /* running: the token waits for the next grow */
-    ui_job g = ui_job_run(STRAT_GROW, last);
+    ui_job g = ui_job_of(strategy_find("grow"), last);
     return worker_run_start(w, &g, err);
 }
 
