@@ -17,8 +17,8 @@
 #include "session_replay.h"
 #include "strategy_cmd.h"
 
-#define STRAT_MAX_ARGS 16
-#define STRAT_MAX_OPTS 64
+#define CMD_MAX_ARGS 16
+#define CMD_MAX_OPTS 64
 enum { O_ARG = 0x6000 }; /* getopt's value of the strategy's argument i: O_ARG + i */
 
 /* The help part of ops's usage (after its form and two spaces). */
@@ -43,7 +43,7 @@ static void strat_usage(const strategy_ops *ops, FILE *f) {
 }
 
 /* The driver's getopt_long table: its options, the command's and the strategy's
- * arguments ({0}-ended in lo, which holds STRAT_MAX_OPTS). */
+ * arguments ({0}-ended in lo, which holds CMD_MAX_OPTS). */
 static void strat_longopts(const strategy_ops *ops, const app_strat_cmd *cmd, struct option *lo) {
     static const struct option own[] = {PROMPT_MODEL_LONGOPTS, {"json", 0, 0, 'J'}, {"help", 0, 0, 'h'}};
     static const struct option prompt[] = {PROMPT_CHAT_LONGOPTS, {"prompt", 1, 0, 'p'}, {"quiet", 0, 0, 'q'}};
@@ -52,23 +52,23 @@ static void strat_longopts(const strategy_ops *ops, const app_strat_cmd *cmd, st
     static const struct option sample[] = {PROMPT_SAMPLE_LONGOPTS};
     static const struct option session[] = {SESSION_OPTS_LONGOPTS};
     int n = 0;
-#define STRAT_ADD(t, on) \
+#define CMD_ADD(t, on) \
     for (size_t i = 0; (on) && i < sizeof t / sizeof t[0]; i++) lo[n++] = t[i]
-    STRAT_ADD(own, true);
-    STRAT_ADD(prompt, !cmd->context);
-    STRAT_ADD(context, cmd->context);
-    STRAT_ADD(sample, !cmd->no_sample);
-    STRAT_ADD(session, cmd->session);
-#undef STRAT_ADD
-    for (int32_t i = 0; cmd->longopts && cmd->longopts[i].name && n < STRAT_MAX_OPTS - 1; i++) lo[n++] = cmd->longopts[i];
-    for (int32_t i = 0; i < ops->n_args && i < STRAT_MAX_ARGS && n < STRAT_MAX_OPTS - 1; i++)
+    CMD_ADD(own, true);
+    CMD_ADD(prompt, !cmd->context);
+    CMD_ADD(context, cmd->context);
+    CMD_ADD(sample, !cmd->no_sample);
+    CMD_ADD(session, cmd->session);
+#undef CMD_ADD
+    for (int32_t i = 0; cmd->longopts && cmd->longopts[i].name && n < CMD_MAX_OPTS - 1; i++) lo[n++] = cmd->longopts[i];
+    for (int32_t i = 0; i < ops->n_args && i < CMD_MAX_ARGS && n < CMD_MAX_OPTS - 1; i++)
         lo[n++] = (struct option){ops->args[i].name, 1, 0, O_ARG + i};
     lo[n] = (struct option){0, 0, 0, 0};
 }
 
-enum { STRAT_HELP = -2 }; /* strat_opt after printing --help */
+enum { CMD_HELP = -2 }; /* strat_opt after printing --help */
 
-/* One option the command did not take: 0 handled, STRAT_HELP, else the exit status. */
+/* One option the command did not take: 0 handled, CMD_HELP, else the exit status. */
 static int strat_opt(const strategy_ops *ops, const app_strat_cmd *cmd, app_strat_args *a, int ch) {
     int r;
     st_err err = {0};
@@ -86,7 +86,7 @@ static int strat_opt(const strategy_ops *ops, const app_strat_cmd *cmd, app_stra
     case 'h':
         if (cmd->help) cmd->help(stdout);
         else strat_usage(ops, stdout);
-        return STRAT_HELP;
+        return CMD_HELP;
     default:
         if (cmd->usage) return app_usage_error("%s; see multidecode %s --help", cmd->usage, ops->name);
         return app_usage_error("usage: multidecode %s -m MODEL -p PROMPT [options]; see multidecode %s --help",
@@ -97,7 +97,7 @@ static int strat_opt(const strategy_ops *ops, const app_strat_cmd *cmd, app_stra
 /* argv into *a: -1 to go on, else the exit status (0 after --help, 2 for a bad option). */
 static int strat_parse(const strategy_ops *ops, const app_strat_cmd *cmd, void *self, app_strat_args *a, int argc,
                        char **argv) {
-    struct option lo[STRAT_MAX_OPTS];
+    struct option lo[CMD_MAX_OPTS];
     char shortopts[64];
     snprintf(shortopts, sizeof shortopts, "%s%s", cmd->context ? "m:t:c:x:Qh" : "m:p:t:c:qh",
              cmd->shortopts ? cmd->shortopts : "");
@@ -110,7 +110,7 @@ static int strat_parse(const strategy_ops *ops, const app_strat_cmd *cmd, void *
             if (r) return r;
             continue;
         }
-        if ((r = strat_opt(ops, cmd, a, ch))) return r == STRAT_HELP ? 0 : r;
+        if ((r = strat_opt(ops, cmd, a, ch))) return r == CMD_HELP ? 0 : r;
     }
     if ((r = app_opt_end(argc, argv, a->mo.path, ops->name)) >= 0) return r;
     if (a->so.load) return app_session_replay(ops->name, &a->so, &a->mo, a->json, a->quiet);
