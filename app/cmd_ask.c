@@ -14,12 +14,11 @@
 #include <string.h>
 
 #include "forest/forest.h"
-#include "forest/step.h"
 #include "app.h"
 #include "json_out.h"
 #include "prompt.h"
 #include "session_replay.h"
-#include "strategy_run.h"
+#include "strategy_cmd.h"
 
 #define ASK_MAX_QUESTIONS 256
 
@@ -58,33 +57,22 @@ static char *ask_text(const char *context, const char *q, bool chat) {
     return s;
 }
 
-/* The command line: -1 to go on, else the exit status (0 after --help, 2 for a bad
- * option). */
+/* What ask adds to the driver's options. */
 typedef struct ask_opts {
-    prompt_model_opts mo;
-    sample_params sp;
-    prompt_chat pc;
-    app_session_opts so;
-    const char *qs[ASK_MAX_QUESTIONS], *ctx_path;
+    const char *qs[ASK_MAX_QUESTIONS];
     int32_t n_q, n_qb;                   /* questions, --budgets entries */
     int64_t budget, qbudget[ASK_MAX_QUESTIONS];
-    bool json, quiet;
 } ask_opts;
 
-/* What a run makes: the model, every question's prompt tokens and the forest that grew
- * their answers. */
-typedef struct ask_run {
-    prompt_model pm;
-    bool pm_open;
-    char *context;
+/* What a run makes besides the driver's forest and strategy: every question's prompt
+ * tokens and each answer's tokens. */
+typedef struct ask_cmd {
+    ask_opts o;
     int32_t *ptok[ASK_MAX_QUESTIONS], n_ptok[ASK_MAX_QUESTIONS];
+    int32_t budgets[ASK_MAX_QUESTIONS];
     int32_t lcp, need;                   /* shared prefix tokens, all prompt tokens */
     prompt_toks *out;                    /* (n_q) each answer's tokens */
-    forest *f;
-    step_plan plan;
-    strategy *s;                         /* the ask strategy */
-    app_run_stats st;
-} ask_run;
+} ask_cmd;
 
 /* --budgets LIST: 0, or 2 after the message. */
 static int ask_budgets_opt(ask_opts *o, const char *arg) {
@@ -100,69 +88,49 @@ static int ask_budgets_opt(ask_opts *o, const char *arg) {
     return 0;
 }
 
-static int ask_parse(int argc, char **argv, ask_opts *o) {
-    static const struct option lo[] = {
-        PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
-        {"context", 1, 0, 'x'}, {"question", 1, 0, 'q'}, {"tokens", 1, 0, 'n'},
-        {"json", 0, 0, 'J'},    {"raw", 0, 0, 'R'},      {"system", 1, 0, 'Y'},
-        {"chat-template", 1, 0, 'E'}, {"quiet", 0, 0, 'Q'}, {"help", 0, 0, 'h'},
-        {"budgets", 1, 0, 'b'}, SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
-    int ch, r;
-    while ((ch = getopt_long(argc, argv, "m:t:c:x:q:n:h", lo, NULL)) != -1) {
-        if ((r = prompt_model_opt(&o->mo, ch, optarg)) >= 0 ||
-            (r = prompt_sample_opt(&o->sp, ch, optarg)) >= 0) {
-            if (r) return r;
-            continue;
-        }
-        if (app_session_opt(&o->so, ch, optarg) == 0) continue;
-        switch (ch) {
-        case 'x': o->ctx_path = optarg; break;
-        case 'q':
-            if (o->n_q == ASK_MAX_QUESTIONS) return app_usage_error("at most %d questions", ASK_MAX_QUESTIONS);
-            o->qs[o->n_q++] = optarg;
-            break;
-        case 'n':
-            if (app_opt_int("-n", optarg, 0, 1 << 24, &o->budget)) return 2;
-            break;
-        case 'b':
-            if ((r = ask_budgets_opt(o, optarg))) return r;
-            break;
-        case 'J': o->json = true; break;
-        case 'R': case 'Y': case 'E':
-            if ((r = prompt_chat_opt(&o->pc, ch, optarg))) return r;
-            break;
-        case 'Q': o->quiet = true; break;
-        case 'h': ask_usage(stdout); return 0;
-        default: return app_usage_error("%s; see multidecode ask --help", ASK_USAGE);
-        }
+static const struct option ask_longopts[] = {
+    {"question", 1, 0, 'q'}, {"tokens", 1, 0, 'n'}, {"budgets", 1, 0, 'b'}, {0, 0, 0, 0}};
+
+static int ask_opt(void *self, app_strat_args *a, int ch, bool is_short, const char *arg) {
+    (void)a, (void)is_short;
+    ask_opts *o = &((ask_cmd *)self)->o;
+    switch (ch) {
+    case 'q':
+        if (o->n_q == ASK_MAX_QUESTIONS) return app_usage_error("at most %d questions", ASK_MAX_QUESTIONS);
+        o->qs[o->n_q++] = arg;
+        return 0;
+    case 'n': return app_opt_int("-n", arg, 0, 1 << 24, &o->budget) ? 2 : 0;
+    case 'b': return ask_budgets_opt(o, arg);
+    default: return -1;
     }
-    if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!o->mo.path) return app_usage_error("ask needs a model: -m MODEL");
-    return -1;
 }
 
-/* What a fresh run (not --load) needs besides the model: 0 or 2 after the message. */
-static int ask_check(ask_opts *o) {
-    if (!o->ctx_path) return app_usage_error("ask needs a context: --context FILE");
+/* What a fresh run (not --load) needs besides the model and the context: -1, or 2
+ * after the message. */
+static int ask_check(void *self, app_strat_args *a) {
+    ask_opts *o = &((ask_cmd *)self)->o;
     if (o->n_q == 0) return app_usage_error("ask needs at least one question: -q QUESTION");
     if (o->n_qb > o->n_q)
         return app_usage_error("--budgets lists %d budgets for %d questions", o->n_qb, o->n_q);
     for (int32_t i = o->n_qb; i < o->n_q; i++) o->qbudget[i] = o->budget;
-    return prompt_chat_check(&o->pc);
+    a->o.budget = (int32_t)o->budget;
+    return -1;
 }
 
 /* The chat template the prompts use, CHAT_NONE for none. */
-static chat_kind ask_kind(const ask_run *r, const ask_opts *o) {
-    if (!o->pc.on) return CHAT_NONE;
-    return o->pc.tmpl ? chat_from_name(o->pc.tmpl) : prompt_model_chat(r->pm.m->gguf);
+static chat_kind ask_kind(const app_strat_run *r) {
+    const prompt_chat *pc = &r->a->pc;
+    if (!pc->on) return CHAT_NONE;
+    return pc->tmpl ? chat_from_name(pc->tmpl) : prompt_model_chat(r->pm->m->gguf);
 }
 
 /* Every question's whole prompt, then their longest common prefix and what they need of
  * the KV cache. ST_ERR_NOMEM, ST_ERR_CONTEXT, a tokeniser's codes. */
-static st_code ask_prompts(ask_run *r, const ask_opts *o, st_err *err) {
+static st_code ask_prompts(ask_cmd *r, const app_strat_run *run, st_err *err) {
+    const ask_opts *o = &r->o;
     for (int32_t i = 0; i < o->n_q; i++) {
-        char *text = ask_text(r->context, o->qs[i], o->pc.on);
-        r->ptok[i] = text ? prompt_tokens(&r->pm, &o->pc, text, &r->n_ptok[i], NULL, err) : NULL;
+        char *text = ask_text(run->context, o->qs[i], run->a->pc.on);
+        r->ptok[i] = text ? prompt_tokens(run->pm, &run->a->pc, text, &r->n_ptok[i], NULL, err) : NULL;
         if (!text) st_set(err, ST_ERR_NOMEM, "out of memory");
         free(text);
         if (!r->ptok[i]) return err->code;
@@ -173,7 +141,7 @@ static st_code ask_prompts(ask_run *r, const ask_opts *o, st_err *err) {
         while (j < r->lcp && j < r->n_ptok[i] && r->ptok[i][j] == r->ptok[0][j]) j++;
         r->lcp = j;
     }
-    int32_t n_q = o->n_q, lcp = r->lcp, n_slots = r->pm.n_slots, need = lcp;
+    int32_t n_q = o->n_q, lcp = r->lcp, n_slots = run->pm->n_slots, need = lcp;
     for (int32_t i = 0; i < n_q; i++) need += r->n_ptok[i] - lcp;
     r->need = need;
     if (need > n_slots)
@@ -183,56 +151,58 @@ static st_code ask_prompts(ask_run *r, const ask_opts *o, st_err *err) {
                       lcp, need - lcp, n_slots);
     int64_t all_budgets = 0;
     for (int32_t i = 0; i < n_q; i++) all_budgets += o->qbudget[i];
-    if (!o->quiet && need + all_budgets > n_slots)
+    if (!run->a->quiet && need + all_budgets > n_slots)
         fprintf(stderr, "multidecode: note: %d prompt tokens + %lld answer tokens may not fit "
                 "in the KV cache of %d; answers stop when it is full (raise it with -c)\n", need,
                 (long long)all_budgets, n_slots);
     return ST_OK;
 }
 
-/* Answers every question through the ask strategy (the shared prefix once, each
- * question's rest under it, one forest step per token); a full KV cache stops them all
- * (r->st.full). */
-static st_code ask_answer(ask_run *r, const ask_opts *o, st_err *err) {
-    int32_t budgets[ASK_MAX_QUESTIONS];
-    for (int32_t i = 0; i < o->n_q; i++) budgets[i] = (int32_t)o->qbudget[i];
-    strategy_env env = {.f = r->f, .plan = &r->plan, .ctx = r->pm.ctx, .tk = r->pm.tk,
-                        .emit = prompt_emit, .emit_ud = r->out};
-    strategy_opts so = strategy_default_opts(STRAT_ASK);
-    so.sample = o->sp, so.budget = (int32_t)o->budget, so.n_vocab = r->pm.m->hp.n_vocab;
-    so.u.ask.prompts = (const int32_t *const *)r->ptok, so.u.ask.lens = r->n_ptok;
-    so.u.ask.budgets = budgets, so.u.ask.n = o->n_q;
-    if (!(r->s = strategy_create(&so, &env, err))) return err->code;
-    return app_strategy_run(r->s, &env, &r->st, NULL, NULL, err);
+/* The prompts, then the ask strategy's options over them (the shared prefix once, each
+ * question's rest under it, one forest step per token); a full KV cache stops every
+ * answer (st.full). */
+static st_code ask_setup(void *self, app_strat_run *r, st_err *err) {
+    ask_cmd *c = self;
+    const ask_opts *o = &c->o;
+    if (!(c->out = calloc((size_t)o->n_q, sizeof *c->out))) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    st_code rc = ask_prompts(c, r, err);
+    for (int32_t i = 0; i < o->n_q; i++) c->budgets[i] = (int32_t)o->qbudget[i];
+    r->env.emit = prompt_emit, r->env.emit_ud = c->out;
+    strategy_opts *so = &r->a->o;
+    so->u.ask.prompts = (const int32_t *const *)c->ptok, so->u.ask.lens = c->n_ptok;
+    so->u.ask.budgets = c->budgets, so->u.ask.n = o->n_q;
+    return rc;
 }
 
 /* Answer i's result. */
-static strategy_result ask_result(const ask_run *r, int32_t i) {
+static strategy_result ask_result(const app_strat_run *r, int32_t i) {
     strategy_result res;
     strategy_result_at(r->s, r->f, i, &res);
     return res;
 }
 
-static int64_t ask_unshared(const ask_run *r, int32_t n_q) {
-    return (int64_t)kv_alloc_used(forest_kv(r->f)) + (r->lcp > 0 ? (int64_t)(n_q - 1) * r->lcp : 0);
+static int64_t ask_unshared(const ask_cmd *c, const app_strat_run *r) {
+    return (int64_t)kv_alloc_used(forest_kv(r->f)) + (c->lcp > 0 ? (int64_t)(c->o.n_q - 1) * c->lcp : 0);
 }
 
 /* The answers: "Qi: ...\nAi: ..." blocks, or one JSON object. ST_ERR_NOMEM. */
-static st_code ask_print(const ask_run *r, const ask_opts *o, st_err *err) {
-    json_t *answers = o->json ? json_array() : NULL;
+static st_code ask_print(const ask_cmd *c, const app_strat_run *r, st_err *err) {
+    const ask_opts *o = &c->o;
+    bool json = r->a->json;
+    json_t *answers = json ? json_array() : NULL;
     for (int32_t i = 0; i < o->n_q; i++) {
         strategy_result b = ask_result(r, i);
         const char *ended = app_result_ended(&b, r->st.full);
-        char *ans = prompt_continuation(r->pm.tk, r->ptok[i], r->n_ptok[i], r->out[i].t, r->out[i].n);
+        char *ans = prompt_continuation(r->pm->tk, c->ptok[i], c->n_ptok[i], c->out[i].t, c->out[i].n);
         if (!ans) {
             json_decref(answers);
             return st_set(err, ST_ERR_NOMEM, "out of memory");
         }
-        if (o->json) {
+        if (json) {
             json_t *a = json_object();
             jo_set(&a, "question", jo_str(o->qs[i]));
             jo_set(&a, "answer", jo_str(ans));
-            jo_set(&a, "prompt_tokens", json_integer(r->n_ptok[i]));
+            jo_set(&a, "prompt_tokens", json_integer(c->n_ptok[i]));
             jo_set(&a, "tokens", json_integer(b.n_tokens));
             jo_set(&a, "ended", jo_str(ended));
             jo_push(&answers, a);
@@ -241,100 +211,98 @@ static st_code ask_print(const ask_run *r, const ask_opts *o, st_err *err) {
         }
         free(ans);
     }
-    if (!o->json) return ST_OK;
-    chat_kind kind = ask_kind(r, o);
+    if (!json) return ST_OK;
+    chat_kind kind = ask_kind(r);
     json_t *doc = json_object();
-    jo_set(&doc, "model", jo_str(o->mo.path));
+    jo_set(&doc, "model", jo_str(r->a->mo.path));
     jo_set(&doc, "template", jo_str(kind == CHAT_NONE ? "none" : chat_name(kind)));
     jo_set(&doc, "questions", json_integer(o->n_q));
-    jo_set(&doc, "shared_prefix_tokens", json_integer(r->lcp));
-    jo_set(&doc, "prompt_tokens", json_integer(r->need));
+    jo_set(&doc, "shared_prefix_tokens", json_integer(c->lcp));
+    jo_set(&doc, "prompt_tokens", json_integer(c->need));
     jo_set(&doc, "kv_slots_used", json_integer(kv_alloc_used(forest_kv(r->f))));
-    jo_set(&doc, "kv_slots_unshared", json_integer(ask_unshared(r, o->n_q)));
-    jo_set(&doc, "kv_slots", json_integer(r->pm.n_slots));
+    jo_set(&doc, "kv_slots_unshared", json_integer(ask_unshared(c, r)));
+    jo_set(&doc, "kv_slots", json_integer(r->pm->n_slots));
     jo_set(&doc, "steps", json_integer(r->st.steps));
     jo_set(&doc, "answers", answers);
     return jo_print(doc, err);
 }
 
 /* The statistics line on stderr. */
-static void ask_stats(const ask_run *r, const ask_opts *o) {
+static void ask_stats(const ask_cmd *c, const app_strat_run *r) {
+    const ask_opts *o = &c->o;
     int64_t made = 0;
     for (int32_t i = 0; i < o->n_q; i++) made += ask_result(r, i).n_tokens;
     double dt = r->st.t2 - r->st.t0;
     fprintf(stderr, "ask: %d questions, shared prefix %d tokens (%d prompt tokens in all); "
             "%d steps, %lld answer tokens in %.3f s (%.1f tok/s); KV slots used %d (%lld "
-            "without sharing)\n", o->n_q, r->lcp, r->need, r->st.steps, (long long)made, dt,
+            "without sharing)\n", o->n_q, c->lcp, c->need, r->st.steps, (long long)made, dt,
             (double)made / (dt + 1e-12), kv_alloc_used(forest_kv(r->f)),
-            (long long)ask_unshared(r, o->n_q));
+            (long long)ask_unshared(c, r));
 }
 
-/* --save: the forest, the settings, and which question (seed) made each node. */
-static st_code ask_save(const ask_run *r, const ask_opts *o, st_err *err) {
-    session_settings ss;
-    char key[32], v[32];
-    st_code rc = app_session_settings(&ss, "ask", o->mo.path, &o->sp, ask_kind(r, o), err);
-    snprintf(v, sizeof v, "%lld", (long long)o->budget);
-    if (!rc) rc = session_settings_set(&ss, "tokens", v, err);
+/* --save: the settings, and which question (seed) made each node. */
+static st_code ask_save(void *self, const app_strat_run *r, session_settings *ss, st_err *err) {
+    const ask_opts *o = &((const ask_cmd *)self)->o;
+    char key[32];
+    st_code rc = app_session_set_int(ss, "tokens", o->budget, err);
     for (int32_t i = 0; i < o->n_q && !rc; i++) {
         snprintf(key, sizeof key, "question_%d", i);
-        rc = session_settings_set(&ss, key, o->qs[i], err);
+        rc = session_settings_set(ss, key, o->qs[i], err);
         strategy_result b = ask_result(r, i);
         if (!rc && forest_get(r->f, b.leaf))
-            rc = app_session_mark(&ss, r->f, b.start, b.leaf, "ask", o->sp.seed + (uint64_t)i, err);
+            rc = app_session_mark(ss, r->f, b.start, b.leaf, "ask", r->a->o.sample.seed + (uint64_t)i, err);
     }
-    if (!rc) rc = app_session_save(o->so.save, r->f, r->pm.m, r->pm.tk, &ss, err);
-    session_settings_free(&ss);
     return rc;
 }
 
-/* Opens the model and the context, makes the forest and grows the answers. */
-static st_code ask_run_all(ask_run *r, ask_opts *o, st_err *err) {
-    if (!(r->context = prompt_open_file(&r->pm, &o->mo, o->ctx_path, "context file", err)))
-        return err->code;
-    r->pm_open = true;
-    r->out = calloc((size_t)o->n_q, sizeof *r->out);
-    r->f = forest_init(r->pm.n_slots, 0);
-    if (!r->out || !r->f) return st_set(err, ST_ERR_NOMEM, "out of memory");
-    o->pc.on = false; /* --system alone asks for none: it needs a template (below) */
-    prompt_chat_decide(&o->pc, r->pm.m, NULL);
-    if (!o->pc.on && o->pc.system)
-        return st_set(err, ST_ERR_ARG, "--system needs a chat template, and the model has none "
-                      "(name one with --chat-template)");
-    st_code rc = ask_prompts(r, o, err);
-    if (!rc) rc = ask_answer(r, o, err);
+/* The answers, the full-cache note, the statistics and --save. */
+static st_code ask_report(void *self, app_strat_run *r, st_err *err) {
+    const ask_cmd *c = self;
+    st_code rc = ask_print(c, r, err);
+    fflush(stdout);
+    if (!rc && r->st.full)
+        app_run_full_note(r->pm->n_slots);
+    if (!rc && !r->a->quiet) ask_stats(c, r);
+    if (!rc && r->a->so.save) rc = app_strat_save(r, &r->a->o.sample, ask_kind(r), err);
     return rc;
 }
 
-static void ask_run_free(ask_run *r, int32_t n_q) {
-    strategy_free(r->s);
-    step_plan_free(&r->plan);
-    forest_free(r->f);
-    prompt_toks_free(r->out, r->out ? n_q : 0);
-    free(r->out);
-    for (int32_t i = 0; i < n_q; i++) free(r->ptok[i]);
-    free(r->context);
-    if (r->pm_open) prompt_model_close(&r->pm);
+/* No progress line: the answers' statistics follow the run. */
+static bool ask_tick(void *ud, const strategy *s, const strategy_env *env, const app_run_stats *st) {
+    (void)ud, (void)s, (void)env, (void)st;
+    return true;
 }
+
+static void ask_defaults(void *self, app_strat_args *a) {
+    ((ask_cmd *)self)->o.budget = 128;
+    a->o.sample.temp = 0; /* answers are greedy unless asked otherwise */
+}
+
+static void ask_free(void *self) {
+    ask_cmd *c = self;
+    prompt_toks_free(c->out, c->out ? c->o.n_q : 0);
+    free(c->out);
+    for (int32_t i = 0; i < c->o.n_q; i++) free(c->ptok[i]);
+}
+
+static const app_strat_cmd ask_cmd_ops = {
+    .usage = ASK_USAGE,
+    .help = ask_usage,
+    .longopts = ask_longopts,
+    .shortopts = "q:n:",
+    .context = true,
+    .session = true,
+    .defaults = ask_defaults,
+    .opt = ask_opt,
+    .check = ask_check,
+    .setup = ask_setup,
+    .tick = ask_tick,
+    .save = ask_save,
+    .report = ask_report,
+    .free = ask_free,
+};
 
 int cmd_ask(int argc, char **argv) {
-    ask_opts o = {.mo = prompt_model_default_opts(), .sp = sample_default_params(), .budget = 128};
-    o.sp.temp = 0; /* answers are greedy unless asked otherwise */
-    int r = ask_parse(argc, argv, &o);
-    if (r >= 0) return r;
-    if (o.so.load) return app_session_replay("ask", &o.so, &o.mo, o.json, o.quiet);
-    if ((r = ask_check(&o))) return r;
-
-    st_err err = {0};
-    ask_run run = {0};
-    step_plan_init(&run.plan);
-    st_code rc = ask_run_all(&run, &o, &err);
-    if (!rc) rc = ask_print(&run, &o, &err);
-    fflush(stdout);
-    if (!rc && run.st.full)
-        app_run_full_note(run.pm.n_slots);
-    if (!rc && !o.quiet) ask_stats(&run, &o);
-    if (!rc && o.so.save) rc = ask_save(&run, &o, &err);
-    ask_run_free(&run, o.n_q);
-    return rc ? app_fail(&err) : 0;
+    ask_cmd c = {0};
+    return app_strategy_cmd(strategy_find("ask"), &ask_cmd_ops, &c, argc, argv);
 }

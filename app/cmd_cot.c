@@ -12,12 +12,11 @@
 
 #include "strategy/cot.h"
 #include "forest/forest.h"
-#include "forest/step.h"
 #include "app.h"
 #include "json_out.h"
 #include "prompt.h"
 #include "session_replay.h"
-#include "strategy_run.h"
+#include "strategy_cmd.h"
 
 #define COT_MAX_STOPS 16
 
@@ -62,32 +61,8 @@ typedef struct cot_opts {
     cot_vote_spec vote;
     bool json, quiet;
     app_session_opts so;    /* --save / --load */
-    const char *model_path; /* -m, for the saved session */
     chat_kind kind;         /* the template used, CHAT_NONE for none */
 } cot_opts;
-
-/* --save: the forest with the settings and which chain (seed) made each node. */
-static st_code cot_save(const prompt_model *pm, const forest *f, const strategy *c,
-                        int32_t n_prompt, const cot_opts *o, st_err *err) {
-    session_settings s;
-    char v[32];
-    st_code rc = app_session_settings(&s, "cot", o->model_path, &o->sp, o->kind, err);
-    snprintf(v, sizeof v, "%d", o->k);
-    if (!rc) rc = session_settings_set(&s, "chains", v, err);
-    snprintf(v, sizeof v, "%d", o->budget);
-    if (!rc) rc = session_settings_set(&s, "tokens", v, err);
-    snprintf(v, sizeof v, "%d", n_prompt);
-    if (!rc) rc = session_settings_set(&s, "prompt_tokens", v, err);
-    for (int32_t i = 0; i < o->k && !rc; i++) {
-        strategy_result r;
-        strategy_result_at(c, f, i, &r); /* r.start: the prompt's end, where every chain forks */
-        if (forest_get(f, r.leaf))
-            rc = app_session_mark(&s, f, r.start, r.leaf, "cot", o->sp.seed + (uint64_t)i, err);
-    }
-    if (!rc) rc = app_session_save(o->so.save, f, pm->m, pm->tk, &s, err);
-    session_settings_free(&s);
-    return rc;
-}
 
 /* How chain i ended ("full": still running when the KV cache filled up). */
 static const char *cot_ended(const strategy *c, const forest *f, int32_t i) {
@@ -186,162 +161,157 @@ static st_code cot_texts(const prompt_model *pm, const int32_t *prompt, int32_t 
     return ST_OK;
 }
 
-/* The progress line after a step: the chains still running. */
-typedef struct cot_tick_ud {
-    app_progress pr;
-    int32_t budget;
-} cot_tick_ud;
+/* What cot adds to the driver: its options and each chain's tokens, text and answer. */
+typedef struct cot_cmd {
+    cot_opts o;
+    prompt_toks *out;      /* (o.k) each chain's tokens, as the strategy emits them */
+    char **texts, **answers;
+    cot_tally t;           /* the vote */
+} cot_cmd;
 
+/* The progress line after a step: the chains still running. */
 static bool cot_tick(void *ud, const strategy *s, const strategy_env *env, const app_run_stats *st) {
-    cot_tick_ud *u = ud;
+    app_strat_run *r = ud;
     int32_t active = 0;
     for (int32_t i = 0; i < strategy_n_results(s); i++) {
-        strategy_result r;
-        strategy_result_at(s, env->f, i, &r);
-        active += r.end == STRAT_RUNNING;
+        strategy_result res;
+        strategy_result_at(s, env->f, i, &res);
+        active += res.end == STRAT_RUNNING;
     }
-    app_progress_tick(&u->pr, "cot: step %d/%d, %d rows, %d chains running, KV %d slots",
-                      st->steps, u->budget, env->plan->n_rows, active,
+    app_progress_tick(&r->pr, "cot: step %d/%d, %d rows, %d chains running, KV %d slots",
+                      st->steps, r->a->o.budget, env->plan->n_rows, active,
                       kv_alloc_used(forest_kv(env->f)));
     return true;
 }
 
-/* The chains through the cot strategy from the prompt's last token, to their ends or a
- * full KV cache. */
-static st_code cot_grow(prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
-                        const cot_opts *o, const strategy_env *env, strategy **c,
-                        app_run_stats *st, st_err *err) {
-    strategy_opts co = strategy_default_opts(STRAT_COT);
-    co.sample = o->sp, co.budget = o->budget, co.n_vocab = pm->m->hp.n_vocab, co.u.cot.k = o->k;
-    co.stops = o->stops, co.n_stops = o->n_stops;
-    st_code rc = forest_add_root(env->f, prompt, NULL, n_prompt, 0, &co.from, err);
-    if (rc) return rc;
-    if (!(*c = strategy_create(&co, env, err))) return err->code;
-    cot_tick_ud u = {.budget = o->budget};
-    app_progress_init(&u.pr, !o->quiet);
-    rc = app_strategy_run(*c, env, st, cot_tick, &u, err);
-    app_progress_end(&u.pr);
+/* The chains' arrays, the strategy's emit into them; -k within the vocabulary. */
+static st_code cot_setup(void *self, app_strat_run *r, st_err *err) {
+    cot_cmd *c = self;
+    cot_opts *o = &c->o;
+    o->sp = r->a->o.sample, o->json = r->a->json, o->quiet = r->a->quiet;
+    o->kind = r->kind, o->so = r->a->so;
+    if (o->k > r->pm->m->hp.n_vocab)
+        return st_set(err, ST_ERR_ARG, "-k %d is more chains than the %d tokens of the vocabulary",
+                      o->k, r->pm->m->hp.n_vocab);
+    c->out = calloc((size_t)o->k, sizeof *c->out);
+    c->texts = calloc((size_t)o->k, sizeof *c->texts), c->answers = calloc((size_t)o->k, sizeof *c->answers);
+    c->t.counts = calloc((size_t)o->k, sizeof *c->t.counts);
+    if (!c->out || !c->texts || !c->answers || !c->t.counts) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    r->env.emit = prompt_emit, r->env.emit_ud = c->out;
+    return ST_OK;
+}
+
+/* --save: the settings and which chain (seed) made each node. */
+static st_code cot_save(void *self, const app_strat_run *r, session_settings *s, st_err *err) {
+    const cot_opts *o = &((const cot_cmd *)self)->o;
+    st_code rc = app_session_set_int(s, "chains", o->k, err);
+    if (!rc) rc = app_session_set_int(s, "tokens", o->budget, err);
+    if (!rc) rc = app_session_set_int(s, "prompt_tokens", r->n_prompt, err);
+    for (int32_t i = 0; i < o->k && !rc; i++) {
+        strategy_result res;
+        strategy_result_at(r->s, r->f, i, &res); /* res.start: the prompt's end, where every chain forks */
+        if (forest_get(r->f, res.leaf))
+            rc = app_session_mark(s, r->f, res.start, res.leaf, "cot", o->sp.seed + (uint64_t)i, err);
+    }
     return rc;
 }
 
-static st_code cot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt,
-                       const cot_opts *o, st_err *err) {
-    forest *f = forest_init(pm->n_slots, 0);
-    prompt_toks *out = calloc((size_t)o->k, sizeof *out);
-    char **texts = calloc((size_t)o->k, sizeof *texts), **answers = calloc((size_t)o->k, sizeof *answers);
-    step_plan plan;
-    step_plan_init(&plan);
-    strategy *c = NULL;
-    strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk, .emit = prompt_emit,
-                        .emit_ud = out};
-    app_run_stats st = {0};
-    cot_tally t = {.counts = calloc((size_t)o->k, sizeof *t.counts), .winner = -1};
-    st_code rc = f && out && texts && answers && t.counts ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
-    if (!rc) rc = cot_grow(pm, prompt, n_prompt, o, &env, &c, &st, err);
-    if (!rc) rc = cot_texts(pm, prompt, n_prompt, o, out, texts, answers, err);
-    if (!rc && o->vote.kind) cot_vote(o, c, f, answers, &t);
-    if (!rc) rc = cot_print(o, c, f, out, texts, answers, &t, err);
-    if (!rc && o->so.save) rc = cot_save(pm, f, c, n_prompt, o, err);
-    if (!rc && st.full)
-        app_run_full_note(pm->n_slots);
+/* The chains (and the vote), --save, the full-cache note and the statistics. */
+static st_code cot_report(void *self, app_strat_run *r, st_err *err) {
+    cot_cmd *c = self;
+    const cot_opts *o = &c->o;
+    st_code rc = cot_texts(r->pm, r->prompt, r->n_prompt, o, c->out, c->texts, c->answers, err);
+    if (!rc && o->vote.kind) cot_vote(o, r->s, r->f, c->answers, &c->t);
+    if (!rc) rc = cot_print(o, r->s, r->f, c->out, c->texts, c->answers, &c->t, err);
+    if (!rc && o->so.save) rc = app_strat_save(r, &o->sp, o->kind, err);
+    if (!rc && r->st.full)
+        app_run_full_note(r->pm->n_slots);
     if (!rc && !o->quiet) {
+        const app_run_stats *st = &r->st;
         int64_t made = 0;
-        for (int32_t i = 0; i < o->k; i++) made += out[i].n;
+        for (int32_t i = 0; i < o->k; i++) made += c->out[i].n;
         fprintf(stderr, "cot k=%d: %d steps (prompt %d tokens in %.3f s; then %.1f rows per step "
                 "on average, at most %d); generated %lld tokens in %.3f s (%.1f tok/s in all); "
-                "KV slots used %d\n", o->k, st.steps, n_prompt, st.t1 - st.t0,
-                app_run_mean_rows(&st), st.max_rows, (long long)made, st.t2 - st.t0,
-                (double)made / (st.t2 - st.t0 + 1e-12), kv_alloc_used(forest_kv(f)));
+                "KV slots used %d\n", o->k, st->steps, r->n_prompt, st->t1 - st->t0,
+                app_run_mean_rows(st), st->max_rows, (long long)made, st->t2 - st->t0,
+                (double)made / (st->t2 - st->t0 + 1e-12), kv_alloc_used(forest_kv(r->f)));
     }
-    for (int32_t i = 0; texts && answers && i < o->k; i++) free(texts[i]), free(answers[i]);
-    free(texts);
-    free(answers);
-    free(t.counts);
-    strategy_free(c);
-    step_plan_free(&plan);
-    prompt_toks_free(out, out ? o->k : 0);
-    free(out);
-    forest_free(f);
     return rc;
 }
 
-/* The command line into o, mo, pc and *prompt: -1 to go on, else the exit status (0
- * after --help, 2 for a bad option). */
-static int cot_parse(int argc, char **argv, cot_opts *o, prompt_model_opts *mo, prompt_chat *pc,
-                     const char **prompt) {
-    enum { O_PEN = 1000, O_LASTN, O_STOP, O_VOTE };
-    static const struct option lo[] = {
-        PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS,
-        {"prompt", 1, 0, 'p'}, {"chains", 1, 0, 'k'}, {"tokens", 1, 0, 'n'},
-        {"repeat-penalty", 1, 0, O_PEN}, {"repeat-last-n", 1, 0, O_LASTN},
-        {"stop", 1, 0, O_STOP}, {"vote", 1, 0, O_VOTE}, APP_VOTE_ALL_LONGOPT, {"json", 0, 0, 'J'},
-        {"quiet", 0, 0, 'q'}, PROMPT_CHAT_LONGOPTS, {"help", 0, 0, 'h'}, SESSION_OPTS_LONGOPTS, {0, 0, 0, 0}};
+static void cot_cmd_free(void *self) {
+    cot_cmd *c = self;
+    for (int32_t i = 0; c->texts && c->answers && i < c->o.k; i++) free(c->texts[i]), free(c->answers[i]);
+    free(c->texts);
+    free(c->answers);
+    free(c->t.counts);
+    prompt_toks_free(c->out, c->out ? c->o.k : 0);
+    free(c->out);
+}
+
+enum { O_PEN = 1000, O_LASTN, O_STOP, O_VOTE };
+static const struct option cot_longopts[] = {
+    {"chains", 1, 0, 'k'}, {"tokens", 1, 0, 'n'}, {"repeat-penalty", 1, 0, O_PEN},
+    {"repeat-last-n", 1, 0, O_LASTN}, {"stop", 1, 0, O_STOP}, {"vote", 1, 0, O_VOTE}, APP_VOTE_ALL_LONGOPT, {0, 0, 0, 0}};
+
+/* One of cot's options into c->o (the sampler's into a->o.sample). */
+static int cot_opt(void *self, app_strat_args *a, int ch, bool is_short, const char *arg) {
+    (void)is_short;
+    cot_opts *o = &((cot_cmd *)self)->o;
     int64_t v;
     double fv;
-    int ch, r;
-    while ((ch = getopt_long(argc, argv, "m:p:k:n:t:c:qh", lo, NULL)) != -1) {
-        if ((r = prompt_model_opt(mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o->sp, ch, optarg)) >= 0 ||
-            (r = prompt_chat_opt(pc, ch, optarg)) >= 0 ||
-            (r = app_vote_opt(ch, O_VOTE, optarg, &o->vote, &o->json, &o->quiet)) >= 0) {
-            if (r) return r;
-            continue;
-        }
-        if (app_session_opt(&o->so, ch, optarg) == 0) continue;
-        switch (ch) {
-        case 'p': *prompt = optarg; break;
-        case 'k':
-            if (app_opt_int("-k", optarg, 1, 1 << 16, &v)) return 2;
-            o->k = (int32_t)v;
-            break;
-        case 'n':
-            if (app_opt_int("-n", optarg, 1, 1 << 24, &v)) return 2;
-            o->budget = (int32_t)v;
-            break;
-        case O_PEN:
-            if (app_parse_float(optarg, &fv) || fv <= 0)
-                return app_usage_error("bad --repeat-penalty '%s' (want > 0)", optarg);
-            o->sp.repeat_penalty = (float)fv;
-            break;
-        case O_LASTN:
-            if (app_opt_int("--repeat-last-n", optarg, -1, 1 << 24, &v)) return 2;
-            o->sp.repeat_last_n = (int32_t)v;
-            break;
-        case O_STOP:
-            if (o->n_stops == COT_MAX_STOPS)
-                return app_usage_error("at most %d --stop strings", COT_MAX_STOPS);
-            o->stops[o->n_stops++] = optarg;
-            break;
-        case 'h': cot_usage(stdout); return 0;
-        default: return app_usage_error("%s; see multidecode cot --help", COT_USAGE);
-        }
+    int r;
+    if ((r = app_vote_opt(ch, O_VOTE, arg, &o->vote, &a->json, &a->quiet)) >= 0) return r;
+    switch (ch) {
+    case 'k':
+        if (app_opt_int("-k", arg, 1, 1 << 16, &v)) return 2;
+        o->k = (int32_t)v;
+        return 0;
+    case 'n':
+        if (app_opt_int("-n", arg, 1, 1 << 24, &v)) return 2;
+        o->budget = (int32_t)v;
+        return 0;
+    case O_PEN:
+        if (app_parse_float(arg, &fv) || fv <= 0)
+            return app_usage_error("bad --repeat-penalty '%s' (want > 0)", arg);
+        a->o.sample.repeat_penalty = (float)fv;
+        return 0;
+    case O_LASTN:
+        if (app_opt_int("--repeat-last-n", arg, -1, 1 << 24, &v)) return 2;
+        a->o.sample.repeat_last_n = (int32_t)v;
+        return 0;
+    case O_STOP:
+        if (o->n_stops == COT_MAX_STOPS)
+            return app_usage_error("at most %d --stop strings", COT_MAX_STOPS);
+        o->stops[o->n_stops++] = arg;
+        return 0;
+    default: return -1;
     }
-    if ((r = app_opt_end(argc, argv, mo->path, "cot")) >= 0) return r;
+}
+
+/* The chains' options into the strategy's. */
+static int cot_check(void *self, app_strat_args *a) {
+    cot_opts *o = &((cot_cmd *)self)->o;
+    a->o.u.cot.k = o->k, a->o.budget = o->budget, a->o.stops = o->stops, a->o.n_stops = o->n_stops;
     return -1;
 }
 
-int cmd_cot(int argc, char **argv) {
-    prompt_model_opts mo = prompt_model_default_opts();
-    cot_opts o = {.k = 8, .budget = 128, .sp = sample_default_params()};
-    const char *prompt = "";
-    prompt_chat pc = {0};
-    int r = cot_parse(argc, argv, &o, &mo, &pc, &prompt);
-    if (r >= 0) return r;
-    if (o.so.load) return app_session_replay("cot", &o.so, &mo, o.json, o.quiet);
-    o.model_path = mo.path;
-    if ((r = prompt_chat_check(&pc))) return r;
+static const app_strat_cmd cot_cmd_ops = {
+    .usage = COT_USAGE,
+    .help = cot_usage,
+    .longopts = cot_longopts,
+    .shortopts = "k:n:",
+    .session = true,
+    .opt = cot_opt,
+    .check = cot_check,
+    .setup = cot_setup,
+    .tick = cot_tick,
+    .save = cot_save,
+    .report = cot_report,
+    .free = cot_cmd_free,
+};
 
-    st_err err = {0};
-    prompt_model pm;
-    int32_t n_prompt = 0;
-    int32_t *toks = prompt_open_with(&pm, &mo, &pc, prompt, 0, "the prompt", o.quiet, &n_prompt,
-                                     &o.kind, &err);
-    if (!toks) return app_fail(&err);
-    st_code rc = ST_OK;
-    if (o.k > pm.m->hp.n_vocab)
-        rc = st_set(&err, ST_ERR_ARG, "-k %d is more chains than the %d tokens of the vocabulary",
-                    o.k, pm.m->hp.n_vocab);
-    if (!rc) rc = cot_run(&pm, toks, n_prompt, &o, &err);
-    free(toks);
-    prompt_model_close(&pm);
-    return rc ? app_fail(&err) : 0;
+int cmd_cot(int argc, char **argv) {
+    cot_cmd c = {.o = {.k = 8, .budget = 128}, .t = {.winner = -1}};
+    return app_strategy_cmd(strategy_find("cot"), &cot_cmd_ops, &c, argc, argv);
 }

@@ -193,7 +193,7 @@ static st_code gen_spec(prompt_model *pm, const int32_t *prompt, int32_t n_promp
     gen_stream gs = {.tk = pm->tk};
     strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk,
                         .emit = gen_stream_emit, .emit_ud = &gs};
-    strategy_opts o = strategy_default_opts(so->sp.la.w > 0 ? STRAT_LOOKAHEAD : STRAT_DRAFT);
+    strategy_opts o = strategy_opts_for(strategy_find(so->sp.la.w > 0 ? "lookahead" : "draft"));
     o.u.spec.p = so->sp, o.budget = (int32_t)n_gen, o.n_vocab = pm->m->hp.n_vocab;
     app_run_stats st = {0};
     int64_t made = 0;
@@ -273,7 +273,7 @@ static st_code gen_branches(prompt_model *pm, const int32_t *prompt, int32_t n_p
     strategy *s = NULL;
     strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk, .emit = prompt_emit,
                         .emit_ud = out};
-    strategy_opts o = strategy_default_opts(STRAT_GROW);
+    strategy_opts o = strategy_opts_for(strategy_find("grow"));
     o.sample = *sp, o.budget = (int32_t)n_gen, o.n_vocab = pm->m->hp.n_vocab, o.u.grow.n = k;
     app_run_stats st;
     st_code rc = f && out ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");

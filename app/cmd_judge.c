@@ -16,14 +16,13 @@
 #include "app.h"
 #include "json_out.h"
 #include "forest/forest.h"
-#include "forest/step.h"
 #include "judge_opts.h"
 #include "prompt.h"
 #include "strategy/cot.h"
 #include "strategy/judge.h"
 #include "strategy/merge.h"
 #include "strategy/strategy.h"
-#include "strategy_run.h"
+#include "strategy_cmd.h"
 
 #define JUDGE_MAX_BRANCHES 256
 #define JUDGE_USAGE "usage: multidecode judge -m MODEL [-p PROMPT] (-b TEXT ... | -k K) [options]"
@@ -53,7 +52,6 @@ static void judge_usage(FILE *f) {
 }
 
 typedef struct judge_opts {
-    const char *prompt;
     app_judge_opts jo;
     const char *branches[JUDGE_MAX_BRANCHES];
     int32_t n_branches, k, budget;
@@ -131,7 +129,7 @@ static st_code make_branches(prompt_model *pm, const strategy_env *env, forest_i
         }
         return ST_OK;
     }
-    strategy_opts so = strategy_default_opts(STRAT_COT);
+    strategy_opts so = strategy_opts_for(strategy_find("cot"));
     so.from = at, so.sample = o->sp, so.budget = o->budget, so.n_vocab = pm->m->hp.n_vocab;
     so.u.cot.k = o->k;
     strategy *s = strategy_create(&so, env, err);
@@ -171,40 +169,6 @@ static st_code judge_collect(const strategy *s, const forest *f, const tok *tk, 
         out->winner = cot_majority((const char *const *)out->answer, out->counts, nb, &out->votes);
         weighted_vote(out);
     }
-    return rc;
-}
-
-static st_code judge_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, chat_kind kind,
-                         const judge_opts *o, judged *out, st_err *err) {
-    forest *f = forest_init(pm->n_slots, 0);
-    step_plan plan;
-    step_plan_init(&plan);
-    strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk};
-    judge_prompt jp = {0};
-    forest_id at;
-    branch_set br = {.n = 0};
-    strategy *s = NULL;
-    app_run_stats st = {0};
-    st_code rc = f ? forest_add_root(f, prompt, NULL, n_prompt, 0, &at, err) : st_set(err, ST_ERR_NOMEM, "out of memory");
-    double t0 = mono_now_s();
-    if (!rc) rc = make_branches(pm, &env, at, o, &br, err);
-    if (!rc && br.n == 0) rc = st_set(err, ST_ERR_ARG, "no branch to judge (every chain ended at once)");
-    if (!rc) rc = app_judge_tokens(pm, kind, &o->jo, &jp, err);
-    double t1 = mono_now_s();
-    if (!rc) {
-        strategy_opts so = strategy_default_opts(STRAT_JUDGE);
-        so.n_vocab = pm->m->hp.n_vocab;
-        so.u.judge.branches = br.id, so.u.judge.n = br.n, so.u.judge.prompt = &jp;
-        s = strategy_create(&so, &env, err);
-        rc = s ? judge_drive(s, &env, o, pm->n_slots, &st, err) : err->code;
-    }
-    out->t_grow = t1 - t0, out->t_judge = mono_now_s() - t1, out->judge_rows = (int32_t)st.first_rows;
-    out->n = br.n;
-    if (!rc) rc = judge_collect(s, f, pm->tk, at, o, &br, out, err);
-    strategy_free(s);
-    judge_tokens_free(&jp);
-    step_plan_free(&plan);
-    forest_free(f);
     return rc;
 }
 
@@ -261,73 +225,95 @@ static st_code judge_print(const judge_opts *o, const judged *j, st_err *err) {
     return ST_OK;
 }
 
-/* The options; returns -1 to go on, else the exit status. */
-static int judge_parse(int argc, char **argv, judge_opts *o, prompt_model_opts *mo, prompt_chat *pc) {
-    enum { O_VOTE = 1000 };
-    static const struct option lo[] = {
-        PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS, PROMPT_CHAT_LONGOPTS,
-        {"prompt", 1, 0, 'p'}, {"branch", 1, 0, 'b'}, {"chains", 1, 0, 'k'}, {"tokens", 1, 0, 'n'},
-        JUDGE_OPTS_LONGOPTS,
-        {"vote", 1, 0, O_VOTE}, APP_VOTE_ALL_LONGOPT, {"json", 0, 0, 'J'}, {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    int ch, r;
+/* What judge adds to the driver: its options, the judge's tokens, the branches it
+ * judges and what the report prints. */
+typedef struct judge_cmd {
+    judge_opts o;
+    judge_prompt jp;
+    branch_set br;
+    double t0, t1; /* before the branches, after the judge's tokens */
+    judged j;
+} judge_cmd;
+
+enum { O_VOTE = 1000 };
+static const struct option judge_longopts[] = {
+    {"branch", 1, 0, 'b'}, {"chains", 1, 0, 'k'}, {"tokens", 1, 0, 'n'}, JUDGE_OPTS_LONGOPTS,
+    {"vote", 1, 0, O_VOTE}, APP_VOTE_ALL_LONGOPT, {0, 0, 0, 0}};
+
+static int judge_opt(void *self, app_strat_args *a, int ch, bool is_short, const char *arg) {
+    (void)is_short;
+    judge_opts *o = &((judge_cmd *)self)->o;
+    int r;
     int64_t v;
-    while ((ch = getopt_long(argc, argv, "m:p:b:k:n:j:t:c:qh", lo, NULL)) != -1) {
-        if ((r = prompt_model_opt(mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o->sp, ch, optarg)) >= 0 ||
-            (r = prompt_chat_opt(pc, ch, optarg)) >= 0 ||
-            (r = app_vote_opt(ch, O_VOTE, optarg, &o->vote, &o->json, &o->quiet)) >= 0 || (r = app_judge_opt(&o->jo, ch, optarg)) >= 0) {
-            if (r) return r;
-            continue;
-        }
-        switch (ch) {
-        case 'p': o->prompt = optarg; break;
-        case 'b':
-            if (o->n_branches == JUDGE_MAX_BRANCHES) return app_usage_error("at most %d branches", JUDGE_MAX_BRANCHES);
-            o->branches[o->n_branches++] = optarg;
-            break;
-        case 'k':
-            if (app_opt_int("-k", optarg, 1, JUDGE_MAX_BRANCHES, &v)) return 2;
-            o->k = (int32_t)v;
-            break;
-        case 'n':
-            if (app_opt_int("-n", optarg, 1, 1 << 24, &v)) return 2;
-            o->budget = (int32_t)v;
-            break;
-        case 'h': judge_usage(stdout); return 0;
-        default: return app_usage_error("%s; see multidecode judge --help", JUDGE_USAGE);
-        }
+    if ((r = app_vote_opt(ch, O_VOTE, arg, &o->vote, &a->json, &a->quiet)) >= 0 || (r = app_judge_opt(&o->jo, ch, arg)) >= 0)
+        return r;
+    switch (ch) {
+    case 'b':
+        if (o->n_branches == JUDGE_MAX_BRANCHES) return app_usage_error("at most %d branches", JUDGE_MAX_BRANCHES);
+        o->branches[o->n_branches++] = arg;
+        return 0;
+    case 'k': case 'n': {
+        bool k = ch == 'k';
+        if (app_opt_int(k ? "-k" : "-n", arg, 1, k ? JUDGE_MAX_BRANCHES : 1 << 24, &v)) return 2;
+        *(k ? &o->k : &o->budget) = (int32_t)v;
+        return 0;
     }
-    if ((r = app_opt_end(argc, argv, mo->path, "judge")) >= 0) return r;
-    if ((o->k > 0) == (o->n_branches > 0)) return app_usage_error("judge needs branches: -b TEXT (repeatable) or -k K");
-    return prompt_chat_check(pc) ? 2 : -1;
+    default: return -1;
+    }
 }
 
+static int judge_check(void *self, app_strat_args *a) {
+    (void)a;
+    const judge_opts *o = &((judge_cmd *)self)->o;
+    if ((o->k > 0) == (o->n_branches > 0)) return app_usage_error("judge needs branches: -b TEXT (repeatable) or -k K");
+    return -1;
+}
+
+/* The branches under the prompt (given, or grown as chains) and the judge's tokens. */
+static st_code judge_setup(void *self, app_strat_run *r, st_err *err) {
+    judge_cmd *c = self;
+    judge_opts *o = &c->o;
+    o->sp = r->a->o.sample, o->json = r->a->json, o->quiet = r->a->quiet;
+    c->t0 = mono_now_s();
+    st_code rc = make_branches(r->pm, &r->env, r->a->o.from, o, &c->br, err);
+    int32_t nb = c->br.n;
+    if (!rc && nb == 0) rc = st_set(err, ST_ERR_ARG, "no branch to judge (every chain ended at once)");
+    if (!rc) rc = app_judge_tokens(r->pm, r->kind, &o->jo, &c->jp, err);
+    c->t1 = mono_now_s();
+    c->j.n = nb;
+    r->a->o.u.judge.branches = c->br.id, r->a->o.u.judge.n = nb, r->a->o.u.judge.prompt = &c->jp;
+    return rc;
+}
+
+/* The branches best first (a full KV cache is an error: the judges are one step), then
+ * the statistics. */
+static st_code judge_report(void *self, app_strat_run *r, st_err *err) {
+    judge_cmd *c = self;
+    const judge_opts *o = &c->o;
+    judged *j = &c->j;
+    j->t_grow = c->t1 - c->t0, j->t_judge = mono_now_s() - c->t1, j->judge_rows = (int32_t)r->st.first_rows;
+    st_code rc = r->st.full ? app_run_full_error(r->s, &r->st, r->pm->n_slots, err) : ST_OK;
+    if (!rc) rc = judge_collect(r->s, r->f, r->pm->tk, r->a->o.from, o, &c->br, j, err);
+    if (!rc) rc = judge_print(o, j, err);
+    if (!rc && !o->quiet)
+        fprintf(stderr, "judge: %d branches%s in %.3f s; judged in one step of %d rows in %.3f s\n", (int)j->n,
+                o->k ? " grown" : " added", j->t_grow, (int)j->judge_rows, j->t_judge);
+    return rc;
+}
+
+static void judge_cmd_free(void *self) {
+    judge_cmd *c = self;
+    judged_free(&c->j);
+    judge_tokens_free(&c->jp);
+    app_judge_opts_free(&c->o.jo);
+}
+
+static const app_strat_cmd judge_cmd_ops = {
+    .usage = JUDGE_USAGE, .help = judge_usage, .longopts = judge_longopts, .shortopts = "b:k:n:j:",
+    .opt = judge_opt, .check = judge_check, .setup = judge_setup, .report = judge_report, .free = judge_cmd_free,
+};
+
 int cmd_judge(int argc, char **argv) {
-    prompt_model_opts mo = prompt_model_default_opts();
-    judge_opts o = {.prompt = "", .budget = 128, .sp = sample_default_params()};
-    prompt_chat pc = {0};
-    int r = judge_parse(argc, argv, &o, &mo, &pc);
-    if (r >= 0) {
-        app_judge_opts_free(&o.jo);
-        return r;
-    }
-    prompt_model pm;
-    int32_t n_prompt = 0;
-    chat_kind kind = CHAT_NONE;
-    st_err err = {0};
-    int32_t *toks = prompt_open_with(&pm, &mo, &pc, o.prompt, 0, "the prompt", o.quiet, &n_prompt, &kind, &err);
-    if (!toks) {
-        app_judge_opts_free(&o.jo);
-        return app_fail(&err);
-    }
-    judged j = {0};
-    st_code rc = judge_run(&pm, toks, n_prompt, kind, &o, &j, &err);
-    if (!rc) rc = judge_print(&o, &j, &err);
-    if (!rc && !o.quiet)
-        fprintf(stderr, "judge: %d branches%s in %.3f s; judged in one step of %d rows in %.3f s\n", (int)j.n,
-                o.k ? " grown" : " added", j.t_grow, (int)j.judge_rows, j.t_judge);
-    judged_free(&j);
-    free(toks);
-    app_judge_opts_free(&o.jo);
-    prompt_model_close(&pm);
-    return rc ? app_fail(&err) : 0;
+    judge_cmd c = {.o = {.budget = 128}};
+    return app_strategy_cmd(strategy_find("judge"), &judge_cmd_ops, &c, argc, argv);
 }

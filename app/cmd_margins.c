@@ -18,14 +18,11 @@
 
 #include "base/clock.h"
 #include "strategy/margins.h"
-#include "forest/step.h"
 #include "app.h"
 #include "json_out.h"
 #include "prompt.h"
 #include "session_replay.h"
-#include "strategy_run.h"
-
-#define MARGINS_MAX_CHUNKS 1024
+#include "strategy_cmd.h"
 
 /* The first line of --help, which a mistyped option prints instead of the whole help. */
 #define MARGINS_USAGE "usage: multidecode margins -m MODEL --context FILE -q QUESTION [options]"
@@ -59,7 +56,7 @@ static void margins_usage(FILE *f) {
 }
 
 typedef struct margins_opts {
-    const char *question, *model_path;
+    const char *question;
     int32_t chunk, note_tokens, answer_tokens, gap;
     sample_params sp;
     bool json, quiet;
@@ -125,13 +122,11 @@ typedef struct margins_job {
     int32_t n_ch, *ptok[MARGINS_MAX_CHUNKS], plen[MARGINS_MAX_CHUNKS];
     int32_t *fin, n_fin;               /* the answer's prompt tokens */
     char *ans;                         /* the answer's text */
-    forest *f;
-    step_plan plan;
-    strategy *s;                       /* the margins strategy */
+    margins_opts o;
+    forest *f;                         /* the driver's, from the setup on */
+    strategy *s;                       /* the margins strategy, once created */
     const margins *mg;                 /* its state (notes, answer, phase) */
     prompt_model *pm;
-    const margins_opts *o;
-    app_progress pr;
     app_run_stats st;                  /* the whole run (st.full: the cache filled up) */
     int32_t steps, answer_steps, max_rows; /* note steps, answer steps */
     int64_t rows;                      /* note rows after the prefill */
@@ -171,13 +166,13 @@ static int32_t *margins_answer_tokens(void *ud, const char *notes, int32_t *n, s
     margins_job *j = ud;
     free(j->fin);
     j->fin = NULL;
-    if (j->o->gap >= 0) {
-        if (!(j->fin = gap_tail(j->pm, j->o, j->pc.on ? j->kind : CHAT_NONE, &j->n_fin, err))) return NULL;
-        if (!j->o->quiet)
+    if (j->o.gap >= 0) {
+        if (!(j->fin = gap_tail(j->pm, &j->o, j->pc.on ? j->kind : CHAT_NONE, &j->n_fin, err))) return NULL;
+        if (!j->o.quiet)
             fprintf(stderr, "margins: EXPERIMENTAL rope-gap answer (gap %d): the answer reads the "
-                    "notes' K/V side by side; it differs from the exact merge\n", j->o->gap);
+                    "notes' K/V side by side; it differs from the exact merge\n", j->o.gap);
     } else {
-        char *text = margins_answer_prompt(j->o->question, notes, j->pc.on);
+        char *text = margins_answer_prompt(j->o.question, notes, j->pc.on);
         j->fin = text ? prompt_tokens(j->pm, &j->pc, text, &j->n_fin, NULL, err) : NULL;
         if (!text) st_set(err, ST_ERR_NOMEM, "out of memory");
         free(text);
@@ -191,26 +186,39 @@ static int32_t *margins_answer_tokens(void *ud, const char *notes, int32_t *n, s
     return t;
 }
 
-/* The margins strategy over the note prompts; ST_ERR_CONTEXT when they do not fit. */
-static st_code margins_start(margins_job *j, prompt_model *pm, const margins_opts *o,
-                             const strategy_env *env, st_err *err) {
-    strategy_opts so = strategy_default_opts(STRAT_MARGINS);
-    so.sample = o->sp, so.budget = o->note_tokens, so.n_vocab = pm->m->hp.n_vocab;
-    so.u.margins.prompts = (const int32_t *const *)j->ptok, so.u.margins.lens = j->plen;
-    so.u.margins.n_chunks = j->n_ch, so.u.margins.answer_budget = o->answer_tokens;
+/* The note prompts and the margins strategy's options over them. */
+static st_code margins_setup(void *self, app_strat_run *r, st_err *err) {
+    margins_job *j = self;
+    margins_opts *o = &j->o;
+    o->sp = r->a->o.sample, o->json = r->a->json, o->quiet = r->a->quiet, o->so = r->a->so;
+    j->pc = r->a->pc, j->pm = r->pm, j->f = r->f;
+    st_code rc = margins_prompts(j, r->pm, r->context, o, err);
+    strategy_opts *so = &r->a->o;
+    so->budget = o->note_tokens;
+    so->u.margins.prompts = (const int32_t *const *)j->ptok, so->u.margins.lens = j->plen;
+    so->u.margins.n_chunks = j->n_ch, so->u.margins.answer_budget = o->answer_tokens;
     /* -n 0: no answer to grow (the strategy reads an answer budget of 0 as the notes'),
-     * its prompt is still made for the report (margins_write) */
-    so.u.margins.gap = o->gap;
-    so.u.margins.answer = o->answer_tokens > 0 ? margins_answer_tokens : NULL;
-    so.u.margins.answer_ud = j;
-    if (!(j->s = strategy_create(&so, env, err))) return err->code;
+     * its prompt is still made for the report (margins_report) */
+    so->u.margins.gap = o->gap;
+    so->u.margins.answer = o->answer_tokens > 0 ? margins_answer_tokens : NULL;
+    so->u.margins.answer_ud = j;
+    return rc;
+}
+
+/* The prompts the strategy added must fit the cache (ST_ERR_CONTEXT); then the template
+ * in use is shown. */
+static st_code margins_created(void *self, app_strat_run *r, st_err *err) {
+    margins_job *j = self;
+    j->s = r->s;
     j->mg = strategy_margins(j->s);
+    j->phase = j->mg->phase;
     int32_t prompt_slots = kv_alloc_used(forest_kv(j->f)) + forest_n_pending(j->f);
-    if (prompt_slots > pm->n_slots)
+    if (prompt_slots > r->pm->n_slots)
         return st_set(err, ST_ERR_CONTEXT, "the %d chunk prompts need %d KV slots (a shared "
                       "prefix of %d tokens + %d chunk tokens), more than the KV cache of %d "
                       "(raise it with -c)", j->n_ch, prompt_slots, j->mg->n_shared,
-                      prompt_slots - j->mg->n_shared, pm->n_slots);
+                      prompt_slots - j->mg->n_shared, r->pm->n_slots);
+    prompt_report_chat(&j->pc, j->kind, j->o.quiet);
     return ST_OK;
 }
 
@@ -218,7 +226,8 @@ static st_code margins_start(margins_job *j, prompt_model *pm, const margins_opt
 static bool margins_tick(void *ud, const strategy *s, const strategy_env *env,
                          const app_run_stats *st) {
     (void)s, (void)st;
-    margins_job *j = ud;
+    app_strat_run *r = ud;
+    margins_job *j = r->self;
     int32_t rows = env->plan->n_rows, slots = kv_alloc_used(forest_kv(env->f));
     if (j->phase == MARGINS_NOTES) {
         if (j->steps++ > 0) {
@@ -226,30 +235,26 @@ static bool margins_tick(void *ud, const strategy *s, const strategy_env *env,
             if (rows > j->max_rows) j->max_rows = rows;
         }
         j->t1 = mono_now_s();
-        app_progress_tick(&j->pr, "margins: note step %d/%d, %d rows, %d notes running, KV %d "
-                          "slots", j->steps, j->o->note_tokens, rows, j->mg->notes.n_active, slots);
+        app_progress_tick(&r->pr, "margins: note step %d/%d, %d rows, %d notes running, KV %d "
+                          "slots", j->steps, j->o.note_tokens, rows, j->mg->notes.n_active, slots);
     } else {
         j->answer_steps++;
-        app_progress_tick(&j->pr, "margins: answer step %d/%d, KV %d slots", j->answer_steps,
-                          j->o->answer_tokens, slots);
+        app_progress_tick(&r->pr, "margins: answer step %d/%d, KV %d slots", j->answer_steps,
+                          j->o.answer_tokens, slots);
     }
     j->phase = j->mg->phase;
     return true;
 }
 
-/* The notes, then the answer, to its end or a full KV cache (j->st.full; while writing the
- * notes: ST_NO_KV_SLOT); then the answer's text. */
-static st_code margins_write(margins_job *j, prompt_model *pm, const strategy_env *env,
-                             st_err *err) {
-    j->phase = j->mg->phase;
-    app_progress_init(&j->pr, !j->o->quiet);
-    st_code rc = app_strategy_run(j->s, env, &j->st, margins_tick, j, err);
-    app_progress_end(&j->pr);
+/* After the notes and the answer ran to their ends or a full KV cache (j->st.full; while
+ * writing the notes: ST_NO_KV_SLOT): the answer's text. */
+static st_code margins_write(margins_job *j, prompt_model *pm, st_err *err) {
+    st_code rc = ST_OK;
     if (!j->steps) j->t1 = j->st.t0;
     if (!rc && j->st.full && j->mg->phase == MARGINS_NOTES)
         return st_set(err, ST_NO_KV_SLOT, "the KV cache of %d slots is full while writing the "
                       "notes (raise it with -c)", pm->n_slots);
-    if (!rc && j->o->answer_tokens == 0) { /* the prompt of an answer of no tokens */
+    if (!rc && j->o.answer_tokens == 0) { /* the prompt of an answer of no tokens */
         char *notes = margins_notes_text(j->mg, j->f, pm->tk, "\n\n", err);
         int32_t n = 0, *t = notes ? margins_answer_tokens(j, notes, &n, err) : NULL;
         free(notes);
@@ -326,132 +331,97 @@ static void margins_stats(const margins_job *j, const margins_opts *o) {
             j->answer_steps, j->st.t2 - j->t1, kv_alloc_used(forest_kv(j->f)));
 }
 
-/* --save: the forest, the settings, and which note (seed) or the answer made each node. */
-static st_code margins_save(const margins_job *j, const prompt_model *pm, const margins_opts *o,
-                            st_err *err) {
-    session_settings ss;
-    char v[64];
-    st_code rc = app_session_settings(&ss, "margins", o->model_path, &o->sp,
-                                      j->pc.on ? j->kind : CHAT_NONE, err);
-    if (!rc) rc = session_settings_set(&ss, "question", o->question, err);
-    snprintf(v, sizeof v, "%d", o->chunk);
-    if (!rc) rc = session_settings_set(&ss, "chunk", v, err);
-    snprintf(v, sizeof v, "%d", o->note_tokens);
-    if (!rc) rc = session_settings_set(&ss, "note_tokens", v, err);
-    if (!rc) rc = session_settings_set(&ss, "mode", o->gap < 0 ? "exact" : "rope-gap", err);
+/* --save: the settings, and which note (seed) or the answer made each node. */
+static st_code margins_save(void *self, const app_strat_run *r, session_settings *ss, st_err *err) {
+    (void)r;
+    const margins_job *j = self;
+    const margins_opts *o = &j->o;
+    st_code rc = session_settings_set(ss, "question", o->question, err);
+    if (!rc) rc = app_session_set_int(ss, "chunk", o->chunk, err);
+    if (!rc) rc = app_session_set_int(ss, "note_tokens", o->note_tokens, err);
+    if (!rc) rc = session_settings_set(ss, "mode", o->gap < 0 ? "exact" : "rope-gap", err);
     for (int32_t i = 0; i < j->n_ch && !rc; i++)
-        rc = app_session_mark(&ss, j->f, j->mg->note_from[i], j->mg->notes.br[i].leaf,
+        rc = app_session_mark(ss, j->f, j->mg->note_from[i], j->mg->notes.br[i].leaf,
                               "margins-note", o->sp.seed + (uint64_t)i, err);
     if (!rc && j->mg->answer.n > 0) /* the answer samples with seed S + chunks */
-        rc = app_session_mark(&ss, j->f, j->mg->answer_from, j->mg->answer.br[0].leaf,
+        rc = app_session_mark(ss, j->f, j->mg->answer_from, j->mg->answer.br[0].leaf,
                               "margins-answer", o->sp.seed + (uint64_t)j->n_ch, err);
-    if (!rc) rc = app_session_save(o->so.save, j->f, pm->m, pm->tk, &ss, err);
-    session_settings_free(&ss);
     return rc;
 }
 
-static void margins_job_free(margins_job *j) {
+/* The notes and the answer, the full-cache note, the statistics and --save. */
+static st_code margins_report(void *self, app_strat_run *r, st_err *err) {
+    margins_job *j = self;
+    j->st = r->st;
+    st_code rc = margins_write(j, r->pm, err);
+    if (!rc) rc = margins_print(j, r->pm, &j->o, err);
+    fflush(stdout);
+    if (!rc && j->st.full)
+        app_run_full_note(r->pm->n_slots);
+    if (!rc && !j->o.quiet) margins_stats(j, &j->o);
+    if (!rc && j->o.so.save) rc = app_strat_save(r, &j->o.sp, j->pc.on ? j->kind : CHAT_NONE, err);
+    return rc;
+}
+
+static void margins_job_free(void *self) {
+    margins_job *j = self;
     free(j->ans);
     free(j->fin);
-    strategy_free(j->s);
-    step_plan_free(&j->plan);
-    forest_free(j->f);
     for (int32_t i = 0; i < j->n_ch; i++) free(j->ptok[i]);
     free(j->ctx);
 }
 
-static st_code margins_run(prompt_model *pm, const char *context, const margins_opts *o,
-                           st_err *err) {
-    margins_job j = {.pc = o->pc, .kind = CHAT_NONE, .pm = pm, .o = o};
-    j.pc.on = false; /* --system alone asks for none: it needs a template (below) */
-    prompt_chat_decide(&j.pc, pm->m, NULL);
-    step_plan_init(&j.plan);
-    strategy_env env = {.f = j.f = forest_init(pm->n_slots, 0), .plan = &j.plan, .ctx = pm->ctx,
-                        .tk = pm->tk};
-    st_code rc = ST_OK;
-    if (!j.f) rc = st_set(err, ST_ERR_NOMEM, "out of memory");
-    else if (!j.pc.on && j.pc.system)
-        rc = st_set(err, ST_ERR_ARG, "--system needs a chat template, and the model has none "
-                    "(name one with --chat-template)");
-    if (!rc) rc = margins_prompts(&j, pm, context, o, err);
-    if (!rc) rc = margins_start(&j, pm, o, &env, err);
-    if (!rc) {
-        prompt_report_chat(&j.pc, j.kind, o->quiet);
-        rc = margins_write(&j, pm, &env, err);
-    }
-    if (!rc) rc = margins_print(&j, pm, o, err);
-    fflush(stdout);
-    if (!rc && j.st.full)
-        app_run_full_note(pm->n_slots);
-    if (!rc && !o->quiet) margins_stats(&j, o);
-    if (!rc && o->so.save) rc = margins_save(&j, pm, o, err);
-    margins_job_free(&j);
-    return rc;
+enum { O_CHUNK = 1000, O_NOTE, O_GAP };
+static const struct option margins_longopts[] = {
+    {"question", 1, 0, 'q'}, {"tokens", 1, 0, 'n'}, {"chunk", 1, 0, O_CHUNK},
+    {"note-tokens", 1, 0, O_NOTE}, {"rope-gap", 1, 0, O_GAP}, {0, 0, 0, 0}};
+
+static int margins_opt(void *self, app_strat_args *a, int ch, bool is_short, const char *arg) {
+    (void)a, (void)is_short;
+    margins_opts *o = &((margins_job *)self)->o;
+    int64_t v;
+    int32_t *dst = ch == 'n' ? &o->answer_tokens : ch == O_CHUNK ? &o->chunk : ch == O_NOTE ? &o->note_tokens
+                 : ch == O_GAP ? &o->gap : NULL;
+    const char *name = ch == 'n' ? "-n" : ch == O_CHUNK ? "--chunk" : ch == O_NOTE ? "--note-tokens" : "--rope-gap";
+    if (ch == 'q') o->question = arg;
+    if (ch == 'q' || !dst) return ch == 'q' ? 0 : -1;
+    if (app_opt_int(name, arg, ch == 'n' || ch == O_GAP ? 0 : 1, 1 << 24, &v)) return 2;
+    *dst = (int32_t)v;
+    return 0;
 }
 
-int cmd_margins(int argc, char **argv) {
-    enum { O_CHUNK = 1000, O_NOTE, O_GAP };
-    static const struct option lo[] = {
-        PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS, SESSION_OPTS_LONGOPTS,
-        {"context", 1, 0, 'x'}, {"question", 1, 0, 'q'}, {"tokens", 1, 0, 'n'},
-        {"chunk", 1, 0, O_CHUNK}, {"note-tokens", 1, 0, O_NOTE}, {"rope-gap", 1, 0, O_GAP},
-        {"json", 0, 0, 'J'}, {"raw", 0, 0, 'R'}, {"system", 1, 0, 'Y'},
-        {"chat-template", 1, 0, 'E'}, {"quiet", 0, 0, 'Q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    prompt_model_opts mo = prompt_model_default_opts();
-    margins_opts o = {.chunk = 512, .note_tokens = 64, .answer_tokens = 128, .gap = -1,
-                      .sp = sample_default_params()};
-    o.sp.temp = 0; /* notes and answer are greedy unless asked otherwise */
-    const char *ctx_path = NULL;
-    int64_t v;
-    int ch, r;
-    while ((ch = getopt_long(argc, argv, "m:t:c:x:q:n:Qh", lo, NULL)) != -1) {
-        if ((r = prompt_model_opt(&mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o.sp, ch, optarg)) >= 0) {
-            if (r) return r;
-            continue;
-        }
-        if (app_session_opt(&o.so, ch, optarg) == 0) continue;
-        switch (ch) {
-        case 'x': ctx_path = optarg; break;
-        case 'q': o.question = optarg; break;
-        case 'n':
-            if (app_opt_int("-n", optarg, 0, 1 << 24, &v)) return 2;
-            o.answer_tokens = (int32_t)v;
-            break;
-        case O_CHUNK:
-            if (app_opt_int("--chunk", optarg, 1, 1 << 24, &v)) return 2;
-            o.chunk = (int32_t)v;
-            break;
-        case O_NOTE:
-            if (app_opt_int("--note-tokens", optarg, 1, 1 << 24, &v)) return 2;
-            o.note_tokens = (int32_t)v;
-            break;
-        case O_GAP:
-            if (app_opt_int("--rope-gap", optarg, 0, 1 << 24, &v)) return 2;
-            o.gap = (int32_t)v;
-            break;
-        case 'J': o.json = true; break;
-        case 'R': case 'Y': case 'E':
-            if ((r = prompt_chat_opt(&o.pc, ch, optarg))) return r;
-            break;
-        case 'Q': o.quiet = true; break;
-        case 'h': margins_usage(stdout); return 0;
-        default: return app_usage_error("%s; see multidecode margins --help", MARGINS_USAGE);
-        }
-    }
-    if (optind < argc) return app_usage_error("unexpected argument '%s'", argv[optind]);
-    if (!mo.path) return app_usage_error("margins needs a model: -m MODEL");
-    o.model_path = mo.path;
-    if (o.so.load) return app_session_replay("margins", &o.so, &mo, o.json, o.quiet);
-    if (!ctx_path) return app_usage_error("margins needs a context: --context FILE");
-    if (!o.question) return app_usage_error("margins needs a question: -q QUESTION");
-    if ((r = prompt_chat_check(&o.pc))) return r;
+static int margins_check(void *self, app_strat_args *a) {
+    (void)a;
+    if (!((margins_job *)self)->o.question) return app_usage_error("margins needs a question: -q QUESTION");
+    return -1;
+}
 
-    st_err err = {0};
-    prompt_model pm;
-    char *context = prompt_open_file(&pm, &mo, ctx_path, "context file", &err);
-    if (!context) return app_fail(&err);
-    st_code rc = margins_run(&pm, context, &o, &err);
-    free(context);
-    prompt_model_close(&pm);
-    return rc ? app_fail(&err) : 0;
+static void margins_defaults(void *self, app_strat_args *a) {
+    margins_job *j = self;
+    j->o = (margins_opts){.chunk = 512, .note_tokens = 64, .answer_tokens = 128, .gap = -1};
+    j->kind = CHAT_NONE;
+    a->o.sample.temp = 0; /* notes and answer are greedy unless asked otherwise */
+}
+
+static const app_strat_cmd margins_cmd = {
+    .usage = MARGINS_USAGE,
+    .help = margins_usage,
+    .longopts = margins_longopts,
+    .shortopts = "q:n:",
+    .context = true,
+    .session = true,
+    .defaults = margins_defaults,
+    .opt = margins_opt,
+    .check = margins_check,
+    .setup = margins_setup,
+    .tick = margins_tick,
+    .created = margins_created,
+    .save = margins_save,
+    .report = margins_report,
+    .free = margins_job_free,
+};
+
+int cmd_margins(int argc, char **argv) {
+    margins_job j = {0};
+    return app_strategy_cmd(strategy_find("margins"), &margins_cmd, &j, argc, argv);
 }

@@ -350,7 +350,7 @@ static bool plan_spec_tick(void *ud, const strategy *s, const strategy_env *env,
  * but the steps, no window adaptation (every step shows the window). */
 static strategy *plan_spec_create(const spec_opts *so, strategy_env *env, forest_id tip, plan_spec_ud *u,
                                   st_err *err) {
-    strategy_opts o = strategy_default_opts(so->sp.la.w > 0 ? STRAT_LOOKAHEAD : STRAT_DRAFT);
+    strategy_opts o = strategy_opts_for(strategy_find(so->sp.la.w > 0 ? "lookahead" : "draft"));
     o.from = tip;
     o.budget = INT32_MAX;
     o.u.spec.p = so->sp;
@@ -586,9 +586,10 @@ static st_code plan_forest(plan_job *j, prompt_model *pm, const plan_opts *o, st
      * branches grow from the context's last node (grow returns its logits too) */
     /* one prompt: k chains with distinct first tokens (cot), so that the forks differ
        even greedily; several: k sampled branches from each */
-    strategy_opts so = strategy_default_opts(j->n_trees == 1 && o->k > 1 ? STRAT_COT : STRAT_GROW);
+    bool cot = j->n_trees == 1 && o->k > 1;
+    strategy_opts so = strategy_opts_for(strategy_find(cot ? "cot" : "grow"));
     so.sample = o->sp, so.budget = (int32_t)o->steps, so.n_vocab = pm->m->hp.n_vocab;
-    if (so.kind == STRAT_COT) so.from = from[0], so.u.cot.k = (int32_t)o->k;
+    if (cot) so.from = from[0], so.u.cot.k = (int32_t)o->k;
     else so.u.grow.n = (int32_t)o->k, so.u.grow.starts = from, so.u.grow.n_starts = j->n_trees;
     j->env = (strategy_env){.f = j->f, .plan = &j->plan, .ctx = pm->ctx, .tk = pm->tk, .emit = plan_emit,
                             .emit_ud = &j->smp};

@@ -10,17 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
 #include "app.h"
 #include "json_out.h"
 #include "forest/forest.h"
-#include "forest/step.h"
 #include "judge_opts.h"
 #include "prompt.h"
 #include "strategy/cot.h"
 #include "strategy/merge.h"
 #include "strategy/strategy.h"
-#include "strategy_run.h"
+#include "strategy_cmd.h"
 
 #define TOT_MAX_DELIMS 16
 #define TOT_USAGE "usage: multidecode tot -m MODEL -p PROMPT [options]"
@@ -56,75 +54,88 @@ static void tot_usage(FILE *f) {
                "      --think on|off   the template's thinking switch (Qwen3; default on)\n");
 }
 
+/* What tot adds to the driver's options (the search's own are in strategy_opts.u.tot). */
 typedef struct tot_opts {
-    const char *prompt;
     const char *delims[TOT_MAX_DELIMS];
-    int32_t n_delims, k, b, d, budget;
-    sample_params sp;
+    int32_t n_delims;
     app_judge_opts jo;
     cot_vote_spec vote;
-    bool json, quiet, dfs;
-    double threshold;
+    judge_prompt jp; /* the judge's tokens, once the model is open */
 } tot_opts;
 
-static int tot_parse(int argc, char **argv, tot_opts *o, prompt_model_opts *mo, prompt_chat *pc) {
-    enum { O_DELIM = 1000, O_VOTE, O_MODE, O_THRESHOLD };
-    static const struct option lo[] = {
-        PROMPT_MODEL_LONGOPTS, PROMPT_SAMPLE_LONGOPTS, PROMPT_CHAT_LONGOPTS, JUDGE_OPTS_LONGOPTS,
-        {"prompt", 1, 0, 'p'}, {"thoughts", 1, 0, 'k'}, {"keep", 1, 0, 'b'}, {"depth", 1, 0, 'd'},
-        {"tokens", 1, 0, 'n'}, {"delim", 1, 0, O_DELIM}, {"vote", 1, 0, O_VOTE}, {"json", 0, 0, 'J'},
-        {"mode", 1, 0, O_MODE}, {"threshold", 1, 0, O_THRESHOLD},
-        {"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+enum { O_DELIM = 1000, O_VOTE, O_MODE, O_THRESHOLD };
+static const struct option tot_longopts[] = {
+    JUDGE_OPTS_LONGOPTS, {"thoughts", 1, 0, 'k'}, {"keep", 1, 0, 'b'}, {"depth", 1, 0, 'd'},
+    {"tokens", 1, 0, 'n'}, {"delim", 1, 0, O_DELIM}, {"vote", 1, 0, O_VOTE}, {"mode", 1, 0, O_MODE},
+    {"threshold", 1, 0, O_THRESHOLD}, {0, 0, 0, 0}};
+
+static void tot_defaults(void *self, app_strat_args *a) {
+    (void)self;
+    a->o.sample.temp = 0.7f;
+}
+
+/* --delim TEXT ('sentence': the four sentence ends): 0, or 2 after a usage error. */
+static int tot_delim(tot_opts *t, const char *arg) {
     static const char *const sentence[] = {".", "!", "?", "\n"};
-    int ch, r;
-    int64_t v;
-    while ((ch = getopt_long(argc, argv, "m:p:k:b:d:n:j:t:c:qh", lo, NULL)) != -1) {
-        if ((r = prompt_model_opt(mo, ch, optarg)) >= 0 || (r = prompt_sample_opt(&o->sp, ch, optarg)) >= 0 ||
-            (r = prompt_chat_opt(pc, ch, optarg)) >= 0 ||
-            (r = app_vote_opt(ch, O_VOTE, optarg, &o->vote, &o->json, &o->quiet)) >= 0 || (r = app_judge_opt(&o->jo, ch, optarg)) >= 0) {
-            if (r) return r;
-            continue;
-        }
-        int32_t *dst = ch == 'k' ? &o->k : ch == 'b' ? &o->b : ch == 'd' ? &o->d : ch == 'n' ? &o->budget : NULL;
-        if (dst) {
-            char name[3] = {'-', (char)ch, 0};
-            if (app_opt_int(name, optarg, 1, ch == 'n' ? 1 << 20 : 256, &v)) return 2;
-            *dst = (int32_t)v;
-            continue;
-        }
-        switch (ch) {
-        case 'p': o->prompt = optarg; break;
-        case O_DELIM:
-            if (!strcmp(optarg, "sentence")) {
-                for (int i = 0; i < 4 && o->n_delims < TOT_MAX_DELIMS; i++) o->delims[o->n_delims++] = sentence[i];
-            } else if (o->n_delims < TOT_MAX_DELIMS) {
-                o->delims[o->n_delims++] = optarg;
-            } else {
-                return app_usage_error("at most %d --delim strings", TOT_MAX_DELIMS);
-            }
-            break;
-        case O_MODE:
-            if (strcmp(optarg, "bfs") && strcmp(optarg, "dfs")) return app_usage_error("--mode: bfs or dfs, not '%s'", optarg);
-            o->dfs = !strcmp(optarg, "dfs");
-            break;
-        case O_THRESHOLD: {
-            char *end;
-            o->threshold = strtod(optarg, &end);
-            if (end == optarg || *end || isnan(o->threshold))
-                return app_usage_error("--threshold: a number, not '%s'", optarg);
-            break;
-        }
-        case 'h': tot_usage(stdout); return 0;
-        default: return app_usage_error("%s; see multidecode tot --help", TOT_USAGE);
-        }
+    if (!strcmp(arg, "sentence")) {
+        for (int i = 0; i < 4 && t->n_delims < TOT_MAX_DELIMS; i++) t->delims[t->n_delims++] = sentence[i];
+    } else if (t->n_delims < TOT_MAX_DELIMS) {
+        t->delims[t->n_delims++] = arg;
+    } else {
+        return app_usage_error("at most %d --delim strings", TOT_MAX_DELIMS);
     }
-    if ((r = app_opt_end(argc, argv, mo->path, "tot")) >= 0) return r;
-    if (o->n_delims == 0) o->delims[o->n_delims++] = "\n";
-    return prompt_chat_check(pc) ? 2 : -1;
+    return 0;
+}
+
+static int tot_opt(void *self, app_strat_args *a, int ch, bool is_short, const char *arg) {
+    (void)is_short;
+    tot_opts *t = self;
+    int r;
+    int64_t v;
+    if ((r = app_vote_opt(ch, O_VOTE, arg, &t->vote, &a->json, &a->quiet)) >= 0 || (r = app_judge_opt(&t->jo, ch, arg)) >= 0)
+        return r;
+    int32_t *dst = ch == 'k' ? &a->o.u.tot.k : ch == 'b' ? &a->o.u.tot.b : ch == 'd' ? &a->o.u.tot.d
+                 : ch == 'n' ? &a->o.budget : NULL;
+    if (dst) {
+        char name[3] = {'-', (char)ch, 0};
+        if (app_opt_int(name, arg, 1, ch == 'n' ? 1 << 20 : 256, &v)) return 2;
+        *dst = (int32_t)v;
+        return 0;
+    }
+    switch (ch) {
+    case O_DELIM: return tot_delim(t, arg);
+    case O_MODE:
+        if (strcmp(arg, "bfs") && strcmp(arg, "dfs")) return app_usage_error("--mode: bfs or dfs, not '%s'", arg);
+        a->o.u.tot.dfs = !strcmp(arg, "dfs");
+        return 0;
+    case O_THRESHOLD: {
+        char *end;
+        a->o.u.tot.threshold = strtod(arg, &end);
+        if (end == arg || *end || isnan(a->o.u.tot.threshold))
+            return app_usage_error("--threshold: a number, not '%s'", arg);
+        return 0;
+    }
+    default: return -1;
+    }
+}
+
+static int tot_check(void *self, app_strat_args *a) {
+    tot_opts *t = self;
+    if (t->n_delims == 0) t->delims[t->n_delims++] = "\n";
+    a->o.stops = t->delims, a->o.n_stops = t->n_delims;
+    return -1;
+}
+
+/* The judge's tokens for the model and the prompt's template. */
+static st_code tot_setup(void *self, app_strat_run *r, st_err *err) {
+    tot_opts *t = self;
+    st_code rc = app_judge_tokens(r->pm, r->kind, &t->jo, &t->jp, err);
+    r->a->o.u.tot.prompt = &t->jp;
+    return rc;
 }
 
 /* The kept leaves best first, their texts below the prompt (and answers). */
-static st_code tot_print(const tot_opts *o, const strategy *s, const forest *f, const tok *tk, forest_id at,
+static st_code tot_print(const tot_opts *o, bool json, const strategy *s, const forest *f, const tok *tk, forest_id at,
                          bool full, st_err *err) {
     json_t *arr = json_array();
     int32_t n = strategy_n_results(s);
@@ -135,7 +146,7 @@ static st_code tot_print(const tot_opts *o, const strategy *s, const forest *f, 
         char *text = merge_branch_text(f, tk, at, r.leaf, NULL);
         char *ans = text && o->vote.kind ? malloc(strlen(text) + 1) : NULL;
         if (ans && cot_extract(&o->vote, text, ans, strlen(text) + 1) < 0) free(ans), ans = NULL;
-        if (o->json) {
+        if (json) {
             json_t *l = json_object();
             jo_set(&l, "rank", json_integer(i + 1));
             jo_set(&l, "score", jo_sig(r.score, 9));
@@ -151,7 +162,7 @@ static st_code tot_print(const tot_opts *o, const strategy *s, const forest *f, 
         free(ans);
     }
     st_code rc = ST_OK;
-    if (o->json) {
+    if (json) {
         json_t *root = json_object();
         jo_set(&root, "leaves", arr);
         jo_set(&root, "answer", best_answer ? jo_str(best_answer) : json_null());
@@ -165,70 +176,43 @@ static st_code tot_print(const tot_opts *o, const strategy *s, const forest *f, 
     return rc;
 }
 
-/* The search on the commands' loop (strategy_run.h). A full KV cache stops it: the best
- * leaves of the last level judged are printed with the commands' note, or, before any
- * level was judged, it is an error. */
-static st_code tot_run(prompt_model *pm, const int32_t *prompt, int32_t n_prompt, chat_kind kind, const tot_opts *o,
-                       st_err *err) {
-    forest *f = forest_init(pm->n_slots, 0);
-    step_plan plan;
-    step_plan_init(&plan);
-    judge_prompt jp = {0};
-    strategy *s = NULL;
-    forest_id at;
-    app_run_stats st = {0};
-    st_code rc = f ? forest_add_root(f, prompt, NULL, n_prompt, 0, &at, err) : st_set(err, ST_ERR_NOMEM, "out of memory");
-    if (!rc) rc = app_judge_tokens(pm, kind, &o->jo, &jp, err);
-    strategy_env env = {.f = f, .plan = &plan, .ctx = pm->ctx, .tk = pm->tk};
-    if (!rc) {
-        strategy_opts so = strategy_default_opts(STRAT_TOT);
-        so.from = at, so.sample = o->sp, so.budget = o->budget, so.n_vocab = pm->m->hp.n_vocab;
-        so.stops = o->delims, so.n_stops = o->n_delims;
-        so.u.tot.k = o->k, so.u.tot.b = o->b, so.u.tot.d = o->d, so.u.tot.prompt = &jp;
-        so.u.tot.dfs = o->dfs, so.u.tot.threshold = o->threshold;
-        s = strategy_create(&so, &env, err);
-        rc = s ? ST_OK : err->code;
-    }
-    app_progress pr;
-    app_progress_init(&pr, !o->quiet);
-    if (!rc) rc = app_strategy_run(s, &env, &st, app_run_progress_tick, &pr, err);
-    app_progress_end(&pr);
-    if (!rc && st.full && strategy_n_results(s) == 0) rc = app_run_full_error(s, &st, pm->n_slots, err);
-    if (!rc) rc = tot_print(o, s, f, pm->tk, at, st.full, err);
+/* The best leaves of the last level judged (a full KV cache stops the search: with the
+ * commands' note, or before any level was judged, an error), then the statistics. */
+static st_code tot_report(void *self, app_strat_run *r, st_err *err) {
+    const tot_opts *t = self;
+    st_code rc = app_strat_full_check(r, err);
+    if (!rc) rc = tot_print(t, r->a->json, r->s, r->f, r->pm->tk, r->a->o.from, r->st.full, err);
     fflush(stdout);
-    if (!rc && st.full) app_run_full_note(pm->n_slots);
-    if (!rc && !o->quiet) {
+    if (!rc && r->st.full) app_run_full_note(r->pm->n_slots);
+    if (!rc && !r->a->quiet) {
         strategy_progress p;
-        strategy_get_progress(s, &p);
-        fprintf(stderr, "%s; %d steps, %lld rows in %.3f s; KV slots used %d\n", p.text, (int)st.steps,
-                (long long)(st.first_rows + st.rows), st.t2 - st.t0, kv_alloc_used(forest_kv(f)));
+        strategy_get_progress(r->s, &p);
+        fprintf(stderr, "%s; %d steps, %lld rows in %.3f s; KV slots used %d\n", p.text, (int)r->st.steps,
+                (long long)(r->st.first_rows + r->st.rows), r->st.t2 - r->st.t0, kv_alloc_used(forest_kv(r->f)));
     }
-    strategy_free(s);
-    judge_tokens_free(&jp);
-    step_plan_free(&plan);
-    forest_free(f);
     return rc;
 }
 
+static void tot_free(void *self) {
+    tot_opts *t = self;
+    judge_tokens_free(&t->jp);
+    app_judge_opts_free(&t->jo);
+}
+
+static const app_strat_cmd tot_cmd = {
+    .usage = TOT_USAGE,
+    .help = tot_usage,
+    .longopts = tot_longopts,
+    .shortopts = "k:b:d:n:j:",
+    .defaults = tot_defaults,
+    .opt = tot_opt,
+    .check = tot_check,
+    .setup = tot_setup,
+    .report = tot_report,
+    .free = tot_free,
+};
+
 int cmd_tot(int argc, char **argv) {
-    prompt_model_opts mo = prompt_model_default_opts();
-    tot_opts o = {.prompt = "", .k = 3, .b = 2, .d = 3, .budget = 24, .sp = sample_default_params(),
-                  .threshold = -INFINITY};
-    o.sp.temp = 0.7f;
-    prompt_chat pc = {0};
-    int r = tot_parse(argc, argv, &o, &mo, &pc);
-    if (r >= 0) {
-        app_judge_opts_free(&o.jo);
-        return r;
-    }
-    prompt_model pm;
-    int32_t n_prompt = 0;
-    chat_kind kind = CHAT_NONE;
-    st_err err = {0};
-    int32_t *toks = prompt_open_with(&pm, &mo, &pc, o.prompt, 0, "the prompt", o.quiet, &n_prompt, &kind, &err);
-    st_code rc = toks ? tot_run(&pm, toks, n_prompt, kind, &o, &err) : err.code;
-    free(toks);
-    if (toks) prompt_model_close(&pm);
-    app_judge_opts_free(&o.jo);
-    return rc ? app_fail(&err) : 0;
+    tot_opts t = {0};
+    return app_strategy_cmd(strategy_find("tot"), &tot_cmd, &t, argc, argv);
 }

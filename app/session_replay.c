@@ -23,6 +23,12 @@ st_code app_session_settings(session_settings *s, const char *cmd, const char *m
     return session_settings_set(s, "command", cmd, err);
 }
 
+st_code app_session_set_int(session_settings *s, const char *key, int64_t v, st_err *err) {
+    char text[24];
+    snprintf(text, sizeof text, "%lld", (long long)v);
+    return session_settings_set(s, key, text, err);
+}
+
 st_code app_session_mark(session_settings *s, const forest *f, forest_id from, forest_id leaf,
                          const char *strategy, uint64_t seed, st_err *err) {
     int32_t stop = from == FOREST_NONE ? -1 : forest_index(from);

@@ -23,6 +23,9 @@
 st_code app_session_settings(session_settings *s, const char *cmd, const char *mpath,
                              const sample_params *sp, chat_kind kind, st_err *err);
 
+/* Key set to the decimal value v (session_settings_set). ST_ERR_NOMEM. */
+st_code app_session_set_int(session_settings *s, const char *key, int64_t v, st_err *err);
+
 /* Records strategy and seed for every node below from (excluded; FOREST_NONE: the whole
  * path) down to leaf. ST_ERR_ARG (stale), ST_ERR_NOMEM. */
 st_code app_session_mark(session_settings *s, const forest *f, forest_id from, forest_id leaf,

@@ -23,6 +23,7 @@
 #include "../ui/worker.h"
 #include "t.h"
 
+#include "strategy/margins.h"
 #include "strategy/strategy.h"
 #include "t_model.h"
 
@@ -311,15 +312,25 @@ static void test_model_runs(void) {
     free(st);
     sample_params sp = sample_default_params();
     sp.temp = 0;
-    /* refusals leave the forest as it was */
-    forest *small = forest_init(1024, 0);
-    int32_t many[80], two[2] = {bos, 100};
-    for (int i = 0; i < 80; i++) many[i] = 300 + i;
+    /* refusals leave the forest as it was; the chunk limit is the CLI's (margins.h) */
+    enum { N_MANY = MARGINS_MAX_CHUNKS + 16 };
+    forest *small = forest_init(2 * N_MANY, 0);
+    int32_t many[N_MANY], two[2] = {bos, 100};
+    for (int i = 0; i < N_MANY; i++) many[i] = 300 + i % 100;
     forest_id sl;
-    forest_add_root(small, many, NULL, 80, 0, &sl, &err);
+    forest_add_root(small, many, NULL, N_MANY, 0, &sl, &err);
     ui_margins *um = ui_margins_start(small, tk, sl, "Who?", 1, &none, &sp, 6, m->hp.n_vocab, &err);
-    T_CHECK(!um && err.code == ST_ERR_ARG && strstr(err.msg, "80 chunks") && forest_n_live(small) == 80,
+    char want[32];
+    snprintf(want, sizeof want, "%d chunks", (int)N_MANY);
+    T_CHECK(!um && err.code == ST_ERR_ARG && strstr(err.msg, want) && forest_n_live(small) == N_MANY,
             "too many chunks refused: %s", err.msg);
+    forest_free(small);
+    /* 80 chunks are taken, as the CLI takes them */
+    small = forest_init(4096, 0);
+    forest_add_root(small, many, NULL, 80, 0, &sl, &err);
+    um = ui_margins_start(small, tk, sl, "Who?", 1, &none, &sp, 6, m->hp.n_vocab, &err);
+    T_CHECK(um && um->n_chunks == 80, "80 one-token chunks: %s", um ? "" : err.msg);
+    ui_margins_free(um);
     forest_free(small);
     small = forest_init(40, 0);
     forest_add_root(small, two, NULL, 2, 0, &sl, &err);
@@ -472,6 +483,50 @@ static void run_to_done(ui_worker *w, ui_job j, char *msg, size_t cap) {
     while (strncmp(msg, "done", 4) && strncmp(msg, "nothing", 7) && msg[0]);
 }
 
+/* Grows root's branch to the budget; its last node in DFS order (the branch end). */
+static forest_id grown_leaf(ui_worker *w, forest_id root, char *msg, size_t cap) {
+    forest_id leaf = FOREST_NONE;
+    run_to_done(w, ui_job_run(STRAT_GROW, root), msg, cap);
+    ui_worker_lock(w);
+    const forest *f = ui_worker_forest(w);
+    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i)) leaf = forest_id_at(f, i);
+    ui_worker_unlock(w);
+    return leaf;
+}
+
+/* :margins and :merge through the worker start as their run host rows say (run_host.h):
+ * margins' notes on the selected branch's chunks, then its answer; merge of two bookmarked
+ * branches. */
+static void test_worker_hosts(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    if (!open_stories(&m, &tk, &c, 1024)) goto out;
+    forest_id root, leaf = FOREST_NONE;
+    ui_worker *w = greedy_worker(c, tk, 1024, 9, &root);
+    if (!w) goto out;
+    char msg[1024];
+    leaf = grown_leaf(w, root, msg, sizeof msg);
+    ui_job jobs[2] = {ui_job_run(STRAT_MARGINS, leaf), ui_job_run(STRAT_MERGE, FOREST_NONE)};
+    jobs[0].text = "Who?";
+    jobs[0].u.run.chunk = 4;
+    const char *want[2] = {"done", "merge needs two or more bookmarked branches"};
+    for (int i = 0; i < 2; i++) { /* the last message once the worker is idle again */
+        ui_worker_lock(w);
+        uint64_t no = ui_worker_message(w, msg, sizeof msg);
+        ui_worker_post(w, &jobs[i]);
+        ui_worker_unlock(w);
+        wait_message(w, no, true, msg, sizeof msg);
+        T_CHECK(strstr(msg, want[i]) && (i || strstr(msg, "margins: 3 notes on 4-token chunks, then the answer")),
+                "%s through the worker: '%s'", i ? ":merge" : ":margins", msg);
+    }
+    ui_worker_stop(w);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
 /* `s` with a branch selected after a grow stopped by its budget: the step computes that
  * branch end's next-token choices, so the alternatives pane has "(next)" entries (the grow
  * left its last token pending with no logits wanted). */
@@ -484,10 +539,9 @@ static void test_step_fills_next(void) {
     ui_worker *w = greedy_worker(c, tk, 512, 4, &root);
     if (!w) goto out;
     char msg[1024];
-    run_to_done(w, ui_job_run(STRAT_GROW, root), msg, sizeof msg);
+    leaf = grown_leaf(w, root, msg, sizeof msg);
     ui_worker_lock(w);
     const forest *f = ui_worker_forest(w);
-    for (int32_t i = forest_dfs_first(f); i >= 0; i = forest_dfs_next(f, i)) leaf = forest_id_at(f, i);
     int32_t before = forest_topk(f, leaf, NULL, NULL, 0);
     ui_worker_unlock(w);
     run_to_done(w, ui_job_run(STRAT_STEPS, leaf), msg, sizeof msg);
@@ -855,6 +909,7 @@ int main(void) {
     test_model_runs();
     test_ask_job();
     test_step_fills_next();
+    test_worker_hosts();
     test_export_svg();
     test_spec_runs();
     return t_done();

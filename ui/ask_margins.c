@@ -114,7 +114,7 @@ ui_margins *ui_margins_start(forest *f, const tok *tk, forest_id from, const cha
     }
     ui_margins *um = calloc(1, sizeof *um);
     int32_t *path = malloc(sizeof(int32_t) * (size_t)(n_path + 1));
-    int32_t *ptok[UI_MARGINS_MAX_CHUNKS] = {0}, plen[UI_MARGINS_MAX_CHUNKS] = {0}, n_ch = 0;
+    int32_t *ptok[MARGINS_MAX_CHUNKS] = {0}, plen[MARGINS_MAX_CHUNKS] = {0}, n_ch = 0;
     if (!um || !path || !(um->question = strdup(question))) {
         st_set(err, ST_ERR_NOMEM, "out of memory");
         goto fail;
@@ -128,9 +128,9 @@ ui_margins *ui_margins_start(forest *f, const tok *tk, forest_id from, const cha
         goto fail;
     }
     n_ch = (n_ctx + chunk - 1) / chunk;
-    if (n_ch > UI_MARGINS_MAX_CHUNKS) {
+    if (n_ch > MARGINS_MAX_CHUNKS) {
         st_set(err, ST_ERR_ARG, "margins: %d chunks of %d tokens, at most %d (give a larger CHUNK)", n_ch,
-               chunk, UI_MARGINS_MAX_CHUNKS);
+               chunk, MARGINS_MAX_CHUNKS);
         n_ch = 0;
         goto fail;
     }
@@ -164,7 +164,7 @@ ui_margins *ui_margins_start(forest *f, const tok *tk, forest_id from, const cha
     um->chat = *ch;
     um->tk = tk;
     um->n_chunks = n_ch;
-    strategy_opts o = strategy_default_opts(STRAT_MARGINS);
+    strategy_opts o = strategy_opts_for(strategy_find("margins"));
     o.sample = *sp;
     o.budget = budget;
     o.n_vocab = n_vocab;

@@ -56,7 +56,6 @@ int32_t *ui_turn_tokens(const tok *tk, const ui_chat *ch, const char *text, int 
                         int32_t *n, st_err *err);
 
 #define UI_MARGINS_CHUNK 128      /* default chunk, in tokens */
-#define UI_MARGINS_MAX_CHUNKS 64
 
 /* A running :margins: the margins strategy (engine/strategy/strategy.h) with the prompts
  * built here from the branch's text, and what its answer prompt needs. */
@@ -75,7 +74,7 @@ typedef struct ui_margins {
  * and seed sp->seed + i, at most budget tokens; when the last note is done, the answer's
  * prompt (margins_answer_prompt around the joined notes, in the notes' form) is added and
  * grown with seed sp->seed + the number of chunks, at most budget tokens. NULL + err:
- * ST_ERR_ARG (from is gone or has no text, more than UI_MARGINS_MAX_CHUNKS chunks),
+ * ST_ERR_ARG (from is gone or has no text, more than MARGINS_MAX_CHUNKS chunks),
  * ST_ERR_CONTEXT (the prompts need more KV slots than are free), ST_ERR_NOMEM; f is
  * unchanged then. */
 ui_margins *ui_margins_start(forest *f, const tok *tk, forest_id from, const char *question,

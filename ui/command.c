@@ -14,41 +14,40 @@
 enum { ARG_NONE, ARG_INT01, ARG_INT12, ARG_INT02, ARG_TEXT, ARG_TEXT_OPT, ARG_INT_TEXT, ARG_SET, ARG_BIND, ARG_LA, ARG_TOT, ARG_INT11, ARG_SORT };
 
 /* Each command: its name, its argument shape, the job it posts (UI_JOB_RUN: the strategy
- * strat) and its usage line. */
+ * of that name, strategy_find) and its usage line. */
 static const struct {
     const char *name;
     ui_cmd_kind kind;
     int args;
     ui_job_kind job;
-    strategy_kind strat;
     const char *usage;
 } ui_cmds[] = {
-    {"grow", UI_CMD_GROW, ARG_INT01, UI_JOB_RUN, STRAT_GROW, ":grow [TOKENS]      grow the selected branch"},
-    {"cot", UI_CMD_COT, ARG_INT12, UI_JOB_RUN, STRAT_COT, ":cot K [TOKENS]      K chains of thought from the selected node"},
-    {"beam", UI_CMD_BEAM, ARG_INT12, UI_JOB_RUN, STRAT_BEAM, ":beam WIDTH [TOKENS] beam search from the selected leaf"},
-    {"ask", UI_CMD_ASK, ARG_TEXT, UI_JOB_RUN, STRAT_ASK, ":ask TEXT           TEXT as a chat user turn under the selection, grown"},
-    {"margins", UI_CMD_MARGINS, ARG_INT_TEXT, UI_JOB_RUN, STRAT_MARGINS, ":margins [CHUNK] QUESTION  notes on each CHUNK tokens of the branch, then an answer"},
-    {"draft", UI_CMD_DRAFT, ARG_INT01, UI_JOB_RUN, STRAT_DRAFT, ":draft [TOKENS]      exact decoding from the selection (greedy, or sampling at :set temp), drafts verified in the forest"},
-    {"lookahead", UI_CMD_LOOKAHEAD, ARG_LA, UI_JOB_RUN, STRAT_LOOKAHEAD, ":lookahead W N G [TOKENS]  :draft plus lookahead's W x (N-1) window, G pool drafts"},
-    {"append", UI_CMD_APPEND, ARG_TEXT, UI_JOB_APPEND, 0, ":append TEXT        append TEXT under the selection"},
-    {"prune", UI_CMD_PRUNE, ARG_NONE, UI_JOB_PRUNE, 0, ":prune              prune the selected subtree"},
-    {"merge", UI_CMD_MERGE, ARG_NONE, UI_JOB_RUN, STRAT_MERGE, ":merge              merge bookmarked branches"},
-    {"judge", UI_CMD_JUDGE, ARG_TEXT_OPT, UI_JOB_RUN, STRAT_JUDGE, ":judge [QUESTION]    score the bookmarked branches (else the selection's siblings) in one step"},
-    {"tot", UI_CMD_TOT, ARG_TOT, UI_JOB_RUN, STRAT_TOT, ":tot K B D [TOKENS] [dfs [MIN]]  tree of thoughts: K per node, keep B, D levels; dfs: depth-first, pruning scores below MIN"},
-    {"keep", UI_CMD_KEEP, ARG_INT11, UI_JOB_KEEP, 0, ":keep N              keep the N best scored leaves below the selection, prune the other scored ones"},
-    {"name", UI_CMD_NAME, ARG_TEXT_OPT, UI_JOB_NAME, 0, ":name [TEXT]         name the selected branch (drawn on its line, saved with it; alone: clear it)"},
-    {"sort", UI_CMD_SORT, ARG_SORT, UI_JOB_NONE, 0, ":sort score|prob|made  order siblings by best score below, by probability, or as made"},
-    {"step", UI_CMD_STEP, ARG_INT01, UI_JOB_RUN, STRAT_STEPS, ":step [N]            run N engine steps (paused :tot: N levels)"},
-    {"save", UI_CMD_SAVE, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":save [FILE]         save the session (no FILE: the autosave)"},
-    {"load", UI_CMD_LOAD, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":load[!] [FILE]      load a session (no FILE: the last run's); asks first when work is unsaved; ! even one saved with another model"},
-    {"export", UI_CMD_EXPORT, ARG_TEXT, UI_JOB_EXPORT, 0, ":export FILE         the tree's texts as Markdown; FILE.svg [tree|mask]: a picture of the tree and the last step's mask"},
-    {"set", UI_CMD_SET, ARG_SET, UI_JOB_NONE, 0, ":set [NAME VALUE]    temp top_k top_p min_p seed budget; chat on|off; layer L, head H (-1: none, mean): the mask's weights (alone: show them)"},
-    {"bind", UI_CMD_BIND, ARG_BIND, UI_JOB_NONE, 0, ":bind KEY ACTION     bind a key (see the help for names)"},
-    {"pause", UI_CMD_PAUSE, ARG_NONE, UI_JOB_PAUSE, 0, ":pause               pause or resume the strategy"},
-    {"cancel", UI_CMD_CANCEL, ARG_NONE, UI_JOB_CANCEL, 0, ":cancel              cancel the strategy"},
-    {"help", UI_CMD_HELP, ARG_NONE, UI_JOB_NONE, 0, ":help                the help screen"},
-    {"tour", UI_CMD_TOUR, ARG_TEXT_OPT, UI_JOB_NONE, 0, ":tour [PROMPT]       a guided tour: a small forest built step by step, each screen explained"},
-    {"quit", UI_CMD_QUIT, ARG_NONE, UI_JOB_NONE, 0, ":quit                autosave and quit"},
+    {"grow", UI_CMD_GROW, ARG_INT01, UI_JOB_RUN, ":grow [TOKENS]      grow the selected branch"},
+    {"cot", UI_CMD_COT, ARG_INT12, UI_JOB_RUN, ":cot K [TOKENS]      K chains of thought from the selected node"},
+    {"beam", UI_CMD_BEAM, ARG_INT12, UI_JOB_RUN, ":beam WIDTH [TOKENS] beam search from the selected leaf"},
+    {"ask", UI_CMD_ASK, ARG_TEXT, UI_JOB_RUN, ":ask TEXT           TEXT as a chat user turn under the selection, grown"},
+    {"margins", UI_CMD_MARGINS, ARG_INT_TEXT, UI_JOB_RUN, ":margins [CHUNK] QUESTION  notes on each CHUNK tokens of the branch, then an answer"},
+    {"draft", UI_CMD_DRAFT, ARG_INT01, UI_JOB_RUN, ":draft [TOKENS]      exact decoding from the selection (greedy, or sampling at :set temp), drafts verified in the forest"},
+    {"lookahead", UI_CMD_LOOKAHEAD, ARG_LA, UI_JOB_RUN, ":lookahead W N G [TOKENS]  :draft plus lookahead's W x (N-1) window, G pool drafts"},
+    {"append", UI_CMD_APPEND, ARG_TEXT, UI_JOB_APPEND, ":append TEXT        append TEXT under the selection"},
+    {"prune", UI_CMD_PRUNE, ARG_NONE, UI_JOB_PRUNE, ":prune              prune the selected subtree"},
+    {"merge", UI_CMD_MERGE, ARG_NONE, UI_JOB_RUN, ":merge              merge bookmarked branches"},
+    {"judge", UI_CMD_JUDGE, ARG_TEXT_OPT, UI_JOB_RUN, ":judge [QUESTION]    score the bookmarked branches (else the selection's siblings) in one step"},
+    {"tot", UI_CMD_TOT, ARG_TOT, UI_JOB_RUN, ":tot K B D [TOKENS] [dfs [MIN]]  tree of thoughts: K per node, keep B, D levels; dfs: depth-first, pruning scores below MIN"},
+    {"keep", UI_CMD_KEEP, ARG_INT11, UI_JOB_KEEP, ":keep N              keep the N best scored leaves below the selection, prune the other scored ones"},
+    {"name", UI_CMD_NAME, ARG_TEXT_OPT, UI_JOB_NAME, ":name [TEXT]         name the selected branch (drawn on its line, saved with it; alone: clear it)"},
+    {"sort", UI_CMD_SORT, ARG_SORT, UI_JOB_NONE, ":sort score|prob|made  order siblings by best score below, by probability, or as made"},
+    {"step", UI_CMD_STEP, ARG_INT01, UI_JOB_RUN, ":step [N]            run N engine steps (paused :tot: N levels)"},
+    {"save", UI_CMD_SAVE, ARG_TEXT_OPT, UI_JOB_NONE, ":save [FILE]         save the session (no FILE: the autosave)"},
+    {"load", UI_CMD_LOAD, ARG_TEXT_OPT, UI_JOB_NONE, ":load[!] [FILE]      load a session (no FILE: the last run's); asks first when work is unsaved; ! even one saved with another model"},
+    {"export", UI_CMD_EXPORT, ARG_TEXT, UI_JOB_EXPORT, ":export FILE         the tree's texts as Markdown; FILE.svg [tree|mask]: a picture of the tree and the last step's mask"},
+    {"set", UI_CMD_SET, ARG_SET, UI_JOB_NONE, ":set [NAME VALUE]    temp top_k top_p min_p seed budget; chat on|off; layer L, head H (-1: none, mean): the mask's weights (alone: show them)"},
+    {"bind", UI_CMD_BIND, ARG_BIND, UI_JOB_NONE, ":bind KEY ACTION     bind a key (see the help for names)"},
+    {"pause", UI_CMD_PAUSE, ARG_NONE, UI_JOB_PAUSE, ":pause               pause or resume the strategy"},
+    {"cancel", UI_CMD_CANCEL, ARG_NONE, UI_JOB_CANCEL, ":cancel              cancel the strategy"},
+    {"help", UI_CMD_HELP, ARG_NONE, UI_JOB_NONE, ":help                the help screen"},
+    {"tour", UI_CMD_TOUR, ARG_TEXT_OPT, UI_JOB_NONE, ":tour [PROMPT]       a guided tour: a small forest built step by step, each screen explained"},
+    {"quit", UI_CMD_QUIT, ARG_NONE, UI_JOB_NONE, ":quit                autosave and quit"},
 };
 #define N_CMDS ((int32_t)(sizeof ui_cmds / sizeof ui_cmds[0]))
 
@@ -282,7 +281,7 @@ st_code ui_cmd_parse(const char *line, ui_cmd *c, st_err *err) {
         return st_set(err, ST_ERR_ARG, "':%s!': only :load! takes a '!' (to load a session saved with another model)", ui_cmds[hit].name);
     c->force = bang;
     c->kind = ui_cmds[hit].kind;
-    if (ui_cmds[hit].job == UI_JOB_RUN) c->job = ui_job_run(ui_cmds[hit].strat, FOREST_NONE);
+    if (ui_cmds[hit].job == UI_JOB_RUN) c->job = ui_job_of(strategy_find(ui_cmds[hit].name), FOREST_NONE);
     else c->job.kind = ui_cmds[hit].job;
     st_code rc = ST_OK;
     if (parse_args(s, ui_cmds[hit].args, c, &rc, err) && !rc) return ST_OK;

@@ -1,15 +1,17 @@
 /* job.c - building jobs (job.h). */
 #include "job.h"
 
-#include "spec_job.h"
+#include "run_host.h"
 
-ui_job ui_job_run(strategy_kind kind, forest_id node) {
+ui_job ui_job_of(const strategy_ops *ops, forest_id node) {
     ui_job j = {.kind = UI_JOB_RUN, .node = node};
     strategy_opts *o = &j.u.run.opts;
-    *o = strategy_default_opts(kind);
+    *o = strategy_opts_for(ops);
     o->from = node;
     o->budget = 0;
-    if (kind == STRAT_DRAFT || kind == STRAT_LOOKAHEAD)
-        o->u.spec.p = ui_spec_params(o->u.spec.p.la.w, o->u.spec.p.la.n, o->u.spec.p.la.g);
+    const ui_run_host *h = ui_run_host_of(ops);
+    if (h->defaults) h->defaults(o);
     return j;
 }
+
+ui_job ui_job_run(strategy_kind kind, forest_id node) { return ui_job_of(strategy_get(kind), node); }

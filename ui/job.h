@@ -72,5 +72,7 @@ typedef struct ui_job {
  * 0 (the `budget` setting), and for draft / lookahead the TUI's spec parameters
  * (ui_spec_params, with the default window). */
 ui_job ui_job_run(strategy_kind kind, forest_id node);
+/* The same for the strategy ops (strategy_find(NAME)), with strategy_opts_for's defaults. */
+ui_job ui_job_of(const strategy_ops *ops, forest_id node);
 
 #endif

@@ -40,13 +40,13 @@ static ui_job save_job(const tui *t, const char *path) {
 
 /* The keys' cot and beam: k chains, a beam of width, from node. */
 static ui_job cot_job(forest_id node, int32_t k) {
-    ui_job j = ui_job_run(STRAT_COT, node);
+    ui_job j = ui_job_of(strategy_find("cot"), node);
     j.u.run.opts.u.cot.k = k;
     return j;
 }
 
 static ui_job beam_job(forest_id node, int32_t width) {
-    ui_job j = ui_job_run(STRAT_BEAM, node);
+    ui_job j = ui_job_of(strategy_find("beam"), node);
     j.u.run.opts.u.beam.width = width;
     return j;
 }
@@ -490,14 +490,14 @@ static void do_action(tui *t, int a) {
         t->mask = !t->mask;
         if (t->focus != UI_VIEW_FOREST) t->focus = t->mask ? UI_VIEW_MASK : UI_VIEW_TEXT;
         break;
-    case UI_ACT_STEP: post(t, ui_job_run(STRAT_STEPS, sel)); break;
+    case UI_ACT_STEP: post(t, ui_job_of(strategy_find("step"), sel)); break;
     case UI_ACT_PREVIEW:
         t->mask = true;
         if (t->focus != UI_VIEW_FOREST) t->focus = UI_VIEW_MASK;
         post(t, (ui_job){.kind = UI_JOB_PREVIEW});
         break;
-    case UI_ACT_MERGE: post(t, ui_job_run(STRAT_MERGE, FOREST_NONE)); break;
-    case UI_ACT_GROW: post(t, ui_job_run(STRAT_GROW, sel)); break;
+    case UI_ACT_MERGE: post(t, ui_job_of(strategy_find("merge"), FOREST_NONE)); break;
+    case UI_ACT_GROW: post(t, ui_job_of(strategy_find("grow"), sel)); break;
     case UI_ACT_COT: post(t, cot_job(sel, 4)); break;
     case UI_ACT_BEAM: post(t, beam_job(sel, 2)); break;
     case UI_ACT_PAUSE: post(t, (ui_job){.kind = UI_JOB_PAUSE}); break;

@@ -13,6 +13,7 @@
 #include "loom.h"
 #include "names.h"
 #include "svg.h"
+#include "run_host.h"
 #include "worker_impl.h"
 
 /* ---- jobs ---- */
@@ -31,7 +32,7 @@ static st_code restored(ui_worker *w, const ui_prune_info *in, st_err *err) {
         say_pruned(w, "restored", in, ": s computes them, U prunes them again");
         return ST_OK;
     }
-    ui_job s = ui_job_run(STRAT_STEPS, in->near);
+    ui_job s = ui_job_of(strategy_find("step"), in->near);
     st_code rc = worker_run_start(w, &s, err);
     while (!rc && w->run && !w->paused) worker_run_step(w); /* the lock is free while the model runs */
     if (!rc && !w->run) say_pruned(w, "restored", in, " as they were: U prunes them again");
@@ -50,7 +51,7 @@ static st_code prune_while_running(const ui_worker *w, const ui_job *j, st_err *
 
 static st_code prune_job(ui_worker *w, const ui_job *j, st_err *err) {
     /* plain steps (s, or the last undo's) end first, so that u u u undoes three levels */
-    while (w->run && !w->paused && strategy_ops_of(w->run)->kind == STRAT_STEPS) worker_run_step(w);
+    while (w->run && !w->paused && ui_run_host_of(strategy_ops_of(w->run))->advances) worker_run_step(w);
     if (w->run && prune_while_running(w, j, err)) return err->code;
     ui_prune_info in;
     forest_id top;
@@ -236,7 +237,7 @@ static st_code fork_job(ui_worker *w, const ui_job *j, st_err *err) {
     float lp = alt_logprob(w->f, j->node, j->u.fork.token);
     st_code rc = add_tokens(w, j->node, &j->u.fork.token, &lp, 1, &last, err);
     if (rc || w->run) return rc; /* running: the token waits for the next grow */
-    ui_job g = ui_job_run(STRAT_GROW, last);
+    ui_job g = ui_job_of(strategy_find("grow"), last);
     return worker_run_start(w, &g, err);
 }
 

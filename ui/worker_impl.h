@@ -40,7 +40,9 @@ struct ui_worker {
     void *ud;
     /* the running strategy (NULL: idle), driven through strategy.h */
     strategy *run;
-    ui_margins *mg;            /* :margins: owns run, and what its answer prompt needs */
+    void *run_owner;           /* what owns run, when not the worker (margins' ui_margins,
+                                  which its answer prompt needs); freed with run_owner_free */
+    void (*run_owner_free)(void *owner);
     forest_id run_focus;       /* the node the run last asked views to show */
     bool paused;
     bool pause_next;           /* pause once the run's stage reaches pause_at (a staged run:
@@ -108,6 +110,10 @@ void worker_run_advance(ui_worker *w, int32_t n);
 void worker_run_forget(ui_worker *w, const ui_prune_info *in);
 /* Ends w->run (the rate of its tokens kept for the status line); none running: no-op. */
 void worker_run_stop(ui_worker *w);
+/* The strategy env of w's forest, plan and model (no emit). */
+strategy_env worker_env(ui_worker *w);
+/* w->run = strategy_create(o) over worker_env: ST_OK or err's code. */
+st_code worker_run_create(ui_worker *w, const strategy_opts *o, st_err *err);
 /* text as a chat user turn under node in the form the branch calls for (ask_margins.h):
  * its tokens (malloc'd, *n), and the form's name into what. NULL + err. */
 int32_t *worker_turn_tokens(ui_worker *w, forest_id node, const char *text, int32_t *n, char *what, size_t cap,

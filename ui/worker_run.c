@@ -1,23 +1,22 @@
 /* worker_run.c - the strategy a TUI job starts (worker_impl.h): its options completed
- * with what the worker owns, the inputs only the worker can build (ask's turn, margins'
- * prompts, merge's bookmarked leaves, judge's branches and prompt), one forest step at a
- * time through strategy.h, and the "done" message when it ends. */
+ * with what the worker owns, started as its run host row says (run_host.h: the inputs
+ * only the worker can build), one forest step at a time through strategy.h, and the
+ * "done" message when it ends. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
-#include "judge_job.h"
+#include "run_host.h"
 #include "run_summary.h"
-#include "spec_job.h"
 #include "worker_impl.h"
 
 void worker_run_stop(ui_worker *w) {
     double dt = mono_now_s() - w->t_job;
     if (w->run && dt > 0) w->last_tok_s = w->job_tokens / dt;
-    if (w->mg) ui_margins_free(w->mg); /* with its strategy */
+    if (w->run_owner) w->run_owner_free(w->run_owner); /* with its strategy */
     else strategy_free(w->run);
-    w->mg = NULL;
+    w->run_owner = NULL;
     w->run = NULL;
     w->paused = w->pause_next = false;
 }
@@ -57,15 +56,8 @@ void worker_run_advance(ui_worker *w, int32_t n) {
     for (int32_t i = 0; i < n && w->run; i++) worker_run_step(w);
 }
 
-static strategy_env worker_env(ui_worker *w) {
+strategy_env worker_env(ui_worker *w) {
     return (strategy_env){.f = w->f, .plan = &w->plan, .ctx = w->ctx, .tk = w->tk};
-}
-
-/* The spec driver's observer: the step's plan with its drafts and window still in the
- * forest, captured for the mask pane. */
-static void spec_observe(void *ud, const spec *s, const forest *f, const step_plan *p) {
-    ui_worker *w = ud;
-    ui_spec_capture(w->mv, s, f, w->tk, p, w->n_steps);
 }
 
 /* A strategy job's options completed with what the worker owns (job.h). */
@@ -75,13 +67,13 @@ static strategy_opts job_opts(ui_worker *w, const ui_job *j) {
     o.sample = w->sp;
     o.n_vocab = w->n_vocab;
     if (o.budget <= 0) o.budget = w->budget;
-    if (o.kind == STRAT_DRAFT || o.kind == STRAT_LOOKAHEAD) {
-        o.u.spec.observe = spec_observe;
-        o.u.spec.observe_ud = w;
-        ui_spec_set_sampling(&o.u.spec.p, &w->sp);
-        if (w->row_cost > 0) o.u.spec.p.row_cost = w->row_cost;
-    }
     return o;
+}
+
+/* The run host row of a job's strategy. */
+static const ui_run_host *job_host(const ui_job *j) {
+    const strategy_opts *o = &j->u.run.opts;
+    return ui_run_host_of(o->ops ? o->ops : strategy_get(o->kind));
 }
 
 /* Bookkeeping once w->run is set: the rate's clock, the node to show. */
@@ -115,78 +107,15 @@ int32_t *worker_turn_tokens(ui_worker *w, forest_id node, const char *text, int3
  * bookmarks) need none (the first tree may be gone); ask's FOREST_NONE starts a new
  * conversation. */
 static st_code check_node(ui_worker *w, const ui_job *j, st_err *err) {
-    strategy_kind k = j->u.run.opts.kind;
-    if (k == STRAT_STEPS || k == STRAT_MERGE || k == STRAT_JUDGE || forest_get(w->f, j->node)) return ST_OK;
-    if (k == STRAT_ASK && j->node == FOREST_NONE) return ST_OK;
-    return st_set(err, ST_ERR_ARG, k == STRAT_ASK ? "the selected node is gone" : "nothing selected");
+    const ui_run_host *h = job_host(j);
+    if (h->any_node || forest_get(w->f, j->node)) return ST_OK;
+    if (h->new_tree && j->node == FOREST_NONE) return ST_OK;
+    return st_set(err, ST_ERR_ARG, h->new_tree ? "the selected node is gone" : "nothing selected");
 }
 
-static st_code run_create(ui_worker *w, const strategy_opts *o, st_err *err) {
+st_code worker_run_create(ui_worker *w, const strategy_opts *o, st_err *err) {
     strategy_env env = worker_env(w);
     return (w->run = strategy_create(o, &env, err)) ? ST_OK : err->code;
-}
-
-/* :margins on node's branch about the question text: ui_margins builds the prompts and
- * owns the strategy. */
-static st_code start_margins(ui_worker *w, const ui_job *j, const strategy_opts *o, st_err *err) {
-    int32_t chunk = j->u.run.chunk > 0 ? j->u.run.chunk : UI_MARGINS_CHUNK;
-    if (!(w->mg = ui_margins_start(w->f, w->tk, j->node, j->text ? j->text : "", chunk, &w->chat, &w->sp,
-                                   o->budget, w->n_vocab, err)))
-        return err->code;
-    w->run = w->mg->s;
-    snprintf(w->note, sizeof w->note, "margins: %d note%s on %d-token chunks, then the answer",
-             (int)w->mg->n_chunks, w->mg->n_chunks > 1 ? "s" : "", (int)chunk);
-    say(w, "%s", w->note);
-    return ST_OK;
-}
-
-/* :merge: the bookmarked nodes (at least two) are merged exactly (merge.h) under their
- * common ancestor; their bookmarks are cleared (they are used up) and the merged chain,
- * pending, is prefilled by the next step and grown by the budget. */
-static st_code start_merge(ui_worker *w, strategy_opts *o, st_err *err) {
-    forest_id marks[64];
-    int32_t n = 0;
-    for (int32_t i = forest_dfs_first(w->f); i >= 0 && n < 64; i = forest_dfs_next(w->f, i))
-        if (forest_node_at(w->f, i)->flags & FOREST_BOOKMARK) marks[n++] = forest_id_at(w->f, i);
-    if (n < 2) return st_set(err, ST_ERR_ARG, "merge needs two or more bookmarked branches (m marks one)");
-    o->u.merge.leaves = marks;
-    o->u.merge.n = n;
-    if (run_create(w, o, err)) return err->code;
-    for (int32_t i = 0; i < n; i++) forest_set_flags(w->f, marks[i], 0, FOREST_BOOKMARK);
-    char m[16];
-    snprintf(m, sizeof m, "%d", (int)n);
-    say(w, "merged %s branches: growing the merged text", m);
-    return ST_OK;
-}
-
-/* :judge and :tot: judge_job.h picks the branches and builds the judge's prompt. */
-static st_code start_judge(ui_worker *w, const ui_job *j, const strategy_opts *o, st_err *err) {
-    strategy_env env = worker_env(w);
-    ui_judge_env je = {.tk = w->tk, .chat = &w->chat, .chat_on = w->chat_on};
-    if (!(w->run = ui_judge_start(&env, &je, o, j->text, w->note, sizeof w->note, err))) return err->code;
-    say(w, "%s", w->note);
-    return ST_OK;
-}
-
-/* :ask: the text as a chat user turn under node, answered by the ask strategy; the form
- * the text took is said while it grows and after. */
-static st_code start_ask(ui_worker *w, const ui_job *j, strategy_opts *o, st_err *err) {
-    char what[128];
-    int32_t n, *t = worker_turn_tokens(w, j->node, j->text, &n, what, sizeof what, err);
-    if (!t) return err->code;
-    const int32_t *prompts[1] = {t};
-    o->u.ask.prompts = prompts;
-    o->u.ask.lens = &n;
-    o->u.ask.n = 1;
-    st_code rc = run_create(w, o, err);
-    free(t);
-    if (rc) return rc;
-    strategy_result r;
-    strategy_result_at(w->run, w->f, 0, &r);
-    w->focus = r.start; /* the turn's last node: the answer grows under it */
-    snprintf(w->note, sizeof w->note, "ask: %s", what);
-    say(w, "%s", w->note);
-    return ST_OK;
 }
 
 /* A step with a branch selected also computes that branch end's next-token choices when
@@ -204,7 +133,8 @@ static void want_choices(ui_worker *w, forest_id id) {
 /* A job starting a strategy: refused while one runs, but for s while it is paused,
  * which advances it. */
 st_code worker_run_start(ui_worker *w, const ui_job *j, st_err *err) {
-    if (w->run && w->paused && j->u.run.opts.kind == STRAT_STEPS) {
+    const ui_run_host *h = job_host(j);
+    if (w->run && w->paused && h->advances) {
         worker_run_advance(w, j->u.run.opts.u.steps.n > 0 ? j->u.run.opts.u.steps.n : 1);
         return ST_OK;
     }
@@ -213,20 +143,9 @@ st_code worker_run_start(ui_worker *w, const ui_job *j, st_err *err) {
     if (rc) return rc;
     strategy_opts o = job_opts(w, j);
     w->note[0] = '\0';
-    if (o.kind == STRAT_STEPS) want_choices(w, j->node);
-    switch (o.kind) {
-    case STRAT_MARGINS: rc = start_margins(w, j, &o, err); break;
-    case STRAT_MERGE: rc = start_merge(w, &o, err); break;
-    case STRAT_ASK: rc = start_ask(w, j, &o, err); break;
-    case STRAT_JUDGE: case STRAT_TOT: rc = start_judge(w, j, &o, err); break;
-    default: rc = run_create(w, &o, err); break;
-    }
+    if (h->advances) want_choices(w, j->node);
+    rc = h->start ? h->start(w, j, &o, err) : worker_run_create(w, &o, err);
     if (rc) return rc;
-    if ((o.kind == STRAT_DRAFT || o.kind == STRAT_LOOKAHEAD) && w->sp.temp > 0) {
-        char t[32];
-        snprintf(t, sizeof t, "%g", (double)w->sp.temp);
-        say(w, "exact speculative sampling at temp %s (:set temp 0 for greedy)", t);
-    }
     run_begin(w);
     /* each run draws the next seed, so runs differ; :set seed repeats one */
     w->run_seed = o.sample.seed;
@@ -292,9 +211,8 @@ static void step_done(ui_worker *w, double ms) {
     }
     /* judge scores stay with their nodes; a running beam's live ones are a list until its
      * results are kept (keep_results) */
-    strategy_kind kind = strategy_ops_of(w->run)->kind;
     st_err err = {0};
-    if (kind == STRAT_JUDGE || kind == STRAT_TOT) {
+    if (ui_run_host_of(strategy_ops_of(w->run))->judged) {
         if (ui_scores_take(&w->judged, w->f, w->run, &err)) say(w, "%s", err.msg);
     } else if (strategy_ops_of(w->run)->scores)
         w->n_scores = strategy_scores(w->run, w->score_leaf, w->score, UI_MAX_SCORES);

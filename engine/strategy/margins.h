@@ -33,6 +33,10 @@
 
 enum { MARGINS_NOTES = 0, MARGINS_READY, MARGINS_ANSWER, MARGINS_DONE };
 
+/* The most chunks (notes) one run takes, for the CLI and the TUI alike: the hosts keep
+ * one prompt per chunk in arrays of this size. */
+#define MARGINS_MAX_CHUNKS 1024
+
 typedef struct margins {
     int32_t phase;         /* MARGINS_* */
     int32_t n_chunks;
