@@ -125,7 +125,8 @@ char *ui_loom_line_text(const forest *f, const tok *tk, int32_t start, int32_t e
     char *s = NULL, *whole = at == forest_node_at(f, start)->parent ? tok_decode_str(tk, t, np) : NULL;
     char *before = whole ? tok_decode_str(tk, t, np - n) : NULL;
     size_t lb = before ? strlen(before) : 0;
-    if (before && !strncmp(whole, before, lb)) memmove(whole, whole + lb, strlen(whole + lb) + 1), s = whole, whole = NULL;
+    if (before && !strncmp(whole, before, lb))
+        memmove(whole, whole + lb, strlen(whole + lb) + 1), s = whole, whole = NULL;
     else if (before) s = tok_decode_str(tk, t + np - n, n);
     free(whole), free(before), free(t);
     return s;
