@@ -661,7 +661,7 @@ static void check_prunes(void) {
     check_spec_prunes(STRAT_DRAFT, "draft");
     check_spec_prunes(STRAT_LOOKAHEAD, "lookahead");
     /* the others hold nodes they cannot lose mid-run: a host must not prune under them */
-    static const char *const takes[] = {"grow", "cot", "ask", "merge", "step", "best", "beam", "draft", "lookahead"};
+    static const char *const takes[] = {"grow", "cot", "ask", "merge", "step", "best", "beam", "draft", "lookahead", "tot"};
     for (int32_t i = 0; strategy_at(i); i++) {
         bool want = false;
         for (size_t k = 0; k < sizeof takes / sizeof takes[0]; k++) want |= !strcmp(takes[k], strategy_at(i)->name);
