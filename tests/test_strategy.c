@@ -444,6 +444,31 @@ static void check_margins(void) {
     compare(&d, &t, true, "margins (notes, then the answer)");
 }
 
+/* answer_prompt, keeping the notes' text it was given in ud (a char[1024]). */
+static int32_t *answer_prompt_kept(void *ud, const char *notes, int32_t *n, st_err *err) {
+    snprintf(ud, 1024, "%s", notes);
+    return answer_prompt(NULL, notes, n, err);
+}
+
+/* margins: note 0 pruned after step 3 ends 'pruned' and is left out of the answer's
+ * prompt, which gets note 1's text alone (the text a run without the prune ends with). */
+static void check_margins_prune(void) {
+    char full[1024] = "", cut[1024] = "";
+    run_out a, b;
+    strategy_opts o = strategy_default_opts(STRAT_MARGINS);
+    o.sample = sampling(), o.budget = 10;
+    o.u.margins.prompts = notes_p, o.u.margins.lens = notes_len, o.u.margins.n_chunks = 2;
+    o.u.margins.answer_budget = 12, o.u.margins.answer = answer_prompt_kept, o.u.margins.answer_ud = full;
+    table_run(o, setup_none, &a, "margins");
+    o.u.margins.answer_ud = cut;
+    table_run_pruning(o, setup_none, &b, 0, "margins, note 0 pruned");
+    size_t lf = strlen(full), lc = strlen(cut);
+    T_CHECK(b.ok && b.n == 3 && b.end[0] == STRAT_END_PRUNED && b.end[1] != STRAT_END_PRUNED && lc > 0 && lc < lf &&
+                !strcmp(full + lf - lc, cut),
+            "margins: the pruned note ends 'pruned' (end %d) and the answer reads the other alone: '%s' of '%s'",
+            (int)b.end[0], cut, full);
+}
+
 /* merge: three greedy chains of a cot merged, then grown. */
 static forest_id g_leaves[3];
 
@@ -661,7 +686,8 @@ static void check_prunes(void) {
     check_spec_prunes(STRAT_DRAFT, "draft");
     check_spec_prunes(STRAT_LOOKAHEAD, "lookahead");
     /* the others hold nodes they cannot lose mid-run: a host must not prune under them */
-    static const char *const takes[] = {"grow", "cot", "ask", "merge", "step", "best", "beam", "draft", "lookahead", "tot"};
+    static const char *const takes[] = {"grow",  "cot",       "ask", "merge",  "step", "best",
+                                        "beam",  "draft",     "lookahead", "tot", "margins"};
     for (int32_t i = 0; strategy_at(i); i++) {
         bool want = false;
         for (size_t k = 0; k < sizeof takes / sizeof takes[0]; k++) want |= !strcmp(takes[k], strategy_at(i)->name);
@@ -727,6 +753,7 @@ int main(void) {
     check_beam();
     check_ask();
     check_margins();
+    check_margins_prune();
     check_merge();
     check_spec(STRAT_DRAFT, 40, "draft");
     check_spec(STRAT_LOOKAHEAD, 33, "lookahead");
