@@ -119,15 +119,20 @@ typedef void (*setup_fn)(rig *r, strategy_opts *o);
 
 /* The running leaf victim after the third step (FOREST_NONE: none), its tokens after
  * start kept in out->gone. */
+static forest_id elsewhere = FOREST_NONE; /* a branch outside the run, for VICTIM_ELSEWHERE */
+#define VICTIM_ELSEWHERE (-2)
+
 static forest_id victim_leaf(const strategy *s, const forest *f, forest_id start, int32_t victim, run_out *out) {
     forest_id run[MAXR];
+    if (victim == VICTIM_ELSEWHERE) return elsewhere;
     if (strategy_running(s, run, MAXR) <= victim) return FOREST_NONE;
     out->n_gone = path_tokens(f, start, run[victim], out->gone);
     return run[victim];
 }
 
 /* After the third step, the running leaf `victim` is pruned and the strategy told so
- * (strategy_forget), as the TUI does when d is pressed during a run; -1: never. */
+ * (strategy_forget), as the TUI does when d is pressed during a run; -1: never;
+ * VICTIM_ELSEWHERE: the branch the setup put in `elsewhere`. */
 static void table_run_pruning(strategy_opts o, setup_fn setup, run_out *out, int32_t victim, const char *what) {
     memset(out, 0, sizeof *out);
     rig r;
@@ -142,7 +147,7 @@ static void table_run_pruning(strategy_opts o, setup_fn setup, run_out *out, int
     int32_t steps = 0;
     while (s && !rc && !strategy_done(s) && steps++ < 500) {
         rc = strategy_step(s, &env, &err);
-        forest_id top = steps == 3 && victim >= 0 && !rc ? victim_leaf(s, r.f, o.from, victim, out) : FOREST_NONE;
+        forest_id top = steps == 3 && victim != -1 && !rc ? victim_leaf(s, r.f, o.from, victim, out) : FOREST_NONE;
         if (top == FOREST_NONE) continue;
         T_CHECK(forest_prune(r.f, top, &err) == ST_OK, "%s: prune: %s", what, err.msg);
         strategy_forget(s, r.f);
@@ -439,6 +444,31 @@ static void check_margins(void) {
     compare(&d, &t, true, "margins (notes, then the answer)");
 }
 
+/* answer_prompt, keeping the notes' text it was given in ud (a char[1024]). */
+static int32_t *answer_prompt_kept(void *ud, const char *notes, int32_t *n, st_err *err) {
+    snprintf(ud, 1024, "%s", notes);
+    return answer_prompt(NULL, notes, n, err);
+}
+
+/* margins: note 0 pruned after step 3 ends 'pruned' and is left out of the answer's
+ * prompt, which gets note 1's text alone (the text a run without the prune ends with). */
+static void check_margins_prune(void) {
+    char full[1024] = "", cut[1024] = "";
+    run_out a, b;
+    strategy_opts o = strategy_default_opts(STRAT_MARGINS);
+    o.sample = sampling(), o.budget = 10;
+    o.u.margins.prompts = notes_p, o.u.margins.lens = notes_len, o.u.margins.n_chunks = 2;
+    o.u.margins.answer_budget = 12, o.u.margins.answer = answer_prompt_kept, o.u.margins.answer_ud = full;
+    table_run(o, setup_none, &a, "margins");
+    o.u.margins.answer_ud = cut;
+    table_run_pruning(o, setup_none, &b, 0, "margins, note 0 pruned");
+    size_t lf = strlen(full), lc = strlen(cut);
+    T_CHECK(b.ok && b.n == 3 && b.end[0] == STRAT_END_PRUNED && b.end[1] != STRAT_END_PRUNED && lc > 0 && lc < lf &&
+                !strcmp(full + lf - lc, cut),
+            "margins: the pruned note ends 'pruned' (end %d) and the answer reads the other alone: '%s' of '%s'",
+            (int)b.end[0], cut, full);
+}
+
 /* merge: three greedy chains of a cot merged, then grown. */
 static forest_id g_leaves[3];
 
@@ -611,6 +641,27 @@ static void check_prune_midrun(strategy_opts o, const char *what) {
             what, (int)(a.n - 1), (int)pruned, (int)matched);
 }
 
+/* The prompt, and a second tree beside it to prune while the run goes on. */
+static void setup_prompt_beside(rig *r, strategy_opts *o) {
+    o->from = add_prompt(r, prompt, NP);
+    elsewhere = add_prompt(r, prompt + 1, 4);
+}
+
+/* draft / lookahead: a prune that takes the chain's tip ends the run 'pruned', the
+ * accepted tokens above it kept; a prune elsewhere leaves the run as it was. */
+static void check_spec_prunes(strategy_kind kind, const char *what) {
+    strategy_opts o = strategy_default_opts(kind);
+    o.budget = 30;
+    run_out plain, tip, beside;
+    table_run(o, setup_prompt, &plain, what);
+    table_run_pruning(o, setup_prompt, &tip, 0, what);
+    T_CHECK(tip.ok && tip.n == 1 && tip.end[0] == STRAT_END_PRUNED && tip.n_gone > 0,
+            "%s: the chain's tip pruned after step 3 ends the run 'pruned' (end %d, %d results)", what,
+            (int)tip.end[0], (int)tip.n);
+    table_run_pruning(o, setup_prompt_beside, &beside, VICTIM_ELSEWHERE, what);
+    compare(&plain, &beside, true, what);
+}
+
 static void check_prunes(void) {
     strategy_opts o = strategy_default_opts(STRAT_GROW);
     o.sample = sampling(), o.budget = 24, o.u.grow.n = 3;
@@ -632,8 +683,11 @@ static void check_prunes(void) {
         free_of = b.len[i] < b.n_gone || memcmp(b.tok[i], b.gone, sizeof(int32_t) * (size_t)b.n_gone) != 0;
     T_CHECK(free_of, "beam: a hypothesis pruned after step 3 (%d tokens) is not continued by any of %d results",
             (int)b.n_gone, (int)b.n);
+    check_spec_prunes(STRAT_DRAFT, "draft");
+    check_spec_prunes(STRAT_LOOKAHEAD, "lookahead");
     /* the others hold nodes they cannot lose mid-run: a host must not prune under them */
-    static const char *const takes[] = {"grow", "cot", "ask", "merge", "step", "best", "beam"};
+    static const char *const takes[] = {"grow",  "cot",       "ask", "merge",  "step", "best",
+                                        "beam",  "draft",     "lookahead", "tot", "margins"};
     for (int32_t i = 0; strategy_at(i); i++) {
         bool want = false;
         for (size_t k = 0; k < sizeof takes / sizeof takes[0]; k++) want |= !strcmp(takes[k], strategy_at(i)->name);
@@ -699,6 +753,7 @@ int main(void) {
     check_beam();
     check_ask();
     check_margins();
+    check_margins_prune();
     check_merge();
     check_spec(STRAT_DRAFT, 40, "draft");
     check_spec(STRAT_LOOKAHEAD, 33, "lookahead");

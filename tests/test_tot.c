@@ -51,7 +51,7 @@ static void rig_free(rig *r) {
     model_ctx_free(r->c);
 }
 
-static strategy *tot_start(rig *r, int32_t d, strategy_env *env, st_err *err) {
+static strategy *tot_start_dfs(rig *r, int32_t d, bool dfs, strategy_env *env, st_err *err) {
     *env = (strategy_env){.f = r->f, .plan = &r->plan, .ctx = r->c, .tk = NULL}; /* no end of text */
     strategy_opts o = strategy_default_opts(STRAT_TOT);
     o.n_vocab = g_m->hp.n_vocab;
@@ -60,7 +60,12 @@ static strategy *tot_start(rig *r, int32_t d, strategy_env *env, st_err *err) {
     o.budget = LEN;
     o.u.tot.k = K, o.u.tot.b = B, o.u.tot.d = d;
     o.u.tot.prompt = &jp;
+    o.u.tot.dfs = dfs, o.u.tot.threshold = -INFINITY;
     return strategy_create(&o, env, err);
+}
+
+static strategy *tot_start(rig *r, int32_t d, strategy_env *env, st_err *err) {
+    return tot_start_dfs(r, d, false, env, err);
 }
 
 /* The judge's score of seq[0..n) from linear decoding. */
@@ -359,6 +364,46 @@ static void check_dfs_stories(void) {
     model_free(m);
 }
 
+/* Pruning during a run, as the TUI's d does: after the first grow step, n_cut of the
+ * level's K thoughts are pruned whole (their first node) and the search told. The run
+ * ends cleanly; every result is a live thought, none below a pruned one; with the whole
+ * level cut nothing is left to answer. */
+static void check_prune(int32_t n_cut, bool dfs) {
+    rig r;
+    strategy_env env;
+    st_err err = {0};
+    strategy *s = rig_init(&r) ? tot_start_dfs(&r, 2, dfs, &env, &err) : NULL;
+    int32_t steps = 0, cut = 0;
+    st_code rc = s ? ST_OK : ST_ERR_ARG;
+    while (!rc && !strategy_done(s) && steps++ < 100) {
+        rc = strategy_step(s, &env, &err);
+        forest_id run[K];
+        int32_t n = steps == 2 && !rc ? strategy_running(s, run, K) : 0;
+        for (int32_t i = 0; i < n && cut < n_cut; i++, cut++) {
+            forest_id top = run[i];
+            while (forest_get(r.f, top)->parent != forest_index(r.from))
+                top = forest_id_at(r.f, forest_get(r.f, top)->parent);
+            T_CHECK(forest_prune(r.f, top, &err) == ST_OK, "prune thought %d: %s", i, err.msg);
+        }
+        if (n > 0) strategy_forget(s, r.f);
+    }
+    bool live = s && strategy_done(s);
+    int32_t n_res = s ? strategy_n_results(s) : 0, with_tokens = 0;
+    for (int32_t i = 0; live && i < n_res; i++) {
+        strategy_result res;
+        strategy_result_at(s, r.f, i, &res);
+        live = res.leaf == FOREST_NONE || forest_get(r.f, res.leaf);
+        with_tokens += res.n_tokens > 0;
+    }
+    T_CHECK(!rc && cut == n_cut && live && forest_check(r.f, &err) == ST_OK,
+            "%s, %d of %d thoughts pruned after step 2: ran to the end (%d steps), results live: %s",
+            dfs ? "dfs" : "bfs", (int)cut, K, (int)steps, err.msg);
+    bool want = n_cut < K ? with_tokens > 0 : with_tokens == 0;
+    T_CHECK(want, "%s, %d of %d cut: %d results with tokens", dfs ? "dfs" : "bfs", (int)n_cut, K, (int)with_tokens);
+    strategy_free(s);
+    rig_free(&r);
+}
+
 /* b and d so large that 1 + (d - 1) b expansions would overflow are refused, by name. */
 static void check_too_deep(void) {
     rig r;
@@ -380,6 +425,10 @@ int main(void) {
     check_one_level();
     check_shape(3);
     check_too_deep();
+    check_prune(1, false);
+    check_prune(K, false);
+    check_prune(1, true);
+    check_prune(K, true);
     model_free(m);
     check_dfs_stories();
     return t_done();

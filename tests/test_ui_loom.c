@@ -1,10 +1,14 @@
 /* test_ui_loom.c - the loom's edits (ui/loom.h) on stories260K's tokenizer, without a
  * terminal: an edited text forks where the edit begins and the original stays, the same
  * text twice makes nothing, a line's text written back is the line itself, a fork with
- * your own words at a token sits beside that token, and two branches' first difference. */
+ * your own words at a token sits beside that token, and two branches' first difference;
+ * and, on stories260K (SentencePiece) and SmolLM2 (byte-level BPE), that a text written
+ * under a node is spelled as the whole would be, not as it was typed alone. */
 #include <string.h>
+#include <unistd.h>
 
 #include "forest/forest.h"
+#include "gguf/gguf.h"
 #include "../ui/loom.h"
 #include "t.h"
 #include "t_model.h"
@@ -78,12 +82,63 @@ static void test_first_diff(const tok *tk) {
     forest_free(f);
 }
 
+/* base as a root, then edit written under its leaf: the branch is base + edit as the
+ * tokenizer spells the whole (a typed leading space is not a token of its own, a word
+ * finished across the boundary is one token, forking before it), and base stays. */
+static void check_in_context(const tok *tk, const char *base, const char *edit) {
+    forest *f = forest_init(512, 0);
+    st_err err = {0};
+    forest_id a, b;
+    bool made_a, made_b;
+    char whole[256];
+    snprintf(whole, sizeof whole, "%s%s", base, edit);
+    int32_t nw = 0, *w = tok_encode_alloc(tk, whole, strlen(whole), tok_add_bos(tk), true, &nw, &err);
+    T_CHECK(w && !ui_loom_write(f, tk, FOREST_NONE, base, &a, &made_a, &err) &&
+                !ui_loom_write(f, tk, a, edit, &b, &made_b, &err) && made_b,
+            "%s + %s: %s", base, edit, err.msg);
+    int32_t t[512], n = made_b ? forest_path(f, b, t, 512) : 0;
+    T_CHECK(n == nw && w && !memcmp(t, w, sizeof *t * (size_t)nw), "%s|%s: %d tokens, the whole spells %d (%s)",
+            base, edit, n, nw, tok_model_name(tk));
+    T_CHECK(forest_get(f, a) && forest_roots(f, NULL, 0) == 1, "%s: one tree, the original in it", base);
+    free(w);
+    forest_free(f);
+}
+
+static void test_in_context_spm(const tok *tk) {
+    check_in_context(tk, "Once upon a time there was a", " dog.");
+    check_in_context(tk, "Once upon a time there was a", " big dog");
+    check_in_context(tk, "Once upon a ti", "me there was");
+}
+
+/* The same on SmolLM2's byte-level BPE (models/, absent: missing). */
+static void test_in_context_bpe(void) {
+    const char *rel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    const char *path = access(rel, R_OK) == 0 ? rel : t_shared(rel);
+    if (!path) {
+        T_MISSING("%s absent (sh tools/fetch-model.sh fetches it)", rel);
+        return;
+    }
+    st_err err = {0};
+    gguf_ctx *g = gguf_open(path, &err);
+    tok *tk = g ? tok_from_gguf(g, &err) : NULL;
+    T_CHECK(tk != NULL, "tokenizer of %s: %s", path, err.msg);
+    if (tk) {
+        check_in_context(tk, "Once upon a ti", "me there was");
+        check_in_context(tk, "Once upon a time there was a", " dog.");
+        check_in_context(tk, "The answer is 12", "34.");
+    }
+    tok_free(tk);
+    gguf_close(g);
+}
+
 int main(void) {
     model *m;
     tok *tk;
     if (!t_stories(&m, &tk)) return t_done();
     test_write(tk);
     test_first_diff(tk);
+    test_in_context_spm(tk);
+    test_in_context_bpe();
     tok_free(tk);
     model_free(m);
     return t_done();

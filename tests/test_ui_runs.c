@@ -475,6 +475,43 @@ static forest_id chain_top(const forest *f, forest_id root, forest_id leaf) {
 /* :cot 4 100, then p, d on one chain, p, as a user steers: the prune lands at the next
  * step boundary (it was refused: "cancel the running strategy before pruning"), the
  * chain is gone and the other three grow on to the budget; the run's summary counts it. */
+/* Posts line under root and, once n_run leaves run 3 tokens deep, prunes running leaf 1's
+ * chain between two steps (p d p, as a user steers); waits for the run's end message into
+ * msg. Returns the pruned chain's top (FOREST_NONE: never pruned); *idle whether it ended. */
+static forest_id prune_mid_run(ui_worker *w, const char *line, forest_id root, int32_t n_run, char *msg, size_t cap,
+                               bool *idle) {
+    forest_id top = FOREST_NONE, lv[8];
+    ui_job j = cmd_job(line, root);
+    ui_worker_lock(w);
+    uint64_t no = ui_worker_message(w, msg, cap);
+    ui_worker_post(w, &j);
+    ui_worker_unlock(w);
+    for (time_t t0 = time(NULL); top == FOREST_NONE && time(NULL) - t0 < 60; usleep(1000)) {
+        ui_worker_lock(w);
+        const forest *f = ui_worker_forest(w);
+        int32_t n = ui_worker_running(w, lv, 8);
+        if (n == n_run && forest_get(f, lv[1])->depth >= forest_get(f, root)->depth + 3) {
+            top = chain_top(f, root, lv[1]);
+            ui_job p = {.kind = UI_JOB_PAUSE}, d = {.kind = UI_JOB_PRUNE, .node = top};
+            ui_worker_post(w, &p), ui_worker_post(w, &d), ui_worker_post(w, &p); /* between two steps */
+        }
+        ui_worker_unlock(w);
+    }
+    *idle = false;
+    for (time_t t0 = time(NULL); !*idle && time(NULL) - t0 < 120; usleep(2000)) {
+        ui_worker_lock(w);
+        uint64_t at = ui_worker_message(w, msg, cap);
+        *idle = at != no && !ui_worker_busy(w) && !strncmp(msg, "done", 4);
+        if (at != no && !strncmp(msg, "paused", 6)) { /* a staged run (tot) stops between levels: p goes on */
+            ui_job p = {.kind = UI_JOB_PAUSE};
+            ui_worker_post(w, &p);
+            no = at;
+        }
+        ui_worker_unlock(w);
+    }
+    return top;
+}
+
 static void test_prune_during_run(void) {
     model *m;
     tok *tk;
@@ -484,29 +521,8 @@ static void test_prune_during_run(void) {
     ui_worker *w = stories_worker(&wp, &m, &tk, &c, &root);
     if (!w) goto out;
     char msg[1024];
-    ui_job j = cmd_job(":cot 4 100", root);
-    forest_id top = FOREST_NONE;
-    ui_worker_lock(w);
-    uint64_t no = ui_worker_message(w, msg, sizeof msg);
-    ui_worker_post(w, &j);
-    ui_worker_unlock(w);
-    for (time_t t0 = time(NULL); top == FOREST_NONE && time(NULL) - t0 < 60; usleep(1000)) {
-        ui_worker_lock(w);
-        const forest *f = ui_worker_forest(w);
-        int32_t n = ui_worker_running(w, lv, 8);
-        if (n == 4 && forest_get(f, lv[1])->depth >= forest_get(f, root)->depth + 3) {
-            top = chain_top(f, root, lv[1]);
-            ui_job p = {.kind = UI_JOB_PAUSE}, d = {.kind = UI_JOB_PRUNE, .node = top};
-            ui_worker_post(w, &p), ui_worker_post(w, &d), ui_worker_post(w, &p); /* between two steps */
-        }
-        ui_worker_unlock(w);
-    }
-    bool idle = false;
-    for (time_t t0 = time(NULL); !idle && time(NULL) - t0 < 120; usleep(2000)) {
-        ui_worker_lock(w);
-        idle = ui_worker_message(w, msg, sizeof msg) != no && !ui_worker_busy(w) && !strncmp(msg, "done", 4);
-        ui_worker_unlock(w);
-    }
+    bool idle;
+    forest_id top = prune_mid_run(w, ":cot 4 100", root, 4, msg, sizeof msg, &idle);
     ui_worker_lock(w);
     const forest *f = ui_worker_forest(w);
     int32_t n = leaves_below(w, root, lv, 8), full = 0;
@@ -518,6 +534,31 @@ static void test_prune_during_run(void) {
             msg);
     /* once the run is over, u puts the chain back */
     T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_UNDO}, msg, sizeof msg) && strstr(msg, "restored"), "u after: %s", msg);
+    ui_worker_stop(w);
+out:
+    model_ctx_free(c);
+    tok_free(tk);
+    model_free(m);
+}
+
+/* :tot 3 3 1 (every thought kept) with a thought pruned while it grows: the search goes on
+ * with the other two (it was refused: "tot cannot lose a branch while it runs") and ends. */
+static void test_prune_tot_during_run(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    forest_id root;
+    ui_worker_params wp = {.sp = sample_default_params(), .budget = 8, .model_name = "m", .backend = "cpu"};
+    ui_worker *w = stories_worker(&wp, &m, &tk, &c, &root);
+    if (!w) goto out;
+    char msg[1024];
+    bool idle;
+    forest_id top = prune_mid_run(w, ":tot 3 3 1 12", root, 3, msg, sizeof msg, &idle);
+    ui_worker_lock(w);
+    bool gone = top != FOREST_NONE && !forest_get(ui_worker_forest(w), top);
+    ui_worker_unlock(w);
+    T_CHECK(gone && idle, "d during :tot 3 3 1 (which keeps every thought): the thought is gone (%d), ended: %s",
+            gone, msg);
     ui_worker_stop(w);
 out:
     model_ctx_free(c);
@@ -664,6 +705,7 @@ int main(void) {
     test_attn_setting();
     test_undo_computed();
     test_prune_during_run();
+    test_prune_tot_during_run();
     test_names_last();
     test_prefill_progress();
     return t_done();

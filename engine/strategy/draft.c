@@ -20,7 +20,7 @@ typedef struct spec_run {
     forest_id from;     /* the start node */
     forest_id last;     /* the chain's last node (pending: the tip, until done) */
     int32_t budget, made, steps;
-    bool done, eog;
+    bool done, eog, pruned; /* pruned: the host pruned the chain's tip (strategy_forget) */
 } spec_run;
 
 static void spec_run_free(void *self) {
@@ -121,6 +121,16 @@ static st_code spec_run_step(void *self, const strategy_env *env, st_err *err) {
     return ST_OK;
 }
 
+/* Between steps the spec driver holds only the chain's tip (the drafts and the window are
+ * pruned every step), so a prune that took the tip ends the run, what was accepted above
+ * the pruned node staying in the forest, and any other prune does not touch it. */
+static void spec_run_forget(void *self, const forest *f) {
+    spec_run *u = self;
+    if (forest_get(f, u->done ? u->last : spec_tip(u->s))) return;
+    u->done = u->pruned = true;
+    u->last = FOREST_NONE;
+}
+
 static bool spec_run_done(const void *self) { return ((const spec_run *)self)->done; }
 
 /* "lookahead 3,3,2: 12 tokens in 5 steps, 2.40 tokens/step" (or "draft: ..."). */
@@ -149,7 +159,7 @@ static void spec_run_result(const void *self, const forest *f, int32_t i, strate
     const spec_run *u = self;
     *out = (strategy_result){.start = u->from, .leaf = u->last, .n_tokens = u->made, .score = NAN, .stop = -1,
                              .eog_token = -1};
-    out->end = !u->done ? STRAT_RUNNING : u->eog ? STRAT_END_EOG : STRAT_END_BUDGET;
+    out->end = !u->done ? STRAT_RUNNING : u->pruned ? STRAT_END_PRUNED : u->eog ? STRAT_END_EOG : STRAT_END_BUDGET;
 }
 
 static int32_t spec_run_running(const void *self, forest_id *out, int32_t cap) {
@@ -165,7 +175,7 @@ static int32_t spec_run_running(const void *self, forest_id *out, int32_t cap) {
         .name = NAME, .kind = KIND, .summary = STRAT_SUM_PROGRESS, .create = spec_run_create, \
         .step = spec_run_step, .done = spec_run_done, .progress = spec_run_progress,          \
         .n_results = spec_run_n_results, .result = spec_run_result,                         \
-        .running = spec_run_running, .free = spec_run_free,                                 \
+        .running = spec_run_running, .forget = spec_run_forget, .free = spec_run_free,      \
     }
 
 const strategy_ops strat_draft_ops = SPEC_RUN_OPS("draft", STRAT_DRAFT);

@@ -169,17 +169,39 @@ char *margins_note_text(const margins *m, const forest *f, const tok *tk, int32_
     return merge_branch_text(f, tk, m->note_from[i], m->notes.br[i].leaf, err);
 }
 
+/* The notes not pruned (margins_forget): their prompts' last nodes into from and their
+ * leaves into leaves (n_chunks each), in order; returns how many. */
+static int32_t live_notes(const margins *m, forest_id *from, forest_id *leaves) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < m->n_chunks; i++)
+        if (m->notes.br[i].leaf != FOREST_NONE) from[n] = m->note_from[i], leaves[n++] = m->notes.br[i].leaf;
+    return n;
+}
+
 char *margins_notes_text(const margins *m, const forest *f, const tok *tk, const char *sep,
                          st_err *err) {
-    forest_id *leaves = malloc(sizeof *leaves * (size_t)m->n_chunks);
+    forest_id *leaves = malloc(sizeof *leaves * (size_t)m->n_chunks * 2);
     if (!leaves) {
         st_set(err, ST_ERR_NOMEM, "out of memory");
         return NULL;
     }
-    for (int32_t i = 0; i < m->n_chunks; i++) leaves[i] = m->notes.br[i].leaf;
-    char *s = merge_join_text(f, tk, m->note_from, leaves, m->n_chunks, sep, NULL, err);
+    int32_t n = live_notes(m, leaves + m->n_chunks, leaves);
+    char *s = n > 0 ? merge_join_text(f, tk, leaves + m->n_chunks, leaves, n, sep, NULL, err) : NULL;
+    if (n == 0) st_set(err, ST_ERR_ARG, "margins: every note was pruned");
     free(leaves);
     return s;
+}
+
+void margins_forget(margins *m, const forest *f) {
+    grow_forget(&m->notes, f);
+    grow_forget(&m->answer, f);
+    int32_t live = 0;
+    for (int32_t i = 0; i < m->n_chunks; i++) live += m->notes.br[i].leaf != FOREST_NONE;
+    if (m->phase == MARGINS_NOTES && m->notes.n_active == 0) m->phase = MARGINS_READY;
+    if (m->phase == MARGINS_READY && live == 0) m->phase = MARGINS_DONE; /* nothing to answer from */
+    if (m->phase != MARGINS_ANSWER) return;
+    m->answer_cut = m->answer.n_active > 0 && m->gap && live < m->n_gap_notes;
+    if (m->answer.n_active == 0 || m->answer_cut) m->phase = MARGINS_DONE;
 }
 
 st_code margins_answer(margins *m, forest *f, const int32_t *tokens, int32_t n,
@@ -223,10 +245,10 @@ st_code margins_answer_gap(margins *m, forest *f, step_plan *p, model_ctx *c,
         return st_set(err, ST_ERR_ARG, "margins: the answer starts once every note is done");
     st_code rc;
     if (forest_n_pending(f) > 0 && (rc = step_forest(f, p, c, err))) return rc;
-    forest_id *leaves = malloc(sizeof *leaves * (size_t)m->n_chunks), last;
+    forest_id *leaves = malloc(sizeof *leaves * (size_t)m->n_chunks * 2), last;
     if (!leaves) return st_set(err, ST_ERR_NOMEM, "out of memory");
-    for (int32_t i = 0; i < m->n_chunks; i++) leaves[i] = m->notes.br[i].leaf;
-    m->gap = merge_gap_init(f, leaves, m->n_chunks, gap, tail, n, &last, err);
+    m->n_gap_notes = live_notes(m, leaves + m->n_chunks, leaves);
+    m->gap = merge_gap_init(f, leaves, m->n_gap_notes, gap, tail, n, &last, err);
     free(leaves);
     if (!m->gap) return err->code;
     if ((rc = grow_add(&m->answer, f, last, sp, budget, m->n_vocab, err))) {
@@ -328,7 +350,10 @@ static void margins_run_result(const void *self, const forest *f, int32_t i, str
     const margins_run *r = self;
     if (i < r->m.n_chunks) strat_grow_result(&r->m.notes, i, out);
     else strat_grow_result(&r->m.answer, 0, out);
+    if (i == r->m.n_chunks && r->m.answer_cut) out->end = STRAT_END_PRUNED, out->leaf = FOREST_NONE;
 }
+
+static void margins_run_forget(void *self, const forest *f) { margins_forget(&((margins_run *)self)->m, f); }
 
 static int32_t margins_run_running(const void *self, forest_id *out, int32_t cap) {
     const margins_run *r = self;
@@ -347,6 +372,7 @@ const strategy_ops strat_margins_ops = {
     .n_results = margins_run_n_results,
     .result = margins_run_result,
     .running = margins_run_running,
+    .forget = margins_run_forget,
     .free = margins_run_free,
 };
 

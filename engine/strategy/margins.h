@@ -47,6 +47,8 @@ typedef struct margins {
     grow answer;           /* one branch, from margins_answer on */
     forest_id answer_from; /* the last node of the answer prompt */
     merge_gap *gap;        /* the rope-gap answer (EXPERIMENTAL), NULL otherwise */
+    int32_t n_gap_notes;   /* the notes the rope-gap answer reads (it stops when one goes) */
+    bool answer_cut;       /* the answer stopped: a note it read was pruned (margins_forget) */
     int32_t n_vocab;
 } margins;
 
@@ -58,6 +60,12 @@ st_code margins_init(margins *m, forest *f, const int32_t *const *prompts, const
                      int32_t n_chunks, const sample_params *sp, int32_t note_tokens,
                      int32_t n_vocab, st_err *err);
 void margins_free(margins *m); /* zeroed or initialised; leaves the forest as it is */
+
+/* The host pruned nodes of f between two steps: a note whose leaf went is dropped (ends
+ * STRAT_END_PRUNED, left out of the notes' text and of a rope-gap answer); with every
+ * note gone there is no answer; an answer whose leaf went, or a rope-gap answer that lost
+ * a note it reads, ends the run. */
+void margins_forget(margins *m, const forest *f);
 
 /* Stop strings for the notes (grow_set_stop). */
 st_code margins_set_note_stop(margins *m, const char *const *stops, int32_t n, st_err *err);
@@ -73,7 +81,8 @@ st_code margins_step(margins *m, forest *f, step_plan *p, model_ctx *c, const to
 
 /* The text of note i (what its branch wrote, decoded): malloc'd, caller frees. */
 char *margins_note_text(const margins *m, const forest *f, const tok *tk, int32_t i, st_err *err);
-/* Every note's text joined with sep (NULL: "\n\n"), as merge_join_text: malloc'd. */
+/* Every note's text but the pruned (margins_forget) joined with sep (NULL: "\n\n"), as
+ * merge_join_text: malloc'd; ST_ERR_ARG when every note was pruned. */
 char *margins_notes_text(const margins *m, const forest *f, const tok *tk, const char *sep,
                          st_err *err);
 

@@ -231,8 +231,8 @@ static int32_t gather(tot_run *r, const forest *f, st_err *err) {
     r->n_cand = 0;
     for (int32_t i = 0; i < r->g.n; i++) {
         const grow_branch *br = &r->g.br[i];
-        if (br->made > 0 && add_cand(r, (tot_cand){.top = thought_top(f, br), .leaf = br->leaf, .score = NAN,
-                                                   .ended = br->eog}, err))
+        if (br->made > 0 && !br->pruned &&
+            add_cand(r, (tot_cand){.top = thought_top(f, br), .leaf = br->leaf, .score = NAN, .ended = br->eog}, err))
             return -1;
     }
     int32_t n_new = r->n_cand;
@@ -350,7 +350,7 @@ static st_code judge_dfs(tot_run *r, const strategy_env *env, st_err *err) {
     if (rc) return rc;
     /* a dead end goes with its children (pruning them one by one would take it with the
      * last, and its ancestors that have no other child) */
-    if (n_keep == 0 && cur.top != FOREST_NONE) prune_cand(r, env->f, &cur);
+    if (n_keep == 0 && cur.top != FOREST_NONE && forest_get(env->f, cur.top)) prune_cand(r, env->f, &cur);
     else
         for (int32_t i = n_keep; i < r->n_cand; i++) prune_cand(r, env->f, &r->cand[r->order[i]]);
     return dfs_next(r, env, err);
@@ -378,6 +378,30 @@ static st_code tot_step(void *self, const strategy_env *env, st_err *err) {
     }
     if (!rc) r->steps++;
     return rc;
+}
+
+/* The candidates of c[0..*n) whose thought's leaf is still in f, in their order. */
+static void keep_live(const forest *f, tot_cand *c, int32_t *n) {
+    int32_t m = 0;
+    for (int32_t i = 0; i < *n; i++)
+        if (forest_get(f, c[i].leaf)) c[m++] = c[i];
+    *n = m;
+}
+
+/* A pruned thought leaves the search: its growing branch ends (grow_forget), a kept or
+ * stacked one is dropped, so the level goes on with the others (breadth-first) or the
+ * search backtracks (depth-first); with nothing left the next steps end it. */
+static void tot_forget(void *self, const forest *f) {
+    tot_run *r = self;
+    grow_forget(&r->g, f);
+    if (r->phase == TOT_GROW && r->g.n_active == 0) r->phase = TOT_JUDGE;
+    keep_live(f, r->kept, &r->n_kept);
+    keep_live(f, r->stack, &r->n_stack);
+    if (r->answer.leaf != FOREST_NONE && !forest_get(f, r->answer.leaf)) r->answer.leaf = FOREST_NONE;
+    int32_t m = 0;
+    for (int32_t i = 0; i < r->n_dimmed; i++)
+        if (forest_get(f, r->dimmed[i].top)) r->dimmed[m++] = r->dimmed[i];
+    r->n_dimmed = m;
 }
 
 static bool tot_done(const void *self) { return ((const tot_run *)self)->phase == TOT_DONE; }
@@ -468,6 +492,7 @@ const strategy_ops strat_tot_ops = {
     .result = tot_result,
     .running = tot_running,
     .scores = tot_scores,
+    .forget = tot_forget,
     .free = tot_free,
 };
 
