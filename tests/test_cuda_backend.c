@@ -13,8 +13,9 @@
  *   matmul (float32 products and sums against ref's double)   1e-5; block types with
  *   activations that int8 holds exactly (cu_matmul_q8 quantises them)
  *   attention (float scores, expf, float sums)                 1e-5
- *   rmsnorm 1e-5, swiglu, swiglu_oai, geglu and softcap 1e-6, softmax 1e-5, rope and rope_neox 1e-6 (0 under
- *   the emulator)
+ *   gdn (float sums against ref's double, 8 rows of a chain)  1e-5, outputs and cells
+ *   rmsnorm 1e-5, swiglu, swiglu_oai, geglu, softcap and sigmoid_mul 1e-6, softmax 1e-5,
+ *   rope and rope_neox 1e-6 (0 under the emulator)
  *   get_row, add, add_bias, scale, gather_rows, kv ops         0 (bitwise)
  *   topk_lse: ids exact; mx exact; log_sum within 1e-6; lp within 1e-5 * max(1, |lse|)
  * Batch invariance: a row's matmul result is the same bits alone as in any batch for the
@@ -319,6 +320,11 @@ static void test_small_ops(uint64_t seed) {
     C->swiglu(cu, dy, dx, du, (int64_t)n);
     check_small("swiglu", y, dy, n, 1e-6);
     memcpy(y, x, n * sizeof(float));
+    R->sigmoid_mul(ref, y, u, (int64_t)n);
+    C->upload(cu, dy, x, n * sizeof(float));
+    C->sigmoid_mul(cu, dy, du, (int64_t)n);
+    check_small("sigmoid_mul", y, dy, n, 1e-6);
+    memcpy(y, x, n * sizeof(float));
     R->add(ref, y, u, (int64_t)n);
     C->upload(cu, dy, x, n * sizeof(float));
     C->add(cu, dy, du, (int64_t)n);
@@ -388,6 +394,101 @@ static void test_small_ops(uint64_t seed) {
     check_sync("small ops");
     C->buf_free(cu, dx), C->buf_free(cu, dw), C->buf_free(cu, du), C->buf_free(cu, dy), C->buf_free(cu, dff);
     free(x), free(w), free(u), free(y);
+}
+
+/* The inputs of a gdn batch of n rows on ref (host copies) and cuda (device copies). */
+typedef struct gdn_pair {
+    kern_gdn h, d;
+    float *qkv0; /* the projections as made (the op overwrites qkv) */
+    float *cells0;
+    int64_t cf;
+} gdn_pair;
+
+static float *gdn_arr(uint64_t *seed, int64_t n, float scale, float shift, float **d) {
+    float *h = rand_floats(seed, n, scale);
+    for (int64_t i = 0; i < n; i++) h[i] += shift;
+    *d = dev(h, (size_t)n);
+    return h;
+}
+
+static gdn_pair gdn_make(uint64_t *seed, const int32_t *shape, int32_t n, int32_t cells) {
+    gdn_pair p;
+    kern_gdn *h = &p.h, *d = &p.d;
+    *h = (kern_gdn){.n_rows = n, .n_k_heads = shape[0], .n_v_heads = shape[1],
+                    .d_state = shape[2], .conv_k = shape[3], .eps = 1e-6f};
+    *d = *h;
+    const int64_t cd = kern_gdn_conv_dim(h), vd = (int64_t)h->n_v_heads * h->d_state, hv = h->n_v_heads;
+    p.cf = kern_gdn_cell_floats(h);
+    float *dp;
+    p.qkv0 = gdn_arr(seed, n * cd, 2, 0, &d->qkv);
+    h->qkv = malloc(sizeof(float) * (size_t)(n * cd));
+    h->z = gdn_arr(seed, n * vd, 2, 0, &dp), d->z = dp;
+    h->beta = gdn_arr(seed, n * hv, 3, 0, &dp), d->beta = dp;
+    h->alpha = gdn_arr(seed, n * hv, 3, 0, &dp), d->alpha = dp;
+    h->conv_w = gdn_arr(seed, cd * h->conv_k, 1, 0, &dp), d->conv_w = dp;
+    h->dt_bias = gdn_arr(seed, hv, 1, 0, &dp), d->dt_bias = dp;
+    h->a = gdn_arr(seed, hv, 0.5f, -1.0f, &dp), d->a = dp; /* negative, as -exp(A_log) */
+    h->norm_w = gdn_arr(seed, h->d_state, 1, 0, &dp), d->norm_w = dp;
+    p.cells0 = gdn_arr(seed, cells * p.cf, 0.5f, 0, &d->cells); /* states left by earlier steps */
+    h->cells = malloc(sizeof(float) * (size_t)(cells * p.cf));
+    h->out = malloc(sizeof(float) * (size_t)(n * vd));
+    d->out = dev(NULL, (size_t)(n * vd));
+    return p;
+}
+
+static void gdn_free(gdn_pair *p) {
+    const void *hp[] = {p->h.qkv, p->h.z, p->h.beta, p->h.alpha, p->h.conv_w, p->h.dt_bias,
+                        p->h.a, p->h.norm_w, p->h.cells, p->h.out, p->qkv0, p->cells0};
+    const void *dp[] = {p->d.qkv, p->d.z, p->d.beta, p->d.alpha, p->d.conv_w, p->d.dt_bias,
+                        p->d.a, p->d.norm_w, p->d.cells, p->d.out};
+    for (size_t i = 0; i < sizeof hp / sizeof *hp; i++) free((void *)hp[i]);
+    for (size_t i = 0; i < sizeof dp / sizeof *dp; i++) C->buf_free(cu, (void *)dp[i]);
+}
+
+/* Rows [r0, r0 + n) of the device batch with the cells as made. */
+static void gdn_dev_rows(gdn_pair *p, int32_t r0, int32_t n, const int32_t *in, const int32_t *out) {
+    kern_gdn a = p->d;
+    const int64_t cd = kern_gdn_conv_dim(&a), vd = (int64_t)a.n_v_heads * a.d_state;
+    a.n_rows = n, a.cell_in = in + r0, a.cell_out = out + r0;
+    a.qkv += r0 * cd, a.z += r0 * vd, a.out += r0 * vd;
+    a.beta += (int64_t)r0 * a.n_v_heads, a.alpha += (int64_t)r0 * a.n_v_heads;
+    C->gdn(cu, &a);
+}
+
+/* gdn against ref on 8 rows over 4 cells that hold earlier states: a copy of a held cell,
+ * chains continued in place, forks from the cell an earlier row of the batch wrote, a
+ * start from zeros; then the same rows a call each give the batch's bits. Shapes (key
+ * heads, value heads, d_state, conv width): value heads a multiple of key heads, d_state
+ * 16 to 128 and one not a multiple of 32. */
+static void test_gdn(uint64_t seed) {
+    static const int32_t shapes[][4] = {{1, 1, 16, 4}, {2, 4, 32, 4}, {2, 2, 64, 3},
+                                        {1, 2, 128, 4}, {3, 6, 24, 2}};
+    static const int32_t in[8] = {3, 0, 0, -1, 1, 0, 2, 1}, out[8] = {0, 0, 1, 2, 1, 3, 2, 1};
+    const int32_t n = 8, cells = 4;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        gdn_pair p = gdn_make(&seed, shapes[s], n, cells);
+        const int64_t cd = kern_gdn_conv_dim(&p.h), vd = (int64_t)p.h.n_v_heads * p.h.d_state;
+        const size_t cb = sizeof(float) * (size_t)(cells * p.cf), ob = (size_t)(n * vd);
+        memcpy(p.h.qkv, p.qkv0, sizeof(float) * (size_t)(n * cd));
+        memcpy(p.h.cells, p.cells0, cb);
+        p.h.cell_in = in, p.h.cell_out = out;
+        R->gdn(ref, &p.h);
+        gdn_dev_rows(&p, 0, n, in, out);
+        float *got = host(p.d.out, ob), *gc = host(p.d.cells, cb / sizeof(float));
+        const double e = t_nerr(got, p.h.out, (long)ob), ec = t_nerr(gc, p.h.cells, (long)(cb / sizeof(float)));
+        if (e > seen_small) seen_small = e;
+        T_CHECK(e <= 1e-5 && ec <= 1e-5, "gdn %d/%d heads, d_state %d, conv %d: nerr out %.3g, cells %.3g",
+                shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], e, ec);
+        C->upload(cu, p.d.qkv, p.qkv0, sizeof(float) * (size_t)(n * cd));
+        C->upload(cu, p.d.cells, p.cells0, cb);
+        for (int32_t r = 0; r < n; r++) gdn_dev_rows(&p, r, 1, in, out);
+        float *one = host(p.d.out, ob);
+        T_CHECK(memcmp(one, got, ob * sizeof(float)) == 0, "gdn shape %zu: a row a call differs "
+                "from the batch", s);
+        check_sync("gdn");
+        free(got), free(gc), free(one);
+        gdn_free(&p);
+    }
 }
 
 static void test_topk(uint64_t seed) {
@@ -528,6 +629,7 @@ int main(void) {
     test_attention_split(70);
     test_small_cache(66);
     test_small_ops(63);
+    test_gdn(71);
     test_topk(64);
     test_errors(65);
     test_no_stale_copy(68);

@@ -15,7 +15,9 @@
  * arithmetic depends only on its own keys in order), which is reported, not asserted
  * (cuBLAS on a GPU sums an F32 many-row product in its own order). Models: a random tiny one (mkmodel, Q8_0, GQA 2)
  * a Qwen2-MoE of 8 experts (3 a token, a shared expert), a gpt-oss of the same experts
- * (attention sinks, the clamped SwiGLU), a Gemma 4 (soft-capped logits) and stories260K;
+ * (attention sinks, the clamped SwiGLU), a Gemma 4 (soft-capped logits), a Qwen3.5 (Gated
+ * DeltaNet layers and gated attention: its leaves asserted bitwise under the emulator, where
+ * every op of its step is batch invariant) and stories260K;
  * without a device the test reports itself skipped.
  * A step that wants only the top-k (step_plan.topk_only) gets the same top-k and
  * alternatives, bit for bit, with its logits rows left on the device: fewer bytes come
@@ -84,7 +86,9 @@ static double check_leaves(forest *f, step_plan *p, model_ctx *lc, model_ctx *cc
     return worst;
 }
 
-static void run_model(const model *m, const char *name, double ref_bound, uint64_t seed) {
+/* Returns whether every scored leaf had the bits of linear decoding. */
+static bool run_model(const model *m, const char *name, double ref_bound, uint64_t seed) {
+    int32_t bitwise = 0, scored = 0;
     const int32_t V = m->hp.n_vocab, n_slots = 512;
     model_ctx *c = ctx(m, "cuda", n_slots), *lc = ctx(m, "cuda", n_slots), *cc = ctx(m, "ref", n_slots);
     if (!c || !lc || !cc) goto out;
@@ -97,7 +101,6 @@ static void run_model(const model *m, const char *name, double ref_bound, uint64
     forest_id last;
     T_CHECK(forest_add_root(f, prompt, NULL, 20, 0, &last, &err) == ST_OK, "root: %s", err.msg);
     add_forks(f, last, 3, 5, &seed, V); /* 20 + 15 rows: the many-row product */
-    int32_t bitwise = 0, scored = 0;
     double worst = 0, e;
     T_CHECK(step_forest(f, &plan, c, &err) == ST_OK, "%s step 1: %s", name, err.msg);
     worst = check_leaves(f, &plan, lc, cc, V, name, ref_bound, &bitwise, &scored);
@@ -139,6 +142,7 @@ static void run_model(const model *m, const char *name, double ref_bound, uint64
     forest_free(f);
 out:
     model_ctx_free(c), model_ctx_free(lc), model_ctx_free(cc);
+    return scored > 0 && bitwise == scored;
 }
 
 /* The same forest stepped twice, with full rows and with topk_only, each on its own cuda
@@ -254,6 +258,23 @@ int main(void) {
     m = t_random_model(&mp, &err);
     T_CHECK(m != NULL, "tiny gemma4: %s", err.msg);
     if (m) run_model(m, "tiny gemma4 softcap", NERR_BOUND, 9);
+    model_free(m);
+    /* Qwen3.5's shape: Gated DeltaNet layers (states continued, copied at forks, chains
+     * replayed under inner nodes) between gated attention layers; every step's rows go
+     * through gdn one after another, so under the emulator each leaf has linear's bits */
+    mp = mkmodel_default_params();
+    mp.arch = "qwen35";
+    mp.wtype = DT_F32;
+    mp.n_embd = 64, mp.n_head = 4, mp.n_head_kv = 2, mp.n_ff = 96, mp.seed = 28;
+    mp.n_layer = 4, mp.full_attn_interval = 2;
+    mp.ssm_k_heads = 1, mp.ssm_v_heads = 2, mp.ssm_state = 16;
+    m = t_random_model(&mp, &err);
+    T_CHECK(m != NULL, "tiny qwen35: %s", err.msg);
+    if (m) {
+        const bool exact = run_model(m, "tiny qwen35", NERR_BOUND, 12);
+        T_CHECK(exact || !cu_emulated(), "tiny qwen35: leaves not bitwise linear decoding's");
+        topk_only(m, "tiny qwen35", 14);
+    }
     model_free(m);
     const char *sp = t_shared("models/stories260K.gguf");
     if (!sp) {

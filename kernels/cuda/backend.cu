@@ -552,6 +552,34 @@ void cuda_softcap(kern_backend *b, float *y, float cap, int64_t n) {
     LAUNCHED(b, "softcap");
 }
 
+void cuda_sigmoid_mul(kern_backend *b, float *y, const float *gate, int64_t n) {
+    cu_sigmoid_mul(y, gate, n, STREAM);
+    LAUNCHED(b, "sigmoid_mul");
+}
+
+/* The rows in order (cell_in and cell_out are host memory): each row's cell made from
+ * its cell_in on the device (a copy, or zeros), then its conv and heads. */
+void cuda_gdn(kern_backend *b, const kern_gdn *a) {
+    if (a->d_state > CU_GDN_MAX_STATE) {
+        kern_backend_fail(b, ST_ERR_UNSUPPORTED, "gdn", "d_state %d is over the CUDA kernel's %d",
+                          a->d_state, CU_GDN_MAX_STATE);
+        return;
+    }
+    const int64_t cf = kern_gdn_cell_floats(a);
+    const size_t bytes = sizeof(float) * (size_t)cf;
+    for (int32_t r = 0; r < a->n_rows; r++) {
+        float *cell = a->cells + (int64_t)a->cell_out[r] * cf;
+        if (a->cell_in[r] < 0 && !CU_OK(b, "gdn", cudaMemsetAsync(cell, 0, bytes, STREAM)))
+            return;
+        if (a->cell_in[r] >= 0 && a->cell_in[r] != a->cell_out[r] &&
+            !CU_OK(b, "gdn", cudaMemcpyAsync(cell, a->cells + (int64_t)a->cell_in[r] * cf, bytes,
+                                             cudaMemcpyDeviceToDevice, STREAM)))
+            return;
+        cu_gdn_row(a, r, cell, STREAM);
+        if (!LAUNCHED(b, "gdn")) return;
+    }
+}
+
 void cuda_swiglu_oai(kern_backend *b, float *y, const float *gate, const float *up, int64_t n) {
     cu_swiglu_oai(y, gate, up, n, STREAM);
     LAUNCHED(b, "swiglu_oai");
@@ -685,6 +713,8 @@ kern_ops make_ops() {
     o.softcap = cuda_softcap;
     o.swiglu_oai = cuda_swiglu_oai;
     o.geglu = cuda_geglu;
+    o.sigmoid_mul = cuda_sigmoid_mul;
+    o.gdn = cuda_gdn;
     return o;
 }
 

@@ -66,6 +66,19 @@ void cu_swiglu(float *y, const float *gate, const float *up, int64_t n, cu_strea
 /* y[i] += x[i], i < n. */
 void cu_add(float *y, const float *x, int64_t n, cu_stream s);
 
+/* y[i] = y[i] * sigmoid(gate[i]) in float (expf), i < n. */
+void cu_sigmoid_mul(float *y, const float *gate, int64_t n, cu_stream s);
+
+#define CU_GDN_MAX_STATE 512 /* largest d_state cu_gdn_row takes (threads a block) */
+
+struct kern_gdn;
+/* Row r of kern_gdn a (its device arrays; cell_in and cell_out unused) in cell, which
+ * already holds the state the row starts from: the conv and SiLU over qkv[r] in place
+ * (one thread a channel), then one block a value head (one thread a value dim, owning
+ * column j of S) for the L2 norms, the decay, the delta rule, o = S^T q and the gated
+ * RMSNorm into out[r]; float sums in a fixed order. d_state <= CU_GDN_MAX_STATE. */
+void cu_gdn_row(const struct kern_gdn *a, int32_t r, float *cell, cu_stream s);
+
 /* out (n_rows, n_in) = rows rows[0 .. n_rows) of w, a (?, n_in) matrix of DT_* type as
  * GGUF stores it, dequantised to float with dtype_dequantize_row's arithmetic (the same
  * bits). rows is a device array. False (nothing queued) for a type without a kernel
