@@ -5,7 +5,8 @@
  * and the experts of each projection as one 3-D tensor (ffn_gate_exps, ffn_up_exps:
  * [n_embd, n_ff_exp, n_expert]; ffn_down_exps: [n_ff_exp, n_embd, n_expert]); Qwen2-MoE
  * adds a shared expert of width n_ff (ffn_{gate,up,down}_shexp) and its gate vector
- * ffn_gate_inp_shexp (F32); gpt-oss (src/models/openai-moe.cpp) attention sinks, biases
+ * ffn_gate_inp_shexp (F32), as Qwen3.5-MoE does (src/models/qwen35moe.cpp; its other
+ * layers are mkmodel_qwen35.c's); gpt-oss (src/models/openai-moe.cpp) attention sinks, biases
  * on the attention output, the router and every expert (F32), its FFN norm named
  * post_attention_norm, and a sliding window. */
 #include "convert/mkmodel_impl.h"
@@ -19,7 +20,9 @@ static int32_t moe_n_expert(const mkmodel_params *p) { return p->n_expert > 0 ? 
 static int32_t moe_n_used(const mkmodel_params *p) { return p->n_expert_used > 0 ? p->n_expert_used : 2; }
 static int32_t moe_n_ff(const mkmodel_params *p) { return p->n_ff_exp > 0 ? p->n_ff_exp : p->n_ff; }
 
-static bool moe_shared(const mkmodel_params *p) { return strcmp(p->arch, "qwen2moe") == 0; }
+static bool moe_shared(const mkmodel_params *p) {
+    return strcmp(p->arch, "qwen2moe") == 0 || strcmp(p->arch, "qwen35moe") == 0;
+}
 static bool moe_oss(const mkmodel_params *p) { return strcmp(p->arch, "gpt-oss") == 0; }
 
 bool mk_moe(const mkmodel_params *p) {
