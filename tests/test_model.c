@@ -278,6 +278,16 @@ static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
             }
             gguf_writer_set_arr(w, k, GGUF_BOOL, bs, n);
             free(bs);
+        } else if (t == GGUF_ARRAY && gguf_arr_type(g, i) == GGUF_I32) { /* Qwen3.5's sections */
+            uint64_t n = gguf_arr_n(g, i);
+            int32_t *v = malloc(sizeof(int32_t) * (n + 1));
+            for (uint64_t j = 0; j < n; j++) {
+                int64_t x = 0;
+                gguf_arr_i64(g, i, j, &x);
+                v[j] = (int32_t)x;
+            }
+            gguf_writer_set_arr(w, k, GGUF_I32, v, n);
+            free(v);
         } else if (t == GGUF_ARRAY) {
             uint64_t n = gguf_arr_n(g, i);
             double *d = malloc(sizeof(double) * (n + 1));

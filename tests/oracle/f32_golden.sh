@@ -1,5 +1,6 @@
 # f32_golden.sh - sourced by gen_gemma4_models.sh and gen_qwen35_models.sh: f32_golden
-# NAME ARGS [OUT] writes OUT (default tests/golden/NAMEmodels/): a random-weight model made by our mkmodel
+# NAME ARGS [OUT] writes OUT (default tests/golden/NAMEmodels/; GEN_CMD: the command the
+# header names, default sh tests/oracle/gen_NAME_models.sh): a random-weight model made by our mkmodel
 # (ARGS), rewritten in F32 by llama.cpp's llama_model_quantize, and golden.txt with
 # llama.cpp's greedy decoding of four prompts (32 tokens, top-5 logits a step), which
 # tests/test_qmodels.c replays. F32 so that no rounding of activations blurs the
@@ -26,7 +27,7 @@ f32_golden() {
         echo "# golden.txt - llama.cpp greedy decoding of a random-weight $name (our mkmodel)"
         echo "# rewritten by llama.cpp in F32; tests/test_qmodels.c replays it through our engine."
         echo "# source: llama.cpp $commit, static libraries, tests/oracle/llama_greedy.c"
-        echo "# generated: $(date -u +%Y-%m-%d) by sh tests/oracle/gen_${name}_models.sh (repository root)"
+        echo "# generated: $(date -u +%Y-%m-%d) by ${GEN_CMD:-sh tests/oracle/gen_${name}_models.sh} (repository root)"
         echo "# source model (not kept): ./multidecode mkmodel $args"
         echo "#   sha256 $(sha256sum "$tmp/$name-mk.gguf" | cut -d' ' -f1)"
         echo "# stored with llama_model_quantize(llama_model_quantize_default_params(),"

@@ -14,6 +14,7 @@ q35="--layers 4 --attn-every 2 --untied --vocab 260 --embd 128 --heads 4 --kv-he
 case ${1:-qwen35} in
 qwen35) f32_golden qwen35 "--arch qwen35 $q35 --seed 11" ;;
 qwen35moe)
+    GEN_CMD="sh tests/oracle/gen_qwen35_models.sh qwen35moe"
     f32_golden qwen35moe "--arch qwen35moe $q35 --experts 8 --experts-used 3 --ffn-exp 64 --seed 15" tests/golden/qwen35moe ;;
 *) echo "usage: $0 [qwen35|qwen35moe]" >&2; exit 2 ;;
 esac
