@@ -196,7 +196,7 @@ static int mk_list_extras(const mkmodel_params *p, mk_tensor *t, int n, int l) {
 static int mk_list(const mkmodel_params *p, mk_tensor *t) {
     int64_t e = p->n_embd, hd = mk_head_dim(p), q = p->n_head * hd, kv = p->n_head_kv * hd;
     int64_t ff = p->n_ff, v = p->n_vocab;
-    uint32_t wt = p->wtype;
+    uint32_t wt = mk_moe_dense_type(p);
     float s_e = 1.0f / sqrtf((float)e), s_q = 1.0f / sqrtf((float)q);
     float s_ff = 1.0f / sqrtf((float)ff);
     /* Normalised activations have rms 1, so a classifier row of U(-a, a) gives logits of

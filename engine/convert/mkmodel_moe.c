@@ -8,7 +8,8 @@
  * ffn_gate_inp_shexp (F32), as Qwen3.5-MoE does (src/models/qwen35moe.cpp; its other
  * layers are mkmodel_qwen35.c's); gpt-oss (src/models/openai-moe.cpp) attention sinks, biases
  * on the attention output, the router and every expert (F32), its FFN norm named
- * post_attention_norm, and a sliding window. */
+ * post_attention_norm, and a sliding window; with --type MXFP4 its experts are MXFP4 and
+ * its other matrices Q8_0, as gpt-oss files store them (llama.cpp's MXFP4_MOE mix). */
 #include "convert/mkmodel_impl.h"
 
 #include <inttypes.h>
@@ -27,6 +28,10 @@ static bool moe_oss(const mkmodel_params *p) { return strcmp(p->arch, "gpt-oss")
 
 bool mk_moe(const mkmodel_params *p) {
     return p->arch && (strcmp(p->arch, "qwen3moe") == 0 || moe_shared(p) || moe_oss(p));
+}
+
+uint32_t mk_moe_dense_type(const mkmodel_params *p) {
+    return mk_moe(p) && moe_oss(p) && p->wtype == DT_MXFP4 ? DT_Q8_0 : p->wtype;
 }
 
 bool mk_moe_skips(const mkmodel_params *p, const char *suffix, bool matrix) {
