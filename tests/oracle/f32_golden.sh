@@ -27,18 +27,22 @@ f32_golden() {
         cp "$tmp/$name-mk.gguf" "$out/$name-$qt.gguf"
         "$tmp/llama_greedy" --types "$out/$name-$qt.gguf" > "$tmp/tensors"
         stored="kept as our mkmodel wrote it (--type $qt); the tensors' types are listed."
+        kept="kept as $name-$qt.gguf"
+        form="in $qt as our mkmodel wrote it"
     else
         "$tmp/llama_greedy" --quantize "$tmp/$name-mk.gguf" "$out/$name-F32.gguf" F32 > "$tmp/tensors"
         stored="stored with llama_model_quantize(llama_model_quantize_default_params(),
 #   ftype LLAMA_FTYPE_ALL_F32); the tensors' types are listed."
+        kept="not kept"
+        form="rewritten by llama.cpp in F32"
     fi
     commit=$(git -C "$src" rev-parse HEAD 2>/dev/null || echo "0c1e57098bba43ac29e6e3b677cdceebdd22334f (llama-cpp-python 0.3.36)")
     {
         echo "# golden.txt - llama.cpp greedy decoding of a random-weight $name (our mkmodel)"
-        echo "# in $qt; tests/test_qmodels.c replays it through our engine."
+        echo "# $form; tests/test_qmodels.c replays it through our engine."
         echo "# source: llama.cpp $commit, static libraries, tests/oracle/llama_greedy.c"
         echo "# generated: $(date -u +%Y-%m-%d) by ${GEN_CMD:-sh tests/oracle/gen_${name}_models.sh} (repository root)"
-        echo "# source model (not kept): ./multidecode mkmodel $args"
+        echo "# source model ($kept): ./multidecode mkmodel $args"
         echo "#   sha256 $(sha256sum "$tmp/$name-mk.gguf" | cut -d' ' -f1)"
         echo "# $stored"
         echo "# llama.cpp settings: CPU backend, n_threads 2, n_ctx 128, KV cache F32, flash"
