@@ -387,7 +387,7 @@ static void g4_extras(mkmodel_params *mp) {
  * (qwen2moe: and a shared expert; gpt-oss: sinks, biases, a window on every other layer). */
 static void moe_extras(mkmodel_params *mp) {
     if (!mp->arch || (strcmp(mp->arch, "qwen3moe") != 0 && strcmp(mp->arch, "qwen2moe") != 0 &&
-                      strcmp(mp->arch, "gpt-oss") != 0))
+                      strcmp(mp->arch, "gpt-oss") != 0 && strcmp(mp->arch, "qwen35moe") != 0))
         return;
     mp->n_expert = 8;
     mp->n_expert_used = mp->wtype == DT_F32 ? 2 : 3;
@@ -397,7 +397,7 @@ static void moe_extras(mkmodel_params *mp) {
 /* What a Qwen3.5 shape adds: 4 layers, Gated DeltaNet ones and gated attention ones
  * (pattern 0: every 4th layer attention, the others recurrent; else every pattern-th). */
 static void q35_extras(mkmodel_params *mp, int32_t pattern) {
-    if (!mp->arch || strcmp(mp->arch, "qwen35") != 0) return;
+    if (!mp->arch || strncmp(mp->arch, "qwen35", 6) != 0) return; /* qwen35, qwen35moe */
     mp->n_layer = 4;
     mp->full_attn_interval = pattern;
     mp->ssm_k_heads = 1, mp->ssm_v_heads = 2, mp->ssm_state = 16;
@@ -446,6 +446,9 @@ static void run_shapes(int n_seeds, bool on_ref_only, bool quick) {
         {"qwen2moe q8_0 gqa2 hd32 8 experts top 3 + shared", DT_Q8_0, 128, 4, 2, 32, false, "qwen2moe", 0, 0, true, true},
         {"gpt-oss f32 gqa2 hd32 8 experts top 2 window 8", DT_F32, 128, 4, 2, 32, false, "gpt-oss", 8, 0, true, true},
         {"gpt-oss q8_0 gqa4 hd64 8 experts top 3 window 5", DT_Q8_0, 256, 4, 1, 64, false, "gpt-oss", 5, 0, false, false},
+        /* Qwen3.5-MoE: both of the above, DeltaNet states and grouped experts in one step */
+        {"qwen35moe q8_0 gqa2 hd32 8 experts top 3 + shared", DT_Q8_0, 128, 4, 2, 32, false, "qwen35moe", 0, 2,
+         true, true},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         if (quick && !shapes[i].quick) continue;

@@ -278,6 +278,16 @@ static st_code copy_gguf(const char *src, const char *dst, const edit *e) {
             }
             gguf_writer_set_arr(w, k, GGUF_BOOL, bs, n);
             free(bs);
+        } else if (t == GGUF_ARRAY && gguf_arr_type(g, i) == GGUF_I32) { /* Qwen3.5's sections */
+            uint64_t n = gguf_arr_n(g, i);
+            int32_t *v = malloc(sizeof(int32_t) * (n + 1));
+            for (uint64_t j = 0; j < n; j++) {
+                int64_t x = 0;
+                gguf_arr_i64(g, i, j, &x);
+                v[j] = (int32_t)x;
+            }
+            gguf_writer_set_arr(w, k, GGUF_I32, v, n);
+            free(v);
         } else if (t == GGUF_ARRAY) {
             uint64_t n = gguf_arr_n(g, i);
             double *d = malloc(sizeof(double) * (n + 1));
@@ -397,19 +407,20 @@ static void test_bad_models(void) {
     model_free(model_load(tmp_path("bad.gguf"), &err));
     T_CHECK(strstr(err.msg, "llama, qwen2, qwen3, gemma3, gemma4") != NULL,
             "unsupported architecture names the supported ones: %s", err.msg);
-    /* Qwen3.5 MoE is refused by name, saying what is missing */
-    edit q35 = {"qwen35moe", NULL, NULL, 0, 0, NULL, 0, NULL};
-    copy_gguf(src, tmp_path("bad.gguf"), &q35);
+    /* Qwen3-Next is refused by name, saying what is missing */
+    edit q3n = {"qwen3next", NULL, NULL, 0, 0, NULL, 0, NULL};
+    copy_gguf(src, tmp_path("bad.gguf"), &q3n);
     st_clear(&err);
     model_free(model_load(tmp_path("bad.gguf"), &err));
-    T_CHECK(err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "Qwen3.5 MoE") &&
-            strstr(err.msg, "mixture-of-experts"), "qwen35moe refused by name: %s", err.msg);
+    T_CHECK(err.code == ST_ERR_UNSUPPORTED && strstr(err.msg, "Qwen3-Next") &&
+            strstr(err.msg, "qwen35moe"), "qwen3next refused by name: %s", err.msg);
     /* a family's own tensors are required: qwen2's biases, gemma3's post-norms */
     const struct { const char *arch, *drop; } fam[] = {
         {"qwen2", "blk.1.attn_k.bias"}, {"qwen3", "blk.0.attn_q_norm.weight"},
         {"gemma3", "blk.1.post_ffw_norm.weight"}, {"gemma4", "blk.0.attn_k_norm.weight"},
         {"qwen3moe", "blk.1.ffn_up_exps.weight"}, {"qwen2moe", "blk.0.ffn_gate_inp_shexp.weight"},
-        {"gpt-oss", "blk.1.attn_sinks.weight"}, {"gpt-oss", "blk.0.ffn_down_exps.bias"}};
+        {"gpt-oss", "blk.1.attn_sinks.weight"}, {"gpt-oss", "blk.0.ffn_down_exps.bias"},
+        {"qwen35moe", "blk.0.ffn_gate_inp_shexp.weight"}, {"qwen35moe", "blk.1.ffn_down_exps.weight"}};
     for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
         p.arch = fam[i].arch;
         T_CHECK(mkmodel_write(&p, src, &err) == ST_OK, "mkmodel %s: %s", fam[i].arch, err.msg);

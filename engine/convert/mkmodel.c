@@ -73,6 +73,7 @@ static const mk_arch mk_archs[] = {
     {"qwen2moe", true, false, false},  /* likewise, with a shared expert */
     {"gpt-oss", true, false, false},   /* likewise, with sinks and biases */
     {"qwen35", false, true, false}, /* its layers: mkmodel_qwen35.c */
+    {"qwen35moe", false, true, false}, /* likewise, with mkmodel_moe.c's experts */
 };
 
 static const mk_arch *mk_arch_of(const mkmodel_params *p) {
@@ -83,9 +84,10 @@ static const mk_arch *mk_arch_of(const mkmodel_params *p) {
 }
 
 st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
+    st_code rc;
     if (!mk_arch_of(p))
         return st_set(err, ST_ERR_ARG, "mkmodel: architecture '%s' is not one of llama, qwen2, "
-                      "qwen3, gemma3, gemma4, qwen35, qwen3moe, qwen2moe, gpt-oss", p->arch);
+                      "qwen3, gemma3, gemma4, qwen35, qwen35moe, qwen3moe, qwen2moe, gpt-oss", p->arch);
     if (p->n_swa < 0)
         return st_set(err, ST_ERR_ARG, "mkmodel: n_swa %" PRId32 " is negative", p->n_swa);
     const struct { const char *name; int32_t v, lo, hi; } r[] = {
@@ -137,8 +139,8 @@ st_code mkmodel_check(const mkmodel_params *p, st_err *err) {
                           "%" PRId32 ", the block size of weight type %s (every weight row "
                           "must be whole blocks)", rows[i].name, rows[i].n,
                           dtype_get(p->wtype)->block, dtype_name(p->wtype));
-    if (mk_moe(p)) return mk_moe_check(p, err);
-    if (strcmp(mk_arch_of(p)->name, "qwen35") == 0) return mk_qwen35_check(p, err);
+    if (mk_moe(p) && (rc = mk_moe_check(p, err))) return rc;
+    if (mk_qwen35(p)) return mk_qwen35_check(p, err);
     return strcmp(mk_arch_of(p)->name, "gemma4") == 0 ? mk_gemma4_check(p, err) : ST_OK;
 }
 
@@ -194,7 +196,7 @@ static int mk_list_extras(const mkmodel_params *p, mk_tensor *t, int n, int l) {
 static int mk_list(const mkmodel_params *p, mk_tensor *t) {
     int64_t e = p->n_embd, hd = mk_head_dim(p), q = p->n_head * hd, kv = p->n_head_kv * hd;
     int64_t ff = p->n_ff, v = p->n_vocab;
-    uint32_t wt = p->wtype;
+    uint32_t wt = mk_moe_dense_type(p);
     float s_e = 1.0f / sqrtf((float)e), s_q = 1.0f / sqrtf((float)q);
     float s_ff = 1.0f / sqrtf((float)ff);
     /* Normalised activations have rms 1, so a classifier row of U(-a, a) gives logits of
@@ -210,7 +212,7 @@ static int mk_list(const mkmodel_params *p, mk_tensor *t) {
     mk_add(t, &n, "output_norm.weight", e, 1, DT_F32, g_out, 0.1f * g_out);
     if (!p->tied) mk_add(t, &n, "output.weight", e, v, wt, 0.0f, a_out);
     if (strcmp(mk_arch_of(p)->name, "gemma4") == 0) return mk_gemma4_list(p, t, n);
-    if (strcmp(mk_arch_of(p)->name, "qwen35") == 0) return mk_qwen35_list(p, t, n);
+    if (mk_qwen35(p)) return mk_qwen35_list(p, t, n);
     for (int l = 0; l < p->n_layer; l++) {
         const struct { const char *suffix; int64_t ne0, ne1; float center, spread; } b[] = {
             {"attn_q", e, q, 0.0f, s_e},       {"attn_k", e, kv, 0.0f, s_e},
@@ -435,7 +437,7 @@ static st_code mk_set_meta(gguf_writer *w, const mkmodel_params *p, const mk_voc
         MK_SET(gguf_writer_set_u32(w, KEY("attention.value_length"), (uint32_t)hd));
     }
     MK_SET(gguf_writer_set_u32(w, KEY("rope.dimension_count"),
-                               (uint32_t)(strcmp(arch, "qwen35") == 0 ? mk_qwen35_rope_dim(p) : hd)));
+                               (uint32_t)(mk_qwen35(p) ? mk_qwen35_rope_dim(p) : hd)));
     MK_SET(gguf_writer_set_f32(w, KEY("rope.freq_base"), p->rope_base));
     MK_SET(gguf_writer_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), 1e-5f));
     if (p->yarn > 1.0f) {
@@ -452,7 +454,7 @@ static st_code mk_set_meta(gguf_writer *w, const mkmodel_params *p, const mk_voc
                                    (uint32_t)(p->n_swa > 0 ? p->n_swa : p->n_ctx)));
     if (strcmp(arch, "gemma4") == 0) MK_SET(mk_gemma4_meta(w, p));
     if (mk_moe(p)) MK_SET(mk_moe_meta(w, p, arch));
-    if (strcmp(arch, "qwen35") == 0) MK_SET(mk_qwen35_meta(w, p));
+    if (mk_qwen35(p)) MK_SET(mk_qwen35_meta(w, p, arch));
 #undef KEY
     MK_SET(gguf_writer_set_str(w, "tokenizer.ggml.model", "llama"));
     MK_SET(gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", v->ptr, NULL,

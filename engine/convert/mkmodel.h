@@ -34,7 +34,7 @@
 
 typedef struct mkmodel_params {
     const char *arch;   /* "llama" (NULL means it), "qwen2", "qwen3", "gemma3", "gemma4",
-                           "qwen3moe", "qwen35" */
+                           "qwen3moe", "qwen2moe", "gpt-oss", "qwen35", "qwen35moe" */
     int32_t n_vocab;    /* >= MKMODEL_MIN_VOCAB */
     int32_t n_embd;
     int32_t n_layer;
@@ -62,11 +62,11 @@ typedef struct mkmodel_params {
                              the two layers before them local then global */
     int32_t n_embd_ple;   /* per-layer embedding width; 0 = none */
     float softcap;        /* final_logit_softcapping; 0 = none */
-    /* qwen3moe, qwen2moe, gpt-oss: a mixture of experts in place of each layer's FFN */
+    /* qwen3moe, qwen2moe, gpt-oss, qwen35moe: a mixture of experts in place of each layer's FFN */
     int32_t n_expert;      /* experts per layer; 0 = 8 */
     int32_t n_expert_used; /* experts a token uses; 0 = 2 */
     int32_t n_ff_exp;      /* one expert's hidden width; 0 = n_ff */
-    /* qwen35 only (0: the default in brackets): */
+    /* qwen35 and qwen35moe only (0: the default in brackets): */
     int32_t ssm_state;    /* the DeltaNet's head size [head_dim] */
     int32_t ssm_k_heads;  /* its key heads [n_head_kv] */
     int32_t ssm_v_heads;  /* its value heads, a multiple of the key heads [n_head] */

@@ -43,14 +43,19 @@ bool mk_moe(const mkmodel_params *p);
 /* Whether layer tensor `suffix` of mk_list's llama block is left out (a mixture's dense
  * feed-forward; gpt-oss's ffn_norm, which it names post_attention_norm). */
 bool mk_moe_skips(const mkmodel_params *p, const char *suffix, bool matrix);
+/* The type of the matrices other than the experts: gpt-oss's are Q8_0 beside MXFP4 experts
+ * (llama.cpp's MXFP4_MOE: "MoE tensors -> MXFP4, other tensors -> Q8_0"), else wtype. */
+uint32_t mk_moe_dense_type(const mkmodel_params *p);
 st_code mk_moe_check(const mkmodel_params *p, st_err *err);
 int mk_moe_layer(const mkmodel_params *p, mk_tensor *t, int n, int l);
 st_code mk_moe_meta(gguf_writer *w, const mkmodel_params *p, const char *arch);
-/* Qwen3.5 (mkmodel_qwen35.c): its checks, its layers (after the global tensors; returns
- * the new count), its "qwen35.*" keys and its rotated dims (a quarter of the head). */
+/* Qwen3.5 (mkmodel_qwen35.c): whether p's architecture is qwen35 or qwen35moe, its checks,
+ * its layers (after the global tensors; returns the new count), its "<arch>.*" keys and
+ * its rotated dims (a quarter of the head). */
+bool mk_qwen35(const mkmodel_params *p);
 st_code mk_qwen35_check(const mkmodel_params *p, st_err *err);
 int mk_qwen35_list(const mkmodel_params *p, mk_tensor *t, int n);
-st_code mk_qwen35_meta(gguf_writer *w, const mkmodel_params *p);
+st_code mk_qwen35_meta(gguf_writer *w, const mkmodel_params *p, const char *arch);
 int32_t mk_qwen35_rope_dim(const mkmodel_params *p);
 
 #endif

@@ -5,9 +5,11 @@
  * and the experts of each projection as one 3-D tensor (ffn_gate_exps, ffn_up_exps:
  * [n_embd, n_ff_exp, n_expert]; ffn_down_exps: [n_ff_exp, n_embd, n_expert]); Qwen2-MoE
  * adds a shared expert of width n_ff (ffn_{gate,up,down}_shexp) and its gate vector
- * ffn_gate_inp_shexp (F32); gpt-oss (src/models/openai-moe.cpp) attention sinks, biases
+ * ffn_gate_inp_shexp (F32), as Qwen3.5-MoE does (src/models/qwen35moe.cpp; its other
+ * layers are mkmodel_qwen35.c's); gpt-oss (src/models/openai-moe.cpp) attention sinks, biases
  * on the attention output, the router and every expert (F32), its FFN norm named
- * post_attention_norm, and a sliding window. */
+ * post_attention_norm, and a sliding window; with --type MXFP4 its experts are MXFP4 and
+ * its other matrices Q8_0, as gpt-oss files store them (llama.cpp's MXFP4_MOE mix). */
 #include "convert/mkmodel_impl.h"
 
 #include <inttypes.h>
@@ -19,11 +21,17 @@ static int32_t moe_n_expert(const mkmodel_params *p) { return p->n_expert > 0 ? 
 static int32_t moe_n_used(const mkmodel_params *p) { return p->n_expert_used > 0 ? p->n_expert_used : 2; }
 static int32_t moe_n_ff(const mkmodel_params *p) { return p->n_ff_exp > 0 ? p->n_ff_exp : p->n_ff; }
 
-static bool moe_shared(const mkmodel_params *p) { return strcmp(p->arch, "qwen2moe") == 0; }
+static bool moe_shared(const mkmodel_params *p) {
+    return strcmp(p->arch, "qwen2moe") == 0 || strcmp(p->arch, "qwen35moe") == 0;
+}
 static bool moe_oss(const mkmodel_params *p) { return strcmp(p->arch, "gpt-oss") == 0; }
 
 bool mk_moe(const mkmodel_params *p) {
     return p->arch && (strcmp(p->arch, "qwen3moe") == 0 || moe_shared(p) || moe_oss(p));
+}
+
+uint32_t mk_moe_dense_type(const mkmodel_params *p) {
+    return mk_moe(p) && moe_oss(p) && p->wtype == DT_MXFP4 ? DT_Q8_0 : p->wtype;
 }
 
 bool mk_moe_skips(const mkmodel_params *p, const char *suffix, bool matrix) {

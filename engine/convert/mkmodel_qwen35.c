@@ -3,7 +3,8 @@
  * loads): Gated DeltaNet layers (attn_qkv, attn_gate, ssm_conv1d in F32, ssm_dt.bias,
  * ssm_a, ssm_beta, ssm_alpha, ssm_norm, ssm_out) with a full-attention layer every
  * full_attn_interval-th (attn_q of [q | gate] per head, Q/K norms, rotary on a quarter of
- * the head), each followed by post_attention_norm and the SwiGLU feed-forward. */
+ * the head), each followed by post_attention_norm and the SwiGLU feed-forward, or for
+ * qwen35moe (src/models/qwen35moe.cpp) mkmodel_moe.c's experts with a shared expert. */
 #include "convert/mkmodel_impl.h"
 
 #include <inttypes.h>
@@ -22,6 +23,10 @@ static q35_shape q35_of(const mkmodel_params *p) {
                        .v_heads = p->ssm_v_heads > 0 ? p->ssm_v_heads : p->n_head,
                        .conv = p->ssm_conv > 0 ? p->ssm_conv : 4,
                        .every = p->full_attn_interval > 0 ? p->full_attn_interval : 4};
+}
+
+bool mk_qwen35(const mkmodel_params *p) {
+    return p->arch && (strcmp(p->arch, "qwen35") == 0 || strcmp(p->arch, "qwen35moe") == 0);
 }
 
 static bool q35_recurrent(const q35_shape *s, int32_t l) { return (l + 1) % s->every != 0; }
@@ -50,7 +55,7 @@ static int q35_layer(const mkmodel_params *p, const q35_shape *s, mk_tensor *t, 
     const int64_t e = p->n_embd, hd = mk_head_dim(p), q = p->n_head * hd, kv = p->n_head_kv * hd;
     const int64_t ff = p->n_ff, vd = (int64_t)s->v_heads * s->state;
     const int64_t cd = (2 * (int64_t)s->k_heads + s->v_heads) * s->state;
-    const bool rec = q35_recurrent(s, l), att = !rec;
+    const bool rec = q35_recurrent(s, l), att = !rec, moe = mk_moe(p);
     const float s_e = 1.0f / sqrtf((float)e);
     const struct { bool on; const char *suffix; int64_t ne0, ne1; bool f32; float center, spread; } b[] = {
         {true, "attn_norm.weight", e, 1, true, 1.0f, 0.1f},
@@ -70,9 +75,9 @@ static int q35_layer(const mkmodel_params *p, const q35_shape *s, mk_tensor *t, 
         {rec, "ssm_norm.weight", s->state, 1, true, 1.0f, 0.1f},
         {rec, "ssm_out.weight", vd, e, false, 0.0f, 1.0f / sqrtf((float)vd)},
         {true, "post_attention_norm.weight", e, 1, true, 1.0f, 0.1f},
-        {true, "ffn_gate.weight", e, ff, false, 0.0f, s_e},
-        {true, "ffn_up.weight", e, ff, false, 0.0f, s_e},
-        {true, "ffn_down.weight", ff, e, false, 0.0f, 1.0f / sqrtf((float)ff)},
+        {!moe, "ffn_gate.weight", e, ff, false, 0.0f, s_e},
+        {!moe, "ffn_up.weight", e, ff, false, 0.0f, s_e},
+        {!moe, "ffn_down.weight", ff, e, false, 0.0f, 1.0f / sqrtf((float)ff)},
     };
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) {
         if (!b[i].on) continue;
@@ -81,7 +86,7 @@ static int q35_layer(const mkmodel_params *p, const q35_shape *s, mk_tensor *t, 
         mk_add(t, &n, name, b[i].ne0, b[i].ne1, b[i].f32 ? DT_F32 : p->wtype, b[i].center,
                b[i].spread);
     }
-    return n;
+    return moe ? mk_moe_layer(p, t, n, l) : n;
 }
 
 int mk_qwen35_list(const mkmodel_params *p, mk_tensor *t, int n) {
@@ -90,23 +95,27 @@ int mk_qwen35_list(const mkmodel_params *p, mk_tensor *t, int n) {
     return n;
 }
 
-st_code mk_qwen35_meta(gguf_writer *w, const mkmodel_params *p) {
+st_code mk_qwen35_meta(gguf_writer *w, const mkmodel_params *p, const char *arch) {
     const q35_shape s = q35_of(p);
     const int32_t pairs = mk_qwen35_rope_dim(p) / 2;
     /* llama.cpp requires the M-RoPE sections; interleaved, pair i takes section i % 3, and
      * text gives the first three one position: covering every pair as Qwen3.5's files do
      * (11, 11, 10 of 32) makes it plain NeoX rotary */
     const int32_t sections[4] = {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0};
-    st_code rc = gguf_writer_set_arr(w, "qwen35.rope.dimension_sections", GGUF_I32, sections, 4);
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", arch);
+    st_code rc = gguf_writer_set_arr(w, key, GGUF_I32, sections, 4);
     const struct { const char *key; uint32_t v; } u[] = {
-        {"qwen35.full_attention_interval", (uint32_t)s.every},
-        {"qwen35.ssm.conv_kernel", (uint32_t)s.conv},
-        {"qwen35.ssm.state_size", (uint32_t)s.state},
-        {"qwen35.ssm.group_count", (uint32_t)s.k_heads},
-        {"qwen35.ssm.time_step_rank", (uint32_t)s.v_heads},
-        {"qwen35.ssm.inner_size", (uint32_t)(s.v_heads * s.state)},
+        {"full_attention_interval", (uint32_t)s.every},
+        {"ssm.conv_kernel", (uint32_t)s.conv},
+        {"ssm.state_size", (uint32_t)s.state},
+        {"ssm.group_count", (uint32_t)s.k_heads},
+        {"ssm.time_step_rank", (uint32_t)s.v_heads},
+        {"ssm.inner_size", (uint32_t)(s.v_heads * s.state)},
     };
-    for (size_t i = 0; i < sizeof u / sizeof u[0] && rc == ST_OK; i++)
-        rc = gguf_writer_set_u32(w, u[i].key, u[i].v);
+    for (size_t i = 0; i < sizeof u / sizeof u[0] && rc == ST_OK; i++) {
+        snprintf(key, sizeof key, "%s.%s", arch, u[i].key);
+        rc = gguf_writer_set_u32(w, key, u[i].v);
+    }
     return rc;
 }

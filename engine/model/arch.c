@@ -52,6 +52,12 @@ static const arch_desc archs[MODEL_ARCH_N] = {
                            .chat_note = "ChatML with <think> reasoning (qwen35)",
                            .load_hparams = qwen35_load_hparams,
                            .load_block = qwen35_load_block},
+    [MODEL_ARCH_QWEN35MOE] = {.name = "qwen35moe", .arch = MODEL_ARCH_QWEN35MOE,
+                              .rope_neox = true, .qk_norm = true, .act = MODEL_ACT_SILU,
+                              .moe_norm = true, .moe_shared = true,
+                              .chat_note = "ChatML with <think> reasoning (qwen35)",
+                              .load_hparams = qwen35moe_load_hparams,
+                              .load_block = qwen35_load_block},
 };
 
 const arch_desc *arch_find(const char *name) {
@@ -66,7 +72,7 @@ const char *model_arch_name(model_arch a) {
     return (unsigned)a < MODEL_ARCH_N ? archs[a].name : "?";
 }
 
-const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4, qwen35, qwen3moe, qwen2moe, gpt-oss"; }
+const char *model_arch_names(void) { return "llama, qwen2, qwen3, gemma3, gemma4, qwen35, qwen35moe, qwen3moe, qwen2moe, gpt-oss"; }
 
 /* Gemma 4's additions in words ("" for the other families), into out. */
 static void gemma4_features(const model_hparams *hp, char *out, size_t cap) {

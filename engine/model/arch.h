@@ -52,9 +52,10 @@ st_code load_want_vec(model *m, const char *name, int64_t n, const float **out, 
  * that is K's projection counts once). */
 void load_count_mats(model *m, const kern_mat *const *ms, size_t n);
 
-/* Qwen3.5's loaders (qwen35.c), and the floats of its layers' DeltaNet vectors (the
+/* Qwen3.5's loaders (qwen35.c; the MoE models' keys are both qwen35's and moe.c's), and the floats of its layers' DeltaNet vectors (the
  * conv's taps, dt bias, decay rates, output norm) for model_vec_floats. */
 st_code qwen35_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp, st_err *err);
+st_code qwen35moe_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp, st_err *err);
 st_code qwen35_load_block(model *m, int32_t l, model_layer *L, size_t *used, st_err *err);
 size_t qwen35_vec_floats(const model_hparams *hp);
 

@@ -177,11 +177,8 @@ static st_code load_family_hparams(const gguf_ctx *g, const char *arch, const ar
 /* Architectures llama.cpp runs that this build refuses by name, with why. */
 static st_code refuse_known(const char *arch, st_err *err) {
     static const struct { const char *name, *why; } known[] = {
-        {"qwen35moe", "Qwen3.5 MoE: Qwen3.5's layers with mixture-of-experts feed-forwards "
-                      "are not wired together yet (the dense qwen35 models and the other MoE "
-                      "families are)"},
         {"qwen3next", "Qwen3-Next's layer layout (fused q, k, v, z projections and experts) "
-                      "is not implemented (the dense qwen35 models are)"},
+                      "is not implemented (the qwen35 and qwen35moe models are)"},
         {"gemma3n", "Gemma 3n's AltUp and Laurel blocks are not implemented (Gemma 4 is)"},
     };
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)

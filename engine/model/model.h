@@ -39,6 +39,8 @@ typedef enum model_arch {
                             with a clamped SwiGLU */
     MODEL_ARCH_QWEN35,  /* "qwen35": Qwen3.5 dense (Gated DeltaNet layers between gated
                            full-attention layers) */
+    MODEL_ARCH_QWEN35MOE, /* "qwen35moe": Qwen3.5's layers with qwen2moe's experts and gated
+                             shared expert */
     MODEL_ARCH_N
 } model_arch;
 

@@ -16,8 +16,11 @@
  * [q | gate] per head, Q/K RMSNorm, NeoX rotary on rope.dimension_count dims (IMROPE,
  * whose sections all see the same position for text), output attn_output (attn *
  * sigmoid(gate)). The multi-token-prediction layers (nextn_predict_layers) are not
- * read: they are not part of a decoding pass. */
+ * read: they are not part of a decoding pass. Qwen3.5-MoE ("qwen35moe",
+ * src/models/qwen35moe.cpp) has the same layers with moe.c's feed-forward in place of the
+ * SwiGLU: a softmax router, the top k renormalised, and a shared expert gated by a sigmoid. */
 #include "model/arch.h"
+#include "model/moe.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -101,6 +104,12 @@ st_code qwen35_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *
     return check_recurrent_array(g, arch, hp, err);
 }
 
+st_code qwen35moe_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp,
+                               st_err *err) {
+    st_code rc = qwen35_load_hparams(g, arch, hp, err);
+    return rc ? rc : moe_load_hparams(g, arch, hp, err);
+}
+
 /* A float32 matrix of small parameters (the conv's taps) as a vector of n_in * n_out:
  * F32 in place, F16/BF16 converted into m->f32_copies at *used. */
 static st_code load_f32_mat(model *m, const char *name, int64_t n_in, int64_t n_out,
@@ -170,11 +179,15 @@ st_code qwen35_load_block(model *m, int32_t l, model_layer *L, size_t *used, st_
     st_code rc;
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s ".weight", (int)l), nm)
     if ((rc = load_want_vec(m, NAME("attn_norm"), E, &L->attn_norm, used, err)) ||
-        (rc = load_want_vec(m, NAME("post_attention_norm"), E, &L->ffn_norm, used, err)) ||
-        (rc = load_want_mat(m->gguf, NAME("ffn_gate"), E, F, &L->w_gate, err)) ||
-        (rc = load_want_mat(m->gguf, NAME("ffn_up"), E, F, &L->w_up, err)) ||
-        (rc = load_want_mat(m->gguf, NAME("ffn_down"), F, E, &L->w_down, err)))
+        (rc = load_want_vec(m, NAME("post_attention_norm"), E, &L->ffn_norm, used, err)))
         return rc;
+    if (m->hp.n_expert > 0) { /* qwen35moe: the router and experts (moe.c) */
+        if ((rc = moe_load_layer(m, l, L, used, err))) return rc;
+    } else if ((rc = load_want_mat(m->gguf, NAME("ffn_gate"), E, F, &L->w_gate, err)) ||
+               (rc = load_want_mat(m->gguf, NAME("ffn_up"), E, F, &L->w_up, err)) ||
+               (rc = load_want_mat(m->gguf, NAME("ffn_down"), F, E, &L->w_down, err))) {
+        return rc;
+    }
 #undef NAME
     rc = model_layer_is_recurrent(&m->hp, l) ? load_deltanet(m, l, L, used, err)
                                              : load_gated_attention(m, l, L, used, err);

@@ -9,8 +9,9 @@
 # experts, weights as the softmax gives them, and a shared expert with a sigmoid gate) or
 # gpt-oss (the same experts with biases and the clamped SwiGLU, attention sinks, a window
 # of 8 on every other layer, YaRN by 4 from 128 tokens; prompts of 9..25 tokens, so the
-# window matters). Usage, from the repository root after `make multidecode`:
-#   LLAMA_SRC=.../vendor/llama.cpp LLAMA_BUILD=.../build sh tests/oracle/gen_gemma4_models.sh [qwen3moe|qwen2moe|gpt-oss]
+# window matters); gpt-oss-mxfp4: another gpt-oss as its files are stored (MXFP4 experts,
+# Q8_0 other matrices), kept as our mkmodel wrote it (tests/golden/gptoss-mxfp4/). Usage, from the repository root after `make multidecode`:
+#   LLAMA_SRC=.../vendor/llama.cpp LLAMA_BUILD=.../build sh tests/oracle/gen_gemma4_models.sh [qwen3moe|qwen2moe|gpt-oss|gpt-oss-mxfp4]
 set -eu
 . tests/oracle/f32_golden.sh
 case ${1:-gemma4} in
@@ -22,5 +23,8 @@ qwen2moe)
     f32_golden qwen2moe "--arch qwen2moe --layers 2 --experts 8 --experts-used 3 --ffn-exp 64 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 32 --ffn 128 --ctx 512 --seed 13" tests/golden/qwen2moe ;;
 gpt-oss)
     f32_golden gpt-oss "--arch gpt-oss --layers 2 --experts 8 --experts-used 3 --ffn-exp 64 --swa 8 --yarn 4 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 32 --ffn 128 --ctx 512 --seed 14" tests/golden/gptoss ;;
-*) echo "usage: $0 [gemma4|qwen3moe|qwen2moe|gpt-oss]" >&2; exit 2 ;;
+gpt-oss-mxfp4)
+    KEEP_TYPE=MXFP4 GEN_CMD="sh tests/oracle/gen_gemma4_models.sh gpt-oss-mxfp4"
+    f32_golden gpt-oss "--arch gpt-oss --type MXFP4 --layers 1 --experts 8 --experts-used 3 --ffn-exp 64 --swa 8 --yarn 4 --untied --vocab 260 --embd 128 --heads 4 --kv-heads 1 --head-dim 32 --ffn 128 --ctx 512 --seed 16" tests/golden/gptoss-mxfp4 ;;
+*) echo "usage: $0 [gemma4|qwen3moe|qwen2moe|gpt-oss|gpt-oss-mxfp4]" >&2; exit 2 ;;
 esac
