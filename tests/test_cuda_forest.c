@@ -214,6 +214,25 @@ static void greedy_vs_cpu(const model *m, const char *name, int32_t n) {
     T_CHECK(ok && memcmp(a, b, sizeof(int32_t) * n) == 0, "%s: %d greedy tokens, cuda = cpu", name, n);
 }
 
+/* The tiny shape the random models here share: 64 wide, 4 heads over 2 KV heads (arch
+ * NULL: mkmodel's default). */
+static mkmodel_params tiny(const char *arch, uint32_t wtype, uint64_t seed) {
+    mkmodel_params mp = mkmodel_default_params();
+    if (arch) mp.arch = arch;
+    mp.wtype = wtype, mp.seed = seed;
+    mp.n_embd = 64, mp.n_head = 4, mp.n_head_kv = 2, mp.n_ff = 96;
+    return mp;
+}
+
+/* A random model of mp through run_model (bound: against ref), then freed. */
+static void run_random(const mkmodel_params *mp, const char *name, double bound, uint64_t seed) {
+    st_err err = {0};
+    model *m = t_random_model(mp, &err);
+    T_CHECK(m != NULL, "%s: %s", name, err.msg);
+    if (m) run_model(m, name, bound, seed);
+    model_free(m);
+}
+
 int main(void) {
     st_err err = {0};
     kern_backend *probe = kern_backend_init("cuda", 0, &err);
@@ -223,13 +242,7 @@ int main(void) {
     }
     kern_backend_free(probe);
     setenv("MD_BACKEND", "cuda", 1); /* t_greedy_linear's contexts */
-    mkmodel_params mp = mkmodel_default_params();
-    mp.wtype = DT_Q8_0;
-    mp.n_embd = 64;
-    mp.n_head = 4;
-    mp.n_head_kv = 2;
-    mp.n_ff = 96;
-    mp.seed = 26;
+    mkmodel_params mp = tiny(NULL, DT_Q8_0, 26);
     model *m = t_random_model(&mp, &err);
     T_CHECK(m != NULL, "tiny model: %s", err.msg);
     if (m) run_model(m, "tiny q8_0 gqa2", NERR_BOUND_Q8, 7);
@@ -239,33 +252,18 @@ int main(void) {
     mp.n_expert = 8;
     mp.n_expert_used = 3;
     mp.n_ff_exp = 64;
-    m = t_random_model(&mp, &err);
-    T_CHECK(m != NULL, "qwen2moe model: %s", err.msg);
-    if (m) run_model(m, "qwen2moe q8_0 8 experts top 3", NERR_BOUND_Q8, 9);
-    model_free(m);
+    run_random(&mp, "qwen2moe q8_0 8 experts top 3", NERR_BOUND_Q8, 9);
     mp.arch = "gpt-oss"; /* attention sinks, the clamped SwiGLU, biased experts, windows */
-    m = t_random_model(&mp, &err);
-    T_CHECK(m != NULL, "gpt-oss model: %s", err.msg);
-    if (m) run_model(m, "gpt-oss q8_0 8 experts top 3", NERR_BOUND_Q8, 10);
-    model_free(m);
+    run_random(&mp, "gpt-oss q8_0 8 experts top 3", NERR_BOUND_Q8, 10);
     /* Gemma 4's shape: a window, shared KV, per-layer embeddings, soft-capped logits */
-    mp = mkmodel_default_params();
-    mp.arch = "gemma4";
-    mp.wtype = DT_F32;
-    mp.n_embd = 64, mp.n_head = 4, mp.n_head_kv = 2, mp.n_ff = 96, mp.seed = 27;
+    mp = tiny("gemma4", DT_F32, 27);
     mp.n_layer = 4, mp.n_swa = 8, mp.swa_pattern = 2, mp.n_kv_shared = 2, mp.n_embd_ple = 32;
     mp.softcap = 10.0f;
-    m = t_random_model(&mp, &err);
-    T_CHECK(m != NULL, "tiny gemma4: %s", err.msg);
-    if (m) run_model(m, "tiny gemma4 softcap", NERR_BOUND, 9);
-    model_free(m);
+    run_random(&mp, "tiny gemma4 softcap", NERR_BOUND, 9);
     /* Qwen3.5's shape: Gated DeltaNet layers (states continued, copied at forks, chains
      * replayed under inner nodes) between gated attention layers; every step's rows go
      * through gdn one after another, so under the emulator each leaf has linear's bits */
-    mp = mkmodel_default_params();
-    mp.arch = "qwen35";
-    mp.wtype = DT_F32;
-    mp.n_embd = 64, mp.n_head = 4, mp.n_head_kv = 2, mp.n_ff = 96, mp.seed = 28;
+    mp = tiny("qwen35", DT_F32, 28);
     mp.n_layer = 4, mp.full_attn_interval = 2;
     mp.ssm_k_heads = 1, mp.ssm_v_heads = 2, mp.ssm_state = 16;
     m = t_random_model(&mp, &err);

@@ -541,7 +541,8 @@ out:
     model_free(m);
 }
 
-/* :tot 3 3 1 (every thought kept) with a thought pruned while it grows: the search goes on
+/* :tot 3 3 1 (every thought kept) with a thought pruned while it grows (100 tokens each, so that
+ * the test, descheduled on a loaded machine, still catches the growth): the search goes on
  * with the other two (it was refused: "tot cannot lose a branch while it runs") and ends. */
 static void test_prune_tot_during_run(void) {
     model *m;
@@ -553,7 +554,7 @@ static void test_prune_tot_during_run(void) {
     if (!w) goto out;
     char msg[1024];
     bool idle;
-    forest_id top = prune_mid_run(w, ":tot 3 3 1 12", root, 3, msg, sizeof msg, &idle);
+    forest_id top = prune_mid_run(w, ":tot 3 3 1 100", root, 3, msg, sizeof msg, &idle);
     ui_worker_lock(w);
     bool gone = top != FOREST_NONE && !forest_get(ui_worker_forest(w), top);
     ui_worker_unlock(w);
