@@ -32,7 +32,9 @@ static void judge_usage(FILE *f) {
                "The model judges branches: a short question appended under each branch, every one\n"
                "computed in ONE forest step; a branch's score is log P(yes) - log P(no) at its\n"
                "judge's end (the log-odds of the yes answer; with --no '' just log P(yes)). The\n"
-               "branches are printed best first.\n\n" PROMPT_MODEL_HELP
+               "branches are printed best first. A branch that closes its thinking (</think>,\n"
+               "gpt-oss's final channel) is judged on what follows it, its answer; one still\n"
+               "thinking is judged whole.\n\n" PROMPT_MODEL_HELP
                "  -p, --prompt TEXT    the context every branch continues (default empty)\n"
                "  -b, --branch TEXT    a branch: text continuing the prompt (repeatable)\n"
                "  -k, --chains K       instead: grow K chains of thought from the prompt (cot)\n"

@@ -42,6 +42,8 @@ static void mk_usage(FILE *f) {
                "  --experts-used K   the MoE archs: experts a token uses (default 2)\n"
                "  --ffn-exp N        the MoE archs: one expert's width (default: --ffn;\n"
                "                     qwen2moe's and qwen35moe's shared expert has --ffn)\n"
+               "  --fused-gate-up    the MoE archs: gate and up experts as one ffn_gate_up_exps\n"
+               "  --no-ffn-key       leave feed_forward_length out (the MoE archs read without it)\n"
                "  --attn-every N     qwen35: every N-th layer full attention, the others Gated\n"
                "                     DeltaNet (default 4; qwen35moe too)\n"
                "  --ssm-state N --ssm-k-heads N --ssm-v-heads N --ssm-conv N\n"
@@ -71,7 +73,8 @@ int cmd_mkmodel(int argc, char **argv) {
         {"experts-used", 1, 0, 'U'}, {"ffn-exp", 1, 0, 'F'}, {"yarn", 1, 0, 'Y'},
         {"ple", 1, 0, 'E'},    {"softcap", 1, 0, 'C'},
         {"attn-every", 1, 0, 'I'}, {"ssm-state", 1, 0, 'S'}, {"ssm-k-heads", 1, 0, 'G'},
-        {"ssm-v-heads", 1, 0, 'V'}, {"ssm-conv", 1, 0, 'N'},
+        {"ssm-v-heads", 1, 0, 'V'}, {"ssm-conv", 1, 0, 'N'}, {"fused-gate-up", 0, 0, 'J'},
+        {"no-ffn-key", 0, 0, 'O'},
         {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     mkmodel_params p = mkmodel_default_params();
     /* a preset first, wherever it appears, so that other options override it */
@@ -85,6 +88,8 @@ int cmd_mkmodel(int argc, char **argv) {
         switch (ch) {
         case 'P': continue;
         case 'A': p.arch = optarg; continue;
+        case 'J': p.fused_gate_up = true; continue;
+        case 'O': p.no_ff_key = true; continue;
         case 'W': dst = &p.n_swa; break;
         case 'p': dst = &p.swa_pattern; break;
         case 'D': dst = &p.head_dim_swa; break;

@@ -33,7 +33,9 @@ static void tot_usage(FILE *f) {
                "the best child is expanded first; children scoring below --threshold are pruned,\n"
                "at most B kept per node; a node left without children is a dead end and the\n"
                "search backtracks to the next best node waiting; it stops at the first node D\n"
-               "thoughts deep (the answer) or after 1 + (D-1)*B expansions.\n\n" PROMPT_MODEL_HELP
+               "thoughts deep (the answer) or after 1 + (D-1)*B expansions. Once a path closes its\n"
+               "thinking (</think>, gpt-oss's final channel), the judge reads what follows it.\n\n"
+               PROMPT_MODEL_HELP
                "  -p, --prompt TEXT    prompt (default empty: start from BOS)\n"
                "  -k, --thoughts K     thoughts per kept node and level (default 3)\n"
                "  -b, --keep B         thoughts kept per level (default 2)\n"

@@ -440,6 +440,11 @@ static void test_think(void) {
     T_CHECK(!strcmp(chat_after_think(r), "\n42"), "after the last </think>: '%s'",
             chat_after_think(r));
     T_CHECK(!strcmp(chat_after_think("plain 7"), "plain 7"), "no </think>: all of the text");
+    size_t ml = 0;
+    const char *h = "a</think>b<|channel|>final<|message|>c";
+    T_CHECK(chat_think_close(r, &ml) == r + 17 && ml == 8 && !chat_think_close("plain 7", NULL) &&
+                chat_think_close(h, &ml) == h + 10 && ml == strlen("<|channel|>final<|message|>"),
+            "the close mark: the one that ends last, and its length");
 }
 
 /* Harmony (gpt-oss): what its Jinja (llama.cpp's openai-gpt-oss-120b.jinja, no tools)

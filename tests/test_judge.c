@@ -43,7 +43,7 @@ static bool ref_logprobs(const int32_t *seq, int32_t n, float *lp) {
 
 /* The score judge.h defines, from linear decoding of path + judge (+ answer prefixes). */
 static double ref_score(const int32_t *path, int32_t n, const judge_prompt *jp, bool *ok) {
-    int32_t seq[64], V = g_m->hp.n_vocab, len = 0;
+    int32_t seq[320], V = g_m->hp.n_vocab, len = 0;
     float *lp = malloc(sizeof(float) * (size_t)V);
     memcpy(seq, path, sizeof(int32_t) * (size_t)n);
     memcpy(seq + n, jp->prompt, sizeof(int32_t) * (size_t)jp->n_prompt);
@@ -185,6 +185,82 @@ static void check_full_cache(const judge_prompt *jp) {
     rig_free(&r);
 }
 
+/* The judge's score of the path prompt + text (special tokens parsed) + the judge, from
+ * linear decoding. */
+static double ref_text_score(const char *text, const judge_prompt *jp, bool *ok) {
+    int32_t n = 0, path[256];
+    st_err err = {0};
+    int32_t *t = tok_encode_alloc(g_tk, text, strlen(text), false, true, &n, &err);
+    *ok = t && NP + n <= 256 - 16;
+    if (!*ok) return free(t), NAN;
+    memcpy(path, prompt, sizeof prompt);
+    memcpy(path + NP, t, sizeof(int32_t) * (size_t)n);
+    free(t);
+    return ref_score(path, NP + n, jp, ok);
+}
+
+/* A reasoning model's branches are judged on what follows their thinking: two branches
+ * with one answer and different thoughts get one score, bit for bit, the score of the
+ * prompt + the close mark and the answer + the judge; a different answer after the same
+ * thought another; a branch whose thinking is not closed is judged whole. from_leaf: the
+ * strategy's start is a leaf (as the TUI's selection can be), so the branches' common
+ * ancestor is where their text starts. */
+static void check_answer_cut(const judge_prompt *jp, bool from_leaf) {
+    static const char *const texts[] = {
+        "<think>one two</think>\n\nblue",         /* A */
+        "<think>three four five</think>\n\nblue", /* B: A's answer, another thought */
+        "<think>one two</think>\n\nred",          /* C: A's thought, another answer */
+        "<think>one two blue",                    /* D: still thinking */
+        "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>final<|message|>blue"};
+    enum { NT = sizeof texts / sizeof texts[0] };
+    st_err err = {0};
+    model_ctx *c = t_new_ctx(g_m, 4 * SLOTS);
+    forest *f = forest_init(4 * SLOTS, 0);
+    step_plan plan;
+    step_plan_init(&plan);
+    forest_id last, b[NT];
+    bool ok = c && f && !forest_add_root(f, prompt, NULL, NP, 0, &last, &err);
+    for (int i = 0; ok && i < NT; i++) {
+        int32_t n = 0, *t = tok_encode_alloc(g_tk, texts[i], strlen(texts[i]), false, true, &n, &err);
+        ok = t && !forest_append(f, last, t, NULL, n, &b[i], &err);
+        free(t);
+    }
+    ok = ok && step_forest(f, &plan, c, &err) == ST_OK;
+    int32_t live = ok ? forest_n_live(f) : 0;
+    strategy_env env = {.f = f, .plan = &plan, .ctx = c, .tk = g_tk};
+    strategy_opts o = strategy_default_opts(STRAT_JUDGE);
+    o.n_vocab = g_m->hp.n_vocab, o.from = from_leaf ? b[0] : last;
+    o.u.judge.branches = b, o.u.judge.n = NT, o.u.judge.prompt = jp;
+    strategy *s = ok ? strategy_create(&o, &env, &err) : NULL;
+    ok = s && strategy_step(s, &env, &err) == ST_OK;
+    T_CHECK(ok, "answer cut: judged: %s", err.msg);
+    forest_id ids[NT];
+    double sc[NT], by[NT];
+    int32_t ns = ok ? strategy_scores(s, ids, sc, NT) : 0;
+    for (int i = 0; i < NT; i++) {
+        by[i] = NAN;
+        for (int k = 0; k < ns; k++)
+            if (ids[k] == b[i]) by[i] = sc[k];
+    }
+    bool ra, rd, rh;
+    double want_a = ref_text_score("</think>\n\nblue", jp, &ra), want_d = ref_text_score(texts[3], jp, &rd);
+    double want_h = ref_text_score("<|channel|>final<|message|>blue", jp, &rh);
+    const char *w = from_leaf ? " (start at a leaf)" : "";
+    T_CHECK(ok && by[0] == by[1] && isfinite(by[0]), "one answer, two thoughts: one score%s (%.9g, %.9g)", w,
+            by[0], by[1]);
+    T_CHECK(ok && by[0] != by[2], "one thought, two answers: two scores%s (%.9g, %.9g)", w, by[0], by[2]);
+    T_CHECK(ra && by[0] == want_a, "the score is linear decoding's of prompt + '</think>' + answer + judge%s "
+            "(%.9g, %.9g)", w, by[0], want_a);
+    T_CHECK(rh && by[4] == want_h, "harmony: judged from its final channel%s (%.9g, %.9g)", w, by[4], want_h);
+    T_CHECK(rd && by[3] == want_d, "unclosed thinking: judged whole%s (%.9g, %.9g)", w, by[3], want_d);
+    T_CHECK(ok && forest_n_live(f) == live && forest_n_pending(f) == 0 && forest_check(f, &err) == ST_OK,
+            "answer chains pruned with the judges%s (%d live, %d before)", w, ok ? forest_n_live(f) : 0, live);
+    strategy_free(s);
+    step_plan_free(&plan);
+    forest_free(f);
+    model_ctx_free(c);
+}
+
 static void check_tokens(void) {
     judge_prompt jp;
     st_err err = {0};
@@ -213,6 +289,8 @@ int main(void) {
     check_exact(&multi, true, "two-token yes");
     check_exact(&one, true, "single answer");
     check_full_cache(&two);
+    check_answer_cut(&two, false);
+    check_answer_cut(&multi, true);
     check_tokens();
     tok_free(tk);
     model_free(m);

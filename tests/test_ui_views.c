@@ -694,6 +694,33 @@ static void test_chat_lines(void) {
     }
 }
 
+/* A section opened on a parent line and closed on a child's (Qwen3.5's prompt opens
+ * <think> itself): the child's line folds its part of the thinking; a sibling still
+ * thinking, whose line has no marker, is shown as it is. */
+static void test_think_fold_path(const tok *tk, const int32_t *pq, int32_t nq) {
+    const char *texts[] = {"<think>\nLet me add:", " 2+2 is 4.\n</think>\n\nThe answer is 4.", " carry the one"};
+    int32_t n[3], *t[3];
+    st_err err = {0};
+    for (int i = 0; i < 3; i++) t[i] = tok_encode_alloc(tk, texts[i], strlen(texts[i]), false, false, &n[i], &err);
+    forest *f = forest_init(256, 0);
+    forest_id root, think, a, b;
+    forest_add_root(f, pq, NULL, nq, 0, &root, NULL);
+    forest_append(f, root, t[0], NULL, n[0], &think, NULL);
+    forest_append(f, think, t[1], NULL, n[1], &a, NULL);
+    forest_append(f, think, t[2], NULL, n[2], &b, NULL);
+    forest_view v;
+    fv_init(&v, false);
+    char ln[3][256];
+    draw(&v, f, tk, ln, 3);
+    T_CHECK(v.n_lines == 3 && strstr(ln[0], "[thinking...]"), "the parent line opens the section: '%s'", ln[0]);
+    T_CHECK(strstr(ln[1], "[thought] The answer is 4.") && !strstr(ln[1], "2+2"),
+            "the child's line folds the thinking its parent opened: '%s'", ln[1]);
+    T_CHECK(strstr(ln[2], "carry the one") != NULL, "a sibling still thinking is shown: '%s'", ln[2]);
+    fv_free(&v);
+    forest_free(f);
+    for (int i = 0; i < 3; i++) free(t[i]);
+}
+
 /* Thinking folded to a mark: Qwen3's <think> section and gpt-oss's analysis channel (its
  * final channel's scaffolding with it), one still open, none at all; then on a forest
  * line of SmolLM2's tokens (which split "<think>"), shown again by t (raw). */
@@ -731,6 +758,7 @@ static void test_think_fold(void) {
     draw(&v, f, tk, ln, 2);
     T_CHECK(strstr(ln[1], "<think>") && strstr(ln[1], "Let me"), "t shows the thinking: '%s'", ln[1]);
     fv_free(&v);
+    test_think_fold_path(tk, pq, nq);
     /* the text pane: the section's tokens one piece (the mark and the closing marker) */
     text_view tv;
     tv_init(&tv);

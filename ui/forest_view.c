@@ -314,17 +314,51 @@ static bool put_turns(const forest *f, const tok *tk, const fv_line *ln, ui_line
     return true;
 }
 
-/* A line that holds a thinking section drawn with the section folded (think_fold.h);
- * false when it holds none. Only lines with a token whose text is a marker's piece are
- * decoded, and only their first FV_TURN_TOKENS tokens. */
+/* Whether token id's text may be part of a thinking section's marker. */
+static bool marker_piece(const tok *tk, int32_t id) {
+    const char *pc = tok_piece(tk, id);
+    return pc && (strstr(pc, "think") || strstr(pc, "<|channel|>"));
+}
+
+/* The thinking section left open by the path above node idx (think_fold.h's kind, -1:
+ * none), read from its last FV_PATH_TOKENS tokens, decoded only when one of them may be
+ * part of a marker. */
+#define FV_PATH_TOKENS 8192
+static int open_above(const forest *f, const tok *tk, int32_t idx) {
+    int32_t *up = malloc(sizeof *up * FV_PATH_TOKENS), n = 0;
+    char *text = malloc((size_t)FV_PATH_TOKENS * 16 + 1), tb[256];
+    bool marker = false;
+    for (int32_t i = forest_node_at(f, idx)->parent; up && i >= 0 && n < FV_PATH_TOKENS;
+         i = forest_node_at(f, i)->parent)
+        marker |= marker_piece(tk, forest_node_at(f, i)->token), up[n++] = i;
+    int open = -1;
+    if (marker && text) {
+        size_t len = 0;
+        tok_stream s;
+        fv_stream_start(f, tk, up[n - 1], &s);
+        for (int32_t k = n - 1; k >= 0; k--) {
+            fv_stream_put(tk, &s, forest_node_at(f, up[k])->token, tb, sizeof tb);
+            const size_t m = strlen(tb);
+            if (len + m > (size_t)FV_PATH_TOKENS * 16) break;
+            memcpy(text + len, tb, m + 1);
+            len += m;
+        }
+        text[len] = '\0';
+        open = ui_think_open_after(text, -1);
+    }
+    free(up), free(text);
+    return open;
+}
+
+/* A line that holds a thinking section, or closes one its ancestors opened, drawn with the
+ * section folded (think_fold.h); false when it holds none. Only lines with a token whose
+ * text may be a marker's piece are decoded, and only their first FV_TURN_TOKENS tokens. */
 static bool put_thought(const forest_view *v, const forest *f, const tok *tk, const fv_line *ln,
                         ui_line *l) {
     bool marker = false;
     int32_t idx = ln->start, k = 0;
-    for (; k < ln->n_nodes && k < FV_TURN_TOKENS && !marker; k++, idx = forest_node_at(f, idx)->first_child) {
-        const char *pc = tok_piece(tk, forest_node_at(f, idx)->token);
-        marker = pc && (strstr(pc, "think") || strstr(pc, "<|channel|>"));
-    }
+    for (; k < ln->n_nodes && k < FV_TURN_TOKENS && !marker; k++, idx = forest_node_at(f, idx)->first_child)
+        marker = marker_piece(tk, forest_node_at(f, idx)->token);
     if (!marker) return false;
     char text[8192], out[8192];
     size_t len = 0;
@@ -340,7 +374,7 @@ static bool put_thought(const forest_view *v, const forest *f, const tok *tk, co
         len += n;
     }
     text[len] = '\0';
-    if (!ui_think_fold(text, v->utf8, out, sizeof out)) return false;
+    if (!ui_think_fold_in(text, open_above(f, tk, ln->start), v->utf8, out, sizeof out)) return false;
     ui_line_put(l, out);
     return true;
 }

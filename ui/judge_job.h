@@ -3,7 +3,9 @@
  * at or above the selection: a cot's chains, a beam's hypotheses, the selection's
  * siblings), the judge's tokens in the form chat mode gives (a user turn after the branch
  * with the model's template, plain text without), and the judge or tot strategy over
- * them (engine/strategy/judge.h, engine/strategy/tot.c). Runs on the worker's thread
+ * them (engine/strategy/judge.h, engine/strategy/tot.c; a branch that closes its thinking
+ * is judged on its answer, judge_cut, from the branches' common ancestor when the selection
+ * is below it). Runs on the worker's thread
  * under its lock. Not here: the job queue, the scores' display (tui.c). */
 #ifndef MD_UI_JUDGE_JOB_H
 #define MD_UI_JUDGE_JOB_H

@@ -428,7 +428,8 @@ static st_code mk_set_meta(gguf_writer *w, const mkmodel_params *p, const mk_voc
     MK_SET(gguf_writer_set_u32(w, "general.file_type", mk_file_type(p->wtype)));
     MK_SET(gguf_writer_set_u32(w, KEY("context_length"), (uint32_t)p->n_ctx));
     MK_SET(gguf_writer_set_u32(w, KEY("embedding_length"), (uint32_t)p->n_embd));
-    MK_SET(gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)p->n_ff));
+    if (!p->no_ff_key)
+        MK_SET(gguf_writer_set_u32(w, KEY("feed_forward_length"), (uint32_t)p->n_ff));
     MK_SET(gguf_writer_set_u32(w, KEY("block_count"), (uint32_t)p->n_layer));
     MK_SET(gguf_writer_set_u32(w, KEY("attention.head_count"), (uint32_t)p->n_head));
     MK_SET(gguf_writer_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)p->n_head_kv));
@@ -484,6 +485,7 @@ st_code mkmodel_write(const mkmodel_params *p, const char *path, st_err *err) {
     if (rc == ST_OK) rc = mk_set_meta(w, p, &voc);
     if (rc == ST_OK) n = mk_list(p, t);
     if (rc == ST_OK) rc = mk_fill_all(p, t, n);
+    if (rc == ST_OK && mk_moe(p) && p->fused_gate_up) rc = mk_moe_fuse(t, &n);
     for (int i = 0; i < n && rc == ST_OK; i++)
         rc = gguf_writer_add_tensor(w, t[i].name, t[i].type, t[i].n_dims, t[i].ne, t[i].data);
     if (rc != ST_OK)

@@ -66,6 +66,12 @@ typedef struct mkmodel_params {
     int32_t n_expert;      /* experts per layer; 0 = 8 */
     int32_t n_expert_used; /* experts a token uses; 0 = 2 */
     int32_t n_ff_exp;      /* one expert's hidden width; 0 = n_ff */
+    bool no_ff_key;        /* feed_forward_length left out of the file, as some mixtures'
+                              files do (the experts' widths have keys of their own; a
+                              dense model's file is then one the loader refuses) */
+    bool fused_gate_up;    /* each layer's gate and up experts as one ffn_gate_up_exps
+                              [n_embd, 2 n_ff_exp, n_expert] (the gate's rows first), with
+                              the same values as the two tensors it replaces */
     /* qwen35 and qwen35moe only (0: the default in brackets): */
     int32_t ssm_state;    /* the DeltaNet's head size [head_dim] */
     int32_t ssm_k_heads;  /* its key heads [n_head_kv] */

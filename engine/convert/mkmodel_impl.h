@@ -49,6 +49,10 @@ uint32_t mk_moe_dense_type(const mkmodel_params *p);
 st_code mk_moe_check(const mkmodel_params *p, st_err *err);
 int mk_moe_layer(const mkmodel_params *p, mk_tensor *t, int n, int l);
 st_code mk_moe_meta(gguf_writer *w, const mkmodel_params *p, const char *arch);
+/* Replaces each layer's filled ffn_gate_exps and ffn_up_exps in t[0..*n) by one
+ * ffn_gate_up_exps holding, per expert, the gate's rows then the up's (mkmodel_params
+ * fused_gate_up); *n drops by one a layer. ST_ERR_NOMEM (t unchanged). */
+st_code mk_moe_fuse(mk_tensor *t, int *n);
 /* Qwen3.5 (mkmodel_qwen35.c): whether p's architecture is qwen35 or qwen35moe, its checks,
  * its layers (after the global tensors; returns the new count), its "<arch>.*" keys and
  * its rotated dims (a quarter of the head). */

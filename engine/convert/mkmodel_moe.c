@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int32_t moe_n_expert(const mkmodel_params *p) { return p->n_expert > 0 ? p->n_expert : 8; }
@@ -113,4 +114,42 @@ st_code mk_moe_meta(gguf_writer *w, const mkmodel_params *p, const char *arch) {
         rc = gguf_writer_set_u32(w, key, (uint32_t)kv[i].v);
     }
     return rc;
+}
+
+/* The index of layer tensor `suffix` of the layer whose gate is named gate, or -1. */
+static int mk_find_sibling(const mk_tensor *t, int n, const char *gate, const char *suffix) {
+    char name[48];
+    int l = -1;
+    if (sscanf(gate, "blk.%d.", &l) != 1) return -1;
+    snprintf(name, sizeof name, "blk.%d.%s", l, suffix);
+    for (int i = 0; i < n; i++)
+        if (strcmp(t[i].name, name) == 0) return i;
+    return -1;
+}
+
+st_code mk_moe_fuse(mk_tensor *t, int *n) {
+    for (int g = 0; g < *n; g++) {
+        const char *dot = strchr(t[g].name + 4, '.'); /* past "blk.L" */
+        bool gate = dot && strcmp(dot, ".ffn_gate_exps.weight") == 0;
+        int u = gate ? mk_find_sibling(t, *n, t[g].name, "ffn_up_exps.weight") : -1;
+        if (u < 0) continue;
+        const size_t rows = (size_t)t[g].ne[1], rb = dtype_row_bytes(t[g].type, t[g].ne[0]);
+        char *fused = malloc(2 * rows * rb * (size_t)t[g].ne[2]);
+        if (!fused) return ST_ERR_NOMEM;
+        const size_t m = rows * rb; /* one expert's matrix */
+        for (size_t e = 0; e < (size_t)t[g].ne[2]; e++) {
+            memcpy(fused + 2 * e * m, (char *)t[g].data + e * m, m);
+            memcpy(fused + (2 * e + 1) * m, (char *)t[u].data + e * m, m);
+        }
+        free(t[g].data);
+        free(t[u].data);
+        t[g].data = fused;
+        t[g].ne[1] *= 2;
+        snprintf(t[g].name + (dot - t[g].name), sizeof t[g].name - (size_t)(dot - t[g].name),
+                 ".ffn_gate_up_exps.weight");
+        memmove(&t[u], &t[u + 1], sizeof *t * (size_t)(*n - u - 1));
+        (*n)--;
+        if (u < g) g--;
+    }
+    return ST_OK;
 }

@@ -17,6 +17,9 @@ typedef struct arch_desc {
     bool v_from_k;             /* a layer without attn_v uses its K projection as V */
     bool moe_norm;             /* a mixture renormalises its top-k weights (moe.h) */
     bool moe_shared;           /* a mixture has a gated shared expert */
+    bool moe;                  /* a mixture of experts: its experts' widths have keys of
+                                  their own, so feed_forward_length may be absent (as
+                                  llama.cpp reads it) */
     const char *ffn_norm;      /* the FFN norm's tensor name in a layer; NULL: "ffn_norm" */
     const char *chat_note;     /* the chat format the family's instruct models use */
     /* What a family reads beyond the shared keys and tensors (NULL: nothing): its keys

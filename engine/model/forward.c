@@ -198,7 +198,8 @@ static bool alloc_rstate(model_ctx *c, const model_hparams *hp) {
  * source's), the activations of max_rows rows, and the host arrays; false when any
  * allocation failed. */
 static bool alloc_ctx(model_ctx *c, const model_hparams *hp, int32_t n_slots) {
-    const size_t E = (size_t)hp->n_embd, R = (size_t)c->max_rows, F = (size_t)hp->n_ff;
+    /* (a mixture without feed_forward_length has no dense FFN: one float keeps hb allocated) */
+    const size_t E = (size_t)hp->n_embd, R = (size_t)c->max_rows, F = hp->n_ff > 0 ? (size_t)hp->n_ff : 1;
     const size_t hd = (size_t)(hp->head_dim > hp->head_dim_swa ? hp->head_dim : hp->head_dim_swa);
     const size_t QD = (size_t)hp->n_head * hd, PL = (size_t)hp->n_layer * hp->n_embd_ple + 1;
     const size_t kvh = (size_t)(hp->n_head_kv > hp->n_head_kv_swa ? hp->n_head_kv : hp->n_head_kv_swa);

@@ -210,12 +210,13 @@ static st_code load_hparams(const gguf_ctx *g, model_hparams *hp, st_err *err) {
     if ((rc = load_hp_int(g, arch, "embedding_length", -1, &hp->n_embd, err)) ||
         (rc = load_hp_int(g, arch, "block_count", -1, &hp->n_layer, err)) ||
         (rc = load_hp_int(g, arch, "attention.head_count", -1, &hp->n_head, err)) ||
-        (rc = hp_int_max(g, arch, "feed_forward_length", -1, &hp->n_ff, err)) ||
+        (rc = hp_int_max(g, arch, "feed_forward_length", ad->moe ? 0 : -1, &hp->n_ff, err)) ||
         (rc = load_hp_int(g, arch, "context_length", 2048, &hp->n_ctx_train, err)) ||
         (rc = load_hp_float(g, arch, "attention.layer_norm_rms_epsilon", 1e-5, &hp->rms_eps, err)) ||
         (rc = load_hp_float(g, arch, "rope.freq_base", 10000.0, &hp->rope_base, err)))
         return rc;
-    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_ff <= 0)
+    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_ff < 0 ||
+        (hp->n_ff == 0 && !ad->moe))
         return st_set(err, ST_ERR_FORMAT, "model dimensions must be positive (embd %d, layers %d, "
                       "heads %d, ffn %d)", hp->n_embd, hp->n_layer, hp->n_head, hp->n_ff);
     /* The head size is embedding_length / head_count unless key_length gives it. */
@@ -385,10 +386,12 @@ static st_code load_layer(model *m, int32_t l, size_t *used, st_err *err) {
     L->rope_dim = model_layer_rope_dim(hp, l);
     L->kv_src = model_layer_kv_source(hp, l);
     L->out_scale = 1.0f;
-    st_code rc = load_hp_int_at(g, model_arch_name(hp->arch), "feed_forward_length", l, -1,
-                                &L->n_ff, err);
+    const bool moe = arch_get(hp->arch)->moe;
+    st_code rc = load_hp_int_at(g, model_arch_name(hp->arch), "feed_forward_length", l,
+                                moe ? 0 : -1, &L->n_ff, err);
     if (rc) return rc;
-    if (L->n_ff <= 0) return st_set(err, ST_ERR_FORMAT, "layer %d: feed_forward_length is 0", l);
+    if (L->n_ff < 0 || (L->n_ff == 0 && !moe))
+        return st_set(err, ST_ERR_FORMAT, "layer %d: feed_forward_length is 0", l);
     if (arch_get(hp->arch)->load_block) return arch_get(hp->arch)->load_block(m, l, L, used, err);
     const int64_t E = hp->n_embd, F = L->n_ff, QD = (int64_t)hp->n_head * L->head_dim,
                   KD = (int64_t)L->n_head_kv * L->head_dim;

@@ -42,8 +42,11 @@ st_code moe_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp,
     st_code rc;
     if ((rc = load_hp_int(g, arch, "expert_count", -1, &hp->n_expert, err)) ||
         (rc = load_hp_int(g, arch, "expert_used_count", -1, &hp->n_expert_used, err)) ||
-        (rc = load_hp_int(g, arch, "expert_feed_forward_length", -1, &hp->n_ff_exp, err)))
+        (rc = load_hp_int(g, arch, "expert_feed_forward_length", 0, &hp->n_ff_exp, err)))
         return rc;
+    /* llama.cpp's qwen*moe.cpp: without the key, an expert is n_ff / n_expert_used wide */
+    if (hp->n_ff_exp == 0 && hp->n_ff > 0 && hp->n_expert_used > 0)
+        hp->n_ff_exp = hp->n_ff / hp->n_expert_used;
     char key[96];
     snprintf(key, sizeof key, "%s.expert_weights_scale", arch);
     double s = 0;
@@ -58,8 +61,10 @@ st_code moe_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp,
         hp->n_expert_used > hp->n_expert || hp->n_ff_exp < 1 || !isfinite(hp->expert_w_scale) ||
         (ad->moe_shared && hp->n_ff_shexp < 1))
         return st_set(err, ST_ERR_FORMAT, "%s: expert_count %d, expert_used_count %d, "
-                      "expert_feed_forward_length %d, expert_weights_scale %g are out of range",
-                      arch, hp->n_expert, hp->n_expert_used, hp->n_ff_exp, s);
+                      "expert_feed_forward_length %d, expert_weights_scale %g%s are out of range "
+                      "(a width missing from the file is taken from feed_forward_length, %d)",
+                      arch, hp->n_expert, hp->n_expert_used, hp->n_ff_exp, s,
+                      ad->moe_shared ? ", expert_shared_feed_forward_length" : "", hp->n_ff);
     return ST_OK;
 }
 
@@ -74,25 +79,43 @@ void moe_layer_mats(const model_hparams *hp, kern_mat *all, int32_t l, model_lay
     L->exp_down = L->exp_up + ne;
 }
 
-/* The 3-D tensor `name` of n_expert matrices (n_out, n_in), cut into out[0 .. n_expert). */
-static st_code load_experts(const model *m, const char *name, int64_t n_in, int64_t n_out,
-                            kern_mat *out, st_err *err) {
-    const int64_t ne = m->hp.n_expert;
+/* The 3-D tensor `name` of n_expert matrices of n_parts * n_out rows of n_in, cut into
+ * out[0 .. n_expert): each expert's rows part * n_out .. (part + 1) * n_out (n_parts 1:
+ * the whole matrix; 2: one half of a fused gate and up). */
+static st_code load_experts_part(const model *m, const char *name, int64_t n_in, int64_t n_out,
+                                 int64_t n_parts, int64_t part, kern_mat *out, st_err *err) {
+    const int64_t ne = m->hp.n_expert, rows = n_parts * n_out;
     const gguf_tensor *t = gguf_find_tensor(m->gguf, name);
     if (!t) return st_set(err, ST_ERR_FORMAT, "tensor '%s' is missing", name);
-    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != ne)
+    if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != rows || t->ne[2] != ne)
         return st_set(err, ST_ERR_FORMAT, "tensor '%s' has shape [%lld, %lld, %lld], expected "
                       "[%lld, %lld, %lld]", name, (long long)t->ne[0], (long long)t->ne[1],
-                      (long long)t->ne[2], (long long)n_in, (long long)n_out, (long long)ne);
+                      (long long)t->ne[2], (long long)n_in, (long long)rows, (long long)ne);
     const dtype_info *d = dtype_get(t->type);
     if (!d || !d->compute)
         return st_set(err, ST_ERR_UNSUPPORTED, "tensor '%s' has type %s, which this build "
                       "cannot compute with", name, dtype_name(t->type));
-    const size_t bytes = dtype_row_bytes(t->type, n_in) * (size_t)n_out;
+    const size_t row = dtype_row_bytes(t->type, n_in);
     for (int64_t e = 0; e < ne; e++)
         out[e] = (kern_mat){.type = t->type, .n_out = n_out, .n_in = n_in,
-                            .data = (const char *)t->data + (size_t)e * bytes};
+                            .data = (const char *)t->data + (size_t)(e * rows + part * n_out) * row};
     return ST_OK;
+}
+
+/* Layer l's gate and up experts: ffn_gate_exps and ffn_up_exps, or one fused
+ * ffn_gate_up_exps whose experts hold the gate's rows then the up's (llama.cpp's
+ * build_moe_ffn views the gate at offset 0 and the up at n_ff). */
+static st_code load_gate_up(const model *m, int32_t l, model_layer *L, st_err *err) {
+    const int64_t E = m->hp.n_embd, F = m->hp.n_ff_exp;
+    char nm[96];
+    st_code rc;
+#define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s ".weight", (int)l), nm)
+    const bool fused = gguf_find_tensor(m->gguf, NAME("ffn_gate_up_exps")) != NULL;
+    if (fused && (rc = load_experts_part(m, nm, E, F, 2, 0, L->exp_gate, err))) return rc;
+    if (fused) return load_experts_part(m, nm, E, F, 2, 1, L->exp_up, err);
+    if ((rc = load_experts_part(m, NAME("ffn_gate_exps"), E, F, 1, 0, L->exp_gate, err))) return rc;
+    return load_experts_part(m, NAME("ffn_up_exps"), E, F, 1, 0, L->exp_up, err);
+#undef NAME
 }
 
 /* Layer l's shared expert: its gate vector (a matrix of one row) and its SwiGLU. */
@@ -128,9 +151,8 @@ st_code moe_load_layer(model *m, int32_t l, model_layer *L, size_t *used, st_err
     st_code rc;
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d." s ".weight", (int)l), nm)
     if ((rc = load_want_mat(m->gguf, NAME("ffn_gate_inp"), E, hp->n_expert, &L->gate_inp, err)) ||
-        (rc = load_experts(m, NAME("ffn_gate_exps"), E, F, L->exp_gate, err)) ||
-        (rc = load_experts(m, NAME("ffn_up_exps"), E, F, L->exp_up, err)) ||
-        (rc = load_experts(m, NAME("ffn_down_exps"), F, E, L->exp_down, err)))
+        (rc = load_gate_up(m, l, L, err)) ||
+        (rc = load_experts_part(m, NAME("ffn_down_exps"), F, E, 1, 0, L->exp_down, err)))
         return rc;
 #undef NAME
     /* a token reads the router and its k experts */

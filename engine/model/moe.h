@@ -10,20 +10,23 @@
  * batch (the same bits alone or in any batch on backends whose matmul gives a row the
  * same bits in any batch, as ref and cpu do): its experts are summed in its own top-k
  * order. The files store each projection of a layer's experts as one 3-D tensor
- * (ffn_gate_exps, ffn_up_exps, ffn_down_exps: ne = [n_in, n_out, n_expert]); the loader
- * cuts it into one matrix per expert, views into the mapping. */
+ * (ffn_gate_exps, ffn_up_exps, ffn_down_exps: ne = [n_in, n_out, n_expert]; some files fuse
+ * gate and up into ffn_gate_up_exps, [n_embd, 2 n_ff_exp, n_expert], the gate's rows first);
+ * the loader cuts it into one matrix per expert, views into the mapping. */
 #ifndef MD_MODEL_MOE_H
 #define MD_MODEL_MOE_H
 
 #include "model/model.h"
 
 /* "<arch>.expert_count", expert_used_count, expert_feed_forward_length and
- * expert_weights_scale into hp (arch.h's load_hparams). ST_ERR_FORMAT for a count out of
- * range or an expert width that is missing. */
+ * expert_weights_scale into hp (arch.h's load_hparams); a missing expert width is
+ * feed_forward_length / expert_used_count, a missing shared one feed_forward_length, as
+ * llama.cpp's qwen*moe.cpp take them. ST_ERR_FORMAT for a count out of range or a width
+ * that is neither given nor derivable. */
 st_code moe_load_hparams(const gguf_ctx *g, const char *arch, model_hparams *hp, st_err *err);
 
 /* Layer l's router and experts (arch.h's load_layer): ffn_gate_inp and the three 3-D
- * expert tensors, cut into m->experts (allocated on layer 0). ST_ERR_FORMAT naming a
+ * expert tensors (or the fused gate and up and the down), cut into m->experts (allocated on layer 0). ST_ERR_FORMAT naming a
  * missing tensor or a wrong shape, ST_ERR_UNSUPPORTED naming a type this build cannot
  * compute with, ST_ERR_NOMEM. */
 st_code moe_load_layer(model *m, int32_t l, model_layer *L, size_t *used, st_err *err);

@@ -128,8 +128,24 @@ static st_code attach_answer(forest *f, forest_id under, const int32_t *a, int32
     return rc;
 }
 
+/* Where branch's judge hangs (judge_cut): *under = the last node of a new chain under
+ * cut->from holding the thinking's close mark and the answer, or the branch itself when
+ * its text has no close. */
+static st_code answer_chain(forest *f, const judge_cut *cut, forest_id branch, forest_id *under, st_err *err) {
+    *under = branch;
+    char *text = merge_branch_text(f, cut->tk, cut->from, branch, err);
+    if (!text) return err->code;
+    const char *close = chat_think_close(text, NULL);
+    int32_t n = 0, *toks = close ? encode_special(cut->tk, close, &n, err) : NULL;
+    st_code rc = close && !toks ? err->code : ST_OK;
+    if (!rc && n > 0) rc = forest_append(f, cut->from, toks, NULL, n, under, err);
+    free(toks);
+    free(text);
+    return rc;
+}
+
 st_code judge_attach(judge *jg, forest *f, const judge_prompt *jp, const forest_id *branches, int32_t n,
-                     bool want_branch_logits, st_err *err) {
+                     bool want_branch_logits, const judge_cut *cut, st_err *err) {
     if (n < 1 || jp->n_prompt < 1 || jp->n_yes < 1)
         return st_set(err, ST_ERR_ARG, "judge: %s", n < 1 ? "no branches to judge" : "an empty judge");
     for (int32_t i = 0; i < n; i++)
@@ -140,9 +156,12 @@ st_code judge_attach(judge *jg, forest *f, const judge_prompt *jp, const forest_
     for (int32_t i = 0; i < n; i++) jg->top[i] = FOREST_NONE, jg->score[i] = NAN;
     for (int32_t i = 0; i < n && !rc; i++) {
         jg->branch[i] = branches[i];
-        rc = forest_append(f, branches[i], jp->prompt, NULL, jp->n_prompt, &jg->last[i], err);
+        forest_id under = branches[i];
+        if (cut && (rc = answer_chain(f, cut, branches[i], &under, err))) break;
+        if (under != branches[i]) jg->top[i] = chain_top(f, cut->from, under);
+        rc = forest_append(f, under, jp->prompt, NULL, jp->n_prompt, &jg->last[i], err);
         if (rc) break;
-        jg->top[i] = chain_top(f, branches[i], jg->last[i]);
+        if (under == branches[i]) jg->top[i] = chain_top(f, branches[i], jg->last[i]);
         forest_set_flags(f, jg->last[i], FOREST_WANT_LOGITS, FOREST_NO_LOGITS);
         rc = attach_answer(f, jg->last[i], jp->yes, jp->n_yes, &jg->ans[2 * i], err);
         if (!rc) rc = attach_answer(f, jg->last[i], jp->no, jp->n_no, &jg->ans[2 * i + 1], err);
@@ -219,6 +238,7 @@ typedef struct judge_run {
     judge_prompt jp;  /* owned copy */
     judge jg;
     forest_id *branches, start;
+    forest_id from;   /* where the branches' own text starts (judge_cut) */
     int32_t n, *order; /* (n) branch indices, best first once judged */
     bool done;
 } judge_run;
@@ -260,6 +280,11 @@ static void *judge_run_create(const strategy_opts *o, const strategy_env *env, s
     r->start = r->branches[0];
     for (int32_t i = 1; i < n && r->start != FOREST_NONE; i++)
         r->start = forest_common_ancestor(env->f, r->start, r->branches[i]);
+    /* the caller's start (the CLI's prompt) when it is above every branch, else theirs */
+    r->from = r->start;
+    if (forest_get(env->f, o->from) && r->start != FOREST_NONE &&
+        forest_common_ancestor(env->f, o->from, r->start) == o->from)
+        r->from = o->from;
     if (judge_tokens_copy(&r->jp, o->u.judge.prompt, err)) {
         judge_run_free(r);
         return NULL;
@@ -270,7 +295,9 @@ static void *judge_run_create(const strategy_opts *o, const strategy_env *env, s
 static st_code judge_run_step(void *self, const strategy_env *env, st_err *err) {
     judge_run *r = self;
     if (r->done) return ST_OK;
-    st_code rc = judge_attach(&r->jg, env->f, &r->jp, r->branches, r->n, false, err);
+    const judge_cut cut = {.tk = env->tk, .from = r->from};
+    st_code rc = judge_attach(&r->jg, env->f, &r->jp, r->branches, r->n, false,
+                              env->tk && r->from != FOREST_NONE ? &cut : NULL, err);
     if (!rc) rc = judge_step(&r->jg, env->f, env->plan, env->ctx, &r->jp, err);
     if (rc) return rc;
     judge_rank(r->jg.score, r->order, r->n);

@@ -62,20 +62,36 @@ st_code judge_tokens_copy(judge_prompt *dst, const judge_prompt *src, st_err *er
 typedef struct judge {
     int32_t n;
     forest_id *branch;  /* (n) the branches judged */
-    forest_id *top;     /* (n) each judge chain's first node (pruned after reading) */
+    forest_id *top;     /* (n) each judge chain's first node, or its answer chain's (pruned
+                           after reading) */
     forest_id *last;    /* (n) each judge chain's last node */
     forest_id *ans;     /* (n * 2) each answer prefix's last node (FOREST_NONE: one-token) */
     double *score;      /* (n) after judge_step; NAN before */
     bool attached, scored;
 } judge;
 
+/* Judging what follows a thinking section (a reasoning model's answer), so that a score is
+ * not decided by the thinking text: a branch whose text after `from` (an ancestor of it)
+ * closes a thinking section (chat_think_close: "</think>", harmony's final channel) gets
+ * its judge under a new chain from `from` holding the close mark and the answer (the text
+ * re-encoded, special tokens parsed), not under the branch itself, so branches that differ
+ * only in their thinking get the same score, bit for bit. A branch with no close in that
+ * text has no answer yet and is judged whole, as cot's vote reads such a chain whole
+ * (chat_after_think); a close before `from` is shared by every branch below it. The
+ * score is then that of linear decoding of from's path + mark and answer + judge. */
+typedef struct judge_cut {
+    const tok *tk;   /* decodes the branch, encodes the answer chain */
+    forest_id from;  /* where the branches' own text starts (usually the prompt's last) */
+} judge_cut;
+
 /* Appends the judge (and the answer prefixes) under branches[0..n) (n >= 1, live, distinct
- * or not). want_branch_logits: the step also returns each branch's own logits (tot forks
- * the next thoughts from them; read them with step_logits_of until the next step).
- * ST_ERR_ARG (a stale branch, an empty judge), ST_ERR_NOMEM; the forest is unchanged on
- * failure. */
+ * or not), or under their answer chains with cut (NULL: every branch whole).
+ * want_branch_logits: the step also returns each branch's own logits (tot forks the next
+ * thoughts from them; read them with step_logits_of until the next step). ST_ERR_ARG (a
+ * stale branch, an empty judge, cut->from not an ancestor of a branch), ST_ERR_NOMEM; the
+ * forest is unchanged on failure. */
 st_code judge_attach(judge *jg, forest *f, const judge_prompt *jp, const forest_id *branches, int32_t n,
-                     bool want_branch_logits, st_err *err);
+                     bool want_branch_logits, const judge_cut *cut, st_err *err);
 /* The step: computes everything pending, reads the scores, prunes the judge chains.
  * ST_NO_KV_SLOT: the judge chains are removed again and nothing else changed (prune
  * something and attach again); other codes from the step (the chains removed). */

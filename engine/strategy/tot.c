@@ -6,7 +6,8 @@
  * newline, a sentence end), at the token budget, or at an end of text. Expanding a node
  * forks k thoughts with distinct first tokens under it (cot_fork_branches, from logits the
  * previous step returned), all grown together one step per token; then ONE judge step
- * (judge.h) scores every new thought.
+ * (judge.h) scores every new thought: once the search's text closes a thinking section,
+ * what follows it (judge_cut: the answer so far), not the thinking.
  *
  * Breadth-first (the default): level L expands every kept node that can go on (not ended
  * by an end of text); the best b of the new thoughts and of the kept thoughts that had
@@ -249,7 +250,9 @@ static int32_t judge_new(tot_run *r, const strategy_env *env, bool want_logits, 
     forest_id *ids = malloc(sizeof *ids * (size_t)n_new);
     if (!ids) return st_set(err, ST_ERR_NOMEM, "out of memory"), -1;
     for (int32_t i = 0; i < n_new; i++) ids[i] = r->cand[i].leaf;
-    st_code rc = judge_attach(&r->jg, env->f, &r->jp, ids, n_new, want_logits, err);
+    const judge_cut cut = {.tk = env->tk, .from = r->from};
+    st_code rc = judge_attach(&r->jg, env->f, &r->jp, ids, n_new, want_logits, env->tk ? &cut : NULL,
+                              err);
     free(ids);
     if (!rc) rc = judge_step(&r->jg, env->f, env->plan, env->ctx, &r->jp, err);
     if (rc) return -1; /* the next try gathers again */

@@ -410,11 +410,19 @@ const char *chat_think_off_text(chat_kind k) {
     return k == CHAT_QWEN35 ? "\n</think>\n\n" : "<think>\n\n</think>\n\n";
 }
 
-const char *chat_after_think(const char *text) {
+const char *chat_think_close(const char *text, size_t *mark_len) {
     static const char *const marks[] = {"</think>", "<|channel|>final<|message|>"};
-    const char *after = text;
+    const char *at = NULL;
+    size_t len = 0;
     for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++)
-        for (const char *p = text; p && (p = strstr(p, marks[i])) != NULL; p += strlen(marks[i]))
-            if (p + strlen(marks[i]) > after) after = p + strlen(marks[i]);
-    return after;
+        for (const char *p = text; (p = strstr(p, marks[i])) != NULL; p += strlen(marks[i]))
+            if (!at || p + strlen(marks[i]) > at + len) at = p, len = strlen(marks[i]);
+    if (mark_len) *mark_len = len;
+    return at;
+}
+
+const char *chat_after_think(const char *text) {
+    size_t len;
+    const char *at = chat_think_close(text, &len);
+    return at ? at + len : text;
 }

@@ -140,8 +140,12 @@ bool chat_has_think_switch(const char *jinja);
  * off: "<think>\n\n</think>\n\n", or for Qwen3.5, whose prompt already opened
  * "<think>\n", "\n</think>\n\n" (static). */
 const char *chat_think_off_text(chat_kind k);
-/* The part of a reply after its last "</think>" or harmony's "<|channel|>final<|message|>"
- * (the answer), or text itself when it has neither. Points into text. */
+/* Where a reply's thinking closes: its last "</think>" or harmony's
+ * "<|channel|>final<|message|>" (the one that ends last), the mark's length in *mark_len
+ * (may be NULL); NULL when text has neither. Points into text. */
+const char *chat_think_close(const char *text, size_t *mark_len);
+/* The part of a reply after chat_think_close's mark (the answer), or text itself when it
+ * has none. Points into text. */
 const char *chat_after_think(const char *text);
 
 #endif
