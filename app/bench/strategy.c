@@ -121,7 +121,7 @@ static st_code bb_shared(const model *m, const bs_opts *o, const int32_t *prompt
     step_plan_init(&plan);
     strategy *s = NULL;
     strategy_env env = {.f = f, .plan = &plan, .ctx = c};
-    strategy_opts bo = strategy_default_opts(STRAT_BEAM);
+    strategy_opts bo = strategy_opts_for(strategy_find("beam"));
     bo.u.beam.width = B, bo.u.beam.alpha = o->alpha, bo.budget = N, bo.n_vocab = m->hp.n_vocab;
     app_run_stats st;
     st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
@@ -314,7 +314,7 @@ static st_code bc_forest(const model *m, const bs_opts *o, const int32_t *prompt
     step_plan_init(&plan);
     strategy *s = NULL;
     strategy_env env = {.f = f, .plan = &plan, .ctx = c, .emit = prompt_emit, .emit_ud = out};
-    strategy_opts co = strategy_default_opts(STRAT_COT);
+    strategy_opts co = strategy_opts_for(strategy_find("cot"));
     co.sample = *sp, co.budget = N, co.n_vocab = m->hp.n_vocab, co.u.cot.k = k;
     app_run_stats st;
     st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
