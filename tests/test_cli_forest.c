@@ -395,6 +395,29 @@ static void test_best_cli(void) {
     free(b);
 }
 
+/* `temps`, a command only the strategy registry names: its chain i is generate's first
+ * branch at temperature i * 0.75 with seed 11 + i, decoded without the others. */
+static void test_temps_cli(void) {
+    int st;
+    char *b = t_runf(&st, "%s temps -m %s -p 'Once' --chains 3 --tokens 16 --step 75 --seed 11 -q --json", bin,
+                     model_path);
+    jv *jb = j_read(b);
+    const jv *jr = jb ? jkey(jb, "results") : NULL;
+    T_CHECK(st == 0 && jr && jlen(jr) == 3, "temps --chains 3 --json: 3 results (%s)", b);
+    for (int i = 0; jr && jlen(jr) == 3 && i < 3; i++) {
+        char *g = t_runf(&st, "%s generate -m %s -p 'Once' --branches 2 -n 16 --temp %g --seed %d -q --json", bin,
+                         model_path, i * 0.75, 11 + i);
+        jv *jg = j_read(g);
+        T_CHECK(jg && jlen(jg) == 2 && !strcmp(jkey(jat(jr, i), "text")->str, jkey(jat(jg, 0), "text")->str),
+                "temps' chain %d is generate's at temperature %g:\n%s\n%s", i, i * 0.75, b, g);
+        j_free(jg), free(g);
+    }
+    j_free(jb), free(b);
+    b = t_runf(&st, "%s temps -m %s --step 0 2>&1", bin, model_path);
+    T_CHECK(st == 2 && strstr(b, "bad step '0'"), "temps --step 0: exit %d, %s", st, b);
+    free(b);
+}
+
 /* ---- ask ---- */
 
 static void test_ask(const char *ctx_file) {
@@ -668,6 +691,7 @@ int main(void) {
     test_plan_recurrent();
     test_generate_branches();
     test_best_cli();
+    test_temps_cli();
     test_ask(ctx_file);
     test_bench();
     test_spec_cli();

@@ -313,6 +313,19 @@ static void test_registry_command(void) {
     for (int32_t i = 0; ui_cmd_name(i); i++)
         listed |= !strcmp(ui_cmd_name(i), "best") && !strncmp(ui_cmd_usage(i), ":best N [TOKENS]", 16);
     T_CHECK(listed, ":best is in the command list with its usage");
+    listed = false;
+    for (int32_t i = 0; ui_cmd_name(i); i++)
+        listed |= !strcmp(ui_cmd_name(i), "temps") && !strncmp(ui_cmd_usage(i), ":temps N [TOKENS] [STEP]", 24);
+    T_CHECK(listed, ":temps is in the command list with its usage");
+    T_CHECK(ui_cmd_parse(":temps 2 6 0", &c, &err) == ST_ERR_ARG && strstr(err.msg, "bad step '0'"),
+            ":temps 2 6 0: %s", err.msg);
+}
+
+/* :temps 3 6 on w from root: three chains, one per temperature, summed up as branches. */
+static void temps_run(ui_worker *w, forest_id root) {
+    char msg[1024];
+    T_CHECK(run_job(w, cmd_job(":temps 3 6 150", root), msg, sizeof msg), "temps: %s", msg);
+    T_CHECK(!strncmp(msg, "done: +", 7) && strstr(msg, "3 branches;"), ":temps 3 6 150: '%s'", msg);
 }
 
 static void best_run(ui_worker *w, forest_id root) {
@@ -354,6 +367,7 @@ static void test_fresh_seeds(void) {
     T_CHECK(n == 2, "the fresh seed's branch differs, the repeated one is not made twice: %d branches", (int)n);
     ui_worker_unlock(w);
     best_run(w, root);
+    temps_run(w, root);
 out:
     stories_stop(w, c, tk, m);
 }
