@@ -68,7 +68,8 @@ typedef struct cot_opts {
 static const char *cot_ended(const strategy *c, const forest *f, int32_t i) {
     strategy_result r;
     strategy_result_at(c, f, i, &r);
-    return r.end == STRAT_RUNNING ? "full" : app_result_ended(&r, false);
+    const char *name = strategy_end_name(r.end);
+    return name ? name : "full";
 }
 
 /* The vote: which chains count (ended ones, or all with --vote-all), how many do, the
@@ -176,7 +177,7 @@ static bool cot_tick(void *ud, const strategy *s, const strategy_env *env, const
     for (int32_t i = 0; i < strategy_n_results(s); i++) {
         strategy_result res;
         strategy_result_at(s, env->f, i, &res);
-        active += res.end == STRAT_RUNNING;
+        active += !strategy_end_name(res.end);
     }
     app_progress_tick(&r->pr, "cot: step %d/%d, %d rows, %d chains running, KV %d slots",
                       st->steps, r->a->o.budget, env->plan->n_rows, active,

@@ -147,10 +147,7 @@ static st_code margins_prompts(margins_job *j, prompt_model *pm, const char *con
         return st_set(err, ST_ERR_ARG, "%d chunks of %d tokens; at most %d (raise --chunk)",
                       n_ch, o->chunk, MARGINS_MAX_CHUNKS);
     for (int32_t i = 0; i < n_ch; i++) {
-        int32_t at = i * o->chunk, len = j->n_ctx - at < o->chunk ? j->n_ctx - at : o->chunk;
-        char *ct = tok_decode_str(pm->tk, j->ctx + at, len); /* a stream from the chunk start */
-        char *text = ct ? margins_note_prompt(o->question, ct, j->pc.on) : NULL;
-        free(ct);
+        char *text = margins_chunk_prompt(pm->tk, j->ctx, j->n_ctx, o->chunk, i, o->question, j->pc.on);
         j->ptok[i] = text ? prompt_tokens(pm, &j->pc, text, &j->plen[i], &j->kind, err) : NULL;
         j->n_ch = i + 1;
         if (!text) st_set(err, ST_ERR_NOMEM, "out of memory");

@@ -1,5 +1,6 @@
 /* cmd_session.c - `multidecode session info FILE` and `multidecode session export FILE
- * --markdown`: what a saved session holds, and its tree's texts as Markdown.
+ * --markdown`: what a saved session holds, and its tree's texts as Markdown (with --keep N,
+ * only the N branches the forest's prune policy ranks best, prune.h).
  *
  * Neither runs the model: a session file holds tokens, so both only need the model's
  * tokenizer (for text) and its identity (to check the session belongs to it), read from
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "forest/prune.h"
 #include "session/session.h"
 #include "app.h"
 #include "prompt.h"
@@ -20,7 +22,7 @@
 
 static void session_usage(FILE *f) {
     fprintf(f, SESSION_USAGE "\n"
-               "       multidecode session export FILE --markdown [-m MODEL] [-o OUT]\n\n"
+               "       multidecode session export FILE --markdown [-m MODEL] [-o OUT] [--keep N]\n\n"
                "info     what the session holds: its model, settings and forest; with -m,\n"
                "         whether it was saved with that model\n"
                "export   the tree's texts as Markdown: an outline with shared prefixes shown\n"
@@ -29,6 +31,8 @@ static void session_usage(FILE *f) {
                "  -m, --model PATH     the GGUF model (only its tokenizer and header are read)\n"
                "  -o, --output FILE    write the export to FILE (default: stdout)\n"
                "      --markdown       the export format (the only one)\n"
+               "      --keep N         export the N branches whose generated tokens have the best\n"
+               "                       mean log-probability (the others are left out)\n"
                "      --force-model    export even when the session was saved with another model\n");
 }
 
@@ -100,9 +104,10 @@ static void session_print_info(const char *path, const forest *f, const session_
 int cmd_session(int argc, char **argv) {
     static const struct option lo[] = {{"model", 1, 0, 'm'}, {"output", 1, 0, 'o'},
                                        {"markdown", 0, 0, 'D'}, {"help", 0, 0, 'h'},
-                                       {"force-model", 0, 0, 'F'}, {0, 0, 0, 0}};
+                                       {"force-model", 0, 0, 'F'}, {"keep", 1, 0, 'K'}, {0, 0, 0, 0}};
     const char *model_path = NULL, *out_path = NULL;
     bool markdown = false, force = false;
+    int64_t keep = -1;
     int ch;
     while ((ch = getopt_long(argc, argv, "m:o:h", lo, NULL)) != -1) {
         switch (ch) {
@@ -110,6 +115,9 @@ int cmd_session(int argc, char **argv) {
         case 'o': out_path = optarg; break;
         case 'D': markdown = true; break;
         case 'F': force = true; break;
+        case 'K':
+            if (app_opt_int("--keep", optarg, 0, 1 << 30, &keep)) return 2;
+            break;
         case 'h': session_usage(stdout); return 0;
         default: return app_usage_error("%s; see multidecode session --help", SESSION_USAGE);
         }
@@ -123,8 +131,8 @@ int cmd_session(int argc, char **argv) {
     if (!info && strcmp(what, "export"))
         return app_usage_error("session: unknown action '%s' (info or export)", what);
     if (!info && !markdown) return app_usage_error("session export needs --markdown");
-    if (info && (markdown || out_path))
-        return app_usage_error("session info takes no --markdown or -o");
+    if (info && (markdown || out_path || keep >= 0))
+        return app_usage_error("session info takes no --markdown, -o or --keep");
 
     st_err err = {0};
     session_model sm;
@@ -145,7 +153,10 @@ int cmd_session(int argc, char **argv) {
         session_print_info(path, f, &s, &saved, model_path ? &sm : NULL);
     } else {
         const tok *tk = model_path ? sm.tk : NULL;
-        if (out_path ? session_save_markdown(out_path, f, tk, &s, &saved, &err)
+        prune_params pp = prune_default_params();
+        pp.score = PRUNE_SCORE_MEAN;
+        if (keep >= 0 && prune_keep_top(f, (int32_t)keep, &pp, NULL, &err)) rc = app_fail(&err);
+        else if (out_path ? session_save_markdown(out_path, f, tk, &s, &saved, &err)
                      : session_export_markdown(stdout, f, tk, &s, &saved, &err))
             rc = app_fail(&err);
     }

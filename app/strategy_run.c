@@ -54,11 +54,6 @@ double app_run_mean_rows(const app_run_stats *st) {
 }
 
 const char *app_result_ended(const strategy_result *r, bool full) {
-    switch (r->end) {
-    case STRAT_END_EOG: return "EOS";
-    case STRAT_END_STOP: return "stop";
-    case STRAT_END_BUDGET: return "budget";
-    case STRAT_END_PRUNED: return "pruned";
-    default: return full ? "full context" : "budget";
-    }
+    const char *name = strategy_end_name(r->end);
+    return name ? name : full ? "full context" : "budget";
 }

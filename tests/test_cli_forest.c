@@ -395,6 +395,63 @@ static void test_best_cli(void) {
     free(b);
 }
 
+/* `temps`, a command only the strategy registry names: its chain i is generate's first
+ * branch at temperature i * 0.75 with seed 11 + i, decoded without the others. */
+static void test_temps_cli(void) {
+    int st;
+    char *b = t_runf(&st, "%s temps -m %s -p 'Once' --chains 3 --tokens 16 --step 75 --seed 11 -q --json", bin,
+                     model_path);
+    jv *jb = j_read(b);
+    const jv *jr = jb ? jkey(jb, "results") : NULL;
+    T_CHECK(st == 0 && jr && jlen(jr) == 3, "temps --chains 3 --json: 3 results (%s)", b);
+    for (int i = 0; jr && jlen(jr) == 3 && i < 3; i++) {
+        char *g = t_runf(&st, "%s generate -m %s -p 'Once' --branches 2 -n 16 --temp %g --seed %d -q --json", bin,
+                         model_path, i * 0.75, 11 + i);
+        jv *jg = j_read(g);
+        T_CHECK(jg && jlen(jg) == 2 && !strcmp(jkey(jat(jr, i), "text")->str, jkey(jat(jg, 0), "text")->str),
+                "temps' chain %d is generate's at temperature %g:\n%s\n%s", i, i * 0.75, b, g);
+        j_free(jg), free(g);
+    }
+    j_free(jb), free(b);
+    b = t_runf(&st, "%s temps -m %s --step 0 2>&1", bin, model_path);
+    T_CHECK(st == 2 && strstr(b, "bad step '0'"), "temps --step 0: exit %d, %s", st, b);
+    free(b);
+}
+
+/* `session export --keep N`: a saved cot run of 4 chains exported with the 2 best kept
+ * has 2 branches, each one of the whole export's (the ranking is test_prune's); --keep 4
+ * exports them all; --keep on info, or a bad count, is a usage error. */
+static void test_session_keep(void) {
+    char path[] = "/tmp/md_keep_XXXXXX";
+    int fd = mkstemp(path), st;
+    if (fd >= 0) close(fd);
+    char *out = t_runf(&st, "%s cot -m %s -p 'Once' -k 4 -n 10 --seed 5 -q --save %s", bin, model_path, path);
+    T_CHECK(fd >= 0 && st == 0, "cot --save: exit %d", st);
+    free(out);
+    char *all = t_runf(&st, "%s session export %s --markdown -m %s", bin, path, model_path);
+    char *two = t_runf(&st, "%s session export %s --markdown -m %s --keep 2", bin, path, model_path);
+    T_CHECK(st == 0 && strstr(all, "4 branches.") && strstr(two, "2 branches."), "--keep 2: exit %d\n%s", st, two);
+    bool subset = true;
+    for (const char *at = strstr(two, "```text\n"); subset && at; at = strstr(at + 1, "```text\n")) {
+        const char *end = strstr(at + 8, "```");
+        char text[512];
+        snprintf(text, sizeof text, "%.*s", end ? (int)(end - at) : 0, at);
+        subset = end && strstr(all, text);
+    }
+    T_CHECK(subset, "each kept branch is one of the whole export's:\n%s\n---\n%s", two, all);
+    free(two);
+    two = t_runf(&st, "%s session export %s --markdown -m %s --keep 4", bin, path, model_path);
+    T_CHECK(st == 0 && !strcmp(two, all), "--keep 4 of 4 exports them all");
+    free(two), free(all);
+    out = t_runf(&st, "%s session info %s --keep 2 2>&1", bin, path);
+    T_CHECK(st == 2 && strstr(out, "--keep"), "session info --keep: exit %d, %s", st, out);
+    free(out);
+    out = t_runf(&st, "%s session export %s --markdown --keep -1 2>&1", bin, path);
+    T_CHECK(st == 2 && strstr(out, "bad --keep '-1'"), "--keep -1: exit %d, %s", st, out);
+    free(out);
+    unlink(path);
+}
+
 /* ---- ask ---- */
 
 static void test_ask(const char *ctx_file) {
@@ -668,6 +725,8 @@ int main(void) {
     test_plan_recurrent();
     test_generate_branches();
     test_best_cli();
+    test_temps_cli();
+    test_session_keep();
     test_ask(ctx_file);
     test_bench();
     test_spec_cli();

@@ -180,6 +180,37 @@ static void run(const model *m, const tok *tk, const setup *s, bool rope_gap) {
     model_ctx_free(lc);
 }
 
+/* Removes s's spaces in place (a chunk decoded on its own loses the space it starts with). */
+static char *unspaced(char *s) {
+    char *o = s;
+    for (const char *i = s; *i; i++)
+        if (*i != ' ') *o++ = *i;
+    *o = 0;
+    return s;
+}
+
+/* margins_chunk_prompt, the one cut of a text into note requests: every request is in
+ * the plain form, and their chunks put together are the whole text decoded (spaces
+ * aside). */
+static void check_chunk_prompts(const tok *tk, const char *text) {
+    static int32_t ctx[4096];
+    static char joined[16384];
+    int32_t nc = enc(tk, text, false, ctx, 4096), n = (nc + 127) / 128;
+    char *whole = tok_decode_str(tk, ctx, nc);
+    bool form = n >= 2;
+    joined[0] = 0;
+    for (int32_t i = 0; i < n; i++) {
+        char *p = margins_chunk_prompt(tk, ctx, nc, 128, i, "Who?", false);
+        const char *a = p ? strstr(p, "\n\nText: ") : NULL, *b = a ? strstr(a, "\n\nNote:") : NULL;
+        form = form && a && b && !strncmp(p, "Question: Who?", 14) && !strcmp(b, "\n\nNote:");
+        if (a && b) strncat(joined, a + 8, (size_t)(b - a - 8));
+        free(p);
+    }
+    T_CHECK(form && whole && !strcmp(unspaced(joined), unspaced(whole)), "%d chunk requests: the plain form, the chunks the whole text",
+            (int)n);
+    free(whole);
+}
+
 int main(void) {
     char spath[4096] = "", tpath[4096] = ""; /* t_shared's buffer is reused */
     if (t_shared("models/stories260K.gguf")) snprintf(spath, sizeof spath, "%s", t_shared("models/stories260K.gguf"));
@@ -200,6 +231,7 @@ int main(void) {
     tok *tk = m ? tok_from_gguf(m->gguf, &err) : NULL;
     T_CHECK(m && tk, "stories260K: %s", err.msg);
     if (m && tk) {
+        check_chunk_prompts(tk, text);
         setup s;
         build(&s, tk, text, 128);
         T_CHECK(s.n >= 4, "several chunks (%d)", s.n);

@@ -260,6 +260,40 @@ static void check_best(void) {
             err.msg);
 }
 
+/* temps: chain i at temperature i * STEP / 100 with seed + i, each chain's tokens and end
+ * equal to grow's of that one chain decoded alone on a fresh engine; its grammar's
+ * optional tokens and step. */
+static void check_temps(void) {
+    const strategy_ops *ops = strategy_find("temps");
+    T_CHECK(ops && ops->kind == STRAT_OTHER && ops->usage && ops->priv_size <= STRAT_PRIV_MAX, "temps is registered");
+    if (!ops) return;
+    run_out d = {.ok = true}, t;
+    sample_params sp = sampling();
+    st_err err = {0};
+    for (int32_t i = 0; i < 3; i++) {
+        rig r;
+        grow g;
+        if (!rig_init(&r)) return;
+        sample_params one = sp;
+        one.temp = (float)i * 60.0f / 100.0f, one.seed = sp.seed + (uint64_t)i;
+        st_code rc = grow_init(&g, r.f, add_prompt(&r, prompt, NP), 1, &one, 20, r.V, &err);
+        while (!rc && g.n_active > 0) rc = grow_step(&g, r.f, &r.plan, r.c, r.tk, NULL, NULL, NULL, &err);
+        put_grow(&d, i, r.f, &g);
+        d.ok = d.ok && !rc;
+        grow_free(&g);
+        rig_free(&r);
+    }
+    strategy_opts o = strategy_opts_for(ops);
+    T_CHECK(strategy_args_parse(&o, "3 20 60", &err) == ST_OK && o.budget == 20, "temps 3 20 60: %s", err.msg);
+    o.sample = sp;
+    table_run(o, setup_prompt, &t, "temps");
+    compare(&d, &t, false, "temps (each chain decoded alone at its temperature)");
+    strategy_opts bad = strategy_opts_for(ops);
+    T_CHECK(strategy_args_parse(&bad, "2", &err) == ST_OK, "temps 2 (tokens and step left out): %s", err.msg);
+    T_CHECK(strategy_args_parse(&bad, "2 8 0", &err) == ST_ERR_ARG && strstr(err.msg, "bad step '0'"), "temps 2 8 0: %s",
+            err.msg);
+}
+
 static void check_grow(void) {
     run_out d = {0}, t;
     rig r;
@@ -687,7 +721,7 @@ static void check_prunes(void) {
     check_spec_prunes(STRAT_LOOKAHEAD, "lookahead");
     /* the others hold nodes they cannot lose mid-run: a host must not prune under them */
     static const char *const takes[] = {"grow",  "cot",       "ask", "merge",  "step", "best",
-                                        "beam",  "draft",     "lookahead", "tot", "margins"};
+                                        "beam",  "draft",     "lookahead", "tot", "margins", "temps"};
     for (int32_t i = 0; strategy_at(i); i++) {
         bool want = false;
         for (size_t k = 0; k < sizeof takes / sizeof takes[0]; k++) want |= !strcmp(takes[k], strategy_at(i)->name);
@@ -697,7 +731,7 @@ static void check_prunes(void) {
 }
 
 static void check_registry(void) {
-    static const char *const names[] = {"grow", "cot", "beam", "ask", "margins", "merge", "draft", "lookahead", "step", "judge", "tot", "best"};
+    static const char *const names[] = {"grow", "cot", "beam", "ask", "margins", "merge", "draft", "lookahead", "step", "judge", "tot", "best", "temps"};
     int32_t n = 0;
     for (int32_t i = 0; strategy_at(i); i++, n++) {
         const strategy_ops *ops = strategy_at(i);
@@ -709,7 +743,7 @@ static void check_registry(void) {
                 "%s: the table is complete", ops->name);
         T_CHECK(strategy_default_opts(ops->kind).kind == ops->kind, "%s: default options", ops->name);
     }
-    T_CHECK(n == STRAT_N_KINDS + 1 && n == (int32_t)(sizeof names / sizeof names[0]), "%d strategies registered", n);
+    T_CHECK(n == STRAT_N_KINDS + 2 && n == (int32_t)(sizeof names / sizeof names[0]), "%d strategies registered", n);
     for (int32_t i = 0; i < n; i++) T_CHECK(strategy_find(names[i]) != NULL, "%s is registered", names[i]);
     T_CHECK(!strategy_find("nothing") && !strategy_find(NULL) && !strategy_get(STRAT_N_KINDS), "unknown names");
 
@@ -748,6 +782,7 @@ int main(void) {
     check_registry();
     check_grow();
     check_best();
+    check_temps();
     check_grow_starts();
     check_cot();
     check_beam();

@@ -263,6 +263,58 @@ static forest_id first_chain_at(const forest *f, int32_t depth) {
     return nd && nd->depth == depth ? at : FOREST_NONE;
 }
 
+/* The tokens of leaf's path into out (at most cap); how many. */
+static int32_t path_of(const forest *f, forest_id leaf, int32_t *out, int32_t cap) {
+    int32_t n = 0;
+    for (const forest_node *nd = forest_get(f, leaf); nd && n < cap;
+         nd = nd->parent < 0 ? NULL : forest_node_at(f, nd->parent))
+        out[n++] = nd->token;
+    return n;
+}
+
+/* :compact after pruning one of four chains: the KV cache's free space in one run, as
+ * many slots used, every leaf's tokens as they were, and a :grow goes on from a leaf. */
+static void test_compact(void) {
+    model *m;
+    tok *tk;
+    model_ctx *c;
+    forest_id root, lv[8];
+    ui_worker *w = saving_worker(8, &m, &tk, &c, &root);
+    if (!w) goto out;
+    char msg[1024];
+    T_CHECK(run_job(w, cmd_job(":cot 4 8", root), msg, sizeof msg), "cot: %s", msg);
+    ui_worker_lock(w);
+    const forest *f = ui_worker_forest(w);
+    forest_id top = first_chain_at(f, forest_get(f, root)->depth + 1);
+    ui_worker_unlock(w);
+    T_CHECK(run_job(w, (ui_job){.kind = UI_JOB_PRUNE, .node = top}, msg, sizeof msg), "d: %s", msg);
+    int32_t before[8][64], len[8], runs, used;
+    ui_worker_lock(w);
+    f = ui_worker_forest(w);
+    int32_t n = leaves_below(w, root, lv, 8);
+    for (int32_t i = 0; i < n; i++) len[i] = path_of(f, lv[i], before[i], 64);
+    runs = kv_alloc_free_runs(forest_kv_const(f)), used = kv_alloc_used(forest_kv_const(f));
+    ui_worker_unlock(w);
+    T_CHECK(n == 3 && runs > 1, "a chain pruned: %d leaves, the free space in %d runs", (int)n, (int)runs);
+    T_CHECK(run_job(w, cmd_job(":compact", root), msg, sizeof msg) && !strncmp(msg, "compacted:", 10), ":compact: %s",
+            msg);
+    ui_worker_lock(w);
+    f = ui_worker_forest(w);
+    bool same = leaves_below(w, root, lv, 8) == n;
+    for (int32_t i = 0; same && i < n; i++) {
+        int32_t now[64];
+        same = path_of(f, lv[i], now, 64) == len[i] && !memcmp(now, before[i], sizeof(int32_t) * (size_t)len[i]);
+    }
+    T_CHECK(same && kv_alloc_free_runs(forest_kv_const(f)) <= 1 && kv_alloc_used(forest_kv_const(f)) == used,
+            ":compact: the leaves as they were, %d slots used (was %d), free space in %d run (was %d)",
+            (int)kv_alloc_used(forest_kv_const(f)), (int)used, (int)kv_alloc_free_runs(forest_kv_const(f)), (int)runs);
+    ui_worker_unlock(w);
+    T_CHECK(run_job(w, cmd_job(":grow", lv[0]), msg, sizeof msg) && !strncmp(msg, "done: +", 7),
+            ":grow after :compact: %s", msg);
+out:
+    stories_stop(w, c, tk, m);
+}
+
 /* :name on a grown branch: the name outlasts d and u, and :save and :load ("name" in the
  * session's node); :name alone clears it. */
 static void test_names_last(void) {
@@ -313,6 +365,19 @@ static void test_registry_command(void) {
     for (int32_t i = 0; ui_cmd_name(i); i++)
         listed |= !strcmp(ui_cmd_name(i), "best") && !strncmp(ui_cmd_usage(i), ":best N [TOKENS]", 16);
     T_CHECK(listed, ":best is in the command list with its usage");
+    listed = false;
+    for (int32_t i = 0; ui_cmd_name(i); i++)
+        listed |= !strcmp(ui_cmd_name(i), "temps") && !strncmp(ui_cmd_usage(i), ":temps N [TOKENS] [STEP]", 24);
+    T_CHECK(listed, ":temps is in the command list with its usage");
+    T_CHECK(ui_cmd_parse(":temps 2 6 0", &c, &err) == ST_ERR_ARG && strstr(err.msg, "bad step '0'"),
+            ":temps 2 6 0: %s", err.msg);
+}
+
+/* :temps 3 6 on w from root: three chains, one per temperature, summed up as branches. */
+static void temps_run(ui_worker *w, forest_id root) {
+    char msg[1024];
+    T_CHECK(run_job(w, cmd_job(":temps 3 6 150", root), msg, sizeof msg), "temps: %s", msg);
+    T_CHECK(!strncmp(msg, "done: +", 7) && strstr(msg, "3 branches;"), ":temps 3 6 150: '%s'", msg);
 }
 
 static void best_run(ui_worker *w, forest_id root) {
@@ -354,6 +419,7 @@ static void test_fresh_seeds(void) {
     T_CHECK(n == 2, "the fresh seed's branch differs, the repeated one is not made twice: %d branches", (int)n);
     ui_worker_unlock(w);
     best_run(w, root);
+    temps_run(w, root);
 out:
     stories_stop(w, c, tk, m);
 }
@@ -700,6 +766,7 @@ out:
 
 int main(void) {
     test_registry_command();
+    test_compact();
     test_beam_agrees();
     test_fresh_seeds();
     test_scores_last();

@@ -14,7 +14,7 @@ import sys
 
 COMMANDS = ["generate", "ask", "cot", "beam", "judge", "tot", "margins", "plan", "tour", "session", "info",
             "bench decode", "bench forest", "bench ask", "bench attention", "bench beam", "bench cot",
-            "convert-llama2c", "mkmodel", "tui", "best"]
+            "convert-llama2c", "mkmodel", "tui"]
 PAGE = "man/multidecode.1"
 # an option ("  -m, --model PATH     text") or a sub-command ("  info     text")
 OPTION = re.compile(r"^ {0,6}(-\S.*?|[a-z][a-z-]*(?= {2,}))(?: {2,}(\S.*))?$")
@@ -25,10 +25,18 @@ def esc(s):
     return "\\&" + s if s[:1] in (".", "'") else s
 
 
+def commands(binary):
+    """COMMANDS, then every other command the program's --help lists (the strategies found by
+    name in the registry, which need no line here), in that list's order."""
+    text = subprocess.run([binary, "--help"], capture_output=True, text=True).stdout
+    listed = re.findall(r"^  ([a-z][a-z0-9-]*)  ", text.split("commands:", 1)[-1], re.M)
+    return COMMANDS + [c for c in listed if c not in COMMANDS and c != "bench"]
+
+
 def section(binary):
     out = [".SH COMMANDS", "Each command prints its options with", ".BR \\-\\-help ;",
            "this list is taken from that output."]
-    for cmd in COMMANDS:
+    for cmd in commands(binary):
         text = subprocess.run([binary] + cmd.split() + ["--help"], capture_output=True,
                               text=True).stdout
         out.append('.SS "%s"' % cmd)

@@ -135,10 +135,7 @@ ui_margins *ui_margins_start(forest *f, const tok *tk, forest_id from, const cha
         goto fail;
     }
     for (int32_t i = 0; i < n_ch; i++) {
-        int32_t at = i * chunk, len = n_ctx - at < chunk ? n_ctx - at : chunk;
-        char *ct = tok_decode_str(tk, ctx + at, len);
-        char *text = ct ? margins_note_prompt(question, ct, ch->kind != CHAT_NONE) : NULL;
-        free(ct);
+        char *text = margins_chunk_prompt(tk, ctx, n_ctx, chunk, i, question, ch->kind != CHAT_NONE);
         ptok[i] = text ? request_tokens(tk, ch, text, &plen[i], err) : NULL;
         if (!text) st_set(err, ST_ERR_NOMEM, "out of memory");
         free(text);

@@ -40,6 +40,7 @@ static const struct {
     {"step", UI_CMD_STEP, ARG_INT01, UI_JOB_RUN, ":step [N]            run N engine steps (paused :tot: N levels)"},
     {"save", UI_CMD_SAVE, ARG_TEXT_OPT, UI_JOB_NONE, ":save [FILE]         save the session (no FILE: the autosave)"},
     {"load", UI_CMD_LOAD, ARG_TEXT_OPT, UI_JOB_NONE, ":load[!] [FILE]      load a session (no FILE: the last run's); asks first when work is unsaved; ! even one saved with another model"},
+    {"compact", UI_CMD_COMPACT, ARG_NONE, UI_JOB_COMPACT, ":compact            move the KV cache's used slots together (after many prunes)"},
     {"export", UI_CMD_EXPORT, ARG_TEXT, UI_JOB_EXPORT, ":export FILE         the tree's texts as Markdown; FILE.svg [tree|mask]: a picture of the tree and the last step's mask"},
     {"set", UI_CMD_SET, ARG_SET, UI_JOB_NONE, ":set [NAME VALUE]    temp top_k top_p min_p seed budget; chat on|off; layer L, head H (-1: none, mean): the mask's weights (alone: show them)"},
     {"bind", UI_CMD_BIND, ARG_BIND, UI_JOB_NONE, ":bind KEY ACTION     bind a key (see the help for names)"},

@@ -41,6 +41,7 @@ typedef enum {
     UI_CMD_LOAD,     /* text: file ("" = the last run's autosave), ~/ as for save; force
                         (":load!"): even a session saved with another model */
     UI_CMD_EXPORT,   /* job: export; text: Markdown file, ~/ as for save */
+    UI_CMD_COMPACT,  /* job: compact */
     UI_CMD_SET,      /* key = setting, val = value; key "": show the settings */
     UI_CMD_BIND,     /* key = KEY, text = ACTION */
     UI_CMD_PAUSE,    /* job: pause */

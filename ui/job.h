@@ -34,6 +34,7 @@ typedef enum {
     UI_JOB_PAUSE,    /* toggle */
     UI_JOB_CANCEL,
     UI_JOB_PREVIEW,  /* the mask view shows the plan the next step would run (not run) */
+    UI_JOB_COMPACT,  /* the KV cache's used slots moved together (step_compact; no run) */
     UI_JOB_QUIT,     /* ends the thread after the jobs queued before it */
 } ui_job_kind;
 

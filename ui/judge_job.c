@@ -1,7 +1,6 @@
 /* judge_job.c - :judge and :tot for the worker (judge_job.h). */
 #include "judge_job.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -114,25 +113,18 @@ strategy *ui_judge_start(const strategy_env *env, const ui_judge_env *je, const 
     if (judge_tokens(je->tk, kind, je->chat->system, question && *question ? question : NULL, NULL, NULL, &jp, err))
         return NULL;
     strategy_opts o = *opts;
+    const strategy_ops *ops = o.ops ? o.ops : strategy_get(o.kind);
+    strategy_judge_in in = {.prompt = &jp, .which = "sibling"};
     forest_id *br = NULL;
     bool marked = false;
-    static const char *const newline[] = {"\n"};
-    if (o.kind == STRAT_TOT) {
-        o.stops = newline, o.n_stops = 1;
-        o.u.tot.prompt = &jp;
-        o.u.tot.dim = true; /* the forest pane shows the losers dimmed while the search runs */
-        snprintf(note, cap, "tot%s: %d thoughts per node, keep %d, %d levels, %d tokens per thought%s", o.u.tot.dfs ? " dfs" : "",
-                 (int)o.u.tot.k, (int)o.u.tot.b, (int)o.u.tot.d, (int)o.budget,
-                 o.u.tot.dfs && isfinite(o.u.tot.threshold) ? ", scores below the threshold pruned" : "");
-    } else {
-        if (!(br = ui_judge_branches(env->f, o.from, &o.u.judge.n, &marked, err))) {
+    if (ops->judge_branches) {
+        if (!(br = ui_judge_branches(env->f, o.from, &in.n, &marked, err))) {
             judge_tokens_free(&jp);
             return NULL;
         }
-        o.u.judge.branches = br, o.u.judge.prompt = &jp;
-        snprintf(note, cap, "judging %d %s branch%s in one step", (int)o.u.judge.n, marked ? "bookmarked" : "sibling",
-                 o.u.judge.n == 1 ? "" : "es");
+        in.branches = br, in.which = marked ? "bookmarked" : "sibling";
     }
+    ops->judge_setup(&o, &in, note, cap);
     strategy *s = strategy_create(&o, env, err);
     judge_tokens_free(&jp);
     free(br);

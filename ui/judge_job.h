@@ -37,10 +37,11 @@ typedef struct ui_judge_env {
     bool chat_on;           /* judge as a chat user turn (needs chat->kind) */
 } ui_judge_env;
 
-/* The judge or tot strategy of a :judge [QUESTION] or :tot K B D [TOKENS] job: o is its
- * options (job.h) completed by the worker (from = the selection, sample, n_vocab, budget:
- * tot's tokens per thought); :judge scores ui_judge_branches(o->from), :tot runs from
- * o->from with thoughts ending at a newline; question "" or NULL: the default. The
+/* The strategy of a job whose table runs a judge (:judge [QUESTION], :tot K B D [TOKENS]):
+ * o is its options (job.h) completed by the worker (from = the selection, sample, n_vocab,
+ * budget: tot's tokens per thought), set up by the table's judge_setup with the judge's
+ * tokens and, for a table with judge_branches, ui_judge_branches(o->from) (:judge scores
+ * them; :tot runs from o->from); question "" or NULL: the default. The
  * strategy (strategy_free it) or NULL + err: ST_ERR_ARG (nothing to judge, bad numbers),
  * what judge_tokens and strategy_create report. *note gets a line for the message bar. */
 strategy *ui_judge_start(const strategy_env *env, const ui_judge_env *je, const strategy_opts *o,

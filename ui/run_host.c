@@ -56,7 +56,8 @@ static st_code start_merge(ui_worker *w, const ui_job *j, strategy_opts *o, st_e
     return ST_OK;
 }
 
-/* :judge and :tot: judge_job.h picks the branches and builds the judge's prompt. */
+/* A strategy that runs a judge (:judge, :tot): judge_job.h builds the judge's prompt and
+ * picks the branches for a table that wants them. */
 static st_code start_judge(ui_worker *w, const ui_job *j, strategy_opts *o, st_err *err) {
     strategy_env env = worker_env(w);
     ui_judge_env je = {.tk = w->tk, .chat = &w->chat, .chat_on = w->chat_on};
@@ -113,7 +114,6 @@ static const ui_run_host hosts[] = {
     {.name = "step", .any_node = true, .advances = true},
     {.name = "merge", .any_node = true, .start = start_merge},
     {.name = "judge", .any_node = true, .judged = true, .start = start_judge},
-    {.name = "tot", .judged = true, .start = start_judge},
     {.name = "ask", .new_tree = true, .start = start_ask},
     {.name = "margins", .start = start_margins},
     {.name = "draft", .defaults = spec_defaults, .start = start_spec},
@@ -121,8 +121,8 @@ static const ui_run_host hosts[] = {
 };
 
 const ui_run_host *ui_run_host_of(const strategy_ops *ops) {
-    static const ui_run_host none = {0};
+    static const ui_run_host none = {0}, judged = {.judged = true, .start = start_judge};
     for (size_t i = 0; ops && i < sizeof hosts / sizeof hosts[0]; i++)
         if (!strcmp(hosts[i].name, ops->name)) return &hosts[i];
-    return &none;
+    return ops && ops->judge_setup ? &judged : &none;
 }

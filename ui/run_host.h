@@ -1,7 +1,7 @@
 /* run_host.h - what the TUI worker adds to a strategy it starts, one row per strategy that
  * needs more than its options (tig's view_ops, for the worker): the inputs only the TUI
- * can build (ask's turn, margins' chunk prompts, merge's bookmarked leaves, judge's
- * branches and prompt, tot's delimiters), draft's and lookahead's observer and sampling,
+ * can build (ask's turn, margins' chunk prompts, merge's bookmarked leaves, the judge
+ * prompt of every strategy that runs one), draft's and lookahead's observer and sampling,
  * which nodes it may start from and how its scores are kept. worker_run.c reads the row of
  * the job's strategy (ui_run_host_of) and has no per-strategy code; a strategy without a
  * row (grow, cot, beam, best, ...) is created from its options as they are. Not here: the
@@ -31,7 +31,8 @@ typedef struct ui_run_host {
     st_code (*start)(struct ui_worker *w, const ui_job *j, strategy_opts *o, st_err *err);
 } ui_run_host;
 
-/* The row of the strategy ops (the empty row, name NULL, for one with none). */
+/* The row of the strategy ops; for one with none, a row that judges (start_judge) when
+ * its table has judge_setup, else the empty row (name NULL). */
 const ui_run_host *ui_run_host_of(const strategy_ops *ops);
 
 #endif

@@ -368,6 +368,20 @@ static st_code pause_job(ui_worker *w, bool cancel, st_err *err) {
     return ST_OK;
 }
 
+/* :compact: prunes leave the used KV slots scattered; step_compact moves them together in
+ * DFS order, so chains read contiguous runs again (it frees no slot). */
+static st_code compact_job(ui_worker *w, st_err *err) {
+    if (w->run) return st_set(err, ST_ERR_ARG, "cancel the running strategy before compacting (x)");
+    const kv_alloc *kv = forest_kv_const(w->f);
+    int32_t runs = kv_alloc_free_runs(kv);
+    st_code rc = step_compact(w->f, w->ctx, err);
+    if (rc) return rc;
+    snprintf(w->msg, sizeof w->msg, "compacted: %d KV slots used, free space in %d run%s (was %d)",
+             (int)kv_alloc_used(kv), (int)kv_alloc_free_runs(kv), kv_alloc_free_runs(kv) == 1 ? "" : "s", (int)runs);
+    w->msg_no++;
+    return ST_OK;
+}
+
 static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
     switch (j->kind) {
     case UI_JOB_RUN: return worker_run_start(w, j, err);
@@ -384,6 +398,7 @@ static st_code do_job(ui_worker *w, const ui_job *j, st_err *err) {
     case UI_JOB_EXPORT: return export_job(w, j, err);
     case UI_JOB_PAUSE: case UI_JOB_CANCEL: return pause_job(w, j->kind == UI_JOB_CANCEL, err);
     case UI_JOB_PREVIEW: return preview_next(w, err);
+    case UI_JOB_COMPACT: return compact_job(w, err);
     case UI_JOB_NONE: case UI_JOB_QUIT: return ST_OK;
     }
     return ST_OK;
@@ -428,7 +443,7 @@ static bool take_job(ui_worker *w, ui_job *j) {
 /* Jobs that leave the forest as it was (a load replaces it, and counts as saved). */
 static bool keeps_forest(ui_job_kind k) {
     return k == UI_JOB_SAVE || k == UI_JOB_EXPORT || k == UI_JOB_PAUSE || k == UI_JOB_SET || k == UI_JOB_PREVIEW ||
-           k == UI_JOB_CANCEL || k == UI_JOB_LOAD;
+           k == UI_JOB_CANCEL || k == UI_JOB_LOAD || k == UI_JOB_COMPACT;
 }
 
 static void *worker_main(void *arg) {

@@ -8,7 +8,6 @@
 
 #include "base/clock.h"
 #include "run_host.h"
-#include "run_summary.h"
 #include "worker_impl.h"
 
 void worker_run_stop(ui_worker *w) {
@@ -156,10 +155,9 @@ st_code worker_run_start(ui_worker *w, const ui_job *j, st_err *err) {
 
 /* The "done" message of the run that just ended: its results summed up as its table
  * says, then the job's note (or the run's own progress line). */
-static void say_done(ui_worker *w, const strategy_progress *pr) {
+static void say_done(ui_worker *w) {
     char sum[320], seed[48] = "";
-    ui_run_summary(w->run, w->f, w->tk, w->chat.kind != CHAT_NONE, sum, sizeof sum);
-    if (strategy_ops_of(w->run)->summary == STRAT_SUM_PROGRESS) snprintf(w->note, sizeof w->note, "%s", pr->text);
+    strategy_summarize(w->run, w->f, w->tk, w->chat.kind != CHAT_NONE, sum, sizeof sum, w->note, sizeof w->note);
     if (w->run_sampled)
         snprintf(seed, sizeof seed, "%sseed %llu", w->note[0] ? "; " : "", (unsigned long long)w->run_seed);
     bool paren = w->note[0] || seed[0];
@@ -228,7 +226,7 @@ static void step_done(ui_worker *w, double ms) {
         say(w, "%s", m);
     }
     if (!active) {
-        say_done(w, &pr);
+        say_done(w);
         keep_results(w);
         worker_run_stop(w);
     }
@@ -260,9 +258,7 @@ void worker_run_forget(ui_worker *w, const ui_prune_info *in) {
              strategy_ops_of(w->run)->name, in->branches == 1 ? "it" : "them");
     say(w, "%s", m);
     if (!strategy_done(w->run)) return;
-    strategy_progress pr;
-    strategy_get_progress(w->run, &pr);
-    say_done(w, &pr);
+    say_done(w);
     keep_results(w);
     worker_run_stop(w);
 }

@@ -125,7 +125,7 @@ static st_code bf_forest(const model *m, const bf_opts *o, const bf_job *j, bool
     step_plan_init(&plan);
     strategy *s = NULL;
     strategy_env env = {.f = f, .plan = &plan, .ctx = c, .emit = prompt_emit, .emit_ud = out};
-    strategy_opts go = strategy_default_opts(STRAT_GROW);
+    strategy_opts go = strategy_opts_for(strategy_find("grow"));
     go.sample = j->sp, go.budget = j->gen, go.n_vocab = m->hp.n_vocab;
     go.u.grow.starts = starts, go.u.grow.n_starts = j->n_seq;
     app_run_stats st;

@@ -213,7 +213,7 @@ static st_code bs_spec(prompt_model *pm, const int32_t *prompt, int32_t np, int3
     strategy *s = NULL;
     strategy_env env = {.f = f, .plan = &p, .ctx = pm->ctx, .tk = pm->tk, .emit = bs_collect,
                         .emit_ud = r};
-    strategy_opts so = strategy_default_opts(sp->la.w > 0 ? STRAT_LOOKAHEAD : STRAT_DRAFT);
+    strategy_opts so = strategy_opts_for(strategy_find(sp->la.w > 0 ? "lookahead" : "draft"));
     so.u.spec.p = *sp, so.budget = n_gen, so.n_vocab = pm->m->hp.n_vocab;
     app_run_stats st = {0};
     forest_id last;

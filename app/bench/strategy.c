@@ -109,38 +109,59 @@ static bool bb_trace_tick(void *ud, const strategy *s, const strategy_env *env, 
     return true;
 }
 
-/* The shared way: the beam strategy (strategy.h), as `multidecode beam` runs it, its
- * choices recorded for the baselines to replay. */
-static st_code bb_shared(const model *m, const bs_opts *o, const int32_t *prompt, int32_t B,
-                         bs_trace *tr, bs_res *r, st_err *err) {
-    int32_t P = o->n_prompt, N = o->n_gen;
-    model_ctx *c = bench_ctx(m, o->threads, o->backend, P + (int64_t)B * (N + 1), err);
+/* How bs_run runs a strategy: its options (from: the prompt's root), the KV slots, the
+ * emit and tick hooks, and what a full KV cache reports (NULL: the step's own message). */
+typedef struct bs_run_in {
+    strategy_opts so;
+    int64_t slots;
+    strategy_emit_fn emit;
+    void *emit_ud;
+    app_run_tick_fn tick;
+    void *tick_ud;
+    const char *full;
+} bs_run_in;
+
+/* The forest way of a bench: in's strategy from the prompt as a root, as the commands run
+ * it, into r's times, steps, rows and KV peak (beam's own peak, else the slots used). */
+static st_code bs_run(const model *m, const bs_opts *o, const int32_t *prompt, bs_run_in *in, bs_res *r,
+                      st_err *err) {
+    model_ctx *c = bench_ctx(m, o->threads, o->backend, in->slots, err);
     if (!c) return err->code;
     forest *f = forest_init(model_ctx_n_slots(c), 0);
     step_plan plan;
     step_plan_init(&plan);
     strategy *s = NULL;
-    strategy_env env = {.f = f, .plan = &plan, .ctx = c};
-    strategy_opts bo = strategy_default_opts(STRAT_BEAM);
-    bo.u.beam.width = B, bo.u.beam.alpha = o->alpha, bo.budget = N, bo.n_vocab = m->hp.n_vocab;
+    strategy_env env = {.f = f, .plan = &plan, .ctx = c, .emit = in->emit, .emit_ud = in->emit_ud};
+    in->so.budget = o->n_gen, in->so.n_vocab = m->hp.n_vocab;
     app_run_stats st;
     st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
-    if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &bo.from, err);
-    if (!rc && !(s = strategy_create(&bo, &env, err))) rc = err->code;
-    if (!rc) rc = app_strategy_run(s, &env, &st, bb_trace_tick, tr, err);
-    if (!rc && st.full) rc = err->code; /* the step's own message */
+    if (!rc) rc = forest_add_root(f, prompt, NULL, o->n_prompt, 0, &in->so.from, err);
+    if (!rc && !(s = strategy_create(&in->so, &env, err))) rc = err->code;
+    if (!rc) rc = app_strategy_run(s, &env, &st, in->tick, in->tick_ud, err);
+    if (!rc && st.full) rc = in->full ? st_set(err, ST_NO_KV_SLOT, "%s", in->full) : err->code;
     if (!rc) {
         r->prefill_s = st.t1 - st.t0;
         r->decode_s = st.t2 - st.t1;
         r->steps = st.steps - 1;
         r->rows = st.rows;
-        r->kv_peak = beam_kv_peak(strategy_beam(s));
-        tr->steps = st.steps;
+        r->kv_peak = strategy_beam(s) ? beam_kv_peak(strategy_beam(s)) : kv_alloc_used(forest_kv(f));
     }
     strategy_free(s);
     step_plan_free(&plan);
     forest_free(f);
     model_ctx_free(c);
+    return rc;
+}
+
+/* The shared way: the beam strategy (strategy.h), as `multidecode beam` runs it, its
+ * choices recorded for the baselines to replay. */
+static st_code bb_shared(const model *m, const bs_opts *o, const int32_t *prompt, int32_t B,
+                         bs_trace *tr, bs_res *r, st_err *err) {
+    bs_run_in in = {.so = strategy_opts_for(strategy_find("beam")), .tick = bb_trace_tick, .tick_ud = tr};
+    in.slots = o->n_prompt + (int64_t)B * (o->n_gen + 1);
+    in.so.u.beam.width = B, in.so.u.beam.alpha = o->alpha;
+    st_code rc = bs_run(m, o, prompt, &in, r, err);
+    if (!rc) tr->steps = r->steps + 1;
     return rc;
 }
 
@@ -306,34 +327,11 @@ static st_code bb_one(const model *m, const bs_opts *o, const int32_t *prompt, i
 /* k chains through the cot strategy (strategy.h), as `multidecode cot` runs them. */
 static st_code bc_forest(const model *m, const bs_opts *o, const int32_t *prompt, int32_t k,
                          const sample_params *sp, prompt_toks *out, bs_res *r, st_err *err) {
-    int32_t P = o->n_prompt, N = o->n_gen;
-    model_ctx *c = bench_ctx(m, o->threads, o->backend, P + (int64_t)k * N, err);
-    if (!c) return err->code;
-    forest *f = forest_init(model_ctx_n_slots(c), 0);
-    step_plan plan;
-    step_plan_init(&plan);
-    strategy *s = NULL;
-    strategy_env env = {.f = f, .plan = &plan, .ctx = c, .emit = prompt_emit, .emit_ud = out};
-    strategy_opts co = strategy_default_opts(STRAT_COT);
-    co.sample = *sp, co.budget = N, co.n_vocab = m->hp.n_vocab, co.u.cot.k = k;
-    app_run_stats st;
-    st_code rc = f ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
-    if (!rc) rc = forest_add_root(f, prompt, NULL, P, 0, &co.from, err);
-    if (!rc && !(s = strategy_create(&co, &env, err))) rc = err->code;
-    if (!rc) rc = app_strategy_run(s, &env, &st, NULL, NULL, err);
-    if (!rc && st.full) rc = st_set(err, ST_NO_KV_SLOT, "bench cot: the KV cache is full");
-    if (!rc) {
-        r->prefill_s = st.t1 - st.t0;
-        r->decode_s = st.t2 - st.t1;
-        r->steps = st.steps - 1;
-        r->rows = st.rows;
-        r->kv_peak = kv_alloc_used(forest_kv(f));
-    }
-    strategy_free(s);
-    step_plan_free(&plan);
-    forest_free(f);
-    model_ctx_free(c);
-    return rc;
+    bs_run_in in = {.so = strategy_opts_for(strategy_find("cot")), .emit = prompt_emit, .emit_ud = out,
+                    .full = "bench cot: the KV cache is full"};
+    in.slots = o->n_prompt + (int64_t)k * o->n_gen;
+    in.so.sample = *sp, in.so.u.cot.k = k;
+    return bs_run(m, o, prompt, &in, r, err);
 }
 
 /* k linear decodes, one after the other; chain i draws its first token without the

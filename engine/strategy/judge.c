@@ -343,10 +343,17 @@ static int32_t judge_run_scores(const void *self, forest_id *ids, double *scores
     return n;
 }
 
+static void judge_setup(strategy_opts *o, const strategy_judge_in *in, char *note, size_t cap) {
+    o->u.judge.branches = in->branches, o->u.judge.n = in->n, o->u.judge.prompt = in->prompt;
+    snprintf(note, cap, "judging %d %s branch%s in one step", (int)in->n, in->which, in->n == 1 ? "" : "es");
+}
+
 const strategy_ops strat_judge_ops = {
     .name = "judge",
     .kind = STRAT_JUDGE,
     .summary = STRAT_SUM_PROGRESS,
+    .judge_setup = judge_setup,
+    .judge_branches = true,
     .create = judge_run_create,
     .step = judge_run_step,
     .done = judge_run_done,

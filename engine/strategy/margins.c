@@ -110,6 +110,15 @@ char *margins_note_prompt(const char *question, const char *chunk, bool chat) {
                 : cat5("Question: ", question, "\n\nText: ", chunk, "\n\nNote:");
 }
 
+char *margins_chunk_prompt(const tok *tk, const int32_t *ctx, int32_t n_ctx, int32_t chunk, int32_t i,
+                           const char *question, bool chat) {
+    int32_t at = i * chunk, len = n_ctx - at < chunk ? n_ctx - at : chunk;
+    char *ct = tok_decode_str(tk, ctx + at, len);
+    char *text = ct ? margins_note_prompt(question, ct, chat) : NULL;
+    free(ct);
+    return text;
+}
+
 char *margins_answer_prompt(const char *question, const char *notes, bool chat) {
     return chat ? cat5("Question: ", question, "\n\nNotes taken on the parts of a longer text:\n\n",
                        notes, "\n\nAnswer the question using the notes.")

@@ -114,5 +114,10 @@ bool margins_done(const margins *m);
  * \nNOTES\n\nAnswer:". */
 char *margins_note_prompt(const char *question, const char *chunk, bool chat);
 char *margins_answer_prompt(const char *question, const char *notes, bool chat);
+/* Chunk i's request over a text of n_ctx tokens cut into pieces of chunk tokens (the
+ * last may be shorter): the piece decoded from its start (tok_decode_str), in
+ * margins_note_prompt's form. The one way the CLI and the TUI cut a text into notes. */
+char *margins_chunk_prompt(const tok *tk, const int32_t *ctx, int32_t n_ctx, int32_t chunk, int32_t i,
+                           const char *question, bool chat);
 
 #endif

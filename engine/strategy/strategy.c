@@ -70,12 +70,10 @@ const strategy_ops strat_steps_ops = {
 
 /* ---- the registry ---- */
 
-/* The STRAT_* kinds first, in their order; then the strategies found only by name. */
 static const strategy_ops *const registry[] = {
-    &strat_grow_ops,  &strat_cot_ops,       &strat_beam_ops,  &strat_ask_ops,  &strat_margins_ops,
-    &strat_merge_ops, &strat_draft_ops,     &strat_lookahead_ops, &strat_steps_ops, &strat_judge_ops,
-    &strat_tot_ops,
-    &strat_best_ops,
+#define STRATEGY(table) &table,
+#include "strategy/registry.def"
+#undef STRATEGY
 };
 #define N_REGISTERED ((int32_t)(sizeof registry / sizeof registry[0]))
 

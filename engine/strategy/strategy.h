@@ -22,9 +22,10 @@
  * every strategy file ends with its table). A new strategy is one file that defines a
  * `const strategy_ops NAME_ops` table with its kind STRAT_OTHER, its usage, its argument
  * grammar (args) and its private options (priv_size bytes of opts.priv, set up by
- * defaults), and one line in strategy.c's registry; no caller changes: the TUI's `:NAME`
- * line, its help and completion, and the CLI's `multidecode NAME` find it with
- * strategy_find and drive it through this interface. (The STRAT_* kinds name the older
+ * defaults), and one line in engine/strategy/registry.def; no caller changes: the TUI's
+ * `:NAME` line, its help and completion, and the CLI's `multidecode NAME` find it with
+ * strategy_find and drive it through this interface, and the hosts print its results with
+ * strategy_end_name and strategy_summarize. (The STRAT_* kinds name the older
  * strategies, whose options are still the union below and whose hosts still build their
  * inputs themselves.)
  *
@@ -238,6 +239,15 @@ typedef struct strategy_progress {
                             "" when the strategy has nothing to say */
 } strategy_progress;
 
+/* What a host gives a strategy that runs a judge (its table's judge_setup). */
+typedef struct strategy_judge_in {
+    const judge_prompt *prompt; /* the judge (judge_tokens); borrowed until strategy_create */
+    const forest_id *branches;  /* (n) the host's branches to judge, for a table with
+                                   judge_branches; borrowed until strategy_create */
+    int32_t n;
+    const char *which;          /* what those branches are, for the note ("sibling") */
+} strategy_judge_in;
+
 /* The table. Every function but create receives the strategy's own state (self). */
 typedef struct strategy_ops {
     const char *name;          /* "grow": the CLI's and the TUI's name */
@@ -250,6 +260,11 @@ typedef struct strategy_ops {
     int32_t n_args;
     size_t priv_size;          /* bytes of opts.priv it reads (<= STRAT_PRIV_MAX) */
     void (*defaults)(strategy_opts *o); /* its defaults into *o (priv, budget); may be NULL */
+    /* A strategy that runs a judge (NULL for the others): the host's judge into *o, set
+     * for a host that shows the run live (tot: thoughts end at a newline, a level's
+     * losers stay dimmed), and one line on what the run does into note. */
+    void (*judge_setup)(strategy_opts *o, const strategy_judge_in *in, char *note, size_t cap);
+    bool judge_branches;       /* judge_setup wants the host's branches to judge */
     /* The state for options o over env's forest (the forest may get nodes: ask's and
      * margins' prompts, merge's text). NULL + err; the forest is unchanged then. */
     void *(*create)(const strategy_opts *o, const strategy_env *env, st_err *err);
@@ -340,6 +355,20 @@ const struct margins *strategy_margins(const strategy *s);
  * other kinds. */
 struct tot_run;
 const struct tot_run *strategy_tot(const strategy *s);
+
+/* ---- naming and summing up results (summary.c) ---- */
+
+/* How a result ended as the hosts print it: "EOS", "stop", "budget", "pruned"; NULL for a
+ * result still running (STRAT_RUNNING), which each host names itself. */
+const char *strategy_end_name(strategy_end e);
+/* The one-line summary of finished run s over its forest f, as its table's summary style
+ * says, into out: "+12 tokens, 2 branches; stopped: budget", "5 of 6 chains, 1 ended at
+ * once, +40 tokens; stopped: ...", "2 results, best score -1.23; stopped: ..."; "" for the
+ * other styles. A STRAT_SUM_PROGRESS strategy's progress text goes into note instead
+ * (note is left alone for the others). chat: the model has a chat template, so an end
+ * token other than <|endoftext|> reads "end of turn". */
+void strategy_summarize(const strategy *s, const forest *f, const tok *tk, bool chat, char *out, size_t cap,
+                        char *note, size_t note_cap);
 
 /* After a run is done: its results as branches of the forest, so that a view shows
  * exactly what the strategy returned (strategy_results.c). A result kept as tokens

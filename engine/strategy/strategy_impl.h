@@ -43,9 +43,9 @@ void strat_grow_run_free(void *self);
 /* calloc that sets ST_ERR_NOMEM. */
 void *strat_calloc(size_t size, st_err *err);
 
-/* The registered tables (one per strategy file). */
-extern const strategy_ops strat_grow_ops, strat_cot_ops, strat_beam_ops, strat_ask_ops,
-    strat_margins_ops, strat_merge_ops, strat_draft_ops, strat_lookahead_ops, strat_steps_ops,
-    strat_judge_ops, strat_tot_ops, strat_best_ops;
+/* The registered tables (one per strategy file), declared from the registry's list. */
+#define STRATEGY(table) extern const strategy_ops table;
+#include "strategy/registry.def"
+#undef STRATEGY
 
 #endif

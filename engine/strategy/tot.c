@@ -483,10 +483,23 @@ const tot_child *tot_children(const struct tot_run *r) { return r->kids; }
 
 forest_id tot_answer(const struct tot_run *r) { return r->answer.leaf; }
 
+/* Thoughts end at a newline; the forest pane shows a level's losers dimmed while the
+ * search runs. */
+static void tot_judge_setup(strategy_opts *o, const strategy_judge_in *in, char *note, size_t cap) {
+    static const char *const newline[] = {"\n"};
+    o->stops = newline, o->n_stops = 1;
+    o->u.tot.prompt = in->prompt;
+    o->u.tot.dim = true;
+    snprintf(note, cap, "tot%s: %d thoughts per node, keep %d, %d levels, %d tokens per thought%s",
+             o->u.tot.dfs ? " dfs" : "", (int)o->u.tot.k, (int)o->u.tot.b, (int)o->u.tot.d, (int)o->budget,
+             o->u.tot.dfs && isfinite(o->u.tot.threshold) ? ", scores below the threshold pruned" : "");
+}
+
 const strategy_ops strat_tot_ops = {
     .name = "tot",
     .kind = STRAT_TOT,
     .summary = STRAT_SUM_PROGRESS,
+    .judge_setup = tot_judge_setup,
     .create = tot_create,
     .step = tot_step,
     .done = tot_done,

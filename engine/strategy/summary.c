@@ -1,8 +1,10 @@
-/* run_summary.c - the one-line summary of a finished run (run_summary.h). */
-#include "run_summary.h"
-
+/* summary.c - how a run's results are named and summed up for the hosts (strategy.h):
+ * the end names and the one-line "done" summary, built from the uniform results only, so
+ * that a new strategy needs no host change. */
 #include <stdio.h>
 #include <string.h>
+
+#include "strategy/strategy.h"
 
 /* The end-of-generation token a branch ended at, as "end of turn <|im_end|>" into out:
  * grow keeps no token for it; the leaf's top-k has it (the most probable end token
@@ -74,10 +76,26 @@ static void ranked_summary(const strategy *s, const forest *f, char *out, size_t
     else snprintf(out, cap, "%d result%s, best score %.2f; stopped: %s", (int)n, n == 1 ? "" : "s", best.score, why);
 }
 
-void ui_run_summary(const strategy *s, const forest *f, const tok *tk, bool chat, char *out, size_t cap) {
+const char *strategy_end_name(strategy_end e) {
+    switch (e) {
+    case STRAT_END_EOG: return "EOS";
+    case STRAT_END_STOP: return "stop";
+    case STRAT_END_BUDGET: return "budget";
+    case STRAT_END_PRUNED: return "pruned";
+    default: return NULL;
+    }
+}
+
+void strategy_summarize(const strategy *s, const forest *f, const tok *tk, bool chat, char *out, size_t cap,
+                        char *note, size_t note_cap) {
     strategy_summary how = strategy_ops_of(s)->summary;
     if (cap) out[0] = '\0';
     if (how == STRAT_SUM_BRANCHES || how == STRAT_SUM_CHAINS)
         branch_summary(s, f, tk, chat, how == STRAT_SUM_CHAINS, out, cap);
     if (how == STRAT_SUM_RANKED) ranked_summary(s, f, out, cap);
+    if (how == STRAT_SUM_PROGRESS) {
+        strategy_progress pr;
+        strategy_get_progress(s, &pr);
+        snprintf(note, note_cap, "%s", pr.text);
+    }
 }
