@@ -35,8 +35,8 @@ static void strat_usage(const strategy_ops *ops, FILE *f) {
         snprintf(opt, sizeof opt, "--%s N", ops->args[i].name);
         fprintf(f, "      %-16s %s\n", opt, ops->args[i].help);
     }
-    fputs("      --temp T         temperature; 0 = greedy (default 0.8)\n" PROMPT_SAMPLE_HELP
-          "      --json           one JSON object: {results: [{result, tokens, text, ended, score}]}\n"
+    if (!ops->own_temp) fputs("      --temp T         temperature; 0 = greedy (default 0.8)\n", f);
+    fputs(PROMPT_SAMPLE_HELP "      --json           one JSON object: {results: [{result, tokens, text, ended, score}]}\n"
           "  -q, --quiet          no progress or statistics on stderr\n"
           "      --chat           -p is a user message: apply the model's chat template\n" PROMPT_CHAT_HELP,
           f);
@@ -57,7 +57,8 @@ static void strat_longopts(const strategy_ops *ops, const app_strat_cmd *cmd, st
     CMD_ADD(own, true);
     CMD_ADD(prompt, !cmd->context);
     CMD_ADD(context, cmd->context);
-    CMD_ADD(sample, !cmd->no_sample);
+    for (size_t i = 0; !cmd->no_sample && i < sizeof sample / sizeof sample[0]; i++)
+        if (!ops->own_temp || strcmp(sample[i].name, "temp")) lo[n++] = sample[i];
     CMD_ADD(session, cmd->session);
 #undef CMD_ADD
     for (int32_t i = 0; cmd->longopts && cmd->longopts[i].name && n < CMD_MAX_OPTS - 1; i++) lo[n++] = cmd->longopts[i];

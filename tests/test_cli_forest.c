@@ -416,6 +416,13 @@ static void test_temps_cli(void) {
     b = t_runf(&st, "%s temps -m %s --step 0 2>&1", bin, model_path);
     T_CHECK(st == 2 && strstr(b, "bad step '0'"), "temps --step 0: exit %d, %s", st, b);
     free(b);
+    /* its chains' temperatures are its own: --temp is neither offered nor taken */
+    b = t_runf(&st, "%s temps --help", bin);
+    T_CHECK(st == 0 && strstr(b, "--step") && !strstr(b, "--temp "), "temps --help offers no --temp:\n%s", b);
+    free(b);
+    b = t_runf(&st, "%s temps -m %s --temp 0.5 2>&1", bin, model_path);
+    T_CHECK(st == 2 && strstr(b, "--temp"), "temps --temp: exit %d, %s", st, b);
+    free(b);
 }
 
 /* `session export --keep N`: a saved cot run of 4 chains exported with the 2 best kept

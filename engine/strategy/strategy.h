@@ -259,6 +259,8 @@ typedef struct strategy_ops {
     const strategy_arg *args;  /* (n_args) its grammar, in the `:` line's order */
     int32_t n_args;
     size_t priv_size;          /* bytes of opts.priv it reads (<= STRAT_PRIV_MAX) */
+    bool own_temp;             /* it sets each branch's temperature itself: hosts offer no
+                                  temperature option for it */
     void (*defaults)(strategy_opts *o); /* its defaults into *o (priv, budget); may be NULL */
     /* A strategy that runs a judge (NULL for the others): the host's judge into *o, set
      * for a host that shows the run live (tot: thoughts end at a newline, a level's

@@ -60,6 +60,7 @@ const strategy_ops strat_temps_ops = {
     .args = temps_args,
     .n_args = 3,
     .priv_size = sizeof(temps_opts),
+    .own_temp = true,
     .defaults = temps_defaults,
     .create = temps_create,
     STRAT_GROW_RUN_OPS,
