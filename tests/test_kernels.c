@@ -563,7 +563,7 @@ static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t se
                                       (k6 ? 4 * (size_t)n_out * (size_t)(n_in / 256) : 0);
                 T_CHECK(bytes >= stored && bytes < stored + 64 * (size_t)(n_out / 16),
                         "%s packed size %zu", dtype_name(w.type), bytes);
-                float *x = t_q8_exact_floats(&seed, 17 * n_in);
+                float *x = t_qx_exact_floats(&seed, 17 * n_in, t_qx_span(w.type, true));
                 float *y0 = malloc(sizeof(float) * 17 * (size_t)n_out);
                 float *y1 = malloc(sizeof(float) * 17 * (size_t)n_out);
                 float *y_one = malloc(sizeof(float) * 17 * (size_t)n_out);
