@@ -52,7 +52,10 @@ static inline float *t_q8_exact_floats(uint64_t *s, int64_t n) { return t_qx_exa
 /* The span t_qx_exact_floats needs for a matmul of this type: the packed K types' read
  * activations with one scale per 256 values (on AVX2 and NEON). */
 static inline int64_t t_qx_span(uint32_t type, bool packed) {
-    return packed && (type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K) ? 256 : 32;
+    return packed && (type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K || type == DT_Q2_K ||
+                      type == DT_Q3_K)
+               ? 256
+               : 32;
 }
 
 /* The ref backend, or NULL after a failed check. */

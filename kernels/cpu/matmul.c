@@ -182,8 +182,8 @@ static inline float mm_q8_block_avx2(const float *xb, int8_t *q, int32_t s[2]) {
 
 /* ---- the MM_QX_KSB form: a scale per 256 values ---------------------------------- */
 
-/* A chunk's ks32 (8) and o6 (16) from its 256 quants q. */
-static void mm_ksb_sums(const int8_t *q, int16_t *ks32, int32_t *o6) {
+/* A chunk's ks32 (8), o6 and ks16 (16) from its 256 quants q. */
+static void mm_ksb_sums(const int8_t *q, int16_t *ks32, int32_t *o6, int16_t *ks16) {
 #if SIMD_AVX2
     const __m256i ones = _mm256_set1_epi8(1);
     for (int b = 0; b < 8; b++) { /* int16 lanes 2i, 2i + 1: q[4i] + q[4i + 1], q[4i + 2] + q[4i + 3] */
@@ -193,6 +193,7 @@ static void mm_ksb_sums(const int8_t *q, int16_t *ks32, int32_t *o6) {
         const int32_t g0 = _mm256_extract_epi32(v, 0), g1 = _mm256_extract_epi32(v, 4);
         const int16_t p[4] = {(int16_t)g0, (int16_t)(g0 >> 16), (int16_t)g1, (int16_t)(g1 >> 16)};
         o6[2 * b] = mm_ksb_o6(p[0], p[1]), o6[2 * b + 1] = mm_ksb_o6(p[2], p[3]);
+        ks16[2 * b] = (int16_t)(p[0] + p[1]), ks16[2 * b + 1] = (int16_t)(p[2] + p[3]);
         ks32[b] = (int16_t)(p[0] + p[1] + p[2] + p[3]);
     }
 #else
@@ -200,6 +201,7 @@ static void mm_ksb_sums(const int8_t *q, int16_t *ks32, int32_t *o6) {
         int32_t s01 = 0, s23 = 0;
         for (int i = 0; i < 16; i++) *(i % 4 < 2 ? &s01 : &s23) += q[16 * g + i];
         o6[g] = mm_ksb_o6(s01, s23);
+        ks16[g] = (int16_t)(s01 + s23);
         if (g % 2 == 0) ks32[g / 2] = 0;
         ks32[g / 2] = (int16_t)(ks32[g / 2] + s01 + s23);
     }
@@ -207,7 +209,7 @@ static void mm_ksb_sums(const int8_t *q, int16_t *ks32, int32_t *o6) {
 }
 
 /* 256 values quantised with one scale (returned) into q, and their sums. */
-static float mm_ksb_chunk(const float *x, int8_t *q, int16_t *ks32, int32_t *o6) {
+static float mm_ksb_chunk(const float *x, int8_t *q, int16_t *ks32, int32_t *o6, int16_t *ks16) {
 #if SIMD_AVX2
     const float amax = mm_amax_avx2(x, 256), id = amax > 0 ? 127.0f / amax : 0.0f;
     __m256i qi[4];
@@ -218,7 +220,7 @@ static float mm_ksb_chunk(const float *x, int8_t *q, int16_t *ks32, int32_t *o6)
     const float id = amax > 0 ? 127.0f / amax : 0.0f;
     for (int j = 0; j < 256; j++) q[j] = (int8_t)lrintf(fminf(fmaxf(x[j] * id, -127.0f), 127.0f));
 #endif
-    mm_ksb_sums(q, ks32, o6);
+    mm_ksb_sums(q, ks32, o6, ks16);
     return amax / 127.0f;
 }
 
@@ -229,6 +231,7 @@ static void mm_qx_quantize_ksb(const float *x, uint8_t *dst, int64_t n) {
     float *kd = (float *)mm_qx_kd(dst, np);
     int16_t *ks32 = (int16_t *)mm_qx_ks32(dst, np);
     int32_t *o6 = (int32_t *)mm_qx_o6(dst, np);
+    int16_t *ks16 = (int16_t *)mm_qx_ks16(dst, np);
     for (int64_t c = 0; c < np / 256; c++) {
         const float *xc = x + 256 * c;
         float pad[256];
@@ -237,7 +240,7 @@ static void mm_qx_quantize_ksb(const float *x, uint8_t *dst, int64_t n) {
             memcpy(pad, xc, (size_t)(n - 256 * c) * sizeof *pad);
             xc = pad;
         }
-        kd[c] = mm_ksb_chunk(xc, (int8_t *)dst + 256 * c, ks32 + 8 * c, o6 + 16 * c);
+        kd[c] = mm_ksb_chunk(xc, (int8_t *)dst + 256 * c, ks32 + 8 * c, o6 + 16 * c, ks16 + 16 * c);
     }
 }
 

@@ -209,8 +209,8 @@ SIMD_INLINE void pv_dot_q8(pv_sum *a, pv u, pv x, const int k) {
 #endif
 }
 
-/* Bit t of every byte of h at bit 4 (see matmul_pk512.c's twin). */
-#define pv_to_bit4(h, t) ((t) < 4 ? pv_shl16(h, 4 - (t)) : (t) == 4 ? (h) : pv_shr16(h, (t) - 4))
+/* Bit t of every byte of h at bit k (then masked; see matmul_pk512.c's twin). */
+#define pv_to_bit(h, t, k) ((t) < (k) ? pv_shl16(h, (k) - (t)) : (t) == (k) ? (h) : pv_shr16(h, (t) - (k)))
 
 /* ---- the tiles ------------------------------------------------------------------- */
 
@@ -218,11 +218,16 @@ SIMD_INLINE void pv_dot_q8(pv_sum *a, pv u, pv x, const int k) {
  * q + at, one byte each. */
 SIMD_INLINE pv pv_unpack_half(const uint8_t *q, int at, const int s, const uint32_t type, const int e) {
     const int bits = mm_pk_bits(type);
+    if (bits <= 3) { /* 2 bits at 2 (s % 2) + 4 e of part s / 2; Q3_K's third at 2 s + e */
+        pv u = pv_and(pv_shr16(pv_load(q + 64 * (s / 2) + at), 2 * (s % 2) + 4 * e), pv_set8(3));
+        if (bits == 3) u = pv_or(u, pv_and(pv_to_bit(pv_load(q + 128 + at), 2 * s + e, 2), pv_set8(4)));
+        return u;
+    }
     const pv v = pv_load(q + 64 * s + at), lo4 = pv_set8(15);
     pv u = pv_and(e ? pv_shr16(v, 4) : v, lo4);
     if (bits == 5) { /* the fifth bits, at bits 2s and 2s + 1, to bit 4 */
         const pv hv = pv_load(q + 256 + at);
-        u = pv_or(u, pv_and(pv_to_bit4(hv, 2 * s + e), pv_set8(16)));
+        u = pv_or(u, pv_and(pv_to_bit(hv, 2 * s + e, 4), pv_set8(16)));
     } else if (bits == 6) { /* the top 2 bits of part s, at bits 4-5 */
         const pv hv = pv_load(q + 256 + 64 * (s / 2) + at);
         const pv hb = e == 0 ? (s % 2 ? hv : pv_shl16(hv, 4)) : (s % 2 ? pv_shr16(hv, 2) : pv_shl16(hv, 2));
@@ -293,8 +298,11 @@ SIMD_INLINE void pv_start(const uint8_t *x, size_t xs, int64_t np, int64_t b,
 /* The lines of block b's scales in the o-block whose scales start at sc. */
 SIMD_INLINE void pv_scale_prefetch(const uint8_t *sc, int64_t nb, int64_t b, const uint32_t type) {
     const int j = (int)(b % 8);
-    if (type == DT_Q6_K) {
+    if (type == DT_Q6_K || type == DT_Q3_K) {
         MM_PREFETCH(sc + (b / 8) * MM_PK_6SC + 32 + 32 * j);
+    } else if (type == DT_Q2_K) {
+        MM_PREFETCH(sc + (b / 8) * MM_PK_2SC + 64 + 32 * j);
+        MM_PREFETCH(sc + (b / 8) * MM_PK_2SC + 320 + 32 * j);
     } else if (mm_pk_k(type)) {
         MM_PREFETCH(sc + (b / 8) * MM_PK_KSC + 64 + 16 * j);
         MM_PREFETCH(sc + (b / 8) * MM_PK_KSC + 192 + 16 * j);
@@ -337,9 +345,13 @@ SIMD_INLINE void pv_scale(const uint8_t *w, size_t obs, int64_t nb, const uint8_
  * the same integer sums and float steps, so they give the same bits; AVX-512's
  * (matmul_pk512.c, MM_QX_BLK) differ by the activations' rounding. */
 
+/* The K types whose scales cover groups of 16 values */
+SIMD_INLINE bool pv_k16(uint32_t type) { return type == DT_Q6_K || type == DT_Q3_K || type == DT_Q2_K; }
+
 /* The products of block b (sub-block j = b % 8) into p[h][r]; scales at ks (the super
- * block's). Q4_K, Q5_K: one sub-block scale; Q6_K: its two groups of 16 one after the
- * other, each run started at the activations' o6. */
+ * block's). Q4_K, Q5_K: one sub-block scale; Q6_K, Q3_K, Q2_K: its two groups of 16 one
+ * after the other, each with its scale, each run of Q6_K and Q3_K started at minus their
+ * offset (32, 4) times the group's sum of q (the activations' o6). */
 SIMD_INLINE void pv_block_k(const uint8_t *q, size_t ahead, const uint8_t *ks, const uint8_t *x,
                             size_t xs, int64_t np, int64_t b, pv_sum p[PV_NP][MM_PK_RX],
                             const uint32_t type, const int R, const int H0, const int NH,
@@ -347,14 +359,19 @@ SIMD_INLINE void pv_block_k(const uint8_t *q, size_t ahead, const uint8_t *ks, c
     const int bits = mm_pk_bits(type), j = (int)(b % 8);
     if (H0 == 0 && !WIDE)
         for (int s = 0; s < bits; s++) MM_PREFETCH(q + ahead + 64 * s);
-    if (type == DT_Q6_K) {
+    if (pv_k16(type)) {
+        const int at_sc = type == DT_Q2_K ? 64 : 32;
 #pragma GCC unroll 2
         for (int e = 0; e < 2; e++) {
             pv sc[PV_NP], s0[MM_PK_RX];
 #pragma GCC unroll 4
-            for (int h = 0; h < NH; h++) sc[h] = pv_ksc(ks + 32 + 16 * (2 * j + e) + PV_L * (H0 + h), true);
+            for (int h = 0; h < NH; h++)
+                sc[h] = pv_ksc(ks + at_sc + 16 * (2 * j + e) + PV_L * (H0 + h), type != DT_Q2_K);
 #pragma GCC unroll 4
-            for (int r = 0; r < R; r++) s0[r] = pv_set32(mm_qx_o6(x + r * xs, np)[2 * b + e]);
+            for (int r = 0; r < R; r++) {
+                const int32_t o6 = mm_qx_o6(x + r * xs, np)[2 * b + e];
+                s0[r] = type == DT_Q2_K ? pv_zero() : pv_set32(type == DT_Q3_K ? mm_ksb_o(o6, 3) : o6);
+            }
 #pragma GCC unroll 4
             for (int s = 0; s < 4; s++)
 #pragma GCC unroll 4
@@ -395,23 +412,25 @@ SIMD_INLINE void pv_scale_k(const uint8_t *ks, const uint8_t *x, size_t xs, int6
     for (int h = 0; h < NH; h++) {
         const int at = PV_L * (H0 + h);
         const pf d = pf_h(ks + 2 * at);
-        if (type == DT_Q6_K) {
+        if (type == DT_Q6_K || type == DT_Q3_K) {
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++)
                 acc[h][r] = pf_fma(pf_cvt(p[h][r].p), pf_mul(d, pf_set1(mm_qx_kd(x + r * xs, np)[sb])), acc[h][r]);
             continue;
         }
+        /* mins per 32 (Q4_K, Q5_K) or 16 (Q2_K) values, in pairs (mn_2i, mn_2i+1) */
+        const int nm = type == DT_Q2_K ? 8 : 4, at_mn = type == DT_Q2_K ? 320 : 192;
         const pf dm = pf_h(ks + 32 + 2 * at);
-        pv mn[4]; /* (mn_2i, mn_2i+1) of the part's rows */
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) mn[i] = pv_pair16(ks + 192 + 32 * i + at, ks + 208 + 32 * i + at);
+        pv mn[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < nm; i++) mn[i] = pv_pair16(ks + at_mn + 32 * i + at, ks + at_mn + 16 + 32 * i + at);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
             const uint8_t *xr = x + r * xs;
-            const int16_t *bs = mm_qx_ks32(xr, np) + 8 * sb;
+            const int16_t *bs = type == DT_Q2_K ? mm_qx_ks16(xr, np) + 16 * sb : mm_qx_ks32(xr, np) + 8 * sb;
             pv m = pv_zero();
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) {
+#pragma GCC unroll 8
+            for (int i = 0; i < nm; i++) {
                 int32_t bs2;
                 memcpy(&bs2, bs + 2 * i, 4);
                 m = pv_madd16(m, mn[i], bs2);
@@ -436,7 +455,7 @@ SIMD_INLINE void pv_parts(int64_t nb, const uint8_t *w, size_t obs, const uint8_
         for (int r = 0; r < R; r++) acc[h][r] = pf_zero();
     if (mm_pk_qx(type) == MM_QX_KSB) {
         const uint8_t *sc = w + nb * qb;
-        const int kb = type == DT_Q6_K ? MM_PK_6SC : MM_PK_KSC;
+        const int kb = mm_pk_ksc_bytes(type);
         for (int64_t sb = 0; sb < nb / 8; sb++) {
             pv_sum p[PV_NP][MM_PK_RX];
 #pragma GCC unroll 4
@@ -490,8 +509,21 @@ SIMD_INLINE void pv_tile_wide(int64_t nb, const uint8_t *w, size_t obs, const ui
     pv_tile_as(nb, w, obs, x, xs, np, y, ys, type, R, 1);
 }
 
-MM_PK_ALL_TYPES(pv_tile, mm_pkv, mm_pk_tiles)
-MM_PK_ALL_TYPES(pv_tile_wide, mm_pkvw, mm_pk_wide_tiles)
+/* The tables of the types every level packs, then Q2_K's and Q3_K's, which only these
+ * tiles take. */
+mm_pk_row *mm_pkv_tiles8(uint32_t type);
+mm_pk_row *mm_pkvw_tiles8(uint32_t type);
+MM_PK_ALL_TYPES(pv_tile, mm_pkv, mm_pkv_tiles8)
+MM_PK_ALL_TYPES(pv_tile_wide, mm_pkvw, mm_pkvw_tiles8)
+MM_PK_TYPE(pv_tile, mm_pkv_q2_k, DT_Q2_K) MM_PK_TYPE(pv_tile, mm_pkv_q3_k, DT_Q3_K)
+MM_PK_TYPE(pv_tile_wide, mm_pkvw_q2_k, DT_Q2_K) MM_PK_TYPE(pv_tile_wide, mm_pkvw_q3_k, DT_Q3_K)
+
+mm_pk_row *mm_pk_tiles(uint32_t type) {
+    return type == DT_Q2_K ? mm_pkv_q2_k_fns : type == DT_Q3_K ? mm_pkv_q3_k_fns : mm_pkv_tiles8(type);
+}
+mm_pk_row *mm_pk_wide_tiles(uint32_t type) {
+    return type == DT_Q2_K ? mm_pkvw_q2_k_fns : type == DT_Q3_K ? mm_pkvw_q3_k_fns : mm_pkvw_tiles8(type);
+}
 
 /* The wide form of one block's quants, part by part. */
 SIMD_INLINE void pv_widen_block(const uint8_t *q, uint8_t *dst, const uint32_t type) {
@@ -510,6 +542,8 @@ SIMD_INLINE void pv_widen_block(const uint8_t *q, uint8_t *dst, const uint32_t t
 void mm_pk_widen(uint32_t type, int64_t nb, const uint8_t *w, size_t obs, uint8_t *dst) {
     const int qb = mm_pk_qbytes(type);
     switch (mm_pk_bits(type)) { /* (the bit count a compile-time constant in each loop) */
+    case 2: for (int64_t b = 0; b < nb; b++) pv_widen_block(w + b * qb, dst + b * MM_PK_WQB, DT_Q2_K); break;
+    case 3: for (int64_t b = 0; b < nb; b++) pv_widen_block(w + b * qb, dst + b * MM_PK_WQB, DT_Q3_K); break;
     case 4: for (int64_t b = 0; b < nb; b++) pv_widen_block(w + b * qb, dst + b * MM_PK_WQB, DT_Q4_0); break;
     case 5: for (int64_t b = 0; b < nb; b++) pv_widen_block(w + b * qb, dst + b * MM_PK_WQB, DT_Q5_0); break;
     default: for (int64_t b = 0; b < nb; b++) pv_widen_block(w + b * qb, dst + b * MM_PK_WQB, DT_Q6_K); break;
