@@ -19,8 +19,8 @@
  * values plus 128, unsigned as the dot product wants), then the scales: per block of 32
  * the 16 rows' fp16 d (32 bytes) and then (Q4_1, Q5_1) their fp16 m; for the K types per
  * super block of 256 (MM_PK_KSC, MM_PK_6SC). Padded to 64 bytes (mm_pk_ob_bytes). The
- * same bytes as stored but for that padding and Q4_K's and Q5_K's scales (4 bytes more a
- * row and super block). n_out must be a multiple of 16; other matrices stay as stored.
+ * same bytes as stored but for that padding and the K types' scales as bytes
+ * (mm_pk_extra). n_out must be a multiple of 16; other matrices stay as stored.
  *
  * Arithmetic of output (o, activation row r): for each block b in order, the integer sum
  * P = sum_j u_j q_j, started at -off * sum_j q_j for the offset types (Q4_0: 8, Q8_0: 128;
@@ -31,7 +31,10 @@
  * batch, on any thread: a row's results do not depend on the rows beside it (forest
  * steps rely on it). They differ from the stored form's by float rounding (the stored
  * tiles sum groups of 16 first). Every level computes the same integer sums and the same
- * float operations in the same order, so AVX2 and AVX-512 give the same bits. */
+ * float operations in the same order, so AVX2 and AVX-512 give the same bits; but the K
+ * types, which AVX2 and NEON multiply by activations with one scale per 256 values
+ * (MM_QX_KSB: their sub-block scales go into the integer sums, matmul_pkv.c), so those
+ * differ from AVX-512's by the activations' rounding. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -7,15 +7,16 @@
  * The int8 dot product of 4 weight bytes by 4 activation bytes per int32 lane:
  * - AVX2: maddubs multiplies the unsigned weight bytes by the signed activation bytes into
  *   int16 sums of pairs; those are added in int16 while they cannot saturate (|q| <= 127:
- *   8 of them for 4-bit weights, 4 for 5-bit, 2 for Q6_K's 6-bit) and then widened by madd
- *   with ones. Q8_0's weights, stored plus 128, are made signed again and multiplied as
+ *   8 of them for 4-bit weights, 4 for 5-bit) and then widened by madd with ones (the K
+ *   types: with their sub-block scale). Q8_0's weights, stored plus 128, are made signed again and multiplied as
  *   |w| by sign(x, w) (llama.cpp's way), whose pair sums stay below 2 * 128 * 127. With
  *   AVX-VNNI (Intel client chips since 2021), dpbusd.
  * - NEON: sdot with the dot-product extension (ARMv8.2 and later: Apple's chips, the
  *   Raspberry Pi 5), else widening multiplies and pairwise adds; Q8_0's weights signed.
  * Either way a lane ends with the exact integer sum dpbusd gives (Q8_0 without its offset:
  * the same integer) and the same float operations in the same order as with AVX-512, so
- * every level gives the same bits. */
+ * every level gives the same bits; the K types (Q2_K .. Q6_K) take their own path below,
+ * the same on AVX2 and NEON, other than AVX-512's. */
 #include <string.h>
 
 #include "matmul_pk.h"
