@@ -493,6 +493,13 @@ SIMD_INLINE void pv_tile_as(int64_t nb, const uint8_t *w, size_t obs, const uint
         pv_parts(nb, w, obs, x, xs, np, y, ys, type, R, 0, PV_NP, WIDE);
         return;
     }
+    /* In the wide form Q3_K takes rows two at a time with both halves on AVX2 (faster for
+     * it only, kernels/README.md) */
+    if (PV_L == 8 && WIDE && type == DT_Q3_K && R > 2) {
+        pv_parts(nb, w, obs, x, xs, np, y, ys, type, 2, 0, PV_NP, WIDE);
+        pv_parts(nb, w, obs, x + 2 * xs, xs, np, y + 2 * ys, ys, type, R - 2, 0, PV_NP, WIDE);
+        return;
+    }
 #pragma GCC unroll 4
     for (int h0 = 0; h0 < PV_NP; h0 += PV_NH_MANY)
         pv_parts(nb, w, obs, x, xs, np, y, ys, type, R, h0, PV_NH_MANY, WIDE);
