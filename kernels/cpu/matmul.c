@@ -214,6 +214,18 @@ static float mm_ksb_chunk(const float *x, int8_t *q, int16_t *ks32, int32_t *o6,
     const float amax = mm_amax_avx2(x, 256), id = amax > 0 ? 127.0f / amax : 0.0f;
     __m256i qi[4];
     for (int b = 0; b < 8; b++) mm_q8_round32_avx2(x + 32 * b, id, q + 32 * b, qi);
+#elif SIMD_NEON
+    /* (the C loop's bits: maxnm ignores NaN as fmaxf does, cvtn rounds to nearest even) */
+    float32x4_t m = vdupq_n_f32(0);
+    for (int j = 0; j < 256; j += 4) m = vmaxnmq_f32(m, vabsq_f32(vld1q_f32(x + j)));
+    const float amax = vmaxnmvq_f32(m), id = amax > 0 ? 127.0f / amax : 0.0f;
+    const float32x4_t vid = vdupq_n_f32(id), lo = vdupq_n_f32(-127.0f), hi = vdupq_n_f32(127.0f);
+    for (int j = 0; j < 256; j += 8) {
+        int32x4_t v[2];
+        for (int k = 0; k < 2; k++)
+            v[k] = vcvtnq_s32_f32(vminnmq_f32(vmaxnmq_f32(vmulq_f32(vld1q_f32(x + j + 4 * k), vid), lo), hi));
+        vst1_s8(q + j, vmovn_s16(vcombine_s16(vmovn_s32(v[0]), vmovn_s32(v[1]))));
+    }
 #else
     float amax = 0;
     for (int j = 0; j < 256; j++) amax = fmaxf(amax, fabsf(x[j]));
