@@ -31,18 +31,31 @@ static inline float *rand_floats(uint64_t *s, int64_t n, float scale) {
     return p;
 }
 
-/* Activations that quantise to Q8 blocks exactly: per 32-block a power-of-two scale
- * times integers in [-127, 127], one of them +-127. With these the int8 kernels must
- * match ref up to summation order, which tests them far more tightly than random
- * activations (whose rounding error would hide small kernel mistakes). */
-static inline float *t_q8_exact_floats(uint64_t *s, int64_t n) {
+/* Activations that quantise to Q8 blocks exactly: per span of values (32, or 256 for a
+ * form with one scale per 256, which the per-32 forms then quantise exactly too) a
+ * power-of-two scale times integers in [-127, 127], one of them +-127 in every 32. With
+ * these the int8 kernels must match ref up to summation order, which tests them far more
+ * tightly than random activations (whose rounding error would hide small kernel
+ * mistakes). */
+static inline float *t_qx_exact_floats(uint64_t *s, int64_t n, int64_t span) {
     float *p = malloc((size_t)n * sizeof *p);
+    float d = 1;
     for (int64_t b = 0; b < n / 32; b++) {
-        float d = ldexpf(1.0f, rng_int(s, 5) - 3);
+        if (b % (span / 32) == 0) d = ldexpf(1.0f, rng_int(s, 5) - 3);
         for (int j = 0; j < 32; j++) p[b * 32 + j] = d * (float)(rng_int(s, 255) - 127);
         p[b * 32 + rng_int(s, 32)] = d * (rng_int(s, 2) ? 127.0f : -127.0f);
     }
     return p;
+}
+static inline float *t_q8_exact_floats(uint64_t *s, int64_t n) { return t_qx_exact_floats(s, n, 32); }
+
+/* The span t_qx_exact_floats needs for a matmul of this type: the packed K types' read
+ * activations with one scale per 256 values (on AVX2 and NEON). */
+static inline int64_t t_qx_span(uint32_t type, bool packed) {
+    return packed && (type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K || type == DT_Q2_K ||
+                      type == DT_Q3_K)
+               ? 256
+               : 32;
 }
 
 /* The ref backend, or NULL after a failed check. */

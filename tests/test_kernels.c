@@ -496,7 +496,7 @@ static void test_matmul_n(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
  * bytes packing alone makes, for every packed type, a matrix of many tasks. */
 static void test_pack_pool(uint64_t seed) {
     static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q8_0,
-                                     DT_Q4_K, DT_Q5_K, DT_Q6_K};
+                                     DT_Q4_K, DT_Q5_K, DT_Q6_K, DT_Q2_K, DT_Q3_K};
     pool *p = pool_init(3);
     T_CHECK(p != NULL, "pool_init(3)");
     for (size_t ti = 0; p && ti < sizeof types / sizeof *types; ti++) {
@@ -522,7 +522,7 @@ static void test_pack_pool(uint64_t seed) {
  * has none. */
 static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
     static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q8_0,
-                                     DT_Q4_K, DT_Q5_K, DT_Q6_K};
+                                     DT_Q4_K, DT_Q5_K, DT_Q6_K, DT_Q2_K, DT_Q3_K};
     static const int64_t n_ins[] = {32, 96, 224, 256, 416, 576, 1536, 2048};
     static const int64_t n_outs[] = {16, 48, 80};
     static const int32_t n_rowss[] = {1, 2, 3, 4, 5, 16, 17};
@@ -556,14 +556,15 @@ static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t se
                     free((void *)w.data);
                     continue;
                 }
-                /* the stored bytes, but for 64-byte padding a block of 16 rows (Q4_K, Q5_K:
-                 * their 6-bit scales and mins as bytes, 4 more bytes a row and super block) */
-                const bool k6 = w.type == DT_Q4_K || w.type == DT_Q5_K;
+                /* the stored bytes, but for 64-byte padding a block of 16 rows (Q4_K, Q5_K,
+                 * Q3_K: their 6-bit scales and mins as bytes, 4 more bytes a row and super
+                 * block; Q2_K its 4-bit ones, 16 more) */
+                const size_t extra = w.type == DT_Q2_K ? 16 : w.type == DT_Q4_K || w.type == DT_Q5_K || w.type == DT_Q3_K ? 4 : 0;
                 const size_t stored = dtype_row_bytes(w.type, n_in) * (size_t)n_out +
-                                      (k6 ? 4 * (size_t)n_out * (size_t)(n_in / 256) : 0);
+                                      extra * (size_t)n_out * (size_t)(n_in / 256);
                 T_CHECK(bytes >= stored && bytes < stored + 64 * (size_t)(n_out / 16),
                         "%s packed size %zu", dtype_name(w.type), bytes);
-                float *x = t_q8_exact_floats(&seed, 17 * n_in);
+                float *x = t_qx_exact_floats(&seed, 17 * n_in, t_qx_span(w.type, true));
                 float *y0 = malloc(sizeof(float) * 17 * (size_t)n_out);
                 float *y1 = malloc(sizeof(float) * 17 * (size_t)n_out);
                 float *y_one = malloc(sizeof(float) * 17 * (size_t)n_out);

@@ -142,26 +142,34 @@ static inline __m512i mm_q8_round(__m512 v, __m512 id) {
 #endif
 
 #if SIMD_AVX2
-/* One block of 32 values quantised as the plain C loop below does it (the same bits:
- * max ignores NaN as fmaxf does, cvtps rounds to nearest even as lrintf does); returns
- * its scale, the sums of q over its two halves in s[0], s[1]. */
-static inline float mm_q8_block_avx2(const float *xb, int8_t *q, int32_t s[2]) {
+/* max |x| over n values (a multiple of 8), as the plain C loop's fmaxf gives it (a NaN
+ * lane keeps the max) */
+static inline float mm_amax_avx2(const float *x, int n) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 v[4], m = _mm256_setzero_ps();
-    for (int k = 0; k < 4; k++) {
-        v[k] = _mm256_loadu_ps(xb + 8 * k);
-        m = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), m); /* (a NaN lane keeps m) */
-    }
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < n; k += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), m);
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    const float amax = _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
-    const float id = amax > 0 ? 127.0f / amax : 0.0f;
+    return _mm_cvtss_f32(_mm_max_ss(h, _mm_movehdup_ps(h)));
+}
+
+/* 32 values times id rounded to int8 into q (the C loop's bits: cvtps rounds to nearest
+ * even as lrintf does); qi: the same as int32, 8 a vector */
+static inline void mm_q8_round32_avx2(const float *xb, float id, int8_t *q, __m256i qi[4]) {
     const __m256 vid = _mm256_set1_ps(id), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
-    __m256i qi[4];
     for (int k = 0; k < 4; k++)
-        qi[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(v[k], vid), lo), hi));
+        qi[k] = _mm256_cvtps_epi32(
+            _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + 8 * k), vid), lo), hi));
     const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
     _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+/* One block of 32 values quantised as the plain C loop below does it; returns its scale,
+ * the sums of q over its two halves in s[0], s[1]. */
+static inline float mm_q8_block_avx2(const float *xb, int8_t *q, int32_t s[2]) {
+    const float amax = mm_amax_avx2(xb, 32);
+    __m256i qi[4];
+    mm_q8_round32_avx2(xb, amax > 0 ? 127.0f / amax : 0.0f, q, qi);
     for (int e = 0; e < 2; e++) {
         __m256i t = _mm256_add_epi32(qi[2 * e], qi[2 * e + 1]);
         __m128i u = _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
@@ -172,9 +180,89 @@ static inline float mm_q8_block_avx2(const float *xb, int8_t *q, int32_t s[2]) {
 }
 #endif
 
+/* ---- the MM_QX_KSB form: a scale per 256 values ---------------------------------- */
+
+/* A chunk's ks32 (8), o6 and ks16 (16) from its 256 quants q. */
+static void mm_ksb_sums(const int8_t *q, int16_t *ks32, int32_t *o6, int16_t *ks16) {
+#if SIMD_AVX2
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int b = 0; b < 8; b++) { /* int16 lanes 2i, 2i + 1: q[4i] + q[4i + 1], q[4i + 2] + q[4i + 3] */
+        __m256i v = _mm256_maddubs_epi16(ones, _mm256_loadu_si256((const __m256i *)(q + 32 * b)));
+        v = _mm256_add_epi16(v, _mm256_shuffle_epi32(v, 0x4e));
+        v = _mm256_add_epi16(v, _mm256_shuffle_epi32(v, 0xb1)); /* a group's in lanes 0, 1 of its half */
+        const int32_t g0 = _mm256_extract_epi32(v, 0), g1 = _mm256_extract_epi32(v, 4);
+        const int16_t p[4] = {(int16_t)g0, (int16_t)(g0 >> 16), (int16_t)g1, (int16_t)(g1 >> 16)};
+        o6[2 * b] = mm_ksb_o6(p[0], p[1]), o6[2 * b + 1] = mm_ksb_o6(p[2], p[3]);
+        ks16[2 * b] = (int16_t)(p[0] + p[1]), ks16[2 * b + 1] = (int16_t)(p[2] + p[3]);
+        ks32[b] = (int16_t)(p[0] + p[1] + p[2] + p[3]);
+    }
+#else
+    for (int g = 0; g < 16; g++) {
+        int32_t s01 = 0, s23 = 0;
+        for (int i = 0; i < 16; i++) *(i % 4 < 2 ? &s01 : &s23) += q[16 * g + i];
+        o6[g] = mm_ksb_o6(s01, s23);
+        ks16[g] = (int16_t)(s01 + s23);
+        if (g % 2 == 0) ks32[g / 2] = 0;
+        ks32[g / 2] = (int16_t)(ks32[g / 2] + s01 + s23);
+    }
+#endif
+}
+
+/* 256 values quantised with one scale (returned) into q, and their sums. */
+static float mm_ksb_chunk(const float *x, int8_t *q, int16_t *ks32, int32_t *o6, int16_t *ks16) {
+#if SIMD_AVX2
+    const float amax = mm_amax_avx2(x, 256), id = amax > 0 ? 127.0f / amax : 0.0f;
+    __m256i qi[4];
+    for (int b = 0; b < 8; b++) mm_q8_round32_avx2(x + 32 * b, id, q + 32 * b, qi);
+#elif SIMD_NEON
+    /* (the C loop's bits: maxnm ignores NaN as fmaxf does, cvtn rounds to nearest even) */
+    float32x4_t m = vdupq_n_f32(0);
+    for (int j = 0; j < 256; j += 4) m = vmaxnmq_f32(m, vabsq_f32(vld1q_f32(x + j)));
+    const float amax = vmaxnmvq_f32(m), id = amax > 0 ? 127.0f / amax : 0.0f;
+    const float32x4_t vid = vdupq_n_f32(id), lo = vdupq_n_f32(-127.0f), hi = vdupq_n_f32(127.0f);
+    for (int j = 0; j < 256; j += 8) {
+        int32x4_t v[2];
+        for (int k = 0; k < 2; k++)
+            v[k] = vcvtnq_s32_f32(vminnmq_f32(vmaxnmq_f32(vmulq_f32(vld1q_f32(x + j + 4 * k), vid), lo), hi));
+        vst1_s8(q + j, vmovn_s16(vcombine_s16(vmovn_s32(v[0]), vmovn_s32(v[1]))));
+    }
+#else
+    float amax = 0;
+    for (int j = 0; j < 256; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float id = amax > 0 ? 127.0f / amax : 0.0f;
+    for (int j = 0; j < 256; j++) q[j] = (int8_t)lrintf(fminf(fmaxf(x[j] * id, -127.0f), 127.0f));
+#endif
+    mm_ksb_sums(q, ks32, o6, ks16);
+    return amax / 127.0f;
+}
+
+/* Quantises x (n values) into dst in the MM_QX_KSB form; a tail chunk as if padded with
+ * zeros. */
+static void mm_qx_quantize_ksb(const float *x, uint8_t *dst, int64_t n) {
+    const int64_t np = mm_qx_np(n);
+    float *kd = (float *)mm_qx_kd(dst, np);
+    int16_t *ks32 = (int16_t *)mm_qx_ks32(dst, np);
+    int32_t *o6 = (int32_t *)mm_qx_o6(dst, np);
+    int16_t *ks16 = (int16_t *)mm_qx_ks16(dst, np);
+    for (int64_t c = 0; c < np / 256; c++) {
+        const float *xc = x + 256 * c;
+        float pad[256];
+        if (256 * c + 256 > n) {
+            memset(pad, 0, sizeof pad);
+            memcpy(pad, xc, (size_t)(n - 256 * c) * sizeof *pad);
+            xc = pad;
+        }
+        kd[c] = mm_ksb_chunk(xc, (int8_t *)dst + 256 * c, ks32 + 8 * c, o6 + 16 * c, ks16 + 16 * c);
+    }
+}
+
 /* Quantises x (n values) into dst in the given order (MM_QX_LINEAR, MM_QX_GROUPED or
- * MM_QX_BLK). */
+ * MM_QX_BLK, MM_QX_KSB). */
 static void mm_qx_quantize(const float *x, uint8_t *dst, int64_t n, int order) {
+    if (order == MM_QX_KSB) {
+        mm_qx_quantize_ksb(x, dst, n);
+        return;
+    }
     const int64_t np = mm_qx_np(n);
     const bool blk = order == MM_QX_BLK;
     int8_t *q = (int8_t *)dst;
@@ -354,7 +442,7 @@ typedef struct mm_kind {
 /* tiles NULL (and not pk): the backend cannot multiply by this type. packed: the
  * matrix is kern_mat_pack's (matmul_pk.c). */
 static mm_kind mm_kind_of(uint32_t type, bool packed) {
-    if (packed) return (mm_kind){.qx = MM_QX_BLK, .pk = true};
+    if (packed) return (mm_kind){.qx = mm_pk_qx(type), .pk = true};
     switch (type) {
     case DT_F32: return (mm_kind){mm_tile_f32_tiles, MM_QX_NONE, NULL, NULL, false};
     case DT_F16: return (mm_kind){mm_tile_f16_tiles, MM_QX_NONE, NULL, NULL, false};
@@ -438,7 +526,7 @@ typedef struct mm_quant_job {
     uint8_t *q;
     size_t qs;      /* bytes per quantised row */
     int64_t n_in;
-    int order;      /* MM_QX_LINEAR, MM_QX_GROUPED or MM_QX_BLK */
+    int order;      /* MM_QX_LINEAR .. MM_QX_KSB */
 } mm_quant_job;
 
 static void mm_quant_task(void *ctx, int32_t row, int32_t thread) {
@@ -515,7 +603,8 @@ void cpu_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *c
     /* one scratch: the quantised rows in each order wanted, then each thread's prepared
      * weight rows */
     const uint8_t *qx[MM_QX_N] = {(const uint8_t *)x};
-    const int nq = need[MM_QX_LINEAR] + need[MM_QX_GROUPED] + need[MM_QX_BLK];
+    int nq = 0;
+    for (int order = MM_QX_LINEAR; order < MM_QX_N; order++) nq += need[order];
     if (nq) {
         uint8_t *s = cpu_scratch(b, n == 1 ? "matmul" : "matmul_n",
                                  nq * xb + prep_bytes * (size_t)nt + 2 * page), *at = s;

@@ -154,7 +154,7 @@ SIMD_INLINE float mm_hsum256(__m256 v) {
  *       a call's activations only (mm_qx_tail_pack); the tail tiles would otherwise
  *       build it anew for every tile of weight rows
  * Every part starts at a multiple of 64 bytes from the row start. */
-enum { MM_QX_NONE, MM_QX_LINEAR, MM_QX_GROUPED, MM_QX_BLK, MM_QX_N };
+enum { MM_QX_NONE, MM_QX_LINEAR, MM_QX_GROUPED, MM_QX_BLK, MM_QX_KSB, MM_QX_N };
 
 SIMD_INLINE int64_t mm_qx_np(int64_t n) { return (n + 255) / 256 * 256; }
 /* whole chunks of a row, and quarters (64 values) of its tail chunk (see below) */
@@ -201,6 +201,51 @@ SIMD_INLINE const int32_t *mm_qx_bneg16(const uint8_t *xr, int64_t np) {
     return (const int32_t *)(xr + np + 3 * np / 8);
 }
 
+/* The MM_QX_KSB form (the packed K types' on AVX2 and NEON, matmul_pkv.c), in the same
+ * row size: one scale per 256 values (llama.cpp's Q8_K), so that the weights' sub-block
+ * scales can go into the integer sums. q in value order, then from offset np: kd, d per
+ * chunk of 256 (np / 256 floats); ks32, the sum of q per block of 32 (np / 32 int16, for
+ * the K mins); o6, Q6_K's offset start per group of 16 (np / 16 int32, mm_ksb_o6); ks16,
+ * the sum of q per group of 16 (np / 16 int16, for Q2_K's mins). */
+SIMD_INLINE const float *mm_qx_kd(const uint8_t *xr, int64_t np) { return (const float *)(xr + np); }
+SIMD_INLINE const int16_t *mm_qx_ks32(const uint8_t *xr, int64_t np) {
+    return (const int16_t *)(xr + np + np / 64);
+}
+SIMD_INLINE const int32_t *mm_qx_o6(const uint8_t *xr, int64_t np) {
+    return (const int32_t *)(xr + np + np / 64 + np / 16);
+}
+SIMD_INLINE const int16_t *mm_qx_ks16(const uint8_t *xr, int64_t np) {
+    return (const int16_t *)(xr + np + np / 64 + np / 16 + np / 4);
+}
+/* Whether this build's AVX2 products sum int16 pairs (maddubs, without dpbusd): then a
+ * K type's sub-block scale multiplies both int16 halves of a lane in one madd. */
+#if MM_Q8_SIMD && !MM_Q8_VNNI && !MM_Q8_512
+#define MM_KSB_PAIR16 1
+#else
+#define MM_KSB_PAIR16 0
+#endif
+/* Q6_K's (u - 32) q over a group of 16 as u q started at o6: -32 times the group's sum of
+ * q, s01 over the values at 4i and 4i + 1, s23 over 4i + 2 and 4i + 3. With int16 pairs
+ * (MM_KSB_PAIR16) each half of a lane starts at its own part, |32 * 8 * 127| < 2^15;
+ * else as one int32. */
+SIMD_INLINE int32_t mm_ksb_o6(int32_t s01, int32_t s23) {
+#if MM_KSB_PAIR16
+    return (int32_t)((uint32_t)(uint16_t)(int16_t)(-32 * s01) |
+                     (uint32_t)(uint16_t)(int16_t)(-32 * s23) << 16);
+#else
+    return -32 * (s01 + s23);
+#endif
+}
+/* o6 as the start for an offset of 32 >> sh (Q3_K's 4: sh 3), exact */
+SIMD_INLINE int32_t mm_ksb_o(int32_t o6, int sh) {
+#if MM_KSB_PAIR16
+    return (int32_t)((uint32_t)(uint16_t)(int16_t)((int16_t)o6 >> sh) |
+                     (uint32_t)(uint16_t)(int16_t)((int16_t)(o6 >> 16) >> sh) << 16);
+#else
+    return o6 >> sh;
+#endif
+}
+
 /* Fills tp in row 0 of x (xs bytes a row) for rows 0 .. nx - 1 (nx <= MM_TX), all
  * quantised; nothing where there is no tp. */
 void mm_qx_tail_pack(uint8_t *x, size_t xs, int64_t n, int nx);
@@ -234,22 +279,34 @@ SIMD_INLINE int mm_tail_pos(int v) { return 64 * (v / 64) + 16 * (v / 4 % 4) + 4
 void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq);
 
 /* ---- the packed form (kern_mat_pack, matmul_pk.c) --------------------------------
- * Matrices of the block types (Q4_0 .. Q8_0, Q4_K .. Q6_K) whose n_out is a multiple of 16, repacked once at load
+ * Matrices of the block types (Q4_0 .. Q8_0, Q4_K .. Q6_K; Q2_K, Q3_K without AVX-512) whose n_out is a multiple of 16, repacked once at load
  * so that a vector holds 16 weight rows (layout and arithmetic: matmul_pk.c). The
- * activations they read are of the MM_QX_BLK form. Builds with AVX-512 VNNI, AVX2 or NEON (MM_PK). */
+ * activations they read are of the mm_pk_qx form. Builds with AVX-512 VNNI, AVX2 or NEON (MM_PK). */
 SIMD_INLINE bool mm_pk_type(uint32_t type) {
     return type == DT_Q4_0 || type == DT_Q4_1 || type == DT_Q5_0 || type == DT_Q5_1 ||
-           type == DT_Q8_0 || type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K;
+           type == DT_Q8_0 || type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K ||
+           (!MM_Q8_512 && (type == DT_Q2_K || type == DT_Q3_K)); /* (matmul_pkv.c's only) */
 }
-/* bytes of a packed block of 16 weight rows of n values (Q4_K, Q5_K: 4 bytes a row and
- * super block more than stored, their 6-bit scales and mins as bytes) */
+/* The activation form a packed matrix of the type reads: the K types' MM_QX_KSB where the
+ * tiles are matmul_pkv.c's, else MM_QX_BLK. */
+SIMD_INLINE int mm_pk_qx(uint32_t type) {
+    return !MM_Q8_512 && (type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K ||
+                          type == DT_Q2_K || type == DT_Q3_K)
+               ? MM_QX_KSB
+               : MM_QX_BLK;
+}
+/* bytes a packed row takes per super block more than stored: Q4_K, Q5_K, Q3_K their 6-bit
+ * scales (and mins) as bytes; Q2_K its 4-bit ones */
+SIMD_INLINE size_t mm_pk_extra(uint32_t type) {
+    return type == DT_Q4_K || type == DT_Q5_K || type == DT_Q3_K ? 4 : type == DT_Q2_K ? 16 : 0;
+}
+/* bytes of a packed block of 16 weight rows of n values */
 SIMD_INLINE size_t mm_pk_ob_bytes(uint32_t type, int64_t n) {
-    const bool k6 = type == DT_Q4_K || type == DT_Q5_K;
-    const size_t bytes = 16 * (dtype_row_bytes(type, n) + (k6 ? 4 * (size_t)(n / 256) : 0));
+    const size_t bytes = 16 * (dtype_row_bytes(type, n) + mm_pk_extra(type) * (size_t)(n / 256));
     return (bytes + 63) / 64 * 64;
 }
 /* Weight rows o0 .. o1 - 1 (multiples of 16) of a packed matrix at w (n_in columns)
- * times n_rows activation rows of the MM_QX_BLK form at x (xs bytes apart) into y
+ * times n_rows activation rows of the mm_pk_qx form at x (xs bytes apart) into y
  * (n_out floats a row). wide: NULL, or mm_pk_wide_bytes of this thread's scratch, where
  * batches of more than MM_PK_RX rows unpack each o-block once for all their rows (the
  * results are the same bits either way). */

@@ -1,5 +1,5 @@
 /* matmul_pk.c - the packed form of the block types' weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
- * Q4_K, Q5_K, Q6_K; kern_mat_pack): its layout, the packing, and the loop over a matrix's
+ * Q4_K, Q5_K, Q6_K; Q2_K, Q3_K but with AVX-512; kern_mat_pack): its layout, the packing, and the loop over a matrix's
  * rows that calls a level's tiles (matmul_pk512.c with AVX-512 VNNI, matmul_pkv.c with
  * AVX2 and NEON; none in plain C builds, which keep the stored form).
  *
@@ -19,8 +19,8 @@
  * values plus 128, unsigned as the dot product wants), then the scales: per block of 32
  * the 16 rows' fp16 d (32 bytes) and then (Q4_1, Q5_1) their fp16 m; for the K types per
  * super block of 256 (MM_PK_KSC, MM_PK_6SC). Padded to 64 bytes (mm_pk_ob_bytes). The
- * same bytes as stored but for that padding and Q4_K's and Q5_K's scales (4 bytes more a
- * row and super block). n_out must be a multiple of 16; other matrices stay as stored.
+ * same bytes as stored but for that padding and the K types' scales as bytes
+ * (mm_pk_extra). n_out must be a multiple of 16; other matrices stay as stored.
  *
  * Arithmetic of output (o, activation row r): for each block b in order, the integer sum
  * P = sum_j u_j q_j, started at -off * sum_j q_j for the offset types (Q4_0: 8, Q8_0: 128;
@@ -31,7 +31,10 @@
  * batch, on any thread: a row's results do not depend on the rows beside it (forest
  * steps rely on it). They differ from the stored form's by float rounding (the stored
  * tiles sum groups of 16 first). Every level computes the same integer sums and the same
- * float operations in the same order, so AVX2 and AVX-512 give the same bits. */
+ * float operations in the same order, so AVX2 and AVX-512 give the same bits; but the K
+ * types, which AVX2 and NEON multiply by activations with one scale per 256 values
+ * (MM_QX_KSB: their sub-block scales go into the integer sums, matmul_pkv.c), so those
+ * differ from AVX-512's by the activations' rounding. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +48,14 @@
  * values of part p's byte at bits 2p, 2p + 1. 6 bits: two parts more; in part h, byte 4o
  * + i holds the top 2 bits of those of parts 2h and 2h + 1 at bits 0-1, 2-3 and 4-5, 6-7. */
 static void mm_pk_quants(const uint8_t *u, int bits, int o, uint8_t *dst) {
+    if (bits <= 3) { /* 2-bit part s / 2, bits 2 (s % 2) + 4 e: value 16 e + 4 s + i */
+        for (int v = 0; v < 32; v++) {
+            const int e = v / 16, s = v % 16 / 4, i = v % 4;
+            dst[64 * (s / 2) + 4 * o + i] |= (uint8_t)((u[v] & 3) << (2 * (s % 2) + 4 * e));
+            if (bits == 3) dst[128 + 4 * o + i] |= (uint8_t)((u[v] >> 2 & 1) << (2 * s + e));
+        }
+        return;
+    }
     for (int p = 0; p < 4; p++)
         for (int i = 0; i < 4; i++) {
             const uint8_t lo = u[4 * p + i], hi = u[16 + 4 * p + i];
@@ -62,13 +73,24 @@ static void mm_pk_quants(const uint8_t *u, int bits, int o, uint8_t *dst) {
 static void mm_pk_super(uint32_t type, const uint8_t *src, size_t rs, int64_t s, int64_t nb,
                         uint8_t *ob) {
     const int qb = mm_pk_qbytes(type), bits = mm_pk_bits(type);
-    uint8_t *ks = ob + nb * qb + s * (type == DT_Q6_K ? MM_PK_6SC : MM_PK_KSC);
+    uint8_t *ks = ob + nb * qb + s * mm_pk_ksc_bytes(type);
     for (int o = 0; o < 16; o++) {
         const uint8_t *blk = src + (size_t)o * rs + (size_t)s * (size_t)mm_blk_bytes(type);
         if (type == DT_Q6_K) {
             const block_q6_K *b6 = (const block_q6_K *)blk;
             memcpy(ks + 2 * o, &b6->d, 2);
             for (int g = 0; g < 16; g++) ks[32 + 16 * g + o] = (uint8_t)b6->scales[g];
+        } else if (type == DT_Q3_K) {
+            const block_q3_K *b3 = (const block_q3_K *)blk;
+            memcpy(ks + 2 * o, blk + 108, 2); /* d */
+            for (int g = 0; g < 16; g++) {
+                const int lo = (g < 8 ? b3->scales[g] : b3->scales[g - 8] >> 4) & 15;
+                ks[32 + 16 * g + o] = (uint8_t)((lo | (b3->scales[8 + g % 4] >> 2 * (g / 4) & 3) << 4) - 32);
+            }
+        } else if (type == DT_Q2_K) {
+            memcpy(ks + 2 * o, blk + 80, 2);      /* d */
+            memcpy(ks + 32 + 2 * o, blk + 82, 2); /* dmin */
+            for (int g = 0; g < 16; g++) ks[64 + 16 * g + o] = blk[g] & 15, ks[320 + 16 * g + o] = blk[g] >> 4;
         } else {
             memcpy(ks + 2 * o, blk, 2);          /* d */
             memcpy(ks + 32 + 2 * o, blk + 2, 2); /* dmin */

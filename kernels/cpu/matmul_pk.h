@@ -12,12 +12,15 @@
 
 /* bits a value of the type has, and bytes of the quants of one block of an o-block: a
  * 64-byte part per bit (4 nibble parts, then one part of fifth bits or two of top 2
- * bits; Q8_0 8 parts of bytes) */
+ * bits; Q2_K, Q3_K: 2 parts of 2-bit values, then Q3_K's part of third bits; Q8_0 8 parts
+ * of bytes) */
 SIMD_INLINE int mm_pk_bits(uint32_t type) {
     switch (type) {
     case DT_Q8_0: return 8;
     case DT_Q6_K: return 6;
     case DT_Q5_0: case DT_Q5_1: case DT_Q5_K: return 5;
+    case DT_Q3_K: return 3;
+    case DT_Q2_K: return 2;
     default: return 4;
     }
 }
@@ -37,6 +40,12 @@ SIMD_INLINE int mm_pk_shift(uint32_t type) { return type == DT_Q8_0 ? 7 : type =
  * rows' fp16 d, then per group of 16 values their int8 scales */
 #define MM_PK_KSC (64 + 2 * 8 * 16)
 #define MM_PK_6SC (32 + 16 * 16)
+/* Q3_K's: as Q6_K's (its 6-bit scales less 32); Q2_K's: the 16 rows' fp16 d and dmin, then
+ * per group of 16 values their 4-bit scales, then their mins, a byte each */
+#define MM_PK_2SC (64 + 2 * 16 * 16)
+SIMD_INLINE int mm_pk_ksc_bytes(uint32_t type) {
+    return type == DT_Q6_K || type == DT_Q3_K ? MM_PK_6SC : type == DT_Q2_K ? MM_PK_2SC : MM_PK_KSC;
+}
 
 /* y[r * ys + 16 o + lane] for activation rows r < R and o-blocks o < OB at w (obs bytes
  * apart), nb blocks; x: R rows of the MM_QX_BLK form, xs bytes apart, np = mm_qx_np. */

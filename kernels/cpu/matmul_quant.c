@@ -226,6 +226,7 @@ void mm_qx_tail_pack(uint8_t *x, size_t xs, int64_t n, int nx) { (void)x, (void)
 SIMD_INLINE __m256i mm_dot_half(const uint8_t *u, const uint8_t *x, int h, bool tail, int nq,
                                 const bool sg) {
 #if MM_Q8_VNNI
+    (void)sg; /* (no signed tiles with dpbusd) */
 #define MM_DOT256(p, a, b) MM_DPBUSD(p, a, b)
 #define MM_DOT128(p, a, b) MM_DPBUSD128(p, a, b)
 #else
