@@ -12,7 +12,9 @@
  *   softcap     0     the same float expression value by value
  *   scale       0     one float product either way
  *   swiglu_oai  1e-6  polynomial exp (~2 ulp)
- *   attention with sinks  3e-6 as without (online softmax, polynomial exp) */
+ *   attention with sinks  3e-6 as without (online softmax, polynomial exp)
+ * and that the rope frequencies the cpu backend keeps follow a change of base, rope_dim or
+ * freq factors. */
 #include <stdint.h>
 
 #include "kernels/kern.h"
@@ -188,6 +190,53 @@ static void test_sinks(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
     free(q), free(k), free(v), free(sinks);
 }
 
+/* One rotation of x0 by backend b into out: rope, or rope_neox when neox. */
+static void rope_key_run(kern_backend *b, bool neox, float *out, const float *x0, const int32_t *pos,
+                         int32_t n_rows, int32_t nh, int32_t hd, int32_t rd, float base,
+                         const float *ff) {
+    memcpy(out, x0, sizeof *out * (size_t)(n_rows * nh * hd));
+    const kern_ops *k = kern_backend_ops(b);
+    (neox ? k->rope_neox : k->rope)(b, out, pos, n_rows, nh, hd, rd, base, ff);
+}
+
+/* The cpu backend keeps the frequencies of its last two (base, rope_dim, freq factors):
+ * a run of rotations that changes one of them at a time (two bases taken in turn, as a
+ * model with local and global layers does; a third; a narrower rope_dim; factors
+ * rewritten in place) gives at each call the bits of a fresh backend and ref's values. */
+static void test_rope_keys(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
+    enum { R = 5, NH = 3, HD = 64 };
+    static const struct {
+        float base;
+        int32_t rd;
+        int ff; /* 0: none, 1: factors, 2: the same array rewritten */
+        bool neox;
+    } calls[] = {{10000, 64, 0, 0}, {500000, 64, 0, 0}, {10000, 64, 0, 1}, {500000, 64, 0, 0},
+                 {1000000, 64, 0, 0}, {10000, 64, 0, 0}, {10000, 32, 0, 0}, {10000, 64, 1, 0},
+                 {10000, 64, 2, 1}, {10000, 64, 0, 0}};
+    float *x0 = rand_floats(&seed, R * NH * HD, 2), ff[32];
+    float y[R * NH * HD], y_fresh[R * NH * HD], y_ref[R * NH * HD];
+    const int32_t pos[R] = {0, 1, 77, 4095, 100000};
+    for (int j = 0; j < 32; j++) ff[j] = 1.0f + (float)j / 8;
+    for (size_t c = 0; c < sizeof calls / sizeof *calls; c++) {
+        if (calls[c].ff == 2)
+            for (int j = 0; j < 32; j++) ff[j] = 4.0f - (float)j / 16;
+        const float *f = calls[c].ff ? ff : NULL;
+        st_err err = {0};
+        kern_backend *fresh = kern_backend_init("cpu", 1, &err);
+        T_CHECK(fresh != NULL, "cpu backend: %s", err.msg);
+        if (!fresh) break;
+        rope_key_run(cpu, calls[c].neox, y, x0, pos, R, NH, HD, calls[c].rd, calls[c].base, f);
+        rope_key_run(fresh, calls[c].neox, y_fresh, x0, pos, R, NH, HD, calls[c].rd, calls[c].base, f);
+        rope_key_run(ref, calls[c].neox, y_ref, x0, pos, R, NH, HD, calls[c].rd, calls[c].base, f);
+        kern_backend_free(fresh);
+        T_CHECK(memcmp(y, y_fresh, sizeof y) == 0, "rope call %d: kept frequencies differ from a fresh backend's",
+                (int)c);
+        const double e = t_nerr(y, y_ref, R * NH * HD);
+        T_CHECK(e <= 1e-6, "rope call %d: nerr %.3g against ref", (int)c, e);
+    }
+    free(x0);
+}
+
 int main(void) {
     kern_backend *ref = t_ref();
     if (!ref) return t_done();
@@ -196,6 +245,7 @@ int main(void) {
     t_each_cpu(ref, test_against_ref, 2800);
     t_each_cpu(ref, test_swiglu, 4100);
     t_each_cpu(ref, test_sinks, 4200);
+    t_each_cpu(ref, test_rope_keys, 4300);
     kern_backend_free(ref);
     fprintf(stderr, "max nerr seen: rope_neox %.2g, geglu %.2g\n", seen_rope, seen_geglu);
     return t_done();

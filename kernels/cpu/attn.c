@@ -33,8 +33,10 @@
 #define ATTN_TASKS 2    /* fewest tasks per thread when the rows are cut into blocks */
 #define ATTN_PREFETCH 16  /* slots ahead to prefetch K */
 
+/* Into L2 (prefetcht1), as the matmuls' MM_PREFETCH: prefetches to L1 hold its few miss
+ * buffers until DRAM answers. */
 static inline void attn_prefetch(const float *p, int32_t n) {
-    for (int32_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 0, 3);
+    for (int32_t i = 0; i < n; i += 16) __builtin_prefetch(p + i, 0, 2);
 }
 
 typedef struct attn_job {

@@ -41,15 +41,17 @@ pool *cpu_pool(kern_backend *b);
  * and recorded for kern_backend_sync when memory runs out. */
 void *cpu_scratch(kern_backend *b, const char *op, size_t bytes);
 
-/* The cosines and sines of the rope angles pos[r] * theta[i] (computed in double, then
- * rounded to float), for r < n_rows and i < np, laid out for a rotation of interleaved
- * pairs (x0, x1) as x * C - swap(x) * S: row r is C then S, 2 np floats each, with
- * C = (c0, c0, c1, c1, ...) and S = (s0, -s0, s1, -s1, ...). The table of the last call is
- * kept and returned again while pos and theta hold the same values: the rotations of q
- * and k in every layer of a forward pass share one table instead of each computing the
- * sines anew. Valid until the next call; NULL when memory runs out, recorded as scratch
- * is. */
-const float *cpu_rope_table(kern_backend *b, const int32_t *pos, int32_t n_rows,
-                            const double *theta, int32_t np);
+/* The cosines and sines of the rope angles pos[r] * theta_i, theta_i = base^(-2i /
+ * rope_dim) / freq_factors[i] (freq_factors may be NULL; computed in double, then rounded
+ * to float), for r < n_rows and i < rope_dim / 2 = np, laid out for a rotation of
+ * interleaved pairs (x0, x1) as x * C - swap(x) * S: row r is C then S, 2 np floats each,
+ * with C = (c0, c0, c1, c1, ...) and S = (s0, -s0, s1, -s1, ...). The backend keeps the
+ * tables of the last two (base, rope_dim, freq_factors) it was asked for: the theta_i of
+ * each computed once, and its table returned again while pos holds the same values, so
+ * the rotations of q and k in every layer of a forward pass share one table and no pass
+ * recomputes the frequencies. Valid until the next call; NULL when memory runs out,
+ * recorded as scratch is. */
+const float *cpu_rope_table(kern_backend *b, const int32_t *pos, int32_t n_rows, float base,
+                            int32_t rope_dim, const float *freq_factors);
 
 #endif

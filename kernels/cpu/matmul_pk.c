@@ -159,10 +159,14 @@ void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64
 
 /* The wide form of an o-block (mm_pk_widen) and its tiles, for batches of more rows than
  * a tile takes: each o-block's quants unpacked once into the thread's scratch, where its
- * every group of rows reads them as bytes, instead of unpacking them again per group. */
+ * every group of rows reads them as bytes, instead of unpacking them again per group.
+ * 4-bit quants unpack in two operations a vector, so for them the widening pays only
+ * from more than MM_PK_WIDE4_ROWS rows (kernels/README.md). */
+#define MM_PK_WIDE4_ROWS 64
 size_t mm_pk_wide_bytes(uint32_t type, int64_t n, int32_t n_rows) {
 #if MM_PK
     if (n_rows <= MM_PK_RX || type == DT_Q8_0 || !mm_pk_wide_tiles(type)) return 0;
+    if (mm_pk_bits(type) == 4 && n_rows <= MM_PK_WIDE4_ROWS) return 0;
     const int64_t nb = n / 32;
     return mm_pk_ob_bytes(type, n) - (size_t)nb * mm_pk_qbytes(type) + (size_t)nb * MM_PK_WQB;
 #else

@@ -12,7 +12,6 @@
 #include "simd.h"
 
 #define SMALL_OP_PAR (1 << 16)   /* elements from which an elementwise op uses the pool */
-#define ROPE_MAX_PAIRS (KERN_ROPE_MAX_DIM / 2)
 
 static void cpu_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
     (void)b;
@@ -126,17 +125,11 @@ static void rope_neox_row(void *ctx, int32_t r, int32_t thread) {
 static void rope_any(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows,
                      int32_t n_head, int32_t head_dim, int32_t rope_dim, float base,
                      const float *freq_factors, pool_fn row_fn) {
-    const int32_t np = rope_dim / 2;
-    ASSERT(np <= ROPE_MAX_PAIRS && rope_dim <= head_dim && rope_dim % 2 == 0);
-    if (n_rows <= 0) return;
-    double theta[ROPE_MAX_PAIRS];
-    for (int32_t i = 0; i < np; i++) {
-        theta[i] = pow((double)base, -2.0 * i / rope_dim);
-        if (freq_factors) theta[i] /= freq_factors[i];
-    }
+    ASSERT(rope_dim <= KERN_ROPE_MAX_DIM && rope_dim <= head_dim && rope_dim % 2 == 0);
+    if (n_rows <= 0 || rope_dim == 0) return;
     /* the sines come from the backend's table, shared by q, k and every layer of a pass */
-    rope_job j = {x, cpu_rope_table(b, pos, n_rows, theta, np), n_head, head_dim,
-                  rope_dim};
+    rope_job j = {x, cpu_rope_table(b, pos, n_rows, base, rope_dim, freq_factors), n_head,
+                  head_dim, rope_dim};
     if (j.cs) rows_run(b, n_rows, n_head * rope_dim, row_fn, &j); /* else recorded */
 }
 
