@@ -173,6 +173,15 @@ void kern_backend_free(kern_backend *b) {
 }
 
 const kern_ops *kern_backend_ops(const kern_backend *b) { return b->ops; }
+
+void *kern_host_alloc(kern_backend *b, size_t bytes) {
+    return b->ops->host_alloc ? b->ops->host_alloc(b, bytes) : malloc(bytes ? bytes : 1);
+}
+
+void kern_host_free(kern_backend *b, void *p) {
+    if (b->ops->host_free) b->ops->host_free(b, p);
+    else free(p);
+}
 const char *kern_backend_name(const kern_backend *b) { return b->ops->name; }
 int32_t kern_backend_threads(const kern_backend *b) { return b->n_threads; }
 void *kern_backend_state(kern_backend *b) { return b->state; }

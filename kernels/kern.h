@@ -172,6 +172,11 @@ typedef struct kern_ops {
     void *(*buf_alloc)(kern_backend *b, size_t bytes);
     /* Frees a buf_alloc buffer; NULL is a no-op. */
     void (*buf_free)(kern_backend *b, void *buf);
+    /* Host memory that download fills fastest (a device's page-locked memory), or NULL
+     * with ST_ERR_NOMEM recorded; freed by host_free. Both NULL: plain malloc and free
+     * (kern_host_alloc). */
+    void *(*host_alloc)(kern_backend *b, size_t bytes);
+    void (*host_free)(kern_backend *b, void *p);
     /* bytes from host memory src to the backend's dst (a buffer or a pointer into one). */
     void (*upload)(kern_backend *b, void *dst, const void *src, size_t bytes);
     /* bytes from the backend's src to host memory dst; the ops before it have finished. */
@@ -288,6 +293,10 @@ st_code kern_backend_sync(kern_backend *b, st_err *err);
 /* The ops of a backend (valid while b lives). */
 const kern_ops *kern_backend_ops(const kern_backend *b);
 const char *kern_backend_name(const kern_backend *b);
+/* bytes of host memory for b's downloads (its host_alloc op, else malloc), or NULL (with
+ * ST_ERR_NOMEM recorded by the op); free with kern_host_free (NULL is a no-op). */
+void *kern_host_alloc(kern_backend *b, size_t bytes);
+void kern_host_free(kern_backend *b, void *p);
 int32_t kern_backend_threads(const kern_backend *b);
 
 /* Backend tables; each backend's file defines one. */

@@ -145,41 +145,15 @@ out:
     return scored > 0 && bitwise == scored;
 }
 
-/* The same forest stepped twice, with full rows and with topk_only, each on its own cuda
- * context: the same top-k (ids and log-probabilities) and the same alternatives in the
- * forest, bit for bit; the top-k-only steps bring back less than a row of logits each
- * (cu_d2h_bytes) and keep no rows. */
-static void topk_only(const model *m, const char *name, uint64_t seed) {
-    const int32_t V = m->hp.n_vocab, n_slots = 256, K = 8;
-    model_ctx *c[2] = {ctx(m, "cuda", n_slots), ctx(m, "cuda", n_slots)};
-    forest *f[2] = {forest_init(n_slots, 4), forest_init(n_slots, 4)};
-    step_plan p[2];
-    int32_t prompt[12], toks[3];
-    for (int32_t i = 0; i < 12; i++) prompt[i] = (int32_t)(lcg(&seed) % (uint64_t)V);
-    uint64_t d2h[2] = {0, 0};
-    st_err err = {0};
-    for (int j = 0; j < 2 && c[0] && c[1]; j++) {
-        step_plan_init(&p[j]);
-        p[j].top_k = K;
-        p[j].topk_only = j == 1;
-        forest_id root;
-        uint64_t s = seed;
-        T_CHECK(forest_add_root(f[j], prompt, NULL, 12, 0, &root, &err) == ST_OK, "root: %s", err.msg);
-        for (int32_t k = 0; k < 4; k++) {
-            for (int32_t i = 0; i < 3; i++) toks[i] = (int32_t)(lcg(&s) % (uint64_t)V);
-            forest_append(f[j], root, toks, NULL, 1 + k % 3, NULL, &err);
-        }
-        const uint64_t before = cu_d2h_bytes(model_ctx_backend(c[j]));
-        T_CHECK(step_forest(f[j], &p[j], c[j], &err) == ST_OK, "%s step: %s", name, err.msg);
-        d2h[j] = cu_d2h_bytes(model_ctx_backend(c[j])) - before;
-    }
-    if (!c[0] || !c[1]) goto out;
+/* Leaves of f[0] and f[1] (the same shape) whose last step's top-k (p[j]) and alternatives
+ * are the same bits, rows kept by p[0] only. */
+static int32_t same_topk(forest *const f[2], step_plan p[2], int32_t K, int32_t *n) {
     forest_id leaves[2][16];
-    const int32_t n = forest_leaves(f[0], leaves[0], 16);
-    T_CHECK(n == 4 && forest_leaves(f[1], leaves[1], 16) == n, "%s: 4 leaves each", name);
+    *n = forest_leaves(f[0], leaves[0], 16);
+    if (forest_leaves(f[1], leaves[1], 16) != *n) return -1;
     int32_t same = 0, alt_ids[2][4];
     float alt_lp[2][4];
-    for (int32_t k = 0; k < n; k++) {
+    for (int32_t k = 0; k < *n; k++) {
         const int32_t *ids[2];
         const float *lp[2];
         const int32_t nk = step_topk_of(&p[0], leaves[0][k], &ids[0], &lp[0]);
@@ -193,11 +167,76 @@ static void topk_only(const model *m, const char *name, uint64_t seed) {
         same += topk && alts && step_logits_of(&p[0], leaves[0][k]) &&
                 !step_logits_of(&p[1], leaves[1][k]) && isnan(step_logprob_of(&p[1], leaves[1][k], 0));
     }
-    T_CHECK(same == n, "%s: topk_only gives the same top-k and alternatives for %d of %d leaves, no rows",
-            name, same, n);
+    return same;
+}
+
+/* Each leaf of f grown by its best token of p's last step (greedy from the top-k). */
+static void grow_top1(forest *f, const step_plan *p) {
+    forest_id leaves[16];
+    const int32_t n = forest_leaves(f, leaves, 16);
+    st_err err = {0};
+    for (int32_t k = 0; k < n; k++) {
+        const int32_t *ids;
+        if (step_topk_of(p, leaves[k], &ids, NULL) > 0)
+            forest_append(f, leaves[k], ids, NULL, 1, NULL, &err);
+    }
+}
+
+/* The same forest stepped three times (each step after the first grown greedily from the
+ * last's top-k),
+ * with full rows and with topk_only, each on its own cuda context: the same top-k (ids
+ * and log-probabilities) and the same alternatives in the forest, bit for bit; the
+ * top-k-only steps bring back less than a row of logits each (cu_d2h_bytes) and keep no
+ * rows; no step sends rows back up for their log-sum-exp (cu_h2d_bytes), and the third
+ * step allocates no device memory (its logits buffers are the context's; the second may
+ * still fill the backend's cache of small arrays). */
+static void topk_only(const model *m, const char *name, uint64_t seed) {
+    const int32_t V = m->hp.n_vocab, n_slots = 256, K = 8;
+    model_ctx *c[2] = {ctx(m, "cuda", n_slots), ctx(m, "cuda", n_slots)};
+    forest *f[2] = {forest_init(n_slots, 4), forest_init(n_slots, 4)};
+    step_plan p[2];
+    int32_t prompt[12], toks[3], n = 0;
+    for (int32_t i = 0; i < 12; i++) prompt[i] = (int32_t)(lcg(&seed) % (uint64_t)V);
+    uint64_t d2h[2] = {0, 0}, h2d[2] = {0, 0}, allocs[2] = {0, 0};
+    st_err err = {0};
+    if (!c[0] || !c[1]) goto out;
+    for (int j = 0; j < 2; j++) {
+        step_plan_init(&p[j]);
+        p[j].top_k = K;
+        p[j].topk_only = j == 1;
+        forest_id root;
+        uint64_t s = seed;
+        T_CHECK(forest_add_root(f[j], prompt, NULL, 12, 0, &root, &err) == ST_OK, "root: %s", err.msg);
+        for (int32_t k = 0; k < 4; k++) {
+            for (int32_t i = 0; i < 3; i++) toks[i] = (int32_t)(lcg(&s) % (uint64_t)V);
+            forest_append(f[j], root, toks, NULL, 1 + k % 3, NULL, &err);
+        }
+    }
+    for (int step = 0; step < 3; step++) {
+        for (int j = 0; j < 2; j++) {
+            kern_backend *be = model_ctx_backend(c[j]);
+            const uint64_t d0 = cu_d2h_bytes(be), u0 = cu_h2d_bytes(be), a0 = cu_dev_allocs(be);
+            if (step > 0) grow_top1(f[j], &p[j]);
+            T_CHECK(step_forest(f[j], &p[j], c[j], &err) == ST_OK, "%s step: %s", name, err.msg);
+            if (step == 0) d2h[j] = cu_d2h_bytes(be) - d0;
+            if (step == 2) allocs[j] = cu_dev_allocs(be) - a0;
+            const uint64_t u = cu_h2d_bytes(be) - u0;
+            h2d[j] = u > h2d[j] ? u : h2d[j];
+        }
+        const int32_t same = same_topk(f, p, K, &n);
+        T_CHECK(n == 4 && same == n, "%s step %d: topk_only gives the same top-k and alternatives "
+                "for %d of %d leaves, no rows", name, step + 1, same, n);
+    }
     T_CHECK(d2h[0] >= (uint64_t)n * V * sizeof(float) && d2h[1] < (uint64_t)V * sizeof(float),
             "%s: bytes brought back by a step of %d rows: %llu with full rows, %llu top-k only", name,
             n, (unsigned long long)d2h[0], (unsigned long long)d2h[1]);
+    T_CHECK(h2d[0] < (uint64_t)V * sizeof(float) && h2d[1] < (uint64_t)V * sizeof(float),
+            "%s: most bytes sent up by a step: %llu with full rows, %llu top-k only (a row: %llu)",
+            name, (unsigned long long)h2d[0], (unsigned long long)h2d[1],
+            (unsigned long long)V * sizeof(float));
+    T_CHECK(allocs[0] == 0 && allocs[1] == 0,
+            "%s: device allocations in a third step: %llu with full rows, %llu top-k only", name,
+            (unsigned long long)allocs[0], (unsigned long long)allocs[1]);
     step_plan_free(&p[0]), step_plan_free(&p[1]);
 out:
     forest_free(f[0]), forest_free(f[1]);

@@ -66,6 +66,8 @@ struct cuda_state {
     small_copy small[N_SMALL];
     uint64_t small_clock;
     uint64_t d2h_bytes; /* copied to the host so far (cu_d2h_bytes) */
+    uint64_t h2d_bytes; /* copied from the host so far, weights aside (cu_h2d_bytes) */
+    uint64_t n_allocs;  /* cudaMalloc calls so far (cu_dev_allocs) */
     dev_buf pinned;     /* page-locked host memory the small results come back into */
     std::vector<std::pair<uintptr_t, uintptr_t>> own; /* this instance's buffers [start, end) */
 };
@@ -109,6 +111,7 @@ bool blas_ok(kern_backend *b, const char *op, cublasStatus_t e, const char *call
  * error named. Honours kern_backend_set_alloc_limit. */
 void *dev_alloc(kern_backend *b, const char *op, const char *what, size_t bytes) {
     void *p = nullptr;
+    state_of(b)->n_allocs++;
     const cudaError_t e = kern_backend_alloc_allowed(b, bytes) ? cudaMalloc(&p, bytes ? bytes : 1)
                                                                : cudaErrorMemoryAllocation;
     if (e == cudaSuccess) return p;
@@ -139,6 +142,12 @@ void *scratch(kern_backend *b, const char *op, int which, size_t bytes) {
     return grow(b, op, &state_of(b)->scratch[which], bytes);
 }
 
+/* bytes of host memory to the device, queued and counted (cu_h2d_bytes). */
+cudaError_t h2d(kern_backend *b, void *dst, const void *src, size_t bytes) {
+    state_of(b)->h2d_bytes += bytes;
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, STREAM);
+}
+
 /* A device copy of bytes of host memory (a batch's small arrays), valid until N_SMALL - 1
  * other arrays have been asked for (the least recently asked for is replaced); NULL
  * recorded when memory runs out. */
@@ -157,7 +166,7 @@ const void *to_device(kern_backend *b, const char *op, const void *host, size_t 
     c.used = ++s->small_clock;
     c.host.clear();
     if (!grow(b, op, &c.dev, bytes)) return nullptr;
-    if (bytes && !CU_OK(b, op, cudaMemcpyAsync(c.dev.p, host, bytes, cudaMemcpyHostToDevice, STREAM)))
+    if (bytes && !CU_OK(b, op, h2d(b, c.dev.p, host, bytes)))
         return nullptr;
     c.host.assign(h, h + bytes);
     return c.dev.p;
@@ -279,7 +288,23 @@ void cuda_buf_free(kern_backend *b, void *buf) {
 }
 
 void cuda_upload(kern_backend *b, void *dst, const void *src, size_t bytes) {
-    if (bytes) CU_OK(b, "upload", cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    if (bytes && CU_OK(b, "upload", h2d(b, dst, src, bytes))) CU_OK(b, "upload", cudaStreamSynchronize(STREAM));
+}
+
+/* Page-locked host memory, so that downloads into it run at the link's full speed. */
+void *cuda_host_alloc(kern_backend *b, size_t bytes) {
+    void *p = nullptr;
+    const cudaError_t e = kern_backend_alloc_allowed(b, bytes) ? cudaMallocHost(&p, bytes ? bytes : 1)
+                                                               : cudaErrorMemoryAllocation;
+    if (e == cudaSuccess) return p;
+    cudaGetLastError();
+    kern_backend_fail(b, ST_ERR_NOMEM, "host_alloc", "out of memory for %zu bytes of pinned host "
+                      "memory (%s)", bytes, cudaGetErrorString(e));
+    return nullptr;
+}
+
+void cuda_host_free(kern_backend *b, void *p) {
+    if (p) CU_OK(b, "host_free", cudaFreeHost(p));
 }
 
 void cuda_download(kern_backend *b, void *dst, const void *src, size_t bytes) {
@@ -639,7 +664,7 @@ void cuda_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, i
     const float *xd = x;
     if (host_x) {
         float *s = static_cast<float *>(scratch(b, "topk_lse", S_IN, x_bytes));
-        if (!s || !CU_OK(b, "topk_lse", cudaMemcpyAsync(s, x, x_bytes, cudaMemcpyHostToDevice, STREAM)))
+        if (!s || !CU_OK(b, "topk_lse", h2d(b, s, x, x_bytes)))
             return;
         xd = s;
     }
@@ -690,6 +715,8 @@ kern_ops make_ops() {
     o.sync = cuda_sync;
     o.buf_alloc = cuda_buf_alloc;
     o.buf_free = cuda_buf_free;
+    o.host_alloc = cuda_host_alloc;
+    o.host_free = cuda_host_free;
     o.upload = cuda_upload;
     o.download = cuda_download;
     o.mat_prepare = cuda_mat_prepare;
@@ -725,3 +752,7 @@ extern "C" const kern_ops kern_cuda_ops = make_ops();
 extern "C" bool cu_emulated(void) { return CU_EMU; }
 
 extern "C" uint64_t cu_d2h_bytes(kern_backend *b) { return state_of(b)->d2h_bytes; }
+
+extern "C" uint64_t cu_h2d_bytes(kern_backend *b) { return state_of(b)->h2d_bytes; }
+
+extern "C" uint64_t cu_dev_allocs(kern_backend *b) { return state_of(b)->n_allocs; }

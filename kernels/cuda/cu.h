@@ -28,6 +28,12 @@ struct kern_backend;
  * matmul into host memory, topk_lse's results): what a test counts to see that rows
  * left on the device stay there. */
 uint64_t cu_d2h_bytes(struct kern_backend *b);
+/* Bytes b has copied from the host to the device so far (the batch's small arrays,
+ * upload, rows staged for topk_lse), the prepared weights aside. */
+uint64_t cu_h2d_bytes(struct kern_backend *b);
+/* Device allocations (cudaMalloc calls) b has made so far: what a test counts to see
+ * that a step reuses its buffers. */
+uint64_t cu_dev_allocs(struct kern_backend *b);
 
 /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for n_rows rows of dim (one block a row, float
  * sums); y may equal x. */
