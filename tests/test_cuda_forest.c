@@ -26,6 +26,7 @@
 #include "forest/sample.h"
 #include "forest/step.h"
 #include "kernels/cuda/cu.h"
+#include "strategy/grow.h"
 #include "t.h"
 #include "t_model.h"
 
@@ -243,6 +244,63 @@ out:
     model_ctx_free(c[0]), model_ctx_free(c[1]);
 }
 
+/* Greedy grow of two branches on cuda, whose steps want the top-1 alone (the rows stay on
+ * the device), against linear greedy decoding on the same backend: the same tokens, each
+ * token's log-probability within LP_BOUND of the log-softmax of linear decoding's logits,
+ * and less than a row brought back by any step. */
+#define LP_BOUND 1e-5
+static void grow_greedy(const model *m, const char *name) {
+    const int32_t V = m->hp.n_vocab, N = 8;
+    int32_t prompt[4] = {1, 5 % V, 9 % V, 13 % V}, lin[8], path[16];
+    model_ctx *c = ctx(m, "cuda", 64), *lc = ctx(m, "cuda", 64);
+    forest *f = forest_init(64, 0);
+    float *want = malloc(sizeof(float) * (size_t)V);
+    st_err err = {0};
+    forest_id root;
+    grow g;
+    sample_params sp = sample_default_params();
+    sp.temp = 0;
+    step_plan p;
+    step_plan_init(&p);
+    if (!c || !lc || forest_add_root(f, prompt, NULL, 4, 0, &root, &err) ||
+        grow_init(&g, f, root, 2, &sp, N, V, &err)) {
+        T_CHECK(0, "%s grow: %s", name, err.msg);
+        goto out;
+    }
+    uint64_t most = 0;
+    int32_t active = 1;
+    for (int32_t s = 0; s <= N && active > 0; s++) {
+        const uint64_t d0 = cu_d2h_bytes(model_ctx_backend(c));
+        T_CHECK(grow_step(&g, f, &p, c, NULL, NULL, NULL, &active, &err) == ST_OK, "%s grow: %s", name, err.msg);
+        const uint64_t d = cu_d2h_bytes(model_ctx_backend(c)) - d0;
+        most = d > most ? d : most;
+    }
+    T_CHECK(t_greedy_linear(m, prompt, 4, N, lin), "%s: linear greedy", name);
+    double worst = 0;
+    int32_t same = 0;
+    for (int32_t i = 0; i < g.n; i++) {
+        const int32_t len = forest_path(f, g.br[i].leaf, path, 16);
+        same += len == 4 + N && !memcmp(path + 4, lin, sizeof lin);
+        int32_t at = forest_index(g.br[i].leaf);
+        for (int32_t k = len - 1; k >= 4 && at >= 0; k--, at = forest_node_at(f, at)->parent) {
+            t_linear(lc, path, k, 0, want);
+            sample_log_softmax(want, V, want);
+            const double e = fabs((double)forest_node_at(f, at)->logprob - want[path[k]]);
+            worst = e > worst || isnan(e) ? e : worst;
+        }
+    }
+    T_CHECK(same == g.n, "%s: greedy grow = linear greedy for %d of %d branches", name, same, g.n);
+    T_CHECK(worst <= LP_BOUND, "%s: greedy grow's log-probabilities off by %.3g", name, worst);
+    T_CHECK(most < (uint64_t)V * sizeof(float), "%s: a greedy step brought back %llu bytes (a row: %llu)",
+            name, (unsigned long long)most, (unsigned long long)V * sizeof(float));
+    grow_free(&g);
+out:
+    step_plan_free(&p);
+    free(want);
+    forest_free(f);
+    model_ctx_free(c), model_ctx_free(lc);
+}
+
 /* The prompt's greedy continuation: the same tokens on cuda as on cpu. */
 static void greedy_vs_cpu(const model *m, const char *name, int32_t n) {
     int32_t prompt[4] = {1, 403, 407, 261}, a[32], b[32];
@@ -286,6 +344,7 @@ int main(void) {
     T_CHECK(m != NULL, "tiny model: %s", err.msg);
     if (m) run_model(m, "tiny q8_0 gqa2", NERR_BOUND_Q8, 7);
     if (m) topk_only(m, "tiny q8_0 gqa2", 5);
+    if (m) grow_greedy(m, "tiny q8_0 gqa2");
     model_free(m);
     mp.arch = "qwen2moe"; /* a mixture of experts with a shared expert: rows grouped by expert */
     mp.n_expert = 8;
@@ -323,6 +382,7 @@ int main(void) {
     if (m) {
         run_model(m, "stories260K", NERR_BOUND, 11);
         topk_only(m, "stories260K", 13);
+        grow_greedy(m, "stories260K");
         greedy_vs_cpu(m, "stories260K", 24);
     }
     model_free(m);
