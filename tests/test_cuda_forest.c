@@ -26,6 +26,7 @@
 #include "forest/sample.h"
 #include "forest/step.h"
 #include "kernels/cuda/cu.h"
+#include "strategy/beam.h"
 #include "strategy/grow.h"
 #include "t.h"
 #include "t_model.h"
@@ -301,6 +302,68 @@ out:
     model_ctx_free(c), model_ctx_free(lc);
 }
 
+/* Beam search (width 4, 10 tokens) of the prompt on backend name; its results into
+ * toks / sums (at most 4), *n their count; *most the most bytes a step brought back
+ * (cuda only). */
+static void beam_on(const model *m, const char *backend, int32_t toks[4][10], double sums[4],
+                    int32_t *n, uint64_t *most) {
+    int32_t prompt[4] = {1, 403, 407, 261};
+    model_ctx *c = ctx(m, backend, 128);
+    forest *f = forest_init(128, 0);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    forest_id last;
+    beam_params bp = beam_default_params();
+    bp.width = 4, bp.max_tokens = 10;
+    beam *b = c && !forest_add_root(f, prompt, NULL, 4, 0, &last, &err)
+                  ? beam_init(f, last, &bp, NULL, m->hp.n_vocab, &err) : NULL;
+    T_CHECK(b != NULL, "beam on %s: %s", backend, err.msg);
+    *n = 0, *most = 0;
+    while (b && !beam_done(b)) {
+        const bool dev = !strcmp(backend, "cuda");
+        const uint64_t d0 = dev ? cu_d2h_bytes(model_ctx_backend(c)) : 0;
+        if (beam_step(b, f, &p, c, &err)) {
+            T_CHECK(0, "beam step on %s: %s", backend, err.msg);
+            break;
+        }
+        const uint64_t d = dev ? cu_d2h_bytes(model_ctx_backend(c)) - d0 : 0;
+        *most = d > *most ? d : *most;
+    }
+    for (int32_t i = 0; b && i < beam_n_results(b) && i < 4; i++, ++*n) {
+        const beam_hyp *h = beam_result(b, i);
+        memset(toks[i], 0xff, sizeof toks[i]);
+        memcpy(toks[i], h->tokens, sizeof(int32_t) * (size_t)(h->n < 10 ? h->n : 10));
+        sums[i] = h->sum;
+    }
+    beam_free(b);
+    step_plan_free(&p);
+    forest_free(f);
+    model_ctx_free(c);
+}
+
+/* Beam search on cuda, whose steps bring back each row's top-k alone, against the same
+ * search on the cpu backend (reading full rows): the same hypotheses in the same order,
+ * their sums of log-probabilities within BEAM_BOUND, and no step bringing back a row. */
+#define BEAM_BOUND 1e-4
+static void beam_vs_cpu(const model *m, const char *name) {
+    int32_t t[2][4][10], n[2];
+    double sums[2][4], worst = 0;
+    uint64_t most[2];
+    beam_on(m, "cpu", t[0], sums[0], &n[0], &most[0]);
+    beam_on(m, "cuda", t[1], sums[1], &n[1], &most[1]);
+    for (int32_t i = 0; i < n[0] && i < n[1]; i++) {
+        const double e = fabs(sums[0][i] - sums[1][i]);
+        worst = e > worst || isnan(e) ? e : worst;
+    }
+    T_CHECK(n[0] > 0 && n[0] == n[1] && !memcmp(t[0], t[1], sizeof t[0][0] * (size_t)n[0]),
+            "%s: beam on cuda gives cpu's %d hypotheses (%d)", name, n[0], n[1]);
+    T_CHECK(worst <= BEAM_BOUND, "%s: beam sums off by %.3g", name, worst);
+    T_CHECK(most[1] < (uint64_t)m->hp.n_vocab * sizeof(float),
+            "%s: a beam step brought back %llu bytes (a row: %llu)", name,
+            (unsigned long long)most[1], (unsigned long long)m->hp.n_vocab * sizeof(float));
+}
+
 /* The prompt's greedy continuation: the same tokens on cuda as on cpu. */
 static void greedy_vs_cpu(const model *m, const char *name, int32_t n) {
     int32_t prompt[4] = {1, 403, 407, 261}, a[32], b[32];
@@ -383,6 +446,7 @@ int main(void) {
         run_model(m, "stories260K", NERR_BOUND, 11);
         topk_only(m, "stories260K", 13);
         grow_greedy(m, "stories260K");
+        beam_vs_cpu(m, "stories260K");
         greedy_vs_cpu(m, "stories260K", 24);
     }
     model_free(m);
