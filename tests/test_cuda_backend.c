@@ -109,6 +109,18 @@ static void test_matmul(uint64_t seed) {
             C->get_row(cu, drow, &w, n_out - 1);
             float *grow = host(drow, n_in);
             T_CHECK(memcmp(row, grow, sizeof(float) * n_in) == 0, "get_row %s", dtype_name(t));
+            /* get_rows: each row the bits of get_row, repeats and any order */
+            const int32_t idx[5] = {(int32_t)n_out - 1, 0, 3, (int32_t)n_out - 1, 5};
+            float *drows = dev(NULL, 5 * n_in);
+            C->get_rows(cu, drows, &w, idx, 5);
+            float *grows = host(drows, 5 * (size_t)n_in);
+            bool rows_ok = true;
+            for (int32_t i = 0; i < 5; i++) {
+                R->get_row(ref, row, &st, idx[i]);
+                rows_ok = rows_ok && memcmp(row, grows + (size_t)i * n_in, sizeof(float) * n_in) == 0;
+            }
+            T_CHECK(rows_ok, "get_rows %s", dtype_name(t));
+            C->buf_free(cu, drows), free(grows);
             check_sync(dtype_name(t));
             C->mat_release(cu, &w);
             T_CHECK(w.data == NULL, "mat_release clears");

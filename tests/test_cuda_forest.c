@@ -125,7 +125,11 @@ static bool run_model(const model *m, const char *name, double ref_bound, uint64
             grown[k * GREEDY + s] = t;
             forest_append(f, leaves[k], &t, NULL, 1, &leaves[k], &err);
         }
+        const uint64_t l0 = cu_emu_launches();
         T_CHECK(step_forest(f, &plan, c, &err) == ST_OK, "%s greedy step %d: %s", name, s, err.msg);
+        if (s == 0 && cu_emulated())
+            fprintf(stderr, "%s: a greedy step of %d rows: %llu kernel launches\n", name, plan.n_rows,
+                    (unsigned long long)(cu_emu_launches() - l0));
     }
     int32_t same = 0;
     for (int32_t k = 0; k < n; k++) {

@@ -439,7 +439,7 @@ static void ple_inputs(model_ctx *c, const model_batch *b, int32_t r0, int32_t n
     const kern_ops *o = c->ops;
     const int32_t P = hp->n_embd_ple, NL = hp->n_layer;
     const size_t PL = (size_t)NL * P;
-    for (int32_t i = 0; i < n; i++) o->get_row(c->be, c->ple + i * PL, &w->ple_embd, b->tokens[r0 + i]);
+    kern_get_rows(c->be, c->ple, &w->ple_embd, b->tokens + r0, n);
     o->scale(c->be, c->ple, sqrtf((float)P), (int64_t)n * (int64_t)PL);
     o->matmul(c->be, c->ple2, &w->ple_model_proj, c->x, n);
     o->scale(c->be, c->ple2, 1.0f / sqrtf((float)hp->n_embd), (int64_t)n * (int64_t)PL);
@@ -543,9 +543,8 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
     const model_hparams *hp = &c->m->hp;
     const kern_ops *o = c->ops;
     kern_backend *be = c->be;
-    const size_t E = (size_t)hp->n_embd;
 
-    for (int32_t i = 0; i < n; i++) o->get_row(be, c->x + i * E, &w->tok_embd, b->tokens[r0 + i]);
+    kern_get_rows(be, c->x, &w->tok_embd, b->tokens + r0, n);
     if (hp->embd_scale != 1.0f) o->scale(be, c->x, hp->embd_scale, (int64_t)n * hp->n_embd);
     if (hp->n_embd_ple > 0) ple_inputs(c, b, r0, n);
     void (*act)(kern_backend *, float *, const float *, const float *, int64_t) =

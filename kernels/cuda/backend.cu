@@ -475,6 +475,18 @@ void cuda_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *
     for (int32_t i = 0; i < n; i++) matmul_one(b, y[i], w[i], x, n_rows, once ? &a : nullptr);
 }
 
+/* Every row in one launch, the indices copied in first. */
+void cuda_get_rows(kern_backend *b, float *out, const kern_mat *w, const int32_t *rows, int32_t n) {
+    if (n <= 0) return;
+    const int32_t *dr = static_cast<const int32_t *>(
+        to_device(b, "get_rows", rows, sizeof(int32_t) * (size_t)n));
+    if (!dr) return;
+    if (!cu_get_rows(out, w->type, w->data, w->n_in, dr, n, STREAM))
+        kern_backend_fail(b, ST_ERR_UNSUPPORTED, "get_rows", "weight type %s has no CUDA kernel",
+                          dtype_name(w->type));
+    LAUNCHED(b, "get_rows");
+}
+
 void cuda_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
     if (!cu_dequant_rows(out, w->type, w->data, w->n_in, row, 1, STREAM))
         kern_backend_fail(b, ST_ERR_UNSUPPORTED, "get_row", "weight type %s has no CUDA kernel",
@@ -726,6 +738,7 @@ kern_ops make_ops() {
     o.matmul = cuda_matmul;
     o.matmul_n = cuda_matmul_n;
     o.get_row = cuda_get_row;
+    o.get_rows = cuda_get_rows;
     o.rmsnorm = cuda_rmsnorm;
     o.rope = cuda_rope;
     o.attention = cuda_attention;
@@ -750,6 +763,14 @@ kern_ops make_ops() {
 extern "C" const kern_ops kern_cuda_ops = make_ops();
 
 extern "C" bool cu_emulated(void) { return CU_EMU; }
+
+extern "C" uint64_t cu_emu_launches(void) {
+#if CU_EMU
+    return cuemu::n_launches;
+#else
+    return 0;
+#endif
+}
 
 extern "C" uint64_t cu_d2h_bytes(kern_backend *b) { return state_of(b)->d2h_bytes; }
 

@@ -22,6 +22,8 @@ typedef struct CUstream_st *cu_stream;
 
 /* Whether these kernels run under the CPU emulator (emu.h) rather than on a GPU. */
 bool cu_emulated(void);
+/* Kernels launched so far under the emulator (every instance's), 0 on a GPU. */
+uint64_t cu_emu_launches(void);
 
 struct kern_backend;
 /* Bytes the cuda backend b has copied from the device to the host so far (download,
