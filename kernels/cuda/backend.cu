@@ -472,6 +472,17 @@ void cuda_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *
     for (int32_t i = 0; once && i < n; i++) once = takes_q8(w[i]->type) && w[i]->n_in == w[0]->n_in;
     q8_acts a;
     if (once && !quantize_acts(b, &a, x, n_rows, w[0]->n_in)) return;
+    /* one launch when they share a type too and write device memory */
+    bool fused = once && n <= CU_MQ_N;
+    for (int32_t i = 0; fused && i < n; i++) fused = w[i]->type == w[0]->type && on_device(b, y[i]);
+    if (fused) {
+        const void *wd[CU_MQ_N];
+        int64_t n_out[CU_MQ_N];
+        for (int32_t i = 0; i < n; i++) wd[i] = w[i]->data, n_out[i] = w[i]->n_out;
+        cu_matmul_q8_n(n, y, w[0]->type, wd, n_out, w[0]->n_in, a.q, a.d, a.sum, n_rows, STREAM);
+        LAUNCHED(b, "matmul");
+        return;
+    }
     for (int32_t i = 0; i < n; i++) matmul_one(b, y[i], w[i], x, n_rows, once ? &a : nullptr);
 }
 

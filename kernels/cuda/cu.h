@@ -124,6 +124,12 @@ void cu_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *x, int32_t 
 bool cu_matmul_q8(float *y, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
                   const int8_t *xq, const float *xd, const int32_t *xs, int32_t n_rows,
                   cu_stream s);
+/* cu_matmul_q8 of one activation by n (at most CU_MQ_N) matrices of one type and n_in,
+ * n_out[i] rows each, into y[i]: one launch, each output the bits of its own call. */
+#define CU_MQ_N 4
+bool cu_matmul_q8_n(int32_t n, float *const *y, uint32_t type, const void *const *w,
+                    const int64_t *n_out, int64_t n_in, const int8_t *xq, const float *xd,
+                    const int32_t *xs, int32_t n_rows, cu_stream s);
 
 /* Softmax of each of n_rows rows of n values in place (float; one block a row). */
 void cu_softmax(float *x, int32_t n_rows, int32_t n, cu_stream s);
