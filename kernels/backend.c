@@ -173,6 +173,23 @@ void kern_backend_free(kern_backend *b) {
 }
 
 const kern_ops *kern_backend_ops(const kern_backend *b) { return b->ops; }
+
+void *kern_host_alloc(kern_backend *b, size_t bytes) {
+    return b->ops->host_alloc ? b->ops->host_alloc(b, bytes) : malloc(bytes ? bytes : 1);
+}
+
+void kern_get_rows(kern_backend *b, float *out, const kern_mat *w, const int32_t *rows, int32_t n) {
+    if (b->ops->get_rows) {
+        b->ops->get_rows(b, out, w, rows, n);
+        return;
+    }
+    for (int32_t i = 0; i < n; i++) b->ops->get_row(b, out + (size_t)i * (size_t)w->n_in, w, rows[i]);
+}
+
+void kern_host_free(kern_backend *b, void *p) {
+    if (b->ops->host_free) b->ops->host_free(b, p);
+    else free(p);
+}
 const char *kern_backend_name(const kern_backend *b) { return b->ops->name; }
 int32_t kern_backend_threads(const kern_backend *b) { return b->n_threads; }
 void *kern_backend_state(kern_backend *b) { return b->state; }

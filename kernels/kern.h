@@ -172,6 +172,11 @@ typedef struct kern_ops {
     void *(*buf_alloc)(kern_backend *b, size_t bytes);
     /* Frees a buf_alloc buffer; NULL is a no-op. */
     void (*buf_free)(kern_backend *b, void *buf);
+    /* Host memory that download fills fastest (a device's page-locked memory), or NULL
+     * with ST_ERR_NOMEM recorded; freed by host_free. Both NULL: plain malloc and free
+     * (kern_host_alloc). */
+    void *(*host_alloc)(kern_backend *b, size_t bytes);
+    void (*host_free)(kern_backend *b, void *p);
     /* bytes from host memory src to the backend's dst (a buffer or a pointer into one). */
     void (*upload)(kern_backend *b, void *dst, const void *src, size_t bytes);
     /* bytes from the backend's src to host memory dst; the ops before it have finished. */
@@ -209,6 +214,10 @@ typedef struct kern_ops {
                      const float *x, int32_t n_rows);
     /* out (n_in) = row `row` of W as float32 (embedding lookup). */
     void (*get_row)(kern_backend *b, float *out, const kern_mat *w, int64_t row);
+    /* out (n, n_in) = rows[i] of W (host memory, n of them), the bits n get_row calls give,
+     * in one pass (a step's embeddings). NULL: kern_get_rows calls get_row n times. */
+    void (*get_rows)(kern_backend *b, float *out, const kern_mat *w, const int32_t *rows,
+                     int32_t n);
     /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w, for n_rows rows of dim; y may equal x. */
     void (*rmsnorm)(kern_backend *b, float *y, const float *x, const float *w, int32_t n_rows,
                     int32_t dim, float eps);
@@ -288,6 +297,12 @@ st_code kern_backend_sync(kern_backend *b, st_err *err);
 /* The ops of a backend (valid while b lives). */
 const kern_ops *kern_backend_ops(const kern_backend *b);
 const char *kern_backend_name(const kern_backend *b);
+/* bytes of host memory for b's downloads (its host_alloc op, else malloc), or NULL (with
+ * ST_ERR_NOMEM recorded by the op); free with kern_host_free (NULL is a no-op). */
+void *kern_host_alloc(kern_backend *b, size_t bytes);
+void kern_host_free(kern_backend *b, void *p);
+/* out (n, w->n_in) = rows rows[0..n) of w: b's get_rows op, else a get_row per row. */
+void kern_get_rows(kern_backend *b, float *out, const kern_mat *w, const int32_t *rows, int32_t n);
 int32_t kern_backend_threads(const kern_backend *b);
 
 /* Backend tables; each backend's file defines one. */

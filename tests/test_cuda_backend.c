@@ -103,12 +103,48 @@ static void test_matmul(uint64_t seed) {
             float *g2 = host(dy2, 3 * (size_t)n_out), *g1 = host(dy, 3 * (size_t)n_out);
             T_CHECK(memcmp(g1, got, sizeof(float) * 3 * n_out) == 0 &&
                     memcmp(g2, got, sizeof(float) * 3 * n_out) == 0, "matmul_n %s", dtype_name(t));
+            /* matmul_n over matrices of other heights (Q, K, V): each its own call's bits */
+            {
+                const int64_t n_o[3] = {n_out, 5, 9};
+                kern_mat sm[3], pm[3];
+                float *dm[3], *hm[3], *gm[3];
+                bool same = true;
+                for (int k = 0; k < 3; k++) {
+                    sm[k] = (kern_mat){t, n_o[k], n_in, k ? make_weights(&seed, t, n_o[k], n_in) : st.data, NULL};
+                    T_CHECK(C->mat_prepare(cu, &pm[k], &sm[k], 0, NULL) == ST_OK, "mat_prepare %s", dtype_name(t));
+                    dm[k] = dev(NULL, 3 * n_o[k]), hm[k] = dev(NULL, 3 * n_o[k]);
+                    C->matmul(cu, hm[k], &pm[k], dx, 3);
+                }
+                C->matmul_n(cu, 3, dm, (const kern_mat *const[]){&pm[0], &pm[1], &pm[2]}, dx, 3);
+                for (int k = 0; k < 3; k++) {
+                    float *a1 = host(dm[k], 3 * (size_t)n_o[k]);
+                    gm[k] = host(hm[k], 3 * (size_t)n_o[k]);
+                    same = same && memcmp(a1, gm[k], sizeof(float) * 3 * (size_t)n_o[k]) == 0;
+                    free(a1), free(gm[k]);
+                    C->buf_free(cu, dm[k]), C->buf_free(cu, hm[k]);
+                    C->mat_release(cu, &pm[k]);
+                    if (k) free((void *)sm[k].data);
+                }
+                T_CHECK(same, "matmul_n %s of three heights", dtype_name(t));
+            }
             /* get_row: the dequantiser's bits */
             float *row = malloc(sizeof(float) * n_in), *drow = dev(NULL, n_in);
             R->get_row(ref, row, &st, n_out - 1);
             C->get_row(cu, drow, &w, n_out - 1);
             float *grow = host(drow, n_in);
             T_CHECK(memcmp(row, grow, sizeof(float) * n_in) == 0, "get_row %s", dtype_name(t));
+            /* get_rows: each row the bits of get_row, repeats and any order */
+            const int32_t idx[5] = {(int32_t)n_out - 1, 0, 3, (int32_t)n_out - 1, 5};
+            float *drows = dev(NULL, 5 * n_in);
+            C->get_rows(cu, drows, &w, idx, 5);
+            float *grows = host(drows, 5 * (size_t)n_in);
+            bool rows_ok = true;
+            for (int32_t i = 0; i < 5; i++) {
+                R->get_row(ref, row, &st, idx[i]);
+                rows_ok = rows_ok && memcmp(row, grows + (size_t)i * n_in, sizeof(float) * n_in) == 0;
+            }
+            T_CHECK(rows_ok, "get_rows %s", dtype_name(t));
+            C->buf_free(cu, drows), free(grows);
             check_sync(dtype_name(t));
             C->mat_release(cu, &w);
             T_CHECK(w.data == NULL, "mat_release clears");

@@ -26,6 +26,8 @@
 #include "forest/sample.h"
 #include "forest/step.h"
 #include "kernels/cuda/cu.h"
+#include "strategy/beam.h"
+#include "strategy/grow.h"
 #include "t.h"
 #include "t_model.h"
 
@@ -123,7 +125,11 @@ static bool run_model(const model *m, const char *name, double ref_bound, uint64
             grown[k * GREEDY + s] = t;
             forest_append(f, leaves[k], &t, NULL, 1, &leaves[k], &err);
         }
+        const uint64_t l0 = cu_emu_launches();
         T_CHECK(step_forest(f, &plan, c, &err) == ST_OK, "%s greedy step %d: %s", name, s, err.msg);
+        if (s == 0 && cu_emulated())
+            fprintf(stderr, "%s: a greedy step of %d rows: %llu kernel launches\n", name, plan.n_rows,
+                    (unsigned long long)(cu_emu_launches() - l0));
     }
     int32_t same = 0;
     for (int32_t k = 0; k < n; k++) {
@@ -145,41 +151,15 @@ out:
     return scored > 0 && bitwise == scored;
 }
 
-/* The same forest stepped twice, with full rows and with topk_only, each on its own cuda
- * context: the same top-k (ids and log-probabilities) and the same alternatives in the
- * forest, bit for bit; the top-k-only steps bring back less than a row of logits each
- * (cu_d2h_bytes) and keep no rows. */
-static void topk_only(const model *m, const char *name, uint64_t seed) {
-    const int32_t V = m->hp.n_vocab, n_slots = 256, K = 8;
-    model_ctx *c[2] = {ctx(m, "cuda", n_slots), ctx(m, "cuda", n_slots)};
-    forest *f[2] = {forest_init(n_slots, 4), forest_init(n_slots, 4)};
-    step_plan p[2];
-    int32_t prompt[12], toks[3];
-    for (int32_t i = 0; i < 12; i++) prompt[i] = (int32_t)(lcg(&seed) % (uint64_t)V);
-    uint64_t d2h[2] = {0, 0};
-    st_err err = {0};
-    for (int j = 0; j < 2 && c[0] && c[1]; j++) {
-        step_plan_init(&p[j]);
-        p[j].top_k = K;
-        p[j].topk_only = j == 1;
-        forest_id root;
-        uint64_t s = seed;
-        T_CHECK(forest_add_root(f[j], prompt, NULL, 12, 0, &root, &err) == ST_OK, "root: %s", err.msg);
-        for (int32_t k = 0; k < 4; k++) {
-            for (int32_t i = 0; i < 3; i++) toks[i] = (int32_t)(lcg(&s) % (uint64_t)V);
-            forest_append(f[j], root, toks, NULL, 1 + k % 3, NULL, &err);
-        }
-        const uint64_t before = cu_d2h_bytes(model_ctx_backend(c[j]));
-        T_CHECK(step_forest(f[j], &p[j], c[j], &err) == ST_OK, "%s step: %s", name, err.msg);
-        d2h[j] = cu_d2h_bytes(model_ctx_backend(c[j])) - before;
-    }
-    if (!c[0] || !c[1]) goto out;
+/* Leaves of f[0] and f[1] (the same shape) whose last step's top-k (p[j]) and alternatives
+ * are the same bits, rows kept by p[0] only. */
+static int32_t same_topk(forest *const f[2], step_plan p[2], int32_t K, int32_t *n) {
     forest_id leaves[2][16];
-    const int32_t n = forest_leaves(f[0], leaves[0], 16);
-    T_CHECK(n == 4 && forest_leaves(f[1], leaves[1], 16) == n, "%s: 4 leaves each", name);
+    *n = forest_leaves(f[0], leaves[0], 16);
+    if (forest_leaves(f[1], leaves[1], 16) != *n) return -1;
     int32_t same = 0, alt_ids[2][4];
     float alt_lp[2][4];
-    for (int32_t k = 0; k < n; k++) {
+    for (int32_t k = 0; k < *n; k++) {
         const int32_t *ids[2];
         const float *lp[2];
         const int32_t nk = step_topk_of(&p[0], leaves[0][k], &ids[0], &lp[0]);
@@ -193,15 +173,199 @@ static void topk_only(const model *m, const char *name, uint64_t seed) {
         same += topk && alts && step_logits_of(&p[0], leaves[0][k]) &&
                 !step_logits_of(&p[1], leaves[1][k]) && isnan(step_logprob_of(&p[1], leaves[1][k], 0));
     }
-    T_CHECK(same == n, "%s: topk_only gives the same top-k and alternatives for %d of %d leaves, no rows",
-            name, same, n);
+    return same;
+}
+
+/* Each leaf of f grown by its best token of p's last step (greedy from the top-k). */
+static void grow_top1(forest *f, const step_plan *p) {
+    forest_id leaves[16];
+    const int32_t n = forest_leaves(f, leaves, 16);
+    st_err err = {0};
+    for (int32_t k = 0; k < n; k++) {
+        const int32_t *ids;
+        if (step_topk_of(p, leaves[k], &ids, NULL) > 0)
+            forest_append(f, leaves[k], ids, NULL, 1, NULL, &err);
+    }
+}
+
+/* The same forest stepped three times (each step after the first grown greedily from the
+ * last's top-k),
+ * with full rows and with topk_only, each on its own cuda context: the same top-k (ids
+ * and log-probabilities) and the same alternatives in the forest, bit for bit; the
+ * top-k-only steps bring back less than a row of logits each (cu_d2h_bytes) and keep no
+ * rows; no step sends rows back up for their log-sum-exp (cu_h2d_bytes), and the third
+ * step allocates no device memory (its logits buffers are the context's; the second may
+ * still fill the backend's cache of small arrays). */
+static void topk_only(const model *m, const char *name, uint64_t seed) {
+    const int32_t V = m->hp.n_vocab, n_slots = 256, K = 8;
+    model_ctx *c[2] = {ctx(m, "cuda", n_slots), ctx(m, "cuda", n_slots)};
+    forest *f[2] = {forest_init(n_slots, 4), forest_init(n_slots, 4)};
+    step_plan p[2];
+    int32_t prompt[12], toks[3], n = 0;
+    for (int32_t i = 0; i < 12; i++) prompt[i] = (int32_t)(lcg(&seed) % (uint64_t)V);
+    uint64_t d2h[2] = {0, 0}, h2d[2] = {0, 0}, allocs[2] = {0, 0};
+    st_err err = {0};
+    if (!c[0] || !c[1]) goto out;
+    for (int j = 0; j < 2; j++) {
+        step_plan_init(&p[j]);
+        p[j].top_k = K;
+        p[j].topk_only = j == 1;
+        forest_id root;
+        uint64_t s = seed;
+        T_CHECK(forest_add_root(f[j], prompt, NULL, 12, 0, &root, &err) == ST_OK, "root: %s", err.msg);
+        for (int32_t k = 0; k < 4; k++) {
+            for (int32_t i = 0; i < 3; i++) toks[i] = (int32_t)(lcg(&s) % (uint64_t)V);
+            forest_append(f[j], root, toks, NULL, 1 + k % 3, NULL, &err);
+        }
+    }
+    for (int step = 0; step < 3; step++) {
+        for (int j = 0; j < 2; j++) {
+            kern_backend *be = model_ctx_backend(c[j]);
+            const uint64_t d0 = cu_d2h_bytes(be), u0 = cu_h2d_bytes(be), a0 = cu_dev_allocs(be);
+            if (step > 0) grow_top1(f[j], &p[j]);
+            T_CHECK(step_forest(f[j], &p[j], c[j], &err) == ST_OK, "%s step: %s", name, err.msg);
+            if (step == 0) d2h[j] = cu_d2h_bytes(be) - d0;
+            if (step == 2) allocs[j] = cu_dev_allocs(be) - a0;
+            const uint64_t u = cu_h2d_bytes(be) - u0;
+            h2d[j] = u > h2d[j] ? u : h2d[j];
+        }
+        const int32_t same = same_topk(f, p, K, &n);
+        T_CHECK(n == 4 && same == n, "%s step %d: topk_only gives the same top-k and alternatives "
+                "for %d of %d leaves, no rows", name, step + 1, same, n);
+    }
     T_CHECK(d2h[0] >= (uint64_t)n * V * sizeof(float) && d2h[1] < (uint64_t)V * sizeof(float),
             "%s: bytes brought back by a step of %d rows: %llu with full rows, %llu top-k only", name,
             n, (unsigned long long)d2h[0], (unsigned long long)d2h[1]);
+    T_CHECK(h2d[0] < (uint64_t)V * sizeof(float) && h2d[1] < (uint64_t)V * sizeof(float),
+            "%s: most bytes sent up by a step: %llu with full rows, %llu top-k only (a row: %llu)",
+            name, (unsigned long long)h2d[0], (unsigned long long)h2d[1],
+            (unsigned long long)V * sizeof(float));
+    T_CHECK(allocs[0] == 0 && allocs[1] == 0,
+            "%s: device allocations in a third step: %llu with full rows, %llu top-k only", name,
+            (unsigned long long)allocs[0], (unsigned long long)allocs[1]);
     step_plan_free(&p[0]), step_plan_free(&p[1]);
 out:
     forest_free(f[0]), forest_free(f[1]);
     model_ctx_free(c[0]), model_ctx_free(c[1]);
+}
+
+/* Greedy grow of two branches on cuda, whose steps want the top-1 alone (the rows stay on
+ * the device), against linear greedy decoding on the same backend: the same tokens, each
+ * token's log-probability within LP_BOUND of the log-softmax of linear decoding's logits,
+ * and less than a row brought back by any step. */
+#define LP_BOUND 1e-5
+static void grow_greedy(const model *m, const char *name) {
+    const int32_t V = m->hp.n_vocab, N = 8;
+    int32_t prompt[4] = {1, 5 % V, 9 % V, 13 % V}, lin[8], path[16];
+    model_ctx *c = ctx(m, "cuda", 64), *lc = ctx(m, "cuda", 64);
+    forest *f = forest_init(64, 0);
+    float *want = malloc(sizeof(float) * (size_t)V);
+    st_err err = {0};
+    forest_id root;
+    grow g;
+    sample_params sp = sample_default_params();
+    sp.temp = 0;
+    step_plan p;
+    step_plan_init(&p);
+    if (!c || !lc || forest_add_root(f, prompt, NULL, 4, 0, &root, &err) ||
+        grow_init(&g, f, root, 2, &sp, N, V, &err)) {
+        T_CHECK(0, "%s grow: %s", name, err.msg);
+        goto out;
+    }
+    uint64_t most = 0;
+    int32_t active = 1;
+    for (int32_t s = 0; s <= N && active > 0; s++) {
+        const uint64_t d0 = cu_d2h_bytes(model_ctx_backend(c));
+        T_CHECK(grow_step(&g, f, &p, c, NULL, NULL, NULL, &active, &err) == ST_OK, "%s grow: %s", name, err.msg);
+        const uint64_t d = cu_d2h_bytes(model_ctx_backend(c)) - d0;
+        most = d > most ? d : most;
+    }
+    T_CHECK(t_greedy_linear(m, prompt, 4, N, lin), "%s: linear greedy", name);
+    double worst = 0;
+    int32_t same = 0;
+    for (int32_t i = 0; i < g.n; i++) {
+        const int32_t len = forest_path(f, g.br[i].leaf, path, 16);
+        same += len == 4 + N && !memcmp(path + 4, lin, sizeof lin);
+        int32_t at = forest_index(g.br[i].leaf);
+        for (int32_t k = len - 1; k >= 4 && at >= 0; k--, at = forest_node_at(f, at)->parent) {
+            t_linear(lc, path, k, 0, want);
+            sample_log_softmax(want, V, want);
+            const double e = fabs((double)forest_node_at(f, at)->logprob - want[path[k]]);
+            worst = e > worst || isnan(e) ? e : worst;
+        }
+    }
+    T_CHECK(same == g.n, "%s: greedy grow = linear greedy for %d of %d branches", name, same, g.n);
+    T_CHECK(worst <= LP_BOUND, "%s: greedy grow's log-probabilities off by %.3g", name, worst);
+    T_CHECK(most < (uint64_t)V * sizeof(float), "%s: a greedy step brought back %llu bytes (a row: %llu)",
+            name, (unsigned long long)most, (unsigned long long)V * sizeof(float));
+    grow_free(&g);
+out:
+    step_plan_free(&p);
+    free(want);
+    forest_free(f);
+    model_ctx_free(c), model_ctx_free(lc);
+}
+
+/* Beam search (width 4, 10 tokens) of the prompt on backend name; its results into
+ * toks / sums (at most 4), *n their count; *most the most bytes a step brought back
+ * (cuda only). */
+static void beam_on(const model *m, const char *backend, int32_t toks[4][10], double sums[4],
+                    int32_t *n, uint64_t *most) {
+    int32_t prompt[4] = {1, 403, 407, 261};
+    model_ctx *c = ctx(m, backend, 128);
+    forest *f = forest_init(128, 0);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    forest_id last;
+    beam_params bp = beam_default_params();
+    bp.width = 4, bp.max_tokens = 10;
+    beam *b = c && !forest_add_root(f, prompt, NULL, 4, 0, &last, &err)
+                  ? beam_init(f, last, &bp, NULL, m->hp.n_vocab, &err) : NULL;
+    T_CHECK(b != NULL, "beam on %s: %s", backend, err.msg);
+    *n = 0, *most = 0;
+    while (b && !beam_done(b)) {
+        const bool dev = !strcmp(backend, "cuda");
+        const uint64_t d0 = dev ? cu_d2h_bytes(model_ctx_backend(c)) : 0;
+        if (beam_step(b, f, &p, c, &err)) {
+            T_CHECK(0, "beam step on %s: %s", backend, err.msg);
+            break;
+        }
+        const uint64_t d = dev ? cu_d2h_bytes(model_ctx_backend(c)) - d0 : 0;
+        *most = d > *most ? d : *most;
+    }
+    for (int32_t i = 0; b && i < beam_n_results(b) && i < 4; i++, ++*n) {
+        const beam_hyp *h = beam_result(b, i);
+        memset(toks[i], 0xff, sizeof toks[i]);
+        memcpy(toks[i], h->tokens, sizeof(int32_t) * (size_t)(h->n < 10 ? h->n : 10));
+        sums[i] = h->sum;
+    }
+    beam_free(b);
+    step_plan_free(&p);
+    forest_free(f);
+    model_ctx_free(c);
+}
+
+/* Beam search on cuda, whose steps bring back each row's top-k alone, against the same
+ * search on the cpu backend (reading full rows): the same hypotheses in the same order,
+ * their sums of log-probabilities within BEAM_BOUND, and no step bringing back a row. */
+#define BEAM_BOUND 1e-4
+static void beam_vs_cpu(const model *m, const char *name) {
+    int32_t t[2][4][10], n[2];
+    double sums[2][4], worst = 0;
+    uint64_t most[2];
+    beam_on(m, "cpu", t[0], sums[0], &n[0], &most[0]);
+    beam_on(m, "cuda", t[1], sums[1], &n[1], &most[1]);
+    for (int32_t i = 0; i < n[0] && i < n[1]; i++) {
+        const double e = fabs(sums[0][i] - sums[1][i]);
+        worst = e > worst || isnan(e) ? e : worst;
+    }
+    T_CHECK(n[0] > 0 && n[0] == n[1] && !memcmp(t[0], t[1], sizeof t[0][0] * (size_t)n[0]),
+            "%s: beam on cuda gives cpu's %d hypotheses (%d)", name, n[0], n[1]);
+    T_CHECK(worst <= BEAM_BOUND, "%s: beam sums off by %.3g", name, worst);
+    T_CHECK(most[1] < (uint64_t)m->hp.n_vocab * sizeof(float),
+            "%s: a beam step brought back %llu bytes (a row: %llu)", name,
+            (unsigned long long)most[1], (unsigned long long)m->hp.n_vocab * sizeof(float));
 }
 
 /* The prompt's greedy continuation: the same tokens on cuda as on cpu. */
@@ -247,6 +411,7 @@ int main(void) {
     T_CHECK(m != NULL, "tiny model: %s", err.msg);
     if (m) run_model(m, "tiny q8_0 gqa2", NERR_BOUND_Q8, 7);
     if (m) topk_only(m, "tiny q8_0 gqa2", 5);
+    if (m) grow_greedy(m, "tiny q8_0 gqa2");
     model_free(m);
     mp.arch = "qwen2moe"; /* a mixture of experts with a shared expert: rows grouped by expert */
     mp.n_expert = 8;
@@ -284,6 +449,8 @@ int main(void) {
     if (m) {
         run_model(m, "stories260K", NERR_BOUND, 11);
         topk_only(m, "stories260K", 13);
+        grow_greedy(m, "stories260K");
+        beam_vs_cpu(m, "stories260K");
         greedy_vs_cpu(m, "stories260K", 24);
     }
     model_free(m);

@@ -58,7 +58,7 @@ build() {
         case $b in
         */multidecode-cuda.so) cp "$b" "$dir/bin/" ;; # (unstripped: the program checks its CRC)
         */multidecode) strip --strip-debug -o "$dir/bin/multidecode" "$b" ;;
-        *) strip --strip-debug -o "$dir/tests/$(basename "$b")" "$b" ;;
+        *) strip --strip-all -o "$dir/tests/$(basename "$b")" "$b" ;; # (the kernels keep their names in the cubins)
         esac
     done
     debs=$(mktemp -d)

@@ -20,7 +20,7 @@ void step_plan_free(step_plan *p) {
     free(p->segs);
     free(p->want);
     free(p->out_node);
-    free(p->logits);
+    free(p->logits_buf);
     free(p->scratch);
     free(p->row_of);
     free(p->lse);
@@ -293,13 +293,14 @@ int32_t step_topk_of(const step_plan *p, forest_id node, const int32_t **ids, co
 }
 
 /* Every out row's log-sum-exp and top-k in one op on the backend from the rows (p->logits,
- * or backend memory), when the caller or the forest wants top-k; the forest's share goes
- * into each node's alternatives. */
-static void store_topk(forest *f, step_plan *p, const float *rows) {
+ * or backend memory), when the caller or the forest wants top-k, or when the rows are on
+ * a device (so that they never go back up for it); the forest's share goes into each
+ * node's alternatives. */
+static void store_topk(forest *f, step_plan *p, const float *rows, bool on_device) {
     const int32_t K = p->tk_k, KF = forest_top_k(f) < K ? forest_top_k(f) : K;
-    if (K <= 0 || p->n_out == 0) return; /* (then each row's lse waits until asked for) */
+    if ((K <= 0 && !on_device) || p->n_out == 0) return; /* (each row's lse waits until asked for) */
     kern_backend_ops(p->be)->topk_lse(p->be, rows, p->n_out, p->n_vocab, K, p->lse,
-                                      p->tk_ids, p->tk_lp);
+                                      K > 0 ? p->tk_ids : NULL, K > 0 ? p->tk_lp : NULL);
     memset(p->lse_ok, 1, (size_t)p->n_out);
     const int32_t n = KF < p->n_vocab ? KF : p->n_vocab;
     for (int32_t o = 0; o < p->n_out && KF > 0; o++)
@@ -330,16 +331,18 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
     int32_t K = forest_top_k(f) > p->top_k ? forest_top_k(f) : p->top_k;
     kern_backend *be = model_ctx_backend(c);
     const kern_ops *o = kern_backend_ops(be);
-    /* rows only the top-k is read from stay where a device backend computes them */
-    const bool on_device = p->topk_only && o->device && p->n_out > 0;
-    float *rows;
+    /* A device backend computes the rows into its context's buffer, the log-sum-exp and
+     * top-k there, and brings the rows down (into the context's pinned memory) only when
+     * the caller reads them. */
+    const bool on_device = o->device && p->n_out > 0;
+    float *rows, *host = NULL;
     if (on_device) {
-        rows = o->buf_alloc(be, sizeof(float) * (size_t)V * (size_t)p->n_out);
-        if (!rows) kern_backend_sync(be, NULL); /* (reported below, as the host's is) */
+        rows = model_ctx_logits(c, p->n_out, false, NULL);
+        if (rows && !p->topk_only && !(host = model_ctx_logits(c, p->n_out, true, NULL))) rows = NULL;
     } else {
         int32_t cap = p->n_vocab == V ? p->cap_logits_rows : 0; /* rows of the last vocabulary's size */
-        rows = arr_reserve_i32(p->logits, sizeof(float) * (size_t)V, p->n_out, &cap);
-        if (rows) p->logits = rows, p->cap_logits_rows = cap;
+        rows = arr_reserve_i32(p->logits_buf, sizeof(float) * (size_t)V, p->n_out, &cap);
+        if (rows) p->logits_buf = rows, p->cap_logits_rows = cap;
     }
     st_code rc = ST_OK;
     if (!rows ||
@@ -373,7 +376,6 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
     if (rc) {
         if (n_cells > 0) rstate_cancel(f, p);
         p->attn_n = 0;
-        if (on_device && rows) o->buf_free(be, rows);
         step_plan_cancel(f, p);
         return rc;
     }
@@ -386,9 +388,10 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
     if (n_cells > 0) rstate_commit(f, p);
     if (p->n_out > 0) memset(p->lse_ok, 0, (size_t)p->n_out);
     p->tk_k = K;
-    p->rows_kept = !on_device;
-    store_topk(f, p, rows);
-    if (on_device) o->buf_free(be, rows);
+    store_topk(f, p, rows, on_device);
+    if (host) o->download(be, host, rows, sizeof(float) * (size_t)V * (size_t)p->n_out);
+    p->logits = on_device ? host : p->logits_buf;
+    p->rows_kept = p->logits != NULL || p->n_out == 0;
     p->active = false;
     return ST_OK;
 }

@@ -48,7 +48,10 @@ typedef struct step_plan {
     uint8_t *want;         /* (n_rows) 1: row returns logits */
     int32_t n_out;         /* rows returning logits */
     forest_id *out_node;   /* (n_out) node of each logits row, in row order */
-    float *logits;         /* (n_out, n_vocab) after step_run */
+    float *logits;         /* (n_out, n_vocab) after step_run, when rows_kept: logits_buf,
+                              or on a device backend its context's host buffer (valid until
+                              the next run or the context is freed) */
+    float *logits_buf;     /* the plan's own rows, for a host backend */
     int32_t n_vocab;
     bool active;           /* holds slots (built, not yet run or cancelled) */
     /* capacities */
@@ -65,7 +68,10 @@ typedef struct step_plan {
                               forest's alternatives), not the logits rows, so a device
                               backend leaves the rows on the device and brings back the
                               top-k alone; step_logits_of then gives NULL and
-                              step_logprob_of NAN. false (the default): full rows */
+                              step_logprob_of NAN. false (the default): full rows. A
+                              device backend keeps the rows in its context's buffers and
+                              computes every row's log-sum-exp there either way: nothing
+                              but ids, log-probabilities and the rows asked for cross */
     bool rows_kept;        /* the last run's rows are in logits (not left on a device) */
     kern_lse *lse;         /* (n_out) each logits row's log-sum-exp (kern topk_lse op) */
     uint8_t *lse_ok;       /* (n_out) lse[o] computed for the last run */

@@ -54,6 +54,9 @@ struct model_ctx {
     int32_t n_rstates;
     float *rstate;    /* a buffer: each recurrent layer's n_rstates cells */
     float **rs_cells; /* (n_layer) layer l's cells into rstate; NULL on attention layers */
+    float *out_dev;   /* a buffer: (out_dev_rows, n_vocab) logits (model_ctx_logits) */
+    float *out_host;  /* host memory (kern_host_alloc): (out_host_rows, n_vocab) */
+    int32_t out_dev_rows, out_host_rows;
 };
 
 /* Floats of layer l's K rows of one slot. */
@@ -89,6 +92,30 @@ model_ctx_params model_ctx_default_params(void) {
 
 int32_t model_ctx_n_slots(const model_ctx *c) { return c->n_slots; }
 kern_backend *model_ctx_backend(model_ctx *c) { return c->be; }
+
+/* *buf grown to rows logits rows (at least doubling), on the backend or the host. */
+static float *logits_grow(model_ctx *c, float **buf, int32_t *cap, int32_t rows, bool host,
+                          st_err *err) {
+    if (rows <= *cap && *buf) return *buf;
+    const int32_t n = rows > 2 * *cap ? rows : 2 * *cap;
+    const size_t bytes = sizeof(float) * (size_t)n * (size_t)c->m->hp.n_vocab;
+    if (host) kern_host_free(c->be, *buf);
+    else c->ops->buf_free(c->be, *buf);
+    *cap = 0;
+    *buf = host ? kern_host_alloc(c->be, bytes) : c->ops->buf_alloc(c->be, bytes);
+    if (!*buf) {
+        kern_backend_sync(c->be, NULL); /* (the op's record: the message is ours) */
+        st_set(err, ST_ERR_NOMEM, "out of memory for %d rows of logits", (int)n);
+        return NULL;
+    }
+    *cap = n;
+    return *buf;
+}
+
+float *model_ctx_logits(model_ctx *c, int32_t n_rows, bool host, st_err *err) {
+    return host ? logits_grow(c, &c->out_host, &c->out_host_rows, n_rows, true, err)
+                : logits_grow(c, &c->out_dev, &c->out_dev_rows, n_rows, false, err);
+}
 const model_hparams *model_ctx_hparams(const model_ctx *c) { return &c->m->hp; }
 
 st_code model_kv_permute(model_ctx *c, const int32_t *dst_of_src, st_err *err) {
@@ -136,6 +163,8 @@ void model_ctx_free(model_ctx *c) {
         moe_scratch_free(c->moe, c->be);
         c->ops->buf_free(c->be, c->kv);
         c->ops->buf_free(c->be, c->rstate);
+        c->ops->buf_free(c->be, c->out_dev);
+        kern_host_free(c->be, c->out_host);
 #define ACT_FREE(name, width) c->ops->buf_free(c->be, c->name);
         ACTS(ACT_FREE)
 #undef ACT_FREE
@@ -410,7 +439,7 @@ static void ple_inputs(model_ctx *c, const model_batch *b, int32_t r0, int32_t n
     const kern_ops *o = c->ops;
     const int32_t P = hp->n_embd_ple, NL = hp->n_layer;
     const size_t PL = (size_t)NL * P;
-    for (int32_t i = 0; i < n; i++) o->get_row(c->be, c->ple + i * PL, &w->ple_embd, b->tokens[r0 + i]);
+    kern_get_rows(c->be, c->ple, &w->ple_embd, b->tokens + r0, n);
     o->scale(c->be, c->ple, sqrtf((float)P), (int64_t)n * (int64_t)PL);
     o->matmul(c->be, c->ple2, &w->ple_model_proj, c->x, n);
     o->scale(c->be, c->ple2, 1.0f / sqrtf((float)hp->n_embd), (int64_t)n * (int64_t)PL);
@@ -514,9 +543,8 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
     const model_hparams *hp = &c->m->hp;
     const kern_ops *o = c->ops;
     kern_backend *be = c->be;
-    const size_t E = (size_t)hp->n_embd;
 
-    for (int32_t i = 0; i < n; i++) o->get_row(be, c->x + i * E, &w->tok_embd, b->tokens[r0 + i]);
+    kern_get_rows(be, c->x, &w->tok_embd, b->tokens + r0, n);
     if (hp->embd_scale != 1.0f) o->scale(be, c->x, hp->embd_scale, (int64_t)n * hp->n_embd);
     if (hp->n_embd_ple > 0) ple_inputs(c, b, r0, n);
     void (*act)(kern_backend *, float *, const float *, const float *, int64_t) =

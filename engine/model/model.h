@@ -288,6 +288,12 @@ void model_ctx_free(model_ctx *c); /* NULL is a no-op */
 int32_t model_ctx_n_slots(const model_ctx *c);
 kern_backend *model_ctx_backend(model_ctx *c);
 const model_hparams *model_ctx_hparams(const model_ctx *c);
+/* The context's room for n_rows rows of logits (n_vocab floats each), kept until it is
+ * freed and grown when a step needs more (the contents do not survive a growth), so that
+ * steps allocate nothing: backend memory (host is false; on a device backend, where
+ * model_forward writes the logits without a copy) or host memory that downloads fill
+ * fastest (host is true: page-locked on a device backend). NULL + ST_ERR_NOMEM. */
+float *model_ctx_logits(model_ctx *c, int32_t n_rows, bool host, st_err *err);
 
 /* Moves K/V rows between slots in every layer: the row in slot s goes to dst_of_src[s]
  * (-1: dropped). dst_of_src has n_slots entries and must be injective on its used

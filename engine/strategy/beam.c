@@ -203,12 +203,19 @@ static st_code prune_up(beam *b, forest *f, forest_id node, st_err *err) {
 /* Every live hypothesis's 2B best tokens as candidates, ordered (see beam.h); returns
  * how many, -1 when a leaf has no logits in the step. */
 static int32_t beam_candidates(beam *b, const step_plan *p) {
-    int32_t K = 2 * b->p.width, nc = 0;
+    int32_t K = 2 * b->p.width < b->V ? 2 * b->p.width : b->V, nc = 0;
     for (int32_t i = 0; i < b->n_live; i++) {
         const float *lg = step_logits_of(p, b->leaf[i]);
+        const int32_t *ids;
+        const float *lp;
+        if (!lg && step_topk_of(p, b->leaf[i], &ids, &lp) >= K) { /* the rows stayed on a device */
+            for (int32_t j = 0; j < K; j++)
+                b->cand[nc++] = (beam_cand){b->sum[i] + (double)lp[j], i, ids[j], lp[j]};
+            continue;
+        }
         if (!lg) return -1 - i;
         sample_log_softmax(lg, b->V, b->lsm);
-        int32_t k = best_tokens(b->lsm, b->V, K < b->V ? K : b->V, i, b->sum[i], b->top);
+        int32_t k = best_tokens(b->lsm, b->V, K, i, b->sum[i], b->top);
         memcpy(&b->cand[nc], b->top, sizeof *b->top * (size_t)k);
         nc += k;
     }
@@ -300,7 +307,13 @@ static st_code beam_finish(beam *b, forest *f, bool stopped, st_err *err) {
 
 st_code beam_step(beam *b, forest *f, step_plan *p, model_ctx *c, st_err *err) {
     if (b->done) return ST_OK;
+    /* a device brings back each row's 2B best tokens alone, not its logits */
+    const bool topk_only = p->topk_only;
+    const int32_t top_k = p->top_k;
+    if (kern_backend_ops(model_ctx_backend(c))->device)
+        p->topk_only = true, p->top_k = top_k > 2 * b->p.width ? top_k : 2 * b->p.width;
     st_code rc = step_forest(f, p, c, err);
+    p->topk_only = topk_only, p->top_k = top_k;
     if (rc) return rc;
     int32_t used = kv_alloc_used(forest_kv(f));
     if (used > b->kv_peak) b->kv_peak = used;

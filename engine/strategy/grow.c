@@ -198,9 +198,46 @@ void grow_forget(grow *g, const forest *f) {
     }
 }
 
+/* Whether every running branch takes its leaf's best token (temperature 0, no penalty),
+ * so that a device backend needs to bring back only each row's top-1. */
+static bool grow_greedy(const grow *g, model_ctx *c) {
+    if (!kern_backend_ops(model_ctx_backend(c))->device) return false;
+    for (int32_t i = 0; i < g->n; i++) {
+        const sample_params *sp = &g->br[i].smp.p;
+        if (!g->br[i].done && (sp->temp > 0 || sample_uses_history(sp))) return false;
+    }
+    return true;
+}
+
+/* Branch i's next token and its log-probability from the step's rows, or from its top-1
+ * when the rows stayed on the device (a greedy step). */
+static st_code grow_pick(grow *g, forest *f, step_plan *p, int32_t V, int32_t i, int32_t *t,
+                         float *lp, st_err *err) {
+    grow_branch *b = &g->br[i];
+    const float *lg = step_logits_of(p, b->leaf);
+    const int32_t *ids;
+    const float *lps;
+    if (!lg && step_topk_of(p, b->leaf, &ids, &lps) > 0) {
+        *t = ids[0], *lp = lps[0];
+        return ST_OK;
+    }
+    if (!lg) return st_set(err, ST_ERR_ARG, "branch %d: its leaf was not scored", i);
+    const int32_t *hist;
+    int32_t nh;
+    st_code rc = grow_history(g, f, i, &hist, &nh, err);
+    if (rc) return rc;
+    *t = sampler_sample_hist(&b->smp, lg, V, hist, nh);
+    *lp = step_logprob_of(p, b->leaf, *t);
+    return ST_OK;
+}
+
 st_code grow_step(grow *g, forest *f, step_plan *p, model_ctx *c, const tok *tk,
                   grow_emit_fn emit, void *ud, int32_t *active, st_err *err) {
+    const bool topk_only = p->topk_only;
+    const int32_t top_k = p->top_k;
+    if (grow_greedy(g, c)) p->topk_only = true, p->top_k = top_k > 0 ? top_k : 1;
     st_code rc = step_forest(f, p, c, err);
+    p->topk_only = topk_only, p->top_k = top_k;
     if (rc) return rc;
     int32_t V = p->n_vocab ? p->n_vocab : model_ctx_hparams(c)->n_vocab;
     /* appending a child does not touch this step's logits, so branches that share a leaf
@@ -208,14 +245,11 @@ st_code grow_step(grow *g, forest *f, step_plan *p, model_ctx *c, const tok *tk,
     for (int32_t i = 0; i < g->n; i++) {
         grow_branch *b = &g->br[i];
         if (b->done) continue;
-        const float *lg = step_logits_of(p, b->leaf);
-        if (!lg) return st_set(err, ST_ERR_ARG, "branch %d: its leaf was not scored", i);
-        const int32_t *hist;
-        int32_t nh;
-        if ((rc = grow_history(g, f, i, &hist, &nh, err))) return rc;
-        int32_t t = sampler_sample_hist(&b->smp, lg, V, hist, nh);
-        float lp = step_logprob_of(p, b->leaf, t);
-        if ((rc = grow_accept(g, f, i, t, lp, tk, emit, ud, err))) return rc;
+        int32_t t = -1;
+        float lp = NAN;
+        if ((rc = grow_pick(g, f, p, V, i, &t, &lp, err)) ||
+            (rc = grow_accept(g, f, i, t, lp, tk, emit, ud, err)))
+            return rc;
     }
     if (active) *active = g->n_active;
     return ST_OK;

@@ -66,6 +66,8 @@ struct cuda_state {
     small_copy small[N_SMALL];
     uint64_t small_clock;
     uint64_t d2h_bytes; /* copied to the host so far (cu_d2h_bytes) */
+    uint64_t h2d_bytes; /* copied from the host so far, weights aside (cu_h2d_bytes) */
+    uint64_t n_allocs;  /* cudaMalloc calls so far (cu_dev_allocs) */
     dev_buf pinned;     /* page-locked host memory the small results come back into */
     std::vector<std::pair<uintptr_t, uintptr_t>> own; /* this instance's buffers [start, end) */
 };
@@ -109,6 +111,7 @@ bool blas_ok(kern_backend *b, const char *op, cublasStatus_t e, const char *call
  * error named. Honours kern_backend_set_alloc_limit. */
 void *dev_alloc(kern_backend *b, const char *op, const char *what, size_t bytes) {
     void *p = nullptr;
+    state_of(b)->n_allocs++;
     const cudaError_t e = kern_backend_alloc_allowed(b, bytes) ? cudaMalloc(&p, bytes ? bytes : 1)
                                                                : cudaErrorMemoryAllocation;
     if (e == cudaSuccess) return p;
@@ -139,6 +142,12 @@ void *scratch(kern_backend *b, const char *op, int which, size_t bytes) {
     return grow(b, op, &state_of(b)->scratch[which], bytes);
 }
 
+/* bytes of host memory to the device, queued and counted (cu_h2d_bytes). */
+cudaError_t h2d(kern_backend *b, void *dst, const void *src, size_t bytes) {
+    state_of(b)->h2d_bytes += bytes;
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, STREAM);
+}
+
 /* A device copy of bytes of host memory (a batch's small arrays), valid until N_SMALL - 1
  * other arrays have been asked for (the least recently asked for is replaced); NULL
  * recorded when memory runs out. */
@@ -157,7 +166,7 @@ const void *to_device(kern_backend *b, const char *op, const void *host, size_t 
     c.used = ++s->small_clock;
     c.host.clear();
     if (!grow(b, op, &c.dev, bytes)) return nullptr;
-    if (bytes && !CU_OK(b, op, cudaMemcpyAsync(c.dev.p, host, bytes, cudaMemcpyHostToDevice, STREAM)))
+    if (bytes && !CU_OK(b, op, h2d(b, c.dev.p, host, bytes)))
         return nullptr;
     c.host.assign(h, h + bytes);
     return c.dev.p;
@@ -279,7 +288,23 @@ void cuda_buf_free(kern_backend *b, void *buf) {
 }
 
 void cuda_upload(kern_backend *b, void *dst, const void *src, size_t bytes) {
-    if (bytes) CU_OK(b, "upload", cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    if (bytes && CU_OK(b, "upload", h2d(b, dst, src, bytes))) CU_OK(b, "upload", cudaStreamSynchronize(STREAM));
+}
+
+/* Page-locked host memory, so that downloads into it run at the link's full speed. */
+void *cuda_host_alloc(kern_backend *b, size_t bytes) {
+    void *p = nullptr;
+    const cudaError_t e = kern_backend_alloc_allowed(b, bytes) ? cudaMallocHost(&p, bytes ? bytes : 1)
+                                                               : cudaErrorMemoryAllocation;
+    if (e == cudaSuccess) return p;
+    cudaGetLastError();
+    kern_backend_fail(b, ST_ERR_NOMEM, "host_alloc", "out of memory for %zu bytes of pinned host "
+                      "memory (%s)", bytes, cudaGetErrorString(e));
+    return nullptr;
+}
+
+void cuda_host_free(kern_backend *b, void *p) {
+    if (p) CU_OK(b, "host_free", cudaFreeHost(p));
 }
 
 void cuda_download(kern_backend *b, void *dst, const void *src, size_t bytes) {
@@ -447,7 +472,30 @@ void cuda_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *
     for (int32_t i = 0; once && i < n; i++) once = takes_q8(w[i]->type) && w[i]->n_in == w[0]->n_in;
     q8_acts a;
     if (once && !quantize_acts(b, &a, x, n_rows, w[0]->n_in)) return;
+    /* one launch when they share a type too and write device memory */
+    bool fused = once && n <= CU_MQ_N;
+    for (int32_t i = 0; fused && i < n; i++) fused = w[i]->type == w[0]->type && on_device(b, y[i]);
+    if (fused) {
+        const void *wd[CU_MQ_N];
+        int64_t n_out[CU_MQ_N];
+        for (int32_t i = 0; i < n; i++) wd[i] = w[i]->data, n_out[i] = w[i]->n_out;
+        cu_matmul_q8_n(n, y, w[0]->type, wd, n_out, w[0]->n_in, a.q, a.d, a.sum, n_rows, STREAM);
+        LAUNCHED(b, "matmul");
+        return;
+    }
     for (int32_t i = 0; i < n; i++) matmul_one(b, y[i], w[i], x, n_rows, once ? &a : nullptr);
+}
+
+/* Every row in one launch, the indices copied in first. */
+void cuda_get_rows(kern_backend *b, float *out, const kern_mat *w, const int32_t *rows, int32_t n) {
+    if (n <= 0) return;
+    const int32_t *dr = static_cast<const int32_t *>(
+        to_device(b, "get_rows", rows, sizeof(int32_t) * (size_t)n));
+    if (!dr) return;
+    if (!cu_get_rows(out, w->type, w->data, w->n_in, dr, n, STREAM))
+        kern_backend_fail(b, ST_ERR_UNSUPPORTED, "get_rows", "weight type %s has no CUDA kernel",
+                          dtype_name(w->type));
+    LAUNCHED(b, "get_rows");
 }
 
 void cuda_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
@@ -639,7 +687,7 @@ void cuda_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, i
     const float *xd = x;
     if (host_x) {
         float *s = static_cast<float *>(scratch(b, "topk_lse", S_IN, x_bytes));
-        if (!s || !CU_OK(b, "topk_lse", cudaMemcpyAsync(s, x, x_bytes, cudaMemcpyHostToDevice, STREAM)))
+        if (!s || !CU_OK(b, "topk_lse", h2d(b, s, x, x_bytes)))
             return;
         xd = s;
     }
@@ -690,6 +738,8 @@ kern_ops make_ops() {
     o.sync = cuda_sync;
     o.buf_alloc = cuda_buf_alloc;
     o.buf_free = cuda_buf_free;
+    o.host_alloc = cuda_host_alloc;
+    o.host_free = cuda_host_free;
     o.upload = cuda_upload;
     o.download = cuda_download;
     o.mat_prepare = cuda_mat_prepare;
@@ -699,6 +749,7 @@ kern_ops make_ops() {
     o.matmul = cuda_matmul;
     o.matmul_n = cuda_matmul_n;
     o.get_row = cuda_get_row;
+    o.get_rows = cuda_get_rows;
     o.rmsnorm = cuda_rmsnorm;
     o.rope = cuda_rope;
     o.attention = cuda_attention;
@@ -724,4 +775,16 @@ extern "C" const kern_ops kern_cuda_ops = make_ops();
 
 extern "C" bool cu_emulated(void) { return CU_EMU; }
 
+extern "C" uint64_t cu_emu_launches(void) {
+#if CU_EMU
+    return cuemu::n_launches;
+#else
+    return 0;
+#endif
+}
+
 extern "C" uint64_t cu_d2h_bytes(kern_backend *b) { return state_of(b)->d2h_bytes; }
+
+extern "C" uint64_t cu_h2d_bytes(kern_backend *b) { return state_of(b)->h2d_bytes; }
+
+extern "C" uint64_t cu_dev_allocs(kern_backend *b) { return state_of(b)->n_allocs; }

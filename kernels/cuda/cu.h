@@ -22,12 +22,20 @@ typedef struct CUstream_st *cu_stream;
 
 /* Whether these kernels run under the CPU emulator (emu.h) rather than on a GPU. */
 bool cu_emulated(void);
+/* Kernels launched so far under the emulator (every instance's), 0 on a GPU. */
+uint64_t cu_emu_launches(void);
 
 struct kern_backend;
 /* Bytes the cuda backend b has copied from the device to the host so far (download,
  * matmul into host memory, topk_lse's results): what a test counts to see that rows
  * left on the device stay there. */
 uint64_t cu_d2h_bytes(struct kern_backend *b);
+/* Bytes b has copied from the host to the device so far (the batch's small arrays,
+ * upload, rows staged for topk_lse), the prepared weights aside. */
+uint64_t cu_h2d_bytes(struct kern_backend *b);
+/* Device allocations (cudaMalloc calls) b has made so far: what a test counts to see
+ * that a step reuses its buffers. */
+uint64_t cu_dev_allocs(struct kern_backend *b);
 
 /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for n_rows rows of dim (one block a row, float
  * sums); y may equal x. */
@@ -116,6 +124,12 @@ void cu_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *x, int32_t 
 bool cu_matmul_q8(float *y, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
                   const int8_t *xq, const float *xd, const int32_t *xs, int32_t n_rows,
                   cu_stream s);
+/* cu_matmul_q8 of one activation by n (at most CU_MQ_N) matrices of one type and n_in,
+ * n_out[i] rows each, into y[i]: one launch, each output the bits of its own call. */
+#define CU_MQ_N 4
+bool cu_matmul_q8_n(int32_t n, float *const *y, uint32_t type, const void *const *w,
+                    const int64_t *n_out, int64_t n_in, const int8_t *xq, const float *xd,
+                    const int32_t *xs, int32_t n_rows, cu_stream s);
 
 /* Softmax of each of n_rows rows of n values in place (float; one block a row). */
 void cu_softmax(float *x, int32_t n_rows, int32_t n, cu_stream s);

@@ -469,12 +469,16 @@ inline void run(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream
     st.kernel = nullptr;
 }
 
+/* kernels launched so far (cu_emu_launches): what a test counts per step */
+inline uint64_t n_launches;
+
 /* CU_LAUNCH's emulated form: the arguments are converted to the kernel's parameter types
  * once, as CUDA does, and every thread gets its own copy of them. */
 template <class... P, class... A>
 inline void launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                    void (*kern)(P...), A &&...a) {
     static_assert(sizeof...(P) == sizeof...(A), "kernel launched with a wrong argument count");
+    n_launches++;
     std::tuple<std::decay_t<P>...> args(std::forward<A>(a)...);
     run(name, grid, block, smem, stream, [&] { std::apply(kern, args); });
 }
