@@ -1,6 +1,6 @@
 #!/bin/sh
 # gpu-pack.sh - puts together and checks the folder a GPU machine runs from (make gpu-pack,
-# make gpu-pack-check; issue 34). That machine has no network, CUDA 13 with its libraries,
+# make gpu-pack-check). That machine has no network, CUDA 13 with its libraries,
 # and receives at most 64 MiB beside the working tree, so the pack holds:
 #   bin/        the program and its CUDA plugin (sm_90), side by side as the program expects
 #   tests/      the CUDA test programs, linked with the device build

@@ -1,5 +1,5 @@
 #!/bin/sh
-# gpu-run.sh - the whole GPU check in one command for a short device window (issue 34): the
+# gpu-run.sh - the whole GPU check in one command for a short device window: the
 # device, the CUDA tests on it, exactness (forest = linear decoding on the device; greedy
 # tokens and beam log-probabilities against the ref backend), then benches on random-weight
 # models made on the spot, then compute-sanitizer, most important first. Each step runs
