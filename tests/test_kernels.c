@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/kern.h"
 #include "kernels/pool.h"
 #include "kernels/vec.h"
@@ -492,11 +493,27 @@ static void test_matmul_n(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
     free(y1), free(x);
 }
 
+/* The block types this build must pack (from the instruction-set macros, not the kernels'
+ * own list): all of them where there are packed tiles, but the lookup-table types with
+ * AVX-512, which keep their stored form. A packer that silently declines one (and leaves
+ * it on the slow stored path) fails here instead of skipping. */
+static bool t_must_pack(uint32_t type) {
+    return MM_PK && !(MM_Q8_512 && (type == DT_IQ4_NL || type == DT_IQ4_XS || type == DT_MXFP4));
+}
+
+/* No packed form at pk: a failure where the build must have one, else a skip. */
+static void t_no_pack(uint32_t type) {
+    if (t_must_pack(type))
+        T_CHECK(false, "this build packs %s", dtype_name(type));
+    else
+        T_SKIP("this build has no packed form of %s", dtype_name(type));
+}
+
 /* kern_mat_pack on a pool of threads (each packing and zeroing its own o-blocks) makes the
  * bytes packing alone makes, for every packed type, a matrix of many tasks. */
 static void test_pack_pool(uint64_t seed) {
-    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q8_0,
-                                     DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1,   DT_Q8_0,   DT_Q4_K,
+                                     DT_Q5_K, DT_Q6_K, DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
     pool *p = pool_init(3);
     T_CHECK(p != NULL, "pool_init(3)");
     for (size_t ti = 0; p && ti < sizeof types / sizeof *types; ti++) {
@@ -504,7 +521,7 @@ static void test_pack_pool(uint64_t seed) {
         size_t b1 = 0, b3 = 0;
         void *one = kern_mat_pack(&w, &b1, NULL), *three = kern_mat_pack(&w, &b3, p);
         if (!one) {
-            T_SKIP("this build has no packed form of %s", dtype_name(types[ti]));
+            t_no_pack(types[ti]);
         } else {
             T_CHECK(three && b1 == b3 && b1 > (64u << 10) && memcmp(one, three, b1) == 0,
                     "%s: packed on 3 threads = packed alone (%zu bytes)", dtype_name(types[ti]), b1);
@@ -521,8 +538,8 @@ static void test_pack_pool(uint64_t seed) {
  * stored matrices too; no packed form where n_out is not a multiple of 16 or the type
  * has none. */
 static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
-    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q8_0,
-                                     DT_Q4_K, DT_Q5_K, DT_Q6_K};
+    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1,   DT_Q8_0,   DT_Q4_K,
+                                     DT_Q5_K, DT_Q6_K, DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
     static const int64_t n_ins[] = {32, 96, 224, 256, 416, 576, 1536, 2048};
     static const int64_t n_outs[] = {16, 48, 80};
     static const int32_t n_rowss[] = {1, 2, 3, 4, 5, 16, 17};
@@ -552,15 +569,17 @@ static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t se
                 size_t bytes = 0;
                 w.packed = kern_mat_pack(&w, &bytes, NULL);
                 if (!w.packed) {
-                    T_SKIP("this build has no packed form of %s", dtype_name(types[ti]));
+                    t_no_pack(types[ti]);
                     free((void *)w.data);
                     continue;
                 }
                 /* the stored bytes, but for 64-byte padding a block of 16 rows (Q4_K, Q5_K:
-                 * their 6-bit scales and mins as bytes, 4 more bytes a row and super block) */
+                 * their 6-bit scales and mins as bytes, 4 more bytes a row and super block;
+                 * IQ4_XS: its 6-bit scales as bytes, 2 more) */
                 const bool k6 = w.type == DT_Q4_K || w.type == DT_Q5_K;
+                const size_t more = k6 ? 4 : w.type == DT_IQ4_XS ? 2 : 0;
                 const size_t stored = dtype_row_bytes(w.type, n_in) * (size_t)n_out +
-                                      (k6 ? 4 * (size_t)n_out * (size_t)(n_in / 256) : 0);
+                                      more * (size_t)n_out * (size_t)(n_in / 256);
                 T_CHECK(bytes >= stored && bytes < stored + 64 * (size_t)(n_out / 16),
                         "%s packed size %zu", dtype_name(w.type), bytes);
                 float *x = t_q8_exact_floats(&seed, 17 * n_in);

@@ -237,13 +237,20 @@ void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq);
  * Matrices of the block types (Q4_0 .. Q8_0, Q4_K .. Q6_K) whose n_out is a multiple of 16, repacked once at load
  * so that a vector holds 16 weight rows (layout and arithmetic: matmul_pk.c). The
  * activations they read are of the MM_QX_BLK form. Builds with AVX-512 VNNI, AVX2 or NEON (MM_PK). */
+/* The lookup-table types (IQ4_NL, IQ4_XS, MXFP4) are packed with AVX2 and NEON
+ * (matmul_pk_iq.c); AVX-512 builds keep their stored form. */
+SIMD_INLINE bool mm_pk_lut(uint32_t type) { return quant_lut(type) && MM_PK && !MM_Q8_512; }
+/* bytes of a lookup-table type's o-block of n values (matmul_pk_iq.c) */
+size_t mm_pk_lut_ob_bytes(uint32_t type, int64_t n);
 SIMD_INLINE bool mm_pk_type(uint32_t type) {
     return type == DT_Q4_0 || type == DT_Q4_1 || type == DT_Q5_0 || type == DT_Q5_1 ||
-           type == DT_Q8_0 || type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K;
+           type == DT_Q8_0 || type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K ||
+           mm_pk_lut(type);
 }
 /* bytes of a packed block of 16 weight rows of n values (Q4_K, Q5_K: 4 bytes a row and
  * super block more than stored, their 6-bit scales and mins as bytes) */
 SIMD_INLINE size_t mm_pk_ob_bytes(uint32_t type, int64_t n) {
+    if (mm_pk_lut(type)) return mm_pk_lut_ob_bytes(type, n);
     const bool k6 = type == DT_Q4_K || type == DT_Q5_K;
     const size_t bytes = 16 * (dtype_row_bytes(type, n) + (k6 ? 4 * (size_t)(n / 256) : 0));
     return (bytes + 63) / 64 * 64;
