@@ -1,7 +1,9 @@
 /* matmul_pk.c - the packed form of the block types' weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
  * Q4_K, Q5_K, Q6_K; kern_mat_pack): its layout, the packing, and the loop over a matrix's
  * rows that calls a level's tiles (matmul_pk512.c with AVX-512 VNNI, matmul_pkv.c with
- * AVX2 and NEON; none in plain C builds, which keep the stored form).
+ * AVX2 and NEON; none in plain C builds, which keep the stored form). The lookup-table
+ * types IQ4_NL, IQ4_XS and MXFP4 are packed with AVX2 and NEON by matmul_pk_iq.c, whose
+ * tiles this row loop calls too.
  *
  * The tiles of matmul_quant.c put 16 groups of one weight row in a vector, so every 4
  * int8 dot products end in a float conversion, a scale product and one or two
