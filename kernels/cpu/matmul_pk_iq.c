@@ -38,7 +38,7 @@ size_t mm_pk_lut_ob_bytes(uint32_t type, int64_t n) {
     return ((size_t)nb * 256 + sc + 63) / 64 * 64;
 }
 
-#if MM_PK && !MM_Q8_512
+#if MM_PK
 
 /* Packs the 16 stored rows at src (rs bytes apart, nb blocks of 32 each) into the o-block
  * at ob (zeroed before). */
@@ -69,6 +69,10 @@ void mm_pk_lut_pack(uint32_t type, const uint8_t *src, size_t rs, int64_t nb, ui
         }
     }
 }
+
+#endif
+
+#if MM_PK && !MM_Q8_512
 
 /* ---- the level: int vectors (lv) of LV_L int32 lanes, float vectors (lf) ---------- */
 #if MM_Q8_SIMD
@@ -295,4 +299,10 @@ mm_pk_row *mm_pk_lut_tiles(uint32_t type) {
     return type == DT_IQ4_XS ? mm_pkl_iq4_xs_fns : type == DT_MXFP4 ? mm_pkl_mxfp4_fns : mm_pkl_iq4_nl_fns;
 }
 
+#elif MM_PK
+/* AVX-512: none (mm_pk_lut is false), for the calls an unoptimised build keeps */
+mm_pk_row *mm_pk_lut_tiles(uint32_t type) {
+    (void)type;
+    return NULL;
+}
 #endif
