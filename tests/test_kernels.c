@@ -493,17 +493,11 @@ static void test_matmul_n(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
     free(y1), free(x);
 }
 
-/* The block types this build must pack (from the instruction-set macros, not the kernels'
- * own list): all of them where there are packed tiles, but the lookup-table types with
- * AVX-512, which keep their stored form. A packer that silently declines one (and leaves
- * it on the slow stored path) fails here instead of skipping. */
-static bool t_must_pack(uint32_t type) {
-    return MM_PK && !(MM_Q8_512 && (type == DT_IQ4_NL || type == DT_IQ4_XS || type == DT_MXFP4));
-}
-
-/* No packed form at pk: a failure where the build must have one, else a skip. */
+/* No packed form of a type of the packed tests: a failure where the build has packed tiles
+ * (the instruction-set macros, not the kernels' own list of types), else a skip. A packer
+ * that silently declines a type, leaving it on the slow stored path, fails here. */
 static void t_no_pack(uint32_t type) {
-    if (t_must_pack(type))
+    if (MM_PK)
         T_CHECK(false, "this build packs %s", dtype_name(type));
     else
         T_SKIP("this build has no packed form of %s", dtype_name(type));

@@ -237,9 +237,8 @@ void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq);
  * Matrices of the block types (Q4_0 .. Q8_0, Q4_K .. Q6_K; IQ4_NL, IQ4_XS, MXFP4: mm_pk_lut) whose n_out is a multiple of 16, repacked once at load
  * so that a vector holds 16 weight rows (layout and arithmetic: matmul_pk.c). The
  * activations they read are of the MM_QX_BLK form. Builds with AVX-512 VNNI, AVX2 or NEON (MM_PK). */
-/* the lookup-table types are packed with AVX2 and NEON (matmul_pk_iq.c); AVX-512 builds
- * keep their stored form */
-SIMD_INLINE bool mm_pk_lut(uint32_t type) { return quant_lut(type) && MM_PK && !MM_Q8_512; }
+/* the lookup-table types, packed by matmul_pk_iq.c */
+SIMD_INLINE bool mm_pk_lut(uint32_t type) { return quant_lut(type) && MM_PK; }
 /* bytes of a lookup-table type's o-block of n values (matmul_pk_iq.c) */
 size_t mm_pk_lut_ob_bytes(uint32_t type, int64_t n);
 SIMD_INLINE bool mm_pk_type(uint32_t type) {

@@ -1,7 +1,7 @@
 /* matmul_pk_iq.c - the packed form of the lookup-table types (IQ4_NL, IQ4_XS, MXFP4) and
- * its tiles on AVX2 and AArch64 NEON: the packing of an o-block (16 weight rows) and the
- * tiles matmul_pk.c's row loop calls for them. AVX-512 builds keep these types' stored form
- * (matmul_quant.c's tiles): mm_pk_lut says which builds pack them.
+ * its tiles on every level with a packed form (AVX-512 VNNI, AVX2, AArch64 NEON): the
+ * packing of an o-block (16 weight rows) and the tiles matmul_pk.c's row loop calls for
+ * them, one skeleton over a small vector layer per level (16, 8 or 4 rows a vector).
  *
  * A weight is t[q] times a scale, q a 4-bit code and t a table of 16 small integers
  * (IQ4_NL's non-linear int8 table, for IQ4_XS too; MXFP4's e2m1 values doubled, as
@@ -18,9 +18,9 @@
  * Arithmetic of output (o, activation row r), on every level: per block b in order, the
  * exact integer P = sum_j t[q_j] x_j, then y = fma(float(P), d_w * d_x, y) with d_w the
  * block's scale (IQ4_XS: float(d) * (ls - 32), exact in float). A row's result does not
- * depend on the rows beside it; AVX2 and NEON give the same bits. The integer sum per
- * level: dpbusd (AVX-VNNI) takes t + 128, unsigned, and starts at -128 sum q; plain AVX2's
- * maddubs takes IQ4's signed values as |t| times sign(x, t) (a pair below 2 127 127, so
+ * depend on the rows beside it; every level gives the same bits. The integer sum per
+ * level: dpbusd (AVX-512 VNNI, AVX-VNNI) takes t + 128, unsigned, and starts at -128 sum q;
+ * plain AVX2's maddubs takes IQ4's signed values as |t| times sign(x, t) (a pair below 2 127 127, so
  * each product is widened at once) and MXFP4's as t + 12 (below 25: 4 products added in
  * int16) starting at -12 sum q; NEON multiplies the signed values. */
 #include <string.h>
@@ -70,12 +70,40 @@ void mm_pk_lut_pack(uint32_t type, const uint8_t *src, size_t rs, int64_t nb, ui
     }
 }
 
-#endif
-
-#if MM_PK && !MM_Q8_512
 
 /* ---- the level: int vectors (lv) of LV_L int32 lanes, float vectors (lf) ---------- */
-#if MM_Q8_SIMD
+#if MM_Q8_512
+#define LV_L 16
+typedef __m512i lv;
+typedef __m512 lf;
+SIMD_INLINE lv lv_load(const uint8_t *p) { return _mm512_load_si512((const void *)p); }
+SIMD_INLINE lv lv_table(const int8_t *t) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)t));
+}
+SIMD_INLINE void lv_lookup(lv t, lv v, lv *lo, lv *hi) {
+    const lv m = _mm512_set1_epi8(15);
+    *lo = _mm512_shuffle_epi8(t, _mm512_and_si512(v, m));
+    *hi = _mm512_shuffle_epi8(t, _mm512_and_si512(_mm512_srli_epi16(v, 4), m));
+}
+SIMD_INLINE lv lv_set32(int32_t v) { return _mm512_set1_epi32(v); }
+SIMD_INLINE lf lf_zero(void) { return _mm512_setzero_ps(); }
+SIMD_INLINE lf lf_set1(float v) { return _mm512_set1_ps(v); }
+SIMD_INLINE lf lf_mul(lf a, lf b) { return _mm512_mul_ps(a, b); }
+SIMD_INLINE lf lf_fma(lf a, lf b, lf c) { return _mm512_fmadd_ps(a, b, c); }
+SIMD_INLINE lf lf_cvt(lv a) { return _mm512_cvtepi32_ps(a); }
+SIMD_INLINE void lf_store(float *p, lf a) { _mm512_storeu_ps(p, a); }
+SIMD_INLINE lf lf_h(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+SIMD_INLINE lf lf_i8(const uint8_t *p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
+}
+SIMD_INLINE lf lf_e8m0(const uint8_t *p) {
+    const lv e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    const lv big = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const lv small = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    const __mmask16 sub = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(sub, big, small));
+}
+#elif MM_Q8_SIMD
 #define LV_L 8
 typedef __m256i lv;
 typedef __m256 lf;
@@ -154,7 +182,7 @@ SIMD_INLINE lv lv_x4(const uint8_t *xr, int64_t i) {
 /* What the level adds to the table's values to make them the unsigned operand of its dot
  * product (0: signed), and how many products plain AVX2 adds in int16 before widening. */
 SIMD_INLINE int lv_bias(const uint32_t type) {
-#if MM_Q8_VNNI
+#if MM_Q8_VNNI || MM_Q8_512
     (void)type;
     return 128;
 #elif MM_Q8_SIMD
@@ -175,7 +203,10 @@ typedef struct lv_sum {
 /* a += t . x, 4 byte products a lane, t the biased table values; k counts this sum's
  * products in the block. */
 SIMD_INLINE void lv_dot(lv_sum *a, lv t, lv x, const int k, const uint32_t type) {
-#if MM_Q8_VNNI
+#if MM_Q8_512
+    (void)k, (void)type;
+    a->p = _mm512_dpbusd_epi32(a->p, t, x);
+#elif MM_Q8_VNNI
     (void)k, (void)type;
     a->p = MM_DPBUSD(a->p, t, x);
 #elif MM_Q8_SIMD
@@ -216,7 +247,7 @@ SIMD_INLINE const uint8_t *lv_scale_line(const uint8_t *sc, int64_t b, const uin
 /* Parts of an o-block (16 rows) a vector holds; how many a tile takes at once for more
  * than one activation row (one: their sums fill the registers) */
 #define LV_NP (16 / LV_L)
-#define LV_NH_MANY (LV_L == 8 ? 1 : 2)
+#define LV_NH_MANY (LV_L == 4 ? 2 : 1)
 
 /* Parts H0 .. H0 + NH - 1 of the o-block at w times R activation rows, into y[r * ys +
  * L (H0 + h) + lane]. */
@@ -275,22 +306,25 @@ SIMD_INLINE void lv_parts(int64_t nb, const uint8_t *w, size_t obs, const uint8_
         for (int r = 0; r < R; r++) lf_store(y + r * ys + LV_L * (H0 + h), acc[h][r]);
 }
 
-/* One o-block (OB is 1 on these levels) times R rows: all its parts together for one row
- * (decode, where the weights stream from memory once), LV_NH_MANY at a time for more. */
+/* OB o-blocks (obs bytes apart; AVX-512 takes 2) times R rows, one after the other: all
+ * of an o-block's parts together for one row (decode, where the weights stream from memory
+ * once), LV_NH_MANY at a time for more. */
 SIMD_INLINE void lv_tile(int64_t nb, const uint8_t *w, size_t obs, const uint8_t *x, size_t xs,
                          int64_t np, float *y, int64_t ys, const uint32_t type, const int R,
                          const int OB) {
-    (void)OB;
-    if (R == 1) {
-        lv_parts(nb, w, obs, x, xs, np, y, ys, type, R, 0, LV_NP);
-        return;
-    }
+#pragma GCC unroll 2
+    for (int o = 0; o < OB; o++) {
+        const uint8_t *wo = w + o * obs;
+        if (R == 1) {
+            lv_parts(nb, wo, OB * obs, x, xs, np, y + 16 * o, ys, type, R, 0, LV_NP);
+            continue;
+        }
 #pragma GCC unroll 4
-    for (int h0 = 0; h0 < LV_NP; h0 += LV_NH_MANY)
-        lv_parts(nb, w, obs, x, xs, np, y, ys, type, R, h0, LV_NH_MANY);
+        for (int h0 = 0; h0 < LV_NP; h0 += LV_NH_MANY)
+            lv_parts(nb, wo, OB * obs, x, xs, np, y + 16 * o, ys, type, R, h0, LV_NH_MANY);
+    }
 }
 
-_Static_assert(MM_PK_OB == 1, "the lookup-table tiles take one o-block");
 MM_PK_TYPE(lv_tile, mm_pkl_iq4_nl, DT_IQ4_NL)
 MM_PK_TYPE(lv_tile, mm_pkl_iq4_xs, DT_IQ4_XS)
 MM_PK_TYPE(lv_tile, mm_pkl_mxfp4, DT_MXFP4)
@@ -299,10 +333,4 @@ mm_pk_row *mm_pk_lut_tiles(uint32_t type) {
     return type == DT_IQ4_XS ? mm_pkl_iq4_xs_fns : type == DT_MXFP4 ? mm_pkl_mxfp4_fns : mm_pkl_iq4_nl_fns;
 }
 
-#elif MM_PK
-/* AVX-512: none (mm_pk_lut is false), for the calls an unoptimised build keeps */
-mm_pk_row *mm_pk_lut_tiles(uint32_t type) {
-    (void)type;
-    return NULL;
-}
 #endif
