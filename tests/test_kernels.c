@@ -656,6 +656,33 @@ static void test_matmul_extreme(kern_backend *ref, kern_backend *cpu) {
     free(row), free(x), free(y0), free(y1);
 }
 
+/* MXFP4 at the ends of its e8m0 scale's range, where the tiles make 2^(e - 128) from the
+ * byte themselves (subnormal below e = 2): random codes with one e for the whole matrix,
+ * packed and stored against ref. */
+static void test_matmul_mxfp4_scales(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
+    static const uint8_t es[] = {0, 1, 2, 3, 60, 127, 200};
+    const int64_t n_in = 96, n_out = 32, rb = n_in / 32 * (int64_t)sizeof(block_mxfp4);
+    uint8_t *wd = malloc((size_t)(rb * n_out));
+    float *x = t_q8_exact_floats(&seed, 3 * n_in), *y0 = malloc(sizeof(float) * 3 * n_out);
+    float *y1 = malloc(sizeof(float) * 3 * n_out);
+    char what[96];
+    for (size_t ei = 0; ei < sizeof es; ei++) {
+        for (int64_t i = 0; i < rb * n_out; i++) wd[i] = (uint8_t)rng_next(&seed);
+        for (int64_t b = 0; b < n_in / 32 * n_out; b++) ((block_mxfp4 *)wd)[b].e = es[ei];
+        kern_mat w = {DT_MXFP4, n_out, n_in, wd, NULL};
+        for (int form = 0; form < 2; form++) {
+            if (form) w.packed = kern_mat_pack(&w, NULL, NULL);
+            if (form && !w.packed) break;
+            kern_backend_ops(ref)->matmul(ref, y0, &w, x, 3);
+            kern_backend_ops(cpu)->matmul(cpu, y1, &w, x, 3);
+            snprintf(what, sizeof what, "MXFP4 %s, e = %d", form ? "packed" : "stored", (int)es[ei]);
+            check_err(e_of_type(DT_MXFP4, false), t_nerr(y1, y0, 3 * n_out), what);
+        }
+        free((void *)w.packed);
+    }
+    free(wd), free(x), free(y0), free(y1);
+}
+
 /* Rows that share a long prefix of keys (leaves under one context, the rows of a
  * prefill) go through its chunks together, row after row while a chunk is in cache; each
  * row must still get exactly the bits it gets alone, and match the ref backend. */
@@ -837,6 +864,7 @@ int main(void) {
         test_matmul_n(ref, cpu, seed + 6);
         test_matmul_packed(ref, cpu, seed + 7);
         test_matmul_extreme(ref, cpu);
+        test_matmul_mxfp4_scales(ref, cpu, seed + 8);
         kern_backend_free(cpu);
     }
     kern_backend_free(ref);
