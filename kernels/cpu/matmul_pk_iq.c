@@ -20,9 +20,9 @@
  * block's scale (IQ4_XS: float(d) * (ls - 32), exact in float). A row's result does not
  * depend on the rows beside it; every level gives the same bits. The integer sum per
  * level: dpbusd (AVX-512 VNNI, AVX-VNNI) takes t + 128, unsigned, and starts at -128 sum q;
- * plain AVX2's maddubs takes IQ4's signed values as |t| times sign(x, t) (a pair below 2 127 127, so
- * each product is widened at once) and MXFP4's as t + 12 (below 25: 4 products added in
- * int16) starting at -12 sum q; NEON multiplies the signed values. */
+ * plain AVX2's maddubs takes IQ4's signed values as |t| times sign(x, t) (a pair up to
+ * 2 x 127 x 127, so each product is widened at once) and MXFP4's as t + 12 (below 25: 4
+ * products added in int16) starting at -12 sum q; NEON multiplies the signed values. */
 #include <string.h>
 
 #include "matmul_pk.h"
