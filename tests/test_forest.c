@@ -423,6 +423,9 @@ static void run_shapes(int n_seeds, bool on_ref_only, bool quick) {
         {"f32 gqa2 hd128", DT_F32, 256, 4, 2, 128, false, NULL, 0, 0, false, false},
         {"q8_0 gqa2 hd32", DT_Q8_0, 128, 4, 2, 32, false, NULL, 0, 0, true, true},
         {"q4_k gqa2 hd64", DT_Q4_K, 256, 4, 2, 64, true, NULL, 0, 0, true, false},
+        /* the lookup-table types (packed with AVX2 and NEON); gpt-oss's MXFP4 experts below */
+        {"iq4_nl gqa2 hd32", DT_IQ4_NL, 128, 4, 2, 32, false, NULL, 0, 0, false, true},
+        {"iq4_xs gqa2 hd64", DT_IQ4_XS, 256, 4, 2, 64, true, NULL, 0, 0, false, true},
         /* the other families: biases, Q/K head norms, post-norms, GeGLU,
          * NeoX rope, scaled embeddings; every layer global here (no window) */
         {"qwen2 f32 gqa2 hd32 tied", DT_F32, 128, 4, 2, 32, true, "qwen2", 0, 0, true, true},
@@ -446,6 +449,7 @@ static void run_shapes(int n_seeds, bool on_ref_only, bool quick) {
         {"qwen2moe q8_0 gqa2 hd32 8 experts top 3 + shared", DT_Q8_0, 128, 4, 2, 32, false, "qwen2moe", 0, 0, true, true},
         {"gpt-oss f32 gqa2 hd32 8 experts top 2 window 8", DT_F32, 128, 4, 2, 32, false, "gpt-oss", 8, 0, true, true},
         {"gpt-oss q8_0 gqa4 hd64 8 experts top 3 window 5", DT_Q8_0, 256, 4, 1, 64, false, "gpt-oss", 5, 0, false, false},
+        {"gpt-oss mxfp4 gqa2 hd32 8 experts top 3 window 5", DT_MXFP4, 128, 4, 2, 32, false, "gpt-oss", 5, 0, false, true},
         /* Qwen3.5-MoE: both of the above, DeltaNet states and grouped experts in one step */
         {"qwen35moe q8_0 gqa2 hd32 8 experts top 3 + shared", DT_Q8_0, 128, 4, 2, 32, false, "qwen35moe", 0, 2,
          true, true},

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/kern.h"
 #include "kernels/pool.h"
 #include "kernels/vec.h"
@@ -492,11 +493,23 @@ static void test_matmul_n(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
     free(y1), free(x);
 }
 
+/* No packed form of a type of the packed tests: a failure where the build has packed tiles
+ * (the instruction-set macros, not the kernels' own list of types), else a skip. A packer
+ * that silently declines a type, leaving it on the slow stored path, fails here. */
+static void t_no_pack(uint32_t type) {
+    /* Q2_K and Q3_K are packed on AVX2 and NEON only (the K types' 256-scale tiles) */
+    const bool k23_512 = MM_Q8_512 && (type == DT_Q2_K || type == DT_Q3_K);
+    if (MM_PK && !k23_512)
+        T_CHECK(false, "this build packs %s", dtype_name(type));
+    else
+        T_SKIP("this build has no packed form of %s", dtype_name(type));
+}
+
 /* kern_mat_pack on a pool of threads (each packing and zeroing its own o-blocks) makes the
  * bytes packing alone makes, for every packed type, a matrix of many tasks. */
 static void test_pack_pool(uint64_t seed) {
-    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q8_0,
-                                     DT_Q4_K, DT_Q5_K, DT_Q6_K, DT_Q2_K, DT_Q3_K};
+    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1,   DT_Q8_0,   DT_Q4_K, DT_Q5_K,
+                                     DT_Q6_K, DT_Q2_K, DT_Q3_K,   DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
     pool *p = pool_init(3);
     T_CHECK(p != NULL, "pool_init(3)");
     for (size_t ti = 0; p && ti < sizeof types / sizeof *types; ti++) {
@@ -504,7 +517,7 @@ static void test_pack_pool(uint64_t seed) {
         size_t b1 = 0, b3 = 0;
         void *one = kern_mat_pack(&w, &b1, NULL), *three = kern_mat_pack(&w, &b3, p);
         if (!one) {
-            T_SKIP("this build has no packed form of %s", dtype_name(types[ti]));
+            t_no_pack(types[ti]);
         } else {
             T_CHECK(three && b1 == b3 && b1 > (64u << 10) && memcmp(one, three, b1) == 0,
                     "%s: packed on 3 threads = packed alone (%zu bytes)", dtype_name(types[ti]), b1);
@@ -521,8 +534,8 @@ static void test_pack_pool(uint64_t seed) {
  * stored matrices too; no packed form where n_out is not a multiple of 16 or the type
  * has none. */
 static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
-    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1, DT_Q8_0,
-                                     DT_Q4_K, DT_Q5_K, DT_Q6_K, DT_Q2_K, DT_Q3_K};
+    static const uint32_t types[] = {DT_Q4_0, DT_Q4_1, DT_Q5_0, DT_Q5_1,   DT_Q8_0,   DT_Q4_K, DT_Q5_K,
+                                     DT_Q6_K, DT_Q2_K, DT_Q3_K,   DT_IQ4_NL, DT_IQ4_XS, DT_MXFP4};
     static const int64_t n_ins[] = {32, 96, 224, 256, 416, 576, 1536, 2048};
     static const int64_t n_outs[] = {16, 48, 80};
     /* 65 rows: past the rows from which 4-bit types take the wide tiles (only where n_in
@@ -555,14 +568,17 @@ static void test_matmul_packed(kern_backend *ref, kern_backend *cpu, uint64_t se
                 size_t bytes = 0;
                 w.packed = kern_mat_pack(&w, &bytes, NULL);
                 if (!w.packed) {
-                    T_SKIP("this build has no packed form of %s", dtype_name(types[ti]));
+                    t_no_pack(types[ti]);
                     free((void *)w.data);
                     continue;
                 }
                 /* the stored bytes, but for 64-byte padding a block of 16 rows (Q4_K, Q5_K,
                  * Q3_K: their 6-bit scales and mins as bytes, 4 more bytes a row and super
-                 * block; Q2_K its 4-bit ones, 16 more) */
-                const size_t extra = w.type == DT_Q2_K ? 16 : w.type == DT_Q4_K || w.type == DT_Q5_K || w.type == DT_Q3_K ? 4 : 0;
+                 * block; Q2_K its 4-bit ones, 16 more; IQ4_XS its 6-bit scales, 2 more) */
+                const size_t extra = w.type == DT_Q2_K                                            ? 16
+                                     : w.type == DT_Q4_K || w.type == DT_Q5_K || w.type == DT_Q3_K ? 4
+                                     : w.type == DT_IQ4_XS                                         ? 2
+                                                                                                    : 0;
                 const size_t stored = dtype_row_bytes(w.type, n_in) * (size_t)n_out +
                                       extra * (size_t)n_out * (size_t)(n_in / 256);
                 T_CHECK(bytes >= stored && bytes < stored + 64 * (size_t)(n_out / 16),
@@ -646,6 +662,33 @@ static void test_matmul_extreme(kern_backend *ref, kern_backend *cpu) {
         free((void *)w.packed), free(wd);
     }
     free(row), free(x), free(y0), free(y1);
+}
+
+/* MXFP4 at the ends of its e8m0 scale's range, where the tiles make 2^(e - 128) from the
+ * byte themselves (subnormal below e = 2): random codes with one e for the whole matrix,
+ * packed and stored against ref. */
+static void test_matmul_mxfp4_scales(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
+    static const uint8_t es[] = {0, 1, 2, 3, 60, 127, 200};
+    const int64_t n_in = 96, n_out = 32, rb = n_in / 32 * (int64_t)sizeof(block_mxfp4);
+    uint8_t *wd = malloc((size_t)(rb * n_out));
+    float *x = t_q8_exact_floats(&seed, 3 * n_in), *y0 = malloc(sizeof(float) * 3 * n_out);
+    float *y1 = malloc(sizeof(float) * 3 * n_out);
+    char what[96];
+    for (size_t ei = 0; ei < sizeof es; ei++) {
+        for (int64_t i = 0; i < rb * n_out; i++) wd[i] = (uint8_t)rng_next(&seed);
+        for (int64_t b = 0; b < n_in / 32 * n_out; b++) ((block_mxfp4 *)wd)[b].e = es[ei];
+        kern_mat w = {DT_MXFP4, n_out, n_in, wd, NULL};
+        for (int form = 0; form < 2; form++) {
+            if (form) w.packed = kern_mat_pack(&w, NULL, NULL);
+            if (form && !w.packed) break;
+            kern_backend_ops(ref)->matmul(ref, y0, &w, x, 3);
+            kern_backend_ops(cpu)->matmul(cpu, y1, &w, x, 3);
+            snprintf(what, sizeof what, "MXFP4 %s, e = %d", form ? "packed" : "stored", (int)es[ei]);
+            check_err(e_of_type(DT_MXFP4, false), t_nerr(y1, y0, 3 * n_out), what);
+        }
+        free((void *)w.packed);
+    }
+    free(wd), free(x), free(y0), free(y1);
 }
 
 /* Rows that share a long prefix of keys (leaves under one context, the rows of a
@@ -829,6 +872,7 @@ int main(void) {
         test_matmul_n(ref, cpu, seed + 6);
         test_matmul_packed(ref, cpu, seed + 7);
         test_matmul_extreme(ref, cpu);
+        test_matmul_mxfp4_scales(ref, cpu, seed + 8);
         kern_backend_free(cpu);
     }
     kern_backend_free(ref);

@@ -281,12 +281,17 @@ SIMD_INLINE int mm_tail_pos(int v) { return 64 * (v / 64) + 16 * (v / 4 % 4) + 4
 void mm_tail_reorder(const uint8_t *src, uint8_t *dst, int nq);
 
 /* ---- the packed form (kern_mat_pack, matmul_pk.c) --------------------------------
- * Matrices of the block types (Q4_0 .. Q8_0, Q4_K .. Q6_K; Q2_K, Q3_K without AVX-512) whose n_out is a multiple of 16, repacked once at load
+ * Matrices of the block types (Q4_0 .. Q8_0, Q4_K .. Q6_K; Q2_K, Q3_K without AVX-512;
+ * IQ4_NL, IQ4_XS, MXFP4: mm_pk_lut) whose n_out is a multiple of 16, repacked once at load
  * so that a vector holds 16 weight rows (layout and arithmetic: matmul_pk.c). The
  * activations they read are of the mm_pk_qx form. Builds with AVX-512 VNNI, AVX2 or NEON (MM_PK). */
+/* the lookup-table types, packed by matmul_pk_iq.c */
+SIMD_INLINE bool mm_pk_lut(uint32_t type) { return quant_lut(type) && MM_PK; }
+/* bytes of a lookup-table type's o-block of n values (matmul_pk_iq.c) */
+size_t mm_pk_lut_ob_bytes(uint32_t type, int64_t n);
 SIMD_INLINE bool mm_pk_type(uint32_t type) {
     return type == DT_Q4_0 || type == DT_Q4_1 || type == DT_Q5_0 || type == DT_Q5_1 ||
-           type == DT_Q8_0 || type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K ||
+           type == DT_Q8_0 || type == DT_Q4_K || type == DT_Q5_K || type == DT_Q6_K || mm_pk_lut(type) ||
            (!MM_Q8_512 && (type == DT_Q2_K || type == DT_Q3_K)); /* (matmul_pkv.c's only) */
 }
 /* The activation form a packed matrix of the type reads: the K types' MM_QX_KSB where the
@@ -304,6 +309,7 @@ SIMD_INLINE size_t mm_pk_extra(uint32_t type) {
 }
 /* bytes of a packed block of 16 weight rows of n values */
 SIMD_INLINE size_t mm_pk_ob_bytes(uint32_t type, int64_t n) {
+    if (mm_pk_lut(type)) return mm_pk_lut_ob_bytes(type, n);
     const size_t bytes = 16 * (dtype_row_bytes(type, n) + mm_pk_extra(type) * (size_t)(n / 256));
     return (bytes + 63) / 64 * 64;
 }

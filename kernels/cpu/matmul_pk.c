@@ -1,7 +1,9 @@
 /* matmul_pk.c - the packed form of the block types' weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
- * Q4_K, Q5_K, Q6_K; Q2_K, Q3_K but with AVX-512; kern_mat_pack): its layout, the packing, and the loop over a matrix's
- * rows that calls a level's tiles (matmul_pk512.c with AVX-512 VNNI, matmul_pkv.c with
- * AVX2 and NEON; none in plain C builds, which keep the stored form).
+ * Q4_K, Q5_K, Q6_K; Q2_K, Q3_K but with AVX-512; kern_mat_pack): its layout, the packing,
+ * and the loop over a matrix's rows that calls a level's tiles (matmul_pk512.c with AVX-512 VNNI, matmul_pkv.c with
+ * AVX2 and NEON; none in plain C builds, which keep the stored form). The lookup-table
+ * types IQ4_NL, IQ4_XS and MXFP4 are packed on those three levels by matmul_pk_iq.c, whose
+ * tiles this row loop calls too.
  *
  * The tiles of matmul_quant.c put 16 groups of one weight row in a vector, so every 4
  * int8 dot products end in a float conversion, a scale product and one or two
@@ -138,7 +140,9 @@ void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64
                 const uint8_t *x, size_t xs, int32_t n_rows, float *y, int64_t n_out,
                 uint8_t *wide) {
     const bool widen = wide && mm_pk_wide_bytes(type, n_in, n_rows) > 0;
-    mm_pk_row *fns = widen ? mm_pk_wide_tiles(type) : mm_pk_tiles(type);
+    mm_pk_row *fns = mm_pk_lut(type) ? mm_pk_lut_tiles(type)
+                     : widen          ? mm_pk_wide_tiles(type)
+                                      : mm_pk_tiles(type);
     const int64_t nb = n_in / 32, np = mm_qx_np(n_in);
     const size_t obs = mm_pk_ob_bytes(type, n_in);
     for (int64_t o = o0; o < o1; o += 16 * MM_PK_OB) {
@@ -165,7 +169,8 @@ void mm_pk_rows(uint32_t type, int64_t n_in, const uint8_t *w, int64_t o0, int64
 #define MM_PK_WIDE4_ROWS 64
 size_t mm_pk_wide_bytes(uint32_t type, int64_t n, int32_t n_rows) {
 #if MM_PK
-    if (n_rows <= MM_PK_RX || type == DT_Q8_0 || !mm_pk_wide_tiles(type)) return 0;
+    if (n_rows <= MM_PK_RX || type == DT_Q8_0 || mm_pk_lut(type) || !mm_pk_wide_tiles(type))
+        return 0;
     if (mm_pk_bits(type) == 4 && n_rows <= MM_PK_WIDE4_ROWS) return 0;
     const int64_t nb = n / 32;
     return mm_pk_ob_bytes(type, n) - (size_t)nb * mm_pk_qbytes(type) + (size_t)nb * MM_PK_WQB;
@@ -196,6 +201,10 @@ static void mm_pack_task(void *ctx, int32_t task, int32_t thread) {
     for (int64_t ob = ob0; ob < ob1; ob++) {
         const uint8_t *src = (const uint8_t *)w->data + (size_t)(16 * ob) * j->rs;
         uint8_t *dst = j->out + (size_t)ob * j->obs;
+        if (mm_pk_lut(w->type)) {
+            mm_pk_lut_pack(w->type, src, j->rs, nb, dst);
+            continue;
+        }
         for (int64_t b = 0; b < nb; b += step)
             if (step > 1)
                 mm_pk_super(w->type, src, j->rs, b / 8, nb, dst);

@@ -65,6 +65,11 @@ mm_pk_row *mm_pk_tiles(uint32_t type);
 void mm_pk_widen(uint32_t type, int64_t nb, const uint8_t *w, size_t obs, uint8_t *dst);
 mm_pk_row *mm_pk_wide_tiles(uint32_t type);
 
+/* The lookup-table types' tiles and packing (matmul_pk_iq.c): mm_pk_lut_pack packs the
+ * 16 stored rows at src (rs bytes apart, nb blocks of 32) into the zeroed o-block at ob. */
+mm_pk_row *mm_pk_lut_tiles(uint32_t type);
+void mm_pk_lut_pack(uint32_t type, const uint8_t *src, size_t rs, int64_t nb, uint8_t *ob);
+
 /* Instantiates the tile template tmpl(nb, w, obs, x, xs, np, y, ys, type, R, OB) for
  * type T and every R, OB, and the table mm_pk_tiles hands out. */
 #define MM_PK_FN(tmpl, name, T, r, ob)                                                     \
