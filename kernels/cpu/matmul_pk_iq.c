@@ -180,7 +180,7 @@ SIMD_INLINE lv lv_x4(const uint8_t *xr, int64_t i) {
 }
 
 /* What the level adds to the table's values to make them the unsigned operand of its dot
- * product (0: signed), and how many products plain AVX2 adds in int16 before widening. */
+ * product (0: signed). */
 SIMD_INLINE int lv_bias(const uint32_t type) {
 #if MM_Q8_VNNI || MM_Q8_512
     (void)type;
@@ -192,7 +192,6 @@ SIMD_INLINE int lv_bias(const uint32_t type) {
     return 0;
 #endif
 }
-SIMD_INLINE int lv_run(const uint32_t type) { return lv_bias(type) ? 4 : 1; }
 
 /* An integer sum under way: p, int32 lanes, and (plain AVX2) s, the int16 pair sums not
  * yet added to p. */
@@ -210,7 +209,7 @@ SIMD_INLINE void lv_dot(lv_sum *a, lv t, lv x, const int k, const uint32_t type)
     (void)k, (void)type;
     a->p = MM_DPBUSD(a->p, t, x);
 #elif MM_Q8_SIMD
-    const int run = lv_run(type);
+    const int run = lv_bias(type) ? 4 : 1; /* products added in int16 before widening */
     const __m256i m = lv_bias(type) ? _mm256_maddubs_epi16(t, x)
                                     : _mm256_maddubs_epi16(_mm256_abs_epi8(t), _mm256_sign_epi8(x, t));
     a->s = k % run == 0 ? m : _mm256_add_epi16(a->s, m);

@@ -45,12 +45,6 @@ SIMD_INLINE pf pf_fnma(pf a, pf b, pf c) { return _mm256_fnmadd_ps(a, b, c); } /
 SIMD_INLINE pf pf_cvt(pv a) { return _mm256_cvtepi32_ps(a); }
 SIMD_INLINE void pf_store(float *p, pf a) { _mm256_storeu_ps(p, a); }
 SIMD_INLINE pf pf_h(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
-SIMD_INLINE pf pf_u8(const uint8_t *p) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
-}
-SIMD_INLINE pf pf_i8(const uint8_t *p) {
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
-}
 /* A K type's sub-block scales of PV_L rows (bytes at p, signed or not) as the close of a
  * sum multiplies them: in both int16 halves of a lane (MM_KSB_PAIR16) or as int32. */
 SIMD_INLINE pv pv_ksc(const uint8_t *p, const bool sgn) {
@@ -106,12 +100,6 @@ SIMD_INLINE uint8x8_t pv_bytes4(const uint8_t *p) { /* (4 bytes: no read past th
     uint32_t v;
     memcpy(&v, p, 4);
     return vcreate_u8(v);
-}
-SIMD_INLINE pf pf_u8(const uint8_t *p) {
-    return vcvtq_f32_u32(vmovl_u16(vget_low_u16(vmovl_u8(pv_bytes4(p)))));
-}
-SIMD_INLINE pf pf_i8(const uint8_t *p) {
-    return vcvtq_f32_s32(vmovl_s16(vget_low_s16(vmovl_s8(vreinterpret_s8_u8(pv_bytes4(p))))));
 }
 SIMD_INLINE pv pv_ksc(const uint8_t *p, const bool sgn) {
     const uint8x8_t b = pv_bytes4(p);
