@@ -235,13 +235,34 @@ SIMD_INLINE pv pv_quants(const uint8_t *q, int at, const int s, const uint32_t t
     return WIDE ? pv_load(q + 64 * (s + 4 * e) + at) : pv_unpack_half(q, at, s, type, e);
 }
 
+/* The 4- and 5-bit types' part of an o-block: both halves of each of its 4 steps, NH
+ * parts times R rows, each run of sums closed every run products; ksb: the 256-scale form,
+ * whose sums the parts' sub-block scales sc[h] multiply (sc unread otherwise). */
+SIMD_INLINE void pv_halves(const uint8_t *q, const uint8_t *x, size_t xs, int64_t b,
+                           pv_sum p[PV_NP][MM_PK_RX], const uint32_t type, const int R, const int H0,
+                           const int NH, const int WIDE, const int run, const bool ksb, const pv *sc) {
+    const pv z = pv_zero();
+#pragma GCC unroll 4
+    for (int s = 0; s < 4; s++)
+#pragma GCC unroll 4
+        for (int h = 0; h < NH; h++) {
+            const int at = 4 * PV_L * (H0 + h);
+            const pv ul = pv_quants(q, at, s, type, 0, WIDE), uh = pv_quants(q, at, s, type, 1, WIDE);
+            const pv sh = ksb ? sc[h] : z;
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                pv_dot(&p[h][r], ul, pv_x4(x + r * xs, 32 * b + 4 * s), 2 * s, run, ksb, sh, z);
+                pv_dot(&p[h][r], uh, pv_x4(x + r * xs, 32 * b + 16 + 4 * s), 2 * s + 1, run, ksb, sh, z);
+            }
+        }
+}
+
 /* The products of block b of parts H0 .. H0 + NH - 1 into p[h][r] (the types of blocks
  * of 32, not the K types: pv_block_k); part s of the quants at q + 64 s + 4 L (H0 + h). */
 SIMD_INLINE void pv_block(const uint8_t *q, size_t ahead, const uint8_t *x, size_t xs, int64_t b,
                           pv_sum p[PV_NP][MM_PK_RX], const uint32_t type, const int R,
                           const int H0, const int NH, const int WIDE) {
     const int bits = mm_pk_bits(type);
-    const pv z = pv_zero();
     if (H0 == 0 && !WIDE) /* (the other parts' calls find the lines in cache) */
         for (int s = 0; s < bits; s++) MM_PREFETCH(q + ahead + 64 * s);
     if (type == DT_Q8_0) {
@@ -255,19 +276,7 @@ SIMD_INLINE void pv_block(const uint8_t *q, size_t ahead, const uint8_t *x, size
             }
         return;
     }
-    const int run = bits == 4 ? 8 : 4;
-#pragma GCC unroll 4
-    for (int s = 0; s < 4; s++)
-#pragma GCC unroll 4
-        for (int h = 0; h < NH; h++) {
-            const int at = 4 * PV_L * (H0 + h);
-            const pv ul = pv_quants(q, at, s, type, 0, WIDE), uh = pv_quants(q, at, s, type, 1, WIDE);
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++) {
-                pv_dot(&p[h][r], ul, pv_x4(x + r * xs, 32 * b + 4 * s), 2 * s, run, false, z, z);
-                pv_dot(&p[h][r], uh, pv_x4(x + r * xs, 32 * b + 16 + 4 * s), 2 * s + 1, run, false, z, z);
-            }
-        }
+    pv_halves(q, x, xs, b, p, type, R, H0, NH, WIDE, bits == 4 ? 8 : 4, false, NULL);
 }
 
 /* The integer sums' start: minus off times the activations' sum of q (the offset types,
@@ -375,22 +384,10 @@ SIMD_INLINE void pv_block_k(const uint8_t *q, size_t ahead, const uint8_t *ks, c
     }
     /* (int16 pairs: 16 products of 4 bits or 8 of 5 a run stay below 2^15) */
     const int run = MM_KSB_PAIR16 && bits == 5 ? 4 : 8;
-    const pv z = pv_zero();
     pv sc[PV_NP];
 #pragma GCC unroll 4
     for (int h = 0; h < NH; h++) sc[h] = pv_ksc(ks + 64 + 16 * j + PV_L * (H0 + h), false);
-#pragma GCC unroll 4
-    for (int s = 0; s < 4; s++)
-#pragma GCC unroll 4
-        for (int h = 0; h < NH; h++) {
-            const int at = 4 * PV_L * (H0 + h);
-            const pv ul = pv_quants(q, at, s, type, 0, WIDE), uh = pv_quants(q, at, s, type, 1, WIDE);
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++) {
-                pv_dot(&p[h][r], ul, pv_x4(x + r * xs, 32 * b + 4 * s), 2 * s, run, true, sc[h], z);
-                pv_dot(&p[h][r], uh, pv_x4(x + r * xs, 32 * b + 16 + 4 * s), 2 * s + 1, run, true, sc[h], z);
-            }
-        }
+    pv_halves(q, x, xs, b, p, type, R, H0, NH, WIDE, run, true, sc);
 }
 
 /* acc[h][r] += super block sb's sums p times their scales at ks. */
