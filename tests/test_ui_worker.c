@@ -202,20 +202,6 @@ out:
     model_free(m);
 }
 
-/* Reads a whole file into a malloc'd string (NULL when missing). */
-static char *slurp(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, fp) != (size_t)n) n = 0;
-    if (s) s[n] = 0;
-    fclose(fp);
-    return s;
-}
-
 static int count_of(const char *s, const char *needle) {
     int n = 0;
     for (const char *p = s ? strstr(s, needle) : NULL; p; p = strstr(p + 1, needle)) n++;
@@ -262,7 +248,7 @@ static void test_export_svg(void) {
     snprintf(path, sizeof path, "%s/both.svg", dir);
     ui_worker_post(w, &ex);
     no = wait_message(w, no, true, msg, sizeof msg);
-    char *svg = slurp(path);
+    char *svg = t_slurp(path, NULL);
     ui_worker_lock(w);
     int32_t live = forest_n_live(ui_worker_forest(w));
     ui_worker_unlock(w);
@@ -275,13 +261,13 @@ static void test_export_svg(void) {
     ui_worker_post(w, &ex);
     no = wait_message(w, no, true, msg, sizeof msg);
     snprintf(path, sizeof path, "%s/mask.svg", dir);
-    svg = slurp(path);
+    svg = t_slurp(path, NULL);
     T_CHECK(svg && !strstr(svg, "class=\"node\"") && strstr(svg, "class=\"on\""), "the mask alone: '%s'", msg);
     free(svg);
     snprintf(path, sizeof path, "%s/texts.md", dir);
     ui_worker_post(w, &ex);
     no = wait_message(w, no, true, msg, sizeof msg);
-    svg = slurp(path);
+    svg = t_slurp(path, NULL);
     T_CHECK(svg && !strstr(svg, "<svg"), "other names stay Markdown");
     free(svg);
     ui_worker_stop(w);
