@@ -8,11 +8,12 @@
  * Products: weights of a block type (Q4_0 .. Q6_K) go through cu_matmul_q8 at any batch
  * size, the activations quantised to int8 on the device first (as the cpu backend does),
  * so a row's result is the same bits in any batch. F32, F16 and BF16: up to CU_FEW_ROWS
- * activation rows go through cu_matmul_few (the blocks read as stored); more through
- * product(), which dequantises W to float32 in tiles of at most PRODUCT_TILE_BYTES and
- * multiplies by cuBLAS SGEMM (float32 throughout, no TF32). Under the emulator (emu.h, no
- * cuBLAS) product() multiplies on the host in the order of the few-row kernel, so a row's
- * result is the same bits in any batch there.
+ * activation rows go through cu_matmul_few (the weights read as stored); more through
+ * product(): SGEMM for F32, GemmEx on tensor cores for F16 and BF16 against activations
+ * rounded to the weights' type, as cu_matmul_few rounds them. Under the emulator (emu.h,
+ * no cuBLAS) product() multiplies on the host in the order of the few-row kernel, so a
+ * row's result is the same bits in any batch there; on a GPU the two differ only in the
+ * order of their float sums.
  *
  * Host memory where the engine passes it: the batch's integer arrays (positions, slots,
  * segments, gather indices, kv_permute's map) are copied in through a small cache keyed
@@ -44,10 +45,9 @@ cublas_emu_call cublas_emu_log;
 
 namespace {
 
-constexpr size_t PRODUCT_TILE_BYTES = (size_t)64 << 20;
 constexpr int N_SMALL = 8; /* host arrays kept on the device at once */
 
-enum { S_W, S_OUT, S_IN, S_TOPK, S_Q8, S_ATT, N_SCRATCH }; /* device scratch buffers, by use */
+enum { S_HALF, S_OUT, S_IN, S_TOPK, S_Q8, S_ATT, N_SCRATCH }; /* device scratch buffers, by use */
 
 struct dev_buf {
     void *p;
@@ -376,36 +376,29 @@ void cuda_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_
 
 /* ---- products ---- */
 
-/* y (n_rows, ldy) at its first column = x (n_rows, k) times a (n, k) transposed: cuBLAS
- * SGEMM; under the emulator the same call to emu_blas.h's cublasSgemm, which computes
- * what cuBLAS would from the arguments, in cu_matmul_few's summation order. */
-void gemm(kern_backend *b, float *y, int64_t ldy, const float *a, int64_t n, const float *x,
-          int32_t n_rows, int64_t k) {
-    const float one = 1.0f, zero = 0.0f;
-    BLAS_OK(b, "matmul",
-            cublasSgemm(state_of(b)->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)n_rows, (int)k,
-                        &one, a, (int)k, x, (int)k, &zero, y, (int)ldy));
-}
-
-/* Many rows: W dequantised to float32 a tile of rows at a time (F32 read in place), each
- * tile's columns of y by gemm. False (recorded) when the tile finds no memory. */
+/* y (n_rows, n_out) = x (n_rows, n_in) times W (n_out, n_in) transposed, W read in place:
+ * F32 by cuBLAS SGEMM (float32 throughout, no TF32); F16 and BF16 by cublasGemmEx on
+ * tensor cores, x rounded to W's type first (cu_to_half into S_HALF: fp16 keeps 11
+ * significant bits of an activation, bf16, whose weights may need its range, 8), float32
+ * sums and output. Under the emulator the same calls to emu_blas.h, which computes what
+ * cuBLAS would from the arguments in cu_matmul_few's order, so a row's result there is
+ * the same bits in any batch. False (recorded) without memory for x's copy. */
 bool product(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
-    const int64_t n_out = w->n_out, n_in = w->n_in;
-    const bool f32 = w->type == DT_F32;
-    const int64_t tile =
-        f32 ? n_out
-            : std::max<int64_t>(1, std::min<int64_t>(n_out, (int64_t)(PRODUCT_TILE_BYTES /
-                                                                      (sizeof(float) * n_in))));
-    float *wt = f32 ? nullptr
-                    : static_cast<float *>(scratch(b, "matmul", S_W, sizeof(float) * tile * n_in));
-    if (!f32 && !wt) return false;
-    for (int64_t o0 = 0; o0 < n_out; o0 += tile) {
-        const int64_t nc = std::min(tile, n_out - o0);
-        const float *a = f32 ? static_cast<const float *>(w->data) + o0 * n_in : wt;
-        if (!f32) cu_dequant_rows(wt, w->type, w->data, n_in, o0, (int32_t)nc, STREAM);
-        gemm(b, y + o0, n_out, a, nc, x, n_rows, n_in);
-    }
-    return true;
+    const float one = 1.0f, zero = 0.0f;
+    const int m = (int)w->n_out, k = (int)w->n_in;
+    cublasHandle_t h = state_of(b)->blas;
+    if (w->type == DT_F32)
+        return BLAS_OK(b, "matmul",
+                       cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n_rows, k, &one,
+                                   static_cast<const float *>(w->data), k, x, k, &zero, y, m));
+    const size_t n = (size_t)n_rows * (size_t)k;
+    uint16_t *xh = static_cast<uint16_t *>(scratch(b, "matmul", S_HALF, sizeof(uint16_t) * n));
+    if (!xh) return false;
+    cu_to_half(xh, x, (int64_t)n, w->type, STREAM);
+    const cudaDataType_t t = w->type == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    return BLAS_OK(b, "matmul",
+                   cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n_rows, k, &one, w->data, t, k, xh,
+                                t, k, &zero, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 /* Activation rows as cu_quantize_q8 leaves them (device scratch S_Q8). */

@@ -39,6 +39,25 @@ __device__ __forceinline__ float h2f(uint16_t h) {
 
 __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }
 
+/* f as fp16 bits, rounded to nearest even, magnitudes past fp16's largest (65504) saturated
+ * to it (an activation outlier stays finite instead of turning a product into inf or NaN). */
+__device__ __forceinline__ uint16_t f2h_sat(float f) {
+    const float c = fabsf(f) > 65504.0f ? copysignf(65504.0f, f) : f; /* (NaN stays NaN) */
+#if CU_EMU
+    return f32_to_fp16(c);
+#else
+    return __half_as_ushort(__float2half_rn(c));
+#endif
+}
+
+/* f as bf16 bits, rounded to nearest even (NaN kept quiet): dtype.c's f32_to_bf16. */
+__device__ __forceinline__ uint16_t f2bf(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40);
+    u += 0x7fffu + (u >> 16 & 1);
+    return (uint16_t)(u >> 16);
+}
+
 /* a little-endian uint16 at any byte address */
 __device__ __forceinline__ uint16_t ld16(const uint8_t *p) {
     return (uint16_t)(p[0] | p[1] << 8);

@@ -105,9 +105,17 @@ bool cu_dequant_rows(float *out, uint32_t type, const void *w, int64_t n_in, int
  * stored, for 1 .. CU_FEW_ROWS rows: one warp an output row, weights dequantised as read
  * (dq), float products and sums; each lane sums the values of its index mod 32 in order,
  * then one lane sums the 32 partials in lane order, so a row's result is the same bits in
- * any batch. False (nothing queued) for a type without a kernel (cu_get_rows' list). */
+ * any batch. F16 and BF16: each activation is rounded to the weights' type first (as
+ * cu_to_half rounds it), the operands of the many-row product. False (nothing queued) for
+ * a type without a kernel (cu_get_rows' list). */
 bool cu_matmul_few(float *y, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
                    const float *x, int32_t n_rows, cu_stream s);
+
+/* y[i] = x[i] rounded to the 16-bit type of DT_F16 weights (fp16 bits, to nearest even,
+ * magnitudes past 65504 saturated) or of DT_BF16 ones (bf16 bits, to nearest even), i < n:
+ * the activations the many-row product multiplies on tensor cores. False (nothing
+ * queued) for another type. */
+bool cu_to_half(uint16_t *y, const float *x, int64_t n, uint32_t type, cu_stream s);
 
 /* The activations of the quantised few-row product: x (n_rows, n_in) in blocks of 32 as
  * int8 q = round(x / d) (xq, (n_rows, n_in)) with d = max|x| / 127 a block (xd,
