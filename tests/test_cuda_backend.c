@@ -116,8 +116,9 @@ static void test_matmul(uint64_t seed) {
             float *g2 = host(dy2, 3 * (size_t)n_out), *g1 = host(dy, 3 * (size_t)n_out);
             T_CHECK(memcmp(g1, got, sizeof(float) * 3 * n_out) == 0 &&
                     memcmp(g2, got, sizeof(float) * 3 * n_out) == 0, "matmul_n %s", dtype_name(t));
-            /* matmul_n over matrices of other heights (Q, K, V): each its own call's bits */
-            {
+            /* matmul_n over matrices of other heights (Q, K, V), few rows and many: each
+             * its own call's bits, in at most 2 launches (x prepared once, one product) */
+            for (int32_t nr = 3; nr <= 17; nr += 14) {
                 const int64_t n_o[3] = {n_out, 5, 9};
                 kern_mat sm[3], pm[3];
                 float *dm[3], *hm[3], *gm[3];
@@ -125,20 +126,24 @@ static void test_matmul(uint64_t seed) {
                 for (int k = 0; k < 3; k++) {
                     sm[k] = (kern_mat){t, n_o[k], n_in, k ? make_weights(&seed, t, n_o[k], n_in) : st.data, NULL};
                     T_CHECK(C->mat_prepare(cu, &pm[k], &sm[k], 0, NULL) == ST_OK, "mat_prepare %s", dtype_name(t));
-                    dm[k] = dev(NULL, 3 * n_o[k]), hm[k] = dev(NULL, 3 * n_o[k]);
-                    C->matmul(cu, hm[k], &pm[k], dx, 3);
+                    dm[k] = dev(NULL, nr * n_o[k]), hm[k] = dev(NULL, nr * n_o[k]);
+                    C->matmul(cu, hm[k], &pm[k], dx, nr);
                 }
-                C->matmul_n(cu, 3, dm, (const kern_mat *const[]){&pm[0], &pm[1], &pm[2]}, dx, 3);
+                const uint64_t before = cu_emu_launches();
+                C->matmul_n(cu, 3, dm, (const kern_mat *const[]){&pm[0], &pm[1], &pm[2]}, dx, nr);
+                const uint64_t launches = cu_emu_launches() - before;
                 for (int k = 0; k < 3; k++) {
-                    float *a1 = host(dm[k], 3 * (size_t)n_o[k]);
-                    gm[k] = host(hm[k], 3 * (size_t)n_o[k]);
-                    same = same && memcmp(a1, gm[k], sizeof(float) * 3 * (size_t)n_o[k]) == 0;
+                    float *a1 = host(dm[k], nr * (size_t)n_o[k]);
+                    gm[k] = host(hm[k], nr * (size_t)n_o[k]);
+                    same = same && memcmp(a1, gm[k], sizeof(float) * nr * (size_t)n_o[k]) == 0;
                     free(a1), free(gm[k]);
                     C->buf_free(cu, dm[k]), C->buf_free(cu, hm[k]);
                     C->mat_release(cu, &pm[k]);
                     if (k) free((void *)sm[k].data);
                 }
-                T_CHECK(same, "matmul_n %s of three heights", dtype_name(t));
+                T_CHECK(same, "matmul_n %s of three heights, %d rows", dtype_name(t), nr);
+                T_CHECK(!cu_emulated() || launches <= 2, "matmul_n %s of three heights, %d rows: %lu launches",
+                        dtype_name(t), nr, (unsigned long)launches);
             }
             /* get_row: the dequantiser's bits */
             float *row = malloc(sizeof(float) * n_in), *drow = dev(NULL, n_in);

@@ -13,7 +13,8 @@
  * rounded to the weights' type, as cu_matmul_few rounds them. Under the emulator (emu.h,
  * no cuBLAS) product() multiplies on the host in the order of the few-row kernel, so a
  * row's result is the same bits in any batch there; on a GPU the two differ only in the
- * order of their float sums.
+ * order of their float sums. matmul_n's products of one type and input go as one
+ * (fused_n): one launch of the few-row kernels, or x rounded once for cuBLAS.
  *
  * Host memory where the engine passes it: the batch's integer arrays (positions, slots,
  * segments, gather indices, kv_permute's map) are copied in through a small cache keyed
@@ -376,28 +377,35 @@ void cuda_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_
 
 /* ---- products ---- */
 
-/* y (n_rows, n_out) = x (n_rows, n_in) times W (n_out, n_in) transposed, W read in place:
- * F32 by cuBLAS SGEMM (float32 throughout, no TF32); F16 and BF16 by cublasGemmEx on
- * tensor cores, x rounded to W's type first (cu_to_half into S_HALF: fp16 keeps 11
- * significant bits of an activation, bf16, whose weights may need its range, 8), float32
- * sums and output. Under the emulator the same calls to emu_blas.h, which computes what
- * cuBLAS would from the arguments in cu_matmul_few's order, so a row's result there is
- * the same bits in any batch. False (recorded) without memory for x's copy. */
-bool product(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
+/* x (n_rows, n_in) as product() multiplies it against weights of type: x itself for
+ * F32, else its copy rounded to the weights' 16-bit type (cu_to_half queued into S_HALF:
+ * fp16 keeps 11 significant bits of an activation, bf16, whose weights may need its
+ * range, 8); NULL (recorded) without memory for the copy. */
+const void *product_acts(kern_backend *b, uint32_t type, const float *x, int32_t n_rows, int64_t n_in) {
+    if (type == DT_F32) return x;
+    const size_t n = (size_t)n_rows * (size_t)n_in;
+    uint16_t *xh = static_cast<uint16_t *>(scratch(b, "matmul", S_HALF, sizeof(uint16_t) * n));
+    if (xh) cu_to_half(xh, x, (int64_t)n, type, STREAM);
+    return xh;
+}
+
+/* y (n_rows, n_out) = xa (n_rows, n_in, from product_acts) times W (n_out, n_in)
+ * transposed, W read in place: F32 by cuBLAS SGEMM (float32 throughout, no TF32); F16 and
+ * BF16 by cublasGemmEx on tensor cores, float32 sums and output. Under the emulator the
+ * same calls to emu_blas.h, which computes what cuBLAS would from the arguments in
+ * cu_matmul_few's order, so a row's result there is the same bits in any batch. */
+bool product(kern_backend *b, float *y, const kern_mat *w, const void *xa, int32_t n_rows) {
     const float one = 1.0f, zero = 0.0f;
     const int m = (int)w->n_out, k = (int)w->n_in;
     cublasHandle_t h = state_of(b)->blas;
     if (w->type == DT_F32)
         return BLAS_OK(b, "matmul",
                        cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n_rows, k, &one,
-                                   static_cast<const float *>(w->data), k, x, k, &zero, y, m));
-    const size_t n = (size_t)n_rows * (size_t)k;
-    uint16_t *xh = static_cast<uint16_t *>(scratch(b, "matmul", S_HALF, sizeof(uint16_t) * n));
-    if (!xh) return false;
-    cu_to_half(xh, x, (int64_t)n, w->type, STREAM);
+                                   static_cast<const float *>(w->data), k,
+                                   static_cast<const float *>(xa), k, &zero, y, m));
     const cudaDataType_t t = w->type == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
     return BLAS_OK(b, "matmul",
-                   cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n_rows, k, &one, w->data, t, k, xh,
+                   cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n_rows, k, &one, w->data, t, k, xa,
                                 t, k, &zero, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
@@ -447,8 +455,9 @@ void matmul_one(kern_backend *b, float *y, const kern_mat *w, const float *x, in
         cu_matmul_q8(yd, w->type, w->data, w->n_out, w->n_in, a.q, a.d, a.sum, n_rows, STREAM);
     } else if (n_rows <= CU_FEW_ROWS) {
         cu_matmul_few(yd, w->type, w->data, w->n_out, w->n_in, x, n_rows, STREAM);
-    } else if (!product(b, yd, w, x, n_rows)) {
-        return; /* (yd holds an older product's rows) */
+    } else {
+        const void *xa = product_acts(b, w->type, x, n_rows, w->n_in);
+        if (!xa || !product(b, yd, w, xa, n_rows)) return; /* (yd holds an older product's rows) */
     }
     if (LAUNCHED(b, "matmul") && yd != y)
         CU_OK(b, "matmul", d2h(b, y, yd, y_bytes));
@@ -458,25 +467,47 @@ void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, i
     matmul_one(b, y, w, x, n_rows, nullptr);
 }
 
-/* Products of one x (Q, K and V; gate and up): x quantised once when every W takes it. */
+/* Whether matmul_n's products go as one: at most CU_MQ_N of one type with a device
+ * kernel, every y device memory. */
+bool fusable(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w) {
+    bool ok = n <= CU_MQ_N && cu::has_type(w[0]->type);
+    for (int32_t i = 0; ok && i < n; i++) ok = w[i]->type == w[0]->type && on_device(b, y[i]);
+    return ok;
+}
+
+/* matmul_n's products as one: the block types by one cu_matmul_q8_n launch on a (x
+ * quantised once), the float types by one cu_matmul_few_n launch for few rows, else x
+ * rounded once for every cuBLAS call; each output the bits of its own matmul. */
+void fused_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
+             const float *x, int32_t n_rows, const q8_acts *a) {
+    const void *wd[CU_MQ_N];
+    int64_t n_out[CU_MQ_N];
+    for (int32_t i = 0; i < n; i++) wd[i] = w[i]->data, n_out[i] = w[i]->n_out;
+    const uint32_t t = w[0]->type;
+    const int64_t n_in = w[0]->n_in;
+    if (a) {
+        cu_matmul_q8_n(n, y, t, wd, n_out, n_in, a->q, a->d, a->sum, n_rows, STREAM);
+    } else if (n_rows <= CU_FEW_ROWS) {
+        cu_matmul_few_n(n, y, t, wd, n_out, n_in, x, n_rows, STREAM);
+    } else {
+        const void *xa = product_acts(b, t, x, n_rows, n_in);
+        for (int32_t i = 0; xa && i < n; i++)
+            if (w[i]->n_out > 0 && !product(b, y[i], w[i], xa, n_rows)) break;
+    }
+    LAUNCHED(b, "matmul");
+}
+
+/* Products of one x (Q, K and V; gate and up): x quantised once when every W takes it,
+ * one launch (fused_n) when they share a type too and write device memory. */
 void cuda_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
                    const float *x, int32_t n_rows) {
-    bool once = n > 1 && n_rows > 0;
-    for (int32_t i = 0; once && i < n; i++) once = takes_q8(w[i]->type) && w[i]->n_in == w[0]->n_in;
+    bool shared = n > 1 && n_rows > 0, q8 = shared;
+    for (int32_t i = 0; shared && i < n; i++) shared = w[i]->n_in == w[0]->n_in;
+    for (int32_t i = 0; q8 && i < n; i++) q8 = shared && takes_q8(w[i]->type);
     q8_acts a;
-    if (once && !quantize_acts(b, &a, x, n_rows, w[0]->n_in)) return;
-    /* one launch when they share a type too and write device memory */
-    bool fused = once && n <= CU_MQ_N;
-    for (int32_t i = 0; fused && i < n; i++) fused = w[i]->type == w[0]->type && on_device(b, y[i]);
-    if (fused) {
-        const void *wd[CU_MQ_N];
-        int64_t n_out[CU_MQ_N];
-        for (int32_t i = 0; i < n; i++) wd[i] = w[i]->data, n_out[i] = w[i]->n_out;
-        cu_matmul_q8_n(n, y, w[0]->type, wd, n_out, w[0]->n_in, a.q, a.d, a.sum, n_rows, STREAM);
-        LAUNCHED(b, "matmul");
-        return;
-    }
-    for (int32_t i = 0; i < n; i++) matmul_one(b, y[i], w[i], x, n_rows, once ? &a : nullptr);
+    if (q8 && !quantize_acts(b, &a, x, n_rows, w[0]->n_in)) return;
+    if (shared && fusable(b, n, y, w)) return fused_n(b, n, y, w, x, n_rows, q8 ? &a : nullptr);
+    for (int32_t i = 0; i < n; i++) matmul_one(b, y[i], w[i], x, n_rows, q8 ? &a : nullptr);
 }
 
 /* Every row in one launch, the indices copied in first. */

@@ -97,6 +97,26 @@ template <class T> __device__ __forceinline__ T block_max(T v, T *scratch, T low
     return warp_max(lane < nw ? scratch[lane] : lowest);
 }
 
+/* Up to CU_MQ_N matrices of one type and n_in that one launch multiplies by the same
+ * activations (blockIdx.z picks one); matrices without output rows left out. */
+struct mat_set {
+    float *y[CU_MQ_N];
+    const uint8_t *w[CU_MQ_N];
+    int64_t n_out[CU_MQ_N];
+    int n;        /* matrices kept */
+    int64_t most; /* the largest n_out (the grid's width) */
+};
+
+inline mat_set make_set(int32_t n, float *const *y, const void *const *w, const int64_t *n_out) {
+    mat_set m = {};
+    for (int32_t i = 0; i < n && i < CU_MQ_N; i++)
+        if (n_out[i] > 0) {
+            m.y[m.n] = y[i], m.w[m.n] = static_cast<const uint8_t *>(w[i]), m.n_out[m.n++] = n_out[i];
+            m.most = n_out[i] > m.most ? n_out[i] : m.most;
+        }
+    return m;
+}
+
 /* blocks for n items of per-block items each, capped for grid-stride loops */
 inline unsigned grid_for(int64_t n, int per_block) {
     const int64_t b = (n + per_block - 1) / per_block;

@@ -100,6 +100,7 @@ bool cu_dequant_rows(float *out, uint32_t type, const void *w, int64_t n_in, int
                      int32_t n_rows, cu_stream s);
 
 #define CU_FEW_ROWS 16 /* most activation rows cu_matmul_few takes */
+#define CU_MQ_N 4      /* most matrices one fused product launch takes (matmul_n's) */
 
 /* y (n_rows, n_out) = x (n_rows, n_in) times W transposed, W (n_out, n_in) of DT_* type as
  * stored, for 1 .. CU_FEW_ROWS rows: one warp an output row, weights dequantised as read
@@ -110,6 +111,12 @@ bool cu_dequant_rows(float *out, uint32_t type, const void *w, int64_t n_in, int
  * a type without a kernel (cu_get_rows' list). */
 bool cu_matmul_few(float *y, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
                    const float *x, int32_t n_rows, cu_stream s);
+
+/* cu_matmul_few of one x by n (at most CU_MQ_N) matrices of one type and n_in, n_out[i]
+ * rows each, into y[i]: one launch, each output the bits of its own call. */
+bool cu_matmul_few_n(int32_t n, float *const *y, uint32_t type, const void *const *w,
+                     const int64_t *n_out, int64_t n_in, const float *x, int32_t n_rows,
+                     cu_stream s);
 
 /* y[i] = x[i] rounded to the 16-bit type of DT_F16 weights (fp16 bits, to nearest even,
  * magnitudes past 65504 saturated) or of DT_BF16 ones (bf16 bits, to nearest even), i < n:
@@ -134,7 +141,6 @@ bool cu_matmul_q8(float *y, uint32_t type, const void *w, int64_t n_out, int64_t
                   cu_stream s);
 /* cu_matmul_q8 of one activation by n (at most CU_MQ_N) matrices of one type and n_in,
  * n_out[i] rows each, into y[i]: one launch, each output the bits of its own call. */
-#define CU_MQ_N 4
 bool cu_matmul_q8_n(int32_t n, float *const *y, uint32_t type, const void *const *w,
                     const int64_t *n_out, int64_t n_in, const int8_t *xq, const float *xd,
                     const int32_t *xs, int32_t n_rows, cu_stream s);

@@ -3,7 +3,8 @@
  * at its index mod 32, dequantising each weight once for every activation row of its
  * group (MMV_R at a time), and the lanes' partials meet in shared memory, summed in lane
  * order by one lane per activation row (one warp barrier instead of a shuffle tree per
- * row). F16 and BF16 weights meet activations rounded to their own type, as the many-row
+ * row). One launch may take several matrices over the same activations (blockIdx.z
+ * picks one: Q, K and V; gate and up). F16 and BF16 weights meet activations rounded to their own type, as the many-row
  * product's tensor cores take them (cu_to_half), so that a row's bits do not depend on
  * which of the two its batch took. Contract: cu.h. */
 #include "kernels/cuda/dequant.cuh"
@@ -22,8 +23,10 @@ template <int TYPE> __device__ __forceinline__ float act(float x) {
 
 template <int TYPE>
 __global__ void __launch_bounds__(MMV_WARPS * 32)
-k_matmul_few(float *y, const uint8_t *w, int64_t n_out, int64_t n_in, size_t row_bytes,
-             const float *x, int n_rows) {
+k_matmul_few(cu::mat_set m, int64_t n_in, size_t row_bytes, const float *x, int n_rows) {
+    float *y = m.y[blockIdx.z];
+    const uint8_t *w = m.w[blockIdx.z];
+    const int64_t n_out = m.n_out[blockIdx.z];
     __shared__ float part[MMV_WARPS][MMV_R][33]; /* (33: lanes on distinct banks) */
     const int lane = threadIdx.x % 32, wi = threadIdx.x / 32;
     const int64_t o = (int64_t)blockIdx.x * MMV_WARPS + wi;
@@ -53,13 +56,12 @@ CU_UNROLL
 }
 
 template <int TYPE> struct matmul_few {
-    static void run(float *y, const void *w, int64_t n_out, int64_t n_in, const float *x,
-                    int32_t n_rows, cu_stream s) {
-        const dim3 grid((unsigned)((n_out + MMV_WARPS - 1) / MMV_WARPS),
-                        (unsigned)((n_rows + MMV_R - 1) / MMV_R));
-        CU_LAUNCH(k_matmul_few<TYPE>, grid, MMV_WARPS * 32, 0, s, y,
-                  static_cast<const uint8_t *>(w), n_out, n_in, dtype_row_bytes(TYPE, n_in), x,
-                  (int)n_rows);
+    static void run(const cu::mat_set &m, int64_t n_in, const float *x, int32_t n_rows,
+                    cu_stream s) {
+        const dim3 grid((unsigned)((m.most + MMV_WARPS - 1) / MMV_WARPS),
+                        (unsigned)((n_rows + MMV_R - 1) / MMV_R), (unsigned)m.n);
+        CU_LAUNCH(k_matmul_few<TYPE>, grid, MMV_WARPS * 32, 0, s, m, n_in,
+                  dtype_row_bytes(TYPE, n_in), x, (int)n_rows);
     }
 };
 
@@ -73,8 +75,15 @@ template <int TYPE> __global__ void k_to_half(uint16_t *y, const float *x, int64
 
 extern "C" bool cu_matmul_few(float *y, uint32_t type, const void *w, int64_t n_out,
                               int64_t n_in, const float *x, int32_t n_rows, cu_stream s) {
-    if (n_out <= 0 || n_in <= 0 || n_rows <= 0) return cu::has_type(type);
-    return cu::with_type<matmul_few>(type, y, w, n_out, n_in, x, n_rows, s);
+    return cu_matmul_few_n(1, &y, type, &w, &n_out, n_in, x, n_rows, s);
+}
+
+extern "C" bool cu_matmul_few_n(int32_t n, float *const *y, uint32_t type, const void *const *w,
+                                const int64_t *n_out, int64_t n_in, const float *x,
+                                int32_t n_rows, cu_stream s) {
+    const cu::mat_set m = cu::make_set(n, y, w, n_out);
+    if (m.n == 0 || n_in <= 0 || n_rows <= 0) return cu::has_type(type);
+    return cu::with_type<matmul_few>(type, m, n_in, x, n_rows, s);
 }
 
 extern "C" bool cu_to_half(uint16_t *y, const float *x, int64_t n, uint32_t type, cu_stream s) {

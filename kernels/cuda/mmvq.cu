@@ -188,16 +188,9 @@ k_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *x, int64_t n_bloc
     if (lane % 16 == 0) xs[b * 2 + lane / 16] = sum;
 }
 
-/* The products of one launch (up to CU_MQ_N matrices of one type and n_in; blockIdx.z picks one). */
-struct mq_set {
-    float *y[CU_MQ_N];
-    const uint8_t *w[CU_MQ_N];
-    int64_t n_out[CU_MQ_N];
-};
-
 template <int TYPE>
 __global__ void __launch_bounds__(MQ_WARPS * 32)
-k_mmvq(mq_set m, int64_t n_in, const int8_t *xq, const float *xd, const int32_t *xs, int n_rows) {
+k_mmvq(cu::mat_set m, int64_t n_in, const int8_t *xq, const float *xd, const int32_t *xs, int n_rows) {
     using Q = qtype<TYPE>;
     float *y = m.y[blockIdx.z];
     const uint8_t *w = m.w[blockIdx.z];
@@ -237,12 +230,10 @@ CU_UNROLL
 
 template <int TYPE> struct mmvq {
     static constexpr bool supported = TYPE != DT_F32 && TYPE != DT_F16 && TYPE != DT_BF16;
-    static void run(const mq_set &m, int n, int64_t n_in, const int8_t *xq, const float *xd,
+    static void run(const cu::mat_set &m, int64_t n_in, const int8_t *xq, const float *xd,
                     const int32_t *xs, int32_t n_rows, cu_stream s) {
-        int64_t most = 0;
-        for (int i = 0; i < n; i++) most = m.n_out[i] > most ? m.n_out[i] : most;
-        const dim3 grid((unsigned)((most + MQ_WARPS - 1) / MQ_WARPS),
-                        (unsigned)((n_rows + MQ_R - 1) / MQ_R), (unsigned)n);
+        const dim3 grid((unsigned)((m.most + MQ_WARPS - 1) / MQ_WARPS),
+                        (unsigned)((n_rows + MQ_R - 1) / MQ_R), (unsigned)m.n);
         CU_LAUNCH(k_mmvq<TYPE>, grid, MQ_WARPS * 32, 0, s, m, n_in, xq, xd, xs, (int)n_rows);
     }
 };
@@ -270,11 +261,7 @@ extern "C" bool cu_matmul_q8(float *y, uint32_t type, const void *w, int64_t n_o
 extern "C" bool cu_matmul_q8_n(int32_t n, float *const *y, uint32_t type, const void *const *w,
                                const int64_t *n_out, int64_t n_in, const int8_t *xq,
                                const float *xd, const int32_t *xs, int32_t n_rows, cu_stream s) {
-    mq_set m = {};
-    int k = 0; /* (matrices with no output rows left out) */
-    for (int32_t i = 0; i < n && i < CU_MQ_N; i++)
-        if (n_out[i] > 0)
-            m.y[k] = y[i], m.w[k] = static_cast<const uint8_t *>(w[i]), m.n_out[k++] = n_out[i];
-    if (k == 0 || n_in <= 0 || n_rows <= 0) return cu::with_type<has_mmvq>(type);
-    return cu::with_type<mmvq>(type, m, k, n_in, xq, xd, xs, n_rows, s);
+    const cu::mat_set m = cu::make_set(n, y, w, n_out);
+    if (m.n == 0 || n_in <= 0 || n_rows <= 0) return cu::with_type<has_mmvq>(type);
+    return cu::with_type<mmvq>(type, m, n_in, xq, xd, xs, n_rows, s);
 }
