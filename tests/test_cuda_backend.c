@@ -145,6 +145,22 @@ static void test_matmul(uint64_t seed) {
                 T_CHECK(!cu_emulated() || launches <= 2, "matmul_n %s of three heights, %d rows: %lu launches",
                         dtype_name(t), nr, (unsigned long)launches);
             }
+            /* matmul_swiglu: the bits of swiglu then matmul; a block type's in one launch fewer */
+            for (int32_t nr = 1; nr <= 17; nr += 16) {
+                float *up = rand_floats(&seed, nr * n_in, 2.0f), *dg = dev(x, nr * n_in), *du = dev(up, nr * n_in);
+                C->swiglu(cu, dg, dg, du, nr * n_in);
+                C->matmul(cu, dy, &w, dg, nr);
+                C->upload(cu, dg, x, sizeof(float) * nr * n_in);
+                const uint64_t before = cu_emu_launches();
+                kern_matmul_swiglu(cu, dy2, &w, dg, du, nr);
+                const uint64_t launches = cu_emu_launches() - before;
+                float *g3 = host(dy2, nr * (size_t)n_out), *g4 = host(dy, nr * (size_t)n_out);
+                T_CHECK(memcmp(g3, g4, sizeof(float) * nr * n_out) == 0 && (!cu_emulated() || blk == 1 || launches == 2),
+                        "matmul_swiglu %s, %d rows: not swiglu + matmul's bits, or %lu launches", dtype_name(t), nr,
+                        (unsigned long)launches);
+                C->buf_free(cu, dg), C->buf_free(cu, du);
+                free(up), free(g3), free(g4);
+            }
             /* get_row: the dequantiser's bits */
             float *row = malloc(sizeof(float) * n_in), *drow = dev(NULL, n_in);
             R->get_row(ref, row, &st, n_out - 1);

@@ -15,7 +15,8 @@
  *               log-probabilities within 1e-5 * max(1, |lse|)
  *   mmvq        quantize_q8 bit for bit; 1e-5 against the quantised operands' product in
  *               double; 2e-2 against ref with float activations (int8's rounding)
- *   few_n       cu_matmul_few_n: each matrix's output the bits of its own cu_matmul_few */
+ *   few_n       cu_matmul_few_n: each matrix's output the bits of its own cu_matmul_few
+ *   q8_swiglu   cu_quantize_q8_swiglu bit for bit cu_swiglu then cu_quantize_q8 */
 #include <algorithm>
 #include <numeric>
 #include <vector>
@@ -355,6 +356,27 @@ static void time_products(void) {
 }
 #endif
 
+/* SwiGLU's values quantised as formed: the bits of cu_swiglu then cu_quantize_q8, a block
+ * of zeros (silu(0) = 0) and a block of large gates among them. */
+static void test_quantize_swiglu(void) {
+    const int n_rows = 3;
+    for (int64_t n_in : {32, 96, 256}) {
+        const size_t n = (size_t)n_rows * n_in;
+        dvec<float> gate = rand_vec(n, 6.0f), up = rand_vec(n, 2.0f), h(n);
+        for (int i = 0; i < 32; i++) gate[n_in + i] = 0.0f, gate[n - 32 + i] *= 30.0f;
+        dvec<int8_t> q1(n), q2(n);
+        dvec<float> d1(n / 32), d2(n / 32);
+        dvec<int32_t> s1(n / 16), s2(n / 16);
+        cu_swiglu(h.data(), gate.data(), up.data(), (int64_t)n, nullptr);
+        cu_quantize_q8(q1.data(), d1.data(), s1.data(), h.data(), n_rows, n_in, nullptr);
+        cu_quantize_q8_swiglu(q2.data(), d2.data(), s2.data(), gate.data(), up.data(), n_rows, n_in, nullptr);
+        sync("quantize_q8_swiglu");
+        T_CHECK(memcmp(q1.data(), q2.data(), n) == 0 && memcmp(d1.data(), d2.data(), n / 32 * 4) == 0 &&
+                    memcmp(s1.data(), s2.data(), n / 16 * 4) == 0,
+                "quantize_q8_swiglu n_in %ld: not swiglu + quantize_q8's bits", (long)n_in);
+    }
+}
+
 /* 1 .. CU_MQ_N matrices of several heights (one of none) over the same x in one
  * cu_matmul_few_n launch, for the float types and one block type: each output the bits of
  * cu_matmul_few on its matrix alone. */
@@ -419,6 +441,7 @@ int main(void) {
     test_topk();
     test_mmvq();
     test_matmul_few_n();
+    test_quantize_swiglu();
 #if !CU_EMU
     if (!getenv("MD_NO_TIMING")) time_products(); /* (set under compute-sanitizer) */
 #endif

@@ -14,7 +14,8 @@
  * no cuBLAS) product() multiplies on the host in the order of the few-row kernel, so a
  * row's result is the same bits in any batch there; on a GPU the two differ only in the
  * order of their float sums. matmul_n's products of one type and input go as one
- * (fused_n): one launch of the few-row kernels, or x rounded once for cuBLAS.
+ * (fused_n): one launch of the few-row kernels, or x rounded once for cuBLAS. The down
+ * projection of a block type forms SwiGLU's values as it quantises them (matmul_swiglu).
  *
  * Host memory where the engine passes it: the batch's integer arrays (positions, slots,
  * segments, gather indices, kv_permute's map) are copied in through a small cache keyed
@@ -421,15 +422,21 @@ bool takes_q8(uint32_t type) {
     return cu_matmul_q8(nullptr, type, nullptr, 0, 0, nullptr, nullptr, nullptr, 0, STREAM);
 }
 
-/* x (n_rows, n_in) quantised into S_Q8; false (recorded) without memory for it. */
-bool quantize_acts(kern_backend *b, q8_acts *a, const float *x, int32_t n_rows, int64_t n_in) {
+/* x (n_rows, n_in) quantised into S_Q8, or SwiGLU's values of gate x and up when up is
+ * given; false (recorded) without memory for it. */
+bool quantize_acts(kern_backend *b, q8_acts *a, const float *x, int32_t n_rows, int64_t n_in,
+                   const float *up = nullptr) {
     const size_t n = (size_t)n_rows * (size_t)n_in; /* (a multiple of 32) */
     char *p = static_cast<char *>(scratch(b, "matmul", S_Q8, n + n / 8 + n / 4));
     if (!p) return false;
     *a = q8_acts{reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
                  reinterpret_cast<int32_t *>(p + n + n / 8)};
-    cu_quantize_q8(reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
-                   reinterpret_cast<int32_t *>(p + n + n / 8), x, n_rows, n_in, STREAM);
+    if (up)
+        cu_quantize_q8_swiglu(reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
+                              reinterpret_cast<int32_t *>(p + n + n / 8), x, up, n_rows, n_in, STREAM);
+    else
+        cu_quantize_q8(reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
+                       reinterpret_cast<int32_t *>(p + n + n / 8), x, n_rows, n_in, STREAM);
     return true;
 }
 
@@ -465,6 +472,21 @@ void matmul_one(kern_backend *b, float *y, const kern_mat *w, const float *x, in
 
 void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
     matmul_one(b, y, w, x, n_rows, nullptr);
+}
+
+/* The down projection: for the block types SwiGLU's values are formed as the activations
+ * are quantised (no swiglu launch, no pass writing them back); the others swiglu into
+ * gate, then matmul. */
+void cuda_matmul_swiglu(kern_backend *b, float *y, const kern_mat *w, float *gate, const float *up,
+                        int32_t n_rows) {
+    if (n_rows <= 0) return;
+    if (!takes_q8(w->type)) {
+        cu_swiglu(gate, gate, up, (int64_t)n_rows * w->n_in, STREAM);
+        if (LAUNCHED(b, "matmul_swiglu")) matmul_one(b, y, w, gate, n_rows, nullptr);
+        return;
+    }
+    q8_acts a;
+    if (quantize_acts(b, &a, gate, n_rows, w->n_in, up)) matmul_one(b, y, w, nullptr, n_rows, &a);
 }
 
 /* Whether matmul_n's products go as one: at most CU_MQ_N of one type with a device
@@ -772,6 +794,7 @@ kern_ops make_ops() {
     o.kv_permute = cuda_kv_permute;
     o.matmul = cuda_matmul;
     o.matmul_n = cuda_matmul_n;
+    o.matmul_swiglu = cuda_matmul_swiglu;
     o.get_row = cuda_get_row;
     o.get_rows = cuda_get_rows;
     o.rmsnorm = cuda_rmsnorm;

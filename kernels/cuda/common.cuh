@@ -39,6 +39,10 @@ __device__ __forceinline__ float h2f(uint16_t h) {
 
 __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }
 
+/* SwiGLU's value, silu(g) * u in float: the one expression of cu_swiglu and of the
+ * quantiser that takes gate and up (their results the same bits). */
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 /* f as fp16 bits, rounded to nearest even, magnitudes past fp16's largest (65504) saturated
  * to it (an activation outlier stays finite instead of turning a product into inf or NaN). */
 __device__ __forceinline__ uint16_t f2h_sat(float f) {

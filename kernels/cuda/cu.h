@@ -131,6 +131,11 @@ bool cu_to_half(uint16_t *y, const float *x, int64_t n, uint32_t type, cu_stream
 void cu_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *x, int32_t n_rows,
                     int64_t n_in, cu_stream s);
 
+/* cu_quantize_q8 of x = cu_swiglu(gate, up) formed as read (the same bits), for the down
+ * projection: one kernel and one pass over the rows fewer. */
+void cu_quantize_q8_swiglu(int8_t *xq, float *xd, int32_t *xs, const float *gate,
+                           const float *up, int32_t n_rows, int64_t n_in, cu_stream s);
+
 /* cu_matmul_few with x given as cu_quantize_q8 made it: each weight block's values as
  * bytes against the int8 activations by dp4a, integer sums, one float multiply-add per 16
  * values (mmvq.cu); a row's result is the same bits in any batch. False (nothing queued)

@@ -171,13 +171,14 @@ template <> struct qtype<DT_IQ4_XS> : qlut<DT_IQ4_XS> {};
 template <> struct qtype<DT_MXFP4> : qlut<DT_MXFP4> {};
 
 /* One warp a block of 32 activations: d = max|x| / 127, q = round(x / d), the two halves'
- * sums of q. */
+ * sums of q; x formed from gate x and up as SwiGLU's when up is not NULL. */
 __global__ void __launch_bounds__(256)
-k_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *x, int64_t n_blocks) {
+k_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *x, const float *up, int64_t n_blocks) {
     const int lane = threadIdx.x % 32;
     const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= n_blocks) return; /* (a whole warp leaves together) */
-    const float v = x[b * 32 + lane];
+    const int64_t i = b * 32 + lane;
+    const float v = up ? cu::silu_mul(x[i], up[i]) : x[i];
     const float amax = cu::warp_max(fabsf(v));
     const float d = amax / 127.0f;
     const int q = amax == 0.0f ? 0 : (int)roundf(v / d);
@@ -249,7 +250,15 @@ extern "C" void cu_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *
                                int32_t n_rows, int64_t n_in, cu_stream s) {
     const int64_t n_blocks = (int64_t)n_rows * (n_in / 32);
     if (n_blocks <= 0) return;
-    CU_LAUNCH(k_quantize_q8, (unsigned)((n_blocks + 7) / 8), 256, 0, s, xq, xd, xs, x, n_blocks);
+    CU_LAUNCH(k_quantize_q8, (unsigned)((n_blocks + 7) / 8), 256, 0, s, xq, xd, xs, x,
+              static_cast<const float *>(nullptr), n_blocks);
+}
+
+extern "C" void cu_quantize_q8_swiglu(int8_t *xq, float *xd, int32_t *xs, const float *gate,
+                                      const float *up, int32_t n_rows, int64_t n_in, cu_stream s) {
+    const int64_t n_blocks = (int64_t)n_rows * (n_in / 32);
+    if (n_blocks <= 0) return;
+    CU_LAUNCH(k_quantize_q8, (unsigned)((n_blocks + 7) / 8), 256, 0, s, xq, xd, xs, gate, up, n_blocks);
 }
 
 extern "C" bool cu_matmul_q8(float *y, uint32_t type, const void *w, int64_t n_out,
