@@ -100,14 +100,29 @@ bool cu_dequant_rows(float *out, uint32_t type, const void *w, int64_t n_in, int
                      int32_t n_rows, cu_stream s);
 
 #define CU_FEW_ROWS 16 /* most activation rows cu_matmul_few takes */
+#define CU_MQ_N 4      /* most matrices one fused product launch takes (matmul_n's) */
 
 /* y (n_rows, n_out) = x (n_rows, n_in) times W transposed, W (n_out, n_in) of DT_* type as
  * stored, for 1 .. CU_FEW_ROWS rows: one warp an output row, weights dequantised as read
  * (dq), float products and sums; each lane sums the values of its index mod 32 in order,
  * then one lane sums the 32 partials in lane order, so a row's result is the same bits in
- * any batch. False (nothing queued) for a type without a kernel (cu_get_rows' list). */
+ * any batch. F16 and BF16: each activation is rounded to the weights' type first (as
+ * cu_to_half rounds it), the operands of the many-row product. False (nothing queued) for
+ * a type without a kernel (cu_get_rows' list). */
 bool cu_matmul_few(float *y, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
                    const float *x, int32_t n_rows, cu_stream s);
+
+/* cu_matmul_few of one x by n (at most CU_MQ_N) matrices of one type and n_in, n_out[i]
+ * rows each, into y[i]: one launch, each output the bits of its own call. */
+bool cu_matmul_few_n(int32_t n, float *const *y, uint32_t type, const void *const *w,
+                     const int64_t *n_out, int64_t n_in, const float *x, int32_t n_rows,
+                     cu_stream s);
+
+/* y[i] = x[i] rounded to the 16-bit type of DT_F16 weights (fp16 bits, to nearest even,
+ * magnitudes past 65504 saturated) or of DT_BF16 ones (bf16 bits, to nearest even), i < n:
+ * the activations the many-row product multiplies on tensor cores. False (nothing
+ * queued) for another type. */
+bool cu_to_half(uint16_t *y, const float *x, int64_t n, uint32_t type, cu_stream s);
 
 /* The activations of the quantised few-row product: x (n_rows, n_in) in blocks of 32 as
  * int8 q = round(x / d) (xq, (n_rows, n_in)) with d = max|x| / 127 a block (xd,
@@ -115,6 +130,11 @@ bool cu_matmul_few(float *y, uint32_t type, const void *w, int64_t n_out, int64_
  * multiple of 32; xq 16-byte aligned. */
 void cu_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *x, int32_t n_rows,
                     int64_t n_in, cu_stream s);
+
+/* cu_quantize_q8 of x = cu_swiglu(gate, up) formed as read (the same bits), for the down
+ * projection: one kernel and one pass over the rows fewer. */
+void cu_quantize_q8_swiglu(int8_t *xq, float *xd, int32_t *xs, const float *gate,
+                           const float *up, int32_t n_rows, int64_t n_in, cu_stream s);
 
 /* cu_matmul_few with x given as cu_quantize_q8 made it: each weight block's values as
  * bytes against the int8 activations by dp4a, integer sums, one float multiply-add per 16
@@ -126,7 +146,6 @@ bool cu_matmul_q8(float *y, uint32_t type, const void *w, int64_t n_out, int64_t
                   cu_stream s);
 /* cu_matmul_q8 of one activation by n (at most CU_MQ_N) matrices of one type and n_in,
  * n_out[i] rows each, into y[i]: one launch, each output the bits of its own call. */
-#define CU_MQ_N 4
 bool cu_matmul_q8_n(int32_t n, float *const *y, uint32_t type, const void *const *w,
                     const int64_t *n_out, int64_t n_in, const int8_t *xq, const float *xd,
                     const int32_t *xs, int32_t n_rows, cu_stream s);
