@@ -2,7 +2,8 @@
  * ref backend on small shapes: odd sizes, every weight type with a device kernel, 1 to 64
  * rows (both the few-row kernel and the many-row product), attention segments that start
  * and end inside a 128-key tile, GQA groups of 1 to 8 heads, attention's chunks split over
- * blocks or not (the same bits); the backend contract's buffer and KV checks
+ * blocks or not and a shared context's chunks taken once for several rows (the same
+ * bits); the backend contract's buffer and KV checks
  * (t_backend.h); host memory where the engine passes it (matmul's y, topk_lse's x); errors
  * (no memory, an unsupported type) named. Every value goes through upload and download,
  * so the same binary runs under the emulator (make test) and on a GPU (tools/gpu-run.sh);
@@ -326,6 +327,61 @@ static void test_attention(uint64_t seed) {
     }
 }
 
+/* Rows over one context (its first P keys, cut in two segments on odd rows; P no multiple
+ * of the chunk) and then keys of their own, through the backend: the cascade takes the
+ * whole chunks of the context once for each CU_ATTN_ROWS rows (cu_attn_shared grows by
+ * what it saves), and every row gets the bits it gets alone, within 1e-5 of ref. */
+static void shared_case(uint64_t *seed, int32_t nh, int32_t nkv, int32_t hd, int32_t P, int32_t n_rows) {
+    const int32_t n_slots = P + 48 * n_rows, rq = nh * hd;
+    int32_t off[65], k = 0;
+    kern_seg segs[65 * 3];
+    for (int32_t r = 0; r < n_rows; r++) {
+        off[r] = k;
+        if (r % 2) segs[k++] = (kern_seg){0, 100}, segs[k++] = (kern_seg){100, P - 100};
+        else segs[k++] = (kern_seg){0, P};
+        segs[k++] = (kern_seg){P + 48 * r, 1 + rng_int(seed, 47)};
+    }
+    off[n_rows] = k;
+    const size_t qn = (size_t)n_rows * rq, kn = (size_t)n_slots * nkv * hd;
+    float *q = rand_floats(seed, (int64_t)qn, 1.0f), *kc = rand_floats(seed, (int64_t)kn, 1.0f);
+    float *v = rand_floats(seed, (int64_t)kn, 1.0f), *want = malloc(qn * sizeof(float));
+    float *dq = dev(q, qn), *dk = dev(kc, kn), *dv = dev(v, kn), *dout = dev(NULL, qn), *d1 = dev(NULL, qn);
+    kern_attn a = {.n_rows = n_rows, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
+                   .scale = 1.0f / sqrtf((float)hd), .q = q, .k = kc, .v = v, .seg_off = off, .segs = segs,
+                   .out = want};
+    R->attention(ref, &a);
+    a.q = dq, a.k = dk, a.v = dv, a.out = dout;
+    const uint64_t s0 = cu_attn_shared(cu);
+    C->attention(cu, &a);
+    const uint64_t saved = cu_attn_shared(cu) - s0;
+    for (int32_t r = 0; r < n_rows; r++) { /* each row alone */
+        int32_t off1[2] = {0, off[r + 1] - off[r]};
+        kern_attn b = a;
+        b.n_rows = 1, b.q = dq + (size_t)r * rq, b.seg_off = off1, b.segs = segs + off[r], b.out = d1 + (size_t)r * rq;
+        C->attention(cu, &b);
+    }
+    check_sync("attention shared");
+    float *got = host(dout, qn), *alone = host(d1, qn);
+    const uint64_t expect = (uint64_t)(n_rows - (n_rows + CU_ATTN_ROWS - 1) / CU_ATTN_ROWS) * (P / CU_ATTN_CHUNK);
+    const double e = t_nerr(got, want, (long)qn);
+    T_CHECK(e <= 1e-5, "shared attention %d/%d heads, hd %d, %d rows over %d keys: nerr %.3g", nh, nkv, hd,
+            n_rows, P, e);
+    T_CHECK(!memcmp(got, alone, qn * sizeof(float)), "shared attention %d/%d heads, hd %d, %d rows over %d keys: "
+            "a row's bits differ from its own alone", nh, nkv, hd, n_rows, P);
+    T_CHECK(saved == expect, "shared attention, %d rows over %d keys: %llu chunk reads saved, %llu expected",
+            n_rows, P, (unsigned long long)saved, (unsigned long long)expect);
+    C->buf_free(cu, dq), C->buf_free(cu, dk), C->buf_free(cu, dv), C->buf_free(cu, dout), C->buf_free(cu, d1);
+    free(q), free(kc), free(v), free(want), free(got), free(alone);
+}
+
+static void test_attention_shared(uint64_t seed) {
+    static const int32_t shapes[][3] = {{4, 2, 32}, {14, 2, 72}, {2, 1, 256}}, lens[] = {300, 777}, rows[] = {1, 6, 64};
+    for (int32_t si = 0; si < 3; si++)
+        for (int32_t li = 0; li < 2; li++)
+            for (int32_t ri = 0; ri < 3; ri++)
+                shared_case(&seed, shapes[si][0], shapes[si][1], shapes[si][2], lens[li], rows[ri]);
+}
+
 /* cu_attention with the chunks spread over blocks and folded by the merge kernel (part)
  * gives the same bits as with each row's chunks folded in its block (NULL): the choice the
  * backend makes from the batch's size must not change a row's result. Rows here run to
@@ -357,8 +413,8 @@ static void test_attention_split(uint64_t seed) {
                        .scale = 1.0f / sqrtf((float)hd), .q = q, .k = k, .v = v,
                        .seg_off = off, .segs = segs, .out = want, .sinks = sk};
         R->attention(ref, &a);
-        cu_attention(d1, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, dsk, NULL, 0, NULL);
-        cu_attention(d2, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, dsk, part, n_chunks, NULL);
+        cu_attention(d1, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, dsk, NULL, 0, NULL, 0, NULL, NULL);
+        cu_attention(d2, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, dsk, part, n_chunks, NULL, 0, NULL, NULL);
         check_sync("attention split");
         float *g1 = host(d1, qn), *g2 = host(d2, qn);
         /* through the backend: these rows alone (split: few blocks) and as the first of 40
@@ -767,6 +823,7 @@ int main(void) {
     test_matmul_q8_route(69);
     test_attention(62);
     test_attention_split(70);
+    test_attention_shared(72);
     test_small_cache(66);
     test_small_ops(63);
     test_gdn(71);

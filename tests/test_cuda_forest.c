@@ -21,7 +21,9 @@
  * without a device the test reports itself skipped.
  * A step that wants only the top-k (step_plan.topk_only) gets the same top-k and
  * alternatives, bit for bit, with its logits rows left on the device: fewer bytes come
- * back than one row's. */
+ * back than one row's; so do greedy drafts with lookahead and the judge. Leaves over a
+ * prompt longer than an attention chunk share its chunks (the cascade) and keep linear
+ * decoding's bits. */
 #include "forest/forest.h"
 #include "forest/sample.h"
 #include "forest/step.h"
@@ -397,6 +399,38 @@ static void greedy_vs_cpu(const model *m, const char *name, int32_t n) {
 
 /* The tiny shape the random models here share: 64 wide, 4 heads over 2 KV heads (arch
  * NULL: mkmodel's default). */
+/* Four chains of two tokens over a prompt of 300, longer than an attention chunk: the
+ * cascade takes the prompt's whole chunks once for several rows (cu_attn_shared grows),
+ * and every leaf still gets linear decoding's logits (bitwise under the emulator). */
+static void shared_context(const model *m, const char *name, double ref_bound, uint64_t seed) {
+    enum { NP = 300, N_SLOTS = 512 };
+    const int32_t V = m->hp.n_vocab;
+    model_ctx *c = ctx(m, "cuda", N_SLOTS), *lc = ctx(m, "cuda", N_SLOTS), *cc = ctx(m, "ref", N_SLOTS);
+    forest *f = forest_init(N_SLOTS, 0);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    int32_t prompt[NP], bitwise = 0, scored = 0;
+    for (int32_t i = 0; i < NP; i++) prompt[i] = (int32_t)(lcg(&seed) % (uint64_t)V);
+    forest_id last;
+    bool ok = c && lc && cc && !forest_add_root(f, prompt, NULL, NP, 0, &last, &err) &&
+              !step_forest(f, &p, c, &err);
+    T_CHECK(ok, "%s shared context: %s", name, err.msg);
+    if (!ok) goto out;
+    add_forks(f, last, 4, 2, &seed, V);
+    const uint64_t s0 = cu_attn_shared(model_ctx_backend(c));
+    T_CHECK(step_forest(f, &p, c, &err) == ST_OK, "%s shared context step: %s", name, err.msg);
+    const uint64_t saved = cu_attn_shared(model_ctx_backend(c)) - s0;
+    check_leaves(f, &p, lc, cc, V, name, ref_bound, &bitwise, &scored);
+    T_CHECK(saved > 0 && (bitwise == scored || !cu_emulated()),
+            "%s: %d of %d leaves over a shared context bitwise linear decoding's; %llu chunk reads saved", name,
+            bitwise, scored, (unsigned long long)saved);
+out:
+    step_plan_free(&p);
+    forest_free(f);
+    model_ctx_free(c), model_ctx_free(lc), model_ctx_free(cc);
+}
+
 static mkmodel_params tiny(const char *arch, uint32_t wtype, uint64_t seed) {
     mkmodel_params mp = mkmodel_default_params();
     if (arch) mp.arch = arch;
@@ -529,6 +563,7 @@ int main(void) {
     if (m) grow_greedy(m, "tiny q8_0 gqa2");
     if (m) spec_greedy_dev(m, "tiny q8_0 gqa2");
     if (m) judge_dev(m, "tiny q8_0 gqa2");
+    if (m) shared_context(m, "tiny q8_0 gqa2", NERR_BOUND_Q8, 15);
     model_free(m);
     mp.arch = "qwen2moe"; /* a mixture of experts with a shared expert: rows grouped by expert */
     mp.n_expert = 8;
@@ -569,6 +604,7 @@ int main(void) {
         grow_greedy(m, "stories260K");
         spec_greedy_dev(m, "stories260K");
         judge_dev(m, "stories260K");
+        shared_context(m, "stories260K", NERR_BOUND, 16);
         beam_vs_cpu(m, "stories260K");
         greedy_vs_cpu(m, "stories260K", 24);
     }

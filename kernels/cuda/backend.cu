@@ -70,6 +70,8 @@ struct cuda_state {
     uint64_t d2h_bytes; /* copied to the host so far (cu_d2h_bytes) */
     uint64_t h2d_bytes; /* copied from the host so far, weights aside (cu_h2d_bytes) */
     uint64_t n_allocs;  /* cudaMalloc calls so far (cu_dev_allocs) */
+    uint64_t att_shared; /* chunk reads the cascade saved (cu_attn_shared) */
+    std::vector<int32_t> att_groups; /* (3 n_rows + n_rows) cu_attention_groups's casc, nsh */
     dev_buf pinned;     /* page-locked host memory the small results come back into */
     std::vector<std::pair<uintptr_t, uintptr_t>> own; /* this instance's buffers [start, end) */
 };
@@ -582,11 +584,11 @@ void cuda_rope_neox(kern_backend *b, float *x, const int32_t *pos, int32_t n_row
 
 /* Attention's chunk partials for a's rows, or NULL when its rows alone make blocks
  * enough to fill the GPU (ATT_FILL: about two a multiprocessor of an H100's 132), a row
- * has one chunk at most, or the partials would take over ATT_PART_BYTES. *n_chunks: the
- * chunks of the longest row. */
+ * has one chunk at most, or the partials would take over ATT_PART_BYTES; rows that share
+ * chunks (shared) take the partials however many. *n_chunks: the chunks of the longest row. */
 constexpr int64_t ATT_FILL = 256;
 constexpr size_t ATT_PART_BYTES = (size_t)64 << 20;
-float *attention_parts(kern_backend *b, const kern_attn *a, int32_t *n_chunks) {
+float *attention_parts(kern_backend *b, const kern_attn *a, bool shared, int32_t *n_chunks) {
     int64_t most = 0;
     for (int32_t r = 0; r < a->n_rows; r++) {
         int64_t n = 0;
@@ -597,7 +599,7 @@ float *attention_parts(kern_backend *b, const kern_attn *a, int32_t *n_chunks) {
     const int64_t blocks = (int64_t)a->n_rows * a->n_head_kv * cu_attention_subs(a->n_head, a->n_head_kv);
     const size_t bytes = sizeof(float) * (size_t)a->n_rows * a->n_head * (size_t)*n_chunks *
                          (size_t)(a->head_dim + 2);
-    if (*n_chunks <= 1 || blocks >= ATT_FILL || bytes > ATT_PART_BYTES) return nullptr;
+    if (*n_chunks <= 1 || (blocks >= ATT_FILL && !shared) || bytes > ATT_PART_BYTES) return nullptr;
     return static_cast<float *>(scratch(b, "attention", S_ATT, bytes));
 }
 
@@ -613,10 +615,21 @@ void cuda_attention(kern_backend *b, const kern_attn *a) {
     const void *segs = off ? to_device(b, "attention", a->segs, sizeof(kern_seg) * n_segs) : nullptr;
     if (!segs) return;
     int32_t n_chunks = 0;
-    float *part = attention_parts(b, a, &n_chunks);
+    cuda_state *st = state_of(b);
+    st->att_groups.resize((size_t)a->n_rows * 4);
+    int32_t *casc = st->att_groups.data(), *nsh = casc + (size_t)a->n_rows * 3;
+    const int32_t n_casc = cu_attention_groups(a->seg_off, reinterpret_cast<const int32_t *>(a->segs), a->n_rows, casc, nsh);
+    float *part = attention_parts(b, a, n_casc > 0, &n_chunks);
+    const void *dcasc = nullptr, *dnsh = nullptr;
+    if (part && n_casc > 0) { /* (the same arrays every layer of a step: copied once) */
+        dcasc = to_device(b, "attention", casc, sizeof(int32_t) * 3 * (size_t)n_casc);
+        if (!dcasc || !(dnsh = to_device(b, "attention", nsh, sizeof(int32_t) * (size_t)a->n_rows))) return;
+        for (int32_t g = 0; g < n_casc; g++) st->att_shared += (uint64_t)casc[3 * g + 2] * (casc[3 * g + 1] - 1);
+    }
     cu_attention(a->out, a->q, a->k, a->v, static_cast<const int32_t *>(off),
                  static_cast<const int32_t *>(segs), a->n_rows, a->n_head, a->n_head_kv,
-                 a->head_dim, a->scale, a->sinks, part, part ? n_chunks : 0, STREAM);
+                 a->head_dim, a->scale, a->sinks, part, part ? n_chunks : 0,
+                 static_cast<const int32_t *>(dcasc), dnsh ? n_casc : 0, static_cast<const int32_t *>(dnsh), STREAM);
     LAUNCHED(b, "attention");
 }
 
@@ -831,6 +844,8 @@ extern "C" uint64_t cu_emu_launches(void) {
 }
 
 extern "C" uint64_t cu_d2h_bytes(kern_backend *b) { return state_of(b)->d2h_bytes; }
+
+extern "C" uint64_t cu_attn_shared(kern_backend *b) { return state_of(b)->att_shared; }
 
 extern "C" uint64_t cu_h2d_bytes(kern_backend *b) { return state_of(b)->h2d_bytes; }
 

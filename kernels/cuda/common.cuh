@@ -21,8 +21,12 @@ extern "C" {
 /* a loop the device compiler should unroll (the emulator's compiler decides itself) */
 #if CU_EMU
 #define CU_UNROLL
+#define CU_UNROLL_BY(n)
 #else
 #define CU_UNROLL _Pragma("unroll")
+#define CU_PRAGMA(x) _Pragma(#x)
+/* ... by n, an integral constant expression (a template's parameters may appear in it) */
+#define CU_UNROLL_BY(n) CU_PRAGMA(unroll n)
 #endif
 
 namespace cu {

@@ -30,6 +30,9 @@ struct kern_backend;
  * matmul into host memory, topk_lse's results): what a test counts to see that rows
  * left on the device stay there. */
 uint64_t cu_d2h_bytes(struct kern_backend *b);
+/* Chunk reads of keys the cascade has saved b's attention so far: a group's shared chunks
+ * once for all its rows instead of once a row. */
+uint64_t cu_attn_shared(struct kern_backend *b);
 /* Bytes b has copied from the host to the device so far (the batch's small arrays,
  * upload, rows staged for topk_lse), the prepared weights aside. */
 uint64_t cu_h2d_bytes(struct kern_backend *b);
@@ -155,6 +158,7 @@ void cu_softmax(float *x, int32_t n_rows, int32_t n, cu_stream s);
 
 #define CU_ATTN_MAX_HD 256 /* largest head_dim cu_attention takes */
 #define CU_ATTN_CHUNK 256  /* keys a partial softmax covers (attn.cu) */
+#define CU_ATTN_ROWS 4     /* most rows a block of shared chunks takes (attn.cu's cascade) */
 
 /* kern_ops.attention with device arrays: seg_off (n_rows + 1) indexes segs, slots of the
  * cache rows (n_head_kv * head_dim floats). A row's keys, in order, are cut into chunks of
@@ -164,11 +168,22 @@ void cu_softmax(float *x, int32_t n_rows, int32_t n, cu_stream s);
  * chunk): part (n_rows * n_head * n_chunks * (head_dim + 2) floats, n_chunks at least the
  * chunks of the longest row) spreads the chunks over blocks and folds them in a second
  * kernel; NULL folds them in the row's block. Either way, the same bits. sinks (n_head
- * or NULL): kern_attn.sinks, folded after the keys. head_dim <= CU_ATTN_MAX_HD. */
+ * or NULL): kern_attn.sinks, folded after the keys. head_dim <= CU_ATTN_MAX_HD. With part,
+ * casc (n_casc groups, cu_attention_groups's, device arrays) and nsh (n_rows): each group's
+ * shared chunks are taken once for its rows (the keys read once), the same bits again;
+ * n_casc 0: none. */
 void cu_attention(float *out, const float *q, const float *k, const float *v,
                   const int32_t *seg_off, const int32_t *segs, int32_t n_rows, int32_t n_head,
                   int32_t n_head_kv, int32_t head_dim, float scale, const float *sinks,
-                  float *part, int32_t n_chunks, cu_stream s);
+                  float *part, int32_t n_chunks, const int32_t *casc, int32_t n_casc,
+                  const int32_t *nsh, cu_stream s);
+/* The cascade's groups of host arrays seg_off, segs (kern_seg pairs): consecutive rows, up
+ * to CU_ATTN_ROWS a group, whose key sequences start with the same whole chunks (the same
+ * slots in the same places, CU_ATTN_CHUNK keys a chunk); (first row, rows, shared chunks)
+ * a group into casc (3 n_rows), each row's shared chunks (0: none) into nsh (n_rows).
+ * Returns the groups. */
+int32_t cu_attention_groups(const int32_t *seg_off, const int32_t *segs, int32_t n_rows, int32_t *casc,
+                            int32_t *nsh);
 
 /* Blocks cu_attention gives one (KV head, row): ceil(query heads a KV head / 4). */
 int32_t cu_attention_subs(int32_t n_head, int32_t n_head_kv);
