@@ -15,7 +15,10 @@
  * arithmetic depends only on its own keys in order), which is reported, not asserted
  * (cuBLAS on a GPU sums an F32 many-row product in its own order). Models: a random tiny one (mkmodel, Q8_0, GQA 2)
  * a Qwen2-MoE of 8 experts (3 a token, a shared expert), a gpt-oss of the same experts
- * (attention sinks, the clamped SwiGLU), a Gemma 4 (soft-capped logits), a Qwen3.5 (Gated
+ * (attention sinks, the clamped SwiGLU), a Gemma 4 (soft-capped logits), a tiny F16 and a
+ * tiny BF16 (their many-row products on tensor cores; leaves asserted bitwise under the
+ * emulator; against ref within 5e-3 and 3e-2: activations rounded to the weights' type),
+ * a Qwen3.5 (Gated
  * DeltaNet layers and gated attention: its leaves asserted bitwise under the emulator, where
  * every op of its step is batch invariant) and stories260K;
  * without a device the test reports itself skipped.
@@ -37,6 +40,10 @@
 
 #define NERR_BOUND 1e-4
 #define NERR_BOUND_Q8 3e-2 /* against ref where the weights are a block type: int8 activations */
+/* against ref where the weights are F16 or BF16: every product's activations rounded to
+ * them (u = 2^-11, 2^-8 each), about 10 u through the layers (seen 6.0e-4, 4.2e-3) */
+#define NERR_BOUND_F16 5e-3
+#define NERR_BOUND_BF16 3e-2
 #define GREEDY 12
 
 static model_ctx *ctx(const model *m, const char *backend, int32_t n_slots) {
@@ -577,6 +584,20 @@ int main(void) {
     mp.n_layer = 4, mp.n_swa = 8, mp.swa_pattern = 2, mp.n_kv_shared = 2, mp.n_embd_ple = 32;
     mp.softcap = 10.0f;
     run_random(&mp, "tiny gemma4 softcap", NERR_BOUND, 9);
+    /* F16 and BF16 weights: the first step's many-row product on tensor cores (GemmEx), the
+     * later ones the few-row kernel, both on activations rounded to the weights' type, so
+     * under the emulator every leaf has linear decoding's bits */
+    for (int ti = 0; ti < 2; ti++) {
+        const char *name = ti ? "tiny bf16" : "tiny f16";
+        mp = tiny(NULL, ti ? DT_BF16 : DT_F16, 29 + ti);
+        m = t_random_model(&mp, &err);
+        T_CHECK(m != NULL, "%s: %s", name, err.msg);
+        if (m) {
+            const bool exact = run_model(m, name, ti ? NERR_BOUND_BF16 : NERR_BOUND_F16, 15 + ti);
+            T_CHECK(exact || !cu_emulated(), "%s: leaves not bitwise linear decoding's", name);
+        }
+        model_free(m);
+    }
     /* Qwen3.5's shape: Gated DeltaNet layers (states continued, copied at forks, chains
      * replayed under inner nodes) between gated attention layers; every step's rows go
      * through gdn one after another, so under the emulator each leaf has linear's bits */

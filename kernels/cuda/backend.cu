@@ -5,17 +5,8 @@
  * order), and every CUDA and cuBLAS status is checked: the first failure is recorded
  * naming the op, the call, its file and line, and sync returns it.
  *
- * Products: weights of a block type (Q4_0 .. Q6_K) go through cu_matmul_q8 at any batch
- * size, the activations quantised to int8 on the device first (as the cpu backend does),
- * so a row's result is the same bits in any batch. F32, F16 and BF16: up to CU_FEW_ROWS
- * activation rows go through cu_matmul_few (the weights read as stored); more through
- * product(): SGEMM for F32, GemmEx on tensor cores for F16 and BF16 against activations
- * rounded to the weights' type, as cu_matmul_few rounds them. Under the emulator (emu.h,
- * no cuBLAS) product() multiplies on the host in the order of the few-row kernel, so a
- * row's result is the same bits in any batch there; on a GPU the two differ only in the
- * order of their float sums. matmul_n's products of one type and input go as one
- * (fused_n): one launch of the few-row kernels, or x rounded once for cuBLAS. The down
- * projection of a block type forms SwiGLU's values as it quantises them (matmul_swiglu).
+ * The products (matmul, matmul_n, matmul_swiglu) are products.cu's; backend.cuh declares
+ * what the two files share.
  *
  * Host memory where the engine passes it: the batch's integer arrays (positions, slots,
  * segments, gather indices, kv_permute's map) are copied in through a small cache keyed
@@ -30,26 +21,17 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/cuda/dequant.cuh"
-
-#define _Noreturn [[noreturn]] /* base/status.h is C11 */
-extern "C" {
-#include "kernels/kern_impl.h"
-#include "kernels/vec.h"
-}
+#include "kernels/cuda/backend.cuh"
 
 #if CU_EMU
-#include "kernels/cuda/emu_blas.h" /* cuBLAS's meaning of the arguments, recorded */
 cublas_emu_call cublas_emu_log;
-#else
-#include <cublas_v2.h>
 #endif
 
-namespace {
+#pragma GCC visibility push(hidden)
+namespace cudab {
 
 constexpr int N_SMALL = 8; /* host arrays kept on the device at once */
 
-enum { S_HALF, S_OUT, S_IN, S_TOPK, S_Q8, S_ATT, N_SCRATCH }; /* device scratch buffers, by use */
 
 struct dev_buf {
     void *p;
@@ -76,9 +58,9 @@ struct cuda_state {
     std::vector<std::pair<uintptr_t, uintptr_t>> own; /* this instance's buffers [start, end) */
 };
 
-const cu_stream STREAM = nullptr;
-
 cuda_state *state_of(kern_backend *b) { return static_cast<cuda_state *>(kern_backend_state(b)); }
+
+cublasHandle_t blas_of(kern_backend *b) { return state_of(b)->blas; }
 
 /* The name of the call in a CU_OK / BLAS_OK expression: its text up to the parenthesis. */
 int call_len(const char *call) {
@@ -94,7 +76,6 @@ bool cu_ok(kern_backend *b, const char *op, cudaError_t e, const char *call, con
                       file, line);
     return false;
 }
-#define CU_OK(b, op, call) cu_ok((b), (op), (call), #call, __FILE__, __LINE__)
 
 bool blas_ok(kern_backend *b, const char *op, cublasStatus_t e, const char *call,
              const char *file, int line) {
@@ -104,11 +85,7 @@ bool blas_ok(kern_backend *b, const char *op, cublasStatus_t e, const char *call
                       file, line);
     return false;
 }
-#define BLAS_OK(b, op, call) blas_ok((b), (op), (call), #call, __FILE__, __LINE__)
 
-/* After an op's launches: a launch error (bad configuration, no kernel image for this
- * device) recorded naming the op. */
-#define LAUNCHED(b, op) CU_OK(b, op, cudaGetLastError())
 
 /* bytes of device memory for op's `what`, or NULL with ST_ERR_NOMEM recorded as the host
  * backends word it ("matmul: out of memory for 12.0 MiB of device scratch"), the CUDA
@@ -376,162 +353,6 @@ void cuda_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_
     }
     LAUNCHED(b, "kv_permute");
     if (tmp) CU_OK(b, "kv_permute", cudaFree(tmp));
-}
-
-/* ---- products ---- */
-
-/* x (n_rows, n_in) as product() multiplies it against weights of type: x itself for
- * F32, else its copy rounded to the weights' 16-bit type (cu_to_half queued into S_HALF:
- * fp16 keeps 11 significant bits of an activation, bf16, whose weights may need its
- * range, 8); NULL (recorded) without memory for the copy. */
-const void *product_acts(kern_backend *b, uint32_t type, const float *x, int32_t n_rows, int64_t n_in) {
-    if (type == DT_F32) return x;
-    const size_t n = (size_t)n_rows * (size_t)n_in;
-    uint16_t *xh = static_cast<uint16_t *>(scratch(b, "matmul", S_HALF, sizeof(uint16_t) * n));
-    if (xh) cu_to_half(xh, x, (int64_t)n, type, STREAM);
-    return xh;
-}
-
-/* y (n_rows, n_out) = xa (n_rows, n_in, from product_acts) times W (n_out, n_in)
- * transposed, W read in place: F32 by cuBLAS SGEMM (float32 throughout, no TF32); F16 and
- * BF16 by cublasGemmEx on tensor cores, float32 sums and output. Under the emulator the
- * same calls to emu_blas.h, which computes what cuBLAS would from the arguments in
- * cu_matmul_few's order, so a row's result there is the same bits in any batch. */
-bool product(kern_backend *b, float *y, const kern_mat *w, const void *xa, int32_t n_rows) {
-    const float one = 1.0f, zero = 0.0f;
-    const int m = (int)w->n_out, k = (int)w->n_in;
-    cublasHandle_t h = state_of(b)->blas;
-    if (w->type == DT_F32)
-        return BLAS_OK(b, "matmul",
-                       cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n_rows, k, &one,
-                                   static_cast<const float *>(w->data), k,
-                                   static_cast<const float *>(xa), k, &zero, y, m));
-    const cudaDataType_t t = w->type == DT_F16 ? CUDA_R_16F : CUDA_R_16BF;
-    return BLAS_OK(b, "matmul",
-                   cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n_rows, k, &one, w->data, t, k, xa,
-                                t, k, &zero, y, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
-/* Activation rows as cu_quantize_q8 leaves them (device scratch S_Q8). */
-struct q8_acts {
-    const int8_t *q;
-    const float *d;
-    const int32_t *sum;
-};
-
-/* Whether weights of type go through cu_matmul_q8 (the block types). */
-bool takes_q8(uint32_t type) {
-    return cu_matmul_q8(nullptr, type, nullptr, 0, 0, nullptr, nullptr, nullptr, 0, STREAM);
-}
-
-/* x (n_rows, n_in) quantised into S_Q8, or SwiGLU's values of gate x and up when up is
- * given; false (recorded) without memory for it. */
-bool quantize_acts(kern_backend *b, q8_acts *a, const float *x, int32_t n_rows, int64_t n_in,
-                   const float *up = nullptr) {
-    const size_t n = (size_t)n_rows * (size_t)n_in; /* (a multiple of 32) */
-    char *p = static_cast<char *>(scratch(b, "matmul", S_Q8, n + n / 8 + n / 4));
-    if (!p) return false;
-    *a = q8_acts{reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
-                 reinterpret_cast<int32_t *>(p + n + n / 8)};
-    if (up)
-        cu_quantize_q8_swiglu(reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
-                              reinterpret_cast<int32_t *>(p + n + n / 8), x, up, n_rows, n_in, STREAM);
-    else
-        cu_quantize_q8(reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
-                       reinterpret_cast<int32_t *>(p + n + n / 8), x, n_rows, n_in, STREAM);
-    return true;
-}
-
-/* y = x W^T: block types by cu_matmul_q8 at every batch size (so a row's bits never
- * depend on its batch), against xq when given (x already quantised, as matmul_n does
- * once for its products), else quantised here; the others by the few-row kernel or
- * product(). */
-void matmul_one(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows,
-                const q8_acts *xq) {
-    if (n_rows <= 0 || w->n_out <= 0) return;
-    const size_t y_bytes = sizeof(float) * (size_t)n_rows * (size_t)w->n_out;
-    float *yd = on_device(b, y) ? y : static_cast<float *>(scratch(b, "matmul", S_OUT, y_bytes));
-    if (!yd) return;
-    if (!cu::has_type(w->type)) {
-        kern_backend_fail(b, ST_ERR_UNSUPPORTED, "matmul", "weight type %s has no CUDA kernel",
-                          dtype_name(w->type));
-        return;
-    }
-    q8_acts own;
-    if (takes_q8(w->type)) {
-        if (!xq && !quantize_acts(b, &own, x, n_rows, w->n_in)) return;
-        const q8_acts &a = xq ? *xq : own;
-        cu_matmul_q8(yd, w->type, w->data, w->n_out, w->n_in, a.q, a.d, a.sum, n_rows, STREAM);
-    } else if (n_rows <= CU_FEW_ROWS) {
-        cu_matmul_few(yd, w->type, w->data, w->n_out, w->n_in, x, n_rows, STREAM);
-    } else {
-        const void *xa = product_acts(b, w->type, x, n_rows, w->n_in);
-        if (!xa || !product(b, yd, w, xa, n_rows)) return; /* (yd holds an older product's rows) */
-    }
-    if (LAUNCHED(b, "matmul") && yd != y)
-        CU_OK(b, "matmul", d2h(b, y, yd, y_bytes));
-}
-
-void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
-    matmul_one(b, y, w, x, n_rows, nullptr);
-}
-
-/* The down projection: for the block types SwiGLU's values are formed as the activations
- * are quantised (no swiglu launch, no pass writing them back); the others swiglu into
- * gate, then matmul. */
-void cuda_matmul_swiglu(kern_backend *b, float *y, const kern_mat *w, float *gate, const float *up,
-                        int32_t n_rows) {
-    if (n_rows <= 0) return;
-    if (!takes_q8(w->type)) {
-        cu_swiglu(gate, gate, up, (int64_t)n_rows * w->n_in, STREAM);
-        if (LAUNCHED(b, "matmul_swiglu")) matmul_one(b, y, w, gate, n_rows, nullptr);
-        return;
-    }
-    q8_acts a;
-    if (quantize_acts(b, &a, gate, n_rows, w->n_in, up)) matmul_one(b, y, w, nullptr, n_rows, &a);
-}
-
-/* Whether matmul_n's products go as one: at most CU_MQ_N of one type with a device
- * kernel, every y device memory. */
-bool fusable(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w) {
-    bool ok = n <= CU_MQ_N && cu::has_type(w[0]->type);
-    for (int32_t i = 0; ok && i < n; i++) ok = w[i]->type == w[0]->type && on_device(b, y[i]);
-    return ok;
-}
-
-/* matmul_n's products as one: the block types by one cu_matmul_q8_n launch on a (x
- * quantised once), the float types by one cu_matmul_few_n launch for few rows, else x
- * rounded once for every cuBLAS call; each output the bits of its own matmul. */
-void fused_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
-             const float *x, int32_t n_rows, const q8_acts *a) {
-    const void *wd[CU_MQ_N];
-    int64_t n_out[CU_MQ_N];
-    for (int32_t i = 0; i < n; i++) wd[i] = w[i]->data, n_out[i] = w[i]->n_out;
-    const uint32_t t = w[0]->type;
-    const int64_t n_in = w[0]->n_in;
-    if (a) {
-        cu_matmul_q8_n(n, y, t, wd, n_out, n_in, a->q, a->d, a->sum, n_rows, STREAM);
-    } else if (n_rows <= CU_FEW_ROWS) {
-        cu_matmul_few_n(n, y, t, wd, n_out, n_in, x, n_rows, STREAM);
-    } else {
-        const void *xa = product_acts(b, t, x, n_rows, n_in);
-        for (int32_t i = 0; xa && i < n; i++)
-            if (w[i]->n_out > 0 && !product(b, y[i], w[i], xa, n_rows)) break;
-    }
-    LAUNCHED(b, "matmul");
-}
-
-/* Products of one x (Q, K and V; gate and up): x quantised once when every W takes it,
- * one launch (fused_n) when they share a type too and write device memory. */
-void cuda_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
-                   const float *x, int32_t n_rows) {
-    bool shared = n > 1 && n_rows > 0, q8 = shared;
-    for (int32_t i = 0; shared && i < n; i++) shared = w[i]->n_in == w[0]->n_in;
-    for (int32_t i = 0; q8 && i < n; i++) q8 = shared && takes_q8(w[i]->type);
-    q8_acts a;
-    if (q8 && !quantize_acts(b, &a, x, n_rows, w[0]->n_in)) return;
-    if (shared && fusable(b, n, y, w)) return fused_n(b, n, y, w, x, n_rows, q8 ? &a : nullptr);
-    for (int32_t i = 0; i < n; i++) matmul_one(b, y[i], w[i], x, n_rows, q8 ? &a : nullptr);
 }
 
 /* Every row in one launch, the indices copied in first. */
@@ -829,9 +650,10 @@ kern_ops make_ops() {
     return o;
 }
 
-} /* namespace */
+} /* namespace cudab */
+#pragma GCC visibility pop
 
-extern "C" const kern_ops kern_cuda_ops = make_ops();
+extern "C" const kern_ops kern_cuda_ops = cudab::make_ops();
 
 extern "C" bool cu_emulated(void) { return CU_EMU; }
 
@@ -843,10 +665,10 @@ extern "C" uint64_t cu_emu_launches(void) {
 #endif
 }
 
-extern "C" uint64_t cu_d2h_bytes(kern_backend *b) { return state_of(b)->d2h_bytes; }
+extern "C" uint64_t cu_d2h_bytes(kern_backend *b) { return cudab::state_of(b)->d2h_bytes; }
 
-extern "C" uint64_t cu_attn_shared(kern_backend *b) { return state_of(b)->att_shared; }
+extern "C" uint64_t cu_attn_shared(kern_backend *b) { return cudab::state_of(b)->att_shared; }
 
-extern "C" uint64_t cu_h2d_bytes(kern_backend *b) { return state_of(b)->h2d_bytes; }
+extern "C" uint64_t cu_h2d_bytes(kern_backend *b) { return cudab::state_of(b)->h2d_bytes; }
 
-extern "C" uint64_t cu_dev_allocs(kern_backend *b) { return state_of(b)->n_allocs; }
+extern "C" uint64_t cu_dev_allocs(kern_backend *b) { return cudab::state_of(b)->n_allocs; }
