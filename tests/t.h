@@ -86,7 +86,7 @@ static inline char *t_slurp(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
     long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    char *b = len >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)len + 1) : NULL;
+    char *b = len >= 0 && fseek(f, 0, SEEK_SET) == 0 ? (char *)malloc((size_t)len + 1) : NULL;
     if (b && fread(b, 1, (size_t)len, f) != (size_t)len) free(b), b = NULL;
     fclose(f);
     if (b) b[len] = 0;
