@@ -1,9 +1,11 @@
 /* backend.cu - kern_cuda_ops: the CUDA backend, every op of kern.h on one device. Buffers
  * and prepared weights are device memory (cudaMalloc; the GGUF blocks uploaded as stored),
- * the ops are the kernels of cu.h queued on the legacy default stream (so that every
- * instance, the model's weight preparer and each context, sees the others' work in
- * order), and every CUDA and cuBLAS status is checked: the first failure is recorded
- * naming the op, the call, its file and line, and sync returns it.
+ * the ops are the kernels of cu.h queued on the instance's own non-blocking stream (what
+ * one instance hands another, the weight preparer's matrices, is complete when
+ * mat_prepare returns), a forward pass recorded and run as CUDA graphs (graphs.h;
+ * MD_CUDA_GRAPHS=0: launched one by one), and every CUDA and cuBLAS status is checked:
+ * the first failure is recorded naming the op, the call, its file and line, and sync
+ * returns it.
  *
  * Products: weights of a block type (Q4_0 .. Q6_K) go through cu_matmul_q8 at any batch
  * size, the activations quantised to int8 on the device first (as the cpu backend does),
@@ -12,14 +14,9 @@
  * product(), which dequantises W to float32 in tiles of at most PRODUCT_TILE_BYTES and
  * multiplies by cuBLAS SGEMM (float32 throughout, no TF32). Under the emulator (emu.h, no
  * cuBLAS) product() multiplies on the host in the order of the few-row kernel, so a row's
- * result is the same bits in any batch there.
- *
- * Host memory where the engine passes it: the batch's integer arrays (positions, slots,
- * segments, gather indices, kv_permute's map) are copied in through a small cache keyed
- * by content (a forward pass passes the same arrays to every layer); matmul's y and
- * topk_lse's x may be host memory (the step's logits are, today), staged through device
- * scratch; topk_lse's lse, ids and lp are host memory, its results brought back in one
- * asynchronous copy into page-locked memory allocated once (grown when a step needs more). */
+ * result is the same bits in any batch there. The instance's state and its memory
+ * helpers are in state.cuh. */
+#include <stdlib.h>
 #include <string.h>
 
 #include <algorithm>
@@ -28,6 +25,7 @@
 #include <vector>
 
 #include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/graphs.h"
 
 #define _Noreturn [[noreturn]] /* base/status.h is C11 */
 extern "C" {
@@ -42,187 +40,20 @@ cublas_emu_call cublas_emu_log;
 #include <cublas_v2.h>
 #endif
 
+#include "kernels/cuda/state.cuh"
+
 namespace {
 
 constexpr size_t PRODUCT_TILE_BYTES = (size_t)64 << 20;
-constexpr int N_SMALL = 8; /* host arrays kept on the device at once */
-
-enum { S_W, S_OUT, S_IN, S_TOPK, S_Q8, S_ATT, N_SCRATCH }; /* device scratch buffers, by use */
-
-struct dev_buf {
-    void *p;
-    size_t bytes;
-};
-
-struct small_copy {
-    std::vector<unsigned char> host; /* what dev holds */
-    dev_buf dev;
-    uint64_t used; /* when last handed out (the least recent is replaced) */
-};
-
-struct cuda_state {
-    cublasHandle_t blas;
-    dev_buf scratch[N_SCRATCH];
-    small_copy small[N_SMALL];
-    uint64_t small_clock;
-    uint64_t d2h_bytes; /* copied to the host so far (cu_d2h_bytes) */
-    uint64_t h2d_bytes; /* copied from the host so far, weights aside (cu_h2d_bytes) */
-    uint64_t n_allocs;  /* cudaMalloc calls so far (cu_dev_allocs) */
-    dev_buf pinned;     /* page-locked host memory the small results come back into */
-    std::vector<std::pair<uintptr_t, uintptr_t>> own; /* this instance's buffers [start, end) */
-};
-
-const cu_stream STREAM = nullptr;
-
-cuda_state *state_of(kern_backend *b) { return static_cast<cuda_state *>(kern_backend_state(b)); }
-
-/* The name of the call in a CU_OK / BLAS_OK expression: its text up to the parenthesis. */
-int call_len(const char *call) {
-    const char *p = strchr(call, '(');
-    return p ? (int)(p - call) : (int)strlen(call);
-}
-
-bool cu_ok(kern_backend *b, const char *op, cudaError_t e, const char *call, const char *file,
-           int line) {
-    if (e == cudaSuccess) return true;
-    kern_backend_fail(b, e == cudaErrorMemoryAllocation ? ST_ERR_NOMEM : ST_ERR_BACKEND, op,
-                      "%.*s failed: %s (%s:%d)", call_len(call), call, cudaGetErrorString(e),
-                      file, line);
-    return false;
-}
-#define CU_OK(b, op, call) cu_ok((b), (op), (call), #call, __FILE__, __LINE__)
-
-bool blas_ok(kern_backend *b, const char *op, cublasStatus_t e, const char *call,
-             const char *file, int line) {
-    if (e == CUBLAS_STATUS_SUCCESS) return true;
-    kern_backend_fail(b, e == CUBLAS_STATUS_ALLOC_FAILED ? ST_ERR_NOMEM : ST_ERR_BACKEND, op,
-                      "%.*s failed: %s (%s:%d)", call_len(call), call, cublasGetStatusString(e),
-                      file, line);
-    return false;
-}
-#define BLAS_OK(b, op, call) blas_ok((b), (op), (call), #call, __FILE__, __LINE__)
-
-/* After an op's launches: a launch error (bad configuration, no kernel image for this
- * device) recorded naming the op. */
-#define LAUNCHED(b, op) CU_OK(b, op, cudaGetLastError())
-
-/* bytes of device memory for op's `what`, or NULL with ST_ERR_NOMEM recorded as the host
- * backends word it ("matmul: out of memory for 12.0 MiB of device scratch"), the CUDA
- * error named. Honours kern_backend_set_alloc_limit. */
-void *dev_alloc(kern_backend *b, const char *op, const char *what, size_t bytes) {
-    void *p = nullptr;
-    state_of(b)->n_allocs++;
-    const cudaError_t e = kern_backend_alloc_allowed(b, bytes) ? cudaMalloc(&p, bytes ? bytes : 1)
-                                                               : cudaErrorMemoryAllocation;
-    if (e == cudaSuccess) return p;
-    if (e != cudaErrorMemoryAllocation) cudaGetLastError(); /* (not sticky: clear it) */
-    if (bytes >= (size_t)1 << 20)
-        kern_backend_fail(b, ST_ERR_NOMEM, op, "out of memory for %.1f MiB of %s (cudaMalloc: %s)",
-                          (double)bytes / (1 << 20), what, cudaGetErrorString(e));
-    else
-        kern_backend_fail(b, ST_ERR_NOMEM, op, "out of memory for %zu bytes of %s (cudaMalloc: %s)",
-                          bytes, what, cudaGetErrorString(e));
-    return nullptr;
-}
-
-/* d grown to at least bytes (doubling), or NULL recorded; its contents do not survive a
- * growth (cudaFree waits for the kernels that use the old block). */
-void *grow(kern_backend *b, const char *op, dev_buf *d, size_t bytes) {
-    if (bytes <= d->bytes && d->p) return d->p;
-    size_t n = std::max(bytes, std::max((size_t)4096, d->bytes * 2));
-    if (!kern_backend_alloc_allowed(b, n)) n = bytes;
-    if (d->p) CU_OK(b, op, cudaFree(d->p));
-    *d = dev_buf{nullptr, 0};
-    void *p = dev_alloc(b, op, "device scratch", n);
-    if (p) *d = dev_buf{p, n};
-    return p;
-}
-
-void *scratch(kern_backend *b, const char *op, int which, size_t bytes) {
-    return grow(b, op, &state_of(b)->scratch[which], bytes);
-}
-
-/* bytes of host memory to the device, queued and counted (cu_h2d_bytes). */
-cudaError_t h2d(kern_backend *b, void *dst, const void *src, size_t bytes) {
-    state_of(b)->h2d_bytes += bytes;
-    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, STREAM);
-}
-
-/* A device copy of bytes of host memory (a batch's small arrays), valid until N_SMALL - 1
- * other arrays have been asked for (the least recently asked for is replaced); NULL
- * recorded when memory runs out. */
-const void *to_device(kern_backend *b, const char *op, const void *host, size_t bytes) {
-    cuda_state *s = state_of(b);
-    const unsigned char *h = static_cast<const unsigned char *>(host);
-    small_copy *lru = &s->small[0];
-    for (small_copy &c : s->small) {
-        if (c.dev.p && c.host.size() == bytes && (bytes == 0 || memcmp(c.host.data(), h, bytes) == 0)) {
-            c.used = ++s->small_clock;
-            return c.dev.p;
-        }
-        if (c.used < lru->used) lru = &c;
-    }
-    small_copy &c = *lru; /* never one handed out since the last replacement */
-    c.used = ++s->small_clock;
-    c.host.clear();
-    if (!grow(b, op, &c.dev, bytes)) return nullptr;
-    if (bytes && !CU_OK(b, op, h2d(b, c.dev.p, host, bytes)))
-        return nullptr;
-    c.host.assign(h, h + bytes);
-    return c.dev.p;
-}
-
-/* Every copy from the device to the host: synchronous, and counted (cu_d2h_bytes). */
-cudaError_t d2h(kern_backend *b, void *dst, const void *src, size_t bytes) {
-    state_of(b)->d2h_bytes += bytes;
-    return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
-}
-
-/* bytes of page-locked host memory (grown, never shrunk; the contents do not survive a
- * growth), or NULL recorded. */
-void *pinned(kern_backend *b, const char *op, size_t bytes) {
-    dev_buf *h = &state_of(b)->pinned;
-    if (bytes <= h->bytes && h->p) return h->p;
-    const size_t n = std::max(bytes, std::max((size_t)4096, h->bytes * 2));
-    cudaFreeHost(h->p);
-    *h = dev_buf{nullptr, 0};
-    void *p = nullptr;
-    const cudaError_t e = kern_backend_alloc_allowed(b, n) ? cudaMallocHost(&p, n) : cudaErrorMemoryAllocation;
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        kern_backend_fail(b, ST_ERR_NOMEM, op, "out of memory for %zu bytes of pinned host memory (%s)",
-                          n, cudaGetErrorString(e));
-        return nullptr;
-    }
-    *h = dev_buf{p, n};
-    return p;
-}
-
-/* bytes of device memory at src into page-locked memory, in one asynchronous copy the
- * stream then waits for (counted in cu_d2h_bytes); NULL recorded on failure. */
-const void *d2h_pinned(kern_backend *b, const char *op, const void *src, size_t bytes) {
-    void *h = pinned(b, op, bytes);
-    if (!h || !CU_OK(b, op, cudaMemcpyAsync(h, src, bytes, cudaMemcpyDeviceToHost, STREAM)) ||
-        !CU_OK(b, op, cudaStreamSynchronize(STREAM)))
-        return nullptr;
-    state_of(b)->d2h_bytes += bytes;
-    return h;
-}
-
-/* Whether p is device memory: one of this instance's buffers, else as the driver says. */
-bool on_device(kern_backend *b, const void *p) {
-    const uintptr_t u = (uintptr_t)p;
-    for (const auto &r : state_of(b)->own)
-        if (u >= r.first && u < r.second) return true;
-    cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
-}
 
 /* ---- state, memory ---- */
+
+/* The ops until the next sync are one step (kern_ops.step_begin): recorded for a graph. */
+void cuda_step_begin(kern_backend *b) {
+    cuda_state *s = state_of(b);
+    if (s->rec.on) CU_OK(b, "step_begin", cu_graphs::end(&s->rec, true, &s->h2d_bytes));
+    cu_graphs::begin(&s->rec);
+}
 
 st_code cuda_init(kern_backend *b, int32_t *n_threads, void **state, st_err *err) {
     (void)b;
@@ -243,7 +74,16 @@ st_code cuda_init(kern_backend *b, int32_t *n_threads, void **state, st_err *err
         return st_set(err, ST_ERR_BACKEND, "cublasCreate failed: %s (use --backend cpu)",
                       cublasGetStatusString(be));
     }
-    cublasSetStream(s->blas, STREAM);
+    /* a stream of its own (graphs cannot capture the legacy one); off with MD_CUDA_GRAPHS=0 */
+    const char *g = getenv("MD_CUDA_GRAPHS");
+    s->rec.enabled = !g || strcmp(g, "0") != 0;
+    if (cudaStreamCreateWithFlags(&s->rec.stream, cudaStreamNonBlocking) != cudaSuccess) {
+        cudaGetLastError();
+        cublasDestroy(s->blas);
+        delete s;
+        return st_set(err, ST_ERR_BACKEND, "cudaStreamCreateWithFlags failed (use --backend cpu)");
+    }
+    cublasSetStream(s->blas, s->rec.stream);
     *n_threads = 1; /* the host thread only queues work */
     *state = s;
     return ST_OK;
@@ -253,6 +93,8 @@ void cuda_free(void *state) {
     cuda_state *s = static_cast<cuda_state *>(state);
     if (!s) return;
     cudaDeviceSynchronize();
+    cu_graphs::free_recorder(&s->rec);
+    cudaStreamDestroy(s->rec.stream);
     for (dev_buf &d : s->scratch) cudaFree(d.p);
     for (small_copy &c : s->small) cudaFree(c.dev.p);
     cudaFreeHost(s->pinned.p);
@@ -260,15 +102,19 @@ void cuda_free(void *state) {
     delete s;
 }
 
+/* Ends a step (step_begin): what it recorded runs as a graph. */
 st_code cuda_sync(kern_backend *b) {
-    if (!CU_OK(b, "sync", cudaStreamSynchronize(STREAM))) return ST_ERR_BACKEND;
+    cuda_state *s = state_of(b);
+    s->rec.in_step = false;
+    if (s->rec.on && !CU_OK(b, "sync", cu_graphs::end(&s->rec, true, &s->h2d_bytes))) return ST_ERR_BACKEND;
+    if (!CU_OK(b, "sync", cudaStreamSynchronize(s->rec.stream))) return ST_ERR_BACKEND;
     return CU_OK(b, "sync", cudaGetLastError()) ? ST_OK : ST_ERR_BACKEND;
 }
 
 void *cuda_buf_alloc(kern_backend *b, size_t bytes) {
     void *p = dev_alloc(b, "buf_alloc", "a buffer", bytes);
     if (!p) return nullptr;
-    if (!CU_OK(b, "buf_alloc", cudaMemset(p, 0, bytes))) {
+    if (!CU_OK(b, "buf_alloc", cudaMemsetAsync(p, 0, bytes, stream_of(b)))) {
         cudaFree(p);
         return nullptr;
     }
@@ -278,6 +124,7 @@ void *cuda_buf_alloc(kern_backend *b, size_t bytes) {
 
 void cuda_buf_free(kern_backend *b, void *buf) {
     if (!buf) return;
+    eager no_graph(b, "buf_free", true);
     auto &own = state_of(b)->own;
     own.erase(std::remove_if(own.begin(), own.end(),
                              [buf](const std::pair<uintptr_t, uintptr_t> &r) {
@@ -288,12 +135,15 @@ void cuda_buf_free(kern_backend *b, void *buf) {
 }
 
 void cuda_upload(kern_backend *b, void *dst, const void *src, size_t bytes) {
-    if (bytes && CU_OK(b, "upload", h2d(b, dst, src, bytes))) CU_OK(b, "upload", cudaStreamSynchronize(STREAM));
+    eager no_graph(b, "upload");
+    if (bytes && CU_OK(b, "upload", h2d(b, dst, src, bytes)))
+        CU_OK(b, "upload", cudaStreamSynchronize(stream_of(b)));
 }
 
 /* Page-locked host memory, so that downloads into it run at the link's full speed. */
 void *cuda_host_alloc(kern_backend *b, size_t bytes) {
     void *p = nullptr;
+    eager no_graph(b, "host_alloc");
     const cudaError_t e = kern_backend_alloc_allowed(b, bytes) ? cudaMallocHost(&p, bytes ? bytes : 1)
                                                                : cudaErrorMemoryAllocation;
     if (e == cudaSuccess) return p;
@@ -304,6 +154,7 @@ void *cuda_host_alloc(kern_backend *b, size_t bytes) {
 }
 
 void cuda_host_free(kern_backend *b, void *p) {
+    eager no_graph(b, "host_free");
     if (p) CU_OK(b, "host_free", cudaFreeHost(p));
 }
 
@@ -324,7 +175,8 @@ st_code cuda_mat_prepare(kern_backend *b, kern_mat *out, const kern_mat *stored,
     const size_t n = dtype_row_bytes(stored->type, stored->n_in) * (size_t)stored->n_out;
     void *p = dev_alloc(b, "mat_prepare", "a weight matrix", n);
     if (!p) return ST_ERR_NOMEM;
-    if (!CU_OK(b, "mat_prepare", cudaMemcpy(p, stored->data, n, cudaMemcpyHostToDevice))) {
+    if (!CU_OK(b, "mat_prepare", h2d(b, p, stored->data, n)) ||
+        !CU_OK(b, "mat_prepare", cudaStreamSynchronize(stream_of(b)))) {
         cudaFree(p);
         return ST_ERR_BACKEND;
     }
@@ -336,6 +188,7 @@ st_code cuda_mat_prepare(kern_backend *b, kern_mat *out, const kern_mat *stored,
 }
 
 void cuda_mat_release(kern_backend *b, kern_mat *w) {
+    eager no_graph(b, "mat_release", true);
     if (w->data) CU_OK(b, "mat_release", cudaFree(const_cast<void *>(w->data)));
     *w = kern_mat{};
 }
@@ -346,12 +199,13 @@ void cuda_kv_store(kern_backend *b, float *cache, int64_t row_len, const int32_t
     const int32_t *ds = static_cast<const int32_t *>(
         to_device(b, "kv_store", slot, sizeof(int32_t) * (size_t)n_rows));
     if (!ds) return;
-    cu_kv_store(cache, row_len, ds, x, n_rows, STREAM);
+    LAUNCH(b, cu_kv_store, cache, row_len, ds, x, n_rows);
     LAUNCHED(b, "kv_store");
 }
 
 void cuda_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_slots,
                      int64_t row_len, const int32_t *dst_of_src) {
+    eager no_graph(b, "kv_permute");
     std::vector<int32_t> src, dst; /* the rows that move: from slot src[i] to dst[i] */
     for (int32_t s = 0; s < n_slots; s++)
         if (kern_kv_moves(dst_of_src, s)) src.push_back(s), dst.push_back(dst_of_src[s]);
@@ -367,8 +221,8 @@ void cuda_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_
     /* (all of a block's moving rows are read before any is written: a slot may be both) */
     for (int64_t l = 0; dd && l < n_blocks; l++) {
         float *c = cache + (size_t)l * block;
-        cu_kv_gather(tmp, c, row_len, ds, m, STREAM);
-        cu_kv_store(c, row_len, dd, tmp, m, STREAM);
+        cu_kv_gather(tmp, c, row_len, ds, m, stream_of(b));
+        cu_kv_store(c, row_len, dd, tmp, m, stream_of(b));
     }
     LAUNCHED(b, "kv_permute");
     if (tmp) CU_OK(b, "kv_permute", cudaFree(tmp));
@@ -390,6 +244,7 @@ void gemm(kern_backend *b, float *y, int64_t ldy, const float *a, int64_t n, con
 /* Many rows: W dequantised to float32 a tile of rows at a time (F32 read in place), each
  * tile's columns of y by gemm. False (recorded) when the tile finds no memory. */
 bool product(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
+    eager no_graph(b, "matmul"); /* (cuBLAS is not recorded) */
     const int64_t n_out = w->n_out, n_in = w->n_in;
     const bool f32 = w->type == DT_F32;
     const int64_t tile =
@@ -402,7 +257,7 @@ bool product(kern_backend *b, float *y, const kern_mat *w, const float *x, int32
     for (int64_t o0 = 0; o0 < n_out; o0 += tile) {
         const int64_t nc = std::min(tile, n_out - o0);
         const float *a = f32 ? static_cast<const float *>(w->data) + o0 * n_in : wt;
-        if (!f32) cu_dequant_rows(wt, w->type, w->data, n_in, o0, (int32_t)nc, STREAM);
+        if (!f32) cu_dequant_rows(wt, w->type, w->data, n_in, o0, (int32_t)nc, stream_of(b));
         gemm(b, y + o0, n_out, a, nc, x, n_rows, n_in);
     }
     return true;
@@ -417,7 +272,7 @@ struct q8_acts {
 
 /* Whether weights of type go through cu_matmul_q8 (the block types). */
 bool takes_q8(uint32_t type) {
-    return cu_matmul_q8(nullptr, type, nullptr, 0, 0, nullptr, nullptr, nullptr, 0, STREAM);
+    return cu_matmul_q8(nullptr, type, nullptr, 0, 0, nullptr, nullptr, nullptr, 0, nullptr);
 }
 
 /* x (n_rows, n_in) quantised into S_Q8; false (recorded) without memory for it. */
@@ -427,8 +282,8 @@ bool quantize_acts(kern_backend *b, q8_acts *a, const float *x, int32_t n_rows, 
     if (!p) return false;
     *a = q8_acts{reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
                  reinterpret_cast<int32_t *>(p + n + n / 8)};
-    cu_quantize_q8(reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
-                   reinterpret_cast<int32_t *>(p + n + n / 8), x, n_rows, n_in, STREAM);
+    LAUNCH(b, cu_quantize_q8, reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
+                   reinterpret_cast<int32_t *>(p + n + n / 8), x, n_rows, n_in);
     return true;
 }
 
@@ -451,9 +306,9 @@ void matmul_one(kern_backend *b, float *y, const kern_mat *w, const float *x, in
     if (takes_q8(w->type)) {
         if (!xq && !quantize_acts(b, &own, x, n_rows, w->n_in)) return;
         const q8_acts &a = xq ? *xq : own;
-        cu_matmul_q8(yd, w->type, w->data, w->n_out, w->n_in, a.q, a.d, a.sum, n_rows, STREAM);
+        LAUNCH(b, cu_matmul_q8, yd, w->type, w->data, w->n_out, w->n_in, a.q, a.d, a.sum, n_rows);
     } else if (n_rows <= CU_FEW_ROWS) {
-        cu_matmul_few(yd, w->type, w->data, w->n_out, w->n_in, x, n_rows, STREAM);
+        LAUNCH(b, cu_matmul_few, yd, w->type, w->data, w->n_out, w->n_in, x, n_rows);
     } else if (!product(b, yd, w, x, n_rows)) {
         return; /* (yd holds an older product's rows) */
     }
@@ -463,6 +318,26 @@ void matmul_one(kern_backend *b, float *y, const kern_mat *w, const float *x, in
 
 void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
     matmul_one(b, y, w, x, n_rows, nullptr);
+}
+
+/* cu_matmul_q8_n, its arrays copied for the step's graph, which signs them all. */
+void launch_q8_n(kern_backend *b, int32_t n, float *const *y, uint32_t type, const void *const *w,
+                 const int64_t *n_out, int64_t n_in, const q8_acts &a, int32_t n_rows) {
+    struct args {
+        float *y[CU_MQ_N];
+        const void *w[CU_MQ_N];
+        int64_t n_out[CU_MQ_N], n_in;
+        q8_acts a;
+        int32_t n, n_rows;
+        uint32_t type;
+        cudaStream_t s;
+    } p;
+    memset(&p, 0, sizeof p); /* (the padding too: the bytes are the signature) */
+    for (int32_t i = 0; i < n; i++) p.y[i] = y[i], p.w[i] = w[i], p.n_out[i] = n_out[i];
+    p.n_in = n_in, p.a = a, p.n = n, p.n_rows = n_rows, p.type = type, p.s = stream_of(b);
+    cu_graphs::launch_fn(&state_of(b)->rec, &p, sizeof p, [p] {
+        cu_matmul_q8_n(p.n, p.y, p.type, p.w, p.n_out, p.n_in, p.a.q, p.a.d, p.a.sum, p.n_rows, p.s);
+    });
 }
 
 /* Products of one x (Q, K and V; gate and up): x quantised once when every W takes it. */
@@ -479,7 +354,7 @@ void cuda_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *
         const void *wd[CU_MQ_N];
         int64_t n_out[CU_MQ_N];
         for (int32_t i = 0; i < n; i++) wd[i] = w[i]->data, n_out[i] = w[i]->n_out;
-        cu_matmul_q8_n(n, y, w[0]->type, wd, n_out, w[0]->n_in, a.q, a.d, a.sum, n_rows, STREAM);
+        launch_q8_n(b, n, y, w[0]->type, wd, n_out, w[0]->n_in, a, n_rows);
         LAUNCHED(b, "matmul");
         return;
     }
@@ -492,14 +367,14 @@ void cuda_get_rows(kern_backend *b, float *out, const kern_mat *w, const int32_t
     const int32_t *dr = static_cast<const int32_t *>(
         to_device(b, "get_rows", rows, sizeof(int32_t) * (size_t)n));
     if (!dr) return;
-    if (!cu_get_rows(out, w->type, w->data, w->n_in, dr, n, STREAM))
+    if (!LAUNCH(b, cu_get_rows, out, w->type, w->data, w->n_in, dr, n))
         kern_backend_fail(b, ST_ERR_UNSUPPORTED, "get_rows", "weight type %s has no CUDA kernel",
                           dtype_name(w->type));
     LAUNCHED(b, "get_rows");
 }
 
 void cuda_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
-    if (!cu_dequant_rows(out, w->type, w->data, w->n_in, row, 1, STREAM))
+    if (!LAUNCH(b, cu_dequant_rows, out, w->type, w->data, w->n_in, row, 1))
         kern_backend_fail(b, ST_ERR_UNSUPPORTED, "get_row", "weight type %s has no CUDA kernel",
                           dtype_name(w->type));
     LAUNCHED(b, "get_row");
@@ -509,7 +384,7 @@ void cuda_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
 
 void cuda_rmsnorm(kern_backend *b, float *y, const float *x, const float *w, int32_t n_rows,
                   int32_t dim, float eps) {
-    cu_rmsnorm(y, x, w, n_rows, dim, eps, STREAM);
+    LAUNCH(b, cu_rmsnorm, y, x, w, n_rows, dim, eps);
     LAUNCHED(b, "rmsnorm");
 }
 
@@ -519,7 +394,7 @@ void cuda_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows, in
     const int32_t *dp =
         static_cast<const int32_t *>(to_device(b, "rope", pos, sizeof(int32_t) * (size_t)n_rows));
     if (!dp) return;
-    cu_rope(x, dp, n_rows, n_head, head_dim, rope_dim, base, freq_factors, STREAM);
+    LAUNCH(b, cu_rope, x, dp, n_rows, n_head, head_dim, rope_dim, base, freq_factors);
     LAUNCHED(b, "rope");
 }
 
@@ -530,7 +405,7 @@ void cuda_rope_neox(kern_backend *b, float *x, const int32_t *pos, int32_t n_row
     const int32_t *dp = static_cast<const int32_t *>(
         to_device(b, "rope_neox", pos, sizeof(int32_t) * (size_t)n_rows));
     if (!dp) return;
-    cu_rope_neox(x, dp, n_rows, n_head, head_dim, rope_dim, base, freq_factors, STREAM);
+    LAUNCH(b, cu_rope_neox, x, dp, n_rows, n_head, head_dim, rope_dim, base, freq_factors);
     LAUNCHED(b, "rope_neox");
 }
 
@@ -568,24 +443,24 @@ void cuda_attention(kern_backend *b, const kern_attn *a) {
     if (!segs) return;
     int32_t n_chunks = 0;
     float *part = attention_parts(b, a, &n_chunks);
-    cu_attention(a->out, a->q, a->k, a->v, static_cast<const int32_t *>(off),
+    LAUNCH(b, cu_attention, a->out, a->q, a->k, a->v, static_cast<const int32_t *>(off),
                  static_cast<const int32_t *>(segs), a->n_rows, a->n_head, a->n_head_kv,
-                 a->head_dim, a->scale, a->sinks, part, part ? n_chunks : 0, STREAM);
+                 a->head_dim, a->scale, a->sinks, part, part ? n_chunks : 0);
     LAUNCHED(b, "attention");
 }
 
 void cuda_swiglu(kern_backend *b, float *y, const float *gate, const float *up, int64_t n) {
-    cu_swiglu(y, gate, up, n, STREAM);
+    LAUNCH(b, cu_swiglu, y, gate, up, n);
     LAUNCHED(b, "swiglu");
 }
 
 void cuda_geglu(kern_backend *b, float *y, const float *gate, const float *up, int64_t n) {
-    cu_geglu(y, gate, up, n, STREAM);
+    LAUNCH(b, cu_geglu, y, gate, up, n);
     LAUNCHED(b, "geglu");
 }
 
 void cuda_add_bias(kern_backend *b, float *y, const float *bias, int32_t n_rows, int32_t dim) {
-    cu_add_bias(y, bias, n_rows, dim, STREAM);
+    LAUNCH(b, cu_add_bias, y, bias, n_rows, dim);
     LAUNCHED(b, "add_bias");
 }
 
@@ -596,12 +471,12 @@ void cuda_softcap(kern_backend *b, float *y, float cap, int64_t n) {
         for (int64_t i = 0; i < n; i++) y[i] = cap * tanhf(y[i] / cap);
         return;
     }
-    cu_softcap(y, cap, n, STREAM);
+    LAUNCH(b, cu_softcap, y, cap, n);
     LAUNCHED(b, "softcap");
 }
 
 void cuda_sigmoid_mul(kern_backend *b, float *y, const float *gate, int64_t n) {
-    cu_sigmoid_mul(y, gate, n, STREAM);
+    LAUNCH(b, cu_sigmoid_mul, y, gate, n);
     LAUNCHED(b, "sigmoid_mul");
 }
 
@@ -613,38 +488,40 @@ void cuda_gdn(kern_backend *b, const kern_gdn *a) {
                           a->d_state, CU_GDN_MAX_STATE);
         return;
     }
+    eager no_graph(b, "gdn"); /* (each row's cells are decided here) */
     const int64_t cf = kern_gdn_cell_floats(a);
     const size_t bytes = sizeof(float) * (size_t)cf;
+    const cudaStream_t st = stream_of(b);
     for (int32_t r = 0; r < a->n_rows; r++) {
         float *cell = a->cells + (int64_t)a->cell_out[r] * cf;
-        if (a->cell_in[r] < 0 && !CU_OK(b, "gdn", cudaMemsetAsync(cell, 0, bytes, STREAM)))
+        if (a->cell_in[r] < 0 && !CU_OK(b, "gdn", cudaMemsetAsync(cell, 0, bytes, st)))
             return;
         if (a->cell_in[r] >= 0 && a->cell_in[r] != a->cell_out[r] &&
             !CU_OK(b, "gdn", cudaMemcpyAsync(cell, a->cells + (int64_t)a->cell_in[r] * cf, bytes,
-                                             cudaMemcpyDeviceToDevice, STREAM)))
+                                             cudaMemcpyDeviceToDevice, st)))
             return;
-        cu_gdn_row(a, r, cell, STREAM);
+        cu_gdn_row(a, r, cell, st);
         if (!LAUNCHED(b, "gdn")) return;
     }
 }
 
 void cuda_swiglu_oai(kern_backend *b, float *y, const float *gate, const float *up, int64_t n) {
-    cu_swiglu_oai(y, gate, up, n, STREAM);
+    LAUNCH(b, cu_swiglu_oai, y, gate, up, n);
     LAUNCHED(b, "swiglu_oai");
 }
 
 void cuda_scale(kern_backend *b, float *y, float f, int64_t n) {
-    cu_scale(y, f, n, STREAM);
+    LAUNCH(b, cu_scale, y, f, n);
     LAUNCHED(b, "scale");
 }
 
 void cuda_add(kern_backend *b, float *y, const float *x, int64_t n) {
-    cu_add(y, x, n, STREAM);
+    LAUNCH(b, cu_add, y, x, n);
     LAUNCHED(b, "add");
 }
 
 void cuda_softmax(kern_backend *b, float *x, int32_t n_rows, int32_t n) {
-    cu_softmax(x, n_rows, n, STREAM);
+    LAUNCH(b, cu_softmax, x, n_rows, n);
     LAUNCHED(b, "softmax");
 }
 
@@ -656,7 +533,7 @@ void cuda_gather_rows(kern_backend *b, float *y, const float *x, const int32_t *
     const int32_t *di = static_cast<const int32_t *>(
         to_device(b, "gather_rows", idx, sizeof(int32_t) * (size_t)n));
     if (!di) return;
-    cu_gather_rows(y, x, di, n, width, STREAM);
+    LAUNCH(b, cu_gather_rows, y, x, di, n, width);
     LAUNCHED(b, "gather_rows");
 }
 
@@ -682,6 +559,7 @@ void host_topk(const float *x, int32_t n_rows, int32_t n, int32_t k, const kern_
 void cuda_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, int32_t k,
                    kern_lse *lse, int32_t *ids, float *lp) {
     if (n_rows <= 0 || n <= 0) return;
+    eager no_graph(b, "topk_lse");
     const size_t x_bytes = sizeof(float) * (size_t)n_rows * (size_t)n;
     const bool host_x = !on_device(b, x);
     const float *xd = x;
@@ -700,7 +578,7 @@ void cuda_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, i
     float *d_mx = reinterpret_cast<float *>(d + nr * 8);
     int32_t *d_ids = reinterpret_cast<int32_t *>(d + nr * 12);
     float *d_lp = reinterpret_cast<float *>(d + nr * 12 + pairs * 4);
-    const int32_t got = cu_topk_lse(xd, n_rows, n, kd, d_ids, d_lp, d_mx, d_ls, STREAM);
+    const int32_t got = cu_topk_lse(xd, n_rows, n, kd, d_ids, d_lp, d_mx, d_ls, stream_of(b));
     if (!LAUNCHED(b, "topk_lse")) return;
     const char *h = static_cast<const char *>(d2h_pinned(b, "topk_lse", d, nr * 12 + pairs * 8));
     if (!h) return;
@@ -766,6 +644,7 @@ kern_ops make_ops() {
     o.geglu = cuda_geglu;
     o.sigmoid_mul = cuda_sigmoid_mul;
     o.gdn = cuda_gdn;
+    o.step_begin = cuda_step_begin;
     return o;
 }
 
@@ -788,3 +667,8 @@ extern "C" uint64_t cu_d2h_bytes(kern_backend *b) { return state_of(b)->d2h_byte
 extern "C" uint64_t cu_h2d_bytes(kern_backend *b) { return state_of(b)->h2d_bytes; }
 
 extern "C" uint64_t cu_dev_allocs(kern_backend *b) { return state_of(b)->n_allocs; }
+
+extern "C" cu_graph_counts cu_graphs_of(kern_backend *b) {
+    const cu_graphs::recorder &r = state_of(b)->rec;
+    return cu_graph_counts{r.captures, r.replays, r.eager, r.graphs.size()};
+}

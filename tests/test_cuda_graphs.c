@@ -1,0 +1,145 @@
+/* test_cuda_graphs.c - the cuda backend's step graphs (kernels/cuda/graphs.h), emulated
+ * under make test: a greedy decode whose steps are captured once per shape and replayed
+ * gives bitwise the logits and tokens of the same decode with graphs off
+ * (MD_CUDA_GRAPHS=0), on a random Q8_0 model (the int8 few-row product, GQA) and on
+ * stories260K (F32: the many-row product through cuBLAS, which ends a recording early).
+ *
+ * Each run: a prompt of 20 tokens in one step, then STEPS greedy steps of one leaf, then
+ * a fork into two leaves grown together for STEPS more (a new shape). Counted through
+ * cu_graphs_of: a shape's first step runs as recorded, its second is captured into a
+ * graph and every later one replays it: 1 capture and STEPS - 2 replays for the one-leaf
+ * steps, 1 and STEPS - 1 for the two-leaf ones (the fork's step is the first). With
+ * graphs off nothing is recorded. */
+#include "forest/forest.h"
+#include "forest/sample.h"
+#include "forest/step.h"
+#include "kernels/cuda/cu.h"
+#include "t.h"
+#include "t_model.h"
+
+#define STEPS 6
+#define PROMPT 20
+
+typedef struct decode_run {
+    int32_t toks[3 * STEPS];     /* the greedy tokens, in the order they were taken */
+    float *logits;               /* (3 * STEPS, V) the logits each token was taken from */
+    cu_graph_counts at[3];       /* counts after the prompt, the one-leaf steps, the two-leaf ones */
+} decode_run;
+
+/* One greedy step of every leaf in leaves (n of them, their logits from plan), each
+ * leaf's token appended and its logits kept in r at *at. */
+static bool grow_leaves(forest *f, step_plan *p, forest_id *leaves, int32_t n, int32_t V,
+                        decode_run *r, int32_t *at) {
+    st_err err = {0};
+    for (int32_t k = 0; k < n; k++) {
+        const float *lg = step_logits_of(p, leaves[k]);
+        if (!lg) return false;
+        const int32_t t = sample_argmax(lg, V);
+        memcpy(r->logits + (size_t)*at * V, lg, sizeof(float) * V);
+        r->toks[(*at)++] = t;
+        if (forest_append(f, leaves[k], &t, NULL, 1, &leaves[k], &err) != ST_OK) return false;
+    }
+    return true;
+}
+
+/* The decode described above on a fresh cuda context, graphs on or off. */
+static bool decode(const model *m, bool graphs, uint64_t seed, decode_run *r) {
+    const int32_t V = m->hp.n_vocab;
+    setenv("MD_CUDA_GRAPHS", graphs ? "1" : "0", 1);
+    model_ctx_params cp = model_ctx_default_params();
+    cp.n_slots = 128;
+    cp.backend = "cuda";
+    st_err err = {0};
+    model_ctx *c = model_ctx_init(m, &cp, &err);
+    T_CHECK(c != NULL, "cuda context: %s", err.msg);
+    if (!c) return false;
+    kern_backend *be = model_ctx_backend(c);
+    forest *f = forest_init(cp.n_slots, 0);
+    step_plan p;
+    step_plan_init(&p);
+    int32_t prompt[PROMPT], at = 0;
+    for (int32_t i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((seed = seed * 6364136223846793005ULL + 1) >> 33) % V;
+    forest_id leaves[2];
+    bool ok = forest_add_root(f, prompt, NULL, PROMPT, 0, &leaves[0], &err) == ST_OK &&
+              step_forest(f, &p, c, &err) == ST_OK;
+    r->at[0] = cu_graphs_of(be);
+    for (int32_t s = 0; ok && s < STEPS; s++)
+        ok = grow_leaves(f, &p, leaves, 1, V, r, &at) && step_forest(f, &p, c, &err) == ST_OK;
+    r->at[1] = cu_graphs_of(be);
+    /* the fork: the leaf's greedy token and the one after it, both under it, then both grow */
+    const float *lg = ok ? step_logits_of(&p, leaves[0]) : NULL;
+    const int32_t t[2] = {lg ? sample_argmax(lg, V) : 0, lg ? (sample_argmax(lg, V) + 1) % V : 0};
+    const forest_id parent = leaves[0];
+    for (int32_t k = 0; k < 2; k++)
+        ok = ok && lg && forest_append(f, parent, &t[k], NULL, 1, &leaves[k], &err) == ST_OK;
+    ok = ok && step_forest(f, &p, c, &err) == ST_OK;
+    for (int32_t s = 0; ok && s < STEPS; s++)
+        ok = grow_leaves(f, &p, leaves, 2, V, r, &at) && step_forest(f, &p, c, &err) == ST_OK;
+    r->at[2] = cu_graphs_of(be);
+    T_CHECK(ok, "decode with graphs %s: %s", graphs ? "on" : "off", err.msg);
+    step_plan_free(&p);
+    forest_free(f);
+    model_ctx_free(c);
+    return ok;
+}
+
+static void print_counts(const char *name, const char *when, cu_graph_counts g) {
+    fprintf(stderr, "%s: %s: %llu captures, %llu replays, %llu run as recorded, %llu graphs kept\n",
+            name, when, (unsigned long long)g.captures, (unsigned long long)g.replays,
+            (unsigned long long)g.eager, (unsigned long long)g.graphs);
+}
+
+static void graphs_vs_none(const model *m, const char *name, uint64_t seed) {
+    const int32_t V = m->hp.n_vocab;
+    decode_run on = {.logits = malloc(sizeof(float) * 3 * STEPS * V)};
+    decode_run off = {.logits = malloc(sizeof(float) * 3 * STEPS * V)};
+    if (decode(m, true, seed, &on) && decode(m, false, seed, &off)) {
+        T_CHECK(memcmp(on.toks, off.toks, sizeof on.toks) == 0, "%s: greedy tokens differ with graphs", name);
+        T_CHECK(memcmp(on.logits, off.logits, sizeof(float) * 3 * STEPS * V) == 0,
+                "%s: logits with graphs are not the bits of logits without", name);
+        print_counts(name, "after the prompt", on.at[0]);
+        print_counts(name, "after the one-leaf steps", on.at[1]);
+        print_counts(name, "after the two-leaf steps", on.at[2]);
+        /* each shape's graph captured in its second step, replayed in every later one */
+        for (int i = 0; i < 2; i++) {
+            const uint64_t cap = on.at[i + 1].captures - on.at[i].captures;
+            const uint64_t rep = on.at[i + 1].replays - on.at[i].replays;
+            const int32_t n = i == 0 ? STEPS : STEPS + 1; /* (the fork's step has two rows) */
+            T_CHECK(cap == 1 && rep == (uint64_t)n - 2, "%s: %d steps of %d rows: %llu captures "
+                    "and %llu replays (want 1 and %d)", name, n, i + 1, (unsigned long long)cap,
+                    (unsigned long long)rep, n - 2);
+        }
+        const cu_graph_counts z = off.at[2];
+        T_CHECK(z.captures == 0 && z.replays == 0 && z.eager == 0,
+                "%s: MD_CUDA_GRAPHS=0 still recorded steps", name);
+    }
+    free(on.logits);
+    free(off.logits);
+}
+
+int main(void) {
+    st_err err = {0};
+    kern_backend *probe = kern_backend_init("cuda", 0, &err);
+    if (!probe) {
+        T_SKIP("no CUDA device: %s", err.msg);
+        return t_done();
+    }
+    kern_backend_free(probe);
+    mkmodel_params mp = mkmodel_default_params();
+    mp.wtype = DT_Q8_0, mp.seed = 31;
+    mp.n_embd = 64, mp.n_head = 4, mp.n_head_kv = 2, mp.n_ff = 96;
+    model *m = t_random_model(&mp, &err);
+    T_CHECK(m != NULL, "tiny model: %s", err.msg);
+    if (m) graphs_vs_none(m, "tiny q8_0 gqa2", 3);
+    model_free(m);
+    const char *sp = t_shared("models/stories260K.gguf");
+    if (!sp) {
+        T_MISSING("stories260K fixture absent");
+        return t_done();
+    }
+    m = model_load(sp, &err);
+    T_CHECK(m != NULL, "stories260K: %s", err.msg);
+    if (m) graphs_vs_none(m, "stories260K", 5);
+    model_free(m);
+    return t_done();
+}
