@@ -19,11 +19,13 @@
 
 #define STEPS 6
 #define PROMPT 20
+#define LONG_PROMPT 200 /* more than the arena's first 4 KiB of batch arrays */
 
 typedef struct decode_run {
     int32_t toks[3 * STEPS];     /* the greedy tokens, in the order they were taken */
     float *logits;               /* (3 * STEPS, V) the logits each token was taken from */
     cu_graph_counts at[3];       /* counts after the prompt, the one-leaf steps, the two-leaf ones */
+    uint64_t arena;              /* the arena's bytes in the prompt's step */
 } decode_run;
 
 /* One greedy step of every leaf in leaves (n of them, their logits from plan), each
@@ -42,12 +44,13 @@ static bool grow_leaves(forest *f, step_plan *p, forest_id *leaves, int32_t n, i
     return true;
 }
 
-/* The decode described above on a fresh cuda context, graphs on or off. */
-static bool decode(const model *m, bool graphs, uint64_t seed, decode_run *r) {
+/* The decode described above on a fresh cuda context, graphs on or off, after a prompt
+ * of np tokens. */
+static bool decode(const model *m, bool graphs, int32_t np, uint64_t seed, decode_run *r) {
     const int32_t V = m->hp.n_vocab;
     setenv("MD_CUDA_GRAPHS", graphs ? "1" : "0", 1);
     model_ctx_params cp = model_ctx_default_params();
-    cp.n_slots = 128;
+    cp.n_slots = 256;
     cp.backend = "cuda";
     st_err err = {0};
     model_ctx *c = model_ctx_init(m, &cp, &err);
@@ -57,11 +60,12 @@ static bool decode(const model *m, bool graphs, uint64_t seed, decode_run *r) {
     forest *f = forest_init(cp.n_slots, 0);
     step_plan p;
     step_plan_init(&p);
-    int32_t prompt[PROMPT], at = 0;
-    for (int32_t i = 0; i < PROMPT; i++) prompt[i] = (int32_t)((seed = seed * 6364136223846793005ULL + 1) >> 33) % V;
+    int32_t prompt[LONG_PROMPT], at = 0;
+    for (int32_t i = 0; i < np; i++) prompt[i] = (int32_t)((seed = seed * 6364136223846793005ULL + 1) >> 33) % V;
     forest_id leaves[2];
-    bool ok = forest_add_root(f, prompt, NULL, PROMPT, 0, &leaves[0], &err) == ST_OK &&
+    bool ok = forest_add_root(f, prompt, NULL, np, 0, &leaves[0], &err) == ST_OK &&
               step_forest(f, &p, c, &err) == ST_OK;
+    r->arena = cu_graphs_of(be).arena;
     r->at[0] = cu_graphs_of(be);
     for (int32_t s = 0; ok && s < STEPS; s++)
         ok = grow_leaves(f, &p, leaves, 1, V, r, &at) && step_forest(f, &p, c, &err) == ST_OK;
@@ -89,11 +93,11 @@ static void print_counts(const char *name, const char *when, cu_graph_counts g) 
             (unsigned long long)g.eager, (unsigned long long)g.graphs);
 }
 
-static void graphs_vs_none(const model *m, const char *name, uint64_t seed) {
+static void graphs_vs_none(const model *m, const char *name, int32_t np, uint64_t seed) {
     const int32_t V = m->hp.n_vocab;
     decode_run on = {.logits = malloc(sizeof(float) * 3 * STEPS * V)};
     decode_run off = {.logits = malloc(sizeof(float) * 3 * STEPS * V)};
-    if (decode(m, true, seed, &on) && decode(m, false, seed, &off)) {
+    if (decode(m, true, np, seed, &on) && decode(m, false, np, seed, &off)) {
         T_CHECK(memcmp(on.toks, off.toks, sizeof on.toks) == 0, "%s: greedy tokens differ with graphs", name);
         T_CHECK(memcmp(on.logits, off.logits, sizeof(float) * 3 * STEPS * V) == 0,
                 "%s: logits with graphs are not the bits of logits without", name);
@@ -109,6 +113,10 @@ static void graphs_vs_none(const model *m, const char *name, uint64_t seed) {
                     "and %llu replays (want 1 and %d)", name, n, i + 1, (unsigned long long)cap,
                     (unsigned long long)rep, n - 2);
         }
+        /* a long prompt's arrays left its step's arena: the next step's is larger */
+        T_CHECK((np == LONG_PROMPT) == (on.at[1].arena > on.arena), "%s: arena %llu bytes in the "
+                "prompt's step, %llu after", name, (unsigned long long)on.arena,
+                (unsigned long long)on.at[1].arena);
         const cu_graph_counts z = off.at[2];
         T_CHECK(z.captures == 0 && z.replays == 0 && z.eager == 0,
                 "%s: MD_CUDA_GRAPHS=0 still recorded steps", name);
@@ -130,7 +138,9 @@ int main(void) {
     mp.n_embd = 64, mp.n_head = 4, mp.n_head_kv = 2, mp.n_ff = 96;
     model *m = t_random_model(&mp, &err);
     T_CHECK(m != NULL, "tiny model: %s", err.msg);
-    if (m) graphs_vs_none(m, "tiny q8_0 gqa2", 3);
+    if (m) graphs_vs_none(m, "tiny q8_0 gqa2", PROMPT, 3);
+    /* a prompt whose arrays overflow the arena: the rest of its step runs as it comes */
+    if (m) graphs_vs_none(m, "tiny q8_0 gqa2, a long prompt", LONG_PROMPT, 4);
     model_free(m);
     const char *sp = t_shared("models/stories260K.gguf");
     if (!sp) {
@@ -139,7 +149,7 @@ int main(void) {
     }
     m = model_load(sp, &err);
     T_CHECK(m != NULL, "stories260K: %s", err.msg);
-    if (m) graphs_vs_none(m, "stories260K", 5);
+    if (m) graphs_vs_none(m, "stories260K", PROMPT, 5);
     model_free(m);
     return t_done();
 }

@@ -670,5 +670,5 @@ extern "C" uint64_t cu_dev_allocs(kern_backend *b) { return state_of(b)->n_alloc
 
 extern "C" cu_graph_counts cu_graphs_of(kern_backend *b) {
     const cu_graphs::recorder &r = state_of(b)->rec;
-    return cu_graph_counts{r.captures, r.replays, r.eager, r.graphs.size()};
+    return cu_graph_counts{r.captures, r.replays, r.eager, r.graphs.size(), r.cap};
 }

@@ -1,6 +1,6 @@
 /* graphs.h - the cuda backend's step graphs (host code, included by backend.cu): the
  * launches of one forward pass recorded as it is issued, then run as one CUDA graph,
- * captured the first time that exact sequence of launches is seen and replayed after.
+ * captured the second time that exact sequence of launches is seen and replayed after.
  *
  * Why this design: a decode step issues hundreds of small kernels whose launch cost, not
  * their work, bounds a small model on a GPU. Between two steps of the same shape only the
@@ -13,10 +13,9 @@
  * found, it is replayed; seen once before, the closures run under stream capture into a
  * new graph that is instantiated, kept and launched; never seen, they run as they are
  * (a prefill, or a mixture's per-step routing, would otherwise pay an instantiation for a
- * graph nobody replays). A replay is exact by construction (the same
- * launches with the same arguments, the arrays' new contents read from the arena), and a
- * step whose launches differ (another row count, a longer attention split) is simply
- * another graph. The cost: the engine still walks its forward pass on the host each step
+ * graph nobody replays). A replay is exact by construction (the same launches with the
+ * same arguments, the arrays' new contents read from the arena), and a step whose
+ * launches differ (another row count, a longer attention split) is simply another graph. The cost: the engine still walks its forward pass on the host each step
  * (no launches, a few hundred closures), and ops that must act on the host mid-pass end
  * the segment early (see backend.cu: a buffer that grows, a copy to the host, the Gated
  * DeltaNet's per-row cells), which then run as they come. cudaGraphExecUpdate would avoid
@@ -38,7 +37,7 @@
 
 namespace cu_graphs {
 
-constexpr size_t ARENA_MIN = 16384; /* bytes of arena a step starts with */
+constexpr size_t ARENA_MIN = 4096; /* bytes of arena a step starts with */
 constexpr size_t MAX_GRAPHS = 32;   /* graphs kept (the oldest dropped past it) */
 constexpr size_t MAX_SEEN = 64;     /* signatures remembered (hashes) for a second sighting */
 constexpr size_t ALIGN = 16;        /* of each staged array in the arena */
@@ -87,8 +86,8 @@ inline void free_recorder(recorder *r) {
 inline bool arena_fits(recorder *r) {
     const size_t want = std::max(r->need, ARENA_MIN);
     if (r->dev && want <= r->cap) return true;
-    free_recorder(r);
     const size_t n = std::max(want, 2 * r->cap);
+    free_recorder(r);
     if (cudaMallocHost(reinterpret_cast<void **>(&r->host), n) != cudaSuccess ||
         cudaMalloc(&r->dev, n) != cudaSuccess) {
         cudaGetLastError();
