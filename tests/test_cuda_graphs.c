@@ -8,8 +8,10 @@
  * a fork into two leaves grown together for STEPS more (a new shape). Counted through
  * cu_graphs_of: a shape's first step runs as recorded, its second is captured into a
  * graph and every later one replays it: 1 capture and STEPS - 2 replays for the one-leaf
- * steps, 1 and STEPS - 1 for the two-leaf ones (the fork's step is the first). With
- * graphs off nothing is recorded. */
+ * steps, 1 and STEPS - 1 for the two-leaf ones (the fork's step is the first); the fork
+ * grows the logits buffer, whose free drops the one-leaf graph. A 200-token prompt
+ * overflows the arena of batch arrays (the rest of its step runs as it comes, the arena
+ * grows). With graphs off nothing is recorded. */
 #include "forest/forest.h"
 #include "forest/sample.h"
 #include "forest/step.h"
@@ -113,6 +115,11 @@ static void graphs_vs_none(const model *m, const char *name, int32_t np, uint64_
                     "and %llu replays (want 1 and %d)", name, n, i + 1, (unsigned long long)cap,
                     (unsigned long long)rep, n - 2);
         }
+        /* growing the logits buffer for two rows freed the old one: the one-row graph,
+         * which wrote into it, was dropped with every other */
+        T_CHECK(on.at[1].graphs == 1 && on.at[2].graphs == 1, "%s: graphs kept: %llu after the "
+                "one-leaf steps, %llu after the two-leaf ones (want 1 and 1)", name,
+                (unsigned long long)on.at[1].graphs, (unsigned long long)on.at[2].graphs);
         /* a long prompt's arrays left its step's arena: the next step's is larger */
         T_CHECK((np == LONG_PROMPT) == (on.at[1].arena > on.arena), "%s: arena %llu bytes in the "
                 "prompt's step, %llu after", name, (unsigned long long)on.arena,
