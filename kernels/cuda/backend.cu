@@ -480,27 +480,43 @@ void cuda_sigmoid_mul(kern_backend *b, float *y, const float *gate, int64_t n) {
     LAUNCHED(b, "sigmoid_mul");
 }
 
-/* The rows in order (cell_in and cell_out are host memory): each row's cell made from
- * its cell_in on the device (a copy, or zeros), then its conv and heads. */
+/* One gdn row's work on its cell, recordable: the cell made from src (a copy; zeros when
+ * src is NULL; nothing when it is the cell), then the row, kern_gdn copied without its
+ * host arrays (the launcher reads only the device ones). */
+void launch_gdn_row(kern_backend *b, const kern_gdn *a, int32_t r, float *cell, const float *src) {
+    struct args {
+        kern_gdn a;
+        float *cell;
+        const float *src;
+        size_t bytes;
+        int32_t r;
+        cudaStream_t s;
+    } p;
+    memset(&p, 0, sizeof p); /* (the padding too: the bytes are the signature) */
+    p.a = *a, p.a.cell_in = p.a.cell_out = nullptr;
+    p.cell = cell, p.src = src, p.bytes = sizeof(float) * (size_t)kern_gdn_cell_floats(a);
+    p.r = r, p.s = stream_of(b);
+    cu_graphs::launch_fn(&state_of(b)->rec, &p, sizeof p, [p] {
+        if (!p.src) cudaMemsetAsync(p.cell, 0, p.bytes, p.s);
+        else if (p.src != p.cell)
+            cudaMemcpyAsync(p.cell, p.src, p.bytes, cudaMemcpyDeviceToDevice, p.s);
+        cu_gdn_row(&p.a, p.r, p.cell, p.s);
+    });
+}
+
+/* The rows in order, each on its cell (cell_in and cell_out, host memory, pick the cells'
+ * device addresses, which a step's graph then holds: a sequence continued in place gives
+ * the same launches step after step). */
 void cuda_gdn(kern_backend *b, const kern_gdn *a) {
     if (a->d_state > CU_GDN_MAX_STATE) {
         kern_backend_fail(b, ST_ERR_UNSUPPORTED, "gdn", "d_state %d is over the CUDA kernel's %d",
                           a->d_state, CU_GDN_MAX_STATE);
         return;
     }
-    eager no_graph(b, "gdn"); /* (each row's cells are decided here) */
     const int64_t cf = kern_gdn_cell_floats(a);
-    const size_t bytes = sizeof(float) * (size_t)cf;
-    const cudaStream_t st = stream_of(b);
     for (int32_t r = 0; r < a->n_rows; r++) {
-        float *cell = a->cells + (int64_t)a->cell_out[r] * cf;
-        if (a->cell_in[r] < 0 && !CU_OK(b, "gdn", cudaMemsetAsync(cell, 0, bytes, st)))
-            return;
-        if (a->cell_in[r] >= 0 && a->cell_in[r] != a->cell_out[r] &&
-            !CU_OK(b, "gdn", cudaMemcpyAsync(cell, a->cells + (int64_t)a->cell_in[r] * cf, bytes,
-                                             cudaMemcpyDeviceToDevice, st)))
-            return;
-        cu_gdn_row(a, r, cell, st);
+        const float *src = a->cell_in[r] < 0 ? nullptr : a->cells + (int64_t)a->cell_in[r] * cf;
+        launch_gdn_row(b, a, r, a->cells + (int64_t)a->cell_out[r] * cf, src);
         if (!LAUNCHED(b, "gdn")) return;
     }
 }

@@ -15,11 +15,12 @@
  * (a prefill, or a mixture's per-step routing, would otherwise pay an instantiation for a
  * graph nobody replays). A replay is exact by construction (the same launches with the
  * same arguments, the arrays' new contents read from the arena), and a step whose
- * launches differ (another row count, a longer attention split) is simply another graph. The cost: the engine still walks its forward pass on the host each step
- * (no launches, a few hundred closures), and ops that must act on the host mid-pass end
- * the segment early (see backend.cu: a buffer that grows, a copy to the host, the Gated
- * DeltaNet's per-row cells), which then run as they come. cudaGraphExecUpdate would avoid
- * the arena but needs a capture every step; keying on the launches needs none.
+ * launches differ (another row count, a longer attention split) is simply another graph.
+ * The cost: the engine still walks its forward pass on the host each step (no launches,
+ * a few hundred closures), and ops that must act on the host mid-pass end the segment
+ * early (state.cuh's eager scope: a buffer that grows, a copy to the host, cuBLAS), which
+ * then run as they come. cudaGraphExecUpdate would avoid the arena but needs a capture
+ * every step; keying on the launches needs none.
  *
  * Every graph holds raw pointers into the backend's buffers: anything that frees or moves
  * one (a scratch growth, buf_free, the arena's own growth) drops every graph first. */
