@@ -186,6 +186,16 @@ void kern_get_rows(kern_backend *b, float *out, const kern_mat *w, const int32_t
     for (int32_t i = 0; i < n; i++) b->ops->get_row(b, out + (size_t)i * (size_t)w->n_in, w, rows[i]);
 }
 
+void kern_matmul_swiglu(kern_backend *b, float *y, const kern_mat *w, float *gate, const float *up,
+                        int32_t n_rows) {
+    if (b->ops->matmul_swiglu) {
+        b->ops->matmul_swiglu(b, y, w, gate, up, n_rows);
+        return;
+    }
+    b->ops->swiglu(b, gate, gate, up, (int64_t)n_rows * w->n_in);
+    b->ops->matmul(b, y, w, gate, n_rows);
+}
+
 void kern_host_free(kern_backend *b, void *p) {
     if (b->ops->host_free) b->ops->host_free(b, p);
     else free(p);

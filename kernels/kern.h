@@ -212,6 +212,13 @@ typedef struct kern_ops {
      * projections that share an input: q, k, v; gate, up). */
     void (*matmul_n)(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
                      const float *x, int32_t n_rows);
+    /* y (n_rows, w->n_out) = (silu(gate) * up, element-wise) times W transposed, bitwise
+     * what swiglu(gate, gate, up) then matmul give; gate's contents are unspecified after
+     * it (a backend may form the product as it reads its input: the feed-forward's down
+     * projection, one pass and one op fewer). gate and up (n_rows, w->n_in). NULL:
+     * kern_matmul_swiglu calls those two. */
+    void (*matmul_swiglu)(kern_backend *b, float *y, const kern_mat *w, float *gate,
+                          const float *up, int32_t n_rows);
     /* out (n_in) = row `row` of W as float32 (embedding lookup). */
     void (*get_row)(kern_backend *b, float *out, const kern_mat *w, int64_t row);
     /* out (n, n_in) = rows[i] of W (host memory, n of them), the bits n get_row calls give,
@@ -309,6 +316,9 @@ void *kern_host_alloc(kern_backend *b, size_t bytes);
 void kern_host_free(kern_backend *b, void *p);
 /* out (n, w->n_in) = rows rows[0..n) of w: b's get_rows op, else a get_row per row. */
 void kern_get_rows(kern_backend *b, float *out, const kern_mat *w, const int32_t *rows, int32_t n);
+/* y = (silu(gate) * up) W^T: b's matmul_swiglu op, else swiglu into gate then matmul. */
+void kern_matmul_swiglu(kern_backend *b, float *y, const kern_mat *w, float *gate, const float *up,
+                        int32_t n_rows);
 int32_t kern_backend_threads(const kern_backend *b);
 
 /* Backend tables; each backend's file defines one. */

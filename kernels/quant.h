@@ -247,7 +247,7 @@ static inline void quant_u8x8_to_f8(uint64_t b, quant_f8 *out) {
 }
 
 static inline void quant_i8x16_to_f16(const int8_t *p, quant_f16 *out) {
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && !defined(SIMD_256)
     __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
     memcpy(out, &f, sizeof f);
 #elif defined(__AVX2__)

@@ -80,6 +80,20 @@ static inline const char *t_shared(const char *rel) {
     return access(path, R_OK) == 0 ? path : NULL;
 }
 
+/* The whole file at path in a malloc'd buffer with a NUL after its bytes, their count in
+ * *n (n may be NULL); NULL when it cannot be opened or read. */
+static inline char *t_slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    long len = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    char *b = len >= 0 && fseek(f, 0, SEEK_SET) == 0 ? (char *)malloc((size_t)len + 1) : NULL;
+    if (b && fread(b, 1, (size_t)len, f) != (size_t)len) free(b), b = NULL;
+    fclose(f);
+    if (b) b[len] = 0;
+    if (n) *n = b ? (size_t)len : 0;
+    return b;
+}
+
 /* max |a - b| / max |b| over n values (0 when b is all zero and a == b). */
 static inline double t_nerr(const float *a, const float *b, long n) {
     double md = 0, mb = 0;

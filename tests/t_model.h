@@ -48,6 +48,16 @@ static inline model_ctx *t_new_ctx(const model *m, int32_t n_slots) {
     return t_new_ctx_rows(m, n_slots, 0);
 }
 
+/* stories260K, its tokenizer and a context of n_slots: false (skipped or failed, with
+ * whatever was opened left in *m, *tk, *c for the caller to free) when unavailable. */
+static inline bool t_stories_ctx(model **m, tok **tk, model_ctx **c, int32_t n_slots) {
+    *c = NULL;
+    if (!t_stories(m, tk)) return false;
+    *c = t_new_ctx(*m, n_slots);
+    T_CHECK(*c, "stories260K: no context of %d slots", (int)n_slots);
+    return *c != NULL;
+}
+
 /* Writes the model of mp to a temporary file, loads it and removes the file; NULL + err. */
 static inline model *t_random_model(const mkmodel_params *mp, st_err *err) {
     char path[] = "/tmp/md_test_model_XXXXXX";

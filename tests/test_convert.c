@@ -40,18 +40,6 @@ static void write_bytes(const char *path, const void *data, size_t n) {
     fclose(f);
 }
 
-static unsigned char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)sz + 1);
-    *n = fread(b, 1, (size_t)sz, f);
-    fclose(f);
-    return b;
-}
-
 static bool exists(const char *path) { return access(path, F_OK) == 0; }
 
 static int64_t get_i(const gguf_ctx *g, const char *key) {
@@ -582,13 +570,13 @@ static void test_mk_models(const char *dir) {
     const char *a = ap.s, *b = bp.s;
     st_code ra = mkmodel_write(&p, a, NULL), rb = mkmodel_write(&p, b, NULL);
     size_t na = 0, nb = 0;
-    unsigned char *ba = read_all(a, &na), *bb = read_all(b, &nb);
+    unsigned char *ba = (unsigned char *)t_slurp(a, &na), *bb = (unsigned char *)t_slurp(b, &nb);
     T_CHECK(ra == ST_OK && rb == ST_OK && ba && bb && na == nb && memcmp(ba, bb, na) == 0,
             "same seed, same bytes");
     free(bb);
     p.seed++;
     rb = mkmodel_write(&p, b, NULL);
-    bb = read_all(b, &nb);
+    bb = (unsigned char *)t_slurp(b, &nb);
     T_CHECK(rb == ST_OK && bb && na == nb && memcmp(ba, bb, na) != 0, "new seed, new bytes");
     free(ba);
     free(bb);

@@ -2,7 +2,8 @@
  * ref backend on small shapes: odd sizes, every weight type with a device kernel, 1 to 64
  * rows (both the few-row kernel and the many-row product), attention segments that start
  * and end inside a 128-key tile, GQA groups of 1 to 8 heads, attention's chunks split over
- * blocks or not (the same bits); the backend contract's buffer and KV checks
+ * blocks or not and a shared context's chunks taken once for several rows (the same
+ * bits); the backend contract's buffer and KV checks
  * (t_backend.h); host memory where the engine passes it (matmul's y, topk_lse's x); errors
  * (no memory, an unsupported type) named. Every value goes through upload and download,
  * so the same binary runs under the emulator (make test) and on a GPU (tools/gpu-run.sh);
@@ -11,7 +12,9 @@
  * Error measure: t_nerr = max|cuda - ref| / max|ref| over an op's output. Bounds, with the
  * largest seen printed on stderr at the end:
  *   matmul (float32 products and sums against ref's double)   1e-5; block types with
- *   activations that int8 holds exactly (cu_matmul_q8 quantises them)
+ *   activations that int8 holds exactly (cu_matmul_q8 quantises them), F16 and BF16 with
+ *   ones their type holds exactly (both paths round them to it: test_matmul_half bounds
+ *   that rounding on any activations)
  *   attention (float scores, expf, float sums)                 1e-5
  *   gdn (float sums against ref's double, 8 rows of a chain)  1e-5, outputs and cells
  *   rmsnorm 1e-5, swiglu, swiglu_oai, geglu, softcap and sigmoid_mul 1e-6, softmax 1e-5,
@@ -59,6 +62,16 @@ static void check_sync(const char *what) {
     T_CHECK(kern_backend_sync(cu, &err) == ST_OK, "%s: %s", what, err.msg);
 }
 
+/* x rounded to the activations' type of a type's product: F16's (saturated) or BF16's,
+ * else unchanged, as cu_to_half rounds them. */
+static void round_acts(float *x, int64_t n, uint32_t type) {
+    for (int64_t i = 0; i < n; i++)
+        if (type == DT_F16)
+            x[i] = fp16_to_f32(f32_to_fp16(fabsf(x[i]) > 65504.0f ? copysignf(65504.0f, x[i]) : x[i]));
+        else if (type == DT_BF16)
+            x[i] = bf16_to_f32(f32_to_bf16(x[i]));
+}
+
 static void test_matmul(uint64_t seed) {
     static const uint32_t types[] = {DT_F32,  DT_F16,  DT_BF16, DT_Q8_0, DT_Q4_0,   DT_Q4_1,
                                      DT_Q5_0, DT_Q5_1, DT_Q4_K, DT_Q5_K, DT_Q6_K,   DT_Q2_K,
@@ -74,6 +87,7 @@ static void test_matmul(uint64_t seed) {
             T_CHECK(C->mat_prepare(cu, &w, &st, 0, NULL) == ST_OK, "mat_prepare %s", dtype_name(t));
             /* (block types multiply int8 activations: ones it holds exactly test them tightly) */
             float *x = blk > 1 ? t_q8_exact_floats(&seed, 64 * n_in) : rand_floats(&seed, 64 * n_in, 1.0f);
+            round_acts(x, 64 * n_in, t);
             float *want = malloc(sizeof(float) * 64 * n_out);
             float *dx = dev(x, 64 * n_in), *dy = dev(NULL, 64 * n_out);
             R->matmul(ref, want, &st, x, 64);
@@ -103,8 +117,9 @@ static void test_matmul(uint64_t seed) {
             float *g2 = host(dy2, 3 * (size_t)n_out), *g1 = host(dy, 3 * (size_t)n_out);
             T_CHECK(memcmp(g1, got, sizeof(float) * 3 * n_out) == 0 &&
                     memcmp(g2, got, sizeof(float) * 3 * n_out) == 0, "matmul_n %s", dtype_name(t));
-            /* matmul_n over matrices of other heights (Q, K, V): each its own call's bits */
-            {
+            /* matmul_n over matrices of other heights (Q, K, V), few rows and many: each
+             * its own call's bits, in at most 2 launches (x prepared once, one product) */
+            for (int32_t nr = 3; nr <= 17; nr += 14) {
                 const int64_t n_o[3] = {n_out, 5, 9};
                 kern_mat sm[3], pm[3];
                 float *dm[3], *hm[3], *gm[3];
@@ -112,20 +127,40 @@ static void test_matmul(uint64_t seed) {
                 for (int k = 0; k < 3; k++) {
                     sm[k] = (kern_mat){t, n_o[k], n_in, k ? make_weights(&seed, t, n_o[k], n_in) : st.data, NULL};
                     T_CHECK(C->mat_prepare(cu, &pm[k], &sm[k], 0, NULL) == ST_OK, "mat_prepare %s", dtype_name(t));
-                    dm[k] = dev(NULL, 3 * n_o[k]), hm[k] = dev(NULL, 3 * n_o[k]);
-                    C->matmul(cu, hm[k], &pm[k], dx, 3);
+                    dm[k] = dev(NULL, nr * n_o[k]), hm[k] = dev(NULL, nr * n_o[k]);
+                    C->matmul(cu, hm[k], &pm[k], dx, nr);
                 }
-                C->matmul_n(cu, 3, dm, (const kern_mat *const[]){&pm[0], &pm[1], &pm[2]}, dx, 3);
+                const uint64_t before = cu_emu_launches();
+                C->matmul_n(cu, 3, dm, (const kern_mat *const[]){&pm[0], &pm[1], &pm[2]}, dx, nr);
+                const uint64_t launches = cu_emu_launches() - before;
                 for (int k = 0; k < 3; k++) {
-                    float *a1 = host(dm[k], 3 * (size_t)n_o[k]);
-                    gm[k] = host(hm[k], 3 * (size_t)n_o[k]);
-                    same = same && memcmp(a1, gm[k], sizeof(float) * 3 * (size_t)n_o[k]) == 0;
+                    float *a1 = host(dm[k], nr * (size_t)n_o[k]);
+                    gm[k] = host(hm[k], nr * (size_t)n_o[k]);
+                    same = same && memcmp(a1, gm[k], sizeof(float) * nr * (size_t)n_o[k]) == 0;
                     free(a1), free(gm[k]);
                     C->buf_free(cu, dm[k]), C->buf_free(cu, hm[k]);
                     C->mat_release(cu, &pm[k]);
                     if (k) free((void *)sm[k].data);
                 }
-                T_CHECK(same, "matmul_n %s of three heights", dtype_name(t));
+                T_CHECK(same, "matmul_n %s of three heights, %d rows", dtype_name(t), nr);
+                T_CHECK(!cu_emulated() || launches <= 2, "matmul_n %s of three heights, %d rows: %lu launches",
+                        dtype_name(t), nr, (unsigned long)launches);
+            }
+            /* matmul_swiglu: the bits of swiglu then matmul; a block type's in one launch fewer */
+            for (int32_t nr = 1; nr <= 17; nr += 16) {
+                float *up = rand_floats(&seed, nr * n_in, 2.0f), *dg = dev(x, nr * n_in), *du = dev(up, nr * n_in);
+                C->swiglu(cu, dg, dg, du, nr * n_in);
+                C->matmul(cu, dy, &w, dg, nr);
+                C->upload(cu, dg, x, sizeof(float) * nr * n_in);
+                const uint64_t before = cu_emu_launches();
+                kern_matmul_swiglu(cu, dy2, &w, dg, du, nr);
+                const uint64_t launches = cu_emu_launches() - before;
+                float *g3 = host(dy2, nr * (size_t)n_out), *g4 = host(dy, nr * (size_t)n_out);
+                T_CHECK(memcmp(g3, g4, sizeof(float) * nr * n_out) == 0 && (!cu_emulated() || blk == 1 || launches == 2),
+                        "matmul_swiglu %s, %d rows: not swiglu + matmul's bits, or %lu launches", dtype_name(t), nr,
+                        (unsigned long)launches);
+                C->buf_free(cu, dg), C->buf_free(cu, du);
+                free(up), free(g3), free(g4);
             }
             /* get_row: the dequantiser's bits */
             float *row = malloc(sizeof(float) * n_in), *drow = dev(NULL, n_in);
@@ -151,6 +186,64 @@ static void test_matmul(uint64_t seed) {
             C->buf_free(cu, dx), C->buf_free(cu, dy), C->buf_free(cu, dy2), C->buf_free(cu, drow);
             free(x), free(want), free(alone), free(hy), free(got), free(g1), free(g2), free(row), free(grow);
             free((void *)st.data);
+        }
+    }
+}
+
+/* F16 and BF16 products of any activations (tiny, fp16-subnormal and past fp16's range
+ * among them), few rows and many: each output within the bound of rounding the
+ * activations to the weights' type (relative u = 2^-11 for fp16, 2^-8 for bf16, plus
+ * 2^-25 absolute below fp16's normal range; magnitudes past 65504 saturated for fp16)
+ * and of float sums over k terms in any order (k 2^-23 of the sum of |products|: 2^-23, not
+ * 2^-24, since tensor cores may truncate their sums instead of rounding them), against the
+ * exact product in double: |y - W xc| <= u S + 2^-25 sum|w| + (k + 2) 2^-23 S, with xc x
+ * saturated for fp16 and S = sum |w xc| (the products of two 16-bit values are exact). And the bits of a row alone in any batch
+ * under the emulator: the few-row kernel rounds the activations as GemmEx's take them. */
+static void test_matmul_half(uint64_t seed) {
+    static const int64_t shapes[][2] = {{13, 40}, {67, 77}, {33, 256}};
+    static const int32_t rowss[] = {1, 16, 17, 40};
+    for (int ti = 0; ti < 2; ti++) {
+        const uint32_t t = ti ? DT_BF16 : DT_F16;
+        const double u = ti ? 0x1p-8 : 0x1p-11, tiny = ti ? 0.0 : 0x1p-25;
+        for (int si = 0; si < 3; si++) {
+            const int64_t n_out = shapes[si][0], k = shapes[si][1];
+            kern_mat st = {t, n_out, k, make_weights(&seed, t, n_out, k), NULL}, w;
+            T_CHECK(C->mat_prepare(cu, &w, &st, 0, NULL) == ST_OK, "mat_prepare %s", dtype_name(t));
+            float *x = rand_floats(&seed, 40 * k, 4.0f), *wf = malloc(sizeof(float) * n_out * k);
+            x[3] = 1e5f, x[k + 7] = -7e4f, x[5] = 1e-6f, x[k + 2] = -3e-7f, x[39 * k] = 3e38f;
+            dtype_dequantize_row(t, st.data, wf, n_out * k);
+            float *dx = dev(x, 40 * k), *dy = dev(NULL, 40 * n_out);
+            C->matmul(cu, dy, &w, dx, 1);
+            float *alone = host(dy, n_out);
+            for (size_t ri = 0; ri < sizeof rowss / sizeof *rowss; ri++) {
+                const int32_t n = rowss[ri];
+                C->matmul(cu, dy, &w, dx, n);
+                float *got = host(dy, (size_t)n * n_out);
+                int32_t bad = 0;
+                for (int32_t r = 0; r < n; r++)
+                    for (int64_t o = 0; o < n_out; o++) {
+                        double exact = 0, sum = 0, wsum = 0;
+                        for (int64_t i = 0; i < k; i++) {
+                            const float xi = x[r * k + i];
+                            const double xc = ti || fabsf(xi) <= 65504.0f ? xi : copysignf(65504.0f, xi);
+                            const double p = (double)wf[o * k + i] * xc;
+                            exact += p, sum += fabs(p), wsum += fabs(wf[o * k + i]);
+                        }
+                        const double bound = u * sum + tiny * wsum + (double)(k + 2) * 0x1p-23 * sum;
+                        bad += !(fabs(got[r * n_out + o] - exact) <= bound);
+                    }
+                T_CHECK(bad == 0, "matmul %s %ldx%ld, %d rows, any activations: %d outputs past the "
+                        "rounding bound", dtype_name(t), (long)n_out, (long)k, n, bad);
+                if (cu_emulated() || n <= CU_FEW_ROWS)
+                    T_CHECK(memcmp(got, alone, sizeof(float) * n_out) == 0,
+                            "matmul %s, %d rows, any activations: row 0 not the bits of itself alone",
+                            dtype_name(t), n);
+                free(got);
+            }
+            check_sync(dtype_name(t));
+            C->mat_release(cu, &w);
+            C->buf_free(cu, dx), C->buf_free(cu, dy);
+            free(x), free(wf), free(alone), free((void *)st.data);
         }
     }
 }
@@ -235,6 +328,61 @@ static void test_attention(uint64_t seed) {
     }
 }
 
+/* Rows over one context (its first P keys, cut in two segments on odd rows; P no multiple
+ * of the chunk) and then keys of their own, through the backend: the cascade takes the
+ * whole chunks of the context once for each CU_ATTN_ROWS rows (cu_attn_shared grows by
+ * what it saves), and every row gets the bits it gets alone, within 1e-5 of ref. */
+static void shared_case(uint64_t *seed, int32_t nh, int32_t nkv, int32_t hd, int32_t P, int32_t n_rows) {
+    const int32_t n_slots = P + 48 * n_rows, rq = nh * hd;
+    int32_t off[65], k = 0;
+    kern_seg segs[65 * 3];
+    for (int32_t r = 0; r < n_rows; r++) {
+        off[r] = k;
+        if (r % 2) segs[k++] = (kern_seg){0, 100}, segs[k++] = (kern_seg){100, P - 100};
+        else segs[k++] = (kern_seg){0, P};
+        segs[k++] = (kern_seg){P + 48 * r, 1 + rng_int(seed, 47)};
+    }
+    off[n_rows] = k;
+    const size_t qn = (size_t)n_rows * rq, kn = (size_t)n_slots * nkv * hd;
+    float *q = rand_floats(seed, (int64_t)qn, 1.0f), *kc = rand_floats(seed, (int64_t)kn, 1.0f);
+    float *v = rand_floats(seed, (int64_t)kn, 1.0f), *want = malloc(qn * sizeof(float));
+    float *dq = dev(q, qn), *dk = dev(kc, kn), *dv = dev(v, kn), *dout = dev(NULL, qn), *d1 = dev(NULL, qn);
+    kern_attn a = {.n_rows = n_rows, .n_head = nh, .n_head_kv = nkv, .head_dim = hd,
+                   .scale = 1.0f / sqrtf((float)hd), .q = q, .k = kc, .v = v, .seg_off = off, .segs = segs,
+                   .out = want};
+    R->attention(ref, &a);
+    a.q = dq, a.k = dk, a.v = dv, a.out = dout;
+    const uint64_t s0 = cu_attn_shared(cu);
+    C->attention(cu, &a);
+    const uint64_t saved = cu_attn_shared(cu) - s0;
+    for (int32_t r = 0; r < n_rows; r++) { /* each row alone */
+        int32_t off1[2] = {0, off[r + 1] - off[r]};
+        kern_attn b = a;
+        b.n_rows = 1, b.q = dq + (size_t)r * rq, b.seg_off = off1, b.segs = segs + off[r], b.out = d1 + (size_t)r * rq;
+        C->attention(cu, &b);
+    }
+    check_sync("attention shared");
+    float *got = host(dout, qn), *alone = host(d1, qn);
+    const uint64_t expect = (uint64_t)(n_rows - (n_rows + CU_ATTN_ROWS - 1) / CU_ATTN_ROWS) * (P / CU_ATTN_CHUNK);
+    const double e = t_nerr(got, want, (long)qn);
+    T_CHECK(e <= 1e-5, "shared attention %d/%d heads, hd %d, %d rows over %d keys: nerr %.3g", nh, nkv, hd,
+            n_rows, P, e);
+    T_CHECK(!memcmp(got, alone, qn * sizeof(float)), "shared attention %d/%d heads, hd %d, %d rows over %d keys: "
+            "a row's bits differ from its own alone", nh, nkv, hd, n_rows, P);
+    T_CHECK(saved == expect, "shared attention, %d rows over %d keys: %llu chunk reads saved, %llu expected",
+            n_rows, P, (unsigned long long)saved, (unsigned long long)expect);
+    C->buf_free(cu, dq), C->buf_free(cu, dk), C->buf_free(cu, dv), C->buf_free(cu, dout), C->buf_free(cu, d1);
+    free(q), free(kc), free(v), free(want), free(got), free(alone);
+}
+
+static void test_attention_shared(uint64_t seed) {
+    static const int32_t shapes[][3] = {{4, 2, 32}, {14, 2, 72}, {2, 1, 256}}, lens[] = {300, 777}, rows[] = {1, 6, 64};
+    for (int32_t si = 0; si < 3; si++)
+        for (int32_t li = 0; li < 2; li++)
+            for (int32_t ri = 0; ri < 3; ri++)
+                shared_case(&seed, shapes[si][0], shapes[si][1], shapes[si][2], lens[li], rows[ri]);
+}
+
 /* cu_attention with the chunks spread over blocks and folded by the merge kernel (part)
  * gives the same bits as with each row's chunks folded in its block (NULL): the choice the
  * backend makes from the batch's size must not change a row's result. Rows here run to
@@ -266,8 +414,8 @@ static void test_attention_split(uint64_t seed) {
                        .scale = 1.0f / sqrtf((float)hd), .q = q, .k = k, .v = v,
                        .seg_off = off, .segs = segs, .out = want, .sinks = sk};
         R->attention(ref, &a);
-        cu_attention(d1, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, dsk, NULL, 0, NULL);
-        cu_attention(d2, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, dsk, part, n_chunks, NULL);
+        cu_attention(d1, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, dsk, NULL, 0, NULL, 0, NULL, NULL);
+        cu_attention(d2, dq, dk, dv, doff, dsegs, n_rows, nh, nkv, hd, a.scale, dsk, part, n_chunks, NULL, 0, NULL, NULL);
         check_sync("attention split");
         float *g1 = host(d1, qn), *g2 = host(d2, qn);
         /* through the backend: these rows alone (split: few blocks) and as the first of 40
@@ -559,33 +707,45 @@ static void test_topk(uint64_t seed) {
 
 /* The cuBLAS call of a many-row product, as emu_blas.h records it: y (rows, n_out) row-major
  * is C (n_out, rows) column-major = W (n_out, n_in) row-major, read as A (n_in, n_out)
- * transposed, times x (rows, n_in) row-major, read as B (n_in, rows) untransposed. The
- * values are checked against ref by test_matmul, computed from these arguments. */
+ * transposed, times x (rows, n_in) row-major, read as B (n_in, rows) untransposed: F32 by
+ * Sgemm on x itself, F16 and BF16 by GemmEx on x's copy in W's type (float C, float
+ * compute). The values are checked against ref by test_matmul, computed from these
+ * arguments. */
 static void test_gemm_args(uint64_t seed) {
+    static const uint32_t types[] = {DT_F32, DT_F16, DT_BF16};
+    static const int abtype[] = {CUBLAS_EMU_R_32F, CUBLAS_EMU_R_16F, CUBLAS_EMU_R_16BF};
     const int32_t n_out = 13, n_in = 40, rows = 20;
-    kern_mat st = {DT_F32, n_out, n_in, make_weights(&seed, DT_F32, n_out, n_in), NULL}, w;
-    T_CHECK(C->mat_prepare(cu, &w, &st, 0, NULL) == ST_OK, "mat_prepare F32");
-    float *x = rand_floats(&seed, rows * n_in, 1.0f);
-    float *dx = dev(x, rows * n_in), *dy = dev(NULL, rows * n_out);
-    const long before = cublas_emu_log.n_calls;
-    C->matmul(cu, dy, &w, dx, rows);
-    const cublas_emu_call g = cublas_emu_log;
-    T_CHECK(g.n_calls == before + 1, "one Sgemm for %d rows (%ld)", rows, g.n_calls - before);
-    T_CHECK(g.transa == 1 && g.transb == 0, "transposes: A %s, B %s (want T, N)", g.transa ? "T" : "N",
-            g.transb ? "T" : "N");
-    T_CHECK(g.m == n_out && g.n == rows && g.k == n_in, "m n k: %d %d %d (want %d %d %d)", g.m, g.n, g.k,
-            n_out, rows, n_in);
-    T_CHECK(g.lda == n_in && g.ldb == n_in && g.ldc == n_out, "lda ldb ldc: %d %d %d (want %d %d %d)", g.lda,
-            g.ldb, g.ldc, n_in, n_in, n_out);
-    T_CHECK(g.a == w.data && g.b == dx && g.c == dy, "A, B, C are the weights, x and y");
-    st_err err = {0};
-    T_CHECK(kern_backend_sync(cu, &err) == ST_OK, "sync: %s", err.msg);
-    C->mat_release(cu, &w);
-    C->buf_free(cu, dx), C->buf_free(cu, dy);
-    free(x), free((void *)st.data);
+    for (int ti = 0; ti < 3; ti++) {
+        const uint32_t t = types[ti];
+        kern_mat st = {t, n_out, n_in, make_weights(&seed, t, n_out, n_in), NULL}, w;
+        T_CHECK(C->mat_prepare(cu, &w, &st, 0, NULL) == ST_OK, "mat_prepare %s", dtype_name(t));
+        float *x = rand_floats(&seed, rows * n_in, 1.0f);
+        float *dx = dev(x, rows * n_in), *dy = dev(NULL, rows * n_out);
+        const long before = cublas_emu_log.n_calls;
+        C->matmul(cu, dy, &w, dx, rows);
+        const cublas_emu_call g = cublas_emu_log;
+        const char *tn = dtype_name(t);
+        T_CHECK(g.n_calls == before + 1, "%s: one cuBLAS call for %d rows (%ld)", tn, rows, g.n_calls - before);
+        T_CHECK(g.transa == 1 && g.transb == 0, "%s: transposes: A %s, B %s (want T, N)", tn,
+                g.transa ? "T" : "N", g.transb ? "T" : "N");
+        T_CHECK(g.m == n_out && g.n == rows && g.k == n_in, "%s: m n k: %d %d %d (want %d %d %d)", tn, g.m,
+                g.n, g.k, n_out, rows, n_in);
+        T_CHECK(g.lda == n_in && g.ldb == n_in && g.ldc == n_out, "%s: lda ldb ldc: %d %d %d (want %d %d %d)",
+                tn, g.lda, g.ldb, g.ldc, n_in, n_in, n_out);
+        T_CHECK(g.atype == abtype[ti] && g.btype == abtype[ti] && g.ctype == CUBLAS_EMU_R_32F &&
+                g.compute == (ti ? CUBLAS_EMU_COMPUTE_32F : -1),
+                "%s: types A %d B %d C %d, compute %d", tn, g.atype, g.btype, g.ctype, g.compute);
+        T_CHECK(g.a == w.data && (g.b == dx) == (t == DT_F32) && g.c == dy,
+                "%s: A the weights as stored, B x (F32) or its 16-bit copy, C y", tn);
+        st_err err = {0};
+        T_CHECK(kern_backend_sync(cu, &err) == ST_OK, "%s: sync: %s", tn, err.msg);
+        C->mat_release(cu, &w);
+        C->buf_free(cu, dx), C->buf_free(cu, dy);
+        free(x), free((void *)st.data);
+    }
 }
 
-/* Failures: a type without a kernel, a product without memory for its tile (nothing
+/* Failures: a type without a kernel, a product without memory for its scratch (nothing
  * written), each named once by sync. */
 static void test_errors(uint64_t seed) {
     st_err err = {0};
@@ -605,7 +765,7 @@ static void test_errors(uint64_t seed) {
     float *got = host(dy, 20 * 32);
     T_CHECK(kern_backend_sync(cu, &err) == ST_ERR_NOMEM && strncmp(err.msg, "matmul: out of memory", 21) == 0 &&
             strstr(err.msg, "cuda") && got[0] == 7.0f && got[639] == 7.0f,
-            "matmul without memory for its tile: nothing written, %s", err.msg);
+            "matmul without memory for its activations: nothing written, %s", err.msg);
     T_CHECK(kern_backend_sync(cu, &err) == ST_OK, "reported once");
     kern_backend_set_alloc_limit(cu, SIZE_MAX);
     C->mat_release(cu, &w);
@@ -615,9 +775,9 @@ static void test_errors(uint64_t seed) {
     cu = cu0;
 }
 
-/* A product into host memory whose tile finds no memory leaves y as it was: the output
- * scratch, which holds the previous product's rows, is not copied to it (F16: a block
- * type would go through cu_matmul_q8, which has no tile). */
+/* A product into host memory whose activations' 16-bit copy finds no memory leaves y as
+ * it was: the output scratch, which holds the previous product's rows, is not copied to it
+ * (F16: a block type would go through cu_matmul_q8, which makes no such copy). */
 static void test_no_stale_copy(uint64_t seed) {
     st_err err = {0};
     kern_backend *cu0 = cu;
@@ -628,15 +788,15 @@ static void test_no_stale_copy(uint64_t seed) {
             "mat_prepare F16");
     float *x = rand_floats(&seed, 20 * 512, 1.0f), *y = malloc(sizeof(float) * 20 * 32);
     float *dx = dev(x, 20 * 512);
-    C->matmul(cu, y, &w1, dx, 20); /* grows the output scratch and a 32 KiB tile */
+    C->matmul(cu, y, &w1, dx, 20); /* grows the output scratch and a 10 KiB copy of x */
     check_sync("matmul into host memory");
     for (int i = 0; i < 20 * 32; i++) y[i] = 7.0f;
-    kern_backend_set_alloc_limit(cu, 40000); /* w2's 64 KiB tile does not fit */
+    kern_backend_set_alloc_limit(cu, 15000); /* w2's 20 KiB copy of x does not fit */
     C->matmul(cu, y, &w2, dx, 20);
     bool kept = true;
     for (int i = 0; i < 20 * 32; i++) kept = kept && y[i] == 7.0f;
     T_CHECK(kern_backend_sync(cu, &err) == ST_ERR_NOMEM && kept,
-            "host y after a product without memory for its tile: unchanged (%s)", err.msg);
+            "host y after a product without memory for its x copy: unchanged (%s)", err.msg);
     kern_backend_set_alloc_limit(cu, SIZE_MAX);
     C->mat_release(cu, &w1), C->mat_release(cu, &w2);
     C->buf_free(cu, dx);
@@ -660,9 +820,11 @@ int main(void) {
     test_kv_ops(cu, 33);
     if (cu_emulated()) test_gemm_args(67); /* (first: wrong arguments make test_matmul read out of bounds) */
     test_matmul(61);
+    test_matmul_half(72);
     test_matmul_q8_route(69);
     test_attention(62);
     test_attention_split(70);
+    test_attention_shared(72);
     test_small_cache(66);
     test_small_ops(63);
     test_gdn(71);

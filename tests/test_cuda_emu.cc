@@ -6,13 +6,16 @@
  * poison (a NaN), also when an earlier block wrote it; stream capture (emu_graph.h)
  * records a kernel and a copy without running them, and a graph replays them reading
  * memory as it is at the launch; a synchronous call or legacy-stream work during a capture
- * aborts. */
+ * aborts. Last, emu_blas.h's cublasGemmEx: values, transposes and beta on a small
+ * product, and its strictness (the combinations it refuses, leading dimensions too
+ * small). */
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <string>
 
 #include "kernels/cuda/emu.h"
+#include "kernels/cuda/emu_blas.h"
 #include "t.h"
 
 /* ---- kernels ---- */
@@ -345,6 +348,66 @@ static void test_poison(void) {
     T_CHECK(f != f, "the poison is a NaN as a float");
 }
 
+/* C (2, 2) = A (2, 3) B (3, 2) + beta C with A given transposed (3, 2 column-major: lda 3)
+ * and B as is (ldb 4, its 4th row unused), in fp16 and bf16 bits of small integers (exact
+ * in both); then each refused call. */
+static void test_gemm_ex(void) {
+    const float at[6] = {1, 2, 3, -1, 0, 2}; /* A's rows, (1 2 3) and (-1 0 2) */
+    const float bv[8] = {1, 0, 1, 9, 2, 1, 0, 9};  /* B's columns (1 0 1) and (2 1 0), 9 unused */
+    const float want[4] = {4, 1, 14, 8}; /* C = A B, + 10 in its second column (beta 1) */
+    for (int ti = 0; ti < 2; ti++) {
+        const cudaDataType_t t = ti ? CUDA_R_16BF : CUDA_R_16F;
+        uint16_t a[6], b[8];
+        for (int i = 0; i < 6; i++) a[i] = ti ? f32_to_bf16(at[i]) : f32_to_fp16(at[i]);
+        for (int i = 0; i < 8; i++) b[i] = ti ? f32_to_bf16(bv[i]) : f32_to_fp16(bv[i]);
+        float c[4] = {7, 7, 10, 10};
+        const float one = 1, zero = 0;
+        cublasHandle_t h;
+        cublasCreate(&h);
+        cublasStatus_t e = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 1, 3, &one, a, t, 3, b, t, 4, &zero, c,
+                                        CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        e = e ? e : cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 1, 3, &one, a, t, 3, b + 4, t, 4, &one, c + 2,
+                                 CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        T_CHECK(e == CUBLAS_STATUS_SUCCESS && memcmp(c, want, sizeof want) == 0,
+                "GemmEx %s: %g %g %g %g (status %d)", ti ? "bf16" : "fp16", c[0], c[1], c[2], c[3], (int)e);
+        const cudaDataType_t other = ti ? CUDA_R_16F : CUDA_R_16BF;
+        struct {
+            const char *what;
+            cublasStatus_t want, got;
+        } bad[] = {
+            {"A and B of two types", CUBLAS_STATUS_NOT_SUPPORTED,
+             cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 2, 3, &one, a, t, 3, b, other, 4, &zero, c,
+                          CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)},
+            {"float A and B", CUBLAS_STATUS_NOT_SUPPORTED,
+             cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 2, 3, &one, a, CUDA_R_32F, 3, b, CUDA_R_32F, 4,
+                          &zero, c, CUDA_R_32F, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)},
+            {"a 16-bit C", CUBLAS_STATUS_NOT_SUPPORTED,
+             cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 2, 3, &one, a, t, 3, b, t, 4, &zero, c, t, 2,
+                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)},
+            {"another compute type", CUBLAS_STATUS_NOT_SUPPORTED,
+             cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 2, 3, &one, a, t, 3, b, t, 4, &zero, c, CUDA_R_32F,
+                          2, (cublasComputeType_t)64, CUBLAS_GEMM_DEFAULT)},
+            {"lda under k (A transposed)", CUBLAS_STATUS_INVALID_VALUE,
+             cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 2, 3, &one, a, t, 2, b, t, 4, &zero, c, CUDA_R_32F,
+                          2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)},
+            {"ldb under k", CUBLAS_STATUS_INVALID_VALUE,
+             cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 2, 3, &one, a, t, 3, b, t, 2, &zero, c, CUDA_R_32F,
+                          2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)},
+            {"ldc under m", CUBLAS_STATUS_INVALID_VALUE,
+             cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, 2, 3, &one, a, t, 3, b, t, 4, &zero, c, CUDA_R_32F,
+                          1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)},
+            {"a negative n", CUBLAS_STATUS_INVALID_VALUE,
+             cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, 2, -1, 3, &one, a, t, 3, b, t, 4, &zero, c, CUDA_R_32F,
+                          2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)},
+        };
+        for (const auto &x : bad)
+            T_CHECK(x.got == x.want, "GemmEx %s, %s: status %d (want %d)", ti ? "bf16" : "fp16", x.what,
+                    (int)x.got, (int)x.want);
+        T_CHECK(memcmp(c, want, sizeof want) == 0, "refused calls leave C alone");
+        cublasDestroy(h);
+    }
+}
+
 int main(void) {
     test_block_sum();
     test_warp();
@@ -354,5 +417,6 @@ int main(void) {
     test_poison();
     test_failures();
     test_graphs();
+    test_gemm_ex();
     return t_done();
 }

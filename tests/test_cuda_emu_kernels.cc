@@ -14,7 +14,9 @@
  *               of vec_log_sum_exp's (float exps, double sums, another order and exp);
  *               log-probabilities within 1e-5 * max(1, |lse|)
  *   mmvq        quantize_q8 bit for bit; 1e-5 against the quantised operands' product in
- *               double; 2e-2 against ref with float activations (int8's rounding) */
+ *               double; 2e-2 against ref with float activations (int8's rounding)
+ *   few_n       cu_matmul_few_n: each matrix's output the bits of its own cu_matmul_few
+ *   q8_swiglu   cu_quantize_q8_swiglu bit for bit cu_swiglu then cu_quantize_q8 */
 #include <algorithm>
 #include <numeric>
 #include <vector>
@@ -354,6 +356,69 @@ static void time_products(void) {
 }
 #endif
 
+/* SwiGLU's values quantised as formed: the bits of cu_swiglu then cu_quantize_q8, a block
+ * of zeros (silu(0) = 0) and a block of large gates among them. */
+static void test_quantize_swiglu(void) {
+    const int n_rows = 3;
+    for (int64_t n_in : {32, 96, 256}) {
+        const size_t n = (size_t)n_rows * n_in;
+        dvec<float> gate = rand_vec(n, 6.0f), up = rand_vec(n, 2.0f), h(n);
+        for (int i = 0; i < 32; i++) gate[n_in + i] = 0.0f, gate[n - 32 + i] *= 30.0f;
+        dvec<int8_t> q1(n), q2(n);
+        dvec<float> d1(n / 32), d2(n / 32);
+        dvec<int32_t> s1(n / 16), s2(n / 16);
+        cu_swiglu(h.data(), gate.data(), up.data(), (int64_t)n, nullptr);
+        cu_quantize_q8(q1.data(), d1.data(), s1.data(), h.data(), n_rows, n_in, nullptr);
+        cu_quantize_q8_swiglu(q2.data(), d2.data(), s2.data(), gate.data(), up.data(), n_rows, n_in, nullptr);
+        sync("quantize_q8_swiglu");
+        T_CHECK(memcmp(q1.data(), q2.data(), n) == 0 && memcmp(d1.data(), d2.data(), n / 32 * 4) == 0 &&
+                    memcmp(s1.data(), s2.data(), n / 16 * 4) == 0,
+                "quantize_q8_swiglu n_in %ld: not swiglu + quantize_q8's bits", (long)n_in);
+    }
+}
+
+/* 1 .. CU_MQ_N matrices of several heights (one of none) over the same x in one
+ * cu_matmul_few_n launch, for the float types and one block type: each output the bits of
+ * cu_matmul_few on its matrix alone. */
+static void test_matmul_few_n(void) {
+    const int64_t heights[CU_MQ_N] = {13, 0, 41, 5};
+    for (uint32_t type : {DT_F32, DT_F16, DT_BF16, DT_Q4_K}) {
+        const int64_t n_in = type == DT_Q4_K ? 512 : 77;
+        const size_t rb = dtype_row_bytes(type, n_in);
+        for (int n = 1; n <= CU_MQ_N; n++)
+            for (int n_rows : {1, 9, CU_FEW_ROWS}) {
+                dvec<unsigned char> w[CU_MQ_N];
+                dvec<float> y[CU_MQ_N], one[CU_MQ_N];
+                const void *wp[CU_MQ_N];
+                float *yp[CU_MQ_N];
+                for (int i = 0; i < n; i++) {
+                    dvec<float> src = rand_vec((size_t)heights[i] * n_in + 1, 1.0f);
+                    w[i].resize(rb * heights[i] + 1);
+                    for (int64_t o = 0; o < heights[i]; o++)
+                        dtype_quantize_row(type, src.data() + o * n_in, w[i].data() + o * rb, n_in);
+                    y[i].assign((size_t)n_rows * heights[i] + 1, -1.0f);
+                    one[i].assign(y[i].size(), -1.0f);
+                    wp[i] = w[i].data(), yp[i] = y[i].data();
+                }
+                dvec<float> x = rand_vec((size_t)n_rows * n_in, 3.0f);
+                const uint64_t before = cu_emu_launches();
+                const bool ok = cu_matmul_few_n(n, yp, type, wp, heights, n_in, x.data(), n_rows, nullptr);
+                sync("matmul_few_n");
+                const uint64_t launches = cu_emu_launches() - before;
+                bool same = true;
+                for (int i = 0; i < n; i++) {
+                    cu_matmul_few(one[i].data(), type, wp[i], heights[i], n_in, x.data(), n_rows, nullptr);
+                    sync("matmul_few");
+                    same = same && memcmp(one[i].data(), y[i].data(), sizeof(float) * y[i].size()) == 0;
+                }
+                T_CHECK(ok && same, "matmul_few_n %s, %d matrices, %d rows: not each one's own bits",
+                        dtype_name(type), n, n_rows);
+                T_CHECK(!cu_emulated() || launches == 1, "matmul_few_n %s, %d matrices: %lu launches",
+                        dtype_name(type), n, (unsigned long)launches);
+            }
+    }
+}
+
 int main(void) {
     int n_dev = 0;
     const cudaError_t de = cudaGetDeviceCount(&n_dev);
@@ -375,6 +440,8 @@ int main(void) {
     test_get_rows();
     test_topk();
     test_mmvq();
+    test_matmul_few_n();
+    test_quantize_swiglu();
 #if !CU_EMU
     if (!getenv("MD_NO_TIMING")) time_products(); /* (set under compute-sanitizer) */
 #endif

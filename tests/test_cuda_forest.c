@@ -15,25 +15,36 @@
  * arithmetic depends only on its own keys in order), which is reported, not asserted
  * (cuBLAS on a GPU sums an F32 many-row product in its own order). Models: a random tiny one (mkmodel, Q8_0, GQA 2)
  * a Qwen2-MoE of 8 experts (3 a token, a shared expert), a gpt-oss of the same experts
- * (attention sinks, the clamped SwiGLU), a Gemma 4 (soft-capped logits), a Qwen3.5 (Gated
+ * (attention sinks, the clamped SwiGLU), a Gemma 4 (soft-capped logits), a tiny F16 and a
+ * tiny BF16 (their many-row products on tensor cores; leaves asserted bitwise under the
+ * emulator; against ref within 5e-3 and 3e-2: activations rounded to the weights' type),
+ * a Qwen3.5 (Gated
  * DeltaNet layers and gated attention: its leaves asserted bitwise under the emulator, where
  * every op of its step is batch invariant) and stories260K;
  * without a device the test reports itself skipped.
  * The greedy steps run as replayed CUDA graphs (kernels/cuda/graphs.h), counted.
  * A step that wants only the top-k (step_plan.topk_only) gets the same top-k and
  * alternatives, bit for bit, with its logits rows left on the device: fewer bytes come
- * back than one row's. */
+ * back than one row's; so do greedy drafts with lookahead and the judge. Leaves over a
+ * prompt longer than an attention chunk share its chunks (the cascade) and keep linear
+ * decoding's bits. */
 #include "forest/forest.h"
 #include "forest/sample.h"
 #include "forest/step.h"
 #include "kernels/cuda/cu.h"
 #include "strategy/beam.h"
+#include "spec/spec.h"
 #include "strategy/grow.h"
+#include "strategy/judge.h"
 #include "t.h"
 #include "t_model.h"
 
 #define NERR_BOUND 1e-4
 #define NERR_BOUND_Q8 3e-2 /* against ref where the weights are a block type: int8 activations */
+/* against ref where the weights are F16 or BF16: every product's activations rounded to
+ * them (u = 2^-11, 2^-8 each), about 10 u through the layers (seen 6.0e-4, 4.2e-3) */
+#define NERR_BOUND_F16 5e-3
+#define NERR_BOUND_BF16 3e-2
 #define GREEDY 12
 
 static model_ctx *ctx(const model *m, const char *backend, int32_t n_slots) {
@@ -179,8 +190,9 @@ static int32_t same_topk(forest *const f[2], step_plan p[2], int32_t K, int32_t 
         const bool alts = na == 4 && forest_topk(f[1], leaves[1][k], alt_ids[1], alt_lp[1], 4) == na &&
                           !memcmp(alt_ids[0], alt_ids[1], sizeof alt_ids[0]) &&
                           !memcmp(alt_lp[0], alt_lp[1], sizeof alt_lp[0]);
-        same += topk && alts && step_logits_of(&p[0], leaves[0][k]) &&
-                !step_logits_of(&p[1], leaves[1][k]) && isnan(step_logprob_of(&p[1], leaves[1][k], 0));
+        const float lp0 = step_logprob_of(&p[0], leaves[0][k], 0), lp1 = step_logprob_of(&p[1], leaves[1][k], 0);
+        same += topk && alts && step_logits_of(&p[0], leaves[0][k]) && !step_logits_of(&p[1], leaves[1][k]) &&
+                !memcmp(&lp0, &lp1, sizeof lp0) && !isnan(lp1);
     }
     return same;
 }
@@ -200,7 +212,8 @@ static void grow_top1(forest *f, const step_plan *p) {
 /* The same forest stepped three times (each step after the first grown greedily from the
  * last's top-k),
  * with full rows and with topk_only, each on its own cuda context: the same top-k (ids
- * and log-probabilities) and the same alternatives in the forest, bit for bit; the
+ * and log-probabilities), the same alternatives in the forest and the same
+ * step_logprob_of of token 0 (from its one logit brought back), bit for bit; the
  * top-k-only steps bring back less than a row of logits each (cu_d2h_bytes) and keep no
  * rows; no step sends rows back up for their log-sum-exp (cu_h2d_bytes), and the third
  * step allocates no device memory (its logits buffers are the context's; the second may
@@ -263,6 +276,24 @@ out:
  * token's log-probability within LP_BOUND of the log-softmax of linear decoding's logits,
  * and less than a row brought back by any step. */
 #define LP_BOUND 1e-5
+
+/* The worst distance of the log-probabilities stored on the nodes of leaf's path
+ * path[0..len) below depth from, from the log-softmax of linear decoding on lc (NAN when
+ * one is NAN); want: (n_vocab) scratch. */
+static double path_lp_err(model_ctx *lc, const forest *f, forest_id leaf, const int32_t *path, int32_t len,
+                          int32_t from, float *want) {
+    const int32_t V = model_ctx_hparams(lc)->n_vocab;
+    double worst = 0;
+    int32_t at = forest_index(leaf);
+    for (int32_t k = len - 1; k >= from && at >= 0; k--, at = forest_node_at(f, at)->parent) {
+        t_linear(lc, path, k, 0, want);
+        sample_log_softmax(want, V, want);
+        const double e = fabs((double)forest_node_at(f, at)->logprob - want[path[k]]);
+        worst = e > worst || isnan(e) ? e : worst;
+    }
+    return worst;
+}
+
 static void grow_greedy(const model *m, const char *name) {
     const int32_t V = m->hp.n_vocab, N = 8;
     int32_t prompt[4] = {1, 5 % V, 9 % V, 13 % V}, lin[8], path[16];
@@ -295,13 +326,8 @@ static void grow_greedy(const model *m, const char *name) {
     for (int32_t i = 0; i < g.n; i++) {
         const int32_t len = forest_path(f, g.br[i].leaf, path, 16);
         same += len == 4 + N && !memcmp(path + 4, lin, sizeof lin);
-        int32_t at = forest_index(g.br[i].leaf);
-        for (int32_t k = len - 1; k >= 4 && at >= 0; k--, at = forest_node_at(f, at)->parent) {
-            t_linear(lc, path, k, 0, want);
-            sample_log_softmax(want, V, want);
-            const double e = fabs((double)forest_node_at(f, at)->logprob - want[path[k]]);
-            worst = e > worst || isnan(e) ? e : worst;
-        }
+        const double e = path_lp_err(lc, f, g.br[i].leaf, path, len, 4, want);
+        worst = e > worst || isnan(e) ? e : worst;
     }
     T_CHECK(same == g.n, "%s: greedy grow = linear greedy for %d of %d branches", name, same, g.n);
     T_CHECK(worst <= LP_BOUND, "%s: greedy grow's log-probabilities off by %.3g", name, worst);
@@ -389,6 +415,38 @@ static void greedy_vs_cpu(const model *m, const char *name, int32_t n) {
 
 /* The tiny shape the random models here share: 64 wide, 4 heads over 2 KV heads (arch
  * NULL: mkmodel's default). */
+/* Four chains of two tokens over a prompt of 300, longer than an attention chunk: the
+ * cascade takes the prompt's whole chunks once for several rows (cu_attn_shared grows),
+ * and every leaf still gets linear decoding's logits (bitwise under the emulator). */
+static void shared_context(const model *m, const char *name, double ref_bound, uint64_t seed) {
+    enum { NP = 300, N_SLOTS = 512 };
+    const int32_t V = m->hp.n_vocab;
+    model_ctx *c = ctx(m, "cuda", N_SLOTS), *lc = ctx(m, "cuda", N_SLOTS), *cc = ctx(m, "ref", N_SLOTS);
+    forest *f = forest_init(N_SLOTS, 0);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    int32_t prompt[NP], bitwise = 0, scored = 0;
+    for (int32_t i = 0; i < NP; i++) prompt[i] = (int32_t)(lcg(&seed) % (uint64_t)V);
+    forest_id last;
+    bool ok = c && lc && cc && !forest_add_root(f, prompt, NULL, NP, 0, &last, &err) &&
+              !step_forest(f, &p, c, &err);
+    T_CHECK(ok, "%s shared context: %s", name, err.msg);
+    if (!ok) goto out;
+    add_forks(f, last, 4, 2, &seed, V);
+    const uint64_t s0 = cu_attn_shared(model_ctx_backend(c));
+    T_CHECK(step_forest(f, &p, c, &err) == ST_OK, "%s shared context step: %s", name, err.msg);
+    const uint64_t saved = cu_attn_shared(model_ctx_backend(c)) - s0;
+    check_leaves(f, &p, lc, cc, V, name, ref_bound, &bitwise, &scored);
+    T_CHECK(saved > 0 && (bitwise == scored || !cu_emulated()),
+            "%s: %d of %d leaves over a shared context bitwise linear decoding's; %llu chunk reads saved", name,
+            bitwise, scored, (unsigned long long)saved);
+out:
+    step_plan_free(&p);
+    forest_free(f);
+    model_ctx_free(c), model_ctx_free(lc), model_ctx_free(cc);
+}
+
 static mkmodel_params tiny(const char *arch, uint32_t wtype, uint64_t seed) {
     mkmodel_params mp = mkmodel_default_params();
     if (arch) mp.arch = arch;
@@ -406,6 +464,104 @@ static void run_random(const mkmodel_params *mp, const char *name, double bound,
     model_free(m);
 }
 
+/* max(most, the bytes c's device brought back since its counter read before). */
+static uint64_t d2h_of(model_ctx *c, uint64_t most, uint64_t before) {
+    const uint64_t d = cu_d2h_bytes(model_ctx_backend(c)) - before;
+    return d > most ? d : most;
+}
+
+/* Greedy speculative decoding on cuda (prompt-lookup drafts, the n-gram pool and a
+ * lookahead window of 3), whose steps want each row's top-1 alone, with log-probabilities
+ * (one logit brought back per token): linear greedy decoding's tokens on cuda, each
+ * token's log-probability within LP_BOUND of linear decoding's log-softmax, and less than
+ * a row brought back by any step. */
+static void spec_greedy_dev(const model *m, const char *name) {
+    enum { N = 24, NP = 8, CAP = NP + N + 64 };
+    const int32_t V = m->hp.n_vocab;
+    int32_t prompt[NP], lin[N], got[N + 64], path[CAP], made = 0;
+    for (int32_t i = 0; i < NP; i++) prompt[i] = (i < 2 ? 1 + 4 * i : 5 + 4 * (i % 3)) % V; /* repeats: drafts */
+    model_ctx *c = ctx(m, "cuda", CAP), *lc = ctx(m, "cuda", CAP);
+    forest *f = forest_init(CAP, 0);
+    float *want = malloc(sizeof(float) * (size_t)V);
+    step_plan p;
+    step_plan_init(&p);
+    st_err err = {0};
+    forest_id tip;
+    spec_params sp = spec_default_params();
+    sp.adaptive = false, sp.la_adaptive = false, sp.la.w = 3, sp.logprobs = true;
+    spec *s = c && lc && !forest_add_root(f, prompt, NULL, NP, 0, &tip, &err) ? spec_init(&sp, f, tip, &err) : NULL;
+    T_CHECK(s != NULL, "%s spec: %s", name, err.msg);
+    uint64_t most = 0;
+    while (s && made < N) {
+        int32_t k = 0;
+        const uint64_t d0 = cu_d2h_bytes(model_ctx_backend(c));
+        if (spec_step(s, f, &p, c, got + made, &k, &err)) {
+            T_CHECK(0, "%s spec step: %s", name, err.msg);
+            break;
+        }
+        most = d2h_of(c, most, d0);
+        made += k;
+    }
+    T_CHECK(t_greedy_linear(m, prompt, NP, N, lin), "%s: linear greedy", name);
+    T_CHECK(made >= N && !memcmp(got, lin, sizeof lin), "%s: greedy drafts and lookahead = linear greedy", name);
+    const int32_t len = s ? forest_path(f, spec_tip(s), path, CAP) : 0;
+    const double e = s ? path_lp_err(lc, f, spec_tip(s), path, len, NP, want) : NAN;
+    T_CHECK(len > NP && e <= LP_BOUND, "%s: speculative log-probabilities off by %.3g", name, e);
+    T_CHECK(most < (uint64_t)V * sizeof(float), "%s: a speculative step brought back %llu bytes (a row: %llu)",
+            name, (unsigned long long)most, (unsigned long long)V * sizeof(float));
+    spec_free(s);
+    step_plan_free(&p);
+    free(want);
+    forest_free(f);
+    model_ctx_free(c), model_ctx_free(lc);
+}
+
+/* A judge of 3 pending branches (a two-token yes, a one-token no) on its own cuda
+ * context: rows = true also returns the branches' rows (full rows come back), false
+ * leaves every row on the device; the scores into score, *d2h the step's bytes. */
+static void judge_on(const model *m, bool rows, double score[3], uint64_t *d2h) {
+    const int32_t V = m->hp.n_vocab;
+    int32_t prompt[4] = {1, 5 % V, 9 % V, 13 % V}, jt[6] = {7 % V, 8 % V, 9 % V, 10 % V, 11 % V, 12 % V};
+    const judge_prompt jp = {.prompt = jt, .n_prompt = 3, .yes = jt + 3, .n_yes = 2, .no = jt + 5, .n_no = 1};
+    model_ctx *c = ctx(m, "cuda", 64);
+    forest *f = forest_init(64, 0);
+    step_plan p;
+    step_plan_init(&p);
+    judge jg = {0};
+    st_err err = {0};
+    forest_id root, br[3];
+    bool ok = c && !forest_add_root(f, prompt, NULL, 4, 0, &root, &err);
+    for (int32_t i = 0; ok && i < 3; i++) {
+        const int32_t t[2] = {(20 + 3 * i) % V, (40 + i) % V};
+        ok = !forest_append(f, root, t, NULL, 1 + i % 2, &br[i], &err);
+    }
+    ok = ok && !judge_attach(&jg, f, &jp, br, 3, rows, NULL, &err);
+    const uint64_t d0 = ok ? cu_d2h_bytes(model_ctx_backend(c)) : 0;
+    ok = ok && !judge_step(&jg, f, &p, c, &jp, &err);
+    T_CHECK(ok, "judge on cuda: %s", err.msg);
+    *d2h = ok ? cu_d2h_bytes(model_ctx_backend(c)) - d0 : 0;
+    for (int32_t i = 0; i < 3; i++) score[i] = ok ? jg.score[i] : NAN;
+    judge_free(&jg);
+    step_plan_free(&p);
+    forest_free(f);
+    model_ctx_free(c);
+}
+
+/* The judge's scores from rows left on the device are those from full rows, bit for bit
+ * (the same logits and log-sum-exp), and its step brings back less than a row. */
+static void judge_dev(const model *m, const char *name) {
+    double full[3], dev[3];
+    uint64_t d_full, d_dev;
+    const uint64_t row = (uint64_t)m->hp.n_vocab * sizeof(float);
+    judge_on(m, true, full, &d_full);
+    judge_on(m, false, dev, &d_dev);
+    T_CHECK(!memcmp(full, dev, sizeof full) && !isnan(dev[0]),
+            "%s judge: scores %.9g %.9g %.9g from device rows, %.9g %.9g %.9g from full rows", name, dev[0],
+            dev[1], dev[2], full[0], full[1], full[2]);
+    T_CHECK(d_full >= 3 * row && d_dev < row, "%s judge: %llu bytes back with full rows, %llu from device rows",
+            name, (unsigned long long)d_full, (unsigned long long)d_dev);
+}
+
 int main(void) {
     st_err err = {0};
     kern_backend *probe = kern_backend_init("cuda", 0, &err);
@@ -421,6 +577,9 @@ int main(void) {
     if (m) run_model(m, "tiny q8_0 gqa2", NERR_BOUND_Q8, 7);
     if (m) topk_only(m, "tiny q8_0 gqa2", 5);
     if (m) grow_greedy(m, "tiny q8_0 gqa2");
+    if (m) spec_greedy_dev(m, "tiny q8_0 gqa2");
+    if (m) judge_dev(m, "tiny q8_0 gqa2");
+    if (m) shared_context(m, "tiny q8_0 gqa2", NERR_BOUND_Q8, 15);
     model_free(m);
     mp.arch = "qwen2moe"; /* a mixture of experts with a shared expert: rows grouped by expert */
     mp.n_expert = 8;
@@ -434,6 +593,20 @@ int main(void) {
     mp.n_layer = 4, mp.n_swa = 8, mp.swa_pattern = 2, mp.n_kv_shared = 2, mp.n_embd_ple = 32;
     mp.softcap = 10.0f;
     run_random(&mp, "tiny gemma4 softcap", NERR_BOUND, 9);
+    /* F16 and BF16 weights: the first step's many-row product on tensor cores (GemmEx), the
+     * later ones the few-row kernel, both on activations rounded to the weights' type, so
+     * under the emulator every leaf has linear decoding's bits */
+    for (int ti = 0; ti < 2; ti++) {
+        const char *name = ti ? "tiny bf16" : "tiny f16";
+        mp = tiny(NULL, ti ? DT_BF16 : DT_F16, 29 + ti);
+        m = t_random_model(&mp, &err);
+        T_CHECK(m != NULL, "%s: %s", name, err.msg);
+        if (m) {
+            const bool exact = run_model(m, name, ti ? NERR_BOUND_BF16 : NERR_BOUND_F16, 15 + ti);
+            T_CHECK(exact || !cu_emulated(), "%s: leaves not bitwise linear decoding's", name);
+        }
+        model_free(m);
+    }
     /* Qwen3.5's shape: Gated DeltaNet layers (states continued, copied at forks, chains
      * replayed under inner nodes) between gated attention layers; every step's rows go
      * through gdn one after another, so under the emulator each leaf has linear's bits */
@@ -459,6 +632,9 @@ int main(void) {
         run_model(m, "stories260K", NERR_BOUND, 11);
         topk_only(m, "stories260K", 13);
         grow_greedy(m, "stories260K");
+        spec_greedy_dev(m, "stories260K");
+        judge_dev(m, "stories260K");
+        shared_context(m, "stories260K", NERR_BOUND, 16);
         beam_vs_cpu(m, "stories260K");
         greedy_vs_cpu(m, "stories260K", 24);
     }

@@ -14,19 +14,6 @@
 
 /* ---- helpers ---- */
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(len > 0 ? (size_t)len : 1);
-    if (p && fread(p, 1, (size_t)len, f) != (size_t)len) free(p), p = NULL;
-    fclose(f);
-    *n = (size_t)len;
-    return p;
-}
-
 /* Opens an exact-size heap copy of img[0..n), so over-reads are caught; returns the
  * context and keeps the copy alive in *copy (free it after gguf_close). */
 static gguf_ctx *open_copy(const uint8_t *img, size_t n, uint8_t **copy, st_err *err) {
@@ -306,7 +293,7 @@ static void test_round_trip(void) {
 
     /* The same bytes through gguf_open_mem. */
     size_t n;
-    uint8_t *img = slurp(path, &n), *copy = NULL;
+    uint8_t *img = (uint8_t *)t_slurp(path, &n), *copy = NULL;
     g = img ? open_copy(img, n, &copy, &err) : NULL;
     T_CHECK(g && gguf_n_tensors(g) == (int64_t)nts && gguf_file_size(g) == n, "open_mem");
     size_t data_off = g ? (size_t)gguf_data_offset(g) : 0;

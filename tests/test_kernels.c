@@ -41,6 +41,12 @@
 #include "t.h"
 #include "t_kern.h"
 
+/* test-isa's vnni256 level builds with SIMD_256 on an AVX-512 VNNI target to run the code
+ * of AVX-VNNI's chips: the 256-bit tiles with dpbusd, which this checks it got. */
+#if defined(SIMD_256) && defined(__AVX512VNNI__) && (MM_Q8_512 || !MM_Q8_SIMD || !MM_Q8_VNNI)
+#error "SIMD_256 on AVX-512 VNNI should give the 256-bit dpbusd tiles (MM_Q8_SIMD, MM_Q8_VNNI)"
+#endif
+
 /* ---- data ---- */
 
 /* Worst normalised error seen per op, for the summary and for setting bounds. */

@@ -30,20 +30,6 @@ static uint32_t rnd(rng *r, uint32_t n) {
 
 static char tmpdir[64];
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    if (b && fread(b, 1, (size_t)sz, f) != (size_t)sz) sz = 0;
-    fclose(f);
-    if (b) b[sz] = 0;
-    if (n) *n = (size_t)sz;
-    return b;
-}
-
 static void spit(const char *path, const char *s, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f) return;
@@ -128,7 +114,7 @@ static void test_identity(const model *big, const char *path) {
     T_CHECK(session_model_id_of(big->gguf, path, big->hp.n_vocab, &id, &err) == ST_OK, "id: %s", err.msg);
     double ms = 1e3 * ((double)clock() / CLOCKS_PER_SEC - t0);
     size_t n;
-    char *file = slurp(path, &n);
+    char *file = t_slurp(path, &n);
     uint64_t d = gguf_data_offset(big->gguf);
     T_CHECK(file && n == id.size && n > d + 2 * SESSION_HASH_EDGE,
             "the big model has more than 2 MiB of data (%zu bytes)", n);
@@ -454,7 +440,7 @@ static void test_atomic(const forest *f, const session_model_id *mid) {
     st_err err = {0};
     T_CHECK(session_save(path, f, &s, mid, NULL, &err) == ST_OK, "first save: %s", err.msg);
     size_t n0, n1;
-    char *before = slurp(path, &n0), *after;
+    char *before = t_slurp(path, &n0), *after;
     s.sample.seed = 99; /* so a successful second save would differ */
 
     /* the temporary file cannot be created (the folder is gone) */
@@ -467,7 +453,7 @@ static void test_atomic(const forest *f, const session_model_id *mid) {
     session_model_id small = *mid;
     small.n_vocab = 1;
     T_CHECK(session_save(path, f, &s, &small, NULL, &err) == ST_ERR_ARG, "bad token refused");
-    after = slurp(path, &n1);
+    after = t_slurp(path, &n1);
     T_CHECK(after && n0 == n1 && !memcmp(before, after, n0), "the old file is intact (bad token)");
     free(after);
 
@@ -487,7 +473,7 @@ static void test_atomic(const forest *f, const session_model_id *mid) {
     chmod(dir, 0555);
     if (geteuid() != 0) {
         T_CHECK(session_save(path, f, &s, mid, NULL, &err) == ST_ERR_IO, "save into a read-only dir fails");
-        after = slurp(path, &n1);
+        after = t_slurp(path, &n1);
         T_CHECK(after && n0 == n1 && !memcmp(before, after, n0), "the old file is intact (read-only dir)");
         free(after);
     } else {
@@ -497,7 +483,7 @@ static void test_atomic(const forest *f, const session_model_id *mid) {
 
     /* and a good save replaces the file */
     T_CHECK(session_save(path, f, &s, mid, NULL, &err) == ST_OK, "second save: %s", err.msg);
-    after = slurp(path, &n1);
+    after = t_slurp(path, &n1);
     T_CHECK(after && (n0 != n1 || memcmp(before, after, n0)), "the second save replaced the file");
     T_CHECK(n_entries(dir) == 1, "no temporary file after the second save");
     free(after);
@@ -557,7 +543,7 @@ static void test_damaged(const session_model_id *mid) {
     st_err err = {0};
     T_CHECK(session_save(path, f, &s, mid, NULL, &err) == ST_OK, "save small: %s", err.msg);
     size_t n;
-    char *text = slurp(path, &n);
+    char *text = t_slurp(path, &n);
     json_t *doc = json_loads(text, 0, NULL);
     T_CHECK(doc != NULL, "the saved file is JSON");
     if (!doc) return;
@@ -679,7 +665,7 @@ static void test_damaged(const session_model_id *mid) {
     session_settings st;
     forest *t = session_load(path, &lp, &st, NULL, &err);
     size_t n2;
-    char *again = slurp(path, &n2);
+    char *again = t_slurp(path, &n2);
     T_CHECK(t == NULL && err.code == ST_ERR_FORMAT && strstr(err.msg, "bad.json"),
             "a damaged file is refused, naming it: %s", err.msg);
     T_CHECK(again && n2 == n && !memcmp(again, buf, n), "the damaged file is untouched");

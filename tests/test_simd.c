@@ -15,7 +15,7 @@
 static int want_width(void) {
 #if defined(SIMD_SCALAR)
     return 1;
-#elif defined(__AVX512F__)
+#elif defined(__AVX512F__) && !defined(SIMD_256)
     return 16;
 #elif defined(__AVX2__) && defined(__FMA__)
     return 8;

@@ -53,19 +53,6 @@ static void check_enc(const tok *t, const char *s, bool bos, bool special, const
     free(got);
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)sz + 1);
-    *len = fread(buf, 1, (size_t)sz, f);
-    buf[*len] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* ---- a hand-made vocabulary ---- */
 
 /* 0 <unk>, 1 <s>, 2 </s>, 3..258 <0x00>..<0xFF>, then the pieces below. */
@@ -311,10 +298,10 @@ static void test_vectors(const tok *t, const char *name, int n_want_vec) {
     char rel[128];
     snprintf(rel, sizeof rel, "models/ggml-vocab-%s.gguf.inp", name);
     const char *path = t_shared(rel);
-    char *inp = path ? read_file(path, &ni) : NULL;
+    char *inp = path ? t_slurp(path, &ni) : NULL;
     snprintf(rel, sizeof rel, "models/ggml-vocab-%s.gguf.out", name);
     path = t_shared(rel); /* reuses t_shared's buffer */
-    char *out = path ? read_file(path, &no) : NULL;
+    char *out = path ? t_slurp(path, &no) : NULL;
     if (!inp || !out) {
         T_MISSING("%s test vectors not found", name);
         free(inp);
@@ -546,7 +533,7 @@ static void test_large_text(const tok *t) {
         return;
     }
     size_t len;
-    char *text = read_file(path, &len);
+    char *text = t_slurp(path, &len);
     double t0 = mono_now_s();
     int32_t n;
     int32_t *ids = enc(t, text, len, true, false, &n);

@@ -7,6 +7,9 @@
 #   v3       x86-64-v3: AVX2, FMA, F16C
 #   v4       x86-64-v4: AVX-512 (and VNNI when the CPU has it); skipped on a CPU without
 #            AVX-512, which cannot run it
+#   vnni256  the AVX2 branches with 256-bit dpbusd (-DSIMD_256 on x86-64-v4 + VNNI): the
+#            code AVX-VNNI chips run, whose VEX-encoded dpbusd neither an AVX-512 CPU nor
+#            qemu has; only where the CPU has AVX-512 VNNI
 #   aarch64  NEON (ARMv8.0: the Raspberry Pi 4's), cross-compiled with aarch64-linux-gnu-gcc,
 #            run under qemu-aarch64 with the cross libc (tools/deps.sh isa installs both)
 #   a64dot   NEON with the dot-product extension (ARMv8.2+: Apple's chips, the Pi 5):
@@ -46,7 +49,7 @@ level() {
     [ "$code" -ne 0 ] && rc=1
 }
 
-for l in ${ISA_LEVELS:-scalar v3 v4 aarch64 a64dot}; do
+for l in ${ISA_LEVELS:-scalar v3 v4 vnni256 aarch64 a64dot}; do
     RUNNER=""; SKIP=""
     case $l in
     scalar) level scalar ARCH=-march=x86-64 EXTRA_CFLAGS=-DSIMD_SCALAR CUDA=0 ;;
@@ -57,6 +60,12 @@ for l in ${ISA_LEVELS:-scalar v3 v4 aarch64 a64dot}; do
             level v4 "ARCH=-march=x86-64-v4$vnni" CUDA=0
         else
             echo "--- test-isa v4: skipped (this CPU has no AVX-512)"; S=$((S + 1))
+        fi ;;
+    vnni256)
+        if grep -q avx512_vnni /proc/cpuinfo 2>/dev/null; then
+            level vnni256 "ARCH=-march=x86-64-v4 -mavx512vnni" EXTRA_CFLAGS=-DSIMD_256 CUDA=0
+        else
+            echo "--- test-isa vnni256: skipped (this CPU has no AVX-512 VNNI)"; S=$((S + 1))
         fi ;;
     aarch64)
         if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1; then

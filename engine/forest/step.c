@@ -1,6 +1,7 @@
 /* step.c - planning and running one forest step, top-k bookkeeping, and compaction. */
 #include "base/array.h"
 #include "forest/rstate.h"
+#include "forest/sample.h"
 #include "forest/step.h"
 
 #include <math.h>
@@ -279,9 +280,24 @@ static kern_lse row_lse(step_plan *p, int32_t o) {
 }
 
 float step_logprob_of(step_plan *p, forest_id node, int32_t t) {
-    int32_t o = p->rows_kept ? out_row(p, node) : -1;
+    int32_t o = p->rows_kept || p->dev_rows ? out_row(p, node) : -1;
     if (o < 0 || t < 0 || t >= p->n_vocab) return NAN;
-    return kern_logprob(p->logits[(size_t)o * p->n_vocab + t], row_lse(p, o));
+    const size_t at = (size_t)o * p->n_vocab + t;
+    if (p->rows_kept) return kern_logprob(p->logits[at], row_lse(p, o));
+    float x; /* the run computed every row's lse on the device (store_topk) */
+    kern_backend_ops(p->be)->download(p->be, &x, p->dev_rows + at, sizeof x);
+    return kern_logprob(x, p->lse[o]);
+}
+
+bool step_scored(const step_plan *p, forest_id node) {
+    return (p->rows_kept || p->dev_rows || p->tk_k > 0) && out_row(p, node) >= 0;
+}
+
+int32_t step_argmax_of(const step_plan *p, forest_id node) {
+    const float *lg = step_logits_of(p, node);
+    if (lg) return sample_argmax(lg, p->n_vocab);
+    const int32_t *ids;
+    return step_topk_of(p, node, &ids, NULL) > 0 ? ids[0] : -1;
 }
 
 int32_t step_topk_of(const step_plan *p, forest_id node, const int32_t **ids, const float **lp) {
@@ -336,6 +352,7 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
      * the caller reads them. */
     const bool on_device = o->device && p->n_out > 0;
     float *rows, *host = NULL;
+    p->dev_rows = NULL;
     if (on_device) {
         rows = model_ctx_logits(c, p->n_out, false, NULL);
         if (rows && !p->topk_only && !(host = model_ctx_logits(c, p->n_out, true, NULL))) rows = NULL;
@@ -392,6 +409,7 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
     if (host) o->download(be, host, rows, sizeof(float) * (size_t)V * (size_t)p->n_out);
     p->logits = on_device ? host : p->logits_buf;
     p->rows_kept = p->logits != NULL || p->n_out == 0;
+    p->dev_rows = on_device ? rows : NULL;
     p->active = false;
     return ST_OK;
 }
@@ -400,6 +418,15 @@ st_code step_forest(forest *f, step_plan *p, model_ctx *c, st_err *err) {
     st_code rc = step_plan_build(f, p, err);
     if (rc) return rc;
     return step_run(f, p, c, err);
+}
+
+st_code step_forest_topk(forest *f, step_plan *p, model_ctx *c, int32_t top_k, st_err *err) {
+    const bool only = p->topk_only;
+    const int32_t k = p->top_k;
+    if (kern_backend_ops(model_ctx_backend(c))->device) p->topk_only = true, p->top_k = k > top_k ? k : top_k;
+    st_code rc = step_forest(f, p, c, err);
+    p->topk_only = only, p->top_k = k;
+    return rc;
 }
 
 const float *step_logits_of(const step_plan *p, forest_id node) {

@@ -68,11 +68,15 @@ typedef struct step_plan {
                               forest's alternatives), not the logits rows, so a device
                               backend leaves the rows on the device and brings back the
                               top-k alone; step_logits_of then gives NULL and
-                              step_logprob_of NAN. false (the default): full rows. A
+                              step_logprob_of brings back the one logit it reads
+                              (step_forest_topk sets it for a step). false (the
+                              default): full rows. A
                               device backend keeps the rows in its context's buffers and
                               computes every row's log-sum-exp there either way: nothing
                               but ids, log-probabilities and the rows asked for cross */
     bool rows_kept;        /* the last run's rows are in logits (not left on a device) */
+    const float *dev_rows; /* (n_out, n_vocab) the last run's rows in a device backend's
+                              memory (its context's, valid until the next run), or NULL */
     kern_lse *lse;         /* (n_out) each logits row's log-sum-exp (kern topk_lse op) */
     uint8_t *lse_ok;       /* (n_out) lse[o] computed for the last run */
     int32_t cap_lse, cap_lse_ok;
@@ -156,12 +160,24 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err);
 /* build + run. */
 st_code step_forest(forest *f, step_plan *p, model_ctx *c, st_err *err);
 
+/* step_forest for a caller that reads of each logits row at most its top_k best tokens
+ * (step_topk_of, step_argmax_of) and the log-probabilities of chosen tokens
+ * (step_logprob_of): on a device backend the run is topk_only with the plan's top_k
+ * raised to top_k; the plan's topk_only and top_k are the caller's again after. */
+st_code step_forest_topk(forest *f, step_plan *p, model_ctx *c, int32_t top_k, st_err *err);
+
 /* Logits row of a node scored by the last run, or NULL (also when a device backend left
  * the rows on the device: topk_only). */
 const float *step_logits_of(const step_plan *p, forest_id node);
+/* Did the last run score node (its row kept, or its top-k or log-sum-exp computed)? */
+bool step_scored(const step_plan *p, forest_id node);
+/* The greedy token of node's row in the last run (sample_argmax's: the first of the
+ * largest; from the top-k when the row stayed on a device), or -1 when not scored. */
+int32_t step_argmax_of(const step_plan *p, forest_id node);
 
 /* log softmax(logits of node)[t] after the last run (t < n_vocab), or NAN when node was
- * not scored or its row was left on a device (topk_only): kern_logprob with the row's log-sum-exp from the backend's topk_lse op,
+ * not scored: kern_logprob with the row's log-sum-exp from the backend's topk_lse op (a
+ * row left on a device (topk_only) brings back its logit t alone),
  * computed once per run and shared by every caller and by the top-k (step_topk_of), so
  * asking again costs nothing and gives the same bits (on the cpu backend also those of
  * sample_log_softmax). */

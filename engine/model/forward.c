@@ -547,8 +547,6 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
     kern_get_rows(be, c->x, &w->tok_embd, b->tokens + r0, n);
     if (hp->embd_scale != 1.0f) o->scale(be, c->x, hp->embd_scale, (int64_t)n * hp->n_embd);
     if (hp->n_embd_ple > 0) ple_inputs(c, b, r0, n);
-    void (*act)(kern_backend *, float *, const float *, const float *, int64_t) =
-        hp->act == MODEL_ACT_GELU_TANH ? o->geglu : o->swiglu;
 
     for (int32_t l = 0; l < hp->n_layer; l++) {
         const model_layer *L = &w->layers[l];
@@ -567,8 +565,12 @@ static void forward_chunk(model_ctx *c, const model_batch *b, int32_t r0, int32_
         } else {
             o->matmul_n(be, 2, (float *const[]){c->hb, c->hb2},
                         (const kern_mat *const[]){&L->w_gate, &L->w_up}, c->xb, n);
-            act(be, c->hb, c->hb, c->hb2, (int64_t)n * L->n_ff);
-            o->matmul(be, c->xb, &L->w_down, c->hb, n);
+            if (hp->act == MODEL_ACT_GELU_TANH) {
+                o->geglu(be, c->hb, c->hb, c->hb2, (int64_t)n * L->n_ff);
+                o->matmul(be, c->xb, &L->w_down, c->hb, n);
+            } else {
+                kern_matmul_swiglu(be, c->xb, &L->w_down, c->hb, c->hb2, n);
+            }
         }
         if (L->post_ffn_norm)
             o->rmsnorm(be, c->xb, c->xb, L->post_ffn_norm, n, hp->n_embd, hp->rms_eps);

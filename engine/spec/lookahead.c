@@ -123,8 +123,7 @@ st_code lookahead_update(lookahead *la, forest *f, const step_plan *p, forest_id
     la->fid[0] = tip;
     for (int32_t l = 0; l < L; l++)
         for (int32_t i = 0; i < W; i++) {
-            const float *lg = step_logits_of(p, LA_AT(la->fid, l, i));
-            LA_AT(la->outp, l, i) = lg ? sample_argmax(lg, p->n_vocab) : -1;
+            LA_AT(la->outp, l, i) = step_argmax_of(p, LA_AT(la->fid, l, i));
         }
     lookahead_cancel(la, f);
     st_code rc = ST_OK;

@@ -102,10 +102,7 @@ st_code spec_tree_pack(spec_tree *t, forest *f, forest_id tip, st_err *err) {
 }
 
 /* Greedy token from a node's logits in the last run, or -1 when it was not scored. */
-static int32_t spec_greedy(const step_plan *p, forest_id id) {
-    const float *lg = step_logits_of(p, id);
-    return lg ? sample_argmax(lg, p->n_vocab) : -1;
-}
+static int32_t spec_greedy(const step_plan *p, forest_id id) { return step_argmax_of(p, id); }
 
 int32_t spec_tree_unpack(const spec_tree *t, const step_plan *p, forest_id tip, int32_t c,
                          int32_t *pred) {
@@ -132,9 +129,8 @@ typedef struct spec_walk {
 static int32_t spec_next(const spec_tree *t, const step_plan *p, spec_walk *w, int32_t at,
                          forest_id id, int32_t n, int32_t *tok) {
     const float *lg = step_logits_of(p, id);
-    if (!lg) return -2;
-    *tok = w->smp ? sampler_sample_hist(w->smp, lg, p->n_vocab, w->hist, w->n_hist + n)
-                  : sample_argmax(lg, p->n_vocab);
+    if (w->smp ? !lg : !step_scored(p, id)) return -2;
+    *tok = w->smp ? sampler_sample_hist(w->smp, lg, p->n_vocab, w->hist, w->n_hist + n) : step_argmax_of(p, id);
     return spec_child(t, at, *tok);
 }
 
@@ -154,7 +150,7 @@ static st_code spec_tree_walk(spec_tree *t, forest *f, const step_plan *p, fores
         goto out;
     }
     /* a child that was not scored (cannot happen for a packed tree) ends the walk there */
-    for (; k >= 0 && step_logits_of(p, t->fid[k]); k = spec_next(t, p, w, at, id, n, &g)) {
+    for (; k >= 0 && step_scored(p, t->fid[k]); k = spec_next(t, p, w, at, id, n, &g)) {
         if (w->hist) w->hist[w->n_hist + n] = g;
         acc[n++] = g;
         keep[k] = 1;
@@ -496,7 +492,8 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
     st_code rc = spec_tree_pack(&s->tree, f, s->tip, err);
     if (!rc && use_la && (rc = lookahead_pack(s->la, f, s->tip, err))) spec_tree_prune(&s->tree, f, NULL);
     double t0 = mono_now_s();
-    if (!rc && (rc = step_forest(f, p, c, err))) {
+    /* greedy acceptance reads each row's best token alone */
+    if (!rc && (rc = s->sp.samp.temp <= 0 ? step_forest_topk(f, p, c, 1, err) : step_forest(f, p, c, err))) {
         spec_tree_prune(&s->tree, f, NULL);
         if (use_la) lookahead_cancel(s->la, f);
     }

@@ -308,12 +308,7 @@ static st_code beam_finish(beam *b, forest *f, bool stopped, st_err *err) {
 st_code beam_step(beam *b, forest *f, step_plan *p, model_ctx *c, st_err *err) {
     if (b->done) return ST_OK;
     /* a device brings back each row's 2B best tokens alone, not its logits */
-    const bool topk_only = p->topk_only;
-    const int32_t top_k = p->top_k;
-    if (kern_backend_ops(model_ctx_backend(c))->device)
-        p->topk_only = true, p->top_k = top_k > 2 * b->p.width ? top_k : 2 * b->p.width;
-    st_code rc = step_forest(f, p, c, err);
-    p->topk_only = topk_only, p->top_k = top_k;
+    st_code rc = step_forest_topk(f, p, c, 2 * b->p.width, err);
     if (rc) return rc;
     int32_t used = kv_alloc_used(forest_kv(f));
     if (used > b->kv_peak) b->kv_peak = used;

@@ -233,11 +233,7 @@ static st_code grow_pick(grow *g, forest *f, step_plan *p, int32_t V, int32_t i,
 
 st_code grow_step(grow *g, forest *f, step_plan *p, model_ctx *c, const tok *tk,
                   grow_emit_fn emit, void *ud, int32_t *active, st_err *err) {
-    const bool topk_only = p->topk_only;
-    const int32_t top_k = p->top_k;
-    if (grow_greedy(g, c)) p->topk_only = true, p->top_k = top_k > 0 ? top_k : 1;
-    st_code rc = step_forest(f, p, c, err);
-    p->topk_only = topk_only, p->top_k = top_k;
+    st_code rc = grow_greedy(g, c) ? step_forest_topk(f, p, c, 1, err) : step_forest(f, p, c, err);
     if (rc) return rc;
     int32_t V = p->n_vocab ? p->n_vocab : model_ctx_hparams(c)->n_vocab;
     /* appending a child does not touch this step's logits, so branches that share a leaf

@@ -153,6 +153,7 @@ st_code judge_attach(judge *jg, forest *f, const judge_prompt *jp, const forest_
     st_code rc = grow_arrays(jg, n, err);
     if (rc) return rc;
     jg->attached = true;
+    jg->branch_logits = want_branch_logits;
     for (int32_t i = 0; i < n; i++) jg->top[i] = FOREST_NONE, jg->score[i] = NAN;
     for (int32_t i = 0; i < n && !rc; i++) {
         jg->branch[i] = branches[i];
@@ -197,7 +198,8 @@ static void clear_branch_logits(judge *jg, forest *f) {
 }
 
 st_code judge_step(judge *jg, forest *f, step_plan *p, model_ctx *c, const judge_prompt *jp, st_err *err) {
-    st_code rc = step_forest(f, p, c, err);
+    /* the scores read the answers' log-probabilities alone */
+    st_code rc = jg->branch_logits ? step_forest(f, p, c, err) : step_forest_topk(f, p, c, 0, err);
     if (rc) {
         judge_detach(jg, f);
         clear_branch_logits(jg, f);

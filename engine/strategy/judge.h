@@ -68,6 +68,7 @@ typedef struct judge {
     forest_id *ans;     /* (n * 2) each answer prefix's last node (FOREST_NONE: one-token) */
     double *score;      /* (n) after judge_step; NAN before */
     bool attached, scored;
+    bool branch_logits; /* the step keeps the branches' rows (judge_attach's want_branch_logits) */
 } judge;
 
 /* Judging what follows a thinking section (a reasoning model's answer), so that a score is

@@ -25,7 +25,7 @@
  * products added in int16) starting at -12 sum q; NEON multiplies the signed values. */
 #include <string.h>
 
-#include "matmul_pk.h"
+#include "pk_lanes.h"
 
 /* bytes of IQ4_XS's scales of one super block in an o-block */
 #define MM_PK_XSC (32 + 8 * 16)
@@ -71,113 +71,68 @@ void mm_pk_lut_pack(uint32_t type, const uint8_t *src, size_t rs, int64_t nb, ui
 }
 
 
-/* ---- the level: int vectors (lv) of LV_L int32 lanes, float vectors (lf) ---------- */
+/* ---- the level: pk_lanes.h's vectors, and the table lookup ---------------------- */
 #if MM_Q8_512
-#define LV_L 16
-typedef __m512i lv;
-typedef __m512 lf;
-SIMD_INLINE lv lv_load(const uint8_t *p) { return _mm512_load_si512((const void *)p); }
-SIMD_INLINE lv lv_table(const int8_t *t) {
+SIMD_INLINE pv lv_table(const int8_t *t) {
     return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)t));
 }
-SIMD_INLINE void lv_lookup(lv t, lv v, lv *lo, lv *hi) {
-    const lv m = _mm512_set1_epi8(15);
+SIMD_INLINE void lv_lookup(pv t, pv v, pv *lo, pv *hi) {
+    const pv m = _mm512_set1_epi8(15);
     *lo = _mm512_shuffle_epi8(t, _mm512_and_si512(v, m));
     *hi = _mm512_shuffle_epi8(t, _mm512_and_si512(_mm512_srli_epi16(v, 4), m));
 }
-SIMD_INLINE lv lv_set32(int32_t v) { return _mm512_set1_epi32(v); }
-SIMD_INLINE lf lf_zero(void) { return _mm512_setzero_ps(); }
-SIMD_INLINE lf lf_set1(float v) { return _mm512_set1_ps(v); }
-SIMD_INLINE lf lf_mul(lf a, lf b) { return _mm512_mul_ps(a, b); }
-SIMD_INLINE lf lf_fma(lf a, lf b, lf c) { return _mm512_fmadd_ps(a, b, c); }
-SIMD_INLINE lf lf_cvt(lv a) { return _mm512_cvtepi32_ps(a); }
-SIMD_INLINE void lf_store(float *p, lf a) { _mm512_storeu_ps(p, a); }
-SIMD_INLINE lf lf_h(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
-SIMD_INLINE lf lf_i8(const uint8_t *p) {
+SIMD_INLINE pf pf_i8(const uint8_t *p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)p)));
 }
-SIMD_INLINE lf lf_e8m0(const uint8_t *p) {
-    const lv e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
-    const lv big = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-    const lv small = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+SIMD_INLINE pf pf_e8m0(const uint8_t *p) {
+    const pv e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    const pv big = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const pv small = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
     const __mmask16 sub = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
     return _mm512_castsi512_ps(_mm512_mask_blend_epi32(sub, big, small));
 }
 #elif MM_Q8_SIMD
-#define LV_L 8
-typedef __m256i lv;
-typedef __m256 lf;
-SIMD_INLINE lv lv_load(const uint8_t *p) { return _mm256_load_si256((const __m256i *)p); }
-SIMD_INLINE lv lv_table(const int8_t *t) {
+SIMD_INLINE pv lv_table(const int8_t *t) {
     return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t));
 }
 /* table values of the low and high nibbles of v */
-SIMD_INLINE void lv_lookup(lv t, lv v, lv *lo, lv *hi) {
-    const lv m = _mm256_set1_epi8(15);
+SIMD_INLINE void lv_lookup(pv t, pv v, pv *lo, pv *hi) {
+    const pv m = _mm256_set1_epi8(15);
     *lo = _mm256_shuffle_epi8(t, _mm256_and_si256(v, m));
     *hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
 }
-SIMD_INLINE lv lv_set32(int32_t v) { return _mm256_set1_epi32(v); }
-SIMD_INLINE lf lf_zero(void) { return _mm256_setzero_ps(); }
-SIMD_INLINE lf lf_set1(float v) { return _mm256_set1_ps(v); }
-SIMD_INLINE lf lf_mul(lf a, lf b) { return _mm256_mul_ps(a, b); }
-SIMD_INLINE lf lf_fma(lf a, lf b, lf c) { return _mm256_fmadd_ps(a, b, c); } /* a b + c */
-SIMD_INLINE lf lf_cvt(lv a) { return _mm256_cvtepi32_ps(a); }
-SIMD_INLINE void lf_store(float *p, lf a) { _mm256_storeu_ps(p, a); }
-SIMD_INLINE lf lf_h(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
-SIMD_INLINE lf lf_i8(const uint8_t *p) {
+SIMD_INLINE pf pf_i8(const uint8_t *p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p)));
 }
 /* quant_e8m0_half of each byte: (e - 1) << 23 as float bits, subnormal below 2 */
-SIMD_INLINE lf lf_e8m0(const uint8_t *p) {
-    const lv e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
-    const lv big = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
-    const lv small = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
-    const lv sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+SIMD_INLINE pf pf_e8m0(const uint8_t *p) {
+    const pv e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    const pv big = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const pv small = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const pv sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
     return _mm256_castsi256_ps(_mm256_blendv_epi8(big, small, sub));
 }
 #elif MM_Q8_NEON
-#define LV_L 4
-typedef int8x16_t lv;
-typedef float32x4_t lf;
-SIMD_INLINE lv lv_load(const uint8_t *p) { return vld1q_s8((const int8_t *)p); }
-SIMD_INLINE lv lv_table(const int8_t *t) { return vld1q_s8(t); }
-SIMD_INLINE void lv_lookup(lv t, lv v, lv *lo, lv *hi) {
+SIMD_INLINE pv lv_table(const int8_t *t) { return vld1q_s8(t); }
+SIMD_INLINE void lv_lookup(pv t, pv v, pv *lo, pv *hi) {
     const uint8x16_t u = vreinterpretq_u8_s8(v);
     *lo = vqtbl1q_s8(t, vandq_u8(u, vdupq_n_u8(15)));
     *hi = vqtbl1q_s8(t, vshrq_n_u8(u, 4));
 }
-SIMD_INLINE lv lv_set32(int32_t v) { return vreinterpretq_s8_s32(vdupq_n_s32(v)); }
-SIMD_INLINE lf lf_zero(void) { return vdupq_n_f32(0); }
-SIMD_INLINE lf lf_set1(float v) { return vdupq_n_f32(v); }
-SIMD_INLINE lf lf_mul(lf a, lf b) { return vmulq_f32(a, b); }
-SIMD_INLINE lf lf_fma(lf a, lf b, lf c) { return vfmaq_f32(c, a, b); }
-SIMD_INLINE lf lf_cvt(lv a) { return vcvtq_f32_s32(vreinterpretq_s32_s8(a)); }
-SIMD_INLINE void lf_store(float *p, lf a) { vst1q_f32(p, a); }
-SIMD_INLINE lf lf_h(const uint8_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)p))); }
-SIMD_INLINE uint32x4_t lv_u8x4(const uint8_t *p) { /* (4 bytes: no read past them) */
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(v))));
+SIMD_INLINE uint32x4_t lv_u8x4(const uint8_t *p) {
+    return vmovl_u16(vget_low_u16(vmovl_u8(pv_bytes4(p))));
 }
-SIMD_INLINE lf lf_i8(const uint8_t *p) {
+SIMD_INLINE pf pf_i8(const uint8_t *p) {
     const int32x4_t v = vreinterpretq_s32_u32(lv_u8x4(p));
     return vcvtq_f32_s32(vshrq_n_s32(vshlq_n_s32(v, 24), 24)); /* (sign-extended) */
 }
-SIMD_INLINE lf lf_e8m0(const uint8_t *p) {
+SIMD_INLINE pf pf_e8m0(const uint8_t *p) {
     const uint32x4_t e = lv_u8x4(p);
     const uint32x4_t big = vshlq_n_u32(vsubq_u32(e, vdupq_n_u32(1)), 23);
     const uint32x4_t small = vshlq_u32(vdupq_n_u32(0x00200000), vreinterpretq_s32_u32(e));
     return vreinterpretq_f32_u32(vbslq_u32(vcltq_u32(e, vdupq_n_u32(2)), small, big));
 }
 #endif
-
-/* Activation row xr's four values from i, broadcast to every lane. */
-SIMD_INLINE lv lv_x4(const uint8_t *xr, int64_t i) {
-    int32_t v;
-    memcpy(&v, xr + i, 4);
-    return lv_set32(v);
-}
 
 /* What the level adds to the table's values to make them the unsigned operand of its dot
  * product (0: signed). */
@@ -193,15 +148,9 @@ SIMD_INLINE int lv_bias(const uint32_t type) {
 #endif
 }
 
-/* An integer sum under way: p, int32 lanes, and (plain AVX2) s, the int16 pair sums not
- * yet added to p. */
-typedef struct lv_sum {
-    lv p, s;
-} lv_sum;
-
 /* a += t . x, 4 byte products a lane, t the biased table values; k counts this sum's
  * products in the block. */
-SIMD_INLINE void lv_dot(lv_sum *a, lv t, lv x, const int k, const uint32_t type) {
+SIMD_INLINE void lv_dot(pv_sum *a, pv t, pv x, const int k, const uint32_t type) {
 #if MM_Q8_512
     (void)k, (void)type;
     a->p = _mm512_dpbusd_epi32(a->p, t, x);
@@ -230,12 +179,12 @@ SIMD_INLINE void lv_dot(lv_sum *a, lv t, lv x, const int k, const uint32_t type)
 
 /* The lanes at (the first row of a part) of block b's d_w, in the o-block whose scales
  * start at sc. */
-SIMD_INLINE lf lv_scale(const uint8_t *sc, int64_t b, int at, const uint32_t type) {
+SIMD_INLINE pf lv_scale(const uint8_t *sc, int64_t b, int at, const uint32_t type) {
     if (type == DT_IQ4_XS) {
         const uint8_t *ks = sc + (b / 8) * MM_PK_XSC;
-        return lf_mul(lf_h(ks + 2 * at), lf_i8(ks + 32 + 16 * (b % 8) + at));
+        return pf_mul(pf_h(ks + 2 * at), pf_i8(ks + 32 + 16 * (b % 8) + at));
     }
-    return type == DT_MXFP4 ? lf_e8m0(sc + 16 * b + at) : lf_h(sc + 32 * b + 2 * at);
+    return type == DT_MXFP4 ? pf_e8m0(sc + 16 * b + at) : pf_h(sc + 32 * b + 2 * at);
 }
 SIMD_INLINE const uint8_t *lv_scale_line(const uint8_t *sc, int64_t b, const uint32_t type) {
     return type == DT_IQ4_XS ? sc + (b / 8) * MM_PK_XSC + 32 + 16 * (b % 8)
@@ -243,10 +192,9 @@ SIMD_INLINE const uint8_t *lv_scale_line(const uint8_t *sc, int64_t b, const uin
                               : sc + 32 * b;
 }
 
-/* Parts of an o-block (16 rows) a vector holds; how many a tile takes at once for more
- * than one activation row (one: their sums fill the registers) */
-#define LV_NP (16 / LV_L)
-#define LV_NH_MANY (LV_L == 4 ? 2 : 1)
+/* How many parts of an o-block a tile takes at once for more than one activation row
+ * (one: their sums fill the registers) */
+#define LV_NH_MANY (PV_L == 4 ? 2 : 1)
 
 /* Parts H0 .. H0 + NH - 1 of the o-block at w times R activation rows, into y[r * ys +
  * L (H0 + h) + lane]. */
@@ -257,23 +205,23 @@ SIMD_INLINE void lv_parts(int64_t nb, const uint8_t *w, size_t obs, const uint8_
     const int bias = lv_bias(type);
     int8_t tv[16];
     for (int i = 0; i < 16; i++) tv[i] = (int8_t)(u[i] - 128 + bias);
-    const lv tab = lv_table(tv);
+    const pv tab = lv_table(tv);
     const uint8_t *sc = w + nb * 256;
-    lf acc[LV_NP][MM_PK_RX];
+    pf acc[PV_NP][MM_PK_RX];
 #pragma GCC unroll 4
     for (int h = 0; h < NH; h++)
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) acc[h][r] = lf_zero();
+        for (int r = 0; r < R; r++) acc[h][r] = pf_zero();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *q = w + 256 * b;
         if (H0 == 0) { /* the next o-block's block (the other parts find it in cache) */
             for (int s = 0; s < 4; s++) MM_PREFETCH(q + obs + 64 * s);
             MM_PREFETCH(lv_scale_line(sc + obs, b, type));
         }
-        lv_sum p[LV_NP][MM_PK_RX];
+        pv_sum p[PV_NP][MM_PK_RX];
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            const lv p0 = lv_set32(bias * mm_qx_bneg(x + r * xs, np)[b]);
+            const pv p0 = pv_set32(bias * mm_qx_bneg(x + r * xs, np)[b]);
 #pragma GCC unroll 4
             for (int h = 0; h < NH; h++) p[h][r].p = p0;
         }
@@ -281,28 +229,28 @@ SIMD_INLINE void lv_parts(int64_t nb, const uint8_t *w, size_t obs, const uint8_
         for (int s = 0; s < 4; s++)
 #pragma GCC unroll 4
             for (int h = 0; h < NH; h++) {
-                lv tl, th;
-                lv_lookup(tab, lv_load(q + 64 * s + 4 * LV_L * (H0 + h)), &tl, &th);
+                pv tl, th;
+                lv_lookup(tab, pv_load(q + 64 * s + 4 * PV_L * (H0 + h)), &tl, &th);
 #pragma GCC unroll 4
                 for (int r = 0; r < R; r++) {
-                    lv_dot(&p[h][r], tl, lv_x4(x + r * xs, 32 * b + 4 * s), 2 * s, type);
-                    lv_dot(&p[h][r], th, lv_x4(x + r * xs, 32 * b + 16 + 4 * s), 2 * s + 1, type);
+                    lv_dot(&p[h][r], tl, pv_x4(x + r * xs, 32 * b + 4 * s), 2 * s, type);
+                    lv_dot(&p[h][r], th, pv_x4(x + r * xs, 32 * b + 16 + 4 * s), 2 * s + 1, type);
                 }
             }
 #pragma GCC unroll 4
         for (int h = 0; h < NH; h++) {
-            const lf dw = lv_scale(sc, b, LV_L * (H0 + h), type);
+            const pf dw = lv_scale(sc, b, PV_L * (H0 + h), type);
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
-                const lf dx = lf_set1(mm_qx_bd(x + r * xs, np)[b]);
-                acc[h][r] = lf_fma(lf_cvt(p[h][r].p), lf_mul(dw, dx), acc[h][r]);
+                const pf dx = pf_set1(mm_qx_bd(x + r * xs, np)[b]);
+                acc[h][r] = pf_fma(pf_cvt(p[h][r].p), pf_mul(dw, dx), acc[h][r]);
             }
         }
     }
 #pragma GCC unroll 4
     for (int h = 0; h < NH; h++)
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) lf_store(y + r * ys + LV_L * (H0 + h), acc[h][r]);
+        for (int r = 0; r < R; r++) pf_store(y + r * ys + PV_L * (H0 + h), acc[h][r]);
 }
 
 /* OB o-blocks (obs bytes apart; AVX-512 takes 2) times R rows, one after the other: all
@@ -315,11 +263,11 @@ SIMD_INLINE void lv_tile(int64_t nb, const uint8_t *w, size_t obs, const uint8_t
     for (int o = 0; o < OB; o++) {
         const uint8_t *wo = w + o * obs;
         if (R == 1) {
-            lv_parts(nb, wo, OB * obs, x, xs, np, y + 16 * o, ys, type, R, 0, LV_NP);
+            lv_parts(nb, wo, OB * obs, x, xs, np, y + 16 * o, ys, type, R, 0, PV_NP);
             continue;
         }
 #pragma GCC unroll 4
-        for (int h0 = 0; h0 < LV_NP; h0 += LV_NH_MANY)
+        for (int h0 = 0; h0 < PV_NP; h0 += LV_NH_MANY)
             lv_parts(nb, wo, OB * obs, x, xs, np, y + 16 * o, ys, type, R, h0, LV_NH_MANY);
     }
 }

@@ -16,9 +16,11 @@
 #include "../dtype.h"
 
 /* Which branch to build. Defining SIMD_SCALAR (-DSIMD_SCALAR) forces the plain C one,
- * so it can be tested on any machine. */
+ * so it can be tested on any machine; SIMD_256 the AVX2 one where AVX-512 is there too, so
+ * that an AVX-512 VNNI machine runs the code of AVX-VNNI's chips (Intel's client chips:
+ * 256-bit dpbusd, no AVX-512), with the same instruction EVEX-encoded (make test-isa). */
 #if !defined(SIMD_SCALAR)
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && !defined(SIMD_256)
 #define SIMD_AVX512 1
 #elif defined(__AVX2__) && defined(__FMA__)
 #define SIMD_AVX2 1

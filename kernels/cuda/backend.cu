@@ -7,15 +7,8 @@
  * the first failure is recorded naming the op, the call, its file and line, and sync
  * returns it.
  *
- * Products: weights of a block type (Q4_0 .. Q6_K) go through cu_matmul_q8 at any batch
- * size, the activations quantised to int8 on the device first (as the cpu backend does),
- * so a row's result is the same bits in any batch. F32, F16 and BF16: up to CU_FEW_ROWS
- * activation rows go through cu_matmul_few (the blocks read as stored); more through
- * product(), which dequantises W to float32 in tiles of at most PRODUCT_TILE_BYTES and
- * multiplies by cuBLAS SGEMM (float32 throughout, no TF32). Under the emulator (emu.h, no
- * cuBLAS) product() multiplies on the host in the order of the few-row kernel, so a row's
- * result is the same bits in any batch there. The instance's state and its memory
- * helpers are in state.cuh. */
+ * The products (matmul, matmul_n, matmul_swiglu) are products.cu's; backend.cuh declares
+ * what the two files share, state.cuh the instance's state and its memory helpers. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,27 +17,16 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/cuda/dequant.cuh"
-#include "kernels/cuda/graphs.h"
-
-#define _Noreturn [[noreturn]] /* base/status.h is C11 */
-extern "C" {
-#include "kernels/kern_impl.h"
-#include "kernels/vec.h"
-}
+#include "kernels/cuda/backend.cuh"
 
 #if CU_EMU
-#include "kernels/cuda/emu_blas.h" /* cuBLAS's meaning of the arguments, recorded */
 cublas_emu_call cublas_emu_log;
-#else
-#include <cublas_v2.h>
 #endif
 
+#pragma GCC visibility push(hidden)
 #include "kernels/cuda/state.cuh"
 
-namespace {
-
-constexpr size_t PRODUCT_TILE_BYTES = (size_t)64 << 20;
+namespace cudab {
 
 /* ---- state, memory ---- */
 
@@ -228,139 +210,6 @@ void cuda_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_
     if (tmp) CU_OK(b, "kv_permute", cudaFree(tmp));
 }
 
-/* ---- products ---- */
-
-/* y (n_rows, ldy) at its first column = x (n_rows, k) times a (n, k) transposed: cuBLAS
- * SGEMM; under the emulator the same call to emu_blas.h's cublasSgemm, which computes
- * what cuBLAS would from the arguments, in cu_matmul_few's summation order. */
-void gemm(kern_backend *b, float *y, int64_t ldy, const float *a, int64_t n, const float *x,
-          int32_t n_rows, int64_t k) {
-    const float one = 1.0f, zero = 0.0f;
-    BLAS_OK(b, "matmul",
-            cublasSgemm(state_of(b)->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)n_rows, (int)k,
-                        &one, a, (int)k, x, (int)k, &zero, y, (int)ldy));
-}
-
-/* Many rows: W dequantised to float32 a tile of rows at a time (F32 read in place), each
- * tile's columns of y by gemm. False (recorded) when the tile finds no memory. */
-bool product(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
-    eager no_graph(b, "matmul"); /* (cuBLAS is not recorded) */
-    const int64_t n_out = w->n_out, n_in = w->n_in;
-    const bool f32 = w->type == DT_F32;
-    const int64_t tile =
-        f32 ? n_out
-            : std::max<int64_t>(1, std::min<int64_t>(n_out, (int64_t)(PRODUCT_TILE_BYTES /
-                                                                      (sizeof(float) * n_in))));
-    float *wt = f32 ? nullptr
-                    : static_cast<float *>(scratch(b, "matmul", S_W, sizeof(float) * tile * n_in));
-    if (!f32 && !wt) return false;
-    for (int64_t o0 = 0; o0 < n_out; o0 += tile) {
-        const int64_t nc = std::min(tile, n_out - o0);
-        const float *a = f32 ? static_cast<const float *>(w->data) + o0 * n_in : wt;
-        if (!f32) cu_dequant_rows(wt, w->type, w->data, n_in, o0, (int32_t)nc, stream_of(b));
-        gemm(b, y + o0, n_out, a, nc, x, n_rows, n_in);
-    }
-    return true;
-}
-
-/* Activation rows as cu_quantize_q8 leaves them (device scratch S_Q8). */
-struct q8_acts {
-    const int8_t *q;
-    const float *d;
-    const int32_t *sum;
-};
-
-/* Whether weights of type go through cu_matmul_q8 (the block types). */
-bool takes_q8(uint32_t type) {
-    return cu_matmul_q8(nullptr, type, nullptr, 0, 0, nullptr, nullptr, nullptr, 0, nullptr);
-}
-
-/* x (n_rows, n_in) quantised into S_Q8; false (recorded) without memory for it. */
-bool quantize_acts(kern_backend *b, q8_acts *a, const float *x, int32_t n_rows, int64_t n_in) {
-    const size_t n = (size_t)n_rows * (size_t)n_in; /* (a multiple of 32) */
-    char *p = static_cast<char *>(scratch(b, "matmul", S_Q8, n + n / 8 + n / 4));
-    if (!p) return false;
-    *a = q8_acts{reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
-                 reinterpret_cast<int32_t *>(p + n + n / 8)};
-    LAUNCH(b, cu_quantize_q8, reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
-                   reinterpret_cast<int32_t *>(p + n + n / 8), x, n_rows, n_in);
-    return true;
-}
-
-/* y = x W^T: block types by cu_matmul_q8 at every batch size (so a row's bits never
- * depend on its batch), against xq when given (x already quantised, as matmul_n does
- * once for its products), else quantised here; the others by the few-row kernel or
- * product(). */
-void matmul_one(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows,
-                const q8_acts *xq) {
-    if (n_rows <= 0 || w->n_out <= 0) return;
-    const size_t y_bytes = sizeof(float) * (size_t)n_rows * (size_t)w->n_out;
-    float *yd = on_device(b, y) ? y : static_cast<float *>(scratch(b, "matmul", S_OUT, y_bytes));
-    if (!yd) return;
-    if (!cu::has_type(w->type)) {
-        kern_backend_fail(b, ST_ERR_UNSUPPORTED, "matmul", "weight type %s has no CUDA kernel",
-                          dtype_name(w->type));
-        return;
-    }
-    q8_acts own;
-    if (takes_q8(w->type)) {
-        if (!xq && !quantize_acts(b, &own, x, n_rows, w->n_in)) return;
-        const q8_acts &a = xq ? *xq : own;
-        LAUNCH(b, cu_matmul_q8, yd, w->type, w->data, w->n_out, w->n_in, a.q, a.d, a.sum, n_rows);
-    } else if (n_rows <= CU_FEW_ROWS) {
-        LAUNCH(b, cu_matmul_few, yd, w->type, w->data, w->n_out, w->n_in, x, n_rows);
-    } else if (!product(b, yd, w, x, n_rows)) {
-        return; /* (yd holds an older product's rows) */
-    }
-    if (LAUNCHED(b, "matmul") && yd != y)
-        CU_OK(b, "matmul", d2h(b, y, yd, y_bytes));
-}
-
-void cuda_matmul(kern_backend *b, float *y, const kern_mat *w, const float *x, int32_t n_rows) {
-    matmul_one(b, y, w, x, n_rows, nullptr);
-}
-
-/* cu_matmul_q8_n, its arrays copied for the step's graph, which signs them all. */
-void launch_q8_n(kern_backend *b, int32_t n, float *const *y, uint32_t type, const void *const *w,
-                 const int64_t *n_out, int64_t n_in, const q8_acts &a, int32_t n_rows) {
-    struct args {
-        float *y[CU_MQ_N];
-        const void *w[CU_MQ_N];
-        int64_t n_out[CU_MQ_N], n_in;
-        q8_acts a;
-        int32_t n, n_rows;
-        uint32_t type;
-        cudaStream_t s;
-    } p;
-    memset(&p, 0, sizeof p); /* (the padding too: the bytes are the signature) */
-    for (int32_t i = 0; i < n; i++) p.y[i] = y[i], p.w[i] = w[i], p.n_out[i] = n_out[i];
-    p.n_in = n_in, p.a = a, p.n = n, p.n_rows = n_rows, p.type = type, p.s = stream_of(b);
-    cu_graphs::launch_fn(&state_of(b)->rec, &p, sizeof p, [p] {
-        cu_matmul_q8_n(p.n, p.y, p.type, p.w, p.n_out, p.n_in, p.a.q, p.a.d, p.a.sum, p.n_rows, p.s);
-    });
-}
-
-/* Products of one x (Q, K and V; gate and up): x quantised once when every W takes it. */
-void cuda_matmul_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const *w,
-                   const float *x, int32_t n_rows) {
-    bool once = n > 1 && n_rows > 0;
-    for (int32_t i = 0; once && i < n; i++) once = takes_q8(w[i]->type) && w[i]->n_in == w[0]->n_in;
-    q8_acts a;
-    if (once && !quantize_acts(b, &a, x, n_rows, w[0]->n_in)) return;
-    /* one launch when they share a type too and write device memory */
-    bool fused = once && n <= CU_MQ_N;
-    for (int32_t i = 0; fused && i < n; i++) fused = w[i]->type == w[0]->type && on_device(b, y[i]);
-    if (fused) {
-        const void *wd[CU_MQ_N];
-        int64_t n_out[CU_MQ_N];
-        for (int32_t i = 0; i < n; i++) wd[i] = w[i]->data, n_out[i] = w[i]->n_out;
-        launch_q8_n(b, n, y, w[0]->type, wd, n_out, w[0]->n_in, a, n_rows);
-        LAUNCHED(b, "matmul");
-        return;
-    }
-    for (int32_t i = 0; i < n; i++) matmul_one(b, y[i], w[i], x, n_rows, once ? &a : nullptr);
-}
-
 /* Every row in one launch, the indices copied in first. */
 void cuda_get_rows(kern_backend *b, float *out, const kern_mat *w, const int32_t *rows, int32_t n) {
     if (n <= 0) return;
@@ -411,11 +260,11 @@ void cuda_rope_neox(kern_backend *b, float *x, const int32_t *pos, int32_t n_row
 
 /* Attention's chunk partials for a's rows, or NULL when its rows alone make blocks
  * enough to fill the GPU (ATT_FILL: about two a multiprocessor of an H100's 132), a row
- * has one chunk at most, or the partials would take over ATT_PART_BYTES. *n_chunks: the
- * chunks of the longest row. */
+ * has one chunk at most, or the partials would take over ATT_PART_BYTES; rows that share
+ * chunks (shared) take the partials however many. *n_chunks: the chunks of the longest row. */
 constexpr int64_t ATT_FILL = 256;
 constexpr size_t ATT_PART_BYTES = (size_t)64 << 20;
-float *attention_parts(kern_backend *b, const kern_attn *a, int32_t *n_chunks) {
+float *attention_parts(kern_backend *b, const kern_attn *a, bool shared, int32_t *n_chunks) {
     int64_t most = 0;
     for (int32_t r = 0; r < a->n_rows; r++) {
         int64_t n = 0;
@@ -426,7 +275,7 @@ float *attention_parts(kern_backend *b, const kern_attn *a, int32_t *n_chunks) {
     const int64_t blocks = (int64_t)a->n_rows * a->n_head_kv * cu_attention_subs(a->n_head, a->n_head_kv);
     const size_t bytes = sizeof(float) * (size_t)a->n_rows * a->n_head * (size_t)*n_chunks *
                          (size_t)(a->head_dim + 2);
-    if (*n_chunks <= 1 || blocks >= ATT_FILL || bytes > ATT_PART_BYTES) return nullptr;
+    if (*n_chunks <= 1 || (blocks >= ATT_FILL && !shared) || bytes > ATT_PART_BYTES) return nullptr;
     return static_cast<float *>(scratch(b, "attention", S_ATT, bytes));
 }
 
@@ -442,10 +291,21 @@ void cuda_attention(kern_backend *b, const kern_attn *a) {
     const void *segs = off ? to_device(b, "attention", a->segs, sizeof(kern_seg) * n_segs) : nullptr;
     if (!segs) return;
     int32_t n_chunks = 0;
-    float *part = attention_parts(b, a, &n_chunks);
+    cuda_state *st = state_of(b);
+    st->att_groups.resize((size_t)a->n_rows * 4);
+    int32_t *casc = st->att_groups.data(), *nsh = casc + (size_t)a->n_rows * 3;
+    const int32_t n_casc = cu_attention_groups(a->seg_off, reinterpret_cast<const int32_t *>(a->segs), a->n_rows, casc, nsh);
+    float *part = attention_parts(b, a, n_casc > 0, &n_chunks);
+    const void *dcasc = nullptr, *dnsh = nullptr;
+    if (part && n_casc > 0) { /* (the same arrays every layer of a step: copied once) */
+        dcasc = to_device(b, "attention", casc, sizeof(int32_t) * 3 * (size_t)n_casc);
+        if (!dcasc || !(dnsh = to_device(b, "attention", nsh, sizeof(int32_t) * (size_t)a->n_rows))) return;
+        for (int32_t g = 0; g < n_casc; g++) st->att_shared += (uint64_t)casc[3 * g + 2] * (casc[3 * g + 1] - 1);
+    }
     LAUNCH(b, cu_attention, a->out, a->q, a->k, a->v, static_cast<const int32_t *>(off),
                  static_cast<const int32_t *>(segs), a->n_rows, a->n_head, a->n_head_kv,
-                 a->head_dim, a->scale, a->sinks, part, part ? n_chunks : 0);
+                 a->head_dim, a->scale, a->sinks, part, part ? n_chunks : 0,
+                 static_cast<const int32_t *>(dcasc), dnsh ? n_casc : 0, static_cast<const int32_t *>(dnsh));
     LAUNCHED(b, "attention");
 }
 
@@ -642,6 +502,7 @@ kern_ops make_ops() {
     o.kv_permute = cuda_kv_permute;
     o.matmul = cuda_matmul;
     o.matmul_n = cuda_matmul_n;
+    o.matmul_swiglu = cuda_matmul_swiglu;
     o.get_row = cuda_get_row;
     o.get_rows = cuda_get_rows;
     o.rmsnorm = cuda_rmsnorm;
@@ -664,9 +525,10 @@ kern_ops make_ops() {
     return o;
 }
 
-} /* namespace */
+} /* namespace cudab */
+#pragma GCC visibility pop
 
-extern "C" const kern_ops kern_cuda_ops = make_ops();
+extern "C" const kern_ops kern_cuda_ops = cudab::make_ops();
 
 extern "C" bool cu_emulated(void) { return CU_EMU; }
 
@@ -678,13 +540,15 @@ extern "C" uint64_t cu_emu_launches(void) {
 #endif
 }
 
-extern "C" uint64_t cu_d2h_bytes(kern_backend *b) { return state_of(b)->d2h_bytes; }
+extern "C" uint64_t cu_d2h_bytes(kern_backend *b) { return cudab::state_of(b)->d2h_bytes; }
 
-extern "C" uint64_t cu_h2d_bytes(kern_backend *b) { return state_of(b)->h2d_bytes; }
+extern "C" uint64_t cu_attn_shared(kern_backend *b) { return cudab::state_of(b)->att_shared; }
 
-extern "C" uint64_t cu_dev_allocs(kern_backend *b) { return state_of(b)->n_allocs; }
+extern "C" uint64_t cu_h2d_bytes(kern_backend *b) { return cudab::state_of(b)->h2d_bytes; }
+
+extern "C" uint64_t cu_dev_allocs(kern_backend *b) { return cudab::state_of(b)->n_allocs; }
 
 extern "C" cu_graph_counts cu_graphs_of(kern_backend *b) {
-    const cu_graphs::recorder &r = state_of(b)->rec;
+    const cu_graphs::recorder &r = cudab::state_of(b)->rec;
     return cu_graph_counts{r.captures, r.replays, r.eager, r.graphs.size(), r.cap};
 }

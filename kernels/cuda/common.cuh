@@ -21,8 +21,12 @@ extern "C" {
 /* a loop the device compiler should unroll (the emulator's compiler decides itself) */
 #if CU_EMU
 #define CU_UNROLL
+#define CU_UNROLL_BY(n)
 #else
 #define CU_UNROLL _Pragma("unroll")
+#define CU_PRAGMA(x) _Pragma(#x)
+/* ... by n, an integral constant expression (a template's parameters may appear in it) */
+#define CU_UNROLL_BY(n) CU_PRAGMA(unroll n)
 #endif
 
 namespace cu {
@@ -38,6 +42,29 @@ __device__ __forceinline__ float h2f(uint16_t h) {
 }
 
 __device__ __forceinline__ float bf2f(uint16_t h) { return __uint_as_float((unsigned)h << 16); }
+
+/* SwiGLU's value, silu(g) * u in float: the one expression of cu_swiglu and of the
+ * quantiser that takes gate and up (their results the same bits). */
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+/* f as fp16 bits, rounded to nearest even, magnitudes past fp16's largest (65504) saturated
+ * to it (an activation outlier stays finite instead of turning a product into inf or NaN). */
+__device__ __forceinline__ uint16_t f2h_sat(float f) {
+    const float c = fabsf(f) > 65504.0f ? copysignf(65504.0f, f) : f; /* (NaN stays NaN) */
+#if CU_EMU
+    return f32_to_fp16(c);
+#else
+    return __half_as_ushort(__float2half_rn(c));
+#endif
+}
+
+/* f as bf16 bits, rounded to nearest even (NaN kept quiet): dtype.c's f32_to_bf16. */
+__device__ __forceinline__ uint16_t f2bf(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40);
+    u += 0x7fffu + (u >> 16 & 1);
+    return (uint16_t)(u >> 16);
+}
 
 /* a little-endian uint16 at any byte address */
 __device__ __forceinline__ uint16_t ld16(const uint8_t *p) {
@@ -76,6 +103,26 @@ template <class T> __device__ __forceinline__ T block_max(T v, T *scratch, T low
     if (lane == 0) scratch[w] = v;
     __syncthreads();
     return warp_max(lane < nw ? scratch[lane] : lowest);
+}
+
+/* Up to CU_MQ_N matrices of one type and n_in that one launch multiplies by the same
+ * activations (blockIdx.z picks one); matrices without output rows left out. */
+struct mat_set {
+    float *y[CU_MQ_N];
+    const uint8_t *w[CU_MQ_N];
+    int64_t n_out[CU_MQ_N];
+    int n;        /* matrices kept */
+    int64_t most; /* the largest n_out (the grid's width) */
+};
+
+inline mat_set make_set(int32_t n, float *const *y, const void *const *w, const int64_t *n_out) {
+    mat_set m = {};
+    for (int32_t i = 0; i < n && i < CU_MQ_N; i++)
+        if (n_out[i] > 0) {
+            m.y[m.n] = y[i], m.w[m.n] = static_cast<const uint8_t *>(w[i]), m.n_out[m.n++] = n_out[i];
+            m.most = n_out[i] > m.most ? n_out[i] : m.most;
+        }
+    return m;
 }
 
 /* blocks for n items of per-block items each, capped for grid-stride loops */

@@ -30,6 +30,9 @@ struct kern_backend;
  * matmul into host memory, topk_lse's results): what a test counts to see that rows
  * left on the device stay there. */
 uint64_t cu_d2h_bytes(struct kern_backend *b);
+/* Chunk reads of keys the cascade has saved b's attention so far: a group's shared chunks
+ * once for all its rows instead of once a row. */
+uint64_t cu_attn_shared(struct kern_backend *b);
 /* Bytes b has copied from the host to the device so far (the batch's small arrays,
  * upload, rows staged for topk_lse), the prepared weights aside. */
 uint64_t cu_h2d_bytes(struct kern_backend *b);
@@ -110,14 +113,29 @@ bool cu_dequant_rows(float *out, uint32_t type, const void *w, int64_t n_in, int
                      int32_t n_rows, cu_stream s);
 
 #define CU_FEW_ROWS 16 /* most activation rows cu_matmul_few takes */
+#define CU_MQ_N 4      /* most matrices one fused product launch takes (matmul_n's) */
 
 /* y (n_rows, n_out) = x (n_rows, n_in) times W transposed, W (n_out, n_in) of DT_* type as
  * stored, for 1 .. CU_FEW_ROWS rows: one warp an output row, weights dequantised as read
  * (dq), float products and sums; each lane sums the values of its index mod 32 in order,
  * then one lane sums the 32 partials in lane order, so a row's result is the same bits in
- * any batch. False (nothing queued) for a type without a kernel (cu_get_rows' list). */
+ * any batch. F16 and BF16: each activation is rounded to the weights' type first (as
+ * cu_to_half rounds it), the operands of the many-row product. False (nothing queued) for
+ * a type without a kernel (cu_get_rows' list). */
 bool cu_matmul_few(float *y, uint32_t type, const void *w, int64_t n_out, int64_t n_in,
                    const float *x, int32_t n_rows, cu_stream s);
+
+/* cu_matmul_few of one x by n (at most CU_MQ_N) matrices of one type and n_in, n_out[i]
+ * rows each, into y[i]: one launch, each output the bits of its own call. */
+bool cu_matmul_few_n(int32_t n, float *const *y, uint32_t type, const void *const *w,
+                     const int64_t *n_out, int64_t n_in, const float *x, int32_t n_rows,
+                     cu_stream s);
+
+/* y[i] = x[i] rounded to the 16-bit type of DT_F16 weights (fp16 bits, to nearest even,
+ * magnitudes past 65504 saturated) or of DT_BF16 ones (bf16 bits, to nearest even), i < n:
+ * the activations the many-row product multiplies on tensor cores. False (nothing
+ * queued) for another type. */
+bool cu_to_half(uint16_t *y, const float *x, int64_t n, uint32_t type, cu_stream s);
 
 /* The activations of the quantised few-row product: x (n_rows, n_in) in blocks of 32 as
  * int8 q = round(x / d) (xq, (n_rows, n_in)) with d = max|x| / 127 a block (xd,
@@ -125,6 +143,11 @@ bool cu_matmul_few(float *y, uint32_t type, const void *w, int64_t n_out, int64_
  * multiple of 32; xq 16-byte aligned. */
 void cu_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *x, int32_t n_rows,
                     int64_t n_in, cu_stream s);
+
+/* cu_quantize_q8 of x = cu_swiglu(gate, up) formed as read (the same bits), for the down
+ * projection: one kernel and one pass over the rows fewer. */
+void cu_quantize_q8_swiglu(int8_t *xq, float *xd, int32_t *xs, const float *gate,
+                           const float *up, int32_t n_rows, int64_t n_in, cu_stream s);
 
 /* cu_matmul_few with x given as cu_quantize_q8 made it: each weight block's values as
  * bytes against the int8 activations by dp4a, integer sums, one float multiply-add per 16
@@ -136,7 +159,6 @@ bool cu_matmul_q8(float *y, uint32_t type, const void *w, int64_t n_out, int64_t
                   cu_stream s);
 /* cu_matmul_q8 of one activation by n (at most CU_MQ_N) matrices of one type and n_in,
  * n_out[i] rows each, into y[i]: one launch, each output the bits of its own call. */
-#define CU_MQ_N 4
 bool cu_matmul_q8_n(int32_t n, float *const *y, uint32_t type, const void *const *w,
                     const int64_t *n_out, int64_t n_in, const int8_t *xq, const float *xd,
                     const int32_t *xs, int32_t n_rows, cu_stream s);
@@ -146,6 +168,7 @@ void cu_softmax(float *x, int32_t n_rows, int32_t n, cu_stream s);
 
 #define CU_ATTN_MAX_HD 256 /* largest head_dim cu_attention takes */
 #define CU_ATTN_CHUNK 256  /* keys a partial softmax covers (attn.cu) */
+#define CU_ATTN_ROWS 4     /* most rows a block of shared chunks takes (attn.cu's cascade) */
 
 /* kern_ops.attention with device arrays: seg_off (n_rows + 1) indexes segs, slots of the
  * cache rows (n_head_kv * head_dim floats). A row's keys, in order, are cut into chunks of
@@ -155,11 +178,22 @@ void cu_softmax(float *x, int32_t n_rows, int32_t n, cu_stream s);
  * chunk): part (n_rows * n_head * n_chunks * (head_dim + 2) floats, n_chunks at least the
  * chunks of the longest row) spreads the chunks over blocks and folds them in a second
  * kernel; NULL folds them in the row's block. Either way, the same bits. sinks (n_head
- * or NULL): kern_attn.sinks, folded after the keys. head_dim <= CU_ATTN_MAX_HD. */
+ * or NULL): kern_attn.sinks, folded after the keys. head_dim <= CU_ATTN_MAX_HD. With part,
+ * casc (n_casc groups, cu_attention_groups's, device arrays) and nsh (n_rows): each group's
+ * shared chunks are taken once for its rows (the keys read once), the same bits again;
+ * n_casc 0: none. */
 void cu_attention(float *out, const float *q, const float *k, const float *v,
                   const int32_t *seg_off, const int32_t *segs, int32_t n_rows, int32_t n_head,
                   int32_t n_head_kv, int32_t head_dim, float scale, const float *sinks,
-                  float *part, int32_t n_chunks, cu_stream s);
+                  float *part, int32_t n_chunks, const int32_t *casc, int32_t n_casc,
+                  const int32_t *nsh, cu_stream s);
+/* The cascade's groups of host arrays seg_off, segs (kern_seg pairs): consecutive rows, up
+ * to CU_ATTN_ROWS a group, whose key sequences start with the same whole chunks (the same
+ * slots in the same places, CU_ATTN_CHUNK keys a chunk); (first row, rows, shared chunks)
+ * a group into casc (3 n_rows), each row's shared chunks (0: none) into nsh (n_rows).
+ * Returns the groups. */
+int32_t cu_attention_groups(const int32_t *seg_off, const int32_t *segs, int32_t n_rows, int32_t *casc,
+                            int32_t *nsh);
 
 /* Blocks cu_attention gives one (KV head, row): ceil(query heads a KV head / 4). */
 int32_t cu_attention_subs(int32_t n_head, int32_t n_head_kv);

@@ -171,13 +171,14 @@ template <> struct qtype<DT_IQ4_XS> : qlut<DT_IQ4_XS> {};
 template <> struct qtype<DT_MXFP4> : qlut<DT_MXFP4> {};
 
 /* One warp a block of 32 activations: d = max|x| / 127, q = round(x / d), the two halves'
- * sums of q. */
+ * sums of q; x formed from gate x and up as SwiGLU's when up is not NULL. */
 __global__ void __launch_bounds__(256)
-k_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *x, int64_t n_blocks) {
+k_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *x, const float *up, int64_t n_blocks) {
     const int lane = threadIdx.x % 32;
     const int64_t b = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     if (b >= n_blocks) return; /* (a whole warp leaves together) */
-    const float v = x[b * 32 + lane];
+    const int64_t i = b * 32 + lane;
+    const float v = up ? cu::silu_mul(x[i], up[i]) : x[i];
     const float amax = cu::warp_max(fabsf(v));
     const float d = amax / 127.0f;
     const int q = amax == 0.0f ? 0 : (int)roundf(v / d);
@@ -188,16 +189,9 @@ k_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *x, int64_t n_bloc
     if (lane % 16 == 0) xs[b * 2 + lane / 16] = sum;
 }
 
-/* The products of one launch (up to CU_MQ_N matrices of one type and n_in; blockIdx.z picks one). */
-struct mq_set {
-    float *y[CU_MQ_N];
-    const uint8_t *w[CU_MQ_N];
-    int64_t n_out[CU_MQ_N];
-};
-
 template <int TYPE>
 __global__ void __launch_bounds__(MQ_WARPS * 32)
-k_mmvq(mq_set m, int64_t n_in, const int8_t *xq, const float *xd, const int32_t *xs, int n_rows) {
+k_mmvq(cu::mat_set m, int64_t n_in, const int8_t *xq, const float *xd, const int32_t *xs, int n_rows) {
     using Q = qtype<TYPE>;
     float *y = m.y[blockIdx.z];
     const uint8_t *w = m.w[blockIdx.z];
@@ -237,12 +231,10 @@ CU_UNROLL
 
 template <int TYPE> struct mmvq {
     static constexpr bool supported = TYPE != DT_F32 && TYPE != DT_F16 && TYPE != DT_BF16;
-    static void run(const mq_set &m, int n, int64_t n_in, const int8_t *xq, const float *xd,
+    static void run(const cu::mat_set &m, int64_t n_in, const int8_t *xq, const float *xd,
                     const int32_t *xs, int32_t n_rows, cu_stream s) {
-        int64_t most = 0;
-        for (int i = 0; i < n; i++) most = m.n_out[i] > most ? m.n_out[i] : most;
-        const dim3 grid((unsigned)((most + MQ_WARPS - 1) / MQ_WARPS),
-                        (unsigned)((n_rows + MQ_R - 1) / MQ_R), (unsigned)n);
+        const dim3 grid((unsigned)((m.most + MQ_WARPS - 1) / MQ_WARPS),
+                        (unsigned)((n_rows + MQ_R - 1) / MQ_R), (unsigned)m.n);
         CU_LAUNCH(k_mmvq<TYPE>, grid, MQ_WARPS * 32, 0, s, m, n_in, xq, xd, xs, (int)n_rows);
     }
 };
@@ -258,7 +250,15 @@ extern "C" void cu_quantize_q8(int8_t *xq, float *xd, int32_t *xs, const float *
                                int32_t n_rows, int64_t n_in, cu_stream s) {
     const int64_t n_blocks = (int64_t)n_rows * (n_in / 32);
     if (n_blocks <= 0) return;
-    CU_LAUNCH(k_quantize_q8, (unsigned)((n_blocks + 7) / 8), 256, 0, s, xq, xd, xs, x, n_blocks);
+    CU_LAUNCH(k_quantize_q8, (unsigned)((n_blocks + 7) / 8), 256, 0, s, xq, xd, xs, x,
+              static_cast<const float *>(nullptr), n_blocks);
+}
+
+extern "C" void cu_quantize_q8_swiglu(int8_t *xq, float *xd, int32_t *xs, const float *gate,
+                                      const float *up, int32_t n_rows, int64_t n_in, cu_stream s) {
+    const int64_t n_blocks = (int64_t)n_rows * (n_in / 32);
+    if (n_blocks <= 0) return;
+    CU_LAUNCH(k_quantize_q8, (unsigned)((n_blocks + 7) / 8), 256, 0, s, xq, xd, xs, gate, up, n_blocks);
 }
 
 extern "C" bool cu_matmul_q8(float *y, uint32_t type, const void *w, int64_t n_out,
@@ -270,11 +270,7 @@ extern "C" bool cu_matmul_q8(float *y, uint32_t type, const void *w, int64_t n_o
 extern "C" bool cu_matmul_q8_n(int32_t n, float *const *y, uint32_t type, const void *const *w,
                                const int64_t *n_out, int64_t n_in, const int8_t *xq,
                                const float *xd, const int32_t *xs, int32_t n_rows, cu_stream s) {
-    mq_set m = {};
-    int k = 0; /* (matrices with no output rows left out) */
-    for (int32_t i = 0; i < n && i < CU_MQ_N; i++)
-        if (n_out[i] > 0)
-            m.y[k] = y[i], m.w[k] = static_cast<const uint8_t *>(w[i]), m.n_out[k++] = n_out[i];
-    if (k == 0 || n_in <= 0 || n_rows <= 0) return cu::with_type<has_mmvq>(type);
-    return cu::with_type<mmvq>(type, m, k, n_in, xq, xd, xs, n_rows, s);
+    const cu::mat_set m = cu::make_set(n, y, w, n_out);
+    if (m.n == 0 || n_in <= 0 || n_rows <= 0) return cu::with_type<has_mmvq>(type);
+    return cu::with_type<mmvq>(type, m, n_in, xq, xd, xs, n_rows, s);
 }

@@ -45,8 +45,7 @@ __global__ void k_rope(float *x, const int32_t *pos, int64_t n_pairs, int n_head
 __global__ void k_swiglu(float *y, const float *gate, const float *up, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
-        const float g = gate[i];
-        y[i] = g / (1.0f + expf(-g)) * up[i];
+        y[i] = cu::silu_mul(gate[i], up[i]);
     }
 }
 

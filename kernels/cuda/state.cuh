@@ -1,7 +1,9 @@
 /* state.cuh - the cuda backend's instance state and memory (host code, included once, by
- * backend.cu): its errors as status codes, device scratch by use, the batch's small
- * arrays' device copies, copies to and from the host, page-locked staging, and the eager
- * scope that ends a recorded segment (graphs.h) before an op acts on the host.
+ * backend.cu; what products.cu uses of it is declared in backend.cuh): its errors as
+ * status codes, device scratch by use, the batch's small arrays' device copies (the
+ * cascade attention's groups among them), copies to and from the host, page-locked
+ * staging, and the eager scope that ends a recorded segment (graphs.h) before an op acts
+ * on the host.
  *
  * Host memory where the engine passes it: the batch's integer arrays (positions, slots,
  * segments, gather indices, kv_permute's map) are copied in through a small cache keyed
@@ -12,11 +14,9 @@
 #ifndef MD_CUDA_STATE_CUH
 #define MD_CUDA_STATE_CUH
 
-namespace {
+namespace cudab {
 
 constexpr int N_SMALL = 8; /* host arrays kept on the device at once */
-
-enum { S_W, S_OUT, S_IN, S_TOPK, S_Q8, S_ATT, N_SCRATCH }; /* device scratch buffers, by use */
 
 struct dev_buf {
     void *p;
@@ -37,6 +37,8 @@ struct cuda_state {
     uint64_t d2h_bytes; /* copied to the host so far (cu_d2h_bytes) */
     uint64_t h2d_bytes; /* copied from the host so far, weights aside (cu_h2d_bytes) */
     uint64_t n_allocs;  /* cudaMalloc calls so far (cu_dev_allocs) */
+    uint64_t att_shared; /* chunk reads the cascade saved (cu_attn_shared) */
+    std::vector<int32_t> att_groups; /* (3 n_rows + n_rows) cu_attention_groups's casc, nsh */
     dev_buf pinned;     /* page-locked host memory the small results come back into */
     std::vector<std::pair<uintptr_t, uintptr_t>> own; /* this instance's buffers [start, end) */
     cu_graphs::recorder rec; /* its stream, and the step graphs (graphs.h) */
@@ -44,9 +46,8 @@ struct cuda_state {
 
 cuda_state *state_of(kern_backend *b) { return static_cast<cuda_state *>(kern_backend_state(b)); }
 cudaStream_t stream_of(kern_backend *b) { return state_of(b)->rec.stream; }
-
-/* A kernel launch of this instance: queued for the step's graph while one is recorded. */
-#define LAUNCH(b, fn, ...) cu_graphs::launch(&state_of(b)->rec, fn, __VA_ARGS__)
+cu_graphs::recorder *rec_of(kern_backend *b) { return &state_of(b)->rec; }
+cublasHandle_t blas_of(kern_backend *b) { return state_of(b)->blas; }
 
 /* The name of the call in a CU_OK / BLAS_OK expression: its text up to the parenthesis. */
 int call_len(const char *call) {
@@ -62,7 +63,6 @@ bool cu_ok(kern_backend *b, const char *op, cudaError_t e, const char *call, con
                       file, line);
     return false;
 }
-#define CU_OK(b, op, call) cu_ok((b), (op), (call), #call, __FILE__, __LINE__)
 
 bool blas_ok(kern_backend *b, const char *op, cublasStatus_t e, const char *call,
              const char *file, int line) {
@@ -72,28 +72,15 @@ bool blas_ok(kern_backend *b, const char *op, cublasStatus_t e, const char *call
                       file, line);
     return false;
 }
-#define BLAS_OK(b, op, call) blas_ok((b), (op), (call), #call, __FILE__, __LINE__)
 
-/* After an op's launches: a launch error (bad configuration, no kernel image for this
- * device) recorded naming the op. */
-#define LAUNCHED(b, op) CU_OK(b, op, cudaGetLastError())
-
-/* While one lives, this instance's work is issued as it comes: what a step recorded so
- * far is run first (as a graph unless it is about to free memory: frees drops every
- * graph, which may point into it), and recording resumes after. Every op that acts on
- * the host mid-step (allocates, frees, copies to the host, decides per row) opens one. */
-struct eager {
-    kern_backend *b;
-    bool was;
-    eager(kern_backend *b_, const char *op, bool frees = false) : b(b_), was(state_of(b_)->rec.on) {
-        cuda_state *s = state_of(b);
-        if (was) CU_OK(b, op, cu_graphs::end(&s->rec, !frees, &s->h2d_bytes));
-        if (frees) cu_graphs::drop_graphs(&s->rec);
-    }
-    ~eager() {
-        if (was) cu_graphs::resume(&state_of(b)->rec);
-    }
-};
+eager::eager(kern_backend *b_, const char *op, bool frees) : b(b_), was(state_of(b_)->rec.on) {
+    cuda_state *s = state_of(b);
+    if (was) CU_OK(b, op, cu_graphs::end(&s->rec, !frees, &s->h2d_bytes));
+    if (frees) cu_graphs::drop_graphs(&s->rec);
+}
+eager::~eager() {
+    if (was) cu_graphs::resume(&state_of(b)->rec);
+}
 
 /* bytes of device memory for op's `what`, or NULL with ST_ERR_NOMEM recorded as the host
  * backends word it ("matmul: out of memory for 12.0 MiB of device scratch"), the CUDA
@@ -222,6 +209,6 @@ bool on_device(kern_backend *b, const void *p) {
     return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
-} /* namespace */
+} /* namespace cudab */
 
 #endif
