@@ -288,6 +288,12 @@ typedef struct kern_ops {
     void (*sigmoid_mul)(kern_backend *b, float *y, const float *gate, int64_t n);
     /* Gated DeltaNet rows, see kern_gdn. */
     void (*gdn)(kern_backend *b, const kern_gdn *a);
+
+    /* ---- optional ---- */
+    /* The ops from here to the next sync are one forward pass, likely repeated with the
+     * same shape (decode steps): a device backend may record their launches and replay
+     * them as one graph, with the same results. NULL: nothing to do. */
+    void (*step_begin)(kern_backend *b);
 } kern_ops;
 
 /* Creates a backend by name ("ref", "cpu") through its ops->init. n_threads <= 0 means

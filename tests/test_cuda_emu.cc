@@ -3,9 +3,12 @@
  * shuffle, dynamic shared memory, 2-D indices, atomics across blocks; then its failure
  * modes, each run in a child process so the abort is seen: a divergent barrier and a wrong
  * shuffle mask abort naming the kernel, and shared memory nobody wrote reads as the
- * poison (a NaN), also when an earlier block wrote it. Last, emu_blas.h's cublasGemmEx:
- * values, transposes and beta on a small product, and its strictness (the combinations
- * it refuses, leading dimensions too small). */
+ * poison (a NaN), also when an earlier block wrote it; stream capture (emu_graph.h)
+ * records a kernel and a copy without running them, and a graph replays them reading
+ * memory as it is at the launch; a synchronous call or legacy-stream work during a capture
+ * aborts. Last, emu_blas.h's cublasGemmEx: values, transposes and beta on a small
+ * product, and its strictness (the combinations it refuses, leading dimensions too
+ * small). */
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -282,6 +285,53 @@ static void test_failures(void) {
             m.c_str());
 }
 
+static void test_graphs(void) {
+    const int nb = 2, bs = 64;
+    std::vector<int> x(nb * bs, 1), out(nb, -1), copy(nb, -1);
+    cudaStream_t s;
+    cudaGraph_t g;
+    cudaGraphExec_t e;
+    T_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess, "stream");
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    const uint64_t l0 = cuemu::n_launches;
+    CU_LAUNCH(k_block_sum, nb, bs, 0, s, x.data(), out.data());
+    cudaMemcpyAsync(copy.data(), out.data(), sizeof(int) * nb, cudaMemcpyDeviceToDevice, s);
+    cudaStreamEndCapture(s, &g);
+    T_CHECK(out[0] == -1 && copy[0] == -1 && cuemu::n_launches == l0, "a capture ran its work");
+    cudaGraphInstantiate(&e, g, 0);
+    cudaGraphDestroy(g);
+    for (int round = 0; round < 2; round++) {
+        for (int &v : x) v = rnd(100);
+        int want = 0;
+        for (int i = 0; i < bs; i++) want += x[bs + i];
+        cudaGraphLaunch(e, s);
+        T_CHECK(out[1] == want && copy[1] == want, "replay %d: %d and %d, want %d", round, out[1],
+                copy[1], want);
+    }
+    T_CHECK(cuemu::n_launches == l0 + 2, "two replays ran %llu kernels",
+            (unsigned long long)(cuemu::n_launches - l0));
+    cudaGraphExecDestroy(e);
+    std::string m;
+    const struct {
+        const char *what;
+        std::function<void()> call;
+    } bad[] = {
+        {"cudaMemcpy", [&] { cudaMemcpy(copy.data(), out.data(), 4, cudaMemcpyDeviceToHost); }},
+        {"cudaStreamSynchronize", [&] { cudaStreamSynchronize(s); }},
+        {"cudaMalloc", [&] { void *p; cudaMalloc(&p, 4); }},
+        {"legacy default stream", [&] { CU_LAUNCH(k_block_sum, 1, 32, 0, nullptr, x.data(), out.data()); }},
+    };
+    for (const auto &c : bad) {
+        m.clear();
+        T_CHECK(aborts_with([&] {
+                    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+                    c.call();
+                }, {c.what, "stream capture"}, &m),
+                "%s during a capture: %s", c.what, m.c_str());
+    }
+    cudaStreamDestroy(s);
+}
+
 static void test_poison(void) {
     std::vector<unsigned> st(3 * 4), dy(3 * 4);
     CU_LAUNCH(k_poison, 3, 4, 4 * sizeof(float), nullptr, st.data(), dy.data());
@@ -366,6 +416,7 @@ int main(void) {
     test_atomics();
     test_poison();
     test_failures();
+    test_graphs();
     test_gemm_ex();
     return t_done();
 }

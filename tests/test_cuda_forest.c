@@ -22,6 +22,7 @@
  * DeltaNet layers and gated attention: its leaves asserted bitwise under the emulator, where
  * every op of its step is batch invariant) and stories260K;
  * without a device the test reports itself skipped.
+ * The greedy steps run as replayed CUDA graphs (kernels/cuda/graphs.h), counted.
  * A step that wants only the top-k (step_plan.topk_only) gets the same top-k and
  * alternatives, bit for bit, with its logits rows left on the device: fewer bytes come
  * back than one row's; so do greedy drafts with lookahead and the judge. Leaves over a
@@ -130,6 +131,7 @@ static bool run_model(const model *m, const char *name, double ref_bound, uint64
     /* greedy growth of every leaf together against linear greedy of each */
     n = forest_leaves(f, leaves, 64);
     int32_t *grown = malloc(sizeof(int32_t) * (size_t)n * GREEDY), path[512];
+    const cu_graph_counts g0 = cu_graphs_of(model_ctx_backend(c));
     for (int32_t s = 0; s < GREEDY; s++) {
         for (int32_t k = 0; k < n; k++) {
             const int32_t t = sample_argmax(step_logits_of(&plan, leaves[k]), V);
@@ -142,6 +144,13 @@ static bool run_model(const model *m, const char *name, double ref_bound, uint64
             fprintf(stderr, "%s: a greedy step of %d rows: %llu kernel launches\n", name, plan.n_rows,
                     (unsigned long long)(cu_emu_launches() - l0));
     }
+    /* the greedy steps replay graphs, so what follows checks replays (how many varies: a
+     * windowed layer's segments change in number as the window slides, a new graph each) */
+    const cu_graph_counts g1 = cu_graphs_of(model_ctx_backend(c));
+    T_CHECK(g1.replays > g0.replays, "%s: %d greedy steps replayed %llu graphs",
+            name, GREEDY, (unsigned long long)(g1.replays - g0.replays));
+    fprintf(stderr, "%s: %d greedy steps: %llu graphs captured, %llu replayed\n", name, GREEDY,
+            (unsigned long long)(g1.captures - g0.captures), (unsigned long long)(g1.replays - g0.replays));
     int32_t same = 0;
     for (int32_t k = 0; k < n; k++) {
         const int32_t len = forest_path(f, leaves[k], path, 512) - GREEDY;

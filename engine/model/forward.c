@@ -589,6 +589,7 @@ st_code model_forward(model_ctx *c, const model_batch *b, float *logits, st_err 
     int32_t *keep = c->keep;
     if (b->on_chunk && b->n_rows > c->max_rows && !b->on_chunk(b->chunk_ud, 0, b->n_rows))
         return st_set(err, ST_CANCELLED, "cancelled before the first of %d rows", (int)b->n_rows);
+    if (c->ops->step_begin) c->ops->step_begin(c->be); /* (ended by the sync below) */
     float *tmp = NULL; /* a windowed layer's weights, before they are placed */
     if (b->attn && model_layer_is_swa(hp, b->attn->layer) && b->n_rows > 0 &&
         !(tmp = malloc(sizeof *tmp * (size_t)seg_cells(b->seg_off_swa, b->segs_swa, 0, b->n_rows))))

@@ -1,19 +1,15 @@
 /* backend.cu - kern_cuda_ops: the CUDA backend, every op of kern.h on one device. Buffers
  * and prepared weights are device memory (cudaMalloc; the GGUF blocks uploaded as stored),
- * the ops are the kernels of cu.h queued on the legacy default stream (so that every
- * instance, the model's weight preparer and each context, sees the others' work in
- * order), and every CUDA and cuBLAS status is checked: the first failure is recorded
- * naming the op, the call, its file and line, and sync returns it.
+ * the ops are the kernels of cu.h queued on the instance's own non-blocking stream (what
+ * one instance hands another, the weight preparer's matrices, is complete when
+ * mat_prepare returns), a forward pass recorded and run as CUDA graphs (graphs.h;
+ * MD_CUDA_GRAPHS=0: launched one by one), and every CUDA and cuBLAS status is checked:
+ * the first failure is recorded naming the op, the call, its file and line, and sync
+ * returns it.
  *
  * The products (matmul, matmul_n, matmul_swiglu) are products.cu's; backend.cuh declares
- * what the two files share.
- *
- * Host memory where the engine passes it: the batch's integer arrays (positions, slots,
- * segments, gather indices, kv_permute's map) are copied in through a small cache keyed
- * by content (a forward pass passes the same arrays to every layer); matmul's y and
- * topk_lse's x may be host memory (the step's logits are, today), staged through device
- * scratch; topk_lse's lse, ids and lp are host memory, its results brought back in one
- * asynchronous copy into page-locked memory allocated once (grown when a step needs more). */
+ * what the two files share, state.cuh the instance's state and its memory helpers. */
+#include <stdlib.h>
 #include <string.h>
 
 #include <algorithm>
@@ -28,182 +24,18 @@ cublas_emu_call cublas_emu_log;
 #endif
 
 #pragma GCC visibility push(hidden)
+#include "kernels/cuda/state.cuh"
+
 namespace cudab {
 
-constexpr int N_SMALL = 8; /* host arrays kept on the device at once */
-
-
-struct dev_buf {
-    void *p;
-    size_t bytes;
-};
-
-struct small_copy {
-    std::vector<unsigned char> host; /* what dev holds */
-    dev_buf dev;
-    uint64_t used; /* when last handed out (the least recent is replaced) */
-};
-
-struct cuda_state {
-    cublasHandle_t blas;
-    dev_buf scratch[N_SCRATCH];
-    small_copy small[N_SMALL];
-    uint64_t small_clock;
-    uint64_t d2h_bytes; /* copied to the host so far (cu_d2h_bytes) */
-    uint64_t h2d_bytes; /* copied from the host so far, weights aside (cu_h2d_bytes) */
-    uint64_t n_allocs;  /* cudaMalloc calls so far (cu_dev_allocs) */
-    uint64_t att_shared; /* chunk reads the cascade saved (cu_attn_shared) */
-    std::vector<int32_t> att_groups; /* (3 n_rows + n_rows) cu_attention_groups's casc, nsh */
-    dev_buf pinned;     /* page-locked host memory the small results come back into */
-    std::vector<std::pair<uintptr_t, uintptr_t>> own; /* this instance's buffers [start, end) */
-};
-
-cuda_state *state_of(kern_backend *b) { return static_cast<cuda_state *>(kern_backend_state(b)); }
-
-cublasHandle_t blas_of(kern_backend *b) { return state_of(b)->blas; }
-
-/* The name of the call in a CU_OK / BLAS_OK expression: its text up to the parenthesis. */
-int call_len(const char *call) {
-    const char *p = strchr(call, '(');
-    return p ? (int)(p - call) : (int)strlen(call);
-}
-
-bool cu_ok(kern_backend *b, const char *op, cudaError_t e, const char *call, const char *file,
-           int line) {
-    if (e == cudaSuccess) return true;
-    kern_backend_fail(b, e == cudaErrorMemoryAllocation ? ST_ERR_NOMEM : ST_ERR_BACKEND, op,
-                      "%.*s failed: %s (%s:%d)", call_len(call), call, cudaGetErrorString(e),
-                      file, line);
-    return false;
-}
-
-bool blas_ok(kern_backend *b, const char *op, cublasStatus_t e, const char *call,
-             const char *file, int line) {
-    if (e == CUBLAS_STATUS_SUCCESS) return true;
-    kern_backend_fail(b, e == CUBLAS_STATUS_ALLOC_FAILED ? ST_ERR_NOMEM : ST_ERR_BACKEND, op,
-                      "%.*s failed: %s (%s:%d)", call_len(call), call, cublasGetStatusString(e),
-                      file, line);
-    return false;
-}
-
-
-/* bytes of device memory for op's `what`, or NULL with ST_ERR_NOMEM recorded as the host
- * backends word it ("matmul: out of memory for 12.0 MiB of device scratch"), the CUDA
- * error named. Honours kern_backend_set_alloc_limit. */
-void *dev_alloc(kern_backend *b, const char *op, const char *what, size_t bytes) {
-    void *p = nullptr;
-    state_of(b)->n_allocs++;
-    const cudaError_t e = kern_backend_alloc_allowed(b, bytes) ? cudaMalloc(&p, bytes ? bytes : 1)
-                                                               : cudaErrorMemoryAllocation;
-    if (e == cudaSuccess) return p;
-    if (e != cudaErrorMemoryAllocation) cudaGetLastError(); /* (not sticky: clear it) */
-    if (bytes >= (size_t)1 << 20)
-        kern_backend_fail(b, ST_ERR_NOMEM, op, "out of memory for %.1f MiB of %s (cudaMalloc: %s)",
-                          (double)bytes / (1 << 20), what, cudaGetErrorString(e));
-    else
-        kern_backend_fail(b, ST_ERR_NOMEM, op, "out of memory for %zu bytes of %s (cudaMalloc: %s)",
-                          bytes, what, cudaGetErrorString(e));
-    return nullptr;
-}
-
-/* d grown to at least bytes (doubling), or NULL recorded; its contents do not survive a
- * growth (cudaFree waits for the kernels that use the old block). */
-void *grow(kern_backend *b, const char *op, dev_buf *d, size_t bytes) {
-    if (bytes <= d->bytes && d->p) return d->p;
-    size_t n = std::max(bytes, std::max((size_t)4096, d->bytes * 2));
-    if (!kern_backend_alloc_allowed(b, n)) n = bytes;
-    if (d->p) CU_OK(b, op, cudaFree(d->p));
-    *d = dev_buf{nullptr, 0};
-    void *p = dev_alloc(b, op, "device scratch", n);
-    if (p) *d = dev_buf{p, n};
-    return p;
-}
-
-void *scratch(kern_backend *b, const char *op, int which, size_t bytes) {
-    return grow(b, op, &state_of(b)->scratch[which], bytes);
-}
-
-/* bytes of host memory to the device, queued and counted (cu_h2d_bytes). */
-cudaError_t h2d(kern_backend *b, void *dst, const void *src, size_t bytes) {
-    state_of(b)->h2d_bytes += bytes;
-    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, STREAM);
-}
-
-/* A device copy of bytes of host memory (a batch's small arrays), valid until N_SMALL - 1
- * other arrays have been asked for (the least recently asked for is replaced); NULL
- * recorded when memory runs out. */
-const void *to_device(kern_backend *b, const char *op, const void *host, size_t bytes) {
-    cuda_state *s = state_of(b);
-    const unsigned char *h = static_cast<const unsigned char *>(host);
-    small_copy *lru = &s->small[0];
-    for (small_copy &c : s->small) {
-        if (c.dev.p && c.host.size() == bytes && (bytes == 0 || memcmp(c.host.data(), h, bytes) == 0)) {
-            c.used = ++s->small_clock;
-            return c.dev.p;
-        }
-        if (c.used < lru->used) lru = &c;
-    }
-    small_copy &c = *lru; /* never one handed out since the last replacement */
-    c.used = ++s->small_clock;
-    c.host.clear();
-    if (!grow(b, op, &c.dev, bytes)) return nullptr;
-    if (bytes && !CU_OK(b, op, h2d(b, c.dev.p, host, bytes)))
-        return nullptr;
-    c.host.assign(h, h + bytes);
-    return c.dev.p;
-}
-
-/* Every copy from the device to the host: synchronous, and counted (cu_d2h_bytes). */
-cudaError_t d2h(kern_backend *b, void *dst, const void *src, size_t bytes) {
-    state_of(b)->d2h_bytes += bytes;
-    return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
-}
-
-/* bytes of page-locked host memory (grown, never shrunk; the contents do not survive a
- * growth), or NULL recorded. */
-void *pinned(kern_backend *b, const char *op, size_t bytes) {
-    dev_buf *h = &state_of(b)->pinned;
-    if (bytes <= h->bytes && h->p) return h->p;
-    const size_t n = std::max(bytes, std::max((size_t)4096, h->bytes * 2));
-    cudaFreeHost(h->p);
-    *h = dev_buf{nullptr, 0};
-    void *p = nullptr;
-    const cudaError_t e = kern_backend_alloc_allowed(b, n) ? cudaMallocHost(&p, n) : cudaErrorMemoryAllocation;
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        kern_backend_fail(b, ST_ERR_NOMEM, op, "out of memory for %zu bytes of pinned host memory (%s)",
-                          n, cudaGetErrorString(e));
-        return nullptr;
-    }
-    *h = dev_buf{p, n};
-    return p;
-}
-
-/* bytes of device memory at src into page-locked memory, in one asynchronous copy the
- * stream then waits for (counted in cu_d2h_bytes); NULL recorded on failure. */
-const void *d2h_pinned(kern_backend *b, const char *op, const void *src, size_t bytes) {
-    void *h = pinned(b, op, bytes);
-    if (!h || !CU_OK(b, op, cudaMemcpyAsync(h, src, bytes, cudaMemcpyDeviceToHost, STREAM)) ||
-        !CU_OK(b, op, cudaStreamSynchronize(STREAM)))
-        return nullptr;
-    state_of(b)->d2h_bytes += bytes;
-    return h;
-}
-
-/* Whether p is device memory: one of this instance's buffers, else as the driver says. */
-bool on_device(kern_backend *b, const void *p) {
-    const uintptr_t u = (uintptr_t)p;
-    for (const auto &r : state_of(b)->own)
-        if (u >= r.first && u < r.second) return true;
-    cudaPointerAttributes a;
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-        cudaGetLastError();
-        return false;
-    }
-    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
-}
-
 /* ---- state, memory ---- */
+
+/* The ops until the next sync are one step (kern_ops.step_begin): recorded for a graph. */
+void cuda_step_begin(kern_backend *b) {
+    cuda_state *s = state_of(b);
+    if (s->rec.on) CU_OK(b, "step_begin", cu_graphs::end(&s->rec, true, &s->h2d_bytes));
+    cu_graphs::begin(&s->rec);
+}
 
 st_code cuda_init(kern_backend *b, int32_t *n_threads, void **state, st_err *err) {
     (void)b;
@@ -224,7 +56,16 @@ st_code cuda_init(kern_backend *b, int32_t *n_threads, void **state, st_err *err
         return st_set(err, ST_ERR_BACKEND, "cublasCreate failed: %s (use --backend cpu)",
                       cublasGetStatusString(be));
     }
-    cublasSetStream(s->blas, STREAM);
+    /* a stream of its own (graphs cannot capture the legacy one); off with MD_CUDA_GRAPHS=0 */
+    const char *g = getenv("MD_CUDA_GRAPHS");
+    s->rec.enabled = !g || strcmp(g, "0") != 0;
+    if (cudaStreamCreateWithFlags(&s->rec.stream, cudaStreamNonBlocking) != cudaSuccess) {
+        cudaGetLastError();
+        cublasDestroy(s->blas);
+        delete s;
+        return st_set(err, ST_ERR_BACKEND, "cudaStreamCreateWithFlags failed (use --backend cpu)");
+    }
+    cublasSetStream(s->blas, s->rec.stream);
     *n_threads = 1; /* the host thread only queues work */
     *state = s;
     return ST_OK;
@@ -234,6 +75,8 @@ void cuda_free(void *state) {
     cuda_state *s = static_cast<cuda_state *>(state);
     if (!s) return;
     cudaDeviceSynchronize();
+    cu_graphs::free_recorder(&s->rec);
+    cudaStreamDestroy(s->rec.stream);
     for (dev_buf &d : s->scratch) cudaFree(d.p);
     for (small_copy &c : s->small) cudaFree(c.dev.p);
     cudaFreeHost(s->pinned.p);
@@ -241,15 +84,19 @@ void cuda_free(void *state) {
     delete s;
 }
 
+/* Ends a step (step_begin): what it recorded runs as a graph. */
 st_code cuda_sync(kern_backend *b) {
-    if (!CU_OK(b, "sync", cudaStreamSynchronize(STREAM))) return ST_ERR_BACKEND;
+    cuda_state *s = state_of(b);
+    s->rec.in_step = false;
+    if (s->rec.on && !CU_OK(b, "sync", cu_graphs::end(&s->rec, true, &s->h2d_bytes))) return ST_ERR_BACKEND;
+    if (!CU_OK(b, "sync", cudaStreamSynchronize(s->rec.stream))) return ST_ERR_BACKEND;
     return CU_OK(b, "sync", cudaGetLastError()) ? ST_OK : ST_ERR_BACKEND;
 }
 
 void *cuda_buf_alloc(kern_backend *b, size_t bytes) {
     void *p = dev_alloc(b, "buf_alloc", "a buffer", bytes);
     if (!p) return nullptr;
-    if (!CU_OK(b, "buf_alloc", cudaMemset(p, 0, bytes))) {
+    if (!CU_OK(b, "buf_alloc", cudaMemsetAsync(p, 0, bytes, stream_of(b)))) {
         cudaFree(p);
         return nullptr;
     }
@@ -259,6 +106,7 @@ void *cuda_buf_alloc(kern_backend *b, size_t bytes) {
 
 void cuda_buf_free(kern_backend *b, void *buf) {
     if (!buf) return;
+    eager no_graph(b, "buf_free", true);
     auto &own = state_of(b)->own;
     own.erase(std::remove_if(own.begin(), own.end(),
                              [buf](const std::pair<uintptr_t, uintptr_t> &r) {
@@ -269,12 +117,15 @@ void cuda_buf_free(kern_backend *b, void *buf) {
 }
 
 void cuda_upload(kern_backend *b, void *dst, const void *src, size_t bytes) {
-    if (bytes && CU_OK(b, "upload", h2d(b, dst, src, bytes))) CU_OK(b, "upload", cudaStreamSynchronize(STREAM));
+    eager no_graph(b, "upload");
+    if (bytes && CU_OK(b, "upload", h2d(b, dst, src, bytes)))
+        CU_OK(b, "upload", cudaStreamSynchronize(stream_of(b)));
 }
 
 /* Page-locked host memory, so that downloads into it run at the link's full speed. */
 void *cuda_host_alloc(kern_backend *b, size_t bytes) {
     void *p = nullptr;
+    eager no_graph(b, "host_alloc");
     const cudaError_t e = kern_backend_alloc_allowed(b, bytes) ? cudaMallocHost(&p, bytes ? bytes : 1)
                                                                : cudaErrorMemoryAllocation;
     if (e == cudaSuccess) return p;
@@ -285,6 +136,7 @@ void *cuda_host_alloc(kern_backend *b, size_t bytes) {
 }
 
 void cuda_host_free(kern_backend *b, void *p) {
+    eager no_graph(b, "host_free");
     if (p) CU_OK(b, "host_free", cudaFreeHost(p));
 }
 
@@ -305,7 +157,8 @@ st_code cuda_mat_prepare(kern_backend *b, kern_mat *out, const kern_mat *stored,
     const size_t n = dtype_row_bytes(stored->type, stored->n_in) * (size_t)stored->n_out;
     void *p = dev_alloc(b, "mat_prepare", "a weight matrix", n);
     if (!p) return ST_ERR_NOMEM;
-    if (!CU_OK(b, "mat_prepare", cudaMemcpy(p, stored->data, n, cudaMemcpyHostToDevice))) {
+    if (!CU_OK(b, "mat_prepare", h2d(b, p, stored->data, n)) ||
+        !CU_OK(b, "mat_prepare", cudaStreamSynchronize(stream_of(b)))) {
         cudaFree(p);
         return ST_ERR_BACKEND;
     }
@@ -317,6 +170,7 @@ st_code cuda_mat_prepare(kern_backend *b, kern_mat *out, const kern_mat *stored,
 }
 
 void cuda_mat_release(kern_backend *b, kern_mat *w) {
+    eager no_graph(b, "mat_release", true);
     if (w->data) CU_OK(b, "mat_release", cudaFree(const_cast<void *>(w->data)));
     *w = kern_mat{};
 }
@@ -327,12 +181,13 @@ void cuda_kv_store(kern_backend *b, float *cache, int64_t row_len, const int32_t
     const int32_t *ds = static_cast<const int32_t *>(
         to_device(b, "kv_store", slot, sizeof(int32_t) * (size_t)n_rows));
     if (!ds) return;
-    cu_kv_store(cache, row_len, ds, x, n_rows, STREAM);
+    LAUNCH(b, cu_kv_store, cache, row_len, ds, x, n_rows);
     LAUNCHED(b, "kv_store");
 }
 
 void cuda_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_slots,
                      int64_t row_len, const int32_t *dst_of_src) {
+    eager no_graph(b, "kv_permute");
     std::vector<int32_t> src, dst; /* the rows that move: from slot src[i] to dst[i] */
     for (int32_t s = 0; s < n_slots; s++)
         if (kern_kv_moves(dst_of_src, s)) src.push_back(s), dst.push_back(dst_of_src[s]);
@@ -348,8 +203,8 @@ void cuda_kv_permute(kern_backend *b, float *cache, int64_t n_blocks, int32_t n_
     /* (all of a block's moving rows are read before any is written: a slot may be both) */
     for (int64_t l = 0; dd && l < n_blocks; l++) {
         float *c = cache + (size_t)l * block;
-        cu_kv_gather(tmp, c, row_len, ds, m, STREAM);
-        cu_kv_store(c, row_len, dd, tmp, m, STREAM);
+        cu_kv_gather(tmp, c, row_len, ds, m, stream_of(b));
+        cu_kv_store(c, row_len, dd, tmp, m, stream_of(b));
     }
     LAUNCHED(b, "kv_permute");
     if (tmp) CU_OK(b, "kv_permute", cudaFree(tmp));
@@ -361,14 +216,14 @@ void cuda_get_rows(kern_backend *b, float *out, const kern_mat *w, const int32_t
     const int32_t *dr = static_cast<const int32_t *>(
         to_device(b, "get_rows", rows, sizeof(int32_t) * (size_t)n));
     if (!dr) return;
-    if (!cu_get_rows(out, w->type, w->data, w->n_in, dr, n, STREAM))
+    if (!LAUNCH(b, cu_get_rows, out, w->type, w->data, w->n_in, dr, n))
         kern_backend_fail(b, ST_ERR_UNSUPPORTED, "get_rows", "weight type %s has no CUDA kernel",
                           dtype_name(w->type));
     LAUNCHED(b, "get_rows");
 }
 
 void cuda_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
-    if (!cu_dequant_rows(out, w->type, w->data, w->n_in, row, 1, STREAM))
+    if (!LAUNCH(b, cu_dequant_rows, out, w->type, w->data, w->n_in, row, 1))
         kern_backend_fail(b, ST_ERR_UNSUPPORTED, "get_row", "weight type %s has no CUDA kernel",
                           dtype_name(w->type));
     LAUNCHED(b, "get_row");
@@ -378,7 +233,7 @@ void cuda_get_row(kern_backend *b, float *out, const kern_mat *w, int64_t row) {
 
 void cuda_rmsnorm(kern_backend *b, float *y, const float *x, const float *w, int32_t n_rows,
                   int32_t dim, float eps) {
-    cu_rmsnorm(y, x, w, n_rows, dim, eps, STREAM);
+    LAUNCH(b, cu_rmsnorm, y, x, w, n_rows, dim, eps);
     LAUNCHED(b, "rmsnorm");
 }
 
@@ -388,7 +243,7 @@ void cuda_rope(kern_backend *b, float *x, const int32_t *pos, int32_t n_rows, in
     const int32_t *dp =
         static_cast<const int32_t *>(to_device(b, "rope", pos, sizeof(int32_t) * (size_t)n_rows));
     if (!dp) return;
-    cu_rope(x, dp, n_rows, n_head, head_dim, rope_dim, base, freq_factors, STREAM);
+    LAUNCH(b, cu_rope, x, dp, n_rows, n_head, head_dim, rope_dim, base, freq_factors);
     LAUNCHED(b, "rope");
 }
 
@@ -399,7 +254,7 @@ void cuda_rope_neox(kern_backend *b, float *x, const int32_t *pos, int32_t n_row
     const int32_t *dp = static_cast<const int32_t *>(
         to_device(b, "rope_neox", pos, sizeof(int32_t) * (size_t)n_rows));
     if (!dp) return;
-    cu_rope_neox(x, dp, n_rows, n_head, head_dim, rope_dim, base, freq_factors, STREAM);
+    LAUNCH(b, cu_rope_neox, x, dp, n_rows, n_head, head_dim, rope_dim, base, freq_factors);
     LAUNCHED(b, "rope_neox");
 }
 
@@ -447,25 +302,25 @@ void cuda_attention(kern_backend *b, const kern_attn *a) {
         if (!dcasc || !(dnsh = to_device(b, "attention", nsh, sizeof(int32_t) * (size_t)a->n_rows))) return;
         for (int32_t g = 0; g < n_casc; g++) st->att_shared += (uint64_t)casc[3 * g + 2] * (casc[3 * g + 1] - 1);
     }
-    cu_attention(a->out, a->q, a->k, a->v, static_cast<const int32_t *>(off),
+    LAUNCH(b, cu_attention, a->out, a->q, a->k, a->v, static_cast<const int32_t *>(off),
                  static_cast<const int32_t *>(segs), a->n_rows, a->n_head, a->n_head_kv,
                  a->head_dim, a->scale, a->sinks, part, part ? n_chunks : 0,
-                 static_cast<const int32_t *>(dcasc), dnsh ? n_casc : 0, static_cast<const int32_t *>(dnsh), STREAM);
+                 static_cast<const int32_t *>(dcasc), dnsh ? n_casc : 0, static_cast<const int32_t *>(dnsh));
     LAUNCHED(b, "attention");
 }
 
 void cuda_swiglu(kern_backend *b, float *y, const float *gate, const float *up, int64_t n) {
-    cu_swiglu(y, gate, up, n, STREAM);
+    LAUNCH(b, cu_swiglu, y, gate, up, n);
     LAUNCHED(b, "swiglu");
 }
 
 void cuda_geglu(kern_backend *b, float *y, const float *gate, const float *up, int64_t n) {
-    cu_geglu(y, gate, up, n, STREAM);
+    LAUNCH(b, cu_geglu, y, gate, up, n);
     LAUNCHED(b, "geglu");
 }
 
 void cuda_add_bias(kern_backend *b, float *y, const float *bias, int32_t n_rows, int32_t dim) {
-    cu_add_bias(y, bias, n_rows, dim, STREAM);
+    LAUNCH(b, cu_add_bias, y, bias, n_rows, dim);
     LAUNCHED(b, "add_bias");
 }
 
@@ -476,17 +331,42 @@ void cuda_softcap(kern_backend *b, float *y, float cap, int64_t n) {
         for (int64_t i = 0; i < n; i++) y[i] = cap * tanhf(y[i] / cap);
         return;
     }
-    cu_softcap(y, cap, n, STREAM);
+    LAUNCH(b, cu_softcap, y, cap, n);
     LAUNCHED(b, "softcap");
 }
 
 void cuda_sigmoid_mul(kern_backend *b, float *y, const float *gate, int64_t n) {
-    cu_sigmoid_mul(y, gate, n, STREAM);
+    LAUNCH(b, cu_sigmoid_mul, y, gate, n);
     LAUNCHED(b, "sigmoid_mul");
 }
 
-/* The rows in order (cell_in and cell_out are host memory): each row's cell made from
- * its cell_in on the device (a copy, or zeros), then its conv and heads. */
+/* One gdn row's work on its cell, recordable: the cell made from src (a copy; zeros when
+ * src is NULL; nothing when it is the cell), then the row, kern_gdn copied without its
+ * host arrays (the launcher reads only the device ones). */
+void launch_gdn_row(kern_backend *b, const kern_gdn *a, int32_t r, float *cell, const float *src) {
+    struct args {
+        kern_gdn a;
+        float *cell;
+        const float *src;
+        size_t bytes;
+        int32_t r;
+        cudaStream_t s;
+    } p;
+    memset(&p, 0, sizeof p); /* (the padding too: the bytes are the signature) */
+    p.a = *a, p.a.cell_in = p.a.cell_out = nullptr;
+    p.cell = cell, p.src = src, p.bytes = sizeof(float) * (size_t)kern_gdn_cell_floats(a);
+    p.r = r, p.s = stream_of(b);
+    cu_graphs::launch_fn(&state_of(b)->rec, &p, sizeof p, [p] {
+        if (!p.src) cudaMemsetAsync(p.cell, 0, p.bytes, p.s);
+        else if (p.src != p.cell)
+            cudaMemcpyAsync(p.cell, p.src, p.bytes, cudaMemcpyDeviceToDevice, p.s);
+        cu_gdn_row(&p.a, p.r, p.cell, p.s);
+    });
+}
+
+/* The rows in order, each on its cell (cell_in and cell_out, host memory, pick the cells'
+ * device addresses, which a step's graph then holds: a sequence continued in place gives
+ * the same launches step after step). */
 void cuda_gdn(kern_backend *b, const kern_gdn *a) {
     if (a->d_state > CU_GDN_MAX_STATE) {
         kern_backend_fail(b, ST_ERR_UNSUPPORTED, "gdn", "d_state %d is over the CUDA kernel's %d",
@@ -494,37 +374,30 @@ void cuda_gdn(kern_backend *b, const kern_gdn *a) {
         return;
     }
     const int64_t cf = kern_gdn_cell_floats(a);
-    const size_t bytes = sizeof(float) * (size_t)cf;
     for (int32_t r = 0; r < a->n_rows; r++) {
-        float *cell = a->cells + (int64_t)a->cell_out[r] * cf;
-        if (a->cell_in[r] < 0 && !CU_OK(b, "gdn", cudaMemsetAsync(cell, 0, bytes, STREAM)))
-            return;
-        if (a->cell_in[r] >= 0 && a->cell_in[r] != a->cell_out[r] &&
-            !CU_OK(b, "gdn", cudaMemcpyAsync(cell, a->cells + (int64_t)a->cell_in[r] * cf, bytes,
-                                             cudaMemcpyDeviceToDevice, STREAM)))
-            return;
-        cu_gdn_row(a, r, cell, STREAM);
+        const float *src = a->cell_in[r] < 0 ? nullptr : a->cells + (int64_t)a->cell_in[r] * cf;
+        launch_gdn_row(b, a, r, a->cells + (int64_t)a->cell_out[r] * cf, src);
         if (!LAUNCHED(b, "gdn")) return;
     }
 }
 
 void cuda_swiglu_oai(kern_backend *b, float *y, const float *gate, const float *up, int64_t n) {
-    cu_swiglu_oai(y, gate, up, n, STREAM);
+    LAUNCH(b, cu_swiglu_oai, y, gate, up, n);
     LAUNCHED(b, "swiglu_oai");
 }
 
 void cuda_scale(kern_backend *b, float *y, float f, int64_t n) {
-    cu_scale(y, f, n, STREAM);
+    LAUNCH(b, cu_scale, y, f, n);
     LAUNCHED(b, "scale");
 }
 
 void cuda_add(kern_backend *b, float *y, const float *x, int64_t n) {
-    cu_add(y, x, n, STREAM);
+    LAUNCH(b, cu_add, y, x, n);
     LAUNCHED(b, "add");
 }
 
 void cuda_softmax(kern_backend *b, float *x, int32_t n_rows, int32_t n) {
-    cu_softmax(x, n_rows, n, STREAM);
+    LAUNCH(b, cu_softmax, x, n_rows, n);
     LAUNCHED(b, "softmax");
 }
 
@@ -536,7 +409,7 @@ void cuda_gather_rows(kern_backend *b, float *y, const float *x, const int32_t *
     const int32_t *di = static_cast<const int32_t *>(
         to_device(b, "gather_rows", idx, sizeof(int32_t) * (size_t)n));
     if (!di) return;
-    cu_gather_rows(y, x, di, n, width, STREAM);
+    LAUNCH(b, cu_gather_rows, y, x, di, n, width);
     LAUNCHED(b, "gather_rows");
 }
 
@@ -562,6 +435,7 @@ void host_topk(const float *x, int32_t n_rows, int32_t n, int32_t k, const kern_
 void cuda_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, int32_t k,
                    kern_lse *lse, int32_t *ids, float *lp) {
     if (n_rows <= 0 || n <= 0) return;
+    eager no_graph(b, "topk_lse");
     const size_t x_bytes = sizeof(float) * (size_t)n_rows * (size_t)n;
     const bool host_x = !on_device(b, x);
     const float *xd = x;
@@ -580,7 +454,7 @@ void cuda_topk_lse(kern_backend *b, const float *x, int32_t n_rows, int32_t n, i
     float *d_mx = reinterpret_cast<float *>(d + nr * 8);
     int32_t *d_ids = reinterpret_cast<int32_t *>(d + nr * 12);
     float *d_lp = reinterpret_cast<float *>(d + nr * 12 + pairs * 4);
-    const int32_t got = cu_topk_lse(xd, n_rows, n, kd, d_ids, d_lp, d_mx, d_ls, STREAM);
+    const int32_t got = cu_topk_lse(xd, n_rows, n, kd, d_ids, d_lp, d_mx, d_ls, stream_of(b));
     if (!LAUNCHED(b, "topk_lse")) return;
     const char *h = static_cast<const char *>(d2h_pinned(b, "topk_lse", d, nr * 12 + pairs * 8));
     if (!h) return;
@@ -647,6 +521,7 @@ kern_ops make_ops() {
     o.geglu = cuda_geglu;
     o.sigmoid_mul = cuda_sigmoid_mul;
     o.gdn = cuda_gdn;
+    o.step_begin = cuda_step_begin;
     return o;
 }
 
@@ -672,3 +547,8 @@ extern "C" uint64_t cu_attn_shared(kern_backend *b) { return cudab::state_of(b)-
 extern "C" uint64_t cu_h2d_bytes(kern_backend *b) { return cudab::state_of(b)->h2d_bytes; }
 
 extern "C" uint64_t cu_dev_allocs(kern_backend *b) { return cudab::state_of(b)->n_allocs; }
+
+extern "C" cu_graph_counts cu_graphs_of(kern_backend *b) {
+    const cu_graphs::recorder &r = cudab::state_of(b)->rec;
+    return cu_graph_counts{r.captures, r.replays, r.eager, r.graphs.size(), r.cap};
+}

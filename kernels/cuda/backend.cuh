@@ -1,11 +1,13 @@
 /* backend.cuh - what the cuda backend's two files share (backend.cu: state, memory, the
  * ops other than products; products.cu: the products): the scratch buffers by use, the
- * stream, the error recorders and the memory helpers backend.cu defines, and the product
- * ops products.cu defines for backend.cu's op table. Internal to the backend. */
+ * instance's stream and step recorder (LAUNCH, the eager scope), the error recorders and
+ * the memory helpers backend.cu (state.cuh) defines, and the product ops products.cu
+ * defines for backend.cu's op table. Internal to the backend. */
 #ifndef MD_CUDA_BACKEND_CUH
 #define MD_CUDA_BACKEND_CUH
 
 #include "kernels/cuda/dequant.cuh"
+#include "kernels/cuda/graphs.h"
 
 #define _Noreturn [[noreturn]] /* base/status.h is C11 */
 extern "C" {
@@ -24,7 +26,25 @@ namespace cudab {
 
 enum { S_HALF, S_OUT, S_IN, S_TOPK, S_Q8, S_ATT, N_SCRATCH }; /* device scratch buffers, by use */
 
-const cu_stream STREAM = nullptr; /* the legacy default stream: every instance's work in order */
+/* b's own stream, and its step recorder (graphs.h). */
+cudaStream_t stream_of(kern_backend *b);
+cu_graphs::recorder *rec_of(kern_backend *b);
+
+/* A kernel launch of this instance (fn's arguments but its stream): queued for the
+ * step's graph while one is recorded, else issued on b's stream. */
+#define LAUNCH(b, fn, ...) cu_graphs::launch(cudab::rec_of(b), fn, __VA_ARGS__)
+
+/* While one lives, this instance's work is issued as it comes: what a step recorded so
+ * far is run first (as a graph unless it is about to free memory: frees drops every
+ * graph, which may point into it), and recording resumes after. Every op that acts on
+ * the host mid-step (allocates, frees, copies to the host, calls cuBLAS, decides per
+ * row) opens one. */
+struct eager {
+    kern_backend *b;
+    bool was;
+    eager(kern_backend *b_, const char *op, bool frees = false);
+    ~eager();
+};
 
 /* e recorded for op naming the call, its file and line, unless a success (then true). */
 bool cu_ok(kern_backend *b, const char *op, cudaError_t e, const char *call, const char *file,

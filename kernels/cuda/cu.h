@@ -40,6 +40,16 @@ uint64_t cu_h2d_bytes(struct kern_backend *b);
  * that a step reuses its buffers. */
 uint64_t cu_dev_allocs(struct kern_backend *b);
 
+/* What became of the segments of steps b recorded (backend.cu, graphs.h): captured into a
+ * new graph (a signature's second sighting), replayed from one, or run as recorded (its
+ * first sighting, or cut short by an op that frees memory); graphs: those kept now;
+ * arena: the bytes of batch arrays a step may stage (grown after a step that needed
+ * more). All 0 with MD_CUDA_GRAPHS=0. */
+typedef struct cu_graph_counts {
+    uint64_t captures, replays, eager, graphs, arena;
+} cu_graph_counts;
+cu_graph_counts cu_graphs_of(struct kern_backend *b);
+
 /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * w for n_rows rows of dim (one block a row, float
  * sums); y may equal x. */
 void cu_rmsnorm(float *y, const float *x, const float *w, int32_t n_rows, int32_t dim,

@@ -21,8 +21,9 @@
  *     A5 A5 A5 FF), so a read of shared memory nobody wrote shows up.
  * Atomics are plain read-modify-writes: fibers switch only at barriers and warp
  * operations. The runtime API's memory, stream and error calls that host code needs are
- * here too (at the end), synchronous. Blocks never run side by side, so a kernel that waits for another block
- * (a grid-wide spin) hangs here; none of ours does. Device memory is host memory.
+ * here too (at the end), synchronous, and stream capture with graphs (emu_graph.h).
+ * Blocks never run side by side, so a kernel that waits for another block (a grid-wide
+ * spin) hangs here; none of ours does. Device memory is host memory.
  *
  * Kernels declare dynamic shared memory with CU_DYN_SHARED(type, name) and are launched
  * with CU_LAUNCH(kernel, grid, block, smem, stream, args...), the same text for nvcc
@@ -58,6 +59,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <new>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -84,6 +86,10 @@ struct uint3 {
     unsigned x, y, z;
 };
 typedef struct CUstream_st *cudaStream_t;
+/* a stream: while it captures (cudaStreamBeginCapture), the graph nodes it records */
+struct CUstream_st {
+    std::vector<std::function<void()>> *rec;
+};
 
 #define __global__
 #define __device__
@@ -469,7 +475,40 @@ inline void run(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream
     st.kernel = nullptr;
 }
 
-/* kernels launched so far (cu_emu_launches): what a test counts per step */
+/* ---- stream capture: a capturing stream records its work as graph nodes ---- */
+
+/* streams capturing now: CUDA's global capture mode fails a synchronous call meanwhile */
+inline int n_capturing;
+
+[[noreturn]] __attribute__((format(printf, 1, 2))) inline void host_fail(const char *fmt, ...) {
+    fflush(stdout);
+    fputs("cuda emulator: ", stderr);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    abort();
+}
+
+/* A synchronous call (copy, allocation, synchronisation): fails during a capture, as
+ * CUDA fails it and invalidates the capture. */
+inline void no_capture(const char *call) {
+    if (n_capturing) host_fail("%s during a stream capture (CUDA fails it: a synchronous call)", call);
+}
+
+/* Work queued on stream s: true when s captures and has recorded it as a node (not run);
+ * work on the legacy default stream during a capture fails (it would join the capture). */
+inline bool record(cudaStream_t s, std::function<void()> node, const char *what) {
+    if (s && s->rec) {
+        s->rec->push_back(std::move(node));
+        return true;
+    }
+    if (!s && n_capturing) host_fail("%s on the legacy default stream during a stream capture", what);
+    return false;
+}
+
+/* kernels run so far, launched or replayed from a graph (cu_emu_launches) */
 inline uint64_t n_launches;
 
 /* CU_LAUNCH's emulated form: the arguments are converted to the kernel's parameter types
@@ -478,9 +517,13 @@ template <class... P, class... A>
 inline void launch(const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                    void (*kern)(P...), A &&...a) {
     static_assert(sizeof...(P) == sizeof...(A), "kernel launched with a wrong argument count");
-    n_launches++;
     std::tuple<std::decay_t<P>...> args(std::forward<A>(a)...);
-    run(name, grid, block, smem, stream, [&] { std::apply(kern, args); });
+    /* a captured launch keeps its own copy of the arguments, as a kernel node does */
+    auto node = [=] {
+        n_launches++;
+        run(name, grid, block, smem, stream, [&] { std::apply(kern, args); });
+    };
+    if (!record(stream, node, name)) node();
 }
 
 } /* namespace cuemu */
@@ -650,6 +693,7 @@ inline std::map<uintptr_t, size_t> dev_blocks;
 } /* namespace cuemu */
 
 inline cudaError_t cudaMalloc(void **p, size_t bytes) {
+    cuemu::no_capture("cudaMalloc");
     /* 256-byte aligned, as the driver's allocations are */
     *p = bytes <= SIZE_MAX - 255 ? aligned_alloc(256, (bytes + 255) / 256 * 256 + 256 * !bytes)
                                  : nullptr;
@@ -674,45 +718,73 @@ inline cudaError_t cudaMallocManaged(T **p, size_t bytes, unsigned flags = cudaM
     return cudaMalloc(reinterpret_cast<void **>(p), bytes);
 }
 inline cudaError_t cudaFree(void *p) {
+    cuemu::no_capture("cudaFree");
     cuemu::dev_blocks.erase((uintptr_t)p);
     free(p);
     return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
     (void)kind;
+    cuemu::no_capture("cudaMemcpy");
     if (bytes) memmove(dst, src, bytes);
     return cudaSuccess;
 }
+/* (a capturing stream records the copy: it reads src when the graph runs) */
 inline cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind,
                                    cudaStream_t s = nullptr) {
-    (void)s;
-    return cudaMemcpy(dst, src, bytes, kind);
+    (void)kind;
+    auto node = [=] {
+        if (bytes) memmove(dst, src, bytes);
+    };
+    if (!cuemu::record(s, node, "cudaMemcpyAsync")) node();
+    return cudaSuccess;
 }
 /* page-locked host memory: plain host memory here */
 inline cudaError_t cudaMallocHost(void **p, size_t bytes) {
+    cuemu::no_capture("cudaMallocHost");
     *p = malloc(bytes ? bytes : 1);
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 inline cudaError_t cudaFreeHost(void *p) {
+    cuemu::no_capture("cudaFreeHost");
     free(p);
     return cudaSuccess;
 }
 inline cudaError_t cudaMemset(void *p, int v, size_t bytes) {
+    cuemu::no_capture("cudaMemset");
     memset(p, v, bytes);
     return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t s = nullptr) {
-    (void)s;
-    return cudaMemset(p, v, bytes);
-}
-inline cudaError_t cudaStreamCreate(cudaStream_t *s) {
-    static char tag; /* any non-null handle: streams are all the same here */
-    *s = reinterpret_cast<cudaStream_t>(&tag);
+    auto node = [=] { memset(p, v, bytes); };
+    if (!cuemu::record(s, node, "cudaMemsetAsync")) node();
     return cudaSuccess;
 }
-inline cudaError_t cudaStreamDestroy(cudaStream_t s) { return (void)s, cudaSuccess; }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t s) { return (void)s, cudaSuccess; }
-inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+#define cudaStreamDefault 0u
+#define cudaStreamNonBlocking 1u
+/* (work runs when queued, so every stream is in order with every other) */
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    (void)flags;
+    *s = new (std::nothrow) CUstream_st{nullptr};
+    return *s ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaStreamCreate(cudaStream_t *s) {
+    return cudaStreamCreateWithFlags(s, cudaStreamDefault);
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (s && s->rec) cuemu::host_fail("cudaStreamDestroy of a stream that is capturing");
+    delete s;
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    (void)s;
+    cuemu::no_capture("cudaStreamSynchronize");
+    return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSynchronize() {
+    cuemu::no_capture("cudaDeviceSynchronize");
+    return cudaSuccess;
+}
 inline cudaError_t cudaGetLastError() { return cudaSuccess; } /* launch errors abort */
 inline cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int *n) { return *n = 1, cudaSuccess; }
@@ -721,6 +793,8 @@ inline const char *cudaGetErrorString(cudaError_t e) {
     return e == cudaSuccess ? "no error" : e == cudaErrorMemoryAllocation ? "out of memory"
                                                                            : "invalid argument";
 }
+
+#include "kernels/cuda/emu_graph.h"
 
 #endif /* the emulator */
 #endif

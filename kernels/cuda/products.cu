@@ -10,7 +10,11 @@
  * same bits in any batch there; on a GPU the two differ only in the order of their float
  * sums. matmul_n's products of one type and input go as one (fused_n): one launch of the
  * few-row kernels, or x rounded once for cuBLAS. The down projection of a block type
- * forms SwiGLU's values as it quantises them (matmul_swiglu). */
+ * forms SwiGLU's values as it quantises them (matmul_swiglu). Every kernel goes through
+ * LAUNCH (recorded for the step's graph, graphs.h); cuBLAS, which is not recorded, runs in
+ * an eager scope, so a many-row product ends the recorded segment. */
+#include <string.h>
+
 #include "kernels/cuda/backend.cuh"
 
 namespace {
@@ -25,7 +29,7 @@ const void *product_acts(kern_backend *b, uint32_t type, const float *x, int32_t
     if (type == DT_F32) return x;
     const size_t n = (size_t)n_rows * (size_t)n_in;
     uint16_t *xh = static_cast<uint16_t *>(scratch(b, "matmul", S_HALF, sizeof(uint16_t) * n));
-    if (xh) cu_to_half(xh, x, (int64_t)n, type, STREAM);
+    if (xh) LAUNCH(b, cu_to_half, xh, x, (int64_t)n, type);
     return xh;
 }
 
@@ -35,6 +39,7 @@ const void *product_acts(kern_backend *b, uint32_t type, const float *x, int32_t
  * same calls to emu_blas.h, which computes what cuBLAS would from the arguments in
  * cu_matmul_few's order, so a row's result there is the same bits in any batch. */
 bool product(kern_backend *b, float *y, const kern_mat *w, const void *xa, int32_t n_rows) {
+    eager no_graph(b, "matmul"); /* (cuBLAS is not recorded) */
     const float one = 1.0f, zero = 0.0f;
     const int m = (int)w->n_out, k = (int)w->n_in;
     cublasHandle_t h = blas_of(b);
@@ -58,7 +63,7 @@ struct q8_acts {
 
 /* Whether weights of type go through cu_matmul_q8 (the block types). */
 bool takes_q8(uint32_t type) {
-    return cu_matmul_q8(nullptr, type, nullptr, 0, 0, nullptr, nullptr, nullptr, 0, STREAM);
+    return cu_matmul_q8(nullptr, type, nullptr, 0, 0, nullptr, nullptr, nullptr, 0, nullptr);
 }
 
 /* x (n_rows, n_in) quantised into S_Q8, or SwiGLU's values of gate x and up when up is
@@ -71,11 +76,11 @@ bool quantize_acts(kern_backend *b, q8_acts *a, const float *x, int32_t n_rows, 
     *a = q8_acts{reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
                  reinterpret_cast<int32_t *>(p + n + n / 8)};
     if (up)
-        cu_quantize_q8_swiglu(reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
-                              reinterpret_cast<int32_t *>(p + n + n / 8), x, up, n_rows, n_in, STREAM);
+        LAUNCH(b, cu_quantize_q8_swiglu, reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
+               reinterpret_cast<int32_t *>(p + n + n / 8), x, up, n_rows, n_in);
     else
-        cu_quantize_q8(reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
-                       reinterpret_cast<int32_t *>(p + n + n / 8), x, n_rows, n_in, STREAM);
+        LAUNCH(b, cu_quantize_q8, reinterpret_cast<int8_t *>(p), reinterpret_cast<float *>(p + n),
+               reinterpret_cast<int32_t *>(p + n + n / 8), x, n_rows, n_in);
     return true;
 }
 
@@ -98,15 +103,42 @@ void matmul_one(kern_backend *b, float *y, const kern_mat *w, const float *x, in
     if (takes_q8(w->type)) {
         if (!xq && !quantize_acts(b, &own, x, n_rows, w->n_in)) return;
         const q8_acts &a = xq ? *xq : own;
-        cu_matmul_q8(yd, w->type, w->data, w->n_out, w->n_in, a.q, a.d, a.sum, n_rows, STREAM);
+        LAUNCH(b, cu_matmul_q8, yd, w->type, w->data, w->n_out, w->n_in, a.q, a.d, a.sum, n_rows);
     } else if (n_rows <= CU_FEW_ROWS) {
-        cu_matmul_few(yd, w->type, w->data, w->n_out, w->n_in, x, n_rows, STREAM);
+        LAUNCH(b, cu_matmul_few, yd, w->type, w->data, w->n_out, w->n_in, x, n_rows);
     } else {
         const void *xa = product_acts(b, w->type, x, n_rows, w->n_in);
         if (!xa || !product(b, yd, w, xa, n_rows)) return; /* (yd holds an older product's rows) */
     }
     if (LAUNCHED(b, "matmul") && yd != y)
         CU_OK(b, "matmul", d2h(b, y, yd, y_bytes));
+}
+
+/* cu_matmul_q8_n (a given) or cu_matmul_few_n (x given), its arrays copied for the
+ * step's graph, which signs them all. */
+void launch_n(kern_backend *b, int32_t n, float *const *y, uint32_t type, const void *const *w,
+              const int64_t *n_out, int64_t n_in, const q8_acts *a, const float *x, int32_t n_rows) {
+    struct args {
+        float *y[CU_MQ_N];
+        const void *w[CU_MQ_N];
+        int64_t n_out[CU_MQ_N], n_in;
+        q8_acts a;
+        const float *x;
+        int32_t n, n_rows;
+        uint32_t type;
+        bool q8;
+        cudaStream_t s;
+    } p;
+    memset(&p, 0, sizeof p); /* (the padding too: the bytes are the signature) */
+    for (int32_t i = 0; i < n; i++) p.y[i] = y[i], p.w[i] = w[i], p.n_out[i] = n_out[i];
+    p.n_in = n_in, p.x = x, p.n = n, p.n_rows = n_rows, p.type = type, p.s = stream_of(b);
+    if (a) p.a = *a, p.q8 = true;
+    cu_graphs::launch_fn(rec_of(b), &p, sizeof p, [p] {
+        if (p.q8)
+            cu_matmul_q8_n(p.n, p.y, p.type, p.w, p.n_out, p.n_in, p.a.q, p.a.d, p.a.sum, p.n_rows, p.s);
+        else
+            cu_matmul_few_n(p.n, p.y, p.type, p.w, p.n_out, p.n_in, p.x, p.n_rows, p.s);
+    });
 }
 
 /* Whether matmul_n's products go as one: at most CU_MQ_N of one type with a device
@@ -127,10 +159,8 @@ void fused_n(kern_backend *b, int32_t n, float *const *y, const kern_mat *const 
     for (int32_t i = 0; i < n; i++) wd[i] = w[i]->data, n_out[i] = w[i]->n_out;
     const uint32_t t = w[0]->type;
     const int64_t n_in = w[0]->n_in;
-    if (a) {
-        cu_matmul_q8_n(n, y, t, wd, n_out, n_in, a->q, a->d, a->sum, n_rows, STREAM);
-    } else if (n_rows <= CU_FEW_ROWS) {
-        cu_matmul_few_n(n, y, t, wd, n_out, n_in, x, n_rows, STREAM);
+    if (a || n_rows <= CU_FEW_ROWS) {
+        launch_n(b, n, y, t, wd, n_out, n_in, a, x, n_rows);
     } else {
         const void *xa = product_acts(b, t, x, n_rows, n_in);
         for (int32_t i = 0; xa && i < n; i++)
@@ -154,7 +184,7 @@ void cuda_matmul_swiglu(kern_backend *b, float *y, const kern_mat *w, float *gat
                         int32_t n_rows) {
     if (n_rows <= 0) return;
     if (!takes_q8(w->type)) {
-        cu_swiglu(gate, gate, up, (int64_t)n_rows * w->n_in, STREAM);
+        LAUNCH(b, cu_swiglu, gate, gate, up, (int64_t)n_rows * w->n_in);
         if (LAUNCHED(b, "matmul_swiglu")) matmul_one(b, y, w, gate, n_rows, nullptr);
         return;
     }
