@@ -111,6 +111,12 @@ __global__ void k_missing_lane(float *out) {
     if (threadIdx.x < 16) v += __shfl_down_sync(0xffffffffu, v, 1); /* half the warp */
     out[threadIdx.x] = v;
 }
+__global__ void k_mixed_ops(float *out) {
+    float v = out[threadIdx.x];
+    if (threadIdx.x < 16) v += __shfl_xor_sync(0xffffffffu, v, 1); /* the others: a syncwarp */
+    else __syncwarp(0xffffffffu);
+    out[threadIdx.x] = v;
+}
 __global__ void k_read_outside_mask(float *out) {
     float v = out[threadIdx.x];
     if (threadIdx.x < 16) v += __shfl_sync(0x0000ffffu, v, 20); /* lane 20 is not in it */
@@ -271,6 +277,10 @@ static void test_failures(void) {
     T_CHECK(aborts_with([&] { CU_LAUNCH(k_missing_lane, 1, 32, 0, nullptr, fo.data()); },
                         {"k_missing_lane", "0xffffffff"}, &m),
             "shuffle with lanes missing: %s", m.c_str());
+    m.clear();
+    T_CHECK(aborts_with([&] { CU_LAUNCH(k_mixed_ops, 1, 32, 0, nullptr, fo.data()); },
+                        {"k_mixed_ops", "meets lane", "another warp operation"}, &m),
+            "one mask, two warp operations: %s", m.c_str());
     m.clear();
     T_CHECK(aborts_with([&] { CU_LAUNCH(k_read_outside_mask, 1, 32, 0, nullptr, fo.data()); },
                         {"k_read_outside_mask", "reads lane 20"}, &m),

@@ -155,7 +155,7 @@ struct fiber {
     char *stack; /* usable part, STACK bytes above a guard page */
     uint3 tid;
     fstate state;
-    const char *file; /* where it waits */
+    const char *name, *file; /* where it waits (name: the warp operation) */
     int line;
     wop op;
     unsigned mask;
@@ -170,6 +170,8 @@ struct state {
     dim3 grid, block;
     uint3 block_idx;
     std::vector<fiber> fibers; /* the stacks persist; the rest is reset per block */
+    /* per warp of the running block, a bit a lane: waiting in a warp operation, exited */
+    std::vector<uint32_t> warp_wait, warp_done;
     fiber *cur;
     fctx sched;
     void *sched_fake;
@@ -241,18 +243,35 @@ inline void fiber_main() {
 #endif
     st.body();
     st.cur->state = DONE;
+    st.warp_done[(size_t)(st.cur - st.fibers.data()) / WARP] |= 1u << lane_of(st.cur);
     to_sched();
     fail("a finished thread was resumed");
 }
 
 /* ---- shared memory poison ---- */
 
-/* Fills [p, p + bytes) with the poison words. Not instrumented: the __shared__ section
- * holds ASan's redzones between the variables, which nobody reads. */
+/* Fills [p, p + bytes) with the poison words, a word at a time (it runs before every
+ * block: byte by byte it was most of an emulated test's time). Not instrumented: the
+ * __shared__ section holds ASan's redzones between the variables, which nobody reads. */
 __attribute__((no_sanitize("address"))) inline void poison(void *p, size_t bytes) {
     unsigned char *b = (unsigned char *)p;
     const uint32_t w = POISON;
-    for (size_t i = 0; i < bytes; i++) b[i] = (unsigned char)(w >> 8 * (i % 4));
+    size_t i = 0;
+    for (; i + 4 <= bytes; i += 4) memcpy(b + i, &w, 4);
+    for (; i < bytes; i++) b[i] = (unsigned char)(w >> 8 * (i % 4));
+}
+
+/* Aborts unless every lane of f's mask that waits in a warp operation waits in f's, with
+ * f's mask (warp: f's lane 0). */
+inline void warp_agree(const fiber *f, const fiber *warp) {
+    for (int l = 0; l < WARP; l++) {
+        if (!(f->mask >> l & 1)) continue;
+        const fiber &o = warp[l];
+        if (o.state != AT_WARP || (o.mask == f->mask && o.op == f->op)) continue;
+        fail("%s at %s:%d (lane %d, mask 0x%08x) meets lane %d in another warp operation "
+             "(%s:%d, mask 0x%08x)",
+             f->name, f->file, f->line, lane_of(f), f->mask, l, o.file, o.line, o.mask);
+    }
 }
 
 /* ---- the block barrier ---- */
@@ -283,6 +302,10 @@ inline void stalled() {
         for (int i = 0; i < n; i++) st.fibers[i].state = READY;
         return;
     }
+    for (int i = 0; i < n && !first; i++) { /* lanes of one mask at different operations */
+        const fiber &f = st.fibers[i];
+        if (f.state == AT_WARP) warp_agree(&f, st.fibers.data() + i - lane_of(&f));
+    }
     for (int i = 0; i < n; i++) { /* a warp operation that never completed */
         const fiber &f = st.fibers[i];
         if (f.state == AT_WARP && !first)
@@ -305,7 +328,9 @@ inline void stalled() {
 /* ---- warp operations ---- */
 
 /* Completes the operation of the running fiber's group when every lane of its mask has
- * posted; else parks the fiber until the last lane does. Returns the fiber's result. */
+ * posted; else parks the fiber until the last lane does. Returns the fiber's result. A
+ * warp's waiting and exited lanes are bit masks, so a lane's arrival costs a few
+ * operations and the group is checked once, when it completes (or at a stall). */
 inline uint64_t warp_op(wop op, unsigned mask, int src, uint64_t val, const char *name,
                         const char *file, int line) {
     fiber *f = st.cur;
@@ -322,39 +347,32 @@ inline uint64_t warp_op(wop op, unsigned mask, int src, uint64_t val, const char
     if (src >= 0 && !(mask >> src & 1))
         fail("%s at %s:%d: lane %d reads lane %d, outside mask 0x%08x", name, file, line, lane,
              src, mask);
+    uint32_t &wait = st.warp_wait[(size_t)base / WARP];
+    const uint32_t done = st.warp_done[(size_t)base / WARP] & mask;
+    if (done)
+        fail("%s at %s:%d: mask 0x%08x names lane %d, which has exited", name, file, line, mask,
+             __builtin_ctz(done));
     f->op = op;
+    f->name = name;
     f->mask = mask;
     f->src = src;
     f->val = val;
     f->file = file;
     f->line = line;
     f->state = AT_WARP;
-    bool all = true;
-    for (int l = 0; l < n_lanes; l++) {
-        if (!(mask >> l & 1)) continue;
-        const fiber &o = warp[l];
-        if (o.state == DONE)
-            fail("%s at %s:%d: mask 0x%08x names lane %d, which has exited", name, file, line,
-                 mask, l);
-        if (o.state != AT_WARP) {
-            all = false;
-            continue;
-        }
-        if (o.mask != mask || o.op != op)
-            fail("%s at %s:%d (lane %d, mask 0x%08x) meets lane %d in another warp operation "
-                 "(%s:%d, mask 0x%08x)",
-                 name, file, line, lane, mask, l, o.file, o.line, o.mask);
-    }
-    if (all) {
-        for (int l = 0; l < n_lanes; l++) {
-            if (!(mask >> l & 1)) continue;
-            fiber &o = warp[l];
-            o.result = o.src < 0 ? o.val : warp[o.src].val;
-            o.state = READY;
-        }
+    wait |= 1u << lane;
+    if ((wait & mask) != mask) {
+        to_sched();
         return f->result;
     }
-    to_sched();
+    warp_agree(f, warp);
+    for (int l = 0; l < n_lanes; l++) {
+        if (!(mask >> l & 1)) continue;
+        fiber &o = warp[l];
+        o.result = o.src < 0 ? o.val : warp[o.src].val;
+        o.state = READY;
+    }
+    wait &= ~mask;
     return f->result;
 }
 
@@ -418,6 +436,8 @@ inline void run_block() {
     if (__start_cuemu_shared && __stop_cuemu_shared)
         poison(__start_cuemu_shared, (size_t)(__stop_cuemu_shared - __start_cuemu_shared));
     poison(st.dyn_smem, st.dyn_bytes);
+    st.warp_wait.assign((size_t)(n + WARP - 1) / WARP, 0);
+    st.warp_done.assign((size_t)(n + WARP - 1) / WARP, 0);
     for (int i = 0; i < n; i++) {
         fiber *f = &st.fibers[i];
         make_fiber(f);
