@@ -197,6 +197,27 @@ static int32_t same_topk(forest *const f[2], step_plan p[2], int32_t K, int32_t 
     return same;
 }
 
+/* Leaves of f whose step_logprob_of of each top-k token of p's last step is the top-k's
+ * log-probability, bit for bit, with nothing brought back from c's device for it. */
+static int32_t topk_logprobs_free(const forest *f, step_plan *p, model_ctx *c) {
+    forest_id leaves[16];
+    const int32_t n = forest_leaves(f, leaves, 16);
+    int32_t good = 0;
+    for (int32_t k = 0; k < n; k++) {
+        const int32_t *ids;
+        const float *lp;
+        const int32_t nk = step_topk_of(p, leaves[k], &ids, &lp);
+        const uint64_t d0 = cu_d2h_bytes(model_ctx_backend(c));
+        bool same = nk > 0;
+        for (int32_t i = 0; i < nk; i++) {
+            const float x = step_logprob_of(p, leaves[k], ids[i]);
+            same = same && !memcmp(&x, &lp[i], sizeof x);
+        }
+        good += same && cu_d2h_bytes(model_ctx_backend(c)) == d0;
+    }
+    return good;
+}
+
 /* Each leaf of f grown by its best token of p's last step (greedy from the top-k). */
 static void grow_top1(forest *f, const step_plan *p) {
     forest_id leaves[16];
@@ -251,9 +272,11 @@ static void topk_only(const model *m, const char *name, uint64_t seed) {
             const uint64_t u = cu_h2d_bytes(be) - u0;
             h2d[j] = u > h2d[j] ? u : h2d[j];
         }
-        const int32_t same = same_topk(f, p, K, &n);
+        const int32_t same = same_topk(f, p, K, &n), free_lp = topk_logprobs_free(f[1], &p[1], c[1]);
         T_CHECK(n == 4 && same == n, "%s step %d: topk_only gives the same top-k and alternatives "
                 "for %d of %d leaves, no rows", name, step + 1, same, n);
+        T_CHECK(free_lp == n, "%s step %d: the log-probabilities of the top-k tokens read from the "
+                "top-k without a download for %d of %d leaves", name, step + 1, free_lp, n);
     }
     T_CHECK(d2h[0] >= (uint64_t)n * V * sizeof(float) && d2h[1] < (uint64_t)V * sizeof(float),
             "%s: bytes brought back by a step of %d rows: %llu with full rows, %llu top-k only", name,

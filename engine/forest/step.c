@@ -284,6 +284,11 @@ float step_logprob_of(step_plan *p, forest_id node, int32_t t) {
     if (o < 0 || t < 0 || t >= p->n_vocab) return NAN;
     const size_t at = (size_t)o * p->n_vocab + t;
     if (p->rows_kept) return kern_logprob(p->logits[at], row_lse(p, o));
+    /* a token of the row's top-k has its log-probability there, the same bits (greedy
+     * callers ask for their top-1): only another token's logit comes back */
+    const int32_t nk = p->tk_k < p->n_vocab ? p->tk_k : p->n_vocab;
+    for (int32_t i = 0; i < nk; i++)
+        if (p->tk_ids[(size_t)o * p->tk_k + i] == t) return p->tk_lp[(size_t)o * p->tk_k + i];
     float x; /* the run computed every row's lse on the device (store_topk) */
     kern_backend_ops(p->be)->download(p->be, &x, p->dev_rows + at, sizeof x);
     return kern_logprob(x, p->lse[o]);

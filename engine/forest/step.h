@@ -177,7 +177,8 @@ int32_t step_argmax_of(const step_plan *p, forest_id node);
 
 /* log softmax(logits of node)[t] after the last run (t < n_vocab), or NAN when node was
  * not scored: kern_logprob with the row's log-sum-exp from the backend's topk_lse op (a
- * row left on a device (topk_only) brings back its logit t alone),
+ * row left on a device (topk_only) brings back its logit t alone, unless t is in the
+ * row's top-k, whose log-probabilities are these bits),
  * computed once per run and shared by every caller and by the top-k (step_topk_of), so
  * asking again costs nothing and gives the same bits (on the cpu backend also those of
  * sample_log_softmax). */
