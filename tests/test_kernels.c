@@ -414,7 +414,8 @@ static kern_attn attn_both(kern_backend *ref, kern_backend *cpu, int32_t n_rows,
 }
 
 static void test_attention(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
-    static const int32_t hds[] = {8, 32, 64, 128};
+    /* (AVX2: 8 .. 64 in registers, 80, 128 and 256 in blocks with a part block at 80) */
+    static const int32_t hds[] = {8, 32, 64, 80, 128, 256};
     static const int32_t gqa[][2] = {{4, 4}, {4, 2}, {8, 2}, {6, 3}, {9, 3}};
     enum { N_SLOTS = 300, N_ROWS = 6, MAX_SEGS = 40 };
     for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++) {
@@ -701,7 +702,7 @@ static void test_matmul_mxfp4_scales(kern_backend *ref, kern_backend *cpu, uint6
  * prefill) go through its chunks together, row after row while a chunk is in cache; each
  * row must still get exactly the bits it gets alone, and match the ref backend. */
 static void test_attention_shared(kern_backend *ref, kern_backend *cpu, uint64_t seed) {
-    static const int32_t hds[] = {16, 32, 64, 128};
+    static const int32_t hds[] = {16, 32, 64, 128, 256};
     enum { N_ROWS = 7, CTX = 200, OWN = 23 };
     const int32_t nh = 6, nkv = 2, n_slots = CTX + N_ROWS * OWN;
     for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++) {

@@ -18,7 +18,9 @@
  * (decode of a single row on many cores): a split group loads K and V once per part.
  * With AVX-512 the horizontal sums that end each dot product q.k are taken 16 at a time
  * (four keys by up to four heads, vf_hsum16, by vf_hsum's tree; a transposed layout,
- * tried first, was bound by loads: kernels/README.md). */
+ * tried first, was bound by loads: kernels/README.md). With AVX2, whose 16 registers do not
+ * hold a group's q and outputs, eight keys of a head at a time (vf_hsum8) and the values in
+ * register blocks (attn_values), for any head size of whole vectors. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -105,6 +107,33 @@ SIMD_INLINE void attn_prefetch_key(const float *const *kp, const float *const *v
     attn_prefetch(vp[j], hd);
 }
 
+/* attn_lanes with q and k read from memory (nv vectors, any number): fma0 starts the
+ * first chain with an FMA on zero as simd_dot does (NV == 0), else with attn_lanes's
+ * product; the chains and their order are the same, so the bits are. */
+SIMD_INLINE vf attn_lanes_at(const float *q, const float *k, int32_t nv, const bool fma0) {
+    vf s0 = fma0 ? vf_fma(vf_load(q), vf_load(k), vf_zero()) : vf_mul(vf_load(q), vf_load(k));
+    vf s1 = vf_zero();
+    int32_t i = 1;
+#pragma GCC unroll 8
+    for (; i + 1 < nv; i += 2) {
+        s1 = vf_fma(vf_load(q + i * VF_N), vf_load(k + i * VF_N), s1);
+        s0 = vf_fma(vf_load(q + (i + 1) * VF_N), vf_load(k + (i + 1) * VF_N), s0);
+    }
+    if (i < nv) s1 = vf_fma(vf_load(q + i * VF_N), vf_load(k + i * VF_N), s1);
+    return vf_add(s0, s1);
+}
+
+/* Whether the AVX2 layout serves head size hd (VF_HSUM8: eight keys' sums a vector and
+ * the values in register blocks; any whole number of vectors). */
+SIMD_INLINE bool attn_wide(int32_t hd) {
+#if VF_HSUM8
+    return hd % VF_N == 0;
+#else
+    (void)hd;
+    return false;
+#endif
+}
+
 /* sc[p * ATTN_CHUNK + j] for the NP heads and the cnt keys kp[j], key by key (see
  * attn_chunk). With AVX-512, four keys at a time for all heads, their horizontal sums
  * taken together by vf_hsum16 (the same tree as vf_hsum, so the same bits, for about a
@@ -139,11 +168,29 @@ SIMD_INLINE void attn_scores(attn_head *const *h, const float *const *kp, const 
         if (NP > 3) _mm_storeu_ps(sc + 3 * ATTN_CHUNK + j, _mm512_extractf32x4_ps(r, 3));
     }
 #endif
+#if VF_HSUM8
+    /* eight keys at a time, one head after another (q and the keys from L1), their eight
+     * horizontal sums taken together by vf_hsum8 (the same bits as vf_hsum), instead of
+     * one dependent chain and one scalar store per key and head */
+    const int32_t nv = NV > 0 ? NV : hd / VF_N;
+    for (; attn_wide(hd) && j + 8 <= cnt; j += 8) {
+        if (pf)
+            for (int e = 0; e < 8; e++) attn_prefetch_key(kp, vp, j + e, cnt, hd);
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; p++) {
+            vf v[8];
+#pragma GCC unroll 8
+            for (int e = 0; e < 8; e++) v[e] = attn_lanes_at(h[p]->q, kp[j + e], nv, NV == 0);
+            vf_store(sc + p * ATTN_CHUNK + j, vf_mul(vf_hsum8(v), vf_set1(scale)));
+        }
+    }
+#endif
     for (; j < cnt; j++) {
         const float *kj = kp[j];
         if (pf) attn_prefetch_key(kp, vp, j, cnt, hd);
         if (NV == 0) {
-            sc[j] = simd_dot(h[0]->q, kj, hd) * scale;
+#pragma GCC unroll 4
+            for (int p = 0; p < NP; p++) sc[p * ATTN_CHUNK + j] = simd_dot(h[p]->q, kj, hd) * scale;
             continue;
         }
         vf kv[8];
@@ -151,6 +198,44 @@ SIMD_INLINE void attn_scores(attn_head *const *h, const float *const *kp, const 
         for (int i = 0; i < NV; i++) kv[i] = vf_load(kj + i * VF_N);
 #pragma GCC unroll 4
         for (int p = 0; p < NP; p++) sc[p * ATTN_CHUNK + j] = vf_hsum(attn_lanes(qv[p], kv, NV)) * scale;
+    }
+}
+
+/* The values pass where attn_wide: each head's output scaled by f[p], then the weighted
+ * V rows added key by key, as attn_chunk's register form and simd_scale + simd_axpy do
+ * (the same operations on each element, in the same order, so the same bits), a block of
+ * VB vectors of every head's output at a time in registers (AVX2's 16 hold NP x VB
+ * accumulators, VB V vectors and a weight). */
+SIMD_INLINE void attn_values(attn_head *const *h, const float *const *vp, int32_t cnt, int32_t nv,
+                             const float *sc, const float *f, const int NP) {
+    enum { VBM = 4 };
+    const int VB = NP <= 2 ? 4 : 2;
+    for (int32_t b = 0; b < nv; b += VB) {
+        const int nb = nv - b < VB ? (int)(nv - b) : VB;
+        vf acc[4][VBM];
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; p++)
+#pragma GCC unroll 4
+            for (int i = 0; i < VB; i++)
+                acc[p][i] = i < nb ? vf_mul(vf_load(h[p]->out + (b + i) * VF_N), vf_set1(f[p])) : vf_zero();
+        for (int32_t j = 0; j < cnt; j++) {
+            vf vv[VBM];
+#pragma GCC unroll 4
+            for (int i = 0; i < VB; i++)
+                vv[i] = i < nb ? vf_load(vp[j] + (b + i) * VF_N) : vf_zero();
+#pragma GCC unroll 4
+            for (int p = 0; p < NP; p++) {
+                const vf w = vf_set1(sc[p * ATTN_CHUNK + j]);
+#pragma GCC unroll 4
+                for (int i = 0; i < VB; i++)
+                    if (i < nb) acc[p][i] = vf_fma(w, vv[i], acc[p][i]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int p = 0; p < NP; p++)
+#pragma GCC unroll 4
+            for (int i = 0; i < VB; i++)
+                if (i < nb) vf_store(h[p]->out + (b + i) * VF_N, acc[p][i]);
     }
 }
 
@@ -182,6 +267,10 @@ SIMD_INLINE void attn_chunk(attn_head *const *h, const float *const *kp, const f
             h[p]->m = cm;
         }
         h[p]->l += simd_exp_sum(scp, cnt, h[p]->m);
+    }
+    if (attn_wide(hd)) {
+        attn_values(h, vp, cnt, NV > 0 ? NV : hd / VF_N, sc, f, NP);
+        return;
     }
     if (NV == 0) {
         simd_scale(h[0]->out, f[0], hd);
@@ -225,7 +314,7 @@ typedef void (*attn_chunk_fn)(attn_head *const *h, const float *const *kp, const
     }
 #define ATTN_CHUNK_NV(nv)                                                                 \
     ATTN_CHUNK_FN(nv, 1) ATTN_CHUNK_FN(nv, 2) ATTN_CHUNK_FN(nv, 3) ATTN_CHUNK_FN(nv, 4)
-ATTN_CHUNK_FN(0, 1) ATTN_CHUNK_NV(1) ATTN_CHUNK_NV(2) ATTN_CHUNK_NV(3) ATTN_CHUNK_NV(4)
+ATTN_CHUNK_NV(0) ATTN_CHUNK_NV(1) ATTN_CHUNK_NV(2) ATTN_CHUNK_NV(3) ATTN_CHUNK_NV(4)
 ATTN_CHUNK_NV(5) ATTN_CHUNK_NV(6) ATTN_CHUNK_NV(7) ATTN_CHUNK_NV(8)
 #define ATTN_FNS(nv) {NULL, attn_chunk_##nv##_1, attn_chunk_##nv##_2, attn_chunk_##nv##_3, \
                       attn_chunk_##nv##_4}
@@ -233,10 +322,10 @@ ATTN_CHUNK_NV(5) ATTN_CHUNK_NV(6) ATTN_CHUNK_NV(7) ATTN_CHUNK_NV(8)
 /* The chunk kernels for head size hd, by number of heads (fns[1 .. *np_max]). */
 static const attn_chunk_fn *attn_chunk_for(int32_t hd, int32_t *np_max) {
     static const attn_chunk_fn fns[9][5] = {
-        {NULL, attn_chunk_0_1}, ATTN_FNS(1), ATTN_FNS(2), ATTN_FNS(3), ATTN_FNS(4),
+        ATTN_FNS(0), ATTN_FNS(1), ATTN_FNS(2), ATTN_FNS(3), ATTN_FNS(4),
         ATTN_FNS(5), ATTN_FNS(6), ATTN_FNS(7), ATTN_FNS(8)};
     const int32_t nv = hd % VF_N == 0 && hd / VF_N <= 8 ? hd / VF_N : 0;
-    *np_max = nv == 0 ? 1 : ATTN_NP(nv);
+    *np_max = nv > 0 ? ATTN_NP(nv) : attn_wide(hd) ? 4 : 1; /* (NV 0 holds no head in registers) */
     return fns[nv];
 }
 

@@ -149,6 +149,23 @@ SIMD_INLINE float vf_hsum(vf v) {
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
 }
+#define VF_HSUM8 1
+/* vf_hsum of 8 vectors at once, by the same pairs of lanes, so bitwise the same: lane k
+ * of the result is vf_hsum(v[k]) (shuffles only pack the vectors' partial sums together:
+ * 8 sums in 14 instructions instead of 8 x 5 and 8 scalar stores). */
+SIMD_INLINE vf vf_hsum8(const vf v[8]) {
+    __m256 w[4], x[2];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) /* lanes l and l + 4; v[i] low, v[i + 4] high */
+        w[i] = _mm256_add_ps(_mm256_permute2f128_ps(v[i], v[i + 4], 0x20),
+                             _mm256_permute2f128_ps(v[i], v[i + 4], 0x31));
+#pragma GCC unroll 2
+    for (int j = 0; j < 2; j++) /* l and l + 2 */
+        x[j] = _mm256_add_ps(_mm256_shuffle_ps(w[2 * j], w[2 * j + 1], 0x44),
+                             _mm256_shuffle_ps(w[2 * j], w[2 * j + 1], 0xee));
+    /* l and l + 1 */
+    return _mm256_add_ps(_mm256_shuffle_ps(x[0], x[1], 0x88), _mm256_shuffle_ps(x[0], x[1], 0xdd));
+}
 SIMD_INLINE float vf_hmax(vf v) {
     __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
