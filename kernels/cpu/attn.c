@@ -325,7 +325,8 @@ static const attn_chunk_fn *attn_chunk_for(int32_t hd, int32_t *np_max) {
         ATTN_FNS(0), ATTN_FNS(1), ATTN_FNS(2), ATTN_FNS(3), ATTN_FNS(4),
         ATTN_FNS(5), ATTN_FNS(6), ATTN_FNS(7), ATTN_FNS(8)};
     const int32_t nv = hd % VF_N == 0 && hd / VF_N <= 8 ? hd / VF_N : 0;
-    *np_max = nv > 0 ? ATTN_NP(nv) : attn_wide(hd) ? 4 : 1; /* (NV 0 holds no head in registers) */
+    /* (NV 0 holds no head in registers; its plain path, simd_dot and simd_axpy, takes one) */
+    *np_max = nv > 0 ? ATTN_NP(nv) : attn_wide(hd) ? 4 : 1;
     return fns[nv];
 }
 
