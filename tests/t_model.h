@@ -11,6 +11,16 @@
 #include "forest/sample.h"
 #include "tok/tok.h"
 
+/* Whether the cuda backend starts (a device, or the emulator in this build); a skip when
+ * it does not. */
+static inline bool t_cuda_device(void) {
+    st_err err = {0};
+    kern_backend *probe = kern_backend_init("cuda", 0, &err);
+    if (!probe) T_SKIP("no CUDA device: %s", err.msg);
+    kern_backend_free(probe);
+    return probe != NULL;
+}
+
 /* stories260K (the shared fixture) and its tokenizer into *m and *tk: false, both NULL,
  * with a skip when the fixture is absent or a failed check when it does not load. */
 static inline bool t_stories(model **m, tok **tk) {

@@ -587,12 +587,7 @@ static void judge_dev(const model *m, const char *name) {
 
 int main(void) {
     st_err err = {0};
-    kern_backend *probe = kern_backend_init("cuda", 0, &err);
-    if (!probe) {
-        T_SKIP("no CUDA device: %s", err.msg);
-        return t_done();
-    }
-    kern_backend_free(probe);
+    if (!t_cuda_device()) return t_done();
     setenv("MD_BACKEND", "cuda", 1); /* t_greedy_linear's contexts */
     mkmodel_params mp = tiny(NULL, DT_Q8_0, 26);
     model *m = t_random_model(&mp, &err);
@@ -644,13 +639,9 @@ int main(void) {
         topk_only(m, "tiny qwen35", 14);
     }
     model_free(m);
-    const char *sp = t_shared("models/stories260K.gguf");
-    if (!sp) {
-        T_MISSING("stories260K fixture absent");
-        return t_done();
-    }
-    m = model_load(sp, &err);
-    T_CHECK(m != NULL, "stories260K: %s", err.msg);
+    tok *tk;
+    if (!t_stories(&m, &tk)) return t_done();
+    tok_free(tk);
     if (m) {
         run_model(m, "stories260K", NERR_BOUND, 11);
         topk_only(m, "stories260K", 13);

@@ -140,12 +140,7 @@ static void graphs_vs_none(const model *m, const char *name, int32_t np, uint64_
 
 int main(void) {
     st_err err = {0};
-    kern_backend *probe = kern_backend_init("cuda", 0, &err);
-    if (!probe) {
-        T_SKIP("no CUDA device: %s", err.msg);
-        return t_done();
-    }
-    kern_backend_free(probe);
+    if (!t_cuda_device()) return t_done();
     mkmodel_params mp = mkmodel_default_params();
     mp.wtype = DT_Q8_0, mp.seed = 31;
     mp.n_embd = 64, mp.n_head = 4, mp.n_head_kv = 2, mp.n_ff = 96;
@@ -165,13 +160,9 @@ int main(void) {
     T_CHECK(m != NULL, "tiny qwen35: %s", err.msg);
     if (m) graphs_vs_none(m, "tiny qwen35", PROMPT, 6);
     model_free(m);
-    const char *sp = t_shared("models/stories260K.gguf");
-    if (!sp) {
-        T_MISSING("stories260K fixture absent");
-        return t_done();
-    }
-    m = model_load(sp, &err);
-    T_CHECK(m != NULL, "stories260K: %s", err.msg);
+    tok *tk;
+    if (!t_stories(&m, &tk)) return t_done();
+    tok_free(tk);
     if (m) graphs_vs_none(m, "stories260K", PROMPT, 5);
     model_free(m);
     return t_done();

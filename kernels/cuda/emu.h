@@ -187,16 +187,20 @@ inline state st;
 #define blockDim (cuemu::st.block)
 #define gridDim (cuemu::st.grid)
 
+/* The rest of an abort's message (after its prefix), then the abort. */
+[[noreturn]] inline void fail_rest(const char *fmt, va_list ap) {
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    abort();
+}
+
 [[noreturn]] __attribute__((format(printf, 1, 2))) inline void fail(const char *fmt, ...) {
     fflush(stdout);
     fprintf(stderr, "cuda emulator: kernel %s, block (%u,%u,%u): ", st.kernel ? st.kernel : "?",
             st.block_idx.x, st.block_idx.y, st.block_idx.z);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    abort();
+    fail_rest(fmt, ap);
 }
 
 inline int n_threads() { return (int)(st.block.x * st.block.y * st.block.z); }
@@ -505,10 +509,7 @@ inline int n_capturing;
     fputs("cuda emulator: ", stderr);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    abort();
+    fail_rest(fmt, ap);
 }
 
 /* A synchronous call (copy, allocation, synchronisation): fails during a capture, as
