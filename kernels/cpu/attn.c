@@ -107,6 +107,7 @@ SIMD_INLINE void attn_prefetch_key(const float *const *kp, const float *const *v
     attn_prefetch(vp[j], hd);
 }
 
+#if VF_HSUM8
 /* attn_lanes with q and k read from memory (nv vectors, any number): fma0 starts the
  * first chain with an FMA on zero as simd_dot does (NV == 0), else with attn_lanes's
  * product; the chains and their order are the same, so the bits are. */
@@ -122,6 +123,7 @@ SIMD_INLINE vf attn_lanes_at(const float *q, const float *k, int32_t nv, const b
     if (i < nv) s1 = vf_fma(vf_load(q + i * VF_N), vf_load(k + i * VF_N), s1);
     return vf_add(s0, s1);
 }
+#endif
 
 /* Whether the AVX2 layout serves head size hd (VF_HSUM8: eight keys' sums a vector and
  * the values in register blocks; any whole number of vectors). */
