@@ -516,8 +516,15 @@ sleep 1
 capture | grep -q 'EXITED rc=0'; check log-fifo-quit $? "the program did not exit with 0 (log FIFO)"
 T kill-session -t md
 
-# make install / uninstall into a temporary DESTDIR (the binary already built)
+# make install / uninstall into a temporary DESTDIR (the binary already built). Not when a
+# source changed since the build: make install would link the binary again while the other
+# tests run it (without the sanitizer flags, under make asan).
 D="$TMP/dest"
+if ! make -q BUILD="${BUILD:-build}" "${BUILD:-build}/multidecode" >/dev/null 2>&1; then
+    echo "SKIP: make install: a source changed since ${BUILD:-build}/multidecode was built"
+    S=$((S + 2))
+    done_
+fi
 if make -s install BUILD="${BUILD:-build}" DESTDIR="$D" PREFIX=/usr >/dev/null 2>&1; then
     [ -x "$D/usr/bin/multidecode" ] && [ -f "$D/usr/share/man/man1/multidecode.1" ] && [ -f "$D/usr/share/multidecode/keys" ]
     check install $? "make install did not install the binary, the man page and the keys"
