@@ -45,22 +45,22 @@ static void test_hsum(void) {
         bad += bits(vf_hsum(vf_load(x))) != bits(s[0]);
     }
     T_CHECK(bad == 0, "vf_hsum differs from the fixed tree in %d of 64 trials", bad);
-#if VF_HSUM8
-    /* vf_hsum8: lane k is vf_hsum(v[k]), bit for bit */
-    int bad8 = 0;
+#if VF_HSUMN
+    /* vf_hsumn: lane k is vf_hsum(v[k]), bit for bit */
+    int badn = 0;
     for (int trial = 0; trial < 64; trial++) {
-        vf v[8];
+        vf v[VF_N];
         float y[VF_N];
-        for (int k = 0; k < 8; k++) {
+        for (int k = 0; k < VF_N; k++) {
             for (int i = 0; i < VF_N; i++)
                 x[i] = (float)(((i * 7 + k * 5 + trial * 13) % 11) - 5) * ((i + k) % 3 == trial % 3 ? 1e7f : 1.0f) +
                        0.1f * (float)(i + k);
             v[k] = vf_load(x);
         }
-        vf_store(y, vf_hsum8(v));
-        for (int k = 0; k < 8; k++) bad8 += bits(y[k]) != bits(vf_hsum(v[k]));
+        vf_store(y, vf_hsumn(v));
+        for (int k = 0; k < VF_N; k++) badn += bits(y[k]) != bits(vf_hsum(v[k]));
     }
-    T_CHECK(bad8 == 0, "vf_hsum8 differs from vf_hsum in %d of 512 lanes", bad8);
+    T_CHECK(badn == 0, "vf_hsumn differs from vf_hsum in %d of %d lanes", badn, 64 * VF_N);
 #endif
 }
 

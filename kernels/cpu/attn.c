@@ -19,8 +19,9 @@
  * With AVX-512 the horizontal sums that end each dot product q.k are taken 16 at a time
  * (four keys by up to four heads, vf_hsum16, by vf_hsum's tree; a transposed layout,
  * tried first, was bound by loads: kernels/README.md). With AVX2, whose 16 registers do not
- * hold a group's q and outputs, eight keys of a head at a time (vf_hsum8) and the values in
- * register blocks (attn_values), for any head size of whole vectors. */
+ * hold a group's q and outputs, eight keys of a head at a time (vf_hsumn) and the values in
+ * register blocks (attn_values), for any head size of whole vectors; NEON the same, four
+ * keys at a time, for the head sizes past its register form (more than 32). */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -107,7 +108,15 @@ SIMD_INLINE void attn_prefetch_key(const float *const *kp, const float *const *v
     attn_prefetch(vp[j], hd);
 }
 
-#if VF_HSUM8
+#if VF_HSUMN
+/* The fewest vectors a head size needs to take the layout of attn_wide: AVX2 every size
+ * (its 16 registers hold no group's q), NEON those its register form does not take. */
+#if VF_N == 8
+#define ATTN_WIDE_NV 1
+#else
+#define ATTN_WIDE_NV 9
+#endif
+
 /* attn_lanes with q and k read from memory (nv vectors, any number): fma0 starts the
  * first chain with an FMA on zero as simd_dot does (NV == 0), else with attn_lanes's
  * product; the chains and their order are the same, so the bits are. */
@@ -125,11 +134,11 @@ SIMD_INLINE vf attn_lanes_at(const float *q, const float *k, int32_t nv, const b
 }
 #endif
 
-/* Whether the AVX2 layout serves head size hd (VF_HSUM8: eight keys' sums a vector and
- * the values in register blocks; any whole number of vectors). */
+/* Whether head size hd takes the layout of VF_N keys' sums a vector (vf_hsumn) and the
+ * values in register blocks (whole vectors, from ATTN_WIDE_NV of them). */
 SIMD_INLINE bool attn_wide(int32_t hd) {
-#if VF_HSUM8
-    return hd % VF_N == 0;
+#if VF_HSUMN
+    return hd % VF_N == 0 && hd / VF_N >= ATTN_WIDE_NV;
 #else
     (void)hd;
     return false;
@@ -170,20 +179,20 @@ SIMD_INLINE void attn_scores(attn_head *const *h, const float *const *kp, const 
         if (NP > 3) _mm_storeu_ps(sc + 3 * ATTN_CHUNK + j, _mm512_extractf32x4_ps(r, 3));
     }
 #endif
-#if VF_HSUM8
-    /* eight keys at a time, one head after another (q and the keys from L1), their eight
-     * horizontal sums taken together by vf_hsum8 (the same bits as vf_hsum), instead of
+#if VF_HSUMN
+    /* VF_N keys at a time, one head after another (q and the keys from L1), their
+     * horizontal sums taken together by vf_hsumn (the same bits as vf_hsum), instead of
      * one dependent chain and one scalar store per key and head */
     const int32_t nv = NV > 0 ? NV : hd / VF_N;
-    for (; attn_wide(hd) && j + 8 <= cnt; j += 8) {
+    for (; attn_wide(hd) && j + VF_N <= cnt; j += VF_N) {
         if (pf)
-            for (int e = 0; e < 8; e++) attn_prefetch_key(kp, vp, j + e, cnt, hd);
+            for (int e = 0; e < VF_N; e++) attn_prefetch_key(kp, vp, j + e, cnt, hd);
 #pragma GCC unroll 4
         for (int p = 0; p < NP; p++) {
-            vf v[8];
+            vf v[VF_N];
 #pragma GCC unroll 8
-            for (int e = 0; e < 8; e++) v[e] = attn_lanes_at(h[p]->q, kp[j + e], nv, NV == 0);
-            vf_store(sc + p * ATTN_CHUNK + j, vf_mul(vf_hsum8(v), vf_set1(scale)));
+            for (int e = 0; e < VF_N; e++) v[e] = attn_lanes_at(h[p]->q, kp[j + e], nv, NV == 0);
+            vf_store(sc + p * ATTN_CHUNK + j, vf_mul(vf_hsumn(v), vf_set1(scale)));
         }
     }
 #endif

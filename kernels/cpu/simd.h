@@ -149,11 +149,11 @@ SIMD_INLINE float vf_hsum(vf v) {
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
 }
-#define VF_HSUM8 1
-/* vf_hsum of 8 vectors at once, by the same pairs of lanes, so bitwise the same: lane k
+#define VF_HSUMN 1
+/* vf_hsum of VF_N vectors at once, by the same pairs of lanes, so bitwise the same: lane k
  * of the result is vf_hsum(v[k]) (shuffles only pack the vectors' partial sums together:
  * 8 sums in 14 instructions instead of 8 x 5 and 8 scalar stores). */
-SIMD_INLINE vf vf_hsum8(const vf v[8]) {
+SIMD_INLINE vf vf_hsumn(const vf v[8]) {
     __m256 w[4], x[2];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) /* lanes l and l + 4; v[i] low, v[i + 4] high */
@@ -253,6 +253,15 @@ SIMD_INLINE vf vf_swap_pairs(vf a) { return vrev64q_f32(a); }
 SIMD_INLINE float vf_hsum(vf v) {
     float32x2_t s = vadd_f32(vget_low_f32(v), vget_high_f32(v));
     return vget_lane_f32(s, 0) + vget_lane_f32(s, 1);
+}
+#define VF_HSUMN 1
+/* vf_hsum of 4 vectors at once (lane k: vf_hsum(v[k])), by the same pairs of lanes */
+SIMD_INLINE vf vf_hsumn(const vf v[4]) {
+    const vf a = vaddq_f32(vcombine_f32(vget_low_f32(v[0]), vget_low_f32(v[1])),
+                           vcombine_f32(vget_high_f32(v[0]), vget_high_f32(v[1])));
+    const vf b = vaddq_f32(vcombine_f32(vget_low_f32(v[2]), vget_low_f32(v[3])),
+                           vcombine_f32(vget_high_f32(v[2]), vget_high_f32(v[3])));
+    return vpaddq_f32(a, b); /* lanes l and l + 1 */
 }
 SIMD_INLINE float vf_hmax(vf v) {
     float32x2_t a = vget_low_f32(v), b = vget_high_f32(v);
