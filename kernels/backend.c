@@ -291,6 +291,11 @@ void kern_host_copy(kern_backend *b, void *dst, const void *src, size_t bytes) {
     if (bytes) memcpy(dst, src, bytes);
 }
 
+void kern_host_download_at(kern_backend *b, float *dst, const float *src, const int64_t *idx, int32_t n) {
+    (void)b;
+    for (int32_t i = 0; i < n; i++) dst[i] = src[idx[i]];
+}
+
 void kern_host_gather_rows(kern_backend *b, float *y, const float *x, const int32_t *idx, int32_t n,
                            int32_t width) {
     (void)b;

@@ -181,6 +181,9 @@ typedef struct kern_ops {
     void (*upload)(kern_backend *b, void *dst, const void *src, size_t bytes);
     /* bytes from the backend's src to host memory dst; the ops before it have finished. */
     void (*download)(kern_backend *b, void *dst, const void *src, size_t bytes);
+    /* dst[i] = src[idx[i]] for i < n (src floats in a backend buffer): what n downloads of
+     * a float each give, in one copy (a device's round trips are the cost, not bytes). */
+    void (*download_at)(kern_backend *b, float *dst, const float *src, const int64_t *idx, int32_t n);
     /* The form of the stored matrix (host memory, e.g. the file mapping, which must
      * outlive the result) that this backend computes with, into *out: the ref backend
      * keeps the stored form, the cpu backend adds its repacked rows (unless flags say

@@ -44,6 +44,8 @@ bool kern_backend_alloc_allowed(const kern_backend *b, size_t bytes);
 void *kern_host_buf_alloc(kern_backend *b, size_t bytes);
 void kern_host_buf_free(kern_backend *b, void *buf);
 void kern_host_copy(kern_backend *b, void *dst, const void *src, size_t bytes);
+/* The host backends' download_at (a loop). */
+void kern_host_download_at(kern_backend *b, float *dst, const float *src, const int64_t *idx, int32_t n);
 /* The host backends' gather_rows (memmove; in place allowed). */
 void kern_host_gather_rows(kern_backend *b, float *y, const float *x, const int32_t *idx, int32_t n,
                            int32_t width);

@@ -218,6 +218,38 @@ static int32_t topk_logprobs_free(const forest *f, step_plan *p, model_ctx *c) {
     return good;
 }
 
+/* Of each leaf of f[1] (rows left on the device by p[1]), three tokens outside its top-k:
+ * their step_logprobs_of in one call are the bits of step_logprob_of from f[0]'s full rows
+ * (p[0]), and come back in one copy of 4 bytes each (cu_d2h_copies, cu_d2h_bytes). */
+static void logprobs_batched(forest *const f[2], step_plan p[2], kern_backend *be1, const char *name, int step) {
+    forest_id leaves[2][16], node[48];
+    int32_t t[48], m = 0;
+    const int32_t n = forest_leaves(f[0], leaves[0], 16);
+    if (forest_leaves(f[1], leaves[1], 16) != n) return;
+    for (int32_t k = 0; k < n; k++) {
+        const int32_t *ids;
+        const int32_t nk = step_topk_of(&p[1], leaves[1][k], &ids, NULL);
+        for (int32_t tok = 0, got = 0; got < 3 && tok < p[1].n_vocab; tok++) {
+            bool in = false;
+            for (int32_t i = 0; i < nk; i++) in |= ids[i] == tok;
+            if (!in) node[m] = leaves[1][k], t[m++] = tok, got++;
+        }
+    }
+    float lp[48];
+    const uint64_t c0 = cu_d2h_copies(be1), b0 = cu_d2h_bytes(be1);
+    step_logprobs_of(&p[1], m, node, t, lp);
+    const uint64_t copies = cu_d2h_copies(be1) - c0, bytes = cu_d2h_bytes(be1) - b0;
+    int32_t same = 0;
+    for (int32_t i = 0; i < m; i++) {
+        const float want = step_logprob_of(&p[0], leaves[0][i / 3], t[i]);
+        same += !memcmp(&want, &lp[i], sizeof want) && !isnan(want);
+    }
+    T_CHECK(m == 3 * n && same == m && copies == 1 && bytes == 4 * (uint64_t)m,
+            "%s step %d: %d of %d logits outside the top-k as from full rows, brought back in %llu "
+            "copies of %llu bytes", name, step + 1, same, m, (unsigned long long)copies,
+            (unsigned long long)bytes);
+}
+
 /* Each leaf of f grown by its best token of p's last step (greedy from the top-k). */
 static void grow_top1(forest *f, const step_plan *p) {
     forest_id leaves[16];
@@ -277,6 +309,7 @@ static void topk_only(const model *m, const char *name, uint64_t seed) {
                 "for %d of %d leaves, no rows", name, step + 1, same, n);
         T_CHECK(free_lp == n, "%s step %d: the log-probabilities of the top-k tokens read from the "
                 "top-k without a download for %d of %d leaves", name, step + 1, free_lp, n);
+        logprobs_batched(f, p, model_ctx_backend(c[1]), name, step);
     }
     T_CHECK(d2h[0] >= (uint64_t)n * V * sizeof(float) && d2h[1] < (uint64_t)V * sizeof(float),
             "%s: bytes brought back by a step of %d rows: %llu with full rows, %llu top-k only", name,

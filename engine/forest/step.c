@@ -280,18 +280,47 @@ static kern_lse row_lse(step_plan *p, int32_t o) {
 }
 
 float step_logprob_of(step_plan *p, forest_id node, int32_t t) {
-    int32_t o = p->rows_kept || p->dev_rows ? out_row(p, node) : -1;
-    if (o < 0 || t < 0 || t >= p->n_vocab) return NAN;
-    const size_t at = (size_t)o * p->n_vocab + t;
-    if (p->rows_kept) return kern_logprob(p->logits[at], row_lse(p, o));
-    /* a token of the row's top-k has its log-probability there, the same bits (greedy
-     * callers ask for their top-1): only another token's logit comes back */
+    float lp;
+    step_logprobs_of(p, 1, &node, &t, &lp);
+    return lp;
+}
+
+/* Token t's log-probability in row o's top-k (the same bits as from its logit), or NULL. */
+static const float *topk_lp(const step_plan *p, int32_t o, int32_t t) {
     const int32_t nk = p->tk_k < p->n_vocab ? p->tk_k : p->n_vocab;
     for (int32_t i = 0; i < nk; i++)
-        if (p->tk_ids[(size_t)o * p->tk_k + i] == t) return p->tk_lp[(size_t)o * p->tk_k + i];
-    float x; /* the run computed every row's lse on the device (store_topk) */
-    kern_backend_ops(p->be)->download(p->be, &x, p->dev_rows + at, sizeof x);
-    return kern_logprob(x, p->lse[o]);
+        if (p->tk_ids[(size_t)o * p->tk_k + i] == t) return &p->tk_lp[(size_t)o * p->tk_k + i];
+    return NULL;
+}
+
+#define LP_BATCH 64 /* logits one download_at brings back */
+
+/* lp[at_i[k]] from the logits at offsets at[k] < m of the rows on the device, each row's
+ * lse computed by the run on the device (store_topk) */
+static void logits_back(const step_plan *p, const int64_t *at, const int32_t *at_i, int32_t m, float *lp) {
+    float x[LP_BATCH];
+    for (int32_t k = 0; k < m; k++) x[k] = NAN; /* (a failed download: NAN) */
+    kern_backend_ops(p->be)->download_at(p->be, x, p->dev_rows, at, m);
+    for (int32_t k = 0; k < m; k++) lp[at_i[k]] = kern_logprob(x[k], p->lse[at[k] / p->n_vocab]);
+}
+
+void step_logprobs_of(step_plan *p, int32_t n, const forest_id *node, const int32_t *t, float *lp) {
+    int64_t at[LP_BATCH];
+    int32_t at_i[LP_BATCH], m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t o = p->rows_kept || p->dev_rows ? out_row(p, node[i]) : -1;
+        lp[i] = NAN;
+        if (o < 0 || t[i] < 0 || t[i] >= p->n_vocab) continue;
+        const int64_t a = (int64_t)o * p->n_vocab + t[i];
+        /* a token of the row's top-k has its log-probability there (greedy callers ask
+         * for their top-1): only the others' logits come back */
+        const float *k = p->rows_kept ? NULL : topk_lp(p, o, t[i]);
+        if (p->rows_kept) lp[i] = kern_logprob(p->logits[a], row_lse(p, o));
+        else if (k) lp[i] = *k;
+        else at[m] = a, at_i[m++] = i;
+        if (m == LP_BATCH) logits_back(p, at, at_i, m, lp), m = 0;
+    }
+    if (m > 0) logits_back(p, at, at_i, m, lp);
 }
 
 bool step_scored(const step_plan *p, forest_id node) {

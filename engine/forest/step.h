@@ -183,6 +183,10 @@ int32_t step_argmax_of(const step_plan *p, forest_id node);
  * asking again costs nothing and gives the same bits (on the cpu backend also those of
  * sample_log_softmax). */
 float step_logprob_of(step_plan *p, forest_id node, int32_t t);
+/* lp[i] = step_logprob_of(p, node[i], t[i]) for i < n, the same bits; a row left on a
+ * device brings back the logits of the tokens outside its top-k in one download_at per
+ * 64 (a caller reading many, as the judge, waits for one round trip, not one each). */
+void step_logprobs_of(step_plan *p, int32_t n, const forest_id *node, const int32_t *t, float *lp);
 
 /* The top-k of node's logits row in the last run: *ids and *lp (either may be NULL)
  * point at its ids, best first (ties to the lower id), and their log-probabilities (the

@@ -177,17 +177,47 @@ st_code judge_attach(judge *jg, forest *f, const judge_prompt *jp, const forest_
     return ST_OK;
 }
 
-/* log P(a | path to `from`) over the tokens a[0..n), the first read at from, the others
- * at the answer prefix's nodes (whose last node is pre). */
-static double answer_logprob(const forest *f, step_plan *p, forest_id from, forest_id pre, const int32_t *a,
-                             int32_t n) {
-    double lp = step_logprob_of(p, from, a[0]);
+/* The nodes and tokens whose log-probabilities sum to log P(a | path to `from`) over the
+ * tokens a[0..n): the first read at from, the others at the answer prefix's nodes (whose
+ * last node is pre), into node[0..n) and tok[0..n). */
+static void answer_reads(const forest *f, forest_id from, forest_id pre, const int32_t *a, int32_t n,
+                         forest_id *node, int32_t *tok) {
+    node[0] = from, tok[0] = a[0];
     forest_id at = pre;
     for (int32_t j = n - 1; j >= 1; j--) {
-        lp += step_logprob_of(p, at, a[j]);
+        node[n - j] = at, tok[n - j] = a[j];
         at = forest_id_at(f, forest_get(f, at)->parent);
     }
-    return lp;
+}
+
+static double sum_lp(const float *lp, int32_t n) {
+    double s = lp[0];
+    for (int32_t j = 1; j < n; j++) s += lp[j];
+    return s;
+}
+
+/* Every branch's score: log P(yes) - log P(no), the log-probabilities read in one
+ * step_logprobs_of (a device brings back the logits it lacks together). */
+static st_code score_branches(judge *jg, const forest *f, step_plan *p, const judge_prompt *jp, st_err *err) {
+    const int32_t per = jp->n_yes + jp->n_no, n = jg->n * per;
+    const size_t m = (size_t)(n > 0 ? n : 1);
+    forest_id *node = malloc(sizeof *node * m);
+    int32_t *tok = malloc(sizeof *tok * m);
+    float *lp = malloc(sizeof *lp * m);
+    st_code rc = node && tok && lp ? ST_OK : st_set(err, ST_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; !rc && i < jg->n; i++) {
+        answer_reads(f, jg->last[i], jg->ans[2 * i], jp->yes, jp->n_yes, node + i * per, tok + i * per);
+        if (jp->n_no > 0)
+            answer_reads(f, jg->last[i], jg->ans[2 * i + 1], jp->no, jp->n_no, node + i * per + jp->n_yes,
+                         tok + i * per + jp->n_yes);
+    }
+    if (!rc) step_logprobs_of(p, n, node, tok, lp);
+    for (int32_t i = 0; !rc && i < jg->n; i++) {
+        jg->score[i] = sum_lp(lp + i * per, jp->n_yes);
+        if (jp->n_no > 0) jg->score[i] -= sum_lp(lp + i * per + jp->n_yes, jp->n_no);
+    }
+    free(node), free(tok), free(lp);
+    return rc;
 }
 
 static void clear_branch_logits(judge *jg, forest *f) {
@@ -200,15 +230,11 @@ static void clear_branch_logits(judge *jg, forest *f) {
 st_code judge_step(judge *jg, forest *f, step_plan *p, model_ctx *c, const judge_prompt *jp, st_err *err) {
     /* the scores read the answers' log-probabilities alone */
     st_code rc = jg->branch_logits ? step_forest(f, p, c, err) : step_forest_topk(f, p, c, 0, err);
+    if (!rc) rc = score_branches(jg, f, p, jp, err);
     if (rc) {
         judge_detach(jg, f);
         clear_branch_logits(jg, f);
         return rc;
-    }
-    for (int32_t i = 0; i < jg->n; i++) {
-        double s = answer_logprob(f, p, jg->last[i], jg->ans[2 * i], jp->yes, jp->n_yes);
-        if (jp->n_no > 0) s -= answer_logprob(f, p, jg->last[i], jg->ans[2 * i + 1], jp->no, jp->n_no);
-        jg->score[i] = s;
     }
     judge_detach(jg, f);
     jg->scored = true;

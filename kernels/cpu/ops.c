@@ -283,6 +283,7 @@ const kern_ops kern_cpu_ops = {
     .buf_free = kern_host_buf_free,
     .upload = kern_host_copy,
     .download = kern_host_copy,
+    .download_at = kern_host_download_at,
     .mat_prepare = cpu_mat_prepare,
     .mat_release = cpu_mat_release,
     .kv_store = kern_host_kv_store,

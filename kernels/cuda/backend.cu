@@ -144,6 +144,21 @@ void cuda_download(kern_backend *b, void *dst, const void *src, size_t bytes) {
     if (bytes) CU_OK(b, "download", d2h(b, dst, src, bytes));
 }
 
+/* the floats gathered on the device into scratch, then one copy back */
+void cuda_download_at(kern_backend *b, float *dst, const float *src, const int64_t *idx, int32_t n) {
+    if (n <= 0) return;
+    eager no_graph(b, "download_at");
+    const size_t bytes = sizeof(float) * (size_t)n;
+    const int64_t *di =
+        static_cast<const int64_t *>(to_device(b, "download_at", idx, sizeof(int64_t) * (size_t)n));
+    float *y = static_cast<float *>(scratch(b, "download_at", S_GATHER, bytes));
+    if (!di || !y) return;
+    cu_gather_at(y, src, di, n, stream_of(b));
+    if (!LAUNCHED(b, "download_at")) return;
+    const void *h = d2h_pinned(b, "download_at", y, bytes);
+    if (h) memcpy(dst, h, bytes);
+}
+
 st_code cuda_mat_prepare(kern_backend *b, kern_mat *out, const kern_mat *stored, uint32_t flags,
                          size_t *bytes) {
     (void)flags; /* every use reads the stored blocks */
@@ -496,6 +511,7 @@ kern_ops make_ops() {
     o.host_free = cuda_host_free;
     o.upload = cuda_upload;
     o.download = cuda_download;
+    o.download_at = cuda_download_at;
     o.mat_prepare = cuda_mat_prepare;
     o.mat_release = cuda_mat_release;
     o.kv_store = cuda_kv_store;
@@ -541,6 +557,7 @@ extern "C" uint64_t cu_emu_launches(void) {
 }
 
 extern "C" uint64_t cu_d2h_bytes(kern_backend *b) { return cudab::state_of(b)->d2h_bytes; }
+extern "C" uint64_t cu_d2h_copies(kern_backend *b) { return cudab::state_of(b)->d2h_copies; }
 
 extern "C" uint64_t cu_attn_shared(kern_backend *b) { return cudab::state_of(b)->att_shared; }
 

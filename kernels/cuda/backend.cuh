@@ -24,7 +24,7 @@ extern "C" {
 #pragma GCC visibility push(hidden) /* (the plugin exports kern_cuda_ops and cu_*, not these) */
 namespace cudab {
 
-enum { S_HALF, S_OUT, S_IN, S_TOPK, S_Q8, S_ATT, N_SCRATCH }; /* device scratch buffers, by use */
+enum { S_HALF, S_OUT, S_IN, S_TOPK, S_Q8, S_ATT, S_GATHER, N_SCRATCH }; /* device scratch buffers, by use */
 
 /* b's own stream, and its step recorder (graphs.h). */
 cudaStream_t stream_of(kern_backend *b);

@@ -30,6 +30,8 @@ struct kern_backend;
  * matmul into host memory, topk_lse's results): what a test counts to see that rows
  * left on the device stay there. */
 uint64_t cu_d2h_bytes(struct kern_backend *b);
+/* Copies b has made from the device to the host so far: each a round trip the host waits for. */
+uint64_t cu_d2h_copies(struct kern_backend *b);
 /* Chunk reads of keys the cascade has saved b's attention so far: a group's shared chunks
  * once for all its rows instead of once a row. */
 uint64_t cu_attn_shared(struct kern_backend *b);
@@ -212,6 +214,8 @@ void cu_kv_gather(float *y, const float *cache, int64_t row_len, const int32_t *
  * another, so y may equal x when idx[i] >= i. */
 void cu_gather_rows(float *y, const float *x, const int32_t *idx, int32_t n, int32_t width,
                     cu_stream s);
+/* y[i] = x[idx[i]], i < n (idx a device array; y does not overlap x). */
+void cu_gather_at(float *y, const float *x, const int64_t *idx, int32_t n, cu_stream s);
 
 #define CU_TOPK_MAX 64 /* most entries cu_topk_lse keeps per row */
 

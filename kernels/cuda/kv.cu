@@ -54,6 +54,12 @@ void copy_rows(float *dst, const float *src, const int32_t *dmap, const int32_t 
     }
 }
 
+__global__ void __launch_bounds__(ROW_THREADS)
+k_gather_at(float *y, const float *x, const int64_t *idx, int n) {
+    const int i = blockIdx.x * ROW_THREADS + threadIdx.x;
+    if (i < n) y[i] = x[idx[i]];
+}
+
 } /* namespace */
 
 extern "C" void cu_kv_store(float *cache, int64_t row_len, const int32_t *slot, const float *x,
@@ -64,6 +70,12 @@ extern "C" void cu_kv_store(float *cache, int64_t row_len, const int32_t *slot, 
 extern "C" void cu_kv_gather(float *y, const float *cache, int64_t row_len, const int32_t *slot,
                              int32_t n_rows, cu_stream s) {
     if (n_rows > 0 && row_len > 0) copy_rows(y, cache, nullptr, slot, n_rows, row_len, s);
+}
+
+extern "C" void cu_gather_at(float *y, const float *x, const int64_t *idx, int32_t n, cu_stream s) {
+    if (n > 0)
+        CU_LAUNCH(k_gather_at, (unsigned)((n + ROW_THREADS - 1) / ROW_THREADS), ROW_THREADS, 0, s, y, x,
+                  idx, (int)n);
 }
 
 extern "C" void cu_gather_rows(float *y, const float *x, const int32_t *idx, int32_t n,

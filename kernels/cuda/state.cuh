@@ -35,6 +35,7 @@ struct cuda_state {
     small_copy small[N_SMALL];
     uint64_t small_clock;
     uint64_t d2h_bytes; /* copied to the host so far (cu_d2h_bytes) */
+    uint64_t d2h_copies; /* copies to the host so far (cu_d2h_copies) */
     uint64_t h2d_bytes; /* copied from the host so far, weights aside (cu_h2d_bytes) */
     uint64_t n_allocs;  /* cudaMalloc calls so far (cu_dev_allocs) */
     uint64_t att_shared; /* chunk reads the cascade saved (cu_attn_shared) */
@@ -159,6 +160,7 @@ const void *to_device(kern_backend *b, const char *op, const void *host, size_t 
 cudaError_t d2h(kern_backend *b, void *dst, const void *src, size_t bytes) {
     eager no_graph(b, "download");
     state_of(b)->d2h_bytes += bytes;
+    state_of(b)->d2h_copies++;
     const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_of(b));
     return e == cudaSuccess ? cudaStreamSynchronize(stream_of(b)) : e;
 }
@@ -193,6 +195,7 @@ const void *d2h_pinned(kern_backend *b, const char *op, const void *src, size_t 
         !CU_OK(b, op, cudaStreamSynchronize(stream_of(b))))
         return nullptr;
     state_of(b)->d2h_bytes += bytes;
+    state_of(b)->d2h_copies++;
     return h;
 }
 

@@ -260,6 +260,7 @@ const kern_ops kern_ref_ops = {
     .buf_free = kern_host_buf_free,
     .upload = kern_host_copy,
     .download = kern_host_copy,
+    .download_at = kern_host_download_at,
     .mat_prepare = ref_mat_prepare,
     .mat_release = ref_mat_release,
     .kv_store = kern_host_kv_store,
