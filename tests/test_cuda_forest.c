@@ -397,6 +397,92 @@ out:
     model_ctx_free(c), model_ctx_free(lc);
 }
 
+/* The tokens and log-probabilities of the N-token paths below root of two branches drawn
+ * with sp (seeds sp.seed + i, as grow's) from full rows on c: each step brings the rows
+ * back (step_forest) and sampler_sample reads them. */
+static bool sampled_full_rows(model_ctx *c, const int32_t *prompt, int32_t np, const sample_params *sp,
+                              int32_t N, int32_t toks[2][16], float lps[2][16]) {
+    const int32_t V = model_ctx_hparams(c)->n_vocab;
+    forest *f = forest_init(64, 0);
+    step_plan p;
+    step_plan_init(&p);
+    sampler s[2] = {0};
+    forest_id leaf[2];
+    st_err err = {0};
+    bool ok = !forest_add_root(f, prompt, NULL, np, 0, &leaf[0], &err);
+    leaf[1] = leaf[0];
+    for (int32_t i = 0; ok && i < 2; i++) {
+        sample_params q = *sp;
+        q.seed = sp->seed + (uint64_t)i;
+        ok = !sampler_init(&s[i], &q, V);
+    }
+    for (int32_t k = 0; ok && k < N; k++) {
+        ok = !step_forest(f, &p, c, &err);
+        for (int32_t i = 0; ok && i < 2; i++) {
+            const float *lg = step_logits_of(&p, leaf[i]);
+            ok = lg != NULL;
+            if (!ok) break;
+            toks[i][k] = sampler_sample(&s[i], lg, V), lps[i][k] = step_logprob_of(&p, leaf[i], toks[i][k]);
+            ok = !forest_append(f, leaf[i], &toks[i][k], &lps[i][k], 1, &leaf[i], &err);
+        }
+    }
+    sampler_free(&s[0]), sampler_free(&s[1]);
+    step_plan_free(&p);
+    forest_free(f);
+    return ok;
+}
+
+/* Grow of two branches at temperature 0.8, top-k 40 on cuda, whose steps bring back each
+ * row's top 40 and their logits instead of the rows: the same tokens and log-probabilities,
+ * bit for bit, as draws from full rows on another cuda context, and less than a row back
+ * from the device by any step. */
+static void grow_sampled(const model *m, const char *name) {
+    const int32_t V = m->hp.n_vocab, N = 8;
+    int32_t prompt[4] = {1, 5 % V, 9 % V, 13 % V}, toks[2][16], path[16];
+    float lps[2][16];
+    model_ctx *c = ctx(m, "cuda", 64), *rc = ctx(m, "cuda", 64);
+    forest *f = forest_init(64, 0);
+    st_err err = {0};
+    forest_id root;
+    grow g;
+    sample_params sp = sample_default_params();
+    sp.temp = 0.8f, sp.top_k = 40, sp.seed = 77;
+    step_plan p;
+    step_plan_init(&p);
+    if (!c || !rc || forest_add_root(f, prompt, NULL, 4, 0, &root, &err) ||
+        grow_init(&g, f, root, 2, &sp, N, V, &err)) {
+        T_CHECK(0, "%s grow: %s", name, err.msg);
+        goto out;
+    }
+    uint64_t most = 0;
+    int32_t active = 1;
+    for (int32_t s = 0; s <= N && active > 0; s++) {
+        const uint64_t d0 = cu_d2h_bytes(model_ctx_backend(c));
+        T_CHECK(grow_step(&g, f, &p, c, NULL, NULL, NULL, &active, &err) == ST_OK, "%s grow: %s", name, err.msg);
+        const uint64_t d = cu_d2h_bytes(model_ctx_backend(c)) - d0;
+        most = d > most ? d : most;
+    }
+    T_CHECK(sampled_full_rows(rc, prompt, 4, &sp, N, toks, lps), "%s: draws from full rows", name);
+    int32_t same = 0;
+    for (int32_t i = 0; i < g.n; i++) {
+        const int32_t len = forest_path(f, g.br[i].leaf, path, 16);
+        bool ok = len == 4 + N && !memcmp(path + 4, toks[i], sizeof(int32_t) * (size_t)N);
+        int32_t at = forest_index(g.br[i].leaf);
+        for (int32_t k = N - 1; ok && k >= 0; k--, at = forest_node_at(f, at)->parent)
+            ok = !memcmp(&forest_node_at(f, at)->logprob, &lps[i][k], sizeof(float));
+        same += ok;
+    }
+    T_CHECK(same == g.n, "%s: sampled grow from the top-k = draws from full rows for %d of %d branches", name,
+            same, g.n);
+    T_CHECK(most < (uint64_t)V * sizeof(float), "%s: a sampled step brought back %llu bytes (a row: %llu)", name,
+            (unsigned long long)most, (unsigned long long)V * sizeof(float));
+    grow_free(&g);
+out:
+    step_plan_free(&p);
+    forest_free(f);
+    model_ctx_free(c), model_ctx_free(rc);
+}
+
 /* Beam search (width 4, 10 tokens) of the prompt on backend name; its results into
  * toks / sums (at most 4), *n their count; *most the most bytes a step brought back
  * (cuda only). */
@@ -627,7 +713,7 @@ int main(void) {
     T_CHECK(m != NULL, "tiny model: %s", err.msg);
     if (m) run_model(m, "tiny q8_0 gqa2", NERR_BOUND_Q8, 7);
     if (m) topk_only(m, "tiny q8_0 gqa2", 5);
-    if (m) grow_greedy(m, "tiny q8_0 gqa2");
+    if (m) grow_greedy(m, "tiny q8_0 gqa2"), grow_sampled(m, "tiny q8_0 gqa2");
     if (m) spec_greedy_dev(m, "tiny q8_0 gqa2");
     if (m) judge_dev(m, "tiny q8_0 gqa2");
     if (m) shared_context(m, "tiny q8_0 gqa2", NERR_BOUND_Q8, 15);
@@ -678,7 +764,7 @@ int main(void) {
     if (m) {
         run_model(m, "stories260K", NERR_BOUND, 11);
         topk_only(m, "stories260K", 13);
-        grow_greedy(m, "stories260K");
+        grow_greedy(m, "stories260K"), grow_sampled(m, "stories260K");
         spec_greedy_dev(m, "stories260K");
         judge_dev(m, "stories260K");
         /* (under ASan the tiny model's run covers the cascade: this one costs minutes there) */

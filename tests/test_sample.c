@@ -232,8 +232,70 @@ static void test_greedy_and_softmax(void) {
     T_CHECK(lp[1] == lp[3] && lp[5] == -INFINITY, "equal logits, equal log-probs; -inf stays");
 }
 
+/* sampler_sample_top from a row's best k (ranked as a device's top-k: logit descending,
+ * ties to the lower id) against sampler_sample on the whole row: the same token and RNG
+ * state, for random rows (ties, -inf, flat), settings and k >= min(top_k, n); -1 and no
+ * draw when k is short or a repetition penalty is on. */
+static void test_sample_top(void) {
+    const int32_t sizes[] = {1, 3, 40, 41, 100, 2000};
+    const int32_t ks[] = {1, 2, 5, 40, 64};
+    const float temps[] = {0.0f, 0.3f, 0.8f, 2.5f};
+    float x[2000], top_x[80];
+    int32_t top_id[80];
+    ref_cand rc[2000];
+    int same = 0, runs = 0, refused = 0, short_rows = 0;
+    for (int it = 0; it < 600; it++) {
+        const int32_t n = sizes[rnd() % (sizeof sizes / sizeof *sizes)];
+        sample_params p = sample_default_params();
+        p.top_k = ks[rnd() % (sizeof ks / sizeof *ks)];
+        p.temp = temps[rnd() % (sizeof temps / sizeof *temps)];
+        p.top_p = rnd() % 2 ? 1.0f : 0.9f;
+        p.min_p = rnd() % 2 ? 0.0f : 0.05f;
+        p.seed = rnd();
+        fill_logits(x, n, (int)(rnd() % 5));
+        for (int32_t i = 0; i < n; i++) rc[i] = (ref_cand){i, x[i], 0};
+        qsort(rc, (size_t)n, sizeof *rc, ref_cmp);
+        const int32_t need = p.top_k < n ? p.top_k : n;
+        int32_t k = need + (int32_t)(rnd() % 3);
+        k = k < n ? k : n;
+        for (int32_t i = 0; i < k; i++) top_id[i] = rc[i].id, top_x[i] = rc[i].logit;
+        sampler a, b;
+        if (sampler_init(&a, &p, n) || sampler_init(&b, &p, n)) {
+            T_CHECK(0, "sampler_init failed");
+            return;
+        }
+        for (int draw = 0; draw < 3; draw++, runs++) {
+            const int32_t want = sampler_sample(&a, x, n), got = sampler_sample_top(&b, top_id, top_x, k, n);
+            same += want == got && a.rng == b.rng;
+        }
+        const uint64_t r0 = b.rng;
+        if (p.temp > 0 && need > 1) /* (greedy and top-1 need only the best) */
+            short_rows++, refused += sampler_sample_top(&b, top_id, top_x, need - 1, n) == -1 && b.rng == r0;
+        sampler_free(&a), sampler_free(&b);
+    }
+    T_CHECK(same == runs, "sampler_sample_top = sampler_sample in %d of %d draws", same, runs);
+    T_CHECK(refused == short_rows && short_rows > 100, "too few candidates refused, without a draw, in %d of %d rows",
+            refused, short_rows);
+    sample_params p = sample_default_params();
+    p.repeat_penalty = 1.3f;
+    sampler s;
+    T_CHECK(sampler_init(&s, &p, 3) == 0, "init");
+    const int32_t id[3] = {0, 1, 2};
+    const float v[3] = {3, 2, 1};
+    T_CHECK(sample_top_need(&p) == 0 && sampler_sample_top(&s, id, v, 3, 3) == -1,
+            "a repetition penalty reads the whole row");
+    sampler_free(&s);
+    p.repeat_penalty = 1, p.top_k = 0;
+    T_CHECK(sample_top_need(&p) == 0, "top-k off reads the whole row");
+    p.top_k = 40;
+    T_CHECK(sample_top_need(&p) == 40, "top-k 40 reads 40");
+    p.temp = 0;
+    T_CHECK(sample_top_need(&p) == 1, "greedy reads the best");
+}
+
 int main(void) {
     test_against_reference();
+    test_sample_top();
     test_ties_at_border();
     test_greedy_and_softmax();
     return t_done();

@@ -238,14 +238,8 @@ static int32_t sampler_rank(sampler *s, const float *logits, int32_t n, const in
     return ranked_probs(&s->p, c, k, mass);
 }
 
-int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const int32_t *hist,
-                            int32_t n_hist) {
-    if (n <= 0 || n > s->n_cand) return sample_argmax(logits, n);
-    int32_t best;
-    float mass;
-    const int32_t k = sampler_rank(s, logits, n, hist, n_hist, &best, &mass);
-    if (k == 0) return best;
-    /* one RNG draw over the kept candidates */
+/* One RNG draw over the k kept candidates s->cand[0..k), of total (unnormalised) mass. */
+static int32_t draw(sampler *s, int32_t k, float mass) {
     const sample_cand *c = s->cand;
     float r = rng_unit(&s->rng) * mass, acc = 0;
     for (int32_t i = 0; i < k; i++) {
@@ -253,6 +247,34 @@ int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const in
         if (r < acc) return c[i].id;
     }
     return c[k - 1].id;
+}
+
+int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const int32_t *hist,
+                            int32_t n_hist) {
+    if (n <= 0 || n > s->n_cand) return sample_argmax(logits, n);
+    int32_t best;
+    float mass;
+    const int32_t k = sampler_rank(s, logits, n, hist, n_hist, &best, &mass);
+    return k == 0 ? best : draw(s, k, mass);
+}
+
+int32_t sample_top_need(const sample_params *p) {
+    if (sample_uses_history(p)) return 0;
+    return p->temp <= 0 ? 1 : p->top_k > 0 ? p->top_k : 0;
+}
+
+int32_t sampler_sample_top(sampler *s, const int32_t *ids, const float *x, int32_t k, int32_t n) {
+    if (k < 1 || sample_uses_history(&s->p)) return -1;
+    if (n <= 0 || n > s->n_cand || s->p.temp <= 0) return ids[0];
+    const int32_t kk = kept_of(&s->p, n);
+    if (kk > k) return -1;
+    sample_cand *c = s->cand;
+    for (int32_t i = 0; i < kk; i++) c[i] = (sample_cand){ids[i], x[i], 0};
+    /* (ranked already; sorted again all the same, so that the order is sampler_rank's) */
+    qsort(c, (size_t)kk, sizeof *c, cmp_desc);
+    float mass;
+    const int32_t kept = ranked_probs(&s->p, c, kk, &mass);
+    return draw(s, kept, mass);
 }
 
 int32_t sampler_sample(sampler *s, const float *logits, int32_t n) {

@@ -58,6 +58,14 @@ int32_t sampler_sample(sampler *s, const float *logits, int32_t n);
  * not modified. */
 int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const int32_t *hist,
                             int32_t n_hist);
+/* How many of a row's best logits a draw with p reads: 1 when greedy, top_k when top-k is
+ * on, 0 when it reads the whole row (top-k off, or a repetition penalty). */
+int32_t sample_top_need(const sample_params *p);
+/* sampler_sample's token and RNG draw from a row of n logits given only its k best:
+ * ids[0..k) best first (ties to the lower id), x their logits, k >= min(top_k, n) (a
+ * device's top-k: no row crosses to the host). -1, no draw, when k is too small or the
+ * sampler has a repetition penalty. */
+int32_t sampler_sample_top(sampler *s, const int32_t *ids, const float *x, int32_t k, int32_t n);
 /* The distribution sampler_sample_hist draws from for these logits and history (hist may
  * be NULL when n_hist is 0 or the penalty is off): the kept tokens, most likely first, in
  * ids[0..k) with their probabilities in probs[0..k) (summing to 1); returns k (1 with

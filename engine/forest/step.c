@@ -28,6 +28,8 @@ void step_plan_free(step_plan *p) {
     free(p->lse_ok);
     free(p->tk_ids);
     free(p->tk_lp);
+    free(p->at);
+    free(p->at_i);
     free(p->seg_off_swa);
     free(p->segs_swa);
     free(p->attn_w);
@@ -295,13 +297,41 @@ static const float *topk_lp(const step_plan *p, int32_t o, int32_t t) {
 
 #define LP_BATCH 64 /* logits one download_at brings back */
 
+/* x[k] = the logit at offset at[k] of the rows on the device, k < m (NAN where the
+ * download fails) */
+static void dev_logits(const step_plan *p, const int64_t *at, int32_t m, float *x) {
+    for (int32_t k = 0; k < m; k++) x[k] = NAN;
+    kern_backend_ops(p->be)->download_at(p->be, x, p->dev_rows, at, m);
+}
+
 /* lp[at_i[k]] from the logits at offsets at[k] < m of the rows on the device, each row's
  * lse computed by the run on the device (store_topk) */
 static void logits_back(const step_plan *p, const int64_t *at, const int32_t *at_i, int32_t m, float *lp) {
     float x[LP_BATCH];
-    for (int32_t k = 0; k < m; k++) x[k] = NAN; /* (a failed download: NAN) */
-    kern_backend_ops(p->be)->download_at(p->be, x, p->dev_rows, at, m);
+    dev_logits(p, at, m, x);
     for (int32_t k = 0; k < m; k++) lp[at_i[k]] = kern_logprob(x[k], p->lse[at[k] / p->n_vocab]);
+}
+
+st_code step_logits_at(step_plan *p, int32_t n, const forest_id *node, const int32_t *t, float *x,
+                       st_err *err) {
+    if (p->dev_rows && (!ARR_GROW_I32(p->at, n, p->cap_at) || !ARR_GROW_I32(p->at_i, n, p->cap_at_i)))
+        return st_set(err, ST_ERR_NOMEM, "out of memory");
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t o = p->rows_kept || p->dev_rows ? out_row(p, node[i]) : -1;
+        x[i] = NAN;
+        if (o < 0 || t[i] < 0 || t[i] >= p->n_vocab) continue;
+        const int64_t a = (int64_t)o * p->n_vocab + t[i];
+        if (p->rows_kept) x[i] = p->logits[a];
+        else p->at[m] = a, p->at_i[m++] = i;
+    }
+    if (m == 0) return ST_OK;
+    float *got = malloc(sizeof *got * (size_t)m);
+    if (!got) return st_set(err, ST_ERR_NOMEM, "out of memory");
+    dev_logits(p, p->at, m, got);
+    for (int32_t k = 0; k < m; k++) x[p->at_i[k]] = got[k];
+    free(got);
+    return kern_backend_sync(p->be, err);
 }
 
 void step_logprobs_of(step_plan *p, int32_t n, const forest_id *node, const int32_t *t, float *lp) {

@@ -84,6 +84,9 @@ typedef struct step_plan {
     int32_t *tk_ids;       /* (n_out, tk_k) each row's top-k, best first */
     float *tk_lp;          /* (n_out, tk_k) their log-probabilities */
     int32_t cap_tk_ids, cap_tk_lp;
+    int64_t *at;           /* (cap_at) step_logits_at's offsets into the device rows */
+    int32_t *at_i;         /* (cap_at_i) and the reads they answer */
+    int32_t cap_at, cap_at_i;
     kern_backend *be;      /* the backend of the last run (its context's, borrowed) */
     /* Windowed segments (step_plan_window), for the windowed layers of hp: n_swa 0 when
      * the plan has none (a model without windows, or not built since step_plan_build); hp
@@ -187,6 +190,11 @@ float step_logprob_of(step_plan *p, forest_id node, int32_t t);
  * device brings back the logits of the tokens outside its top-k in one download_at per
  * 64 (a caller reading many, as the judge, waits for one round trip, not one each). */
 void step_logprobs_of(step_plan *p, int32_t n, const forest_id *node, const int32_t *t, float *lp);
+/* x[i] = logit t[i] of node[i]'s row in the last run, for i < n (NAN: not scored): from
+ * the rows kept, or brought back from a device in one download_at (a sampler drawing from
+ * a row's top-k needs their logits, not the rows). ST_ERR_NOMEM, or the backend's error. */
+st_code step_logits_at(step_plan *p, int32_t n, const forest_id *node, const int32_t *t, float *x,
+                       st_err *err);
 
 /* The top-k of node's logits row in the last run: *ids and *lp (either may be NULL)
  * point at its ids, best first (ties to the lower id), and their log-probabilities (the

@@ -57,6 +57,7 @@ void grow_free(grow *g) {
     free(g->br);
     free_stops(g);
     free(g->hist);
+    free(g->top_node), free(g->top_tok), free(g->top_x);
     memset(g, 0, sizeof *g);
 }
 
@@ -198,30 +199,68 @@ void grow_forget(grow *g, const forest *f) {
     }
 }
 
-/* Whether every running branch takes its leaf's best token (temperature 0, no penalty),
- * so that a device backend needs to bring back only each row's top-1. */
-static bool grow_greedy(const grow *g, model_ctx *c) {
-    if (!kern_backend_ops(model_ctx_backend(c))->device) return false;
+#define GROW_TOPK_MAX 64 /* most best tokens of a row a step on a device brings back for the
+                            draws (CUDA's top-k on the device; past it the rows come back) */
+
+/* How many best tokens of each row a step on a device brings back for every running
+ * branch to draw from them (sample_top_need; 1: all greedy), or 0: the rows (a host
+ * backend, a repetition penalty, top-k off or above GROW_TOPK_MAX). */
+static int32_t grow_topk(const grow *g, model_ctx *c) {
+    if (!kern_backend_ops(model_ctx_backend(c))->device) return 0;
+    int32_t k = 1;
     for (int32_t i = 0; i < g->n; i++) {
-        const sample_params *sp = &g->br[i].smp.p;
-        if (!g->br[i].done && (sp->temp > 0 || sample_uses_history(sp))) return false;
+        const int32_t need = g->br[i].done ? 1 : sample_top_need(&g->br[i].smp.p);
+        if (need <= 0 || need > GROW_TOPK_MAX) return 0;
+        k = need > k ? need : k;
     }
-    return true;
+    return k;
 }
 
-/* Branch i's next token and its log-probability from the step's rows, or from its top-1
- * when the rows stayed on the device (a greedy step). */
+/* The logits of every running branch's top-k tokens after a step that left the rows on
+ * the device, into g->top_x (branch i's at i * g->top_k), in one download. */
+static st_code top_logits(grow *g, step_plan *p, st_err *err) {
+    g->top_k = 0;
+    for (int32_t i = 0; i < g->n; i++) {
+        const int32_t nk = g->br[i].done ? 0 : step_topk_of(p, g->br[i].leaf, NULL, NULL);
+        g->top_k = nk > g->top_k ? nk : g->top_k;
+    }
+    const int32_t n = g->n * g->top_k;
+    if (!ARR_GROW_I32(g->top_node, n, g->cap_top_node) || !ARR_GROW_I32(g->top_tok, n, g->cap_top_tok) ||
+        !ARR_GROW_I32(g->top_x, n, g->cap_top_x))
+        return st_set(err, ST_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < g->n; i++) {
+        const int32_t *ids;
+        const int32_t nk = g->br[i].done ? 0 : step_topk_of(p, g->br[i].leaf, &ids, NULL);
+        for (int32_t j = 0; j < g->top_k; j++) {
+            g->top_node[i * g->top_k + j] = j < nk ? g->br[i].leaf : FOREST_NONE;
+            g->top_tok[i * g->top_k + j] = j < nk ? ids[j] : -1;
+        }
+    }
+    return step_logits_at(p, n, g->top_node, g->top_tok, g->top_x, err);
+}
+
+/* Branch i's draw from its leaf's top-k when the rows stayed on the device: the token
+ * sampler_sample gives from the whole row, and its log-probability from the top-k. */
+static st_code grow_pick_top(grow *g, step_plan *p, int32_t V, int32_t i, int32_t *t, float *lp, st_err *err) {
+    grow_branch *b = &g->br[i];
+    const int32_t *ids;
+    const float *lps;
+    const int32_t nk = step_topk_of(p, b->leaf, &ids, &lps);
+    if (nk <= 0) return st_set(err, ST_ERR_ARG, "branch %d: its leaf was not scored", i);
+    /* (greedy reads ids[0] alone, and no logits came back when every branch is greedy) */
+    *t = sampler_sample_top(&b->smp, ids, b->smp.p.temp > 0 ? g->top_x + (size_t)i * g->top_k : NULL, nk, V);
+    for (int32_t j = 0; j < nk; j++)
+        if (ids[j] == *t) *lp = lps[j];
+    return *t >= 0 ? ST_OK : st_set(err, ST_ERR_ARG, "branch %d: its draw needs more than the %d best", i, nk);
+}
+
+/* Branch i's next token and its log-probability from the step's rows, or from its leaf's
+ * top-k when the rows stayed on the device. */
 static st_code grow_pick(grow *g, forest *f, step_plan *p, int32_t V, int32_t i, int32_t *t,
                          float *lp, st_err *err) {
     grow_branch *b = &g->br[i];
     const float *lg = step_logits_of(p, b->leaf);
-    const int32_t *ids;
-    const float *lps;
-    if (!lg && step_topk_of(p, b->leaf, &ids, &lps) > 0) {
-        *t = ids[0], *lp = lps[0];
-        return ST_OK;
-    }
-    if (!lg) return st_set(err, ST_ERR_ARG, "branch %d: its leaf was not scored", i);
+    if (!lg) return grow_pick_top(g, p, V, i, t, lp, err);
     const int32_t *hist;
     int32_t nh;
     st_code rc = grow_history(g, f, i, &hist, &nh, err);
@@ -233,7 +272,9 @@ static st_code grow_pick(grow *g, forest *f, step_plan *p, int32_t V, int32_t i,
 
 st_code grow_step(grow *g, forest *f, step_plan *p, model_ctx *c, const tok *tk,
                   grow_emit_fn emit, void *ud, int32_t *active, st_err *err) {
-    st_code rc = grow_greedy(g, c) ? step_forest_topk(f, p, c, 1, err) : step_forest(f, p, c, err);
+    const int32_t k = grow_topk(g, c);
+    st_code rc = k > 0 ? step_forest_topk(f, p, c, k, err) : step_forest(f, p, c, err);
+    if (!rc && k > 1) rc = top_logits(g, p, err);
     if (rc) return rc;
     int32_t V = p->n_vocab ? p->n_vocab : model_ctx_hparams(c)->n_vocab;
     /* appending a child does not touch this step's logits, so branches that share a leaf
