@@ -95,7 +95,7 @@ else
     BIN=$ROOT TESTS=$ROOT/build/cuda/tests
     step build 60 300 make -C "$ROOT" -j"$(nproc)" multidecode build/cuda/test_cuda_kernels \
         build/cuda/tests/test_cuda_backend build/cuda/tests/test_cuda_forest \
-        build/cuda/tests/test_cuda_graphs
+        build/cuda/tests/test_cuda_topk build/cuda/tests/test_cuda_graphs
     cp "$ROOT/build/cuda/test_cuda_kernels" "$TESTS/" 2>/dev/null
 fi
 # cuBLAS from the machine's CUDA: wherever its loader or a usual folder has it
@@ -117,7 +117,7 @@ nvidia-smi >>"$W/device.txt" 2>&1
 record device ok 0 0 "$DEVICE"
 
 # ---- 2. the CUDA tests on the device ----
-for t in test_cuda_kernels test_cuda_backend test_cuda_forest test_cuda_graphs; do
+for t in test_cuda_kernels test_cuda_backend test_cuda_forest test_cuda_topk test_cuda_graphs; do
     step "$t" 10 120 "$TESTS/$t"
 done
 # (test_cuda_kernels times the few-row products on a GPU: weight GB/s, one row)

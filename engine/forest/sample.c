@@ -267,7 +267,7 @@ int32_t sampler_sample_top(sampler *s, const int32_t *ids, const float *x, int32
     if (k < 1 || sample_uses_history(&s->p)) return -1;
     if (n <= 0 || n > s->n_cand || s->p.temp <= 0) return ids[0];
     const int32_t kk = kept_of(&s->p, n);
-    if (kk > k) return -1;
+    if (kk > k || !x) return -1;
     sample_cand *c = s->cand;
     for (int32_t i = 0; i < kk; i++) c[i] = (sample_cand){ids[i], x[i], 0};
     /* (ranked already; sorted again all the same, so that the order is sampler_rank's) */

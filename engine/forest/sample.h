@@ -63,8 +63,8 @@ int32_t sampler_sample_hist(sampler *s, const float *logits, int32_t n, const in
 int32_t sample_top_need(const sample_params *p);
 /* sampler_sample's token and RNG draw from a row of n logits given only its k best:
  * ids[0..k) best first (ties to the lower id), x their logits, k >= min(top_k, n) (a
- * device's top-k: no row crosses to the host). -1, no draw, when k is too small or the
- * sampler has a repetition penalty. */
+ * device's top-k: no row crosses to the host; x may be NULL when greedy). -1, no draw,
+ * when k is too small, x is missing or the sampler has a repetition penalty. */
 int32_t sampler_sample_top(sampler *s, const int32_t *ids, const float *x, int32_t k, int32_t n);
 /* The distribution sampler_sample_hist draws from for these logits and history (hist may
  * be NULL when n_hist is 0 or the penalty is off): the kept tokens, most likely first, in

@@ -28,8 +28,8 @@ void step_plan_free(step_plan *p) {
     free(p->lse_ok);
     free(p->tk_ids);
     free(p->tk_lp);
-    free(p->at);
-    free(p->at_i);
+    free(p->tk_x);
+    free(p->tk_at);
     free(p->seg_off_swa);
     free(p->segs_swa);
     free(p->attn_w);
@@ -312,28 +312,6 @@ static void logits_back(const step_plan *p, const int64_t *at, const int32_t *at
     for (int32_t k = 0; k < m; k++) lp[at_i[k]] = kern_logprob(x[k], p->lse[at[k] / p->n_vocab]);
 }
 
-st_code step_logits_at(step_plan *p, int32_t n, const forest_id *node, const int32_t *t, float *x,
-                       st_err *err) {
-    if (p->dev_rows && (!ARR_GROW_I32(p->at, n, p->cap_at) || !ARR_GROW_I32(p->at_i, n, p->cap_at_i)))
-        return st_set(err, ST_ERR_NOMEM, "out of memory");
-    int32_t m = 0;
-    for (int32_t i = 0; i < n; i++) {
-        const int32_t o = p->rows_kept || p->dev_rows ? out_row(p, node[i]) : -1;
-        x[i] = NAN;
-        if (o < 0 || t[i] < 0 || t[i] >= p->n_vocab) continue;
-        const int64_t a = (int64_t)o * p->n_vocab + t[i];
-        if (p->rows_kept) x[i] = p->logits[a];
-        else p->at[m] = a, p->at_i[m++] = i;
-    }
-    if (m == 0) return ST_OK;
-    float *got = malloc(sizeof *got * (size_t)m);
-    if (!got) return st_set(err, ST_ERR_NOMEM, "out of memory");
-    dev_logits(p, p->at, m, got);
-    for (int32_t k = 0; k < m; k++) x[p->at_i[k]] = got[k];
-    free(got);
-    return kern_backend_sync(p->be, err);
-}
-
 void step_logprobs_of(step_plan *p, int32_t n, const forest_id *node, const int32_t *t, float *lp) {
     int64_t at[LP_BATCH];
     int32_t at_i[LP_BATCH], m = 0;
@@ -362,6 +340,34 @@ int32_t step_argmax_of(const step_plan *p, forest_id node) {
     if (lg) return sample_argmax(lg, p->n_vocab);
     const int32_t *ids;
     return step_topk_of(p, node, &ids, NULL) > 0 ? ids[0] : -1;
+}
+
+st_code step_topk_logits(step_plan *p, st_err *err) {
+    const int32_t nk = p->tk_k < p->n_vocab ? p->tk_k : p->n_vocab, n = p->n_out * p->tk_k;
+    if (p->tk_x_ok || nk <= 0) return ST_OK;
+    if (!ARR_GROW_I32(p->tk_x, n, p->cap_tk_x) || !ARR_GROW_I32(p->tk_at, n, p->cap_tk_at))
+        return st_set(err, ST_ERR_NOMEM, "out of memory");
+    for (int32_t o = 0; o < p->n_out; o++)
+        for (int32_t i = 0; i < p->tk_k; i++) {
+            const int32_t t = i < nk ? p->tk_ids[(size_t)o * p->tk_k + i] : 0;
+            p->tk_at[(size_t)o * p->tk_k + i] = (int64_t)o * p->n_vocab + t;
+        }
+    if (p->rows_kept) {
+        for (int32_t i = 0; i < n; i++) p->tk_x[i] = p->logits[p->tk_at[i]];
+    } else if (p->dev_rows) {
+        dev_logits(p, p->tk_at, n, p->tk_x);
+        st_code rc = kern_backend_sync(p->be, err);
+        if (rc) return rc;
+    } else {
+        return ST_OK; /* (nothing scored) */
+    }
+    p->tk_x_ok = true;
+    return ST_OK;
+}
+
+const float *step_topk_x_of(const step_plan *p, forest_id node) {
+    const int32_t o = p->tk_x_ok ? out_row(p, node) : -1;
+    return o < 0 ? NULL : p->tk_x + (size_t)o * p->tk_k;
 }
 
 int32_t step_topk_of(const step_plan *p, forest_id node, const int32_t **ids, const float **lp) {
@@ -441,6 +447,7 @@ st_code step_run(forest *f, step_plan *p, model_ctx *c, st_err *err) {
     if (rc == ST_OK) {
         p->n_vocab = V;
         p->tk_k = 0;
+        p->tk_x_ok = false;
         p->rows_kept = false;
         p->be = be;
         model_batch b = {.n_rows = p->n_rows, .tokens = p->tokens, .pos = pos, .slot = p->slot,

@@ -84,9 +84,10 @@ typedef struct step_plan {
     int32_t *tk_ids;       /* (n_out, tk_k) each row's top-k, best first */
     float *tk_lp;          /* (n_out, tk_k) their log-probabilities */
     int32_t cap_tk_ids, cap_tk_lp;
-    int64_t *at;           /* (cap_at) step_logits_at's offsets into the device rows */
-    int32_t *at_i;         /* (cap_at_i) and the reads they answer */
-    int32_t cap_at, cap_at_i;
+    float *tk_x;           /* (n_out, tk_k) the top-k's logits, after step_topk_logits */
+    int64_t *tk_at;        /* (n_out, tk_k) scratch: their offsets in the device rows */
+    int32_t cap_tk_x, cap_tk_at;
+    bool tk_x_ok;          /* tk_x holds the last run's */
     kern_backend *be;      /* the backend of the last run (its context's, borrowed) */
     /* Windowed segments (step_plan_window), for the windowed layers of hp: n_swa 0 when
      * the plan has none (a model without windows, or not built since step_plan_build); hp
@@ -190,11 +191,18 @@ float step_logprob_of(step_plan *p, forest_id node, int32_t t);
  * device brings back the logits of the tokens outside its top-k in one download_at per
  * 64 (a caller reading many, as the judge, waits for one round trip, not one each). */
 void step_logprobs_of(step_plan *p, int32_t n, const forest_id *node, const int32_t *t, float *lp);
-/* x[i] = logit t[i] of node[i]'s row in the last run, for i < n (NAN: not scored): from
- * the rows kept, or brought back from a device in one download_at (a sampler drawing from
- * a row's top-k needs their logits, not the rows). ST_ERR_NOMEM, or the backend's error. */
-st_code step_logits_at(step_plan *p, int32_t n, const forest_id *node, const int32_t *t, float *x,
-                       st_err *err);
+
+/* Most best tokens of a row a device backend's top-k keeps on the device (CUDA's); a
+ * caller asking for more has the rows brought back to the host for it. */
+#define STEP_TOPK_DEVICE_MAX 64
+/* The logits of every out row's top-k tokens in the last run (step_topk_x_of), from the
+ * rows kept or, when they stayed on a device, brought back in one download_at: a sampler
+ * drawing from a row's top-k (sampler_sample_top) needs those, not the row. ST_ERR_NOMEM,
+ * or the backend's error. */
+st_code step_topk_logits(step_plan *p, st_err *err);
+/* The logits of node's top-k (step_topk_of's ids, in order) once step_topk_logits has run
+ * after the last run, else NULL. */
+const float *step_topk_x_of(const step_plan *p, forest_id node);
 
 /* The top-k of node's logits row in the last run: *ids and *lp (either may be NULL)
  * point at its ids, best first (ties to the lower id), and their log-probabilities (the

@@ -124,14 +124,24 @@ typedef struct spec_walk {
     int32_t n_hist;
 } spec_walk;
 
+/* The sampler's token after node id, n tokens accepted so far: from its row, or from its
+ * top-k's logits where the row stayed on a device; -1 when neither was kept. */
+static int32_t spec_draw(const step_plan *p, spec_walk *w, forest_id id, int32_t n) {
+    const float *lg = step_logits_of(p, id);
+    if (lg) return sampler_sample_hist(w->smp, lg, p->n_vocab, w->hist, w->n_hist + n);
+    const int32_t *ids;
+    const int32_t nk = step_topk_of(p, id, &ids, NULL);
+    const float *x = step_topk_x_of(p, id);
+    return nk > 0 && x ? sampler_sample_top(w->smp, ids, x, nk, p->n_vocab) : -1;
+}
+
 /* The token after node id (tree node at; -1: the tip) into *tok, n tokens accepted so
  * far; returns the child of at that it names, -1 when none, -2 when id was not scored. */
 static int32_t spec_next(const spec_tree *t, const step_plan *p, spec_walk *w, int32_t at,
                          forest_id id, int32_t n, int32_t *tok) {
-    const float *lg = step_logits_of(p, id);
-    if (w->smp ? !lg : !step_scored(p, id)) return -2;
-    *tok = w->smp ? sampler_sample_hist(w->smp, lg, p->n_vocab, w->hist, w->n_hist + n) : step_argmax_of(p, id);
-    return spec_child(t, at, *tok);
+    if (!w->smp && !step_scored(p, id)) return -2;
+    *tok = w->smp ? spec_draw(p, w, id, n) : step_argmax_of(p, id);
+    return *tok < 0 ? -2 : spec_child(t, at, *tok);
 }
 
 /* Walks the tree from the tip, accepting while the chosen token is a child (see
@@ -476,6 +486,17 @@ static st_code spec_accept(spec *s, forest *f, const step_plan *p, int32_t *n, f
     return spec_tree_walk(&s->tree, f, p, s->tip, &w, s->acc, n, last, err);
 }
 
+/* The step over the packed drafts. Acceptance reads of each row its greedy token, or the
+ * sampler's draw; on a device the rows stay there when those need only the top-k, whose
+ * logits come back for the draws (sample_top_need). */
+static st_code spec_run(const spec *s, forest *f, step_plan *p, model_ctx *c, st_err *err) {
+    if (s->sp.samp.temp <= 0) return step_forest_topk(f, p, c, 1, err);
+    const int32_t k = kern_backend_ops(model_ctx_backend(c))->device ? sample_top_need(&s->sp.samp) : 0;
+    if (k <= 0 || k > STEP_TOPK_DEVICE_MAX) return step_forest(f, p, c, err);
+    st_code rc = step_forest_topk(f, p, c, k, err);
+    return rc ? rc : step_topk_logits(p, err);
+}
+
 st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, int32_t *n_out,
                   st_err *err) {
     *n_out = 0;
@@ -492,8 +513,7 @@ st_code spec_step(spec *s, forest *f, step_plan *p, model_ctx *c, int32_t *out, 
     st_code rc = spec_tree_pack(&s->tree, f, s->tip, err);
     if (!rc && use_la && (rc = lookahead_pack(s->la, f, s->tip, err))) spec_tree_prune(&s->tree, f, NULL);
     double t0 = mono_now_s();
-    /* greedy acceptance reads each row's best token alone */
-    if (!rc && (rc = s->sp.samp.temp <= 0 ? step_forest_topk(f, p, c, 1, err) : step_forest(f, p, c, err))) {
+    if (!rc && (rc = spec_run(s, f, p, c, err))) {
         spec_tree_prune(&s->tree, f, NULL);
         if (use_la) lookahead_cancel(s->la, f);
     }

@@ -57,7 +57,6 @@ void grow_free(grow *g) {
     free(g->br);
     free_stops(g);
     free(g->hist);
-    free(g->top_node), free(g->top_tok), free(g->top_x);
     memset(g, 0, sizeof *g);
 }
 
@@ -199,44 +198,18 @@ void grow_forget(grow *g, const forest *f) {
     }
 }
 
-#define GROW_TOPK_MAX 64 /* most best tokens of a row a step on a device brings back for the
-                            draws (CUDA's top-k on the device; past it the rows come back) */
-
 /* How many best tokens of each row a step on a device brings back for every running
  * branch to draw from them (sample_top_need; 1: all greedy), or 0: the rows (a host
- * backend, a repetition penalty, top-k off or above GROW_TOPK_MAX). */
+ * backend, a repetition penalty, top-k off or above what the device keeps). */
 static int32_t grow_topk(const grow *g, model_ctx *c) {
     if (!kern_backend_ops(model_ctx_backend(c))->device) return 0;
     int32_t k = 1;
     for (int32_t i = 0; i < g->n; i++) {
         const int32_t need = g->br[i].done ? 1 : sample_top_need(&g->br[i].smp.p);
-        if (need <= 0 || need > GROW_TOPK_MAX) return 0;
+        if (need <= 0 || need > STEP_TOPK_DEVICE_MAX) return 0;
         k = need > k ? need : k;
     }
     return k;
-}
-
-/* The logits of every running branch's top-k tokens after a step that left the rows on
- * the device, into g->top_x (branch i's at i * g->top_k), in one download. */
-static st_code top_logits(grow *g, step_plan *p, st_err *err) {
-    g->top_k = 0;
-    for (int32_t i = 0; i < g->n; i++) {
-        const int32_t nk = g->br[i].done ? 0 : step_topk_of(p, g->br[i].leaf, NULL, NULL);
-        g->top_k = nk > g->top_k ? nk : g->top_k;
-    }
-    const int32_t n = g->n * g->top_k;
-    if (!ARR_GROW_I32(g->top_node, n, g->cap_top_node) || !ARR_GROW_I32(g->top_tok, n, g->cap_top_tok) ||
-        !ARR_GROW_I32(g->top_x, n, g->cap_top_x))
-        return st_set(err, ST_ERR_NOMEM, "out of memory");
-    for (int32_t i = 0; i < g->n; i++) {
-        const int32_t *ids;
-        const int32_t nk = g->br[i].done ? 0 : step_topk_of(p, g->br[i].leaf, &ids, NULL);
-        for (int32_t j = 0; j < g->top_k; j++) {
-            g->top_node[i * g->top_k + j] = j < nk ? g->br[i].leaf : FOREST_NONE;
-            g->top_tok[i * g->top_k + j] = j < nk ? ids[j] : -1;
-        }
-    }
-    return step_logits_at(p, n, g->top_node, g->top_tok, g->top_x, err);
 }
 
 /* Branch i's draw from its leaf's top-k when the rows stayed on the device: the token
@@ -247,8 +220,8 @@ static st_code grow_pick_top(grow *g, step_plan *p, int32_t V, int32_t i, int32_
     const float *lps;
     const int32_t nk = step_topk_of(p, b->leaf, &ids, &lps);
     if (nk <= 0) return st_set(err, ST_ERR_ARG, "branch %d: its leaf was not scored", i);
-    /* (greedy reads ids[0] alone, and no logits came back when every branch is greedy) */
-    *t = sampler_sample_top(&b->smp, ids, b->smp.p.temp > 0 ? g->top_x + (size_t)i * g->top_k : NULL, nk, V);
+    /* (greedy reads ids[0] alone: no logits come back when every branch is greedy) */
+    *t = sampler_sample_top(&b->smp, ids, step_topk_x_of(p, b->leaf), nk, V);
     for (int32_t j = 0; j < nk; j++)
         if (ids[j] == *t) *lp = lps[j];
     return *t >= 0 ? ST_OK : st_set(err, ST_ERR_ARG, "branch %d: its draw needs more than the %d best", i, nk);
@@ -274,7 +247,7 @@ st_code grow_step(grow *g, forest *f, step_plan *p, model_ctx *c, const tok *tk,
                   grow_emit_fn emit, void *ud, int32_t *active, st_err *err) {
     const int32_t k = grow_topk(g, c);
     st_code rc = k > 0 ? step_forest_topk(f, p, c, k, err) : step_forest(f, p, c, err);
-    if (!rc && k > 1) rc = top_logits(g, p, err);
+    if (!rc && k > 1) rc = step_topk_logits(p, err);
     if (rc) return rc;
     int32_t V = p->n_vocab ? p->n_vocab : model_ctx_hparams(c)->n_vocab;
     /* appending a child does not touch this step's logits, so branches that share a leaf

@@ -49,12 +49,6 @@ typedef struct grow {
     int32_t stop_max;  /* longest stop string, bytes */
     int32_t *hist;     /* scratch for repetition-penalty histories */
     int32_t cap_hist;
-    /* scratch of a step whose rows stayed on a device: branch i's top_k best tokens' leaf
-     * and ids, and their logits (at i * top_k), which its draw reads */
-    forest_id *top_node;
-    int32_t *top_tok;
-    float *top_x;
-    int32_t top_k, cap_top_node, cap_top_tok, cap_top_x;
 } grow;
 
 /* n branches from node `from`, branch i sampling with sp and seed sp->seed + i, each with
