@@ -3,9 +3,11 @@
 # files, side by side on this machine: decode, prefill, and forests of k leaves over a
 # shared prompt against llama.cpp's batched decode of k streams (one unified KV cache,
 # the prompt shared). The two programs take turns, ROUNDS times; the table keeps each
-# one's fastest run (the machines here are noisy), and the memory read probe of the same
-# machine beside decode. LLAMA_BIN holds llama-bench and llama-batched-bench
-# (../shared/tools/build-llamacpp.sh DIR avx2|avx512 builds them; never commit them).
+# one's fastest run (the machines here are noisy), and beside decode its share of the
+# memory read probe run just before it (this VM's bandwidth swings from second to second,
+# so a probe from another moment says little): the best share of the rounds. LLAMA_BIN
+# holds llama-bench and llama-batched-bench (../shared/tools/build-llamacpp.sh DIR
+# avx2|avx512 builds them; never commit them).
 # To measure the AVX2 path on an AVX-512 machine, build multidecode with
 # `make BUILD=build-v3 ARCH=-march=x86-64-v3` and pass MD=build-v3/multidecode, and
 # llama.cpp with avx2.
@@ -31,10 +33,10 @@ maxk=0
 i=0
 while [ "$i" -lt "$rounds" ]; do
     i=$((i + 1))
-    "$md" bench memory -t "$t" --mib 1024 --passes 3 >"$out/mem.$i.json"
     n=0
     for m in "$@"; do
         n=$((n + 1))
+        "$md" bench memory -t "$t" --mib 1024 --passes 3 >"$out/mem.$n.$i.json"
         "$md" bench decode -m "$m" -p "$pp" -n "$tg" -t "$t" >"$out/md-decode.$n.$i.json"
         "$llama/llama-bench" -m "$m" -p "$pp" -n "$tg" -t "$t" -r 1 -o json >"$out/ll-decode.$n.$i.json" 2>/dev/null
         [ "$ks" = none ] && continue
@@ -63,8 +65,11 @@ def lines(name):
 def best(vals):
     vals = [v for v in vals if v]
     return max(vals) if vals else None
-mem = best(r["read_GBps"] for i in range(1, rounds + 1) for r in (load(f"mem.{i}.json") or {}).get("runs", []))
-print(f"read probe (bench memory): {mem} GB/s\n")
+def probe(n, i):
+    return best(r["read_GBps"] for r in (load(f"mem.{n}.{i}.json") or {}).get("runs", []))
+mems = [probe(n, i) for n in range(1, len(models) + 1) for i in range(1, rounds + 1)]
+mems = [m for m in mems if m]
+print(f"read probe (bench memory): {min(mems) if mems else '-'} .. {max(mems) if mems else '-'} GB/s\n")
 print("| model | workload | multidecode | llama.cpp | ratio |")
 print("|---|---|---:|---:|---:|")
 def row(model, what, a, b, note=""):
@@ -79,11 +84,12 @@ for n, m in enumerate(models, 1):
     runs = [r for d in md if d for r in d["runs"]]
     pf = best(r["prompt_tok_s"] for r in runs)
     dec = best(r["gen_tok_s"] for r in runs)
-    gbps = best(r["gen_weight_GBps"] for r in runs)
+    share = best(r["gen_weight_GBps"] / probe(n, i) for i, d in enumerate(md, 1) if d and probe(n, i)
+                 for r in d["runs"])
     lpf = best(r["avg_ts"] for d in ll for r in d if r.get("n_prompt") and not r.get("n_gen"))
     ldec = best(r["avg_ts"] for d in ll for r in d if r.get("n_gen") and not r.get("n_prompt"))
     row(name, "prefill tok/s", pf, lpf)
-    note = f" ({100 * gbps / mem:.0f}% of the probe)" if gbps and mem else ""
+    note = f" ({100 * share:.0f}% of the probe)" if share else ""
     row(name, "decode tok/s", dec, ldec, note)
     mf = [load(f"md-forest.{n}.{i}.json") for i in range(1, rounds + 1)]
     lf = [l for i in range(1, rounds + 1) for l in lines(f"ll-forest.{n}.{i}.jsonl")]
