@@ -198,32 +198,42 @@ static double path_lp_err(model_ctx *lc, const forest *f, forest_id leaf, const 
     return worst;
 }
 
+/* Two branches grown N tokens from prompt[0..4) with sp on c into f and *g (grow_init's;
+ * the caller frees it): the most bytes a step brought back, or UINT64_MAX (a failed
+ * check) when growing failed. */
+static uint64_t grow_two(model_ctx *c, forest *f, grow *g, step_plan *p, const int32_t *prompt,
+                         const sample_params *sp, int32_t N, const char *name) {
+    st_err err = {0};
+    forest_id root;
+    if (forest_add_root(f, prompt, NULL, 4, 0, &root, &err) ||
+        grow_init(g, f, root, 2, sp, N, model_ctx_hparams(c)->n_vocab, &err)) {
+        T_CHECK(0, "%s grow: %s", name, err.msg);
+        return UINT64_MAX;
+    }
+    uint64_t most = 0;
+    int32_t active = 1;
+    for (int32_t s = 0; s <= N && active > 0; s++) {
+        const uint64_t d0 = cu_d2h_bytes(model_ctx_backend(c));
+        T_CHECK(grow_step(g, f, p, c, NULL, NULL, NULL, &active, &err) == ST_OK, "%s grow: %s", name, err.msg);
+        const uint64_t d = cu_d2h_bytes(model_ctx_backend(c)) - d0;
+        most = d > most ? d : most;
+    }
+    return most;
+}
+
 static void grow_greedy(const model *m, const char *name) {
     const int32_t V = m->hp.n_vocab, N = 8;
     int32_t prompt[4] = {1, 5 % V, 9 % V, 13 % V}, lin[8], path[16];
     model_ctx *c = t_ctx_on(m, "cuda", 64), *lc = t_ctx_on(m, "cuda", 64);
     forest *f = forest_init(64, 0);
     float *want = malloc(sizeof(float) * (size_t)V);
-    st_err err = {0};
-    forest_id root;
     grow g;
     sample_params sp = sample_default_params();
     sp.temp = 0;
     step_plan p;
     step_plan_init(&p);
-    if (!c || !lc || forest_add_root(f, prompt, NULL, 4, 0, &root, &err) ||
-        grow_init(&g, f, root, 2, &sp, N, V, &err)) {
-        T_CHECK(0, "%s grow: %s", name, err.msg);
-        goto out;
-    }
-    uint64_t most = 0;
-    int32_t active = 1;
-    for (int32_t s = 0; s <= N && active > 0; s++) {
-        const uint64_t d0 = cu_d2h_bytes(model_ctx_backend(c));
-        T_CHECK(grow_step(&g, f, &p, c, NULL, NULL, NULL, &active, &err) == ST_OK, "%s grow: %s", name, err.msg);
-        const uint64_t d = cu_d2h_bytes(model_ctx_backend(c)) - d0;
-        most = d > most ? d : most;
-    }
+    const uint64_t most = c && lc ? grow_two(c, f, &g, &p, prompt, &sp, N, name) : UINT64_MAX;
+    if (most == UINT64_MAX) goto out;
     T_CHECK(t_greedy_linear(m, prompt, 4, N, lin), "%s: linear greedy", name);
     double worst = 0;
     int32_t same = 0;
@@ -290,26 +300,13 @@ static void grow_sampled(const model *m, const char *name) {
     float lps[2][16];
     model_ctx *c = t_ctx_on(m, "cuda", 64), *rc = t_ctx_on(m, "cuda", 64);
     forest *f = forest_init(64, 0);
-    st_err err = {0};
-    forest_id root;
     grow g;
     sample_params sp = sample_default_params();
     sp.temp = 0.8f, sp.top_k = 40, sp.seed = 77;
     step_plan p;
     step_plan_init(&p);
-    if (!c || !rc || forest_add_root(f, prompt, NULL, 4, 0, &root, &err) ||
-        grow_init(&g, f, root, 2, &sp, N, V, &err)) {
-        T_CHECK(0, "%s grow: %s", name, err.msg);
-        goto out;
-    }
-    uint64_t most = 0;
-    int32_t active = 1;
-    for (int32_t s = 0; s <= N && active > 0; s++) {
-        const uint64_t d0 = cu_d2h_bytes(model_ctx_backend(c));
-        T_CHECK(grow_step(&g, f, &p, c, NULL, NULL, NULL, &active, &err) == ST_OK, "%s grow: %s", name, err.msg);
-        const uint64_t d = cu_d2h_bytes(model_ctx_backend(c)) - d0;
-        most = d > most ? d : most;
-    }
+    const uint64_t most = c && rc ? grow_two(c, f, &g, &p, prompt, &sp, N, name) : UINT64_MAX;
+    if (most == UINT64_MAX) goto out;
     T_CHECK(sampled_full_rows(rc, prompt, 4, &sp, N, toks, lps), "%s: draws from full rows", name);
     int32_t same = 0;
     for (int32_t i = 0; i < g.n; i++) {
@@ -393,10 +390,56 @@ static void beam_vs_cpu(const model *m, const char *name) {
             (unsigned long long)most[1], (unsigned long long)m->hp.n_vocab * sizeof(float));
 }
 
-/* max(most, the bytes c's device brought back since its counter read before). */
-static uint64_t d2h_of(model_ctx *c, uint64_t most, uint64_t before) {
-    const uint64_t d = cu_d2h_bytes(model_ctx_backend(c)) - before;
-    return d > most ? d : most;
+enum { SD_N = 24, SD_NP = 8, SD_CAP = SD_NP + SD_N + 64 };
+
+/* A speculative decoder on cuda over a prompt of repeats (drafts find them): its context c,
+ * a context lc for linear decoding, the forest, plan and a row of scratch. */
+typedef struct spec_dev {
+    model_ctx *c, *lc;
+    forest *f;
+    step_plan p;
+    spec *s;
+    float *want;
+    int32_t path[SD_CAP], got[SD_N + 64], made; /* the prompt, then what came out */
+    uint64_t most;                              /* the most bytes a step brought back */
+    double share;                               /* the largest share of its rows' bytes */
+} spec_dev;
+
+/* Runs a decoder with sp until SD_N tokens are out (or a failed check). */
+static void spec_dev_run(spec_dev *d, const model *m, const spec_params *sp, const char *name) {
+    const int32_t V = m->hp.n_vocab;
+    memset(d, 0, sizeof *d);
+    for (int32_t i = 0; i < SD_NP; i++) d->path[i] = (i < 2 ? 1 + 4 * i : 5 + 4 * (i % 3)) % V;
+    d->c = t_ctx_on(m, "cuda", SD_CAP), d->lc = t_ctx_on(m, "cuda", SD_CAP);
+    d->f = forest_init(SD_CAP, 0);
+    d->want = malloc(sizeof(float) * (size_t)V);
+    step_plan_init(&d->p);
+    st_err err = {0};
+    forest_id tip;
+    if (d->c && d->lc && !forest_add_root(d->f, d->path, NULL, SD_NP, 0, &tip, &err))
+        d->s = spec_init(sp, d->f, tip, &err);
+    T_CHECK(d->s != NULL, "%s spec: %s", name, err.msg);
+    while (d->s && d->made < SD_N) {
+        int32_t k = 0;
+        const uint64_t d0 = cu_d2h_bytes(model_ctx_backend(d->c));
+        if (spec_step(d->s, d->f, &d->p, d->c, d->got + d->made, &k, &err)) {
+            T_CHECK(0, "%s spec step: %s", name, err.msg);
+            break;
+        }
+        const uint64_t b = cu_d2h_bytes(model_ctx_backend(d->c)) - d0;
+        const double share = (double)b / ((double)d->p.n_out * V * sizeof(float));
+        d->most = b > d->most ? b : d->most;
+        d->share = share > d->share ? share : d->share;
+        d->made += k;
+    }
+}
+
+static void spec_dev_free(spec_dev *d) {
+    spec_free(d->s);
+    step_plan_free(&d->p);
+    free(d->want);
+    forest_free(d->f);
+    model_ctx_free(d->c), model_ctx_free(d->lc);
 }
 
 /* Greedy speculative decoding on cuda (prompt-lookup drafts, the n-gram pool and a
@@ -405,44 +448,21 @@ static uint64_t d2h_of(model_ctx *c, uint64_t most, uint64_t before) {
  * token's log-probability within LP_BOUND of linear decoding's log-softmax, and less than
  * a row brought back by any step. */
 static void spec_greedy_dev(const model *m, const char *name) {
-    enum { N = 24, NP = 8, CAP = NP + N + 64 };
     const int32_t V = m->hp.n_vocab;
-    int32_t prompt[NP], lin[N], got[N + 64], path[CAP], made = 0;
-    for (int32_t i = 0; i < NP; i++) prompt[i] = (i < 2 ? 1 + 4 * i : 5 + 4 * (i % 3)) % V; /* repeats: drafts */
-    model_ctx *c = t_ctx_on(m, "cuda", CAP), *lc = t_ctx_on(m, "cuda", CAP);
-    forest *f = forest_init(CAP, 0);
-    float *want = malloc(sizeof(float) * (size_t)V);
-    step_plan p;
-    step_plan_init(&p);
-    st_err err = {0};
-    forest_id tip;
+    int32_t lin[SD_N], path[SD_CAP];
     spec_params sp = spec_default_params();
     sp.adaptive = false, sp.la_adaptive = false, sp.la.w = 3, sp.logprobs = true;
-    spec *s = c && lc && !forest_add_root(f, prompt, NULL, NP, 0, &tip, &err) ? spec_init(&sp, f, tip, &err) : NULL;
-    T_CHECK(s != NULL, "%s spec: %s", name, err.msg);
-    uint64_t most = 0;
-    while (s && made < N) {
-        int32_t k = 0;
-        const uint64_t d0 = cu_d2h_bytes(model_ctx_backend(c));
-        if (spec_step(s, f, &p, c, got + made, &k, &err)) {
-            T_CHECK(0, "%s spec step: %s", name, err.msg);
-            break;
-        }
-        most = d2h_of(c, most, d0);
-        made += k;
-    }
-    T_CHECK(t_greedy_linear(m, prompt, NP, N, lin), "%s: linear greedy", name);
-    T_CHECK(made >= N && !memcmp(got, lin, sizeof lin), "%s: greedy drafts and lookahead = linear greedy", name);
-    const int32_t len = s ? forest_path(f, spec_tip(s), path, CAP) : 0;
-    const double e = s ? path_lp_err(lc, f, spec_tip(s), path, len, NP, want) : NAN;
-    T_CHECK(len > NP && e <= LP_BOUND, "%s: speculative log-probabilities off by %.3g", name, e);
-    T_CHECK(most < (uint64_t)V * sizeof(float), "%s: a speculative step brought back %llu bytes (a row: %llu)",
-            name, (unsigned long long)most, (unsigned long long)V * sizeof(float));
-    spec_free(s);
-    step_plan_free(&p);
-    free(want);
-    forest_free(f);
-    model_ctx_free(c), model_ctx_free(lc);
+    spec_dev d;
+    spec_dev_run(&d, m, &sp, name);
+    T_CHECK(t_greedy_linear(m, d.path, SD_NP, SD_N, lin), "%s: linear greedy", name);
+    T_CHECK(d.made >= SD_N && !memcmp(d.got, lin, sizeof lin), "%s: greedy drafts and lookahead = linear greedy",
+            name);
+    const int32_t len = d.s ? forest_path(d.f, spec_tip(d.s), path, SD_CAP) : 0;
+    const double e = d.s ? path_lp_err(d.lc, d.f, spec_tip(d.s), path, len, SD_NP, d.want) : NAN;
+    T_CHECK(len > SD_NP && e <= LP_BOUND, "%s: speculative log-probabilities off by %.3g", name, e);
+    T_CHECK(d.most < (uint64_t)V * sizeof(float), "%s: a speculative step brought back %llu bytes (a row: %llu)",
+            name, (unsigned long long)d.most, (unsigned long long)V * sizeof(float));
+    spec_dev_free(&d);
 }
 
 /* Sampled drafts and lookahead (temperature 0.8, top-k 40) on cuda, whose steps bring back
@@ -450,51 +470,25 @@ static void spec_greedy_dev(const model *m, const char *name) {
  * linear decoding's logits on cuda, and no step brings back more than those (and its
  * rows' log-sum-exp). */
 static void spec_sampled_dev(const model *m, const char *name) {
-    enum { N = 24, NP = 8, CAP = NP + N + 64 };
     const int32_t V = m->hp.n_vocab;
-    int32_t path[CAP], got[N + 64], made = 0;
-    for (int32_t i = 0; i < NP; i++) path[i] = (i < 2 ? 1 + 4 * i : 5 + 4 * (i % 3)) % V; /* repeats: drafts */
-    model_ctx *c = t_ctx_on(m, "cuda", CAP), *lc = t_ctx_on(m, "cuda", CAP);
-    forest *f = forest_init(CAP, 0);
-    float *want = malloc(sizeof(float) * (size_t)V);
-    step_plan p;
-    step_plan_init(&p);
-    st_err err = {0};
-    forest_id tip;
     spec_params sp = spec_default_params();
     sp.adaptive = false, sp.la_adaptive = false, sp.la.w = 3;
     sp.samp.temp = 0.8f, sp.samp.top_k = 40, sp.samp.seed = 9;
-    spec *s = c && lc && !forest_add_root(f, path, NULL, NP, 0, &tip, &err) ? spec_init(&sp, f, tip, &err) : NULL;
-    T_CHECK(s != NULL, "%s spec: %s", name, err.msg);
-    double most = 0; /* the largest share of its rows' bytes a step brought back */
-    while (s && made < N) {
-        int32_t k = 0;
-        const uint64_t d0 = cu_d2h_bytes(model_ctx_backend(c));
-        if (spec_step(s, f, &p, c, got + made, &k, &err)) {
-            T_CHECK(0, "%s spec step: %s", name, err.msg);
-            break;
-        }
-        const double share = (double)(cu_d2h_bytes(model_ctx_backend(c)) - d0) / ((double)p.n_out * V * 4);
-        most = share > most ? share : most;
-        made += k;
-    }
+    spec_dev d;
+    spec_dev_run(&d, m, &sp, name);
     sampler r;
-    bool ok = !sampler_init(&r, &sp.samp, V);
-    for (int32_t i = 0; ok && i < N; i++) {
-        ok = !t_linear(lc, path, NP + i, 0, want);
-        path[NP + i] = sampler_sample(&r, want, V);
+    bool ok = d.s && !sampler_init(&r, &sp.samp, V);
+    for (int32_t i = 0; ok && i < SD_N; i++) {
+        ok = !t_linear(d.lc, d.path, SD_NP + i, 0, d.want);
+        d.path[SD_NP + i] = sampler_sample(&r, d.want, V);
     }
-    sampler_free(&r);
-    T_CHECK(ok && made >= N && !memcmp(got, path + NP, sizeof(int32_t) * N),
+    if (d.s) sampler_free(&r);
+    T_CHECK(ok && d.made >= SD_N && !memcmp(d.got, d.path + SD_NP, sizeof(int32_t) * SD_N),
             "%s: sampled drafts and lookahead = plain sampling", name);
     /* (each row's top 40 comes back as ids, log-probabilities and logits: 480 bytes) */
-    T_CHECK(most <= (40.0 * 12 + 64) / (V * 4.0), "%s: a sampled speculative step brought back %.3g of its rows' bytes",
-            name, most);
-    spec_free(s);
-    step_plan_free(&p);
-    free(want);
-    forest_free(f);
-    model_ctx_free(c), model_ctx_free(lc);
+    T_CHECK(d.share <= (40.0 * 12 + 64) / (V * 4.0),
+            "%s: a sampled speculative step brought back %.3g of its rows' bytes", name, d.share);
+    spec_dev_free(&d);
 }
 
 /* A judge of 3 pending branches (a two-token yes, a one-token no) on its own cuda
