@@ -491,6 +491,10 @@ st_code step_forest(forest *f, step_plan *p, model_ctx *c, st_err *err) {
     return step_run(f, p, c, err);
 }
 
+int32_t step_device_topk(model_ctx *c, int32_t k) {
+    return kern_backend_ops(model_ctx_backend(c))->device && k > 0 && k <= STEP_TOPK_DEVICE_MAX ? k : 0;
+}
+
 st_code step_forest_topk(forest *f, step_plan *p, model_ctx *c, int32_t top_k, st_err *err) {
     const bool only = p->topk_only;
     const int32_t k = p->top_k;

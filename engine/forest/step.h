@@ -195,6 +195,9 @@ void step_logprobs_of(step_plan *p, int32_t n, const forest_id *node, const int3
 /* Most best tokens of a row a device backend's top-k keeps on the device (CUDA's); a
  * caller asking for more has the rows brought back to the host for it. */
 #define STEP_TOPK_DEVICE_MAX 64
+/* k when a step on c can leave its rows on the device and bring back each row's k best
+ * instead (c's backend a device, 0 < k <= STEP_TOPK_DEVICE_MAX), else 0: the rows. */
+int32_t step_device_topk(model_ctx *c, int32_t k);
 /* The logits of every out row's top-k tokens in the last run (step_topk_x_of), from the
  * rows kept or, when they stayed on a device, brought back in one download_at: a sampler
  * drawing from a row's top-k (sampler_sample_top) needs those, not the row. ST_ERR_NOMEM,

@@ -491,8 +491,8 @@ static st_code spec_accept(spec *s, forest *f, const step_plan *p, int32_t *n, f
  * logits come back for the draws (sample_top_need). */
 static st_code spec_run(const spec *s, forest *f, step_plan *p, model_ctx *c, st_err *err) {
     if (s->sp.samp.temp <= 0) return step_forest_topk(f, p, c, 1, err);
-    const int32_t k = kern_backend_ops(model_ctx_backend(c))->device ? sample_top_need(&s->sp.samp) : 0;
-    if (k <= 0 || k > STEP_TOPK_DEVICE_MAX) return step_forest(f, p, c, err);
+    const int32_t k = step_device_topk(c, sample_top_need(&s->sp.samp));
+    if (k == 0) return step_forest(f, p, c, err);
     st_code rc = step_forest_topk(f, p, c, k, err);
     return rc ? rc : step_topk_logits(p, err);
 }

@@ -202,14 +202,13 @@ void grow_forget(grow *g, const forest *f) {
  * branch to draw from them (sample_top_need; 1: all greedy), or 0: the rows (a host
  * backend, a repetition penalty, top-k off or above what the device keeps). */
 static int32_t grow_topk(const grow *g, model_ctx *c) {
-    if (!kern_backend_ops(model_ctx_backend(c))->device) return 0;
     int32_t k = 1;
     for (int32_t i = 0; i < g->n; i++) {
         const int32_t need = g->br[i].done ? 1 : sample_top_need(&g->br[i].smp.p);
-        if (need <= 0 || need > STEP_TOPK_DEVICE_MAX) return 0;
+        if (need <= 0) return 0;
         k = need > k ? need : k;
     }
-    return k;
+    return step_device_topk(c, k);
 }
 
 /* Branch i's draw from its leaf's top-k when the rows stayed on the device: the token

@@ -144,16 +144,16 @@ void cuda_download(kern_backend *b, void *dst, const void *src, size_t bytes) {
     if (bytes) CU_OK(b, "download", d2h(b, dst, src, bytes));
 }
 
-/* the floats gathered on the device into scratch, then one copy back */
+/* the offsets sent up and the floats gathered into one scratch, then one copy back (the
+ * offsets change every call: not for to_device's cache of a batch's arrays) */
 void cuda_download_at(kern_backend *b, float *dst, const float *src, const int64_t *idx, int32_t n) {
     if (n <= 0) return;
     eager no_graph(b, "download_at");
-    const size_t bytes = sizeof(float) * (size_t)n;
-    const int64_t *di =
-        static_cast<const int64_t *>(to_device(b, "download_at", idx, sizeof(int64_t) * (size_t)n));
-    float *y = static_cast<float *>(scratch(b, "download_at", S_GATHER, bytes));
-    if (!di || !y) return;
-    cu_gather_at(y, src, di, n, stream_of(b));
+    const size_t bytes = sizeof(float) * (size_t)n, ib = sizeof(int64_t) * (size_t)n;
+    char *d = static_cast<char *>(scratch(b, "download_at", S_GATHER, ib + bytes));
+    if (!d || !CU_OK(b, "download_at", h2d(b, d, idx, ib))) return;
+    float *y = reinterpret_cast<float *>(d + ib);
+    cu_gather_at(y, src, reinterpret_cast<const int64_t *>(d), n, stream_of(b));
     if (!LAUNCHED(b, "download_at")) return;
     const void *h = d2h_pinned(b, "download_at", y, bytes);
     if (h) memcpy(dst, h, bytes);
